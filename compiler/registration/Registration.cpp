@@ -1,0 +1,15 @@
+//===- Registration.cpp - the one place tools register things -------------===//
+
+#include "compiler/registration/Registration.h"
+
+#include "dialects/mt/IR/MTDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+
+void mtc::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<mt::MTDialect, mlir::func::FuncDialect>();
+}
+
+void mtc::registerAllPasses() {
+  // The project's passes register here as they land (autodiff, sharding, ...).
+}

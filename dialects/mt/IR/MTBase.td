@@ -1,0 +1,40 @@
+//===- MTBase.td - mt dialect definition --------------------*- tablegen -*-===//
+//
+// `mt` is the global-graph dialect: the whole model as one program over tensors whose
+// dimensions carry names. Sharding, pipelining and codegen all start from here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_DIALECTS_MT_IR_MTBASE_TD
+#define MTC_DIALECTS_MT_IR_MTBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def MT_Dialect : Dialect {
+  let name = "mt";
+  let cppNamespace = "::mtc::mt";
+  let summary = "Global transformer graph over named-dimension tensors";
+  let description = [{
+    Every tensor dimension has a name (`batch`, `seq`, `hidden`, ...). Ops refer to
+    dimensions by name (`contract ... over [hidden]`), dimensions of one name agree in size
+    across a program, and a parallel strategy is a map from dimension names to mesh axes.
+  }];
+  let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let extraClassDeclaration = [{
+    /// Module attribute names.
+    static constexpr ::llvm::StringLiteral kDimsAttrName = "mt.dims";
+    static constexpr ::llvm::StringLiteral kTrainAttrName = "mt.train";
+    static constexpr ::llvm::StringLiteral kParallelAttrName = "mt.parallel";
+    /// Unit attribute on the `func.func` of a layer body (called by `mt.repeat`).
+    static constexpr ::llvm::StringLiteral kLayerAttrName = "mt.layer";
+  private:
+    void registerTypes();
+    void registerAttributes();
+  public:
+  }];
+}
+
+#endif // MTC_DIALECTS_MT_IR_MTBASE_TD

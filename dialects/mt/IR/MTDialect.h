@@ -1,0 +1,68 @@
+//===- MTDialect.h - mt dialect ---------------------------------*- C++ -*-===//
+//
+// The `mt` dialect, its named-dimension tensor type and its attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_DIALECTS_MT_IR_MTDIALECT_H
+#define MTC_DIALECTS_MT_IR_MTDIALECT_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpImplementation.h"
+
+namespace mtc::mt {
+
+/// One dimension of a named-dimension tensor.
+struct NamedDim {
+  mlir::StringAttr name;
+  int64_t size;
+  bool operator==(const NamedDim &other) const {
+    return name == other.name && size == other.size;
+  }
+};
+
+} // namespace mtc::mt
+
+#include "dialects/mt/IR/MTDialect.h.inc"
+#include "dialects/mt/IR/MTEnums.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/mt/IR/MTTypes.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/mt/IR/MTAttrs.h.inc"
+
+namespace mtc::mt {
+
+/// Element types a tensor may hold: floats for values, integers for ids and labels.
+bool isValidElementType(mlir::Type type);
+
+/// The result type of a named-broadcasting elementwise op, or failure (with a diagnostic
+/// through `emitError`) when a shared dimension disagrees in size.
+mlir::FailureOr<NamedTensorType>
+inferBroadcastType(NamedTensorType lhs, NamedTensorType rhs,
+                   llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+/// The result type of contracting `lhs` with `rhs` over `over`, or failure with a
+/// diagnostic.
+mlir::FailureOr<NamedTensorType>
+inferContractType(NamedTensorType lhs, NamedTensorType rhs, llvm::ArrayRef<llvm::StringRef> over,
+                  llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+/// The type left after removing the dimensions `over` from `input`, or failure with a
+/// diagnostic naming a missing dimension.
+mlir::FailureOr<NamedTensorType>
+inferReduceType(NamedTensorType input, llvm::ArrayRef<llvm::StringRef> over,
+                llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+/// `normal(0.02)`: an initialiser without the `#mt.init<...>` wrapper, as `mt.param`
+/// prints it.
+InitAttr parseInitSpec(mlir::AsmParser &parser);
+void printInitSpec(mlir::AsmPrinter &printer, InitAttr init);
+
+} // namespace mtc::mt
+
+#endif // MTC_DIALECTS_MT_IR_MTDIALECT_H

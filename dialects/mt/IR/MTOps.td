@@ -1,0 +1,474 @@
+//===- MTOps.td - mt dialect operations ---------------------*- tablegen -*-===//
+//
+// Operations of the global graph. Every op names the dimensions it works on; verifiers
+// check those names exist with consistent sizes and that the declared result type is the
+// one the op implies, so a malformed program is rejected at the op that breaks it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_DIALECTS_MT_IR_MTOPS_TD
+#define MTC_DIALECTS_MT_IR_MTOPS_TD
+
+include "dialects/mt/IR/MTBase.td"
+include "dialects/mt/IR/MTTypes.td"
+include "dialects/mt/IR/MTAttrs.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/CallInterfaces.td"
+
+class MT_Op<string mnemonic, list<Trait> traits = []>
+    : Op<MT_Dialect, mnemonic, traits>;
+
+def MT_Tensor : Type<CPred<"::llvm::isa<::mtc::mt::NamedTensorType>($_self)">,
+                     "named-dimension tensor", "::mtc::mt::NamedTensorType">;
+
+/// A list of dimension names, printed as `[a, b]`.
+def MT_DimListAttr : TypedArrayAttrBase<StrAttr, "list of dimension names"> {
+  let constBuilderCall = "$_builder.getStrArrayAttr($0)";
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters and constants
+//===----------------------------------------------------------------------===//
+
+def MT_ParamOp : MT_Op<"param", [Symbol]> {
+  let summary = "a trainable parameter";
+  let description = [{
+    Declares a parameter of the model. A parameter that belongs to a layer names it with
+    `layer @block`: the layer's `mt.repeat` instantiates it once per repeat, so its true
+    size is its type's size times the repeat count.
+
+    ```mlir
+    mt.param @wte : !mt.tensor<[vocab=512, hidden=64], f32> init normal(0.02)
+    mt.param @block.ln1.g layer @block : !mt.tensor<[hidden=64], f32> init ones
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       OptionalAttr<FlatSymbolRefAttr>:$layer,
+                       TypeAttrOf<MT_Tensor>:$type,
+                       MT_InitAttr:$init);
+  let assemblyFormat = [{
+    $sym_name (`layer` $layer^)? `:` $type `init` custom<InitValue>($init) attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mtc::mt::NamedTensorType getTensorType() {
+      return ::llvm::cast<::mtc::mt::NamedTensorType>(getType());
+    }
+  }];
+}
+
+def MT_ParamRefOp : MT_Op<"param_ref",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the value of a parameter";
+  let description = [{
+    Reads a parameter. Inside a layer body it reads the current repeat's instance.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = "$param attr-dict `:` type($result)";
+}
+
+def MT_ConstantOp : MT_Op<"constant", [Pure]> {
+  let summary = "a scalar constant";
+  let description = [{
+    A scalar (rank 0) value; named broadcasting lets it combine with any tensor.
+  }];
+  let arguments = (ins F64Attr:$value);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class MT_BinaryOp<string mnemonic> : MT_Op<mnemonic, [Pure]> {
+  let description = [{
+    Elementwise with named broadcasting: the result has the lhs dimensions in order followed
+    by the rhs dimensions that the lhs lacks; dimensions of one name agree in size; element
+    types are equal.
+  }];
+  let arguments = (ins MT_Tensor:$lhs, MT_Tensor:$rhs);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_AddOp : MT_BinaryOp<"add"> { let summary = "elementwise sum"; }
+def MT_SubOp : MT_BinaryOp<"sub"> { let summary = "elementwise difference"; }
+def MT_MulOp : MT_BinaryOp<"mul"> { let summary = "elementwise product"; }
+def MT_DivOp : MT_BinaryOp<"div"> { let summary = "elementwise quotient"; }
+def MT_MaxOp : MT_BinaryOp<"max"> { let summary = "elementwise maximum"; }
+def MT_PowOp : MT_BinaryOp<"pow"> { let summary = "elementwise power"; }
+
+class MT_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : MT_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+  let arguments = (ins MT_Tensor:$input);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def MT_NegOp : MT_UnaryOp<"neg"> { let summary = "elementwise negation"; }
+def MT_ExpOp : MT_UnaryOp<"exp"> { let summary = "elementwise e^x"; }
+def MT_LogOp : MT_UnaryOp<"log"> { let summary = "elementwise natural logarithm"; }
+def MT_SqrtOp : MT_UnaryOp<"sqrt"> { let summary = "elementwise square root"; }
+def MT_RsqrtOp : MT_UnaryOp<"rsqrt"> { let summary = "elementwise 1/sqrt(x)"; }
+def MT_TanhOp : MT_UnaryOp<"tanh"> { let summary = "elementwise hyperbolic tangent"; }
+def MT_SigmoidOp : MT_UnaryOp<"sigmoid"> { let summary = "elementwise logistic sigmoid"; }
+def MT_ReluOp : MT_UnaryOp<"relu"> { let summary = "elementwise max(x, 0)"; }
+def MT_SiluOp : MT_UnaryOp<"silu"> { let summary = "elementwise x * sigmoid(x)"; }
+def MT_GeluOp : MT_UnaryOp<"gelu"> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `x * Phi(x)`; with `approximate` (GPT-2's form) Phi is replaced by the tanh
+    approximation `0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`.
+  }];
+  let arguments = (ins MT_Tensor:$input, UnitAttr:$approximate);
+  let assemblyFormat = "$input (`approximate` $approximate^)? attr-dict `:` type($result)";
+}
+
+def MT_CastOp : MT_Op<"cast", [Pure]> {
+  let summary = "element type conversion";
+  let description = "Converts the element type; the dimensions are unchanged.";
+  let arguments = (ins MT_Tensor:$input);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def MT_TransposeOp : MT_Op<"transpose", [Pure]> {
+  let summary = "reorder dimensions";
+  let description = [{
+    Changes the physical order of the dimensions; names, sizes and element type stay.
+  }];
+  let arguments = (ins MT_Tensor:$input);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and reductions
+//===----------------------------------------------------------------------===//
+
+def MT_ContractOp : MT_Op<"contract", [Pure]> {
+  let summary = "contraction over named dimensions";
+  let description = [{
+    Multiplies and sums over the `over` dimensions, which both operands have. Dimensions
+    that both operands have and that are not contracted are batch dimensions. The result has
+    the lhs's remaining dimensions in order, then the rhs's remaining dimensions the lhs
+    lacks.
+
+    ```mlir
+    %q = mt.contract %h, %wq over [hidden]
+        : !mt.tensor<[batch=2, seq=8, hidden=64], f32>,
+          !mt.tensor<[hidden=64, heads=4, head_dim=16], f32>
+        -> !mt.tensor<[batch=2, seq=8, heads=4, head_dim=16], f32>
+    ```
+  }];
+  let arguments = (ins MT_Tensor:$lhs, MT_Tensor:$rhs, MT_DimListAttr:$over);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `over` custom<DimList>($over) attr-dict `:` type($lhs) `,` type($rhs)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+class MT_ReduceOp<string mnemonic> : MT_Op<mnemonic, [Pure]> {
+  let description = "Reduces the `over` dimensions away; the others keep their order.";
+  let arguments = (ins MT_Tensor:$input, MT_DimListAttr:$over);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $input `over` custom<DimList>($over) attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_ReduceSumOp : MT_ReduceOp<"reduce_sum"> { let summary = "sum over dimensions"; }
+def MT_ReduceMeanOp : MT_ReduceOp<"reduce_mean"> { let summary = "mean over dimensions"; }
+def MT_ReduceMaxOp : MT_ReduceOp<"reduce_max"> { let summary = "maximum over dimensions"; }
+
+//===----------------------------------------------------------------------===//
+// Normalisation and attention
+//===----------------------------------------------------------------------===//
+
+def MT_SoftmaxOp : MT_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "softmax along one dimension";
+  let arguments = (ins MT_Tensor:$input, StrAttr:$dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = "$input `over` custom<DimName>($dim) attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def MT_LayerNormOp : MT_Op<"layer_norm", [Pure]> {
+  let summary = "layer normalisation along one dimension";
+  let description = [{
+    `(x - mean) / sqrt(var + eps) * scale (+ bias)` along `dim`; `scale` and `bias` have
+    exactly that one dimension.
+  }];
+  let arguments = (ins MT_Tensor:$input, MT_Tensor:$scale, Optional<MT_Tensor>:$bias,
+                       StrAttr:$dim, DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale (`,` $bias^)? `over` custom<DimName>($dim) attr-dict `:`
+    type($input) `,` type($scale) (`,` type($bias)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_RMSNormOp : MT_Op<"rms_norm", [Pure]> {
+  let summary = "root-mean-square normalisation along one dimension";
+  let description = "`x / sqrt(mean(x^2) + eps) * scale` along `dim`.";
+  let arguments = (ins MT_Tensor:$input, MT_Tensor:$scale, StrAttr:$dim,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale `over` custom<DimName>($dim) attr-dict `:`
+    type($input) `,` type($scale) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_RopeOp : MT_Op<"rope", [Pure, SameOperandsAndResultType]> {
+  let summary = "rotary position embedding";
+  let description = [{
+    Rotates the pairs (2i, 2i+1) of dimension `dim` by the angle
+    `position * theta^(-2i/size(dim))`, where `position` indexes the dimension `position`.
+  }];
+  let arguments = (ins MT_Tensor:$input, StrAttr:$dim, StrAttr:$position,
+                       DefaultValuedAttr<F64Attr, "10000.0">:$theta);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $input `over` custom<DimName>($dim) `position` custom<DimName>($position) attr-dict
+    `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_AttentionOp : MT_Op<"attention", [Pure, AllTypesMatch<["query", "result"]>]> {
+  let summary = "scaled dot-product attention (multi-head and grouped-query)";
+  let description = [{
+    `softmax(q k^T * scale [+ causal mask]) v` per head. The query has dimensions
+    (`seq`, `heads`, `head_dim`) plus batch dimensions; key and value have (`seq`,
+    `kv_heads`, `head_dim`) and the same batch dimensions. `heads` is a multiple of
+    `kv_heads` (grouped-query attention; equal names mean ordinary multi-head attention).
+    The result has the query's type.
+
+    ```mlir
+    %o = mt.attention %q, %k, %v dims(seq, heads, kv_heads, head_dim) causal
+        {scale = 0.125 : f64} : !mt.tensor<...>, !mt.tensor<...>, !mt.tensor<...>
+    ```
+  }];
+  let arguments = (ins MT_Tensor:$query, MT_Tensor:$key, MT_Tensor:$value,
+                       StrAttr:$seq_dim, StrAttr:$heads_dim, StrAttr:$kv_heads_dim,
+                       StrAttr:$head_dim, UnitAttr:$causal, F64Attr:$scale);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `dims` `(` custom<DimName>($seq_dim) `,`
+    custom<DimName>($heads_dim) `,` custom<DimName>($kv_heads_dim) `,`
+    custom<DimName>($head_dim) `)` (`causal` $causal^)? `scale` $scale attr-dict `:`
+    type($query) `,` type($key) `,` type($value)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mtc::mt::NamedTensorType getResultType() {
+      return ::llvm::cast<::mtc::mt::NamedTensorType>(getResult().getType());
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding, loss, regularisation
+//===----------------------------------------------------------------------===//
+
+def MT_GatherOp : MT_Op<"gather", [Pure]> {
+  let summary = "embedding lookup";
+  let description = [{
+    Selects rows of `table` along dimension `dim` by integer `indices`. The result has the
+    indices' dimensions followed by the table's other dimensions.
+  }];
+  let arguments = (ins MT_Tensor:$table, MT_Tensor:$indices, StrAttr:$dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $table `,` $indices `over` custom<DimName>($dim) attr-dict `:` type($table) `,`
+    type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_CrossEntropyOp : MT_Op<"cross_entropy", [Pure]> {
+  let summary = "mean softmax cross-entropy";
+  let description = [{
+    `mean(logsumexp(logits) - logits[label])` over every position; `labels` has the logits'
+    dimensions except `dim` and integer elements. The result is a scalar.
+  }];
+  let arguments = (ins MT_Tensor:$logits, MT_Tensor:$labels, StrAttr:$dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `over` custom<DimName>($dim) attr-dict `:` type($logits) `,`
+    type($labels) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_DropoutOp : MT_Op<"dropout", [SameOperandsAndResultType]> {
+  let summary = "inverted dropout";
+  let description = [{
+    Zeroes each element with probability `rate` and scales the rest by 1/(1-rate). The mask
+    comes from the counter-based RNG keyed on (seed, `stream`, global element index, step),
+    so it is the same under every parallel layout.
+  }];
+  let arguments = (ins MT_Tensor:$input, F64Attr:$rate, I64Attr:$stream);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = "$input `rate` $rate `stream` $stream attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Dimension manipulation
+//===----------------------------------------------------------------------===//
+
+def MT_SplitOp : MT_Op<"split", [Pure]> {
+  let summary = "split one dimension into several";
+  let description = [{
+    Replaces `dim` by the `into` dimensions (row-major: the first varies slowest), in its
+    place. Their sizes come from the result type and multiply to the size of `dim`.
+  }];
+  let arguments = (ins MT_Tensor:$input, StrAttr:$dim, MT_DimListAttr:$into);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $input custom<DimName>($dim) `into` custom<DimList>($into) attr-dict `:` type($input)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_MergeOp : MT_Op<"merge", [Pure]> {
+  let summary = "merge several dimensions into one";
+  let description = [{
+    Replaces the `dims` (row-major in the listed order) by one dimension `into`, placed where
+    the first of them was.
+  }];
+  let arguments = (ins MT_Tensor:$input, MT_DimListAttr:$dims, StrAttr:$into);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $input custom<DimList>($dims) `into` custom<DimName>($into) attr-dict `:` type($input)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_RenameOp : MT_Op<"rename", [Pure]> {
+  let summary = "rename a dimension";
+  let arguments = (ins MT_Tensor:$input, StrAttr:$dim, StrAttr:$to);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $input custom<DimName>($dim) `to` custom<DimName>($to) attr-dict `:` type($input)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+def MT_TopKOp : MT_Op<"topk", [Pure]> {
+  let summary = "the k largest entries along a dimension";
+  let description = [{
+    Returns the `k` largest values of `input` along `dim` (in descending order) and their
+    integer positions; in both results the dimension `k_dim` (whose size is k) replaces
+    `dim`.
+  }];
+  let arguments = (ins MT_Tensor:$input, StrAttr:$dim, StrAttr:$k_dim);
+  let results = (outs MT_Tensor:$values, MT_Tensor:$indices);
+  let assemblyFormat = [{
+    $input `over` custom<DimName>($dim) `k` custom<DimName>($k_dim) attr-dict `:`
+    type($input) `->` type($values) `,` type($indices)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_DispatchOp : MT_Op<"dispatch", [Pure]> {
+  let summary = "route tokens to expert buffers";
+  let description = [{
+    `indices` (token dimensions plus `k_dim`) names for each token its experts. Each expert
+    takes up to `capacity` tokens (first come, first served in token order; overflow is
+    dropped). The result is (`expert_dim`, `capacity_dim`, feature dimensions of `input`),
+    where `input` has the token dimensions plus the feature dimensions and
+    `capacity = ceil(capacity_factor * tokens * k / experts)`.
+  }];
+  let arguments = (ins MT_Tensor:$input, MT_Tensor:$indices, StrAttr:$k_dim,
+                       StrAttr:$expert_dim, StrAttr:$capacity_dim, F64Attr:$capacity_factor);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $indices `k` custom<DimName>($k_dim) `to` custom<DimName>($expert_dim)
+    `capacity` custom<DimName>($capacity_dim) `factor` $capacity_factor attr-dict `:`
+    type($input) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_CombineOp : MT_Op<"combine", [Pure]> {
+  let summary = "gather expert outputs back to tokens";
+  let description = [{
+    The inverse of `mt.dispatch` with the same `indices`: each token's output is the sum over
+    its k experts of `weights * expert output` (dropped tokens get zero).
+  }];
+  let arguments = (ins MT_Tensor:$input, MT_Tensor:$indices, MT_Tensor:$weights,
+                       StrAttr:$k_dim, StrAttr:$expert_dim, StrAttr:$capacity_dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $indices `,` $weights `k` custom<DimName>($k_dim) `from`
+    custom<DimName>($expert_dim) `capacity` custom<DimName>($capacity_dim) attr-dict `:`
+    type($input) `,` type($indices) `,` type($weights) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_LoadBalancingLossOp : MT_Op<"load_balancing_loss", [Pure]> {
+  let summary = "auxiliary loss that balances expert load";
+  let description = [{
+    Switch Transformer's `E * sum_e f_e * P_e`: `f_e` is the fraction of routing choices
+    that picked expert e, `P_e` the mean router probability (softmax of `logits` over
+    `expert_dim`) of expert e. A scalar.
+  }];
+  let arguments = (ins MT_Tensor:$logits, MT_Tensor:$indices, StrAttr:$expert_dim,
+                       StrAttr:$k_dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $indices `over` custom<DimName>($expert_dim) `k` custom<DimName>($k_dim)
+    attr-dict `:` type($logits) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Layers
+//===----------------------------------------------------------------------===//
+
+def MT_RepeatOp : MT_Op<"repeat", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "apply a layer function several times";
+  let description = [{
+    Calls the layer body `callee` (a `func.func` marked `mt.layer`) `count` times, feeding
+    each call's result to the next; each repeat has its own instances of the layer's
+    parameters. Layers stay one function however deep the model is.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<MT_Tensor>:$inputs,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$count);
+  let results = (outs Variadic<MT_Tensor>:$results);
+  let assemblyFormat = [{
+    $callee `(` $inputs `)` `count` $count attr-dict `:` functional-type($inputs, $results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MTC_DIALECTS_MT_IR_MTOPS_TD
