@@ -23,6 +23,7 @@ llvm_config.use_default_substitutions()
 tool_dirs = [config.mtc_tools_dir, config.llvm_tools_dir]
 tools = [
 
+    ToolSubst("mtc", unresolved="fatal"),
     ToolSubst("mt-opt", unresolved="fatal"),
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
