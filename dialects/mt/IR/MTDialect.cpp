@@ -303,7 +303,8 @@ LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "initialiser '" << stringifyInitKind(kind) << "' takes "
                        << expected << (optionalSecond ? " or " + std::to_string(expected + 1)
                                                       : std::string())
-                       << " arguments, got " << count;
+                       << (expected == 1 && !optionalSecond ? " argument" : " arguments")
+                       << ", got " << count;
   if (kind == InitKind::Normal && args[0] < 0)
     return emitError() << "normal initialiser needs a non-negative standard deviation, got "
                        << args[0];

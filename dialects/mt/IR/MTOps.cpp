@@ -81,7 +81,7 @@ static SmallVector<StringRef> namesOf(ArrayAttr dims) {
 static LogicalResult requireFloat(Operation *op, NamedTensorType type, StringRef what) {
   if (isa<FloatType>(type.getElementType()))
     return success();
-  return op->emitOpError() << "expects a floating-point " << what << ", got element type "
+  return op->emitOpError() << "expects floating-point " << what << ", got element type "
                            << type.getElementType();
 }
 
@@ -146,6 +146,21 @@ LogicalResult ParamOp::verify() {
     return emitOpError() << "parameter '" << getSymName()
                          << "' must have a floating-point element type, got "
                          << getTensorType().getElementType();
+  return success();
+}
+
+LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FlatSymbolRefAttr layer = getLayerAttr();
+  if (!layer)
+    return success();
+  auto func = symbolTable.lookupNearestSymbolFrom<func::FuncOp>(*this, layer);
+  if (!func)
+    return emitOpError() << "layer '" << layer.getValue() << "' of parameter '" << getSymName()
+                         << "' does not name a function";
+  if (!func->hasAttr(MTDialect::kLayerAttrName))
+    return emitOpError() << "layer '" << layer.getValue() << "' of parameter '" << getSymName()
+                         << "' is not a layer (a func.func marked '"
+                         << MTDialect::kLayerAttrName << "')";
   return success();
 }
 
@@ -321,6 +336,16 @@ LogicalResult AttentionOp::verify() {
   for (StringRef dim : {getSeqDim(), getHeadsDim(), getHeadDim()})
     if (failed(requireDim(*this, q, dim, "query")))
       return failure();
+  if (getSeqDim() == getHeadsDim() || getSeqDim() == getHeadDim() ||
+      getHeadsDim() == getHeadDim())
+    return emitOpError() << "sequence, heads and head dimensions must be three different "
+                            "dimensions, got ("
+                         << getSeqDim() << ", " << getHeadsDim() << ", " << getHeadDim() << ")";
+  if (getKvHeadsDim() != getHeadsDim() && q.hasDim(getKvHeadsDim()))
+    return emitOpError() << "key/value heads dimension '" << getKvHeadsDim()
+                         << "' must be '" << getHeadsDim()
+                         << "' or a dimension the query lacks, but the query "
+                         << q.dimsToString() << " has it";
   if (k != v)
     return emitOpError() << "key " << k << " and value " << v << " must have the same type";
   if (k.getElementType() != q.getElementType())
@@ -336,7 +361,9 @@ LogicalResult AttentionOp::verify() {
   for (const NamedDim &dim : q.getDims()) {
     StringRef name = dim.name.getValue();
     StringRef keyName = name == getHeadsDim() ? getKvHeadsDim() : name;
-    if (name == getHeadsDim())
+    // Distinct names: the head counts only need to divide (checked below). One name: one
+    // dimension, so the sizes agree.
+    if (name == getHeadsDim() && getKvHeadsDim() != getHeadsDim())
       continue;
     if (!k.hasDim(keyName))
       return emitOpError() << "key " << k.dimsToString() << " lacks the query dimension '"
@@ -347,8 +374,8 @@ LogicalResult AttentionOp::verify() {
   }
   if (k.getRank() != q.getRank())
     return emitOpError() << "key " << k.dimsToString()
-                         << " has dimensions the query " << q.getRank() << "-d "
-                         << q.dimsToString() << " lacks";
+                         << " has dimensions that the query " << q.dimsToString()
+                         << " lacks";
   if (getCausal() && k.getDimSize(getSeqDim()) != q.getDimSize(getSeqDim()))
     return emitOpError() << "causal attention needs equal query and key lengths, got "
                          << q.getDimSize(getSeqDim()) << " and "
@@ -534,9 +561,12 @@ LogicalResult DispatchOp::verify() {
       failed(requireAbsent(*this, input, getExpertDim(), "input")) ||
       failed(requireAbsent(*this, input, getCapacityDim(), "input")))
     return failure();
+  if (getExpertDim() == getCapacityDim())
+    return emitOpError() << "expert and capacity dimensions must differ, got '"
+                         << getExpertDim() << "' for both";
   double factor = getCapacityFactor().convertToDouble();
-  if (!(factor > 0))
-    return emitOpError() << "capacity factor must be positive, got " << factor;
+  if (!(factor > 0) || !std::isfinite(factor))
+    return emitOpError() << "capacity factor must be positive and finite, got " << factor;
   NamedTensorType tokens = tokenDimsOf(indices, getKDim());
   SmallVector<NamedDim> features;
   for (const NamedDim &dim : input.getDims()) {
@@ -559,8 +589,12 @@ LogicalResult DispatchOp::verify() {
                          << " lacks the expert dimension '" << getExpertDim() << "'";
   int64_t experts = result.getDimSize(getExpertDim());
   int64_t k = indices.getDimSize(getKDim());
-  int64_t capacity = static_cast<int64_t>(
-      std::ceil(factor * static_cast<double>(tokens.getNumElements() * k) / experts));
+  double exactCapacity =
+      std::ceil(factor * static_cast<double>(tokens.getNumElements() * k) / experts);
+  if (exactCapacity >= 0x1p62)
+    return emitOpError() << "capacity factor " << factor << " gives a capacity too large "
+                         << "to represent";
+  int64_t capacity = static_cast<int64_t>(exactCapacity);
   SmallVector<NamedDim> dims = {{getExpertDimAttr(), experts},
                                 {getCapacityDimAttr(), capacity}};
   dims.append(features);
@@ -576,6 +610,9 @@ LogicalResult CombineOp::verify() {
       failed(requireDim(*this, input, getCapacityDim(), "input")) ||
       failed(requireFloat(*this, weights, "weights")))
     return failure();
+  if (getExpertDim() == getCapacityDim())
+    return emitOpError() << "expert and capacity dimensions must differ, got '"
+                         << getExpertDim() << "' for both";
   if (!sameDimSet(indices, weights))
     return emitOpError() << "weights " << weights.dimsToString()
                          << " must have the dimensions of the indices "

@@ -33,11 +33,12 @@ def MT_DimListAttr : TypedArrayAttrBase<StrAttr, "list of dimension names"> {
 // Parameters and constants
 //===----------------------------------------------------------------------===//
 
-def MT_ParamOp : MT_Op<"param", [Symbol]> {
+def MT_ParamOp : MT_Op<"param",
+    [Symbol, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a trainable parameter";
   let description = [{
     Declares a parameter of the model. A parameter that belongs to a layer names it with
-    `layer @block`: the layer's `mt.repeat` instantiates it once per repeat, so its true
+    `layer @block` (a `func.func` marked `mt.layer`): the layer's `mt.repeat` instantiates it once per repeat, so its true
     size is its type's size times the repeat count.
 
     ```mlir
@@ -259,12 +260,13 @@ def MT_AttentionOp : MT_Op<"attention", [Pure, AllTypesMatch<["query", "result"]
     `softmax(q k^T * scale [+ causal mask]) v` per head. The query has dimensions
     (`seq`, `heads`, `head_dim`) plus batch dimensions; key and value have (`seq`,
     `kv_heads`, `head_dim`) and the same batch dimensions. `heads` is a multiple of
-    `kv_heads` (grouped-query attention; equal names mean ordinary multi-head attention).
-    The result has the query's type.
+    `kv_heads` (grouped-query attention: `kv_heads` is a dimension the query lacks; equal
+    names mean ordinary multi-head attention, and then the head counts are equal). `seq`,
+    `heads` and `head_dim` are three different dimensions. The result has the query's type.
 
     ```mlir
-    %o = mt.attention %q, %k, %v dims(seq, heads, kv_heads, head_dim) causal
-        {scale = 0.125 : f64} : !mt.tensor<...>, !mt.tensor<...>, !mt.tensor<...>
+    %o = mt.attention %q, %k, %v dims(seq, heads, kv_heads, head_dim) causal scale 0.125
+        : !mt.tensor<...>, !mt.tensor<...>, !mt.tensor<...>
     ```
   }];
   let arguments = (ins MT_Tensor:$query, MT_Tensor:$key, MT_Tensor:$value,
