@@ -15,6 +15,7 @@ config.excludes = ["unittests", "Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.s
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%mtc_src_root", config.mtc_src_root))
+config.substitutions.append(("%mtc_obj_root", config.mtc_obj_root))
 config.substitutions.append(("%examples", os.path.join(config.mtc_src_root, "examples")))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])

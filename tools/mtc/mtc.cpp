@@ -16,6 +16,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -102,6 +103,9 @@ int compile() {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cl::SetVersionPrinter([](raw_ostream &os) {
+    os << "mtc " << MTC_VERSION << " (LLVM/MLIR " << LLVM_VERSION_STRING << ")\n";
+  });
   cl::HideUnrelatedOptions(compileCategory, compileCommand);
   cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(
