@@ -118,6 +118,7 @@ struct Stmt {
   Kind kind;
   std::vector<std::string> targets; // Assign: `a = ...` or `w, idx = topk(...)`
   std::vector<SourceRange> targetRanges;
+  /// The assigned or returned value; `return a, b` returns a Tuple.
   ExprPtr value;
   SourceRange range;
   explicit Stmt(Kind kind) : kind(kind) {}
@@ -128,8 +129,10 @@ struct FnDecl {
   std::string name; // "" for a layer's anonymous fn
   SourceRange nameRange;
   std::vector<FnArg> args;
-  /// The declared result: a tensor signature, or the keyword `loss` (a scalar).
-  std::optional<TensorSig> result;
+  /// The declared results: tensor signatures (`-> [batch, seq, hidden], []`), or the keyword
+  /// `loss` (a scalar) with `results` empty. A layer body may return several values, e.g.
+  /// its hidden state and a running auxiliary loss.
+  std::vector<TensorSig> results;
   bool returnsLoss = false;
   SourceRange resultRange;
   std::vector<Stmt> body;

@@ -55,7 +55,7 @@ const std::vector<SettingSchema> &parallelSchema() {
       {"cp", ValueKind::PositiveInt},
       {"ep", ValueKind::PositiveInt},
       {"sp", ValueKind::Switch},
-      {"schedule", ValueKind::Word, {"gpipe", "1f1b", "interleaved", "zero_bubble"}},
+      {"schedule", ValueKind::Word, {"gpipe", "1f1b", "interleaved", "zero-bubble"}},
       {"virtual_stages", ValueKind::PositiveInt},
       {"micro_batches", ValueKind::PositiveInt},
       {"recompute", ValueKind::Word, {"none", "selective", "full"}},

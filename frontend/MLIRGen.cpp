@@ -204,6 +204,7 @@ private:
   const LayerDecl *currentLayer = nullptr;
   llvm::StringMap<Value> locals;
   llvm::StringMap<Value> paramRefs;
+  Operation *lastParamRef = nullptr;
 };
 
 } // namespace
@@ -456,23 +457,19 @@ func::FuncOp MLIRGenImpl::declareFunction(const FnDecl &fn, llvm::StringRef symb
     }
     inputs.push_back(*type);
   }
-  Type result;
-  if (fn.returnsLoss) {
-    result = mt::NamedTensorType::getScalar(builder.getF32Type());
-  } else if (fn.result) {
-    std::optional<mt::NamedTensorType> type = tensorType(*fn.result, floatType);
-    if (type)
-      result = *type;
+  SmallVector<Type> results;
+  if (fn.returnsLoss)
+    results.push_back(mt::NamedTensorType::getScalar(builder.getF32Type()));
+  for (const TensorSig &sig : fn.results) {
+    if (std::optional<mt::NamedTensorType> type = tensorType(sig, floatType))
+      results.push_back(*type);
     else
       ok = false;
-  } else {
-    diags.error(fn.range, "function needs a result: '-> [dims]' or '-> loss'");
-    ok = false;
   }
   if (!ok)
     return {};
   auto func = func::FuncOp::create(builder, loc(fn.range), symbol,
-                                           builder.getFunctionType(inputs, {result}));
+                                   builder.getFunctionType(inputs, results));
   if (isLayer)
     func->setAttr(mt::MTDialect::kLayerAttrName, builder.getUnitAttr());
   return func;
@@ -485,6 +482,7 @@ void MLIRGenImpl::lowerBody(const FnDecl &fn, func::FuncOp func, const LayerDecl
   currentLayer = layer;
   locals.clear();
   paramRefs.clear();
+  lastParamRef = nullptr;
   for (auto [arg, value] : llvm::zip(fn.args, entry->getArguments()))
     locals[arg.name] = value;
 
@@ -498,20 +496,35 @@ void MLIRGenImpl::lowerBody(const FnDecl &fn, func::FuncOp func, const LayerDecl
     }
     if (stmt.kind == Stmt::Kind::Return) {
       returned = &stmt;
-      Val val = eval(*stmt.value);
-      if (!val.valid())
-        return;
-      auto expected = cast<mt::NamedTensorType>(func.getFunctionType().getResult(0));
-      if (val.isConstant()) {
-        diags.error(stmt.value->range, "function must return a tensor, not the constant " +
-                                           formatNumber(val.number));
+      // `return a, b` arrives as a Tuple; a single value as itself.
+      SmallVector<const Expr *> exprs;
+      if (stmt.value->kind == Expr::Kind::Tuple)
+        for (const ExprPtr &element : stmt.value->args)
+          exprs.push_back(element.get());
+      else
+        exprs.push_back(stmt.value.get());
+      TypeRange declared = func.getFunctionType().getResults();
+      if (exprs.size() != declared.size()) {
+        diags.error(stmt.value->range, "function returns " + std::to_string(exprs.size()) +
+                                           " value(s) but declares " +
+                                           std::to_string(declared.size()));
         return;
       }
-      std::string what = fn.returnsLoss ? "the declared '-> loss' (a scalar)"
-                                        : "the declared result " + expected.dimsToString();
-      Value result = coerceTo(val.tensor, expected, stmt.value->range, what);
-      if (result)
-        func::ReturnOp::create(builder, loc(stmt.range), result);
+      SmallVector<Value> results;
+      for (auto [expr, type] : llvm::zip(exprs, declared)) {
+        auto expected = cast<mt::NamedTensorType>(type);
+        Val val = eval(*expr);
+        if (!val.valid())
+          return;
+        std::string what = fn.returnsLoss ? "the declared '-> loss' (a scalar)"
+                                          : "the declared result " + expected.dimsToString();
+        Value result = coerceTo(materialize(val, expected.getElementType(), expr->range),
+                                expected, expr->range, what);
+        if (!result)
+          return;
+        results.push_back(result);
+      }
+      func::ReturnOp::create(builder, loc(stmt.range), results);
       continue;
     }
     SmallVector<Val> values = evalMulti(*stmt.value, stmt.targets.size());
@@ -637,12 +650,18 @@ Val MLIRGenImpl::evalName(const Expr &expr) {
   if (!symbol.empty()) {
     Value &ref = paramRefs[symbol];
     if (!ref) {
-      // Parameter reads go at the top of the function so every later use is dominated.
+      // Parameter reads go at the top of the function, in order of first use, so every
+      // later use is dominated.
       OpBuilder::InsertionGuard guard(builder);
-      builder.setInsertionPointToStart(builder.getInsertionBlock());
+      if (lastParamRef)
+        builder.setInsertionPointAfter(lastParamRef);
+      else
+        builder.setInsertionPointToStart(builder.getInsertionBlock());
       mt::ParamOp param = params[symbol];
-      ref = mt::ParamRefOp::create(builder, loc(expr.range), param.getType(),
-                                           FlatSymbolRefAttr::get(&context, symbol));
+      auto op = mt::ParamRefOp::create(builder, loc(expr.range), param.getType(),
+                                       FlatSymbolRefAttr::get(&context, symbol));
+      lastParamRef = op;
+      ref = op;
     }
     return Val::of(ref);
   }
