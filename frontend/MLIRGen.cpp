@@ -768,7 +768,8 @@ SmallVector<Val> MLIRGenImpl::evalRepeat(const Expr &expr, int64_t count,
   (void)countRange;
   auto repeat = mt::RepeatOp::create(builder, loc(expr.range), type.getResults(),
                                              FlatSymbolRefAttr::get(&context, expr.name), inputs,
-                                             builder.getI64IntegerAttr(count));
+                                             builder.getI64IntegerAttr(count), IntegerAttr(),
+                                     StringAttr(), UnitAttr());
   SmallVector<Val> results;
   for (Value result : repeat.getResults())
     results.push_back(Val::of(result));

@@ -30,6 +30,11 @@ def MT_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kParallelAttrName = "mt.parallel";
     /// Unit attribute on the `func.func` of a layer body (called by `mt.repeat`).
     static constexpr ::llvm::StringLiteral kLayerAttrName = "mt.layer";
+    /// Symbol attribute on functions derived from a layer body (its forward with saved
+    /// activations, its backward): they read the same parameter instances.
+    static constexpr ::llvm::StringLiteral kLayerOfAttrName = "mt.layer_of";
+    /// The layer whose parameter instances `func` reads, if any.
+    static std::optional<::llvm::StringRef> getLayerOf(::mlir::func::FuncOp func);
   private:
     void registerTypes();
     void registerAttributes();

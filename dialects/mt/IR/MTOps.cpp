@@ -174,7 +174,7 @@ LogicalResult ParamRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                          << param.getType();
   if (std::optional<StringRef> layer = param.getLayer()) {
     auto func = (*this)->getParentOfType<func::FuncOp>();
-    if (!func || func.getSymName() != *layer)
+    if (!func || MTDialect::getLayerOf(func) != *layer)
       return emitOpError() << "parameter '" << getParam() << "' belongs to layer '" << *layer
                            << "' and can only be read inside it";
   }
@@ -657,10 +657,46 @@ LogicalResult LoadBalancingLossOp::verify() {
 // Layers
 //===----------------------------------------------------------------------===//
 
+std::optional<StringRef> MTDialect::getLayerOf(func::FuncOp func) {
+  if (func->hasAttr(kLayerAttrName))
+    return func.getSymName();
+  if (auto of = func->getAttrOfType<FlatSymbolRefAttr>(kLayerOfAttrName))
+    return of.getValue();
+  return std::nullopt;
+}
+
+/// `stacked` without its stacking dimension, which must be the leading one of size `count`.
+static FailureOr<NamedTensorType> unstack(Operation *op, Type stacked, StringRef stackDim,
+                                          int64_t count, StringRef what) {
+  auto type = cast<NamedTensorType>(stacked);
+  if (type.getRank() == 0 || type.getDimNames().front().getValue() != stackDim ||
+      type.getDimSizes().front() != count)
+    return op->emitOpError() << what << " " << type.dimsToString()
+                             << " must lead with the stacking dimension '" << stackDim
+                             << "' of size " << count;
+  return type.withDims(ArrayRef(type.getDims()).drop_front());
+}
+
 LogicalResult RepeatOp::verify() {
-  if (getInputs().getTypes() != getResults().getTypes())
-    return emitOpError() << "a repeated layer must return values of its input types, since "
-                            "each repeat feeds the next";
+  if (getCarried() && *getCarried() > std::min(getInputs().size(), getResults().size()))
+    return emitOpError() << "carries " << *getCarried() << " values but has only "
+                         << getInputs().size() << " operands and " << getResults().size()
+                         << " results";
+  unsigned carried = getNumCarried();
+  if (!getCarried() && getInputs().size() != getResults().size())
+    return emitOpError() << "without 'carried' every operand is carried, so the op needs as "
+                            "many results as operands";
+  for (unsigned i = 0; i < carried; ++i)
+    if (getInputs()[i].getType() != getResults()[i].getType())
+      return emitOpError() << "carried value #" << i
+                           << " must keep its type from call to call, since each call feeds "
+                              "the next";
+  for (Value value : getInputs().drop_front(carried))
+    if (failed(unstack(*this, value.getType(), getStackDimName(), getCount(), "stacked operand")))
+      return failure();
+  for (Value value : getResults().drop_front(carried))
+    if (failed(unstack(*this, value.getType(), getStackDimName(), getCount(), "stacked result")))
+      return failure();
   return success();
 }
 
@@ -668,13 +704,129 @@ LogicalResult RepeatOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto callee = symbolTable.lookupNearestSymbolFrom<func::FuncOp>(*this, getCalleeAttr());
   if (!callee)
     return emitOpError() << "'" << getCallee() << "' does not name a function";
-  if (!callee->hasAttr(MTDialect::kLayerAttrName))
+  if (!MTDialect::getLayerOf(callee))
     return emitOpError() << "'" << getCallee() << "' is not a layer (a func.func marked '"
-                         << MTDialect::kLayerAttrName << "')";
+                         << MTDialect::kLayerAttrName << "' or '"
+                         << MTDialect::kLayerOfAttrName << "')";
+  // The callee sees one slice of each stacked operand and produces one slice of each
+  // stacked result.
+  unsigned carried = getNumCarried();
+  SmallVector<Type> inputs, results;
+  for (auto [i, value] : llvm::enumerate(getInputs()))
+    inputs.push_back(i < carried ? value.getType()
+                                 : Type(*unstack(*this, value.getType(), getStackDimName(),
+                                                 getCount(), "stacked operand")));
+  for (auto [i, value] : llvm::enumerate(getResults()))
+    results.push_back(i < carried ? value.getType()
+                                  : Type(*unstack(*this, value.getType(), getStackDimName(),
+                                                  getCount(), "stacked result")));
   FunctionType type = callee.getFunctionType();
-  if (type.getInputs() != getInputs().getTypes() ||
-      type.getResults() != getResults().getTypes())
+  if (type.getInputs() != ArrayRef<Type>(inputs) || type.getResults() != ArrayRef<Type>(results))
     return emitOpError() << "operand and result types do not match layer '" << getCallee()
                          << "' of type " << type;
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers of the backward pass
+//===----------------------------------------------------------------------===//
+
+LogicalResult BroadcastOp::verify() {
+  NamedTensorType input = tensorOf(getInput()), result = tensorOf(getResult());
+  if (input.getElementType() != result.getElementType())
+    return emitOpError() << "cannot change the element type";
+  for (const NamedDim &dim : input.getDims())
+    if (!result.hasDim(dim.name) || result.getDimSize(dim.name.getValue()) != dim.size)
+      return emitOpError() << "result " << result.dimsToString()
+                           << " must keep the operand's dimension '" << dim.name.getValue()
+                           << "' of size " << dim.size;
+  return success();
+}
+
+LogicalResult GreaterOp::verify() {
+  if (failed(requireFloat(*this, tensorOf(getLhs()), "operands")))
+    return failure();
+  return verifyBinary(*this);
+}
+
+LogicalResult GeluGradOp::verify() {
+  return requireFloat(*this, tensorOf(getInput()), "operand");
+}
+
+LogicalResult AttentionGradOp::verify() {
+  // The forward op's rules, checked on a temporary forward op's operands.
+  if (getQuery().getType() != getResultGrad().getType())
+    return emitOpError() << "output gradient must have the query's type";
+  if (getQueryGrad().getType() != getQuery().getType() ||
+      getKeyGrad().getType() != getKey().getType() ||
+      getValueGrad().getType() != getValue().getType())
+    return emitOpError() << "gradients must have the types of query, key and value";
+  OpBuilder builder(getContext());
+  OperationState state(getLoc(), AttentionOp::getOperationName());
+  AttentionOp::build(builder, state, getQuery().getType(), getQuery(), getKey(), getValue(),
+                     getSeqDimAttr(), getHeadsDimAttr(), getKvHeadsDimAttr(), getHeadDimAttr(),
+                     getCausalAttr(), getScaleAttr());
+  Operation *forward = Operation::create(state);
+  LogicalResult result = cast<AttentionOp>(forward).verify();
+  forward->destroy();
+  return result;
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  NamedTensorType table = tensorOf(getResult()), indices = tensorOf(getIndices());
+  if (failed(requireFloat(*this, table, "result")) ||
+      failed(requireInteger(*this, indices, "indices")) ||
+      failed(requireDim(*this, table, getDim(), "result")))
+    return failure();
+  SmallVector<NamedDim> dims = indices.getDims();
+  for (const NamedDim &dim : table.getDims())
+    if (dim.name.getValue() != getDim())
+      dims.push_back(dim);
+  return checkResult(*this, table.withDims(dims), getGrad().getType(), "gradient");
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  NamedTensorType loss = tensorOf(getLossGrad());
+  if (loss.getRank() != 0)
+    return emitOpError() << "loss gradient must be a scalar";
+  if (failed(checkResult(*this, getLogits().getType(), getResult().getType())))
+    return failure();
+  NamedTensorType logits = tensorOf(getLogits()), labels = tensorOf(getLabels());
+  if (failed(requireInteger(*this, labels, "labels")) ||
+      failed(requireDim(*this, logits, getDim(), "logits")))
+    return failure();
+  if (!sameDimSet(*inferReduceType(logits, {getDim()}, [] { return InFlightDiagnostic(); }),
+                  labels))
+    return emitOpError() << "labels " << labels.dimsToString()
+                         << " must have the logits' dimensions without '" << getDim() << "'";
+  return success();
+}
+
+LogicalResult TopKGradOp::verify() {
+  NamedTensorType grad = tensorOf(getValuesGrad()), indices = tensorOf(getIndices());
+  NamedTensorType result = tensorOf(getResult());
+  if (failed(requireInteger(*this, indices, "indices")) ||
+      failed(requireDim(*this, grad, getKDim(), "values gradient")) ||
+      failed(requireDim(*this, result, getDim(), "result")))
+    return failure();
+  if (!sameDimSet(grad, indices))
+    return emitOpError() << "values gradient and indices must have the same dimensions";
+  SmallVector<NamedDim> dims = grad.getDims();
+  for (NamedDim &dim : dims)
+    if (dim.name.getValue() == getKDim())
+      dim = {getDimAttr(), result.getDimSize(getDim())};
+  return checkResult(*this, grad.withDims(dims), result);
+}
+
+LogicalResult CombineGradOp::verify() {
+  if (getInputGrad().getType() != getInput().getType() ||
+      getWeightsGrad().getType() != getWeights().getType())
+    return emitOpError() << "gradients must have the types of the input and the weights";
+  return success();
+}
+
+LogicalResult LoadBalancingLossGradOp::verify() {
+  if (tensorOf(getLossGrad()).getRank() != 0)
+    return emitOpError() << "loss gradient must be a scalar";
+  return checkResult(*this, getLogits().getType(), getResult().getType());
 }

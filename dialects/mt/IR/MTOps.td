@@ -243,13 +243,14 @@ def MT_RopeOp : MT_Op<"rope", [Pure, SameOperandsAndResultType]> {
   let description = [{
     Rotates the pairs (2i, 2i+1) of dimension `dim` by the angle
     `position * theta^(-2i/size(dim))`, where `position` indexes the dimension `position`.
+    With `inverse` the rotation is by the negated angle (the adjoint, used by the backward).
   }];
   let arguments = (ins MT_Tensor:$input, StrAttr:$dim, StrAttr:$position,
-                       DefaultValuedAttr<F64Attr, "10000.0">:$theta);
+                       DefaultValuedAttr<F64Attr, "10000.0">:$theta, UnitAttr:$inverse);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = [{
-    $input `over` custom<DimName>($dim) `position` custom<DimName>($position) attr-dict
-    `:` type($result)
+    $input `over` custom<DimName>($dim) `position` custom<DimName>($position)
+    (`inverse` $inverse^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -454,23 +455,189 @@ def MT_LoadBalancingLossOp : MT_Op<"load_balancing_loss", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Helpers of the backward pass
+//
+// Ops that vector-Jacobian products need and the forward graph does not: broadcasting,
+// masks, and the fused backward of ops whose gradient is more than a few elementwise steps.
+//===----------------------------------------------------------------------===//
+
+def MT_BroadcastOp : MT_Op<"broadcast", [Pure]> {
+  let summary = "replicate a tensor along new dimensions";
+  let description = [{
+    The result has every dimension of the operand (same sizes) plus new ones, in any order;
+    each new index repeats the operand's value. The adjoint of `mt.reduce_sum`.
+  }];
+  let arguments = (ins MT_Tensor:$input);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def MT_GreaterOp : MT_BinaryOp<"greater"> {
+  let summary = "elementwise 1.0 where lhs > rhs, else 0.0";
+  let description = [{
+    A mask in the operands' (floating-point) element type, with named broadcasting as for
+    the other binary ops. Used by the gradients of relu, max and reduce_max.
+  }];
+}
+
+def MT_GeluGradOp : MT_UnaryOp<"gelu_grad"> {
+  let summary = "derivative of gelu";
+  let description = "d gelu(x) / dx elementwise, for the same `approximate` form.";
+  let arguments = (ins MT_Tensor:$input, UnitAttr:$approximate);
+  let assemblyFormat = "$input (`approximate` $approximate^)? attr-dict `:` type($result)";
+}
+
+def MT_AttentionGradOp : MT_Op<"attention_grad", [Pure]> {
+  let summary = "backward of mt.attention";
+  let description = [{
+    Given the forward operands and the gradient of the output, returns the gradients of
+    query, key and value (the attention probabilities are recomputed, as flash attention's
+    backward does). Dimensions and attributes are those of the forward op.
+  }];
+  let arguments = (ins MT_Tensor:$query, MT_Tensor:$key, MT_Tensor:$value,
+                       MT_Tensor:$result_grad,
+                       StrAttr:$seq_dim, StrAttr:$heads_dim, StrAttr:$kv_heads_dim,
+                       StrAttr:$head_dim, UnitAttr:$causal, F64Attr:$scale);
+  let results = (outs MT_Tensor:$query_grad, MT_Tensor:$key_grad, MT_Tensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $result_grad `dims` `(` custom<DimName>($seq_dim) `,`
+    custom<DimName>($heads_dim) `,` custom<DimName>($kv_heads_dim) `,`
+    custom<DimName>($head_dim) `)` (`causal` $causal^)? `scale` $scale attr-dict `:`
+    type($query) `,` type($key) `,` type($value) `,` type($result_grad) `->`
+    type($query_grad) `,` type($key_grad) `,` type($value_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_EmbeddingGradOp : MT_Op<"embedding_grad", [Pure]> {
+  let summary = "scatter-add: the adjoint of mt.gather";
+  let description = [{
+    A zero tensor of the table's type into which each row of `grad` is added at the row
+    its index selects along `dim`. `grad` has the indices' dimensions followed by the
+    table's other dimensions, as `mt.gather` produced.
+  }];
+  let arguments = (ins MT_Tensor:$indices, MT_Tensor:$grad, StrAttr:$dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $grad `over` custom<DimName>($dim) attr-dict `:` type($indices) `,`
+    type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_CrossEntropyGradOp : MT_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "backward of mt.cross_entropy";
+  let description = [{
+    `(softmax(logits) - onehot(labels)) * loss_grad / positions`, the gradient of the mean
+    cross-entropy with respect to the logits.
+  }];
+  let arguments = (ins MT_Tensor:$logits, MT_Tensor:$labels, MT_Tensor:$loss_grad,
+                       StrAttr:$dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $loss_grad `over` custom<DimName>($dim) attr-dict `:`
+    type($logits) `,` type($labels) `,` type($loss_grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_TopKGradOp : MT_Op<"topk_grad", [Pure]> {
+  let summary = "backward of mt.topk's values";
+  let description = [{
+    Scatters the gradient of the top-k values back to the positions `indices` chose along
+    `dim` of a zero tensor of the forward input's type (`result`).
+  }];
+  let arguments = (ins MT_Tensor:$values_grad, MT_Tensor:$indices, StrAttr:$dim,
+                       StrAttr:$k_dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $values_grad `,` $indices `over` custom<DimName>($dim) `k` custom<DimName>($k_dim)
+    attr-dict `:` type($values_grad) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_CombineGradOp : MT_Op<"combine_grad", [Pure]> {
+  let summary = "backward of mt.combine";
+  let description = [{
+    The gradients of `mt.combine`'s expert outputs (each expert slot receives its token's
+    output gradient times the routing weight) and of its weights (the dot product of the
+    token's output gradient with the expert slot it came from; zero for dropped tokens).
+  }];
+  let arguments = (ins MT_Tensor:$input, MT_Tensor:$indices, MT_Tensor:$weights,
+                       MT_Tensor:$result_grad, StrAttr:$k_dim, StrAttr:$expert_dim,
+                       StrAttr:$capacity_dim);
+  let results = (outs MT_Tensor:$input_grad, MT_Tensor:$weights_grad);
+  let assemblyFormat = [{
+    $input `,` $indices `,` $weights `,` $result_grad `k` custom<DimName>($k_dim) `from`
+    custom<DimName>($expert_dim) `capacity` custom<DimName>($capacity_dim) attr-dict `:`
+    type($input) `,` type($indices) `,` type($weights) `,` type($result_grad) `->`
+    type($input_grad) `,` type($weights_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_LoadBalancingLossGradOp : MT_Op<"load_balancing_loss_grad", [Pure]> {
+  let summary = "backward of mt.load_balancing_loss";
+  let description = [{
+    The gradient with respect to the router logits (the routing fractions `f_e` are
+    piecewise constant and contribute none).
+  }];
+  let arguments = (ins MT_Tensor:$logits, MT_Tensor:$indices, MT_Tensor:$loss_grad,
+                       StrAttr:$expert_dim, StrAttr:$k_dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $indices `,` $loss_grad `over` custom<DimName>($expert_dim) `k`
+    custom<DimName>($k_dim) attr-dict `:` type($logits) `,` type($indices) `,`
+    type($loss_grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Layers
 //===----------------------------------------------------------------------===//
 
 def MT_RepeatOp : MT_Op<"repeat", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "apply a layer function several times";
+  let summary = "apply a layer function several times (a scan over the layer stack)";
   let description = [{
-    Calls the layer body `callee` (a `func.func` marked `mt.layer`) `count` times, feeding
-    each call's result to the next; each repeat has its own instances of the layer's
-    parameters. Layers stay one function however deep the model is.
+    Calls `callee` (a `func.func` marked `mt.layer`, or derived from one and marked
+    `mt.layer_of`) `count` times; each call uses its own instance of the layer's parameters.
+    Layers stay one function however deep the model is.
+
+    The first `carried` operands (all of them when the attribute is absent) are threaded
+    through the calls: call i receives what call i-1 returned in the same positions, and the
+    op returns the last call's values. The remaining operands are *stacked*: each has the
+    dimension `stack_dim` (default `layers`) of size `count`, and call i receives slice i.
+    Results past the carried ones are stacked the same way, call i's value at slice i. With
+    `reverse`, the calls run from instance `count - 1` down to 0 (the backward pass).
+
+    ```mlir
+    %y = mt.repeat @block(%x) count 12 : (!mt.tensor<...>) -> !mt.tensor<...>
+    %dx, %dw = mt.repeat @block.bwd(%dy, %saved) count 12 {carried = 1 : i64, reverse}
+        : (...) -> (...)
+    ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<MT_Tensor>:$inputs,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$count);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$count,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$carried,
+                       OptionalAttr<StrAttr>:$stack_dim, UnitAttr:$reverse);
   let results = (outs Variadic<MT_Tensor>:$results);
   let assemblyFormat = [{
     $callee `(` $inputs `)` `count` $count attr-dict `:` functional-type($inputs, $results)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Number of leading operands (and results) threaded from call to call.
+    unsigned getNumCarried() {
+      return getCarried() ? static_cast<unsigned>(*getCarried()) : getInputs().size();
+    }
+    /// Name of the dimension that stacks per-call operands and results.
+    ::llvm::StringRef getStackDimName() {
+      return getStackDim() ? *getStackDim() : ::llvm::StringRef("layers");
+    }
+  }];
 }
 
 #endif // MTC_DIALECTS_MT_IR_MTOPS_TD

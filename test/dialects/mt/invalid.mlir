@@ -1317,7 +1317,7 @@ func.func @plain(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
   return %x : !mt.tensor<[hidden=8], f32>
 }
 func.func @repeat_non_layer(%x: !mt.tensor<[hidden=8], f32>) {
-  // expected-error @+1 {{'mt.repeat' op 'plain' is not a layer (a func.func marked 'mt.layer')}}
+  // expected-error @+1 {{'mt.repeat' op 'plain' is not a layer (a func.func marked 'mt.layer' or 'mt.layer_of')}}
   %0 = mt.repeat @plain(%x) count 2 : (!mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
   return
 }
@@ -1347,7 +1347,7 @@ func.func @repeat_type_mismatch(%x: !mt.tensor<[hidden=4], f32>) {
 
 // Tests that a repeated layer returns what it takes, since each repeat feeds the next.
 func.func @repeat_result_types(%x: !mt.tensor<[hidden=8], f32>) {
-  // expected-error @+1 {{'mt.repeat' op a repeated layer must return values of its input types, since each repeat feeds the next}}
+  // expected-error @+1 {{'mt.repeat' op carried value #0 must keep its type from call to call, since each call feeds the next}}
   %0 = mt.repeat @layer(%x) count 2 : (!mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], bf16>
   return
 }
