@@ -2,14 +2,17 @@
 
 #include "compiler/registration/Registration.h"
 
+#include "compiler/autodiff/DifferentiableOpInterface.h"
+#include "compiler/autodiff/Passes.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 
 void mtc::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mt::MTDialect, mlir::func::FuncDialect>();
+  autodiff::registerVJPRules(registry);
 }
 
 void mtc::registerAllPasses() {
-  // The project's passes register here as they land (autodiff, sharding, ...).
+  autodiff::registerAutodiffPasses();
 }

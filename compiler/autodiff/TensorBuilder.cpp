@@ -1,0 +1,86 @@
+//===- TensorBuilder.cpp - mt ops with inferred types ---------------------===//
+
+#include "compiler/autodiff/TensorBuilder.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mtc;
+using namespace mtc::autodiff;
+
+Value TensorBuilder::scalar(double value, Value like) {
+  return mt::ConstantOp::create(b, loc,
+                                mt::NamedTensorType::getScalar(typeOf(like).getElementType()),
+                                b.getF64FloatAttr(value));
+}
+
+Value TensorBuilder::zeros(mt::NamedTensorType type) {
+  Value zero = mt::ConstantOp::create(b, loc, mt::NamedTensorType::getScalar(type.getElementType()),
+                                      b.getF64FloatAttr(0.0));
+  return type.getRank() == 0 ? zero : mt::BroadcastOp::create(b, loc, type, zero).getResult();
+}
+
+template <typename OpTy>
+Value TensorBuilder::binary(Value lhs, Value rhs) {
+  // Operands come from verified ops, so broadcasting cannot fail here.
+  mt::NamedTensorType type =
+      *mt::inferBroadcastType(typeOf(lhs), typeOf(rhs), [&] { return emitError(loc); });
+  return OpTy::create(b, loc, type, lhs, rhs);
+}
+
+Value TensorBuilder::add(Value lhs, Value rhs) { return binary<mt::AddOp>(lhs, rhs); }
+Value TensorBuilder::sub(Value lhs, Value rhs) { return binary<mt::SubOp>(lhs, rhs); }
+Value TensorBuilder::mul(Value lhs, Value rhs) { return binary<mt::MulOp>(lhs, rhs); }
+Value TensorBuilder::div(Value lhs, Value rhs) { return binary<mt::DivOp>(lhs, rhs); }
+Value TensorBuilder::pow(Value lhs, Value rhs) { return binary<mt::PowOp>(lhs, rhs); }
+Value TensorBuilder::greater(Value lhs, Value rhs) { return binary<mt::GreaterOp>(lhs, rhs); }
+Value TensorBuilder::neg(Value value) { return mt::NegOp::create(b, loc, value); }
+Value TensorBuilder::log(Value value) { return mt::LogOp::create(b, loc, value); }
+Value TensorBuilder::sigmoid(Value value) { return mt::SigmoidOp::create(b, loc, value); }
+Value TensorBuilder::rsqrt(Value value) { return mt::RsqrtOp::create(b, loc, value); }
+
+Value TensorBuilder::reduceSum(Value value, ArrayRef<StringRef> over) {
+  if (over.empty())
+    return value;
+  mt::NamedTensorType type =
+      *mt::inferReduceType(typeOf(value), over, [&] { return emitError(loc); });
+  return mt::ReduceSumOp::create(b, loc, type, value, b.getStrArrayAttr(over));
+}
+
+Value TensorBuilder::reduceMean(Value value, ArrayRef<StringRef> over) {
+  mt::NamedTensorType type =
+      *mt::inferReduceType(typeOf(value), over, [&] { return emitError(loc); });
+  return mt::ReduceMeanOp::create(b, loc, type, value, b.getStrArrayAttr(over));
+}
+
+Value TensorBuilder::contract(Value lhs, Value rhs, ArrayRef<StringRef> over) {
+  mt::NamedTensorType type =
+      *mt::inferContractType(typeOf(lhs), typeOf(rhs), over, [&] { return emitError(loc); });
+  return mt::ContractOp::create(b, loc, type, lhs, rhs, b.getStrArrayAttr(over));
+}
+
+Value TensorBuilder::transposeTo(Value value, mt::NamedTensorType target) {
+  mt::NamedTensorType type = typeOf(value);
+  if (type == target)
+    return value;
+  if (type.getElementType() != target.getElementType())
+    value = mt::CastOp::create(b, loc, type.withElementType(target.getElementType()), value);
+  if (typeOf(value) == target)
+    return value;
+  return mt::TransposeOp::create(b, loc, target, value);
+}
+
+Value TensorBuilder::broadcastTo(Value value, mt::NamedTensorType target) {
+  mt::NamedTensorType type = typeOf(value);
+  if (type.getRank() == target.getRank())
+    return transposeTo(value, target);
+  return mt::BroadcastOp::create(b, loc, target.withElementType(type.getElementType()), value);
+}
+
+Value TensorBuilder::sumTo(Value grad, mt::NamedTensorType target) {
+  SmallVector<StringRef> extra;
+  for (StringAttr name : typeOf(grad).getDimNames())
+    if (!target.hasDim(name))
+      extra.push_back(name.getValue());
+  return transposeTo(reduceSum(grad, extra), target);
+}

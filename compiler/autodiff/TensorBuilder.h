@@ -1,0 +1,67 @@
+//===- TensorBuilder.h - mt ops with inferred types -------------*- C++ -*-===//
+//
+// Gradient code builds many small mt ops whose result types follow from their operands
+// (named broadcasting, reductions, reorderings). This wraps an OpBuilder and a location so
+// each rule reads like the formula it implements.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_COMPILER_AUTODIFF_TENSORBUILDER_H
+#define MTC_COMPILER_AUTODIFF_TENSORBUILDER_H
+
+#include "dialects/mt/IR/MTOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mtc::autodiff {
+
+class TensorBuilder {
+public:
+  TensorBuilder(mlir::OpBuilder &builder, mlir::Location loc) : b(builder), loc(loc) {}
+
+  static mt::NamedTensorType typeOf(mlir::Value value) {
+    return llvm::cast<mt::NamedTensorType>(value.getType());
+  }
+
+  /// A scalar of `like`'s element type.
+  mlir::Value scalar(double value, mlir::Value like);
+  /// Zeros of `type`.
+  mlir::Value zeros(mt::NamedTensorType type);
+
+  mlir::Value add(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value sub(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value mul(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value div(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value pow(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value greater(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value neg(mlir::Value value);
+  mlir::Value log(mlir::Value value);
+  mlir::Value sigmoid(mlir::Value value);
+  mlir::Value rsqrt(mlir::Value value);
+
+  mlir::Value reduceSum(mlir::Value value, llvm::ArrayRef<llvm::StringRef> over);
+  mlir::Value reduceMean(mlir::Value value, llvm::ArrayRef<llvm::StringRef> over);
+  mlir::Value contract(mlir::Value lhs, mlir::Value rhs, llvm::ArrayRef<llvm::StringRef> over);
+
+  /// `value` with exactly `target`'s dimensions in `target`'s order (a no-op when it already
+  /// has them): reorders, or replicates along `target`'s missing dimensions.
+  mlir::Value broadcastTo(mlir::Value value, mt::NamedTensorType target);
+  /// The adjoint of broadcasting: sums `grad` over the dimensions `target` lacks, then
+  /// reorders to `target`.
+  mlir::Value sumTo(mlir::Value grad, mt::NamedTensorType target);
+  /// Reorders `value` (same dimension set) to `target`'s order.
+  mlir::Value transposeTo(mlir::Value value, mt::NamedTensorType target);
+
+  mlir::OpBuilder &builder() { return b; }
+  mlir::Location location() const { return loc; }
+
+private:
+  template <typename OpTy>
+  mlir::Value binary(mlir::Value lhs, mlir::Value rhs);
+
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+};
+
+} // namespace mtc::autodiff
+
+#endif // MTC_COMPILER_AUTODIFF_TENSORBUILDER_H
