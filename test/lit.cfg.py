@@ -23,9 +23,11 @@ llvm_config.use_default_substitutions()
 
 tool_dirs = [config.mtc_tools_dir, config.llvm_tools_dir]
 tools = [
-
     ToolSubst("mtc", unresolved="fatal"),
     ToolSubst("mt-opt", unresolved="fatal"),
+    ToolSubst("not", unresolved="fatal"),
+    ToolSubst("count", unresolved="fatal"),
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.mtc_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

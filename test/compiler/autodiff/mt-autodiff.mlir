@@ -1,0 +1,114 @@
+// RUN: mt-opt %s -split-input-file -mt-autodiff | FileCheck %s
+// RUN: mt-opt %s -split-input-file -mt-autodiff=recompute=full | FileCheck %s --check-prefix=FULL
+// RUN: mt-opt %s -split-input-file -mt-autodiff=recompute=selective | FileCheck %s --check-prefix=SEL
+
+// Tests that a model without layers gets forward_backward returning the loss and one
+// gradient per parameter, with a tied parameter's two uses summed.
+module @tied {
+  mt.param @w : !mt.tensor<[vocab=16, hidden=8], f32> init normal(2.000000e-02)
+  func.func @forward(%t: !mt.tensor<[batch=2, seq=4], i32>, %l: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
+    %w = mt.param_ref @w : !mt.tensor<[vocab=16, hidden=8], f32>
+    %x = mt.gather %w, %t over vocab : !mt.tensor<[vocab=16, hidden=8], f32>, !mt.tensor<[batch=2, seq=4], i32> -> !mt.tensor<[batch=2, seq=4, hidden=8], f32>
+    %y = mt.contract %x, %w over [hidden] : !mt.tensor<[batch=2, seq=4, hidden=8], f32>, !mt.tensor<[vocab=16, hidden=8], f32> -> !mt.tensor<[batch=2, seq=4, vocab=16], f32>
+    %c = mt.cross_entropy %y, %l over vocab : !mt.tensor<[batch=2, seq=4, vocab=16], f32>, !mt.tensor<[batch=2, seq=4], i32> -> !mt.tensor<[], f32>
+    return %c : !mt.tensor<[], f32>
+  }
+}
+// CHECK-LABEL: module @tied
+// CHECK-LABEL: func.func @forward_backward(
+// CHECK-SAME: -> (!mt.tensor<[], f32>, !mt.tensor<[vocab=16, hidden=8], f32>)
+// CHECK-SAME: attributes {mt.grads = [@w]}
+// CHECK: %[[LOSS:.*]] = mt.cross_entropy
+// CHECK: %[[ONE:.*]] = mt.constant 1.000000e+00
+// CHECK: %[[DY:.*]] = mt.cross_entropy_grad %{{.*}}, %{{.*}}, %[[ONE]] over vocab
+// CHECK: %[[DX:.*]] = mt.contract %[[DY]], %{{.*}} over [vocab]
+// CHECK: %[[DW1:.*]] = mt.contract %[[DY]], %{{.*}} over [batch, seq]
+// CHECK: %[[DW2:.*]] = mt.embedding_grad %{{.*}}, %[[DX]] over vocab
+// CHECK: %[[DW:.*]] = mt.add %[[DW1]], %[[DW2]]
+// CHECK: return %[[LOSS]], %[[DW]]
+
+// -----
+
+// Tests that a repeated layer is split into @L.fwd, which returns the values its backward
+// reads, and @L.bwd, which the entry applies in reverse; layer parameter gradients keep the
+// stacking dimension and a model parameter read inside the layer sums over it.
+module @layered {
+  mt.param @s : !mt.tensor<[hidden=8], f32> init ones
+  mt.param @block.w layer @block : !mt.tensor<[hidden=8, ffn=16], f32> init normal(2.000000e-02)
+  mt.param @block.v layer @block : !mt.tensor<[ffn=16, hidden=8], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, hidden=8], f32>) -> !mt.tensor<[batch=2, hidden=8], f32> attributes {mt.layer} {
+    %w = mt.param_ref @block.w : !mt.tensor<[hidden=8, ffn=16], f32>
+    %v = mt.param_ref @block.v : !mt.tensor<[ffn=16, hidden=8], f32>
+    %s = mt.param_ref @s : !mt.tensor<[hidden=8], f32>
+    %h = mt.contract %x, %w over [hidden] : !mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[hidden=8, ffn=16], f32> -> !mt.tensor<[batch=2, ffn=16], f32>
+    %g = mt.tanh %h : !mt.tensor<[batch=2, ffn=16], f32>
+    %o = mt.contract %g, %v over [ffn] : !mt.tensor<[batch=2, ffn=16], f32>, !mt.tensor<[ffn=16, hidden=8], f32> -> !mt.tensor<[batch=2, hidden=8], f32>
+    %y = mt.mul %o, %s : !mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[hidden=8], f32> -> !mt.tensor<[batch=2, hidden=8], f32>
+    return %y : !mt.tensor<[batch=2, hidden=8], f32>
+  }
+  func.func @forward(%x: !mt.tensor<[batch=2, hidden=8], f32>) -> !mt.tensor<[], f32> {
+    %y = mt.repeat @block(%x) count 3 : (!mt.tensor<[batch=2, hidden=8], f32>) -> !mt.tensor<[batch=2, hidden=8], f32>
+    %l = mt.reduce_sum %y over [batch, hidden] : !mt.tensor<[batch=2, hidden=8], f32> -> !mt.tensor<[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+// CHECK-LABEL: module @layered
+// The saved values: the input, tanh's result (read by its VJP and by v's gradient) and o.
+// CHECK-LABEL: func.func @block.fwd(
+// CHECK-SAME: -> (!mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[batch=2, ffn=16], f32>, !mt.tensor<[batch=2, hidden=8], f32>)
+// CHECK-SAME: mt.layer_of = @block
+// CHECK-LABEL: func.func @block.bwd(
+// CHECK-SAME: -> (!mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[hidden=8, ffn=16], f32>, !mt.tensor<[ffn=16, hidden=8], f32>, !mt.tensor<[hidden=8], f32>)
+// CHECK-SAME: mt.layer_of = @block, mt.param_grads = [@block.w, @block.v, @s]
+// CHECK-NOT: mt.tanh
+// CHECK: return
+// CHECK-LABEL: func.func @forward_backward(
+// CHECK-SAME: -> (!mt.tensor<[], f32>, !mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=8, ffn=16], f32>, !mt.tensor<[layers=3, ffn=16, hidden=8], f32>)
+// CHECK-SAME: mt.grads = [@s, @block.w, @block.v]
+// CHECK: %[[FWD:.*]]:4 = mt.repeat @block.fwd(%{{.*}}) count 3 {carried = 1 : i64}
+// CHECK: %[[BWD:.*]]:4 = mt.repeat @block.bwd(%{{.*}}, %[[FWD]]#1, %[[FWD]]#2, %[[FWD]]#3) count 3 {carried = 1 : i64, reverse}
+// CHECK: %[[S:.*]] = mt.reduce_sum %[[BWD]]#3 over [layers]
+// CHECK: return %{{.*}}, %[[S]], %[[BWD]]#1, %[[BWD]]#2
+
+// With full recomputation only the layer input is saved, and the backward recomputes tanh.
+// FULL-LABEL: module @layered
+// FULL-LABEL: func.func @block.fwd(
+// FULL-SAME: -> (!mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[batch=2, hidden=8], f32>)
+// FULL-LABEL: func.func @block.bwd(
+// FULL: mt.tanh
+// FULL: return
+
+// Selective recomputation saves the same as none when there is no attention.
+// SEL-LABEL: module @layered
+// SEL-LABEL: func.func @block.fwd(
+// SEL-SAME: -> (!mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[batch=2, ffn=16], f32>, !mt.tensor<[batch=2, hidden=8], f32>)
+
+// -----
+
+// Tests that selective recomputation saves attention's inputs, not its output, and
+// recomputes the attention in the backward.
+module @attn {
+  mt.param @block.w layer @block : !mt.tensor<[heads=2, head_dim=4, hidden=8], f32> init normal(2.000000e-02)
+  func.func @block(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) -> !mt.tensor<[seq=4, heads=2, head_dim=4], f32> attributes {mt.layer} {
+    %w = mt.param_ref @block.w : !mt.tensor<[heads=2, head_dim=4, hidden=8], f32>
+    %a = mt.attention %q, %q, %q dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>
+    %o = mt.contract %a, %w over [heads, head_dim] : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[heads=2, head_dim=4, hidden=8], f32> -> !mt.tensor<[seq=4, hidden=8], f32>
+    %p = mt.contract %o, %w over [hidden] : !mt.tensor<[seq=4, hidden=8], f32>, !mt.tensor<[heads=2, head_dim=4, hidden=8], f32> -> !mt.tensor<[seq=4, heads=2, head_dim=4], f32>
+    return %p : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>
+  }
+  func.func @forward(%x: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) -> !mt.tensor<[], f32> {
+    %y = mt.repeat @block(%x) count 2 : (!mt.tensor<[seq=4, heads=2, head_dim=4], f32>) -> !mt.tensor<[seq=4, heads=2, head_dim=4], f32>
+    %l = mt.reduce_sum %y over [seq, heads, head_dim] : !mt.tensor<[seq=4, heads=2, head_dim=4], f32> -> !mt.tensor<[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+// CHECK-LABEL: module @attn
+// CHECK-LABEL: func.func @block.bwd(
+// CHECK-NOT: mt.attention %
+// CHECK: mt.attention_grad
+// SEL-LABEL: module @attn
+// SEL-LABEL: func.func @block.fwd(
+// SEL-SAME: -> (!mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, hidden=8], f32>)
+// SEL-LABEL: func.func @block.bwd(
+// SEL: mt.attention %
+// SEL: mt.attention_grad
