@@ -11,7 +11,7 @@
 
 #include "compiler/autodiff/DifferentiableOpInterface.h"
 #include "compiler/autodiff/Passes.h"
-#include "compiler/autodiff/TensorBuilder.h"
+#include "dialects/mt/Utils/TensorBuilder.h"
 
 #include "dialects/mt/IR/MTOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,6 +28,7 @@ namespace mtc::autodiff {
 using namespace mlir;
 using namespace mtc;
 using namespace mtc::autodiff;
+using mtc::mt::TensorBuilder;
 
 namespace {
 

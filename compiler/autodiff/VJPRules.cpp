@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/autodiff/DifferentiableOpInterface.h"
-#include "compiler/autodiff/TensorBuilder.h"
+#include "dialects/mt/Utils/TensorBuilder.h"
 
 #include "dialects/mt/IR/MTOps.h"
 #include "llvm/ADT/STLExtras.h"
@@ -16,6 +16,7 @@
 using namespace mlir;
 using namespace mtc;
 using namespace mtc::autodiff;
+using mtc::mt::TensorBuilder;
 
 #include "compiler/autodiff/DifferentiableOpInterface.cpp.inc"
 

@@ -38,6 +38,7 @@
 #include "dialects/mt/IR/MTDialect.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
@@ -107,10 +108,9 @@ public:
   /// The value of parameter `name`, if set.
   const Tensor *getParam(llvm::StringRef name) const;
 
-  /// Instances of the layer function `layer`'s parameters: the repeat counts of the
-  /// `mt.repeat` ops that call it summed (calls of one function by several repeats take
-  /// consecutive instances in module order), the largest over the functions derived from
-  /// it (`mt.layer_of`) when the layer itself is never repeated. 0 for an unknown layer.
+  /// Instances of the layer function `layer`'s parameters: the largest count of the
+  /// `mt.repeat` ops calling it or a function derived from it (`mt.layer_of`); every such
+  /// repeat's call i reads instance i. 0 when no repeat calls it.
   int64_t getLayerInstances(llvm::StringRef layer) const;
 
   /// Selects what `mt.dropout` does; DeterministicMasks needs `keep`.
@@ -142,11 +142,10 @@ private:
   evalCall(mlir::Operation *op, llvm::ArrayRef<const Tensor *> operands);
 
   mlir::ModuleOp module;
+  mlir::SymbolTable symbols;
   llvm::StringMap<Tensor> params;
   /// Instances of each layer's parameters (see getLayerInstances).
   llvm::StringMap<int64_t> layerInstances;
-  /// First parameter instance each mt.repeat op uses.
-  llvm::DenseMap<mlir::Operation *, int64_t> repeatOffsets;
   /// The instance each layer's parameters are read at, while its function runs.
   llvm::StringMap<int64_t> currentInstance;
   DropoutMode dropoutMode = DropoutMode::Identity;

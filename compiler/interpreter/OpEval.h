@@ -23,8 +23,9 @@
 
 #include <array>
 
-namespace mtc::interp::detail {
+namespace mtc::interp::eval {
 
+using llvm::Expected;
 using Operands = llvm::ArrayRef<const Tensor *>;
 using Results = llvm::SmallVector<Tensor, 1>;
 using Strides = llvm::SmallVector<int64_t, 6>;
@@ -160,6 +161,6 @@ llvm::Expected<Results> evalOp(mt::CombineGradOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::LoadBalancingLossOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::LoadBalancingLossGradOp op, Operands in);
 
-} // namespace mtc::interp::detail
+} // namespace mtc::interp::eval
 
 #endif // MTC_COMPILER_INTERPRETER_OPEVAL_H

@@ -4,6 +4,7 @@
 
 #include "compiler/autodiff/DifferentiableOpInterface.h"
 #include "compiler/autodiff/Passes.h"
+#include "compiler/optimizer/Passes.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -15,4 +16,5 @@ void mtc::registerAllDialects(mlir::DialectRegistry &registry) {
 
 void mtc::registerAllPasses() {
   autodiff::registerAutodiffPasses();
+  optimizer::registerOptimizerPasses();
 }

@@ -12,8 +12,15 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mtc::mt {
+
+/// The memory-effect resource of parameters and optimizer state (`mt.param_ref` reads it,
+/// `mt.assign` writes it).
+struct ParameterResource : mlir::SideEffects::Resource::Base<ParameterResource> {
+  llvm::StringRef getName() final { return "mt.parameter"; }
+};
 
 /// One dimension of a named-dimension tensor.
 struct NamedDim {

@@ -164,21 +164,51 @@ LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
-LogicalResult ParamRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
-  if (!param)
-    return emitOpError() << "'" << getParam() << "' does not name an mt.param";
-  if (param.getType() != getResult().getType())
-    return emitOpError() << "result type " << getResult().getType()
-                         << " does not match parameter '" << getParam() << "' of type "
-                         << param.getType();
-  if (std::optional<StringRef> layer = param.getLayer()) {
-    auto func = (*this)->getParentOfType<func::FuncOp>();
-    if (!func || MTDialect::getLayerOf(func) != *layer)
-      return emitOpError() << "parameter '" << getParam() << "' belongs to layer '" << *layer
-                           << "' and can only be read inside it";
+/// The type `op` sees when it reads or writes parameter or state `symbol`: a layer
+/// parameter's instance inside its layer, all its instances stacked along a leading
+/// `layers` dimension elsewhere; a state's storage type.
+static LogicalResult verifyParameterAccess(Operation *op, SymbolTableCollection &symbolTable,
+                                           FlatSymbolRefAttr symbol, Type type) {
+  Operation *target = symbolTable.lookupNearestSymbolFrom(op, symbol);
+  if (auto state = dyn_cast_or_null<StateOp>(target)) {
+    if (state.getType() != type)
+      return op->emitOpError() << "type " << type << " does not match state '"
+                               << symbol.getValue() << "' of type " << state.getType();
+    return success();
   }
+  auto param = dyn_cast_or_null<ParamOp>(target);
+  if (!param)
+    return op->emitOpError() << "'" << symbol.getValue()
+                             << "' does not name an mt.param or mt.state";
+  std::optional<StringRef> layer = param.getLayer();
+  auto func = op->getParentOfType<func::FuncOp>();
+  bool instance = !layer || (func && MTDialect::getLayerOf(func) == *layer);
+  if (instance) {
+    if (param.getType() != type)
+      return op->emitOpError() << "type " << type << " does not match parameter '"
+                               << symbol.getValue() << "' of type " << param.getType();
+    return success();
+  }
+  if (func && MTDialect::getLayerOf(func))
+    return op->emitOpError() << "parameter '" << symbol.getValue() << "' belongs to layer '"
+                             << *layer << "' and can only be read inside it";
+  auto tensor = cast<NamedTensorType>(type);
+  if (tensor.getRank() == 0 || tensor.getDimNames().front().getValue() != "layers" ||
+      tensor.withDims(ArrayRef(tensor.getDims()).drop_front()) != param.getType())
+    return op->emitOpError() << "outside layer '" << *layer << "', parameter '"
+                             << symbol.getValue()
+                             << "' is read with all its instances: expected its type "
+                             << param.getType() << " with a leading 'layers' dimension, got "
+                             << type;
   return success();
+}
+
+LogicalResult ParamRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyParameterAccess(*this, symbolTable, getParamAttr(), getResult().getType());
+}
+
+LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyParameterAccess(*this, symbolTable, getTargetAttr(), getValue().getType());
 }
 
 LogicalResult ConstantOp::verify() {
@@ -226,6 +256,7 @@ MT_VERIFY_FLOAT_UNARY(SqrtOp)
 MT_VERIFY_FLOAT_UNARY(RsqrtOp)
 MT_VERIFY_FLOAT_UNARY(TanhOp)
 MT_VERIFY_FLOAT_UNARY(SigmoidOp)
+MT_VERIFY_FLOAT_UNARY(CosOp)
 MT_VERIFY_FLOAT_UNARY(ReluOp)
 MT_VERIFY_FLOAT_UNARY(SiluOp)
 MT_VERIFY_FLOAT_UNARY(GeluOp)

@@ -61,15 +61,49 @@ def MT_ParamOp : MT_Op<"param",
   }];
 }
 
+/// Parameters and optimizer state: reads and writes of them are ordered.
+def MT_ParameterResource : Resource<"::mtc::mt::ParameterResource">;
+
 def MT_ParamRefOp : MT_Op<"param_ref",
-    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "the value of a parameter";
+    [MemoryEffects<[MemRead<MT_ParameterResource>]>,
+     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the value of a parameter or of optimizer state";
   let description = [{
-    Reads a parameter. Inside a layer body it reads the current repeat's instance.
+    Reads an `mt.param` or an `mt.state`. Inside a layer body (or a function derived from
+    it, marked `mt.layer_of`) a layer parameter reads the current repeat's instance;
+    elsewhere a layer parameter (and its state) reads all instances, stacked along a
+    leading `layers` dimension.
   }];
   let arguments = (ins FlatSymbolRefAttr:$param);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = "$param attr-dict `:` type($result)";
+}
+
+def MT_StateOp : MT_Op<"state", [Symbol]> {
+  let summary = "optimizer state of a parameter";
+  let description = [{
+    A tensor the optimizer keeps between steps for parameter `of` (Adam's first and second
+    moments, SGD's momentum), with the parameter's storage type (stacked for layer
+    parameters) and initialised to zero.
+
+    ```mlir
+    mt.state @wte.exp_avg of @wte : !mt.tensor<[vocab=256, hidden=64], f32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$of,
+                       TypeAttrOf<MT_Tensor>:$type);
+  let assemblyFormat = "$sym_name `of` $of `:` $type attr-dict";
+}
+
+def MT_AssignOp : MT_Op<"assign", [MemoryEffects<[MemWrite<MT_ParameterResource>]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "overwrite a parameter or optimizer state";
+  let description = [{
+    Stores `value` into the `mt.param` or `mt.state` named `target` (all instances of a
+    layer parameter, stacked, outside the layer). The optimizer step is made of these.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$target, MT_Tensor:$value);
+  let assemblyFormat = "$target `,` $value attr-dict `:` type($value)";
 }
 
 def MT_ConstantOp : MT_Op<"constant", [Pure]> {
@@ -123,6 +157,7 @@ def MT_SqrtOp : MT_UnaryOp<"sqrt"> { let summary = "elementwise square root"; }
 def MT_RsqrtOp : MT_UnaryOp<"rsqrt"> { let summary = "elementwise 1/sqrt(x)"; }
 def MT_TanhOp : MT_UnaryOp<"tanh"> { let summary = "elementwise hyperbolic tangent"; }
 def MT_SigmoidOp : MT_UnaryOp<"sigmoid"> { let summary = "elementwise logistic sigmoid"; }
+def MT_CosOp : MT_UnaryOp<"cos"> { let summary = "elementwise cosine"; }
 def MT_ReluOp : MT_UnaryOp<"relu"> { let summary = "elementwise max(x, 0)"; }
 def MT_SiluOp : MT_UnaryOp<"silu"> { let summary = "elementwise x * sigmoid(x)"; }
 def MT_GeluOp : MT_UnaryOp<"gelu"> {

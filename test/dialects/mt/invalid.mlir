@@ -144,21 +144,64 @@ func.func @not_a_param() {
 // Tests that param_ref's type must be the parameter's type.
 mt.param @w : !mt.tensor<[hidden=8], f32> init zeros
 func.func @wrong_type() {
-  // expected-error @+1 {{'mt.param_ref' op result type '!mt.tensor<[hidden=8], bf16>' does not match parameter 'w' of type '!mt.tensor<[hidden=8], f32>'}}
+  // expected-error @+1 {{'mt.param_ref' op type '!mt.tensor<[hidden=8], bf16>' does not match parameter 'w' of type '!mt.tensor<[hidden=8], f32>'}}
   %0 = mt.param_ref @w : !mt.tensor<[hidden=8], bf16>
   return
 }
 
 // -----
 
-// Tests that a layer's parameter cannot be read outside the layer.
+// Tests that outside its layer a layer parameter is read with all its instances stacked.
 mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
 func.func @block(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
   return %x : !mt.tensor<[hidden=8], f32>
 }
 func.func @forward() {
+  // expected-error @+1 {{'mt.param_ref' op outside layer 'block', parameter 'block.g' is read with all its instances: expected its type '!mt.tensor<[hidden=8], f32>' with a leading 'layers' dimension, got '!mt.tensor<[hidden=8], f32>'}}
+  %0 = mt.param_ref @block.g : !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that a layer parameter cannot be read inside another layer.
+mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
+func.func @block(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @other(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
   // expected-error @+1 {{'mt.param_ref' op parameter 'block.g' belongs to layer 'block' and can only be read inside it}}
   %0 = mt.param_ref @block.g : !mt.tensor<[hidden=8], f32>
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+
+// -----
+
+// Tests that assign checks the target's type like param_ref.
+mt.param @w : !mt.tensor<[hidden=8], f32> init zeros
+func.func @assign_wrong(%v: !mt.tensor<[ffn=8], f32>) {
+  // expected-error @+1 {{'mt.assign' op type '!mt.tensor<[ffn=8], f32>' does not match parameter 'w' of type '!mt.tensor<[hidden=8], f32>'}}
+  mt.assign @w, %v : !mt.tensor<[ffn=8], f32>
+  return
+}
+
+// -----
+
+// Tests that a state is read with its storage type.
+mt.param @w : !mt.tensor<[hidden=8], f32> init zeros
+mt.state @w.m of @w : !mt.tensor<[hidden=8], f32>
+func.func @state_wrong() {
+  // expected-error @+1 {{'mt.param_ref' op type '!mt.tensor<[hidden=4], f32>' does not match state 'w.m' of type '!mt.tensor<[hidden=8], f32>'}}
+  %0 = mt.param_ref @w.m : !mt.tensor<[hidden=4], f32>
+  return
+}
+
+// -----
+
+// Tests that param_ref needs a parameter or a state.
+func.func @nothing() {
+  // expected-error @+1 {{'mt.param_ref' op 'nowhere' does not name an mt.param or mt.state}}
+  %0 = mt.param_ref @nowhere : !mt.tensor<[hidden=4], f32>
   return
 }
 

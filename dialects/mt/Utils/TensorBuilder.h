@@ -6,13 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MTC_COMPILER_AUTODIFF_TENSORBUILDER_H
-#define MTC_COMPILER_AUTODIFF_TENSORBUILDER_H
+#ifndef MTC_DIALECTS_MT_UTILS_TENSORBUILDER_H
+#define MTC_DIALECTS_MT_UTILS_TENSORBUILDER_H
 
 #include "dialects/mt/IR/MTOps.h"
 #include "mlir/IR/Builders.h"
 
-namespace mtc::autodiff {
+namespace mtc::mt {
 
 class TensorBuilder {
 public:
@@ -37,6 +37,12 @@ public:
   mlir::Value log(mlir::Value value);
   mlir::Value sigmoid(mlir::Value value);
   mlir::Value rsqrt(mlir::Value value);
+  mlir::Value sqrt(mlir::Value value);
+  mlir::Value cos(mlir::Value value);
+  mlir::Value max(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value min(mlir::Value lhs, mlir::Value rhs);
+  /// The sum of every element: a scalar.
+  mlir::Value sumAll(mlir::Value value);
 
   mlir::Value reduceSum(mlir::Value value, llvm::ArrayRef<llvm::StringRef> over);
   mlir::Value reduceMean(mlir::Value value, llvm::ArrayRef<llvm::StringRef> over);
@@ -62,6 +68,6 @@ private:
   mlir::Location loc;
 };
 
-} // namespace mtc::autodiff
+} // namespace mtc::mt
 
-#endif // MTC_COMPILER_AUTODIFF_TENSORBUILDER_H
+#endif // MTC_DIALECTS_MT_UTILS_TENSORBUILDER_H

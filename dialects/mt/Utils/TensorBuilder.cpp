@@ -1,12 +1,12 @@
 //===- TensorBuilder.cpp - mt ops with inferred types ---------------------===//
 
-#include "compiler/autodiff/TensorBuilder.h"
+#include "dialects/mt/Utils/TensorBuilder.h"
 
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
 using namespace mtc;
-using namespace mtc::autodiff;
+using namespace mtc::mt;
 
 Value TensorBuilder::scalar(double value, Value like) {
   return mt::ConstantOp::create(b, loc,
@@ -38,6 +38,17 @@ Value TensorBuilder::neg(Value value) { return mt::NegOp::create(b, loc, value);
 Value TensorBuilder::log(Value value) { return mt::LogOp::create(b, loc, value); }
 Value TensorBuilder::sigmoid(Value value) { return mt::SigmoidOp::create(b, loc, value); }
 Value TensorBuilder::rsqrt(Value value) { return mt::RsqrtOp::create(b, loc, value); }
+Value TensorBuilder::sqrt(Value value) { return mt::SqrtOp::create(b, loc, value); }
+Value TensorBuilder::cos(Value value) { return mt::CosOp::create(b, loc, value); }
+Value TensorBuilder::max(Value lhs, Value rhs) { return binary<mt::MaxOp>(lhs, rhs); }
+Value TensorBuilder::min(Value lhs, Value rhs) { return neg(max(neg(lhs), neg(rhs))); }
+
+Value TensorBuilder::sumAll(Value value) {
+  SmallVector<StringRef> all;
+  for (StringAttr name : typeOf(value).getDimNames())
+    all.push_back(name.getValue());
+  return reduceSum(value, all);
+}
 
 Value TensorBuilder::reduceSum(Value value, ArrayRef<StringRef> over) {
   if (over.empty())

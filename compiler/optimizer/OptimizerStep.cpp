@@ -1,0 +1,243 @@
+//===- OptimizerStep.cpp - AdamW / SGD, clipping, LR schedules ------------===//
+
+#include "compiler/optimizer/Passes.h"
+
+#include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/TensorBuilder.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <numbers>
+
+namespace mtc::optimizer {
+#define GEN_PASS_DEF_MTOPTIMIZERPASS
+#include "compiler/optimizer/Passes.h.inc"
+} // namespace mtc::optimizer
+
+using namespace mlir;
+using namespace mtc;
+using mt::TensorBuilder;
+
+namespace {
+
+/// The settings the step needs, read from the module's `mt.train` dictionary (checked by
+/// the frontend; a hand-written module gets the same checks here).
+struct Settings {
+  enum class Kind { AdamW, SGD } kind = Kind::AdamW;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
+  double momentum = 0;
+  enum class Schedule { Constant, Cosine, Linear } schedule = Schedule::Constant;
+  double warmup = 0, minLr = 0, decaySteps = 0;
+  double clipGrad = 0;
+};
+
+std::optional<double> number(DictionaryAttr dict, StringRef key) {
+  if (!dict)
+    return std::nullopt;
+  Attribute value = dict.get(key);
+  if (auto f = dyn_cast_or_null<FloatAttr>(value))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast_or_null<IntegerAttr>(value))
+    return static_cast<double>(i.getInt());
+  return std::nullopt;
+}
+
+FailureOr<Settings> readSettings(ModuleOp module) {
+  Settings s;
+  auto train = module->getAttrOfType<DictionaryAttr>(mt::MTDialect::kTrainAttrName);
+  if (!train)
+    return s;
+  if (auto optimizer = train.getAs<DictionaryAttr>("optimizer")) {
+    StringRef kind = optimizer.getAs<StringAttr>("kind").getValue();
+    s.kind = kind == "sgd" ? Settings::Kind::SGD : Settings::Kind::AdamW;
+    if (s.kind == Settings::Kind::SGD)
+      s.weightDecay = 0;
+    s.lr = number(optimizer, "lr").value_or(s.lr);
+    s.eps = number(optimizer, "eps").value_or(s.eps);
+    s.weightDecay = number(optimizer, "weight_decay").value_or(s.weightDecay);
+    s.momentum = number(optimizer, "momentum").value_or(0);
+    if (auto betas = optimizer.getAs<ArrayAttr>("betas")) {
+      if (betas.size() != 2)
+        return module.emitError("optimizer betas must be a pair"), failure();
+      auto get = [](Attribute a) {
+        if (auto f = dyn_cast<FloatAttr>(a))
+          return f.getValueAsDouble();
+        return static_cast<double>(cast<IntegerAttr>(a).getInt());
+      };
+      s.beta1 = get(betas[0]);
+      s.beta2 = get(betas[1]);
+    }
+  }
+  if (auto lr = train.getAs<DictionaryAttr>("lr")) {
+    s.schedule = llvm::StringSwitch<Settings::Schedule>(lr.getAs<StringAttr>("kind").getValue())
+                     .Case("cosine", Settings::Schedule::Cosine)
+                     .Case("linear", Settings::Schedule::Linear)
+                     .Default(Settings::Schedule::Constant);
+    s.warmup = number(lr, "warmup").value_or(0);
+    s.minLr = number(lr, "min").value_or(0);
+    s.decaySteps = number(lr, "decay_steps").value_or(number(train, "steps").value_or(0));
+    if (s.schedule != Settings::Schedule::Constant && s.decaySteps <= s.warmup)
+      return module.emitError("the ")
+             << lr.getAs<StringAttr>("kind").getValue()
+             << " learning-rate schedule decays over 'decay_steps' (or train { steps }), "
+                "which must exceed the warm-up of "
+             << s.warmup << " steps",
+             failure();
+  }
+  s.clipGrad = number(train, "clip_grad").value_or(0);
+  return s;
+}
+
+class OptimizerPass : public mtc::optimizer::impl::MTOptimizerPassBase<OptimizerPass> {
+public:
+  void runOnOperation() override;
+
+private:
+  Value learningRate(TensorBuilder &t, const Settings &s, Value step);
+};
+
+/// lr(step): warm-up from lr/warmup to lr over `warmup` steps, then the decay.
+Value OptimizerPass::learningRate(TensorBuilder &t, const Settings &s, Value step) {
+  auto c = [&](double v) { return t.scalar(v, step); };
+  Value peak = c(s.lr);
+  Value decayed = peak;
+  if (s.schedule != Settings::Schedule::Constant) {
+    Value progress = t.div(t.sub(step, c(s.warmup)), c(s.decaySteps - s.warmup));
+    progress = t.min(t.max(progress, c(0.0)), c(1.0));
+    Value fraction = s.schedule == Settings::Schedule::Cosine
+                         ? t.mul(c(0.5), t.add(c(1.0), t.cos(t.mul(c(std::numbers::pi), progress))))
+                         : t.sub(c(1.0), progress);
+    decayed = t.add(c(s.minLr), t.mul(c(s.lr - s.minLr), fraction));
+  }
+  if (s.warmup <= 0)
+    return decayed;
+  Value warm = t.mul(peak, t.div(t.add(step, c(1.0)), c(s.warmup)));
+  Value warming = t.greater(c(s.warmup), step); // 1 while step < warmup
+  return t.add(t.mul(warming, warm), t.mul(t.sub(c(1.0), warming), decayed));
+}
+
+void OptimizerPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (module.lookupSymbol("optimizer_step")) {
+    module.emitError("module already has an optimizer step");
+    return signalPassFailure();
+  }
+  FailureOr<Settings> settings = readSettings(module);
+  if (failed(settings))
+    return signalPassFailure();
+  const Settings &s = *settings;
+
+  // Storage types: a layer parameter is stored (and updated) with all its instances.
+  llvm::StringMap<int64_t> instances;
+  module.walk([&](mt::RepeatOp repeat) {
+    if (auto callee = module.lookupSymbol<func::FuncOp>(repeat.getCallee()))
+      if (std::optional<StringRef> layer = mt::MTDialect::getLayerOf(callee);
+          layer && *layer == repeat.getCallee())
+        instances[*layer] += repeat.getCount();
+  });
+  SmallVector<mt::ParamOp> params = llvm::to_vector(module.getOps<mt::ParamOp>());
+  SmallVector<Type> storage;
+  for (mt::ParamOp param : params) {
+    mt::NamedTensorType type = param.getTensorType();
+    if (std::optional<StringRef> layer = param.getLayer()) {
+      SmallVector<mt::NamedDim> dims = {
+          {StringAttr::get(&getContext(), "layers"), instances.lookup(*layer)}};
+      llvm::append_range(dims, type.getDims());
+      type = type.withDims(dims);
+    }
+    storage.push_back(type);
+  }
+
+  OpBuilder builder(module.getBodyRegion());
+  builder.setInsertionPointToEnd(module.getBody());
+  Location loc = module.getLoc();
+  MLIRContext *context = &getContext();
+  Type f32 = builder.getF32Type();
+  auto scalarType = mt::NamedTensorType::getScalar(f32);
+
+  // Optimizer state, declared next to the parameters it belongs to.
+  SmallVector<StringRef> stateRoles;
+  if (s.kind == Settings::Kind::AdamW)
+    stateRoles = {"exp_avg", "exp_avg_sq"};
+  else if (s.momentum > 0)
+    stateRoles = {"momentum_buffer"};
+  for (auto [param, type] : llvm::zip(params, storage)) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointAfter(param);
+    for (StringRef role : stateRoles)
+      mt::StateOp::create(builder, param.getLoc(),
+                          builder.getStringAttr(param.getSymName() + "." + role),
+                          FlatSymbolRefAttr::get(param.getSymNameAttr()), TypeAttr::get(type));
+  }
+
+  SmallVector<Type> inputs = {scalarType, scalarType};
+  llvm::append_range(inputs, storage);
+  auto step = func::FuncOp::create(builder, loc, "optimizer_step",
+                                   builder.getFunctionType(inputs, {scalarType, scalarType}));
+  SmallVector<Attribute> symbols;
+  for (mt::ParamOp param : params)
+    symbols.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+  step->setAttr("mt.grads", builder.getArrayAttr(symbols));
+  Block *body = step.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+  TensorBuilder t(builder, loc);
+  Value stepValue = body->getArgument(0), gradScale = body->getArgument(1);
+  auto c = [&](double v) { return t.scalar(v, stepValue); };
+
+  SmallVector<Value> grads;
+  for (BlockArgument grad : body->getArguments().drop_front(2))
+    grads.push_back(t.mul(grad, gradScale));
+
+  // Global norm over every gradient element, counted once.
+  Value squares;
+  for (Value grad : grads) {
+    Value sum = t.sumAll(t.mul(grad, grad));
+    squares = squares ? t.add(squares, sum) : sum;
+  }
+  Value norm = squares ? t.sqrt(squares) : c(0.0);
+  if (s.clipGrad > 0) {
+    // min(1, clip / (norm + 1e-6)) without a division by zero.
+    Value coef = t.div(c(s.clipGrad), t.max(t.add(norm, c(1e-6)), c(s.clipGrad)));
+    for (Value &grad : grads)
+      grad = t.mul(grad, coef);
+  }
+  Value lr = learningRate(t, s, stepValue);
+
+  auto read = [&](StringRef symbol, Type type) -> Value {
+    return mt::ParamRefOp::create(builder, loc, type, FlatSymbolRefAttr::get(context, symbol));
+  };
+  auto write = [&](StringRef symbol, Value value) {
+    mt::AssignOp::create(builder, loc, FlatSymbolRefAttr::get(context, symbol), value);
+  };
+  Value stepsTaken = t.add(stepValue, c(1.0));
+  Value correction1 = t.sub(c(1.0), t.pow(c(s.beta1), stepsTaken));
+  Value correction2 = t.sub(c(1.0), t.pow(c(s.beta2), stepsTaken));
+  for (auto [param, type, grad] : llvm::zip(params, storage, grads)) {
+    StringRef name = param.getSymName();
+    Value p = read(name, type);
+    bool decays = s.weightDecay > 0 && param.getTensorType().getRank() >= 2;
+    Value update;
+    if (s.kind == Settings::Kind::AdamW) {
+      Value m = read((name + ".exp_avg").str(), type);
+      Value v = read((name + ".exp_avg_sq").str(), type);
+      Value m2 = t.add(t.mul(c(s.beta1), m), t.mul(c(1 - s.beta1), grad));
+      Value v2 = t.add(t.mul(c(s.beta2), v), t.mul(c(1 - s.beta2), t.mul(grad, grad)));
+      write((name + ".exp_avg").str(), m2);
+      write((name + ".exp_avg_sq").str(), v2);
+      update = t.div(t.div(m2, correction1), t.add(t.sqrt(t.div(v2, correction2)), c(s.eps)));
+      if (decays)
+        update = t.add(update, t.mul(c(s.weightDecay), p));
+    } else {
+      update = decays ? t.add(grad, t.mul(c(s.weightDecay), p)) : grad;
+      if (s.momentum > 0) {
+        Value buffer = read((name + ".momentum_buffer").str(), type);
+        update = t.add(t.mul(c(s.momentum), buffer), update);
+        write((name + ".momentum_buffer").str(), update);
+      }
+    }
+    write(name, t.transposeTo(t.sub(p, t.mul(lr, update)), cast<mt::NamedTensorType>(type)));
+  }
+  func::ReturnOp::create(builder, loc, ValueRange{norm, lr});
+}
+
+} // namespace
