@@ -25,6 +25,7 @@ tool_dirs = [config.mtc_tools_dir, config.llvm_tools_dir]
 tools = [
     ToolSubst("mtc", unresolved="fatal"),
     ToolSubst("mt-opt", unresolved="fatal"),
+    ToolSubst("mt-gradcheck", unresolved="fatal"),
     ToolSubst("not", unresolved="fatal"),
     ToolSubst("count", unresolved="fatal"),
 ]
