@@ -5,6 +5,7 @@
 #include "compiler/autodiff/DifferentiableOpInterface.h"
 #include "compiler/autodiff/Passes.h"
 #include "compiler/optimizer/Passes.h"
+#include "compiler/pipelines/Pipelines.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -17,4 +18,5 @@ void mtc::registerAllDialects(mlir::DialectRegistry &registry) {
 void mtc::registerAllPasses() {
   autodiff::registerAutodiffPasses();
   optimizer::registerOptimizerPasses();
+  registerPipelines();
 }

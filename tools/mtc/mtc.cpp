@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/analysis/ModelStats.h"
+#include "compiler/pipelines/Pipelines.h"
+#include "compiler/plan/PlanWriter.h"
 #include "compiler/registration/Registration.h"
 #include "frontend/Diagnostics.h"
 #include "frontend/MLIRGen.h"
@@ -15,11 +17,13 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
@@ -35,15 +39,25 @@ cl::SubCommand compileCommand("compile", "Compile a .mtl model");
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mtl>"), cl::Required,
                                cl::sub(compileCommand), cl::cat(compileCategory));
 
-cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
-                                cl::value_desc("path"), cl::init("-"), cl::sub(compileCommand),
-                                cl::cat(compileCategory));
+cl::opt<std::string> outputFile(
+    "o",
+    cl::desc("Output: the plan directory (default: <model>.plan in the current directory), "
+             "or the IR file ('-', the default, for stdout)"),
+    cl::value_desc("path"), cl::sub(compileCommand), cl::cat(compileCategory));
 
-enum class EmitKind { MT };
+enum class EmitKind { Plan, MT, MTTrain };
 cl::opt<EmitKind> emitKind(
-    "emit", cl::desc("What to write to the output"), cl::init(EmitKind::MT),
-    cl::values(clEnumValN(EmitKind::MT, "mt", "the global graph in the mt dialect")),
+    "emit", cl::desc("What to produce"), cl::init(EmitKind::Plan),
+    cl::values(clEnumValN(EmitKind::Plan, "plan", "the plan mtrun executes (docs/plan-format.md)"),
+               clEnumValN(EmitKind::MT, "mt", "the global graph in the mt dialect"),
+               clEnumValN(EmitKind::MTTrain, "mt-train",
+                          "the training step: forward_backward, layer fwd/bwd, optimizer_step")),
     cl::sub(compileCommand), cl::cat(compileCategory));
+
+cl::opt<std::string> recompute(
+    "recompute", cl::desc("Activation recomputation in the layers' backward: none, selective "
+                          "(attention) or full (overrides parallel { recompute })"),
+    cl::value_desc("policy"), cl::sub(compileCommand), cl::cat(compileCategory));
 
 cl::opt<bool> printStats("stats",
                          cl::desc("Print parameter counts per tensor and in total, and FLOPs "
@@ -53,6 +67,10 @@ cl::opt<bool> printStats("stats",
 cl::opt<bool> debugInfo("mlir-print-debuginfo",
                         cl::desc("Print source locations (file:line:col) on every op"),
                         cl::sub(compileCommand), cl::cat(compileCategory));
+
+std::string versionText() {
+  return (Twine("mtc ") + MTC_VERSION + " (LLVM/MLIR " + LLVM_VERSION_STRING + ")").str();
+}
 
 int compile() {
   std::string errorMessage;
@@ -73,21 +91,55 @@ int compile() {
   mlir::DialectRegistry registry;
   mtc::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
+  // Diagnostics point at .mtl source lines; a dump of the IR would bury them.
+  context.printOpOnDiagnostic(false);
   // Verifier failures (a frontend bug, not a user error) still print as file:line:col.
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   mlir::OwningOpRef<mlir::ModuleOp> module = mtc::frontend::lowerToMT(*ast, context, diags);
   if (!module)
     return 1;
 
-  std::unique_ptr<ToolOutputFile> output = mlir::openOutputFile(outputFile, &errorMessage);
+  FailureOr<mtc::ModelStats> stats = mtc::computeModelStats(*module);
+  if (failed(stats))
+    return 1;
+
+  if (emitKind != EmitKind::MT && !printStats) {
+    std::string policy = recompute;
+    if (policy.empty())
+      if (auto parallel = (*module)->getAttrOfType<mlir::DictionaryAttr>(
+              mtc::mt::MTDialect::kParallelAttrName))
+        if (auto value = parallel.getAs<mlir::StringAttr>("recompute"))
+          policy = value.str();
+    mtc::TrainingPipelineOptions options;
+    options.recompute = policy.empty() ? "none" : policy;
+    mlir::PassManager pm(&context);
+    mtc::buildTrainingPipeline(pm, options);
+    if (failed(pm.run(*module)))
+      return 1;
+  }
+
+  if (emitKind == EmitKind::Plan && !printStats) {
+    std::string path = outputFile;
+    if (path.empty() || path == "-")
+      path = (sys::path::stem(inputFile) + ".plan").str();
+    mtc::PlanSource source{inputFile, sourceMgr.getMemoryBuffer(bufferId)->getBuffer().str(),
+                           versionText()};
+    if (Error err = mtc::writePlan(*module, *stats, source, path)) {
+      WithColor::error(errs(), "mtc") << toString(std::move(err)) << "\n";
+      return 1;
+    }
+    outs() << "wrote " << path << " (" << stats->totalParams << " parameters)\n";
+    return 0;
+  }
+
+  std::unique_ptr<ToolOutputFile> output =
+      mlir::openOutputFile(outputFile.empty() ? std::string("-") : outputFile.getValue(),
+                           &errorMessage);
   if (!output) {
     WithColor::error(errs(), "mtc") << errorMessage << "\n";
     return 1;
   }
   if (printStats) {
-    FailureOr<mtc::ModelStats> stats = mtc::computeModelStats(*module);
-    if (failed(stats))
-      return 1;
     mtc::printModelStats(*stats, output->os());
   } else {
     mlir::OpPrintingFlags flags;
@@ -104,7 +156,7 @@ int compile() {
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::SetVersionPrinter([](raw_ostream &os) {
-    os << "mtc " << MTC_VERSION << " (LLVM/MLIR " << LLVM_VERSION_STRING << ")\n";
+    os << versionText() << "\n";
   });
   cl::HideUnrelatedOptions(compileCategory, compileCommand);
   cl::HideUnrelatedOptions(compileCategory);
@@ -112,7 +164,9 @@ int main(int argc, char **argv) {
       argc, argv,
       "mtc: compiler for parallel transformer training\n\n"
       "  Compiles a model written in the .mtl language (docs/dsl.md) to the mt dialect.\n\n"
-      "  mtc compile model.mtl [--emit=mt] [-o out.mlir]   print the global graph\n"
+      "  mtc compile model.mtl [-o model.plan]             write the plan mtrun executes\n"
+      "  mtc compile model.mtl --emit=mt [-o out.mlir]     print the global graph\n"
+      "  mtc compile model.mtl --emit=mt-train             print the training step\n"
       "  mtc compile model.mtl --stats                     parameter counts and FLOPs\n");
   if (compileCommand)
     return compile();

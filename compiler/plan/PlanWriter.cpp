@@ -1,0 +1,260 @@
+//===- PlanWriter.cpp - writing the plan directory ------------------------===//
+
+#include "compiler/plan/PlanWriter.h"
+
+#include "dialects/mt/IR/MTOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mtc;
+namespace json = llvm::json;
+
+std::string mtc::sha256Hex(llvm::StringRef bytes) {
+  std::array<uint8_t, 32> digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(bytes));
+  return llvm::toHex(digest, /*LowerCase=*/true);
+}
+
+namespace {
+
+std::string dtypeName(Type type) {
+  if (type.isF32())
+    return "f32";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF16())
+    return "f16";
+  if (type.isF64())
+    return "f64";
+  if (type.isInteger(32))
+    return "i32";
+  if (type.isInteger(64))
+    return "i64";
+  return "unknown";
+}
+
+int64_t dtypeBytes(Type type) {
+  return type.isIntOrFloat() ? std::max<int64_t>(1, type.getIntOrFloatBitWidth() / 8) : 0;
+}
+
+int64_t byteSize(mt::NamedTensorType type) {
+  return type.getNumElements() * dtypeBytes(type.getElementType());
+}
+
+json::Array dimsJson(mt::NamedTensorType type) {
+  json::Array dims;
+  for (const mt::NamedDim &dim : type.getDims())
+    dims.push_back(json::Object{{"name", dim.name.getValue()}, {"size", dim.size}});
+  return dims;
+}
+
+/// Attributes of `mt.train` / `mt.parallel` as plain JSON.
+json::Value attrJson(Attribute attr) {
+  if (auto dict = dyn_cast<DictionaryAttr>(attr)) {
+    json::Object object;
+    for (NamedAttribute entry : dict)
+      object[entry.getName().getValue()] = attrJson(entry.getValue());
+    return object;
+  }
+  if (auto array = dyn_cast<ArrayAttr>(attr)) {
+    json::Array values;
+    for (Attribute element : array)
+      values.push_back(attrJson(element));
+    return values;
+  }
+  if (auto integer = dyn_cast<IntegerAttr>(attr))
+    return integer.getType().isInteger(1) ? json::Value(integer.getValue().getBoolValue())
+                                          : json::Value(integer.getInt());
+  if (auto bool_ = dyn_cast<BoolAttr>(attr))
+    return bool_.getValue();
+  if (auto real = dyn_cast<FloatAttr>(attr))
+    return real.getValueAsDouble();
+  if (auto string = dyn_cast<StringAttr>(attr))
+    return string.getValue();
+  if (isa<UnitAttr>(attr))
+    return true;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  attr.print(os);
+  return text;
+}
+
+llvm::Error writeFile(const llvm::Twine &path, llvm::StringRef bytes) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path.str(), ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return llvm::createStringError(ec, "cannot write '%s': %s", path.str().c_str(),
+                                   ec.message().c_str());
+  os << bytes;
+  os.close();
+  if (os.has_error())
+    return llvm::createStringError(os.error(), "cannot write '%s'", path.str().c_str());
+  return llvm::Error::success();
+}
+
+json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
+                               const PlanSource &source) {
+  MLIRContext *context = trained.getContext();
+  json::Object plan;
+  plan["format"] = "mtc-plan";
+  plan["version"] = 1;
+  plan["compiler"] = source.compilerVersion;
+  plan["model"] = stats.modelName;
+  plan["source"] = json::Object{{"path", source.path}, {"sha256", sha256Hex(source.contents)}};
+
+  auto train = trained->getAttrOfType<DictionaryAttr>(mt::MTDialect::kTrainAttrName);
+  auto parallel = trained->getAttrOfType<DictionaryAttr>(mt::MTDialect::kParallelAttrName);
+  int64_t seed = 1234;
+  if (train)
+    if (auto value = train.getAs<IntegerAttr>("seed"))
+      seed = value.getInt();
+  plan["seed"] = seed;
+
+  json::Object dims;
+  if (auto dimsAttr = trained->getAttrOfType<DictionaryAttr>(mt::MTDialect::kDimsAttrName))
+    for (NamedAttribute dim : dimsAttr)
+      dims[dim.getName().getValue()] = cast<IntegerAttr>(dim.getValue()).getInt();
+  plan["dims"] = std::move(dims);
+  plan["train"] = train ? attrJson(train) : json::Object();
+  plan["parallel"] = parallel ? attrJson(parallel) : json::Object();
+
+  auto forward = trained.lookupSymbol<func::FuncOp>("forward");
+  json::Array inputs;
+  for (auto [index, type] : llvm::enumerate(forward.getArgumentTypes())) {
+    auto tensor = cast<mt::NamedTensorType>(type);
+    std::string name = index == 0 ? "tokens" : index == 1 ? "labels" : llvm::formatv("input{0}", index).str();
+    inputs.push_back(json::Object{{"name", name},
+                                  {"dtype", dtypeName(tensor.getElementType())},
+                                  {"dims", dimsJson(tensor)}});
+  }
+  plan["inputs"] = std::move(inputs);
+
+  // Parameters and their stored types: the optimizer step's gradient arguments are exactly
+  // the storage types, in mt.param order.
+  auto step = trained.lookupSymbol<func::FuncOp>("optimizer_step");
+  TypeRange storage = step.getArgumentTypes().drop_front(2);
+  json::Array params;
+  int64_t paramBytes = 0;
+  for (auto [index, param, type] :
+       llvm::enumerate(trained.getOps<mt::ParamOp>(), storage)) {
+    auto stored = cast<mt::NamedTensorType>(type);
+    json::Object entry{{"name", param.getSymName()},
+                       {"tensor_id", static_cast<int64_t>(index)},
+                       {"dims", dimsJson(stored)},
+                       {"dtype", dtypeName(stored.getElementType())},
+                       {"weight_decay", param.getTensorType().getRank() >= 2}};
+    if (std::optional<StringRef> layer = param.getLayer()) {
+      entry["layer"] = *layer;
+      entry["instances"] = stored.getDimSizes().front();
+    } else {
+      entry["instances"] = 1;
+    }
+    json::Array args;
+    for (double arg : param.getInit().getArgs().asArrayRef())
+      args.push_back(arg);
+    entry["init"] = json::Object{{"kind", mt::stringifyInitKind(param.getInit().getKind())},
+                                 {"args", std::move(args)}};
+    paramBytes += byteSize(stored);
+    params.push_back(std::move(entry));
+  }
+  plan["params"] = std::move(params);
+
+  json::Array states;
+  int64_t stateBytes = 0;
+  for (auto state : trained.getOps<mt::StateOp>()) {
+    auto type = cast<mt::NamedTensorType>(state.getType());
+    stateBytes += byteSize(type);
+    states.push_back(json::Object{{"name", state.getSymName()},
+                                  {"of", state.getOf()},
+                                  {"dims", dimsJson(type)},
+                                  {"dtype", dtypeName(type.getElementType())}});
+  }
+  plan["states"] = std::move(states);
+  plan["functions"] = json::Array{"forward", "forward_backward", "optimizer_step"};
+
+  // Saved activations: the stacked results of the layer stack's forward repeats beyond the
+  // carried values, i.e. what every layer instance keeps for its backward.
+  int64_t savedBytes = 0;
+  if (auto step = trained.lookupSymbol<func::FuncOp>("forward_backward"))
+    step.walk([&](mt::RepeatOp repeat) {
+      if (repeat.getReverse())
+        return;
+      for (Value saved : repeat.getResults().drop_front(repeat.getNumCarried()))
+        savedBytes += byteSize(cast<mt::NamedTensorType>(saved.getType()));
+    });
+  (void)context;
+  plan["predictions"] = json::Object{
+      {"parameters", stats.totalParams},
+      {"flops_per_token", json::Object{{"forward", stats.forwardFlopsPerToken},
+                                       {"backward", stats.backwardFlopsPerToken}}},
+      {"memory_bytes", json::Object{{"parameters", paramBytes},
+                                    {"gradients", paramBytes},
+                                    {"optimizer_state", stateBytes},
+                                    {"saved_activations", savedBytes},
+                                    {"total", 2 * paramBytes + stateBytes + savedBytes}}}};
+  return plan;
+}
+
+} // namespace
+
+llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const PlanSource &source,
+                           llvm::StringRef path) {
+  if (!trained.lookupSymbol<func::FuncOp>("forward") ||
+      !trained.lookupSymbol<func::FuncOp>("forward_backward") ||
+      !trained.lookupSymbol<func::FuncOp>("optimizer_step"))
+    return llvm::createStringError("the module has not been through the training pipeline");
+
+  std::string planJson;
+  {
+    llvm::raw_string_ostream os(planJson);
+    os << llvm::formatv("{0:2}", json::Value(buildManifestJson(trained, stats, source))) << "\n";
+  }
+  std::string program;
+  {
+    llvm::raw_string_ostream os(program);
+    trained.print(os);
+  }
+  std::string manifest = "mtc-plan 1\n";
+  for (auto [name, bytes] : {std::pair<StringRef, StringRef>{"plan.json", planJson},
+                             std::pair<StringRef, StringRef>{"program.mlir", program}})
+    manifest += llvm::formatv("{0} {1} {2}\n", sha256Hex(bytes), bytes.size(), name).str();
+
+  // Write next to the destination, then swap it in.
+  llvm::SmallString<256> target(path);
+  llvm::sys::path::remove_dots(target, /*remove_dot_dot=*/true);
+  std::string staging = (target + ".tmp." + llvm::Twine(llvm::sys::Process::getProcessId())).str();
+  llvm::sys::fs::remove_directories(staging);
+  if (std::error_code ec = llvm::sys::fs::create_directories(staging))
+    return llvm::createStringError(ec, "cannot create '%s': %s", staging.c_str(),
+                                   ec.message().c_str());
+  for (auto [name, bytes] : {std::pair<StringRef, StringRef>{"plan.json", planJson},
+                             std::pair<StringRef, StringRef>{"program.mlir", program},
+                             std::pair<StringRef, StringRef>{"MANIFEST", manifest}})
+    if (llvm::Error err = writeFile(staging + "/" + name, bytes))
+      return err;
+
+  std::string previous;
+  if (llvm::sys::fs::exists(target)) {
+    if (!llvm::sys::fs::is_directory(target) ||
+        !llvm::sys::fs::exists(target + "/MANIFEST"))
+      return llvm::createStringError("'%s' exists and is not a plan; not replacing it",
+                                     target.c_str());
+    previous = (target + ".old." + llvm::Twine(llvm::sys::Process::getProcessId())).str();
+    if (std::error_code ec = llvm::sys::fs::rename(target, previous))
+      return llvm::createStringError(ec, "cannot replace '%s': %s", target.c_str(),
+                                     ec.message().c_str());
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(staging, target))
+    return llvm::createStringError(ec, "cannot move the plan to '%s': %s", target.c_str(),
+                                   ec.message().c_str());
+  if (!previous.empty())
+    llvm::sys::fs::remove_directories(previous);
+  return llvm::Error::success();
+}
