@@ -22,20 +22,51 @@ enum class ValueKind {
   Call,           // one of `choices`, optionally with keyword arguments
 };
 
+/// The value a keyword argument of a call-like setting takes.
+enum class ArgKind {
+  Positive,       // lr = 3e-4
+  NonNegative,    // weight_decay = 0.1
+  Fraction,       // momentum = 0.9: in [0, 1)
+  NonNegativeInt, // warmup = 100
+  PositiveInt,    // decay_steps = 1000
+  Betas,          // betas = (0.9, 0.95): two fractions
+};
+
+struct ArgSchema {
+  llvm::StringLiteral name;
+  ArgKind kind;
+};
+
 struct SettingSchema {
   llvm::StringLiteral key;
   ValueKind kind;
   std::vector<llvm::StringLiteral> choices = {};
-  /// For Call: the keyword arguments each choice accepts (same for all choices).
-  std::vector<llvm::StringLiteral> keywords = {};
+  /// For Call: the keyword arguments of each choice, in the order of `choices`.
+  std::vector<std::vector<ArgSchema>> arguments = {};
 };
 
 const std::vector<SettingSchema> &trainSchema() {
   static const std::vector<SettingSchema> schema = {
-      {"optimizer", ValueKind::Call, {"adamw", "sgd"},
-       {"lr", "betas", "eps", "weight_decay", "momentum"}},
-      {"lr", ValueKind::Call, {"constant", "cosine", "linear"},
-       {"warmup", "min", "decay_steps"}},
+      {"optimizer",
+       ValueKind::Call,
+       {"adamw", "sgd"},
+       {{{"lr", ArgKind::Positive},
+         {"betas", ArgKind::Betas},
+         {"eps", ArgKind::Positive},
+         {"weight_decay", ArgKind::NonNegative}},
+        {{"lr", ArgKind::Positive},
+         {"momentum", ArgKind::Fraction},
+         {"weight_decay", ArgKind::NonNegative}}}},
+      {"lr",
+       ValueKind::Call,
+       {"constant", "cosine", "linear"},
+       {{{"warmup", ArgKind::NonNegativeInt}},
+        {{"warmup", ArgKind::NonNegativeInt},
+         {"min", ArgKind::NonNegative},
+         {"decay_steps", ArgKind::PositiveInt}},
+        {{"warmup", ArgKind::NonNegativeInt},
+         {"min", ArgKind::NonNegative},
+         {"decay_steps", ArgKind::PositiveInt}}}},
       {"global_batch", ValueKind::PositiveInt},
       {"micro_batch", ValueKind::PositiveInt},
       {"clip_grad", ValueKind::NonNegative},
@@ -74,40 +105,68 @@ std::string joinChoices(llvm::ArrayRef<llvm::StringLiteral> choices) {
   return text;
 }
 
-/// Turns a literal setting value into an attribute: numbers, words, tuples and calls.
+/// Turns setting values into attributes: numbers, words and calls with keyword arguments.
 class SettingLowering {
 public:
   SettingLowering(MLIRContext &context, Diagnostics &diags) : b(&context), diags(diags) {}
 
-  Attribute literal(const Expr &expr) {
-    switch (expr.kind) {
-    case Expr::Kind::Number:
-      if (expr.isInteger && std::fabs(expr.number) < 9.0e18)
-        return b.getI64IntegerAttr(static_cast<int64_t>(expr.number));
-      return b.getF64FloatAttr(expr.number);
-    case Expr::Kind::Unary:
-      if (expr.op == "-" && expr.lhs && expr.lhs->kind == Expr::Kind::Number) {
-        if (expr.lhs->isInteger)
-          return b.getI64IntegerAttr(-static_cast<int64_t>(expr.lhs->number));
-        return b.getF64FloatAttr(-expr.lhs->number);
-      }
-      break;
-    case Expr::Kind::Name:
-      return b.getStringAttr(expr.name);
-    case Expr::Kind::Tuple: {
-      SmallVector<Attribute> elements;
-      for (const ExprPtr &element : expr.args) {
-        Attribute attr = literal(*element);
-        if (!attr)
-          return {};
-        elements.push_back(attr);
-      }
-      return b.getArrayAttr(elements);
+  /// A number written as a literal, possibly negated (`-1`), or nothing.
+  static std::optional<double> number(const Expr &expr, bool &isInteger) {
+    if (expr.kind == Expr::Kind::Number) {
+      isInteger = expr.isInteger;
+      return expr.number;
     }
-    default:
+    if (expr.kind == Expr::Kind::Unary && expr.op == "-" && expr.lhs &&
+        expr.lhs->kind == Expr::Kind::Number) {
+      isInteger = expr.lhs->isInteger;
+      return -expr.lhs->number;
+    }
+    return std::nullopt;
+  }
+
+  /// Checks a keyword argument's value against its kind and turns it into an attribute.
+  Attribute argument(const KeywordArg &kw, const ArgSchema &schema, llvm::StringRef callee) {
+    const Expr &value = *kw.value;
+    auto fail = [&](const llvm::Twine &what) -> Attribute {
+      diags.error(value.range, "'" + kw.name + "' of " + callee + " must be " + what);
+      return {};
+    };
+    auto fraction = [](double x) { return x >= 0 && x < 1; };
+    bool isInteger = false;
+    if (schema.kind == ArgKind::Betas) {
+      SmallVector<double, 2> betas;
+      if (value.kind == Expr::Kind::Tuple && value.args.size() == 2)
+        for (const ExprPtr &element : value.args)
+          if (std::optional<double> beta = number(*element, isInteger); beta && fraction(*beta))
+            betas.push_back(*beta);
+      if (betas.size() != 2)
+        return fail("two numbers in [0, 1), as in (0.9, 0.95)");
+      return b.getArrayAttr({b.getF64FloatAttr(betas[0]), b.getF64FloatAttr(betas[1])});
+    }
+    std::optional<double> x = number(value, isInteger);
+    switch (schema.kind) {
+    case ArgKind::Positive:
+      if (!x || !(*x > 0))
+        return fail("a positive number");
+      return b.getF64FloatAttr(*x);
+    case ArgKind::NonNegative:
+      if (!x || !(*x >= 0))
+        return fail("a non-negative number");
+      return b.getF64FloatAttr(*x);
+    case ArgKind::Fraction:
+      if (!x || !fraction(*x))
+        return fail("a number in [0, 1)");
+      return b.getF64FloatAttr(*x);
+    case ArgKind::NonNegativeInt:
+    case ArgKind::PositiveInt: {
+      bool positive = schema.kind == ArgKind::PositiveInt;
+      if (!x || !isInteger || *x < (positive ? 1 : 0) || *x > 9.0e18)
+        return fail(positive ? "a positive integer" : "a non-negative integer");
+      return b.getI64IntegerAttr(static_cast<int64_t>(*x));
+    }
+    case ArgKind::Betas:
       break;
     }
-    diags.error(expr.range, "expected a number, a word or a tuple as a setting value");
     return {};
   }
 
@@ -115,11 +174,13 @@ public:
   Attribute call(const Expr &expr, const SettingSchema &schema) {
     SmallVector<NamedAttribute> fields;
     fields.push_back(b.getNamedAttr("kind", b.getStringAttr(expr.name)));
-    if (!llvm::is_contained(schema.choices, expr.name)) {
+    auto choice = llvm::find(schema.choices, expr.name);
+    if (choice == schema.choices.end()) {
       diags.error(expr.nameRange, "unknown " + schema.key.str() + " '" + expr.name +
                                       "'; expected " + joinChoices(schema.choices));
       return {};
     }
+    const std::vector<ArgSchema> &arguments = schema.arguments[choice - schema.choices.begin()];
     if (!expr.args.empty()) {
       diags.error(expr.args.front()->range,
                   "settings take keyword arguments only, e.g. " + expr.name + "(lr = 3e-4)");
@@ -127,16 +188,20 @@ public:
     }
     llvm::StringSet<> seen;
     for (const KeywordArg &kw : expr.kwargs) {
-      if (!llvm::is_contained(schema.keywords, kw.name)) {
+      auto arg = llvm::find_if(arguments, [&](const ArgSchema &a) { return a.name == kw.name; });
+      if (arg == arguments.end()) {
+        std::vector<llvm::StringLiteral> names;
+        for (const ArgSchema &a : arguments)
+          names.push_back(a.name);
         diags.error(kw.nameRange, "unknown argument '" + kw.name + "' for " + expr.name +
-                                      "; expected " + joinChoices(schema.keywords));
+                                      "; expected " + joinChoices(names));
         return {};
       }
       if (!seen.insert(kw.name).second) {
         diags.error(kw.nameRange, "argument '" + kw.name + "' given twice");
         return {};
       }
-      Attribute value = literal(*kw.value);
+      Attribute value = argument(kw, *arg, expr.name);
       if (!value)
         return {};
       fields.push_back(b.getNamedAttr(kw.name, value));
@@ -305,13 +370,19 @@ DictionaryAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
     llvm::StringSet<> mapped;
     for (auto [pair, range] : llvm::zip(layout->layout, layout->layoutRanges)) {
       const auto &[dim, axis] = pair;
+      // A pair `dim: axis` lies on one line, so the two names' spans follow from its range.
+      SourceRange dimRange = {range.begin, range.begin}, axisRange = {range.end, range.end};
+      dimRange.end.col += dim.size();
+      dimRange.end.offset += dim.size();
+      axisRange.begin.col -= axis.size();
+      axisRange.begin.offset -= axis.size();
       if (!dims.count(dim)) {
-        diags.error(range, "layout names unknown dimension '" + dim + "'");
+        diags.error(dimRange, "layout names unknown dimension '" + dim + "'");
         continue;
       }
       if (!llvm::is_contained(axes, axis)) {
-        diags.error(range, "unknown mesh axis '" + axis +
-                               "'; expected 'dp', 'tp', 'pp', 'cp' or 'ep'");
+        diags.error(axisRange, "unknown mesh axis '" + axis +
+                                   "'; expected 'dp', 'tp', 'pp', 'cp' or 'ep'");
         continue;
       }
       if (!mapped.insert(dim).second) {

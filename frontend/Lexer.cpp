@@ -265,7 +265,10 @@ Token Lexer::lexNumber(size_t start) {
     diags.error(tok.range, "number literal is out of range");
     return tok;
   }
-  if (isInteger && value > kMaxExactInteger) {
+  // Compare the digits, not the double: 2^53 + 1 rounds to 2^53 and would slip through.
+  uint64_t exact = 0;
+  if (isInteger && (tok.text.getAsInteger(10, exact) ||
+                    exact > static_cast<uint64_t>(kMaxExactInteger))) {
     diags.error(tok.range, "integer literal is too large (the limit is 2^53)");
     return tok;
   }

@@ -23,6 +23,8 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 
 using namespace mlir;
@@ -48,10 +50,27 @@ struct Val {
   bool isTensor() const { return kind == Kind::Tensor; }
 };
 
+/// A number as users write it: the shortest text that reads back as `value` (`2.5`,
+/// `1e-05`), or six significant digits for values like 16 / 3.
 std::string formatNumber(double value) {
   if (std::nearbyint(value) == value && std::fabs(value) < 1e15)
     return std::to_string(static_cast<int64_t>(value));
-  return std::to_string(value);
+  char text[32];
+  for (int precision = 1; precision <= 6; ++precision) {
+    std::snprintf(text, sizeof(text), "%.*g", precision, value);
+    if (std::strtod(text, nullptr) == value)
+      break;
+  }
+  return text;
+}
+
+/// Operation::emitError words a verifier's message "'mt.merge' op must ..."; the user wrote a
+/// builtin call, not that op, and the caret already points at the call.
+std::string withoutOpPrefix(llvm::StringRef msg) {
+  if (msg.starts_with("'mt."))
+    if (size_t end = msg.find("' op "); end != llvm::StringRef::npos)
+      return msg.drop_front(end + 5).str();
+  return msg.str();
 }
 
 /// Checked access to a builtin call's arguments.
@@ -78,7 +97,7 @@ public:
       if (!llvm::is_contained(keywords, kw.name)) {
         std::string list;
         for (auto [i, k] : llvm::enumerate(keywords))
-          list += (i ? ", '" : "'") + k.str() + "'";
+          list += (i == 0 ? "'" : i + 1 == keywords.size() ? " or '" : ", '") + k.str() + "'";
         diags.error(kw.nameRange, "unknown keyword argument '" + kw.name + "' for '" +
                                       call.name + "'" +
                                       (keywords.empty() ? "; it takes none"
@@ -131,7 +150,7 @@ private:
   template <typename Fn>
   auto withErrorsAt(const SourceRange &range, Fn &&fn) {
     ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-      diags.error(range, diag.str());
+      diags.error(range, withoutOpPrefix(diag.str()));
       return success();
     });
     return fn([&] { return emitError(loc(range)); });
@@ -142,6 +161,12 @@ private:
   //===--------------------------------------------------------------------===//
 
   std::optional<double> evalConstant(const Expr &expr, bool &isInteger);
+  std::optional<double> finiteConstant(double value, const SourceRange &range) {
+    if (std::isfinite(value))
+      return value;
+    diags.error(range, "constant expression is out of range (" + formatNumber(value) + ")");
+    return std::nullopt;
+  }
   std::optional<int64_t> evalPositiveInt(const Expr &expr, llvm::StringRef what);
   bool lowerDims(const Module &ast, const ModelDecl &model, const TrainSettings &train);
 
@@ -177,6 +202,13 @@ private:
                   llvm::StringRef what);
   Value coerceTo(Value value, mt::NamedTensorType expected, const SourceRange &range,
                  llvm::StringRef what);
+  Type commonFloatType(const Val &lhs, const Val &rhs);
+  Value castTo(Value value, Type element, const SourceRange &range);
+  std::string typeToString(mt::NamedTensorType type);
+  std::optional<mt::NamedTensorType> resultType(mt::NamedTensorType base,
+                                                llvm::ArrayRef<mt::NamedDim> dims,
+                                                const SourceRange &range);
+  Value floatTensorArg(const Expr &expr, llvm::StringRef what, const Expr &call);
 
   Val unaryBuiltin(const Expr &call, llvm::StringRef name);
   Val reduceBuiltin(const Expr &call, llvm::StringRef name);
@@ -191,11 +223,32 @@ private:
 
   Type floatType;
   llvm::StringMap<int64_t> dims;
+  /// While `dims {}` is evaluated: the entries not defined yet, and those that failed (whose
+  /// uses are not reported again).
+  llvm::StringSet<> laterDims, failedDims;
+  /// The first integer division that was not exact in the constant being evaluated.
+  std::optional<std::pair<SourceRange, std::string>> inexactDivision;
   llvm::StringMap<double> modelArgs;
   llvm::StringSet<> integerModelArgs;
   /// Parameter symbols: `name` for model params, `layer.name` for layer params.
   llvm::StringMap<mt::ParamOp> params;
+  /// Params whose declaration failed (and was reported): their uses are not reported again.
+  llvm::StringSet<> failedParams;
+  /// Every symbol of the module (params, layer functions, `forward`) and where it was declared:
+  /// they share one symbol table, so `param forward[...]` or a model param `block.w` next to a
+  /// layer `block` with a param `w` must be rejected here rather than by the verifier.
+  llvm::StringMap<SourceRange> symbols;
+  bool declareSymbol(llvm::StringRef symbol, const SourceRange &range, llvm::StringRef what) {
+    auto [it, inserted] = symbols.try_emplace(symbol, range);
+    if (inserted)
+      return true;
+    diags.error(range, what + " '" + symbol + "' has the same name as an earlier declaration");
+    diags.note(it->second, "previous declaration is here");
+    return false;
+  }
   llvm::StringMap<const LayerDecl *> layers;
+  /// Layers whose name clashed with another symbol: their applications are not reported again.
+  llvm::StringSet<> rejectedLayers;
   llvm::StringMap<SourceRange> layerApplied;
   llvm::StringMap<func::FuncOp> layerFuncs;
   int64_t nextDropoutStream = 0;
@@ -203,6 +256,8 @@ private:
   // Per-function state.
   const LayerDecl *currentLayer = nullptr;
   llvm::StringMap<Value> locals;
+  /// Locals whose last assignment failed (and was reported).
+  llvm::StringSet<> poisonedLocals;
   llvm::StringMap<Value> paramRefs;
   Operation *lastParamRef = nullptr;
 };
@@ -227,6 +282,13 @@ std::optional<double> MLIRGenImpl::evalConstant(const Expr &expr, bool &isIntege
       isInteger = true;
       return static_cast<double>(it->second);
     }
+    if (failedDims.contains(expr.name))
+      return std::nullopt; // already reported
+    if (laterDims.contains(expr.name)) {
+      diags.error(expr.range, "dimension '" + expr.name + "' is used before its definition; "
+                              "a dimension may only use the dimensions before it");
+      return std::nullopt;
+    }
     diags.error(expr.range, "'" + expr.name + "' is not a constant: expected a number, a model "
                                               "argument or a dimension");
     return std::nullopt;
@@ -244,24 +306,32 @@ std::optional<double> MLIRGenImpl::evalConstant(const Expr &expr, bool &isIntege
     if (!lhs || !rhs)
       return std::nullopt;
     isInteger = lhsInt && rhsInt;
-    if (expr.op == "+")
-      return *lhs + *rhs;
-    if (expr.op == "-")
-      return *lhs - *rhs;
-    if (expr.op == "*")
-      return *lhs * *rhs;
-    if (expr.op == "**") {
+    double result;
+    if (expr.op == "+") {
+      result = *lhs + *rhs;
+    } else if (expr.op == "-") {
+      result = *lhs - *rhs;
+    } else if (expr.op == "*") {
+      result = *lhs * *rhs;
+    } else if (expr.op == "**") {
       isInteger = isInteger && *rhs >= 0;
-      return std::pow(*lhs, *rhs);
+      result = std::pow(*lhs, *rhs);
+    } else {
+      if (*rhs == 0) {
+        diags.error(expr.range, "division by zero in a constant expression");
+        return std::nullopt;
+      }
+      // Integer division must be exact: `head_dim = hidden / heads` is a size, never
+      // rounded. Remember the first inexact one so a size error can point at it.
+      if (isInteger && std::fmod(*lhs, *rhs) != 0) {
+        isInteger = false;
+        if (!inexactDivision)
+          inexactDivision = {expr.range, formatNumber(*lhs) + " / " + formatNumber(*rhs) +
+                                             " = " + formatNumber(*lhs / *rhs)};
+      }
+      result = *lhs / *rhs;
     }
-    if (*rhs == 0) {
-      diags.error(expr.range, "division by zero in a constant expression");
-      return std::nullopt;
-    }
-    // Integer division must be exact: `head_dim = hidden / heads` is a size, never rounded.
-    if (isInteger && std::fmod(*lhs, *rhs) != 0)
-      isInteger = false;
-    return *lhs / *rhs;
+    return finiteConstant(result, expr.range);
   }
   case Expr::Kind::Call: {
     static const llvm::StringMap<double (*)(double)> functions = {
@@ -285,7 +355,7 @@ std::optional<double> MLIRGenImpl::evalConstant(const Expr &expr, bool &isIntege
       return std::nullopt;
     }
     isInteger = false;
-    return it->second(*arg);
+    return finiteConstant(it->second(*arg), expr.range);
   }
   default:
     diags.error(expr.range, "expected a constant expression");
@@ -295,11 +365,26 @@ std::optional<double> MLIRGenImpl::evalConstant(const Expr &expr, bool &isIntege
 
 std::optional<int64_t> MLIRGenImpl::evalPositiveInt(const Expr &expr, llvm::StringRef what) {
   bool isInteger = false;
+  inexactDivision.reset();
   std::optional<double> value = evalConstant(expr, isInteger);
   if (!value)
     return std::nullopt;
   if (!isInteger || *value < 1 || *value > 1e15) {
-    diags.error(expr.range, what + " must be a positive integer, got " + formatNumber(*value));
+    // `2.0` and `8 / 2 * 1.0` are whole but not integers: show that they are floats.
+    std::string text = formatNumber(*value);
+    if (!isInteger && std::nearbyint(*value) == *value && std::fabs(*value) < 1e15)
+      text += ".0";
+    // Say which division was not exact: in the message when it is the whole expression,
+    // else in a note pointing at it.
+    bool noteDivision = inexactDivision && !isInteger;
+    if (noteDivision && inexactDivision->first.begin.offset == expr.range.begin.offset &&
+        inexactDivision->first.end.offset == expr.range.end.offset) {
+      text = inexactDivision->second + ", not a whole number";
+      noteDivision = false;
+    }
+    diags.error(expr.range, what + " must be a positive integer, got " + text);
+    if (noteDivision)
+      diags.note(inexactDivision->first, inexactDivision->second + " is not a whole number");
     return std::nullopt;
   }
   return static_cast<int64_t>(*value);
@@ -322,23 +407,36 @@ bool MLIRGenImpl::lowerDims(const Module &ast, const ModelDecl &model,
       integerModelArgs.insert(arg.name);
   }
   llvm::StringMap<SourceRange> defined;
+  for (const Binding &dim : ast.dims)
+    laterDims.insert(dim.name);
   for (const Binding &dim : ast.dims) {
     if (auto it = defined.find(dim.name); it != defined.end()) {
       diags.error(dim.nameRange, "dimension '" + dim.name + "' is defined twice");
       diags.note(it->second, "previous definition is here");
       continue;
     }
+    defined[dim.name] = dim.nameRange;
+    laterDims.erase(dim.name);
     if (modelArgs.count(dim.name)) {
       diags.error(dim.nameRange, "dimension '" + dim.name + "' has the name of a model argument");
       continue;
     }
-    defined[dim.name] = dim.nameRange;
     if (std::optional<int64_t> size = evalPositiveInt(*dim.value, "size of dimension '" + dim.name + "'"))
       dims[dim.name] = *size;
+    else
+      failedDims.insert(dim.name);
   }
-  // The micro-batch dimension: `train { micro_batch N }` unless dims set it.
-  if (!dims.count("batch") && !defined.count("batch"))
+  laterDims.clear();
+  // The micro-batch dimension: `train { micro_batch N }` unless dims set it, in which case the
+  // two must agree.
+  if (auto it = defined.find("batch"); it == defined.end()) {
     dims["batch"] = train.microBatch;
+  } else if (train.attr && train.attr.get("micro_batch") && dims.count("batch") &&
+             dims["batch"] != train.microBatch) {
+    diags.error(it->second, "dimension 'batch' = " + std::to_string(dims["batch"]) +
+                                " contradicts train { micro_batch " +
+                                std::to_string(train.microBatch) + " }");
+  }
   return diags.numErrors() == errorsBefore;
 }
 
@@ -374,6 +472,10 @@ std::optional<mt::NamedTensorType> MLIRGenImpl::tensorType(const TensorSig &sig,
   bool ok = true;
   for (auto [name, range] : llvm::zip(sig.dims, sig.dimRanges)) {
     auto it = dims.find(name);
+    if (it == dims.end() && failedDims.contains(name)) {
+      ok = false; // its definition was already reported
+      continue;
+    }
     if (it == dims.end()) {
       diags.error(range, "unknown dimension '" + name + "'; declare it in dims {}");
       ok = false;
@@ -421,18 +523,25 @@ mt::InitAttr MLIRGenImpl::lowerInit(const ParamDecl &param) {
 
 void MLIRGenImpl::lowerParam(const ParamDecl &param, llvm::StringRef layer) {
   std::string symbol = layer.empty() ? param.name : (layer + "." + param.name).str();
-  if (auto it = params.find(symbol); it != params.end()) {
+  if (auto it = params.find(symbol); it != params.end() &&
+                                     it->second.getLayer().value_or("") == layer) {
     diags.error(param.nameRange, "parameter '" + param.name + "' is declared twice");
+    diags.note(symbols.lookup(symbol), "previous declaration is here");
     return;
   }
+  if (!declareSymbol(symbol, param.nameRange, "parameter"))
+    return;
   std::optional<mt::NamedTensorType> type = tensorType(param.sig, floatType);
   if (type && !isa<FloatType>(type->getElementType())) {
     diags.error(param.sig.elementTypeRange, "parameters must have a floating-point type");
+    failedParams.insert(symbol);
     return;
   }
   mt::InitAttr init = lowerInit(param);
-  if (!type || !init)
+  if (!type || !init) {
+    failedParams.insert(symbol);
     return;
+  }
   auto op = mt::ParamOp::create(builder, 
       loc(param.range), builder.getStringAttr(symbol),
       layer.empty() ? FlatSymbolRefAttr() : FlatSymbolRefAttr::get(&context, layer),
@@ -481,6 +590,7 @@ void MLIRGenImpl::lowerBody(const FnDecl &fn, func::FuncOp func, const LayerDecl
   builder.setInsertionPointToStart(entry);
   currentLayer = layer;
   locals.clear();
+  poisonedLocals.clear();
   paramRefs.clear();
   lastParamRef = nullptr;
   for (auto [arg, value] : llvm::zip(fn.args, entry->getArguments()))
@@ -528,23 +638,31 @@ void MLIRGenImpl::lowerBody(const FnDecl &fn, func::FuncOp func, const LayerDecl
       continue;
     }
     SmallVector<Val> values = evalMulti(*stmt.value, stmt.targets.size());
-    if (values.size() != stmt.targets.size())
-      continue;
-    for (auto [name, range, val] : llvm::zip(stmt.targets, stmt.targetRanges, values)) {
+    for (auto [i, name, range] : llvm::enumerate(stmt.targets, stmt.targetRanges)) {
       if (dims.count(name) || modelArgs.count(name)) {
         diags.error(range, "'" + name + "' is a " +
                                (dims.count(name) ? "dimension" : "model argument") +
                                " and cannot be assigned");
         continue;
       }
-      if (!val.valid())
+      if (i >= values.size() || !values[i].valid()) {
+        // The value's error is reported; later uses of the name would only repeat it.
+        locals.erase(name);
+        poisonedLocals.insert(name);
         continue;
-      locals[name] = materialize(val, floatType, stmt.value->range);
+      }
+      locals[name] = materialize(values[i], floatType, stmt.value->range);
+      poisonedLocals.erase(name);
     }
   }
-  if (!returned)
-    diags.error(fn.range, "function '" + (fn.name.empty() ? func.getSymName().str() : fn.name) +
-                              "' has no 'return'");
+  if (!returned) {
+    // Point at the closing '}', where the return is missing.
+    SourceRange brace = {fn.range.end, fn.range.end};
+    brace.begin.col -= 1;
+    brace.begin.offset -= 1;
+    diags.error(brace, "function '" + (fn.name.empty() ? func.getSymName().str() : fn.name) +
+                           "' has no 'return'");
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -559,11 +677,59 @@ Value MLIRGenImpl::materialize(const Val &val, Type elementType, const SourceRan
                                         builder.getF64FloatAttr(val.number));
 }
 
+Type MLIRGenImpl::commonFloatType(const Val &lhs, const Val &rhs) {
+  Type l = lhs.isTensor() ? typeOf(lhs.tensor).getElementType() : Type();
+  Type r = rhs.isTensor() ? typeOf(rhs.tensor).getElementType() : Type();
+  if (!l || !r || l == r)
+    return l ? l : r;
+  unsigned lw = cast<FloatType>(l).getWidth(), rw = cast<FloatType>(r).getWidth();
+  if (lw != rw)
+    return lw > rw ? l : r;
+  return builder.getF32Type(); // bf16 and f16
+}
+
+Value MLIRGenImpl::castTo(Value value, Type element, const SourceRange &range) {
+  mt::NamedTensorType type = typeOf(value);
+  if (type.getElementType() == element)
+    return value;
+  return mt::CastOp::create(builder, loc(range), type.withElementType(element), value);
+}
+
+/// `base` with `dims`, unless a dimension would appear twice (`topk(x, over = experts, k = seq)`
+/// on an `x` that has `seq`), which the type cannot represent.
+std::optional<mt::NamedTensorType>
+MLIRGenImpl::resultType(mt::NamedTensorType base, llvm::ArrayRef<mt::NamedDim> dims,
+                        const SourceRange &range) {
+  llvm::StringSet<> seen;
+  for (const mt::NamedDim &dim : dims)
+    if (!seen.insert(dim.name.getValue()).second) {
+      diags.error(range, "the result would have the dimension '" + dim.name.getValue() +
+                             "' twice; rename one of them first");
+      return std::nullopt;
+    }
+  return base.withDims(dims);
+}
+
+std::string MLIRGenImpl::typeToString(mt::NamedTensorType type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << type.getElementType() << type.dimsToString();
+  return text;
+}
+
 Value MLIRGenImpl::coerceTo(Value value, mt::NamedTensorType expected, const SourceRange &range,
                             llvm::StringRef what) {
   mt::NamedTensorType actual = typeOf(value);
   if (actual == expected)
     return value;
+  // Only float precisions convert implicitly: token ids never become floats by accident.
+  if (isa<FloatType>(actual.getElementType()) != isa<FloatType>(expected.getElementType())) {
+    std::string element;
+    llvm::raw_string_ostream(element) << expected.getElementType();
+    diags.error(range, "value " + typeToString(actual) + " does not match " + what +
+                           " (element type " + element + ")");
+    return {};
+  }
   bool sameDims = actual.getRank() == expected.getRank() &&
                   llvm::all_of(expected.getDims(), [&](const mt::NamedDim &dim) {
                     return actual.hasDim(dim.name) && actual.getDimSize(dim.name.getValue()) == dim.size;
@@ -614,16 +780,25 @@ SmallVector<Val> MLIRGenImpl::evalMulti(const Expr &expr, size_t expected) {
   SmallVector<Val> values;
   if (expr.kind == Expr::Kind::Repeat) {
     std::optional<int64_t> count = evalPositiveInt(*expr.lhs, "repeat count");
-    if (!count)
+    if (!count) {
+      layerApplied.try_emplace(expr.name, expr.range); // not "never applied" as well
       return {};
+    }
     values = evalRepeat(expr, *count, expr.lhs->range);
-  } else if (expr.kind == Expr::Kind::Call && layers.count(expr.name)) {
+  } else if (expr.kind == Expr::Kind::Call &&
+             (layers.count(expr.name) || rejectedLayers.contains(expr.name))) {
     // `block(x)` is `repeat(1) block(x)`.
     values = evalRepeat(expr, 1, expr.nameRange);
   } else if (expr.kind == Expr::Kind::Call && expr.name == "topk") {
     values = moeBuiltin(expr);
   } else if (expr.kind == Expr::Kind::Call) {
     values.push_back(evalCall(expr));
+    // Every builtin's op meets its verifier at once, so a rule the checks here missed is
+    // reported at the call, in .mtl terms, rather than as an invalid module at the end.
+    if (values.back().isTensor())
+      if (Operation *op = values.back().tensor.getDefiningOp())
+        if (failed(withErrorsAt(expr.range, [&](auto) { return mlir::verify(op, false); })))
+          values.back() = Val();
   } else {
     values.push_back(eval(expr));
   }
@@ -642,6 +817,10 @@ SmallVector<Val> MLIRGenImpl::evalMulti(const Expr &expr, size_t expected) {
 Val MLIRGenImpl::evalName(const Expr &expr) {
   if (auto it = locals.find(expr.name); it != locals.end())
     return Val::of(it->second);
+  if (poisonedLocals.contains(expr.name) ||
+      (currentLayer && failedParams.contains(currentLayer->name + "." + expr.name)) ||
+      failedParams.contains(expr.name))
+    return {}; // already reported
   std::string symbol;
   if (currentLayer && params.count(currentLayer->name + "." + expr.name))
     symbol = currentLayer->name + "." + expr.name;
@@ -688,11 +867,19 @@ Val MLIRGenImpl::evalBinary(const Expr &expr) {
     std::optional<double> value = evalConstant(expr, isInteger);
     return value ? Val::constant(*value, isInteger) : Val();
   }
-  Type element = typeOf(lhs.isTensor() ? lhs.tensor : rhs.tensor).getElementType();
-  Value l = materialize(lhs, element, expr.lhs->range);
-  Value r = materialize(rhs, element, expr.rhs->range);
-  if (typeOf(l).getElementType() != typeOf(r).getElementType())
-    return fail(expr.range, "operands of '" + expr.op + "' have different element types");
+  if (expr.op == "/" && rhs.isConstant() && rhs.number == 0)
+    return fail(expr.rhs->range, "division by zero");
+  // Arithmetic is on floats: integer tensors hold token ids and labels.
+  for (auto [val, operand] : {std::pair{&lhs, expr.lhs.get()}, std::pair{&rhs, expr.rhs.get()}})
+    if (val->isTensor() && !isa<FloatType>(typeOf(val->tensor).getElementType()))
+      return fail(operand->range, "'" + expr.op + "' needs floating-point operands, not the " +
+                                      typeToString(typeOf(val->tensor)) +
+                                      " tensor (integer tensors hold token ids and labels)");
+  // Mixed precisions meet where a loss (always f32) is added to a value in the training
+  // precision (`cross_entropy(...) + aux`): compute in the wider type.
+  Type element = commonFloatType(lhs, rhs);
+  Value l = castTo(materialize(lhs, element, expr.lhs->range), element, expr.lhs->range);
+  Value r = castTo(materialize(rhs, element, expr.rhs->range), element, expr.rhs->range);
   FailureOr<mt::NamedTensorType> type = withErrorsAt(expr.range, [&](auto emitErrorFn) {
     return mt::inferBroadcastType(typeOf(l), typeOf(r), emitErrorFn);
   });
@@ -708,15 +895,15 @@ Val MLIRGenImpl::evalBinary(const Expr &expr) {
     result = mt::MulOp::create(builder, location, *type, l, r);
   else if (expr.op == "/")
     result = mt::DivOp::create(builder, location, *type, l, r);
-  else if (isa<FloatType>(element))
-    result = mt::PowOp::create(builder, location, *type, l, r);
   else
-    return fail(expr.range, "'**' needs floating-point operands");
+    result = mt::PowOp::create(builder, location, *type, l, r);
   return Val::of(result);
 }
 
 SmallVector<Val> MLIRGenImpl::evalRepeat(const Expr &expr, int64_t count,
                                          const SourceRange &countRange) {
+  if (rejectedLayers.contains(expr.name))
+    return {}; // its declaration was already reported
   auto layerIt = layers.find(expr.name);
   if (layerIt == layers.end()) {
     diags.error(expr.nameRange, "'" + expr.name + "' is not a layer");
@@ -790,6 +977,17 @@ Value MLIRGenImpl::tensorArg(const Expr &expr, llvm::StringRef what, const Expr 
     return {};
   }
   return val.tensor;
+}
+
+Value MLIRGenImpl::floatTensorArg(const Expr &expr, llvm::StringRef what, const Expr &call) {
+  Value value = tensorArg(expr, what, call);
+  if (value && !isa<FloatType>(typeOf(value).getElementType())) {
+    diags.error(expr.range, "'" + call.name + "' needs a floating-point tensor as its " + what +
+                                ", not the " + typeToString(typeOf(value)) +
+                                " tensor (integer tensors hold token ids and labels)");
+    return {};
+  }
+  return value;
 }
 
 std::optional<std::string> MLIRGenImpl::dimName(const Expr &expr, const llvm::Twine &what) {
@@ -895,8 +1093,8 @@ Val MLIRGenImpl::reduceBuiltin(const Expr &call, llvm::StringRef name) {
   CallArgs args(call, diags);
   // `max(a, b)` is elementwise; `max(x, over = d)` reduces.
   if (name == "max" && call.args.size() == 2 && call.kwargs.empty()) {
-    Value lhs = tensorArg(*call.args[0], "first argument", call);
-    Value rhs = tensorArg(*call.args[1], "second argument", call);
+    Value lhs = floatTensorArg(*call.args[0], "first argument", call);
+    Value rhs = floatTensorArg(*call.args[1], "second argument", call);
     if (!lhs || !rhs)
       return {};
     FailureOr<mt::NamedTensorType> type = withErrorsAt(call.range, [&](auto emitErrorFn) {
@@ -908,7 +1106,7 @@ Val MLIRGenImpl::reduceBuiltin(const Expr &call, llvm::StringRef name) {
   }
   if (!args.check(1, 1, {"over"}))
     return {};
-  Value x = tensorArg(*call.args.front(), "argument", call);
+  Value x = floatTensorArg(*call.args.front(), "argument", call);
   const Expr *over = args.keyword("over");
   if (!x)
     return {};
@@ -936,9 +1134,9 @@ Val MLIRGenImpl::normBuiltin(const Expr &call, bool rms) {
   CallArgs args(call, diags);
   if (!args.check(2, rms ? 2 : 3, {"eps", "over"}))
     return {};
-  Value x = tensorArg(*call.args[0], "input", call);
-  Value scale = tensorArg(*call.args[1], "scale", call);
-  Value bias = call.args.size() == 3 ? tensorArg(*call.args[2], "bias", call) : Value();
+  Value x = floatTensorArg(*call.args[0], "input", call);
+  Value scale = floatTensorArg(*call.args[1], "scale", call);
+  Value bias = call.args.size() == 3 ? floatTensorArg(*call.args[2], "bias", call) : Value();
   if (!x || !scale || (call.args.size() == 3 && !bias))
     return {};
   std::string dim;
@@ -988,9 +1186,9 @@ Val MLIRGenImpl::attentionBuiltin(const Expr &call) {
       return fail(flag.range, "the fourth argument of 'attention' can only be 'causal'");
     causal = true;
   }
-  Value q = tensorArg(*call.args[0], "query", call);
-  Value k = tensorArg(*call.args[1], "key", call);
-  Value v = tensorArg(*call.args[2], "value", call);
+  Value q = floatTensorArg(*call.args[0], "query", call);
+  Value k = floatTensorArg(*call.args[1], "key", call);
+  Value v = floatTensorArg(*call.args[2], "value", call);
   if (!q || !k || !v)
     return {};
   auto dimOr = [&](llvm::StringRef keyword, llvm::StringRef fallback) -> std::optional<std::string> {
@@ -1042,7 +1240,7 @@ SmallVector<Val> MLIRGenImpl::moeBuiltin(const Expr &call) {
   CallArgs args(call, diags);
   if (!args.check(1, 1, {"over", "k"}))
     return {};
-  Value x = tensorArg(*call.args[0], "input", call);
+  Value x = floatTensorArg(*call.args[0], "input", call);
   if (!x)
     return {};
   const Expr *over = args.keyword("over");
@@ -1064,9 +1262,11 @@ SmallVector<Val> MLIRGenImpl::moeBuiltin(const Expr &call) {
   for (mt::NamedDim &d : resultDims)
     if (d.name.getValue() == *dim)
       d = {builder.getStringAttr(*kDim), *kSize};
-  mt::NamedTensorType values = typeOf(x).withDims(resultDims);
-  auto op = mt::TopKOp::create(builder, loc(call.range), values,
-                                       values.withElementType(builder.getI32Type()), x,
+  std::optional<mt::NamedTensorType> values = resultType(typeOf(x), resultDims, call.range);
+  if (!values)
+    return {};
+  auto op = mt::TopKOp::create(builder, loc(call.range), *values,
+                                       values->withElementType(builder.getI32Type()), x,
                                        builder.getStringAttr(*dim), builder.getStringAttr(*kDim));
   if (failed(withErrorsAt(call.range, [&](auto) { return op.verify(); }))) {
     op.erase();
@@ -1094,8 +1294,8 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
   if (name == "contract") {
     if (!args.check(2, 2, {"over"}))
       return {};
-    Value lhs = tensorArg(*call.args[0], "first argument", call);
-    Value rhs = tensorArg(*call.args[1], "second argument", call);
+    Value lhs = floatTensorArg(*call.args[0], "first argument", call);
+    Value rhs = floatTensorArg(*call.args[1], "second argument", call);
     const Expr *over = args.keyword("over");
     if (!lhs || !rhs)
       return {};
@@ -1117,8 +1317,8 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
   if (name == "swiglu") {
     if (!args.check(2, 2, {}))
       return {};
-    Value gate = tensorArg(*call.args[0], "gate", call);
-    Value up = tensorArg(*call.args[1], "up projection", call);
+    Value gate = floatTensorArg(*call.args[0], "gate", call);
+    Value up = floatTensorArg(*call.args[1], "up projection", call);
     if (!gate || !up)
       return {};
     FailureOr<mt::NamedTensorType> type = withErrorsAt(call.range, [&](auto emitErrorFn) {
@@ -1133,7 +1333,7 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
   if (name == "softmax") {
     if (!args.check(1, 1, {"over"}))
       return {};
-    Value x = tensorArg(*call.args[0], "argument", call);
+    Value x = floatTensorArg(*call.args[0], "argument", call);
     if (!x)
       return {};
     const Expr *over = args.keyword("over");
@@ -1152,7 +1352,7 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
   if (name == "rope") {
     if (!args.check(1, 1, {"theta", "over", "position"}))
       return {};
-    Value x = tensorArg(*call.args[0], "argument", call);
+    Value x = floatTensorArg(*call.args[0], "argument", call);
     if (!x)
       return {};
     const Expr *over = args.keyword("over");
@@ -1166,8 +1366,9 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
         !requireDim(x, *pos, position ? position->range : call.range, "input"))
       return {};
     if (typeOf(x).getDimSize(*dim) % 2 != 0)
-      return fail(call.range, "rope rotates pairs: '" + *dim + "' must have an even size, got " +
-                                  std::to_string(typeOf(x).getDimSize(*dim)));
+      return fail(over ? over->range : call.range,
+                  "rope rotates pairs: '" + *dim + "' must have an even size, got " +
+                      std::to_string(typeOf(x).getDimSize(*dim)));
     if (*theta <= 0)
       return fail(args.keyword("theta")->range, "'theta' must be positive");
     return Val::of(mt::RopeOp::create(builder, location, x, builder.getStringAttr(*dim),
@@ -1178,7 +1379,7 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
   if (name == "gather") {
     if (!args.check(2, 2, {"over"}))
       return {};
-    Value table = tensorArg(*call.args[0], "table", call);
+    Value table = floatTensorArg(*call.args[0], "table", call);
     Value ids = tensorArg(*call.args[1], "indices", call);
     if (!table || !ids)
       return {};
@@ -1203,14 +1404,17 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
                                     "' is in both the table and the indices");
       resultDims.push_back(d);
     }
-    return Val::of(mt::GatherOp::create(builder, location, typeOf(table).withDims(resultDims),
+    std::optional<mt::NamedTensorType> type = resultType(typeOf(table), resultDims, call.range);
+    if (!type)
+      return {};
+    return Val::of(mt::GatherOp::create(builder, location, *type,
                                                 table, ids, builder.getStringAttr(*dim)));
   }
 
   if (name == "cross_entropy") {
     if (!args.check(2, 2, {"over"}))
       return {};
-    Value logits = tensorArg(*call.args[0], "logits", call);
+    Value logits = floatTensorArg(*call.args[0], "logits", call);
     Value labels = tensorArg(*call.args[1], "labels", call);
     if (!logits || !labels)
       return {};
@@ -1231,7 +1435,7 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
   if (name == "dropout") {
     if (!args.check(2, 2, {}))
       return {};
-    Value x = tensorArg(*call.args[0], "input", call);
+    Value x = floatTensorArg(*call.args[0], "input", call);
     std::optional<double> rate = constantArg(call.args[1].get(), 0, "the dropout rate");
     if (!x || !rate)
       return {};
@@ -1279,7 +1483,10 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
                                     std::to_string(input.getDimSize(*dim)) +
                                     " into dimensions whose sizes multiply to " +
                                     std::to_string(product));
-      auto op = mt::SplitOp::create(builder, location, input.withDims(resultDims), x,
+      std::optional<mt::NamedTensorType> type = resultType(input, resultDims, call.range);
+      if (!type)
+        return {};
+      auto op = mt::SplitOp::create(builder, location, *type, x,
                                             builder.getStringAttr(*dim),
                                             builder.getStrArrayAttr(SmallVector<StringRef>(
                                                 into->begin(), into->end())));
@@ -1311,8 +1518,11 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
         else if (!llvm::is_contained(*merged, d.name.getValue()))
           resultDims.push_back(d);
       }
+      std::optional<mt::NamedTensorType> type = resultType(input, resultDims, call.range);
+      if (!type)
+        return {};
       auto op = mt::MergeOp::create(builder, 
-          location, input.withDims(resultDims), x,
+          location, *type, x,
           builder.getStrArrayAttr(SmallVector<StringRef>(merged->begin(), merged->end())),
           builder.getStringAttr(*into));
       if (failed(withErrorsAt(call.range, [&](auto) { return op.verify(); }))) {
@@ -1355,7 +1565,9 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
                                       {"router logits", "indices", ""}};
     unsigned role = isDispatch ? 0 : isCombine ? 1 : 2;
     for (size_t i = 0; i < positional; ++i) {
-      Value operand = tensorArg(*call.args[i], roles[role][i], call);
+      // Operand 1 holds the expert indices; the others are activations.
+      Value operand = i == 1 ? tensorArg(*call.args[i], roles[role][i], call)
+                             : floatTensorArg(*call.args[i], roles[role][i], call);
       if (!operand)
         return {};
       operands.push_back(operand);
@@ -1388,11 +1600,16 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
           std::ceil(*factor * static_cast<double>(tokens * k) / static_cast<double>(*experts)));
       SmallVector<mt::NamedDim> resultDims = {{builder.getStringAttr(*expertDim), *experts},
                                               {builder.getStringAttr("capacity"), capacity}};
+      // The input's feature dims: all but the token dims (the indices' dims except k).
       for (const mt::NamedDim &d : typeOf(operands[0]).getDims())
-        if (!indices.hasDim(d.name))
+        if (!indices.hasDim(d.name) || d.name.getValue() == *kDim)
           resultDims.push_back(d);
+      std::optional<mt::NamedTensorType> type =
+          resultType(typeOf(operands[0]), resultDims, call.range);
+      if (!type)
+        return {};
       op = mt::DispatchOp::create(builder, 
-          location, typeOf(operands[0]).withDims(resultDims), operands[0], operands[1],
+          location, *type, operands[0], operands[1],
           builder.getStringAttr(*kDim), builder.getStringAttr(*expertDim),
           builder.getStringAttr("capacity"), builder.getF64FloatAttr(*factor));
     } else if (isCombine) {
@@ -1408,7 +1625,10 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
       for (const mt::NamedDim &d : input.getDims())
         if (d.name.getValue() != *expertDim && d.name.getValue() != "capacity")
           resultDims.push_back(d);
-      op = mt::CombineOp::create(builder, location, input.withDims(resultDims), operands[0],
+      std::optional<mt::NamedTensorType> type = resultType(input, resultDims, call.range);
+      if (!type)
+        return {};
+      op = mt::CombineOp::create(builder, location, *type, operands[0],
                                          operands[1], operands[2], builder.getStringAttr(*kDim),
                                          builder.getStringAttr(*expertDim),
                                          builder.getStringAttr("capacity"));
@@ -1436,8 +1656,23 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
 
 OwningOpRef<ModuleOp> MLIRGenImpl::lower(const Module &ast) {
   if (ast.models.empty()) {
+    // Point at the first top-level item's keyword (the file is not empty: the parser says so).
+    std::optional<SourceRange> first;
+    auto consider = [&](SourceRange range, size_t keywordLength) {
+      range.end = range.begin;
+      range.end.col += keywordLength;
+      range.end.offset += keywordLength;
+      if (!first || range.begin.offset < first->begin.offset)
+        first = range;
+    };
+    if (!ast.dimsBlockRanges.empty())
+      consider(ast.dimsBlockRanges.front(), 4);
+    if (ast.train)
+      consider(ast.train->range, 5);
+    if (ast.parallel)
+      consider(ast.parallel->range, 8);
     if (diags.numErrors() == 0)
-      diags.error(SourceRange{}, "no 'model' declaration in this file");
+      diags.error(first.value_or(SourceRange{}), "no 'model' declaration in this file");
     return nullptr;
   }
   const ModelDecl &model = ast.models.front();
@@ -1455,11 +1690,22 @@ OwningOpRef<ModuleOp> MLIRGenImpl::lower(const Module &ast) {
   OwningOpRef<ModuleOp> owned(module);
   builder.setInsertionPointToEnd(module.getBody());
 
+  // `forward` is claimed first so that a param or layer of that name is the one reported.
+  for (const FnDecl &fn : model.fns)
+    if (fn.name == "forward") {
+      symbols.try_emplace("forward", fn.nameRange);
+      break;
+    }
   for (const ParamDecl &param : model.params)
     lowerParam(param, "");
   for (const LayerDecl &layer : model.layers) {
-    if (layers.count(layer.name) || params.count(layer.name)) {
+    if (auto it = layers.find(layer.name); it != layers.end()) {
       diags.error(layer.nameRange, "layer '" + layer.name + "' is declared twice");
+      diags.note(it->second->nameRange, "previous declaration is here");
+      continue;
+    }
+    if (!declareSymbol(layer.name, layer.nameRange, "layer")) {
+      rejectedLayers.insert(layer.name);
       continue;
     }
     layers[layer.name] = &layer;
@@ -1477,6 +1723,15 @@ OwningOpRef<ModuleOp> MLIRGenImpl::lower(const Module &ast) {
   SmallVector<std::pair<const FnDecl *, func::FuncOp>> functions;
   const FnDecl *forward = nullptr;
   for (const FnDecl &fn : model.fns) {
+    if (fn.name.empty()) {
+      // Point at the `fn` keyword: an anonymous fn has no name to point at.
+      SourceRange keyword = {fn.range.begin, fn.range.begin};
+      keyword.end.col += 2;
+      keyword.end.offset += 2;
+      diags.error(keyword, "an anonymous fn belongs in a layer; the model's only fn is "
+                           "'fn forward(...) -> loss'");
+      continue;
+    }
     if (fn.name != "forward") {
       diags.error(fn.nameRange, "model functions other than 'forward' are not supported; put "
                                 "reusable computation in a layer");
@@ -1484,6 +1739,7 @@ OwningOpRef<ModuleOp> MLIRGenImpl::lower(const Module &ast) {
     }
     if (forward) {
       diags.error(fn.nameRange, "'forward' is defined twice");
+      diags.note(forward->nameRange, "first defined here");
       continue;
     }
     forward = &fn;
@@ -1504,8 +1760,9 @@ OwningOpRef<ModuleOp> MLIRGenImpl::lower(const Module &ast) {
       lowerBody(layer.fns.front(), func, &layer);
   for (auto [fn, func] : functions)
     lowerBody(*fn, func, nullptr);
+  // A layer whose declaration failed was already reported.
   for (const auto &[name, layer] : layers)
-    if (!layerApplied.count(name))
+    if (!layerApplied.count(name) && layerFuncs.count(name))
       diags.error(layer->nameRange, "layer '" + name.str() + "' is never applied; use "
                                     "repeat(n) " + name.str() + "(...) in forward");
 

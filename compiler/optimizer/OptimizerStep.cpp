@@ -184,14 +184,19 @@ void OptimizerPass::runOnOperation() {
   Value stepValue = body->getArgument(0), gradScale = body->getArgument(1);
   auto c = [&](double v) { return t.scalar(v, stepValue); };
 
+  // Scalars of the step are f32; each parameter is updated in its own element type.
+  auto like = [&](Value scalar, Value tensor) {
+    return t.transposeTo(scalar, mt::NamedTensorType::getScalar(
+                                     t.typeOf(tensor).getElementType()));
+  };
   SmallVector<Value> grads;
   for (BlockArgument grad : body->getArguments().drop_front(2))
-    grads.push_back(t.mul(grad, gradScale));
+    grads.push_back(t.mul(grad, like(gradScale, grad)));
 
-  // Global norm over every gradient element, counted once.
+  // Global norm over every gradient element, counted once, accumulated in f32.
   Value squares;
   for (Value grad : grads) {
-    Value sum = t.sumAll(t.mul(grad, grad));
+    Value sum = like(t.sumAll(t.mul(grad, grad)), stepValue);
     squares = squares ? t.add(squares, sum) : sum;
   }
   Value norm = squares ? t.sqrt(squares) : c(0.0);
@@ -199,7 +204,7 @@ void OptimizerPass::runOnOperation() {
     // min(1, clip / (norm + 1e-6)) without a division by zero.
     Value coef = t.div(c(s.clipGrad), t.max(t.add(norm, c(1e-6)), c(s.clipGrad)));
     for (Value &grad : grads)
-      grad = t.mul(grad, coef);
+      grad = t.mul(grad, like(coef, grad));
   }
   Value lr = learningRate(t, s, stepValue);
 
@@ -215,6 +220,9 @@ void OptimizerPass::runOnOperation() {
   for (auto [param, type, grad] : llvm::zip(params, storage, grads)) {
     StringRef name = param.getSymName();
     Value p = read(name, type);
+    // Constants and step scalars in the parameter's element type.
+    auto c = [&](double v) { return t.scalar(v, p); };
+    Value lrP = like(lr, p), correction1P = like(correction1, p), correction2P = like(correction2, p);
     bool decays = s.weightDecay > 0 && param.getTensorType().getRank() >= 2;
     Value update;
     if (s.kind == Settings::Kind::AdamW) {
@@ -224,7 +232,7 @@ void OptimizerPass::runOnOperation() {
       Value v2 = t.add(t.mul(c(s.beta2), v), t.mul(c(1 - s.beta2), t.mul(grad, grad)));
       write((name + ".exp_avg").str(), m2);
       write((name + ".exp_avg_sq").str(), v2);
-      update = t.div(t.div(m2, correction1), t.add(t.sqrt(t.div(v2, correction2)), c(s.eps)));
+      update = t.div(t.div(m2, correction1P), t.add(t.sqrt(t.div(v2, correction2P)), c(s.eps)));
       if (decays)
         update = t.add(update, t.mul(c(s.weightDecay), p));
     } else {
@@ -235,7 +243,7 @@ void OptimizerPass::runOnOperation() {
         write((name + ".momentum_buffer").str(), update);
       }
     }
-    write(name, t.transposeTo(t.sub(p, t.mul(lr, update)), cast<mt::NamedTensorType>(type)));
+    write(name, t.transposeTo(t.sub(p, t.mul(lrP, update)), cast<mt::NamedTensorType>(type)));
   }
   func::ReturnOp::create(builder, loc, ValueRange{norm, lr});
 }
