@@ -26,9 +26,15 @@ tools = [
     ToolSubst("mtc", unresolved="fatal"),
     ToolSubst("mt-opt", unresolved="fatal"),
     ToolSubst("mt-gradcheck", unresolved="fatal"),
+    ToolSubst("mtrun", unresolved="fatal"),
     ToolSubst("not", unresolved="fatal"),
     ToolSubst("count", unresolved="fatal"),
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.mtc_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# ptxas assembles generated PTX where the CUDA toolkit is installed (`REQUIRES: ptxas`).
+if config.ptxas and os.path.exists(config.ptxas):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", config.ptxas))

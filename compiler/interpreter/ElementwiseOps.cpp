@@ -22,16 +22,14 @@ Expected<Results> eval::evalOp(mt::ConstantOp op, Operands) {
 
 /// `fn(lhs, rhs)` at every element of the result, whose dimensions are the lhs's then the
 /// rhs-only ones; each operand is read through its strides along the result's dimensions.
-template <typename Fn>
-static Results binary(Operation *op, Operands in, Fn fn) {
+template <typename Fn> static Results binary(Operation *op, Operands in, Fn fn) {
   Tensor result(typeOf(op->getResult(0)));
   Space space = Space::of(result.type);
   const Tensor &lhs = *in[0], &rhs = *in[1];
   double *out = result.data.data();
-  forEachPoint<2>(space, {stridesAlong(lhs.type, space), stridesAlong(rhs.type, space)},
-                  [&](const std::array<int64_t, 2> &at) {
-                    *out++ = fn(lhs.data[at[0]], rhs.data[at[1]]);
-                  });
+  forEachPoint<2>(
+      space, {stridesAlong(lhs.type, space), stridesAlong(rhs.type, space)},
+      [&](const std::array<int64_t, 2> &at) { *out++ = fn(lhs.data[at[0]], rhs.data[at[1]]); });
   return Results{std::move(result)};
 }
 
@@ -74,8 +72,7 @@ Expected<Results> eval::evalOp(mt::GreaterOp op, Operands in) {
 // Unary ops
 //===----------------------------------------------------------------------===//
 
-template <typename Fn>
-static Results unary(Operation *op, Operands in, Fn fn) {
+template <typename Fn> static Results unary(Operation *op, Operands in, Fn fn) {
   Tensor result(typeOf(op->getResult(0)));
   for (auto [out, value] : llvm::zip_equal(result.data, in[0]->data))
     out = fn(value);
@@ -96,8 +93,7 @@ static constexpr double kGeluTanhCubic = 0.044715;
 
 static double gelu(double x, bool approximate) {
   if (approximate)
-    return 0.5 * x *
-           (1 + std::tanh(kGeluTanhScale * (x + kGeluTanhCubic * x * x * x)));
+    return 0.5 * x * (1 + std::tanh(kGeluTanhScale * (x + kGeluTanhCubic * x * x * x)));
   return 0.5 * x * (1 + std::erf(x / std::numbers::sqrt2));
 }
 
@@ -132,8 +128,9 @@ Expected<Results> eval::evalOp(mt::RsqrtOp op, Operands in) {
 Expected<Results> eval::evalOp(mt::TanhOp op, Operands in) {
   return unary(op, in, [](double x) { return std::tanh(x); });
 }
-Expected<Results> eval::evalOp(mt::SigmoidOp op, Operands in) {
-  return unary(op, in, sigmoid);
+Expected<Results> eval::evalOp(mt::SigmoidOp op, Operands in) { return unary(op, in, sigmoid); }
+Expected<Results> eval::evalOp(mt::CosOp op, Operands in) {
+  return unary(op, in, [](double x) { return std::cos(x); });
 }
 Expected<Results> eval::evalOp(mt::ReluOp op, Operands in) {
   return unary(op, in, [](double x) { return x > 0 ? x : 0.0; });

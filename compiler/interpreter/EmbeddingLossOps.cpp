@@ -95,8 +95,7 @@ Expected<Results> eval::evalOp(mt::CrossEntropyOp op, Operands in) {
   double total = 0;
   if (llvm::Error error = forEachPosition(
           op, logits, labels, op.getDim(), [&](int64_t base, int64_t stride, int64_t label) {
-            total += logSumExp(logits, base, stride, classes) -
-                     logits.data[base + label * stride];
+            total += logSumExp(logits, base, stride, classes) - logits.data[base + label * stride];
           }))
     return std::move(error);
   double positions = static_cast<double>(labels.getNumElements());

@@ -56,9 +56,12 @@ int64_t Interpreter::getLayerInstances(StringRef layer) const {
 }
 
 Expected<mt::NamedTensorType> Interpreter::getParamValueType(StringRef name) const {
-  auto param = symbols.lookup<mt::ParamOp>(name);
+  Operation *symbol = symbols.lookup(name);
+  if (auto state = dyn_cast_or_null<mt::StateOp>(symbol))
+    return cast<mt::NamedTensorType>(state.getType());
+  auto param = dyn_cast_or_null<mt::ParamOp>(symbol);
   if (!param)
-    return makeError(llvm::formatv("no parameter '@{0}' in the module", name));
+    return makeError(llvm::formatv("no parameter or state '@{0}' in the module", name));
   mt::NamedTensorType type = param.getTensorType();
   std::optional<StringRef> layer = param.getLayer();
   if (!layer)
@@ -72,8 +75,7 @@ Expected<mt::NamedTensorType> Interpreter::getParamValueType(StringRef name) con
     return makeError(llvm::formatv("layer parameter '@{0}' {1} already has a dimension "
                                    "'{2}', which its instances need",
                                    name, type.dimsToString(), kLayersDim));
-  SmallVector<mt::NamedDim> dims = {
-      {StringAttr::get(type.getContext(), kLayersDim), instances}};
+  SmallVector<mt::NamedDim> dims = {{StringAttr::get(type.getContext(), kLayersDim), instances}};
   dims.append(type.getDims());
   return type.withDims(dims);
 }
@@ -118,9 +120,8 @@ Expected<std::vector<Tensor>> Interpreter::callLayer(StringRef name, int64_t ins
     return makeError(llvm::formatv("no function '@{0}' in the module", name));
   std::optional<StringRef> layer = mt::MTDialect::getLayerOf(func);
   if (!layer)
-    return makeError(llvm::formatv("function '@{0}' is not a layer (marked '{1}' or '{2}')",
-                                   name, mt::MTDialect::kLayerAttrName,
-                                   mt::MTDialect::kLayerOfAttrName));
+    return makeError(llvm::formatv("function '@{0}' is not a layer (marked '{1}' or '{2}')", name,
+                                   mt::MTDialect::kLayerAttrName, mt::MTDialect::kLayerOfAttrName));
   int64_t instances = getLayerInstances(*layer);
   if (instance < 0 || instance >= instances)
     return makeError(llvm::formatv("instance {0} of layer '@{1}' is out of range [0, {2})",
@@ -128,8 +129,7 @@ Expected<std::vector<Tensor>> Interpreter::callLayer(StringRef name, int64_t ins
   return callWithInstance(func, instance, args);
 }
 
-Expected<std::vector<Tensor>> Interpreter::callWithInstance(func::FuncOp func,
-                                                            int64_t instance,
+Expected<std::vector<Tensor>> Interpreter::callWithInstance(func::FuncOp func, int64_t instance,
                                                             ArrayRef<Tensor> args) {
   std::optional<StringRef> layer = mt::MTDialect::getLayerOf(func);
   if (!layer)
@@ -159,8 +159,7 @@ Expected<std::vector<Tensor>> Interpreter::run(func::FuncOp func, ArrayRef<Tenso
       return makeError(llvm::formatv("argument #{0} of '@{1}' must be a tensor of {2}, got {3}",
                                      index, name, type, describe(arg)));
   if (callDepth >= kMaxCallDepth)
-    return makeError(llvm::formatv("calls nested deeper than {0} at '@{1}'", kMaxCallDepth,
-                                   name));
+    return makeError(llvm::formatv("calls nested deeper than {0} at '@{1}'", kMaxCallDepth, name));
   ++callDepth;
   llvm::scope_exit leave([&] { --callDepth; });
 
@@ -202,27 +201,30 @@ Expected<std::vector<Tensor>> Interpreter::run(func::FuncOp func, ArrayRef<Tenso
 //===----------------------------------------------------------------------===//
 
 Expected<Results> Interpreter::evalOp(Operation *op, ArrayRef<const Tensor *> operands) {
+  if (!isa_and_nonnull<mt::MTDialect>(op->getDialect()) && !isa<func::CallOp>(op))
+    return opError(op, "unknown op: the interpreter runs the mt dialect, func.call and "
+                       "func.return");
   for (Type type : op->getResultTypes())
     if (!isa<mt::NamedTensorType>(type))
       return opError(op, llvm::formatv("result of type {0} is not an !mt.tensor", type));
   return llvm::TypeSwitch<Operation *, Expected<Results>>(op)
       .Case<mt::ConstantOp, mt::AddOp, mt::SubOp, mt::MulOp, mt::DivOp, mt::MaxOp, mt::PowOp,
-            mt::GreaterOp, mt::NegOp, mt::ExpOp, mt::LogOp, mt::SqrtOp, mt::RsqrtOp,
-            mt::TanhOp, mt::SigmoidOp, mt::ReluOp, mt::SiluOp, mt::GeluOp, mt::GeluGradOp,
-            mt::CastOp, mt::TransposeOp, mt::BroadcastOp, mt::SplitOp, mt::MergeOp,
-            mt::RenameOp, mt::ContractOp, mt::ReduceSumOp, mt::ReduceMeanOp, mt::ReduceMaxOp,
-            mt::SoftmaxOp, mt::LayerNormOp, mt::RMSNormOp, mt::RopeOp, mt::AttentionOp,
-            mt::AttentionGradOp, mt::GatherOp, mt::EmbeddingGradOp, mt::CrossEntropyOp,
-            mt::CrossEntropyGradOp, mt::TopKOp, mt::TopKGradOp, mt::DispatchOp, mt::CombineOp,
-            mt::CombineGradOp, mt::LoadBalancingLossOp, mt::LoadBalancingLossGradOp>(
+            mt::GreaterOp, mt::NegOp, mt::ExpOp, mt::LogOp, mt::SqrtOp, mt::RsqrtOp, mt::TanhOp,
+            mt::SigmoidOp, mt::CosOp, mt::ReluOp, mt::SiluOp, mt::GeluOp, mt::GeluGradOp,
+            mt::CastOp, mt::TransposeOp, mt::BroadcastOp, mt::SplitOp, mt::MergeOp, mt::RenameOp,
+            mt::ContractOp, mt::ReduceSumOp, mt::ReduceMeanOp, mt::ReduceMaxOp, mt::SoftmaxOp,
+            mt::LayerNormOp, mt::RMSNormOp, mt::RopeOp, mt::AttentionOp, mt::AttentionGradOp,
+            mt::GatherOp, mt::EmbeddingGradOp, mt::CrossEntropyOp, mt::CrossEntropyGradOp,
+            mt::TopKOp, mt::TopKGradOp, mt::DispatchOp, mt::CombineOp, mt::CombineGradOp,
+            mt::LoadBalancingLossOp, mt::LoadBalancingLossGradOp>(
           [&](auto typed) { return eval::evalOp(typed, operands); })
       .Case<mt::ParamRefOp>([&](auto) { return evalParamRef(op); })
+      .Case<mt::AssignOp>([&](auto) { return evalAssign(op, *operands[0]); })
       .Case<mt::DropoutOp>([&](auto) { return evalDropout(op, *operands[0]); })
       .Case<mt::RepeatOp>([&](auto) { return evalRepeat(op, operands); })
       .Case<func::CallOp>([&](auto) { return evalCall(op, operands); })
       .Default([&](Operation *) -> Expected<Results> {
-        return opError(op, "unknown op: the interpreter runs the mt dialect, func.call and "
-                           "func.return");
+        return opError(op, "no interpreter semantics for this op");
       });
 }
 
@@ -230,36 +232,85 @@ Expected<Results> Interpreter::evalOp(Operation *op, ArrayRef<const Tensor *> op
 // Stateful ops
 //===----------------------------------------------------------------------===//
 
-/// A model parameter's value, or the current instance's slice of a layer parameter.
+/// Whether `op` accesses one instance of layer parameter `param`: it is in the layer's
+/// function or one derived from it (elsewhere it accesses all instances, stacked).
+static bool accessesInstance(Operation *op, mt::ParamOp param) {
+  std::optional<StringRef> layer = param.getLayer();
+  auto func = op->getParentOfType<func::FuncOp>();
+  return layer && func && mt::MTDialect::getLayerOf(func) == *layer;
+}
+
+Expected<int64_t> Interpreter::instanceFor(Operation *op, mt::ParamOp param, const Tensor &value) {
+  StringRef layer = *param.getLayer();
+  auto it = currentInstance.find(layer);
+  if (it == currentInstance.end())
+    return opError(op, llvm::formatv("layer parameter '@{0}' is accessed outside a call of its "
+                                     "layer '@{1}' by mt.repeat (use Interpreter::callLayer to "
+                                     "run one instance)",
+                                     param.getSymName(), layer));
+  int64_t instances = value.type.getDimSizes().front();
+  if (it->second < 0 || it->second >= instances)
+    return opError(op, llvm::formatv("instance {0} of layer parameter '@{1}' is out of range "
+                                     "[0, {2})",
+                                     it->second, param.getSymName(), instances));
+  return it->second;
+}
+
+/// A parameter's or state's value; inside its layer, a layer parameter's current instance.
+/// A state nobody has set reads as zeros, its initial value.
 Expected<Results> Interpreter::evalParamRef(Operation *op) {
   StringRef name = cast<mt::ParamRefOp>(op).getParam();
-  auto param = symbols.lookup<mt::ParamOp>(name);
-  if (!param)
-    return opError(op, llvm::formatv("no parameter '@{0}'", name));
+  mt::NamedTensorType resultType = typeOf(op->getResult(0));
+  Operation *symbol = symbols.lookup(name);
+  auto param = dyn_cast_or_null<mt::ParamOp>(symbol);
+  if (!param && !isa_and_nonnull<mt::StateOp>(symbol))
+    return opError(op, llvm::formatv("no parameter or state '@{0}'", name));
   const Tensor *value = getParam(name);
+  if (!value && !param)
+    return Results{Tensor(resultType)};
   if (!value)
     return opError(op, llvm::formatv("parameter '@{0}' has no value (set it with "
                                      "Interpreter::setParam)",
                                      name));
-  std::optional<StringRef> layer = param.getLayer();
-  if (!layer)
+  if (!param || !accessesInstance(op, param)) {
+    if (value->type != resultType)
+      return opError(op, llvm::formatv("'@{0}' holds a {1}, but the op reads a {2}", name,
+                                       value->type, resultType));
     return Results{*value};
-  auto it = currentInstance.find(*layer);
-  if (it == currentInstance.end())
-    return opError(op, llvm::formatv("layer parameter '@{0}' is read outside a call of its "
-                                     "layer '@{1}' by mt.repeat (use "
-                                     "Interpreter::callLayer to run one instance)",
-                                     name, *layer));
-  int64_t instance = it->second;
-  int64_t instances = value->type.getDimSizes().front();
-  if (instance < 0 || instance >= instances)
-    return opError(op, llvm::formatv("instance {0} of layer parameter '@{1}' is out of range "
-                                     "[0, {2})",
-                                     instance, name, instances));
-  mt::NamedTensorType type = param.getTensorType();
-  int64_t size = type.getNumElements();
-  auto begin = value->data.begin() + instance * size;
-  return Results{Tensor(type, std::vector<double>(begin, begin + size))};
+  }
+  Expected<int64_t> instance = instanceFor(op, param, *value);
+  if (!instance)
+    return instance.takeError();
+  int64_t size = resultType.getNumElements();
+  auto begin = value->data.begin() + *instance * size;
+  return Results{Tensor(resultType, std::vector<double>(begin, begin + size))};
+}
+
+/// Overwrites a parameter or state: all of it, or inside its layer the current instance of
+/// a layer parameter.
+Expected<Results> Interpreter::evalAssign(Operation *op, const Tensor &value) {
+  StringRef name = cast<mt::AssignOp>(op).getTarget();
+  Expected<mt::NamedTensorType> storage = getParamValueType(name);
+  if (!storage)
+    return opError(op, llvm::toString(storage.takeError()));
+  auto param = symbols.lookup<mt::ParamOp>(name);
+  if (!param || !accessesInstance(op, param)) {
+    if (value.type != *storage)
+      return opError(
+          op, llvm::formatv("cannot assign a {0} to '@{1}' of {2}", value.type, name, *storage));
+    params[name] = value;
+    return Results{};
+  }
+  auto it = params.find(name);
+  if (it == params.end())
+    return opError(op, llvm::formatv("parameter '@{0}' has no value (set it with "
+                                     "Interpreter::setParam)",
+                                     name));
+  Expected<int64_t> instance = instanceFor(op, param, it->second);
+  if (!instance)
+    return instance.takeError();
+  llvm::copy(value.data, it->second.data.begin() + *instance * value.getNumElements());
+  return Results{};
 }
 
 Expected<Results> Interpreter::evalDropout(Operation *op, const Tensor &input) {
@@ -272,8 +323,7 @@ Expected<Results> Interpreter::evalDropout(Operation *op, const Tensor &input) {
   int64_t stream = static_cast<int64_t>(dropout.getStream());
   Tensor result(input.type);
   for (auto [element, value] : llvm::enumerate(input.data))
-    result.data[element] =
-        dropoutKeep(stream, static_cast<int64_t>(element)) ? value * scale : 0.0;
+    result.data[element] = dropoutKeep(stream, static_cast<int64_t>(element)) ? value * scale : 0.0;
   return Results{std::move(result)};
 }
 
@@ -316,9 +366,8 @@ Expected<Results> Interpreter::evalRepeat(Operation *op, ArrayRef<const Tensor *
       return opError(op, llvm::formatv("in call {0} of '@{1}':\n{2}", call, repeat.getCallee(),
                                        llvm::toString(results.takeError())));
     if (results->size() != op->getNumResults())
-      return opError(op, llvm::formatv("'@{0}' returned {1} values, not {2}",
-                                       repeat.getCallee(), results->size(),
-                                       op->getNumResults()));
+      return opError(op, llvm::formatv("'@{0}' returned {1} values, not {2}", repeat.getCallee(),
+                                       results->size(), op->getNumResults()));
     for (unsigned i = 0; i < carried; ++i)
       state[i] = std::move((*results)[i]);
     for (auto [slices, slice] : llvm::zip_equal(stacked, llvm::drop_begin(*results, carried))) {

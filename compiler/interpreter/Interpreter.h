@@ -15,9 +15,11 @@
 // Parameters. A model parameter's value is a Tensor of its declared type. A layer parameter
 // (`mt.param @p layer @block`) holds every instance at once: its type is the declared one
 // with a leading dimension `layers` of size `getLayerInstances("block")`, slice i being
-// instance i. `mt.param_ref` inside a function run by `mt.repeat` reads the current call's
-// instance (call i of a repeat reads instance i; a callee marked `mt.layer_of = @block`
-// reads the instances of @block).
+// instance i. `mt.param_ref` inside the layer's function (or one derived from it, marked
+// `mt.layer_of = @block`) run by `mt.repeat` reads the current call's instance (call i of
+// a repeat reads instance i); elsewhere it reads all instances, stacked. Optimizer state
+// (`mt.state`) is set and read the same way, with its declared type, and reads as zeros
+// until set. `mt.assign` overwrites a parameter or state; `getParam` reads it back.
 //
 // Dropout. `DropoutMode::Identity` (the default, used by gradient checks) returns the input
 // unchanged. `DropoutMode::DeterministicMasks` keeps element e (its row-major offset in
@@ -25,6 +27,15 @@
 // 1/(1-rate): the masks of step 0, supplied by the caller (e.g. from the runtime's Philox
 // generator) so that the interpreter needs no RNG of its own. Every instance of a layer
 // sees the same mask for a given stream.
+//
+// Choices where the op descriptions leave room: integer `mt.div` truncates toward zero
+// (division by zero is an error); `mt.cast` to an integer type truncates toward zero and
+// rejects values the type cannot hold (i1 holds 0 and 1); `mt.max`/`mt.reduce_max`
+// propagate NaN; `mt.topk` sorts descending, ties to the lower index, NaN above every
+// number; dispatch/combine assign expert slots to the (token, k) choices in token-major
+// then k order (tokens row-major over the indices' dimensions without k), dropping a
+// choice once its expert is full; the load-balancing f_e is the fraction of all
+// (token, k) choices that picked e.
 //
 // Errors (an unknown op, arguments of the wrong type, a parameter without a value, an
 // integer index out of range, ...) are returned as llvm::Error naming the op and its
@@ -35,7 +46,7 @@
 #ifndef MTC_COMPILER_INTERPRETER_INTERPRETER_H
 #define MTC_COMPILER_INTERPRETER_INTERPRETER_H
 
-#include "dialects/mt/IR/MTDialect.h"
+#include "dialects/mt/IR/MTOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -66,7 +77,8 @@ struct Tensor {
   Tensor() = default;
   /// A zero tensor of `type`.
   explicit Tensor(mt::NamedTensorType type);
-  /// `data` must have `type.getNumElements()` values.
+  /// `data` should have `type.getNumElements()` values; Interpreter::call and setParam
+  /// reject a tensor that does not.
   Tensor(mt::NamedTensorType type, std::vector<double> data);
   /// A rank-0 tensor.
   static Tensor scalar(mlir::Type elementType, double value);
@@ -100,12 +112,12 @@ public:
   /// `module` must be verified and must outlive the interpreter.
   explicit Interpreter(mlir::ModuleOp module);
 
-  /// The type a value of parameter `name` must have: its declared type, with the leading
-  /// `layers` dimension for a layer parameter.
+  /// The type a value of parameter or state `name` must have: its declared type, with the
+  /// leading `layers` dimension for a layer parameter.
   llvm::Expected<mt::NamedTensorType> getParamValueType(llvm::StringRef name) const;
-  /// Sets the value of parameter `name`; `value` must have getParamValueType(name).
+  /// Sets the value of parameter or state `name`; `value` must have getParamValueType(name).
   llvm::Error setParam(llvm::StringRef name, Tensor value);
-  /// The value of parameter `name`, if set.
+  /// The value of parameter or state `name`, if set (by setParam or by `mt.assign`).
   const Tensor *getParam(llvm::StringRef name) const;
 
   /// Instances of the layer function `layer`'s parameters: the largest count of the
@@ -126,20 +138,22 @@ public:
 private:
   using ValueMap = llvm::DenseMap<mlir::Value, Tensor>;
 
-  llvm::Expected<std::vector<Tensor>> run(mlir::func::FuncOp func,
-                                          llvm::ArrayRef<Tensor> args);
-  llvm::Expected<std::vector<Tensor>> callWithInstance(mlir::func::FuncOp func,
-                                                       int64_t instance,
+  llvm::Expected<std::vector<Tensor>> run(mlir::func::FuncOp func, llvm::ArrayRef<Tensor> args);
+  llvm::Expected<std::vector<Tensor>> callWithInstance(mlir::func::FuncOp func, int64_t instance,
                                                        llvm::ArrayRef<Tensor> args);
   llvm::Expected<llvm::SmallVector<Tensor, 1>> evalOp(mlir::Operation *op,
                                                       llvm::ArrayRef<const Tensor *> operands);
   llvm::Expected<llvm::SmallVector<Tensor, 1>> evalParamRef(mlir::Operation *op);
+  llvm::Expected<llvm::SmallVector<Tensor, 1>> evalAssign(mlir::Operation *op, const Tensor &value);
+  /// The instance of layer parameter `param` (whose value is `value`) that `op` reads or
+  /// writes: the current call's.
+  llvm::Expected<int64_t> instanceFor(mlir::Operation *op, mt::ParamOp param, const Tensor &value);
   llvm::Expected<llvm::SmallVector<Tensor, 1>> evalDropout(mlir::Operation *op,
                                                            const Tensor &input);
-  llvm::Expected<llvm::SmallVector<Tensor, 1>>
-  evalRepeat(mlir::Operation *op, llvm::ArrayRef<const Tensor *> operands);
-  llvm::Expected<llvm::SmallVector<Tensor, 1>>
-  evalCall(mlir::Operation *op, llvm::ArrayRef<const Tensor *> operands);
+  llvm::Expected<llvm::SmallVector<Tensor, 1>> evalRepeat(mlir::Operation *op,
+                                                          llvm::ArrayRef<const Tensor *> operands);
+  llvm::Expected<llvm::SmallVector<Tensor, 1>> evalCall(mlir::Operation *op,
+                                                        llvm::ArrayRef<const Tensor *> operands);
 
   mlir::ModuleOp module;
   mlir::SymbolTable symbols;

@@ -79,8 +79,7 @@ Expected<Results> eval::evalOp(mt::TopKGradOp op, Operands in) {
                         error = index.takeError();
                         return;
                       }
-                      result.data[at[2] + *index * outStride] +=
-                          grad.data[at[0] + c * gradStride];
+                      result.data[at[2] + *index * outStride] += grad.data[at[0] + c * gradStride];
                     }
                   });
   if (error)
@@ -148,8 +147,7 @@ struct CombineLayout {
   template <typename CombineLikeOp>
   static Expected<CombineLayout> compute(CombineLikeOp op, const Tensor &input,
                                          const Tensor &indices, const Tensor &weights) {
-    StringRef kDim = op.getKDim(), expertDim = op.getExpertDim(),
-              capacityDim = op.getCapacityDim();
+    StringRef kDim = op.getKDim(), expertDim = op.getExpertDim(), capacityDim = op.getCapacityDim();
     if (!hasIntegerElements(indices.type) || !indices.type.hasDim(kDim))
       return opError(op, llvm::formatv("indices {0} must be integers with the dimension '{1}'",
                                        indices.type, kDim));
@@ -160,22 +158,21 @@ struct CombineLayout {
                                        input.type.dimsToString(), expertDim, capacityDim));
     if (!hasExactDims(indices.type, Space::of(weights.type)))
       return opError(op, llvm::formatv("weights {0} must have the dimensions of the indices {1}",
-                                       weights.type.dimsToString(),
-                                       indices.type.dimsToString()));
+                                       weights.type.dimsToString(), indices.type.dimsToString()));
     int64_t experts = input.type.getDimSize(expertDim);
     int64_t capacity = input.type.getDimSize(capacityDim);
     Expected<Routing> routing = Routing::compute(op, indices, kDim, experts, capacity);
     if (!routing)
       return routing.takeError();
-    CombineLayout layout{std::move(*routing), Space::of(input.type, {expertDim, capacityDim}),
-                         0, 0, {}, {}};
+    CombineLayout layout{
+        std::move(*routing), Space::of(input.type, {expertDim, capacityDim}), 0, 0, {}, {}};
     for (StringRef name : layout.features.names)
       if (indices.type.hasDim(name))
         return opError(op, llvm::formatv("feature dimension '{0}' of the input is also a "
                                          "dimension of the indices",
                                          name));
-    Strides strides = stridesAlong(
-        input.type, Space().append(expertDim, experts).append(capacityDim, capacity));
+    Strides strides =
+        stridesAlong(input.type, Space().append(expertDim, experts).append(capacityDim, capacity));
     layout.expertStride = strides[0];
     layout.capacityStride = strides[1];
     layout.inputFeatures = offsetsOf(input.type, layout.features);
@@ -212,9 +209,9 @@ Expected<Results> eval::evalOp(mt::DispatchOp op, Operands in) {
   SmallVector<int64_t> inputTokens = offsetsOf(input.type, routing->tokens);
   SmallVector<int64_t> inputFeatures = offsetsOf(input.type, features);
   SmallVector<int64_t> resultFeatures = offsetsOf(result.type, features);
-  Strides strides = stridesAlong(result.type, Space()
-                                                  .append(op.getExpertDim(), experts)
-                                                  .append(op.getCapacityDim(), capacity));
+  Strides strides = stridesAlong(
+      result.type,
+      Space().append(op.getExpertDim(), experts).append(op.getCapacityDim(), capacity));
   for (int64_t token = 0; token < routing->numTokens(); ++token) {
     for (int64_t c = 0; c < routing->k; ++c) {
       int64_t choice = token * routing->k + c;
@@ -301,9 +298,8 @@ struct RouterStats {
   int64_t expertStride;
   SmallVector<double> p, f;
 
-  static Expected<RouterStats> compute(Operation *op, const Tensor &logits,
-                                       const Tensor &indices, StringRef expertDim,
-                                       StringRef kDim) {
+  static Expected<RouterStats> compute(Operation *op, const Tensor &logits, const Tensor &indices,
+                                       StringRef expertDim, StringRef kDim) {
     if (!logits.type.hasDim(expertDim) || !hasIntegerElements(indices.type) ||
         !indices.type.hasDim(kDim))
       return opError(op, llvm::formatv("logits {0} need the dimension '{1}' and integer "
@@ -311,17 +307,14 @@ struct RouterStats {
                                        logits.type.dimsToString(), expertDim,
                                        indices.type.dimsToString(), kDim));
     Space tokenSpace = Space::of(logits.type, {expertDim});
-    if (!hasExactDims(indices.type, Space(tokenSpace).append(
-                                                   kDim, indices.type.getDimSize(kDim))))
+    if (!hasExactDims(indices.type, Space(tokenSpace).append(kDim, indices.type.getDimSize(kDim))))
       return opError(op, llvm::formatv("logits {0} and indices {1} must route the same tokens",
-                                       logits.type.dimsToString(),
-                                       indices.type.dimsToString()));
+                                       logits.type.dimsToString(), indices.type.dimsToString()));
     RouterStats stats;
     stats.tokens = tokenSpace.getNumElements();
     stats.experts = logits.type.getDimSize(expertDim);
     stats.logitTokens = offsetsOf(logits.type, tokenSpace);
-    stats.expertStride =
-        stridesAlong(logits.type, Space().append(expertDim, stats.experts))[0];
+    stats.expertStride = stridesAlong(logits.type, Space().append(expertDim, stats.experts))[0];
     stats.p.resize(stats.tokens * stats.experts);
     for (int64_t t = 0; t < stats.tokens; ++t) {
       double *row = &stats.p[t * stats.experts];
@@ -370,8 +363,8 @@ Expected<Results> eval::evalOp(mt::LoadBalancingLossGradOp op, Operands in) {
       RouterStats::compute(op, *in[0], *in[1], op.getExpertDim(), op.getKDim());
   if (!stats)
     return stats.takeError();
-  double factor = in[2]->data[0] * static_cast<double>(stats->experts) /
-                  static_cast<double>(stats->tokens);
+  double factor =
+      in[2]->data[0] * static_cast<double>(stats->experts) / static_cast<double>(stats->tokens);
   Tensor result(typeOf(op.getResult()));
   for (int64_t t = 0; t < stats->tokens; ++t) {
     const double *row = &stats->p[t * stats->experts];

@@ -23,8 +23,7 @@ struct Lanes {
         stride(stridesAlong(type, Space().append(dim, size))[0]) {}
 
   /// Calls fn(base) for each lane.
-  template <typename Fn>
-  void forEach(mt::NamedTensorType type, Fn &&fn) const {
+  template <typename Fn> void forEach(mt::NamedTensorType type, Fn &&fn) const {
     forEachPoint<1>(others, {stridesAlong(type, others)},
                     [&](const std::array<int64_t, 1> &at) { fn(at[0]); });
   }
@@ -78,8 +77,8 @@ Expected<Results> eval::evalOp(mt::LayerNormOp op, Operands in) {
     double inverse = 1 / std::sqrt(var + eps);
     for (int64_t i = 0; i < lanes.size; ++i) {
       int64_t at = base + i * lanes.stride;
-      result.data[at] = (input.data[at] - mean) * inverse * scale.data[i] +
-                        (bias ? bias->data[i] : 0.0);
+      result.data[at] =
+          (input.data[at] - mean) * inverse * scale.data[i] + (bias ? bias->data[i] : 0.0);
     }
   });
   return Results{std::move(result)};
@@ -125,8 +124,8 @@ Expected<Results> eval::evalOp(mt::RopeOp op, Operands in) {
         int64_t base = at[0];
         double position = static_cast<double>(at[1]);
         for (int64_t pair = 0; pair < lanes.size / 2; ++pair) {
-          double frequency = std::pow(
-              theta, -2.0 * static_cast<double>(pair) / static_cast<double>(lanes.size));
+          double frequency =
+              std::pow(theta, -2.0 * static_cast<double>(pair) / static_cast<double>(lanes.size));
           double angle = sign * position * frequency;
           double c = std::cos(angle), s = std::sin(angle);
           int64_t even = base + 2 * pair * lanes.stride, odd = even + lanes.stride;
@@ -160,8 +159,7 @@ struct AttentionLayout {
       : batch(Space::of(query, {op.getSeqDim(), op.getHeadsDim(), op.getHeadDim()})),
         queryBatch(stridesAlong(query, batch)), kvBatch(stridesAlong(kv, batch)),
         querySeq(query.getDimSize(op.getSeqDim())), kvSeq(kv.getDimSize(op.getSeqDim())),
-        heads(query.getDimSize(op.getHeadsDim())),
-        kvHeads(kv.getDimSize(op.getKvHeadsDim())),
+        heads(query.getDimSize(op.getHeadsDim())), kvHeads(kv.getDimSize(op.getKvHeadsDim())),
         headDim(query.getDimSize(op.getHeadDim())), causal(op.getCausal()),
         scale(op.getScale().convertToDouble()) {
     Space dims = Space()
@@ -191,8 +189,7 @@ struct AttentionLayout {
   }
 
   /// Calls fn(qBase, kvBase, h) for every batch point and query head.
-  template <typename Fn>
-  void forEachHead(Fn &&fn) const {
+  template <typename Fn> void forEachHead(Fn &&fn) const {
     forEachPoint<2>(batch, {queryBatch, kvBatch}, [&](const std::array<int64_t, 2> &at) {
       for (int64_t h = 0; h < heads; ++h)
         fn(at[0], at[1], h);

@@ -2,8 +2,8 @@
 //
 // Shared by the interpreter's source files only. Each stateless `mt` op has one
 // `evalOp(XOp, Operands)` overload computing its results in float64; the interpreter
-// dispatches to them and handles the ops that need its state (param_ref, dropout, repeat,
-// func.call) itself.
+// dispatches to them and handles the ops that need its state (param_ref, assign, dropout,
+// repeat, func.call) itself.
 //
 // Every layout question is answered by one mechanism: an iteration space (named
 // dimensions iterated row-major) and, per tensor, its stride along each dimension of the
@@ -121,6 +121,7 @@ llvm::Expected<Results> evalOp(mt::SqrtOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::RsqrtOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::TanhOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::SigmoidOp op, Operands in);
+llvm::Expected<Results> evalOp(mt::CosOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::ReluOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::SiluOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::GeluOp op, Operands in);

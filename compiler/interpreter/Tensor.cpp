@@ -22,10 +22,7 @@ Tensor::Tensor(mt::NamedTensorType type)
     : type(type), data(static_cast<size_t>(type.getNumElements()), 0.0) {}
 
 Tensor::Tensor(mt::NamedTensorType type, std::vector<double> data)
-    : type(type), data(std::move(data)) {
-  assert(static_cast<int64_t>(this->data.size()) == type.getNumElements() &&
-         "tensor data does not match its type");
-}
+    : type(type), data(std::move(data)) {}
 
 Tensor Tensor::scalar(Type elementType, double value) {
   return Tensor(mt::NamedTensorType::getScalar(elementType), {value});
@@ -77,10 +74,18 @@ SmallVector<int64_t> Tensor::coordsOf(int64_t offset) const {
 
 Expected<Tensor> mtc::interp::reorder(const Tensor &tensor, mt::NamedTensorType target) {
   mt::NamedTensorType source = tensor.type;
+  if (!source || !target)
+    return llvm::createStringError("cannot reorder a tensor without a type");
   bool sameDims = source.getRank() == target.getRank();
   for (const mt::NamedDim &dim : target.getDims())
-    sameDims = sameDims && source.hasDim(dim.name) &&
-               source.getDimSize(dim.name.getValue()) == dim.size;
+    sameDims =
+        sameDims && source.hasDim(dim.name) && source.getDimSize(dim.name.getValue()) == dim.size;
+  if (tensor.getNumElements() != source.getNumElements())
+    return llvm::createStringError(llvm::formatv("cannot reorder a tensor of {0} holding {1} "
+                                                 "values instead of {2}",
+                                                 source.dimsToString(), tensor.getNumElements(),
+                                                 source.getNumElements())
+                                       .str());
   if (!sameDims || source.getElementType() != target.getElementType())
     return llvm::createStringError(
         llvm::formatv("cannot reorder a tensor of {0} of {1} as {2} of {3}: the dimensions "
@@ -91,10 +96,9 @@ Expected<Tensor> mtc::interp::reorder(const Tensor &tensor, mt::NamedTensorType 
   Tensor result(target);
   Space space = Space::of(target);
   int64_t next = 0;
-  forEachPoint<1>(space, {stridesAlong(source, space)},
-                  [&](const std::array<int64_t, 1> &at) {
-                    result.data[next++] = tensor.data[at[0]];
-                  });
+  forEachPoint<1>(space, {stridesAlong(source, space)}, [&](const std::array<int64_t, 1> &at) {
+    result.data[next++] = tensor.data[at[0]];
+  });
   return result;
 }
 
@@ -160,8 +164,7 @@ SmallVector<int64_t> eval::offsetsOf(mt::NamedTensorType type, const Space &spac
 TableRows TableRows::of(mt::NamedTensorType table, StringRef dim) {
   Space rowSpace = Space::of(table, {dim});
   Space dimSpace = Space().append(dim, table.getDimSize(dim));
-  return {table.getDimSize(dim), stridesAlong(table, dimSpace)[0],
-          offsetsOf(table, rowSpace)};
+  return {table.getDimSize(dim), stridesAlong(table, dimSpace)[0], offsetsOf(table, rowSpace)};
 }
 
 //===----------------------------------------------------------------------===//

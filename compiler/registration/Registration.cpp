@@ -4,6 +4,8 @@
 
 #include "compiler/autodiff/DifferentiableOpInterface.h"
 #include "compiler/autodiff/Passes.h"
+#include "compiler/codegen/Passes.h"
+#include "compiler/lowering/Passes.h"
 #include "compiler/optimizer/Passes.h"
 #include "compiler/pipelines/Pipelines.h"
 #include "dialects/mt/IR/MTDialect.h"
@@ -17,6 +19,8 @@ void mtc::registerAllDialects(mlir::DialectRegistry &registry) {
 
 void mtc::registerAllPasses() {
   autodiff::registerAutodiffPasses();
+  codegen::registerCodegenPasses();
   optimizer::registerOptimizerPasses();
+  lowering::registerLoweringPasses();
   registerPipelines();
 }

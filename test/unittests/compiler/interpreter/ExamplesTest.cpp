@@ -35,8 +35,7 @@ protected:
   /// The example lowered to mt, or null (with a test failure).
   mlir::ModuleOp lower(llvm::StringRef file) {
     std::string path = std::string(MTC_SOURCE_DIR "/examples/") + file.str();
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-        llvm::MemoryBuffer::getFile(path);
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer = llvm::MemoryBuffer::getFile(path);
     if (!buffer) {
       ADD_FAILURE() << "cannot read " << path;
       return nullptr;
@@ -128,8 +127,7 @@ TEST_P(ExamplesTest, ForwardLossIsNearLnVocab) {
   // With dropout masks (about one element in ten dropped) the loss changes but stays
   // finite and close.
   interp.setDropoutMode(DropoutMode::DeterministicMasks, [](int64_t stream, int64_t element) {
-    return Random(static_cast<uint64_t>(stream) * 0x10001 + static_cast<uint64_t>(element))
-                   .next() %
+    return Random(static_cast<uint64_t>(stream) * 0x10001 + static_cast<uint64_t>(element)).next() %
                10 !=
            0;
   });

@@ -220,8 +220,7 @@ TEST_F(GradientCheckTest, CombineGradWithDroppedChoices) {
   std::vector<Tensor> inputs = {random("[h=2, slot=2, experts=3], f64"),
                                 random("[b=2, s=2, choice=2], f64"), indices};
   Tensor outGrad = random("[s=2, b=2, h=2], f64");
-  MTC_ASSIGN_OR_FAIL(grads,
-                     interp.call("bwd", {inputs[0], inputs[1], inputs[2], outGrad}));
+  MTC_ASSIGN_OR_FAIL(grads, interp.call("bwd", {inputs[0], inputs[1], inputs[2], outGrad}));
   expectGradient(interp, "fwd", inputs, 0, {outGrad}, grads[0]);
   expectGradient(interp, "fwd", inputs, 1, {outGrad}, grads[1]);
   // Dropped choices get no weight gradient.

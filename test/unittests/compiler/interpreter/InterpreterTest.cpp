@@ -162,10 +162,11 @@ TEST_F(InterpreterTest, UnaryOpsInFloat64) {
           !mt.tensor<[n=5], bf16>, !mt.tensor<[n=5], bf16>, !mt.tensor<[n=5], bf16>
     }
     func.func @roots(%x: !mt.tensor<[n=3], f32>)
-        -> (!mt.tensor<[n=3], f32>, !mt.tensor<[n=3], f32>) {
+        -> (!mt.tensor<[n=3], f32>, !mt.tensor<[n=3], f32>, !mt.tensor<[n=3], f32>) {
       %0 = mt.sqrt %x : !mt.tensor<[n=3], f32>
       %1 = mt.rsqrt %x : !mt.tensor<[n=3], f32>
-      return %0, %1 : !mt.tensor<[n=3], f32>, !mt.tensor<[n=3], f32>
+      %2 = mt.cos %x : !mt.tensor<[n=3], f32>
+      return %0, %1, %2 : !mt.tensor<[n=3], f32>, !mt.tensor<[n=3], f32>, !mt.tensor<[n=3], f32>
     }
   )mlir");
   ASSERT_TRUE(module);
@@ -182,16 +183,16 @@ TEST_F(InterpreterTest, UnaryOpsInFloat64) {
     EXPECT_EQ(out[4].data[i], x > 0 ? x : 0);
     EXPECT_TRUE(near(out[5].data[i], x * sig));
     EXPECT_TRUE(near(out[6].data[i], 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)))));
-    EXPECT_TRUE(near(out[7].data[i],
-                     0.5 * x *
-                         (1 + std::tanh(std::sqrt(2 / std::numbers::pi) *
-                                        (x + 0.044715 * x * x * x)))));
+    EXPECT_TRUE(near(
+        out[7].data[i],
+        0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)))));
     EXPECT_TRUE(near(out[9].data[i], x, 1e-15, 1e-15));
   }
   MTC_ASSIGN_OR_FAIL(roots, interp.call("roots", {tensor("[n=3], f32", {4, 2, 0.25})}));
   EXPECT_EQ(roots[0].data, (std::vector<double>{2, std::sqrt(2.0), 0.5}));
   EXPECT_TRUE(near(roots[1].data[1], 1 / std::sqrt(2.0)));
   EXPECT_EQ(roots[1].data[2], 2);
+  EXPECT_EQ(roots[2].data[1], std::cos(2.0));
 }
 
 TEST_F(InterpreterTest, CastTruncatesTowardZeroAndChecksRange) {
@@ -304,7 +305,8 @@ TEST_F(InterpreterTest, Reductions) {
   }
   for (int64_t a = 0; a < 2; ++a)
     for (int64_t c = 0; c < 4; ++c)
-      EXPECT_TRUE(near(out[1].at({{"a", a}, {"c", c}}), (v(a, 0, c) + v(a, 1, c) + v(a, 2, c)) / 3));
+      EXPECT_TRUE(
+          near(out[1].at({{"a", a}, {"c", c}}), (v(a, 0, c) + v(a, 1, c) + v(a, 2, c)) / 3));
   for (int64_t a = 0; a < 2; ++a)
     for (int64_t b = 0; b < 3; ++b)
       EXPECT_EQ(out[2].at({{"a", a}, {"b", b}}),
@@ -359,10 +361,9 @@ TEST_F(InterpreterTest, SoftmaxAndNormsMatchTheirFormulas) {
         std::initializer_list<NamedIndex> at = {{"t", t}, {"h", h}, {"u", u}};
         double gh = g.data[h], bh = b.data[h];
         EXPECT_TRUE(near(out[0].at(at), std::exp(xs(h) - max) / sumExp));
-        EXPECT_TRUE(near(out[1].at(at), (xs(h) - mean) / std::sqrt(var + 0.01) * gh + bh,
-                         1e-12, 1e-12));
-        EXPECT_TRUE(near(out[2].at(at), (xs(h) - mean) / std::sqrt(var + 1e-5) * gh,
-                         1e-12, 1e-12));
+        EXPECT_TRUE(
+            near(out[1].at(at), (xs(h) - mean) / std::sqrt(var + 0.01) * gh + bh, 1e-12, 1e-12));
+        EXPECT_TRUE(near(out[2].at(at), (xs(h) - mean) / std::sqrt(var + 1e-5) * gh, 1e-12, 1e-12));
         EXPECT_TRUE(near(out[3].at(at), xs(h) / std::sqrt(meanSquare + 1e-6) * gh));
       }
     }
@@ -580,8 +581,8 @@ TEST_F(InterpreterTest, DispatchAndCombineDropOverflowingChoices) {
   // Expert 1: tokens 0 and 2 (k=1). Expert 2: token 1 (k=1) and token 3 (k=0).
   Tensor indices = tensor("[t=4, choice=2], i32", {0, 1, 0, 2, 0, 1, 2, 0});
   MTC_ASSIGN_OR_FAIL(buffers, interp.call("dispatch", {x, indices}));
-  EXPECT_EQ(buffers[0].data, (std::vector<double>{0, 1, 10, 11,    // expert 0: t0, t1
-                                                  0, 1, 20, 21,    // expert 1: t0, t2
+  EXPECT_EQ(buffers[0].data, (std::vector<double>{0, 1, 10, 11,      // expert 0: t0, t1
+                                                  0, 1, 20, 21,      // expert 1: t0, t2
                                                   10, 11, 30, 31})); // expert 2: t1, t3
   Tensor w = tensor("[t=4, choice=2], f64", {0.5, 0.25, 2, 3, 7, 0.125, 0.75, 100});
   MTC_ASSIGN_OR_FAIL(out, interp.call("combine", {buffers[0], indices, w}));
@@ -629,11 +630,10 @@ TEST_F(InterpreterTest, DropoutModes) {
   MTC_ASSIGN_OR_FAIL(same, interp.call("f", {x}));
   EXPECT_EQ(same[0].data, x.data);
 
-  interp.setDropoutMode(DropoutMode::DeterministicMasks,
-                        [](int64_t stream, int64_t element) {
-                          EXPECT_EQ(stream, 7);
-                          return element % 2 == 0;
-                        });
+  interp.setDropoutMode(DropoutMode::DeterministicMasks, [](int64_t stream, int64_t element) {
+    EXPECT_EQ(stream, 7);
+    return element % 2 == 0;
+  });
   MTC_ASSIGN_OR_FAIL(masked, interp.call("f", {x}));
   EXPECT_EQ(masked[0].data, (std::vector<double>{4, 0, 12, 0, 20, 0}));
 
@@ -738,6 +738,66 @@ TEST_F(InterpreterTest, RepeatThreadsCarriedSlicesStackedAndReadsInstanceI) {
   EXPECT_EQ(one[0].data, (std::vector<double>{3, -30}));
 }
 
+TEST_F(InterpreterTest, OptimizerStateAndAssignment) {
+  // An update outside the layers: layer parameters and their state are read and written
+  // with all instances stacked; state reads as zeros until written.
+  mlir::ModuleOp module = parse(R"mlir(
+    mt.param @w : !mt.tensor<[h=2], f64> init zeros
+    mt.param @layer.g layer @layer : !mt.tensor<[h=2], f64> init ones
+    mt.state @w.m of @w : !mt.tensor<[h=2], f64>
+    mt.state @layer.g.m of @layer.g : !mt.tensor<[layers=2, h=2], f64>
+    func.func @layer(%x: !mt.tensor<[h=2], f64>) -> !mt.tensor<[h=2], f64> attributes {mt.layer} {
+      %g = mt.param_ref @layer.g : !mt.tensor<[h=2], f64>
+      %0 = mt.mul %x, %g : !mt.tensor<[h=2], f64>, !mt.tensor<[h=2], f64> -> !mt.tensor<[h=2], f64>
+      return %0 : !mt.tensor<[h=2], f64>
+    }
+    func.func @forward(%x: !mt.tensor<[h=2], f64>) -> !mt.tensor<[h=2], f64> {
+      %0 = mt.repeat @layer(%x) count 2 : (!mt.tensor<[h=2], f64>) -> !mt.tensor<[h=2], f64>
+      return %0 : !mt.tensor<[h=2], f64>
+    }
+    func.func @step(%gw: !mt.tensor<[h=2], f64>, %gg: !mt.tensor<[layers=2, h=2], f64>) {
+      %w = mt.param_ref @w : !mt.tensor<[h=2], f64>
+      %m = mt.param_ref @w.m : !mt.tensor<[h=2], f64>
+      %m1 = mt.add %m, %gw : !mt.tensor<[h=2], f64>, !mt.tensor<[h=2], f64>
+          -> !mt.tensor<[h=2], f64>
+      mt.assign @w.m, %m1 : !mt.tensor<[h=2], f64>
+      %w1 = mt.sub %w, %m1 : !mt.tensor<[h=2], f64>, !mt.tensor<[h=2], f64>
+          -> !mt.tensor<[h=2], f64>
+      mt.assign @w, %w1 : !mt.tensor<[h=2], f64>
+      %g = mt.param_ref @layer.g : !mt.tensor<[layers=2, h=2], f64>
+      %gm = mt.param_ref @layer.g.m : !mt.tensor<[layers=2, h=2], f64>
+      %gm1 = mt.add %gm, %gg : !mt.tensor<[layers=2, h=2], f64>, !mt.tensor<[layers=2, h=2], f64>
+          -> !mt.tensor<[layers=2, h=2], f64>
+      mt.assign @layer.g.m, %gm1 : !mt.tensor<[layers=2, h=2], f64>
+      %g1 = mt.sub %g, %gm1 : !mt.tensor<[layers=2, h=2], f64>, !mt.tensor<[layers=2, h=2], f64>
+          -> !mt.tensor<[layers=2, h=2], f64>
+      mt.assign @layer.g, %g1 : !mt.tensor<[layers=2, h=2], f64>
+      return
+    }
+  )mlir");
+  ASSERT_TRUE(module);
+  Interpreter interp(module);
+  MTC_ASSIGN_OR_FAIL(stateType, interp.getParamValueType("layer.g.m"));
+  EXPECT_EQ(stateType, type("[layers=2, h=2], f64"));
+  ASSERT_FALSE(static_cast<bool>(interp.setParam("w", tensor("[h=2], f64", {1, 2}))));
+  ASSERT_FALSE(
+      static_cast<bool>(interp.setParam("layer.g", tensor("[layers=2, h=2], f64", {1, 2, 3, 4}))));
+  Tensor gw = tensor("[h=2], f64", {0.5, 0.25});
+  Tensor gg = tensor("[layers=2, h=2], f64", {0.5, 1, 1.5, 2});
+  for (int step = 0; step < 2; ++step) {
+    MTC_ASSIGN_OR_FAIL(none, interp.call("step", {gw, gg}));
+    EXPECT_TRUE(none.empty());
+  }
+  // m = g + g; after two steps w = w0 - g - 2 g.
+  EXPECT_EQ(interp.getParam("w.m")->data, (std::vector<double>{1, 0.5}));
+  EXPECT_EQ(interp.getParam("w")->data, (std::vector<double>{-0.5, 1.25}));
+  EXPECT_EQ(interp.getParam("layer.g.m")->data, (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(interp.getParam("layer.g")->data, (std::vector<double>{-0.5, -1, -1.5, -2}));
+  // The layer reads the updated instances.
+  MTC_ASSIGN_OR_FAIL(out, interp.call("forward", {tensor("[h=2], f64", {1, 1})}));
+  EXPECT_EQ(out[0].data, (std::vector<double>{0.75, 2}));
+}
+
 //===----------------------------------------------------------------------===//
 // Errors
 //===----------------------------------------------------------------------===//
@@ -793,11 +853,10 @@ TEST_F(InterpreterTest, ErrorsAreReturnedNotCrashes) {
 
   ASSERT_FALSE(static_cast<bool>(interp.setParam("table", Tensor(type("[v=3, h=2], f32")))));
   std::string gather = errorOf(interp.call("gather", {indices}));
-  EXPECT_TRUE(contains(gather, "-:5:12: 'mt.gather': index 3 is out of range [0, 3)"))
-      << gather;
+  EXPECT_TRUE(contains(gather, "-:5:12: 'mt.gather': index 3 is out of range [0, 3)")) << gather;
 
-  std::string scatter =
-      errorOf(interp.call("scatter", {tensor("[n=2], i32", {-1, 0}), Tensor(type("[n=2, h=2], f32"))}));
+  std::string scatter = errorOf(
+      interp.call("scatter", {tensor("[n=2], i32", {-1, 0}), Tensor(type("[n=2, h=2], f32"))}));
   EXPECT_TRUE(contains(scatter, "'mt.embedding_grad': index -1 is out of range")) << scatter;
 
   std::string label =
@@ -819,7 +878,7 @@ TEST_F(InterpreterTest, ErrorsAreReturnedNotCrashes) {
   EXPECT_TRUE(contains(llvm::toString(std::move(badParam)), "must be a tensor of"));
   llvm::Error noParam = interp.setParam("nope", Tensor(type("[h=2], f32")));
   ASSERT_TRUE(static_cast<bool>(noParam));
-  EXPECT_TRUE(contains(llvm::toString(std::move(noParam)), "no parameter '@nope'"));
+  EXPECT_TRUE(contains(llvm::toString(std::move(noParam)), "no parameter or state '@nope'"));
 }
 
 TEST_F(InterpreterTest, LayerErrors) {
@@ -833,7 +892,7 @@ TEST_F(InterpreterTest, LayerErrors) {
   ASSERT_FALSE(static_cast<bool>(
       interp.setParam("layer.w", tensor("[layers=3, h=2], f64", {1, 1, 1, 1, 1, 1}))));
   std::string outside = errorOf(interp.call("layer.scale", {x}));
-  EXPECT_TRUE(contains(outside, "read outside a call of its layer")) << outside;
+  EXPECT_TRUE(contains(outside, "accessed outside a call of its layer")) << outside;
   std::string range = errorOf(interp.callLayer("layer.scale", 3, {x}));
   EXPECT_TRUE(contains(range, "instance 3 of layer '@layer' is out of range [0, 3)")) << range;
   std::string notLayer = errorOf(interp.callLayer("scale", 0, {x}));

@@ -27,10 +27,9 @@
 #include <vector>
 
 /// `auto name = *expr;` for an llvm::Expected `expr`, failing the test with its error.
-#define MTC_ASSIGN_OR_FAIL(name, expr)                                                   \
-  auto name##OrError = (expr);                                                           \
-  ASSERT_TRUE(static_cast<bool>(name##OrError))                                          \
-      << llvm::toString(name##OrError.takeError());                                      \
+#define MTC_ASSIGN_OR_FAIL(name, expr)                                                             \
+  auto name##OrError = (expr);                                                                     \
+  ASSERT_TRUE(static_cast<bool>(name##OrError)) << llvm::toString(name##OrError.takeError());      \
   auto name = std::move(*name##OrError)
 
 namespace mtc::interp::testing {
@@ -109,8 +108,7 @@ protected:
 };
 
 /// |a - b| within `rel` of the larger magnitude, or within `abs` (near zero).
-inline ::testing::AssertionResult near(double a, double b, double rel = 1e-12,
-                                       double abs = 1e-12) {
+inline ::testing::AssertionResult near(double a, double b, double rel = 1e-12, double abs = 1e-12) {
   if (std::fabs(a - b) <= rel * std::max(std::fabs(a), std::fabs(b)) + abs)
     return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << a << " vs " << b << " (difference " << a - b << ")";
@@ -120,10 +118,10 @@ inline ::testing::AssertionResult near(double a, double b, double rel = 1e-12,
 /// forward(inputs)[i][j] with respect to inputs[which], against central differences of
 /// `forward` run by `interp` (step 1e-6, relative tolerance 1e-6 with an absolute floor of
 /// 1e-8 for entries that are zero up to rounding).
-inline void expectGradient(Interpreter &interp, llvm::StringRef forward,
-                           std::vector<Tensor> inputs, unsigned which,
-                           const std::vector<Tensor> &outputWeights, const Tensor &analytic,
-                           double step = 1e-6, double rel = 1e-6, double abs = 1e-8) {
+inline void expectGradient(Interpreter &interp, llvm::StringRef forward, std::vector<Tensor> inputs,
+                           unsigned which, const std::vector<Tensor> &outputWeights,
+                           const Tensor &analytic, double step = 1e-6, double rel = 1e-6,
+                           double abs = 1e-8) {
   ASSERT_EQ(analytic.type, inputs[which].type);
   for (int64_t i = 0; i < analytic.getNumElements(); ++i) {
     double original = inputs[which].data[i];

@@ -1,0 +1,325 @@
+//===- CPUCodegen.cpp - linalg functions to an x86 shared object ----------===//
+//
+// bufferize -> linalg to loops -> LLVM dialect -> LLVM IR -> O3 -> object file (host
+// TargetMachine, PIC) -> shared object (system linker). The MLIR part is the pass sequence
+// measured with mlir-opt (docs/architecture.md, "Codegen"), run here through the C++ pass
+// API; only the link is a subprocess, as LLVM offers no in-process linker API here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/CPUCodegen.h"
+
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/BufferDeallocationOpInterfaceImpl.h"
+#include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/FuncBufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/ControlFlow/Transforms/BufferDeallocationOpInterfaceImpl.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/BufferDeallocationOpInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+
+using namespace mlir;
+using namespace mtc;
+using llvm::Error;
+using llvm::Expected;
+
+static Error errorf(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+//===----------------------------------------------------------------------===//
+// Shared by both backends
+//===----------------------------------------------------------------------===//
+
+void codegen::registerCodegenDialects(DialectRegistry &registry) {
+  registry.insert<affine::AffineDialect, arith::ArithDialect, bufferization::BufferizationDialect,
+                  cf::ControlFlowDialect, func::FuncDialect, linalg::LinalgDialect,
+                  LLVM::LLVMDialect, math::MathDialect, memref::MemRefDialect, scf::SCFDialect,
+                  tensor::TensorDialect>();
+  arith::registerBufferizableOpInterfaceExternalModels(registry);
+  linalg::registerBufferizableOpInterfaceExternalModels(registry);
+  tensor::registerBufferizableOpInterfaceExternalModels(registry);
+  bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(registry);
+  // Ownership-based deallocation.
+  memref::registerAllocationOpInterfaceExternalModels(registry);
+  arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
+  cf::registerBufferDeallocationOpInterfaceExternalModels(registry);
+  scf::registerBufferDeallocationOpInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+}
+
+void codegen::buildBufferizationPipeline(OpPassManager &pm) {
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion = bufferization::LayoutMapOption::IdentityLayoutMap;
+  bufferize.unknownTypeConversion = bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  bufferization::BufferResultsToOutParamsPassOptions outParams;
+  outParams.hoistStaticAllocs = true;
+  outParams.modifyPublicFunctions = true;
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  pm.addPass(createCanonicalizerPass());
+}
+
+namespace {
+
+/// Collects the diagnostics of a pass pipeline run, to return them as an llvm::Error.
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(MLIRContext *context)
+      : handler(context, [this](Diagnostic &diag) {
+          llvm::raw_string_ostream os(text);
+          os << diag.getLocation() << ": " << diag << "\n";
+          for (const Diagnostic &note : diag.getNotes())
+            os << note.getLocation() << ": note: " << note << "\n";
+          return success();
+        }) {}
+  Error error(const llvm::Twine &what) const { return errorf(what + ":\n" + text); }
+
+private:
+  std::string text;
+  ScopedDiagnosticHandler handler;
+};
+
+/// Marks every public function with a body to get a `_mlir_ciface_` wrapper.
+void requestCInterfaces(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func.isPublic() && !func.isExternal())
+      func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(module.getContext()));
+}
+
+/// Linalg on memrefs -> LLVM dialect, the sequence measured with mlir-opt-22.
+void buildLowerToLLVMPipeline(OpPassManager &pm) {
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  // f16/bf16 transcendental functions are computed in f32.
+  pm.addPass(math::createMathExtendToSupportedTypes());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+Expected<std::unique_ptr<llvm::TargetMachine>>
+createHostTargetMachine(const codegen::CPUCodegenOptions &options) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return errorf("no LLVM target for " + triple.str() + ": " + error);
+  std::string cpu = options.cpu;
+  llvm::SubtargetFeatures features;
+  if (cpu == "native") {
+    cpu = llvm::sys::getHostCPUName().str();
+    for (const auto &feature : llvm::sys::getHostCPUFeatures())
+      features.AddFeature(feature.getKey(), feature.getValue());
+  }
+  llvm::CodeGenOptLevel level = options.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
+                                : options.optLevel == 2 ? llvm::CodeGenOptLevel::Default
+                                : options.optLevel == 1 ? llvm::CodeGenOptLevel::Less
+                                                        : llvm::CodeGenOptLevel::None;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, cpu, features.getString(), llvm::TargetOptions(), llvm::Reloc::PIC_,
+      std::nullopt, level));
+  if (!machine)
+    return errorf("cannot create a target machine for " + triple.str() + " (cpu " + cpu + ")");
+  return machine;
+}
+
+/// The LLVM module-level O<level> pipeline, with the target's cost model (vectorisation).
+void optimize(llvm::Module &module, llvm::TargetMachine &machine, unsigned optLevel) {
+  if (optLevel == 0)
+    return;
+  llvm::LoopAnalysisManager loops;
+  llvm::FunctionAnalysisManager functions;
+  llvm::CGSCCAnalysisManager sccs;
+  llvm::ModuleAnalysisManager modules;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = optLevel >= 2;
+  tuning.SLPVectorization = optLevel >= 2;
+  llvm::PassBuilder builder(&machine, tuning);
+  builder.registerModuleAnalyses(modules);
+  builder.registerCGSCCAnalyses(sccs);
+  builder.registerFunctionAnalyses(functions);
+  builder.registerLoopAnalyses(loops);
+  builder.crossRegisterProxies(loops, functions, sccs, modules);
+  llvm::OptimizationLevel level = optLevel >= 3   ? llvm::OptimizationLevel::O3
+                                  : optLevel == 2 ? llvm::OptimizationLevel::O2
+                                                  : llvm::OptimizationLevel::O1;
+  builder.buildPerModuleDefaultPipeline(level).run(module, modules);
+}
+
+/// A temporary file removed when this goes out of scope.
+struct TempFile {
+  llvm::SmallString<128> path;
+  ~TempFile() {
+    if (!path.empty())
+      llvm::sys::fs::remove(path);
+  }
+};
+
+Error createTempFile(llvm::StringRef prefix, llvm::StringRef suffix, TempFile &file) {
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile(prefix, suffix, file.path))
+    return errorf("cannot create a temporary file: " + ec.message());
+  return Error::success();
+}
+
+/// Links the object `objectPath` into the shared object `outputPath`.
+Error link(llvm::StringRef objectPath, llvm::StringRef outputPath,
+           const codegen::CPUCodegenOptions &options) {
+  SmallVector<std::string> candidates;
+  if (!options.linker.empty())
+    candidates.push_back(options.linker);
+  else
+    candidates = {"cc", "ld.lld-22", "ld.lld"};
+  std::string program;
+  for (const std::string &name : candidates) {
+    if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(name)) {
+      program = *found;
+      break;
+    }
+  }
+  if (program.empty())
+    return errorf("no linker found (looked for " + llvm::join(candidates, ", ") +
+                  " on PATH): cannot build a shared object");
+  bool isLld = llvm::StringRef(program).contains("ld.lld");
+  SmallVector<llvm::StringRef> args{program, "-shared", "-o", outputPath, objectPath};
+  // A compiler driver finds libm itself; bare lld leaves it to the loading process.
+  if (!isLld)
+    args.push_back("-lm");
+
+  TempFile log;
+  if (Error error = createTempFile("mtc-link", "log", log))
+    return error;
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.path.str(), log.path.str()};
+  std::string message;
+  int status = llvm::sys::ExecuteAndWait(program, args, std::nullopt, redirects,
+                                         /*SecondsToWait=*/0, /*MemoryLimit=*/0, &message);
+  if (status != 0) {
+    std::string output;
+    if (auto buffer = llvm::MemoryBuffer::getFile(log.path))
+      output = (*buffer)->getBuffer().str();
+    return errorf("linking " + outputPath + " with " + program + " failed (status " +
+                  llvm::Twine(status) + ") " + message + "\n" + output);
+  }
+  return Error::success();
+}
+
+} // namespace
+
+Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
+                                               const CPUCodegenOptions &options) {
+  MLIRContext *context = linalgModule.getContext();
+  DialectRegistry registry;
+  registerCodegenDialects(registry);
+  context->appendDialectRegistry(registry);
+
+  OwningOpRef<ModuleOp> module(linalgModule.clone());
+  requestCInterfaces(*module);
+  {
+    DiagnosticCollector diagnostics(context);
+    PassManager pm(context);
+    buildBufferizationPipeline(pm);
+    buildLowerToLLVMPipeline(pm);
+    if (failed(pm.run(*module)))
+      return diagnostics.error("lowering to the LLVM dialect failed");
+  }
+
+  Expected<std::unique_ptr<llvm::TargetMachine>> machine = createHostTargetMachine(options);
+  if (!machine)
+    return machine.takeError();
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule;
+  {
+    DiagnosticCollector diagnostics(context);
+    llvmModule = translateModuleToLLVMIR(*module, llvmContext, "mtc_kernels");
+    if (!llvmModule)
+      return diagnostics.error("translation to LLVM IR failed");
+  }
+  llvmModule->setTargetTriple((*machine)->getTargetTriple());
+  llvmModule->setDataLayout((*machine)->createDataLayout());
+  optimize(*llvmModule, **machine, options.optLevel);
+
+  std::string object;
+  {
+    llvm::raw_string_ostream os(object);
+    llvm::buffer_ostream buffered(os);
+    llvm::legacy::PassManager codegenPasses;
+    if ((*machine)->addPassesToEmitFile(codegenPasses, buffered, nullptr,
+                                        llvm::CodeGenFileType::ObjectFile))
+      return errorf("the target machine cannot emit object files");
+    codegenPasses.run(*llvmModule);
+  }
+  return object;
+}
+
+Error codegen::compileToSharedObject(ModuleOp linalgModule, llvm::StringRef outputPath,
+                                     const CPUCodegenOptions &options) {
+  Expected<std::string> object = compileToObject(linalgModule, options);
+  if (!object)
+    return object.takeError();
+  TempFile objectFile;
+  if (Error error = createTempFile("mtc-kernels", "o", objectFile))
+    return error;
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(objectFile.path, ec);
+    if (ec)
+      return errorf("cannot write " + objectFile.path + ": " + ec.message());
+    os << *object;
+  }
+  return link(objectFile.path, outputPath, options);
+}

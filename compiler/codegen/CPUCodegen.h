@@ -1,0 +1,69 @@
+//===- CPUCodegen.h - linalg functions to an x86 shared object --*- C++ -*-===//
+//
+// The CPU backend: a module of `func.func`s on builtin tensors (mt-to-linalg's output) to a
+// shared object, entirely in-process except for the final link.
+//
+// Calling convention. Every public function `@f` is exported as `_mlir_ciface_f`, which
+// takes one pointer to a memref descriptor per tensor argument followed by one per result
+// (results become out-parameters the caller allocates), and returns nothing:
+//
+//   func.func @f(%x: tensor<2x8xf32>, %b: tensor<8xf32>) -> tensor<2x8xf32>
+//   void _mlir_ciface_f(StridedMemRefType<float, 2> *x, StridedMemRefType<float, 1> *b,
+//                       StridedMemRefType<float, 2> *result);
+//
+// A descriptor is `{T *allocated, T *aligned, int64_t offset, int64_t sizes[rank],
+// int64_t strides[rank]}` (mlir/ExecutionEngine/CRunnerUtils.h); the code reads and writes
+// row-major contiguous data at `aligned + offset`. Intermediate buffers are allocated with
+// malloc and freed before the function returns. The object needs libm (erff, tanhf, ...)
+// and libc (malloc, free); with `cc` as the linker both are recorded as dependencies.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_COMPILER_CODEGEN_CPUCODEGEN_H
+#define MTC_COMPILER_CODEGEN_CPUCODEGEN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace mlir {
+class DialectRegistry;
+class OpPassManager;
+} // namespace mlir
+
+namespace mtc::codegen {
+
+struct CPUCodegenOptions {
+  /// Target CPU: "native" (the host CPU and its features, the default: plans are run where
+  /// they are compiled) or an LLVM CPU name such as "x86-64-v3" for a portable object.
+  std::string cpu = "native";
+  /// LLVM optimisation level, 0 to 3.
+  unsigned optLevel = 3;
+  /// Linker to run; empty picks the first of `cc`, `ld.lld-22`, `ld.lld` on PATH.
+  std::string linker;
+};
+
+/// Compiles `linalgModule` (left unchanged: the backend works on a clone) to the shared
+/// object `outputPath`.
+llvm::Error compileToSharedObject(mlir::ModuleOp linalgModule, llvm::StringRef outputPath,
+                                  const CPUCodegenOptions &options = {});
+
+/// The x86 object code of `linalgModule`, before linking (for tests and for tools that link
+/// several objects together).
+llvm::Expected<std::string> compileToObject(mlir::ModuleOp linalgModule,
+                                            const CPUCodegenOptions &options = {});
+
+/// Adds the passes that bufferize a linalg module for the backends: one-shot bufferization
+/// across function boundaries with identity layouts (plain row-major memrefs at the
+/// interface), then function results turned into caller-allocated out-parameters. Shared by
+/// the CPU and GPU backends.
+void buildBufferizationPipeline(mlir::OpPassManager &pm);
+
+/// The dialects, bufferization models and LLVM IR translations the backends use; both
+/// backends append this to the module's context themselves.
+void registerCodegenDialects(mlir::DialectRegistry &registry);
+
+} // namespace mtc::codegen
+
+#endif // MTC_COMPILER_CODEGEN_CPUCODEGEN_H

@@ -1,0 +1,521 @@
+//===- MTToLinalg.cpp - elementwise, reductions, contractions to linalg ---===//
+//
+// Every supported `mt` op becomes one `linalg.generic` on builtin tensors whose indexing
+// maps are read off the dimension names (see Passes.td). The iteration space of an op is a
+// list of dimension names; an operand's map sends the space to the operand's own dimensions,
+// picked by name, so broadcasting, transposition and any dimension order are just maps.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/Passes.h"
+
+#include "dialects/mt/IR/MTOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <numbers>
+#include <variant>
+
+namespace mtc::codegen {
+#define GEN_PASS_DEF_MTTOLINALGPASS
+#include "compiler/codegen/Passes.h.inc"
+} // namespace mtc::codegen
+
+using namespace mlir;
+using namespace mtc;
+using mt::NamedTensorType;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Types and indexing maps
+//===----------------------------------------------------------------------===//
+
+NamedTensorType namedType(Value value) { return cast<NamedTensorType>(value.getType()); }
+
+/// The builtin tensor holding a named tensor: its sizes in physical order.
+RankedTensorType builtinType(NamedTensorType type) {
+  return RankedTensorType::get(type.getDimSizes(), type.getElementType());
+}
+
+/// The map from the iteration space `space` (dimension names) to the dimensions of a
+/// tensor of type `type`, each of which `space` names.
+AffineMap mapInto(ArrayRef<StringAttr> space, NamedTensorType type) {
+  MLIRContext *context = type.getContext();
+  SmallVector<AffineExpr> results;
+  for (StringAttr name : type.getDimNames()) {
+    const auto *it = llvm::find(space, name);
+    assert(it != space.end() && "operand dimension missing from the iteration space");
+    results.push_back(getAffineDimExpr(it - space.begin(), context));
+  }
+  return AffineMap::get(space.size(), /*symbolCount=*/0, results, context);
+}
+
+/// A fresh tensor of `type`'s shape, the destination of a linalg op.
+Value emptyTensor(OpBuilder &builder, Location loc, NamedTensorType type) {
+  return tensor::EmptyOp::create(builder, loc, type.getDimSizes(), type.getElementType());
+}
+
+Value scalarConstant(OpBuilder &builder, Location loc, Type type, double value) {
+  if (auto floatType = dyn_cast<FloatType>(type))
+    return arith::ConstantOp::create(builder, loc, builder.getFloatAttr(floatType, value));
+  return arith::ConstantOp::create(builder, loc,
+                                   builder.getIntegerAttr(type, static_cast<int64_t>(value)));
+}
+
+/// `destination` filled with `value`.
+Value fill(OpBuilder &builder, Location loc, NamedTensorType type, TypedAttr value) {
+  Value scalar = arith::ConstantOp::create(builder, loc, value);
+  return linalg::FillOp::create(builder, loc, scalar, emptyTensor(builder, loc, type))
+      .getResult(0);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise kernels
+//===----------------------------------------------------------------------===//
+
+/// An operand of an elementwise kernel: its original `mt` value and its converted tensor.
+/// An operand produced by `mt.constant` is not read from memory but materialised in the
+/// body as an `arith.constant`.
+struct Operand {
+  Value original;
+  Value converted;
+};
+
+using ScalarFn = function_ref<Value(OpBuilder &, Location, ArrayRef<Value>)>;
+
+/// One `linalg.generic` over the dimensions of `resultType`, all parallel, computing
+/// `compute(operand scalars)` at every element.
+Value buildElementwise(OpBuilder &builder, Location loc, NamedTensorType resultType,
+                       ArrayRef<Operand> operands, ScalarFn compute) {
+  ArrayRef<StringAttr> space = resultType.getDimNames();
+  SmallVector<Value> inputs;
+  SmallVector<AffineMap> maps;
+  // For each operand, the position of its block argument, or its constant value.
+  SmallVector<std::variant<unsigned, double>> sources;
+  for (const Operand &operand : operands) {
+    if (auto constant = operand.original.getDefiningOp<mt::ConstantOp>()) {
+      sources.push_back(constant.getValue().convertToDouble());
+      continue;
+    }
+    sources.push_back(static_cast<unsigned>(inputs.size()));
+    inputs.push_back(operand.converted);
+    maps.push_back(mapInto(space, namedType(operand.original)));
+  }
+  maps.push_back(mapInto(space, resultType));
+  SmallVector<utils::IteratorType> iterators(space.size(), utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      builder, loc, TypeRange{builtinType(resultType)}, inputs,
+      ValueRange{emptyTensor(builder, loc, resultType)}, maps, iterators,
+      [&](OpBuilder &b, Location l, ValueRange args) {
+        SmallVector<Value> scalars;
+        for (auto [operand, source] : llvm::zip_equal(operands, sources)) {
+          if (const double *value = std::get_if<double>(&source))
+            scalars.push_back(
+                scalarConstant(b, l, namedType(operand.original).getElementType(), *value));
+          else
+            scalars.push_back(args[std::get<unsigned>(source)]);
+        }
+        linalg::YieldOp::create(b, l, compute(b, l, scalars));
+      });
+  return generic.getResult(0);
+}
+
+//===----------------------------------------------------------------------===//
+// Scalar bodies
+//===----------------------------------------------------------------------===//
+
+/// Builds scalar arithmetic of one element type with constants of that type.
+struct Scalar {
+  OpBuilder &b;
+  Location loc;
+  Type type;
+
+  Value c(double value) { return scalarConstant(b, loc, type, value); }
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  Value neg(Value x) { return arith::NegFOp::create(b, loc, x); }
+  Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
+  Value tanh(Value x) { return math::TanhOp::create(b, loc, x); }
+  Value erf(Value x) { return math::ErfOp::create(b, loc, x); }
+  Value greater(Value x, Value y) {
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, y);
+  }
+  Value select(Value condition, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, condition, x, y);
+  }
+  /// 1 / (1 + exp(-x)): exp overflows to +inf for very negative x and the quotient is 0.
+  Value sigmoid(Value x) { return div(c(1), add(c(1), exp(neg(x)))); }
+};
+
+/// sqrt(2 / pi) and the cubic coefficient of GPT-2's tanh approximation of gelu, as in the
+/// reference interpreter.
+constexpr double kGeluTanhScale = 0.7978845608028654;
+constexpr double kGeluTanhCubic = 0.044715;
+
+/// tanh(sqrt(2/pi) (x + 0.044715 x^3)).
+Value geluTanh(Scalar &s, Value x) {
+  Value cube = s.mul(x, s.mul(x, x));
+  return s.tanh(s.mul(s.c(kGeluTanhScale), s.add(x, s.mul(s.c(kGeluTanhCubic), cube))));
+}
+
+/// Phi(x) = 0.5 (1 + erf(x / sqrt 2)).
+Value normalCdf(Scalar &s, Value x) {
+  return s.mul(s.c(0.5), s.add(s.c(1), s.erf(s.mul(x, s.c(1 / std::numbers::sqrt2)))));
+}
+
+Value gelu(Scalar &s, Value x, bool approximate) {
+  if (approximate)
+    return s.mul(s.mul(s.c(0.5), x), s.add(s.c(1), geluTanh(s, x)));
+  return s.mul(x, normalCdf(s, x));
+}
+
+/// d gelu / dx. Exact: Phi(x) + x phi(x). Tanh form, with t = tanh(c (x + a x^3)):
+/// 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2).
+Value geluGrad(Scalar &s, Value x, bool approximate) {
+  if (approximate) {
+    Value t = geluTanh(s, x);
+    Value inner = s.mul(s.c(kGeluTanhScale),
+                        s.add(s.c(1), s.mul(s.c(3 * kGeluTanhCubic), s.mul(x, x))));
+    Value slope = s.mul(s.mul(s.mul(s.c(0.5), x), s.sub(s.c(1), s.mul(t, t))), inner);
+    return s.add(s.mul(s.c(0.5), s.add(s.c(1), t)), slope);
+  }
+  Value pdf = s.mul(s.c(1 / std::sqrt(2 * std::numbers::pi)),
+                    s.exp(s.mul(s.c(-0.5), s.mul(x, x))));
+  return s.add(normalCdf(s, x), s.mul(x, pdf));
+}
+
+Type elementType(Value scalar) { return scalar.getType(); }
+
+// Binary ops: float or (add, sub, mul, div, max) integer elements.
+Value computeScalar(mt::AddOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  if (isa<FloatType>(elementType(v[0])))
+    return arith::AddFOp::create(b, loc, v[0], v[1]);
+  return arith::AddIOp::create(b, loc, v[0], v[1]);
+}
+Value computeScalar(mt::SubOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  if (isa<FloatType>(elementType(v[0])))
+    return arith::SubFOp::create(b, loc, v[0], v[1]);
+  return arith::SubIOp::create(b, loc, v[0], v[1]);
+}
+Value computeScalar(mt::MulOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  if (isa<FloatType>(elementType(v[0])))
+    return arith::MulFOp::create(b, loc, v[0], v[1]);
+  return arith::MulIOp::create(b, loc, v[0], v[1]);
+}
+Value computeScalar(mt::DivOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  if (isa<FloatType>(elementType(v[0])))
+    return arith::DivFOp::create(b, loc, v[0], v[1]);
+  // Truncates toward zero, as the interpreter does.
+  return arith::DivSIOp::create(b, loc, v[0], v[1]);
+}
+/// NaN-propagating, as the interpreter's "NaN wins".
+Value computeScalar(mt::MaxOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  if (isa<FloatType>(elementType(v[0])))
+    return arith::MaximumFOp::create(b, loc, v[0], v[1]);
+  return arith::MaxSIOp::create(b, loc, v[0], v[1]);
+}
+Value computeScalar(mt::PowOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  return math::PowFOp::create(b, loc, v[0], v[1]);
+}
+Value computeScalar(mt::GreaterOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  Scalar s{b, loc, elementType(v[0])};
+  return s.select(s.greater(v[0], v[1]), s.c(1), s.c(0));
+}
+
+// Unary ops (float elements).
+Value computeScalar(mt::NegOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  return arith::NegFOp::create(b, loc, v[0]);
+}
+Value computeScalar(mt::ExpOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  return math::ExpOp::create(b, loc, v[0]);
+}
+Value computeScalar(mt::LogOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  return math::LogOp::create(b, loc, v[0]);
+}
+Value computeScalar(mt::SqrtOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  return math::SqrtOp::create(b, loc, v[0]);
+}
+Value computeScalar(mt::RsqrtOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  return math::RsqrtOp::create(b, loc, v[0]);
+}
+Value computeScalar(mt::TanhOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  return math::TanhOp::create(b, loc, v[0]);
+}
+Value computeScalar(mt::CosOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  return math::CosOp::create(b, loc, v[0]);
+}
+Value computeScalar(mt::SigmoidOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  Scalar s{b, loc, elementType(v[0])};
+  return s.sigmoid(v[0]);
+}
+/// x > 0 ? x : 0 (NaN gives 0, as in the interpreter).
+Value computeScalar(mt::ReluOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  Scalar s{b, loc, elementType(v[0])};
+  return s.select(s.greater(v[0], s.c(0)), v[0], s.c(0));
+}
+Value computeScalar(mt::SiluOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  Scalar s{b, loc, elementType(v[0])};
+  return s.mul(v[0], s.sigmoid(v[0]));
+}
+Value computeScalar(mt::GeluOp op, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  Scalar s{b, loc, elementType(v[0])};
+  return gelu(s, v[0], op.getApproximate());
+}
+Value computeScalar(mt::GeluGradOp op, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  Scalar s{b, loc, elementType(v[0])};
+  return geluGrad(s, v[0], op.getApproximate());
+}
+
+/// Element type conversion: floats extend or truncate; float -> integer truncates toward
+/// zero (i1 as unsigned, so that 1.0 is true); integers are sign-extended (i1 zero-extended).
+Value convertScalar(OpBuilder &b, Location loc, Value x, Type to) {
+  Type from = x.getType();
+  if (from == to)
+    return x;
+  auto fromFloat = dyn_cast<FloatType>(from), toFloat = dyn_cast<FloatType>(to);
+  bool fromBool = from.isInteger(1), toBool = to.isInteger(1);
+  if (fromFloat && toFloat) {
+    if (fromFloat.getWidth() < toFloat.getWidth())
+      return arith::ExtFOp::create(b, loc, to, x);
+    return arith::TruncFOp::create(b, loc, to, x);
+  }
+  if (fromFloat)
+    return toBool ? Value(arith::FPToUIOp::create(b, loc, to, x))
+                  : Value(arith::FPToSIOp::create(b, loc, to, x));
+  if (toFloat)
+    return fromBool ? Value(arith::UIToFPOp::create(b, loc, to, x))
+                    : Value(arith::SIToFPOp::create(b, loc, to, x));
+  if (from.getIntOrFloatBitWidth() > to.getIntOrFloatBitWidth())
+    return arith::TruncIOp::create(b, loc, to, x);
+  return fromBool ? Value(arith::ExtUIOp::create(b, loc, to, x))
+                  : Value(arith::ExtSIOp::create(b, loc, to, x));
+}
+
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
+
+/// Binary and unary ops: one elementwise kernel over the result's dimensions.
+template <typename Op>
+struct ElementwiseLowering : OpConversionPattern<Op> {
+  using OpConversionPattern<Op>::OpConversionPattern;
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    SmallVector<Operand> operands;
+    for (auto [original, converted] :
+         llvm::zip_equal(op->getOperands(), adaptor.getOperands()))
+      operands.push_back({original, converted});
+    Value result = buildElementwise(
+        rewriter, op.getLoc(), namedType(op.getResult()), operands,
+        [&](OpBuilder &b, Location loc, ArrayRef<Value> v) {
+          return computeScalar(op, b, loc, v);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// cast, transpose and broadcast: a one-operand kernel over the result's dimensions whose
+/// operand map does the reordering or the replication.
+template <typename Op>
+struct MapLowering : OpConversionPattern<Op> {
+  using OpConversionPattern<Op>::OpConversionPattern;
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    NamedTensorType resultType = namedType(op.getResult());
+    Operand operand{op.getInput(), adaptor.getInput()};
+    Value result = buildElementwise(
+        rewriter, op.getLoc(), resultType, operand,
+        [&](OpBuilder &b, Location loc, ArrayRef<Value> v) {
+          return convertScalar(b, loc, v[0], resultType.getElementType());
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct ConstantLowering : OpConversionPattern<mt::ConstantOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(mt::ConstantOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    NamedTensorType type = namedType(op.getResult());
+    auto value = rewriter.getFloatAttr(type.getElementType(), op.getValue().convertToDouble());
+    rewriter.replaceOp(op, fill(rewriter, op.getLoc(), type, value));
+    return success();
+  }
+};
+
+enum class ReduceKind { Sum, Mean, Max };
+
+/// A reduction iterates over the result's dimensions (parallel) followed by the reduced
+/// ones in operand order (reduction), so that the parallel loops are the outer ones.
+template <typename Op, ReduceKind kind>
+struct ReduceLowering : OpConversionPattern<Op> {
+  using OpConversionPattern<Op>::OpConversionPattern;
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    NamedTensorType inputType = namedType(op.getInput());
+    NamedTensorType resultType = namedType(op.getResult());
+    auto floatType = cast<FloatType>(resultType.getElementType());
+    SmallVector<StringAttr> space(resultType.getDimNames());
+    for (StringAttr name : inputType.getDimNames())
+      if (!resultType.hasDim(name.getValue()))
+        space.push_back(name);
+
+    TypedAttr identity =
+        kind == ReduceKind::Max
+            ? TypedAttr(FloatAttr::get(
+                  floatType, APFloat::getInf(floatType.getFloatSemantics(), /*Negative=*/true)))
+            : TypedAttr(rewriter.getFloatAttr(floatType, 0.0));
+    Value init = fill(rewriter, loc, resultType, identity);
+
+    SmallVector<utils::IteratorType> iterators(resultType.getRank(),
+                                               utils::IteratorType::parallel);
+    iterators.append(space.size() - resultType.getRank(), utils::IteratorType::reduction);
+    SmallVector<AffineMap> maps{mapInto(space, inputType), mapInto(space, resultType)};
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{builtinType(resultType)}, ValueRange{adaptor.getInput()},
+        ValueRange{init}, maps, iterators, [&](OpBuilder &b, Location l, ValueRange args) {
+          Value combined = kind == ReduceKind::Max
+                               ? Value(arith::MaximumFOp::create(b, l, args[0], args[1]))
+                               : Value(arith::AddFOp::create(b, l, args[0], args[1]));
+          linalg::YieldOp::create(b, l, combined);
+        });
+    Value result = generic.getResult(0);
+
+    if (kind == ReduceKind::Mean) {
+      int64_t count = inputType.getNumElements() / std::max<int64_t>(1, resultType.getNumElements());
+      result = buildElementwise(rewriter, loc, resultType, Operand{op.getResult(), result},
+                                [&](OpBuilder &b, Location l, ArrayRef<Value> v) {
+                                  Scalar s{b, l, floatType};
+                                  return s.div(v[0], s.c(static_cast<double>(count)));
+                                });
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// A contraction iterates over the result's dimensions (parallel) followed by the
+/// contracted ones (reduction), accumulating lhs * rhs into a zero-filled result.
+struct ContractLowering : OpConversionPattern<mt::ContractOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(mt::ContractOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    NamedTensorType resultType = namedType(op.getResult());
+    SmallVector<StringAttr> space(resultType.getDimNames());
+    for (StringAttr name : op.getOver().getAsRange<StringAttr>())
+      space.push_back(name);
+    SmallVector<utils::IteratorType> iterators(resultType.getRank(),
+                                               utils::IteratorType::parallel);
+    iterators.append(space.size() - resultType.getRank(), utils::IteratorType::reduction);
+    SmallVector<AffineMap> maps{mapInto(space, namedType(op.getLhs())),
+                                mapInto(space, namedType(op.getRhs())),
+                                mapInto(space, resultType)};
+    Value init = fill(rewriter, loc, resultType,
+                      rewriter.getFloatAttr(resultType.getElementType(), 0.0));
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{builtinType(resultType)},
+        ValueRange{adaptor.getLhs(), adaptor.getRhs()}, ValueRange{init}, maps, iterators,
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Value product = arith::MulFOp::create(b, l, args[0], args[1]);
+          linalg::YieldOp::create(b, l, ValueRange{arith::AddFOp::create(b, l, args[2], product)});
+        });
+    rewriter.replaceOp(op, generic.getResult(0));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+/// Whether the pass lowers `op`.
+bool isSupported(Operation *op) {
+  return isa<mt::ConstantOp, mt::AddOp, mt::SubOp, mt::MulOp, mt::DivOp, mt::MaxOp, mt::PowOp,
+             mt::GreaterOp, mt::NegOp, mt::ExpOp, mt::LogOp, mt::SqrtOp, mt::RsqrtOp,
+             mt::TanhOp, mt::SigmoidOp, mt::ReluOp, mt::SiluOp, mt::GeluOp, mt::GeluGradOp,
+             mt::CosOp, mt::CastOp, mt::TransposeOp, mt::BroadcastOp, mt::ReduceSumOp,
+             mt::ReduceMeanOp, mt::ReduceMaxOp, mt::ContractOp>(op);
+}
+
+struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *context = &getContext();
+
+    // Every unsupported op is reported before anything changes.
+    bool unsupported = false;
+    module.walk([&](func::FuncOp func) {
+      func.walk([&](Operation *op) {
+        if (isa<mt::MTDialect>(op->getDialect()) && !isSupported(op)) {
+          op->emitOpError("cannot be lowered to linalg: mt-to-linalg handles constants, "
+                          "elementwise ops, casts, transposes, broadcasts, reductions and "
+                          "contractions only");
+          unsupported = true;
+        }
+      });
+    });
+    if (unsupported)
+      return signalPassFailure();
+
+    TypeConverter types;
+    types.addConversion([](Type type) { return type; });
+    types.addConversion([](NamedTensorType type) -> Type { return builtinType(type); });
+
+    ConversionTarget target(*context);
+    target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect, math::MathDialect,
+                           tensor::TensorDialect>();
+    // mt ops outside functions (parameters, optimizer state) are not code.
+    target.addDynamicallyLegalDialect<mt::MTDialect>(
+        [](Operation *op) { return !op->getParentOfType<func::FuncOp>(); });
+    target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp func) {
+      return types.isSignatureLegal(func.getFunctionType()) && types.isLegal(&func.getBody());
+    });
+    target.addDynamicallyLegalOp<func::ReturnOp, func::CallOp>(
+        [&](Operation *op) { return types.isLegal(op); });
+
+    RewritePatternSet patterns(context);
+    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns, types);
+    populateReturnOpTypeConversionPattern(patterns, types);
+    populateCallOpTypeConversionPattern(patterns, types);
+    patterns.add<ConstantLowering, ContractLowering,
+                 ElementwiseLowering<mt::AddOp>, ElementwiseLowering<mt::SubOp>,
+                 ElementwiseLowering<mt::MulOp>, ElementwiseLowering<mt::DivOp>,
+                 ElementwiseLowering<mt::MaxOp>, ElementwiseLowering<mt::PowOp>,
+                 ElementwiseLowering<mt::GreaterOp>, ElementwiseLowering<mt::NegOp>,
+                 ElementwiseLowering<mt::ExpOp>, ElementwiseLowering<mt::LogOp>,
+                 ElementwiseLowering<mt::SqrtOp>, ElementwiseLowering<mt::RsqrtOp>,
+                 ElementwiseLowering<mt::TanhOp>, ElementwiseLowering<mt::SigmoidOp>,
+                 ElementwiseLowering<mt::ReluOp>, ElementwiseLowering<mt::SiluOp>,
+                 ElementwiseLowering<mt::GeluOp>, ElementwiseLowering<mt::GeluGradOp>,
+                 ElementwiseLowering<mt::CosOp>, MapLowering<mt::CastOp>,
+                 MapLowering<mt::TransposeOp>, MapLowering<mt::BroadcastOp>,
+                 ReduceLowering<mt::ReduceSumOp, ReduceKind::Sum>,
+                 ReduceLowering<mt::ReduceMeanOp, ReduceKind::Mean>,
+                 ReduceLowering<mt::ReduceMaxOp, ReduceKind::Max>>(types, context);
+    if (failed(applyPartialConversion(module, target, std::move(patterns))))
+      return signalPassFailure();
+
+    // Constants folded into every kernel that reads them leave a dead fill behind.
+    module.walk([](func::FuncOp func) {
+      if (func.isExternal())
+        return;
+      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(func.getBody().front())))
+        if (isOpTriviallyDead(&op))
+          op.erase();
+    });
+  }
+};
+
+} // namespace

@@ -1,0 +1,46 @@
+//===- Passes.td - lowering passes --------------------------*- tablegen -*-===//
+
+#ifndef MTC_COMPILER_LOWERING_PASSES_TD
+#define MTC_COMPILER_LOWERING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MTDecomposePass : Pass<"mt-decompose", "::mlir::ModuleOp"> {
+  let summary = "Rewrite the mt ops without a kernel of their own into the core ops";
+  let description = [{
+    Kernel generation handles a small core of `mt` ops: constants, the elementwise ops
+    (with named broadcasting), `transpose`, `broadcast`, the reductions, `contract`, and the
+    ops that stay special (gather, embedding_grad, dropout, rope, topk, topk_grad, the MoE
+    routing ops, split, merge, rename, repeat, param_ref, assign). This pass rewrites, in
+    every `func.func`, the composite ops into that core; every replacement has exactly the
+    type of the op it replaces.
+
+    - `mt.softmax` over `d`: `e = exp(x - reduce_max(x over d))`, `e / reduce_sum(e over d)`.
+    - `mt.layer_norm`: `c = x - reduce_mean(x)`, `c * rsqrt(reduce_mean(c * c) + eps) * scale
+      (+ bias)` (biased variance, eps inside the square root).
+    - `mt.rms_norm`: `x * rsqrt(reduce_mean(x * x) + eps) * scale`.
+    - `mt.attention`: the key and value dimension `seq` is renamed `<seq>_kv`; for
+      grouped-query attention the query's `heads` is split into (`kv_heads`,
+      `<heads>_group`) so that query and key share `kv_heads`. Scores are
+      `contract(q, k over head_dim) * scale`, plus, when causal, a mask of half the element
+      type's largest finite value, negated, where the key position exceeds the query
+      position; probabilities are the softmax above over `<seq>_kv`, and the output is
+      `contract(p, v over <seq>_kv)`, its heads merged back.
+    - `mt.attention_grad`: p recomputed as above; `dv = p^T do`, `dp = do v^T`,
+      `ds = scale * p * (dp - sum(dp * p over <seq>_kv))`, `dq = ds k`, `dk = ds^T q`, the
+      key and value gradients summed over the query heads of a group.
+    - `mt.cross_entropy`: `mean(logsumexp(x) - sum(x * onehot(labels)))`, logsumexp in the
+      stable form; `mt.cross_entropy_grad`: `(softmax(x) - onehot(labels)) * loss_grad /
+      positions`.
+
+    Positions and one-hots come from the special ops: the one-hot of the labels is
+    `mt.topk_grad` scattering ones at the labels (a unit `k` dimension `<dim>_label` is added
+    to both); the positions of the causal mask are the indices of `mt.topk` of a zero vector
+    with k equal to its size (ties rank the lower index first, so the indices are 0, 1, ...).
+    New dimension names are fresh: they clash with no dimension of the rewritten op's
+    operands, and a name that already exists in the module is reused only with its size.
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect"];
+}
+
+#endif // MTC_COMPILER_LOWERING_PASSES_TD

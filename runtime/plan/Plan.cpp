@@ -1,0 +1,840 @@
+//===- Plan.cpp - Loading and verifying a plan directory ------------------===//
+
+#include "runtime/plan/Plan.h"
+
+#include "runtime/support/Sha256.h"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <fcntl.h>
+#include <limits>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mtc::rt {
+
+//===----------------------------------------------------------------------===//
+// Names of dtypes and initialisers, dims
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct PlanDTypeInfo {
+  PlanDType dtype;
+  std::string_view name;
+  size_t size;
+};
+
+constexpr std::array<PlanDTypeInfo, 5> kPlanDTypes = {{
+    {PlanDType::F32, "f32", 4},
+    {PlanDType::BF16, "bf16", 2},
+    {PlanDType::F16, "f16", 2},
+    {PlanDType::F64, "f64", 8},
+    {PlanDType::I32, "i32", 4},
+}};
+
+constexpr std::array<std::pair<InitKind, std::string_view>, 5> kInitKinds = {{
+    {InitKind::Zeros, "zeros"},
+    {InitKind::Ones, "ones"},
+    {InitKind::Normal, "normal"},
+    {InitKind::Uniform, "uniform"},
+    {InitKind::Constant, "constant"},
+}};
+
+} // namespace
+
+std::string_view planDTypeName(PlanDType dtype) {
+  for (const PlanDTypeInfo &info : kPlanDTypes)
+    if (info.dtype == dtype)
+      return info.name;
+  return "?";
+}
+
+std::optional<PlanDType> parsePlanDType(std::string_view name) {
+  for (const PlanDTypeInfo &info : kPlanDTypes)
+    if (info.name == name)
+      return info.dtype;
+  return std::nullopt;
+}
+
+size_t planDTypeSize(PlanDType dtype) {
+  for (const PlanDTypeInfo &info : kPlanDTypes)
+    if (info.dtype == dtype)
+      return info.size;
+  return 0;
+}
+
+std::string_view initKindName(InitKind kind) {
+  for (const auto &[k, name] : kInitKinds)
+    if (k == kind)
+      return name;
+  return "?";
+}
+
+std::optional<InitKind> parseInitKind(std::string_view name) {
+  for (const auto &[k, n] : kInitKinds)
+    if (n == name)
+      return k;
+  return std::nullopt;
+}
+
+std::string InitSpec::describe() const {
+  std::string s(initKindName(kind));
+  if (args.empty())
+    return s;
+  s.push_back('(');
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i)
+      s.append(", ");
+    s.append(concat(args[i]));
+  }
+  s.push_back(')');
+  return s;
+}
+
+int64_t numElements(const std::vector<Dim> &dims) {
+  int64_t n = 1;
+  for (const Dim &d : dims)
+    if (__builtin_mul_overflow(n, d.size, &n))
+      return std::numeric_limits<int64_t>::max();
+  return n;
+}
+
+std::vector<int64_t> dimSizes(const std::vector<Dim> &dims) {
+  std::vector<int64_t> sizes;
+  sizes.reserve(dims.size());
+  for (const Dim &d : dims)
+    sizes.push_back(d.size);
+  return sizes;
+}
+
+std::string formatDims(const std::vector<Dim> &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i)
+      s.append(", ");
+    s.append(concat(dims[i].name, '=', dims[i].size));
+  }
+  s.push_back(']');
+  return s;
+}
+
+const ParamInfo *Plan::findParam(std::string_view name) const {
+  for (const ParamInfo &p : params)
+    if (p.name == name)
+      return &p;
+  return nullptr;
+}
+
+const ManifestEntry *Plan::findFile(std::string_view name) const {
+  for (const ManifestEntry &f : files)
+    if (f.name == name)
+      return &f;
+  return nullptr;
+}
+
+std::optional<int64_t> Plan::dimSize(std::string_view name) const {
+  for (const Dim &d : dims)
+    if (d.name == name)
+      return d.size;
+  return std::nullopt;
+}
+
+int64_t Plan::numParameterElements() const {
+  int64_t n = 0;
+  for (const ParamInfo &p : params)
+    if (__builtin_add_overflow(n, p.numElements(), &n))
+      return std::numeric_limits<int64_t>::max();
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// MANIFEST
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr std::string_view kManifestName = "MANIFEST";
+constexpr std::string_view kPlanJsonName = "plan.json";
+constexpr std::string_view kKernelsPrefix = "kernels/";
+/// A MANIFEST lists a handful of files; anything this large is not one.
+constexpr uint64_t kMaxManifestBytes = 1 << 20;
+/// plan.json is read into memory whole; it holds tables, not tensors.
+constexpr uint64_t kMaxPlanJsonBytes = uint64_t(1) << 30;
+
+/// `text` for a message: quoted, at most 80 bytes, non-printable bytes as \xNN.
+std::string quoteForMessage(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "'";
+  size_t shown = std::min<size_t>(text.size(), 80);
+  for (size_t i = 0; i < shown; ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.append("\\x");
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xF]);
+    }
+  }
+  out.push_back('\'');
+  if (shown < text.size())
+    out.append("...");
+  return out;
+}
+
+bool isLowerHex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+bool isDecimal(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool isPlainFileName(std::string_view name) {
+  if (name.empty() || name.front() == '.' || name.size() > 255)
+    return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-' || c == '+';
+  });
+}
+
+/// The plan directory as users named it, without trailing slashes (for messages).
+std::string displayName(const std::filesystem::path &dir) {
+  std::string s = dir.string();
+  while (s.size() > 1 && s.back() == '/')
+    s.pop_back();
+  return s.empty() ? std::string(".") : s;
+}
+
+} // namespace
+
+bool isSafePlanFileName(std::string_view name) {
+  if (name.starts_with(kKernelsPrefix))
+    name.remove_prefix(kKernelsPrefix.size());
+  return isPlainFileName(name);
+}
+
+Expected<std::pair<int, std::vector<ManifestEntry>>> parseManifest(std::string_view text,
+                                                                   std::string_view where) {
+  if (text.empty())
+    return makeError(where, ": MANIFEST is empty");
+
+  // Lines, each with whether it ends with LF.
+  struct Line {
+    std::string_view text;
+    bool terminated;
+  };
+  std::vector<Line> lines;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) {
+      lines.push_back({text.substr(pos), false});
+      break;
+    }
+    lines.push_back({text.substr(pos, nl - pos), true});
+    pos = nl + 1;
+  }
+
+  auto lineError = [&](size_t index, const auto &...pieces) {
+    return makeError(where, ": MANIFEST line ", index + 1, ": ", pieces...);
+  };
+  auto unterminated = [&](size_t index) {
+    return lineError(index, "no line end after ", quoteForMessage(lines[index].text),
+                     " (truncated?)");
+  };
+
+  // The format line: "mtc-plan <version>".
+  std::string_view first = lines[0].text;
+  std::string expectedFirst = concat(kPlanFormatName, ' ', kPlanFormatVersion);
+  size_t space = first.find(' ');
+  std::string_view formatWord = first.substr(0, space);
+  if (formatWord != kPlanFormatName)
+    return makeError(where, ": MANIFEST is not an mtc plan manifest: its first line is ",
+                     quoteForMessage(first), ", expected '", expectedFirst, "'");
+  std::string_view versionText =
+      space == std::string_view::npos ? std::string_view() : first.substr(space + 1);
+  if (!isDecimal(versionText) || (versionText.size() > 1 && versionText.front() == '0'))
+    return lineError(0, "malformed format line ", quoteForMessage(first), " (expected '",
+                     expectedFirst, "')");
+  if (versionText != concat(kPlanFormatVersion))
+    return makeError(where, ": unsupported plan version ", versionText,
+                     " (this mtrun reads version ", kPlanFormatVersion, ")");
+  if (!lines[0].terminated)
+    return unterminated(0);
+
+  std::vector<ManifestEntry> entries;
+  std::vector<size_t> entryLines;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    std::string_view line = lines[i].text;
+    if (line.empty())
+      return lineError(i, "empty line (every line after the first names one file)");
+    constexpr std::string_view kShape = " (expected '<sha256 hex> <size in bytes> <file name>')";
+    if (line.find('\r') != std::string_view::npos)
+      return lineError(i, "malformed line ", quoteForMessage(line),
+                       ": carriage return (MANIFEST lines end with LF alone)");
+    size_t s1 = line.find(' ');
+    size_t s2 = s1 == std::string_view::npos ? s1 : line.find(' ', s1 + 1);
+    if (s2 == std::string_view::npos)
+      return lineError(i, "malformed line ", quoteForMessage(line), kShape);
+    std::string_view hash = line.substr(0, s1);
+    std::string_view sizeText = line.substr(s1 + 1, s2 - s1 - 1);
+    std::string_view name = line.substr(s2 + 1);
+    if (hash.size() != 64 || !isLowerHex(hash))
+      return lineError(i, "malformed line ", quoteForMessage(line),
+                       ": the SHA-256 must be 64 lowercase hex digits", kShape);
+    uint64_t size = 0;
+    auto [end, ec] = std::from_chars(sizeText.data(), sizeText.data() + sizeText.size(), size);
+    if (!isDecimal(sizeText) || ec != std::errc() || end != sizeText.data() + sizeText.size() ||
+        (sizeText.size() > 1 && sizeText.front() == '0'))
+      return lineError(i, "malformed line ", quoteForMessage(line),
+                       ": the size must be a decimal number of bytes", kShape);
+    if (!isSafePlanFileName(name))
+      return lineError(i, "unsafe file name ", quoteForMessage(name),
+                       " (plan files are plain names in the plan directory, or under kernels/)");
+    if (name == kManifestName)
+      return lineError(i, "MANIFEST cannot list itself");
+    for (size_t j = 0; j < entries.size(); ++j)
+      if (entries[j].name == name)
+        return lineError(i, "'", name, "' is listed twice (also on line ", entryLines[j] + 1, ")");
+    if (!lines[i].terminated)
+      return unterminated(i);
+    entries.push_back(ManifestEntry{std::string(name), size, std::string(hash)});
+    entryLines.push_back(i);
+  }
+  if (std::none_of(entries.begin(), entries.end(),
+                   [](const ManifestEntry &e) { return e.name == kPlanJsonName; }))
+    return makeError(where, ": MANIFEST does not list plan.json");
+  return std::make_pair(kPlanFormatVersion, std::move(entries));
+}
+
+namespace {
+
+/// Closes a file descriptor on scope exit.
+class FileDescriptor {
+public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor &) = delete;
+  FileDescriptor &operator=(const FileDescriptor &) = delete;
+  int get() const { return fd_; }
+
+private:
+  int fd_;
+};
+
+/// Reads the rest of `fd` into `sink(data, size)`; returns errno on failure, 0 on success.
+template <class Sink> int readAll(int fd, Sink &&sink) {
+  std::array<char, 1 << 16> buf;
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return errno;
+    if (n == 0)
+      return 0;
+    sink(buf.data(), static_cast<size_t>(n));
+  }
+}
+
+/// Reads MANIFEST (size-capped).
+Expected<std::string> readManifest(const std::filesystem::path &dir, const std::string &where) {
+  FileDescriptor fd(::open((dir / kManifestName).c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    int err = errno;
+    if (err == ENOENT)
+      return makeError(where, ": no MANIFEST (not a plan directory, or an incomplete one)");
+    return makeError(where, ": cannot read MANIFEST: ", errnoCode(err));
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0)
+    return makeError(where, ": cannot read MANIFEST: ", errnoCode());
+  if (!S_ISREG(st.st_mode))
+    return makeError(where, ": MANIFEST is not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > kMaxManifestBytes)
+    return makeError(where, ": MANIFEST is ", static_cast<uint64_t>(st.st_size),
+                     " bytes, too large for a plan manifest");
+  std::string text;
+  int err = readAll(fd.get(), [&](const char *data, size_t size) {
+    if (text.size() <= kMaxManifestBytes)
+      text.append(data, size);
+  });
+  if (err)
+    return makeError(where, ": cannot read MANIFEST: ", errnoCode(err));
+  if (text.size() > kMaxManifestBytes)
+    return makeError(where, ": MANIFEST is too large for a plan manifest");
+  return text;
+}
+
+/// Checks one listed file's size and SHA-256; keeps its bytes in `*contents` when given.
+Error verifyFile(const std::filesystem::path &dir, const std::string &where,
+                 const ManifestEntry &entry, std::string *contents) {
+  FileDescriptor fd(::open((dir / entry.name).c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    int err = errno;
+    if (err == ENOENT)
+      return makeError(where, ": ", entry.name, " is listed in MANIFEST but missing");
+    return makeError(where, ": cannot read ", entry.name, ": ", errnoCode(err));
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0)
+    return makeError(where, ": cannot read ", entry.name, ": ", errnoCode());
+  if (!S_ISREG(st.st_mode))
+    return makeError(where, ": ", entry.name, " is not a regular file");
+  auto sizeError = [&](uint64_t actual) {
+    return makeError(where, ": ", entry.name, " is ", actual, " bytes, MANIFEST says ", entry.size,
+                     actual < entry.size ? " (truncated?)" : " (modified?)");
+  };
+  if (static_cast<uint64_t>(st.st_size) != entry.size)
+    return sizeError(static_cast<uint64_t>(st.st_size));
+  if (contents) {
+    if (entry.size > kMaxPlanJsonBytes)
+      return makeError(where, ": ", entry.name, " is ", entry.size,
+                       " bytes, more than the 1 GiB this runtime reads");
+    contents->clear();
+    contents->reserve(entry.size);
+  }
+  Sha256 hash;
+  uint64_t read = 0;
+  int err = readAll(fd.get(), [&](const char *data, size_t size) {
+    hash.update(data, size);
+    read += size;
+    if (contents && contents->size() + size <= entry.size)
+      contents->append(data, size);
+  });
+  if (err)
+    return makeError(where, ": cannot read ", entry.name, ": ", errnoCode(err));
+  if (read != entry.size) // changed while we read it
+    return sizeError(read);
+  if (hash.finalizeHex() != entry.sha256)
+    return makeError(where, ": ", entry.name,
+                     " does not match its SHA-256 in MANIFEST (corrupt or modified)");
+  return Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// plan.json
+//===----------------------------------------------------------------------===//
+
+/// Thrown inside the plan.json reader, caught in parsePlanJson.
+struct PlanJsonError {
+  std::string message; // "<json path>: <what>"
+};
+
+[[noreturn]] void fail(const std::string &path, std::string_view what) {
+  throw PlanJsonError{path.empty() ? std::string(what) : concat(path, ": ", what)};
+}
+
+std::string kindWithArticle(const JsonValue &v) {
+  switch (v.kind()) {
+  case JsonValue::Kind::Null:
+    return "null";
+  case JsonValue::Kind::Bool:
+    return v.getBool().value_or(false) ? "true" : "false";
+  case JsonValue::Kind::Int:
+    return concat("the integer ", *v.getInt());
+  case JsonValue::Kind::Double:
+    return concat("the number ", *v.getNumber());
+  case JsonValue::Kind::String:
+    return concat("the string ", quoteForMessage(*v.getString()));
+  case JsonValue::Kind::Array:
+    return "an array";
+  case JsonValue::Kind::Object:
+    return "an object";
+  }
+  return "a value";
+}
+
+[[noreturn]] void typeError(const std::string &path, std::string_view expected,
+                            const JsonValue &found) {
+  fail(path, concat("expected ", expected, ", found ", kindWithArticle(found)));
+}
+
+std::string member(const std::string &path, std::string_view key) {
+  return path.empty() ? std::string(key) : concat(path, '.', key);
+}
+
+std::string element(const std::string &path, size_t index) { return concat(path, '[', index, ']'); }
+
+/// Typed accessors; `path` names the value for messages.
+const JsonObject &asObject(const JsonValue &v, const std::string &path) {
+  if (const JsonObject *o = v.getObject())
+    return *o;
+  typeError(path, "an object", v);
+}
+
+const JsonArray &asArray(const JsonValue &v, const std::string &path) {
+  if (const JsonArray *a = v.getArray())
+    return *a;
+  typeError(path, "an array", v);
+}
+
+const std::string &asString(const JsonValue &v, const std::string &path) {
+  if (const std::string *s = v.getString())
+    return *s;
+  typeError(path, "a string", v);
+}
+
+std::string asName(const JsonValue &v, const std::string &path) {
+  const std::string &s = asString(v, path);
+  if (s.empty())
+    fail(path, "expected a non-empty name, found the empty string");
+  return s;
+}
+
+int64_t asInt(const JsonValue &v, const std::string &path, int64_t min, std::string_view what) {
+  std::optional<int64_t> i = v.getInt();
+  if (!i || *i < min)
+    typeError(path, what, v);
+  return *i;
+}
+
+double asNumber(const JsonValue &v, const std::string &path) {
+  std::optional<double> d = v.getNumber();
+  if (!d)
+    typeError(path, "a number", v);
+  return *d;
+}
+
+bool asBool(const JsonValue &v, const std::string &path) {
+  std::optional<bool> b = v.getBool();
+  if (!b)
+    typeError(path, "true or false", v);
+  return *b;
+}
+
+/// The member `key` of object `o` at `path` (required).
+const JsonValue &get(const JsonObject &o, const std::string &path, std::string_view key) {
+  if (const JsonValue *v = o.find(key))
+    return *v;
+  fail(path, concat("missing key '", key, "'"));
+}
+
+PlanDType asDType(const JsonValue &v, const std::string &path, bool allowI32) {
+  const std::string &s = asString(v, path);
+  std::optional<PlanDType> d = parsePlanDType(s);
+  if (!d || (!allowI32 && *d == PlanDType::I32))
+    fail(path, concat("unknown dtype ", quoteForMessage(s), " (expected f32, bf16, f16 or f64",
+                      allowI32 ? ", or i32 for token ids)" : ")"));
+  return *d;
+}
+
+/// A size of a dimension: a positive integer.
+int64_t asDimSize(const JsonValue &v, const std::string &path) {
+  return asInt(v, path, 1, "a positive integer (a dimension size)");
+}
+
+/// `[{"name", "size"}, ...]`, with the element count checked against int64 and the sizes of
+/// named model dimensions against the top-level `dims`.
+std::vector<Dim> readDimList(const JsonValue &v, const std::string &path,
+                             const std::vector<Dim> &modelDims) {
+  std::vector<Dim> dims;
+  const JsonArray &a = asArray(v, path);
+  int64_t elements = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::string p = element(path, i);
+    const JsonObject &o = asObject(a[i], p);
+    Dim d{asName(get(o, p, "name"), member(p, "name")),
+          asDimSize(get(o, p, "size"), member(p, "size"))};
+    // `layers` is the stacking dimension of layer parameters: its size is the layer's repeat
+    // count, which need not equal a model dimension of that name.
+    if (d.name != "layers")
+      for (const Dim &m : modelDims)
+        if (m.name == d.name && m.size != d.size)
+          fail(p, concat("dimension '", d.name, "' has size ", d.size, " here but ", m.size,
+                         " in dims"));
+    if (__builtin_mul_overflow(elements, d.size, &elements))
+      fail(path, "the tensor has more than 2^63 elements");
+    dims.push_back(std::move(d));
+  }
+  return dims;
+}
+
+/// The top-level `dims`: `{"name": size, ...}` (also accepted as a `[{"name", "size"}]` list).
+std::vector<Dim> readModelDims(const JsonValue &v, const std::string &path) {
+  std::vector<Dim> dims;
+  if (v.isArray()) {
+    dims = readDimList(v, path, {});
+    for (size_t i = 0; i < dims.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (dims[i].name == dims[j].name)
+          fail(element(path, i), concat("duplicate dimension '", dims[i].name, "'"));
+    return dims;
+  }
+  if (!v.isObject())
+    typeError(path, "an object of dimension sizes", v);
+  for (const auto &[name, size] : *v.getObject()) {
+    std::string p = member(path, name);
+    if (name.empty())
+      fail(path, "a dimension has the empty name");
+    dims.push_back(Dim{name, asDimSize(size, p)});
+  }
+  return dims;
+}
+
+InitSpec readInit(const JsonValue &v, const std::string &path) {
+  const JsonObject &o = asObject(v, path);
+  std::string kindPath = member(path, "kind");
+  const std::string &kindName = asString(get(o, path, "kind"), kindPath);
+  std::optional<InitKind> kind = parseInitKind(kindName);
+  if (!kind)
+    fail(kindPath, concat("unknown initialiser ", quoteForMessage(kindName),
+                          " (expected zeros, ones, normal, uniform or constant)"));
+  InitSpec init;
+  init.kind = *kind;
+  std::string argsPath = member(path, "args");
+  if (const JsonValue *args = o.find("args")) {
+    const JsonArray &a = asArray(*args, argsPath);
+    for (size_t i = 0; i < a.size(); ++i) {
+      double d = asNumber(a[i], element(argsPath, i));
+      if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max())
+        fail(element(argsPath, i), concat(d, " is outside the range of f32"));
+      init.args.push_back(d);
+    }
+  }
+  size_t n = init.args.size();
+  auto arity = [&](size_t min, size_t max, std::string_view signature) {
+    if (n < min || n > max)
+      fail(argsPath, concat(kindName, " takes ", signature, ", found ", n,
+                            n == 1 ? " argument" : " arguments"));
+  };
+  switch (init.kind) {
+  case InitKind::Zeros:
+  case InitKind::Ones:
+    arity(0, 0, "no arguments");
+    break;
+  case InitKind::Normal:
+    arity(1, 2, "1 or 2 arguments (std[, mean])");
+    if (init.args[0] < 0)
+      fail(element(argsPath, 0), concat("normal's std must not be negative, found ", init.args[0]));
+    break;
+  case InitKind::Uniform:
+    arity(2, 2, "2 arguments (low, high)");
+    if (init.args[0] > init.args[1])
+      fail(argsPath,
+           concat("uniform's low (", init.args[0], ") exceeds its high (", init.args[1], ")"));
+    break;
+  case InitKind::Constant:
+    arity(1, 1, "1 argument (value)");
+    break;
+  }
+  return init;
+}
+
+ParamInfo readParam(const JsonValue &v, const std::string &path, size_t index,
+                    const std::vector<Dim> &modelDims) {
+  const JsonObject &o = asObject(v, path);
+  ParamInfo p;
+  p.name = asName(get(o, path, "name"), member(path, "name"));
+  if (const JsonValue *layer = o.find("layer"))
+    p.layer = asName(*layer, member(path, "layer"));
+  p.instances = asInt(get(o, path, "instances"), member(path, "instances"), 1,
+                      "a positive integer (the layer's repeat count)");
+  int64_t id =
+      asInt(get(o, path, "tensor_id"), member(path, "tensor_id"), 0, "a non-negative integer");
+  if (id != static_cast<int64_t>(index))
+    fail(member(path, "tensor_id"),
+         concat(id, ", expected ", index, " (the parameter's index in the table)"));
+  p.tensorId = static_cast<uint32_t>(index);
+  std::string dimsPath = member(path, "dims");
+  p.dims = readDimList(get(o, path, "dims"), dimsPath, modelDims);
+  if (p.layer) {
+    if (p.dims.empty() || p.dims[0].name != "layers")
+      fail(dimsPath,
+           concat("a layer parameter's dims must lead with 'layers', found ", formatDims(p.dims)));
+    if (p.dims[0].size != p.instances)
+      fail(member(path, "instances"),
+           concat(p.instances, ", but the leading 'layers' dimension has size ", p.dims[0].size));
+  } else if (p.instances != 1) {
+    fail(member(path, "instances"),
+         concat("a model parameter (no 'layer') has 1 instance, found ", p.instances));
+  }
+  p.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowI32=*/false);
+  p.init = readInit(get(o, path, "init"), member(path, "init"));
+  p.weightDecay = asBool(get(o, path, "weight_decay"), member(path, "weight_decay"));
+  return p;
+}
+
+StateInfo readState(const JsonValue &v, const std::string &path,
+                    const std::vector<ParamInfo> &params, const std::vector<Dim> &modelDims) {
+  const JsonObject &o = asObject(v, path);
+  StateInfo s;
+  s.name = asName(get(o, path, "name"), member(path, "name"));
+  s.of = asName(get(o, path, "of"), member(path, "of"));
+  auto it = std::find_if(params.begin(), params.end(),
+                         [&](const ParamInfo &p) { return p.name == s.of; });
+  if (it == params.end())
+    fail(member(path, "of"), concat("no parameter named '", s.of, "'"));
+  s.paramIndex = static_cast<size_t>(it - params.begin());
+  s.dims = readDimList(get(o, path, "dims"), member(path, "dims"), modelDims);
+  if (s.dims != it->dims)
+    fail(member(path, "dims"), concat(formatDims(s.dims), " differ from the dims of parameter '",
+                                      it->name, "' ", formatDims(it->dims)));
+  s.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowI32=*/false);
+  return s;
+}
+
+InputInfo readInput(const JsonValue &v, const std::string &path,
+                    const std::vector<Dim> &modelDims) {
+  const JsonObject &o = asObject(v, path);
+  InputInfo in;
+  in.name = asName(get(o, path, "name"), member(path, "name"));
+  in.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowI32=*/true);
+  in.dims = readDimList(get(o, path, "dims"), member(path, "dims"), modelDims);
+  return in;
+}
+
+int64_t readCount(const JsonObject &o, const std::string &path, std::string_view key) {
+  return asInt(get(o, path, key), member(path, key), 0, "a non-negative integer");
+}
+
+Predictions readPredictions(const JsonValue &v, const std::string &path) {
+  const JsonObject &o = asObject(v, path);
+  Predictions p;
+  p.parameters = readCount(o, path, "parameters");
+  std::string flopsPath = member(path, "flops_per_token");
+  const JsonObject &flops = asObject(get(o, path, "flops_per_token"), flopsPath);
+  p.forwardFlopsPerToken = readCount(flops, flopsPath, "forward");
+  p.backwardFlopsPerToken = readCount(flops, flopsPath, "backward");
+  std::string memPath = member(path, "memory_bytes");
+  const JsonObject &mem = asObject(get(o, path, "memory_bytes"), memPath);
+  p.memoryBytes.parameters = readCount(mem, memPath, "parameters");
+  p.memoryBytes.gradients = readCount(mem, memPath, "gradients");
+  p.memoryBytes.optimizerState = readCount(mem, memPath, "optimizer_state");
+  p.memoryBytes.savedActivations = readCount(mem, memPath, "saved_activations");
+  p.memoryBytes.total = readCount(mem, memPath, "total");
+  return p;
+}
+
+Plan readPlan(const JsonValue &root) {
+  const std::string top;
+  if (!root.isObject())
+    fail(top, concat("expected an object at the top level, found ", kindWithArticle(root)));
+  const JsonObject &o = *root.getObject();
+  Plan plan;
+
+  const std::string &format = asString(get(o, top, "format"), "format");
+  if (format != kPlanFormatName)
+    fail("format", concat("expected '", kPlanFormatName, "', found ", quoteForMessage(format),
+                          " (not an mtc plan)"));
+  int64_t version = asInt(get(o, top, "version"), "version", 0, "a non-negative integer");
+  if (version != kPlanFormatVersion)
+    fail("version", concat("unsupported plan version ", version, " (this mtrun reads version ",
+                           kPlanFormatVersion, ")"));
+  plan.version = kPlanFormatVersion;
+  plan.compiler = asString(get(o, top, "compiler"), "compiler");
+  plan.model = asName(get(o, top, "model"), "model");
+
+  const JsonObject &source = asObject(get(o, top, "source"), "source");
+  plan.sourcePath = asString(get(source, "source", "path"), "source.path");
+  plan.sourceSha256 = asString(get(source, "source", "sha256"), "source.sha256");
+
+  plan.seed = static_cast<uint64_t>(
+      asInt(get(o, top, "seed"), "seed", 0, "a non-negative integer (the random seed)"));
+  plan.dims = readModelDims(get(o, top, "dims"), "dims");
+
+  plan.train = get(o, top, "train");
+  if (!plan.train.isObject())
+    typeError("train", "an object", plan.train);
+  plan.parallel = get(o, top, "parallel");
+  if (!plan.parallel.isObject())
+    typeError("parallel", "an object", plan.parallel);
+
+  const JsonArray &inputs = asArray(get(o, top, "inputs"), "inputs");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    plan.inputs.push_back(readInput(inputs[i], element("inputs", i), plan.dims));
+
+  const JsonArray &params = asArray(get(o, top, "params"), "params");
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::string path = element("params", i);
+    ParamInfo p = readParam(params[i], path, i, plan.dims);
+    for (size_t j = 0; j < plan.params.size(); ++j)
+      if (plan.params[j].name == p.name)
+        fail(member(path, "name"),
+             concat("duplicate parameter name '", p.name, "' (also params[", j, "])"));
+    plan.params.push_back(std::move(p));
+  }
+
+  const JsonArray &states = asArray(get(o, top, "states"), "states");
+  for (size_t i = 0; i < states.size(); ++i) {
+    std::string path = element("states", i);
+    StateInfo s = readState(states[i], path, plan.params, plan.dims);
+    for (size_t j = 0; j < plan.states.size(); ++j)
+      if (plan.states[j].name == s.name)
+        fail(member(path, "name"),
+             concat("duplicate state name '", s.name, "' (also states[", j, "])"));
+    plan.states.push_back(std::move(s));
+  }
+
+  const JsonArray &functions = asArray(get(o, top, "functions"), "functions");
+  for (size_t i = 0; i < functions.size(); ++i)
+    plan.functions.push_back(asName(functions[i], element("functions", i)));
+
+  plan.predictions = readPredictions(get(o, top, "predictions"), "predictions");
+  return plan;
+}
+
+} // namespace
+
+Expected<Plan> parsePlanJson(std::string_view text, std::string_view where) {
+  Expected<JsonValue> root = parseJson(text);
+  if (!root)
+    return root.takeError().withContext(where);
+  try {
+    return readPlan(*root);
+  } catch (const PlanJsonError &e) {
+    return makeError(where, ": ", e.message);
+  } catch (const std::bad_alloc &) {
+    return makeError(where, ": out of memory");
+  }
+}
+
+Expected<Plan> loadPlan(const std::filesystem::path &dir) {
+  std::string where = displayName(dir);
+  std::error_code ec;
+  std::filesystem::file_status status = std::filesystem::status(dir, ec);
+  if (ec && status.type() != std::filesystem::file_type::not_found)
+    return makeError(where, ": cannot access the plan: ", ec);
+  if (status.type() == std::filesystem::file_type::not_found)
+    return makeError(where, ": no such plan directory");
+  if (status.type() != std::filesystem::file_type::directory)
+    return makeError(where, ": not a plan directory (a plan is a directory holding MANIFEST, "
+                            "plan.json and program.mlir)");
+
+  Expected<std::string> manifestText = readManifest(dir, where);
+  if (!manifestText)
+    return manifestText.takeError();
+  auto manifest = parseManifest(*manifestText, where);
+  if (!manifest)
+    return manifest.takeError();
+
+  std::string planJson;
+  std::string planSha256;
+  for (const ManifestEntry &entry : manifest->second) {
+    bool isPlanJson = entry.name == kPlanJsonName;
+    if (Error err = verifyFile(dir, where, entry, isPlanJson ? &planJson : nullptr); !err.ok())
+      return err;
+    if (isPlanJson)
+      planSha256 = entry.sha256;
+  }
+
+  Expected<Plan> plan = parsePlanJson(planJson, concat(where, '/', kPlanJsonName));
+  if (!plan)
+    return plan.takeError();
+  plan->dir = dir;
+  plan->version = manifest->first;
+  plan->files = std::move(manifest->second);
+  plan->planSha256 = std::move(planSha256);
+  return plan;
+}
+
+} // namespace mtc::rt

@@ -1,0 +1,194 @@
+//===- Plan.h - Loading and verifying a plan directory ----------*- C++ -*-===//
+//
+// `loadPlan(dir)` reads a plan written by `mtc compile -o model.plan` (docs/plan-format.md,
+// version 1):
+//
+//  1. MANIFEST: the format line `mtc-plan 1`, then one `<sha256> <size> <name>` line per file;
+//     every listed file must exist with that size and SHA-256. plan.json must be listed.
+//  2. plan.json: parsed (strict JSON) and checked into the structs below: required keys and
+//     their types, dtypes, initialisers and their arguments, tensor ids, the `layers`
+//     dimension of layer parameters, optimizer state against its parameter.
+//
+// Every failure is an Error naming the plan directory and what is wrong, e.g.
+//   model.plan: plan.json is 1234 bytes, MANIFEST says 2048 (truncated?)
+//   model.plan: unsupported plan version 2 (this mtrun reads version 1)
+//   model.plan/plan.json: params[3].init.kind: unknown initialiser 'gaussian' (...)
+// Keys of plan.json that version 1 does not define are ignored.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_RUNTIME_PLAN_PLAN_H
+#define MTC_RUNTIME_PLAN_PLAN_H
+
+#include "runtime/support/Error.h"
+#include "runtime/support/Json.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mtc::rt {
+
+/// The plan format version this runtime reads.
+inline constexpr int kPlanFormatVersion = 1;
+
+/// The first word of MANIFEST's first line and plan.json's `format`.
+inline constexpr std::string_view kPlanFormatName = "mtc-plan";
+
+/// Element types of plan tensors: `f32`, `bf16`, `f16`, `f64` for values, `i32` for token ids.
+enum class PlanDType { F32, BF16, F16, F64, I32 };
+
+/// "f32", "bf16", ...
+std::string_view planDTypeName(PlanDType dtype);
+std::optional<PlanDType> parsePlanDType(std::string_view name);
+/// Bytes per element.
+size_t planDTypeSize(PlanDType dtype);
+
+/// One named dimension: `{"name": "hidden", "size": 64}`.
+struct Dim {
+  std::string name;
+  int64_t size = 0;
+
+  friend bool operator==(const Dim &, const Dim &) = default;
+};
+
+/// The product of the sizes (1 for no dimensions). The loader checks that it fits in int64.
+int64_t numElements(const std::vector<Dim> &dims);
+/// The sizes alone, as a safetensors shape.
+std::vector<int64_t> dimSizes(const std::vector<Dim> &dims);
+/// "[layers=2, hidden=64]".
+std::string formatDims(const std::vector<Dim> &dims);
+
+/// Parameter initialisers (docs/plan-format.md, "Parameters").
+enum class InitKind { Zeros, Ones, Normal, Uniform, Constant };
+
+/// "zeros", "ones", "normal", "uniform", "constant".
+std::string_view initKindName(InitKind kind);
+std::optional<InitKind> parseInitKind(std::string_view name);
+
+/// An initialiser with its arguments, checked by the loader:
+///   zeros, ones        no arguments
+///   normal             std (>= 0), optional mean (default 0)
+///   uniform            low, high (low <= high)
+///   constant           value
+/// Every argument is finite and within float range.
+struct InitSpec {
+  InitKind kind = InitKind::Zeros;
+  std::vector<double> args;
+
+  /// "normal(0.02)", "zeros", ...
+  std::string describe() const;
+};
+
+/// One entry of the parameter table.
+struct ParamInfo {
+  std::string name;                 // the .mtl name: "wte", "lnf.g", "block.wq"
+  std::optional<std::string> layer; // the layer of a layer parameter
+  int64_t instances = 1;            // the layer's repeat count (1 for model parameters)
+  uint32_t tensorId = 0;            // the index in the table: the Philox stream of its values
+  std::vector<Dim> dims;            // stored dims; a layer parameter's lead with `layers`
+  PlanDType dtype = PlanDType::F32;
+  InitSpec init;
+  bool weightDecay = false;
+
+  /// Elements of the stored tensor (all instances).
+  int64_t numElements() const { return rt::numElements(dims); }
+  std::vector<int64_t> shape() const { return dimSizes(dims); }
+};
+
+/// One entry of the optimizer state table: zero-initialised, stored like parameter `of`.
+struct StateInfo {
+  std::string name; // "block.wq.exp_avg"
+  std::string of;   // the parameter's name
+  size_t paramIndex = 0;
+  std::vector<Dim> dims;
+  PlanDType dtype = PlanDType::F32;
+
+  int64_t numElements() const { return rt::numElements(dims); }
+};
+
+/// One argument of the entry function (`tokens`, `labels`).
+struct InputInfo {
+  std::string name;
+  PlanDType dtype = PlanDType::I32;
+  std::vector<Dim> dims;
+};
+
+/// The cost model's figures.
+struct Predictions {
+  int64_t parameters = 0;
+  int64_t forwardFlopsPerToken = 0;
+  int64_t backwardFlopsPerToken = 0;
+  struct MemoryBytes {
+    int64_t parameters = 0;
+    int64_t gradients = 0;
+    int64_t optimizerState = 0;
+    int64_t savedActivations = 0;
+    int64_t total = 0;
+  } memoryBytes;
+};
+
+/// One MANIFEST line.
+struct ManifestEntry {
+  std::string name;   // relative to the plan directory
+  uint64_t size = 0;  // bytes
+  std::string sha256; // 64 lowercase hex digits
+};
+
+/// A verified plan.
+struct Plan {
+  std::filesystem::path dir;
+  int version = kPlanFormatVersion;
+  /// MANIFEST's lines in order (each file verified).
+  std::vector<ManifestEntry> files;
+  /// The SHA-256 of plan.json (verified against MANIFEST).
+  std::string planSha256;
+
+  std::string model;
+  std::string compiler;
+  std::string sourcePath;
+  std::string sourceSha256;
+  uint64_t seed = 0;
+  /// Every dimension of the model in plan.json order (`batch` is the micro-batch).
+  std::vector<Dim> dims;
+  /// The `train {}` and `parallel {}` settings as written (objects).
+  JsonValue train;
+  JsonValue parallel;
+  std::vector<InputInfo> inputs;
+  std::vector<ParamInfo> params;
+  std::vector<StateInfo> states;
+  /// Names of the functions of program.mlir.
+  std::vector<std::string> functions;
+  Predictions predictions;
+
+  const ParamInfo *findParam(std::string_view name) const;
+  const ManifestEntry *findFile(std::string_view name) const;
+  /// The size of a model dimension, if the plan has it.
+  std::optional<int64_t> dimSize(std::string_view name) const;
+  /// Elements of all parameters together.
+  int64_t numParameterElements() const;
+};
+
+/// Loads and verifies the plan directory `dir` (see the file comment).
+Expected<Plan> loadPlan(const std::filesystem::path &dir);
+
+/// Parses MANIFEST text: the format line and the file lines (names checked, duplicates
+/// rejected), without looking at the files. `where` (the plan directory as shown to users)
+/// prefixes every error. Returns the format version and the entries.
+Expected<std::pair<int, std::vector<ManifestEntry>>> parseManifest(std::string_view text,
+                                                                   std::string_view where);
+
+/// Parses and checks plan.json text into a Plan (without `dir`, `files` and `planSha256`).
+/// `where` (e.g. "model.plan/plan.json") prefixes every error.
+Expected<Plan> parsePlanJson(std::string_view text, std::string_view where);
+
+/// Whether `name` may appear in a MANIFEST: a plain file name (letters, digits, '.', '_',
+/// '-', '+'; not starting with '.'), optionally after the `kernels/` prefix.
+bool isSafePlanFileName(std::string_view name);
+
+} // namespace mtc::rt
+
+#endif // MTC_RUNTIME_PLAN_PLAN_H

@@ -1,0 +1,267 @@
+// RUN: mt-opt %s -split-input-file -mt-to-linalg -verify-diagnostics | FileCheck %s
+
+// Tests that named broadcasting with the rhs dimensions in another order is an indexing map
+// that picks the rhs dimensions by name, and that signatures become builtin tensors.
+// CHECK-DAG: #[[$ID3:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-DAG: #[[$HS:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
+// CHECK-LABEL: func.func @broadcast_reordered
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xf32>, %[[Y:.*]]: tensor<8x4xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<2x4x8xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[$ID3]], #[[$HS]], #[[$ID3]]], iterator_types = ["parallel", "parallel", "parallel"]}
+// CHECK-SAME: ins(%[[X]], %[[Y]] : tensor<2x4x8xf32>, tensor<8x4xf32>) outs(%[[E]] : tensor<2x4x8xf32>)
+// CHECK: arith.addf
+func.func @broadcast_reordered(%x: !mt.tensor<[batch=2, seq=4, hidden=8], f32>,
+                               %y: !mt.tensor<[hidden=8, seq=4], f32>)
+    -> !mt.tensor<[batch=2, seq=4, hidden=8], f32> {
+  %0 = mt.add %x, %y : !mt.tensor<[batch=2, seq=4, hidden=8], f32>,
+      !mt.tensor<[hidden=8, seq=4], f32> -> !mt.tensor<[batch=2, seq=4, hidden=8], f32>
+  return %0 : !mt.tensor<[batch=2, seq=4, hidden=8], f32>
+}
+
+// -----
+
+// Tests that dimensions only the rhs has follow the lhs's in the iteration space (an outer
+// product), and that the other binary ops get their scalar bodies.
+// CHECK-DAG: #[[$D0:.*]] = affine_map<(d0, d1) -> (d0)>
+// CHECK-DAG: #[[$D1:.*]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-DAG: #[[$ID2:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @outer
+// CHECK: linalg.generic {indexing_maps = [#[[$D0]], #[[$D1]], #[[$ID2]]], iterator_types = ["parallel", "parallel"]}
+// CHECK: arith.subf
+// CHECK: linalg.generic
+// CHECK: arith.divf
+// CHECK: linalg.generic
+// CHECK: arith.maximumf
+// CHECK: linalg.generic
+// CHECK: math.powf
+// CHECK: linalg.generic
+// CHECK: %[[GT:.*]] = arith.cmpf ogt
+// CHECK: arith.select %[[GT]], %{{.*}}, %{{.*}} : f32
+// CHECK: linalg.generic
+// CHECK: arith.mulf
+// CHECK: return {{.*}} : tensor<4x8xf32>
+func.func @outer(%v: !mt.tensor<[seq=4], f32>, %w: !mt.tensor<[hidden=8], f32>)
+    -> !mt.tensor<[seq=4, hidden=8], f32> {
+  %0 = mt.sub %v, %w : !mt.tensor<[seq=4], f32>, !mt.tensor<[hidden=8], f32>
+      -> !mt.tensor<[seq=4, hidden=8], f32>
+  %1 = mt.div %0, %w : !mt.tensor<[seq=4, hidden=8], f32>, !mt.tensor<[hidden=8], f32>
+      -> !mt.tensor<[seq=4, hidden=8], f32>
+  %2 = mt.max %1, %v : !mt.tensor<[seq=4, hidden=8], f32>, !mt.tensor<[seq=4], f32>
+      -> !mt.tensor<[seq=4, hidden=8], f32>
+  %3 = mt.pow %2, %0 : !mt.tensor<[seq=4, hidden=8], f32>, !mt.tensor<[seq=4, hidden=8], f32>
+      -> !mt.tensor<[seq=4, hidden=8], f32>
+  %4 = mt.greater %3, %2 : !mt.tensor<[seq=4, hidden=8], f32>,
+      !mt.tensor<[seq=4, hidden=8], f32> -> !mt.tensor<[seq=4, hidden=8], f32>
+  %5 = mt.mul %4, %3 : !mt.tensor<[seq=4, hidden=8], f32>, !mt.tensor<[seq=4, hidden=8], f32>
+      -> !mt.tensor<[seq=4, hidden=8], f32>
+  return %5 : !mt.tensor<[seq=4, hidden=8], f32>
+}
+
+// -----
+
+// Tests that a scalar constant operand is folded into the kernel body, that a returned
+// constant is a fill of a rank-0 tensor, and that integer tensors use integer arithmetic.
+// CHECK-DAG: #[[$ID:.*]] = affine_map<(d0) -> (d0)>
+// CHECK-LABEL: func.func @constants
+// CHECK-SAME: (%[[X:.*]]: tensor<8xf32>, %[[I:.*]]: tensor<8xi32>) -> (tensor<8xf32>, tensor<f32>, tensor<8xi32>)
+// CHECK: %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK: %[[FILL:.*]] = linalg.fill ins(%[[HALF]] : f32) outs(%{{.*}} : tensor<f32>) -> tensor<f32>
+// CHECK: linalg.generic {indexing_maps = [#[[$ID]], #[[$ID]]], iterator_types = ["parallel"]} ins(%[[X]] : tensor<8xf32>)
+// CHECK: %[[C:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK: arith.mulf %{{.*}}, %[[C]] : f32
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[I]], %[[I]] : tensor<8xi32>, tensor<8xi32>)
+// CHECK: arith.addi
+// CHECK: return %{{.*}}, %[[FILL]], %{{.*}} : tensor<8xf32>, tensor<f32>, tensor<8xi32>
+func.func @constants(%x: !mt.tensor<[n=8], f32>, %i: !mt.tensor<[n=8], i32>)
+    -> (!mt.tensor<[n=8], f32>, !mt.tensor<[], f32>, !mt.tensor<[n=8], i32>) {
+  %c = mt.constant 0.5 : !mt.tensor<[], f32>
+  %0 = mt.mul %x, %c : !mt.tensor<[n=8], f32>, !mt.tensor<[], f32> -> !mt.tensor<[n=8], f32>
+  %1 = mt.add %i, %i : !mt.tensor<[n=8], i32>, !mt.tensor<[n=8], i32> -> !mt.tensor<[n=8], i32>
+  return %0, %c, %1 : !mt.tensor<[n=8], f32>, !mt.tensor<[], f32>, !mt.tensor<[n=8], i32>
+}
+
+// -----
+
+// Tests the scalar bodies of the unary ops.
+// CHECK-LABEL: func.func @unary
+// CHECK: arith.negf
+// CHECK: math.exp
+// CHECK: math.log
+// CHECK: math.sqrt
+// CHECK: math.rsqrt
+// CHECK: math.tanh
+// CHECK: math.cos
+// sigmoid: 1 / (1 + exp(-x))
+// CHECK: linalg.generic
+// CHECK: arith.negf
+// CHECK: math.exp
+// CHECK: arith.addf
+// CHECK: arith.divf
+// relu: x > 0 ? x : 0
+// CHECK: linalg.generic
+// CHECK: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// CHECK: %[[POS:.*]] = arith.cmpf ogt, %[[IN]]
+// CHECK: arith.select %[[POS]], %[[IN]], %{{.*}} : f32
+// silu: x * sigmoid(x)
+// CHECK: linalg.generic
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK: arith.mulf
+func.func @unary(%x: !mt.tensor<[n=8], f32>) -> !mt.tensor<[n=8], f32> {
+  %0 = mt.neg %x : !mt.tensor<[n=8], f32>
+  %1 = mt.exp %0 : !mt.tensor<[n=8], f32>
+  %2 = mt.log %1 : !mt.tensor<[n=8], f32>
+  %3 = mt.sqrt %2 : !mt.tensor<[n=8], f32>
+  %4 = mt.rsqrt %3 : !mt.tensor<[n=8], f32>
+  %5 = mt.tanh %4 : !mt.tensor<[n=8], f32>
+  %6 = mt.cos %5 : !mt.tensor<[n=8], f32>
+  %7 = mt.sigmoid %6 : !mt.tensor<[n=8], f32>
+  %8 = mt.relu %7 : !mt.tensor<[n=8], f32>
+  %9 = mt.silu %8 : !mt.tensor<[n=8], f32>
+  return %9 : !mt.tensor<[n=8], f32>
+}
+
+// -----
+
+// Tests that gelu uses erf, gelu approximate the tanh form, and their derivatives the same
+// functions.
+// CHECK-LABEL: func.func @gelu
+// CHECK: linalg.generic
+// CHECK: arith.constant 0.707106769 : f32
+// CHECK: math.erf
+// CHECK: linalg.generic
+// CHECK: arith.constant 4.471500e-02 : f32
+// CHECK: math.tanh
+// CHECK: linalg.generic
+// CHECK-DAG: math.exp
+// CHECK-DAG: math.erf
+// CHECK: linalg.generic
+// CHECK: math.tanh
+// CHECK: return
+func.func @gelu(%x: !mt.tensor<[n=8], f32>)
+    -> (!mt.tensor<[n=8], f32>, !mt.tensor<[n=8], f32>, !mt.tensor<[n=8], f32>,
+        !mt.tensor<[n=8], f32>) {
+  %0 = mt.gelu %x : !mt.tensor<[n=8], f32>
+  %1 = mt.gelu %x approximate : !mt.tensor<[n=8], f32>
+  %2 = mt.gelu_grad %x : !mt.tensor<[n=8], f32>
+  %3 = mt.gelu_grad %x approximate : !mt.tensor<[n=8], f32>
+  return %0, %1, %2, %3 : !mt.tensor<[n=8], f32>, !mt.tensor<[n=8], f32>,
+      !mt.tensor<[n=8], f32>, !mt.tensor<[n=8], f32>
+}
+
+// -----
+
+// Tests that transpose and broadcast are kernels whose operand map reorders or projects,
+// and that casts convert the element type.
+// CHECK-DAG: #[[$ID3:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-DAG: #[[$T:.*]] = affine_map<(d0, d1, d2) -> (d1, d2, d0)>
+// CHECK-DAG: #[[$B:.*]] = affine_map<(d0, d1, d2) -> (d2, d0)>
+// CHECK-LABEL: func.func @layout
+// CHECK: linalg.generic {indexing_maps = [#[[$T]], #[[$ID3]]], iterator_types = ["parallel", "parallel", "parallel"]} ins(%{{.*}} : tensor<2x3x4xf32>) outs(%{{.*}} : tensor<4x2x3xf32>)
+// CHECK-NEXT: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: linalg.yield %[[IN]] : f32
+// CHECK: linalg.generic {indexing_maps = [#[[$B]], #[[$ID3]]], iterator_types = ["parallel", "parallel", "parallel"]} ins(%{{.*}} : tensor<3x2xf32>) outs(%{{.*}} : tensor<2x5x3xf32>)
+// CHECK: arith.extf %{{.*}} : f32 to f64
+// CHECK: arith.fptosi %{{.*}} : f32 to i32
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+func.func @layout(%x: !mt.tensor<[a=2, b=3, c=4], f32>, %y: !mt.tensor<[b=3, a=2], f32>)
+    -> (!mt.tensor<[c=4, a=2, b=3], f32>, !mt.tensor<[a=2, d=5, b=3], f32>,
+        !mt.tensor<[a=2, b=3, c=4], f64>, !mt.tensor<[a=2, b=3, c=4], i32>,
+        !mt.tensor<[a=2, b=3, c=4], bf16>) {
+  %0 = mt.transpose %x : !mt.tensor<[a=2, b=3, c=4], f32> to !mt.tensor<[c=4, a=2, b=3], f32>
+  %1 = mt.broadcast %y : !mt.tensor<[b=3, a=2], f32> to !mt.tensor<[a=2, d=5, b=3], f32>
+  %2 = mt.cast %x : !mt.tensor<[a=2, b=3, c=4], f32> to !mt.tensor<[a=2, b=3, c=4], f64>
+  %3 = mt.cast %x : !mt.tensor<[a=2, b=3, c=4], f32> to !mt.tensor<[a=2, b=3, c=4], i32>
+  %4 = mt.cast %x : !mt.tensor<[a=2, b=3, c=4], f32> to !mt.tensor<[a=2, b=3, c=4], bf16>
+  return %0, %1, %2, %3, %4 : !mt.tensor<[c=4, a=2, b=3], f32>,
+      !mt.tensor<[a=2, d=5, b=3], f32>, !mt.tensor<[a=2, b=3, c=4], f64>,
+      !mt.tensor<[a=2, b=3, c=4], i32>, !mt.tensor<[a=2, b=3, c=4], bf16>
+}
+
+// -----
+
+// Tests that a reduction iterates over the kept dimensions (parallel) then the reduced ones
+// (reduction), into a fill of the identity: 0 for sums, -inf for max; a mean divides by the
+// number of reduced elements.
+// CHECK-DAG: #[[$IN:.*]] = affine_map<(d0, d1, d2) -> (d0, d2, d1)>
+// CHECK-DAG: #[[$OUT:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @reduce
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xf32>)
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%{{.*}} : tensor<2x8xf32>)
+// CHECK: %[[SUM:.*]] = linalg.generic {indexing_maps = [#[[$IN]], #[[$OUT]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[X]] : tensor<2x4x8xf32>) outs(%[[INIT]] : tensor<2x8xf32>)
+// CHECK: arith.addf
+// CHECK: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: linalg.fill ins(%[[NEGINF]] : f32) outs(%{{.*}} : tensor<4xf32>)
+// CHECK: iterator_types = ["parallel", "reduction", "reduction"]
+// CHECK: arith.maximumf
+// CHECK: iterator_types = ["reduction", "reduction", "reduction"]
+// CHECK: arith.addf
+// CHECK: iterator_types = []
+// CHECK: arith.constant 6.400000e+01 : f32
+// CHECK: arith.divf
+func.func @reduce(%x: !mt.tensor<[batch=2, seq=4, hidden=8], f32>)
+    -> (!mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[seq=4], f32>, !mt.tensor<[], f32>) {
+  %0 = mt.reduce_sum %x over [seq] : !mt.tensor<[batch=2, seq=4, hidden=8], f32>
+      -> !mt.tensor<[batch=2, hidden=8], f32>
+  %1 = mt.reduce_max %x over [batch, hidden] : !mt.tensor<[batch=2, seq=4, hidden=8], f32>
+      -> !mt.tensor<[seq=4], f32>
+  %2 = mt.reduce_mean %x over [batch, seq, hidden] : !mt.tensor<[batch=2, seq=4, hidden=8], f32>
+      -> !mt.tensor<[], f32>
+  return %0, %1, %2 : !mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[seq=4], f32>,
+      !mt.tensor<[], f32>
+}
+
+// -----
+
+// Tests that a contraction with a batch dimension iterates over the result's dimensions
+// (parallel) then the contracted one (reduction), each operand picking its dimensions by
+// name, and accumulates into a zero fill.
+// CHECK-DAG: #[[$A:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[$W:.*]] = affine_map<(d0, d1, d2, d3) -> (d3, d0, d2)>
+// CHECK-DAG: #[[$R:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @contract
+// CHECK-SAME: (%[[A:.*]]: tensor<2x4x8xf32>, %[[W:.*]]: tensor<8x2x16xf32>) -> tensor<2x4x16xf32>
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%{{.*}} : tensor<2x4x16xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[$A]], #[[$W]], #[[$R]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK-SAME: ins(%[[A]], %[[W]] : tensor<2x4x8xf32>, tensor<8x2x16xf32>) outs(%[[INIT]] : tensor<2x4x16xf32>)
+// CHECK-NEXT: ^bb0(%[[L:.*]]: f32, %[[RR:.*]]: f32, %[[ACC:.*]]: f32):
+// CHECK-NEXT: %[[P:.*]] = arith.mulf %[[L]], %[[RR]] : f32
+// CHECK-NEXT: %[[S:.*]] = arith.addf %[[ACC]], %[[P]] : f32
+// CHECK-NEXT: linalg.yield %[[S]] : f32
+func.func @contract(%a: !mt.tensor<[batch=2, seq=4, hidden=8], f32>,
+                    %w: !mt.tensor<[hidden=8, batch=2, ffn=16], f32>)
+    -> !mt.tensor<[batch=2, seq=4, ffn=16], f32> {
+  %0 = mt.contract %a, %w over [hidden] : !mt.tensor<[batch=2, seq=4, hidden=8], f32>,
+      !mt.tensor<[hidden=8, batch=2, ffn=16], f32> -> !mt.tensor<[batch=2, seq=4, ffn=16], f32>
+  return %0 : !mt.tensor<[batch=2, seq=4, ffn=16], f32>
+}
+
+// -----
+
+// Tests that calls between converted functions are converted with them.
+// CHECK-LABEL: func.func @callee
+// CHECK-SAME: (%{{.*}}: tensor<8xf32>) -> tensor<8xf32>
+// CHECK-LABEL: func.func @caller
+// CHECK: %[[R:.*]] = call @callee(%{{.*}}) : (tensor<8xf32>) -> tensor<8xf32>
+// CHECK: return %[[R]] : tensor<8xf32>
+func.func @callee(%x: !mt.tensor<[n=8], f32>) -> !mt.tensor<[n=8], f32> {
+  %0 = mt.exp %x : !mt.tensor<[n=8], f32>
+  return %0 : !mt.tensor<[n=8], f32>
+}
+func.func @caller(%x: !mt.tensor<[n=8], f32>) -> !mt.tensor<[n=8], f32> {
+  %0 = func.call @callee(%x) : (!mt.tensor<[n=8], f32>) -> !mt.tensor<[n=8], f32>
+  return %0 : !mt.tensor<[n=8], f32>
+}
+
+// -----
+
+// Tests that an op outside the supported set is reported by name and nothing is lowered.
+func.func @unsupported(%x: !mt.tensor<[seq=4, hidden=8], f32>) -> !mt.tensor<[seq=4, hidden=8], f32> {
+  %0 = mt.exp %x : !mt.tensor<[seq=4, hidden=8], f32>
+  // expected-error @+1 {{'mt.softmax' op cannot be lowered to linalg}}
+  %1 = mt.softmax %0 over hidden : !mt.tensor<[seq=4, hidden=8], f32>
+  return %1 : !mt.tensor<[seq=4, hidden=8], f32>
+}

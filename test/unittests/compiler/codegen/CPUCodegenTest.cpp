@@ -1,0 +1,527 @@
+//===- CPUCodegenTest.cpp - generated x86 kernels against the interpreter -===//
+//
+// Each test lowers small mt functions with mt-to-linalg, compiles them to a shared object
+// with compileToSharedObject, loads it with dlopen and calls `_mlir_ciface_<func>` on
+// deterministic inputs; every result must match the float64 reference interpreter within
+// 1e-5 relative (f32). A few values are also checked against formulas written here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/CPUCodegen.h"
+#include "compiler/codegen/Passes.h"
+#include "compiler/interpreter/Interpreter.h"
+
+#include "dialects/mt/IR/MTOps.h"
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <numbers>
+#include <string>
+#include <vector>
+
+using namespace mtc;
+
+namespace {
+
+/// The C interface passes one pointer per memref to `{T *allocated, T *aligned, int64_t
+/// offset, int64_t sizes[rank], int64_t strides[rank]}`; a rank-generic descriptor is that
+/// many 64-bit words.
+static_assert(sizeof(StridedMemRefType<float, 2>) == 7 * sizeof(int64_t));
+static_assert(sizeof(StridedMemRefType<double, 3>) == 9 * sizeof(int64_t));
+static_assert(sizeof(void *) == sizeof(int64_t));
+
+/// A row-major buffer of one tensor and its memref descriptor.
+class Buffer {
+public:
+  explicit Buffer(mt::NamedTensorType type) : type(type) {
+    int64_t count = type.getNumElements();
+    bytes.assign(count * byteWidth(), std::byte{0});
+    unsigned rank = type.getRank();
+    descriptor.assign(3 + 2 * rank, 0);
+    descriptor[0] = descriptor[1] = reinterpret_cast<int64_t>(bytes.data());
+    int64_t stride = 1;
+    for (int i = static_cast<int>(rank) - 1; i >= 0; --i) {
+      descriptor[3 + i] = type.getDimSizes()[i];
+      descriptor[3 + rank + i] = stride;
+      stride *= type.getDimSizes()[i];
+    }
+  }
+
+  void set(const std::vector<double> &values) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      mlir::Type element = type.getElementType();
+      if (element.isF32())
+        store<float>(i, static_cast<float>(values[i]));
+      else if (element.isF64())
+        store<double>(i, values[i]);
+      else if (element.isInteger(32))
+        store<int32_t>(i, static_cast<int32_t>(values[i]));
+      else
+        store<int64_t>(i, static_cast<int64_t>(values[i]));
+    }
+  }
+
+  double get(size_t i) const {
+    mlir::Type element = type.getElementType();
+    if (element.isF32())
+      return load<float>(i);
+    if (element.isF64())
+      return load<double>(i);
+    if (element.isInteger(32))
+      return load<int32_t>(i);
+    return static_cast<double>(load<int64_t>(i));
+  }
+
+  void *descriptorPointer() { return descriptor.data(); }
+
+private:
+  size_t byteWidth() const { return (type.getElementType().getIntOrFloatBitWidth() + 7) / 8; }
+  template <typename T> void store(size_t i, T value) {
+    std::memcpy(bytes.data() + i * sizeof(T), &value, sizeof(T));
+  }
+  template <typename T> T load(size_t i) const {
+    T value;
+    std::memcpy(&value, bytes.data() + i * sizeof(T), sizeof(T));
+    return value;
+  }
+
+  mt::NamedTensorType type;
+  std::vector<std::byte> bytes;
+  std::vector<int64_t> descriptor;
+};
+
+/// Calls `fn` with `args.size()` pointer arguments.
+void callWithPointers(void *fn, std::vector<void *> &a) {
+  using P = void *;
+  switch (a.size()) {
+  case 1: return reinterpret_cast<void (*)(P)>(fn)(a[0]);
+  case 2: return reinterpret_cast<void (*)(P, P)>(fn)(a[0], a[1]);
+  case 3: return reinterpret_cast<void (*)(P, P, P)>(fn)(a[0], a[1], a[2]);
+  case 4: return reinterpret_cast<void (*)(P, P, P, P)>(fn)(a[0], a[1], a[2], a[3]);
+  case 5: return reinterpret_cast<void (*)(P, P, P, P, P)>(fn)(a[0], a[1], a[2], a[3], a[4]);
+  case 6:
+    return reinterpret_cast<void (*)(P, P, P, P, P, P)>(fn)(a[0], a[1], a[2], a[3], a[4], a[5]);
+  case 7:
+    return reinterpret_cast<void (*)(P, P, P, P, P, P, P)>(fn)(a[0], a[1], a[2], a[3], a[4],
+                                                              a[5], a[6]);
+  case 8:
+    return reinterpret_cast<void (*)(P, P, P, P, P, P, P, P)>(fn)(a[0], a[1], a[2], a[3], a[4],
+                                                                 a[5], a[6], a[7]);
+  default: FAIL() << "too many arguments for the test harness: " << a.size();
+  }
+}
+
+/// splitmix64, so inputs are the same everywhere.
+class Random {
+public:
+  explicit Random(uint64_t seed) : state(seed) {}
+  double uniform(double low, double high) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return low + (high - low) * static_cast<double>(z >> 11) * 0x1p-53;
+  }
+
+private:
+  uint64_t state;
+};
+
+bool haveLinker() {
+  for (const char *name : {"cc", "ld.lld-22", "ld.lld"})
+    if (llvm::sys::findProgramByName(name))
+      return true;
+  return false;
+}
+
+class CPUCodegenTest : public ::testing::Test {
+protected:
+  CPUCodegenTest() { context.loadDialect<mt::MTDialect, mlir::func::FuncDialect>(); }
+
+  void SetUp() override {
+    if (!haveLinker())
+      GTEST_SKIP() << "no linker (cc, ld.lld-22 or ld.lld) on PATH: cannot build shared objects";
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "mtc-codegen-test-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << "mkdtemp failed";
+    directory = pattern;
+  }
+
+  void TearDown() override {
+    if (library)
+      ::dlclose(library);
+    std::error_code ec;
+    if (!directory.empty())
+      std::filesystem::remove_all(directory, ec);
+  }
+
+  /// Parses `source` (the mt functions), lowers a copy with mt-to-linalg, compiles it to a
+  /// shared object and loads it. Fails the test on any diagnostic or error.
+  void compile(llvm::StringRef source) {
+    std::string errors;
+    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+      llvm::raw_string_ostream(errors) << diag.getLocation() << ": " << diag << "\n";
+      return mlir::success();
+    });
+    module = mlir::parseSourceString<mlir::ModuleOp>(source, &context);
+    ASSERT_TRUE(module && mlir::succeeded(mlir::verify(*module))) << errors;
+
+    mlir::OwningOpRef<mlir::ModuleOp> lowered(module->clone());
+    mlir::PassManager pm(&context);
+    pm.addPass(codegen::createMTToLinalgPass());
+    ASSERT_TRUE(mlir::succeeded(pm.run(*lowered))) << errors;
+
+    std::string path = (std::filesystem::path(directory) / "kernels.so").string();
+    llvm::Error error = codegen::compileToSharedObject(*lowered, path);
+    ASSERT_FALSE(static_cast<bool>(error)) << llvm::toString(std::move(error));
+    library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(library, nullptr) << ::dlerror();
+  }
+
+  /// Runs `func` compiled and in the interpreter on the same inputs, uniform in
+  /// [low, high), and returns the compiled results (after comparing them).
+  std::vector<std::vector<double>> runAndCompare(llvm::StringRef funcName, double low = -2,
+                                                 double high = 2, uint64_t seed = 1) {
+    std::vector<std::vector<double>> compiled;
+    auto func = module->lookupSymbol<mlir::func::FuncOp>(funcName);
+    EXPECT_TRUE(func) << "no function " << funcName.str();
+    if (!func)
+      return compiled;
+
+    Random random(seed);
+    std::vector<interp::Tensor> inputs;
+    std::vector<Buffer> buffers;
+    for (mlir::Type type : func.getArgumentTypes()) {
+      auto tensorType = mlir::cast<mt::NamedTensorType>(type);
+      std::vector<double> values(tensorType.getNumElements());
+      for (double &value : values) {
+        // Rounded to f32 first, so that both sides see the same numbers.
+        value = static_cast<float>(random.uniform(low, high));
+        if (mlir::isa<mlir::IntegerType>(tensorType.getElementType()))
+          value = std::round(value);
+      }
+      inputs.emplace_back(tensorType, values);
+      buffers.emplace_back(tensorType);
+      buffers.back().set(values);
+    }
+    for (mlir::Type type : func.getResultTypes())
+      buffers.emplace_back(mlir::cast<mt::NamedTensorType>(type));
+
+    void *fn = ::dlsym(library, ("_mlir_ciface_" + funcName).str().c_str());
+    EXPECT_NE(fn, nullptr) << "no symbol _mlir_ciface_" << funcName.str();
+    if (!fn)
+      return compiled;
+    std::vector<void *> pointers;
+    for (Buffer &buffer : buffers)
+      pointers.push_back(buffer.descriptorPointer());
+    callWithPointers(fn, pointers);
+
+    interp::Interpreter interpreter(*module);
+    llvm::Expected<std::vector<interp::Tensor>> expected = interpreter.call(funcName, inputs);
+    EXPECT_TRUE(static_cast<bool>(expected)) << llvm::toString(expected.takeError());
+    if (!expected)
+      return compiled;
+
+    for (unsigned r = 0; r < func.getNumResults(); ++r) {
+      const interp::Tensor &want = (*expected)[r];
+      const Buffer &got = buffers[func.getNumArguments() + r];
+      std::vector<double> values;
+      bool isFloat = mlir::isa<mlir::FloatType>(want.type.getElementType());
+      for (int64_t i = 0; i < want.getNumElements(); ++i) {
+        double value = got.get(i), reference = want.data[i];
+        values.push_back(value);
+        if (isFloat)
+          EXPECT_NEAR(value, reference, 1e-5 * std::max(std::abs(reference), 0.1))
+              << funcName.str() << " result " << r << " element " << i;
+        else
+          EXPECT_EQ(value, reference) << funcName.str() << " result " << r << " element " << i;
+      }
+      compiled.push_back(std::move(values));
+    }
+    return compiled;
+  }
+
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::string directory;
+  void *library = nullptr;
+};
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+TEST_F(CPUCodegenTest, BinaryOpsBroadcastByName) {
+  // The rhs has the lhs's dimensions in another order, or a subset, or others entirely.
+  compile(R"mlir(
+    func.func @arith(%x: !mt.tensor<[batch=2, seq=3, hidden=4], f32>,
+                     %y: !mt.tensor<[hidden=4, seq=3], f32>)
+        -> !mt.tensor<[batch=2, seq=3, hidden=4], f32> {
+      %half = mt.constant 0.5 : !mt.tensor<[], f32>
+      %a = mt.add %x, %y : !mt.tensor<[batch=2, seq=3, hidden=4], f32>,
+          !mt.tensor<[hidden=4, seq=3], f32> -> !mt.tensor<[batch=2, seq=3, hidden=4], f32>
+      %m = mt.mul %a, %y : !mt.tensor<[batch=2, seq=3, hidden=4], f32>,
+          !mt.tensor<[hidden=4, seq=3], f32> -> !mt.tensor<[batch=2, seq=3, hidden=4], f32>
+      %d = mt.div %m, %half : !mt.tensor<[batch=2, seq=3, hidden=4], f32>,
+          !mt.tensor<[], f32> -> !mt.tensor<[batch=2, seq=3, hidden=4], f32>
+      %s = mt.sub %d, %x : !mt.tensor<[batch=2, seq=3, hidden=4], f32>,
+          !mt.tensor<[batch=2, seq=3, hidden=4], f32> -> !mt.tensor<[batch=2, seq=3, hidden=4], f32>
+      %mx = mt.max %s, %y : !mt.tensor<[batch=2, seq=3, hidden=4], f32>,
+          !mt.tensor<[hidden=4, seq=3], f32> -> !mt.tensor<[batch=2, seq=3, hidden=4], f32>
+      %g = mt.greater %mx, %x : !mt.tensor<[batch=2, seq=3, hidden=4], f32>,
+          !mt.tensor<[batch=2, seq=3, hidden=4], f32> -> !mt.tensor<[batch=2, seq=3, hidden=4], f32>
+      %r = mt.add %mx, %g : !mt.tensor<[batch=2, seq=3, hidden=4], f32>,
+          !mt.tensor<[batch=2, seq=3, hidden=4], f32> -> !mt.tensor<[batch=2, seq=3, hidden=4], f32>
+      return %r : !mt.tensor<[batch=2, seq=3, hidden=4], f32>
+    }
+    func.func @outer(%v: !mt.tensor<[seq=3], f32>, %w: !mt.tensor<[hidden=4], f32>)
+        -> !mt.tensor<[seq=3, hidden=4], f32> {
+      %0 = mt.mul %v, %w : !mt.tensor<[seq=3], f32>, !mt.tensor<[hidden=4], f32>
+          -> !mt.tensor<[seq=3, hidden=4], f32>
+      return %0 : !mt.tensor<[seq=3, hidden=4], f32>
+    }
+    func.func @pow(%x: !mt.tensor<[a=5], f32>, %p: !mt.tensor<[a=5], f32>)
+        -> !mt.tensor<[a=5], f32> {
+      %0 = mt.exp %x : !mt.tensor<[a=5], f32>
+      %1 = mt.pow %0, %p : !mt.tensor<[a=5], f32>, !mt.tensor<[a=5], f32> -> !mt.tensor<[a=5], f32>
+      return %1 : !mt.tensor<[a=5], f32>
+    }
+  )mlir");
+  runAndCompare("arith");
+  std::vector<std::vector<double>> outer = runAndCompare("outer", -2, 2, /*seed=*/7);
+  runAndCompare("pow");
+
+  // outer[s, h] = v[s] * w[h], checked by hand too.
+  Random random(7);
+  double v[3], w[4];
+  for (double &x : v)
+    x = static_cast<float>(random.uniform(-2, 2));
+  for (double &x : w)
+    x = static_cast<float>(random.uniform(-2, 2));
+  ASSERT_EQ(outer.size(), 1u);
+  for (int s = 0; s < 3; ++s)
+    for (int h = 0; h < 4; ++h)
+      EXPECT_NEAR(outer[0][s * 4 + h], v[s] * w[h], 1e-6);
+}
+
+TEST_F(CPUCodegenTest, UnaryOps) {
+  compile(R"mlir(
+    func.func @unary(%x: !mt.tensor<[a=3, b=5], f32>)
+        -> (!mt.tensor<[a=3, b=5], f32>, !mt.tensor<[a=3, b=5], f32>,
+            !mt.tensor<[a=3, b=5], f32>, !mt.tensor<[a=3, b=5], f32>) {
+      %n = mt.neg %x : !mt.tensor<[a=3, b=5], f32>
+      %e = mt.exp %n : !mt.tensor<[a=3, b=5], f32>
+      %sq = mt.mul %x, %x : !mt.tensor<[a=3, b=5], f32>, !mt.tensor<[a=3, b=5], f32>
+          -> !mt.tensor<[a=3, b=5], f32>
+      %c = mt.constant 0.25 : !mt.tensor<[], f32>
+      %pos = mt.add %sq, %c : !mt.tensor<[a=3, b=5], f32>, !mt.tensor<[], f32>
+          -> !mt.tensor<[a=3, b=5], f32>
+      %l = mt.log %pos : !mt.tensor<[a=3, b=5], f32>
+      %s = mt.sqrt %pos : !mt.tensor<[a=3, b=5], f32>
+      %r = mt.rsqrt %pos : !mt.tensor<[a=3, b=5], f32>
+      return %e, %l, %s, %r : !mt.tensor<[a=3, b=5], f32>, !mt.tensor<[a=3, b=5], f32>,
+          !mt.tensor<[a=3, b=5], f32>, !mt.tensor<[a=3, b=5], f32>
+    }
+    func.func @unary2(%x: !mt.tensor<[a=3, b=5], f32>)
+        -> (!mt.tensor<[a=3, b=5], f32>, !mt.tensor<[a=3, b=5], f32>,
+            !mt.tensor<[a=3, b=5], f32>, !mt.tensor<[a=3, b=5], f32>,
+            !mt.tensor<[a=3, b=5], f32>) {
+      %t = mt.tanh %x : !mt.tensor<[a=3, b=5], f32>
+      %sg = mt.sigmoid %x : !mt.tensor<[a=3, b=5], f32>
+      %re = mt.relu %x : !mt.tensor<[a=3, b=5], f32>
+      %si = mt.silu %x : !mt.tensor<[a=3, b=5], f32>
+      %co = mt.cos %x : !mt.tensor<[a=3, b=5], f32>
+      return %t, %sg, %re, %si, %co : !mt.tensor<[a=3, b=5], f32>, !mt.tensor<[a=3, b=5], f32>,
+          !mt.tensor<[a=3, b=5], f32>, !mt.tensor<[a=3, b=5], f32>, !mt.tensor<[a=3, b=5], f32>
+    }
+  )mlir");
+  runAndCompare("unary");
+  runAndCompare("unary2", -6, 6);
+}
+
+TEST_F(CPUCodegenTest, GeluBothForms) {
+  compile(R"mlir(
+    func.func @gelu(%x: !mt.tensor<[n=64], f32>)
+        -> (!mt.tensor<[n=64], f32>, !mt.tensor<[n=64], f32>,
+            !mt.tensor<[n=64], f32>, !mt.tensor<[n=64], f32>) {
+      %erf = mt.gelu %x : !mt.tensor<[n=64], f32>
+      %tanh = mt.gelu %x approximate : !mt.tensor<[n=64], f32>
+      %derf = mt.gelu_grad %x : !mt.tensor<[n=64], f32>
+      %dtanh = mt.gelu_grad %x approximate : !mt.tensor<[n=64], f32>
+      return %erf, %tanh, %derf, %dtanh : !mt.tensor<[n=64], f32>, !mt.tensor<[n=64], f32>,
+          !mt.tensor<[n=64], f32>, !mt.tensor<[n=64], f32>
+    }
+  )mlir");
+  std::vector<std::vector<double>> results = runAndCompare("gelu", -5, 5, /*seed=*/3);
+  ASSERT_EQ(results.size(), 4u);
+
+  // The formulas, written out here.
+  Random random(3);
+  for (int i = 0; i < 64; ++i) {
+    double x = static_cast<float>(random.uniform(-5, 5));
+    double exact = 0.5 * x * (1 + std::erf(x / std::numbers::sqrt2));
+    double tanhForm =
+        0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+    EXPECT_NEAR(results[0][i], exact, 1e-5 * std::max(std::abs(exact), 0.1)) << x;
+    EXPECT_NEAR(results[1][i], tanhForm, 1e-5 * std::max(std::abs(tanhForm), 0.1)) << x;
+  }
+  // gelu_grad is the derivative of gelu: compare with a central difference of the formula.
+  random = Random(3);
+  for (int i = 0; i < 64; ++i) {
+    double x = static_cast<float>(random.uniform(-5, 5)), h = 1e-5;
+    auto exact = [](double t) { return 0.5 * t * (1 + std::erf(t / std::numbers::sqrt2)); };
+    EXPECT_NEAR(results[2][i], (exact(x + h) - exact(x - h)) / (2 * h), 1e-5) << x;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Layout ops and casts
+//===----------------------------------------------------------------------===//
+
+TEST_F(CPUCodegenTest, TransposeBroadcastCast) {
+  compile(R"mlir(
+    func.func @layout(%x: !mt.tensor<[a=2, b=3, c=4], f32>)
+        -> (!mt.tensor<[c=4, a=2, b=3], f32>, !mt.tensor<[b=3, d=5, a=2, c=4], f32>,
+            !mt.tensor<[a=2, b=3, c=4], f64>, !mt.tensor<[a=2, b=3, c=4], i32>) {
+      %t = mt.transpose %x : !mt.tensor<[a=2, b=3, c=4], f32> to !mt.tensor<[c=4, a=2, b=3], f32>
+      %b = mt.broadcast %x : !mt.tensor<[a=2, b=3, c=4], f32>
+          to !mt.tensor<[b=3, d=5, a=2, c=4], f32>
+      %d = mt.cast %x : !mt.tensor<[a=2, b=3, c=4], f32> to !mt.tensor<[a=2, b=3, c=4], f64>
+      %i = mt.cast %x : !mt.tensor<[a=2, b=3, c=4], f32> to !mt.tensor<[a=2, b=3, c=4], i32>
+      return %t, %b, %d, %i : !mt.tensor<[c=4, a=2, b=3], f32>,
+          !mt.tensor<[b=3, d=5, a=2, c=4], f32>, !mt.tensor<[a=2, b=3, c=4], f64>,
+          !mt.tensor<[a=2, b=3, c=4], i32>
+    }
+  )mlir");
+  // Float -> int truncates toward zero: inputs in (-10, 10) cover both signs.
+  runAndCompare("layout", -10, 10);
+}
+
+TEST_F(CPUCodegenTest, ReturnsArgumentsAndConstants) {
+  // Results that are function arguments or constants are copied/filled into the
+  // caller's out-parameters.
+  compile(R"mlir(
+    func.func @passthrough(%x: !mt.tensor<[a=3], f32>)
+        -> (!mt.tensor<[a=3], f32>, !mt.tensor<[], f32>, !mt.tensor<[a=3], f32>) {
+      %c = mt.constant 2.5 : !mt.tensor<[], f32>
+      %n = mt.neg %x : !mt.tensor<[a=3], f32>
+      return %x, %c, %n : !mt.tensor<[a=3], f32>, !mt.tensor<[], f32>, !mt.tensor<[a=3], f32>
+    }
+  )mlir");
+  std::vector<std::vector<double>> results = runAndCompare("passthrough");
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[1][0], 2.5);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and contractions
+//===----------------------------------------------------------------------===//
+
+TEST_F(CPUCodegenTest, Reductions) {
+  compile(R"mlir(
+    func.func @reduce(%x: !mt.tensor<[batch=2, seq=3, hidden=8], f32>)
+        -> (!mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[batch=2, seq=3], f32>,
+            !mt.tensor<[seq=3], f32>, !mt.tensor<[], f32>) {
+      %s = mt.reduce_sum %x over [seq] : !mt.tensor<[batch=2, seq=3, hidden=8], f32>
+          -> !mt.tensor<[batch=2, hidden=8], f32>
+      %m = mt.reduce_mean %x over [hidden] : !mt.tensor<[batch=2, seq=3, hidden=8], f32>
+          -> !mt.tensor<[batch=2, seq=3], f32>
+      %mx = mt.reduce_max %x over [batch, hidden] : !mt.tensor<[batch=2, seq=3, hidden=8], f32>
+          -> !mt.tensor<[seq=3], f32>
+      %all = mt.reduce_mean %x over [batch, seq, hidden]
+          : !mt.tensor<[batch=2, seq=3, hidden=8], f32> -> !mt.tensor<[], f32>
+      return %s, %m, %mx, %all : !mt.tensor<[batch=2, hidden=8], f32>,
+          !mt.tensor<[batch=2, seq=3], f32>, !mt.tensor<[seq=3], f32>, !mt.tensor<[], f32>
+    }
+  )mlir");
+  runAndCompare("reduce");
+}
+
+TEST_F(CPUCodegenTest, ContractionWithBatchDimension) {
+  compile(R"mlir(
+    func.func @bmm(%a: !mt.tensor<[batch=2, seq=3, hidden=8], f32>,
+                   %b: !mt.tensor<[hidden=8, batch=2, ffn=5], f32>)
+        -> !mt.tensor<[batch=2, seq=3, ffn=5], f32> {
+      %0 = mt.contract %a, %b over [hidden] : !mt.tensor<[batch=2, seq=3, hidden=8], f32>,
+          !mt.tensor<[hidden=8, batch=2, ffn=5], f32> -> !mt.tensor<[batch=2, seq=3, ffn=5], f32>
+      return %0 : !mt.tensor<[batch=2, seq=3, ffn=5], f32>
+    }
+    func.func @two_dims(%a: !mt.tensor<[seq=4, heads=2, head_dim=3], f32>,
+                        %w: !mt.tensor<[heads=2, head_dim=3, hidden=6], f32>)
+        -> !mt.tensor<[seq=4, hidden=6], f32> {
+      %0 = mt.contract %a, %w over [heads, head_dim]
+          : !mt.tensor<[seq=4, heads=2, head_dim=3], f32>,
+            !mt.tensor<[heads=2, head_dim=3, hidden=6], f32> -> !mt.tensor<[seq=4, hidden=6], f32>
+      return %0 : !mt.tensor<[seq=4, hidden=6], f32>
+    }
+  )mlir");
+  std::vector<std::vector<double>> bmm = runAndCompare("bmm", -1, 1, /*seed=*/11);
+  runAndCompare("two_dims");
+
+  // bmm[b, s, f] = sum_h a[b, s, h] * w[h, b, f], by hand.
+  Random random(11);
+  std::vector<double> a(2 * 3 * 8), w(8 * 2 * 5);
+  for (double &x : a)
+    x = static_cast<float>(random.uniform(-1, 1));
+  for (double &x : w)
+    x = static_cast<float>(random.uniform(-1, 1));
+  ASSERT_EQ(bmm.size(), 1u);
+  for (int b = 0; b < 2; ++b)
+    for (int s = 0; s < 3; ++s)
+      for (int f = 0; f < 5; ++f) {
+        double sum = 0;
+        for (int h = 0; h < 8; ++h)
+          sum += a[(b * 3 + s) * 8 + h] * w[(h * 2 + b) * 5 + f];
+        EXPECT_NEAR(bmm[0][(b * 3 + s) * 5 + f], sum, 1e-5);
+      }
+}
+
+TEST_F(CPUCodegenTest, FusedMLPBlock) {
+  // gelu(x w + b), then its mean: several kernels and intermediate buffers in one function.
+  compile(R"mlir(
+    func.func @mlp(%x: !mt.tensor<[batch=2, seq=4, hidden=8], f32>,
+                   %w: !mt.tensor<[hidden=8, ffn=16], f32>, %b: !mt.tensor<[ffn=16], f32>)
+        -> (!mt.tensor<[batch=2, seq=4, ffn=16], f32>, !mt.tensor<[], f32>) {
+      %xw = mt.contract %x, %w over [hidden] : !mt.tensor<[batch=2, seq=4, hidden=8], f32>,
+          !mt.tensor<[hidden=8, ffn=16], f32> -> !mt.tensor<[batch=2, seq=4, ffn=16], f32>
+      %h = mt.add %xw, %b : !mt.tensor<[batch=2, seq=4, ffn=16], f32>,
+          !mt.tensor<[ffn=16], f32> -> !mt.tensor<[batch=2, seq=4, ffn=16], f32>
+      %g = mt.gelu %h : !mt.tensor<[batch=2, seq=4, ffn=16], f32>
+      %m = mt.reduce_mean %g over [batch, seq, ffn] : !mt.tensor<[batch=2, seq=4, ffn=16], f32>
+          -> !mt.tensor<[], f32>
+      return %g, %m : !mt.tensor<[batch=2, seq=4, ffn=16], f32>, !mt.tensor<[], f32>
+    }
+  )mlir");
+  runAndCompare("mlp", -1, 1);
+}
+
+TEST_F(CPUCodegenTest, Float64) {
+  compile(R"mlir(
+    func.func @f(%x: !mt.tensor<[a=4, b=3], f64>, %y: !mt.tensor<[b=3], f64>)
+        -> !mt.tensor<[a=4], f64> {
+      %0 = mt.mul %x, %y : !mt.tensor<[a=4, b=3], f64>, !mt.tensor<[b=3], f64>
+          -> !mt.tensor<[a=4, b=3], f64>
+      %1 = mt.gelu %0 : !mt.tensor<[a=4, b=3], f64>
+      %2 = mt.reduce_sum %1 over [b] : !mt.tensor<[a=4, b=3], f64> -> !mt.tensor<[a=4], f64>
+      return %2 : !mt.tensor<[a=4], f64>
+    }
+  )mlir");
+  runAndCompare("f");
+}
+
+} // namespace

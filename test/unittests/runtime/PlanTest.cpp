@@ -1,0 +1,619 @@
+//===- PlanTest.cpp - Loading and verifying plan directories --------------===//
+//
+// Plans are built here by writing plan.json, program.mlir and a MANIFEST with their sizes and
+// SHA-256s (docs/plan-format.md); each rejection case breaks one thing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/plan/Plan.h"
+
+#include "runtime/support/Sha256.h"
+
+#include "TempDir.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+using namespace mtc::rt;
+using mtc::rt::test::readBytes;
+using mtc::rt::test::TempDir;
+using mtc::rt::test::writeBytes;
+
+namespace {
+
+JsonValue dimList(std::initializer_list<std::pair<const char *, int64_t>> dims) {
+  JsonArray a;
+  for (const auto &[name, size] : dims)
+    a.push_back(JsonObject{{"name", name}, {"size", size}});
+  return a;
+}
+
+JsonValue param(const char *name, int64_t id, JsonValue dims, JsonValue init, bool decay,
+                const char *layer = nullptr, int64_t instances = 1) {
+  JsonObject p{{"name", name},          {"tensor_id", id},         {"dims", std::move(dims)},
+               {"dtype", "f32"},        {"init", std::move(init)}, {"weight_decay", decay},
+               {"instances", instances}};
+  if (layer)
+    p.set("layer", layer);
+  return p;
+}
+
+JsonValue init(const char *kind, JsonArray args = {}) {
+  return JsonObject{{"kind", kind}, {"args", std::move(args)}};
+}
+
+/// A small valid plan.json: a GPT-like model with two model parameters and two layer
+/// parameters stacked over 2 instances.
+JsonValue validPlan() {
+  JsonArray params;
+  params.push_back(
+      param("wte", 0, dimList({{"vocab", 16}, {"hidden", 8}}), init("normal", {0.02}), true));
+  params.push_back(param("lnf.g", 1, dimList({{"hidden", 8}}), init("ones"), false));
+  params.push_back(param("block.wq", 2, dimList({{"layers", 2}, {"hidden", 8}, {"hidden", 8}}),
+                         init("normal", {0.5, 1.0}), true, "block", 2));
+  params.push_back(param("block.b", 3, dimList({{"layers", 2}, {"hidden", 8}}),
+                         init("uniform", {-0.1, 0.1}), false, "block", 2));
+  JsonArray states;
+  states.push_back(JsonObject{{"name", "wte.exp_avg"},
+                              {"of", "wte"},
+                              {"dims", dimList({{"vocab", 16}, {"hidden", 8}})},
+                              {"dtype", "f32"}});
+  states.push_back(JsonObject{{"name", "block.wq.exp_avg"},
+                              {"of", "block.wq"},
+                              {"dims", dimList({{"layers", 2}, {"hidden", 8}, {"hidden", 8}})},
+                              {"dtype", "f32"}});
+  JsonArray inputs;
+  inputs.push_back(JsonObject{
+      {"name", "tokens"}, {"dtype", "i32"}, {"dims", dimList({{"batch", 4}, {"seq", 8}})}});
+  inputs.push_back(JsonObject{
+      {"name", "labels"}, {"dtype", "i32"}, {"dims", dimList({{"batch", 4}, {"seq", 8}})}});
+  return JsonObject{
+      {"format", "mtc-plan"},
+      {"version", 1},
+      {"compiler", "mtc 0.1.0 (LLVM/MLIR 22.1.8)"},
+      {"model", "tiny"},
+      {"source", JsonObject{{"path", "tiny.mtl"}, {"sha256", std::string(64, '0')}}},
+      {"seed", 1234},
+      {"dims", JsonObject{{"batch", 4}, {"seq", 8}, {"vocab", 16}, {"hidden", 8}, {"layers", 2}}},
+      {"train", JsonObject{{"steps", 10}, {"lr", 0.001}}},
+      {"parallel", JsonObject{}},
+      {"inputs", std::move(inputs)},
+      {"params", std::move(params)},
+      {"states", std::move(states)},
+      {"functions", JsonArray{"forward", "forward_backward", "optimizer_step"}},
+      {"predictions",
+       JsonObject{{"parameters", 296},
+                  {"flops_per_token", JsonObject{{"forward", 1000}, {"backward", 2000}}},
+                  {"memory_bytes", JsonObject{{"parameters", 1184},
+                                              {"gradients", 1184},
+                                              {"optimizer_state", 1024},
+                                              {"saved_activations", 512},
+                                              {"total", 3904}}}}},
+      {"unknown_future_key", JsonArray{1, 2, 3}},
+  };
+}
+
+std::string manifestLine(std::string_view name, std::string_view bytes) {
+  return sha256Hex(bytes) + " " + std::to_string(bytes.size()) + " " + std::string(name) + "\n";
+}
+
+class PlanTest : public ::testing::Test {
+protected:
+  std::filesystem::path plan() const { return dir_ / "model.plan"; }
+  std::string where() const { return plan().string(); }
+
+  /// Writes plan.json, program.mlir and a correct MANIFEST.
+  void writePlan(const JsonValue &json) {
+    std::filesystem::create_directories(plan());
+    planJson_ = json.serialize(2) + "\n";
+    writeBytes(plan() / "plan.json", planJson_);
+    writeBytes(plan() / "program.mlir", program_);
+    writeBytes(plan() / "MANIFEST", "mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
+                                        manifestLine("program.mlir", program_));
+  }
+  void writeManifest(std::string_view text) { writeBytes(plan() / "MANIFEST", text); }
+
+  /// loadPlan's error message (failing the test if it loaded).
+  std::string loadError() {
+    Expected<Plan> p = loadPlan(plan());
+    EXPECT_FALSE(p.ok()) << "the plan loaded";
+    return p.ok() ? std::string() : p.error().message();
+  }
+
+  /// Writes `json` with a correct MANIFEST and expects the error "<plan>/plan.json: <what>".
+  void expectPlanJsonError(const JsonValue &json, const std::string &what) {
+    writePlan(json);
+    std::string message = loadError();
+    EXPECT_EQ(message.rfind(where() + "/plan.json: ", 0), 0u) << message;
+    EXPECT_NE(message.find(what), std::string::npos)
+        << "message: " << message << "\nexpected: " << what;
+  }
+
+  /// The valid plan changed by `edit`.
+  static JsonValue edited(const std::function<void(JsonObject &)> &edit) {
+    JsonValue v = validPlan();
+    edit(*v.getObject());
+    return v;
+  }
+  static JsonObject &at(JsonObject &o, std::string_view key) { return *o.find(key)->getObject(); }
+  static JsonObject &paramAt(JsonObject &o, size_t i) {
+    return *(*o.find("params")->getArray())[i].getObject();
+  }
+
+  TempDir dir_;
+  std::string planJson_;
+  std::string program_ = "module {\n}\n";
+};
+
+#define EXPECT_CONTAINS(haystack, needle)                                                          \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)                                 \
+      << "message: " << (haystack) << "\nexpected: " << (needle)
+
+TEST_F(PlanTest, LoadsAValidPlan) {
+  writePlan(validPlan());
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->dir, plan());
+  EXPECT_EQ(p->version, 1);
+  EXPECT_EQ(p->model, "tiny");
+  EXPECT_EQ(p->compiler, "mtc 0.1.0 (LLVM/MLIR 22.1.8)");
+  EXPECT_EQ(p->sourcePath, "tiny.mtl");
+  EXPECT_EQ(p->seed, 1234u);
+  EXPECT_EQ(p->planSha256, sha256Hex(planJson_));
+  ASSERT_EQ(p->files.size(), 2u);
+  EXPECT_EQ(p->files[0].name, "plan.json");
+  EXPECT_EQ(p->files[0].size, planJson_.size());
+  EXPECT_EQ(p->files[1].name, "program.mlir");
+  EXPECT_EQ(p->files[1].sha256, sha256Hex(program_));
+  ASSERT_NE(p->findFile("program.mlir"), nullptr);
+
+  ASSERT_EQ(p->dims.size(), 5u);
+  EXPECT_EQ(p->dims[0], (Dim{"batch", 4}));
+  EXPECT_EQ(p->dims[3], (Dim{"hidden", 8}));
+  EXPECT_EQ(p->dimSize("vocab"), 16);
+  EXPECT_FALSE(p->dimSize("nope"));
+  EXPECT_EQ(p->train.getObject()->find("steps")->getInt(), 10);
+  EXPECT_TRUE(p->parallel.getObject()->empty());
+
+  ASSERT_EQ(p->inputs.size(), 2u);
+  EXPECT_EQ(p->inputs[0].name, "tokens");
+  EXPECT_EQ(p->inputs[0].dtype, PlanDType::I32);
+  EXPECT_EQ(formatDims(p->inputs[1].dims), "[batch=4, seq=8]");
+
+  ASSERT_EQ(p->params.size(), 4u);
+  const ParamInfo &wte = p->params[0];
+  EXPECT_EQ(wte.name, "wte");
+  EXPECT_FALSE(wte.layer);
+  EXPECT_EQ(wte.instances, 1);
+  EXPECT_EQ(wte.tensorId, 0u);
+  EXPECT_EQ(wte.dtype, PlanDType::F32);
+  EXPECT_EQ(wte.init.kind, InitKind::Normal);
+  EXPECT_EQ(wte.init.args, std::vector<double>{0.02});
+  EXPECT_EQ(wte.init.describe(), "normal(0.02)");
+  EXPECT_TRUE(wte.weightDecay);
+  EXPECT_EQ(wte.numElements(), 128);
+  EXPECT_EQ(wte.shape(), (std::vector<int64_t>{16, 8}));
+  const ParamInfo &wq = p->params[2];
+  EXPECT_EQ(wq.layer, "block");
+  EXPECT_EQ(wq.instances, 2);
+  EXPECT_EQ(wq.tensorId, 2u);
+  EXPECT_EQ(wq.numElements(), 128);
+  EXPECT_EQ(formatDims(wq.dims), "[layers=2, hidden=8, hidden=8]");
+  EXPECT_EQ(wq.init.describe(), "normal(0.5, 1)");
+  EXPECT_EQ(p->params[1].init.kind, InitKind::Ones);
+  EXPECT_FALSE(p->params[1].weightDecay);
+  EXPECT_EQ(p->params[3].init.kind, InitKind::Uniform);
+  EXPECT_EQ(p->findParam("block.b"), &p->params[3]);
+  EXPECT_EQ(p->findParam("b"), nullptr);
+  EXPECT_EQ(p->numParameterElements(), 128 + 8 + 128 + 16);
+
+  ASSERT_EQ(p->states.size(), 2u);
+  EXPECT_EQ(p->states[1].name, "block.wq.exp_avg");
+  EXPECT_EQ(p->states[1].of, "block.wq");
+  EXPECT_EQ(p->states[1].paramIndex, 2u);
+  EXPECT_EQ(p->states[1].numElements(), 128);
+
+  EXPECT_EQ(p->functions,
+            (std::vector<std::string>{"forward", "forward_backward", "optimizer_step"}));
+  EXPECT_EQ(p->predictions.parameters, 296);
+  EXPECT_EQ(p->predictions.forwardFlopsPerToken, 1000);
+  EXPECT_EQ(p->predictions.backwardFlopsPerToken, 2000);
+  EXPECT_EQ(p->predictions.memoryBytes.optimizerState, 1024);
+  EXPECT_EQ(p->predictions.memoryBytes.savedActivations, 512);
+  EXPECT_EQ(p->predictions.memoryBytes.total, 3904);
+}
+
+TEST_F(PlanTest, TrailingSlashIsNotShownTwice) {
+  writePlan(validPlan());
+  std::filesystem::remove(plan() / "program.mlir");
+  Expected<Plan> p = loadPlan(where() + "/");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().message(), where() + ": program.mlir is listed in MANIFEST but missing");
+}
+
+TEST_F(PlanTest, ExtraFilesAndKernelsPrefix) {
+  writePlan(validPlan());
+  std::filesystem::create_directories(plan() / "kernels");
+  writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
+  writeBytes(plan() / "notes.txt", "not listed, ignored");
+  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
+                manifestLine("kernels/x86_64.so", "ELF"));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->files.size(), 2u);
+  EXPECT_EQ(p->files[1].name, "kernels/x86_64.so");
+}
+
+TEST_F(PlanTest, ModelDimsAsAList) {
+  writePlan(edited([](JsonObject &o) {
+    o.set("dims", dimList({{"batch", 4}, {"seq", 8}, {"vocab", 16}, {"hidden", 8}}));
+  }));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->dims.size(), 4u);
+  EXPECT_EQ(p->dimSize("hidden"), 8);
+}
+
+//===----------------------------------------------------------------------===//
+// The directory and MANIFEST
+//===----------------------------------------------------------------------===//
+
+TEST_F(PlanTest, NoDirectory) { EXPECT_EQ(loadError(), where() + ": no such plan directory"); }
+
+TEST_F(PlanTest, NotADirectory) {
+  writeBytes(plan(), "a file");
+  EXPECT_CONTAINS(loadError(), where() + ": not a plan directory");
+}
+
+TEST_F(PlanTest, MissingManifest) {
+  writePlan(validPlan());
+  std::filesystem::remove(plan() / "MANIFEST");
+  EXPECT_EQ(loadError(), where() + ": no MANIFEST (not a plan directory, or an incomplete one)");
+}
+
+TEST_F(PlanTest, ManifestIsADirectory) {
+  std::filesystem::create_directories(plan() / "MANIFEST");
+  EXPECT_EQ(loadError(), where() + ": MANIFEST is not a regular file");
+}
+
+TEST_F(PlanTest, EmptyManifest) {
+  writePlan(validPlan());
+  writeManifest("");
+  EXPECT_EQ(loadError(), where() + ": MANIFEST is empty");
+}
+
+TEST_F(PlanTest, OtherFormat) {
+  writePlan(validPlan());
+  writeManifest("safetensors 1\n");
+  EXPECT_EQ(loadError(), where() + ": MANIFEST is not an mtc plan manifest: its first line is "
+                                   "'safetensors 1', expected 'mtc-plan 1'");
+}
+
+TEST_F(PlanTest, UnsupportedVersion) {
+  writePlan(validPlan());
+  writeManifest("mtc-plan 2\n" + manifestLine("plan.json", planJson_));
+  EXPECT_EQ(loadError(), where() + ": unsupported plan version 2 (this mtrun reads version 1)");
+  writeManifest("mtc-plan 12345678901234567890123\n");
+  EXPECT_CONTAINS(loadError(), "unsupported plan version 12345678901234567890123");
+}
+
+TEST_F(PlanTest, MalformedFormatLine) {
+  writePlan(validPlan());
+  for (std::string first : {"mtc-plan", "mtc-plan ", "mtc-plan x", "mtc-plan 01", "mtc-plan 1 x",
+                            "mtc-plan -1", "mtc-plan 1\r"}) {
+    writeManifest(first + "\n" + manifestLine("plan.json", planJson_));
+    EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 1: malformed format line");
+  }
+}
+
+TEST_F(PlanTest, MalformedLines) {
+  writePlan(validPlan());
+  std::string good = manifestLine("plan.json", planJson_);
+  std::string hash = sha256Hex(planJson_);
+  std::string size = std::to_string(planJson_.size());
+  struct Case {
+    std::string line;
+    std::string what;
+  };
+  const std::vector<Case> cases = {
+      {"garbage", "MANIFEST line 3: malformed line 'garbage' (expected '<sha256 hex> <size in "
+                  "bytes> <file name>')"},
+      {hash + " " + size, "MANIFEST line 3: malformed line"},
+      {hash.substr(1) + " 5 x", "the SHA-256 must be 64 lowercase hex digits"},
+      {std::string(64, 'A') + " 5 x", "the SHA-256 must be 64 lowercase hex digits"},
+      {hash + " -5 x", "the size must be a decimal number of bytes"},
+      {hash + " 5a x", "the size must be a decimal number of bytes"},
+      {hash + " 05 x", "the size must be a decimal number of bytes"},
+      {hash + " 99999999999999999999999 x", "the size must be a decimal number of bytes"},
+      {hash + "  5 x", "the size must be a decimal number of bytes"},
+      {hash + " 5 x\r", "carriage return"},
+      {"", "MANIFEST line 3: empty line"},
+      {hash + " 5 \x01x", "unsafe file name '\\x01x'"},
+  };
+  for (const Case &c : cases) {
+    writeManifest("mtc-plan 1\n" + good + c.line + "\n");
+    std::string message = loadError();
+    EXPECT_EQ(message.rfind(where() + ": ", 0), 0u) << message;
+    EXPECT_CONTAINS(message, c.what);
+  }
+  // A control character is shown escaped.
+  writeManifest("mtc-plan 1\n" + good + "ab\x01\n");
+  EXPECT_CONTAINS(loadError(), "'ab\\x01'");
+}
+
+TEST_F(PlanTest, UnsafeNames) {
+  writePlan(validPlan());
+  std::string good = manifestLine("plan.json", planJson_);
+  for (std::string name :
+       {"../plan.json", "/etc/passwd", "sub/plan.json", ".hidden", "..", ".",
+        "kernels/../plan.json", "kernels/", "kernels/a/b", "a b", "back\\slash"}) {
+    writeManifest("mtc-plan 1\n" + good + manifestLine(name, "x"));
+    EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 3: unsafe file name '" + name + "'");
+  }
+  EXPECT_TRUE(isSafePlanFileName("plan.json"));
+  EXPECT_TRUE(isSafePlanFileName("kernels/sm_90.ptx"));
+  EXPECT_TRUE(isSafePlanFileName("rank-3+1.mlir"));
+  EXPECT_FALSE(isSafePlanFileName("kernels/.x"));
+  EXPECT_FALSE(isSafePlanFileName(""));
+}
+
+TEST_F(PlanTest, DuplicateSelfAndMissingPlanJson) {
+  writePlan(validPlan());
+  std::string good = manifestLine("plan.json", planJson_);
+  writeManifest("mtc-plan 1\n" + good + manifestLine("program.mlir", program_) + good);
+  EXPECT_EQ(loadError(),
+            where() + ": MANIFEST line 4: 'plan.json' is listed twice (also on line 2)");
+  writeManifest("mtc-plan 1\n" + good + manifestLine("MANIFEST", "x"));
+  EXPECT_EQ(loadError(), where() + ": MANIFEST line 3: MANIFEST cannot list itself");
+  writeManifest("mtc-plan 1\n" + manifestLine("program.mlir", program_));
+  EXPECT_EQ(loadError(), where() + ": MANIFEST does not list plan.json");
+  writeManifest("mtc-plan 1\n");
+  EXPECT_EQ(loadError(), where() + ": MANIFEST does not list plan.json");
+}
+
+TEST_F(PlanTest, MissingLineEnd) {
+  writePlan(validPlan());
+  std::string good = manifestLine("plan.json", planJson_);
+  writeManifest("mtc-plan 1\n" + good.substr(0, good.size() - 1));
+  EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 2: no line end after");
+  EXPECT_CONTAINS(loadError(), "(truncated?)");
+  writeManifest("mtc-plan 1");
+  EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 1: no line end after 'mtc-plan 1'");
+}
+
+TEST_F(PlanTest, MissingListedFile) {
+  writePlan(validPlan());
+  std::filesystem::remove(plan() / "program.mlir");
+  EXPECT_EQ(loadError(), where() + ": program.mlir is listed in MANIFEST but missing");
+  writePlan(validPlan());
+  std::filesystem::remove(plan() / "plan.json");
+  EXPECT_EQ(loadError(), where() + ": plan.json is listed in MANIFEST but missing");
+}
+
+TEST_F(PlanTest, ListedFileIsADirectory) {
+  writePlan(validPlan());
+  std::filesystem::remove(plan() / "program.mlir");
+  std::filesystem::create_directories(plan() / "program.mlir");
+  EXPECT_EQ(loadError(), where() + ": program.mlir is not a regular file");
+}
+
+TEST_F(PlanTest, TruncatedFile) {
+  writePlan(validPlan());
+  std::string truncated = planJson_.substr(0, planJson_.size() - 10);
+  writeBytes(plan() / "plan.json", truncated);
+  EXPECT_EQ(loadError(), where() + ": plan.json is " + std::to_string(truncated.size()) +
+                             " bytes, MANIFEST says " + std::to_string(planJson_.size()) +
+                             " (truncated?)");
+}
+
+TEST_F(PlanTest, GrownFile) {
+  writePlan(validPlan());
+  writeBytes(plan() / "program.mlir", program_ + "// appended\n");
+  EXPECT_EQ(loadError(), where() + ": program.mlir is " + std::to_string(program_.size() + 12) +
+                             " bytes, MANIFEST says " + std::to_string(program_.size()) +
+                             " (modified?)");
+}
+
+TEST_F(PlanTest, ModifiedFile) {
+  writePlan(validPlan());
+  std::string modified = planJson_;
+  size_t pos = modified.find("1234");
+  ASSERT_NE(pos, std::string::npos);
+  modified[pos] = '9'; // same size, different bytes
+  writeBytes(plan() / "plan.json", modified);
+  EXPECT_EQ(loadError(),
+            where() + ": plan.json does not match its SHA-256 in MANIFEST (corrupt or modified)");
+  writePlan(validPlan());
+  writeBytes(plan() / "program.mlir", "module {\n]\n");
+  EXPECT_EQ(loadError(), where() +
+                             ": program.mlir does not match its SHA-256 in MANIFEST (corrupt or "
+                             "modified)");
+}
+
+//===----------------------------------------------------------------------===//
+// plan.json
+//===----------------------------------------------------------------------===//
+
+TEST_F(PlanTest, PlanJsonNotJson) {
+  std::filesystem::create_directories(plan());
+  std::string text = "{\"format\": \"mtc-plan\",}";
+  writeBytes(plan() / "plan.json", text);
+  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", text));
+  EXPECT_CONTAINS(loadError(), where() + "/plan.json: json: ");
+  EXPECT_CONTAINS(loadError(), "(line 1, column 23)");
+}
+
+TEST_F(PlanTest, PlanJsonNotAnObject) {
+  expectPlanJsonError(JsonArray{1}, "expected an object at the top level, found an array");
+}
+
+TEST_F(PlanTest, TopLevelErrors) {
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("format", "onnx"); }),
+                      "format: expected 'mtc-plan', found 'onnx' (not an mtc plan)");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("version", 2); }),
+                      "version: unsupported plan version 2 (this mtrun reads version 1)");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("version", "1"); }),
+                      "version: expected a non-negative integer, found the string '1'");
+  expectPlanJsonError(edited([](JsonObject &o) { o.erase("model"); }), "missing key 'model'");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("model", ""); }),
+                      "model: expected a non-empty name");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("compiler", 3); }),
+                      "compiler: expected a string, found the integer 3");
+  expectPlanJsonError(edited([](JsonObject &o) { at(o, "source").erase("sha256"); }),
+                      "source: missing key 'sha256'");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("seed", -1); }),
+                      "seed: expected a non-negative integer (the random seed), found the "
+                      "integer -1");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("seed", 1.5); }),
+                      "seed: expected a non-negative integer (the random seed), found the "
+                      "number 1.5");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("dims", 3); }),
+                      "dims: expected an object of dimension sizes, found the integer 3");
+  expectPlanJsonError(edited([](JsonObject &o) { at(o, "dims").set("hidden", 0); }),
+                      "dims.hidden: expected a positive integer (a dimension size), found the "
+                      "integer 0");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("train", JsonArray{}); }),
+                      "train: expected an object, found an array");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("parallel", nullptr); }),
+                      "parallel: expected an object, found null");
+  expectPlanJsonError(edited([](JsonObject &o) { o.erase("states"); }), "missing key 'states'");
+  expectPlanJsonError(edited([](JsonObject &o) {
+                        o.set("functions", JsonArray{"forward", 1});
+                      }),
+                      "functions[1]: expected a string, found the integer 1");
+  expectPlanJsonError(
+      edited([](JsonObject &o) { at(at(o, "predictions"), "memory_bytes").erase("total"); }),
+      "predictions.memory_bytes: missing key 'total'");
+  expectPlanJsonError(
+      edited([](JsonObject &o) { at(at(o, "predictions"), "flops_per_token").set("forward", -1); }),
+      "predictions.flops_per_token.forward: expected a non-negative integer");
+  expectPlanJsonError(edited([](JsonObject &o) {
+                        (*o.find("inputs")->getArray())[0].getObject()->set("dtype", "i64");
+                      }),
+                      "inputs[0].dtype: unknown dtype 'i64' (expected f32, bf16, f16 or f64, or "
+                      "i32 for token ids)");
+}
+
+TEST_F(PlanTest, ParamErrors) {
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("params", JsonObject{}); }),
+                      "params: expected an array, found an object");
+  expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 3).set("init", init("gaussian")); }),
+                      "params[3].init.kind: unknown initialiser 'gaussian' (expected zeros, ones, "
+                      "normal, uniform or constant)");
+  expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 0).erase("dtype"); }),
+                      "params[0]: missing key 'dtype'");
+  expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 0).set("dtype", "i32"); }),
+                      "params[0].dtype: unknown dtype 'i32' (expected f32, bf16, f16 or f64)");
+  expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 0).set("dims", "x"); }),
+                      "params[0].dims: expected an array, found the string 'x'");
+  expectPlanJsonError(edited([](JsonObject &o) {
+                        paramAt(o, 0).set("dims", dimList({{"vocab", 16}, {"hidden", -8}}));
+                      }),
+                      "params[0].dims[1].size: expected a positive integer (a dimension size), "
+                      "found the integer -8");
+  expectPlanJsonError(edited([](JsonObject &o) {
+                        paramAt(o, 0).set("dims", dimList({{"vocab", 16}, {"hidden", 9}}));
+                      }),
+                      "params[0].dims[1]: dimension 'hidden' has size 9 here but 8 in dims");
+  expectPlanJsonError(
+      edited([](JsonObject &o) {
+        paramAt(o, 0).set("dims", dimList({{"a", 1 << 30}, {"b", 1 << 30}, {"c", 1 << 30}}));
+      }),
+      "params[0].dims: the tensor has more than 2^63 elements");
+  expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 1).set("tensor_id", 7); }),
+                      "params[1].tensor_id: 7, expected 1 (the parameter's index in the table)");
+  expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 1).set("name", "wte"); }),
+                      "params[1].name: duplicate parameter name 'wte' (also params[0])");
+  expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 1).set("weight_decay", 1); }),
+                      "params[1].weight_decay: expected true or false, found the integer 1");
+  expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 1).set("instances", 2); }),
+                      "params[1].instances: a model parameter (no 'layer') has 1 instance, "
+                      "found 2");
+  expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 2).set("instances", 3); }),
+                      "params[2].instances: 3, but the leading 'layers' dimension has size 2");
+  expectPlanJsonError(edited([](JsonObject &o) {
+                        paramAt(o, 3).set("dims", dimList({{"hidden", 8}, {"layers", 2}}));
+                      }),
+                      "params[3].dims: a layer parameter's dims must lead with 'layers', found "
+                      "[hidden=8, layers=2]");
+  expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 3).set("layer", 5); }),
+                      "params[3].layer: expected a string, found the integer 5");
+}
+
+TEST_F(PlanTest, InitErrors) {
+  auto withInit = [](JsonValue i) {
+    return edited([&](JsonObject &o) { paramAt(o, 0).set("init", i); });
+  };
+  expectPlanJsonError(withInit(init("normal")),
+                      "params[0].init.args: normal takes 1 or 2 arguments (std[, mean]), found 0 "
+                      "arguments");
+  expectPlanJsonError(withInit(init("normal", {1, 2, 3})),
+                      "normal takes 1 or 2 arguments (std[, mean]), found 3 arguments");
+  expectPlanJsonError(withInit(init("normal", {-0.5})),
+                      "params[0].init.args[0]: normal's std must not be negative, found -0.5");
+  expectPlanJsonError(withInit(init("uniform", {1})),
+                      "params[0].init.args: uniform takes 2 arguments (low, high), found 1 "
+                      "argument");
+  expectPlanJsonError(withInit(init("uniform", {1, -1})),
+                      "params[0].init.args: uniform's low (1) exceeds its high (-1)");
+  expectPlanJsonError(withInit(init("zeros", {0.0})), "zeros takes no arguments, found 1 argument");
+  expectPlanJsonError(withInit(init("constant")), "constant takes 1 argument (value), found 0");
+  expectPlanJsonError(withInit(init("constant", {1e300})),
+                      "params[0].init.args[0]: 1e+300 is outside the range of f32");
+  expectPlanJsonError(withInit(init("constant", {"x"})),
+                      "params[0].init.args[0]: expected a number, found the string 'x'");
+  expectPlanJsonError(withInit(JsonObject{{"args", JsonArray{}}}),
+                      "params[0].init: missing key 'kind'");
+  // `args` may be left out where there are none.
+  writePlan(withInit(JsonObject{{"kind", "ones"}}));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->params[0].init.kind, InitKind::Ones);
+}
+
+TEST_F(PlanTest, StateErrors) {
+  auto state = [](JsonObject &o, size_t i) -> JsonObject & {
+    return *(*o.find("states")->getArray())[i].getObject();
+  };
+  expectPlanJsonError(edited([&](JsonObject &o) { state(o, 0).set("of", "nope"); }),
+                      "states[0].of: no parameter named 'nope'");
+  expectPlanJsonError(edited([&](JsonObject &o) {
+                        state(o, 1).set("dims", dimList({{"layers", 2}, {"hidden", 8}}));
+                      }),
+                      "states[1].dims: [layers=2, hidden=8] differ from the dims of parameter "
+                      "'block.wq' [layers=2, hidden=8, hidden=8]");
+  expectPlanJsonError(edited([&](JsonObject &o) { state(o, 1).set("name", "wte.exp_avg"); }),
+                      "states[1].name: duplicate state name 'wte.exp_avg' (also states[0])");
+}
+
+TEST(PlanParseTest, ParseManifestDirectly) {
+  auto m = parseManifest("mtc-plan 1\n" + std::string(64, 'a') + " 0 plan.json\n", "p");
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  EXPECT_EQ(m->first, 1);
+  ASSERT_EQ(m->second.size(), 1u);
+  EXPECT_EQ(m->second[0].size, 0u);
+  auto bad = parseManifest("mtc-plan 3\n", "p");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), "p: unsupported plan version 3 (this mtrun reads version 1)");
+}
+
+TEST(PlanParseTest, NamesOfDTypesAndInits) {
+  for (PlanDType d :
+       {PlanDType::F32, PlanDType::BF16, PlanDType::F16, PlanDType::F64, PlanDType::I32})
+    EXPECT_EQ(parsePlanDType(planDTypeName(d)), d);
+  EXPECT_EQ(planDTypeSize(PlanDType::BF16), 2u);
+  EXPECT_EQ(planDTypeSize(PlanDType::F64), 8u);
+  EXPECT_FALSE(parsePlanDType("F32"));
+  for (InitKind k :
+       {InitKind::Zeros, InitKind::Ones, InitKind::Normal, InitKind::Uniform, InitKind::Constant})
+    EXPECT_EQ(parseInitKind(initKindName(k)), k);
+  EXPECT_FALSE(parseInitKind("gaussian"));
+  EXPECT_EQ(numElements({}), 1);
+  EXPECT_EQ(formatDims({}), "[]");
+}
+
+} // namespace
