@@ -422,8 +422,8 @@ def MT_RenameOp : MT_Op<"rename", [Pure]> {
 def MT_TopKOp : MT_Op<"topk", [Pure]> {
   let summary = "the k largest entries along a dimension";
   let description = [{
-    Returns the `k` largest values of `input` along `dim` (in descending order) and their
-    integer positions; in both results the dimension `k_dim` (whose size is k) replaces
+    Returns the `k` largest values of `input` along `dim` (in descending order, ties broken
+    toward the lower position, which mt-decompose relies on) and their integer positions; in both results the dimension `k_dim` (whose size is k) replaces
     `dim`.
   }];
   let arguments = (ins MT_Tensor:$input, StrAttr:$dim, StrAttr:$k_dim);
