@@ -5,6 +5,7 @@
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mt/Utils/TensorBuilder.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
 #include <numbers>
@@ -137,7 +138,18 @@ void OptimizerPass::runOnOperation() {
   });
   SmallVector<mt::ParamOp> params = llvm::to_vector(module.getOps<mt::ParamOp>());
   SmallVector<Type> storage;
+  // Weight decay applies to weights and embeddings, the parameters some mt.contract or
+  // mt.gather reads; gains and biases (read by elementwise ops) are not decayed. The choice
+  // is recorded on the parameter for the plan.
+  llvm::StringSet<> contracted;
+  module.walk([&](mt::ParamRefOp ref) {
+    for (Operation *user : ref->getUsers())
+      if (isa<mt::ContractOp, mt::GatherOp>(user))
+        contracted.insert(ref.getParam());
+  });
   for (mt::ParamOp param : params) {
+    if (s.weightDecay > 0 && contracted.contains(param.getSymName()))
+      param->setAttr(mt::MTDialect::kWeightDecayAttrName, UnitAttr::get(&getContext()));
     mt::NamedTensorType type = param.getTensorType();
     if (std::optional<StringRef> layer = param.getLayer()) {
       SmallVector<mt::NamedDim> dims = {
@@ -223,7 +235,7 @@ void OptimizerPass::runOnOperation() {
     // Constants and step scalars in the parameter's element type.
     auto c = [&](double v) { return t.scalar(v, p); };
     Value lrP = like(lr, p), correction1P = like(correction1, p), correction2P = like(correction2, p);
-    bool decays = s.weightDecay > 0 && param.getTensorType().getRank() >= 2;
+    bool decays = param->hasAttr(mt::MTDialect::kWeightDecayAttrName);
     Value update;
     if (s.kind == Settings::Kind::AdamW) {
       Value m = read((name + ".exp_avg").str(), type);

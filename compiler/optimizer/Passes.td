@@ -20,8 +20,10 @@ def MTOptimizerPass : Pass<"mt-optimizer", "::mlir::ModuleOp"> {
        at `decay_steps` (default: `train { steps }`);
     3. updates every parameter in place (`mt.assign`) with `adamw` (decoupled weight decay,
        bias-corrected moments in `mt.state` symbols `<param>.exp_avg` / `.exp_avg_sq`) or
-       `sgd` (with momentum in `<param>.momentum_buffer`). Weight decay applies to
-       parameters of two or more dimensions only: norms' gains and biases are not decayed.
+       `sgd` (with momentum in `<param>.momentum_buffer`). Weight decay applies to the
+       weights and embeddings, i.e. the parameters some `mt.contract` or `mt.gather` reads;
+       norms' gains and biases are not decayed. Decayed parameters are marked
+       `mt.weight_decay`.
 
     Layer parameters are updated as one stacked tensor (all their instances).
     Defaults (no `optimizer` setting): PyTorch's AdamW, lr 1e-3, betas (0.9, 0.999),

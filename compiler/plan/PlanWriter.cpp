@@ -149,7 +149,7 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
                        {"tensor_id", static_cast<int64_t>(index)},
                        {"dims", dimsJson(stored)},
                        {"dtype", dtypeName(stored.getElementType())},
-                       {"weight_decay", param.getTensorType().getRank() >= 2}};
+                       {"weight_decay", param->hasAttr(mt::MTDialect::kWeightDecayAttrName)}};
     if (std::optional<StringRef> layer = param.getLayer()) {
       entry["layer"] = *layer;
       entry["instances"] = stored.getDimSizes().front();

@@ -30,6 +30,8 @@ def MT_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kParallelAttrName = "mt.parallel";
     /// Unit attribute on the `func.func` of a layer body (called by `mt.repeat`).
     static constexpr ::llvm::StringLiteral kLayerAttrName = "mt.layer";
+    /// Unit attribute the optimizer puts on the `mt.param`s it applies weight decay to.
+    static constexpr ::llvm::StringLiteral kWeightDecayAttrName = "mt.weight_decay";
     /// Symbol attribute on functions derived from a layer body (its forward with saved
     /// activations, its backward): they read the same parameter instances.
     static constexpr ::llvm::StringLiteral kLayerOfAttrName = "mt.layer_of";

@@ -1,8 +1,8 @@
 // RUN: mt-opt %s -split-input-file -mt-optimizer | FileCheck %s
 
 // Tests that AdamW gets two zero-initialised states per parameter (stacked for a layer
-// parameter), clips to the global norm, decays matrices but not vectors, and writes every
-// parameter and state back.
+// parameter), clips to the global norm, decays the contracted weight but not the bias or
+// the gain, and writes every parameter and state back.
 module @adamw attributes {mt.train = {clip_grad = 1.0 : f64, optimizer = {kind = "adamw", lr = 1.0e-3 : f64, betas = [0.9 : f64, 0.95 : f64], weight_decay = 0.1 : f64}}} {
   mt.param @w : !mt.tensor<[hidden=8, ffn=16], f32> init normal(2.000000e-02)
   mt.param @b : !mt.tensor<[ffn=16], f32> init zeros
@@ -13,15 +13,21 @@ module @adamw attributes {mt.train = {clip_grad = 1.0 : f64, optimizer = {kind =
     return %y : !mt.tensor<[hidden=8], f32>
   }
   func.func @forward(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[], f32> {
+    %w = mt.param_ref @w : !mt.tensor<[hidden=8, ffn=16], f32>
+    %b = mt.param_ref @b : !mt.tensor<[ffn=16], f32>
     %y = mt.repeat @block(%x) count 3 : (!mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
-    %l = mt.reduce_sum %y over [hidden] : !mt.tensor<[hidden=8], f32> -> !mt.tensor<[], f32>
+    %h = mt.contract %y, %w over [hidden] : !mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8, ffn=16], f32> -> !mt.tensor<[ffn=16], f32>
+    %o = mt.add %h, %b : !mt.tensor<[ffn=16], f32>, !mt.tensor<[ffn=16], f32> -> !mt.tensor<[ffn=16], f32>
+    %l = mt.reduce_sum %o over [ffn] : !mt.tensor<[ffn=16], f32> -> !mt.tensor<[], f32>
     return %l : !mt.tensor<[], f32>
   }
 }
 // CHECK-LABEL: module @adamw
-// CHECK: mt.param @w
+// Only the contracted parameter is marked for weight decay.
+// CHECK: mt.param @w : {{.*}} {mt.weight_decay}
 // CHECK-NEXT: mt.state @w.exp_avg of @w : !mt.tensor<[hidden=8, ffn=16], f32>
 // CHECK-NEXT: mt.state @w.exp_avg_sq of @w : !mt.tensor<[hidden=8, ffn=16], f32>
+// CHECK-NEXT: mt.param @b : {{.*}} init zeros{{$}}
 // CHECK: mt.state @block.g.exp_avg of @block.g : !mt.tensor<[layers=3, hidden=8], f32>
 // CHECK-LABEL: func.func @optimizer_step(
 // CHECK-SAME: %[[STEP:[^:]*]]: !mt.tensor<[], f32>, %[[SCALE:[^:]*]]: !mt.tensor<[], f32>, %[[GW:[^:]*]]: !mt.tensor<[hidden=8, ffn=16], f32>, %{{[^:]*}}: !mt.tensor<[ffn=16], f32>, %{{[^:]*}}: !mt.tensor<[layers=3, hidden=8], f32>)
