@@ -13,6 +13,8 @@
 #include "frontend/Diagnostics.h"
 #include "frontend/MLIRGen.h"
 #include "frontend/Parser.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/plan/PlanSummary.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -70,6 +72,22 @@ cl::opt<bool> debugInfo("mlir-print-debuginfo",
 
 std::string versionText() {
   return (Twine("mtc ") + MTC_VERSION + " (LLVM/MLIR " + LLVM_VERSION_STRING + ")").str();
+}
+
+cl::SubCommand inspectCommand("inspect", "Verify a plan and describe it");
+cl::opt<std::string> planPath(cl::Positional, cl::desc("<model.plan>"), cl::Required,
+                              cl::sub(inspectCommand), cl::cat(compileCategory));
+
+/// The plan's files are verified against MANIFEST by the runtime's own loader, so
+/// `mtc inspect` accepts exactly the plans `mtrun` accepts.
+int inspect() {
+  mtc::rt::Expected<mtc::rt::Plan> plan = mtc::rt::loadPlan(planPath.getValue());
+  if (!plan) {
+    WithColor::error(errs(), "mtc") << plan.error().message() << "\n";
+    return 1;
+  }
+  outs() << mtc::rt::describePlan(*plan);
+  return 0;
 }
 
 int compile() {
@@ -159,6 +177,7 @@ int main(int argc, char **argv) {
     os << versionText() << "\n";
   });
   cl::HideUnrelatedOptions(compileCategory, compileCommand);
+  cl::HideUnrelatedOptions(compileCategory, inspectCommand);
   cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -167,9 +186,12 @@ int main(int argc, char **argv) {
       "  mtc compile model.mtl [-o model.plan]             write the plan mtrun executes\n"
       "  mtc compile model.mtl --emit=mt [-o out.mlir]     print the global graph\n"
       "  mtc compile model.mtl --emit=mt-train             print the training step\n"
-      "  mtc compile model.mtl --stats                     parameter counts and FLOPs\n");
+      "  mtc compile model.mtl --stats                     parameter counts and FLOPs\n"
+      "  mtc inspect model.plan                            verify a plan and describe it\n");
   if (compileCommand)
     return compile();
+  if (inspectCommand)
+    return inspect();
   errs() << "mtc: no subcommand given; see 'mtc --help'\n";
   return 1;
 }
