@@ -26,6 +26,7 @@ tools = [
     ToolSubst("mtc", unresolved="fatal"),
     ToolSubst("mt-opt", unresolved="fatal"),
     ToolSubst("mt-gradcheck", unresolved="fatal"),
+    ToolSubst("mtc-codegen", unresolved="fatal"),
     ToolSubst("mtrun", unresolved="fatal"),
     ToolSubst("not", unresolved="fatal"),
     ToolSubst("count", unresolved="fatal"),

@@ -93,7 +93,30 @@ void codegen::registerCodegenDialects(DialectRegistry &registry) {
   registerLLVMDialectTranslation(registry);
 }
 
-void codegen::buildBufferizationPipeline(OpPassManager &pm) {
+/// Gives every result of every function its own value: a value returned more than once
+/// is copied into a fresh tensor for each further position (buffer-results-to-out-params
+/// cannot hoist one buffer into two out-parameters).
+static void copyRepeatedResults(ModuleOp module) {
+  OpBuilder builder(module.getContext());
+  module.walk([&](func::ReturnOp ret) {
+    llvm::SmallPtrSet<Value, 4> seen;
+    for (OpOperand &operand : ret->getOpOperands()) {
+      Value value = operand.get();
+      auto type = dyn_cast<RankedTensorType>(value.getType());
+      if (!type || seen.insert(value).second)
+        continue;
+      builder.setInsertionPoint(ret);
+      Value empty = tensor::EmptyOp::create(builder, ret.getLoc(), type.getShape(),
+                                            type.getElementType());
+      operand.set(linalg::CopyOp::create(builder, ret.getLoc(), value, empty).getResult(0));
+    }
+  });
+}
+
+LogicalResult codegen::bufferizeForCodegen(ModuleOp module) {
+  module.getContext()->loadDialect<linalg::LinalgDialect, tensor::TensorDialect>();
+  copyRepeatedResults(module);
+  PassManager pm(module.getContext());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion = bufferization::LayoutMapOption::IdentityLayoutMap;
@@ -104,6 +127,7 @@ void codegen::buildBufferizationPipeline(OpPassManager &pm) {
   outParams.modifyPublicFunctions = true;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   pm.addPass(createCanonicalizerPass());
+  return pm.run(module);
 }
 
 namespace {
@@ -271,8 +295,9 @@ Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
   requestCInterfaces(*module);
   {
     DiagnosticCollector diagnostics(context);
+    if (failed(bufferizeForCodegen(*module)))
+      return diagnostics.error("bufferization failed");
     PassManager pm(context);
-    buildBufferizationPipeline(pm);
     buildLowerToLLVMPipeline(pm);
     if (failed(pm.run(*module)))
       return diagnostics.error("lowering to the LLVM dialect failed");

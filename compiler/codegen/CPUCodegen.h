@@ -29,7 +29,6 @@
 
 namespace mlir {
 class DialectRegistry;
-class OpPassManager;
 } // namespace mlir
 
 namespace mtc::codegen {
@@ -54,11 +53,12 @@ llvm::Error compileToSharedObject(mlir::ModuleOp linalgModule, llvm::StringRef o
 llvm::Expected<std::string> compileToObject(mlir::ModuleOp linalgModule,
                                             const CPUCodegenOptions &options = {});
 
-/// Adds the passes that bufferize a linalg module for the backends: one-shot bufferization
-/// across function boundaries with identity layouts (plain row-major memrefs at the
-/// interface), then function results turned into caller-allocated out-parameters. Shared by
-/// the CPU and GPU backends.
-void buildBufferizationPipeline(mlir::OpPassManager &pm);
+/// Bufferizes a linalg module for the backends, in place: one-shot bufferization across
+/// function boundaries with identity layouts (plain row-major memrefs at the interface),
+/// then function results turned into caller-allocated out-parameters (a value returned
+/// twice is copied first, so that every out-parameter has its own buffer). Shared by the
+/// CPU and GPU backends; the context must have registerCodegenDialects' registry.
+mlir::LogicalResult bufferizeForCodegen(mlir::ModuleOp module);
 
 /// The dialects, bufferization models and LLVM IR translations the backends use; both
 /// backends append this to the module's context themselves.

@@ -48,8 +48,8 @@
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
+
+#include <cstdlib>
 
 using namespace mlir;
 using namespace mtc;
@@ -192,6 +192,10 @@ LogicalResult tileForThreads(ModuleOp module, int64_t blockSize) {
     if (failed(collapsed))
       return loop.emitError("expected a normalised parallel loop with static bounds");
     int64_t iterations = *getConstantIntValue(collapsed->getUpperBound()[0]);
+    if (iterations == 0) {
+      rewriter.eraseOp(*collapsed);
+      continue;
+    }
     scf::tileParallelLoop(*collapsed, {std::min(iterations, blockSize)},
                           /*noMinMaxBounds=*/true);
   }
@@ -259,8 +263,11 @@ LogicalResult mergeKernelModules(ModuleOp module) {
 std::string cudaToolkitPath(const codegen::GPUCodegenOptions &options) {
   if (!options.cudaPath.empty())
     return options.cudaPath;
+  for (const char *variable : {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
+    if (const char *value = std::getenv(variable); value && *value)
+      return value;
   llvm::StringRef built = MTC_CUDA_TOOLKIT_PATH;
-  if (!built.empty() && llvm::sys::fs::exists(built + "/nvvm/libdevice"))
+  if (!built.empty())
     return built.str();
   return NVVM::getCUDAToolkitPath().str();
 }
@@ -286,7 +293,7 @@ Expected<std::string> codegen::compileToPTX(ModuleOp linalgModule, llvm::StringR
   OwningOpRef<ModuleOp> module(linalgModule.clone());
   DiagnosticCollector diagnostics(context);
 
-  if (failed(runPipeline(*module, buildBufferizationPipeline)))
+  if (failed(bufferizeForCodegen(*module)))
     return diagnostics.error("bufferization failed");
 
   prepareLinalgOps(*module);

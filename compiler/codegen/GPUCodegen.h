@@ -32,9 +32,10 @@ struct GPUCodegenOptions {
   int64_t blockSize = 256;
   /// NVPTX optimisation level, 0 to 3.
   unsigned optLevel = 3;
-  /// CUDA toolkit root whose `nvvm/libdevice/libdevice.10.bc` provides the math functions;
-  /// empty: the toolkit found at build time, else MLIR's search ($CUDA_ROOT, $CUDA_HOME,
-  /// $CUDA_PATH).
+  /// CUDA toolkit root whose `nvvm/libdevice/libdevice.10.bc` provides the math functions.
+  /// Empty: $CUDA_ROOT, $CUDA_HOME or $CUDA_PATH, else the toolkit found when mtc was
+  /// configured, else MLIR's default. Without libdevice, kernels that use exp, erf, tanh,
+  /// ... are an error.
   std::string cudaPath;
 };
 

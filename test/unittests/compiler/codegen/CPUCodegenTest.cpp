@@ -19,6 +19,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/APFloat.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -63,12 +64,15 @@ public:
   }
 
   void set(const std::vector<double> &values) {
+    mlir::Type element = type.getElementType();
     for (size_t i = 0; i < values.size(); ++i) {
-      mlir::Type element = type.getElementType();
       if (element.isF32())
         store<float>(i, static_cast<float>(values[i]));
       else if (element.isF64())
         store<double>(i, values[i]);
+      else if (auto floatType = mlir::dyn_cast<mlir::FloatType>(element))
+        store<uint16_t>(i, static_cast<uint16_t>(
+                               toFloat(values[i], floatType).bitcastToAPInt().getZExtValue()));
       else if (element.isInteger(32))
         store<int32_t>(i, static_cast<int32_t>(values[i]));
       else
@@ -82,9 +86,20 @@ public:
       return load<float>(i);
     if (element.isF64())
       return load<double>(i);
+    if (auto floatType = mlir::dyn_cast<mlir::FloatType>(element))
+      return llvm::APFloat(floatType.getFloatSemantics(), llvm::APInt(16, load<uint16_t>(i)))
+          .convertToDouble();
     if (element.isInteger(32))
       return load<int32_t>(i);
     return static_cast<double>(load<int64_t>(i));
+  }
+
+  /// `value` rounded to the nearest `type` value.
+  static llvm::APFloat toFloat(double value, mlir::FloatType type) {
+    llvm::APFloat result(value);
+    bool lost;
+    result.convert(type.getFloatSemantics(), llvm::APFloat::rmNearestTiesToEven, &lost);
+    return result;
   }
 
   void *descriptorPointer() { return descriptor.data(); }
@@ -210,10 +225,13 @@ protected:
       auto tensorType = mlir::cast<mt::NamedTensorType>(type);
       std::vector<double> values(tensorType.getNumElements());
       for (double &value : values) {
-        // Rounded to f32 first, so that both sides see the same numbers.
+        // Rounded to the element type first, so that both sides see the same numbers.
         value = static_cast<float>(random.uniform(low, high));
-        if (mlir::isa<mlir::IntegerType>(tensorType.getElementType()))
+        mlir::Type element = tensorType.getElementType();
+        if (mlir::isa<mlir::IntegerType>(element))
           value = std::round(value);
+        else if (auto floatType = mlir::dyn_cast<mlir::FloatType>(element))
+          value = Buffer::toFloat(value, floatType).convertToDouble();
       }
       inputs.emplace_back(tensorType, values);
       buffers.emplace_back(tensorType);
@@ -237,6 +255,17 @@ protected:
     if (!expected)
       return compiled;
 
+    // f32: 1e-5 relative (the acceptance bound). A function with f16 or bf16 values rounds
+    // at every step of those: allow a few units in their last place.
+    double tolerance = 1e-5;
+    for (mlir::Type type : llvm::concat<const mlir::Type>(func.getArgumentTypes(),
+                                                          func.getResultTypes())) {
+      mlir::Type element = mlir::cast<mt::NamedTensorType>(type).getElementType();
+      if (element.isF16())
+        tolerance = std::max(tolerance, 4e-3);
+      if (element.isBF16())
+        tolerance = std::max(tolerance, 3e-2);
+    }
     for (unsigned r = 0; r < func.getNumResults(); ++r) {
       const interp::Tensor &want = (*expected)[r];
       const Buffer &got = buffers[func.getNumArguments() + r];
@@ -246,7 +275,7 @@ protected:
         double value = got.get(i), reference = want.data[i];
         values.push_back(value);
         if (isFloat)
-          EXPECT_NEAR(value, reference, 1e-5 * std::max(std::abs(reference), 0.1))
+          EXPECT_NEAR(value, reference, tolerance * std::max(std::abs(reference), 0.1))
               << funcName.str() << " result " << r << " element " << i;
         else
           EXPECT_EQ(value, reference) << funcName.str() << " result " << r << " element " << i;
@@ -417,15 +446,18 @@ TEST_F(CPUCodegenTest, ReturnsArgumentsAndConstants) {
   // caller's out-parameters.
   compile(R"mlir(
     func.func @passthrough(%x: !mt.tensor<[a=3], f32>)
-        -> (!mt.tensor<[a=3], f32>, !mt.tensor<[], f32>, !mt.tensor<[a=3], f32>) {
+        -> (!mt.tensor<[a=3], f32>, !mt.tensor<[], f32>, !mt.tensor<[a=3], f32>,
+            !mt.tensor<[a=3], f32>) {
       %c = mt.constant 2.5 : !mt.tensor<[], f32>
       %n = mt.neg %x : !mt.tensor<[a=3], f32>
-      return %x, %c, %n : !mt.tensor<[a=3], f32>, !mt.tensor<[], f32>, !mt.tensor<[a=3], f32>
+      return %x, %c, %n, %n : !mt.tensor<[a=3], f32>, !mt.tensor<[], f32>,
+          !mt.tensor<[a=3], f32>, !mt.tensor<[a=3], f32>
     }
   )mlir");
   std::vector<std::vector<double>> results = runAndCompare("passthrough");
-  ASSERT_EQ(results.size(), 3u);
+  ASSERT_EQ(results.size(), 4u);
   EXPECT_EQ(results[1][0], 2.5);
+  EXPECT_EQ(results[2], results[3]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -508,6 +540,68 @@ TEST_F(CPUCodegenTest, FusedMLPBlock) {
     }
   )mlir");
   runAndCompare("mlp", -1, 1);
+}
+
+TEST_F(CPUCodegenTest, IntegerElementwise) {
+  compile(R"mlir(
+    func.func @ints(%x: !mt.tensor<[a=3, b=4], i32>, %y: !mt.tensor<[b=4], i32>)
+        -> (!mt.tensor<[a=3, b=4], i32>, !mt.tensor<[a=3, b=4], f32>) {
+      %0 = mt.mul %x, %y : !mt.tensor<[a=3, b=4], i32>, !mt.tensor<[b=4], i32>
+          -> !mt.tensor<[a=3, b=4], i32>
+      %1 = mt.sub %0, %x : !mt.tensor<[a=3, b=4], i32>, !mt.tensor<[a=3, b=4], i32>
+          -> !mt.tensor<[a=3, b=4], i32>
+      %2 = mt.max %1, %y : !mt.tensor<[a=3, b=4], i32>, !mt.tensor<[b=4], i32>
+          -> !mt.tensor<[a=3, b=4], i32>
+      %3 = mt.add %2, %x : !mt.tensor<[a=3, b=4], i32>, !mt.tensor<[a=3, b=4], i32>
+          -> !mt.tensor<[a=3, b=4], i32>
+      %4 = mt.cast %3 : !mt.tensor<[a=3, b=4], i32> to !mt.tensor<[a=3, b=4], f32>
+      return %3, %4 : !mt.tensor<[a=3, b=4], i32>, !mt.tensor<[a=3, b=4], f32>
+    }
+  )mlir");
+  runAndCompare("ints", -20, 20);
+}
+
+TEST_F(CPUCodegenTest, SizesThatAreNotVectorMultiples) {
+  // Odd sizes exercise the vectorised loops' remainders.
+  compile(R"mlir(
+    func.func @odd(%x: !mt.tensor<[rows=37, cols=131], f32>, %b: !mt.tensor<[cols=131], f32>,
+                   %w: !mt.tensor<[cols=131, out=5], f32>)
+        -> (!mt.tensor<[rows=37], f32>, !mt.tensor<[rows=37, out=5], f32>) {
+      %0 = mt.add %x, %b : !mt.tensor<[rows=37, cols=131], f32>, !mt.tensor<[cols=131], f32>
+          -> !mt.tensor<[rows=37, cols=131], f32>
+      %1 = mt.tanh %0 : !mt.tensor<[rows=37, cols=131], f32>
+      %2 = mt.reduce_sum %1 over [cols] : !mt.tensor<[rows=37, cols=131], f32>
+          -> !mt.tensor<[rows=37], f32>
+      %3 = mt.contract %1, %w over [cols] : !mt.tensor<[rows=37, cols=131], f32>,
+          !mt.tensor<[cols=131, out=5], f32> -> !mt.tensor<[rows=37, out=5], f32>
+      return %2, %3 : !mt.tensor<[rows=37], f32>, !mt.tensor<[rows=37, out=5], f32>
+    }
+  )mlir");
+  // Positive inputs: no cancellation in the 131-term sums, whose f32 error is then well
+  // within 1e-5 relative (sequential f32 sums against float64).
+  runAndCompare("odd", 0, 1);
+}
+
+TEST_F(CPUCodegenTest, HalfPrecision) {
+  // f16 and bf16 arithmetic; their transcendental functions are computed in f32.
+  compile(R"mlir(
+    func.func @half(%x: !mt.tensor<[a=4, b=8], f16>, %y: !mt.tensor<[b=8], f16>)
+        -> (!mt.tensor<[a=4, b=8], f16>, !mt.tensor<[a=4], f16>) {
+      %0 = mt.mul %x, %y : !mt.tensor<[a=4, b=8], f16>, !mt.tensor<[b=8], f16>
+          -> !mt.tensor<[a=4, b=8], f16>
+      %1 = mt.gelu %0 approximate : !mt.tensor<[a=4, b=8], f16>
+      %2 = mt.reduce_max %1 over [b] : !mt.tensor<[a=4, b=8], f16> -> !mt.tensor<[a=4], f16>
+      return %1, %2 : !mt.tensor<[a=4, b=8], f16>, !mt.tensor<[a=4], f16>
+    }
+    func.func @brain(%x: !mt.tensor<[a=16], bf16>) -> (!mt.tensor<[a=16], bf16>,
+                                                       !mt.tensor<[a=16], f32>) {
+      %0 = mt.silu %x : !mt.tensor<[a=16], bf16>
+      %1 = mt.cast %0 : !mt.tensor<[a=16], bf16> to !mt.tensor<[a=16], f32>
+      return %0, %1 : !mt.tensor<[a=16], bf16>, !mt.tensor<[a=16], f32>
+    }
+  )mlir");
+  runAndCompare("half");
+  runAndCompare("brain");
 }
 
 TEST_F(CPUCodegenTest, Float64) {
