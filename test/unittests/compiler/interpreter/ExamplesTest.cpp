@@ -7,13 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "InterpreterTestSupport.h"
+#include "test/unittests/support/LowerExample.h"
 
-#include "frontend/Diagnostics.h"
-#include "frontend/MLIRGen.h"
-#include "frontend/Parser.h"
 
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/SourceMgr.h"
 
 #include <cctype>
 #include <cmath>
@@ -34,23 +30,10 @@ class ExamplesTest : public InterpreterTest, public ::testing::WithParamInterfac
 protected:
   /// The example lowered to mt, or null (with a test failure).
   mlir::ModuleOp lower(llvm::StringRef file) {
-    std::string path = std::string(MTC_SOURCE_DIR "/examples/") + file.str();
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer = llvm::MemoryBuffer::getFile(path);
-    if (!buffer) {
-      ADD_FAILURE() << "cannot read " << path;
-      return nullptr;
-    }
-    llvm::SourceMgr sourceMgr;
-    unsigned bufferId = sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
     std::string errors;
-    llvm::raw_string_ostream os(errors);
-    frontend::Diagnostics diags(sourceMgr, bufferId, os);
-    std::unique_ptr<frontend::Module> ast = frontend::parseModule(sourceMgr, bufferId, diags);
-    mlir::OwningOpRef<mlir::ModuleOp> module;
-    if (ast && diags.numErrors() == 0)
-      module = frontend::lowerToMT(*ast, context, diags);
+    mlir::OwningOpRef<mlir::ModuleOp> module = mtc::testing::lowerExample(context, file, errors);
     if (!module) {
-      ADD_FAILURE() << "cannot lower " << path << ":\n" << errors;
+      ADD_FAILURE() << "cannot lower " << file.str() << ":\n" << errors;
       return nullptr;
     }
     modules.push_back(std::move(module));
