@@ -122,7 +122,7 @@ LogicalResult AutodiffPass::reverseSweep(ArrayRef<Operation *> ops, GradientMap 
       resultGrads.push_back(grads.lookup(result));
       any |= static_cast<bool>(resultGrads.back());
     }
-    if (!any || isa<mt::ParamRefOp, mt::ConstantOp>(op))
+    if (!any || isa<mt::ParamRefOp, mt::ConstantOp, mt::IotaOp>(op))
       continue;
     if (auto repeat = dyn_cast<mt::RepeatOp>(op)) {
       if (failed(repeatVJP(repeat, grads, builder)))
@@ -253,7 +253,7 @@ FailureOr<LayerGradients> AutodiffPass::differentiateLayer(func::FuncOp layer,
   // 2. Cut: forward ops the backward reads are saved, unless the policy recomputes them.
   llvm::DenseSet<Operation *> forwardSet(forwardOps.begin(), forwardOps.end());
   auto recomputed = [&](Operation *op) {
-    if (isa<mt::ParamRefOp, mt::ConstantOp>(op))
+    if (isa<mt::ParamRefOp, mt::ConstantOp, mt::IotaOp>(op))
       return true;
     return policy == Recompute::Full ||
            (policy == Recompute::Selective && isa<mt::AttentionOp>(op));

@@ -1,13 +1,20 @@
-//===- MTToLinalg.cpp - elementwise, reductions, contractions to linalg ---===//
+//===- MTToLinalg.cpp - the mt-to-linalg pass and its elementwise ops -----===//
 //
-// Every supported `mt` op becomes one `linalg.generic` on builtin tensors whose indexing
-// maps are read off the dimension names (see Passes.td). The iteration space of an op is a
-// list of dimension names; an operand's map sends the space to the operand's own dimensions,
-// picked by name, so broadcasting, transposition and any dimension order are just maps.
+// Every supported `mt` op becomes linalg (mostly one `linalg.generic`), tensor and scf ops on
+// builtin tensors whose indexing maps are read off the dimension names (see Passes.td). The
+// iteration space of an op is a list of dimension names; an operand's map sends the space to
+// the operand's own dimensions, picked by name, so broadcasting, transposition and any
+// dimension order are just maps.
+//
+// This file holds the shared helpers (MTToLinalg.h), the elementwise, reduction and
+// contraction patterns, and the pass; the other ops are in ShapeOpsToLinalg.cpp (rename,
+// split, merge, iota), GatherScatterToLinalg.cpp (gather, embedding_grad) and
+// RopeDropoutToLinalg.cpp (rope, dropout).
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/Passes.h"
+#include "compiler/codegen/MTToLinalg.h"
 
 #include "dialects/mt/IR/MTOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -15,6 +22,7 @@
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -28,24 +36,19 @@ namespace mtc::codegen {
 
 using namespace mlir;
 using namespace mtc;
+using namespace mtc::codegen::lowering;
 using mt::NamedTensorType;
-
-namespace {
+namespace lowering = mtc::codegen::lowering;
 
 //===----------------------------------------------------------------------===//
-// Types and indexing maps
+// Shared helpers (MTToLinalg.h)
 //===----------------------------------------------------------------------===//
 
-NamedTensorType namedType(Value value) { return cast<NamedTensorType>(value.getType()); }
-
-/// The builtin tensor holding a named tensor: its sizes in physical order.
-RankedTensorType builtinType(NamedTensorType type) {
+RankedTensorType lowering::builtinType(NamedTensorType type) {
   return RankedTensorType::get(type.getDimSizes(), type.getElementType());
 }
 
-/// The map from the iteration space `space` (dimension names) to the dimensions of a
-/// tensor of type `type`, each of which `space` names.
-AffineMap mapInto(ArrayRef<StringAttr> space, NamedTensorType type) {
+AffineMap lowering::mapInto(ArrayRef<StringAttr> space, NamedTensorType type) {
   MLIRContext *context = type.getContext();
   SmallVector<AffineExpr> results;
   for (StringAttr name : type.getDimNames()) {
@@ -56,24 +59,57 @@ AffineMap mapInto(ArrayRef<StringAttr> space, NamedTensorType type) {
   return AffineMap::get(space.size(), /*symbolCount=*/0, results, context);
 }
 
-/// A fresh tensor of `type`'s shape, the destination of a linalg op.
-Value emptyTensor(OpBuilder &builder, Location loc, NamedTensorType type) {
+Value lowering::emptyTensor(OpBuilder &builder, Location loc, NamedTensorType type) {
   return tensor::EmptyOp::create(builder, loc, type.getDimSizes(), type.getElementType());
 }
 
-Value scalarConstant(OpBuilder &builder, Location loc, Type type, double value) {
+Value lowering::scalarConstant(OpBuilder &builder, Location loc, Type type, double value) {
   if (auto floatType = dyn_cast<FloatType>(type))
     return arith::ConstantOp::create(builder, loc, builder.getFloatAttr(floatType, value));
   return arith::ConstantOp::create(builder, loc,
                                    builder.getIntegerAttr(type, static_cast<int64_t>(value)));
 }
 
-/// `destination` filled with `value`.
-Value fill(OpBuilder &builder, Location loc, NamedTensorType type, TypedAttr value) {
+Value lowering::indexConstant(OpBuilder &builder, Location loc, int64_t value) {
+  return arith::ConstantIndexOp::create(builder, loc, value);
+}
+
+Value lowering::fill(OpBuilder &builder, Location loc, NamedTensorType type, TypedAttr value) {
   Value scalar = arith::ConstantOp::create(builder, loc, value);
   return linalg::FillOp::create(builder, loc, scalar, emptyTensor(builder, loc, type))
       .getResult(0);
 }
+
+Value lowering::clampedIndex(OpBuilder &builder, Location loc, Value index, int64_t size) {
+  Value cast = arith::IndexCastOp::create(builder, loc, builder.getIndexType(), index);
+  Value low = arith::MaxSIOp::create(builder, loc, cast, indexConstant(builder, loc, 0));
+  return arith::MinSIOp::create(builder, loc, low, indexConstant(builder, loc, size - 1));
+}
+
+Value lowering::convertScalar(OpBuilder &b, Location loc, Value x, Type to) {
+  Type from = x.getType();
+  if (from == to)
+    return x;
+  auto fromFloat = dyn_cast<FloatType>(from), toFloat = dyn_cast<FloatType>(to);
+  bool fromBool = from.isInteger(1), toBool = to.isInteger(1);
+  if (fromFloat && toFloat) {
+    if (fromFloat.getWidth() < toFloat.getWidth())
+      return arith::ExtFOp::create(b, loc, to, x);
+    return arith::TruncFOp::create(b, loc, to, x);
+  }
+  if (fromFloat)
+    return toBool ? Value(arith::FPToUIOp::create(b, loc, to, x))
+                  : Value(arith::FPToSIOp::create(b, loc, to, x));
+  if (toFloat)
+    return fromBool ? Value(arith::UIToFPOp::create(b, loc, to, x))
+                    : Value(arith::SIToFPOp::create(b, loc, to, x));
+  if (from.getIntOrFloatBitWidth() > to.getIntOrFloatBitWidth())
+    return arith::TruncIOp::create(b, loc, to, x);
+  return fromBool ? Value(arith::ExtUIOp::create(b, loc, to, x))
+                  : Value(arith::ExtSIOp::create(b, loc, to, x));
+}
+
+namespace {
 
 //===----------------------------------------------------------------------===//
 // Elementwise kernels
@@ -274,31 +310,6 @@ Value computeScalar(mt::GeluGradOp op, OpBuilder &b, Location loc, ArrayRef<Valu
   return geluGrad(s, v[0], op.getApproximate());
 }
 
-/// Element type conversion: floats extend or truncate; float -> integer truncates toward
-/// zero (i1 as unsigned, so that 1.0 is true); integers are sign-extended (i1 zero-extended).
-Value convertScalar(OpBuilder &b, Location loc, Value x, Type to) {
-  Type from = x.getType();
-  if (from == to)
-    return x;
-  auto fromFloat = dyn_cast<FloatType>(from), toFloat = dyn_cast<FloatType>(to);
-  bool fromBool = from.isInteger(1), toBool = to.isInteger(1);
-  if (fromFloat && toFloat) {
-    if (fromFloat.getWidth() < toFloat.getWidth())
-      return arith::ExtFOp::create(b, loc, to, x);
-    return arith::TruncFOp::create(b, loc, to, x);
-  }
-  if (fromFloat)
-    return toBool ? Value(arith::FPToUIOp::create(b, loc, to, x))
-                  : Value(arith::FPToSIOp::create(b, loc, to, x));
-  if (toFloat)
-    return fromBool ? Value(arith::UIToFPOp::create(b, loc, to, x))
-                    : Value(arith::SIToFPOp::create(b, loc, to, x));
-  if (from.getIntOrFloatBitWidth() > to.getIntOrFloatBitWidth())
-    return arith::TruncIOp::create(b, loc, to, x);
-  return fromBool ? Value(arith::ExtUIOp::create(b, loc, to, x))
-                  : Value(arith::ExtSIOp::create(b, loc, to, x));
-}
-
 //===----------------------------------------------------------------------===//
 // Patterns
 //===----------------------------------------------------------------------===//
@@ -446,10 +457,21 @@ bool isSupported(Operation *op) {
              mt::GreaterOp, mt::NegOp, mt::ExpOp, mt::LogOp, mt::SqrtOp, mt::RsqrtOp,
              mt::TanhOp, mt::SigmoidOp, mt::ReluOp, mt::SiluOp, mt::GeluOp, mt::GeluGradOp,
              mt::CosOp, mt::CastOp, mt::TransposeOp, mt::BroadcastOp, mt::ReduceSumOp,
-             mt::ReduceMeanOp, mt::ReduceMaxOp, mt::ContractOp>(op);
+             mt::ReduceMeanOp, mt::ReduceMaxOp, mt::ContractOp,
+             // ShapeOpsToLinalg.cpp
+             mt::RenameOp, mt::SplitOp, mt::MergeOp, mt::IotaOp,
+             // GatherScatterToLinalg.cpp
+             mt::GatherOp, mt::EmbeddingGradOp,
+             // RopeDropoutToLinalg.cpp
+             mt::RopeOp, mt::DropoutOp>(op);
 }
 
 struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
+  void getDependentDialects(DialectRegistry &registry) const override {
+    MTToLinalgPassBase::getDependentDialects(registry);
+    registry.insert<scf::SCFDialect>();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *context = &getContext();
@@ -459,14 +481,14 @@ struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
     module.walk([&](func::FuncOp func) {
       func.walk([&](Operation *op) {
         if (isa<mt::MTDialect>(op->getDialect()) && !isSupported(op)) {
-          op->emitOpError("cannot be lowered to linalg: mt-to-linalg handles constants, "
-                          "elementwise ops, casts, transposes, broadcasts, reductions and "
-                          "contractions only");
+          op->emitOpError("cannot be lowered to linalg: mt-to-linalg does not handle this op "
+                          "yet (run mt-decompose first for norms, softmax, attention and "
+                          "cross-entropy)");
           unsupported = true;
         }
       });
     });
-    if (unsupported)
+    if (unsupported || failed(declareDropoutScale(module)))
       return signalPassFailure();
 
     TypeConverter types;
@@ -475,7 +497,7 @@ struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
 
     ConversionTarget target(*context);
     target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect, math::MathDialect,
-                           tensor::TensorDialect>();
+                           scf::SCFDialect, tensor::TensorDialect>();
     // mt ops outside functions (parameters, optimizer state) are not code.
     target.addDynamicallyLegalDialect<mt::MTDialect>(
         [](Operation *op) { return !op->getParentOfType<func::FuncOp>(); });
@@ -504,6 +526,9 @@ struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
                  ReduceLowering<mt::ReduceSumOp, ReduceKind::Sum>,
                  ReduceLowering<mt::ReduceMeanOp, ReduceKind::Mean>,
                  ReduceLowering<mt::ReduceMaxOp, ReduceKind::Max>>(types, context);
+    populateShapeOpPatterns(types, patterns);
+    populateGatherScatterPatterns(types, patterns);
+    populateRopeDropoutPatterns(types, patterns);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
 

@@ -208,15 +208,15 @@ Expected<Results> Interpreter::evalOp(Operation *op, ArrayRef<const Tensor *> op
     if (!isa<mt::NamedTensorType>(type))
       return opError(op, llvm::formatv("result of type {0} is not an !mt.tensor", type));
   return llvm::TypeSwitch<Operation *, Expected<Results>>(op)
-      .Case<mt::ConstantOp, mt::AddOp, mt::SubOp, mt::MulOp, mt::DivOp, mt::MaxOp, mt::PowOp,
-            mt::GreaterOp, mt::NegOp, mt::ExpOp, mt::LogOp, mt::SqrtOp, mt::RsqrtOp, mt::TanhOp,
-            mt::SigmoidOp, mt::CosOp, mt::ReluOp, mt::SiluOp, mt::GeluOp, mt::GeluGradOp,
-            mt::CastOp, mt::TransposeOp, mt::BroadcastOp, mt::SplitOp, mt::MergeOp, mt::RenameOp,
-            mt::ContractOp, mt::ReduceSumOp, mt::ReduceMeanOp, mt::ReduceMaxOp, mt::SoftmaxOp,
-            mt::LayerNormOp, mt::RMSNormOp, mt::RopeOp, mt::AttentionOp, mt::AttentionGradOp,
-            mt::GatherOp, mt::EmbeddingGradOp, mt::CrossEntropyOp, mt::CrossEntropyGradOp,
-            mt::TopKOp, mt::TopKGradOp, mt::DispatchOp, mt::CombineOp, mt::CombineGradOp,
-            mt::LoadBalancingLossOp, mt::LoadBalancingLossGradOp>(
+      .Case<mt::ConstantOp, mt::IotaOp, mt::AddOp, mt::SubOp, mt::MulOp, mt::DivOp, mt::MaxOp,
+            mt::PowOp, mt::GreaterOp, mt::NegOp, mt::ExpOp, mt::LogOp, mt::SqrtOp, mt::RsqrtOp,
+            mt::TanhOp, mt::SigmoidOp, mt::CosOp, mt::ReluOp, mt::SiluOp, mt::GeluOp,
+            mt::GeluGradOp, mt::CastOp, mt::TransposeOp, mt::BroadcastOp, mt::SplitOp, mt::MergeOp,
+            mt::RenameOp, mt::ContractOp, mt::ReduceSumOp, mt::ReduceMeanOp, mt::ReduceMaxOp,
+            mt::SoftmaxOp, mt::LayerNormOp, mt::RMSNormOp, mt::RopeOp, mt::AttentionOp,
+            mt::AttentionGradOp, mt::GatherOp, mt::EmbeddingGradOp, mt::CrossEntropyOp,
+            mt::CrossEntropyGradOp, mt::TopKOp, mt::TopKGradOp, mt::DispatchOp, mt::CombineOp,
+            mt::CombineGradOp, mt::LoadBalancingLossOp, mt::LoadBalancingLossGradOp>(
           [&](auto typed) { return eval::evalOp(typed, operands); })
       .Case<mt::ParamRefOp>([&](auto) { return evalParamRef(op); })
       .Case<mt::AssignOp>([&](auto) { return evalAssign(op, *operands[0]); })

@@ -128,7 +128,8 @@ llvm::Expected<Results> evalOp(mt::GeluOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::GeluGradOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::CastOp op, Operands in);
 
-// ShapeOps.cpp: layouts, contractions and reductions.
+// ShapeOps.cpp: positions, layouts, contractions and reductions.
+llvm::Expected<Results> evalOp(mt::IotaOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::TransposeOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::BroadcastOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::SplitOp op, Operands in);

@@ -1,4 +1,4 @@
-//===- ShapeOps.cpp - layouts, contractions and reductions ----------------===//
+//===- ShapeOps.cpp - positions, layouts, contractions and reductions -----===//
 
 #include "compiler/interpreter/OpEval.h"
 
@@ -23,6 +23,18 @@ static Results readAlong(Operation *op, const Tensor &input, const Space &space)
   double *out = result.data.data();
   forEachPoint<1>(space, {stridesAlong(input.type, space)},
                   [&](const std::array<int64_t, 1> &at) { *out++ = input.data[at[0]]; });
+  return Results{std::move(result)};
+}
+
+//===----------------------------------------------------------------------===//
+// Positions
+//===----------------------------------------------------------------------===//
+
+/// Element i of the one dimension is i.
+Expected<Results> eval::evalOp(mt::IotaOp op, Operands) {
+  Tensor result(typeOf(op.getResult()));
+  for (size_t i = 0; i < result.data.size(); ++i)
+    result.data[i] = static_cast<double>(i);
   return Results{std::move(result)};
 }
 

@@ -2,9 +2,9 @@
 //
 // Softmax, the norms, attention and its backward, cross-entropy and its backward become
 // reductions, elementwise ops (with named broadcasting), contractions and the dimension
-// manipulations (rename, split, merge, transpose), so that kernel generation only needs
-// the core ops. The formulas are those of the reference interpreter; the unit tests check
-// each rewrite against it.
+// manipulations (rename, split, merge, transpose), with mt.iota for the positions of the
+// causal mask, so that kernel generation only needs the core ops. The formulas are those
+// of the reference interpreter; the unit tests check each rewrite against it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -180,14 +180,13 @@ public:
     return mt::TopKGradOp::create(b, loc, logitsType, ones, indices, b.getStringAttr(dim), k);
   }
 
-  /// Positions 0, 1, ... along `dim` (size `size`) in `elementType`: the indices of the
-  /// top `size` entries of a zero vector, since ties rank the lower index first.
-  Value positions(StringRef dim, int64_t size, StringAttr scratch, Type elementType) {
-    Value zeros = t.zeros(NamedTensorType::get({NamedDim{scratch, size}}, elementType));
-    auto valuesType = NamedTensorType::get({NamedDim{b.getStringAttr(dim), size}}, elementType);
-    auto topk = mt::TopKOp::create(b, loc, valuesType, valuesType.withElementType(b.getI32Type()),
-                                   zeros, scratch, b.getStringAttr(dim));
-    return mt::CastOp::create(b, loc, valuesType, topk.getIndices());
+  /// Positions 0, 1, ... along `dim` (size `size`): in `elementType` where it holds them
+  /// all exactly, else in f32 (bf16 is exact only up to 256).
+  Value positions(StringAttr dim, int64_t size, Type elementType) {
+    if (!mt::IotaOp::holdsPositions(elementType, size))
+      elementType = b.getF32Type();
+    return mt::IotaOp::create(b, loc, NamedTensorType::get({NamedDim{dim, size}}, elementType),
+                              dim);
   }
 
 private:
@@ -307,14 +306,16 @@ struct AttentionForm {
   /// [kvSeq, seq]: 0 where the key position is at most the query position, else a large
   /// negative value: half the element type's largest finite value, so that adding a score
   /// cannot overflow and multiplying by the 0/1 mask yields no NaN, while exp of it minus
-  /// the row maximum is exactly 0.
+  /// the row maximum is exactly 0. The positions are compared in a type that holds them
+  /// exactly, so that no two round to one value.
   Value causalBias(Decomposer &d, NamedTensorType scores) const {
     TensorBuilder &t = d.tensors();
     Type element = scores.getElementType();
     int64_t length = scores.getDimSize(seq.getValue());
-    Value queryPos = d.positions(seq.getValue(), length, kvSeq, element);
+    Value queryPos = d.positions(seq, length, element);
     Value keyPos = d.rename(queryPos, seq.getValue(), kvSeq);
     Value mask = t.greater(keyPos, queryPos);
+    mask = d.conform(mask, Decomposer::typeOf(mask).withElementType(element));
     const llvm::fltSemantics &semantics = cast<FloatType>(element).getFloatSemantics();
     double large = llvm::APFloat::getLargest(semantics).convertToDouble() / 2;
     return t.mul(mask, t.scalar(-large, mask));

@@ -8,6 +8,7 @@
 #include "compiler/lowering/Passes.h"
 #include "compiler/optimizer/Passes.h"
 #include "compiler/pipelines/Pipelines.h"
+#include "compiler/transforms/Passes.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -22,5 +23,6 @@ void mtc::registerAllPasses() {
   codegen::registerCodegenPasses();
   optimizer::registerOptimizerPasses();
   lowering::registerLoweringPasses();
+  transforms::registerTransformsPasses();
   registerPipelines();
 }

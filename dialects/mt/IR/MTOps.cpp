@@ -10,6 +10,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -164,6 +165,13 @@ LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+/// Whether `stacked` is `instance` with a leading `layers` dimension: how all the
+/// instances of a layer parameter (and its optimizer state) are held.
+static bool isStackedOf(NamedTensorType stacked, Type instance) {
+  return stacked.getRank() != 0 && stacked.getDimNames().front().getValue() == "layers" &&
+         stacked.withDims(ArrayRef(stacked.getDims()).drop_front()) == instance;
+}
+
 /// The type `op` sees when it reads or writes parameter or state `symbol`: a layer
 /// parameter's instance inside its layer, all its instances stacked along a leading
 /// `layers` dimension elsewhere; a state's storage type.
@@ -192,9 +200,7 @@ static LogicalResult verifyParameterAccess(Operation *op, SymbolTableCollection 
   if (func && MTDialect::getLayerOf(func))
     return op->emitOpError() << "parameter '" << symbol.getValue() << "' belongs to layer '"
                              << *layer << "' and can only be read inside it";
-  auto tensor = cast<NamedTensorType>(type);
-  if (tensor.getRank() == 0 || tensor.getDimNames().front().getValue() != "layers" ||
-      tensor.withDims(ArrayRef(tensor.getDims()).drop_front()) != param.getType())
+  if (!isStackedOf(cast<NamedTensorType>(type), param.getType()))
     return op->emitOpError() << "outside layer '" << *layer << "', parameter '"
                              << symbol.getValue()
                              << "' is read with all its instances: expected its type "
@@ -211,12 +217,58 @@ LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyParameterAccess(*this, symbolTable, getTargetAttr(), getValue().getType());
 }
 
+/// A state has its parameter's storage type: the parameter's type, with a leading `layers`
+/// dimension for a layer parameter.
+LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getOfAttr());
+  if (!param)
+    return emitOpError() << "'" << getOf() << "' does not name an mt.param";
+  auto type = cast<NamedTensorType>(getType());
+  if (!param.getLayer()) {
+    if (type != param.getType())
+      return emitOpError() << "state '" << getSymName() << "' of parameter '" << getOf()
+                           << "' must have its type " << param.getType() << ", got " << type;
+    return success();
+  }
+  if (!isStackedOf(type, param.getType()))
+    return emitOpError() << "state '" << getSymName() << "' of layer parameter '" << getOf()
+                         << "' holds all its instances: expected its type " << param.getType()
+                         << " with a leading 'layers' dimension, got " << type;
+  return success();
+}
+
 LogicalResult ConstantOp::verify() {
   NamedTensorType type = tensorOf(getResult());
   if (type.getRank() != 0)
     return emitOpError() << "must produce a scalar (no dimensions), got "
                          << type.dimsToString();
   return requireFloat(*this, type, "result");
+}
+
+bool IotaOp::holdsPositions(Type elementType, int64_t size) {
+  // The largest position is size - 1; a float of p significand bits holds every integer
+  // up to 2^p exactly.
+  if (auto floatType = dyn_cast<FloatType>(elementType)) {
+    unsigned bits = llvm::APFloat::semanticsPrecision(floatType.getFloatSemantics());
+    return bits >= 63 || size - 1 <= (int64_t(1) << bits);
+  }
+  if (auto intType = dyn_cast<IntegerType>(elementType); intType && intType.getWidth() > 1)
+    return intType.getWidth() >= 64 || size - 1 <= (int64_t(1) << (intType.getWidth() - 1)) - 1;
+  return false;
+}
+
+LogicalResult IotaOp::verify() {
+  NamedTensorType type = tensorOf(getResult());
+  if (type.getRank() != 1 || type.getDimNames().front().getValue() != getDim())
+    return emitOpError() << "result must have exactly the one dimension '" << getDim()
+                         << "', got " << type.dimsToString();
+  Type element = type.getElementType();
+  if (!isa<FloatType>(element) && failed(requireInteger(*this, type, "or floating-point result")))
+    return failure();
+  if (!holdsPositions(element, type.getNumElements()))
+    return emitOpError() << "element type " << element << " cannot hold every position up to "
+                         << type.getNumElements() - 1 << " exactly";
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -360,102 +412,133 @@ LogicalResult RopeOp::verify() {
   return success();
 }
 
-LogicalResult AttentionOp::verify() {
-  NamedTensorType q = tensorOf(getQuery()), k = tensorOf(getKey()), v = tensorOf(getValue());
-  if (failed(requireFloat(*this, q, "query")))
+/// The rules of mt.attention on its operands and attributes, which mt.attention_grad
+/// shares.
+template <typename AttentionLikeOp>
+static LogicalResult verifyAttentionOperands(AttentionLikeOp op) {
+  NamedTensorType q = tensorOf(op.getQuery()), k = tensorOf(op.getKey()),
+                  v = tensorOf(op.getValue());
+  if (failed(requireFloat(op, q, "query")))
     return failure();
-  for (StringRef dim : {getSeqDim(), getHeadsDim(), getHeadDim()})
-    if (failed(requireDim(*this, q, dim, "query")))
+  for (StringRef dim : {op.getSeqDim(), op.getHeadsDim(), op.getHeadDim()})
+    if (failed(requireDim(op, q, dim, "query")))
       return failure();
-  if (getSeqDim() == getHeadsDim() || getSeqDim() == getHeadDim() ||
-      getHeadsDim() == getHeadDim())
-    return emitOpError() << "sequence, heads and head dimensions must be three different "
-                            "dimensions, got ("
-                         << getSeqDim() << ", " << getHeadsDim() << ", " << getHeadDim() << ")";
-  if (getKvHeadsDim() != getHeadsDim() && q.hasDim(getKvHeadsDim()))
-    return emitOpError() << "key/value heads dimension '" << getKvHeadsDim()
-                         << "' must be '" << getHeadsDim()
-                         << "' or a dimension the query lacks, but the query "
-                         << q.dimsToString() << " has it";
+  if (op.getSeqDim() == op.getHeadsDim() || op.getSeqDim() == op.getHeadDim() ||
+      op.getHeadsDim() == op.getHeadDim())
+    return op.emitOpError() << "sequence, heads and head dimensions must be three different "
+                               "dimensions, got ("
+                            << op.getSeqDim() << ", " << op.getHeadsDim() << ", " << op.getHeadDim()
+                            << ")";
+  if (op.getKvHeadsDim() != op.getHeadsDim() && q.hasDim(op.getKvHeadsDim()))
+    return op.emitOpError() << "key/value heads dimension '" << op.getKvHeadsDim() << "' must be '"
+                            << op.getHeadsDim()
+                            << "' or a dimension the query lacks, but the query "
+                            << q.dimsToString() << " has it";
   if (k != v)
-    return emitOpError() << "key " << k << " and value " << v << " must have the same type";
+    return op.emitOpError() << "key " << k << " and value " << v << " must have the same type";
   if (k.getElementType() != q.getElementType())
-    return emitOpError() << "key element type " << k.getElementType()
-                         << " differs from the query's " << q.getElementType();
-  for (StringRef dim : {getSeqDim(), getKvHeadsDim(), getHeadDim()})
-    if (failed(requireDim(*this, k, dim, "key")))
+    return op.emitOpError() << "key element type " << k.getElementType()
+                            << " differs from the query's " << q.getElementType();
+  for (StringRef dim : {op.getSeqDim(), op.getKvHeadsDim(), op.getHeadDim()})
+    if (failed(requireDim(op, k, dim, "key")))
       return failure();
-  if (getKvHeadsDim() != getHeadsDim() && k.hasDim(getHeadsDim()))
-    return emitOpError() << "key has both '" << getHeadsDim() << "' and '" << getKvHeadsDim()
-                         << "'";
+  if (op.getKvHeadsDim() != op.getHeadsDim() && k.hasDim(op.getHeadsDim()))
+    return op.emitOpError() << "key has both '" << op.getHeadsDim() << "' and '"
+                            << op.getKvHeadsDim() << "'";
   // Every query dimension other than the head dimension is shared with the key.
   for (const NamedDim &dim : q.getDims()) {
     StringRef name = dim.name.getValue();
-    StringRef keyName = name == getHeadsDim() ? getKvHeadsDim() : name;
+    StringRef keyName = name == op.getHeadsDim() ? op.getKvHeadsDim() : name;
     // Distinct names: the head counts only need to divide (checked below). One name: one
     // dimension, so the sizes agree.
-    if (name == getHeadsDim() && getKvHeadsDim() != getHeadsDim())
+    if (name == op.getHeadsDim() && op.getKvHeadsDim() != op.getHeadsDim())
       continue;
     if (!k.hasDim(keyName))
-      return emitOpError() << "key " << k.dimsToString() << " lacks the query dimension '"
-                           << name << "'";
-    if (name != getSeqDim() && k.getDimSize(keyName) != dim.size)
-      return emitOpError() << "dimension '" << name << "' has size " << dim.size
-                           << " in the query but " << k.getDimSize(keyName) << " in the key";
+      return op.emitOpError() << "key " << k.dimsToString() << " lacks the query dimension '"
+                              << name << "'";
+    if (name != op.getSeqDim() && k.getDimSize(keyName) != dim.size)
+      return op.emitOpError() << "dimension '" << name << "' has size " << dim.size
+                              << " in the query but " << k.getDimSize(keyName) << " in the key";
   }
   if (k.getRank() != q.getRank())
-    return emitOpError() << "key " << k.dimsToString()
-                         << " has dimensions that the query " << q.dimsToString()
-                         << " lacks";
-  if (getCausal() && k.getDimSize(getSeqDim()) != q.getDimSize(getSeqDim()))
-    return emitOpError() << "causal attention needs equal query and key lengths, got "
-                         << q.getDimSize(getSeqDim()) << " and "
-                         << k.getDimSize(getSeqDim());
-  int64_t heads = q.getDimSize(getHeadsDim()), kvHeads = k.getDimSize(getKvHeadsDim());
+    return op.emitOpError() << "key " << k.dimsToString() << " has dimensions that the query "
+                            << q.dimsToString() << " lacks";
+  if (op.getCausal() && k.getDimSize(op.getSeqDim()) != q.getDimSize(op.getSeqDim()))
+    return op.emitOpError() << "causal attention needs equal query and key lengths, got "
+                            << q.getDimSize(op.getSeqDim()) << " and "
+                            << k.getDimSize(op.getSeqDim());
+  int64_t heads = q.getDimSize(op.getHeadsDim()), kvHeads = k.getDimSize(op.getKvHeadsDim());
   if (heads % kvHeads != 0)
-    return emitOpError() << "query heads (" << heads
-                         << ") must be a multiple of key/value heads (" << kvHeads << ")";
-  if (getScale().convertToDouble() <= 0)
-    return emitOpError() << "scale must be positive";
-  return checkResult(*this, q, getResult().getType());
+    return op.emitOpError() << "query heads (" << heads
+                            << ") must be a multiple of key/value heads (" << kvHeads << ")";
+  if (op.getScale().convertToDouble() <= 0)
+    return op.emitOpError() << "scale must be positive";
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttentionOperands(*this)))
+    return failure();
+  return checkResult(*this, getQuery().getType(), getResult().getType());
 }
 
 //===----------------------------------------------------------------------===//
 // Embedding, loss, regularisation
 //===----------------------------------------------------------------------===//
 
-LogicalResult GatherOp::verify() {
-  NamedTensorType table = tensorOf(getTable()), indices = tensorOf(getIndices());
-  if (failed(requireFloat(*this, table, "table")) ||
-      failed(requireInteger(*this, indices, "indices")) ||
-      failed(requireDim(*this, table, getDim(), "table")))
+/// The rows of `table` (`what` in messages) that `indices` select along `dim`: the indices'
+/// dimensions, then the table's others. mt.gather produces it; mt.embedding_grad scatters
+/// a gradient of this type back.
+static FailureOr<NamedTensorType> inferGatherType(Operation *op, NamedTensorType table,
+                                                  NamedTensorType indices, StringRef dim,
+                                                  StringRef what) {
+  if (failed(requireFloat(op, table, what)) ||
+      failed(requireInteger(op, indices, "indices")) ||
+      failed(requireDim(op, table, dim, what)))
     return failure();
   SmallVector<NamedDim> dims = indices.getDims();
-  for (const NamedDim &dim : table.getDims()) {
-    if (dim.name.getValue() == getDim())
+  for (const NamedDim &tableDim : table.getDims()) {
+    if (tableDim.name.getValue() == dim)
       continue;
-    if (indices.hasDim(dim.name))
-      return emitOpError() << "dimension '" << dim.name.getValue()
-                           << "' is in both the table and the indices";
-    dims.push_back(dim);
+    if (indices.hasDim(tableDim.name))
+      return op->emitOpError() << "dimension '" << tableDim.name.getValue()
+                               << "' is in both the table and the indices";
+    dims.push_back(tableDim);
   }
-  return checkResult(*this, table.withDims(dims), getResult().getType());
+  return table.withDims(dims);
 }
 
-LogicalResult CrossEntropyOp::verify() {
-  NamedTensorType logits = tensorOf(getLogits()), labels = tensorOf(getLabels());
-  if (failed(requireFloat(*this, logits, "logits")) ||
-      failed(requireInteger(*this, labels, "labels")) ||
-      failed(requireDim(*this, logits, getDim(), "logits")))
+LogicalResult GatherOp::verify() {
+  FailureOr<NamedTensorType> expected =
+      inferGatherType(*this, tensorOf(getTable()), tensorOf(getIndices()), getDim(), "table");
+  if (failed(expected))
+    return failure();
+  return checkResult(*this, *expected, getResult().getType());
+}
+
+/// The rules of mt.cross_entropy on its logits and labels, which mt.cross_entropy_grad
+/// shares.
+template <typename CrossEntropyLikeOp>
+static LogicalResult verifyCrossEntropyOperands(CrossEntropyLikeOp op) {
+  NamedTensorType logits = tensorOf(op.getLogits()), labels = tensorOf(op.getLabels());
+  if (failed(requireFloat(op, logits, "logits")) ||
+      failed(requireInteger(op, labels, "labels")) ||
+      failed(requireDim(op, logits, op.getDim(), "logits")))
     return failure();
   FailureOr<NamedTensorType> positions =
-      inferReduceType(logits, {getDim()}, [&] { return emitOpError(); });
+      inferReduceType(logits, {op.getDim()}, [&] { return op.emitOpError(); });
   if (failed(positions))
     return failure();
   if (!sameDimSet(*positions, labels))
-    return emitOpError() << "labels " << labels.dimsToString()
-                         << " must have the logits' dimensions without '" << getDim()
-                         << "', i.e. " << positions->dimsToString();
+    return op.emitOpError() << "labels " << labels.dimsToString()
+                            << " must have the logits' dimensions without '" << op.getDim()
+                            << "', i.e. " << positions->dimsToString();
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  if (failed(verifyCrossEntropyOperands(*this)))
+    return failure();
   NamedTensorType result = tensorOf(getResult());
   if (result.getRank() != 0 || !isa<FloatType>(result.getElementType()))
     return emitOpError() << "result must be a floating-point scalar, got " << result;
@@ -558,29 +641,38 @@ static NamedTensorType tokenDimsOf(NamedTensorType routing, StringRef kDim) {
   return *inferReduceType(routing, {kDim}, [] { return InFlightDiagnostic(); });
 }
 
+/// The values type of mt.topk taking the `k` largest entries of `input` (`what` in
+/// messages) along `dim`: `kDim` of size k replaces `dim`. mt.topk_grad checks its
+/// gradient against it.
+static FailureOr<NamedTensorType> inferTopKType(Operation *op, NamedTensorType input,
+                                                StringRef dim, StringAttr kDim, int64_t k,
+                                                StringRef what) {
+  if (failed(requireFloat(op, input, what)) || failed(requireDim(op, input, dim, what)) ||
+      failed(requireAbsent(op, input, kDim, what)))
+    return failure();
+  if (k > input.getDimSize(dim))
+    return op->emitOpError() << "k = " << k << " exceeds the size " << input.getDimSize(dim)
+                             << " of '" << dim << "'";
+  SmallVector<NamedDim> dims = input.getDims();
+  for (NamedDim &d : dims)
+    if (d.name.getValue() == dim)
+      d = {kDim, k};
+  return input.withDims(dims);
+}
+
 LogicalResult TopKOp::verify() {
-  NamedTensorType input = tensorOf(getInput());
   NamedTensorType values = tensorOf(getValues()), indices = tensorOf(getIndices());
-  if (failed(requireFloat(*this, input, "operand")) ||
-      failed(requireDim(*this, input, getDim(), "operand")) ||
-      failed(requireAbsent(*this, input, getKDim(), "operand")) ||
-      failed(requireInteger(*this, indices, "indices")))
+  if (failed(requireInteger(*this, indices, "indices")))
     return failure();
   if (!values.hasDim(getKDim()))
     return emitOpError() << "values " << values.dimsToString() << " lack the dimension '"
                          << getKDim() << "'";
-  int64_t k = values.getDimSize(getKDim());
-  if (k > input.getDimSize(getDim()))
-    return emitOpError() << "k = " << k << " exceeds the size "
-                         << input.getDimSize(getDim()) << " of '" << getDim() << "'";
-  SmallVector<NamedDim> dims = input.getDims();
-  for (NamedDim &dim : dims)
-    if (dim.name.getValue() == getDim())
-      dim = {getKDimAttr(), k};
-  NamedTensorType expected = input.withDims(dims);
-  if (failed(checkResult(*this, expected, values, "values")))
+  FailureOr<NamedTensorType> expected =
+      inferTopKType(*this, tensorOf(getInput()), getDim(), getKDimAttr(),
+                    values.getDimSize(getKDim()), "operand");
+  if (failed(expected) || failed(checkResult(*this, *expected, values, "values")))
     return failure();
-  return checkResult(*this, expected.withElementType(indices.getElementType()), indices,
+  return checkResult(*this, expected->withElementType(indices.getElementType()), indices,
                      "indices");
 }
 
@@ -632,51 +724,71 @@ LogicalResult DispatchOp::verify() {
   return checkResult(*this, input.withDims(dims), result);
 }
 
-LogicalResult CombineOp::verify() {
-  NamedTensorType input = tensorOf(getInput()), indices = tensorOf(getIndices());
-  NamedTensorType weights = tensorOf(getWeights());
-  if (failed(requireInteger(*this, indices, "indices")) ||
-      failed(requireDim(*this, indices, getKDim(), "indices")) ||
-      failed(requireDim(*this, input, getExpertDim(), "input")) ||
-      failed(requireDim(*this, input, getCapacityDim(), "input")) ||
-      failed(requireFloat(*this, weights, "weights")))
+/// The rules of mt.combine on its operands, which mt.combine_grad shares; the result type
+/// they imply: the token dimensions, then the input's feature dimensions.
+template <typename CombineLikeOp>
+static FailureOr<NamedTensorType> inferCombineType(CombineLikeOp op) {
+  NamedTensorType input = tensorOf(op.getInput()), indices = tensorOf(op.getIndices());
+  NamedTensorType weights = tensorOf(op.getWeights());
+  if (failed(requireInteger(op, indices, "indices")) ||
+      failed(requireDim(op, indices, op.getKDim(), "indices")) ||
+      failed(requireDim(op, input, op.getExpertDim(), "input")) ||
+      failed(requireDim(op, input, op.getCapacityDim(), "input")) ||
+      failed(requireFloat(op, weights, "weights")))
     return failure();
-  if (getExpertDim() == getCapacityDim())
-    return emitOpError() << "expert and capacity dimensions must differ, got '"
-                         << getExpertDim() << "' for both";
+  if (op.getExpertDim() == op.getCapacityDim())
+    return op.emitOpError() << "expert and capacity dimensions must differ, got '"
+                            << op.getExpertDim() << "' for both";
   if (!sameDimSet(indices, weights))
-    return emitOpError() << "weights " << weights.dimsToString()
-                         << " must have the dimensions of the indices "
-                         << indices.dimsToString();
+    return op.emitOpError() << "weights " << weights.dimsToString()
+                            << " must have the dimensions of the indices "
+                            << indices.dimsToString();
   if (weights.getElementType() != input.getElementType())
-    return emitOpError() << "weights element type " << weights.getElementType()
-                         << " differs from the input's " << input.getElementType();
-  SmallVector<NamedDim> dims = tokenDimsOf(indices, getKDim()).getDims();
+    return op.emitOpError() << "weights element type " << weights.getElementType()
+                            << " differs from the input's " << input.getElementType();
+  SmallVector<NamedDim> dims = tokenDimsOf(indices, op.getKDim()).getDims();
   for (const NamedDim &dim : input.getDims()) {
     StringRef name = dim.name.getValue();
-    if (name == getExpertDim() || name == getCapacityDim())
+    if (name == op.getExpertDim() || name == op.getCapacityDim())
       continue;
     if (indices.hasDim(name))
-      return emitOpError() << "feature dimension '" << name
-                           << "' of the input is also a dimension of the indices";
+      return op.emitOpError() << "feature dimension '" << name
+                              << "' of the input is also a dimension of the indices";
     dims.push_back(dim);
   }
-  return checkResult(*this, input.withDims(dims), getResult().getType());
+  return input.withDims(dims);
+}
+
+LogicalResult CombineOp::verify() {
+  FailureOr<NamedTensorType> expected = inferCombineType(*this);
+  if (failed(expected))
+    return failure();
+  return checkResult(*this, *expected, getResult().getType());
+}
+
+/// The rules of mt.load_balancing_loss on its logits and indices, which
+/// mt.load_balancing_loss_grad shares.
+template <typename LoadBalancingLossLikeOp>
+static LogicalResult verifyLoadBalancingOperands(LoadBalancingLossLikeOp op) {
+  NamedTensorType logits = tensorOf(op.getLogits()), indices = tensorOf(op.getIndices());
+  if (failed(requireFloat(op, logits, "logits")) ||
+      failed(requireInteger(op, indices, "indices")) ||
+      failed(requireDim(op, logits, op.getExpertDim(), "logits")) ||
+      failed(requireDim(op, indices, op.getKDim(), "indices")))
+    return failure();
+  NamedTensorType tokens = tokenDimsOf(indices, op.getKDim());
+  NamedTensorType logitTokens =
+      *inferReduceType(logits, {op.getExpertDim()}, [] { return InFlightDiagnostic(); });
+  if (!sameDimSet(tokens, logitTokens))
+    return op.emitOpError() << "logits " << logits.dimsToString() << " and indices "
+                            << indices.dimsToString() << " must route the same tokens";
+  return success();
 }
 
 LogicalResult LoadBalancingLossOp::verify() {
-  NamedTensorType logits = tensorOf(getLogits()), indices = tensorOf(getIndices());
-  if (failed(requireFloat(*this, logits, "logits")) ||
-      failed(requireInteger(*this, indices, "indices")) ||
-      failed(requireDim(*this, logits, getExpertDim(), "logits")) ||
-      failed(requireDim(*this, indices, getKDim(), "indices")))
+  if (failed(verifyLoadBalancingOperands(*this)))
     return failure();
-  NamedTensorType tokens = tokenDimsOf(indices, getKDim());
-  NamedTensorType logitTokens =
-      *inferReduceType(logits, {getExpertDim()}, [] { return InFlightDiagnostic(); });
-  if (!sameDimSet(tokens, logitTokens))
-    return emitOpError() << "logits " << logits.dimsToString() << " and indices "
-                         << indices.dimsToString() << " must route the same tokens";
+  NamedTensorType logits = tensorOf(getLogits());
   NamedTensorType result = tensorOf(getResult());
   if (result.getRank() != 0 || result.getElementType() != logits.getElementType())
     return emitOpError() << "result must be a scalar of " << logits.getElementType()
@@ -785,71 +897,57 @@ LogicalResult GeluGradOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  // The forward op's rules, checked on a temporary forward op's operands.
+  if (failed(verifyAttentionOperands(*this)))
+    return failure();
   if (getQuery().getType() != getResultGrad().getType())
     return emitOpError() << "output gradient must have the query's type";
   if (getQueryGrad().getType() != getQuery().getType() ||
       getKeyGrad().getType() != getKey().getType() ||
       getValueGrad().getType() != getValue().getType())
     return emitOpError() << "gradients must have the types of query, key and value";
-  OpBuilder builder(getContext());
-  OperationState state(getLoc(), AttentionOp::getOperationName());
-  AttentionOp::build(builder, state, getQuery().getType(), getQuery(), getKey(), getValue(),
-                     getSeqDimAttr(), getHeadsDimAttr(), getKvHeadsDimAttr(), getHeadDimAttr(),
-                     getCausalAttr(), getScaleAttr());
-  Operation *forward = Operation::create(state);
-  LogicalResult result = cast<AttentionOp>(forward).verify();
-  forward->destroy();
-  return result;
-}
-
-LogicalResult EmbeddingGradOp::verify() {
-  NamedTensorType table = tensorOf(getResult()), indices = tensorOf(getIndices());
-  if (failed(requireFloat(*this, table, "result")) ||
-      failed(requireInteger(*this, indices, "indices")) ||
-      failed(requireDim(*this, table, getDim(), "result")))
-    return failure();
-  SmallVector<NamedDim> dims = indices.getDims();
-  for (const NamedDim &dim : table.getDims())
-    if (dim.name.getValue() != getDim())
-      dims.push_back(dim);
-  return checkResult(*this, table.withDims(dims), getGrad().getType(), "gradient");
-}
-
-LogicalResult CrossEntropyGradOp::verify() {
-  NamedTensorType loss = tensorOf(getLossGrad());
-  if (loss.getRank() != 0)
-    return emitOpError() << "loss gradient must be a scalar";
-  if (failed(checkResult(*this, getLogits().getType(), getResult().getType())))
-    return failure();
-  NamedTensorType logits = tensorOf(getLogits()), labels = tensorOf(getLabels());
-  if (failed(requireInteger(*this, labels, "labels")) ||
-      failed(requireDim(*this, logits, getDim(), "logits")))
-    return failure();
-  if (!sameDimSet(*inferReduceType(logits, {getDim()}, [] { return InFlightDiagnostic(); }),
-                  labels))
-    return emitOpError() << "labels " << labels.dimsToString()
-                         << " must have the logits' dimensions without '" << getDim() << "'";
   return success();
 }
 
+LogicalResult EmbeddingGradOp::verify() {
+  FailureOr<NamedTensorType> gathered =
+      inferGatherType(*this, tensorOf(getResult()), tensorOf(getIndices()), getDim(), "result");
+  if (failed(gathered))
+    return failure();
+  return checkResult(*this, *gathered, getGrad().getType(), "gradient");
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(verifyCrossEntropyOperands(*this)))
+    return failure();
+  NamedTensorType loss = tensorOf(getLossGrad());
+  if (loss.getRank() != 0 || !isa<FloatType>(loss.getElementType()))
+    return emitOpError() << "loss gradient must be a floating-point scalar, got " << loss;
+  return checkResult(*this, getLogits().getType(), getResult().getType());
+}
+
+/// `result` is the forward op's input: the values gradient has the type mt.topk's values
+/// had.
 LogicalResult TopKGradOp::verify() {
   NamedTensorType grad = tensorOf(getValuesGrad()), indices = tensorOf(getIndices());
-  NamedTensorType result = tensorOf(getResult());
   if (failed(requireInteger(*this, indices, "indices")) ||
-      failed(requireDim(*this, grad, getKDim(), "values gradient")) ||
-      failed(requireDim(*this, result, getDim(), "result")))
+      failed(requireDim(*this, grad, getKDim(), "values gradient")))
     return failure();
   if (!sameDimSet(grad, indices))
-    return emitOpError() << "values gradient and indices must have the same dimensions";
-  SmallVector<NamedDim> dims = grad.getDims();
-  for (NamedDim &dim : dims)
-    if (dim.name.getValue() == getKDim())
-      dim = {getDimAttr(), result.getDimSize(getDim())};
-  return checkResult(*this, grad.withDims(dims), result);
+    return emitOpError() << "values gradient " << grad.dimsToString() << " and indices "
+                         << indices.dimsToString() << " must have the same dimensions";
+  FailureOr<NamedTensorType> values =
+      inferTopKType(*this, tensorOf(getResult()), getDim(), getKDimAttr(),
+                    grad.getDimSize(getKDim()), "result");
+  if (failed(values))
+    return failure();
+  return checkResult(*this, *values, grad, "values gradient");
 }
 
 LogicalResult CombineGradOp::verify() {
+  FailureOr<NamedTensorType> result = inferCombineType(*this);
+  if (failed(result) ||
+      failed(checkResult(*this, *result, getResultGrad().getType(), "output gradient")))
+    return failure();
   if (getInputGrad().getType() != getInput().getType() ||
       getWeightsGrad().getType() != getWeights().getType())
     return emitOpError() << "gradients must have the types of the input and the weights";
@@ -857,7 +955,11 @@ LogicalResult CombineGradOp::verify() {
 }
 
 LogicalResult LoadBalancingLossGradOp::verify() {
-  if (tensorOf(getLossGrad()).getRank() != 0)
-    return emitOpError() << "loss gradient must be a scalar";
-  return checkResult(*this, getLogits().getType(), getResult().getType());
+  if (failed(verifyLoadBalancingOperands(*this)))
+    return failure();
+  NamedTensorType logits = tensorOf(getLogits()), loss = tensorOf(getLossGrad());
+  if (loss != NamedTensorType::getScalar(logits.getElementType()))
+    return emitOpError() << "loss gradient must be a scalar of " << logits.getElementType()
+                         << ", got " << loss;
+  return checkResult(*this, logits, getResult().getType());
 }

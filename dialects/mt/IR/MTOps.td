@@ -79,12 +79,13 @@ def MT_ParamRefOp : MT_Op<"param_ref",
   let assemblyFormat = "$param attr-dict `:` type($result)";
 }
 
-def MT_StateOp : MT_Op<"state", [Symbol]> {
+def MT_StateOp : MT_Op<"state",
+    [Symbol, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "optimizer state of a parameter";
   let description = [{
     A tensor the optimizer keeps between steps for parameter `of` (Adam's first and second
     moments, SGD's momentum), with the parameter's storage type (stacked for layer
-    parameters) and initialised to zero.
+    parameters: its type with a leading `layers` dimension) and initialised to zero.
 
     ```mlir
     mt.state @wte.exp_avg of @wte : !mt.tensor<[vocab=256, hidden=64], f32>
@@ -115,6 +116,30 @@ def MT_ConstantOp : MT_Op<"constant", [Pure]> {
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = "$value attr-dict `:` type($result)";
   let hasVerifier = 1;
+}
+
+def MT_IotaOp : MT_Op<"iota", [Pure]> {
+  let summary = "the positions 0, 1, ... along a dimension";
+  let description = [{
+    A tensor with the one dimension `dim` whose element i is i: the positions of a
+    sequence (mt-decompose builds the causal mask from them). Like `mt.constant` it has no
+    operands and no gradient. The element type is floating-point or integer (not i1), and
+    every position must be exact in it: up to 2^p for a float of p significand bits (256
+    for bf16, 2048 for f16, 2^24 for f32), up to the largest signed value for an integer.
+
+    ```mlir
+    %p = mt.iota dim seq : !mt.tensor<[seq=8], f32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = "`dim` custom<DimName>($dim) attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether `elementType` (floating-point or integer other than i1) holds each of the
+    /// positions 0 .. size - 1 exactly.
+    static bool holdsPositions(::mlir::Type elementType, int64_t size);
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -258,6 +258,97 @@ func.func @caller(%x: !mt.tensor<[n=8], f32>) -> !mt.tensor<[n=8], f32> {
 
 // -----
 
+// Tests that rename is the same tensor, split an expand_shape, and merge a collapse_shape,
+// after a transpose when the merged dimensions are not adjacent in the listed order.
+// CHECK-LABEL: func.func @split_merge_rename
+// CHECK-SAME: (%[[X:.*]]: tensor<4x6xf32>)
+// CHECK: %[[S:.*]] = tensor.expand_shape %[[X]] {{\[}}[0], [1, 2]] output_shape [4, 2, 3] : tensor<4x6xf32> into tensor<4x2x3xf32>
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<4x3x2xf32>
+// CHECK: %[[T:.*]] = linalg.transpose ins(%[[S]] : tensor<4x2x3xf32>) outs(%[[E]] : tensor<4x3x2xf32>) permutation = [0, 2, 1]
+// CHECK: %[[M:.*]] = tensor.collapse_shape %[[T]] {{\[}}[0], [1, 2]] : tensor<4x3x2xf32> into tensor<4x6xf32>
+// CHECK: %[[A:.*]] = tensor.collapse_shape %[[S]] {{\[}}[0, 1], [2]] : tensor<4x2x3xf32> into tensor<8x3xf32>
+// CHECK: return %[[M]], %[[A]] : tensor<4x6xf32>, tensor<8x3xf32>
+func.func @split_merge_rename(%x: !mt.tensor<[seq=4, hidden=6], f32>)
+    -> (!mt.tensor<[s=4, hd=6], f32>, !mt.tensor<[sh=8, head_dim=3], f32>) {
+  %0 = mt.split %x hidden into [heads, head_dim]
+      : !mt.tensor<[seq=4, hidden=6], f32> -> !mt.tensor<[seq=4, heads=2, head_dim=3], f32>
+  %1 = mt.merge %0 [head_dim, heads] into hd
+      : !mt.tensor<[seq=4, heads=2, head_dim=3], f32> -> !mt.tensor<[seq=4, hd=6], f32>
+  %2 = mt.rename %1 seq to s : !mt.tensor<[seq=4, hd=6], f32> -> !mt.tensor<[s=4, hd=6], f32>
+  %3 = mt.merge %0 [seq, heads] into sh
+      : !mt.tensor<[seq=4, heads=2, head_dim=3], f32> -> !mt.tensor<[sh=8, head_dim=3], f32>
+  return %2, %3 : !mt.tensor<[s=4, hd=6], f32>, !mt.tensor<[sh=8, head_dim=3], f32>
+}
+
+// -----
+
+// Tests that iota writes linalg.index, converted to the element type.
+// CHECK-LABEL: func.func @iota
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}], iterator_types = ["parallel"]} outs(%{{.*}} : tensor<5xf32>)
+// CHECK: %[[I:.*]] = linalg.index 0 : index
+// CHECK: %[[N:.*]] = arith.index_cast %[[I]] : index to i64
+// CHECK: arith.sitofp %[[N]] : i64 to f32
+// CHECK: linalg.generic
+// CHECK: %[[J:.*]] = linalg.index 0 : index
+// CHECK: arith.index_cast %[[J]] : index to i32
+func.func @iota() -> (!mt.tensor<[pos=5], f32>, !mt.tensor<[pos=5], i32>) {
+  %0 = mt.iota dim pos : !mt.tensor<[pos=5], f32>
+  %1 = mt.iota dim pos : !mt.tensor<[pos=5], i32>
+  return %0, %1 : !mt.tensor<[pos=5], f32>, !mt.tensor<[pos=5], i32>
+}
+
+// -----
+
+// Tests that gather iterates over its result, reads the index through a projection map,
+// clamps it into the table and extracts the table element.
+// CHECK-DAG: #[[$IDS:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-DAG: #[[$OUT:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @gather
+// CHECK-SAME: (%[[T:.*]]: tensor<5x3xf32>, %[[IDS:.*]]: tensor<2x4xi32>)
+// CHECK: linalg.generic {indexing_maps = [#[[$IDS]], #[[$OUT]]], iterator_types = ["parallel", "parallel", "parallel"]} ins(%[[IDS]] : tensor<2x4xi32>)
+// CHECK: ^bb0(%[[ID:.*]]: i32, %{{.*}}: f32):
+// CHECK: %[[C:.*]] = arith.index_cast %[[ID]] : i32 to index
+// CHECK: %[[LO:.*]] = arith.maxsi %[[C]], %{{.*}} : index
+// CHECK: %[[ROW:.*]] = arith.minsi %[[LO]], %{{.*}} : index
+// CHECK: %[[H:.*]] = linalg.index 2 : index
+// CHECK: %[[V:.*]] = tensor.extract %[[T]][%[[ROW]], %[[H]]] : tensor<5x3xf32>
+// CHECK: linalg.yield %[[V]] : f32
+func.func @gather(%t: !mt.tensor<[vocab=5, hidden=3], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>)
+    -> !mt.tensor<[batch=2, seq=4, hidden=3], f32> {
+  %0 = mt.gather %t, %ids over vocab : !mt.tensor<[vocab=5, hidden=3], f32>,
+      !mt.tensor<[batch=2, seq=4], i32> -> !mt.tensor<[batch=2, seq=4, hidden=3], f32>
+  return %0 : !mt.tensor<[batch=2, seq=4, hidden=3], f32>
+}
+
+// -----
+
+// Tests that embedding_grad is a loop nest over the index positions carrying the zeroed
+// table, adding each gradient row into the table row (slice, add, insert back).
+// CHECK-LABEL: func.func @embedding_grad
+// CHECK-SAME: (%[[IDS:.*]]: tensor<2x4xi32>, %[[G:.*]]: tensor<2x4x3xf32>) -> tensor<3x5xf32>
+// CHECK: %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<3x5xf32>)
+// CHECK: %[[R:.*]] = scf.for %[[B:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC0:.*]] = %[[Z]]) -> (tensor<3x5xf32>)
+// CHECK: scf.for %[[S:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %[[ACC0]]) -> (tensor<3x5xf32>)
+// CHECK: %[[ID:.*]] = tensor.extract %[[IDS]][%[[B]], %[[S]]] : tensor<2x4xi32>
+// CHECK: %[[ROW:.*]] = arith.minsi
+// CHECK: %[[GROW:.*]] = tensor.extract_slice %[[G]][%[[B]], %[[S]], 0] [1, 1, 3] [1, 1, 1] : tensor<2x4x3xf32> to tensor<3xf32>
+// CHECK: %[[TROW:.*]] = tensor.extract_slice %[[ACC]][0, %[[ROW]]] [3, 1] [1, 1] : tensor<3x5xf32> to tensor<3xf32>
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[GROW]] : tensor<3xf32>) outs(%[[TROW]] : tensor<3xf32>)
+// CHECK: ^bb0(%[[GV:.*]]: f32, %[[TV:.*]]: f32):
+// CHECK: arith.addf %[[TV]], %[[GV]] : f32
+// CHECK: %[[NEW:.*]] = tensor.insert_slice %[[SUM]] into %[[ACC]][0, %[[ROW]]] [3, 1] [1, 1] : tensor<3xf32> into tensor<3x5xf32>
+// CHECK: scf.yield %[[NEW]] : tensor<3x5xf32>
+// CHECK: return %[[R]] : tensor<3x5xf32>
+func.func @embedding_grad(%ids: !mt.tensor<[batch=2, seq=4], i32>,
+                          %g: !mt.tensor<[batch=2, seq=4, hidden=3], f32>)
+    -> !mt.tensor<[hidden=3, vocab=5], f32> {
+  %0 = mt.embedding_grad %ids, %g over vocab : !mt.tensor<[batch=2, seq=4], i32>,
+      !mt.tensor<[batch=2, seq=4, hidden=3], f32> -> !mt.tensor<[hidden=3, vocab=5], f32>
+  return %0 : !mt.tensor<[hidden=3, vocab=5], f32>
+}
+
+// -----
+
 // Tests that an op outside the supported set is reported by name and nothing is lowered.
 func.func @unsupported(%x: !mt.tensor<[seq=4, hidden=8], f32>) -> !mt.tensor<[seq=4, hidden=8], f32> {
   %0 = mt.exp %x : !mt.tensor<[seq=4, hidden=8], f32>

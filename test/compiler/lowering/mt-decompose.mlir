@@ -89,7 +89,7 @@ func.func @attention(%q: !mt.tensor<[head_dim=3, heads=2, seq=2, batch=2], f64>,
 // CHECK: %[[S:.*]] = mt.contract %[[Q]], %[[KR]] over [head_dim] : {{.*}} -> <[heads=2, seq=2, batch=2, seq_kv=4], f64>
 // CHECK: %[[SCALE:.*]] = mt.constant 8.000000e-01
 // CHECK: %[[SS:.*]] = mt.mul %[[S]], %[[SCALE]]
-// CHECK-NOT: mt.topk
+// CHECK-NOT: mt.iota
 // CHECK: %[[MAX:.*]] = mt.reduce_max %[[SS]] over [seq_kv]
 // CHECK: mt.exp
 // CHECK: mt.reduce_sum {{.*}} over [seq_kv]
@@ -102,7 +102,7 @@ func.func @attention(%q: !mt.tensor<[head_dim=3, heads=2, seq=2, batch=2], f64>,
 // -----
 
 // Tests that causal grouped-query attention splits the query's heads into
-// (kv_heads, heads_group), adds the causal bias built from topk positions (a large
+// (kv_heads, heads_group), adds the causal bias built from iota positions (a large
 // negative value where the key position exceeds the query position) and merges the heads
 // back.
 func.func @attention_gqa_causal(%q: !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f32>, %k: !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f32>, %v: !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f32> {
@@ -117,12 +117,10 @@ func.func @attention_gqa_causal(%q: !mt.tensor<[batch=2, seq=4, heads=4, head_di
 // CHECK: %[[QS:.*]] = mt.split %[[Q]] heads into [kv_heads, heads_group] : <[batch=2, seq=4, heads=4, head_dim=2], f32> -> <[batch=2, seq=4, kv_heads=2, heads_group=2, head_dim=2], f32>
 // CHECK: %[[S:.*]] = mt.contract %[[QS]], %[[KR]] over [head_dim] : {{.*}} -> <[batch=2, seq=4, kv_heads=2, heads_group=2, seq_kv=4], f32>
 // CHECK: %[[SS:.*]] = mt.mul %[[S]], %{{.*}}
-// CHECK: %[[ZERO:.*]] = mt.constant 0.000000e+00
-// CHECK: %[[ZEROS:.*]] = mt.broadcast %[[ZERO]] : <[], f32> to <[seq_kv=4], f32>
-// CHECK: %{{.*}}, %[[IDX:.*]] = mt.topk %[[ZEROS]] over seq_kv k seq : <[seq_kv=4], f32> -> <[seq=4], f32>, <[seq=4], i32>
-// CHECK: %[[QPOS:.*]] = mt.cast %[[IDX]] : <[seq=4], i32> to <[seq=4], f32>
+// CHECK: %[[QPOS:.*]] = mt.iota dim seq : <[seq=4], f32>
 // CHECK: %[[KPOS:.*]] = mt.rename %[[QPOS]] seq to seq_kv
 // CHECK: %[[MASK:.*]] = mt.greater %[[KPOS]], %[[QPOS]] : <[seq_kv=4], f32>, <[seq=4], f32> -> <[seq_kv=4, seq=4], f32>
+// CHECK-NOT: mt.cast
 // CHECK: %[[NEG:.*]] = mt.constant -1.7014117331926443E+38 : <[], f32>
 // CHECK: %[[BIAS:.*]] = mt.mul %[[MASK]], %[[NEG]]
 // CHECK: %[[MASKED:.*]] = mt.add %[[SS]], %[[BIAS]] : <[batch=2, seq=4, kv_heads=2, heads_group=2, seq_kv=4], f32>, <[seq_kv=4, seq=4], f32>
@@ -132,6 +130,22 @@ func.func @attention_gqa_causal(%q: !mt.tensor<[batch=2, seq=4, heads=4, head_di
 // CHECK: %[[OM:.*]] = mt.merge %[[O]] [kv_heads, heads_group] into heads : <[batch=2, seq=4, kv_heads=2, heads_group=2, head_dim=2], f32> -> <[batch=2, seq=4, heads=4, head_dim=2], f32>
 // CHECK-NOT: mt.attention
 // CHECK: return %[[OM]]
+
+// -----
+
+// Tests that causal positions are compared in f32 when the element type cannot hold them
+// all (bf16 is exact only up to 256), and the 0/1 mask is cast back.
+func.func @attention_causal_long_bf16(%q: !mt.tensor<[seq=300, heads=1, head_dim=2], bf16>) -> !mt.tensor<[seq=300, heads=1, head_dim=2], bf16> {
+  %0 = mt.attention %q, %q, %q dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=300, heads=1, head_dim=2], bf16>, !mt.tensor<[seq=300, heads=1, head_dim=2], bf16>, !mt.tensor<[seq=300, heads=1, head_dim=2], bf16>
+  return %0 : !mt.tensor<[seq=300, heads=1, head_dim=2], bf16>
+}
+// CHECK-LABEL: func.func @attention_causal_long_bf16(
+// CHECK: %[[QPOS:.*]] = mt.iota dim seq : <[seq=300], f32>
+// CHECK: %[[KPOS:.*]] = mt.rename %[[QPOS]] seq to seq_kv
+// CHECK: %[[MASK:.*]] = mt.greater %[[KPOS]], %[[QPOS]] : <[seq_kv=300], f32>, <[seq=300], f32> -> <[seq_kv=300, seq=300], f32>
+// CHECK: %[[MASKB:.*]] = mt.cast %[[MASK]] : <[seq_kv=300, seq=300], f32> to <[seq_kv=300, seq=300], bf16>
+// CHECK: %[[NEG:.*]] = mt.constant {{.*}} : <[], bf16>
+// CHECK: mt.mul %[[MASKB]], %[[NEG]]
 
 // -----
 
@@ -160,7 +174,7 @@ func.func @attention_grad(%q: !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], 
 // CHECK: %[[KR:.*]] = mt.rename %[[K]] seq to seq_kv
 // CHECK: %[[VR:.*]] = mt.rename %[[V]] seq to seq_kv
 // CHECK: %[[QS:.*]] = mt.split %[[Q]] heads into [kv_heads, heads_group]
-// CHECK: mt.topk
+// CHECK: mt.iota dim seq
 // CHECK: %[[P:.*]] = mt.div
 // CHECK: %[[DOS:.*]] = mt.split %[[DO]] heads into [kv_heads, heads_group]
 // CHECK: %[[DV:.*]] = mt.contract %[[P]], %[[DOS]] over [seq, heads_group] : {{.*}} -> <[batch=2, kv_heads=2, seq_kv=4, head_dim=2], f32>

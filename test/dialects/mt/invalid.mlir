@@ -1406,3 +1406,815 @@ func.func @repeat_zero(%x: !mt.tensor<[hidden=8], f32>) {
   %0 = mt.repeat @layer(%x) count 0 : (!mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// mt.state, mt.assign and stacked layer parameters
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that a state belongs to an existing parameter.
+// expected-error @+1 {{'mt.state' op 'nothing' does not name an mt.param}}
+mt.state @m of @nothing : !mt.tensor<[hidden=8], f32>
+
+// -----
+
+// Tests that a state belongs to a parameter, not to another state.
+mt.param @w : !mt.tensor<[hidden=8], f32> init zeros
+mt.state @w.m of @w : !mt.tensor<[hidden=8], f32>
+// expected-error @+1 {{'mt.state' op 'w.m' does not name an mt.param}}
+mt.state @w.m.m of @w.m : !mt.tensor<[hidden=8], f32>
+
+// -----
+
+// Tests that a state has its parameter's type.
+mt.param @w : !mt.tensor<[hidden=8], f32> init zeros
+// expected-error @+1 {{'mt.state' op state 'w.m' of parameter 'w' must have its type '!mt.tensor<[hidden=8], f32>', got '!mt.tensor<[hidden=8], bf16>'}}
+mt.state @w.m of @w : !mt.tensor<[hidden=8], bf16>
+
+// -----
+
+// Tests that the state of a layer parameter holds all its instances, stacked along a
+// leading `layers` dimension.
+mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
+func.func @block(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+// expected-error @+1 {{'mt.state' op state 'block.g.m' of layer parameter 'block.g' holds all its instances: expected its type '!mt.tensor<[hidden=8], f32>' with a leading 'layers' dimension, got '!mt.tensor<[hidden=8], f32>'}}
+mt.state @block.g.m of @block.g : !mt.tensor<[hidden=8], f32>
+
+// -----
+
+// Tests that a stacked state's `layers` dimension comes first.
+mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
+func.func @block(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+// expected-error @+1 {{'mt.state' op state 'block.g.m' of layer parameter 'block.g' holds all its instances: expected its type '!mt.tensor<[hidden=8], f32>' with a leading 'layers' dimension, got '!mt.tensor<[hidden=8, layers=3], f32>'}}
+mt.state @block.g.m of @block.g : !mt.tensor<[hidden=8, layers=3], f32>
+
+// -----
+
+// Tests that outside its layer a layer parameter's stacking dimension is `layers`.
+mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
+func.func @block(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @forward() {
+  // expected-error @+1 {{'mt.param_ref' op outside layer 'block', parameter 'block.g' is read with all its instances: expected its type '!mt.tensor<[hidden=8], f32>' with a leading 'layers' dimension, got '!mt.tensor<[depth=3, hidden=8], f32>'}}
+  %0 = mt.param_ref @block.g : !mt.tensor<[depth=3, hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that outside its layer a layer parameter's `layers` dimension leads.
+mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
+func.func @block(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @forward() {
+  // expected-error @+1 {{got '!mt.tensor<[hidden=8, layers=3], f32>'}}
+  %0 = mt.param_ref @block.g : !mt.tensor<[hidden=8, layers=3], f32>
+  return
+}
+
+// -----
+
+// Tests that the stacked instances of a layer parameter have the parameter's type.
+mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
+func.func @block(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @forward() {
+  // expected-error @+1 {{got '!mt.tensor<[layers=3, hidden=4], f32>'}}
+  %0 = mt.param_ref @block.g : !mt.tensor<[layers=3, hidden=4], f32>
+  return
+}
+
+// -----
+
+// Tests that assign writes all instances of a layer parameter outside its layer.
+mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
+func.func @block(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @step(%v: !mt.tensor<[hidden=8], f32>) {
+  // expected-error @+1 {{'mt.assign' op outside layer 'block', parameter 'block.g' is read with all its instances: expected its type '!mt.tensor<[hidden=8], f32>' with a leading 'layers' dimension, got '!mt.tensor<[hidden=8], f32>'}}
+  mt.assign @block.g, %v : !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that assign checks a state's type.
+mt.param @w : !mt.tensor<[hidden=8], f32> init zeros
+mt.state @w.m of @w : !mt.tensor<[hidden=8], f32>
+func.func @step(%v: !mt.tensor<[hidden=4], f32>) {
+  // expected-error @+1 {{'mt.assign' op type '!mt.tensor<[hidden=4], f32>' does not match state 'w.m' of type '!mt.tensor<[hidden=8], f32>'}}
+  mt.assign @w.m, %v : !mt.tensor<[hidden=4], f32>
+  return
+}
+
+// -----
+
+// Tests that assign needs a parameter or a state.
+func.func @step(%v: !mt.tensor<[hidden=8], f32>) {
+  // expected-error @+1 {{'mt.assign' op 'nowhere' does not name an mt.param or mt.state}}
+  mt.assign @nowhere, %v : !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that a function derived from a layer (marked `mt.layer_of`) cannot read another
+// layer's parameter.
+mt.param @a.g layer @a : !mt.tensor<[hidden=8], f32> init ones
+func.func @a(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @b(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @b.bwd(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer_of = @b} {
+  // expected-error @+1 {{'mt.param_ref' op parameter 'a.g' belongs to layer 'a' and can only be read inside it}}
+  %0 = mt.param_ref @a.g : !mt.tensor<[hidden=8], f32>
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+
+// -----
+
+// Tests that a function derived from a layer reads the current instance of the layer's
+// parameter, not all of them.
+mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
+func.func @block(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @block.bwd(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer_of = @block} {
+  // expected-error @+1 {{'mt.param_ref' op type '!mt.tensor<[layers=3, hidden=8], f32>' does not match parameter 'block.g' of type '!mt.tensor<[hidden=8], f32>'}}
+  %0 = mt.param_ref @block.g : !mt.tensor<[layers=3, hidden=8], f32>
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+
+// -----
+
+// Tests that a layer cannot write another layer's parameter.
+mt.param @a.g layer @a : !mt.tensor<[hidden=8], f32> init ones
+func.func @a(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @b(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  // expected-error @+1 {{'mt.assign' op parameter 'a.g' belongs to layer 'a' and can only be read inside it}}
+  mt.assign @a.g, %x : !mt.tensor<[hidden=8], f32>
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+
+//===----------------------------------------------------------------------===//
+// mt.iota
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that iota produces exactly one dimension.
+func.func @iota_two_dims() {
+  // expected-error @+1 {{'mt.iota' op result must have exactly the one dimension 'seq', got [seq=4, hidden=8]}}
+  %0 = mt.iota dim seq : !mt.tensor<[seq=4, hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that iota does not produce a scalar.
+func.func @iota_scalar() {
+  // expected-error @+1 {{'mt.iota' op result must have exactly the one dimension 'seq', got []}}
+  %0 = mt.iota dim seq : !mt.tensor<[], f32>
+  return
+}
+
+// -----
+
+// Tests that iota's one dimension is the one it names.
+func.func @iota_other_dim() {
+  // expected-error @+1 {{'mt.iota' op result must have exactly the one dimension 'seq', got [pos=4]}}
+  %0 = mt.iota dim seq : !mt.tensor<[pos=4], f32>
+  return
+}
+
+// -----
+
+// Tests that iota's positions are not booleans.
+func.func @iota_bool() {
+  // expected-error @+1 {{'mt.iota' op expects integer or floating-point result, got element type 'i1'}}
+  %0 = mt.iota dim seq : !mt.tensor<[seq=2], i1>
+  return
+}
+
+// -----
+
+// Tests that every position must be exact in a floating-point type (bf16: up to 256).
+func.func @iota_bf16_inexact() {
+  // expected-error @+1 {{'mt.iota' op element type 'bf16' cannot hold every position up to 257 exactly}}
+  %0 = mt.iota dim seq : !mt.tensor<[seq=258], bf16>
+  return
+}
+
+// -----
+
+// Tests that every position must fit a signed integer type (i8: up to 127).
+func.func @iota_i8_overflow() {
+  // expected-error @+1 {{'mt.iota' op element type 'i8' cannot hold every position up to 128 exactly}}
+  %0 = mt.iota dim seq : !mt.tensor<[seq=129], i8>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers of the backward pass
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that cos needs a floating-point operand.
+func.func @integer_cos(%a: !mt.tensor<[seq=4], i32>) {
+  // expected-error @+1 {{'mt.cos' op expects floating-point operand, got element type 'i32'}}
+  %0 = mt.cos %a : !mt.tensor<[seq=4], i32>
+  return
+}
+
+// -----
+
+// Tests that broadcast keeps the element type.
+func.func @broadcast_element(%a: !mt.tensor<[hidden=8], f32>) {
+  // expected-error @+1 {{'mt.broadcast' op cannot change the element type}}
+  %0 = mt.broadcast %a : !mt.tensor<[hidden=8], f32> to !mt.tensor<[batch=2, hidden=8], bf16>
+  return
+}
+
+// -----
+
+// Tests that broadcast cannot drop a dimension.
+func.func @broadcast_drops(%a: !mt.tensor<[batch=2, hidden=8], f32>) {
+  // expected-error @+1 {{'mt.broadcast' op result [batch=2, seq=4] must keep the operand's dimension 'hidden' of size 8}}
+  %0 = mt.broadcast %a : !mt.tensor<[batch=2, hidden=8], f32> to !mt.tensor<[batch=2, seq=4], f32>
+  return
+}
+
+// -----
+
+// Tests that broadcast keeps the operand's sizes.
+func.func @broadcast_resizes(%a: !mt.tensor<[hidden=8], f32>) {
+  // expected-error @+1 {{'mt.broadcast' op result [hidden=4, batch=2] must keep the operand's dimension 'hidden' of size 8}}
+  %0 = mt.broadcast %a : !mt.tensor<[hidden=8], f32> to !mt.tensor<[hidden=4, batch=2], f32>
+  return
+}
+
+// -----
+
+// Tests that greater compares floating-point operands.
+func.func @integer_greater(%a: !mt.tensor<[seq=4], i32>) {
+  // expected-error @+1 {{'mt.greater' op expects floating-point operands, got element type 'i32'}}
+  %0 = mt.greater %a, %a : !mt.tensor<[seq=4], i32>, !mt.tensor<[seq=4], i32> -> !mt.tensor<[seq=4], i32>
+  return
+}
+
+// -----
+
+// Tests that greater's operands agree on shared dimensions, as for the other binary ops.
+func.func @greater_mismatch(%a: !mt.tensor<[seq=4], f32>, %b: !mt.tensor<[seq=8], f32>) {
+  // expected-error @+1 {{'mt.greater' op dimension 'seq' has size 4 in the lhs but 8 in the rhs}}
+  %0 = mt.greater %a, %b : !mt.tensor<[seq=4], f32>, !mt.tensor<[seq=8], f32> -> !mt.tensor<[seq=4], f32>
+  return
+}
+
+// -----
+
+// Tests that greater's operands share an element type.
+func.func @greater_element(%a: !mt.tensor<[seq=4], f32>, %b: !mt.tensor<[seq=4], bf16>) {
+  // expected-error @+1 {{'mt.greater' op operands have different element types 'f32' and 'bf16'}}
+  %0 = mt.greater %a, %b : !mt.tensor<[seq=4], f32>, !mt.tensor<[seq=4], bf16> -> !mt.tensor<[seq=4], f32>
+  return
+}
+
+// -----
+
+// Tests that greater's mask is broadcast like the other binary ops' results.
+func.func @greater_result(%a: !mt.tensor<[kv=4], f32>, %b: !mt.tensor<[seq=4], f32>) {
+  // expected-error @+1 {{'mt.greater' op result type '!mt.tensor<[seq=4, kv=4], f32>' does not match the expected '!mt.tensor<[kv=4, seq=4], f32>'}}
+  %0 = mt.greater %a, %b : !mt.tensor<[kv=4], f32>, !mt.tensor<[seq=4], f32> -> !mt.tensor<[seq=4, kv=4], f32>
+  return
+}
+
+// -----
+
+// Tests that gelu_grad needs a floating-point operand.
+func.func @integer_gelu_grad(%a: !mt.tensor<[seq=4], i32>) {
+  // expected-error @+1 {{'mt.gelu_grad' op expects floating-point operand, got element type 'i32'}}
+  %0 = mt.gelu_grad %a approximate : !mt.tensor<[seq=4], i32>
+  return
+}
+
+// -----
+
+// Tests that gelu_grad keeps its operand's type.
+func.func @gelu_grad_type_change(%a: !mt.tensor<[seq=4], f32>) {
+  // expected-error @+1 {{'mt.gelu_grad' op requires the same type for all operands and results}}
+  %0 = "mt.gelu_grad"(%a) : (!mt.tensor<[seq=4], f32>) -> !mt.tensor<[seq=4], bf16>
+  return
+}
+
+// -----
+
+// Tests that attention_grad checks the forward op's rules (here: causal attention needs
+// equal query and key lengths), reported at the attention_grad.
+func.func @attention_grad_forward_rule(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, %k: !mt.tensor<[seq=6, heads=2, head_dim=4], f32>) {
+  // expected-error @+1 {{'mt.attention_grad' op causal attention needs equal query and key lengths, got 4 and 6}}
+  %0:3 = mt.attention_grad %q, %k, %k, %q dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=6, heads=2, head_dim=4], f32>, !mt.tensor<[seq=6, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32> -> !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=6, heads=2, head_dim=4], f32>, !mt.tensor<[seq=6, heads=2, head_dim=4], f32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad checks the forward op's grouped-query rule.
+func.func @attention_grad_groups(%q: !mt.tensor<[seq=4, heads=3, head_dim=4], f32>, %k: !mt.tensor<[seq=4, kv_heads=2, head_dim=4], f32>) {
+  // expected-error @+1 {{'mt.attention_grad' op query heads (3) must be a multiple of key/value heads (2)}}
+  %0:3 = mt.attention_grad %q, %k, %k, %q dims(seq, heads, kv_heads, head_dim) scale 0.5 : !mt.tensor<[seq=4, heads=3, head_dim=4], f32>, !mt.tensor<[seq=4, kv_heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, kv_heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=3, head_dim=4], f32> -> !mt.tensor<[seq=4, heads=3, head_dim=4], f32>, !mt.tensor<[seq=4, kv_heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, kv_heads=2, head_dim=4], f32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad's output gradient has the query's type.
+func.func @attention_grad_output(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, %do: !mt.tensor<[heads=2, seq=4, head_dim=4], f32>) {
+  // expected-error @+1 {{'mt.attention_grad' op output gradient must have the query's type}}
+  %0:3 = mt.attention_grad %q, %q, %q, %do dims(seq, heads, heads, head_dim) scale 0.5 : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[heads=2, seq=4, head_dim=4], f32> -> !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad's gradients have the types of query, key and value.
+func.func @attention_grad_results(%q: !mt.tensor<[seq=4, heads=4, head_dim=4], f32>, %k: !mt.tensor<[seq=4, kv_heads=2, head_dim=4], f32>) {
+  // expected-error @+1 {{'mt.attention_grad' op gradients must have the types of query, key and value}}
+  %0:3 = mt.attention_grad %q, %k, %k, %q dims(seq, heads, kv_heads, head_dim) scale 0.5 : !mt.tensor<[seq=4, heads=4, head_dim=4], f32>, !mt.tensor<[seq=4, kv_heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, kv_heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=4, head_dim=4], f32> -> !mt.tensor<[seq=4, heads=4, head_dim=4], f32>, !mt.tensor<[seq=4, heads=4, head_dim=4], f32>, !mt.tensor<[seq=4, kv_heads=2, head_dim=4], f32>
+  return
+}
+
+// -----
+
+// Tests that embedding_grad produces a floating-point table.
+func.func @embedding_grad_integer(%i: !mt.tensor<[seq=4], i32>, %g: !mt.tensor<[seq=4, hidden=8], i32>) {
+  // expected-error @+1 {{'mt.embedding_grad' op expects floating-point result, got element type 'i32'}}
+  %0 = mt.embedding_grad %i, %g over vocab : !mt.tensor<[seq=4], i32>, !mt.tensor<[seq=4, hidden=8], i32> -> !mt.tensor<[vocab=16, hidden=8], i32>
+  return
+}
+
+// -----
+
+// Tests that embedding_grad's indices are integers.
+func.func @embedding_grad_float_indices(%i: !mt.tensor<[seq=4], f32>, %g: !mt.tensor<[seq=4, hidden=8], f32>) {
+  // expected-error @+1 {{'mt.embedding_grad' op expects integer indices, got element type 'f32'}}
+  %0 = mt.embedding_grad %i, %g over vocab : !mt.tensor<[seq=4], f32>, !mt.tensor<[seq=4, hidden=8], f32> -> !mt.tensor<[vocab=16, hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that embedding_grad scatters along a dimension of the table.
+func.func @embedding_grad_missing(%i: !mt.tensor<[seq=4], i32>, %g: !mt.tensor<[seq=4, hidden=8], f32>) {
+  // expected-error @+1 {{'mt.embedding_grad' op result [tok=16, hidden=8] has no dimension 'vocab'}}
+  %0 = mt.embedding_grad %i, %g over vocab : !mt.tensor<[seq=4], i32>, !mt.tensor<[seq=4, hidden=8], f32> -> !mt.tensor<[tok=16, hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that embedding_grad's indices and the table's other dimensions are disjoint, as
+// gather's are.
+func.func @embedding_grad_shared(%i: !mt.tensor<[hidden=8], i32>, %g: !mt.tensor<[hidden=8], f32>) {
+  // expected-error @+1 {{'mt.embedding_grad' op dimension 'hidden' is in both the table and the indices}}
+  %0 = mt.embedding_grad %i, %g over vocab : !mt.tensor<[hidden=8], i32>, !mt.tensor<[hidden=8], f32> -> !mt.tensor<[vocab=16, hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that embedding_grad's gradient has the type gather produced.
+func.func @embedding_grad_gradient(%i: !mt.tensor<[seq=4], i32>, %g: !mt.tensor<[hidden=8, seq=4], f32>) {
+  // expected-error @+1 {{'mt.embedding_grad' op gradient type '!mt.tensor<[hidden=8, seq=4], f32>' does not match the expected '!mt.tensor<[seq=4, hidden=8], f32>'}}
+  %0 = mt.embedding_grad %i, %g over vocab : !mt.tensor<[seq=4], i32>, !mt.tensor<[hidden=8, seq=4], f32> -> !mt.tensor<[vocab=16, hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy_grad's loss gradient is a scalar.
+func.func @ce_grad_loss(%l: !mt.tensor<[seq=4, vocab=16], f32>, %t: !mt.tensor<[seq=4], i32>, %g: !mt.tensor<[seq=4], f32>) {
+  // expected-error @+1 {{'mt.cross_entropy_grad' op loss gradient must be a floating-point scalar, got '!mt.tensor<[seq=4], f32>'}}
+  %0 = mt.cross_entropy_grad %l, %t, %g over vocab : !mt.tensor<[seq=4, vocab=16], f32>, !mt.tensor<[seq=4], i32>, !mt.tensor<[seq=4], f32> -> !mt.tensor<[seq=4, vocab=16], f32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy_grad's result has the logits' type.
+func.func @ce_grad_result(%l: !mt.tensor<[seq=4, vocab=16], f32>, %t: !mt.tensor<[seq=4], i32>, %g: !mt.tensor<[], f32>) {
+  // expected-error @+1 {{'mt.cross_entropy_grad' op result type '!mt.tensor<[vocab=16, seq=4], f32>' does not match the expected '!mt.tensor<[seq=4, vocab=16], f32>'}}
+  %0 = mt.cross_entropy_grad %l, %t, %g over vocab : !mt.tensor<[seq=4, vocab=16], f32>, !mt.tensor<[seq=4], i32>, !mt.tensor<[], f32> -> !mt.tensor<[vocab=16, seq=4], f32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy_grad's logits are floating-point, as cross_entropy's are.
+func.func @ce_grad_integer_logits(%l: !mt.tensor<[seq=4, vocab=16], i32>, %t: !mt.tensor<[seq=4], i32>, %g: !mt.tensor<[], f32>) {
+  // expected-error @+1 {{'mt.cross_entropy_grad' op expects floating-point logits, got element type 'i32'}}
+  %0 = mt.cross_entropy_grad %l, %t, %g over vocab : !mt.tensor<[seq=4, vocab=16], i32>, !mt.tensor<[seq=4], i32>, !mt.tensor<[], f32> -> !mt.tensor<[seq=4, vocab=16], i32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy_grad's labels are integers.
+func.func @ce_grad_float_labels(%l: !mt.tensor<[seq=4, vocab=16], f32>, %t: !mt.tensor<[seq=4], f32>, %g: !mt.tensor<[], f32>) {
+  // expected-error @+1 {{'mt.cross_entropy_grad' op expects integer labels, got element type 'f32'}}
+  %0 = mt.cross_entropy_grad %l, %t, %g over vocab : !mt.tensor<[seq=4, vocab=16], f32>, !mt.tensor<[seq=4], f32>, !mt.tensor<[], f32> -> !mt.tensor<[seq=4, vocab=16], f32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy_grad's class dimension must exist.
+func.func @ce_grad_missing(%l: !mt.tensor<[seq=4, vocab=16], f32>, %t: !mt.tensor<[seq=4], i32>, %g: !mt.tensor<[], f32>) {
+  // expected-error @+1 {{'mt.cross_entropy_grad' op logits [seq=4, vocab=16] has no dimension 'classes'}}
+  %0 = mt.cross_entropy_grad %l, %t, %g over classes : !mt.tensor<[seq=4, vocab=16], f32>, !mt.tensor<[seq=4], i32>, !mt.tensor<[], f32> -> !mt.tensor<[seq=4, vocab=16], f32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy_grad's labels have the logits' dimensions without the class one.
+func.func @ce_grad_labels(%l: !mt.tensor<[seq=4, vocab=16], f32>, %t: !mt.tensor<[seq=3], i32>, %g: !mt.tensor<[], f32>) {
+  // expected-error @+1 {{'mt.cross_entropy_grad' op labels [seq=3] must have the logits' dimensions without 'vocab', i.e. [seq=4]}}
+  %0 = mt.cross_entropy_grad %l, %t, %g over vocab : !mt.tensor<[seq=4, vocab=16], f32>, !mt.tensor<[seq=3], i32>, !mt.tensor<[], f32> -> !mt.tensor<[seq=4, vocab=16], f32>
+  return
+}
+
+// -----
+
+// Tests that topk_grad's indices are integers.
+func.func @topk_grad_float_indices(%g: !mt.tensor<[tokens=8, k=2], f32>) {
+  // expected-error @+1 {{'mt.topk_grad' op expects integer indices, got element type 'f32'}}
+  %0 = mt.topk_grad %g, %g over expert k k : !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8, k=2], f32> -> !mt.tensor<[tokens=8, expert=4], f32>
+  return
+}
+
+// -----
+
+// Tests that topk_grad's values gradient has the k dimension.
+func.func @topk_grad_lacks_k(%g: !mt.tensor<[tokens=8, top=2], f32>, %i: !mt.tensor<[tokens=8, top=2], i32>) {
+  // expected-error @+1 {{'mt.topk_grad' op values gradient [tokens=8, top=2] has no dimension 'k'}}
+  %0 = mt.topk_grad %g, %i over expert k k : !mt.tensor<[tokens=8, top=2], f32>, !mt.tensor<[tokens=8, top=2], i32> -> !mt.tensor<[tokens=8, expert=4], f32>
+  return
+}
+
+// -----
+
+// Tests that topk_grad's values gradient and indices have one set of dimensions.
+func.func @topk_grad_indices(%g: !mt.tensor<[tokens=8, k=2], f32>, %i: !mt.tensor<[tokens=8, k=1], i32>) {
+  // expected-error @+1 {{'mt.topk_grad' op values gradient [tokens=8, k=2] and indices [tokens=8, k=1] must have the same dimensions}}
+  %0 = mt.topk_grad %g, %i over expert k k : !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8, k=1], i32> -> !mt.tensor<[tokens=8, expert=4], f32>
+  return
+}
+
+// -----
+
+// Tests that topk_grad's result has the dimension the forward op selected from.
+func.func @topk_grad_missing(%g: !mt.tensor<[tokens=8, k=2], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>) {
+  // expected-error @+1 {{'mt.topk_grad' op result [tokens=8, e=4] has no dimension 'expert'}}
+  %0 = mt.topk_grad %g, %i over expert k k : !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8, k=2], i32> -> !mt.tensor<[tokens=8, e=4], f32>
+  return
+}
+
+// -----
+
+// Tests that topk_grad's k cannot exceed the dimension it scatters into, as for topk.
+func.func @topk_grad_k(%g: !mt.tensor<[tokens=8, k=5], f32>, %i: !mt.tensor<[tokens=8, k=5], i32>) {
+  // expected-error @+1 {{'mt.topk_grad' op k = 5 exceeds the size 4 of 'expert'}}
+  %0 = mt.topk_grad %g, %i over expert k k : !mt.tensor<[tokens=8, k=5], f32>, !mt.tensor<[tokens=8, k=5], i32> -> !mt.tensor<[tokens=8, expert=4], f32>
+  return
+}
+
+// -----
+
+// Tests that topk_grad's result is floating-point, as topk's operand is.
+func.func @topk_grad_integer(%g: !mt.tensor<[tokens=8, k=2], i32>, %i: !mt.tensor<[tokens=8, k=2], i32>) {
+  // expected-error @+1 {{'mt.topk_grad' op expects floating-point result, got element type 'i32'}}
+  %0 = mt.topk_grad %g, %i over expert k k : !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[tokens=8, k=2], i32> -> !mt.tensor<[tokens=8, expert=4], i32>
+  return
+}
+
+// -----
+
+// Tests that topk_grad's k dimension is not a dimension of the result.
+func.func @topk_grad_k_exists(%g: !mt.tensor<[k=2], f32>, %i: !mt.tensor<[k=2], i32>) {
+  // expected-error @+1 {{'mt.topk_grad' op new dimension 'k' already exists in the result [k=2, expert=4]}}
+  %0 = mt.topk_grad %g, %i over expert k k : !mt.tensor<[k=2], f32>, !mt.tensor<[k=2], i32> -> !mt.tensor<[k=2, expert=4], f32>
+  return
+}
+
+// -----
+
+// Tests that topk_grad's values gradient has the type topk's values had.
+func.func @topk_grad_values(%g: !mt.tensor<[tokens=6, k=2], f32>, %i: !mt.tensor<[tokens=6, k=2], i32>) {
+  // expected-error @+1 {{'mt.topk_grad' op values gradient type '!mt.tensor<[tokens=6, k=2], f32>' does not match the expected '!mt.tensor<[tokens=8, k=2], f32>'}}
+  %0 = mt.topk_grad %g, %i over expert k k : !mt.tensor<[tokens=6, k=2], f32>, !mt.tensor<[tokens=6, k=2], i32> -> !mt.tensor<[tokens=8, expert=4], f32>
+  return
+}
+
+// -----
+
+// Tests that combine_grad checks combine's rules: the weights have the indices' dimensions.
+func.func @combine_grad_weights(%x: !mt.tensor<[expert=4, cap=5, hidden=4], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>, %w: !mt.tensor<[tokens=8, k=1], f32>, %g: !mt.tensor<[tokens=8, hidden=4], f32>) {
+  // expected-error @+1 {{'mt.combine_grad' op weights [tokens=8, k=1] must have the dimensions of the indices [tokens=8, k=2]}}
+  %0:2 = mt.combine_grad %x, %i, %w, %g k k from expert capacity cap : !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[tokens=8, k=1], f32>, !mt.tensor<[tokens=8, hidden=4], f32> -> !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=1], f32>
+  return
+}
+
+// -----
+
+// Tests that combine_grad checks combine's rules: the indices are integers.
+func.func @combine_grad_float_indices(%x: !mt.tensor<[expert=4, cap=5, hidden=4], f32>, %w: !mt.tensor<[tokens=8, k=2], f32>, %g: !mt.tensor<[tokens=8, hidden=4], f32>) {
+  // expected-error @+1 {{'mt.combine_grad' op expects integer indices, got element type 'f32'}}
+  %0:2 = mt.combine_grad %x, %w, %w, %g k k from expert capacity cap : !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8, hidden=4], f32> -> !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], f32>
+  return
+}
+
+// -----
+
+// Tests that combine_grad checks combine's rules: the input has the capacity dimension.
+func.func @combine_grad_input_lacks_capacity(%x: !mt.tensor<[expert=4, slot=5, hidden=4], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>, %w: !mt.tensor<[tokens=8, k=2], f32>, %g: !mt.tensor<[tokens=8, hidden=4], f32>) {
+  // expected-error @+1 {{'mt.combine_grad' op input [expert=4, slot=5, hidden=4] has no dimension 'cap'}}
+  %0:2 = mt.combine_grad %x, %i, %w, %g k k from expert capacity cap : !mt.tensor<[expert=4, slot=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8, hidden=4], f32> -> !mt.tensor<[expert=4, slot=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], f32>
+  return
+}
+
+// -----
+
+// Tests that combine_grad checks combine's rules: expert and capacity are two dimensions.
+func.func @combine_grad_same_dims(%x: !mt.tensor<[e=4, hidden=4], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>, %w: !mt.tensor<[tokens=8, k=2], f32>, %g: !mt.tensor<[tokens=8, hidden=4], f32>) {
+  // expected-error @+1 {{'mt.combine_grad' op expert and capacity dimensions must differ, got 'e' for both}}
+  %0:2 = mt.combine_grad %x, %i, %w, %g k k from e capacity e : !mt.tensor<[e=4, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8, hidden=4], f32> -> !mt.tensor<[e=4, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], f32>
+  return
+}
+
+// -----
+
+// Tests that combine_grad checks combine's rules: the weights have the input's element type.
+func.func @combine_grad_weights_element(%x: !mt.tensor<[expert=4, cap=5, hidden=4], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>, %w: !mt.tensor<[tokens=8, k=2], bf16>, %g: !mt.tensor<[tokens=8, hidden=4], f32>) {
+  // expected-error @+1 {{'mt.combine_grad' op weights element type 'bf16' differs from the input's 'f32'}}
+  %0:2 = mt.combine_grad %x, %i, %w, %g k k from expert capacity cap : !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[tokens=8, k=2], bf16>, !mt.tensor<[tokens=8, hidden=4], f32> -> !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], bf16>
+  return
+}
+
+// -----
+
+// Tests that combine_grad checks combine's rules: feature dimensions are not routing ones.
+func.func @combine_grad_feature(%x: !mt.tensor<[expert=4, cap=5, tokens=8], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>, %w: !mt.tensor<[tokens=8, k=2], f32>, %g: !mt.tensor<[tokens=8], f32>) {
+  // expected-error @+1 {{'mt.combine_grad' op feature dimension 'tokens' of the input is also a dimension of the indices}}
+  %0:2 = mt.combine_grad %x, %i, %w, %g k k from expert capacity cap : !mt.tensor<[expert=4, cap=5, tokens=8], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8], f32> -> !mt.tensor<[expert=4, cap=5, tokens=8], f32>, !mt.tensor<[tokens=8, k=2], f32>
+  return
+}
+
+// -----
+
+// Tests that combine_grad's output gradient has the type combine produced.
+func.func @combine_grad_output(%x: !mt.tensor<[expert=4, cap=5, hidden=4], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>, %w: !mt.tensor<[tokens=8, k=2], f32>, %g: !mt.tensor<[hidden=4, tokens=8], f32>) {
+  // expected-error @+1 {{'mt.combine_grad' op output gradient type '!mt.tensor<[hidden=4, tokens=8], f32>' does not match the expected '!mt.tensor<[tokens=8, hidden=4], f32>'}}
+  %0:2 = mt.combine_grad %x, %i, %w, %g k k from expert capacity cap : !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[hidden=4, tokens=8], f32> -> !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], f32>
+  return
+}
+
+// -----
+
+// Tests that combine_grad's gradients have the types of the input and the weights.
+func.func @combine_grad_results(%x: !mt.tensor<[expert=4, cap=5, hidden=4], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>, %w: !mt.tensor<[tokens=8, k=2], f32>, %g: !mt.tensor<[tokens=8, hidden=4], f32>) {
+  // expected-error @+1 {{'mt.combine_grad' op gradients must have the types of the input and the weights}}
+  %0:2 = mt.combine_grad %x, %i, %w, %g k k from expert capacity cap : !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8, hidden=4], f32> -> !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[k=2, tokens=8], f32>
+  return
+}
+
+// -----
+
+// Tests that load_balancing_loss_grad checks the forward op's rules: logits and indices
+// route the same tokens.
+func.func @lbl_grad_tokens(%l: !mt.tensor<[tokens=8, expert=4], f32>, %i: !mt.tensor<[tokens=6, k=2], i32>, %g: !mt.tensor<[], f32>) {
+  // expected-error @+1 {{'mt.load_balancing_loss_grad' op logits [tokens=8, expert=4] and indices [tokens=6, k=2] must route the same tokens}}
+  %0 = mt.load_balancing_loss_grad %l, %i, %g over expert k k : !mt.tensor<[tokens=8, expert=4], f32>, !mt.tensor<[tokens=6, k=2], i32>, !mt.tensor<[], f32> -> !mt.tensor<[tokens=8, expert=4], f32>
+  return
+}
+
+// -----
+
+// Tests that load_balancing_loss_grad checks the forward op's rules: the logits have the
+// expert dimension.
+func.func @lbl_grad_missing_expert(%l: !mt.tensor<[tokens=8, e=4], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>, %g: !mt.tensor<[], f32>) {
+  // expected-error @+1 {{'mt.load_balancing_loss_grad' op logits [tokens=8, e=4] has no dimension 'expert'}}
+  %0 = mt.load_balancing_loss_grad %l, %i, %g over expert k k : !mt.tensor<[tokens=8, e=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[], f32> -> !mt.tensor<[tokens=8, e=4], f32>
+  return
+}
+
+// -----
+
+// Tests that load_balancing_loss_grad checks the forward op's rules: the indices are
+// integers.
+func.func @lbl_grad_float_indices(%l: !mt.tensor<[tokens=8, expert=4], f32>, %i: !mt.tensor<[tokens=8, k=2], f32>, %g: !mt.tensor<[], f32>) {
+  // expected-error @+1 {{'mt.load_balancing_loss_grad' op expects integer indices, got element type 'f32'}}
+  %0 = mt.load_balancing_loss_grad %l, %i, %g over expert k k : !mt.tensor<[tokens=8, expert=4], f32>, !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[], f32> -> !mt.tensor<[tokens=8, expert=4], f32>
+  return
+}
+
+// -----
+
+// Tests that load_balancing_loss_grad checks the forward op's rules: the indices have the
+// k dimension.
+func.func @lbl_grad_indices_lack_k(%l: !mt.tensor<[tokens=8, expert=4], f32>, %i: !mt.tensor<[tokens=8], i32>, %g: !mt.tensor<[], f32>) {
+  // expected-error @+1 {{'mt.load_balancing_loss_grad' op indices [tokens=8] has no dimension 'k'}}
+  %0 = mt.load_balancing_loss_grad %l, %i, %g over expert k k : !mt.tensor<[tokens=8, expert=4], f32>, !mt.tensor<[tokens=8], i32>, !mt.tensor<[], f32> -> !mt.tensor<[tokens=8, expert=4], f32>
+  return
+}
+
+// -----
+
+// Tests that load_balancing_loss_grad checks the forward op's rules: floating-point logits.
+func.func @lbl_grad_integer_logits(%l: !mt.tensor<[tokens=8, expert=4], i32>, %i: !mt.tensor<[tokens=8, k=2], i32>, %g: !mt.tensor<[], f32>) {
+  // expected-error @+1 {{'mt.load_balancing_loss_grad' op expects floating-point logits, got element type 'i32'}}
+  %0 = mt.load_balancing_loss_grad %l, %i, %g over expert k k : !mt.tensor<[tokens=8, expert=4], i32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[], f32> -> !mt.tensor<[tokens=8, expert=4], i32>
+  return
+}
+
+// -----
+
+// Tests that load_balancing_loss_grad's loss gradient is a scalar.
+func.func @lbl_grad_loss_rank(%l: !mt.tensor<[tokens=8, expert=4], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>, %g: !mt.tensor<[tokens=8], f32>) {
+  // expected-error @+1 {{'mt.load_balancing_loss_grad' op loss gradient must be a scalar of 'f32', got '!mt.tensor<[tokens=8], f32>'}}
+  %0 = mt.load_balancing_loss_grad %l, %i, %g over expert k k : !mt.tensor<[tokens=8, expert=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[tokens=8], f32> -> !mt.tensor<[tokens=8, expert=4], f32>
+  return
+}
+
+// -----
+
+// Tests that load_balancing_loss_grad's loss gradient has the loss's type, a scalar of the
+// logits' element type.
+func.func @lbl_grad_loss_element(%l: !mt.tensor<[tokens=8, expert=4], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>, %g: !mt.tensor<[], bf16>) {
+  // expected-error @+1 {{'mt.load_balancing_loss_grad' op loss gradient must be a scalar of 'f32', got '!mt.tensor<[], bf16>'}}
+  %0 = mt.load_balancing_loss_grad %l, %i, %g over expert k k : !mt.tensor<[tokens=8, expert=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[], bf16> -> !mt.tensor<[tokens=8, expert=4], f32>
+  return
+}
+
+// -----
+
+// Tests that load_balancing_loss_grad's result has the logits' type.
+func.func @lbl_grad_result(%l: !mt.tensor<[tokens=8, expert=4], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>, %g: !mt.tensor<[], f32>) {
+  // expected-error @+1 {{'mt.load_balancing_loss_grad' op result type '!mt.tensor<[expert=4, tokens=8], f32>' does not match the expected '!mt.tensor<[tokens=8, expert=4], f32>'}}
+  %0 = mt.load_balancing_loss_grad %l, %i, %g over expert k k : !mt.tensor<[tokens=8, expert=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[], f32> -> !mt.tensor<[expert=4, tokens=8], f32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// mt.repeat: carried and stacked values
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that repeat cannot carry more values than it has operands.
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_carries_too_many(%x: !mt.tensor<[hidden=8], f32>) {
+  // expected-error @+1 {{'mt.repeat' op carries 2 values but has only 1 operands and 1 results}}
+  %0 = mt.repeat @layer(%x) count 2 {carried = 2 : i64} : (!mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that repeat cannot carry more values than it has results.
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>, %s: !mt.tensor<[layers=2, hidden=8], f32>) attributes {mt.layer} {
+  return
+}
+func.func @repeat_carries_results(%x: !mt.tensor<[hidden=8], f32>, %s: !mt.tensor<[layers=2, hidden=8], f32>) {
+  // expected-error @+1 {{'mt.repeat' op carries 1 values but has only 2 operands and 0 results}}
+  mt.repeat @layer(%x, %s) count 2 {carried = 1 : i64} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=2, hidden=8], f32>) -> ()
+  return
+}
+
+// -----
+
+// Tests that the number of carried values is not negative.
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_negative_carried(%x: !mt.tensor<[hidden=8], f32>) {
+  // expected-error @+1 {{'mt.repeat' op attribute 'carried' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  %0 = mt.repeat @layer(%x) count 2 {carried = -1 : i64} : (!mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that without `carried` every operand is carried, so operands and results pair up.
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>, %y: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_unpaired(%x: !mt.tensor<[hidden=8], f32>) {
+  // expected-error @+1 {{'mt.repeat' op without 'carried' every operand is carried, so the op needs as many results as operands}}
+  %0 = mt.repeat @layer(%x, %x) count 2 : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that a stacked operand leads with the stacking dimension.
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>, %w: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_unstacked(%x: !mt.tensor<[hidden=8], f32>) {
+  // expected-error @+1 {{'mt.repeat' op stacked operand [hidden=8] must lead with the stacking dimension 'layers' of size 3}}
+  %0 = mt.repeat @layer(%x, %x) count 3 {carried = 1 : i64} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that a stacked operand's stacking dimension has one slice per call.
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>, %w: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_wrong_count(%x: !mt.tensor<[hidden=8], f32>, %w: !mt.tensor<[layers=2, hidden=8], f32>) {
+  // expected-error @+1 {{'mt.repeat' op stacked operand [layers=2, hidden=8] must lead with the stacking dimension 'layers' of size 3}}
+  %0 = mt.repeat @layer(%x, %w) count 3 {carried = 1 : i64} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=2, hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that the stacking dimension leads, not just exists.
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>, %w: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_not_leading(%x: !mt.tensor<[hidden=8], f32>, %w: !mt.tensor<[hidden=8, layers=3], f32>) {
+  // expected-error @+1 {{'mt.repeat' op stacked operand [hidden=8, layers=3] must lead with the stacking dimension 'layers' of size 3}}
+  %0 = mt.repeat @layer(%x, %w) count 3 {carried = 1 : i64} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8, layers=3], f32>) -> !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that stacked operands use the op's own stacking dimension.
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>, %w: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_stack_dim(%x: !mt.tensor<[hidden=8], f32>, %w: !mt.tensor<[layers=3, hidden=8], f32>) {
+  // expected-error @+1 {{'mt.repeat' op stacked operand [layers=3, hidden=8] must lead with the stacking dimension 'depth' of size 3}}
+  %0 = mt.repeat @layer(%x, %w) count 3 {carried = 1 : i64, stack_dim = "depth"} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that a stacked result leads with the stacking dimension.
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>) -> (!mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8], f32>) attributes {mt.layer} {
+  return %x, %x : !mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_unstacked_result(%x: !mt.tensor<[hidden=8], f32>) {
+  // expected-error @+1 {{'mt.repeat' op stacked result [hidden=8] must lead with the stacking dimension 'layers' of size 3}}
+  %0:2 = mt.repeat @layer(%x) count 3 {carried = 1 : i64} : (!mt.tensor<[hidden=8], f32>) -> (!mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8], f32>)
+  return
+}
+
+// -----
+
+// Tests that the layer sees one slice of each stacked operand: the slice's type must be
+// the layer's argument type.
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>, %w: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_slice_type(%x: !mt.tensor<[hidden=8], f32>, %w: !mt.tensor<[layers=3, hidden=4], f32>) {
+  // expected-error @+1 {{'mt.repeat' op operand and result types do not match layer 'layer' of type '(!mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>'}}
+  %0 = mt.repeat @layer(%x, %w) count 3 {carried = 1 : i64} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=4], f32>) -> !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that a function derived from a layer can be repeated, but only with its own types.
+func.func @block(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @block.bwd(%dy: !mt.tensor<[hidden=8], f32>, %saved: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer_of = @block} {
+  return %dy : !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_layer_of(%dy: !mt.tensor<[hidden=8], f32>, %saved: !mt.tensor<[layers=3, hidden=8], f32>) {
+  // expected-error @+1 {{'mt.repeat' op operand and result types do not match layer 'block.bwd' of type '(!mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>'}}
+  %0:2 = mt.repeat @block.bwd(%dy, %saved) count 3 {carried = 1 : i64, reverse} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=8], f32>) -> (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=8], f32>)
+  return
+}

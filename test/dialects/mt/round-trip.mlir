@@ -367,3 +367,203 @@ func.func @repeat(%x: !mt.tensor<[batch=2, hidden=8], f32>, %s: !mt.tensor<[], f
   %1:2 = mt.repeat @layer2(%0, %s) count 1 : (!mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[], f32>) -> (!mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[], f32>)
   return %1#0 : !mt.tensor<[batch=2, hidden=8], f32>
 }
+
+// -----
+
+// Tests that optimizer state round-trips for a parameter and, stacked along `layers`, for
+// a layer parameter; that param_ref reads a state and, outside the layer, all instances of
+// a layer parameter stacked; and that assign writes parameters and states.
+// CHECK-LABEL: mt.param @w : !mt.tensor<[hidden=8], f32> init zeros
+// CHECK: mt.state @w.m of @w : !mt.tensor<[hidden=8], f32>
+// CHECK: mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
+// CHECK: mt.state @block.g.m of @block.g : !mt.tensor<[layers=3, hidden=8], f32>
+// CHECK-LABEL: func.func @step
+// CHECK: %[[M:.*]] = mt.param_ref @w.m : <[hidden=8], f32>
+// CHECK: %[[G:.*]] = mt.param_ref @block.g : <[layers=3, hidden=8], f32>
+// CHECK: %[[GM:.*]] = mt.param_ref @block.g.m : <[layers=3, hidden=8], f32>
+// CHECK: mt.assign @w, %[[M]] : <[hidden=8], f32>
+// CHECK: mt.assign @w.m, %{{.*}} : <[hidden=8], f32>
+// CHECK: mt.assign @block.g, %[[GM]] : <[layers=3, hidden=8], f32>
+// CHECK: mt.assign @block.g.m, %[[G]] : <[layers=3, hidden=8], f32>
+module {
+  mt.param @w : !mt.tensor<[hidden=8], f32> init zeros
+  mt.state @w.m of @w : !mt.tensor<[hidden=8], f32>
+  mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
+  mt.state @block.g.m of @block.g : !mt.tensor<[layers=3, hidden=8], f32>
+
+  func.func @block(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
+      attributes {mt.layer} {
+    return %x : !mt.tensor<[hidden=8], f32>
+  }
+
+  func.func @step(%v: !mt.tensor<[hidden=8], f32>) {
+    %m = mt.param_ref @w.m : !mt.tensor<[hidden=8], f32>
+    %g = mt.param_ref @block.g : !mt.tensor<[layers=3, hidden=8], f32>
+    %gm = mt.param_ref @block.g.m : !mt.tensor<[layers=3, hidden=8], f32>
+    mt.assign @w, %m : !mt.tensor<[hidden=8], f32>
+    mt.assign @w.m, %v : !mt.tensor<[hidden=8], f32>
+    mt.assign @block.g, %gm : !mt.tensor<[layers=3, hidden=8], f32>
+    mt.assign @block.g.m, %g : !mt.tensor<[layers=3, hidden=8], f32>
+    return
+  }
+}
+
+// -----
+
+// Tests that repeat round-trips carried and stacked operands and results, a custom
+// stacking dimension and `reverse`, calling a function derived from a layer (marked
+// `mt.layer_of`) that reads the layer's parameter instance.
+// CHECK-LABEL: func.func @block
+// CHECK-SAME: attributes {mt.layer}
+// CHECK-LABEL: func.func @block.bwd
+// CHECK-SAME: attributes {mt.layer_of = @block}
+// CHECK: mt.param_ref @block.g : <[hidden=8], f32>
+// CHECK-LABEL: func.func @repeat_stacked
+// CHECK: %{{.*}}:2 = mt.repeat @block.bwd(%{{.*}}, %{{.*}}) count 3 {carried = 1 : i64, reverse} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=8], f32>) -> (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=8], f32>)
+// CHECK: %{{.*}}:2 = mt.repeat @block.bwd(%{{.*}}, %{{.*}}) count 3 {carried = 1 : i64, stack_dim = "depth"} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[depth=3, hidden=8], f32>) -> (!mt.tensor<[hidden=8], f32>, !mt.tensor<[depth=3, hidden=8], f32>)
+// CHECK: %{{.*}} = mt.repeat @block.fwd(%{{.*}}) count 3 {carried = 0 : i64} : (!mt.tensor<[layers=3, hidden=8], f32>) -> !mt.tensor<[layers=3, hidden=8], f32>
+module {
+  mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
+
+  func.func @block(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
+      attributes {mt.layer} {
+    return %x : !mt.tensor<[hidden=8], f32>
+  }
+
+  func.func @block.fwd(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
+      attributes {mt.layer_of = @block} {
+    return %x : !mt.tensor<[hidden=8], f32>
+  }
+
+  func.func @block.bwd(%dy: !mt.tensor<[hidden=8], f32>, %saved: !mt.tensor<[hidden=8], f32>)
+      -> (!mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8], f32>)
+      attributes {mt.layer_of = @block} {
+    %g = mt.param_ref @block.g : !mt.tensor<[hidden=8], f32>
+    %dx = mt.mul %dy, %g : !mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8], f32> -> !mt.tensor<[hidden=8], f32>
+    %dg = mt.mul %dy, %saved : !mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8], f32> -> !mt.tensor<[hidden=8], f32>
+    return %dx, %dg : !mt.tensor<[hidden=8], f32>, !mt.tensor<[hidden=8], f32>
+  }
+
+  func.func @repeat_stacked(%dy: !mt.tensor<[hidden=8], f32>, %saved: !mt.tensor<[layers=3, hidden=8], f32>,
+                            %other: !mt.tensor<[depth=3, hidden=8], f32>) {
+    %0:2 = mt.repeat @block.bwd(%dy, %saved) count 3 {carried = 1 : i64, reverse} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=8], f32>) -> (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=8], f32>)
+    %1:2 = mt.repeat @block.bwd(%dy, %other) count 3 {carried = 1 : i64, stack_dim = "depth"} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[depth=3, hidden=8], f32>) -> (!mt.tensor<[hidden=8], f32>, !mt.tensor<[depth=3, hidden=8], f32>)
+    %2 = mt.repeat @block.fwd(%saved) count 3 {carried = 0 : i64} : (!mt.tensor<[layers=3, hidden=8], f32>) -> !mt.tensor<[layers=3, hidden=8], f32>
+    return
+  }
+}
+
+// -----
+
+// Tests that iota round-trips floating-point and integer positions, including a dimension
+// name that needs quoting.
+// CHECK-LABEL: func.func @iota
+// CHECK: mt.iota dim seq : <[seq=8], f32>
+// CHECK: mt.iota dim seq : <[seq=256], bf16>
+// CHECK: mt.iota dim n : <[n=4], i32>
+// CHECK: mt.iota dim "kv-seq" : <["kv-seq"=128], i8>
+func.func @iota() {
+  %0 = mt.iota dim seq : !mt.tensor<[seq=8], f32>
+  %1 = mt.iota dim seq : !mt.tensor<[seq=256], bf16>
+  %2 = mt.iota dim n : !mt.tensor<[n=4], i32>
+  %3 = mt.iota dim "kv-seq" : !mt.tensor<["kv-seq"=128], i8>
+  return
+}
+
+// -----
+
+// Tests that the elementwise helpers of the backward pass round-trip: cos, greater with
+// named broadcasting, and gelu_grad in both forms.
+// CHECK-LABEL: func.func @backward_elementwise
+// CHECK: mt.cos %{{.*}} : <[batch=2, hidden=8], f32>
+// CHECK: mt.greater %{{.*}}, %{{.*}} : <[batch=2, hidden=8], f32>, <[hidden=8], f32> -> <[batch=2, hidden=8], f32>
+// CHECK: mt.greater %{{.*}}, %{{.*}} : <[hidden=8], f32>, <[], f32> -> <[hidden=8], f32>
+// CHECK: mt.gelu_grad %{{.*}} : <[batch=2, hidden=8], f32>
+// CHECK: mt.gelu_grad %{{.*}} approximate : <[batch=2, hidden=8], bf16>
+func.func @backward_elementwise(%a: !mt.tensor<[batch=2, hidden=8], f32>, %h: !mt.tensor<[hidden=8], f32>,
+                                %s: !mt.tensor<[], f32>, %b: !mt.tensor<[batch=2, hidden=8], bf16>) {
+  %0 = mt.cos %a : !mt.tensor<[batch=2, hidden=8], f32>
+  %1 = mt.greater %a, %h : !mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[hidden=8], f32> -> !mt.tensor<[batch=2, hidden=8], f32>
+  %2 = mt.greater %h, %s : !mt.tensor<[hidden=8], f32>, !mt.tensor<[], f32> -> !mt.tensor<[hidden=8], f32>
+  %3 = mt.gelu_grad %a : !mt.tensor<[batch=2, hidden=8], f32>
+  %4 = mt.gelu_grad %b approximate : !mt.tensor<[batch=2, hidden=8], bf16>
+  return
+}
+
+// -----
+
+// Tests that broadcast round-trips new dimensions in any position, from a scalar and from
+// integer ids.
+// CHECK-LABEL: func.func @broadcast_op
+// CHECK: mt.broadcast %{{.*}} : <[hidden=8], f32> to <[batch=2, hidden=8, seq=4], f32>
+// CHECK: mt.broadcast %{{.*}} : <[], f32> to <[seq=4], f32>
+// CHECK: mt.broadcast %{{.*}} : <[batch=2, seq=4], i32> to <[seq=4, batch=2, k=1], i32>
+func.func @broadcast_op(%h: !mt.tensor<[hidden=8], f32>, %s: !mt.tensor<[], f32>, %i: !mt.tensor<[batch=2, seq=4], i32>) {
+  %0 = mt.broadcast %h : !mt.tensor<[hidden=8], f32> to !mt.tensor<[batch=2, hidden=8, seq=4], f32>
+  %1 = mt.broadcast %s : !mt.tensor<[], f32> to !mt.tensor<[seq=4], f32>
+  %2 = mt.broadcast %i : !mt.tensor<[batch=2, seq=4], i32> to !mt.tensor<[seq=4, batch=2, k=1], i32>
+  return
+}
+
+// -----
+
+// Tests that rope round-trips `inverse`, alone and with a custom theta.
+// CHECK-LABEL: func.func @rope_inverse
+// CHECK: mt.rope %{{.*}} over head_dim position seq inverse : <[batch=2, seq=4, heads=2, head_dim=8], f32>
+// CHECK: mt.rope %{{.*}} over head_dim position seq inverse {theta = 5.000000e+05 : f64} : <[batch=2, seq=4, heads=2, head_dim=8], f32>
+func.func @rope_inverse(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>) {
+  %0 = mt.rope %x over head_dim position seq inverse : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>
+  %1 = mt.rope %x over head_dim position seq inverse {theta = 500000.0 : f64} : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad round-trips causal grouped-query attention and non-causal
+// multi-head attention over a key sequence of another length.
+// CHECK-LABEL: func.func @attention_grad
+// CHECK: mt.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} dims(seq, heads, kv_heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=4, head_dim=4], f32>, <[batch=2, seq=4, kv_heads=2, head_dim=4], f32>, <[batch=2, seq=4, kv_heads=2, head_dim=4], f32>, <[batch=2, seq=4, heads=4, head_dim=4], f32> -> <[batch=2, seq=4, heads=4, head_dim=4], f32>, <[batch=2, seq=4, kv_heads=2, head_dim=4], f32>, <[batch=2, seq=4, kv_heads=2, head_dim=4], f32>
+// CHECK: mt.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} dims(seq, heads, heads, head_dim) scale 1.250000e-01 : <[batch=2, seq=4, heads=4, head_dim=4], f32>, <[batch=2, heads=4, seq=6, head_dim=4], f32>, <[batch=2, heads=4, seq=6, head_dim=4], f32>, <[batch=2, seq=4, heads=4, head_dim=4], f32> -> <[batch=2, seq=4, heads=4, head_dim=4], f32>, <[batch=2, heads=4, seq=6, head_dim=4], f32>, <[batch=2, heads=4, seq=6, head_dim=4], f32>
+func.func @attention_grad(%q: !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>,
+                          %k: !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=4], f32>,
+                          %m: !mt.tensor<[batch=2, heads=4, seq=6, head_dim=4], f32>,
+                          %do: !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>) {
+  %0:3 = mt.attention_grad %q, %k, %k, %do dims(seq, heads, kv_heads, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32> -> !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=4], f32>
+  %1:3 = mt.attention_grad %q, %m, %m, %do dims(seq, heads, heads, head_dim) scale 0.125 : !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>, !mt.tensor<[batch=2, heads=4, seq=6, head_dim=4], f32>, !mt.tensor<[batch=2, heads=4, seq=6, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32> -> !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>, !mt.tensor<[batch=2, heads=4, seq=6, head_dim=4], f32>, !mt.tensor<[batch=2, heads=4, seq=6, head_dim=4], f32>
+  return
+}
+
+// -----
+
+// Tests that the adjoints of gather and cross_entropy round-trip: embedding_grad scatters
+// a gathered gradient back into the table's type, cross_entropy_grad takes labels whose
+// dimensions are in another order.
+// CHECK-LABEL: func.func @embedding_loss_grad
+// CHECK: mt.embedding_grad %{{.*}}, %{{.*}} over vocab : <[batch=2, seq=4], i32>, <[batch=2, seq=4, hidden=8], f32> -> <[vocab=16, hidden=8], f32>
+// CHECK: mt.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} over vocab : <[batch=2, seq=4, vocab=16], f32>, <[seq=4, batch=2], i64>, <[], f32> -> <[batch=2, seq=4, vocab=16], f32>
+func.func @embedding_loss_grad(%t: !mt.tensor<[batch=2, seq=4], i32>, %g: !mt.tensor<[batch=2, seq=4, hidden=8], f32>,
+                               %l: !mt.tensor<[batch=2, seq=4, vocab=16], f32>, %u: !mt.tensor<[seq=4, batch=2], i64>,
+                               %dl: !mt.tensor<[], f32>) {
+  %0 = mt.embedding_grad %t, %g over vocab : !mt.tensor<[batch=2, seq=4], i32>, !mt.tensor<[batch=2, seq=4, hidden=8], f32> -> !mt.tensor<[vocab=16, hidden=8], f32>
+  %1 = mt.cross_entropy_grad %l, %u, %dl over vocab : !mt.tensor<[batch=2, seq=4, vocab=16], f32>, !mt.tensor<[seq=4, batch=2], i64>, !mt.tensor<[], f32> -> !mt.tensor<[batch=2, seq=4, vocab=16], f32>
+  return
+}
+
+// -----
+
+// Tests that the mixture-of-experts adjoints round-trip: topk_grad scatters the values'
+// gradient into the router logits' type, combine_grad returns the gradients of the expert
+// outputs and of the weights, load_balancing_loss_grad the logits' gradient.
+// CHECK-LABEL: func.func @moe_grad
+// CHECK: mt.topk_grad %{{.*}}, %{{.*}} over expert k k : <[tokens=8, k=2], f32>, <[tokens=8, k=2], i32> -> <[tokens=8, expert=4], f32>
+// CHECK: mt.combine_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} k k from expert capacity cap : <[expert=4, cap=5, hidden=4], f32>, <[tokens=8, k=2], i32>, <[tokens=8, k=2], f32>, <[tokens=8, hidden=4], f32> -> <[expert=4, cap=5, hidden=4], f32>, <[tokens=8, k=2], f32>
+// CHECK: mt.load_balancing_loss_grad %{{.*}}, %{{.*}}, %{{.*}} over expert k k : <[tokens=8, expert=4], f32>, <[tokens=8, k=2], i32>, <[], f32> -> <[tokens=8, expert=4], f32>
+func.func @moe_grad(%dv: !mt.tensor<[tokens=8, k=2], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>,
+                    %w: !mt.tensor<[tokens=8, k=2], f32>, %d: !mt.tensor<[expert=4, cap=5, hidden=4], f32>,
+                    %dc: !mt.tensor<[tokens=8, hidden=4], f32>, %logits: !mt.tensor<[tokens=8, expert=4], f32>,
+                    %dl: !mt.tensor<[], f32>) {
+  %0 = mt.topk_grad %dv, %i over expert k k : !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8, k=2], i32> -> !mt.tensor<[tokens=8, expert=4], f32>
+  %1:2 = mt.combine_grad %d, %i, %w, %dc k k from expert capacity cap : !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8, hidden=4], f32> -> !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], f32>
+  %2 = mt.load_balancing_loss_grad %logits, %i, %dl over expert k k : !mt.tensor<[tokens=8, expert=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[], f32> -> !mt.tensor<[tokens=8, expert=4], f32>
+  return
+}

@@ -460,6 +460,90 @@ TEST_F(CPUCodegenTest, ReturnsArgumentsAndConstants) {
   EXPECT_EQ(results[2], results[3]);
 }
 
+TEST_F(CPUCodegenTest, SplitMergeRenameIota) {
+  // merge [head_dim, heads] needs a transpose first; merge [seq, heads] does not.
+  compile(R"mlir(
+    func.func @shape(%x: !mt.tensor<[seq=4, hidden=6], f32>)
+        -> (!mt.tensor<[seq=4, heads=2, head_dim=3], f32>, !mt.tensor<[hd=6, s=4], f32>,
+            !mt.tensor<[sh=8, head_dim=3], f32>, !mt.tensor<[pos=5], f32>,
+            !mt.tensor<[pos=5], i32>) {
+      %0 = mt.split %x hidden into [heads, head_dim]
+          : !mt.tensor<[seq=4, hidden=6], f32> -> !mt.tensor<[seq=4, heads=2, head_dim=3], f32>
+      %1 = mt.merge %0 [head_dim, heads] into hd
+          : !mt.tensor<[seq=4, heads=2, head_dim=3], f32> -> !mt.tensor<[seq=4, hd=6], f32>
+      %2 = mt.rename %1 seq to s : !mt.tensor<[seq=4, hd=6], f32> -> !mt.tensor<[s=4, hd=6], f32>
+      %3 = mt.transpose %2 : !mt.tensor<[s=4, hd=6], f32> to !mt.tensor<[hd=6, s=4], f32>
+      %4 = mt.merge %0 [seq, heads] into sh
+          : !mt.tensor<[seq=4, heads=2, head_dim=3], f32> -> !mt.tensor<[sh=8, head_dim=3], f32>
+      %5 = mt.iota dim pos : !mt.tensor<[pos=5], f32>
+      %6 = mt.iota dim pos : !mt.tensor<[pos=5], i32>
+      return %0, %3, %4, %5, %6 : !mt.tensor<[seq=4, heads=2, head_dim=3], f32>,
+          !mt.tensor<[hd=6, s=4], f32>, !mt.tensor<[sh=8, head_dim=3], f32>,
+          !mt.tensor<[pos=5], f32>, !mt.tensor<[pos=5], i32>
+    }
+    func.func @merge_middle(%x: !mt.tensor<[a=2, b=3, c=4, d=5], f32>)
+        -> !mt.tensor<[a=2, m=20, b=3], f32> {
+      %0 = mt.merge %x [c, d] into m
+          : !mt.tensor<[a=2, b=3, c=4, d=5], f32> -> !mt.tensor<[a=2, b=3, m=20], f32>
+      %1 = mt.rename %0 b to e : !mt.tensor<[a=2, b=3, m=20], f32> -> !mt.tensor<[a=2, e=3, m=20], f32>
+      %2 = mt.rename %1 e to b : !mt.tensor<[a=2, e=3, m=20], f32> -> !mt.tensor<[a=2, b=3, m=20], f32>
+      %3 = mt.transpose %2 : !mt.tensor<[a=2, b=3, m=20], f32> to !mt.tensor<[a=2, m=20, b=3], f32>
+      return %3 : !mt.tensor<[a=2, m=20, b=3], f32>
+    }
+  )mlir");
+  std::vector<std::vector<double>> results = runAndCompare("shape");
+  ASSERT_EQ(results.size(), 5u);
+  EXPECT_EQ(results[3], (std::vector<double>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(results[4], (std::vector<double>{0, 1, 2, 3, 4}));
+  runAndCompare("merge_middle");
+}
+
+TEST_F(CPUCodegenTest, GatherAndEmbeddingGrad) {
+  // Inputs in [0, 4.4): the indices round to 0..4, every row of the 5-row table, with
+  // repeats (embedding_grad accumulates them). The table dimension is not the leading one
+  // of embedding_grad's result.
+  compile(R"mlir(
+    func.func @gather(%t: !mt.tensor<[vocab=5, hidden=3], f32>,
+                      %ids: !mt.tensor<[batch=2, seq=4], i32>)
+        -> !mt.tensor<[batch=2, seq=4, hidden=3], f32> {
+      %0 = mt.gather %t, %ids over vocab : !mt.tensor<[vocab=5, hidden=3], f32>,
+          !mt.tensor<[batch=2, seq=4], i32> -> !mt.tensor<[batch=2, seq=4, hidden=3], f32>
+      return %0 : !mt.tensor<[batch=2, seq=4, hidden=3], f32>
+    }
+    func.func @embedding_grad(%ids: !mt.tensor<[batch=2, seq=4], i64>,
+                              %g: !mt.tensor<[batch=2, seq=4, hidden=3], f32>)
+        -> !mt.tensor<[hidden=3, vocab=5], f32> {
+      %0 = mt.embedding_grad %ids, %g over vocab : !mt.tensor<[batch=2, seq=4], i64>,
+          !mt.tensor<[batch=2, seq=4, hidden=3], f32> -> !mt.tensor<[hidden=3, vocab=5], f32>
+      return %0 : !mt.tensor<[hidden=3, vocab=5], f32>
+    }
+    func.func @scalar_index(%t: !mt.tensor<[vocab=5], f32>, %id: !mt.tensor<[], i32>)
+        -> (!mt.tensor<[], f32>, !mt.tensor<[vocab=5], f32>) {
+      %0 = mt.gather %t, %id over vocab
+          : !mt.tensor<[vocab=5], f32>, !mt.tensor<[], i32> -> !mt.tensor<[], f32>
+      %1 = mt.embedding_grad %id, %0 over vocab
+          : !mt.tensor<[], i32>, !mt.tensor<[], f32> -> !mt.tensor<[vocab=5], f32>
+      return %0, %1 : !mt.tensor<[], f32>, !mt.tensor<[vocab=5], f32>
+    }
+  )mlir");
+  runAndCompare("gather", 0, 4.4);
+  std::vector<std::vector<double>> grad = runAndCompare("embedding_grad", 0, 4.4, /*seed=*/5);
+  runAndCompare("scalar_index", 0, 4.4, /*seed=*/9);
+
+  // Every gradient element lands in exactly one table row: the sums agree.
+  Random random(5);
+  double total = 0;
+  for (int i = 0; i < 2 * 4; ++i)
+    random.uniform(0, 4.4);
+  for (int i = 0; i < 2 * 4 * 3; ++i)
+    total += static_cast<float>(random.uniform(0, 4.4));
+  ASSERT_EQ(grad.size(), 1u);
+  double sum = 0;
+  for (double value : grad[0])
+    sum += value;
+  EXPECT_NEAR(sum, total, 1e-4);
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions and contractions
 //===----------------------------------------------------------------------===//

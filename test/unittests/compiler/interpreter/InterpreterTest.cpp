@@ -277,6 +277,30 @@ TEST_F(InterpreterTest, LayoutOps) {
         EXPECT_EQ(split[0].at({{"a", a}, {"p", p}, {"q", q}}), y.at({{"a", a}, {"m", p * 3 + q}}));
 }
 
+TEST_F(InterpreterTest, IotaCountsAlongItsDimension) {
+  mlir::ModuleOp module = parse(R"mlir(
+    func.func @f() -> (!mt.tensor<[seq=5], f32>, !mt.tensor<[n=3], i32>,
+                       !mt.tensor<[seq=5, n=3], bf16>) {
+      %0 = mt.iota dim seq : !mt.tensor<[seq=5], f32>
+      %1 = mt.iota dim n : !mt.tensor<[n=3], i32>
+      %2 = mt.iota dim seq : !mt.tensor<[seq=5], bf16>
+      %3 = mt.iota dim n : !mt.tensor<[n=3], bf16>
+      %4 = mt.mul %2, %3 : !mt.tensor<[seq=5], bf16>, !mt.tensor<[n=3], bf16>
+          -> !mt.tensor<[seq=5, n=3], bf16>
+      return %0, %1, %4 : !mt.tensor<[seq=5], f32>, !mt.tensor<[n=3], i32>,
+          !mt.tensor<[seq=5, n=3], bf16>
+    }
+  )mlir");
+  ASSERT_TRUE(module);
+  Interpreter interp(module);
+  MTC_ASSIGN_OR_FAIL(out, interp.call("f", {}));
+  EXPECT_EQ(out[0].data, (std::vector<double>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(out[1].data, (std::vector<double>{0, 1, 2}));
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      EXPECT_EQ(out[2].at({{"seq", i}, {"n", j}}), static_cast<double>(i * j));
+}
+
 TEST_F(InterpreterTest, Reductions) {
   mlir::ModuleOp module = parse(R"mlir(
     func.func @f(%x: !mt.tensor<[a=2, b=3, c=4], f32>) -> (

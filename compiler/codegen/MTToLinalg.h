@@ -1,0 +1,82 @@
+//===- MTToLinalg.h - pieces shared by the mt-to-linalg patterns -*- C++ -*-===//
+//
+// Internal to compiler/codegen: the type and indexing-map helpers every `mt` -> linalg
+// pattern uses, and one `populate...` function per source file of patterns. The pass itself
+// (MTToLinalg.cpp) collects them. All patterns work on builtin tensors: an `!mt.tensor` is
+// the `tensor<...>` of its sizes in its physical order (builtinType).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_COMPILER_CODEGEN_MTTOLINALG_H
+#define MTC_COMPILER_CODEGEN_MTTOLINALG_H
+
+#include "dialects/mt/IR/MTOps.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace mtc::codegen::lowering {
+
+/// The external C function the dropout kernels call, one call per element:
+///
+///     float mtc_dropout_scale(int64_t stream, int64_t element, double rate);
+///
+/// It returns 0 when element `element` (the row-major offset in the op's type) of dropout
+/// stream `stream` is dropped and 1 / (1 - rate) when it is kept. The generated code does
+/// not know the run's seed or the training step: the definition (in the runtime) reads the
+/// seed and step its caller set before running the kernels, and decides with
+/// `mtc_dropout_keep` of runtime/support/Philox.h, the one implementation shared by the
+/// runtime, generated code and the tests.
+inline constexpr llvm::StringLiteral kDropoutScaleFunction = "mtc_dropout_scale";
+
+inline mt::NamedTensorType namedType(mlir::Value value) {
+  return llvm::cast<mt::NamedTensorType>(value.getType());
+}
+
+/// The builtin tensor holding a named tensor: its sizes in physical order.
+mlir::RankedTensorType builtinType(mt::NamedTensorType type);
+
+/// The map from the iteration space `space` (dimension names) to the dimensions of a
+/// tensor of type `type`, each of which `space` names.
+mlir::AffineMap mapInto(llvm::ArrayRef<mlir::StringAttr> space, mt::NamedTensorType type);
+
+/// A fresh tensor of `type`'s shape, the destination of a linalg op.
+mlir::Value emptyTensor(mlir::OpBuilder &builder, mlir::Location loc, mt::NamedTensorType type);
+
+/// `value` as a constant of the scalar `type` (float or integer).
+mlir::Value scalarConstant(mlir::OpBuilder &builder, mlir::Location loc, mlir::Type type,
+                           double value);
+
+mlir::Value indexConstant(mlir::OpBuilder &builder, mlir::Location loc, int64_t value);
+
+/// A tensor of `type` filled with `value`.
+mlir::Value fill(mlir::OpBuilder &builder, mlir::Location loc, mt::NamedTensorType type,
+                 mlir::TypedAttr value);
+
+/// Element type conversion as the interpreter's `mt.cast`: floats extend or truncate;
+/// float -> integer truncates toward zero (i1 as unsigned); integers are sign-extended (i1
+/// zero-extended).
+mlir::Value convertScalar(mlir::OpBuilder &builder, mlir::Location loc, mlir::Value x,
+                          mlir::Type to);
+
+/// The integer `index` (of any integer type) as an `index` clamped into [0, size).
+mlir::Value clampedIndex(mlir::OpBuilder &builder, mlir::Location loc, mlir::Value index,
+                         int64_t size);
+
+/// Patterns of ShapeOpsToLinalg.cpp: rename, split, merge, iota.
+void populateShapeOpPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns);
+/// Patterns of GatherScatterToLinalg.cpp: gather, embedding_grad.
+void populateGatherScatterPatterns(const mlir::TypeConverter &types,
+                                   mlir::RewritePatternSet &patterns);
+/// Patterns of RopeDropoutToLinalg.cpp: rope, dropout.
+void populateRopeDropoutPatterns(const mlir::TypeConverter &types,
+                                 mlir::RewritePatternSet &patterns);
+/// Declares the external kDropoutScaleFunction in `module` when a function of it has a
+/// dropout to lower; fails if the name is taken by anything else.
+mlir::LogicalResult declareDropoutScale(mlir::ModuleOp module);
+
+} // namespace mtc::codegen::lowering
+
+#endif // MTC_COMPILER_CODEGEN_MTTOLINALG_H

@@ -1,0 +1,188 @@
+//===- RopeDropoutToLinalg.cpp - rope and dropout to linalg ---------------===//
+//
+// Two elementwise kernels whose value depends on where the element is: a `linalg.generic`
+// over the operand's dimensions (identity maps) reading its position with `linalg.index`.
+//
+// `mt.rope` rotates the pairs (2j, 2j+1) of the rotated dimension: the body reads its own
+// element through the map and its pair partner (index i ^ 1 along the rotated dimension)
+// with `tensor.extract`, and computes in f64, as the reference interpreter does (so long
+// sequences keep the angle `position * theta^(-2j/size)` exact to the element type):
+//
+//     even i: x_i cos(a) - x_{i+1} sin(a)       odd i: x_{i-1} sin(a) + x_i cos(a)
+//
+// with the angle negated under `inverse`.
+//
+// `mt.dropout` multiplies each element by `mtc_dropout_scale(stream, element, rate)`, an
+// external C function (see kDropoutScaleFunction in MTToLinalg.h for the contract) called
+// once per element with the element's row-major offset in the op's type; the product is
+// computed in f32 (f64 for f64 tensors). Rate 0 keeps every element (Philox's u < 1 always
+// holds) and lowers to nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/MTToLinalg.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mtc;
+using namespace mtc::codegen::lowering;
+using mt::NamedTensorType;
+
+namespace {
+
+/// A `linalg.generic` over the dimensions of `type` (identity maps) with `input` as its
+/// one operand; `body(builder, loc, element)` computes the result element.
+Value buildPointwise(OpBuilder &builder, Location loc, NamedTensorType type, Value input,
+                     function_ref<Value(OpBuilder &, Location, Value)> body) {
+  unsigned rank = type.getRank();
+  SmallVector<AffineMap> maps(2, builder.getMultiDimIdentityMap(rank));
+  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      builder, loc, TypeRange{builtinType(type)}, ValueRange{input},
+      ValueRange{emptyTensor(builder, loc, type)}, maps, iterators,
+      [&](OpBuilder &b, Location l, ValueRange args) {
+        linalg::YieldOp::create(b, l, ValueRange{body(b, l, args[0])});
+      });
+  return generic.getResult(0);
+}
+
+/// An `index` as an f64 (indices are non-negative).
+Value indexToF64(OpBuilder &b, Location loc, Value index) {
+  Value integer = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), index);
+  return arith::UIToFPOp::create(b, loc, b.getF64Type(), integer);
+}
+
+Value f64Constant(OpBuilder &b, Location loc, double value) {
+  return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(value));
+}
+
+struct RopeLowering : OpConversionPattern<mt::RopeOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(mt::RopeOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    NamedTensorType type = namedType(op.getInput());
+    unsigned rank = type.getRank();
+    unsigned dim = *type.getDimIndex(op.getDim());
+    unsigned positionDim = *type.getDimIndex(op.getPosition());
+    double size = static_cast<double>(type.getDimSizes()[dim]);
+    double theta = op.getTheta().convertToDouble();
+    double sign = op.getInverse() ? -1.0 : 1.0;
+    Type element = type.getElementType();
+    Value input = adaptor.getInput();
+    Value result = buildPointwise(
+        rewriter, op.getLoc(), type, input, [&](OpBuilder &b, Location l, Value own) {
+          SmallVector<Value> coords;
+          for (unsigned d = 0; d < rank; ++d)
+            coords.push_back(linalg::IndexOp::create(b, l, d));
+          Value i = coords[dim];
+          Value one = indexConstant(b, l, 1);
+          coords[dim] = arith::XOrIOp::create(b, l, i, one);
+          Value partner = tensor::ExtractOp::create(b, l, input, coords);
+
+          // theta^(-2 pair / size) and the angle, in the interpreter's order of operations.
+          Value pair = indexToF64(b, l, arith::ShRUIOp::create(b, l, i, one));
+          Value exponent = arith::DivFOp::create(
+              b, l, arith::MulFOp::create(b, l, f64Constant(b, l, -2.0), pair),
+              f64Constant(b, l, size));
+          Value frequency = math::PowFOp::create(b, l, f64Constant(b, l, theta), exponent);
+          Value position = indexToF64(b, l, linalg::IndexOp::create(b, l, positionDim));
+          Value angle = arith::MulFOp::create(
+              b, l, arith::MulFOp::create(b, l, f64Constant(b, l, sign), position), frequency);
+          Value cos = math::CosOp::create(b, l, angle);
+          Value sin = math::SinOp::create(b, l, angle);
+
+          // even: x cos - partner sin; odd: x cos + partner sin.
+          Value isOdd = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne,
+                                              arith::AndIOp::create(b, l, i, one),
+                                              indexConstant(b, l, 0));
+          Value signedSin =
+              arith::SelectOp::create(b, l, isOdd, sin, arith::NegFOp::create(b, l, sin));
+          Value x = convertScalar(b, l, own, b.getF64Type());
+          Value y = convertScalar(b, l, partner, b.getF64Type());
+          Value rotated = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, x, cos),
+                                                arith::MulFOp::create(b, l, y, signedSin));
+          return convertScalar(b, l, rotated, element);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct DropoutLowering : OpConversionPattern<mt::DropoutOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(mt::DropoutOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    double rate = op.getRate().convertToDouble();
+    if (rate == 0) {
+      rewriter.replaceOp(op, adaptor.getInput());
+      return success();
+    }
+    NamedTensorType type = namedType(op.getInput());
+    Type element = type.getElementType();
+    Type compute = element.isF64() ? element : rewriter.getF32Type();
+    auto stream = static_cast<int64_t>(op.getStream());
+    Value result = buildPointwise(
+        rewriter, op.getLoc(), type, adaptor.getInput(), [&](OpBuilder &b, Location l, Value x) {
+          // The row-major offset of the element in the op's type.
+          Value offset = indexConstant(b, l, 0);
+          int64_t stride = 1;
+          for (unsigned d = type.getRank(); d-- > 0;) {
+            Value index = linalg::IndexOp::create(b, l, d);
+            offset = arith::AddIOp::create(
+                b, l, offset, arith::MulIOp::create(b, l, index, indexConstant(b, l, stride)));
+            stride *= type.getDimSizes()[d];
+          }
+          Value args[] = {
+              arith::ConstantOp::create(b, l, b.getI64IntegerAttr(stream)),
+              arith::IndexCastUIOp::create(b, l, b.getI64Type(), offset),
+              f64Constant(b, l, rate),
+          };
+          Value scale = func::CallOp::create(b, l, kDropoutScaleFunction.str(),
+                                             TypeRange{b.getF32Type()}, args)
+                            .getResult(0);
+          Value product = arith::MulFOp::create(b, l, convertScalar(b, l, x, compute),
+                                                convertScalar(b, l, scale, compute));
+          return convertScalar(b, l, product, element);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+} // namespace
+
+LogicalResult codegen::lowering::declareDropoutScale(ModuleOp module) {
+  bool hasDropout = false;
+  module.walk([&](mt::DropoutOp op) {
+    if (op.getRate().convertToDouble() != 0)
+      hasDropout = true;
+  });
+  if (!hasDropout)
+    return success();
+  OpBuilder builder(module.getContext());
+  auto type = builder.getFunctionType(
+      {builder.getI64Type(), builder.getI64Type(), builder.getF64Type()}, {builder.getF32Type()});
+  if (auto existing = module.lookupSymbol(kDropoutScaleFunction)) {
+    auto func = dyn_cast<func::FuncOp>(existing);
+    if (func && func.isExternal() && func.getFunctionType() == type)
+      return success();
+    return existing->emitOpError() << "'" << kDropoutScaleFunction
+                                   << "' is reserved for the dropout decision: it must be an "
+                                      "external function of type "
+                                   << type;
+  }
+  builder.setInsertionPointToStart(module.getBody());
+  auto func = func::FuncOp::create(builder, module.getLoc(), kDropoutScaleFunction, type);
+  func.setPrivate();
+  return success();
+}
+
+void codegen::lowering::populateRopeDropoutPatterns(const TypeConverter &types,
+                                                    RewritePatternSet &patterns) {
+  patterns.add<RopeLowering, DropoutLowering>(types, patterns.getContext());
+}

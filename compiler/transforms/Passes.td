@@ -1,0 +1,53 @@
+//===- Passes.td - cross-dialect transforms -----------------*- tablegen -*-===//
+
+#ifndef MTC_COMPILER_TRANSFORMS_PASSES_TD
+#define MTC_COMPILER_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MTOutlineParametersPass : Pass<"mt-outline-parameters", "::mlir::ModuleOp"> {
+  let summary = "Make every function a pure function of explicit parameter buffers";
+  let description = [{
+    Rewrites every `func.func` so that no `mt.param_ref` or `mt.assign` remains: the
+    parameters and optimizer states a function uses become arguments and the ones it
+    writes become results, the form an executor and kernel generation need.
+
+    - **Arguments.** A function whose code uses the value of a parameter or state as it was
+      on entry (an `mt.param_ref` before any `mt.assign` of the same symbol in the
+      function, or a read by a function that one of its `mt.repeat` or `func.call` ops
+      calls) gets one argument per such symbol, appended after its own arguments in module
+      symbol order (the order of the `mt.param` / `mt.state` ops), with the argument
+      attribute `mt.param = @symbol` or `mt.state = @symbol`. The argument has the type the
+      function read: the instance type inside a layer function (`mt.layer`, `mt.layer_of`)
+      for its own layer's parameters, all instances stacked along a leading `layers`
+      dimension elsewhere; a state always has its storage type.
+    - **Results.** A function that writes symbols (`mt.assign`, or a `func.call` of a
+      function that does) gets one result per written symbol, its final value, appended
+      after its own results in module symbol order, with the result attribute
+      `mt.param = @symbol` / `mt.state = @symbol`. The `mt.assign` ops are removed; a read
+      after a write in the same function uses the written value.
+    - **`mt.repeat`.** When the callee gained arguments, the repeat passes them as stacked
+      operands after its existing operands (the callee's new arguments come after its
+      existing ones in the same order), and its `carried` attribute is set to the number of
+      values it carried before. A layer parameter is passed as the caller's stacked value
+      (the repeat must stack along `layers` and have as many calls as the layer has
+      instances). A model parameter or a state read inside a layer is the same for every
+      call and has no stacked form: the caller broadcasts it along the repeat's stacking
+      dimension (`mt.broadcast`: one copy per call, which costs memory; a kind of repeat
+      operand passed whole to every call would avoid it).
+    - **`func.call`.** Gets the callee's new operands (the caller's current values) and
+      results (which become the caller's current values of those symbols).
+
+    The `mt.param` / `mt.state` ops stay: they carry the types, the initialisers and the
+    optimizer's `mt.weight_decay`. The module gets the unit attribute `mt.outlined`, and
+    the pass fails on a module that already has it. Function names do not change.
+
+    Not supported, each reported as an error: parameter accesses inside nested regions or
+    in functions of several blocks, `mt.assign` in a function a repeat calls (a scan has
+    no place to return it), a layer parameter passed through a repeat inside its own layer
+    or whose count or stacking dimension differs from the layer's instances, recursion.
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
+}
+
+#endif // MTC_COMPILER_TRANSFORMS_PASSES_TD
