@@ -79,7 +79,7 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
           SmallVector<Value> coords;
           for (unsigned d = 0; d < rank; ++d)
             coords.push_back(linalg::IndexOp::create(b, l, d));
-          Value i = coords[dim];
+          Value i = coords[dim], positionIndex = coords[positionDim];
           Value one = indexConstant(b, l, 1);
           coords[dim] = arith::XOrIOp::create(b, l, i, one);
           Value partner = tensor::ExtractOp::create(b, l, input, coords);
@@ -90,7 +90,7 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
               b, l, arith::MulFOp::create(b, l, f64Constant(b, l, -2.0), pair),
               f64Constant(b, l, size));
           Value frequency = math::PowFOp::create(b, l, f64Constant(b, l, theta), exponent);
-          Value position = indexToF64(b, l, linalg::IndexOp::create(b, l, positionDim));
+          Value position = indexToF64(b, l, positionIndex);
           Value angle = arith::MulFOp::create(
               b, l, arith::MulFOp::create(b, l, f64Constant(b, l, sign), position), frequency);
           Value cos = math::CosOp::create(b, l, angle);

@@ -33,10 +33,9 @@ def MTDecomposePass : Pass<"mt-decompose", "::mlir::ModuleOp"> {
       stable form; `mt.cross_entropy_grad`: `(softmax(x) - onehot(labels)) * loss_grad /
       positions`.
 
-    Positions and one-hots come from the special ops: the one-hot of the labels is
-    `mt.topk_grad` scattering ones at the labels (a unit `k` dimension `<dim>_label` is added
-    to both); the positions of the causal mask are the indices of `mt.topk` of a zero vector
-    with k equal to its size (ties rank the lower index first, so the indices are 0, 1, ...).
+    The one-hot of the labels is `mt.topk_grad` scattering ones at the labels (a unit `k`
+    dimension `<dim>_label` is added to both); the positions of the causal mask are
+    `mt.iota` (computed in f32 when the scores' type cannot hold every position exactly).
     New dimension names are fresh: they clash with no dimension of the rewritten op's
     operands, and a name that already exists in the module is reused only with its size.
   }];

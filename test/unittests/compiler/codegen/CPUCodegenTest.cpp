@@ -10,6 +10,7 @@
 #include "compiler/codegen/CPUCodegen.h"
 #include "compiler/codegen/Passes.h"
 #include "compiler/interpreter/Interpreter.h"
+#include "runtime/support/Philox.h"
 
 #include "dialects/mt/IR/MTOps.h"
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
@@ -36,6 +37,30 @@
 #include <vector>
 
 using namespace mtc;
+
+namespace {
+
+/// The seed and step the dropout decision of the compiled kernels uses in these tests (the
+/// runtime sets its own before each call).
+constexpr uint64_t kDropoutSeed = 0x5eed1234abcdULL;
+constexpr uint32_t kDropoutStep = 7;
+
+/// Whether dropout keeps `element` of `stream` at `rate`: Philox's decision for the test's
+/// seed and step, shared by the compiled code (through mtc_dropout_scale) and the
+/// interpreter's DeterministicMasks mode.
+bool dropoutKeeps(int64_t stream, int64_t element, double rate) {
+  return mtc_dropout_keep(kDropoutSeed, static_cast<uint32_t>(stream),
+                          static_cast<uint64_t>(element), kDropoutStep,
+                          static_cast<float>(1.0 - rate)) != 0;
+}
+
+} // namespace
+
+/// The definition the generated dropout kernels call (exported from the test binary to
+/// the dlopen'ed objects, see CMakeLists.txt); the runtime defines its own.
+extern "C" float mtc_dropout_scale(int64_t stream, int64_t element, double rate) {
+  return dropoutKeeps(stream, element, rate) ? static_cast<float>(1.0 / (1.0 - rate)) : 0.0f;
+}
 
 namespace {
 
@@ -250,6 +275,8 @@ protected:
     callWithPointers(fn, pointers);
 
     interp::Interpreter interpreter(*module);
+    if (dropoutKeep)
+      interpreter.setDropoutMode(interp::DropoutMode::DeterministicMasks, dropoutKeep);
     llvm::Expected<std::vector<interp::Tensor>> expected = interpreter.call(funcName, inputs);
     EXPECT_TRUE(static_cast<bool>(expected)) << llvm::toString(expected.takeError());
     if (!expected)
@@ -289,6 +316,8 @@ protected:
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::string directory;
   void *library = nullptr;
+  /// When set, the interpreter runs dropout with these masks.
+  interp::DropoutKeepFn dropoutKeep;
 };
 
 //===----------------------------------------------------------------------===//
@@ -542,6 +571,77 @@ TEST_F(CPUCodegenTest, GatherAndEmbeddingGrad) {
   for (double value : grad[0])
     sum += value;
   EXPECT_NEAR(sum, total, 1e-4);
+}
+
+//===----------------------------------------------------------------------===//
+// Rotary embeddings and dropout
+//===----------------------------------------------------------------------===//
+
+TEST_F(CPUCodegenTest, Rope) {
+  // The rotated dimension first or last, the position dimension anywhere; inverse undoes
+  // the rotation.
+  compile(R"mlir(
+    func.func @rope(%x: !mt.tensor<[seq=6, heads=2, head_dim=8], f32>)
+        -> (!mt.tensor<[seq=6, heads=2, head_dim=8], f32>,
+            !mt.tensor<[seq=6, heads=2, head_dim=8], f32>,
+            !mt.tensor<[seq=6, heads=2, head_dim=8], f32>) {
+      %0 = mt.rope %x over head_dim position seq : !mt.tensor<[seq=6, heads=2, head_dim=8], f32>
+      %1 = mt.rope %x over head_dim position seq inverse {theta = 500.0 : f64}
+          : !mt.tensor<[seq=6, heads=2, head_dim=8], f32>
+      %2 = mt.rope %0 over head_dim position seq inverse
+          : !mt.tensor<[seq=6, heads=2, head_dim=8], f32>
+      return %0, %1, %2 : !mt.tensor<[seq=6, heads=2, head_dim=8], f32>,
+          !mt.tensor<[seq=6, heads=2, head_dim=8], f32>,
+          !mt.tensor<[seq=6, heads=2, head_dim=8], f32>
+    }
+    func.func @rope_leading(%x: !mt.tensor<[rot=4, batch=2, pos=5], f64>)
+        -> !mt.tensor<[rot=4, batch=2, pos=5], f64> {
+      %0 = mt.rope %x over rot position pos : !mt.tensor<[rot=4, batch=2, pos=5], f64>
+      return %0 : !mt.tensor<[rot=4, batch=2, pos=5], f64>
+    }
+  )mlir");
+  std::vector<std::vector<double>> results = runAndCompare("rope");
+  runAndCompare("rope_leading");
+
+  // rope then its inverse gives the input back.
+  ASSERT_EQ(results.size(), 3u);
+  Random random(1);
+  for (size_t i = 0; i < results[2].size(); ++i) {
+    double x = static_cast<float>(random.uniform(-2, 2));
+    EXPECT_NEAR(results[2][i], x, 1e-5) << i;
+  }
+}
+
+TEST_F(CPUCodegenTest, DropoutMatchesPhiloxMasks) {
+  compile(R"mlir(
+    func.func @dropout(%x: !mt.tensor<[batch=2, seq=8, hidden=16], f32>,
+                       %h: !mt.tensor<[n=64], f16>)
+        -> (!mt.tensor<[batch=2, seq=8, hidden=16], f32>, !mt.tensor<[n=64], f16>,
+            !mt.tensor<[batch=2, seq=8, hidden=16], f32>) {
+      %0 = mt.dropout %x rate 0.25 stream 3 : !mt.tensor<[batch=2, seq=8, hidden=16], f32>
+      %1 = mt.dropout %h rate 0.5 stream 4 : !mt.tensor<[n=64], f16>
+      %2 = mt.dropout %x rate 0.0 stream 5 : !mt.tensor<[batch=2, seq=8, hidden=16], f32>
+      return %0, %1, %2 : !mt.tensor<[batch=2, seq=8, hidden=16], f32>,
+          !mt.tensor<[n=64], f16>, !mt.tensor<[batch=2, seq=8, hidden=16], f32>
+    }
+  )mlir");
+  auto rates = [](int64_t stream) { return stream == 3 ? 0.25 : stream == 4 ? 0.5 : 0.0; };
+  dropoutKeep = [&](int64_t stream, int64_t element) {
+    return dropoutKeeps(stream, element, rates(stream));
+  };
+  // Inputs in [1, 2): a dropped element (0) is never confused with a kept one.
+  std::vector<std::vector<double>> results = runAndCompare("dropout", 1, 2);
+  ASSERT_EQ(results.size(), 3u);
+  int64_t kept = 0;
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    EXPECT_EQ(results[0][i] != 0, dropoutKeeps(3, static_cast<int64_t>(i), 0.25)) << i;
+    kept += results[0][i] != 0;
+  }
+  // 256 elements at keep probability 0.75: far from all or none.
+  EXPECT_GT(kept, 150);
+  EXPECT_LT(kept, 240);
+  for (double value : results[2])
+    EXPECT_NE(value, 0);
 }
 
 //===----------------------------------------------------------------------===//
