@@ -1,6 +1,7 @@
 //===- Checksum.cpp - CRC-32C (Castagnoli) --------------------------------===//
 
 #include "runtime/support/Checksum.h"
+#include "runtime/support/FileChunks.h"
 
 #include <array>
 #include <cerrno>
@@ -63,25 +64,10 @@ uint32_t crc32c(const void *data, size_t size) {
 }
 
 Expected<uint32_t> crc32cFile(const std::filesystem::path &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return makeError("cannot open ", path, ": ", errnoCode());
   Crc32c crc;
-  std::array<char, 1 << 16> buf;
-  for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return makeError("cannot read ", path, ": ", errnoCode(err));
-    }
-    if (n == 0)
-      break;
-    crc.update(buf.data(), static_cast<size_t>(n));
-  }
-  ::close(fd);
+  if (Error err = readFileChunks(path, [&](const char *data, size_t size) { crc.update(data, size); });
+      !err.ok())
+    return err;
   return crc.value();
 }
 

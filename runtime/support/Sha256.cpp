@@ -1,6 +1,7 @@
 //===- Sha256.cpp - SHA-256 (FIPS 180-4) ----------------------------------===//
 
 #include "runtime/support/Sha256.h"
+#include "runtime/support/FileChunks.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -151,27 +152,15 @@ std::string toHex(const Sha256Digest &digest) {
 std::string sha256Hex(std::string_view bytes) { return toHex(sha256(bytes)); }
 
 Expected<FileDigest> sha256File(const std::filesystem::path &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return makeError("cannot open ", path, ": ", errnoCode());
   Sha256 h;
   FileDigest result;
-  std::array<char, 1 << 16> buf;
-  for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return makeError("cannot read ", path, ": ", errnoCode(err));
-    }
-    if (n == 0)
-      break;
-    h.update(buf.data(), static_cast<size_t>(n));
-    result.size += static_cast<uint64_t>(n);
-  }
-  ::close(fd);
+  if (Error err = readFileChunks(path,
+                                 [&](const char *data, size_t size) {
+                                   h.update(data, size);
+                                   result.size += size;
+                                 });
+      !err.ok())
+    return err;
   result.sha256Hex = h.finalizeHex();
   return result;
 }

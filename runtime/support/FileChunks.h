@@ -1,0 +1,25 @@
+//===- FileChunks.h - streaming a file through a callback -------*- C++ -*-===//
+//
+// The checksums and hashes of whole files (CRC-32C, SHA-256) read the same way: in 64 KiB
+// chunks, retrying on EINTR, with errors naming the file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_RUNTIME_SUPPORT_FILECHUNKS_H
+#define MTC_RUNTIME_SUPPORT_FILECHUNKS_H
+
+#include "runtime/support/Error.h"
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+
+namespace mtc::rt {
+
+/// Calls `consume` with consecutive chunks of the file at `path`, in order.
+Error readFileChunks(const std::filesystem::path &path,
+                     const std::function<void(const char *data, size_t size)> &consume);
+
+} // namespace mtc::rt
+
+#endif // MTC_RUNTIME_SUPPORT_FILECHUNKS_H
