@@ -125,6 +125,8 @@ LogicalResult codegen::bufferizeForCodegen(ModuleOp module) {
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion = bufferization::LayoutMapOption::IdentityLayoutMap;
   bufferize.unknownTypeConversion = bufferization::LayoutMapOption::IdentityLayoutMap;
+  // A layer called in an scf.for (mt.repeat) returns fresh buffers for the carried values.
+  bufferize.allowReturnAllocsFromLoops = true;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.hoistStaticAllocs = true;
@@ -153,6 +155,15 @@ private:
   std::string text;
   ScopedDiagnosticHandler handler;
 };
+
+/// Erases the declarations of the `mt` dialect left at module level (parameters, optimizer
+/// state): they are not code, and their verifiers would look for the layer functions the
+/// LLVM lowering replaces.
+void eraseModuleLevelDeclarations(ModuleOp module) {
+  for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
+    if (op.getDialect() && op.getDialect()->getNamespace() == "mt")
+      op.erase();
+}
 
 /// Marks every public function with a body to get a `_mlir_ciface_` wrapper.
 void requestCInterfaces(ModuleOp module) {
@@ -299,6 +310,7 @@ Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
   context->appendDialectRegistry(registry);
 
   OwningOpRef<ModuleOp> module(linalgModule.clone());
+  eraseModuleLevelDeclarations(*module);
   requestCInterfaces(*module);
   {
     DiagnosticCollector diagnostics(context);

@@ -8,8 +8,9 @@
 //
 // This file holds the shared helpers (MTToLinalg.h), the elementwise, reduction and
 // contraction patterns, and the pass; the other ops are in ShapeOpsToLinalg.cpp (rename,
-// split, merge, iota), GatherScatterToLinalg.cpp (gather, embedding_grad) and
-// RopeDropoutToLinalg.cpp (rope, dropout).
+// split, merge, iota), GatherScatterToLinalg.cpp (gather, embedding_grad),
+// RopeDropoutToLinalg.cpp (rope, dropout), TopKToLinalg.cpp (topk, topk_grad) and
+// ScanToSCF.cpp (repeat).
 //
 //===----------------------------------------------------------------------===//
 
@@ -463,7 +464,11 @@ bool isSupported(Operation *op) {
              // GatherScatterToLinalg.cpp
              mt::GatherOp, mt::EmbeddingGradOp,
              // RopeDropoutToLinalg.cpp
-             mt::RopeOp, mt::DropoutOp>(op);
+             mt::RopeOp, mt::DropoutOp,
+             // TopKToLinalg.cpp
+             mt::TopKOp, mt::TopKGradOp,
+             // ScanToSCF.cpp
+             mt::RepeatOp>(op);
 }
 
 struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
@@ -529,6 +534,8 @@ struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
     populateShapeOpPatterns(types, patterns);
     populateGatherScatterPatterns(types, patterns);
     populateRopeDropoutPatterns(types, patterns);
+    populateTopKPatterns(types, patterns);
+    populateScanPatterns(types, patterns);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
 

@@ -73,6 +73,10 @@ void populateGatherScatterPatterns(const mlir::TypeConverter &types,
 /// Patterns of RopeDropoutToLinalg.cpp: rope, dropout.
 void populateRopeDropoutPatterns(const mlir::TypeConverter &types,
                                  mlir::RewritePatternSet &patterns);
+/// Patterns of TopKToLinalg.cpp: topk, topk_grad.
+void populateTopKPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns);
+/// Patterns of ScanToSCF.cpp: repeat.
+void populateScanPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns);
 /// Declares the external kDropoutScaleFunction in `module` when a function of it has a
 /// dropout to lower; fails if the name is taken by anything else.
 mlir::LogicalResult declareDropoutScale(mlir::ModuleOp module);

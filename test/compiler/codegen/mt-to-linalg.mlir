@@ -349,6 +349,154 @@ func.func @embedding_grad(%ids: !mt.tensor<[batch=2, seq=4], i32>,
 
 // -----
 
+// Tests that rope reads its pair partner at index i ^ 1 of the rotated dimension and
+// computes the angle in f64 from the indices of the position and rotated dimensions.
+// CHECK-LABEL: func.func @rope
+// CHECK-SAME: (%[[X:.*]]: tensor<4x2x6xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[X]] : tensor<4x2x6xf32>)
+// CHECK: ^bb0(%[[OWN:.*]]: f32, %{{.*}}: f32):
+// CHECK: %[[P:.*]] = linalg.index 0 : index
+// CHECK: %[[I:.*]] = linalg.index 2 : index
+// CHECK: %[[J:.*]] = arith.xori %[[I]], %{{.*}} : index
+// CHECK: %[[PARTNER:.*]] = tensor.extract %[[X]][%[[P]], %{{.*}}, %[[J]]] : tensor<4x2x6xf32>
+// CHECK: %[[PAIR:.*]] = arith.shrui %[[I]], %{{.*}} : index
+// CHECK: %[[F:.*]] = math.powf %{{.*}}, %{{.*}} : f64
+// CHECK: %[[A:.*]] = arith.mulf %{{.*}}, %[[F]] : f64
+// CHECK: math.cos %[[A]] : f64
+// CHECK: math.sin %[[A]] : f64
+// CHECK: arith.select
+// CHECK: arith.extf %[[OWN]] : f32 to f64
+// CHECK: arith.extf %[[PARTNER]] : f32 to f64
+// CHECK: %[[R:.*]] = arith.truncf %{{.*}} : f64 to f32
+// CHECK: linalg.yield %[[R]] : f32
+// CHECK: arith.constant -1.000000e+00 : f64
+func.func @rope(%x: !mt.tensor<[seq=4, heads=2, head_dim=6], f32>)
+    -> (!mt.tensor<[seq=4, heads=2, head_dim=6], f32>, !mt.tensor<[seq=4, heads=2, head_dim=6], f32>) {
+  %0 = mt.rope %x over head_dim position seq : !mt.tensor<[seq=4, heads=2, head_dim=6], f32>
+  %1 = mt.rope %x over head_dim position seq inverse : !mt.tensor<[seq=4, heads=2, head_dim=6], f32>
+  return %0, %1 : !mt.tensor<[seq=4, heads=2, head_dim=6], f32>, !mt.tensor<[seq=4, heads=2, head_dim=6], f32>
+}
+
+// -----
+
+// Tests that dropout calls the external mtc_dropout_scale(stream, row-major offset, rate)
+// per element and multiplies, and that rate 0 is the input itself.
+// CHECK: func.func private @mtc_dropout_scale(i64, i64, f64) -> f32
+// CHECK-LABEL: func.func @dropout
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<2x3xf32>)
+// CHECK: ^bb0(%[[V:.*]]: f32, %{{.*}}: f32):
+// CHECK: %[[COL:.*]] = linalg.index 1 : index
+// CHECK: %[[ROW:.*]] = linalg.index 0 : index
+// CHECK: %[[C3:.*]] = arith.constant 3 : index
+// CHECK: %[[ROWOFF:.*]] = arith.muli %[[ROW]], %[[C3]] : index
+// CHECK: %[[OFF:.*]] = arith.addi %{{.*}}, %[[ROWOFF]] : index
+// CHECK: %[[STREAM:.*]] = arith.constant 7 : i64
+// CHECK: %[[E:.*]] = arith.index_castui %[[OFF]] : index to i64
+// CHECK: %[[RATE:.*]] = arith.constant 1.000000e-01 : f64
+// CHECK: %[[S:.*]] = func.call @mtc_dropout_scale(%[[STREAM]], %[[E]], %[[RATE]]) : (i64, i64, f64) -> f32
+// CHECK: %[[M:.*]] = arith.mulf %[[V]], %[[S]] : f32
+// CHECK: linalg.yield %[[M]] : f32
+// CHECK: return %[[R]], %[[X]] : tensor<2x3xf32>, tensor<2x3xf32>
+func.func @dropout(%x: !mt.tensor<[a=2, b=3], f32>)
+    -> (!mt.tensor<[a=2, b=3], f32>, !mt.tensor<[a=2, b=3], f32>) {
+  %0 = mt.dropout %x rate 0.1 stream 7 : !mt.tensor<[a=2, b=3], f32>
+  %1 = mt.dropout %x rate 0.0 stream 8 : !mt.tensor<[a=2, b=3], f32>
+  return %0, %1 : !mt.tensor<[a=2, b=3], f32>, !mt.tensor<[a=2, b=3], f32>
+}
+
+// -----
+
+// Tests that a symbol taking mtc_dropout_scale's name with another meaning is an error.
+// expected-error @+1 {{'func.func' op 'mtc_dropout_scale' is reserved for the dropout decision}}
+func.func private @mtc_dropout_scale(i64) -> f32
+func.func @dropout_clash(%x: !mt.tensor<[a=2], f32>) -> !mt.tensor<[a=2], f32> {
+  %0 = mt.dropout %x rate 0.1 stream 7 : !mt.tensor<[a=2], f32>
+  return %0 : !mt.tensor<[a=2], f32>
+}
+
+// -----
+
+// Tests that topk ranks each element by counting the elements above it (a reduction over a
+// second copy of the ranked dimension), then picks the element of rank c for slot c, and
+// that topk_grad adds each value gradient where its index equals the position.
+// CHECK-DAG: #[[$I:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-DAG: #[[$J:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-LABEL: func.func @topk
+// CHECK-SAME: (%[[X:.*]]: tensor<3x5xf32>)
+// CHECK: %[[RANK:.*]] = linalg.generic {indexing_maps = [#[[$I]], #[[$J]], #[[$I]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[X]], %[[X]] : tensor<3x5xf32>, tensor<3x5xf32>) outs(%{{.*}} : tensor<3x5xi64>)
+// CHECK: ^bb0(%[[XI:.*]]: f32, %[[XJ:.*]]: f32, %[[ACC:.*]]: i64):
+// CHECK: %[[I:.*]] = linalg.index 1 : index
+// CHECK: %[[J:.*]] = linalg.index 2 : index
+// CHECK: %[[JNAN:.*]] = arith.cmpf uno, %[[XJ]], %[[XJ]] : f32
+// CHECK: %[[INAN:.*]] = arith.cmpf uno, %[[XI]], %[[XI]] : f32
+// CHECK: %[[ONENAN:.*]] = arith.xori %[[JNAN]], %[[INAN]] : i1
+// CHECK: %[[NE:.*]] = arith.cmpf one, %[[XJ]], %[[XI]] : f32
+// CHECK: %[[GT:.*]] = arith.cmpf ogt, %[[XJ]], %[[XI]] : f32
+// CHECK: %[[LOWER:.*]] = arith.cmpi ult, %[[J]], %[[I]] : index
+// CHECK: %[[ORD:.*]] = arith.select %[[NE]], %[[GT]], %[[LOWER]] : i1
+// CHECK: %[[ABOVE:.*]] = arith.select %[[ONENAN]], %[[JNAN]], %[[ORD]] : i1
+// CHECK: %[[ONE:.*]] = arith.extui %[[ABOVE]] : i1 to i64
+// CHECK: arith.addi %[[ACC]], %[[ONE]] : i64
+// CHECK: %[[TOP:.*]]:2 = linalg.generic {indexing_maps = [#[[$J]], #[[$J]], #[[$I]], #[[$I]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[X]], %[[RANK]] : tensor<3x5xf32>, tensor<3x5xi64>) outs(%{{.*}}, %{{.*}} : tensor<3x2xf32>, tensor<3x2xi32>)
+// CHECK: ^bb0(%[[V:.*]]: f32, %[[R:.*]]: i64, %[[VACC:.*]]: f32, %[[IACC:.*]]: i32):
+// CHECK: %[[C:.*]] = arith.index_cast %{{.*}} : index to i64
+// CHECK: %[[MATCH:.*]] = arith.cmpi eq, %[[R]], %[[C]] : i64
+// CHECK: arith.select %[[MATCH]], %[[V]], %[[VACC]] : f32
+// CHECK: %[[G:.*]] = linalg.generic {indexing_maps = [#[[$J]], #[[$J]], #[[$I]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[TOP]]#0, %[[TOP]]#1 : tensor<3x2xf32>, tensor<3x2xi32>)
+// CHECK: ^bb0(%[[GV:.*]]: f32, %[[GI:.*]]: i32, %[[GACC:.*]]: f32):
+// CHECK: %[[POS:.*]] = linalg.index 1 : index
+// CHECK: %[[IDX:.*]] = arith.index_cast %[[GI]] : i32 to index
+// CHECK: %[[EQ:.*]] = arith.cmpi eq, %[[IDX]], %[[POS]] : index
+// CHECK: %[[SUM:.*]] = arith.addf %[[GACC]], %[[GV]] : f32
+// CHECK: arith.select %[[EQ]], %[[SUM]], %[[GACC]] : f32
+// CHECK: return %[[TOP]]#0, %[[TOP]]#1, %[[G]]
+func.func @topk(%x: !mt.tensor<[tokens=3, experts=5], f32>)
+    -> (!mt.tensor<[tokens=3, k=2], f32>, !mt.tensor<[tokens=3, k=2], i32>,
+        !mt.tensor<[tokens=3, experts=5], f32>) {
+  %v, %i = mt.topk %x over experts k k : !mt.tensor<[tokens=3, experts=5], f32>
+      -> !mt.tensor<[tokens=3, k=2], f32>, !mt.tensor<[tokens=3, k=2], i32>
+  %g = mt.topk_grad %v, %i over experts k k : !mt.tensor<[tokens=3, k=2], f32>,
+      !mt.tensor<[tokens=3, k=2], i32> -> !mt.tensor<[tokens=3, experts=5], f32>
+  return %v, %i, %g : !mt.tensor<[tokens=3, k=2], f32>, !mt.tensor<[tokens=3, k=2], i32>,
+      !mt.tensor<[tokens=3, experts=5], f32>
+}
+
+// -----
+
+// Tests that repeat is an scf.for over the instances (descending with reverse) carrying the
+// carried values and an accumulator per stacked result, slicing the stacked operands,
+// calling the converted layer and inserting its stacked results.
+// CHECK-LABEL: func.func @block
+// CHECK-SAME: (%{{.*}}: tensor<3x4xf32>, %{{.*}}: tensor<4x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>)
+// CHECK-LABEL: func.func @layers
+// CHECK-SAME: (%[[X:.*]]: tensor<3x4xf32>, %[[W:.*]]: tensor<2x4x4xf32>)
+// CHECK: %[[ACC0:.*]] = tensor.empty() : tensor<2x3x4xf32>
+// CHECK: %[[LOOP:.*]]:2 = scf.for %[[IV:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[H:.*]] = %[[X]], %[[ACC:.*]] = %[[ACC0]]) -> (tensor<3x4xf32>, tensor<2x3x4xf32>)
+// CHECK: %[[LAST:.*]] = arith.constant 1 : index
+// CHECK: %[[I:.*]] = arith.subi %[[LAST]], %[[IV]] : index
+// CHECK: %[[WI:.*]] = tensor.extract_slice %[[W]][%[[I]], 0, 0] [1, 4, 4] [1, 1, 1] : tensor<2x4x4xf32> to tensor<4x4xf32>
+// CHECK: %[[R:.*]]:2 = func.call @block(%[[H]], %[[WI]]) : (tensor<3x4xf32>, tensor<4x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>)
+// CHECK: %[[NEW:.*]] = tensor.insert_slice %[[R]]#1 into %[[ACC]][%[[I]], 0, 0] [1, 3, 4] [1, 1, 1] : tensor<3x4xf32> into tensor<2x3x4xf32>
+// CHECK: scf.yield %[[R]]#0, %[[NEW]] : tensor<3x4xf32>, tensor<2x3x4xf32>
+// CHECK: return %[[LOOP]]#0, %[[LOOP]]#1 : tensor<3x4xf32>, tensor<2x3x4xf32>
+func.func @block(%x: !mt.tensor<[seq=3, hidden=4], f32>, %w: !mt.tensor<[hidden=4, ffn=4], f32>)
+    -> (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[seq=3, ffn=4], f32>) attributes {mt.layer} {
+  %h = mt.contract %x, %w over [hidden] : !mt.tensor<[seq=3, hidden=4], f32>,
+      !mt.tensor<[hidden=4, ffn=4], f32> -> !mt.tensor<[seq=3, ffn=4], f32>
+  %r = mt.rename %h ffn to hidden : !mt.tensor<[seq=3, ffn=4], f32> -> !mt.tensor<[seq=3, hidden=4], f32>
+  return %r, %h : !mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[seq=3, ffn=4], f32>
+}
+func.func @layers(%x: !mt.tensor<[seq=3, hidden=4], f32>, %w: !mt.tensor<[layers=2, hidden=4, ffn=4], f32>)
+    -> (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, seq=3, ffn=4], f32>) {
+  %y, %hs = mt.repeat @block(%x, %w) count 2 {carried = 1 : i64, reverse}
+      : (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, hidden=4, ffn=4], f32>)
+      -> (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, seq=3, ffn=4], f32>)
+  return %y, %hs : !mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, seq=3, ffn=4], f32>
+}
+
+// -----
+
 // Tests that an op outside the supported set is reported by name and nothing is lowered.
 func.func @unsupported(%x: !mt.tensor<[seq=4, hidden=8], f32>) -> !mt.tensor<[seq=4, hidden=8], f32> {
   %0 = mt.exp %x : !mt.tensor<[seq=4, hidden=8], f32>

@@ -10,7 +10,12 @@
 #include "compiler/codegen/CPUCodegen.h"
 #include "compiler/codegen/Passes.h"
 #include "compiler/interpreter/Interpreter.h"
+#include "compiler/lowering/Passes.h"
+#include "compiler/pipelines/Pipelines.h"
+#include "compiler/registration/Registration.h"
+#include "compiler/transforms/Passes.h"
 #include "runtime/support/Philox.h"
+#include "test/unittests/support/LowerExample.h"
 
 #include "dialects/mt/IR/MTOps.h"
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
@@ -28,11 +33,14 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <numbers>
+#include <utility>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -145,25 +153,21 @@ private:
   std::vector<int64_t> descriptor;
 };
 
-/// Calls `fn` with `args.size()` pointer arguments.
-void callWithPointers(void *fn, std::vector<void *> &a) {
-  using P = void *;
-  switch (a.size()) {
-  case 1: return reinterpret_cast<void (*)(P)>(fn)(a[0]);
-  case 2: return reinterpret_cast<void (*)(P, P)>(fn)(a[0], a[1]);
-  case 3: return reinterpret_cast<void (*)(P, P, P)>(fn)(a[0], a[1], a[2]);
-  case 4: return reinterpret_cast<void (*)(P, P, P, P)>(fn)(a[0], a[1], a[2], a[3]);
-  case 5: return reinterpret_cast<void (*)(P, P, P, P, P)>(fn)(a[0], a[1], a[2], a[3], a[4]);
-  case 6:
-    return reinterpret_cast<void (*)(P, P, P, P, P, P)>(fn)(a[0], a[1], a[2], a[3], a[4], a[5]);
-  case 7:
-    return reinterpret_cast<void (*)(P, P, P, P, P, P, P)>(fn)(a[0], a[1], a[2], a[3], a[4],
-                                                              a[5], a[6]);
-  case 8:
-    return reinterpret_cast<void (*)(P, P, P, P, P, P, P, P)>(fn)(a[0], a[1], a[2], a[3], a[4],
-                                                                 a[5], a[6], a[7]);
-  default: FAIL() << "too many arguments for the test harness: " << a.size();
-  }
+/// Calls `fn`, a function of N pointers, with the N pointers of `args`.
+template <size_t... I> void callWithN(void *fn, void *const *args, std::index_sequence<I...>) {
+  using Fn = void (*)(decltype(static_cast<void>(I), static_cast<void *>(nullptr))...);
+  reinterpret_cast<Fn>(fn)(args[I]...);
+}
+
+/// Calls `fn` with `args.size()` pointer arguments (at most kMaxPointers).
+constexpr size_t kMaxPointers = 64;
+template <size_t N = 1> void callWithPointers(void *fn, const std::vector<void *> &args) {
+  if (args.size() == N)
+    return callWithN(fn, args.data(), std::make_index_sequence<N>{});
+  if constexpr (N < kMaxPointers)
+    return callWithPointers<N + 1>(fn, args);
+  else
+    FAIL() << "too many arguments for the test harness: " << args.size();
 }
 
 /// splitmix64, so inputs are the same everywhere.
@@ -218,25 +222,59 @@ protected:
       llvm::raw_string_ostream(errors) << diag.getLocation() << ": " << diag << "\n";
       return mlir::success();
     });
-    module = mlir::parseSourceString<mlir::ModuleOp>(source, &context);
-    ASSERT_TRUE(module && mlir::succeeded(mlir::verify(*module))) << errors;
+    mlir::OwningOpRef<mlir::ModuleOp> parsed =
+        mlir::parseSourceString<mlir::ModuleOp>(source, &context);
+    ASSERT_TRUE(parsed && mlir::succeeded(mlir::verify(*parsed))) << errors;
+    compileModule(std::move(parsed));
+  }
 
+  /// Takes `mtModule` as the module under test, lowers a copy with mt-to-linalg, compiles
+  /// it with `options` and loads it.
+  void compileModule(mlir::OwningOpRef<mlir::ModuleOp> mtModule,
+                     const codegen::CPUCodegenOptions &options = {}) {
+    std::string errors;
+    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+      llvm::raw_string_ostream(errors) << diag.getLocation() << ": " << diag << "\n";
+      return mlir::success();
+    });
+    module = std::move(mtModule);
     mlir::OwningOpRef<mlir::ModuleOp> lowered(module->clone());
     mlir::PassManager pm(&context);
     pm.addPass(codegen::createMTToLinalgPass());
     ASSERT_TRUE(mlir::succeeded(pm.run(*lowered))) << errors;
 
     std::string path = (std::filesystem::path(directory) / "kernels.so").string();
-    llvm::Error error = codegen::compileToSharedObject(*lowered, path);
+    llvm::Error error = codegen::compileToSharedObject(*lowered, path, options);
     ASSERT_FALSE(static_cast<bool>(error)) << llvm::toString(std::move(error));
     library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(library, nullptr) << ::dlerror();
   }
 
+  /// How compiled results are compared with the interpreter's.
+  struct Tolerance {
+    /// Relative bound: |compiled - reference| <= relative * max(|reference|, floor).
+    double relative = 1e-5;
+    /// The floor is 0.1, or with `ofTensorMax` the largest |reference| of the result (for
+    /// long chains of f32 arithmetic whose small elements are differences of large ones).
+    bool ofTensorMax = false;
+    /// Added to the bound: for results that are zero in exact arithmetic, where f32 leaves
+    /// rounding noise.
+    double absolute = 0;
+  };
+
   /// Runs `func` compiled and in the interpreter on the same inputs, uniform in
   /// [low, high), and returns the compiled results (after comparing them).
   std::vector<std::vector<double>> runAndCompare(llvm::StringRef funcName, double low = -2,
                                                  double high = 2, uint64_t seed = 1) {
+    return runAndCompareIn(
+        funcName, [&](mt::NamedTensorType) { return std::pair(low, high); }, seed);
+  }
+
+  /// runAndCompare with the range of each argument given by `rangeOf(its type)`.
+  std::vector<std::vector<double>>
+  runAndCompareIn(llvm::StringRef funcName,
+                  llvm::function_ref<std::pair<double, double>(mt::NamedTensorType)> rangeOf,
+                  uint64_t seed = 1, std::optional<Tolerance> given = std::nullopt) {
     std::vector<std::vector<double>> compiled;
     auto func = module->lookupSymbol<mlir::func::FuncOp>(funcName);
     EXPECT_TRUE(func) << "no function " << funcName.str();
@@ -248,6 +286,7 @@ protected:
     std::vector<Buffer> buffers;
     for (mlir::Type type : func.getArgumentTypes()) {
       auto tensorType = mlir::cast<mt::NamedTensorType>(type);
+      auto [low, high] = rangeOf(tensorType);
       std::vector<double> values(tensorType.getNumElements());
       for (double &value : values) {
         // Rounded to the element type first, so that both sides see the same numbers.
@@ -284,25 +323,33 @@ protected:
 
     // f32: 1e-5 relative (the acceptance bound). A function with f16 or bf16 values rounds
     // at every step of those: allow a few units in their last place.
-    double tolerance = 1e-5;
+    Tolerance tolerance = given.value_or(Tolerance());
     for (mlir::Type type : llvm::concat<const mlir::Type>(func.getArgumentTypes(),
                                                           func.getResultTypes())) {
       mlir::Type element = mlir::cast<mt::NamedTensorType>(type).getElementType();
       if (element.isF16())
-        tolerance = std::max(tolerance, 4e-3);
+        tolerance.relative = std::max(tolerance.relative, 4e-3);
       if (element.isBF16())
-        tolerance = std::max(tolerance, 3e-2);
+        tolerance.relative = std::max(tolerance.relative, 3e-2);
     }
     for (unsigned r = 0; r < func.getNumResults(); ++r) {
       const interp::Tensor &want = (*expected)[r];
       const Buffer &got = buffers[func.getNumArguments() + r];
       std::vector<double> values;
       bool isFloat = mlir::isa<mlir::FloatType>(want.type.getElementType());
+      double floor = 0.1;
+      if (tolerance.ofTensorMax) {
+        floor = 0;
+        for (double reference : want.data)
+          floor = std::max(floor, std::abs(reference));
+      }
       for (int64_t i = 0; i < want.getNumElements(); ++i) {
         double value = got.get(i), reference = want.data[i];
         values.push_back(value);
         if (isFloat)
-          EXPECT_NEAR(value, reference, tolerance * std::max(std::abs(reference), 0.1))
+          EXPECT_NEAR(value, reference,
+                      tolerance.relative * std::max(std::abs(reference), floor) +
+                          tolerance.absolute)
               << funcName.str() << " result " << r << " element " << i;
         else
           EXPECT_EQ(value, reference) << funcName.str() << " result " << r << " element " << i;
@@ -316,6 +363,10 @@ protected:
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::string directory;
   void *library = nullptr;
+  /// Compiles the training step of an example model and checks `forward_backward` (see the
+  /// definition).
+  void expectTrainingStepMatches(llvm::StringRef file, int64_t vocab);
+
   /// When set, the interpreter runs dropout with these masks.
   interp::DropoutKeepFn dropoutKeep;
 };
@@ -642,6 +693,190 @@ TEST_F(CPUCodegenTest, DropoutMatchesPhiloxMasks) {
   EXPECT_LT(kept, 240);
   for (double value : results[2])
     EXPECT_NE(value, 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Top-k
+//===----------------------------------------------------------------------===//
+
+TEST_F(CPUCodegenTest, TopKOrderTiesNaNAndGrad) {
+  // The ranked dimension leading or trailing; ties (inputs truncated to integers) go to the
+  // lower position, NaN (log of a negative number) ranks above every number: only the
+  // indices are compared there, NaN values never compare equal.
+  compile(R"mlir(
+    func.func @topk(%x: !mt.tensor<[experts=6, tokens=4], f32>)
+        -> (!mt.tensor<[k=3, tokens=4], f32>, !mt.tensor<[k=3, tokens=4], i64>) {
+      %v, %i = mt.topk %x over experts k k : !mt.tensor<[experts=6, tokens=4], f32>
+          -> !mt.tensor<[k=3, tokens=4], f32>, !mt.tensor<[k=3, tokens=4], i64>
+      return %v, %i : !mt.tensor<[k=3, tokens=4], f32>, !mt.tensor<[k=3, tokens=4], i64>
+    }
+    func.func @ties_and_nan(%x: !mt.tensor<[t=5, e=8], f32>)
+        -> (!mt.tensor<[t=5, k=8], i32>, !mt.tensor<[t=5, k=4], i32>) {
+      %n = mt.cast %x : !mt.tensor<[t=5, e=8], f32> to !mt.tensor<[t=5, e=8], i32>
+      %f = mt.cast %n : !mt.tensor<[t=5, e=8], i32> to !mt.tensor<[t=5, e=8], f32>
+      %v, %i = mt.topk %f over e k k : !mt.tensor<[t=5, e=8], f32>
+          -> !mt.tensor<[t=5, k=8], f32>, !mt.tensor<[t=5, k=8], i32>
+      %l = mt.log %x : !mt.tensor<[t=5, e=8], f32>
+      %w, %j = mt.topk %l over e k k : !mt.tensor<[t=5, e=8], f32>
+          -> !mt.tensor<[t=5, k=4], f32>, !mt.tensor<[t=5, k=4], i32>
+      return %i, %j : !mt.tensor<[t=5, k=8], i32>, !mt.tensor<[t=5, k=4], i32>
+    }
+    func.func @grad(%x: !mt.tensor<[tokens=4, experts=6], f32>,
+                    %g: !mt.tensor<[tokens=4, k=2], f32>)
+        -> !mt.tensor<[tokens=4, experts=6], f32> {
+      %v, %i = mt.topk %x over experts k k : !mt.tensor<[tokens=4, experts=6], f32>
+          -> !mt.tensor<[tokens=4, k=2], f32>, !mt.tensor<[tokens=4, k=2], i32>
+      %t = mt.transpose %i : !mt.tensor<[tokens=4, k=2], i32> to !mt.tensor<[k=2, tokens=4], i32>
+      %r = mt.topk_grad %g, %t over experts k k : !mt.tensor<[tokens=4, k=2], f32>,
+          !mt.tensor<[k=2, tokens=4], i32> -> !mt.tensor<[tokens=4, experts=6], f32>
+      return %r : !mt.tensor<[tokens=4, experts=6], f32>
+    }
+  )mlir");
+  runAndCompare("topk");
+  std::vector<std::vector<double>> ranked = runAndCompare("ties_and_nan", -3, 3);
+  ASSERT_EQ(ranked.size(), 2u);
+  // Each lane of the full sort is a permutation of 0..7.
+  for (int t = 0; t < 5; ++t) {
+    std::vector<double> lane(ranked[0].begin() + t * 8, ranked[0].begin() + (t + 1) * 8);
+    std::sort(lane.begin(), lane.end());
+    for (int e = 0; e < 8; ++e)
+      EXPECT_EQ(lane[e], e);
+  }
+  runAndCompare("grad");
+}
+
+//===----------------------------------------------------------------------===//
+// Layers
+//===----------------------------------------------------------------------===//
+
+TEST_F(CPUCodegenTest, RepeatForwardAndReverse) {
+  // A residual tanh layer with a stacked weight operand and a stacked result, run over two
+  // instances in both orders (the orders give different results), and a layer with only
+  // carried values.
+  compile(R"mlir(
+    func.func @block(%x: !mt.tensor<[seq=3, hidden=4], f32>,
+                     %w: !mt.tensor<[hidden=4, ffn=4], f32>)
+        -> (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[seq=3, ffn=4], f32>)
+        attributes {mt.layer} {
+      %h = mt.contract %x, %w over [hidden] : !mt.tensor<[seq=3, hidden=4], f32>,
+          !mt.tensor<[hidden=4, ffn=4], f32> -> !mt.tensor<[seq=3, ffn=4], f32>
+      %t = mt.tanh %h : !mt.tensor<[seq=3, ffn=4], f32>
+      %r = mt.rename %t ffn to hidden
+          : !mt.tensor<[seq=3, ffn=4], f32> -> !mt.tensor<[seq=3, hidden=4], f32>
+      %y = mt.add %x, %r : !mt.tensor<[seq=3, hidden=4], f32>,
+          !mt.tensor<[seq=3, hidden=4], f32> -> !mt.tensor<[seq=3, hidden=4], f32>
+      return %y, %t : !mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[seq=3, ffn=4], f32>
+    }
+    func.func @forward(%x: !mt.tensor<[seq=3, hidden=4], f32>,
+                       %w: !mt.tensor<[layers=2, hidden=4, ffn=4], f32>)
+        -> (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, seq=3, ffn=4], f32>) {
+      %y, %hs = mt.repeat @block(%x, %w) count 2 {carried = 1 : i64}
+          : (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, hidden=4, ffn=4], f32>)
+          -> (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, seq=3, ffn=4], f32>)
+      return %y, %hs : !mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, seq=3, ffn=4], f32>
+    }
+    func.func @reverse(%x: !mt.tensor<[seq=3, hidden=4], f32>,
+                       %w: !mt.tensor<[layers=2, hidden=4, ffn=4], f32>)
+        -> (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, seq=3, ffn=4], f32>) {
+      %y, %hs = mt.repeat @block(%x, %w) count 2 {carried = 1 : i64, reverse}
+          : (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, hidden=4, ffn=4], f32>)
+          -> (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, seq=3, ffn=4], f32>)
+      return %y, %hs : !mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, seq=3, ffn=4], f32>
+    }
+    func.func @scale(%x: !mt.tensor<[n=4], f32>, %s: !mt.tensor<[], f32>)
+        -> (!mt.tensor<[n=4], f32>, !mt.tensor<[], f32>) attributes {mt.layer} {
+      %y = mt.mul %x, %s : !mt.tensor<[n=4], f32>, !mt.tensor<[], f32> -> !mt.tensor<[n=4], f32>
+      %t = mt.add %s, %s : !mt.tensor<[], f32>, !mt.tensor<[], f32> -> !mt.tensor<[], f32>
+      return %y, %t : !mt.tensor<[n=4], f32>, !mt.tensor<[], f32>
+    }
+    func.func @carried_only(%x: !mt.tensor<[n=4], f32>, %s: !mt.tensor<[], f32>)
+        -> (!mt.tensor<[n=4], f32>, !mt.tensor<[], f32>) {
+      %y, %t = mt.repeat @scale(%x, %s) count 3
+          : (!mt.tensor<[n=4], f32>, !mt.tensor<[], f32>) -> (!mt.tensor<[n=4], f32>, !mt.tensor<[], f32>)
+      return %y, %t : !mt.tensor<[n=4], f32>, !mt.tensor<[], f32>
+    }
+  )mlir");
+  std::vector<std::vector<double>> forward = runAndCompare("forward");
+  std::vector<std::vector<double>> reverse = runAndCompare("reverse");
+  ASSERT_EQ(forward.size(), 2u);
+  ASSERT_EQ(reverse.size(), 2u);
+  EXPECT_NE(forward[0], reverse[0]);
+  // The first call of each direction sees x itself, with instance 0 forward and instance 1
+  // in reverse: its stacked results (slice 0 and slice 1) differ.
+  std::vector<double> forwardFirst(forward[1].begin(), forward[1].begin() + 12);
+  std::vector<double> reverseFirst(reverse[1].begin() + 12, reverse[1].end());
+  EXPECT_NE(forwardFirst, reverseFirst);
+  std::vector<std::vector<double>> scaled = runAndCompare("carried_only", 0.5, 1.5);
+  ASSERT_EQ(scaled.size(), 2u);
+}
+
+//===----------------------------------------------------------------------===//
+// Whole training steps
+//===----------------------------------------------------------------------===//
+
+/// The training step of `examples/<file>` as the backends receive it: the frontend, the
+/// training pipeline, mt-decompose and mt-outline-parameters (parameters and optimizer
+/// state become arguments and results). Null, with a test failure, on any error.
+mlir::OwningOpRef<mlir::ModuleOp> outlinedTrainingStep(mlir::MLIRContext &context,
+                                                       llvm::StringRef file) {
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  context.appendDialectRegistry(registry);
+  std::string errors;
+  mlir::OwningOpRef<mlir::ModuleOp> module = mtc::testing::lowerExample(context, file, errors);
+  if (!module) {
+    ADD_FAILURE() << "cannot lower " << file.str() << ":\n" << errors;
+    return nullptr;
+  }
+  mlir::PassManager pm(&context);
+  buildTrainingPipeline(pm, TrainingPipelineOptions());
+  pm.addPass(lowering::createMTDecomposePass());
+  pm.addPass(transforms::createMTOutlineParametersPass());
+  if (mlir::failed(pm.run(*module))) {
+    ADD_FAILURE() << "the passes before codegen failed on " << file.str();
+    return nullptr;
+  }
+  return module;
+}
+
+/// Runs `forward_backward` of the outlined training step of `file` compiled and in the
+/// interpreter: token ids and labels in [0, vocab), parameters in [-0.5, 0.5), dropout
+/// with the Philox masks. The loss and every gradient must agree within 1e-5 of the
+/// largest element of each, plus 1e-8 (f32 through two layers, attention and the
+/// vocabulary softmax, against float64: the small elements of a gradient are differences
+/// of large terms, and gradients that are zero in exact arithmetic, like the key bias's,
+/// are f32 rounding noise around 1e-10).
+void CPUCodegenTest::expectTrainingStepMatches(llvm::StringRef file, int64_t vocab) {
+  mlir::OwningOpRef<mlir::ModuleOp> step = outlinedTrainingStep(context, file);
+  ASSERT_TRUE(step);
+  llvm::DenseMap<int64_t, double> rates;
+  step->walk([&](mt::DropoutOp op) { rates[op.getStream()] = op.getRate().convertToDouble(); });
+  dropoutKeep = [rates](int64_t stream, int64_t element) {
+    return dropoutKeeps(stream, element, rates.lookup(stream));
+  };
+  // -O1 compiles the whole step several times faster than -O3 and is as exact.
+  codegen::CPUCodegenOptions options;
+  options.optLevel = 1;
+  ASSERT_NO_FATAL_FAILURE(compileModule(std::move(step), options));
+  auto range = [&](mt::NamedTensorType type) {
+    return mlir::isa<mlir::IntegerType>(type.getElementType())
+               ? std::pair(0.0, static_cast<double>(vocab) - 0.6)
+               : std::pair(-0.5, 0.5);
+  };
+  std::vector<std::vector<double>> results = runAndCompareIn(
+      "forward_backward", range, /*seed=*/3,
+      Tolerance{/*relative=*/1e-5, /*ofTensorMax=*/true, /*absolute=*/1e-8});
+  ASSERT_FALSE(results.empty());
+  // The loss of random logits over the vocabulary is near log(vocab).
+  EXPECT_NEAR(results[0][0], std::log(static_cast<double>(vocab)), 1.0);
+}
+
+TEST_F(CPUCodegenTest, WholeTrainingStepGptTiny) {
+  expectTrainingStepMatches("gpt-tiny.mtl", /*vocab=*/256);
+}
+
+TEST_F(CPUCodegenTest, WholeTrainingStepLlamaGqaTiny) {
+  expectTrainingStepMatches("llama-gqa-tiny.mtl", /*vocab=*/256);
 }
 
 //===----------------------------------------------------------------------===//
