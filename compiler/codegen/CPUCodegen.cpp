@@ -165,6 +165,24 @@ void eraseModuleLevelDeclarations(ModuleOp module) {
       op.erase();
 }
 
+/// Copies between strided views (rows of a tensor that are not contiguous, from slices)
+/// become `linalg.copy` loops: `memref.copy` would lower them to a call of the MLIR runner
+/// library's `memrefCopy`, which the shared object does not link. Contiguous copies stay
+/// `memref.copy` (a memcpy).
+void expandStridedCopies(ModuleOp module) {
+  IRRewriter rewriter(module.getContext());
+  module.walk([&](memref::CopyOp copy) {
+    auto identity = [](Value value) {
+      auto type = dyn_cast<MemRefType>(value.getType());
+      return type && type.getLayout().isIdentity();
+    };
+    if (identity(copy.getSource()) && identity(copy.getTarget()))
+      return;
+    rewriter.setInsertionPoint(copy);
+    rewriter.replaceOpWithNewOp<linalg::CopyOp>(copy, copy.getSource(), copy.getTarget());
+  });
+}
+
 /// Marks every public function with a body to get a `_mlir_ciface_` wrapper.
 void requestCInterfaces(ModuleOp module) {
   for (auto func : module.getOps<func::FuncOp>())
@@ -316,6 +334,7 @@ Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
     DiagnosticCollector diagnostics(context);
     if (failed(bufferizeForCodegen(*module)))
       return diagnostics.error("bufferization failed");
+    expandStridedCopies(*module);
     PassManager pm(context);
     buildLowerToLLVMPipeline(pm);
     if (failed(pm.run(*module)))

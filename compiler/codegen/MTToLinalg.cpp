@@ -9,7 +9,8 @@
 // This file holds the shared helpers (MTToLinalg.h), the elementwise, reduction and
 // contraction patterns, and the pass; the other ops are in ShapeOpsToLinalg.cpp (rename,
 // split, merge, iota), GatherScatterToLinalg.cpp (gather, embedding_grad),
-// RopeDropoutToLinalg.cpp (rope, dropout), TopKToLinalg.cpp (topk, topk_grad) and
+// RopeDropoutToLinalg.cpp (rope, dropout), TopKToLinalg.cpp (topk, topk_grad),
+// MoEToLinalg.cpp (dispatch, combine and their backward, the load-balancing loss) and
 // ScanToSCF.cpp (repeat).
 //
 //===----------------------------------------------------------------------===//
@@ -467,6 +468,9 @@ bool isSupported(Operation *op) {
              mt::RopeOp, mt::DropoutOp,
              // TopKToLinalg.cpp
              mt::TopKOp, mt::TopKGradOp,
+             // MoEToLinalg.cpp
+             mt::DispatchOp, mt::CombineOp, mt::CombineGradOp, mt::LoadBalancingLossOp,
+             mt::LoadBalancingLossGradOp,
              // ScanToSCF.cpp
              mt::RepeatOp>(op);
 }
@@ -535,6 +539,7 @@ struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
     populateGatherScatterPatterns(types, patterns);
     populateRopeDropoutPatterns(types, patterns);
     populateTopKPatterns(types, patterns);
+    populateMoEPatterns(types, patterns);
     populateScanPatterns(types, patterns);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();

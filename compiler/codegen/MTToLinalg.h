@@ -75,6 +75,8 @@ void populateRopeDropoutPatterns(const mlir::TypeConverter &types,
                                  mlir::RewritePatternSet &patterns);
 /// Patterns of TopKToLinalg.cpp: topk, topk_grad.
 void populateTopKPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns);
+/// Patterns of MoEToLinalg.cpp: dispatch, combine, combine_grad, load_balancing_loss(_grad).
+void populateMoEPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns);
 /// Patterns of ScanToSCF.cpp: repeat.
 void populateScanPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns);
 /// Declares the external kDropoutScaleFunction in `module` when a function of it has a

@@ -464,6 +464,71 @@ func.func @topk(%x: !mt.tensor<[tokens=3, experts=5], f32>)
 
 // -----
 
+// Tests that routing assigns slots in a loop over the choices (tokens, then k) carrying the
+// per-expert counts, that dispatch copies each accepted token's row into its (expert, slot)
+// row, and that combine is a reduction over k reading the expert buffer at the slot.
+// CHECK-DAG: #[[$TK:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG: #[[$TH:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func.func @dispatch_combine
+// CHECK-SAME: (%[[X:.*]]: tensor<4x2xf32>, %[[I:.*]]: tensor<4x2xi32>, %[[W:.*]]: tensor<4x2xf32>)
+// CHECK: %[[SLOTS:.*]]:2 = scf.for %[[T:.*]] = {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (tensor<2xi64>, tensor<4x2xi64>)
+// CHECK: scf.for %[[C:.*]] = {{.*}} iter_args(%[[COUNTS:.*]] = %{{.*}}, %[[S:.*]] = %{{.*}}) -> (tensor<2xi64>, tensor<4x2xi64>)
+// CHECK: %[[ID:.*]] = tensor.extract %[[I]][%[[T]], %[[C]]] : tensor<4x2xi32>
+// CHECK: %[[E:.*]] = arith.minsi
+// CHECK: %[[TAKEN:.*]] = tensor.extract %[[COUNTS]][%[[E]]] : tensor<2xi64>
+// CHECK: %[[FREE:.*]] = arith.cmpi slt, %[[TAKEN]], %{{.*}} : i64
+// CHECK: %[[SLOT:.*]] = arith.select %[[FREE]], %[[TAKEN]], %{{.*}} : i64
+// CHECK: tensor.insert %{{.*}} into %[[COUNTS]][%[[E]]] : tensor<2xi64>
+// CHECK: tensor.insert %[[SLOT]] into %[[S]][%[[T]], %[[C]]] : tensor<4x2xi64>
+// CHECK: %[[D:.*]] = scf.for
+// CHECK: scf.if
+// CHECK: %[[ROW:.*]] = tensor.extract_slice %[[X]][%{{.*}}, 0] [1, 2] [1, 1] : tensor<4x2xf32> to tensor<2xf32>
+// CHECK: tensor.insert_slice %[[ROW]] into %{{.*}}[%{{.*}}, %{{.*}}, 0] [1, 1, 2] [1, 1, 1] : tensor<2xf32> into tensor<2x2x2xf32>
+// CHECK: } else {
+// CHECK: %[[OUT:.*]] = linalg.generic {indexing_maps = [#[[$TK]], #[[$TK]], #[[$TK]], #[[$TH]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[I]], %{{.*}}, %[[W]] : tensor<4x2xi32>, tensor<4x2xi64>, tensor<4x2xf32>)
+// CHECK: ^bb0(%{{.*}}: i32, %[[SL:.*]]: i64, %[[WT:.*]]: f32, %[[ACC:.*]]: f32):
+// CHECK: %[[OK:.*]] = arith.cmpi sge, %[[SL]], %{{.*}} : i64
+// CHECK: %[[V:.*]] = tensor.extract %[[D]][%{{.*}}, %{{.*}}, %{{.*}}] : tensor<2x2x2xf32>
+// CHECK: %[[P:.*]] = arith.mulf %[[WT]], %[[V]] : f32
+// CHECK: %[[SUM:.*]] = arith.addf %[[ACC]], %[[P]] : f32
+// CHECK: arith.select %[[OK]], %[[SUM]], %[[ACC]] : f32
+// CHECK: return %[[D]], %[[OUT]]
+func.func @dispatch_combine(%x: !mt.tensor<[tokens=4, hidden=2], f32>,
+                            %i: !mt.tensor<[tokens=4, k=2], i32>, %w: !mt.tensor<[tokens=4, k=2], f32>)
+    -> (!mt.tensor<[experts=2, capacity=2, hidden=2], f32>, !mt.tensor<[tokens=4, hidden=2], f32>) {
+  %d = mt.dispatch %x, %i k k to experts capacity capacity factor 0.5
+      : !mt.tensor<[tokens=4, hidden=2], f32>, !mt.tensor<[tokens=4, k=2], i32>
+      -> !mt.tensor<[experts=2, capacity=2, hidden=2], f32>
+  %c = mt.combine %d, %i, %w k k from experts capacity capacity
+      : !mt.tensor<[experts=2, capacity=2, hidden=2], f32>, !mt.tensor<[tokens=4, k=2], i32>,
+        !mt.tensor<[tokens=4, k=2], f32> -> !mt.tensor<[tokens=4, hidden=2], f32>
+  return %d, %c : !mt.tensor<[experts=2, capacity=2, hidden=2], f32>, !mt.tensor<[tokens=4, hidden=2], f32>
+}
+
+// -----
+
+// Tests that the load-balancing loss counts each expert's choices, takes the softmax over
+// the experts (max, then sum of exp) and sums f_e * p over tokens and experts.
+// CHECK-LABEL: func.func @load_balancing
+// CHECK: %[[COUNTS:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction", "reduction"]} ins(%{{.*}} : tensor<4x2xi32>) outs(%{{.*}} : tensor<3xf32>)
+// CHECK: %[[F:.*]] = linalg.generic {{.*}} ins(%[[COUNTS]] : tensor<3xf32>)
+// CHECK: arith.divf %{{.*}}, %{{.*}} : f32
+// CHECK: %[[MAX:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]}
+// CHECK: arith.maximumf
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]}
+// CHECK: math.exp
+// CHECK: %[[TOTAL:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "reduction"]} ins(%{{.*}}, %[[MAX]], %[[SUM]], %[[F]] : tensor<4x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<3xf32>) outs(%{{.*}} : tensor<f32>)
+// CHECK: linalg.generic {{.*}} ins(%[[TOTAL]] : tensor<f32>)
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
+func.func @load_balancing(%l: !mt.tensor<[tokens=4, experts=3], f32>, %i: !mt.tensor<[tokens=4, k=2], i32>)
+    -> !mt.tensor<[], f32> {
+  %0 = mt.load_balancing_loss %l, %i over experts k k
+      : !mt.tensor<[tokens=4, experts=3], f32>, !mt.tensor<[tokens=4, k=2], i32> -> !mt.tensor<[], f32>
+  return %0 : !mt.tensor<[], f32>
+}
+
+// -----
+
 // Tests that repeat is an scf.for over the instances (descending with reverse) carrying the
 // carried values and an accumulator per stacked result, slicing the stacked operands,
 // calling the converted layer and inserting its stacked results.

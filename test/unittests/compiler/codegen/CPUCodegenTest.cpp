@@ -565,8 +565,10 @@ TEST_F(CPUCodegenTest, SplitMergeRenameIota) {
         -> !mt.tensor<[a=2, m=20, b=3], f32> {
       %0 = mt.merge %x [c, d] into m
           : !mt.tensor<[a=2, b=3, c=4, d=5], f32> -> !mt.tensor<[a=2, b=3, m=20], f32>
-      %1 = mt.rename %0 b to e : !mt.tensor<[a=2, b=3, m=20], f32> -> !mt.tensor<[a=2, e=3, m=20], f32>
-      %2 = mt.rename %1 e to b : !mt.tensor<[a=2, e=3, m=20], f32> -> !mt.tensor<[a=2, b=3, m=20], f32>
+      %1 = mt.rename %0 b to e
+          : !mt.tensor<[a=2, b=3, m=20], f32> -> !mt.tensor<[a=2, e=3, m=20], f32>
+      %2 = mt.rename %1 e to b
+          : !mt.tensor<[a=2, e=3, m=20], f32> -> !mt.tensor<[a=2, b=3, m=20], f32>
       %3 = mt.transpose %2 : !mt.tensor<[a=2, b=3, m=20], f32> to !mt.tensor<[a=2, m=20, b=3], f32>
       return %3 : !mt.tensor<[a=2, m=20, b=3], f32>
     }
@@ -746,6 +748,81 @@ TEST_F(CPUCodegenTest, TopKOrderTiesNaNAndGrad) {
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+TEST_F(CPUCodegenTest, RoutingAndLoadBalancing) {
+  // Capacity 2 for 6 tokens x 2 choices over 4 experts: at least 4 choices are dropped, so
+  // the first-come-first-served order matters. @moe_layouts has two token dimensions, k
+  // leading the indices and the features between the token dimensions of the input.
+  compile(R"mlir(
+    func.func @moe(%x: !mt.tensor<[tokens=6, hidden=4], f32>,
+                   %logits: !mt.tensor<[tokens=6, experts=4], f32>,
+                   %w: !mt.tensor<[tokens=6, k=2], f32>, %g: !mt.tensor<[tokens=6, hidden=4], f32>,
+                   %ls: !mt.tensor<[], f32>)
+        -> (!mt.tensor<[experts=4, capacity=2, hidden=4], f32>,
+            !mt.tensor<[tokens=6, hidden=4], f32>,
+            !mt.tensor<[experts=4, capacity=2, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], f32>,
+            !mt.tensor<[], f32>, !mt.tensor<[tokens=6, experts=4], f32>) {
+      %v, %i = mt.topk %logits over experts k k : !mt.tensor<[tokens=6, experts=4], f32>
+          -> !mt.tensor<[tokens=6, k=2], f32>, !mt.tensor<[tokens=6, k=2], i32>
+      %d = mt.dispatch %x, %i k k to experts capacity capacity factor 0.5
+          : !mt.tensor<[tokens=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>
+          -> !mt.tensor<[experts=4, capacity=2, hidden=4], f32>
+      %c = mt.combine %d, %i, %w k k from experts capacity capacity
+          : !mt.tensor<[experts=4, capacity=2, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>,
+            !mt.tensor<[tokens=6, k=2], f32> -> !mt.tensor<[tokens=6, hidden=4], f32>
+      %ig, %wg = mt.combine_grad %d, %i, %w, %g k k from experts capacity capacity
+          : !mt.tensor<[experts=4, capacity=2, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>,
+            !mt.tensor<[tokens=6, k=2], f32>, !mt.tensor<[tokens=6, hidden=4], f32>
+          -> !mt.tensor<[experts=4, capacity=2, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], f32>
+      %l = mt.load_balancing_loss %logits, %i over experts k k
+          : !mt.tensor<[tokens=6, experts=4], f32>, !mt.tensor<[tokens=6, k=2], i32>
+          -> !mt.tensor<[], f32>
+      %lg = mt.load_balancing_loss_grad %logits, %i, %ls over experts k k
+          : !mt.tensor<[tokens=6, experts=4], f32>, !mt.tensor<[tokens=6, k=2], i32>,
+            !mt.tensor<[], f32> -> !mt.tensor<[tokens=6, experts=4], f32>
+      return %d, %c, %ig, %wg, %l, %lg : !mt.tensor<[experts=4, capacity=2, hidden=4], f32>,
+          !mt.tensor<[tokens=6, hidden=4], f32>,
+          !mt.tensor<[experts=4, capacity=2, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], f32>,
+          !mt.tensor<[], f32>, !mt.tensor<[tokens=6, experts=4], f32>
+    }
+    func.func @moe_layouts(%x: !mt.tensor<[batch=2, hidden=3, seq=3], f32>,
+                           %logits: !mt.tensor<[batch=2, seq=3, experts=4], f32>,
+                           %w: !mt.tensor<[seq=3, k=2, batch=2], f32>)
+        -> (!mt.tensor<[experts=4, capacity=3, hidden=3], f32>,
+            !mt.tensor<[batch=2, seq=3, hidden=3], f32>, !mt.tensor<[], f32>) {
+      %v, %i = mt.topk %logits over experts k k : !mt.tensor<[batch=2, seq=3, experts=4], f32>
+          -> !mt.tensor<[batch=2, seq=3, k=2], f32>, !mt.tensor<[batch=2, seq=3, k=2], i64>
+      %t = mt.transpose %i : !mt.tensor<[batch=2, seq=3, k=2], i64>
+          to !mt.tensor<[k=2, batch=2, seq=3], i64>
+      %d = mt.dispatch %x, %t k k to experts capacity capacity factor 0.75
+          : !mt.tensor<[batch=2, hidden=3, seq=3], f32>, !mt.tensor<[k=2, batch=2, seq=3], i64>
+          -> !mt.tensor<[experts=4, capacity=3, hidden=3], f32>
+      %c = mt.combine %d, %t, %w k k from experts capacity capacity
+          : !mt.tensor<[experts=4, capacity=3, hidden=3], f32>,
+            !mt.tensor<[k=2, batch=2, seq=3], i64>, !mt.tensor<[seq=3, k=2, batch=2], f32>
+          -> !mt.tensor<[batch=2, seq=3, hidden=3], f32>
+      %l = mt.load_balancing_loss %logits, %t over experts k k
+          : !mt.tensor<[batch=2, seq=3, experts=4], f32>, !mt.tensor<[k=2, batch=2, seq=3], i64>
+          -> !mt.tensor<[], f32>
+      return %d, %c, %l : !mt.tensor<[experts=4, capacity=3, hidden=3], f32>,
+          !mt.tensor<[batch=2, seq=3, hidden=3], f32>, !mt.tensor<[], f32>
+    }
+  )mlir");
+  std::vector<std::vector<double>> results = runAndCompare("moe");
+  ASSERT_EQ(results.size(), 6u);
+  // 8 slots for 12 choices: every slot is filled, 4 choices are dropped.
+  for (size_t slot = 0; slot < 8; ++slot) {
+    bool filled = false;
+    for (size_t f = 0; f < 4; ++f)
+      filled |= results[0][slot * 4 + f] != 0;
+    EXPECT_TRUE(filled) << "slot " << slot;
+  }
+  runAndCompare("moe_layouts", -2, 2, /*seed=*/4);
+}
+
+//===----------------------------------------------------------------------===//
 // Layers
 //===----------------------------------------------------------------------===//
 
@@ -792,7 +869,8 @@ TEST_F(CPUCodegenTest, RepeatForwardAndReverse) {
     func.func @carried_only(%x: !mt.tensor<[n=4], f32>, %s: !mt.tensor<[], f32>)
         -> (!mt.tensor<[n=4], f32>, !mt.tensor<[], f32>) {
       %y, %t = mt.repeat @scale(%x, %s) count 3
-          : (!mt.tensor<[n=4], f32>, !mt.tensor<[], f32>) -> (!mt.tensor<[n=4], f32>, !mt.tensor<[], f32>)
+          : (!mt.tensor<[n=4], f32>, !mt.tensor<[], f32>)
+          -> (!mt.tensor<[n=4], f32>, !mt.tensor<[], f32>)
       return %y, %t : !mt.tensor<[n=4], f32>, !mt.tensor<[], f32>
     }
   )mlir");
@@ -877,6 +955,10 @@ TEST_F(CPUCodegenTest, WholeTrainingStepGptTiny) {
 
 TEST_F(CPUCodegenTest, WholeTrainingStepLlamaGqaTiny) {
   expectTrainingStepMatches("llama-gqa-tiny.mtl", /*vocab=*/256);
+}
+
+TEST_F(CPUCodegenTest, WholeTrainingStepMixtralTiny) {
+  expectTrainingStepMatches("mixtral-tiny.mtl", /*vocab=*/256);
 }
 
 //===----------------------------------------------------------------------===//
