@@ -6,7 +6,7 @@
 include "mlir/Pass/PassBase.td"
 
 def MTToLinalgPass : Pass<"mt-to-linalg", "::mlir::ModuleOp"> {
-  let summary = "Lower elementwise, reduction and contraction mt functions to linalg";
+  let summary = "Lower mt functions (after mt-decompose) to linalg, tensor and scf";
   let description = [{
     Rewrites every `func.func` of the module onto builtin tensors and `linalg.generic` ops,
     the input of the CPU (x86 shared object) and GPU (PTX) backends.
@@ -24,9 +24,13 @@ def MTToLinalgPass : Pass<"mt-to-linalg", "::mlir::ModuleOp"> {
 
     Supported: constant; add, sub, mul, div, max, pow, greater (1.0 / 0.0); neg, exp, log,
     sqrt, rsqrt, tanh, sigmoid, relu, silu, gelu (erf or tanh form), gelu_grad, cos; cast;
-    transpose; broadcast; reduce_sum, reduce_mean, reduce_max; contract. Any other `mt` op
-    inside a function is reported by name and the pass fails. `mt` ops outside functions
-    (`mt.param`, ...) are left alone.
+    transpose; broadcast; reduce_sum, reduce_mean, reduce_max; contract; rename, split,
+    merge, iota; gather, embedding_grad; rope; dropout (through the external
+    `mtc_dropout_scale`, see MTToLinalg.h); topk, topk_grad; dispatch, combine,
+    combine_grad, load_balancing_loss(_grad); repeat (an `scf.for` over the instances).
+    `mt-decompose` first rewrites norms, softmax, attention and cross-entropy into these.
+    Any other `mt` op inside a function is reported by name and the pass fails. `mt` ops
+    outside functions (`mt.param`, ...) are left alone.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
