@@ -27,10 +27,16 @@ echo
 echo "== gradient check of a small GPT against the float64 reference interpreter"
 "$bin/mtc" compile test/compiler/autodiff/gradcheck/gpt-layer.mtl --emit=mt | "$bin/mt-gradcheck" - | tail -1
 echo
+echo "== the whole training step as x86 code (mt-decompose, mt-outline-parameters, mt-to-linalg, LLVM)"
+"$bin/mtc" compile examples/gpt-tiny.mtl --emit=mt-train |
+  "$bin/mt-opt" -mt-decompose -mt-outline-parameters |
+  "$bin/mtc-codegen" - --target=x86 -o "$work/step.so"
+nm -D "$work/step.so" | awk '/_mlir_ciface_/ {print "   " $3}'
+echo
 echo "== every example parses, verifies and reports its size"
 for model in examples/*.mtl; do
   printf '  %-32s ' "$model"
   "$bin/mtc" compile "$model" --stats | grep '^parameters:'
 done
 echo
-echo "Training with mtrun arrives with the executor (next milestone)."
+echo "Training with mtrun arrives with the executor, which calls these functions (next milestone)."
