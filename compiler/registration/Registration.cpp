@@ -10,15 +10,27 @@
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/transforms/Passes.h"
 #include "dialects/mt/IR/MTDialect.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/Passes.h"
 #include "mlir/IR/DialectRegistry.h"
 
 void mtc::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mt::MTDialect, mlir::func::FuncDialect>();
+  // What mt-to-linalg produces, so lit tests can feed its output back in.
+  registry.insert<mlir::arith::ArithDialect, mlir::linalg::LinalgDialect,
+                  mlir::math::MathDialect, mlir::scf::SCFDialect,
+                  mlir::tensor::TensorDialect>();
   autodiff::registerVJPRules(registry);
 }
 
 void mtc::registerAllPasses() {
+  // Upstream clean-ups the pipelines use (canonicalize, cse, ...).
+  mlir::registerTransformsPasses();
   autodiff::registerAutodiffPasses();
   codegen::registerCodegenPasses();
   optimizer::registerOptimizerPasses();
