@@ -205,7 +205,7 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
 } // namespace
 
 llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const PlanSource &source,
-                           llvm::StringRef path) {
+                           llvm::StringRef path, const PlanKernels *kernels) {
   if (!trained.lookupSymbol<func::FuncOp>("forward") ||
       !trained.lookupSymbol<func::FuncOp>("forward_backward") ||
       !trained.lookupSymbol<func::FuncOp>("optimizer_step"))
@@ -213,18 +213,27 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
 
   std::string planJson;
   {
+    json::Object manifestJson = buildManifestJson(trained, stats, source);
+    if (kernels)
+      manifestJson["kernels"] = json::Object{
+          {"x86_64", json::Object{{"file", "kernels/x86_64.so"},
+                                  {"functions", json::Object(kernels->callingConvention)}}}};
     llvm::raw_string_ostream os(planJson);
-    os << llvm::formatv("{0:2}", json::Value(buildManifestJson(trained, stats, source))) << "\n";
+    os << llvm::formatv("{0:2}", json::Value(std::move(manifestJson))) << "\n";
   }
   std::string program;
   {
     llvm::raw_string_ostream os(program);
     trained.print(os);
   }
+  SmallVector<std::pair<StringRef, StringRef>> files = {{"plan.json", planJson},
+                                                        {"program.mlir", program}};
+  if (kernels)
+    files.push_back({"kernels/x86_64.so", kernels->x86SharedObject});
   std::string manifest = "mtc-plan 1\n";
-  for (auto [name, bytes] : {std::pair<StringRef, StringRef>{"plan.json", planJson},
-                             std::pair<StringRef, StringRef>{"program.mlir", program}})
+  for (auto [name, bytes] : files)
     manifest += llvm::formatv("{0} {1} {2}\n", sha256Hex(bytes), bytes.size(), name).str();
+  files.push_back({"MANIFEST", manifest});
 
   // Write next to the destination, then swap it in.
   llvm::SmallString<256> target(path);
@@ -234,9 +243,11 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
   if (std::error_code ec = llvm::sys::fs::create_directories(staging))
     return llvm::createStringError(ec, "cannot create '%s': %s", staging.c_str(),
                                    ec.message().c_str());
-  for (auto [name, bytes] : {std::pair<StringRef, StringRef>{"plan.json", planJson},
-                             std::pair<StringRef, StringRef>{"program.mlir", program},
-                             std::pair<StringRef, StringRef>{"MANIFEST", manifest}})
+  if (kernels)
+    if (std::error_code ec = llvm::sys::fs::create_directories(staging + "/kernels"))
+      return llvm::createStringError(ec, "cannot create '%s/kernels': %s", staging.c_str(),
+                                     ec.message().c_str());
+  for (auto [name, bytes] : files)
     if (llvm::Error err = writeFile(staging + "/" + name, bytes))
       return err;
 

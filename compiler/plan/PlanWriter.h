@@ -12,6 +12,7 @@
 #include "compiler/analysis/ModelStats.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 #include <string>
 
@@ -23,10 +24,18 @@ struct PlanSource {
   std::string compilerVersion;
 };
 
+/// Compiled step functions: the bytes of `kernels/x86_64.so` and how to call them
+/// (CallingConvention.h).
+struct PlanKernels {
+  std::string x86SharedObject;
+  llvm::json::Object callingConvention;
+};
+
 /// Writes the plan of `trained` (the output of buildTrainingPipeline; `stats` are those of
-/// the frontend's module) to the directory `path`, replacing an existing plan there.
+/// the frontend's module) to the directory `path`, replacing an existing plan there;
+/// `kernels` (optional) adds the compiled steps.
 llvm::Error writePlan(mlir::ModuleOp trained, const ModelStats &stats, const PlanSource &source,
-                      llvm::StringRef path);
+                      llvm::StringRef path, const PlanKernels *kernels = nullptr);
 
 /// Lowercase hex SHA-256 of `bytes`.
 std::string sha256Hex(llvm::StringRef bytes);

@@ -8,7 +8,12 @@
 
 #include "compiler/analysis/ModelStats.h"
 #include "compiler/pipelines/Pipelines.h"
+#include "compiler/codegen/CPUCodegen.h"
+#include "compiler/codegen/Passes.h"
+#include "compiler/lowering/Passes.h"
+#include "compiler/plan/CallingConvention.h"
 #include "compiler/plan/PlanWriter.h"
+#include "compiler/transforms/Passes.h"
 #include "compiler/registration/Registration.h"
 #include "frontend/Diagnostics.h"
 #include "frontend/MLIRGen.h"
@@ -22,7 +27,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Config/llvm-config.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -54,6 +61,15 @@ cl::opt<EmitKind> emitKind(
                clEnumValN(EmitKind::MT, "mt", "the global graph in the mt dialect"),
                clEnumValN(EmitKind::MTTrain, "mt-train",
                           "the training step: forward_backward, layer fwd/bwd, optimizer_step")),
+    cl::sub(compileCommand), cl::cat(compileCategory));
+
+enum class KernelTarget { None, X86 };
+cl::opt<KernelTarget> kernelTarget(
+    "kernels", cl::desc("Compiled step functions to put in the plan"), cl::init(KernelTarget::None),
+    cl::values(clEnumValN(KernelTarget::None, "none", "none (the default for now)"),
+               clEnumValN(KernelTarget::X86, "x86",
+                          "kernels/x86_64.so: the whole step for this CPU, and its calling "
+                          "convention in plan.json")),
     cl::sub(compileCommand), cl::cat(compileCategory));
 
 cl::opt<std::string> recompute(
@@ -88,6 +104,40 @@ int inspect() {
   }
   outs() << mtc::rt::describePlan(*plan);
   return 0;
+}
+
+/// The training step compiled for the CPU: decomposed, outlined into pure functions of
+/// explicit buffers, lowered to linalg and compiled to a shared object.
+FailureOr<mtc::PlanKernels> compileKernels(mlir::ModuleOp trained) {
+  mlir::OwningOpRef<mlir::ModuleOp> module(trained.clone());
+  mlir::PassManager pm(trained.getContext());
+  pm.addPass(mtc::lowering::createMTDecomposePass());
+  pm.addPass(mtc::transforms::createMTOutlineParametersPass());
+  if (failed(pm.run(*module)))
+    return failure();
+  mtc::PlanKernels kernels;
+  kernels.callingConvention = mtc::describeCallingConvention(*module);
+  mlir::PassManager lower(trained.getContext());
+  lower.addPass(mtc::codegen::createMTToLinalgPass());
+  if (failed(lower.run(*module)))
+    return failure();
+  SmallString<128> path;
+  if (std::error_code ec = sys::fs::createTemporaryFile("mtc-kernels", "so", path)) {
+    WithColor::error(errs(), "mtc") << "cannot create a temporary file: " << ec.message() << "\n";
+    return failure();
+  }
+  auto cleanup = llvm::make_scope_exit([&] { sys::fs::remove(path); });
+  if (Error err = mtc::codegen::compileToSharedObject(*module, path)) {
+    WithColor::error(errs(), "mtc") << toString(std::move(err)) << "\n";
+    return failure();
+  }
+  ErrorOr<std::unique_ptr<MemoryBuffer>> bytes = MemoryBuffer::getFile(path);
+  if (!bytes) {
+    WithColor::error(errs(), "mtc") << "cannot read " << path << "\n";
+    return failure();
+  }
+  kernels.x86SharedObject = (*bytes)->getBuffer().str();
+  return kernels;
 }
 
 int compile() {
@@ -142,7 +192,14 @@ int compile() {
       path = (sys::path::stem(inputFile) + ".plan").str();
     mtc::PlanSource source{inputFile, sourceMgr.getMemoryBuffer(bufferId)->getBuffer().str(),
                            versionText()};
-    if (Error err = mtc::writePlan(*module, *stats, source, path)) {
+    std::optional<mtc::PlanKernels> kernels;
+    if (kernelTarget == KernelTarget::X86) {
+      FailureOr<mtc::PlanKernels> compiled = compileKernels(*module);
+      if (failed(compiled))
+        return 1;
+      kernels = std::move(*compiled);
+    }
+    if (Error err = mtc::writePlan(*module, *stats, source, path, kernels ? &*kernels : nullptr)) {
       WithColor::error(errs(), "mtc") << toString(std::move(err)) << "\n";
       return 1;
     }

@@ -1,0 +1,93 @@
+//===- CallingConvention.cpp - how the runtime calls compiled steps -------===//
+
+#include "compiler/plan/CallingConvention.h"
+
+#include "dialects/mt/IR/MTDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+using namespace mtc;
+namespace json = llvm::json;
+
+namespace {
+
+std::string dtypeName(Type type) {
+  if (type.isF32())
+    return "f32";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF16())
+    return "f16";
+  if (type.isF64())
+    return "f64";
+  if (type.isInteger(32))
+    return "i32";
+  return "i64";
+}
+
+json::Object buffer(StringRef kind, StringRef name, Type type) {
+  auto tensor = cast<mt::NamedTensorType>(type);
+  json::Array dims;
+  for (const mt::NamedDim &dim : tensor.getDims())
+    dims.push_back(json::Object{{"name", dim.name.getValue()}, {"size", dim.size}});
+  return json::Object{{"kind", kind},
+                      {"name", name},
+                      {"dtype", dtypeName(tensor.getElementType())},
+                      {"dims", std::move(dims)}};
+}
+
+/// The symbol an outlined argument or result carries (`mt.param = @x` / `mt.state = @x`).
+std::optional<std::pair<StringRef, StringRef>> outlinedSymbol(DictionaryAttr attrs) {
+  if (!attrs)
+    return std::nullopt;
+  for (StringRef kind : {"param", "state"})
+    if (auto symbol = attrs.getAs<FlatSymbolRefAttr>(("mt." + kind).str()))
+      return std::pair{kind, symbol.getValue()};
+  return std::nullopt;
+}
+
+} // namespace
+
+json::Object mtc::describeCallingConvention(ModuleOp module) {
+  json::Object functions;
+  for (StringRef name : {"forward", "forward_backward", "optimizer_step"}) {
+    auto func = module.lookupSymbol<func::FuncOp>(name);
+    if (!func)
+      continue;
+    auto grads = func->getAttrOfType<ArrayAttr>("mt.grads");
+    json::Array inputs, outputs;
+    for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
+      if (auto symbol = outlinedSymbol(func.getArgAttrDict(index))) {
+        inputs.push_back(buffer(symbol->first, symbol->second, type));
+        continue;
+      }
+      // optimizer_step(step, grad_scale, grads...); the others take the token ids.
+      if (name == "optimizer_step")
+        inputs.push_back(index == 0   ? buffer("step", "step", type)
+                         : index == 1 ? buffer("grad_scale", "grad_scale", type)
+                                      : buffer("grad",
+                                               cast<FlatSymbolRefAttr>(grads[index - 2]).getValue(),
+                                               type));
+      else
+        inputs.push_back(buffer("input", index == 0 ? "tokens" : "labels", type));
+    }
+    for (auto [index, type] : llvm::enumerate(func.getResultTypes())) {
+      if (auto symbol = outlinedSymbol(func.getResultAttrDict(index))) {
+        outputs.push_back(buffer(symbol->first, symbol->second, type));
+        continue;
+      }
+      if (name == "optimizer_step")
+        outputs.push_back(index == 0 ? buffer("grad_norm", "grad_norm", type)
+                                     : buffer("lr", "lr", type));
+      else if (index == 0)
+        outputs.push_back(buffer("loss", "loss", type));
+      else
+        outputs.push_back(
+            buffer("grad", cast<FlatSymbolRefAttr>(grads[index - 1]).getValue(), type));
+    }
+    functions[name] = json::Object{{"symbol", ("_mlir_ciface_" + name).str()},
+                                   {"inputs", std::move(inputs)},
+                                   {"outputs", std::move(outputs)}};
+  }
+  return functions;
+}

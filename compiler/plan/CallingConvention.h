@@ -1,0 +1,24 @@
+//===- CallingConvention.h - how the runtime calls compiled steps -*- C++ -*-===//
+//
+// After mt-outline-parameters every step function is a pure function of explicit buffers;
+// compiled to x86 each becomes `_mlir_ciface_<name>(inputs..., outputs...)`, one memref
+// descriptor pointer per buffer. This describes, for the plan, which buffer is which.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_COMPILER_PLAN_CALLINGCONVENTION_H
+#define MTC_COMPILER_PLAN_CALLINGCONVENTION_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/JSON.h"
+
+namespace mtc {
+
+/// `{"forward_backward": {"symbol", "inputs": [...], "outputs": [...]}, ...}` for the
+/// outlined step functions of `module`. Each buffer is `{"kind", "name", "dtype", "dims"}`
+/// with kind `input`, `param`, `state`, `grad`, `loss`, `grad_norm` or `lr`.
+llvm::json::Object describeCallingConvention(mlir::ModuleOp module);
+
+} // namespace mtc
+
+#endif // MTC_COMPILER_PLAN_CALLINGCONVENTION_H
