@@ -202,6 +202,41 @@ Value tokenCoordinate(NamedTensorType indicesType, ArrayRef<Value> coords, Strin
 // Patterns
 //===----------------------------------------------------------------------===//
 
+/// Folds `body` over the accepted (token, k) choices in slot-assignment order: `body` gets
+/// the choice's token coordinates, the row of `bufferType` (an expert buffer's type) at the
+/// choice's (expert, slot), and the value so far; a dropped choice leaves the value as it is.
+Value foldAcceptedChoices(
+    OpBuilder &b, Location loc, NamedTensorType indicesType, StringRef kDim, Value indices,
+    Value slots, int64_t experts, NamedTensorType bufferType, StringRef expertDim,
+    StringRef capacityDim, Value init,
+    function_ref<Value(OpBuilder &, Location, ArrayRef<Value>, const Row &, Value)> body) {
+  scf::ValueVector results = forEachChoice(
+      b, loc, indicesType, kDim, ValueRange{init},
+      [&](OpBuilder &cb, Location l, ArrayRef<Value> coords, ValueRange iter) {
+        Value slot = tensor::ExtractOp::create(cb, l, slots, coords);
+        Value accepted = arith::CmpIOp::create(cb, l, arith::CmpIPredicate::sge, slot,
+                                               scalarConstant(cb, l, cb.getI64Type(), 0));
+        auto ifOp = scf::IfOp::create(
+            cb, l, accepted,
+            [&](OpBuilder &tb, Location tl) {
+              Value expert = clampedIndex(
+                  tb, tl, tensor::ExtractOp::create(tb, tl, indices, coords), experts);
+              Value slotIndex = arith::IndexCastOp::create(tb, tl, tb.getIndexType(), slot);
+              Row row = rowOf(tb, bufferType, [&](StringAttr name) -> Value {
+                if (name.getValue() == expertDim)
+                  return expert;
+                if (name.getValue() == capacityDim)
+                  return slotIndex;
+                return nullptr;
+              });
+              scf::YieldOp::create(tb, tl, body(tb, tl, coords, row, iter[0]));
+            },
+            [&](OpBuilder &eb, Location el) { scf::YieldOp::create(eb, el, iter[0]); });
+        return scf::ValueVector{ifOp.getResult(0)};
+      });
+  return results[0];
+}
+
 struct DispatchLowering : OpConversionPattern<mt::DispatchOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(mt::DispatchOp op, OpAdaptor adaptor,
@@ -215,38 +250,20 @@ struct DispatchLowering : OpConversionPattern<mt::DispatchOp> {
     Value indices = adaptor.getIndices(), input = adaptor.getInput();
     Value slots =
         assignSlots(rewriter, loc, indices, indicesType, op.getKDim(), experts, capacity);
-    scf::ValueVector results = forEachChoice(
-        rewriter, loc, indicesType, op.getKDim(), ValueRange{zeros(rewriter, loc, resultType)},
-        [&](OpBuilder &b, Location l, ArrayRef<Value> coords, ValueRange iter) {
-          Value slot = tensor::ExtractOp::create(b, l, slots, coords);
-          Value accepted = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, slot,
-                                                 scalarConstant(b, l, b.getI64Type(), 0));
-          auto ifOp = scf::IfOp::create(
-              b, l, accepted,
-              [&](OpBuilder &tb, Location tl) {
-                Value expert = clampedIndex(
-                    tb, tl, tensor::ExtractOp::create(tb, tl, indices, coords), experts);
-                Value slotIndex = arith::IndexCastOp::create(tb, tl, tb.getIndexType(), slot);
-                Row from = rowOf(tb, inputType, [&](StringAttr name) {
-                  return tokenCoordinate(indicesType, coords, name);
-                });
-                Row to = rowOf(tb, resultType, [&](StringAttr name) -> Value {
-                  if (name.getValue() == op.getExpertDim())
-                    return expert;
-                  if (name.getValue() == op.getCapacityDim())
-                    return slotIndex;
-                  return nullptr;
-                });
-                Value row = tensor::ExtractSliceOp::create(tb, tl, from.type, input, from.offsets,
-                                                           from.sizes, from.strides);
-                Value updated = tensor::InsertSliceOp::create(tb, tl, row, iter[0], to.offsets,
-                                                              to.sizes, to.strides);
-                scf::YieldOp::create(tb, tl, updated);
-              },
-              [&](OpBuilder &eb, Location el) { scf::YieldOp::create(eb, el, iter[0]); });
-          return scf::ValueVector{ifOp.getResult(0)};
+    Value result = foldAcceptedChoices(
+        rewriter, loc, indicesType, op.getKDim(), indices, slots, experts, resultType,
+        op.getExpertDim(), op.getCapacityDim(), zeros(rewriter, loc, resultType),
+        [&](OpBuilder &tb, Location tl, ArrayRef<Value> coords, const Row &to, Value acc) {
+          Row from = rowOf(tb, inputType, [&](StringAttr name) {
+            return tokenCoordinate(indicesType, coords, name);
+          });
+          Value row = tensor::ExtractSliceOp::create(tb, tl, from.type, input, from.offsets,
+                                                     from.sizes, from.strides);
+          return tensor::InsertSliceOp::create(tb, tl, row, acc, to.offsets, to.sizes,
+                                               to.strides)
+              .getResult();
         });
-    rewriter.replaceOp(op, results[0]);
+    rewriter.replaceOp(op, result);
     return success();
   }
 };
@@ -351,56 +368,37 @@ struct CombineGradLowering : OpConversionPattern<mt::CombineGradOp> {
         });
 
     // d input[e, s, :] = w[t, c] * d out[t, :] for the choice in slot (e, s).
-    scf::ValueVector inputGrad = forEachChoice(
-        rewriter, loc, indicesType, op.getKDim(), ValueRange{zeros(rewriter, loc, inputType)},
-        [&](OpBuilder &b, Location l, ArrayRef<Value> coords, ValueRange iter) {
-          Value slot = tensor::ExtractOp::create(b, l, slots, coords);
-          Value accepted = arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, slot,
-                                                 scalarConstant(b, l, b.getI64Type(), 0));
-          auto ifOp = scf::IfOp::create(
-              b, l, accepted,
-              [&](OpBuilder &tb, Location tl) {
-                Value expert = clampedIndex(
-                    tb, tl, tensor::ExtractOp::create(tb, tl, indices, coords), experts);
-                Value slotIndex = arith::IndexCastOp::create(tb, tl, tb.getIndexType(), slot);
-                SmallVector<Value> weightCoords;
-                for (StringAttr name : weightsType.getDimNames())
-                  weightCoords.push_back(tokenCoordinate(indicesType, coords, name));
-                Value weight = tensor::ExtractOp::create(tb, tl, weights, weightCoords);
-                Row from = rowOf(tb, gradType, [&](StringAttr name) {
-                  return tokenCoordinate(indicesType, coords, name);
-                });
-                Row to = rowOf(tb, inputType, [&](StringAttr name) -> Value {
-                  if (name.getValue() == op.getExpertDim())
-                    return expert;
-                  if (name.getValue() == op.getCapacityDim())
-                    return slotIndex;
-                  return nullptr;
-                });
-                Value gradRow = tensor::ExtractSliceOp::create(tb, tl, from.type, grad,
-                                                               from.offsets, from.sizes,
-                                                               from.strides);
-                unsigned rank = to.type.getRank();
-                SmallVector<AffineMap> maps(2, tb.getMultiDimIdentityMap(rank));
-                Value scaled =
-                    linalg::GenericOp::create(
-                        tb, tl, TypeRange{to.type}, ValueRange{gradRow},
-                        ValueRange{tensor::EmptyOp::create(tb, tl, to.type.getShape(),
-                                                           to.type.getElementType())},
-                        maps, iteratorsOf(rank, 0),
-                        [&](OpBuilder &gb, Location gl, ValueRange args) {
-                          linalg::YieldOp::create(
-                              gb, gl, ValueRange{arith::MulFOp::create(gb, gl, weight, args[0])});
-                        })
-                        .getResult(0);
-                Value updated = tensor::InsertSliceOp::create(tb, tl, scaled, iter[0],
-                                                              to.offsets, to.sizes, to.strides);
-                scf::YieldOp::create(tb, tl, updated);
-              },
-              [&](OpBuilder &eb, Location el) { scf::YieldOp::create(eb, el, iter[0]); });
-          return scf::ValueVector{ifOp.getResult(0)};
+    Value inputGrad = foldAcceptedChoices(
+        rewriter, loc, indicesType, op.getKDim(), indices, slots, experts, inputType,
+        op.getExpertDim(), op.getCapacityDim(), zeros(rewriter, loc, inputType),
+        [&](OpBuilder &tb, Location tl, ArrayRef<Value> coords, const Row &to, Value acc) {
+          SmallVector<Value> weightCoords;
+          for (StringAttr name : weightsType.getDimNames())
+            weightCoords.push_back(tokenCoordinate(indicesType, coords, name));
+          Value weight = tensor::ExtractOp::create(tb, tl, weights, weightCoords);
+          Row from = rowOf(tb, gradType, [&](StringAttr name) {
+            return tokenCoordinate(indicesType, coords, name);
+          });
+          Value gradRow = tensor::ExtractSliceOp::create(tb, tl, from.type, grad, from.offsets,
+                                                         from.sizes, from.strides);
+          unsigned rank = to.type.getRank();
+          SmallVector<AffineMap> maps(2, tb.getMultiDimIdentityMap(rank));
+          Value scaled =
+              linalg::GenericOp::create(
+                  tb, tl, TypeRange{to.type}, ValueRange{gradRow},
+                  ValueRange{tensor::EmptyOp::create(tb, tl, to.type.getShape(),
+                                                     to.type.getElementType())},
+                  maps, iteratorsOf(rank, 0),
+                  [&](OpBuilder &gb, Location gl, ValueRange args) {
+                    linalg::YieldOp::create(
+                        gb, gl, ValueRange{arith::MulFOp::create(gb, gl, weight, args[0])});
+                  })
+                  .getResult(0);
+          return tensor::InsertSliceOp::create(tb, tl, scaled, acc, to.offsets, to.sizes,
+                                               to.strides)
+              .getResult();
         });
-    rewriter.replaceOp(op, {inputGrad[0], weightsGrad.getResult(0)});
+    rewriter.replaceOp(op, {inputGrad, weightsGrad.getResult(0)});
     return success();
   }
 };
