@@ -145,6 +145,8 @@ private:
   Parsed parseExpr();
   Parsed parseAdditive();
   Parsed parseMultiplicative();
+  Parsed parseBinaryLevel(TokenKind first, llvm::StringRef firstOp, TokenKind second,
+                          llvm::StringRef secondOp, Parsed (Parser::*operand)());
   Parsed parseUnary();
   Parsed parsePower();
   Parsed parsePrimary();
@@ -914,26 +916,23 @@ Parsed Parser::parseExpr() {
 }
 
 Parsed Parser::parseAdditive() {
-  Parsed lhs = parseMultiplicative();
-  while (lhs && (cur().is(TokenKind::Plus) || cur().is(TokenKind::Minus))) {
-    size_t opPos = pos;
-    llvm::StringRef op = cur().is(TokenKind::Plus) ? "+" : "-";
-    consume();
-    Parsed rhs = parseMultiplicative();
-    if (!rhs)
-      return {};
-    lhs = makeBinary(std::move(lhs), op, std::move(rhs), opPos);
-  }
-  return lhs;
+  return parseBinaryLevel(TokenKind::Plus, "+", TokenKind::Minus, "-",
+                          &Parser::parseMultiplicative);
 }
 
 Parsed Parser::parseMultiplicative() {
-  Parsed lhs = parseUnary();
-  while (lhs && (cur().is(TokenKind::Star) || cur().is(TokenKind::Slash))) {
+  return parseBinaryLevel(TokenKind::Star, "*", TokenKind::Slash, "/", &Parser::parseUnary);
+}
+
+/// One left-associative precedence level of two operators over `operand`.
+Parsed Parser::parseBinaryLevel(TokenKind first, llvm::StringRef firstOp, TokenKind second,
+                                llvm::StringRef secondOp, Parsed (Parser::*operand)()) {
+  Parsed lhs = (this->*operand)();
+  while (lhs && (cur().is(first) || cur().is(second))) {
     size_t opPos = pos;
-    llvm::StringRef op = cur().is(TokenKind::Star) ? "*" : "/";
+    llvm::StringRef op = cur().is(first) ? firstOp : secondOp;
     consume();
-    Parsed rhs = parseUnary();
+    Parsed rhs = (this->*operand)();
     if (!rhs)
       return {};
     lhs = makeBinary(std::move(lhs), op, std::move(rhs), opPos);

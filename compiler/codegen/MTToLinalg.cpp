@@ -233,32 +233,28 @@ Value geluGrad(Scalar &s, Value x, bool approximate) {
 Type elementType(Value scalar) { return scalar.getType(); }
 
 // Binary ops: float or (add, sub, mul, div, max) integer elements.
-Value computeScalar(mt::AddOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+template <typename FloatOp, typename IntOp>
+Value floatOrInt(OpBuilder &b, Location loc, ArrayRef<Value> v) {
   if (isa<FloatType>(elementType(v[0])))
-    return arith::AddFOp::create(b, loc, v[0], v[1]);
-  return arith::AddIOp::create(b, loc, v[0], v[1]);
+    return FloatOp::create(b, loc, v[0], v[1]);
+  return IntOp::create(b, loc, v[0], v[1]);
+}
+Value computeScalar(mt::AddOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
+  return floatOrInt<arith::AddFOp, arith::AddIOp>(b, loc, v);
 }
 Value computeScalar(mt::SubOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
-  if (isa<FloatType>(elementType(v[0])))
-    return arith::SubFOp::create(b, loc, v[0], v[1]);
-  return arith::SubIOp::create(b, loc, v[0], v[1]);
+  return floatOrInt<arith::SubFOp, arith::SubIOp>(b, loc, v);
 }
 Value computeScalar(mt::MulOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
-  if (isa<FloatType>(elementType(v[0])))
-    return arith::MulFOp::create(b, loc, v[0], v[1]);
-  return arith::MulIOp::create(b, loc, v[0], v[1]);
+  return floatOrInt<arith::MulFOp, arith::MulIOp>(b, loc, v);
 }
+/// Integer division truncates toward zero, as the interpreter does.
 Value computeScalar(mt::DivOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
-  if (isa<FloatType>(elementType(v[0])))
-    return arith::DivFOp::create(b, loc, v[0], v[1]);
-  // Truncates toward zero, as the interpreter does.
-  return arith::DivSIOp::create(b, loc, v[0], v[1]);
+  return floatOrInt<arith::DivFOp, arith::DivSIOp>(b, loc, v);
 }
 /// NaN-propagating, as the interpreter's "NaN wins".
 Value computeScalar(mt::MaxOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
-  if (isa<FloatType>(elementType(v[0])))
-    return arith::MaximumFOp::create(b, loc, v[0], v[1]);
-  return arith::MaxSIOp::create(b, loc, v[0], v[1]);
+  return floatOrInt<arith::MaximumFOp, arith::MaxSIOp>(b, loc, v);
 }
 Value computeScalar(mt::PowOp, OpBuilder &b, Location loc, ArrayRef<Value> v) {
   return math::PowFOp::create(b, loc, v[0], v[1]);
