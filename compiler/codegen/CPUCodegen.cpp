@@ -50,6 +50,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -318,6 +319,34 @@ Error link(llvm::StringRef objectPath, llvm::StringRef outputPath,
   return Error::success();
 }
 
+/// Adds `_mtc_packed_f(void **descriptors)` for every `_mlir_ciface_f` whose parameters are
+/// all descriptor pointers (the only kind the C interface of tensor functions has).
+void addPackedEntryPoints(llvm::Module &module) {
+  constexpr llvm::StringLiteral cInterfacePrefix = "_mlir_ciface_";
+  llvm::LLVMContext &context = module.getContext();
+  llvm::PointerType *ptr = llvm::PointerType::getUnqual(context);
+  SmallVector<llvm::Function *> cInterfaces;
+  for (llvm::Function &function : module)
+    if (!function.isDeclaration() && function.getName().starts_with(cInterfacePrefix) &&
+        llvm::all_of(function.args(), [](llvm::Argument &a) { return a.getType()->isPointerTy(); }))
+      cInterfaces.push_back(&function);
+  for (llvm::Function *callee : cInterfaces) {
+    std::string name =
+        (codegen::kPackedEntryPrefix + callee->getName().drop_front(cInterfacePrefix.size())).str();
+    auto *packed = llvm::Function::Create(
+        llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr}, /*isVarArg=*/false),
+        llvm::GlobalValue::ExternalLinkage, name, module);
+    llvm::IRBuilder<> builder(llvm::BasicBlock::Create(context, "entry", packed));
+    SmallVector<llvm::Value *> args;
+    for (unsigned i = 0, e = callee->arg_size(); i < e; ++i) {
+      llvm::Value *slot = builder.CreateConstInBoundsGEP1_64(ptr, packed->getArg(0), i);
+      args.push_back(builder.CreateLoad(ptr, slot));
+    }
+    builder.CreateCall(callee, args);
+    builder.CreateRetVoid();
+  }
+}
+
 } // namespace
 
 Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
@@ -352,6 +381,7 @@ Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
     if (!llvmModule)
       return diagnostics.error("translation to LLVM IR failed");
   }
+  addPackedEntryPoints(*llvmModule);
   llvmModule->setTargetTriple((*machine)->getTargetTriple());
   llvmModule->setDataLayout((*machine)->createDataLayout());
   optimize(*llvmModule, **machine, options.optLevel);

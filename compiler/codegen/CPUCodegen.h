@@ -17,6 +17,12 @@
 // malloc and freed before the function returns. The object needs libm (erff, tanhf, ...)
 // and libc (malloc, free); with `cc` as the linker both are recorded as dependencies.
 //
+// Each `_mlir_ciface_f` also gets a packed entry point, so that a runtime can call a
+// function of any arity without generating calls itself:
+//
+//   void _mtc_packed_f(void **descriptors);   // _mlir_ciface_f(descriptors[0], ...)
+//
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_COMPILER_CODEGEN_CPUCODEGEN_H
@@ -32,6 +38,9 @@ class DialectRegistry;
 } // namespace mlir
 
 namespace mtc::codegen {
+
+/// The prefix of the packed entry points (see the file comment).
+inline constexpr llvm::StringLiteral kPackedEntryPrefix = "_mtc_packed_";
 
 struct CPUCodegenOptions {
   /// Target CPU: "native" (the host CPU and its features, the default: plans are run where

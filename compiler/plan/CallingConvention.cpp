@@ -2,6 +2,7 @@
 
 #include "compiler/plan/CallingConvention.h"
 
+#include "compiler/codegen/CPUCodegen.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -85,7 +86,7 @@ json::Object mtc::describeCallingConvention(ModuleOp module) {
         outputs.push_back(
             buffer("grad", cast<FlatSymbolRefAttr>(grads[index - 1]).getValue(), type));
     }
-    functions[name] = json::Object{{"symbol", ("_mlir_ciface_" + name).str()},
+    functions[name] = json::Object{{"symbol", (codegen::kPackedEntryPrefix + name).str()},
                                    {"inputs", std::move(inputs)},
                                    {"outputs", std::move(outputs)}};
   }

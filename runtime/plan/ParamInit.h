@@ -59,6 +59,9 @@ public:
   /// object lives and is not modified.
   std::vector<TensorRef> tensorRefs() const;
 
+  /// Hands the tensors over (this object is left empty).
+  std::vector<Tensor> release() && { return std::move(tensors_); }
+
 private:
   std::vector<Tensor> tensors_;
 };

@@ -67,6 +67,23 @@ size_t planDTypeSize(PlanDType dtype) {
   return 0;
 }
 
+namespace {
+constexpr std::string_view kBufferKindNames[] = {"input", "param",      "state",
+                                                 "grad",  "loss",       "step",
+                                                 "grad_scale", "grad_norm", "lr"};
+} // namespace
+
+std::string_view bufferKindName(BufferKind kind) {
+  return kBufferKindNames[static_cast<size_t>(kind)];
+}
+
+std::optional<BufferKind> parseBufferKind(std::string_view name) {
+  for (size_t i = 0; i < std::size(kBufferKindNames); ++i)
+    if (kBufferKindNames[i] == name)
+      return static_cast<BufferKind>(i);
+  return std::nullopt;
+}
+
 std::string_view initKindName(InitKind kind) {
   for (const auto &[k, name] : kInitKinds)
     if (k == kind)
@@ -715,6 +732,56 @@ Predictions readPredictions(const JsonValue &v, const std::string &path) {
   return p;
 }
 
+KernelBuffer readKernelBuffer(const JsonValue &v, const std::string &path,
+                              const std::vector<Dim> &modelDims) {
+  const JsonObject &o = asObject(v, path);
+  KernelBuffer b;
+  const std::string &kind = asString(get(o, path, "kind"), member(path, "kind"));
+  std::optional<BufferKind> parsed = parseBufferKind(kind);
+  if (!parsed)
+    fail(member(path, "kind"), concat("unknown buffer kind ", quoteForMessage(kind)));
+  b.kind = *parsed;
+  b.name = asName(get(o, path, "name"), member(path, "name"));
+  b.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowI32=*/true);
+  b.dims = readDimList(get(o, path, "dims"), member(path, "dims"), modelDims);
+  return b;
+}
+
+KernelFunction readKernelFunction(const JsonValue &v, const std::string &path,
+                                  const std::vector<Dim> &modelDims) {
+  const JsonObject &o = asObject(v, path);
+  KernelFunction f;
+  f.symbol = asName(get(o, path, "symbol"), member(path, "symbol"));
+  for (std::string_view side : {"inputs", "outputs"}) {
+    std::string sidePath = member(path, side);
+    const JsonArray &buffers = asArray(get(o, path, side), sidePath);
+    for (size_t i = 0; i < buffers.size(); ++i)
+      (side == "inputs" ? f.inputs : f.outputs)
+          .push_back(readKernelBuffer(buffers[i], element(sidePath, i), modelDims));
+  }
+  return f;
+}
+
+/// `kernels.x86_64`: the file must be one of MANIFEST's (so it was verified).
+KernelsInfo readKernels(const JsonValue &v, const std::string &path,
+                        const std::vector<Dim> &modelDims) {
+  const JsonObject &o = asObject(v, path);
+  KernelsInfo k;
+  k.file = asName(get(o, path, "file"), member(path, "file"));
+  if (!isSafePlanFileName(k.file))
+    fail(member(path, "file"), concat(quoteForMessage(k.file), " is not a plan file name"));
+  std::string functionsPath = member(path, "functions");
+  const JsonObject &functions = asObject(get(o, path, "functions"), functionsPath);
+  auto read = [&](std::string_view name, std::optional<KernelFunction> &out) {
+    if (const JsonValue *f = functions.find(name))
+      out = readKernelFunction(*f, member(functionsPath, name), modelDims);
+  };
+  read("forward", k.forward);
+  read("forward_backward", k.forwardBackward);
+  read("optimizer_step", k.optimizerStep);
+  return k;
+}
+
 Plan readPlan(const JsonValue &root) {
   const std::string top;
   if (!root.isObject())
@@ -780,6 +847,10 @@ Plan readPlan(const JsonValue &root) {
     plan.functions.push_back(asName(functions[i], element("functions", i)));
 
   plan.predictions = readPredictions(get(o, top, "predictions"), "predictions");
+
+  if (const JsonValue *kernels = o.find("kernels"))
+    if (const JsonValue *x86 = asObject(*kernels, "kernels").find("x86_64"))
+      plan.x86Kernels = readKernels(*x86, "kernels.x86_64", plan.dims);
   return plan;
 }
 
@@ -830,6 +901,14 @@ Expected<Plan> loadPlan(const std::filesystem::path &dir) {
   Expected<Plan> plan = parsePlanJson(planJson, concat(where, '/', kPlanJsonName));
   if (!plan)
     return plan.takeError();
+  if (plan->x86Kernels) {
+    bool listed = false;
+    for (const ManifestEntry &entry : manifest->second)
+      listed = listed || entry.name == plan->x86Kernels->file;
+    if (!listed)
+      return makeError(where, ": plan.json names the kernel file '", plan->x86Kernels->file,
+                       "', which MANIFEST does not list");
+  }
   plan->dir = dir;
   plan->version = manifest->first;
   plan->files = std::move(manifest->second);

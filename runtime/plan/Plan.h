@@ -131,6 +131,38 @@ struct Predictions {
   } memoryBytes;
 };
 
+/// What a buffer of a compiled step function holds (docs/plan-format.md, "Kernels").
+enum class BufferKind { Input, Param, State, Grad, Loss, Step, GradScale, GradNorm, Lr };
+
+/// "input", "param", ...
+std::string_view bufferKindName(BufferKind kind);
+std::optional<BufferKind> parseBufferKind(std::string_view name);
+
+/// One argument of a compiled step function: a row-major buffer of `dims`.
+struct KernelBuffer {
+  BufferKind kind = BufferKind::Input;
+  std::string name; // the parameter, state or input name; the kind for scalars
+  PlanDType dtype = PlanDType::F32;
+  std::vector<Dim> dims;
+
+  int64_t numElements() const { return rt::numElements(dims); }
+};
+
+/// A compiled step function: `symbol(void **descriptors)`, inputs then outputs.
+struct KernelFunction {
+  std::string symbol;
+  std::vector<KernelBuffer> inputs;
+  std::vector<KernelBuffer> outputs;
+};
+
+/// The plan's compiled step for one target (`kernels.x86_64`).
+struct KernelsInfo {
+  std::string file; // relative to the plan directory, listed in MANIFEST
+  std::optional<KernelFunction> forward;
+  std::optional<KernelFunction> forwardBackward;
+  std::optional<KernelFunction> optimizerStep;
+};
+
 /// One MANIFEST line.
 struct ManifestEntry {
   std::string name;   // relative to the plan directory
@@ -163,6 +195,8 @@ struct Plan {
   /// Names of the functions of program.mlir.
   std::vector<std::string> functions;
   Predictions predictions;
+  /// The compiled step for x86-64 CPUs (`mtc compile --kernels=x86`), if the plan has one.
+  std::optional<KernelsInfo> x86Kernels;
 
   const ParamInfo *findParam(std::string_view name) const;
   const ManifestEntry *findFile(std::string_view name) const;

@@ -1,24 +1,33 @@
 //===- mtrun.cpp - The runtime driver -------------------------------------===//
 //
 // `mtrun PLAN [options]` loads and verifies a plan written by `mtc compile -o PLAN`
-// (docs/plan-format.md). For now it can describe the plan (`--info`) and initialise the
-// model and export it to safetensors (`--export-safetensors FILE`); training arrives with
-// the executor. Plain C++20: no LLVM.
+// (docs/plan-format.md) and trains it on this CPU with the plan's compiled step
+// (kernels/x86_64.so): initialise or resume (--load), run the step loop up to --steps, log,
+// checkpoint (--save) and export the parameters (--export-safetensors). `--info` describes
+// the plan. Plain C++20: no LLVM.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/plan/ParamInit.h"
+#include "runtime/data/MetricsWriter.h"
+#include "runtime/data/TokenSource.h"
+#include "runtime/exec/Checkpoint.h"
+#include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/Trainer.h"
+#include "runtime/exec/TrainingState.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanSummary.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/Safetensors.h"
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <vector>
 
 #ifndef MTC_VERSION
@@ -33,9 +42,14 @@ struct Options {
   std::optional<std::string> plan;
   bool info = false;
   std::optional<std::string> exportSafetensors;
+  std::optional<std::string> steps, data, save, saveEvery, load, logEvery, metrics, threads;
   bool help = false;
   bool version = false;
 };
+
+#define MTRUN_VALUE_OPTION(flag, field, arg, text)                                           \
+  {flag, arg, text, [](Options &o, std::string_view v) { o.field = std::string(v); },         \
+   [](const Options &o) { return o.field.has_value(); }}
 
 /// One command-line option. `value` names its argument (empty: a flag).
 struct OptionSpec {
@@ -48,12 +62,21 @@ struct OptionSpec {
 };
 
 constexpr OptionSpec kOptions[] = {
-    {"--info", "", "print a summary of the verified plan",
+    MTRUN_VALUE_OPTION("--steps", steps, "N",
+                       "train until N optimizer steps are done (default: the plan's `steps`)"),
+    MTRUN_VALUE_OPTION("--data", data, "FILE",
+                       "train on the bytes of FILE (default: the built-in synthetic task)"),
+    MTRUN_VALUE_OPTION("--load", load, "DIR", "resume from the checkpoint in DIR"),
+    MTRUN_VALUE_OPTION("--save", save, "DIR", "write a checkpoint to DIR at the end"),
+    MTRUN_VALUE_OPTION("--save-every", saveEvery, "K", "also checkpoint every K steps (needs --save)"),
+    MTRUN_VALUE_OPTION("--log-every", logEvery, "K", "print a log line every K steps (default 10)"),
+    MTRUN_VALUE_OPTION("--metrics", metrics, "FILE",
+                       "append one JSON line per step to FILE (step, loss, lr, ...)"),
+    MTRUN_VALUE_OPTION("--threads", threads, "N", "threads for initialisation (default: all)"),
+    MTRUN_VALUE_OPTION("--export-safetensors", exportSafetensors, "FILE",
+                       "write the parameters to FILE (safetensors, F32) when done"),
+    {"--info", "", "print a summary of the verified plan (and exit unless asked for more)",
      [](Options &o, std::string_view) { o.info = true; }, [](const Options &o) { return o.info; }},
-    {"--export-safetensors", "FILE",
-     "initialise every parameter and write them to FILE (safetensors, F32)",
-     [](Options &o, std::string_view v) { o.exportSafetensors = std::string(v); },
-     [](const Options &o) { return o.exportSafetensors.has_value(); }},
     {"--help", "", "print this help and exit", [](Options &o, std::string_view) { o.help = true; },
      [](const Options &o) { return o.help; }},
     {"--version", "", "print the version and exit",
@@ -63,7 +86,9 @@ constexpr OptionSpec kOptions[] = {
 
 void printUsage() {
   std::printf("usage: mtrun PLAN [options]\n\n"
-              "Loads and verifies the plan directory PLAN (written by `mtc compile -o PLAN`).\n\n"
+              "Trains the plan directory PLAN (written by `mtc compile -o PLAN --kernels=x86`)\n"
+              "on this CPU. `--steps 0` trains nothing: with --export-safetensors it writes the\n"
+              "initial parameters.\n\n"
               "options:\n");
   for (const OptionSpec &o : kOptions) {
     std::string left = std::string(o.name);
@@ -71,7 +96,6 @@ void printUsage() {
       left.append(" ").append(o.value);
     std::printf("  %-26s %.*s\n", left.c_str(), static_cast<int>(o.help.size()), o.help.data());
   }
-  std::printf("\nTraining (running the plan's step programs) arrives with the executor.\n");
 }
 
 /// Parses argv by the table; `--opt=value` and `--opt value` both work, `--` ends options.
@@ -125,21 +149,191 @@ Expected<Options> parseArgs(int argc, char **argv) {
   return opts;
 }
 
-Error exportSafetensors(const Plan &plan, const std::string &file) {
-  Expected<HostParams> params = HostParams::initialize(plan);
-  if (!params)
-    return params.takeError().withContext("initialising the parameters");
-  std::vector<TensorRef> refs = params->tensorRefs();
+/// A non-negative integer option.
+Expected<int64_t> parseCount(const std::optional<std::string> &value, std::string_view flag,
+                             int64_t fallback, int64_t min = 0) {
+  if (!value)
+    return fallback;
+  int64_t n = 0;
+  auto [end, err] = std::from_chars(value->data(), value->data() + value->size(), n);
+  if (err != std::errc() || end != value->data() + value->size() || n < min)
+    return makeError(flag, " expects ", min == 0 ? "a non-negative" : "a positive",
+                     " integer, got '", *value, "'");
+  return n;
+}
+
+Error exportParameters(const Plan &plan, const TrainingState &state, const std::string &file) {
+  std::vector<TensorRef> refs = state.paramRefs();
   SafetensorsMetadata metadata = {
       {"format", "mtc"},
       {"model", plan.model},
       {"seed", concat(plan.seed)},
+      {"step", concat(state.step)},
       {"plan_sha256", plan.planSha256},
   };
   return writeSafetensors(file, refs, metadata);
 }
 
+int64_t peakResidentBytes() {
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0)
+    return 0;
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024; // Linux reports KiB
+}
+
+std::string mebibytes(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+std::string withThousands(int64_t n) {
+  std::string digits = concat(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+/// A progress bar on stderr when it is a terminal, erased before each log line.
+class Progress {
+public:
+  Progress() : enabled_(::isatty(STDERR_FILENO) == 1) {}
+  void show(int64_t done, int64_t target) {
+    if (!enabled_ || target <= 0)
+      return;
+    constexpr int width = 30;
+    int filled = static_cast<int>(width * done / target);
+    std::fprintf(stderr, "\r  [%.*s%*s] %lld/%lld steps", filled,
+                 "##############################", width - filled, "",
+                 static_cast<long long>(done), static_cast<long long>(target));
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void clear() {
+    if (shown_)
+      std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
+  }
+
+private:
+  bool enabled_;
+  bool shown_ = false;
+};
+
+/// " (best possible 1.2799)" when the data's best loss is known.
+std::string bestLossNote(const TokenSource &data) {
+  if (!data.bestLoss())
+    return "";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, " (best possible %.4f)", *data.bestLoss());
+  return buf;
+}
+
+struct RunSettings {
+  int64_t targetSteps = 0;
+  int64_t logEvery = 10;
+  int64_t saveEvery = 0;
+  unsigned threads = 0;
+};
+
+/// Trains `state` up to `settings.targetSteps`, logging and checkpointing on the way.
+Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
+            TrainingState &state) {
+  int64_t vocab = plan.dimSize("vocab").value_or(0);
+  Expected<TokenSource> data = opts.data ? TokenSource::text(*opts.data, vocab, plan.seed)
+                                         : TokenSource::synthetic(vocab, plan.seed);
+  if (!data)
+    return data.takeError();
+  Expected<KernelLibrary> kernels = KernelLibrary::load(plan);
+  if (!kernels)
+    return kernels.takeError();
+  std::optional<MetricsWriter> metrics;
+  if (opts.metrics) {
+    Expected<MetricsWriter> writer = MetricsWriter::open(*opts.metrics);
+    if (!writer)
+      return writer.takeError();
+    metrics.emplace(std::move(*writer));
+  }
+  int64_t first = state.step;
+  Expected<Trainer> trainer = Trainer::create(plan, *kernels, std::move(state), *data);
+  if (!trainer)
+    return trainer.takeError();
+
+  std::printf("model %s: %s parameters, plan %s\n", plan.model.c_str(),
+              withThousands(plan.numParameterElements()).c_str(), plan.dir.c_str());
+  std::printf("data: %s\n", data->describe().c_str());
+  std::printf("batch: %lld sequences of %lld tokens (%lld micro-batch%s of %lld); steps %lld -> "
+              "%lld\n",
+              static_cast<long long>(trainer->microBatches() * trainer->microBatchSize()),
+              static_cast<long long>(trainer->sequenceLength()),
+              static_cast<long long>(trainer->microBatches()),
+              trainer->microBatches() == 1 ? "" : "es",
+              static_cast<long long>(trainer->microBatchSize()), static_cast<long long>(first),
+              static_cast<long long>(settings.targetSteps));
+  std::fflush(stdout);
+
+  Progress progress;
+  double firstLoss = 0, lastLoss = 0, seconds = 0;
+  int64_t tokens = 0;
+  while (trainer->state().step < settings.targetSteps) {
+    Expected<StepStats> stats = trainer->step();
+    if (!stats) {
+      progress.clear();
+      return stats.takeError();
+    }
+    if (stats->step == first + 1)
+      firstLoss = stats->loss;
+    lastLoss = stats->loss;
+    seconds += stats->seconds;
+    tokens += stats->tokens;
+    double tokensPerSecond = stats->seconds > 0 ? double(stats->tokens) / stats->seconds : 0;
+    int64_t peak = peakResidentBytes();
+    if (metrics) {
+      JsonObject record{{"step", stats->step},
+                        {"loss", stats->loss},
+                        {"lr", stats->lr},
+                        {"grad_norm", stats->gradNorm},
+                        {"tokens", stats->tokens},
+                        {"tokens_per_s", tokensPerSecond},
+                        {"step_ms", stats->seconds * 1e3},
+                        {"peak_rss_bytes", peak}};
+      if (Error err = metrics->write(record); !err.ok())
+        return err;
+    }
+    bool last = stats->step == settings.targetSteps;
+    if (stats->step == first + 1 || stats->step % settings.logEvery == 0 || last) {
+      progress.clear();
+      std::printf("step %6lld/%lld  loss %.4f  lr %.3e  grad norm %.3f  %8.0f tok/s  %8.1f ms  "
+                  "peak mem %s\n",
+                  static_cast<long long>(stats->step),
+                  static_cast<long long>(settings.targetSteps), stats->loss, stats->lr,
+                  stats->gradNorm, tokensPerSecond, stats->seconds * 1e3,
+                  mebibytes(peak).c_str());
+      std::fflush(stdout);
+    }
+    if (opts.save && settings.saveEvery > 0 && stats->step % settings.saveEvery == 0 && !last) {
+      if (Error err = saveCheckpoint(*opts.save, plan, trainer->state()); !err.ok())
+        return err;
+    }
+    progress.show(stats->step, settings.targetSteps);
+  }
+  progress.clear();
+  if (trainer->state().step > first)
+    std::printf("trained steps %lld-%lld in %.1f s (%.0f tok/s): loss %.4f -> %.4f%s\n",
+                static_cast<long long>(first + 1), static_cast<long long>(settings.targetSteps),
+                seconds, seconds > 0 ? double(tokens) / seconds : 0.0, firstLoss, lastLoss,
+                bestLossNote(*data).c_str());
+  state = trainer->state();
+  if (metrics)
+    return metrics->close();
+  return Error::success();
+}
+
 int fail(const Error &err) {
+  std::fflush(stdout);
   std::fprintf(stderr, "mtrun: error: %s\n", err.message().c_str());
   return 1;
 }
@@ -158,19 +352,61 @@ int run(int argc, char **argv) {
   }
   if (!opts->plan)
     return fail(makeError("no PLAN given (usage: mtrun PLAN [options]; see mtrun --help)"));
-  if (!opts->info && !opts->exportSafetensors)
-    return fail(makeError("nothing to do: give --info or --export-safetensors FILE (training "
-                          "arrives with the executor)"));
+  if (opts->saveEvery && !opts->save)
+    return fail(makeError("--save-every needs --save DIR"));
 
   Expected<Plan> plan = loadPlan(*opts->plan);
   if (!plan)
     return fail(plan.error());
-  if (opts->info)
+  if (opts->info) {
     std::fputs(describePlan(*plan).c_str(), stdout);
-  if (opts->exportSafetensors) {
-    if (Error err = exportSafetensors(*plan, *opts->exportSafetensors); !err.ok())
-      return fail(err);
+    bool more = opts->steps || opts->load || opts->save || opts->exportSafetensors || opts->data;
+    if (!more)
+      return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
   }
+
+  RunSettings settings;
+  Expected<int64_t> planSteps = [&]() -> Expected<int64_t> {
+    if (const JsonObject *train = plan->train.getObject())
+      if (const JsonValue *steps = train->find("steps"))
+        if (std::optional<int64_t> n = steps->getInt())
+          return *n;
+    return 0;
+  }();
+  Expected<int64_t> steps = parseCount(opts->steps, "--steps", *planSteps);
+  Expected<int64_t> logEvery = parseCount(opts->logEvery, "--log-every", 10, 1);
+  Expected<int64_t> saveEvery = parseCount(opts->saveEvery, "--save-every", 0, 1);
+  Expected<int64_t> threads = parseCount(opts->threads, "--threads", 0, 1);
+  for (const Error *err : {&steps.error(), &logEvery.error(), &saveEvery.error(), &threads.error()})
+    if (!err->ok())
+      return fail(*err);
+  settings.targetSteps = *steps;
+  settings.logEvery = *logEvery;
+  settings.saveEvery = *saveEvery;
+  settings.threads = static_cast<unsigned>(*threads);
+
+  Expected<TrainingState> state = opts->load ? loadCheckpoint(*opts->load, *plan)
+                                             : TrainingState::initialize(*plan, settings.threads);
+  if (!state)
+    return fail(state.error());
+  if (opts->load)
+    std::printf("resumed from %s at step %lld\n", opts->load->c_str(),
+                static_cast<long long>(state->step));
+  if (state->step > settings.targetSteps)
+    return fail(makeError("the checkpoint is at step ", state->step, ", past --steps ",
+                          settings.targetSteps, " (give a larger --steps to continue)"));
+  if (state->step < settings.targetSteps)
+    if (Error err = train(*plan, *opts, settings, *state); !err.ok())
+      return fail(err);
+  if (opts->save) {
+    if (Error err = saveCheckpoint(*opts->save, *plan, *state); !err.ok())
+      return fail(err);
+    std::printf("saved checkpoint %s (step %lld)\n", opts->save->c_str(),
+                static_cast<long long>(state->step));
+  }
+  if (opts->exportSafetensors)
+    if (Error err = exportParameters(*plan, *state, *opts->exportSafetensors); !err.ok())
+      return fail(err);
   if (std::fflush(stdout) != 0)
     return fail(makeError("cannot write the output"));
   return 0;

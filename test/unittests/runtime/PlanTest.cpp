@@ -617,3 +617,86 @@ TEST(PlanParseTest, NamesOfDTypesAndInits) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// The kernels section
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+JsonValue kernelBuffer(const char *kind, const char *name, const char *dtype, JsonValue dims) {
+  return JsonObject{{"kind", kind}, {"name", name}, {"dtype", dtype}, {"dims", std::move(dims)}};
+}
+
+/// The valid plan with a `kernels.x86_64` section naming `file`, whose forward_backward
+/// takes the token ids and `wte` and returns the loss and `wte`'s gradient.
+JsonValue planWithKernels(const char *file, const char *firstKind = "input") {
+  JsonValue v = validPlan();
+  JsonArray inputs{kernelBuffer(firstKind, "tokens", "i32", dimList({{"batch", 4}, {"seq", 8}})),
+                   kernelBuffer("param", "wte", "f32", dimList({{"vocab", 16}, {"hidden", 8}}))};
+  JsonArray outputs{kernelBuffer("loss", "loss", "f32", JsonArray{}),
+                    kernelBuffer("grad", "wte", "f32", dimList({{"vocab", 16}, {"hidden", 8}}))};
+  JsonObject forwardBackward{{"symbol", "_mtc_packed_forward_backward"},
+                             {"inputs", std::move(inputs)},
+                             {"outputs", std::move(outputs)}};
+  v.getObject()->set(
+      "kernels",
+      JsonObject{{"x86_64", JsonObject{{"file", file},
+                                       {"functions", JsonObject{{"forward_backward",
+                                                                 std::move(forwardBackward)}}}}}});
+  return v;
+}
+
+} // namespace
+
+TEST_F(PlanTest, KernelsSection) {
+  writePlan(planWithKernels("kernels/x86_64.so"));
+  std::filesystem::create_directories(plan() / "kernels");
+  writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
+  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
+                manifestLine("kernels/x86_64.so", "ELF"));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_TRUE(p->x86Kernels.has_value());
+  EXPECT_EQ(p->x86Kernels->file, "kernels/x86_64.so");
+  EXPECT_FALSE(p->x86Kernels->forward.has_value());
+  EXPECT_FALSE(p->x86Kernels->optimizerStep.has_value());
+  ASSERT_TRUE(p->x86Kernels->forwardBackward.has_value());
+  const KernelFunction &fb = *p->x86Kernels->forwardBackward;
+  EXPECT_EQ(fb.symbol, "_mtc_packed_forward_backward");
+  ASSERT_EQ(fb.inputs.size(), 2u);
+  EXPECT_EQ(fb.inputs[0].kind, BufferKind::Input);
+  EXPECT_EQ(fb.inputs[0].dtype, PlanDType::I32);
+  EXPECT_EQ(fb.inputs[1].kind, BufferKind::Param);
+  EXPECT_EQ(fb.inputs[1].numElements(), 128);
+  ASSERT_EQ(fb.outputs.size(), 2u);
+  EXPECT_EQ(fb.outputs[0].kind, BufferKind::Loss);
+  EXPECT_TRUE(fb.outputs[0].dims.empty());
+  EXPECT_EQ(fb.outputs[1].kind, BufferKind::Grad);
+}
+
+TEST_F(PlanTest, KernelFileMustBeListed) {
+  writePlan(planWithKernels("kernels/x86_64.so"));
+  EXPECT_EQ(loadError(), where() + ": plan.json names the kernel file 'kernels/x86_64.so', which "
+                                   "MANIFEST does not list");
+}
+
+TEST_F(PlanTest, KernelBufferKindIsChecked) {
+  expectPlanJsonError(planWithKernels("kernels/x86_64.so", "weights"),
+                      "kernels.x86_64.functions.forward_backward.inputs[0].kind: unknown buffer "
+                      "kind 'weights'");
+}
+
+TEST_F(PlanTest, KernelFileNameIsChecked) {
+  expectPlanJsonError(planWithKernels("../x86_64.so"),
+                      "kernels.x86_64.file: '../x86_64.so' is not a plan file name");
+}
+
+TEST(BufferKindTest, NamesRoundTrip) {
+  for (BufferKind kind : {BufferKind::Input, BufferKind::Param, BufferKind::State, BufferKind::Grad,
+                          BufferKind::Loss, BufferKind::Step, BufferKind::GradScale,
+                          BufferKind::GradNorm, BufferKind::Lr})
+    EXPECT_EQ(parseBufferKind(bufferKindName(kind)), kind);
+  EXPECT_EQ(bufferKindName(BufferKind::GradScale), "grad_scale");
+  EXPECT_FALSE(parseBufferKind("weights").has_value());
+}

@@ -1,0 +1,55 @@
+//===- TokenSource.cpp - The training data of a run -----------------------===//
+
+#include "runtime/data/TokenSource.h"
+
+#include <cstdio>
+
+namespace mtc::rt {
+
+Expected<TokenSource> TokenSource::synthetic(int64_t vocab, uint64_t seed) {
+  Expected<SyntheticTask> task = SyntheticTask::create(vocab, seed);
+  if (!task)
+    return task.takeError().withContext("the synthetic task");
+  return TokenSource(std::move(*task));
+}
+
+Expected<TokenSource> TokenSource::text(const std::filesystem::path &path, int64_t vocab,
+                                        uint64_t seed) {
+  if (vocab < TextDataset::kVocab)
+    return makeError("--data ", path, ": byte-level text needs a vocabulary of at least ",
+                     TextDataset::kVocab, " tokens, but the model's vocab is ", vocab);
+  Expected<TextDataset> data = TextDataset::open(path, seed);
+  if (!data)
+    return data.takeError();
+  return TokenSource(std::move(*data));
+}
+
+void TokenSource::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen,
+                        int32_t *tokens, int32_t *labels) const {
+  std::visit([&](const auto &s) { s.batch(step, sampleBegin, count, seqLen, tokens, labels); },
+             source_);
+}
+
+namespace {
+std::string fixed4(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", value);
+  return buf;
+}
+} // namespace
+
+std::string TokenSource::describe() const {
+  if (const auto *task = std::get_if<SyntheticTask>(&source_))
+    return concat("synthetic Markov task over ", task->vocab(), " tokens (best loss ",
+                  fixed4(task->entropyRate()), ", uniform ", fixed4(task->uniformLoss()), ")");
+  const auto &text = std::get<TextDataset>(source_);
+  return concat("text ", text.path(), " (", text.size(), " bytes, byte-level tokens)");
+}
+
+std::optional<double> TokenSource::bestLoss() const {
+  if (const auto *task = std::get_if<SyntheticTask>(&source_))
+    return task->entropyRate();
+  return std::nullopt;
+}
+
+} // namespace mtc::rt

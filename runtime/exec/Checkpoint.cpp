@@ -1,0 +1,160 @@
+//===- Checkpoint.cpp - Saving and resuming a training run ----------------===//
+
+#include "runtime/exec/Checkpoint.h"
+
+#include "runtime/support/Checksum.h"
+
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+namespace mtc::rt {
+namespace {
+
+constexpr std::string_view kFormat = "mtc-checkpoint";
+
+std::string hex32(uint32_t value) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", value);
+  return buf;
+}
+
+uint32_t tensorCrc(const std::vector<float> &values) {
+  return crc32c(values.data(), values.size() * sizeof(float));
+}
+
+const std::string *findMetadata(const SafetensorsMetadata &metadata, std::string_view key) {
+  for (const auto &[k, v] : metadata)
+    if (k == key)
+      return &v;
+  return nullptr;
+}
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += concat(i ? ", " : "", shape[i]);
+  return s + "]";
+}
+
+} // namespace
+
+Error saveCheckpoint(const std::filesystem::path &dir, const Plan &plan,
+                     const TrainingState &state) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return makeError(dir, ": cannot create the checkpoint directory: ", ec);
+  std::vector<TensorRef> refs;
+  SafetensorsMetadata metadata = {
+      {"format", std::string(kFormat)},
+      {"version", concat(kCheckpointVersion)},
+      {"model", plan.model},
+      {"step", concat(state.step)},
+      {"seed", concat(plan.seed)},
+      {"plan_sha256", plan.planSha256},
+  };
+  for (auto [prefix, table] : {std::pair{"param:", &state.params}, {"state:", &state.states}})
+    for (const TrainingState::Tensor &t : *table) {
+      std::string name = concat(prefix, t.name);
+      metadata.emplace_back(concat("crc32c:", name), hex32(tensorCrc(t.values)));
+      refs.push_back(makeTensorRef(std::move(name), t.shape, t.values));
+    }
+  return writeSafetensors(dir / kCheckpointFileName, refs, metadata)
+      .withContext(concat("saving the checkpoint ", dir));
+}
+
+Expected<TrainingState> loadCheckpoint(const std::filesystem::path &dir, const Plan &plan) {
+  std::string where = dir.string();
+  std::filesystem::path file = dir / kCheckpointFileName;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    return makeError(where, ": no such checkpoint directory");
+  if (!std::filesystem::exists(file, ec))
+    return makeError(where, ": not a checkpoint (no ", kCheckpointFileName, " in it)");
+  Expected<SafetensorsFile> read = SafetensorsFile::read(file);
+  if (!read)
+    return read.takeError().withContext(concat(where, ": corrupt checkpoint"));
+  const SafetensorsFile &st = *read;
+  const SafetensorsMetadata &meta = st.metadata();
+
+  auto field = [&](std::string_view key) -> Expected<std::string> {
+    if (const std::string *v = findMetadata(meta, key))
+      return *v;
+    return makeError(where, ": not an mtc checkpoint (no '", key, "' in its metadata)");
+  };
+  Expected<std::string> format = field("format");
+  if (!format)
+    return format.takeError();
+  if (*format != kFormat)
+    return makeError(where, ": not an mtc checkpoint (format '", *format, "')");
+  Expected<std::string> version = field("version");
+  if (!version)
+    return version.takeError();
+  if (*version != concat(kCheckpointVersion))
+    return makeError(where, ": unsupported checkpoint version ", *version, " (this mtrun reads ",
+                     kCheckpointVersion, ")");
+  Expected<std::string> model = field("model");
+  if (!model)
+    return model.takeError();
+  if (*model != plan.model)
+    return makeError(where, ": a checkpoint of model '", *model, "', but the plan is of model '",
+                     plan.model, "'");
+  Expected<std::string> stepText = field("step");
+  if (!stepText)
+    return stepText.takeError();
+  TrainingState state;
+  auto [end, err] =
+      std::from_chars(stepText->data(), stepText->data() + stepText->size(), state.step);
+  if (err != std::errc() || end != stepText->data() + stepText->size() || state.step < 0)
+    return makeError(where, ": invalid step '", *stepText, "' in the checkpoint's metadata");
+
+  size_t expected = plan.params.size() + plan.states.size();
+  if (st.tensors().size() != expected)
+    return makeError(where, ": the checkpoint holds ", st.tensors().size(),
+                     " tensors but the plan has ", plan.params.size(), " parameters and ",
+                     plan.states.size(), " optimizer states (a checkpoint of another model?)");
+  auto take = [&](std::string_view prefix, const std::string &name,
+                  const std::vector<Dim> &dims) -> Expected<TrainingState::Tensor> {
+    std::string key = concat(prefix, name);
+    const SafetensorsFile::Tensor *t = st.find(key);
+    if (!t)
+      return makeError(where, ": the checkpoint has no tensor '", key,
+                       "' (a checkpoint of another model?)");
+    std::vector<int64_t> shape = dimSizes(dims);
+    if (t->shape != shape || t->dtype != DType::F32)
+      return makeError(where, ": tensor '", key, "' is ", dtypeName(t->dtype), " ",
+                       formatShape(t->shape), " in the checkpoint but F32 ", formatShape(shape),
+                       " in the plan (a checkpoint of another model?)");
+    TrainingState::Tensor out{name, shape, {}};
+    try {
+      out.values.resize(size_t(t->numElements()));
+    } catch (const std::bad_alloc &) {
+      return makeError(where, ": out of memory reading '", key, "'");
+    }
+    std::span<const std::byte> bytes = st.data(*t);
+    std::memcpy(out.values.data(), bytes.data(), bytes.size());
+    const std::string *crc = findMetadata(meta, concat("crc32c:", key));
+    if (!crc)
+      return makeError(where, ": tensor '", key, "' has no checksum in the metadata");
+    if (*crc != hex32(tensorCrc(out.values)))
+      return makeError(where, ": tensor '", key, "' fails its CRC-32C check (the file is corrupt)");
+    return out;
+  };
+  for (const ParamInfo &p : plan.params) {
+    Expected<TrainingState::Tensor> t = take("param:", p.name, p.dims);
+    if (!t)
+      return t.takeError();
+    state.params.push_back(std::move(*t));
+  }
+  for (const StateInfo &s : plan.states) {
+    Expected<TrainingState::Tensor> t = take("state:", s.name, s.dims);
+    if (!t)
+      return t.takeError();
+    state.states.push_back(std::move(*t));
+  }
+  return state;
+}
+
+} // namespace mtc::rt

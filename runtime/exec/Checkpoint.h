@@ -1,0 +1,43 @@
+//===- Checkpoint.h - Saving and resuming a training run ---------*- C++ -*-===//
+//
+// A checkpoint is a directory holding `checkpoint.safetensors`: every parameter as
+// `param:<name>` and every optimizer state as `state:<name>` (F32, stored dims), with the
+// metadata
+//
+//   format = mtc-checkpoint   version = 1   model = <plan's model>   step = <steps taken>
+//   seed = <plan seed>        plan_sha256 = <plan.json it was trained with>
+//   crc32c:<tensor> = <8 hex digits, CRC-32C of the tensor's bytes>   (one per tensor)
+//
+// The file is written atomically (temporary file, fsync, rename), so a crash while saving
+// leaves the previous checkpoint intact. Loading verifies the structure, the format, that
+// the checkpoint is of the plan's model with the same parameter and state tables (names and
+// shapes), and every tensor's checksum; each failure is an error naming the directory and
+// the problem. Resuming from a checkpoint continues the run bit for bit: the data and the
+// dropout masks of step s depend only on (seed, s).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_RUNTIME_EXEC_CHECKPOINT_H
+#define MTC_RUNTIME_EXEC_CHECKPOINT_H
+
+#include "runtime/exec/TrainingState.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/support/Error.h"
+
+#include <filesystem>
+
+namespace mtc::rt {
+
+inline constexpr std::string_view kCheckpointFileName = "checkpoint.safetensors";
+inline constexpr int kCheckpointVersion = 1;
+
+/// Writes `state` to the checkpoint directory `dir` (created if needed).
+Error saveCheckpoint(const std::filesystem::path &dir, const Plan &plan,
+                     const TrainingState &state);
+
+/// Reads and verifies the checkpoint in `dir` against `plan`.
+Expected<TrainingState> loadCheckpoint(const std::filesystem::path &dir, const Plan &plan);
+
+} // namespace mtc::rt
+
+#endif // MTC_RUNTIME_EXEC_CHECKPOINT_H

@@ -1,0 +1,145 @@
+//===- KernelLibrary.cpp - A plan's compiled step, loaded with dlopen -----===//
+
+#include "runtime/exec/KernelLibrary.h"
+
+#include <cstdint>
+#include <dlfcn.h>
+#include <vector>
+
+namespace mtc::rt {
+namespace {
+
+/// Checks one buffer of `fn` against the plan's tables; `where` names it for messages.
+Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &where) {
+  auto mismatch = [&](std::string_view table, const std::vector<Dim> &dims) {
+    return makeError(where, ": ", bufferKindName(b.kind), " '", b.name, "' is ",
+                     formatDims(b.dims), " but the ", table, " table says ", formatDims(dims));
+  };
+  switch (b.kind) {
+  case BufferKind::Input:
+    if (b.dtype != PlanDType::I32 || b.dims.size() != 2)
+      return makeError(where, ": input '", b.name, "' must be i32 token ids [batch, seq], found ",
+                       planDTypeName(b.dtype), " ", formatDims(b.dims));
+    return Error::success();
+  case BufferKind::Param:
+  case BufferKind::Grad: {
+    const ParamInfo *p = plan.findParam(b.name);
+    if (!p)
+      return makeError(where, ": ", bufferKindName(b.kind), " '", b.name,
+                       "' is not a parameter of the plan");
+    if (p->dims != b.dims)
+      return mismatch("parameter", p->dims);
+    break;
+  }
+  case BufferKind::State: {
+    const StateInfo *found = nullptr;
+    for (const StateInfo &s : plan.states)
+      if (s.name == b.name)
+        found = &s;
+    if (!found)
+      return makeError(where, ": state '", b.name, "' is not in the plan's optimizer state table");
+    if (found->dims != b.dims)
+      return mismatch("state", found->dims);
+    break;
+  }
+  case BufferKind::Loss:
+  case BufferKind::Step:
+  case BufferKind::GradScale:
+  case BufferKind::GradNorm:
+  case BufferKind::Lr:
+    if (!b.dims.empty())
+      return makeError(where, ": ", bufferKindName(b.kind), " must be a scalar, found ",
+                       formatDims(b.dims));
+    break;
+  }
+  if (b.dtype != PlanDType::F32)
+    return makeError(where, ": ", bufferKindName(b.kind), " '", b.name, "' is ",
+                     planDTypeName(b.dtype),
+                     "; this runtime trains f32 models only (mixed precision is not supported yet)");
+  return Error::success();
+}
+
+Error resolve(void *library, const Plan &plan, const std::optional<KernelFunction> &fn,
+              std::string_view name, bool required, LoadedKernel &out) {
+  std::string where = concat(plan.dir.string(), ": kernels.x86_64.functions.", name);
+  if (!fn) {
+    if (required)
+      return makeError(plan.dir.string(), ": the plan's kernels have no '", name, "' function");
+    return Error::success();
+  }
+  for (const auto *side : {&fn->inputs, &fn->outputs})
+    for (const KernelBuffer &b : *side)
+      if (Error err = checkBuffer(plan, b, where); !err.ok())
+        return err;
+  void *symbol = ::dlsym(library, fn->symbol.c_str());
+  if (!symbol)
+    return makeError(where, ": the kernel library has no symbol '", fn->symbol, "'");
+  out.function = &*fn;
+  out.entry = reinterpret_cast<void (*)(void **)>(symbol);
+  return Error::success();
+}
+
+} // namespace
+
+KernelLibrary::Handle::~Handle() {
+  if (library)
+    ::dlclose(library);
+}
+
+KernelLibrary::~KernelLibrary() = default;
+
+Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
+  if (!plan.x86Kernels)
+    return makeError(plan.dir.string(), ": the plan has no compiled step for this CPU (compile "
+                                        "it with `mtc compile --kernels=x86`)");
+  std::filesystem::path file = plan.dir / plan.x86Kernels->file;
+  KernelLibrary lib;
+  lib.handle_ = std::make_unique<Handle>();
+  // RTLD_NOW: an unresolved import (mtc_dropout_scale, libm) fails here, not mid-step.
+  lib.handle_->library = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib.handle_->library) {
+    const char *why = ::dlerror();
+    return makeError(file, ": cannot load the compiled step: ", why ? why : "unknown error");
+  }
+  void *library = lib.handle_->library;
+  const KernelsInfo &k = *plan.x86Kernels;
+  if (Error err = resolve(library, plan, k.forwardBackward, "forward_backward", true,
+                          lib.forwardBackward_);
+      !err.ok())
+    return err;
+  if (Error err =
+          resolve(library, plan, k.optimizerStep, "optimizer_step", true, lib.optimizerStep_);
+      !err.ok())
+    return err;
+  if (Error err = resolve(library, plan, k.forward, "forward", false, lib.forward_); !err.ok())
+    return err;
+  return lib;
+}
+
+void KernelLibrary::call(const LoadedKernel &kernel, std::span<void *const> buffers) {
+  const KernelFunction &fn = *kernel.function;
+  // Descriptor i: {allocated, aligned, offset, sizes[rank], strides[rank]}, all 8 bytes.
+  std::vector<std::vector<int64_t>> descriptors;
+  descriptors.reserve(fn.inputs.size() + fn.outputs.size());
+  std::vector<void *> pointers;
+  size_t index = 0;
+  for (const auto *side : {&fn.inputs, &fn.outputs})
+    for (const KernelBuffer &b : *side) {
+      auto data = static_cast<int64_t>(reinterpret_cast<intptr_t>(buffers[index++]));
+      size_t rank = b.dims.size();
+      std::vector<int64_t> &d = descriptors.emplace_back(3 + 2 * rank);
+      d[0] = data;
+      d[1] = data;
+      d[2] = 0;
+      int64_t stride = 1;
+      for (size_t i = rank; i-- > 0;) {
+        d[3 + i] = b.dims[i].size;
+        d[3 + rank + i] = stride;
+        stride *= b.dims[i].size;
+      }
+      pointers.push_back(d.data());
+    }
+  kernel.entry(pointers.data());
+}
+
+} // namespace mtc::rt

@@ -1,0 +1,61 @@
+//===- KernelLibrary.h - A plan's compiled step, loaded with dlopen -*- C++ -*-===//
+//
+// `KernelLibrary::load(plan)` opens the plan's `kernels/x86_64.so` (verified against
+// MANIFEST when the plan was loaded), resolves the packed entry point of each step function
+// (`void symbol(void **descriptors)`, docs/plan-format.md "Kernels") and checks its calling
+// convention against the plan's tables: every parameter, state and gradient buffer names a
+// table entry of the same dims and an f32 dtype, inputs are i32 token ids, scalars are f32.
+// `call` builds one MLIR ranked memref descriptor per buffer and calls the function.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_RUNTIME_EXEC_KERNELLIBRARY_H
+#define MTC_RUNTIME_EXEC_KERNELLIBRARY_H
+
+#include "runtime/plan/Plan.h"
+#include "runtime/support/Error.h"
+
+#include <memory>
+#include <span>
+
+namespace mtc::rt {
+
+/// A resolved step function and the buffers it takes.
+struct LoadedKernel {
+  const KernelFunction *function = nullptr; // in the plan
+  void (*entry)(void **descriptors) = nullptr;
+};
+
+class KernelLibrary {
+public:
+  /// Opens the plan's x86-64 kernels; the plan must outlive the library. An error names the
+  /// plan and what is missing or inconsistent (no kernels: compile with --kernels=x86).
+  static Expected<KernelLibrary> load(const Plan &plan);
+
+  KernelLibrary(KernelLibrary &&) noexcept = default;
+  KernelLibrary &operator=(KernelLibrary &&) noexcept = default;
+  ~KernelLibrary();
+
+  const LoadedKernel &forwardBackward() const { return forwardBackward_; }
+  const LoadedKernel &optimizerStep() const { return optimizerStep_; }
+  /// The forward alone (evaluation), if the plan has it.
+  const LoadedKernel *forward() const { return forward_.entry ? &forward_ : nullptr; }
+
+  /// Calls `kernel` with `buffers[i]` as the data of the i-th buffer of its inputs then
+  /// outputs (row-major, as many elements as the buffer's dims). Outputs must not alias inputs.
+  static void call(const LoadedKernel &kernel, std::span<void *const> buffers);
+
+private:
+  struct Handle {
+    void *library = nullptr;
+    ~Handle();
+  };
+  KernelLibrary() = default;
+
+  std::unique_ptr<Handle> handle_;
+  LoadedKernel forward_, forwardBackward_, optimizerStep_;
+};
+
+} // namespace mtc::rt
+
+#endif // MTC_RUNTIME_EXEC_KERNELLIBRARY_H

@@ -1,0 +1,236 @@
+//===- Trainer.cpp - The single-rank training step loop -------------------===//
+
+#include "runtime/exec/Trainer.h"
+
+#include "runtime/exec/DropoutScale.h"
+
+#include <chrono>
+#include <cmath>
+#include <new>
+
+namespace mtc::rt {
+namespace {
+
+std::optional<size_t> indexOf(const std::vector<TrainingState::Tensor> &table,
+                              std::string_view name) {
+  for (size_t i = 0; i < table.size(); ++i)
+    if (table[i].name == name)
+      return i;
+  return std::nullopt;
+}
+
+std::optional<int64_t> trainInt(const Plan &plan, std::string_view key) {
+  if (const JsonObject *train = plan.train.getObject())
+    if (const JsonValue *v = train->find(key))
+      return v->getInt();
+  return std::nullopt;
+}
+
+} // namespace
+
+Error Trainer::bind(const KernelFunction &fn, std::vector<Binding> &out) const {
+  for (const auto *side : {&fn.inputs, &fn.outputs})
+    for (const KernelBuffer &b : *side) {
+      Binding binding{b.kind, 0};
+      if (b.kind == BufferKind::Param || b.kind == BufferKind::Grad) {
+        std::optional<size_t> i = indexOf(state_.params, b.name);
+        if (!i)
+          return makeError("kernel buffer ", bufferKindName(b.kind), " '", b.name,
+                           "' names no parameter");
+        binding.index = *i;
+      } else if (b.kind == BufferKind::State) {
+        std::optional<size_t> i = indexOf(state_.states, b.name);
+        if (!i)
+          return makeError("kernel buffer state '", b.name, "' names no optimizer state");
+        binding.index = *i;
+      }
+      out.push_back(binding);
+    }
+  return Error::success();
+}
+
+Error Trainer::checkBindings() const {
+  auto inputsOf = [](const LoadedKernel &k) { return k.function->inputs.size(); };
+  for (size_t i = 0; i < forwardBackwardBindings_.size(); ++i) {
+    BufferKind kind = forwardBackwardBindings_[i].kind;
+    bool input = i < inputsOf(kernels_->forwardBackward());
+    if (input ? kind != BufferKind::Input && kind != BufferKind::Param
+              : kind != BufferKind::Loss && kind != BufferKind::Grad)
+      return makeError("forward_backward: unexpected ", input ? "input" : "output", " buffer of kind ",
+                       bufferKindName(kind));
+  }
+  // Every parameter and state is written by the optimizer exactly once: the trainer swaps
+  // the whole tables after the call.
+  std::vector<int> paramWrites(state_.params.size()), stateWrites(state_.states.size());
+  for (size_t i = 0; i < optimizerBindings_.size(); ++i) {
+    const Binding &b = optimizerBindings_[i];
+    bool input = i < inputsOf(kernels_->optimizerStep());
+    bool ok = input ? b.kind == BufferKind::Step || b.kind == BufferKind::GradScale ||
+                          b.kind == BufferKind::Grad || b.kind == BufferKind::Param ||
+                          b.kind == BufferKind::State
+                    : b.kind == BufferKind::GradNorm || b.kind == BufferKind::Lr ||
+                          b.kind == BufferKind::Param || b.kind == BufferKind::State;
+    if (!ok)
+      return makeError("optimizer_step: unexpected ", input ? "input" : "output",
+                       " buffer of kind ", bufferKindName(b.kind));
+    if (!input && b.kind == BufferKind::Param)
+      ++paramWrites[b.index];
+    if (!input && b.kind == BufferKind::State)
+      ++stateWrites[b.index];
+  }
+  for (size_t i = 0; i < paramWrites.size(); ++i)
+    if (paramWrites[i] != 1)
+      return makeError("optimizer_step writes parameter '", state_.params[i].name, "' ",
+                       paramWrites[i], " times (expected once)");
+  for (size_t i = 0; i < stateWrites.size(); ++i)
+    if (stateWrites[i] != 1)
+      return makeError("optimizer_step writes state '", state_.states[i].name, "' ",
+                       stateWrites[i], " times (expected once)");
+  return Error::success();
+}
+
+Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels,
+                                  TrainingState state, const TokenSource &data) {
+  Trainer t(plan, kernels, std::move(state), data);
+  const KernelFunction &fb = *kernels.forwardBackward().function;
+  if (fb.inputs.size() < 2 || fb.inputs[0].kind != BufferKind::Input ||
+      fb.inputs[1].kind != BufferKind::Input || fb.inputs[0].dims != fb.inputs[1].dims)
+    return makeError(plan.dir.string(),
+                     ": forward_backward must take the tokens and labels [batch, seq] first");
+  t.microBatchSize_ = fb.inputs[0].dims[0].size;
+  t.seqLen_ = fb.inputs[0].dims[1].size;
+  int64_t global = trainInt(plan, "global_batch").value_or(t.microBatchSize_);
+  if (global <= 0 || global % t.microBatchSize_ != 0)
+    return makeError(plan.dir.string(), ": the global batch (", global,
+                     ") is not a multiple of the kernels' micro-batch (", t.microBatchSize_, ")");
+  t.microBatches_ = global / t.microBatchSize_;
+
+  if (Error err = t.bind(fb, t.forwardBackwardBindings_); !err.ok())
+    return std::move(err).withContext(plan.dir.string());
+  if (Error err = t.bind(*kernels.optimizerStep().function, t.optimizerBindings_); !err.ok())
+    return std::move(err).withContext(plan.dir.string());
+  if (Error err = t.checkBindings(); !err.ok())
+    return std::move(err).withContext(plan.dir.string());
+  try {
+    t.next_ = t.state_;
+    for (const TrainingState::Tensor &p : t.state_.params) {
+      t.grads_.emplace_back(p.values.size(), 0.0f);
+      if (t.microBatches_ > 1)
+        t.microGrads_.emplace_back(p.values.size(), 0.0f);
+    }
+    t.tokens_.resize(size_t(t.microBatchSize_ * t.seqLen_));
+    t.labels_.resize(t.tokens_.size());
+  } catch (const std::bad_alloc &) {
+    return makeError("out of memory allocating the training buffers");
+  }
+  return t;
+}
+
+int64_t Trainer::bufferBytes() const {
+  int64_t bytes = state_.bytes() + next_.bytes();
+  for (const auto *grads : {&grads_, &microGrads_})
+    for (const std::vector<float> &g : *grads)
+      bytes += static_cast<int64_t>(g.size() * sizeof(float));
+  return bytes + static_cast<int64_t>((tokens_.size() + labels_.size()) * sizeof(int32_t));
+}
+
+Expected<StepStats> Trainer::step() {
+  auto start = std::chrono::steady_clock::now();
+  int64_t step = state_.step;
+  double lossSum = 0;
+  float loss = 0, stepScalar = static_cast<float>(step),
+        gradScale = 1.0f / static_cast<float>(microBatches_), gradNorm = 0, lr = 0;
+  std::vector<void *> buffers;
+
+  for (int64_t m = 0; m < microBatches_; ++m) {
+    int64_t sampleBegin = m * microBatchSize_;
+    data_->batch(step, sampleBegin, microBatchSize_, seqLen_, tokens_.data(), labels_.data());
+    // The first micro-batch writes the accumulated gradients directly.
+    std::vector<std::vector<float>> &out = m == 0 ? grads_ : microGrads_;
+    buffers.clear();
+    int inputIndex = 0;
+    for (const Binding &b : forwardBackwardBindings_) {
+      switch (b.kind) {
+      case BufferKind::Input:
+        buffers.push_back(inputIndex++ == 0 ? tokens_.data() : labels_.data());
+        break;
+      case BufferKind::Param:
+        buffers.push_back(state_.params[b.index].values.data());
+        break;
+      case BufferKind::Grad:
+        buffers.push_back(out[b.index].data());
+        break;
+      default: // the loss (checkBindings allows nothing else)
+        buffers.push_back(&loss);
+        break;
+      }
+    }
+    {
+      DropoutKey key{plan_->seed, step, sampleBegin};
+      DropoutKeyScope scope(key);
+      KernelLibrary::call(kernels_->forwardBackward(), buffers);
+    }
+    lossSum += loss;
+    if (m > 0)
+      for (size_t i = 0; i < grads_.size(); ++i) {
+        float *acc = grads_[i].data();
+        const float *g = microGrads_[i].data();
+        for (size_t j = 0, e = grads_[i].size(); j < e; ++j)
+          acc[j] += g[j];
+      }
+  }
+  double meanLoss = lossSum / static_cast<double>(microBatches_);
+  if (!std::isfinite(meanLoss))
+    return makeError("step ", step + 1, ": the loss is ", meanLoss,
+                     " (training diverged; try a lower learning rate)");
+
+  buffers.clear();
+  size_t inputs = kernels_->optimizerStep().function->inputs.size();
+  for (size_t i = 0; i < optimizerBindings_.size(); ++i) {
+    const Binding &b = optimizerBindings_[i];
+    bool isOutput = i >= inputs;
+    TrainingState &target = isOutput ? next_ : state_;
+    switch (b.kind) {
+    case BufferKind::Step:
+      buffers.push_back(&stepScalar);
+      break;
+    case BufferKind::GradScale:
+      buffers.push_back(&gradScale);
+      break;
+    case BufferKind::Grad:
+      buffers.push_back(grads_[b.index].data());
+      break;
+    case BufferKind::Param:
+      buffers.push_back(target.params[b.index].values.data());
+      break;
+    case BufferKind::State:
+      buffers.push_back(target.states[b.index].values.data());
+      break;
+    case BufferKind::GradNorm:
+      buffers.push_back(&gradNorm);
+      break;
+    default: // the learning rate (checkBindings allows nothing else)
+      buffers.push_back(&lr);
+      break;
+    }
+  }
+  KernelLibrary::call(kernels_->optimizerStep(), buffers);
+  if (!std::isfinite(gradNorm))
+    return makeError("step ", step + 1, ": the gradient norm is ", double(gradNorm),
+                     " (training diverged)");
+  std::swap(state_.params, next_.params);
+  std::swap(state_.states, next_.states);
+  state_.step = step + 1;
+
+  StepStats stats;
+  stats.step = state_.step;
+  stats.loss = meanLoss;
+  stats.lr = lr;
+  stats.gradNorm = gradNorm;
+  stats.tokens = microBatches_ * microBatchSize_ * seqLen_;
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+} // namespace mtc::rt

@@ -1,0 +1,40 @@
+//===- TrainingState.cpp - Parameters, optimizer state and the step count -===//
+
+#include "runtime/exec/TrainingState.h"
+
+#include <new>
+
+namespace mtc::rt {
+
+Expected<TrainingState> TrainingState::initialize(const Plan &plan, unsigned threads) {
+  Expected<HostParams> params = HostParams::initialize(plan, threads);
+  if (!params)
+    return params.takeError().withContext("initialising the parameters");
+  TrainingState state;
+  state.params = std::move(*params).release();
+  try {
+    for (const StateInfo &s : plan.states)
+      state.states.push_back(
+          Tensor{s.name, dimSizes(s.dims), std::vector<float>(size_t(s.numElements()), 0.0f)});
+  } catch (const std::bad_alloc &) {
+    return makeError("out of memory allocating the optimizer state");
+  }
+  return state;
+}
+
+std::vector<TensorRef> TrainingState::paramRefs() const {
+  std::vector<TensorRef> refs;
+  for (const Tensor &t : params)
+    refs.push_back(makeTensorRef(t.name, t.shape, t.values));
+  return refs;
+}
+
+int64_t TrainingState::bytes() const {
+  int64_t n = 0;
+  for (const auto *table : {&params, &states})
+    for (const Tensor &t : *table)
+      n += static_cast<int64_t>(t.values.size() * sizeof(float));
+  return n;
+}
+
+} // namespace mtc::rt

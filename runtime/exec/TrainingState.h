@@ -1,0 +1,41 @@
+//===- TrainingState.h - Parameters, optimizer state and the step count -*- C++ -*-===//
+//
+// Everything a training run carries from one step to the next, in host memory: the
+// parameters and optimizer state in the plan's table order (f32, row-major, stored dims)
+// and the number of optimizer steps taken. A run starts from `initialize` (Philox
+// initialisation, zero state) or from a checkpoint (Checkpoint.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_RUNTIME_EXEC_TRAININGSTATE_H
+#define MTC_RUNTIME_EXEC_TRAININGSTATE_H
+
+#include "runtime/plan/ParamInit.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/support/Error.h"
+#include "runtime/support/Safetensors.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace mtc::rt {
+
+struct TrainingState {
+  using Tensor = HostParams::Tensor;
+
+  std::vector<Tensor> params; // plan.params order
+  std::vector<Tensor> states; // plan.states order
+  int64_t step = 0;           // optimizer steps taken
+
+  /// The state at step 0 of `plan`: initialised parameters, zero optimizer state.
+  static Expected<TrainingState> initialize(const Plan &plan, unsigned threads = 0);
+
+  /// Borrowed F32 views of the parameters, named as in the .mtl (for export).
+  std::vector<TensorRef> paramRefs() const;
+  /// Bytes of all tensors together.
+  int64_t bytes() const;
+};
+
+} // namespace mtc::rt
+
+#endif // MTC_RUNTIME_EXEC_TRAININGSTATE_H

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Checks the JSONL metrics `mtrun --metrics FILE` wrote.
+
+  check-metrics.py RUN.jsonl [--steps N] [--falls-by D] [--same-losses OTHER.jsonl]
+
+--steps N: RUN has exactly the records of steps 1..N, in order, each with the fields mtrun
+documents. --falls-by D: the last loss is below the first by more than D. --same-losses:
+OTHER has the same steps with bit-identical losses, learning rates and gradient norms
+(a resumed run against a straight one).
+"""
+import argparse
+import json
+import math
+import sys
+
+FIELDS = ("step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms", "peak_rss_bytes")
+
+
+def read(path):
+    with open(path) as f:
+        records = [json.loads(line) for line in f]
+    for r in records:
+        missing = [k for k in FIELDS if k not in r]
+        if missing:
+            sys.exit(f"{path}: step {r.get('step')}: missing {missing}")
+        if not math.isfinite(r["loss"]):
+            sys.exit(f"{path}: step {r['step']}: loss {r['loss']}")
+    return records
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("run")
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--falls-by", type=float)
+    parser.add_argument("--same-losses")
+    args = parser.parse_args()
+    run = read(args.run)
+    if args.steps is not None:
+        steps = [r["step"] for r in run]
+        if steps != list(range(1, args.steps + 1)):
+            sys.exit(f"{args.run}: steps {steps}, expected 1..{args.steps}")
+    if args.falls_by is not None:
+        first, last = run[0]["loss"], run[-1]["loss"]
+        if not last < first - args.falls_by:
+            sys.exit(f"{args.run}: loss {first} -> {last} did not fall by more than {args.falls_by}")
+        print(f"loss falls: {first:.4f} -> {last:.4f}")
+    if args.same_losses:
+        other = read(args.same_losses)
+        if len(other) != len(run):
+            sys.exit(f"{len(run)} records against {len(other)}")
+        for a, b in zip(run, other):
+            for key in ("step", "loss", "lr", "grad_norm"):
+                if a[key] != b[key]:
+                    sys.exit(f"step {a['step']}: {key} {a[key]!r} != {b[key]!r}")
+        print(f"same losses: {len(run)} steps")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+//===- CheckpointTest.cpp - Saving and resuming training state ------------===//
+
+#include "runtime/exec/Checkpoint.h"
+
+#include "ExecTestPlan.h"
+#include "test/unittests/runtime/TempDir.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+
+using namespace mtc::rt;
+using mtc::rt::test::smallPlan;
+using mtc::rt::test::TempDir;
+
+namespace {
+
+TrainingState trainedState(const Plan &plan) {
+  Expected<TrainingState> state = TrainingState::initialize(plan, 1);
+  EXPECT_TRUE(state.ok()) << state.error().message();
+  // Values a fresh initialisation does not have, so that loading is seen to restore them.
+  for (auto *table : {&state->params, &state->states})
+    for (TrainingState::Tensor &t : *table)
+      for (size_t i = 0; i < t.values.size(); ++i)
+        t.values[i] += 0.25f * static_cast<float>(i + 1);
+  state->step = 42;
+  return std::move(*state);
+}
+
+std::string readAll(const std::filesystem::path &path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void writeAll(const std::filesystem::path &path, const std::string &bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string loadError(const std::filesystem::path &dir, const Plan &plan) {
+  Expected<TrainingState> loaded = loadCheckpoint(dir, plan);
+  EXPECT_FALSE(loaded.ok()) << "the checkpoint loaded";
+  return loaded.ok() ? "" : loaded.error().message();
+}
+
+} // namespace
+
+TEST(CheckpointTest, RoundTripIsExact) {
+  TempDir tmp;
+  Plan plan = smallPlan();
+  TrainingState state = trainedState(plan);
+  ASSERT_TRUE(saveCheckpoint(tmp / "ckpt", plan, state).ok());
+  Expected<TrainingState> loaded = loadCheckpoint(tmp / "ckpt", plan);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  EXPECT_EQ(loaded->step, 42);
+  ASSERT_EQ(loaded->params.size(), 2u);
+  ASSERT_EQ(loaded->states.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(loaded->params[i].name, state.params[i].name);
+    EXPECT_EQ(loaded->params[i].shape, state.params[i].shape);
+    EXPECT_EQ(loaded->params[i].values, state.params[i].values);
+    EXPECT_EQ(loaded->states[i].values, state.states[i].values);
+  }
+}
+
+TEST(CheckpointTest, SavingAgainReplacesTheFileAtomically) {
+  TempDir tmp;
+  Plan plan = smallPlan();
+  TrainingState state = trainedState(plan);
+  ASSERT_TRUE(saveCheckpoint(tmp / "ckpt", plan, state).ok());
+  state.step = 43;
+  ASSERT_TRUE(saveCheckpoint(tmp / "ckpt", plan, state).ok());
+  std::vector<std::string> names;
+  for (const auto &entry : std::filesystem::directory_iterator(tmp / "ckpt"))
+    names.push_back(entry.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"checkpoint.safetensors"});
+  Expected<TrainingState> loaded = loadCheckpoint(tmp / "ckpt", plan);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  EXPECT_EQ(loaded->step, 43);
+}
+
+TEST(CheckpointTest, FlippedBitFailsTheChecksum) {
+  TempDir tmp;
+  Plan plan = smallPlan();
+  ASSERT_TRUE(saveCheckpoint(tmp / "ckpt", plan, trainedState(plan)).ok());
+  std::filesystem::path file = tmp / "ckpt" / "checkpoint.safetensors";
+  std::string bytes = readAll(file);
+  bytes[bytes.size() - 3] ^= 0x10; // inside the last tensor's data
+  writeAll(file, bytes);
+  std::string message = loadError(tmp / "ckpt", plan);
+  EXPECT_NE(message.find("fails its CRC-32C check (the file is corrupt)"), std::string::npos)
+      << message;
+}
+
+TEST(CheckpointTest, TruncatedFileIsCorrupt) {
+  TempDir tmp;
+  Plan plan = smallPlan();
+  ASSERT_TRUE(saveCheckpoint(tmp / "ckpt", plan, trainedState(plan)).ok());
+  std::filesystem::path file = tmp / "ckpt" / "checkpoint.safetensors";
+  std::string bytes = readAll(file);
+  writeAll(file, bytes.substr(0, bytes.size() - 8));
+  std::string message = loadError(tmp / "ckpt", plan);
+  EXPECT_EQ(message.rfind((tmp / "ckpt").string() + ": corrupt checkpoint: ", 0), 0u) << message;
+}
+
+TEST(CheckpointTest, OtherModelName) {
+  TempDir tmp;
+  Plan other = smallPlan("other");
+  ASSERT_TRUE(saveCheckpoint(tmp / "ckpt", other, trainedState(other)).ok());
+  EXPECT_EQ(loadError(tmp / "ckpt", smallPlan()),
+            (tmp / "ckpt").string() +
+                ": a checkpoint of model 'other', but the plan is of model 'small'");
+}
+
+TEST(CheckpointTest, SameNameOtherShapes) {
+  TempDir tmp;
+  Plan wide = smallPlan("small", 5);
+  ASSERT_TRUE(saveCheckpoint(tmp / "ckpt", wide, trainedState(wide)).ok());
+  EXPECT_EQ(loadError(tmp / "ckpt", smallPlan()),
+            (tmp / "ckpt").string() +
+                ": tensor 'param:w' is F32 [5, 4] in the checkpoint but F32 [3, 4] in the plan (a "
+                "checkpoint of another model?)");
+}
+
+TEST(CheckpointTest, MissingTensor) {
+  TempDir tmp;
+  Plan fewer = smallPlan();
+  fewer.states.pop_back();
+  fewer.params.back().name = "bias";
+  ASSERT_TRUE(saveCheckpoint(tmp / "ckpt", fewer, trainedState(fewer)).ok());
+  EXPECT_NE(loadError(tmp / "ckpt", smallPlan()).find("holds 3 tensors but the plan has 2 "
+                                                      "parameters and 2 optimizer states"),
+            std::string::npos);
+}
+
+TEST(CheckpointTest, NotACheckpoint) {
+  TempDir tmp;
+  Plan plan = smallPlan();
+  EXPECT_EQ(loadError(tmp / "absent", plan), (tmp / "absent").string() +
+                                                 ": no such checkpoint directory");
+  std::filesystem::create_directories(tmp / "empty");
+  EXPECT_EQ(loadError(tmp / "empty", plan),
+            (tmp / "empty").string() + ": not a checkpoint (no checkpoint.safetensors in it)");
+  // A safetensors file that is not a checkpoint (an export of the parameters).
+  std::filesystem::create_directories(tmp / "export");
+  std::vector<float> values(4, 1.0f);
+  std::vector<TensorRef> refs{makeTensorRef("b", {4}, values)};
+  ASSERT_TRUE(
+      writeSafetensors(tmp / "export" / "checkpoint.safetensors", refs, {{"format", "mtc"}}).ok());
+  EXPECT_EQ(loadError(tmp / "export", plan),
+            (tmp / "export").string() + ": not an mtc checkpoint (format 'mtc')");
+}

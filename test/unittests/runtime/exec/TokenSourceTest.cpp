@@ -1,0 +1,48 @@
+//===- TokenSourceTest.cpp - The training data of a run -------------------===//
+
+#include "runtime/data/TokenSource.h"
+
+#include "test/unittests/runtime/TempDir.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+using namespace mtc::rt;
+using mtc::rt::test::TempDir;
+
+TEST(TokenSourceTest, SyntheticIsTheTask) {
+  Expected<TokenSource> source = TokenSource::synthetic(256, 1234);
+  ASSERT_TRUE(source.ok()) << source.error().message();
+  SyntheticTask task(256, 1234);
+  std::vector<int32_t> a(2 * 8), b(2 * 8), c(2 * 8), d(2 * 8);
+  source->batch(3, 4, 2, 8, a.data(), b.data());
+  task.batch(3, 4, 2, 8, c.data(), d.data());
+  EXPECT_EQ(a, c);
+  EXPECT_EQ(b, d);
+  ASSERT_TRUE(source->bestLoss().has_value());
+  EXPECT_DOUBLE_EQ(*source->bestLoss(), task.entropyRate());
+  EXPECT_EQ(source->describe(),
+            "synthetic Markov task over 256 tokens (best loss 1.2799, uniform 5.5452)");
+}
+
+TEST(TokenSourceTest, TextNeedsAByteVocabulary) {
+  TempDir tmp;
+  std::ofstream(tmp / "t.txt") << "hello, world";
+  Expected<TokenSource> small = TokenSource::text(tmp / "t.txt", 100, 0);
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.error().message(), "--data '" + (tmp / "t.txt").string() +
+                                         "': byte-level text needs a vocabulary of at least 256 "
+                                         "tokens, but the model's vocab is 100");
+  Expected<TokenSource> text = TokenSource::text(tmp / "t.txt", 256, 0);
+  ASSERT_TRUE(text.ok()) << text.error().message();
+  EXPECT_FALSE(text->bestLoss().has_value());
+  EXPECT_EQ(text->describe(), "text '" + (tmp / "t.txt").string() + "' (12 bytes, byte-level tokens)");
+}
+
+TEST(TokenSourceTest, MissingTextFile) {
+  TempDir tmp;
+  Expected<TokenSource> text = TokenSource::text(tmp / "absent.txt", 256, 0);
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.error().message().find("absent.txt"), std::string::npos);
+}
