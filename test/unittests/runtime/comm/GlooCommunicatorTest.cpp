@@ -1,0 +1,433 @@
+//===- GlooCommunicatorTest.cpp - Gloo collectives against serial references -===//
+//
+// 2 and 4 ranks as threads over loopback. Results are compared bit for bit across ranks, with
+// a serial reference (exactly where the reduction order is known or the values are exact),
+// and across two runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CommTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <future>
+
+namespace mtc::rt::test {
+namespace {
+
+/// Deterministic values of varied sign and magnitude, so that the reduction order matters.
+float valueOf(int rank, size_t i) {
+  uint64_t x = (uint64_t(rank) + 1) * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 31;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 29;
+  double u = double(x >> 11) * 0x1.0p-53 * 2 - 1;
+  return static_cast<float>(u * std::pow(10.0, double(int(i % 7) - 3)));
+}
+
+std::vector<float> inputOf(int rank, size_t count) {
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i)
+    v[i] = valueOf(rank, i);
+  return v;
+}
+
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class GlooCollectives : public ::testing::TestWithParam<int> {
+protected:
+  int n() const { return GetParam(); }
+  TestJob job;
+};
+
+INSTANTIATE_TEST_SUITE_P(Ranks, GlooCollectives, ::testing::Values(2, 4),
+                         [](const auto &info) { return std::to_string(info.param) + "ranks"; });
+
+TEST_P(GlooCollectives, AllReduceSumFloat) {
+  const int n = this->n();
+  for (size_t count : {size_t(0), size_t(1), size_t(3), size_t(1000), size_t(300001)}) {
+    std::vector<std::vector<float>> first(n), second(n);
+    std::vector<uint64_t> counted(n);
+    runRanks(n, [&](int rank) {
+      auto comm = job.connect(rank, n, "ar" + std::to_string(count));
+      ASSERT_TRUE(comm);
+      first[rank] = inputOf(rank, count);
+      ASSERT_TRUE(comm->allReduceSum(first[rank].data(), count).ok());
+      second[rank] = inputOf(rank, count);
+      ASSERT_TRUE(comm->allReduceSum(second[rank].data(), count).ok());
+      counted[rank] = comm->counters().bytesSentBy(CollectiveKind::AllReduce);
+      EXPECT_EQ(comm->counters().callsOf(CollectiveKind::AllReduce), 2u);
+    });
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(sameBits(first[r], first[0])) << "rank " << r << " count " << count;
+      EXPECT_TRUE(sameBits(second[r], first[0])) << "run-to-run, rank " << r;
+      EXPECT_EQ(counted[r], 2 * GlooCommunicator::ringAllReduceBytesSent(
+                                    r, n, count * sizeof(float), sizeof(float)));
+    }
+    for (size_t i = 0; i < count; ++i) {
+      double sum = 0, mag = 0;
+      for (int r = 0; r < n; ++r)
+        sum += valueOf(r, i), mag += std::fabs(valueOf(r, i));
+      ASSERT_NEAR(first[0][i], sum, 1e-6 * mag + 1e-30) << "element " << i;
+    }
+  }
+  // The ring sends 2 (n - 1) / n of the buffer when it divides evenly.
+  EXPECT_EQ(GlooCommunicator::ringAllReduceBytesSent(0, 2, 4000, 4), 4000u);
+  EXPECT_EQ(GlooCommunicator::ringAllReduceBytesSent(3, 4, 4000, 4), 6000u);
+}
+
+TEST_P(GlooCollectives, AllReduceSumExactValuesAndDouble) {
+  const int n = this->n();
+  const size_t count = 257;
+  std::vector<std::vector<float>> f(n);
+  std::vector<std::vector<double>> d(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "exact");
+    ASSERT_TRUE(comm);
+    f[rank].resize(count);
+    d[rank].resize(count);
+    for (size_t i = 0; i < count; ++i) {
+      f[rank][i] = float(int(i) * (rank + 1) - 100);
+      d[rank][i] = 1.0 / double(i + 1 + rank);
+    }
+    ASSERT_TRUE(comm->allReduceSum(f[rank].data(), count).ok());
+    ASSERT_TRUE(comm->allReduceSum(d[rank].data(), count).ok());
+  });
+  for (size_t i = 0; i < count; ++i) {
+    float exact = 0;
+    double approx = 0;
+    for (int r = 0; r < n; ++r) {
+      exact += float(int(i) * (r + 1) - 100);
+      approx += 1.0 / double(i + 1 + r);
+    }
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(f[r][i], exact);
+      EXPECT_EQ(std::memcmp(&d[r][i], &d[0][i], sizeof(double)), 0);
+      EXPECT_NEAR(d[r][i], approx, 1e-15);
+    }
+  }
+}
+
+TEST_P(GlooCollectives, AllGather) {
+  const int n = this->n();
+  const size_t per = 37;
+  std::vector<std::vector<float>> out(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "ag");
+    ASSERT_TRUE(comm);
+    std::vector<float> in = inputOf(rank, per);
+    out[rank].assign(per * n, -1);
+    ASSERT_TRUE(comm->allGather(in.data(), out[rank].data(), per).ok());
+    EXPECT_EQ(comm->counters().bytesSentBy(CollectiveKind::AllGather),
+              uint64_t(n - 1) * per * sizeof(float));
+  });
+  std::vector<float> expected;
+  for (int r = 0; r < n; ++r) {
+    auto v = inputOf(r, per);
+    expected.insert(expected.end(), v.begin(), v.end());
+  }
+  for (int r = 0; r < n; ++r)
+    EXPECT_TRUE(sameBits(out[r], expected)) << "rank " << r;
+}
+
+TEST_P(GlooCollectives, ReduceScatterSumInRingOrder) {
+  const int n = this->n();
+  for (size_t per : {size_t(1), size_t(1000)}) {
+    std::vector<std::vector<float>> out(n), again(n);
+    runRanks(n, [&](int rank) {
+      auto comm = job.connect(rank, n, "rs" + std::to_string(per));
+      ASSERT_TRUE(comm);
+      std::vector<float> in = inputOf(rank, per * n);
+      out[rank].assign(per, -1);
+      again[rank].assign(per, -1);
+      ASSERT_TRUE(comm->reduceScatterSum(in.data(), out[rank].data(), per).ok());
+      ASSERT_TRUE(comm->reduceScatterSum(in.data(), again[rank].data(), per).ok());
+      EXPECT_EQ(comm->counters().bytesSentBy(CollectiveKind::ReduceScatter),
+                2 * uint64_t(n - 1) * per * sizeof(float));
+    });
+    // Block c is summed along the ring starting after c: ((x[c+1] + x[c+2]) + ...) + x[c].
+    for (int c = 0; c < n; ++c) {
+      std::vector<float> expected(per);
+      for (size_t i = 0; i < per; ++i) {
+        float acc = valueOf((c + 1) % n, c * per + i);
+        for (int k = 2; k <= n; ++k)
+          acc = acc + valueOf((c + k) % n, c * per + i);
+        expected[i] = acc;
+      }
+      EXPECT_TRUE(sameBits(out[c], expected)) << "rank " << c << " per " << per;
+      EXPECT_TRUE(sameBits(again[c], expected)) << "run-to-run, rank " << c;
+    }
+  }
+}
+
+TEST_P(GlooCollectives, Broadcast) {
+  const int n = this->n();
+  const std::string message = "thirteen byte";
+  std::vector<std::string> got(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "bc");
+    ASSERT_TRUE(comm);
+    for (int root = 0; root < n; ++root) {
+      std::string buf = rank == root ? message + char('0' + root) : std::string(14, '?');
+      ASSERT_TRUE(comm->broadcast(buf.data(), buf.size(), root).ok());
+      got[rank] += buf;
+    }
+    EXPECT_FALSE(comm->broadcast(got[rank].data(), 1, n).ok()); // root out of range
+  });
+  std::string expected;
+  for (int root = 0; root < n; ++root)
+    expected += message + char('0' + root);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(got[r], expected);
+}
+
+TEST_P(GlooCollectives, AllToAll) {
+  const int n = this->n();
+  const size_t per = 5;
+  std::vector<std::vector<float>> out(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "a2a");
+    ASSERT_TRUE(comm);
+    std::vector<float> in(per * n);
+    for (int dst = 0; dst < n; ++dst)
+      for (size_t i = 0; i < per; ++i)
+        in[dst * per + i] = float(rank * 1000 + dst * 10 + int(i));
+    out[rank].assign(per * n, -1);
+    ASSERT_TRUE(comm->allToAll(in.data(), out[rank].data(), per).ok());
+    EXPECT_EQ(comm->counters().bytesSentBy(CollectiveKind::AllToAll),
+              uint64_t(n - 1) * per * sizeof(float));
+  });
+  for (int r = 0; r < n; ++r)
+    for (int src = 0; src < n; ++src)
+      for (size_t i = 0; i < per; ++i)
+        EXPECT_EQ(out[r][src * per + i], float(src * 1000 + r * 10 + int(i)));
+}
+
+TEST_P(GlooCollectives, BarrierWaitsForTheSlowest) {
+  const int n = this->n();
+  std::vector<std::chrono::steady_clock::duration> waited(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "barrier");
+    ASSERT_TRUE(comm);
+    ASSERT_TRUE(comm->barrier().ok()); // everyone connected
+    auto start = std::chrono::steady_clock::now();
+    if (rank == n - 1)
+      std::this_thread::sleep_for(200ms);
+    ASSERT_TRUE(comm->barrier().ok());
+    waited[rank] = std::chrono::steady_clock::now() - start;
+  });
+  for (int r = 0; r < n; ++r)
+    EXPECT_GE(waited[r], 150ms) << "rank " << r;
+}
+
+TEST_P(GlooCollectives, SendRecvAndShift) {
+  const int n = this->n();
+  std::vector<std::vector<int>> shifted(n);
+  std::vector<std::string> received(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "p2p");
+    ASSERT_TRUE(comm);
+    // 0 -> last, two messages in order.
+    if (rank == 0) {
+      std::string a = "first", b = "second!";
+      ASSERT_TRUE(comm->send(a.data(), a.size(), n - 1).ok());
+      ASSERT_TRUE(comm->send(b.data(), b.size(), n - 1).ok());
+      EXPECT_EQ(comm->counters().bytesSentBy(CollectiveKind::SendRecv), 12u);
+    } else if (rank == n - 1) {
+      std::string a(5, '?'), b(7, '?');
+      ASSERT_TRUE(comm->recv(a.data(), a.size(), 0).ok());
+      ASSERT_TRUE(comm->recv(b.data(), b.size(), 0).ok());
+      received[rank] = a + "," + b;
+    }
+    EXPECT_FALSE(comm->send("x", 1, rank).ok()); // to itself
+    EXPECT_FALSE(comm->recv(nullptr, 1, n).ok());
+    // Everyone sends to the right and receives from the left.
+    std::vector<int> mine = {rank, rank * rank, -rank};
+    shifted[rank].assign(3, -7);
+    ASSERT_TRUE(comm->sendRecv(mine.data(), 3 * sizeof(int), (rank + 1) % n, shifted[rank].data(),
+                               3 * sizeof(int), (rank + n - 1) % n)
+                    .ok());
+  });
+  EXPECT_EQ(received[n - 1], "first,second!");
+  for (int r = 0; r < n; ++r) {
+    int left = (r + n - 1) % n;
+    EXPECT_EQ(shifted[r], (std::vector<int>{left, left * left, -left}));
+  }
+}
+
+TEST(GlooSubgroups, SplitAndSubgroup) {
+  TestJob job;
+  const int n = 4;
+  struct Seen {
+    int evenOddRank = -1, evenOddSize = -1;
+    float evenOddSum = 0;
+    bool inSub = false;
+    int subRank = -1;
+    std::string subBroadcast;
+    float worldSum = 0;
+    int singleSize = -1;
+  };
+  std::vector<Seen> seen(n);
+  runRanks(n, [&](int rank) {
+    auto world = job.connect(rank, n, "sub");
+    ASSERT_TRUE(world);
+    Seen &s = seen[rank];
+    // Even and odd ranks, in reverse order of rank (key = -rank).
+    auto evenOdd = world->split(rank % 2, -rank);
+    ASSERT_TRUE(evenOdd.ok()) << evenOdd.error().message();
+    ASSERT_TRUE(*evenOdd);
+    s.evenOddRank = (*evenOdd)->rank();
+    s.evenOddSize = (*evenOdd)->size();
+    float v = float(rank + 1);
+    ASSERT_TRUE((*evenOdd)->allReduceSum(&v, 1).ok());
+    s.evenOddSum = v;
+    EXPECT_EQ((*evenOdd)->counters().callsOf(CollectiveKind::AllReduce), 1u);
+
+    // Ranks 3 and 1, in that order; 0 and 2 get nothing.
+    auto sub = world->subgroup({3, 1});
+    ASSERT_TRUE(sub.ok()) << sub.error().message();
+    s.inSub = bool(*sub);
+    if (*sub) {
+      s.subRank = (*sub)->rank();
+      std::string buf = rank == 3 ? "from parent 3" : std::string(13, '?');
+      ASSERT_TRUE((*sub)->broadcast(buf.data(), buf.size(), 0).ok());
+      s.subBroadcast = buf;
+      // A group of one, split from a sub-group.
+      auto single = (*sub)->split((*sub)->rank(), 0);
+      ASSERT_TRUE(single.ok() && *single) << single.error().message();
+      s.singleSize = (*single)->size();
+      float x = 5;
+      ASSERT_TRUE((*single)->allReduceSum(&x, 1).ok());
+      EXPECT_EQ(x, 5);
+      ASSERT_TRUE((*single)->barrier().ok());
+    }
+    // The parent still works, and is not charged for the splits.
+    float w = 1;
+    ASSERT_TRUE(world->allReduceSum(&w, 1).ok());
+    s.worldSum = w;
+    EXPECT_EQ(world->counters().callsOf(CollectiveKind::AllGather), 0u);
+    // Bad lists fail the same way on every rank.
+    EXPECT_FALSE(world->subgroup({0, 0}).ok());
+    EXPECT_FALSE(world->subgroup({4}).ok());
+    EXPECT_FALSE(world->subgroup({}).ok());
+  });
+  // Even: ranks 2 (new 0) and 0 (new 1); odd: 3 (new 0) and 1 (new 1).
+  EXPECT_EQ(seen[0].evenOddRank, 1);
+  EXPECT_EQ(seen[2].evenOddRank, 0);
+  EXPECT_EQ(seen[1].evenOddRank, 1);
+  EXPECT_EQ(seen[3].evenOddRank, 0);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(seen[r].evenOddSize, 2);
+    EXPECT_EQ(seen[r].evenOddSum, r % 2 == 0 ? 4.0f : 6.0f);
+    EXPECT_EQ(seen[r].worldSum, 4.0f);
+    EXPECT_EQ(seen[r].inSub, r == 1 || r == 3);
+  }
+  EXPECT_EQ(seen[3].subRank, 0);
+  EXPECT_EQ(seen[1].subRank, 1);
+  EXPECT_EQ(seen[1].subBroadcast, "from parent 3");
+  EXPECT_EQ(seen[1].singleSize, 1);
+}
+
+class GlooSilentPeer : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(Ranks, GlooSilentPeer, ::testing::Values(2, 4),
+                         [](const auto &info) { return std::to_string(info.param) + "ranks"; });
+
+TEST_P(GlooSilentPeer, OthersFailWithinTheTimeout) {
+  // The last rank stays alive but stops participating.
+  TestJob job;
+  const int n = GetParam();
+  std::promise<void> othersDone;
+  std::shared_future<void> done = othersDone.get_future().share();
+  std::atomic<int> finished{0};
+  std::vector<Error> errors(n), after(n);
+  std::vector<std::chrono::steady_clock::duration> elapsed(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "silent", 500ms);
+    ASSERT_TRUE(comm);
+    ASSERT_TRUE(comm->barrier().ok());
+    if (rank == n - 1) {
+      done.wait();
+      return;
+    }
+    std::vector<float> v(100, 1.0f);
+    auto start = std::chrono::steady_clock::now();
+    errors[rank] = comm->allReduceSum(v.data(), v.size());
+    elapsed[rank] = std::chrono::steady_clock::now() - start;
+    after[rank] = comm->barrier();
+    EXPECT_FALSE(comm->failure().empty());
+    if (++finished == n - 1)
+      othersDone.set_value();
+  });
+  for (int r = 0; r + 1 < n; ++r) {
+    ASSERT_FALSE(errors[r].ok()) << "rank " << r;
+    EXPECT_NE(errors[r].message().find(concat("gloo allReduceSum (rank ", r, " of ", n)),
+              std::string::npos)
+        << errors[r].message();
+    EXPECT_LT(elapsed[r], 3s) << "rank " << r;
+    ASSERT_FALSE(after[r].ok());
+    EXPECT_NE(after[r].message().find("unusable after an earlier failure"), std::string::npos)
+        << after[r].message();
+  }
+  // The silent rank's neighbour waited the whole timeout.
+  EXPECT_GE(elapsed[n - 2], 400ms);
+}
+
+TEST(GlooFailures, DeadPeerMakesTheOthersFail) {
+  TestJob job;
+  const int n = 4;
+  std::vector<Error> errors(n);
+  std::vector<std::chrono::steady_clock::duration> elapsed(n);
+  std::promise<void> allDone;
+  std::shared_future<void> done = allDone.get_future().share();
+  std::atomic<int> finished{0};
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "dead", 500ms);
+    ASSERT_TRUE(comm);
+    ASSERT_TRUE(comm->barrier().ok());
+    if (rank == 2) {
+      comm.reset(); // dies: its connections close
+      done.wait();
+      return;
+    }
+    std::vector<float> in(8 * n, 1.0f), out(8);
+    auto start = std::chrono::steady_clock::now();
+    errors[rank] = comm->reduceScatterSum(in.data(), out.data(), 8);
+    elapsed[rank] = std::chrono::steady_clock::now() - start;
+    if (++finished == n - 1)
+      allDone.set_value();
+  });
+  for (int r = 0; r < n; ++r) {
+    if (r == 2)
+      continue;
+    ASSERT_FALSE(errors[r].ok()) << "rank " << r;
+    EXPECT_NE(errors[r].message().find("reduceScatterSum"), std::string::npos)
+        << errors[r].message();
+    EXPECT_LT(elapsed[r], 3s) << "rank " << r;
+  }
+}
+
+TEST(GlooFailures, BadArguments) {
+  TestJob job;
+  EXPECT_FALSE(GlooCommunicator::create(job.storeFor(0), 2, 2, job.options("bad")).ok());
+  EXPECT_FALSE(GlooCommunicator::create(JobStore{}, 0, 1, job.options("bad")).ok());
+  // A world of one works without peers.
+  auto one = GlooCommunicator::create(job.storeFor(0), 0, 1, job.options("one"));
+  ASSERT_TRUE(one.ok()) << one.error().message();
+  float x[3] = {1, 2, 3}, y[3];
+  EXPECT_TRUE((*one)->allReduceSum(x, 3).ok());
+  EXPECT_TRUE((*one)->allGather(x, y, 3).ok());
+  EXPECT_EQ(y[2], 3);
+  EXPECT_TRUE((*one)->reduceScatterSum(x, y, 3).ok());
+  EXPECT_TRUE((*one)->allToAll(x, y, 3).ok());
+  EXPECT_TRUE((*one)->broadcast(x, sizeof x, 0).ok());
+  EXPECT_TRUE((*one)->barrier().ok());
+  EXPECT_EQ((*one)->counters().totalBytesSent(), 0u);
+}
+
+} // namespace
+} // namespace mtc::rt::test

@@ -1,0 +1,181 @@
+//===- RendezvousTest.cpp - The TCP store, the token, the rendezvous timeout -===//
+
+#include "CommTestUtil.h"
+
+#include <gloo/common/error.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+namespace mtc::rt::test {
+namespace {
+
+std::vector<char> bytes(std::string_view s) { return {s.begin(), s.end()}; }
+
+/// A loopback port bound but not listening: connecting to it is refused, and no other
+/// process (a concurrent test's Gloo pair, say) can take it while this lives. SO_REUSEADDR
+/// lets a StoreServer bind the same port meanwhile.
+struct ReservedPort {
+  int fd = -1;
+  uint16_t port = 0;
+  ReservedPort() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~ReservedPort() { ::close(fd); }
+};
+
+TEST(Rendezvous, JobTokenIs32HexDigits) {
+  auto a = generateJobToken();
+  auto b = generateJobToken();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->size(), 32u);
+  EXPECT_EQ(a->find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(*a, *b);
+}
+
+TEST(Rendezvous, SetGetWait) {
+  TestJob job;
+  JobStore a = job.storeFor(0), b = job.storeFor(1);
+  ASSERT_TRUE(a.client && b.client);
+  ASSERT_TRUE(a.client->trySet("k", bytes("value")).ok());
+  auto v = b.client->tryGet("k", 100ms);
+  ASSERT_TRUE(v.ok()) << v.error().message();
+  EXPECT_EQ(std::string(v->begin(), v->end()), "value");
+
+  // Binary values and an empty one.
+  std::vector<char> bin = {'\0', '\xff', '\n'};
+  ASSERT_TRUE(a.client->trySet("bin", bin).ok());
+  ASSERT_TRUE(a.client->trySet("empty", {}).ok());
+  EXPECT_EQ(*b.client->tryGet("bin", 100ms), bin);
+  EXPECT_TRUE(b.client->tryGet("empty", 100ms)->empty());
+
+  // get waits for a key another client sets later.
+  std::thread setter([&] {
+    std::this_thread::sleep_for(50ms);
+    (void)a.client->trySet("later", bytes("x"));
+  });
+  auto later = b.client->tryGet("later", 2000ms);
+  setter.join();
+  ASSERT_TRUE(later.ok()) << later.error().message();
+
+  // Timeouts and missing keys.
+  auto start = std::chrono::steady_clock::now();
+  auto none = b.client->tryGet("never", 200ms);
+  EXPECT_FALSE(none.ok());
+  EXPECT_NE(none.error().message().find("'never' not set within 200 ms"), std::string::npos)
+      << none.error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  auto missing = b.client->waitMissing({"k", "m1", "bin", "m2"}, 100ms);
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(*missing, (std::vector<std::string>{"m1", "m2"}));
+
+  // The gloo::Store interface throws.
+  EXPECT_THROW(b.client->wait({"m1"}, std::chrono::milliseconds(50)), gloo::IoException);
+  EXPECT_NO_THROW(b.client->wait({"k"}, std::chrono::milliseconds(50)));
+}
+
+TEST(Rendezvous, WrongTokenIsRefused) {
+  TestJob job;
+  auto bad = TcpStore::connect("127.0.0.1", job.port(), "ffffffffffffffffffffffffffffffff", 1000ms);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("refused this process"), std::string::npos)
+      << bad.error().message();
+  auto empty = TcpStore::connect("127.0.0.1", job.port(), "", 1000ms);
+  EXPECT_FALSE(empty.ok());
+  // The server still serves the right token.
+  auto good = TcpStore::connect("127.0.0.1", job.port(), kToken, 1000ms);
+  ASSERT_TRUE(good.ok()) << good.error().message();
+  EXPECT_TRUE((*good)->trySet("a", bytes("b")).ok());
+}
+
+TEST(Rendezvous, ServerNeedsAToken) {
+  auto s = StoreServer::start("127.0.0.1", 0, "");
+  EXPECT_FALSE(s.ok());
+}
+
+TEST(Rendezvous, UnreachableStoreFailsWithinTheTimeout) {
+  ReservedPort reserved;
+  auto start = std::chrono::steady_clock::now();
+  auto c = TcpStore::connect("127.0.0.1", reserved.port, kToken, 300ms);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message().find("is rank 0 running?"), std::string::npos)
+      << c.error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
+TEST(Rendezvous, ClientRetriesUntilTheServerStarts) {
+  // Rank 0 may start its server after the others try to connect.
+  ReservedPort reserved;
+  std::unique_ptr<StoreServer> late;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(200ms);
+    auto s = StoreServer::start("127.0.0.1", reserved.port, kToken);
+    EXPECT_TRUE(s.ok()) << s.error().message();
+    if (s)
+      late = std::move(*s);
+  });
+  auto c = TcpStore::connect("127.0.0.1", reserved.port, kToken, 3000ms);
+  starter.join();
+  EXPECT_TRUE(c.ok()) << c.error().message();
+}
+
+TEST(Rendezvous, OpenJobStore) {
+  auto token = generateJobToken();
+  ASSERT_TRUE(token.ok());
+  auto zero = openJobStore(0, "127.0.0.1", 0, *token, 1000ms, "127.0.0.1");
+  ASSERT_TRUE(zero.ok()) << zero.error().message();
+  ASSERT_TRUE(zero->server && zero->client);
+  auto one = openJobStore(1, "127.0.0.1", zero->server->port(), *token, 1000ms);
+  ASSERT_TRUE(one.ok()) << one.error().message();
+  EXPECT_FALSE(one->server);
+  EXPECT_FALSE(openJobStore(1, "127.0.0.1", 0, *token, 100ms).ok());
+}
+
+TEST(Rendezvous, TimeoutNamesTheMissingRanks) {
+  TestJob job;
+  std::vector<Error> errors(4);
+  auto start = std::chrono::steady_clock::now();
+  runRanks(4, [&](int rank) {
+    if (rank == 1 || rank == 3)
+      return; // never arrive
+    JobStore store = job.storeFor(rank);
+    GlooOptions o = job.options("late");
+    o.rendezvousTimeout = 1000ms;
+    auto c = GlooCommunicator::create(store, rank, 4, o);
+    errors[rank] = c ? Error::success() : c.takeError();
+  });
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  for (int rank : {0, 2}) {
+    ASSERT_FALSE(errors[rank].ok());
+    EXPECT_NE(errors[rank].message().find("rank(s) 1, 3 did not arrive"), std::string::npos)
+        << errors[rank].message();
+  }
+  EXPECT_GE(elapsed, 900ms);
+  EXPECT_LT(elapsed, 4s);
+}
+
+TEST(Rendezvous, WaitForRanksSucceedsWhenAllArrive) {
+  TestJob job;
+  std::vector<Error> errors(3);
+  runRanks(3, [&](int rank) {
+    JobStore store = job.storeFor(rank);
+    errors[rank] = waitForRanks(*store.client, "all", rank, 3, 2000ms);
+  });
+  for (auto &e : errors)
+    EXPECT_TRUE(e.ok()) << e.message();
+}
+
+} // namespace
+} // namespace mtc::rt::test
