@@ -27,6 +27,16 @@ echo
 echo "== the loss curve (scripts/plot-loss.py; also written to ${DEMO_PLOT:-build/demo-loss.svg})"
 python3 scripts/plot-loss.py "$work/metrics.jsonl" "${DEMO_PLOT:-$build/demo-loss.svg}"
 echo
+echo "== the same run on 2 local ranks (data parallel, Gloo over TCP), first 10 steps"
+"$bin/mtrun" "$work/gpt-tiny.plan" --nodes 2 --steps 10 --log-every 5 --metrics "$work/dp2.jsonl"
+python3 - "$work/metrics.jsonl" "$work/dp2.jsonl" <<'PY'
+import json, sys
+one, two = ([json.loads(line) for line in open(path)] for path in sys.argv[1:])
+print("   step  loss (1 rank)        loss (2 ranks)")
+for a, b in zip(one, two):
+    print(f"   {a['step']:4d}  {a['loss']:.15f}  {b['loss']:.15f}{'' if a['loss'] == b['loss'] else '  differs'}")
+PY
+echo
 echo "== gradient check of a small GPT against the float64 reference interpreter"
 "$bin/mtc" compile test/compiler/autodiff/gradcheck/gpt-layer.mtl --emit=mt | "$bin/mt-gradcheck" - | tail -1
 echo

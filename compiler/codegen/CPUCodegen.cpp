@@ -184,6 +184,58 @@ void expandStridedCopies(ModuleOp module) {
   });
 }
 
+/// Replaces every f32 `linalg.batch_matmul` on buffers with a call of the external
+/// kBatchMatmulF32Function (see CPUCodegen.h), declared on first use with a C interface.
+/// The operands are cast to fully dynamic strided memrefs, so that one declaration serves
+/// every shape and layout. Other element types, and products with their own indexing maps
+/// (transposed or broadcast operands), stay linalg and become loops.
+LogicalResult callBatchMatmulLibrary(ModuleOp module) {
+  SmallVector<linalg::BatchMatmulOp> matmuls;
+  module.walk([&](linalg::BatchMatmulOp op) {
+    if (op.hasPureBufferSemantics() && !op.hasUserDefinedMaps() &&
+        llvm::all_of(op->getOperandTypes(), [](Type type) {
+          return cast<MemRefType>(type).getElementType().isF32();
+        }))
+      matmuls.push_back(op);
+  });
+  if (matmuls.empty())
+    return success();
+
+  MLIRContext *context = module.getContext();
+  Type operandType = MemRefType::get(
+      {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic},
+      Float32Type::get(context),
+      StridedLayoutAttr::get(context, ShapedType::kDynamic,
+                             {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic}));
+  FunctionType type = FunctionType::get(context, {operandType, operandType, operandType}, {});
+  if (Operation *existing = module.lookupSymbol(codegen::kBatchMatmulF32Function)) {
+    auto func = dyn_cast<func::FuncOp>(existing);
+    if (!func || !func.isExternal() || func.getFunctionType() != type)
+      return existing->emitOpError()
+             << "'" << codegen::kBatchMatmulF32Function
+             << "' is reserved for the f32 batched matrix product: it must be an external "
+                "function of type "
+             << type;
+  } else {
+    OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+    auto func = func::FuncOp::create(builder, module.getLoc(),
+                                     codegen::kBatchMatmulF32Function, type);
+    func.setPrivate();
+    func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(context));
+  }
+
+  IRRewriter rewriter(context);
+  for (linalg::BatchMatmulOp op : matmuls) {
+    rewriter.setInsertionPoint(op);
+    SmallVector<Value> operands = llvm::map_to_vector(op->getOperands(), [&](Value operand) {
+      return Value(memref::CastOp::create(rewriter, op.getLoc(), operandType, operand));
+    });
+    rewriter.replaceOpWithNewOp<func::CallOp>(op, codegen::kBatchMatmulF32Function,
+                                              TypeRange{}, operands);
+  }
+  return success();
+}
+
 /// Marks every public function with a body to get a `_mlir_ciface_` wrapper.
 void requestCInterfaces(ModuleOp module) {
   for (auto func : module.getOps<func::FuncOp>())
@@ -297,7 +349,8 @@ Error link(llvm::StringRef objectPath, llvm::StringRef outputPath,
     return errorf("no linker found (looked for " + llvm::join(candidates, ", ") +
                   " on PATH): cannot build a shared object");
   bool isLld = llvm::StringRef(program).contains("ld.lld");
-  SmallVector<llvm::StringRef> args{program, "-shared", "-o", outputPath, objectPath};
+  SmallVector<llvm::StringRef> args{program, "-shared", "-o", outputPath, objectPath,
+                                    MTC_CLANG_RT_BUILTINS};
   // A compiler driver finds libm itself; bare lld leaves it to the loading process.
   if (!isLld)
     args.push_back("-lm");
@@ -364,6 +417,8 @@ Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
     if (failed(bufferizeForCodegen(*module)))
       return diagnostics.error("bufferization failed");
     expandStridedCopies(*module);
+    if (failed(callBatchMatmulLibrary(*module)))
+      return diagnostics.error("calling the GEMM library failed");
     PassManager pm(context);
     buildLowerToLLVMPipeline(pm);
     if (failed(pm.run(*module)))

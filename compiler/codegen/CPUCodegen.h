@@ -22,6 +22,18 @@
 //
 //   void _mtc_packed_f(void **descriptors);   // _mlir_ciface_f(descriptors[0], ...)
 //
+// GEMMs. Every f32 `linalg.batch_matmul` (mt-to-linalg's form of an f32 `mt.contract`)
+// becomes a call of the external function kBatchMatmulF32Function, which the process
+// loading the object defines (runtime/exec/Gemm.h, with BLAS):
+//
+//   void _mlir_ciface_mtc_batch_matmul_f32(StridedMemRefType<float, 3> *a,
+//                                          StridedMemRefType<float, 3> *b,
+//                                          StridedMemRefType<float, 3> *c);
+//
+// It computes c[i] += a[i] x b[i] for every i < sizes[0] (a: [batch, m, k], b:
+// [batch, k, n], c: [batch, m, n]), the accumulation of linalg.batch_matmul (c arrives
+// zero-filled from mt-to-linalg). The descriptors may have any strides and offset (views
+// of larger buffers); the three buffers do not overlap.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +53,10 @@ namespace mtc::codegen {
 
 /// The prefix of the packed entry points (see the file comment).
 inline constexpr llvm::StringLiteral kPackedEntryPrefix = "_mtc_packed_";
+
+/// The external function f32 batched matrix products call (see the file comment); the
+/// object imports `_mlir_ciface_` followed by this name.
+inline constexpr llvm::StringLiteral kBatchMatmulF32Function = "mtc_batch_matmul_f32";
 
 struct CPUCodegenOptions {
   /// Target CPU: "native" (the host CPU and its features, the default: plans are run where

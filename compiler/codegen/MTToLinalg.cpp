@@ -28,6 +28,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/DialectConversion.h"
 
+#include <array>
 #include <numbers>
 #include <variant>
 
@@ -80,6 +81,17 @@ Value lowering::fill(OpBuilder &builder, Location loc, NamedTensorType type, Typ
   Value scalar = arith::ConstantOp::create(builder, loc, value);
   return linalg::FillOp::create(builder, loc, scalar, emptyTensor(builder, loc, type))
       .getResult(0);
+}
+
+Value lowering::transposed(OpBuilder &builder, Location loc, Value value,
+                          ArrayRef<int64_t> permutation) {
+  if (llvm::equal(permutation, llvm::seq<int64_t>(0, permutation.size())))
+    return value;
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> sizes =
+      llvm::map_to_vector(permutation, [&](int64_t dim) { return type.getDimSize(dim); });
+  Value init = tensor::EmptyOp::create(builder, loc, sizes, type.getElementType());
+  return linalg::TransposeOp::create(builder, loc, value, init, permutation)->getResult(0);
 }
 
 Value lowering::clampedIndex(OpBuilder &builder, Location loc, Value index, int64_t size) {
@@ -414,33 +426,181 @@ struct ReduceLowering : OpConversionPattern<Op> {
   }
 };
 
-/// A contraction iterates over the result's dimensions (parallel) followed by the
-/// contracted ones (reduction), accumulating lhs * rhs into a zero-filled result.
+/// A contraction as one generic op: it iterates over the result's dimensions (parallel)
+/// followed by the contracted ones (reduction), accumulating lhs * rhs into a zero fill.
+Value buildContractGeneric(OpBuilder &builder, Location loc, mt::ContractOp op, Value lhs,
+                           Value rhs) {
+  NamedTensorType resultType = namedType(op.getResult());
+  Value init = fill(builder, loc, resultType,
+                    builder.getFloatAttr(resultType.getElementType(), 0.0));
+  SmallVector<StringAttr> space(resultType.getDimNames());
+  for (StringAttr name : op.getOver().getAsRange<StringAttr>())
+    space.push_back(name);
+  SmallVector<utils::IteratorType> iterators(resultType.getRank(),
+                                             utils::IteratorType::parallel);
+  iterators.append(space.size() - resultType.getRank(), utils::IteratorType::reduction);
+  SmallVector<AffineMap> maps{mapInto(space, namedType(op.getLhs())),
+                              mapInto(space, namedType(op.getRhs())),
+                              mapInto(space, resultType)};
+  auto generic = linalg::GenericOp::create(
+      builder, loc, TypeRange{builtinType(resultType)}, ValueRange{lhs, rhs},
+      ValueRange{init}, maps, iterators, [&](OpBuilder &b, Location l, ValueRange args) {
+        Value product = arith::MulFOp::create(b, l, args[0], args[1]);
+        linalg::YieldOp::create(b, l, ValueRange{arith::AddFOp::create(b, l, args[2], product)});
+      });
+  return generic.getResult(0);
+}
+
+/// The dimensions of a contraction in their roles in a batched matrix product
+/// C[b] = A[b] x B[b]: batch dimensions are in both operands and the result, rows only in
+/// the lhs and the result, columns only in the rhs and the result, and the contracted ones
+/// in both operands. Every dimension has exactly one role (mt.contract's verifier puts
+/// every dimension that is not contracted into the result). Each list keeps the order of
+/// the operand it is read from (batch and rows: the lhs, which is also the result's order;
+/// columns: the rhs; contracted: the lhs), so that the common layouts need no transpose.
+struct GemmRoles {
+  SmallVector<StringAttr> batch, rows, columns, contracted;
+
+  explicit GemmRoles(mt::ContractOp op) {
+    NamedTensorType lhs = namedType(op.getLhs()), rhs = namedType(op.getRhs());
+    auto over = op.getOver().getAsRange<StringAttr>();
+    for (StringAttr name : lhs.getDimNames()) {
+      if (llvm::is_contained(over, name))
+        contracted.push_back(name);
+      else if (rhs.hasDim(name.getValue()))
+        batch.push_back(name);
+      else
+        rows.push_back(name);
+    }
+    for (StringAttr name : rhs.getDimNames())
+      if (!lhs.hasDim(name.getValue()))
+        columns.push_back(name);
+  }
+};
+
+/// The reshapes between a tensor whose dimensions are three consecutive groups (any of
+/// which may be empty) and its rank-3 form, one dimension per group (1 for an empty one).
+/// The rank-3 form is `collapse(grouped)` then `expand(padded)`; the way back is the
+/// inverse, `collapse(padded)` then `expand(grouped)`. Either step is left out when it
+/// would change nothing.
+struct Rank3Reshape {
+  /// The full dimensions -> one dimension per non-empty group.
+  SmallVector<ReassociationIndices> grouped;
+  /// The non-empty groups -> the three dimensions; the unit dimension of an empty group
+  /// joins the next non-empty group, or the last one when none follows.
+  SmallVector<ReassociationIndices> padded;
+  /// The position among the three of each non-empty group.
+  SmallVector<int64_t> positions;
+  int64_t rank = 0;
+
+  explicit Rank3Reshape(std::array<size_t, 3> groupLengths) {
+    ReassociationIndices pending;
+    for (auto [position, length] : llvm::enumerate(groupLengths)) {
+      pending.push_back(static_cast<int64_t>(position));
+      if (length == 0)
+        continue;
+      positions.push_back(static_cast<int64_t>(position));
+      ReassociationIndices &group = grouped.emplace_back();
+      for (size_t i = 0; i < length; ++i)
+        group.push_back(rank++);
+      padded.push_back(std::move(pending));
+      pending.clear();
+    }
+    if (!padded.empty())
+      llvm::append_range(padded.back(), pending);
+  }
+
+  Value toRank3(OpBuilder &b, Location loc, Value value) const {
+    auto type = cast<RankedTensorType>(value.getType());
+    if (static_cast<int64_t>(grouped.size()) != rank)
+      value = tensor::CollapseShapeOp::create(b, loc, value, grouped);
+    if (padded.size() == 3)
+      return value;
+    SmallVector<int64_t> sizes;
+    for (const ReassociationIndices &group : grouped)
+      sizes.push_back(llvm::product_of(
+          llvm::map_range(group, [&](int64_t dim) { return type.getDimSize(dim); })));
+    SmallVector<int64_t> shape(3, 1);
+    for (auto [position, size] : llvm::zip_equal(positions, sizes))
+      shape[position] = size;
+    return tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get(shape, type.getElementType()), value, padded);
+  }
+
+  Value fromRank3(OpBuilder &b, Location loc, Value value, RankedTensorType type) const {
+    if (padded.size() != 3)
+      value = tensor::CollapseShapeOp::create(b, loc, value, padded);
+    if (static_cast<int64_t>(grouped.size()) == rank)
+      return value;
+    return tensor::ExpandShapeOp::create(b, loc, type, value, grouped);
+  }
+};
+
+/// The names `from` reordered as `to` lists them, as a transpose permutation (position i
+/// of the result is position permutation[i] of `from`).
+SmallVector<int64_t> permutationBetween(ArrayRef<StringAttr> from, ArrayRef<StringAttr> to) {
+  return llvm::map_to_vector(
+      to, [&](StringAttr name) -> int64_t { return llvm::find(from, name) - from.begin(); });
+}
+
+/// An f32 contraction is a `linalg.batch_matmul`, which the CPU backend turns into a BLAS
+/// call: each operand is transposed into [batch..., rows..., contracted...] (lhs) or
+/// [batch..., contracted..., columns...] (rhs) where its order differs and collapsed to
+/// rank 3; the [b, m, n] product, accumulated into a zero fill, is expanded to
+/// [batch..., rows..., columns...] and transposed into the result's order. Other element
+/// types keep one generic op: no library routine would run them.
 struct ContractLowering : OpConversionPattern<mt::ContractOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(mt::ContractOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     NamedTensorType resultType = namedType(op.getResult());
-    SmallVector<StringAttr> space(resultType.getDimNames());
-    for (StringAttr name : op.getOver().getAsRange<StringAttr>())
-      space.push_back(name);
-    SmallVector<utils::IteratorType> iterators(resultType.getRank(),
-                                               utils::IteratorType::parallel);
-    iterators.append(space.size() - resultType.getRank(), utils::IteratorType::reduction);
-    SmallVector<AffineMap> maps{mapInto(space, namedType(op.getLhs())),
-                                mapInto(space, namedType(op.getRhs())),
-                                mapInto(space, resultType)};
-    Value init = fill(rewriter, loc, resultType,
-                      rewriter.getFloatAttr(resultType.getElementType(), 0.0));
-    auto generic = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{builtinType(resultType)},
-        ValueRange{adaptor.getLhs(), adaptor.getRhs()}, ValueRange{init}, maps, iterators,
-        [&](OpBuilder &b, Location l, ValueRange args) {
-          Value product = arith::MulFOp::create(b, l, args[0], args[1]);
-          linalg::YieldOp::create(b, l, ValueRange{arith::AddFOp::create(b, l, args[2], product)});
-        });
-    rewriter.replaceOp(op, generic.getResult(0));
+    Type element = resultType.getElementType();
+    if (!element.isF32()) {
+      rewriter.replaceOp(
+          op, buildContractGeneric(rewriter, loc, op, adaptor.getLhs(), adaptor.getRhs()));
+      return success();
+    }
+
+    GemmRoles roles(op);
+    auto asMatrices = [&](Value value, NamedTensorType type,
+                       std::array<ArrayRef<StringAttr>, 3> groups) {
+      SmallVector<StringAttr> order;
+      for (ArrayRef<StringAttr> group : groups)
+        llvm::append_range(order, group);
+      Value ordered = transposed(rewriter, loc, value,
+                                 permutationBetween(type.getDimNames(), order));
+      return Rank3Reshape({groups[0].size(), groups[1].size(), groups[2].size()})
+          .toRank3(rewriter, loc, ordered);
+    };
+    Value lhs = asMatrices(adaptor.getLhs(), namedType(op.getLhs()),
+                        {roles.batch, roles.rows, roles.contracted});
+    Value rhs = asMatrices(adaptor.getRhs(), namedType(op.getRhs()),
+                        {roles.batch, roles.contracted, roles.columns});
+
+    auto lhsType = cast<RankedTensorType>(lhs.getType());
+    auto rhsType = cast<RankedTensorType>(rhs.getType());
+    SmallVector<int64_t> productShape{lhsType.getDimSize(0), lhsType.getDimSize(1),
+                                      rhsType.getDimSize(2)};
+    Value zero = arith::ConstantOp::create(rewriter, loc, rewriter.getFloatAttr(element, 0.0));
+    Value empty = tensor::EmptyOp::create(rewriter, loc, productShape, element);
+    Value init = linalg::FillOp::create(rewriter, loc, zero, empty).getResult(0);
+    Value product =
+        linalg::BatchMatmulOp::create(rewriter, loc, ValueRange{lhs, rhs}, ValueRange{init})
+            .getResult(0);
+
+    SmallVector<StringAttr> productOrder(roles.batch);
+    llvm::append_range(productOrder, roles.rows);
+    llvm::append_range(productOrder, roles.columns);
+    SmallVector<int64_t> productSizes = llvm::map_to_vector(productOrder, [&](StringAttr name) {
+      return resultType.getDimSizes()[*resultType.getDimIndex(name.getValue())];
+    });
+    Value expanded =
+        Rank3Reshape({roles.batch.size(), roles.rows.size(), roles.columns.size()})
+            .fromRank3(rewriter, loc, product, RankedTensorType::get(productSizes, element));
+    rewriter.replaceOp(op, transposed(rewriter, loc, expanded,
+                                      permutationBetween(productOrder,
+                                                         resultType.getDimNames())));
     return success();
   }
 };

@@ -25,11 +25,20 @@ namespace mtc::codegen::lowering {
 ///
 /// It returns 0 when element `element` (the row-major offset in the op's type) of dropout
 /// stream `stream` is dropped and 1 / (1 - rate) when it is kept. The generated code does
-/// not know the run's seed or the training step: the definition (in the runtime) reads the
-/// seed and step its caller set before running the kernels, and decides with
-/// `mtc_dropout_keep` of runtime/support/Philox.h, the one implementation shared by the
-/// runtime, generated code and the tests.
+/// not know the run's seed, the training step or the layer instance: the definition (in the
+/// runtime) reads the seed and step its caller set before running the kernels and the
+/// instance set by kDropoutLayerFunction, and decides with `mtc_dropout_keep` and
+/// `mtc_dropout_tensor_id` of runtime/support/Philox.h, the one implementation shared by
+/// the runtime, generated code, the interpreter and the tests.
 inline constexpr llvm::StringLiteral kDropoutScaleFunction = "mtc_dropout_scale";
+
+/// The external C function a scan calls around the calls of its layer when the module has
+/// dropout, so that every repeat of a layer draws its own masks:
+///
+///     void mtc_dropout_layer(int64_t instance);
+///
+/// `instance` is the repeat about to run; -1 after the scan (outside any layer).
+inline constexpr llvm::StringLiteral kDropoutLayerFunction = "mtc_dropout_layer";
 
 inline mt::NamedTensorType namedType(mlir::Value value) {
   return llvm::cast<mt::NamedTensorType>(value.getType());
@@ -54,6 +63,12 @@ mlir::Value indexConstant(mlir::OpBuilder &builder, mlir::Location loc, int64_t 
 /// A tensor of `type` filled with `value`.
 mlir::Value fill(mlir::OpBuilder &builder, mlir::Location loc, mt::NamedTensorType type,
                  mlir::TypedAttr value);
+
+/// `value` (a ranked tensor) with its dimensions permuted: position i of the result is
+/// position `permutation[i]` of `value`. A `linalg.transpose`, or `value` itself for the
+/// identity.
+mlir::Value transposed(mlir::OpBuilder &builder, mlir::Location loc, mlir::Value value,
+                       llvm::ArrayRef<int64_t> permutation);
 
 /// Element type conversion as the interpreter's `mt.cast`: floats extend or truncate;
 /// float -> integer truncates toward zero (i1 as unsigned); integers are sign-extended (i1

@@ -13,7 +13,8 @@
 // with the angle negated under `inverse`.
 //
 // `mt.dropout` multiplies each element by `mtc_dropout_scale(stream, element, rate)`, an
-// external C function (see kDropoutScaleFunction in MTToLinalg.h for the contract) called
+// external C function (see kDropoutScaleFunction in MTToLinalg.h for the contract; scans
+// tell it the layer instance through kDropoutLayerFunction) called
 // once per element with the element's row-major offset in the op's type; the product is
 // computed in f32 (f64 for f64 tensors). Rate 0 keeps every element (Philox's u < 1 always
 // holds) and lowers to nothing.
@@ -165,20 +166,26 @@ LogicalResult codegen::lowering::declareDropoutScale(ModuleOp module) {
   if (!hasDropout)
     return success();
   OpBuilder builder(module.getContext());
-  auto type = builder.getFunctionType(
-      {builder.getI64Type(), builder.getI64Type(), builder.getF64Type()}, {builder.getF32Type()});
-  if (auto existing = module.lookupSymbol(kDropoutScaleFunction)) {
-    auto func = dyn_cast<func::FuncOp>(existing);
-    if (func && func.isExternal() && func.getFunctionType() == type)
-      return success();
-    return existing->emitOpError() << "'" << kDropoutScaleFunction
-                                   << "' is reserved for the dropout decision: it must be an "
-                                      "external function of type "
-                                   << type;
+  Type i64 = builder.getI64Type();
+  // The decision, and the layer instance it depends on (set by scans, see ScanToSCF.cpp).
+  std::pair<StringRef, FunctionType> declarations[] = {
+      {kDropoutScaleFunction,
+       builder.getFunctionType({i64, i64, builder.getF64Type()}, {builder.getF32Type()})},
+      {kDropoutLayerFunction, builder.getFunctionType({i64}, {})},
+  };
+  for (auto [name, type] : declarations) {
+    if (Operation *existing = module.lookupSymbol(name)) {
+      auto func = dyn_cast<func::FuncOp>(existing);
+      if (func && func.isExternal() && func.getFunctionType() == type)
+        continue;
+      return existing->emitOpError() << "'" << name
+                                     << "' is reserved for dropout: it must be an external "
+                                        "function of type "
+                                     << type;
+    }
+    builder.setInsertionPointToStart(module.getBody());
+    func::FuncOp::create(builder, module.getLoc(), name, type).setPrivate();
   }
-  builder.setInsertionPointToStart(module.getBody());
-  auto func = func::FuncOp::create(builder, module.getLoc(), kDropoutScaleFunction, type);
-  func.setPrivate();
   return success();
 }
 

@@ -9,6 +9,12 @@
 // `tensor.insert_slice`s each stacked result at slice i of its accumulator. The layer stays
 // one function, called N times, whatever the depth.
 //
+// When the module has dropout (declareDropoutScale declared kDropoutLayerFunction), each
+// iteration first tells the runtime the instance i it runs, and the scan ends by setting -1,
+// so that every repeat of a layer draws its own masks and a backward scan (`reverse`)
+// redraws the masks of the same instance as its forward. Nested scans are not supported by
+// this protocol (the inner scan's -1 would hide the outer instance).
+//
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/MTToLinalg.h"
@@ -63,12 +69,20 @@ struct RepeatLowering : OpConversionPattern<mt::RepeatOp> {
     for (Value result : op.getResults().drop_front(carried))
       inits.push_back(emptyTensor(rewriter, loc, namedType(result)));
 
+    // Calls of kDropoutLayerFunction, when the module declares it.
+    bool tellsInstance = static_cast<bool>(
+        SymbolTable::lookupNearestSymbolFrom(op, rewriter.getStringAttr(kDropoutLayerFunction)));
+    auto setInstance = [&](OpBuilder &b, Location l, Value instance) {
+      if (tellsInstance)
+        func::CallOp::create(b, l, kDropoutLayerFunction, TypeRange{}, ValueRange{instance});
+    };
     auto loop = scf::ForOp::create(
         rewriter, loc, indexConstant(rewriter, loc, 0), indexConstant(rewriter, loc, count),
         indexConstant(rewriter, loc, 1), inits,
         [&](OpBuilder &b, Location l, Value iv, ValueRange iterArgs) {
           Value instance =
               reverse ? Value(arith::SubIOp::create(b, l, indexConstant(b, l, count - 1), iv)) : iv;
+          setInstance(b, l, arith::IndexCastUIOp::create(b, l, b.getI64Type(), instance));
           SmallVector<Value> args(iterArgs.take_front(carried));
           for (auto [position, stacked] : llvm::enumerate(inputs.drop_front(carried))) {
             auto stackedType = cast<RankedTensorType>(stacked.getType());
@@ -89,6 +103,8 @@ struct RepeatLowering : OpConversionPattern<mt::RepeatOp> {
           }
           scf::YieldOp::create(b, l, yields);
         });
+    setInstance(rewriter, loc,
+                arith::ConstantOp::create(rewriter, loc, rewriter.getI64IntegerAttr(-1)));
     rewriter.replaceOp(op, loop.getResults());
     return success();
   }

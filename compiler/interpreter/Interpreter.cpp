@@ -8,11 +8,14 @@
 
 #include "compiler/interpreter/Interpreter.h"
 #include "compiler/interpreter/OpEval.h"
+#include "runtime/support/Philox.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <utility>
 
 using namespace mlir;
 using namespace mtc;
@@ -320,10 +323,12 @@ Expected<Results> Interpreter::evalDropout(Operation *op, const Tensor &input) {
   if (!dropoutKeep)
     return opError(op, "dropout mode 'deterministic masks' needs a keep-mask function");
   double scale = 1 / (1 - dropout.getRate().convertToDouble());
-  int64_t stream = static_cast<int64_t>(dropout.getStream());
+  int64_t tensorId = mtc_dropout_tensor_id(static_cast<int64_t>(dropout.getStream()),
+                                           dropoutLayerInstance);
   Tensor result(input.type);
   for (auto [element, value] : llvm::enumerate(input.data))
-    result.data[element] = dropoutKeep(stream, static_cast<int64_t>(element)) ? value * scale : 0.0;
+    result.data[element] =
+        dropoutKeep(tensorId, static_cast<int64_t>(element)) ? value * scale : 0.0;
   return Results{std::move(result)};
 }
 
@@ -361,7 +366,9 @@ Expected<Results> Interpreter::evalRepeat(Operation *op, ArrayRef<const Tensor *
       auto begin = operand->data.begin() + call * size;
       args.emplace_back(type, std::vector<double>(begin, begin + size));
     }
+    int64_t outerInstance = std::exchange(dropoutLayerInstance, call);
     Expected<std::vector<Tensor>> results = callWithInstance(callee, call, args);
+    dropoutLayerInstance = outerInstance;
     if (!results)
       return opError(op, llvm::formatv("in call {0} of '@{1}':\n{2}", call, repeat.getCallee(),
                                        llvm::toString(results.takeError())));

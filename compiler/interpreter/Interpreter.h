@@ -23,10 +23,11 @@
 //
 // Dropout. `DropoutMode::Identity` (the default, used by gradient checks) returns the input
 // unchanged. `DropoutMode::DeterministicMasks` keeps element e (its row-major offset in
-// the op's type) of stream s when `keep(s, e)` is true, scaling kept elements by
-// 1/(1-rate): the masks of step 0, supplied by the caller (e.g. from the runtime's Philox
-// generator) so that the interpreter needs no RNG of its own. Every instance of a layer
-// sees the same mask for a given stream.
+// the op's type) of the op's site when `keep(id, e)` is true, scaling kept elements by
+// 1/(1-rate), where id = mtc_dropout_tensor_id(site stream, layer instance) (Philox.h; the
+// instance of the innermost `mt.repeat` call in progress, -1 outside): the masks of one
+// step, supplied by the caller (e.g. from the runtime's Philox generator) so that the
+// interpreter needs no RNG of its own. Compiled kernels key their masks the same way.
 //
 // Choices where the op descriptions leave room: integer `mt.div` truncates toward zero
 // (division by zero is an error); `mt.cast` to an integer type truncates toward zero and
@@ -103,9 +104,9 @@ llvm::Expected<Tensor> reorder(const Tensor &tensor, mt::NamedTensorType target)
 /// What `mt.dropout` does (see the file comment).
 enum class DropoutMode { Identity, DeterministicMasks };
 
-/// Whether element `element` (row-major offset in the op's type) of dropout stream `stream`
-/// is kept.
-using DropoutKeepFn = std::function<bool(int64_t stream, int64_t element)>;
+/// Whether element `element` (row-major offset in the op's type) of the dropout site with
+/// tensor id `tensorId` (its stream and layer instance, see the file comment) is kept.
+using DropoutKeepFn = std::function<bool(int64_t tensorId, int64_t element)>;
 
 class Interpreter {
 public:
@@ -164,6 +165,8 @@ private:
   llvm::StringMap<int64_t> currentInstance;
   DropoutMode dropoutMode = DropoutMode::Identity;
   DropoutKeepFn dropoutKeep;
+  /// The instance of the innermost repeat call in progress (-1 outside), for dropout keys.
+  int64_t dropoutLayerInstance = -1;
   /// Depth of nested calls, bounded so that a recursive program is an error, not a crash.
   unsigned callDepth = 0;
 };

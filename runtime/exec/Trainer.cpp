@@ -90,8 +90,9 @@ Error Trainer::checkBindings() const {
 }
 
 Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels,
-                                  TrainingState state, const TokenSource &data) {
-  Trainer t(plan, kernels, std::move(state), data);
+                                  TrainingState state, const TokenSource &data,
+                                  int64_t globalBatch, Communicator *dataParallel) {
+  Trainer t(plan, kernels, std::move(state), data, dataParallel);
   const KernelFunction &fb = *kernels.forwardBackward().function;
   if (fb.inputs.size() < 2 || fb.inputs[0].kind != BufferKind::Input ||
       fb.inputs[1].kind != BufferKind::Input || fb.inputs[0].dims != fb.inputs[1].dims)
@@ -99,11 +100,18 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
                      ": forward_backward must take the tokens and labels [batch, seq] first");
   t.microBatchSize_ = fb.inputs[0].dims[0].size;
   t.seqLen_ = fb.inputs[0].dims[1].size;
-  int64_t global = trainInt(plan, "global_batch").value_or(t.microBatchSize_);
+  int64_t global =
+      globalBatch > 0 ? globalBatch : trainInt(plan, "global_batch").value_or(t.microBatchSize_);
   if (global <= 0 || global % t.microBatchSize_ != 0)
     return makeError(plan.dir.string(), ": the global batch (", global,
                      ") is not a multiple of the kernels' micro-batch (", t.microBatchSize_, ")");
   t.microBatches_ = global / t.microBatchSize_;
+  if (dataParallel && t.microBatches_ % dataParallel->size() != 0)
+    return makeError("the global batch of ", global, " sequences is ", t.microBatches_,
+                     " micro-batches of ", t.microBatchSize_, ", which ", dataParallel->size(),
+                     " data-parallel ranks cannot share evenly (choose a global batch that is a "
+                     "multiple of ",
+                     t.microBatchSize_ * dataParallel->size(), ")");
 
   if (Error err = t.bind(fb, t.forwardBackwardBindings_); !err.ok())
     return std::move(err).withContext(plan.dir.string());
@@ -113,11 +121,14 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     return std::move(err).withContext(plan.dir.string());
   try {
     t.next_ = t.state_;
+    size_t total = 0;
     for (const TrainingState::Tensor &p : t.state_.params) {
-      t.grads_.emplace_back(p.values.size(), 0.0f);
-      if (t.microBatches_ > 1)
-        t.microGrads_.emplace_back(p.values.size(), 0.0f);
+      t.gradOffsets_.push_back(total);
+      total += p.values.size();
     }
+    t.grads_.assign(total, 0.0f);
+    if (t.microBatches_ > 1)
+      t.microGrads_.assign(total, 0.0f);
     t.tokens_.resize(size_t(t.microBatchSize_ * t.seqLen_));
     t.labels_.resize(t.tokens_.size());
   } catch (const std::bad_alloc &) {
@@ -127,11 +138,9 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
 }
 
 int64_t Trainer::bufferBytes() const {
-  int64_t bytes = state_.bytes() + next_.bytes();
-  for (const auto *grads : {&grads_, &microGrads_})
-    for (const std::vector<float> &g : *grads)
-      bytes += static_cast<int64_t>(g.size() * sizeof(float));
-  return bytes + static_cast<int64_t>((tokens_.size() + labels_.size()) * sizeof(int32_t));
+  return state_.bytes() + next_.bytes() +
+         static_cast<int64_t>((grads_.size() + microGrads_.size()) * sizeof(float) +
+                              (tokens_.size() + labels_.size()) * sizeof(int32_t));
 }
 
 Expected<StepStats> Trainer::step() {
@@ -142,11 +151,14 @@ Expected<StepStats> Trainer::step() {
         gradScale = 1.0f / static_cast<float>(microBatches_), gradNorm = 0, lr = 0;
   std::vector<void *> buffers;
 
-  for (int64_t m = 0; m < microBatches_; ++m) {
+  int dpRank = dataParallel_ ? dataParallel_->rank() : 0;
+  int dpSize = dataParallel_ ? dataParallel_->size() : 1;
+  bool first = true;
+  for (int64_t m = dpRank; m < microBatches_; m += dpSize) {
     int64_t sampleBegin = m * microBatchSize_;
     data_->batch(step, sampleBegin, microBatchSize_, seqLen_, tokens_.data(), labels_.data());
     // The first micro-batch writes the accumulated gradients directly.
-    std::vector<std::vector<float>> &out = m == 0 ? grads_ : microGrads_;
+    std::vector<float> &out = first ? grads_ : microGrads_;
     buffers.clear();
     int inputIndex = 0;
     for (const Binding &b : forwardBackwardBindings_) {
@@ -158,7 +170,7 @@ Expected<StepStats> Trainer::step() {
         buffers.push_back(state_.params[b.index].values.data());
         break;
       case BufferKind::Grad:
-        buffers.push_back(out[b.index].data());
+        buffers.push_back(grad(out, b.index));
         break;
       default: // the loss (checkBindings allows nothing else)
         buffers.push_back(&loss);
@@ -171,13 +183,18 @@ Expected<StepStats> Trainer::step() {
       KernelLibrary::call(kernels_->forwardBackward(), buffers);
     }
     lossSum += loss;
-    if (m > 0)
-      for (size_t i = 0; i < grads_.size(); ++i) {
-        float *acc = grads_[i].data();
-        const float *g = microGrads_[i].data();
-        for (size_t j = 0, e = grads_[i].size(); j < e; ++j)
-          acc[j] += g[j];
-      }
+    if (!first)
+      for (size_t j = 0, e = grads_.size(); j < e; ++j)
+        grads_[j] += microGrads_[j];
+    first = false;
+  }
+  if (dataParallel_) {
+    if (Error err = dataParallel_->allReduceSum(grads_.data(), grads_.size()); !err.ok())
+      return std::move(err).withContext(
+          concat("step ", step + 1, ": all-reduce of the gradients over the data-parallel ranks"));
+    if (Error err = dataParallel_->allReduceSum(&lossSum, 1); !err.ok())
+      return std::move(err).withContext(
+          concat("step ", step + 1, ": all-reduce of the loss over the data-parallel ranks"));
   }
   double meanLoss = lossSum / static_cast<double>(microBatches_);
   if (!std::isfinite(meanLoss))
@@ -198,7 +215,7 @@ Expected<StepStats> Trainer::step() {
       buffers.push_back(&gradScale);
       break;
     case BufferKind::Grad:
-      buffers.push_back(grads_[b.index].data());
+      buffers.push_back(grad(grads_, b.index));
       break;
     case BufferKind::Param:
       buffers.push_back(target.params[b.index].values.data());

@@ -2,22 +2,26 @@
 //
 // One optimizer step of the plan on this CPU:
 //
-//   for each micro-batch m of the global batch (global_batch / micro_batch of them):
+//   for each micro-batch m of the global batch (global_batch / micro_batch of them) that
+//   this data-parallel rank owns (m % dp == rank):
 //     tokens, labels <- data(step, samples [m * micro, (m + 1) * micro))
 //     loss_m, grads_m <- forward_backward(tokens, labels, params)   (dropout key: step, m)
 //     grads += grads_m
+//   all-reduce (sum) grads and the loss sum over the data-parallel ranks, one buffer
 //   grad_norm, lr, params', states' <- optimizer_step(step, 1 / micro-batches, grads, ...)
 //
-// The step's loss is the mean of the micro-batch losses (each a mean over its tokens), so
-// it does not depend on how the global batch is split. The optimizer writes the new
-// parameters and state into a second set of buffers, swapped in after the call (kernel
-// outputs must not alias inputs).
+// Every rank then holds the same gradients and takes the same optimizer step, so parameters
+// and state stay replicated. The step's loss is the mean of the micro-batch losses (each a
+// mean over its tokens), so it does not depend on how the global batch is split. The
+// optimizer writes the new parameters and state into a second set of buffers, swapped in
+// after the call (kernel outputs must not alias inputs).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_EXEC_TRAINER_H
 #define MTC_RUNTIME_EXEC_TRAINER_H
 
+#include "runtime/comm/Communicator.h"
 #include "runtime/data/TokenSource.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/TrainingState.h"
@@ -39,13 +43,16 @@ struct StepStats {
 
 class Trainer {
 public:
-  /// Binds `kernels` (of `plan`) to `state`. The plan, kernels and data must outlive the
-  /// trainer. Fails when the plan's batch settings and the kernels disagree.
+  /// Binds `kernels` (of `plan`) to `state`. `globalBatch` samples per step (0: the plan's
+  /// `global_batch`), split over the ranks of `dataParallel` (null: this rank alone). The
+  /// plan, kernels, data and communicator must outlive the trainer. Fails when the batch
+  /// settings, the kernels and the data-parallel degree do not fit together.
   static Expected<Trainer> create(const Plan &plan, const KernelLibrary &kernels,
-                                  TrainingState state, const TokenSource &data);
+                                  TrainingState state, const TokenSource &data,
+                                  int64_t globalBatch = 0, Communicator *dataParallel = nullptr);
 
   /// Takes one optimizer step. Fails (leaving the state of the previous step) when the loss
-  /// or the gradient norm is not finite.
+  /// or the gradient norm is not finite, or a collective fails.
   Expected<StepStats> step();
 
   const TrainingState &state() const { return state_; }
@@ -58,8 +65,13 @@ public:
 
 private:
   Trainer(const Plan &plan, const KernelLibrary &kernels, TrainingState state,
-          const TokenSource &data)
-      : plan_(&plan), kernels_(&kernels), data_(&data), state_(std::move(state)) {}
+          const TokenSource &data, Communicator *dataParallel)
+      : plan_(&plan), kernels_(&kernels), data_(&data), dataParallel_(dataParallel),
+        state_(std::move(state)) {}
+
+  float *grad(std::vector<float> &storage, size_t param) {
+    return storage.data() + gradOffsets_[param];
+  }
 
   /// Where the i-th buffer of a kernel call points, per buffer kind and table index.
   struct Binding {
@@ -74,9 +86,12 @@ private:
   const Plan *plan_;
   const KernelLibrary *kernels_;
   const TokenSource *data_;
+  Communicator *dataParallel_;
   TrainingState state_;
   TrainingState next_; // the optimizer's outputs
-  std::vector<std::vector<float>> grads_, microGrads_;
+  /// Every parameter's gradient in one buffer (one all-reduce), at gradOffsets_[param].
+  std::vector<float> grads_, microGrads_;
+  std::vector<size_t> gradOffsets_;
   std::vector<int32_t> tokens_, labels_;
   std::vector<Binding> forwardBackwardBindings_, optimizerBindings_;
   int64_t microBatches_ = 1, microBatchSize_ = 1, seqLen_ = 1;

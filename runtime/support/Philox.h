@@ -21,7 +21,9 @@
  * Parameters are initialised with s = 0; dropout masks use the training step as s and the
  * global index in the global-batch activation (so micro-batching and data parallelism do not
  * change masks). Tensor ids are one namespace for parameters and dropout sites (one id per
- * site and layer repeat): the plan assigns them.
+ * site and layer repeat): parameters use their index in the plan's table with s = 0; dropout
+ * site `stream` of repeat `i` of a layer uses mtc_dropout_tensor_id(stream, i) (i = -1
+ * outside layers) with s = step + 1, so the two never share a counter.
  *
  * Values from the words of one element:
  *   uniform  u = (words[0] >> 8) * 2^-24                  in [0, 1), 24 random bits, exact
@@ -141,6 +143,12 @@ MTC_PHILOX_FN float mtc_philox_normal(uint64_t seed, uint32_t tensor_id, uint64_
   uint32_t w[4];
   mtc_philox_element(seed, tensor_id, index, step, w);
   return (float)mtc_normal_double(w[0], w[1]);
+}
+
+/* The tensor id of dropout site `stream` in repeat `layer_instance` of its layer (-1 for a
+ * site outside any layer): the stream in the low 20 bits, instance + 1 above. */
+MTC_PHILOX_FN uint32_t mtc_dropout_tensor_id(int64_t stream, int64_t layer_instance) {
+  return ((uint32_t)stream & 0xFFFFFu) | ((uint32_t)(layer_instance + 1) << 20);
 }
 
 /* 1 if dropout keeps the element (probability keep_prob), else 0. */

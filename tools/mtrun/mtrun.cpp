@@ -8,12 +8,16 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/comm/GlooCommunicator.h"
+#include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/data/MetricsWriter.h"
 #include "runtime/data/TokenSource.h"
 #include "runtime/exec/Checkpoint.h"
+#include "runtime/exec/Gemm.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/Trainer.h"
 #include "runtime/exec/TrainingState.h"
+#include "runtime/launch/LocalLauncher.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanSummary.h"
 #include "runtime/support/Error.h"
@@ -43,6 +47,7 @@ struct Options {
   bool info = false;
   std::optional<std::string> exportSafetensors;
   std::optional<std::string> steps, data, save, saveEvery, load, logEvery, metrics, threads;
+  std::optional<std::string> nodes, ranksPerNode, globalBatch, commTimeout;
   bool help = false;
   bool version = false;
 };
@@ -72,7 +77,15 @@ constexpr OptionSpec kOptions[] = {
     MTRUN_VALUE_OPTION("--log-every", logEvery, "K", "print a log line every K steps (default 10)"),
     MTRUN_VALUE_OPTION("--metrics", metrics, "FILE",
                        "append one JSON line per step to FILE (step, loss, lr, ...)"),
-    MTRUN_VALUE_OPTION("--threads", threads, "N", "threads for initialisation (default: all)"),
+    MTRUN_VALUE_OPTION("--threads", threads, "N",
+                       "threads for initialisation and GEMMs (default: all cores, 1 for GEMMs)"),
+    MTRUN_VALUE_OPTION("--nodes", nodes, "N",
+                       "run N nodes' ranks (on this host unless a launcher started mtrun)"),
+    MTRUN_VALUE_OPTION("--ranks-per-node", ranksPerNode, "R", "ranks per node (default 1)"),
+    MTRUN_VALUE_OPTION("--global-batch", globalBatch, "N",
+                       "sequences per step (default: the plan's global_batch)"),
+    MTRUN_VALUE_OPTION("--comm-timeout", commTimeout, "S",
+                       "fail a collective after S seconds without progress (default 60)"),
     MTRUN_VALUE_OPTION("--export-safetensors", exportSafetensors, "FILE",
                        "write the parameters to FILE (safetensors, F32) when done"),
     {"--info", "", "print a summary of the verified plan (and exit unless asked for more)",
@@ -200,7 +213,7 @@ std::string withThousands(int64_t n) {
 /// A progress bar on stderr when it is a terminal, erased before each log line.
 class Progress {
 public:
-  Progress() : enabled_(::isatty(STDERR_FILENO) == 1) {}
+  explicit Progress(bool leader) : enabled_(leader && ::isatty(STDERR_FILENO) == 1) {}
   void show(int64_t done, int64_t target) {
     if (!enabled_ || target <= 0)
       return;
@@ -236,12 +249,24 @@ struct RunSettings {
   int64_t targetSteps = 0;
   int64_t logEvery = 10;
   int64_t saveEvery = 0;
+  int64_t globalBatch = 0; // 0: the plan's
   unsigned threads = 0;
+};
+
+/// This process's place in the job: rank 0 of 1 without a launcher; otherwise the rank the
+/// launcher gave, with the world communicator (data parallelism over every rank for now).
+struct RankContext {
+  int rank = 0;
+  int size = 1;
+  std::unique_ptr<Communicator> world;
+
+  /// Rank 0 logs, writes metrics, checkpoints and exports; the others only report errors.
+  bool leader() const { return rank == 0; }
 };
 
 /// Trains `state` up to `settings.targetSteps`, logging and checkpointing on the way.
 Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
-            TrainingState &state) {
+            RankContext &job, TrainingState &state) {
   int64_t vocab = plan.dimSize("vocab").value_or(0);
   Expected<TokenSource> data = opts.data ? TokenSource::text(*opts.data, vocab, plan.seed)
                                          : TokenSource::synthetic(vocab, plan.seed);
@@ -251,22 +276,31 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
   if (!kernels)
     return kernels.takeError();
   std::optional<MetricsWriter> metrics;
-  if (opts.metrics) {
+  if (opts.metrics && job.leader()) {
     Expected<MetricsWriter> writer = MetricsWriter::open(*opts.metrics);
     if (!writer)
       return writer.takeError();
     metrics.emplace(std::move(*writer));
   }
   int64_t first = state.step;
-  Expected<Trainer> trainer = Trainer::create(plan, *kernels, std::move(state), *data);
+  Expected<Trainer> trainer = Trainer::create(plan, *kernels, std::move(state), *data,
+                                              settings.globalBatch, job.world.get());
   if (!trainer)
     return trainer.takeError();
+  // Everything below prints on the leader only.
+  auto print = [&](auto... args) {
+    if (job.leader())
+      std::printf(args...);
+  };
 
-  std::printf("model %s: %s parameters, plan %s\n", plan.model.c_str(),
-              withThousands(plan.numParameterElements()).c_str(), plan.dir.c_str());
-  std::printf("data: %s\n", data->describe().c_str());
-  std::printf("batch: %lld sequences of %lld tokens (%lld micro-batch%s of %lld); steps %lld -> "
-              "%lld\n",
+  print("model %s: %s parameters, plan %s\n", plan.model.c_str(),
+        withThousands(plan.numParameterElements()).c_str(), plan.dir.c_str());
+  print("data: %s\n", data->describe().c_str());
+  if (job.size > 1)
+    print("ranks: %d (data parallel, %s over TCP)\n", job.size,
+          std::string(job.world->backendName()).c_str());
+  print("batch: %lld sequences of %lld tokens (%lld micro-batch%s of %lld); steps %lld -> "
+        "%lld\n",
               static_cast<long long>(trainer->microBatches() * trainer->microBatchSize()),
               static_cast<long long>(trainer->sequenceLength()),
               static_cast<long long>(trainer->microBatches()),
@@ -275,7 +309,7 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
               static_cast<long long>(settings.targetSteps));
   std::fflush(stdout);
 
-  Progress progress;
+  Progress progress(job.leader());
   double firstLoss = 0, lastLoss = 0, seconds = 0;
   int64_t tokens = 0;
   while (trainer->state().step < settings.targetSteps) {
@@ -306,15 +340,16 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
     bool last = stats->step == settings.targetSteps;
     if (stats->step == first + 1 || stats->step % settings.logEvery == 0 || last) {
       progress.clear();
-      std::printf("step %6lld/%lld  loss %.4f  lr %.3e  grad norm %.3f  %8.0f tok/s  %8.1f ms  "
-                  "peak mem %s\n",
+      print("step %6lld/%lld  loss %.4f  lr %.3e  grad norm %.3f  %8.0f tok/s  %8.1f ms  "
+            "peak mem %s\n",
                   static_cast<long long>(stats->step),
                   static_cast<long long>(settings.targetSteps), stats->loss, stats->lr,
                   stats->gradNorm, tokensPerSecond, stats->seconds * 1e3,
                   mebibytes(peak).c_str());
       std::fflush(stdout);
     }
-    if (opts.save && settings.saveEvery > 0 && stats->step % settings.saveEvery == 0 && !last) {
+    if (opts.save && job.leader() && settings.saveEvery > 0 && stats->step % settings.saveEvery == 0 &&
+        !last) {
       if (Error err = saveCheckpoint(*opts.save, plan, trainer->state()); !err.ok())
         return err;
     }
@@ -322,7 +357,7 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
   }
   progress.clear();
   if (trainer->state().step > first)
-    std::printf("trained steps %lld-%lld in %.1f s (%.0f tok/s): loss %.4f -> %.4f%s\n",
+    print("trained steps %lld-%lld in %.1f s (%.0f tok/s): loss %.4f -> %.4f%s\n",
                 static_cast<long long>(first + 1), static_cast<long long>(settings.targetSteps),
                 seconds, seconds > 0 ? double(tokens) / seconds : 0.0, firstLoss, lastLoss,
                 bestLossNote(*data).c_str());
@@ -332,10 +367,40 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
   return Error::success();
 }
 
-int fail(const Error &err) {
+/// Prints the error; under a launcher, names this rank.
+int fail(const Error &err, const RankContext *job = nullptr) {
   std::fflush(stdout);
-  std::fprintf(stderr, "mtrun: error: %s\n", err.message().c_str());
+  if (job && job->size > 1)
+    std::fprintf(stderr, "mtrun: error: rank %d: %s\n", job->rank, err.message().c_str());
+  else
+    std::fprintf(stderr, "mtrun: error: %s\n", err.message().c_str());
   return 1;
+}
+
+/// Joins the job a launcher started (torchrun, srun, mpirun, or mtrun --nodes itself):
+/// rendezvous with the job token, then the world communicator over Gloo.
+Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::milliseconds timeout) {
+  RankContext job;
+  job.rank = env.rank;
+  job.size = env.worldSize;
+  if (env.worldSize == 1)
+    return job;
+  Expected<JobStore> store =
+      openJobStore(env.rank, env.masterAddr, env.masterPort, env.jobToken, timeout);
+  if (!store)
+    return store.takeError().withContext("rendezvous");
+  GlooOptions options;
+  options.hostname = env.masterAddr == "127.0.0.1" || env.masterAddr == "localhost"
+                         ? "127.0.0.1"
+                         : std::string();
+  options.timeout = timeout;
+  options.rendezvousTimeout = timeout;
+  Expected<std::unique_ptr<GlooCommunicator>> world =
+      GlooCommunicator::create(std::move(*store), env.rank, env.worldSize, options);
+  if (!world)
+    return world.takeError().withContext("connecting the ranks");
+  job.world = std::move(*world);
+  return job;
 }
 
 int run(int argc, char **argv) {
@@ -355,9 +420,45 @@ int run(int argc, char **argv) {
   if (opts->saveEvery && !opts->save)
     return fail(makeError("--save-every needs --save DIR"));
 
+  Expected<int64_t> nodes = parseCount(opts->nodes, "--nodes", 1, 1);
+  Expected<int64_t> ranksPerNode = parseCount(opts->ranksPerNode, "--ranks-per-node", 1, 1);
+  Expected<int64_t> commTimeout = parseCount(opts->commTimeout, "--comm-timeout", 60, 1);
+  for (const Error *err : {&nodes.error(), &ranksPerNode.error(), &commTimeout.error()})
+    if (!err->ok())
+      return fail(*err);
+  // The launcher checks the plan before it starts any rank.
   Expected<Plan> plan = loadPlan(*opts->plan);
   if (!plan)
     return fail(plan.error());
+  Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
+  if (!env)
+    return fail(env.error());
+  int64_t requested = *nodes * *ranksPerNode;
+  if (env->launcher == Launcher::None && requested > 1) {
+    // Start the ranks here; each runs this command again and joins as the rank it is given.
+    Expected<int> port = pickFreePort();
+    if (!port)
+      return fail(port.error());
+    Expected<std::string> token = generateJobToken();
+    if (!token)
+      return fail(token.error());
+    LocalLaunch launch;
+    launch.executable = "/proc/self/exe";
+    launch.args.assign(argv + 1, argv + argc);
+    launch.worldSize = static_cast<int>(requested);
+    launch.ranksPerNode = static_cast<int>(*ranksPerNode);
+    launch.masterPort = *port;
+    launch.token = *token;
+    launch.grace = std::chrono::seconds(*commTimeout) + std::chrono::seconds(5);
+    if (Error err = runLocalRanks(launch); !err.ok())
+      return fail(err);
+    return 0;
+  }
+  if (env->launcher != Launcher::None && opts->nodes && requested != env->worldSize)
+    return fail(makeError("--nodes ", *nodes, " --ranks-per-node ", *ranksPerNode, " asks for ",
+                          requested, " ranks, but ", launcherName(env->launcher), " started ",
+                          env->worldSize));
+
   if (opts->info) {
     std::fputs(describePlan(*plan).c_str(), stdout);
     bool more = opts->steps || opts->load || opts->save || opts->exportSafetensors || opts->data;
@@ -377,38 +478,50 @@ int run(int argc, char **argv) {
   Expected<int64_t> logEvery = parseCount(opts->logEvery, "--log-every", 10, 1);
   Expected<int64_t> saveEvery = parseCount(opts->saveEvery, "--save-every", 0, 1);
   Expected<int64_t> threads = parseCount(opts->threads, "--threads", 0, 1);
-  for (const Error *err : {&steps.error(), &logEvery.error(), &saveEvery.error(), &threads.error()})
+  Expected<int64_t> globalBatch = parseCount(opts->globalBatch, "--global-batch", 0, 1);
+  for (const Error *err : {&steps.error(), &logEvery.error(), &saveEvery.error(), &threads.error(),
+                           &globalBatch.error()})
     if (!err->ok())
       return fail(*err);
   settings.targetSteps = *steps;
   settings.logEvery = *logEvery;
   settings.saveEvery = *saveEvery;
   settings.threads = static_cast<unsigned>(*threads);
+  settings.globalBatch = *globalBatch;
+  // The GEMMs of small models lose more to waking OpenBLAS's threads than they gain.
+  setGemmThreads(settings.threads > 0 ? static_cast<int>(settings.threads) : 1);
 
+  Expected<RankContext> job = joinJob(*env, std::chrono::seconds(*commTimeout));
+  if (!job) {
+    RankContext self{env->rank, env->worldSize, nullptr};
+    return fail(job.error(), &self);
+  }
   Expected<TrainingState> state = opts->load ? loadCheckpoint(*opts->load, *plan)
                                              : TrainingState::initialize(*plan, settings.threads);
   if (!state)
-    return fail(state.error());
-  if (opts->load)
+    return fail(state.error(), &*job);
+  if (opts->load && job->leader())
     std::printf("resumed from %s at step %lld\n", opts->load->c_str(),
                 static_cast<long long>(state->step));
   if (state->step > settings.targetSteps)
     return fail(makeError("the checkpoint is at step ", state->step, ", past --steps ",
-                          settings.targetSteps, " (give a larger --steps to continue)"));
+                          settings.targetSteps, " (give a larger --steps to continue)"),
+                &*job);
   if (state->step < settings.targetSteps)
-    if (Error err = train(*plan, *opts, settings, *state); !err.ok())
-      return fail(err);
-  if (opts->save) {
+    if (Error err = train(*plan, *opts, settings, *job, *state); !err.ok())
+      return fail(err, &*job);
+  // Every rank holds the same parameters and state: the leader writes them.
+  if (opts->save && job->leader()) {
     if (Error err = saveCheckpoint(*opts->save, *plan, *state); !err.ok())
-      return fail(err);
+      return fail(err, &*job);
     std::printf("saved checkpoint %s (step %lld)\n", opts->save->c_str(),
                 static_cast<long long>(state->step));
   }
-  if (opts->exportSafetensors)
+  if (opts->exportSafetensors && job->leader())
     if (Error err = exportParameters(*plan, *state, *opts->exportSafetensors); !err.ok())
-      return fail(err);
+      return fail(err, &*job);
   if (std::fflush(stdout) != 0)
-    return fail(makeError("cannot write the output"));
+    return fail(makeError("cannot write the output"), &*job);
   return 0;
 }
 

@@ -217,26 +217,27 @@ func.func @reduce(%x: !mt.tensor<[batch=2, seq=4, hidden=8], f32>)
 
 // Tests that a contraction with a batch dimension iterates over the result's dimensions
 // (parallel) then the contracted one (reduction), each operand picking its dimensions by
-// name, and accumulates into a zero fill.
+// name, and accumulates into a zero fill. In f64: f32 contractions become
+// linalg.batch_matmul instead (contract-to-gemm.mlir).
 // CHECK-DAG: #[[$A:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
 // CHECK-DAG: #[[$W:.*]] = affine_map<(d0, d1, d2, d3) -> (d3, d0, d2)>
 // CHECK-DAG: #[[$R:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
 // CHECK-LABEL: func.func @contract
-// CHECK-SAME: (%[[A:.*]]: tensor<2x4x8xf32>, %[[W:.*]]: tensor<8x2x16xf32>) -> tensor<2x4x16xf32>
-// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK: %[[INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%{{.*}} : tensor<2x4x16xf32>)
+// CHECK-SAME: (%[[A:.*]]: tensor<2x4x8xf64>, %[[W:.*]]: tensor<8x2x16xf64>) -> tensor<2x4x16xf64>
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK: %[[INIT:.*]] = linalg.fill ins(%[[ZERO]] : f64) outs(%{{.*}} : tensor<2x4x16xf64>)
 // CHECK: linalg.generic {indexing_maps = [#[[$A]], #[[$W]], #[[$R]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
-// CHECK-SAME: ins(%[[A]], %[[W]] : tensor<2x4x8xf32>, tensor<8x2x16xf32>) outs(%[[INIT]] : tensor<2x4x16xf32>)
-// CHECK-NEXT: ^bb0(%[[L:.*]]: f32, %[[RR:.*]]: f32, %[[ACC:.*]]: f32):
-// CHECK-NEXT: %[[P:.*]] = arith.mulf %[[L]], %[[RR]] : f32
-// CHECK-NEXT: %[[S:.*]] = arith.addf %[[ACC]], %[[P]] : f32
-// CHECK-NEXT: linalg.yield %[[S]] : f32
-func.func @contract(%a: !mt.tensor<[batch=2, seq=4, hidden=8], f32>,
-                    %w: !mt.tensor<[hidden=8, batch=2, ffn=16], f32>)
-    -> !mt.tensor<[batch=2, seq=4, ffn=16], f32> {
-  %0 = mt.contract %a, %w over [hidden] : !mt.tensor<[batch=2, seq=4, hidden=8], f32>,
-      !mt.tensor<[hidden=8, batch=2, ffn=16], f32> -> !mt.tensor<[batch=2, seq=4, ffn=16], f32>
-  return %0 : !mt.tensor<[batch=2, seq=4, ffn=16], f32>
+// CHECK-SAME: ins(%[[A]], %[[W]] : tensor<2x4x8xf64>, tensor<8x2x16xf64>) outs(%[[INIT]] : tensor<2x4x16xf64>)
+// CHECK-NEXT: ^bb0(%[[L:.*]]: f64, %[[RR:.*]]: f64, %[[ACC:.*]]: f64):
+// CHECK-NEXT: %[[P:.*]] = arith.mulf %[[L]], %[[RR]] : f64
+// CHECK-NEXT: %[[S:.*]] = arith.addf %[[ACC]], %[[P]] : f64
+// CHECK-NEXT: linalg.yield %[[S]] : f64
+func.func @contract(%a: !mt.tensor<[batch=2, seq=4, hidden=8], f64>,
+                    %w: !mt.tensor<[hidden=8, batch=2, ffn=16], f64>)
+    -> !mt.tensor<[batch=2, seq=4, ffn=16], f64> {
+  %0 = mt.contract %a, %w over [hidden] : !mt.tensor<[batch=2, seq=4, hidden=8], f64>,
+      !mt.tensor<[hidden=8, batch=2, ffn=16], f64> -> !mt.tensor<[batch=2, seq=4, ffn=16], f64>
+  return %0 : !mt.tensor<[batch=2, seq=4, ffn=16], f64>
 }
 
 // -----
@@ -408,7 +409,7 @@ func.func @dropout(%x: !mt.tensor<[a=2, b=3], f32>)
 // -----
 
 // Tests that a symbol taking mtc_dropout_scale's name with another meaning is an error.
-// expected-error @+1 {{'func.func' op 'mtc_dropout_scale' is reserved for the dropout decision}}
+// expected-error @+1 {{'func.func' op 'mtc_dropout_scale' is reserved for dropout: it must be an external function of type}}
 func.func private @mtc_dropout_scale(i64) -> f32
 func.func @dropout_clash(%x: !mt.tensor<[a=2], f32>) -> !mt.tensor<[a=2], f32> {
   %0 = mt.dropout %x rate 0.1 stream 7 : !mt.tensor<[a=2], f32>

@@ -2,11 +2,13 @@
 """Checks the JSONL metrics `mtrun --metrics FILE` wrote.
 
   check-metrics.py RUN.jsonl [--steps N] [--falls-by D] [--same-losses OTHER.jsonl]
+                            [--close-losses OTHER.jsonl --rtol R]
 
 --steps N: RUN has exactly the records of steps 1..N, in order, each with the fields mtrun
 documents. --falls-by D: the last loss is below the first by more than D. --same-losses:
 OTHER has the same steps with bit-identical losses, learning rates and gradient norms
-(a resumed run against a straight one).
+(a resumed run against a straight one). --close-losses: OTHER has the same steps with losses
+within relative tolerance R (a parallel run against a single-rank one).
 """
 import argparse
 import json
@@ -34,6 +36,8 @@ def main():
     parser.add_argument("--steps", type=int)
     parser.add_argument("--falls-by", type=float)
     parser.add_argument("--same-losses")
+    parser.add_argument("--close-losses")
+    parser.add_argument("--rtol", type=float, default=1e-5)
     args = parser.parse_args()
     run = read(args.run)
     if args.steps is not None:
@@ -54,6 +58,14 @@ def main():
                 if a[key] != b[key]:
                     sys.exit(f"step {a['step']}: {key} {a[key]!r} != {b[key]!r}")
         print(f"same losses: {len(run)} steps")
+    if args.close_losses:
+        other = read(args.close_losses)
+        if [r["step"] for r in other] != [r["step"] for r in run]:
+            sys.exit(f"steps differ: {[r['step'] for r in run]} against {[r['step'] for r in other]}")
+        worst = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(run, other))
+        if worst > args.rtol:
+            sys.exit(f"losses differ by {worst:.3g} relative (tolerance {args.rtol})")
+        print(f"close losses: {len(run)} steps within {args.rtol}")
 
 
 if __name__ == "__main__":

@@ -64,11 +64,18 @@ bool dropoutKeeps(int64_t stream, int64_t element, double rate) {
 
 } // namespace
 
-/// The definition the generated dropout kernels call (exported from the test binary to
-/// the dlopen'ed objects, see CMakeLists.txt); the runtime defines its own.
+/// The layer instance the compiled scans report (-1 outside layers).
+static thread_local int64_t dropoutLayerInstance = -1;
+
+/// The definitions the generated dropout kernels call (exported from the test binary to
+/// the dlopen'ed objects, see CMakeLists.txt); the runtime defines its own. Masks are keyed
+/// on the site's tensor id, as the interpreter's DeterministicMasks mode keys them.
 extern "C" float mtc_dropout_scale(int64_t stream, int64_t element, double rate) {
-  return dropoutKeeps(stream, element, rate) ? static_cast<float>(1.0 / (1.0 - rate)) : 0.0f;
+  return dropoutKeeps(mtc_dropout_tensor_id(stream, dropoutLayerInstance), element, rate)
+             ? static_cast<float>(1.0 / (1.0 - rate))
+             : 0.0f;
 }
+extern "C" void mtc_dropout_layer(int64_t instance) { dropoutLayerInstance = instance; }
 
 namespace {
 
@@ -929,8 +936,9 @@ void CPUCodegenTest::expectTrainingStepMatches(llvm::StringRef file, int64_t voc
   ASSERT_TRUE(step);
   llvm::DenseMap<int64_t, double> rates;
   step->walk([&](mt::DropoutOp op) { rates[op.getStream()] = op.getRate().convertToDouble(); });
-  dropoutKeep = [rates](int64_t stream, int64_t element) {
-    return dropoutKeeps(stream, element, rates.lookup(stream));
+  // The tensor id holds the site's stream in its low 20 bits (mtc_dropout_tensor_id).
+  dropoutKeep = [rates](int64_t tensorId, int64_t element) {
+    return dropoutKeeps(tensorId, element, rates.lookup(tensorId & 0xFFFFF));
   };
   // -O1 compiles the whole step several times faster than -O3 and is as exact.
   codegen::CPUCodegenOptions options;

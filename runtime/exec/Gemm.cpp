@@ -1,0 +1,80 @@
+//===- Gemm.cpp - The batched matrix product compiled kernels call --------===//
+
+#include "runtime/exec/Gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <optional>
+
+namespace mtc::rt {
+namespace {
+
+/// How BLAS reads a rows x cols matrix with the given strides: as stored (contiguous rows)
+/// or transposed (contiguous columns), with its leading dimension. The stride of a
+/// dimension of size 1 is never used, so it does not decide anything.
+struct BlasOperand {
+  CBLAS_TRANSPOSE transpose;
+  int leading;
+};
+
+bool fitsBlasInt(int64_t value) { return value >= 0 && value <= INT_MAX; }
+
+std::optional<BlasOperand> blasOperand(int64_t rows, int64_t cols, int64_t rowStride,
+                                       int64_t colStride) {
+  if ((cols <= 1 || colStride == 1) && (rows <= 1 || rowStride >= cols)) {
+    int64_t leading = rows <= 1 ? std::max<int64_t>(cols, 1) : rowStride;
+    if (fitsBlasInt(leading))
+      return BlasOperand{CblasNoTrans, static_cast<int>(leading)};
+  }
+  if ((rows <= 1 || rowStride == 1) && (cols <= 1 || colStride >= rows)) {
+    int64_t leading = cols <= 1 ? std::max<int64_t>(rows, 1) : colStride;
+    if (fitsBlasInt(leading))
+      return BlasOperand{CblasTrans, static_cast<int>(leading)};
+  }
+  return std::nullopt;
+}
+
+/// c += a x b on one matrix of each, element by element (layouts BLAS cannot read).
+void multiplyByLoops(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k,
+                     const int64_t *aStrides, const int64_t *bStrides, const int64_t *cStrides) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0;
+      for (int64_t l = 0; l < k; ++l)
+        sum += a[i * aStrides[1] + l * aStrides[2]] * b[l * bStrides[1] + j * bStrides[2]];
+      c[i * cStrides[1] + j * cStrides[2]] += sum;
+    }
+}
+
+} // namespace
+
+void setGemmThreads(int threads) { openblas_set_num_threads(threads); }
+
+} // namespace mtc::rt
+
+extern "C" void _mlir_ciface_mtc_batch_matmul_f32(mtc::rt::MemRef3F32 *a, mtc::rt::MemRef3F32 *b,
+                                                  mtc::rt::MemRef3F32 *c) {
+  using namespace mtc::rt;
+  int64_t batch = c->sizes[0], m = c->sizes[1], n = c->sizes[2], k = a->sizes[2];
+  // An empty product adds nothing.
+  if (batch == 0 || m == 0 || n == 0 || k == 0)
+    return;
+  std::optional<BlasOperand> lhs = blasOperand(m, k, a->strides[1], a->strides[2]);
+  std::optional<BlasOperand> rhs = blasOperand(k, n, b->strides[1], b->strides[2]);
+  std::optional<BlasOperand> result = blasOperand(m, n, c->strides[1], c->strides[2]);
+  bool useBlas = lhs && rhs && result && result->transpose == CblasNoTrans &&
+                 fitsBlasInt(m) && fitsBlasInt(n) && fitsBlasInt(k);
+  for (int64_t i = 0; i < batch; ++i) {
+    const float *aData = a->aligned + a->offset + i * a->strides[0];
+    const float *bData = b->aligned + b->offset + i * b->strides[0];
+    float *cData = c->aligned + c->offset + i * c->strides[0];
+    if (useBlas)
+      cblas_sgemm(CblasRowMajor, lhs->transpose, rhs->transpose, static_cast<int>(m),
+                  static_cast<int>(n), static_cast<int>(k), /*alpha=*/1.0f, aData, lhs->leading,
+                  bData, rhs->leading, /*beta=*/1.0f, cData, result->leading);
+    else
+      multiplyByLoops(aData, bData, cData, m, n, k, a->strides, b->strides, c->strides);
+  }
+}

@@ -1,0 +1,45 @@
+//===- LocalLauncher.h - Running the ranks of a job on this host -*- C++ -*-===//
+//
+// `mtrun PLAN --nodes N [--ranks-per-node R]` without a cluster launcher around it starts the
+// N * R ranks itself: child processes of the same executable with the same arguments and
+// torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT) plus the job token (MTC_JOB_TOKEN) that the rendezvous demands, so that a
+// stray process cannot join. The launcher waits for all of them. When one fails (a non-zero
+// status or a signal), the others get `grace` to notice (their collectives time out and they
+// exit with a message naming the rank and the operation), then SIGTERM, then SIGKILL: the
+// launcher never waits forever, and it reports every rank that failed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_RUNTIME_LAUNCH_LOCALLAUNCHER_H
+#define MTC_RUNTIME_LAUNCH_LOCALLAUNCHER_H
+
+#include "runtime/support/Error.h"
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace mtc::rt {
+
+struct LocalLaunch {
+  std::filesystem::path executable;
+  std::vector<std::string> args; // argv[1...] of every rank
+  int worldSize = 1;
+  int ranksPerNode = 1; // LOCAL_WORLD_SIZE; LOCAL_RANK = rank % ranksPerNode
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 0;
+  std::string token;
+  std::chrono::milliseconds grace{60000};
+};
+
+/// A port on `address` that nothing listens on now (bound to port 0, then released).
+Expected<int> pickFreePort(const std::string &address = "127.0.0.1");
+
+/// Starts the ranks and waits for them; an Error lists the ranks that failed and how.
+Error runLocalRanks(const LocalLaunch &launch);
+
+} // namespace mtc::rt
+
+#endif // MTC_RUNTIME_LAUNCH_LOCALLAUNCHER_H
