@@ -9,6 +9,8 @@
 
 #include "compiler/codegen/CPUCodegen.h"
 
+#include "compiler/fusion/Passes.h"
+
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -122,6 +124,8 @@ LogicalResult codegen::bufferizeForCodegen(ModuleOp module) {
   module.getContext()->loadDialect<linalg::LinalgDialect, tensor::TensorDialect>();
   copyRepeatedResults(module);
   PassManager pm(module.getContext());
+  pm.addPass(fusion::createFuseElementwisePass());
+  pm.addPass(createCanonicalizerPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion = bufferization::LayoutMapOption::IdentityLayoutMap;

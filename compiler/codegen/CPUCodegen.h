@@ -78,7 +78,9 @@ llvm::Error compileToSharedObject(mlir::ModuleOp linalgModule, llvm::StringRef o
 llvm::Expected<std::string> compileToObject(mlir::ModuleOp linalgModule,
                                             const CPUCodegenOptions &options = {});
 
-/// Bufferizes a linalg module for the backends, in place: one-shot bufferization across
+/// Bufferizes a linalg module for the backends, in place: elementwise chains fused into
+/// their consumers first (mtc-fuse-elementwise, compiler/fusion/), then one-shot
+/// bufferization across
 /// function boundaries with identity layouts (plain row-major memrefs at the interface),
 /// then function results turned into caller-allocated out-parameters (a value returned
 /// twice is copied first, so that every out-parameter has its own buffer). Shared by the

@@ -5,6 +5,7 @@
 #include "compiler/autodiff/DifferentiableOpInterface.h"
 #include "compiler/autodiff/Passes.h"
 #include "compiler/codegen/Passes.h"
+#include "compiler/fusion/Passes.h"
 #include "compiler/lowering/Passes.h"
 #include "compiler/optimizer/Passes.h"
 #include "compiler/pipelines/Pipelines.h"
@@ -33,6 +34,7 @@ void mtc::registerAllPasses() {
   mlir::registerTransformsPasses();
   autodiff::registerAutodiffPasses();
   codegen::registerCodegenPasses();
+  fusion::registerFusionPasses();
   optimizer::registerOptimizerPasses();
   lowering::registerLoweringPasses();
   transforms::registerTransformsPasses();

@@ -1,0 +1,27 @@
+//===- Passes.td - kernel fusion passes ----------------------*- tablegen -*-===//
+
+#ifndef MTC_COMPILER_FUSION_PASSES_TD
+#define MTC_COMPILER_FUSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def FuseElementwisePass : Pass<"mtc-fuse-elementwise"> {
+  let summary = "Fuse chains of elementwise linalg ops into their consumers";
+  let description = [{
+    mt-to-linalg makes one `linalg.generic` (one loop nest, one buffer) per op. This pass
+    fuses every elementwise producer (all loops parallel, e.g. `add`, `gelu`, a bias
+    broadcast, a dropout scale) into the `linalg.generic` that consumes it, when the
+    producer has no other use, so that a chain of elementwise ops, and an elementwise chain
+    feeding a reduction, becomes one loop nest without intermediate buffers. It uses
+    upstream linalg's elementwise fusion patterns; named ops (`linalg.batch_matmul`, which
+    becomes a BLAS call, `linalg.fill`, `linalg.transpose`) are not fused, so a contraction
+    stays one library call. Producers with several uses are not fused: that would recompute
+    them.
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
+#endif // MTC_COMPILER_FUSION_PASSES_TD

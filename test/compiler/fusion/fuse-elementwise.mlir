@@ -1,0 +1,87 @@
+// RUN: mt-opt %s -mtc-fuse-elementwise -split-input-file | FileCheck %s
+
+// Tests that a chain of elementwise ops (bias add, then tanh) becomes one loop nest.
+// CHECK-LABEL: func.func @chain
+// CHECK:         %[[EMPTY:.*]] = tensor.empty() : tensor<4x8xf32>
+// CHECK:         linalg.generic
+// CHECK-SAME:      ins(%arg0, %arg1 : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK:           arith.addf
+// CHECK:           math.tanh
+// CHECK-NOT:     linalg.generic
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+func.func @chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %0 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %b : tensor<4x8xf32>, tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %s = arith.addf %a, %c : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%0 : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = math.tanh %a : f32
+    linalg.yield %t : f32
+  } -> tensor<4x8xf32>
+  return %1 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that an elementwise producer fuses into a reduction that consumes it.
+// CHECK-LABEL: func.func @into_reduction
+// CHECK:         linalg.generic
+// CHECK-SAME:      iterator_types = ["parallel", "reduction"]
+// CHECK:           arith.mulf
+// CHECK:           arith.addf
+// CHECK-NOT:     linalg.generic
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#red = affine_map<(d0, d1) -> (d0)>
+func.func @into_reduction(%x: tensor<4x8xf32>, %init: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %sq = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %a : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #red], iterator_types = ["parallel", "reduction"]}
+      ins(%sq : tensor<4x8xf32>) outs(%init : tensor<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  return %sum : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a producer with two users stays on its own (fusing would compute it twice),
+// and that a named op (a batch_matmul, a BLAS call later) is not fused.
+// CHECK-LABEL: func.func @shared_and_named
+// CHECK:         %[[EXP:.*]] = linalg.generic
+// CHECK:           math.exp
+// CHECK:         linalg.batch_matmul ins(%[[EXP]], %[[EXP]]
+// CHECK:         linalg.generic
+// CHECK-SAME:      ins(%{{.*}} : tensor<1x4x4xf32>)
+// CHECK:           math.tanh
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @shared_and_named(%x: tensor<1x4x4xf32>, %z: tensor<1x4x4xf32>) -> tensor<1x4x4xf32> {
+  %e = tensor.empty() : tensor<1x4x4xf32>
+  %exp = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : tensor<1x4x4xf32>) outs(%e : tensor<1x4x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = math.exp %a : f32
+    linalg.yield %v : f32
+  } -> tensor<1x4x4xf32>
+  %mm = linalg.batch_matmul ins(%exp, %exp : tensor<1x4x4xf32>, tensor<1x4x4xf32>)
+      outs(%z : tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+  %t = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%mm : tensor<1x4x4xf32>) outs(%e : tensor<1x4x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = math.tanh %a : f32
+    linalg.yield %v : f32
+  } -> tensor<1x4x4xf32>
+  return %t : tensor<1x4x4xf32>
+}
