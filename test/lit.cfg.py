@@ -41,3 +41,21 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 if config.ptxas and os.path.exists(config.ptxas):
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", config.ptxas))
+
+# Two-"node" tests put ranks in network namespaces joined by a veth pair (`REQUIRES: netns`):
+# available where this process may create them (root, or CAP_SYS_ADMIN and CAP_NET_ADMIN).
+def _can_make_network_namespaces():
+    import shutil
+    import subprocess
+    ip = shutil.which("ip")
+    if not ip:
+        return False
+    name = f"mtc-lit-probe-{os.getpid()}"
+    made = subprocess.run([ip, "netns", "add", name], capture_output=True).returncode == 0
+    if made:
+        subprocess.run([ip, "netns", "del", name], capture_output=True)
+    return made
+
+
+if _can_make_network_namespaces():
+    config.available_features.add("netns")

@@ -4,6 +4,12 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <memory>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 namespace mtc::rt {
 
@@ -259,6 +265,31 @@ Expected<LaunchEnvironment> readLaunchEnvironment(const std::map<std::string, st
           return std::nullopt;
         return it->second;
       }));
+}
+
+Expected<std::string> localAddressToward(const std::string &host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo *found = nullptr;
+  if (int err = ::getaddrinfo(host.c_str(), "9", &hints, &found); err != 0)
+    return makeError("cannot resolve '", host, "': ", ::gai_strerror(err));
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, ::freeaddrinfo);
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0)
+    return makeError("cannot create a socket: ", errnoCode());
+  sockaddr_in local{};
+  socklen_t length = sizeof local;
+  bool ok = ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr *>(&local), &length) == 0;
+  std::error_code ec = errnoCode();
+  ::close(fd);
+  if (!ok)
+    return makeError("no route to '", host, "': ", ec);
+  char text[INET_ADDRSTRLEN];
+  if (!::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
+    return makeError("cannot print the local address toward '", host, "'");
+  return std::string(text);
 }
 
 } // namespace mtc::rt

@@ -60,6 +60,11 @@ EnvironmentLookup processEnvironment();
 Expected<LaunchEnvironment> readLaunchEnvironment(const EnvironmentLookup &env);
 Expected<LaunchEnvironment> readLaunchEnvironment(const std::map<std::string, std::string> &env);
 
+/// The address of this host on the route to `host` (a name or an IPv4 address): what the
+/// other ranks can reach this one at, without knowing interface names. Found by connecting
+/// a UDP socket (no packet is sent) and reading its local address.
+Expected<std::string> localAddressToward(const std::string &host);
+
 /// The first host of a SLURM compressed hostlist: "node[01-04,07],gpu5" -> "node01",
 /// "a1,b2" -> "a1", "r[1-2]-n[3-4]" -> "r1-n3".
 Expected<std::string> firstHostOfHostlist(std::string_view hostlist);

@@ -391,9 +391,16 @@ Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::millise
   if (!store)
     return store.takeError().withContext("rendezvous");
   GlooOptions options;
-  options.hostname = env.masterAddr == "127.0.0.1" || env.masterAddr == "localhost"
-                         ? "127.0.0.1"
-                         : std::string();
+  // GLOO_SOCKET_IFNAME names the interface, as for PyTorch; otherwise this host's address
+  // on the route to the master, which the other ranks can reach.
+  if (const char *iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) {
+    options.interface = iface;
+  } else {
+    Expected<std::string> address = localAddressToward(env.masterAddr);
+    if (!address)
+      return address.takeError().withContext("choosing the address to listen on");
+    options.hostname = *address;
+  }
   options.timeout = timeout;
   options.rendezvousTimeout = timeout;
   Expected<std::unique_ptr<GlooCommunicator>> world =

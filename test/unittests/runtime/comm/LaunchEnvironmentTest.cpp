@@ -184,3 +184,15 @@ TEST(LaunchEnvironment, ProcessEnvironmentLookup) {
 
 } // namespace
 } // namespace mtc::rt
+
+namespace mtc::rt {
+TEST(LocalAddressToward, LoopbackAndErrors) {
+  Expected<std::string> loopback = localAddressToward("127.0.0.1");
+  ASSERT_TRUE(loopback.ok()) << loopback.error().message();
+  EXPECT_EQ(*loopback, "127.0.0.1");
+  Expected<std::string> bad = localAddressToward("no-such-host.invalid");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("cannot resolve 'no-such-host.invalid'"), std::string::npos)
+      << bad.error().message();
+}
+} // namespace mtc::rt
