@@ -311,6 +311,8 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
   std::fflush(stdout);
 
   Progress progress(job.leader());
+  const uint64_t commStart = job.world ? job.world->counters().totalBytesSent() : 0;
+  uint64_t commBytes = commStart;
   double firstLoss = 0, lastLoss = 0, seconds = 0;
   int64_t tokens = 0;
   while (trainer->state().step < settings.targetSteps) {
@@ -326,6 +328,10 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
     tokens += stats->tokens;
     double tokensPerSecond = stats->seconds > 0 ? double(stats->tokens) / stats->seconds : 0;
     int64_t peak = peakResidentBytes();
+    // Bytes this rank sent in the step's collectives (the communicator's counters).
+    uint64_t sent = job.world ? job.world->counters().totalBytesSent() : 0;
+    uint64_t stepBytes = sent - commBytes;
+    commBytes = sent;
     if (metrics) {
       JsonObject record{{"step", stats->step},
                         {"loss", stats->loss},
@@ -334,7 +340,8 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
                         {"tokens", stats->tokens},
                         {"tokens_per_s", tokensPerSecond},
                         {"step_ms", stats->seconds * 1e3},
-                        {"peak_rss_bytes", peak}};
+                        {"peak_rss_bytes", peak},
+                        {"comm_bytes_sent", static_cast<int64_t>(stepBytes)}};
       if (Error err = metrics->write(record); !err.ok())
         return err;
     }
@@ -362,6 +369,10 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
                 static_cast<long long>(first + 1), static_cast<long long>(settings.targetSteps),
                 seconds, seconds > 0 ? double(tokens) / seconds : 0.0, firstLoss, lastLoss,
                 bestLossNote(*data).c_str());
+  if (job.world && trainer->state().step > first)
+    print("communication: %.2f MiB sent by rank 0 per step (gradients and loss, ring all-reduce)\n",
+          static_cast<double>(commBytes - commStart) / (1024.0 * 1024.0) /
+              static_cast<double>(trainer->state().step - first));
   state = trainer->state();
   if (metrics)
     return metrics->close();
