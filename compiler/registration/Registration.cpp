@@ -11,6 +11,7 @@
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/transforms/Passes.h"
 #include "dialects/mt/IR/MTDialect.h"
+#include "dialects/mtp/IR/MTPDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -21,7 +22,7 @@
 #include "mlir/IR/DialectRegistry.h"
 
 void mtc::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<mt::MTDialect, mlir::func::FuncDialect>();
+  registry.insert<mt::MTDialect, mtp::MTPDialect, mlir::func::FuncDialect>();
   // What mt-to-linalg produces, so lit tests can feed its output back in.
   registry.insert<mlir::arith::ArithDialect, mlir::linalg::LinalgDialect,
                   mlir::math::MathDialect, mlir::scf::SCFDialect,

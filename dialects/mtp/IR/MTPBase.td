@@ -1,0 +1,46 @@
+//===- MTPBase.td - mtp dialect definition ------------------*- tablegen -*-===//
+//
+// `mtp` is the per-rank (SPMD) dialect: the program one rank runs after sharding, over
+// tensors that know how their global value is laid out on a device mesh, with the
+// collectives that move data between layouts.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_DIALECTS_MTP_IR_MTPBASE_TD
+#define MTC_DIALECTS_MTP_IR_MTPBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def MTP_Dialect : Dialect {
+  let name = "mtp";
+  let cppNamespace = "::mtc::mtp";
+  let summary = "Per-rank programs over sharded named-dimension tensors, and collectives";
+  let description = [{
+    A device mesh has named axes (`dp`, `tp`, ...) with sizes. A sharded tensor keeps its
+    global named dimensions and says which mesh axes split each of them (`heads` over
+    `tp`: every rank along `tp` holds `heads / tp` of them) and over which axes its local
+    values are partial sums still to be reduced (a contraction over a split dimension).
+    Collectives change exactly one of these facts and nothing else, so the verifiers can
+    check that a program's communication is what its layouts require:
+
+    | op | before | after |
+    |---|---|---|
+    | `all_reduce over A` | partial over A | replicated over A |
+    | `reduce_scatter over a along d` | partial over a | `d` split over a (appended) |
+    | `all_gather over a along d` | `d` split over a (last) | `d` not split over a |
+    | `all_to_all over a from d to e` | `d` split over a (last) | `e` split over a (appended) |
+    | `send`/`recv over a shift k` | point to point along axis a (pipeline stages) | |
+  }];
+  let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let dependentDialects = ["::mtc::mt::MTDialect"];
+  let extraClassDeclaration = [{
+  private:
+    void registerTypes();
+    void registerAttributes();
+  public:
+  }];
+}
+
+#endif // MTC_DIALECTS_MTP_IR_MTPBASE_TD

@@ -1,0 +1,153 @@
+//===- MTPOps.cpp - mtp dialect operations --------------------------------===//
+//
+// Each collective changes one fact of its operand's layout (see the dialect description);
+// the verifiers build the layout the result must have and compare.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/mtp/IR/MTPOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mtc::mtp;
+
+#define GET_OP_CLASSES
+#include "dialects/mtp/IR/MTPOps.cpp.inc"
+
+namespace {
+
+/// `axis` must be an axis of `type`'s mesh.
+LogicalResult checkAxis(Operation *op, ShardedTensorType type, StringRef axis) {
+  if (!type.getMesh().getAxisSize(axis))
+    return op->emitOpError() << "the mesh has no axis '" << axis << "'";
+  return success();
+}
+
+/// The result must be `expected` (the operand's type with the op's one change).
+LogicalResult checkResult(Operation *op, ShardedTensorType expected, Type result) {
+  if (result != expected)
+    return op->emitOpError() << "result type must be " << expected << ", found " << result;
+  return success();
+}
+
+SmallVector<StringRef> without(ArrayRef<StringRef> axes, StringRef axis) {
+  SmallVector<StringRef> rest;
+  for (StringRef a : axes)
+    if (a != axis)
+      rest.push_back(a);
+  return rest;
+}
+
+/// `dim` must be a dimension of `type`.
+LogicalResult checkDim(Operation *op, ShardedTensorType type, StringRef dim) {
+  if (!type.getGlobal().hasDim(dim))
+    return op->emitOpError() << "the tensor " << type.getGlobal().dimsToString()
+                             << " has no dimension '" << dim << "'";
+  return success();
+}
+
+/// `dim` of `type` must have `axis` as its innermost split axis.
+LogicalResult checkSplitLast(Operation *op, ShardedTensorType type, StringRef dim,
+                             StringRef axis) {
+  SmallVector<StringRef> axes = type.getSplitAxes(dim);
+  if (axes.empty() || axes.back() != axis)
+    return op->emitOpError() << "dimension '" << dim << "' is not split over '" << axis
+                             << "' (innermost) in the operand";
+  return success();
+}
+
+LogicalResult checkPointToPoint(Operation *op, ShardedTensorType type, StringRef axis,
+                                int64_t shift) {
+  if (failed(checkAxis(op, type, axis)))
+    return failure();
+  int64_t size = *type.getMesh().getAxisSize(axis);
+  if (shift == 0 || shift >= size || -shift >= size)
+    return op->emitOpError() << "shift " << shift << " is not a step to another rank along '"
+                             << axis << "' of size " << size;
+  return success();
+}
+
+} // namespace
+
+LogicalResult AllReduceOp::verify() {
+  auto type = cast<ShardedTensorType>(getInput().getType());
+  SmallVector<StringRef> partial = type.getPartialAxes();
+  for (Attribute attr : getOver()) {
+    StringRef axis = cast<StringAttr>(attr).getValue();
+    if (failed(checkAxis(*this, type, axis)))
+      return failure();
+    if (!type.isPartialOver(axis))
+      return emitOpError() << "the operand is not partial over '" << axis
+                           << "': there is nothing to sum";
+    partial = without(partial, axis);
+  }
+  if (getOver().empty())
+    return emitOpError() << "needs at least one axis";
+  return checkResult(*this, type.withPartial(partial), getResult().getType());
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  auto type = cast<ShardedTensorType>(getInput().getType());
+  StringRef axis = getOver(), dim = getAlong();
+  if (failed(checkAxis(*this, type, axis)) || failed(checkDim(*this, type, dim)))
+    return failure();
+  if (!type.isPartialOver(axis))
+    return emitOpError() << "the operand is not partial over '" << axis << "'";
+  SmallVector<StringRef> axes = type.getSplitAxes(dim);
+  axes.push_back(axis);
+  int64_t parts = 1;
+  for (StringRef a : axes)
+    parts *= *type.getMesh().getAxisSize(a);
+  if (type.getGlobal().getDimSize(dim) % parts != 0)
+    return emitOpError() << "dimension '" << dim << "' of size "
+                         << type.getGlobal().getDimSize(dim) << " cannot be split into "
+                         << parts << " equal parts";
+  return checkResult(*this, type.withPartial(without(type.getPartialAxes(), axis)).withSplit(dim, axes),
+                     getResult().getType());
+}
+
+LogicalResult AllGatherOp::verify() {
+  auto type = cast<ShardedTensorType>(getInput().getType());
+  StringRef axis = getOver(), dim = getAlong();
+  if (failed(checkAxis(*this, type, axis)) || failed(checkDim(*this, type, dim)) ||
+      failed(checkSplitLast(*this, type, dim, axis)))
+    return failure();
+  SmallVector<StringRef> axes = type.getSplitAxes(dim);
+  axes.pop_back();
+  return checkResult(*this, type.withSplit(dim, axes), getResult().getType());
+}
+
+LogicalResult AllToAllOp::verify() {
+  auto type = cast<ShardedTensorType>(getInput().getType());
+  StringRef axis = getOver(), from = getFrom(), to = getTo();
+  if (failed(checkAxis(*this, type, axis)) || failed(checkDim(*this, type, from)) ||
+      failed(checkDim(*this, type, to)) || failed(checkSplitLast(*this, type, from, axis)))
+    return failure();
+  if (from == to)
+    return emitOpError() << "moves the split of '" << axis << "' from '" << from
+                         << "' to itself";
+  SmallVector<StringRef> fromAxes = type.getSplitAxes(from);
+  fromAxes.pop_back();
+  SmallVector<StringRef> toAxes = type.getSplitAxes(to);
+  toAxes.push_back(axis);
+  int64_t parts = 1;
+  for (StringRef a : toAxes)
+    parts *= *type.getMesh().getAxisSize(a);
+  if (type.getGlobal().getDimSize(to) % parts != 0)
+    return emitOpError() << "dimension '" << to << "' of size " << type.getGlobal().getDimSize(to)
+                         << " cannot be split into " << parts << " equal parts";
+  return checkResult(*this, type.withSplit(from, fromAxes).withSplit(to, toAxes),
+                     getResult().getType());
+}
+
+LogicalResult SendOp::verify() {
+  return checkPointToPoint(*this, cast<ShardedTensorType>(getInput().getType()), getOver(),
+                           getShift());
+}
+
+LogicalResult RecvOp::verify() {
+  return checkPointToPoint(*this, cast<ShardedTensorType>(getResult().getType()), getOver(),
+                           getShift());
+}

@@ -1,0 +1,83 @@
+//===- MTPOps.td - mtp dialect operations -------------------*- tablegen -*-===//
+
+#ifndef MTC_DIALECTS_MTP_IR_MTPOPS_TD
+#define MTC_DIALECTS_MTP_IR_MTPOPS_TD
+
+include "dialects/mtp/IR/MTPTypes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class MTP_Op<string mnemonic, list<Trait> traits = []> : Op<MTP_Dialect, mnemonic, traits> {
+  let hasVerifier = 1;
+}
+
+def MTP_AllReduceOp : MTP_Op<"all_reduce", [Pure]> {
+  let summary = "sum partial values over mesh axes";
+  let description = [{
+    `%y = mtp.all_reduce %x over ["tp"] : T -> U`: `%x` is partial over every axis of
+    `over`; `%y` is `%x`'s type without those partial axes (layout otherwise unchanged).
+  }];
+  let arguments = (ins MTP_ShardedTensorType:$input, StrArrayAttr:$over);
+  let results = (outs MTP_ShardedTensorType:$result);
+  let assemblyFormat = "$input `over` $over attr-dict `:` type($input) `->` type($result)";
+}
+
+def MTP_ReduceScatterOp : MTP_Op<"reduce_scatter", [Pure]> {
+  let summary = "sum partial values over an axis, leaving each rank one part of a dimension";
+  let description = [{
+    `%y = mtp.reduce_scatter %x over "tp" along "seq" : T -> U`: `%x` is partial over
+    `tp`; `%y` is not, and `seq` is split over `tp` (appended to its axes).
+  }];
+  let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over, StrAttr:$along);
+  let results = (outs MTP_ShardedTensorType:$result);
+  let assemblyFormat =
+      "$input `over` $over `along` $along attr-dict `:` type($input) `->` type($result)";
+}
+
+def MTP_AllGatherOp : MTP_Op<"all_gather", [Pure]> {
+  let summary = "gather the parts of a dimension split over an axis";
+  let description = [{
+    `%y = mtp.all_gather %x over "tp" along "seq" : T -> U`: `seq` is split over `tp` (its
+    innermost axis) in `%x` and not in `%y`.
+  }];
+  let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over, StrAttr:$along);
+  let results = (outs MTP_ShardedTensorType:$result);
+  let assemblyFormat =
+      "$input `over` $over `along` $along attr-dict `:` type($input) `->` type($result)";
+}
+
+def MTP_AllToAllOp : MTP_Op<"all_to_all", [Pure]> {
+  let summary = "move the split of an axis from one dimension to another";
+  let description = [{
+    `%y = mtp.all_to_all %x over "tp" from "seq" to "heads" : T -> U`: `seq` is split
+    over `tp` (innermost) in `%x`; in `%y` it is not, and `heads` is (appended).
+  }];
+  let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over, StrAttr:$from,
+                       StrAttr:$to);
+  let results = (outs MTP_ShardedTensorType:$result);
+  let assemblyFormat = "$input `over` $over `from` $from `to` $to attr-dict `:` type($input) "
+                       "`->` type($result)";
+}
+
+def MTP_SendOp : MTP_Op<"send", [MemoryEffects<[MemWrite]>]> {
+  let summary = "send a tensor to the rank `shift` steps along a mesh axis";
+  let description = [{
+    `mtp.send %x over "pp" shift 1 : T` sends to the next rank along `pp` (pipeline
+    stages); the rank at the end of the axis has no such peer and sends nothing. `shift`
+    is non-zero and smaller than the axis in magnitude.
+  }];
+  let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over, I64Attr:$shift);
+  let assemblyFormat = "$input `over` $over `shift` $shift attr-dict `:` type($input)";
+}
+
+def MTP_RecvOp : MTP_Op<"recv", [MemoryEffects<[MemRead]>]> {
+  let summary = "receive a tensor from the rank `shift` steps along a mesh axis";
+  let description = [{
+    `%x = mtp.recv over "pp" shift -1 : T` receives what the previous rank along `pp`
+    sent (the matching `send` has the opposite shift).
+  }];
+  let arguments = (ins StrAttr:$over, I64Attr:$shift);
+  let results = (outs MTP_ShardedTensorType:$result);
+  let assemblyFormat = "`over` $over `shift` $shift attr-dict `:` type($result)";
+}
+
+#endif // MTC_DIALECTS_MTP_IR_MTPOPS_TD

@@ -1,0 +1,103 @@
+// RUN: mt-opt %s -split-input-file -verify-diagnostics
+
+// Tests the sharded tensor type's checks: an axis the mesh lacks, an axis used twice, a
+// size that does not divide, a split of a missing dimension, and the mesh's own checks.
+
+// expected-error @+1 {{split of 'heads': the mesh has no axis 'cp'}}
+func.func private @no_axis(!mtp.tensor<[heads=4], f32, <[tp = 2]>, split {heads = [cp]}>)
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' is used twice in one tensor}}
+func.func private @axis_twice(!mtp.tensor<[heads=4, ffn=8], f32, <[tp = 2]>, split {heads = [tp], ffn = [tp]}>)
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' is used twice in one tensor}}
+func.func private @split_and_partial(!mtp.tensor<[heads=4], f32, <[tp = 2]>, split {heads = [tp]}, partial [tp]>)
+
+// -----
+
+// expected-error @+1 {{dimension 'heads' of size 6 cannot be split into 4 equal parts}}
+func.func private @indivisible(!mtp.tensor<[heads=6], f32, <[tp = 4]>, split {heads = [tp]}>)
+
+// -----
+
+// expected-error @+1 {{split of dimension 'vocab', which the tensor [heads=4] does not have}}
+func.func private @no_dim(!mtp.tensor<[heads=4], f32, <[tp = 2]>, split {vocab = [tp]}>)
+
+// -----
+
+// expected-error @+1 {{mesh axis 'tp' appears twice}}
+func.func private @mesh_twice(!mtp.tensor<[heads=4], f32, <[tp = 2, tp = 2]>>)
+
+// -----
+
+// expected-error @+1 {{mesh axis 'dp' has size 0; sizes are positive}}
+func.func private @mesh_zero(!mtp.tensor<[heads=4], f32, <[dp = 0]>>)
+
+// -----
+
+// Tests the collectives' checks: each changes exactly one fact of the layout.
+
+func.func @all_reduce_not_partial(%x: !mtp.tensor<[h=4], f32, <[tp = 2]>>) {
+  // expected-error @+1 {{the operand is not partial over 'tp': there is nothing to sum}}
+  %y = mtp.all_reduce %x over ["tp"] : !mtp.tensor<[h=4], f32, <[tp = 2]>> -> !mtp.tensor<[h=4], f32, <[tp = 2]>>
+  return
+}
+
+// -----
+
+func.func @all_reduce_wrong_result(%x: !mtp.tensor<[h=4], f32, <[tp = 2]>, partial [tp]>) {
+  // expected-error @+1 {{result type must be '!mtp.tensor<[h=4], f32, <[tp = 2]>>'}}
+  %y = mtp.all_reduce %x over ["tp"] : !mtp.tensor<[h=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[h=4], f32, <[tp = 2]>, split {h = [tp]}>
+  return
+}
+
+// -----
+
+func.func @gather_not_split(%x: !mtp.tensor<[s=8], f32, <[tp = 2]>>) {
+  // expected-error @+1 {{dimension 's' is not split over 'tp' (innermost) in the operand}}
+  %y = mtp.all_gather %x over "tp" along "s" : !mtp.tensor<[s=8], f32, <[tp = 2]>> -> !mtp.tensor<[s=8], f32, <[tp = 2]>>
+  return
+}
+
+// -----
+
+func.func @scatter_indivisible(%x: !mtp.tensor<[s=3], f32, <[tp = 2]>, partial [tp]>) {
+  // expected-error @+1 {{dimension 's' of size 3 cannot be split into 2 equal parts}}
+  %y = mtp.reduce_scatter %x over "tp" along "s" : !mtp.tensor<[s=3], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=3], f32, <[tp = 2]>>
+  return
+}
+
+// -----
+
+func.func @scatter_no_dim(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>) {
+  // expected-error @+1 {{the tensor [s=4] has no dimension 'h'}}
+  %y = mtp.reduce_scatter %x over "tp" along "h" : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  return
+}
+
+// -----
+
+func.func @all_to_all_same_dim(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>) {
+  // expected-error @+1 {{moves the split of 'tp' from 's' to itself}}
+  %y = mtp.all_to_all %x over "tp" from "s" to "s" : !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>
+  return
+}
+
+// -----
+
+func.func @send_no_peer(%x: !mtp.tensor<[s=4], f32, <[pp = 2]>>) {
+  // expected-error @+1 {{shift 2 is not a step to another rank along 'pp' of size 2}}
+  mtp.send %x over "pp" shift 2 : !mtp.tensor<[s=4], f32, <[pp = 2]>>
+  return
+}
+
+// -----
+
+func.func @recv_no_axis() {
+  // expected-error @+1 {{the mesh has no axis 'pp'}}
+  %x = mtp.recv over "pp" shift -1 : !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  return
+}

@@ -1,0 +1,67 @@
+// RUN: mt-opt %s | mt-opt | FileCheck %s
+
+// Tests that the sharded tensor type prints its global tensor, mesh, split and partial axes
+// (the last two only when present) and parses back.
+// CHECK-LABEL: func.func @types
+// CHECK-SAME: !mtp.tensor<[batch=8, seq=64, hidden=64], f32, <[dp = 2, tp = 2]>>
+// CHECK-SAME: !mtp.tensor<[batch=8, seq=64, heads=4], f32, <[dp = 2, tp = 2]>, split {batch = [dp], heads = [tp]}>
+// CHECK-SAME: !mtp.tensor<[batch=8, seq=64, hidden=64], f32, <[dp = 2, tp = 2]>, split {batch = [dp]}, partial [tp]>
+// CHECK-SAME: !mtp.tensor<[seq=64, hidden=64], bf16, <[cp = 2, tp = 4]>, split {seq = [cp, tp]}>
+func.func @types(
+    %a: !mtp.tensor<[batch=8, seq=64, hidden=64], f32, <[dp = 2, tp = 2]>>,
+    %b: !mtp.tensor<[batch=8, seq=64, heads=4], f32, <[dp = 2, tp = 2]>,
+                    split {heads = [tp], batch = [dp]}>,
+    %c: !mtp.tensor<[batch=8, seq=64, hidden=64], f32, <[dp = 2, tp = 2]>,
+                    split {batch = [dp]}, partial [tp]>,
+    %d: !mtp.tensor<[seq=64, hidden=64], bf16, <[cp = 2, tp = 4]>, split {seq = [cp, tp]}>) {
+  return
+}
+
+// Tests Megatron's MLP block without sequence parallelism: the row-parallel projection's
+// output is partial over tp and one all-reduce makes it whole.
+// CHECK-LABEL: func.func @all_reduce
+// CHECK: mtp.all_reduce %arg0 over ["tp"] : <{{.*}}partial [tp]> -> <[batch=8, seq=64, hidden=64], f32, <[dp = 2, tp = 2]>, split {batch = [dp]}>
+func.func @all_reduce(%x: !mtp.tensor<[batch=8, seq=64, hidden=64], f32, <[dp = 2, tp = 2]>,
+                                      split {batch = [dp]}, partial [tp]>)
+    -> !mtp.tensor<[batch=8, seq=64, hidden=64], f32, <[dp = 2, tp = 2]>, split {batch = [dp]}> {
+  %y = mtp.all_reduce %x over ["tp"]
+      : !mtp.tensor<[batch=8, seq=64, hidden=64], f32, <[dp = 2, tp = 2]>, split {batch = [dp]},
+                    partial [tp]>
+      -> !mtp.tensor<[batch=8, seq=64, hidden=64], f32, <[dp = 2, tp = 2]>, split {batch = [dp]}>
+  return %y : !mtp.tensor<[batch=8, seq=64, hidden=64], f32, <[dp = 2, tp = 2]>, split {batch = [dp]}>
+}
+
+// Tests sequence parallelism's pair: reduce-scatter into the seq-split norm region, then
+// all-gather back before the column-parallel projection.
+// CHECK-LABEL: func.func @sequence_parallel
+// CHECK: %[[RS:.*]] = mtp.reduce_scatter %arg0 over "tp" along "seq"
+// CHECK-SAME: -> <[seq=64, hidden=64], f32, <[tp = 4]>, split {seq = [tp]}>
+// CHECK: mtp.all_gather %[[RS]] over "tp" along "seq"
+// CHECK-SAME: -> <[seq=64, hidden=64], f32, <[tp = 4]>>
+func.func @sequence_parallel(%x: !mtp.tensor<[seq=64, hidden=64], f32, <[tp = 4]>, partial [tp]>)
+    -> !mtp.tensor<[seq=64, hidden=64], f32, <[tp = 4]>> {
+  %s = mtp.reduce_scatter %x over "tp" along "seq"
+      : !mtp.tensor<[seq=64, hidden=64], f32, <[tp = 4]>, partial [tp]>
+      -> !mtp.tensor<[seq=64, hidden=64], f32, <[tp = 4]>, split {seq = [tp]}>
+  %g = mtp.all_gather %s over "tp" along "seq"
+      : !mtp.tensor<[seq=64, hidden=64], f32, <[tp = 4]>, split {seq = [tp]}>
+      -> !mtp.tensor<[seq=64, hidden=64], f32, <[tp = 4]>>
+  return %g : !mtp.tensor<[seq=64, hidden=64], f32, <[tp = 4]>>
+}
+
+// Tests an all-to-all that moves the split from seq to heads (Ulysses-style context
+// parallelism), and the point-to-point pair of pipeline stages.
+// CHECK-LABEL: func.func @all_to_all_and_p2p
+// CHECK: mtp.all_to_all %arg0 over "cp" from "seq" to "heads"
+// CHECK-SAME: -> <[seq=64, heads=8], f32, <[pp = 2, cp = 4]>, split {heads = [cp]}>
+// CHECK: mtp.send %{{.*}} over "pp" shift 1
+// CHECK: mtp.recv over "pp" shift -1
+func.func @all_to_all_and_p2p(%x: !mtp.tensor<[seq=64, heads=8], f32, <[pp = 2, cp = 4]>, split {seq = [cp]}>)
+    -> !mtp.tensor<[seq=64, heads=8], f32, <[pp = 2, cp = 4]>, split {heads = [cp]}> {
+  %y = mtp.all_to_all %x over "cp" from "seq" to "heads"
+      : !mtp.tensor<[seq=64, heads=8], f32, <[pp = 2, cp = 4]>, split {seq = [cp]}>
+      -> !mtp.tensor<[seq=64, heads=8], f32, <[pp = 2, cp = 4]>, split {heads = [cp]}>
+  mtp.send %y over "pp" shift 1 : !mtp.tensor<[seq=64, heads=8], f32, <[pp = 2, cp = 4]>, split {heads = [cp]}>
+  %z = mtp.recv over "pp" shift -1 : !mtp.tensor<[seq=64, heads=8], f32, <[pp = 2, cp = 4]>, split {heads = [cp]}>
+  return %z : !mtp.tensor<[seq=64, heads=8], f32, <[pp = 2, cp = 4]>, split {heads = [cp]}>
+}
