@@ -38,11 +38,18 @@ DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32}
 
 DROPOUT_STUB = r"""
 #include <stdint.h>
+#include <stdlib.h>
 /* Dropout off: keep every element, unscaled (docs/architecture.md, dropout contract). */
 float mtc_dropout_scale(int64_t stream, int64_t element, double rate) {
   (void)stream; (void)element; (void)rate;
   return 1.0f;
 }
+/* The kernels allocate their temporaries through the runtime (compiler/codegen/CPUCodegen.h);
+   here straight from the C library, uncounted. */
+void *mtc_kernel_alloc(size_t size) { return malloc(size); }
+void *mtc_kernel_calloc(size_t count, size_t size) { return calloc(count, size); }
+void *mtc_kernel_aligned_alloc(size_t align, size_t size) { return aligned_alloc(align, size); }
+void mtc_kernel_free(void *pointer) { free(pointer); }
 """
 
 

@@ -35,4 +35,27 @@ def MTAutodiffPass : Pass<"mt-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }
 
+def MTSplitBackwardPass : Pass<"mt-split-backward", "::mlir::ModuleOp"> {
+  let summary = "Split each layer backward into input-gradient and weight-gradient parts";
+  let description = [{
+    Zero-bubble pipeline schedules run a layer's backward in two parts: B, the gradients of
+    the layer's inputs (which the previous stage waits for), and W, the gradients of its
+    parameters (which can fill a bubble later). For every layer backward `@L.bwd` (a
+    function with `mt.layer_of` and `mt.param_grads`) this pass adds:
+
+    - `@L.bwd.input(args of @L.bwd) -> (input gradients, stash...)`: the ops the input
+      gradients need, and
+    - `@L.bwd.weight(args of @L.bwd, stash...) -> (parameter gradients)`: the remaining ops
+      the parameter gradients need,
+
+    where the stash is every value of B that W reads (for a contraction `y = x w`, B
+    computes `dx = dy w^T`, W computes `dw = x^T dy` from the saved `x` and the incoming
+    `dy`, and nothing needs stashing). Every op of `@L.bwd` lands in exactly one part (ops
+    needed by both are in B), so B followed by W computes exactly what `@L.bwd` computes.
+    Both carry `mt.layer_of`; W carries `mt.param_grads`; `mt.backward_part` is "input" or
+    "weight". `@L.bwd` itself stays (the single-stage step uses it).
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // MTC_COMPILER_AUTODIFF_PASSES_TD

@@ -9,6 +9,7 @@
 
 #include "compiler/codegen/CPUCodegen.h"
 
+#include "compiler/codegen/Workspace.h"
 #include "compiler/fusion/Passes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
@@ -247,9 +248,24 @@ void requestCInterfaces(ModuleOp module) {
       func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(module.getContext()));
 }
 
-/// Linalg on memrefs -> LLVM dialect, the sequence measured with mlir-opt-22.
-void buildLowerToLLVMPipeline(OpPassManager &pm) {
+/// The module the backend lowers to LLVM, in place: bufferized, the f32 GEMMs calls into the
+/// library, every allocation paired with its deallocation. Diagnostics go to the context.
+LogicalResult prepareForLowering(ModuleOp module) {
+  eraseModuleLevelDeclarations(module);
+  requestCInterfaces(module);
+  if (failed(codegen::bufferizeForCodegen(module)))
+    return failure();
+  expandStridedCopies(module);
+  if (failed(callBatchMatmulLibrary(module)))
+    return failure();
+  PassManager pm(module.getContext());
   bufferization::buildBufferDeallocationPipeline(pm);
+  return pm.run(module);
+}
+
+/// Linalg on memrefs, deallocations placed -> LLVM dialect, the sequence measured with
+/// mlir-opt-22.
+void buildLowerToLLVMPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   // Views (subview, expand_shape, collapse_shape, from slices and reshapes) become
   // reinterpret_casts with explicit strides, which finalize-memref-to-llvm lowers.
@@ -404,7 +420,54 @@ void addPackedEntryPoints(llvm::Module &module) {
   }
 }
 
+/// Renames the object's calls of the C library's allocation functions to the runtime's
+/// (see CPUCodegen.h). After LLVM's optimisations, which know the C functions (they remove
+/// unused allocations and turn malloc + memset into calloc) and not the runtime's.
+Error redirectAllocations(llvm::Module &module) {
+  static constexpr std::pair<llvm::StringLiteral, llvm::StringLiteral> renames[] = {
+      {"malloc", codegen::kKernelAllocFunction},
+      {"calloc", codegen::kKernelCallocFunction},
+      {"aligned_alloc", codegen::kKernelAlignedAllocFunction},
+      {"free", codegen::kKernelFreeFunction}};
+  for (llvm::StringRef other : {"realloc", "posix_memalign", "memalign", "valloc"})
+    if (llvm::Function *function = module.getFunction(other); function && !function->use_empty())
+      return errorf("the kernels call " + other +
+                    ", which the runtime's allocator does not provide");
+  for (auto [from, to] : renames) {
+    llvm::Function *function = module.getFunction(from);
+    if (!function)
+      continue;
+    llvm::FunctionCallee replacement =
+        module.getOrInsertFunction(to, function->getFunctionType(), function->getAttributes());
+    function->replaceAllUsesWith(replacement.getCallee());
+    function->eraseFromParent();
+  }
+  return Error::success();
+}
+
 } // namespace
+
+FailureOr<int64_t> codegen::predictWorkspaceBytes(ModuleOp linalgModule,
+                                                  ArrayRef<StringRef> functions) {
+  MLIRContext *context = linalgModule.getContext();
+  DialectRegistry registry;
+  registerCodegenDialects(registry);
+  context->appendDialectRegistry(registry);
+  OwningOpRef<ModuleOp> module(linalgModule.clone());
+  if (failed(prepareForLowering(*module)))
+    return failure();
+  int64_t peak = 0;
+  for (StringRef name : functions) {
+    auto func = module->lookupSymbol<func::FuncOp>(name);
+    if (!func)
+      return linalgModule.emitError("no function '") << name << "' to predict the workspace of";
+    FailureOr<int64_t> bytes = simulatePeakTemporaryBytes(*module, func);
+    if (failed(bytes))
+      return failure();
+    peak = std::max(peak, *bytes);
+  }
+  return peak;
+}
 
 Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
                                                const CPUCodegenOptions &options) {
@@ -414,15 +477,10 @@ Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
   context->appendDialectRegistry(registry);
 
   OwningOpRef<ModuleOp> module(linalgModule.clone());
-  eraseModuleLevelDeclarations(*module);
-  requestCInterfaces(*module);
   {
     DiagnosticCollector diagnostics(context);
-    if (failed(bufferizeForCodegen(*module)))
+    if (failed(prepareForLowering(*module)))
       return diagnostics.error("bufferization failed");
-    expandStridedCopies(*module);
-    if (failed(callBatchMatmulLibrary(*module)))
-      return diagnostics.error("calling the GEMM library failed");
     PassManager pm(context);
     buildLowerToLLVMPipeline(pm);
     if (failed(pm.run(*module)))
@@ -444,6 +502,8 @@ Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
   llvmModule->setTargetTriple((*machine)->getTargetTriple());
   llvmModule->setDataLayout((*machine)->createDataLayout());
   optimize(*llvmModule, **machine, options.optLevel);
+  if (Error error = redirectAllocations(*llvmModule))
+    return error;
 
   std::string object;
   {

@@ -13,9 +13,21 @@
 //
 // A descriptor is `{T *allocated, T *aligned, int64_t offset, int64_t sizes[rank],
 // int64_t strides[rank]}` (mlir/ExecutionEngine/CRunnerUtils.h); the code reads and writes
-// row-major contiguous data at `aligned + offset`. Intermediate buffers are allocated with
-// malloc and freed before the function returns. The object needs libm (erff, tanhf, ...)
-// and libc (malloc, free); with `cc` as the linker both are recorded as dependencies.
+// row-major contiguous data at `aligned + offset`. The object needs libm (erff, tanhf, ...)
+// and libc; with `cc` as the linker both are recorded as dependencies.
+//
+// Temporaries. Intermediate buffers are allocated and freed before the function returns
+// through four external functions the process loading the object defines
+// (runtime/exec/KernelMemory.h), with the C library's semantics: kKernelAllocFunction
+// (malloc), kKernelCallocFunction (calloc), kKernelAlignedAllocFunction (aligned_alloc) and
+// kKernelFreeFunction (free). The backend renames the object's calls of the C library's
+// functions after LLVM's optimisations, so that the runtime sees exactly the allocations
+// that run and can measure the high-water mark that predictWorkspaceBytes predicts:
+//
+//   void *mtc_kernel_alloc(size_t size);
+//   void *mtc_kernel_calloc(size_t count, size_t size);
+//   void *mtc_kernel_aligned_alloc(size_t align, size_t size);
+//   void mtc_kernel_free(void *pointer);
 //
 // Each `_mlir_ciface_f` also gets a packed entry point, so that a runtime can call a
 // function of any arity without generating calls itself:
@@ -58,6 +70,12 @@ inline constexpr llvm::StringLiteral kPackedEntryPrefix = "_mtc_packed_";
 /// object imports `_mlir_ciface_` followed by this name.
 inline constexpr llvm::StringLiteral kBatchMatmulF32Function = "mtc_batch_matmul_f32";
 
+/// The allocation functions the object imports (see the file comment).
+inline constexpr llvm::StringLiteral kKernelAllocFunction = "mtc_kernel_alloc";
+inline constexpr llvm::StringLiteral kKernelCallocFunction = "mtc_kernel_calloc";
+inline constexpr llvm::StringLiteral kKernelAlignedAllocFunction = "mtc_kernel_aligned_alloc";
+inline constexpr llvm::StringLiteral kKernelFreeFunction = "mtc_kernel_free";
+
 struct CPUCodegenOptions {
   /// Target CPU: "native" (the host CPU and its features, the default: plans are run where
   /// they are compiled) or an LLVM CPU name such as "x86-64-v3" for a portable object.
@@ -77,6 +95,15 @@ llvm::Error compileToSharedObject(mlir::ModuleOp linalgModule, llvm::StringRef o
 /// several objects together).
 llvm::Expected<std::string> compileToObject(mlir::ModuleOp linalgModule,
                                             const CPUCodegenOptions &options = {});
+
+/// The most bytes the compiled `functions` of `linalgModule` hold in temporaries at once
+/// (the largest over the functions; each call frees its own): the sum of the sizes the
+/// object passes to the allocation functions, simulated on the module the backend lowers to
+/// LLVM (compiler/codegen/Workspace.h). Runs the backend's bufferization and deallocation
+/// passes, not LLVM. Fails with a diagnostic when the module does not bufferize or an
+/// allocation has no size known at compile time.
+mlir::FailureOr<int64_t> predictWorkspaceBytes(mlir::ModuleOp linalgModule,
+                                               llvm::ArrayRef<llvm::StringRef> functions);
 
 /// Bufferizes a linalg module for the backends, in place: elementwise chains fused into
 /// their consumers first (mtc-fuse-elementwise, compiler/fusion/), then one-shot

@@ -100,7 +100,7 @@ llvm::Error writeFile(const llvm::Twine &path, llvm::StringRef bytes) {
 }
 
 json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
-                               const PlanSource &source) {
+                               const PlanSource &source, std::optional<int64_t> workspace) {
   MLIRContext *context = trained.getContext();
   json::Object plan;
   plan["format"] = "mtc-plan";
@@ -141,7 +141,6 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   auto step = trained.lookupSymbol<func::FuncOp>("optimizer_step");
   TypeRange storage = step.getArgumentTypes().drop_front(2);
   json::Array params;
-  int64_t paramBytes = 0;
   for (auto [index, param, type] :
        llvm::enumerate(trained.getOps<mt::ParamOp>(), storage)) {
     auto stored = cast<mt::NamedTensorType>(type);
@@ -161,16 +160,13 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
       args.push_back(arg);
     entry["init"] = json::Object{{"kind", mt::stringifyInitKind(param.getInit().getKind())},
                                  {"args", std::move(args)}};
-    paramBytes += byteSize(stored);
     params.push_back(std::move(entry));
   }
   plan["params"] = std::move(params);
 
   json::Array states;
-  int64_t stateBytes = 0;
   for (auto state : trained.getOps<mt::StateOp>()) {
     auto type = cast<mt::NamedTensorType>(state.getType());
-    stateBytes += byteSize(type);
     states.push_back(json::Object{{"name", state.getSymName()},
                                   {"of", state.getOf()},
                                   {"dims", dimsJson(type)},
@@ -179,30 +175,81 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   plan["states"] = std::move(states);
   plan["functions"] = json::Array{"forward", "forward_backward", "optimizer_step"};
 
+  (void)context;
+  MemoryPrediction memory = predictMemory(trained, workspace);
+  json::Object memoryJson{
+      {"parameters", memory.parameters},
+      {"gradients", memory.gradients()},
+      {"optimizer_state", memory.optimizerState},
+      {"saved_activations", memory.savedActivations},
+      {"total", 2 * memory.parameters + memory.optimizerState + memory.savedActivations}};
+  if (std::optional<int64_t> peak = memory.peak()) {
+    memoryJson["workspace"] = *memory.workspace;
+    memoryJson["peak"] = *peak;
+  }
+  plan["predictions"] = json::Object{
+      {"parameters", stats.totalParams},
+      {"flops_per_token", json::Object{{"forward", stats.forwardFlopsPerToken},
+                                       {"backward", stats.backwardFlopsPerToken}}},
+      {"memory_bytes", std::move(memoryJson)}};
+  return plan;
+}
+
+std::string mebibytes(int64_t bytes) {
+  return llvm::formatv("{0:F2} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0)).str();
+}
+
+} // namespace
+
+MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> workspace) {
+  MemoryPrediction memory;
+  memory.workspace = workspace;
+  // The optimizer step's gradient arguments are exactly the parameters' storage types.
+  if (auto step = trained.lookupSymbol<func::FuncOp>("optimizer_step"))
+    for (Type type : step.getArgumentTypes().drop_front(2))
+      memory.parameters += byteSize(cast<mt::NamedTensorType>(type));
+  for (auto state : trained.getOps<mt::StateOp>())
+    memory.optimizerState += byteSize(cast<mt::NamedTensorType>(state.getType()));
   // Saved activations: the stacked results of the layer stack's forward repeats beyond the
   // carried values, i.e. what every layer instance keeps for its backward.
-  int64_t savedBytes = 0;
   if (auto step = trained.lookupSymbol<func::FuncOp>("forward_backward"))
     step.walk([&](mt::RepeatOp repeat) {
       if (repeat.getReverse())
         return;
       for (Value saved : repeat.getResults().drop_front(repeat.getNumCarried()))
-        savedBytes += byteSize(cast<mt::NamedTensorType>(saved.getType()));
+        memory.savedActivations += byteSize(cast<mt::NamedTensorType>(saved.getType()));
     });
-  (void)context;
-  plan["predictions"] = json::Object{
-      {"parameters", stats.totalParams},
-      {"flops_per_token", json::Object{{"forward", stats.forwardFlopsPerToken},
-                                       {"backward", stats.backwardFlopsPerToken}}},
-      {"memory_bytes", json::Object{{"parameters", paramBytes},
-                                    {"gradients", paramBytes},
-                                    {"optimizer_state", stateBytes},
-                                    {"saved_activations", savedBytes},
-                                    {"total", 2 * paramBytes + stateBytes + savedBytes}}}};
-  return plan;
+  // Tokens and labels of one micro-batch, int32 like the entry function's arguments; the
+  // runtime splits the plan's global batch into micro-batches of the tokens' first dimension.
+  if (auto forward = trained.lookupSymbol<func::FuncOp>("forward");
+      forward && forward.getNumArguments() > 0) {
+    auto tokens = cast<mt::NamedTensorType>(forward.getArgumentTypes().front());
+    memory.tokens = 2 * byteSize(tokens);
+    int64_t microBatch = tokens.getDimSizes().front(), globalBatch = microBatch;
+    if (auto train = trained->getAttrOfType<DictionaryAttr>(mt::MTDialect::kTrainAttrName))
+      if (auto value = train.getAs<IntegerAttr>("global_batch"))
+        globalBatch = value.getInt();
+    if (globalBatch > microBatch)
+      memory.microBatchGradients = memory.gradients();
+  }
+  return memory;
 }
 
-} // namespace
+void mtc::printMemoryPrediction(const MemoryPrediction &memory, llvm::raw_ostream &os) {
+  os << "memory per rank:\n";
+  auto line = [&](llvm::StringRef what, int64_t bytes) {
+    os << llvm::formatv("  {0} {1,14} bytes ({2})\n", llvm::left_justify(what, 38), bytes,
+                        mebibytes(bytes));
+  };
+  line("parameters (x2: current and next)", 2 * memory.parameters);
+  line("optimizer state (x2)", 2 * memory.optimizerState);
+  line("gradients", memory.gradients());
+  if (memory.microBatchGradients)
+    line("micro-batch gradients", memory.microBatchGradients);
+  line("tokens and labels", memory.tokens);
+  line("workspace (kernels' peak temporaries)", memory.workspace.value_or(0));
+  line("peak", memory.buffers() + memory.workspace.value_or(0));
+}
 
 llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const PlanSource &source,
                            llvm::StringRef path, const PlanKernels *kernels) {
@@ -213,7 +260,9 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
 
   std::string planJson;
   {
-    json::Object manifestJson = buildManifestJson(trained, stats, source);
+    json::Object manifestJson =
+        buildManifestJson(trained, stats, source,
+                          kernels ? std::optional<int64_t>(kernels->workspaceBytes) : std::nullopt);
     if (kernels)
       manifestJson["kernels"] = json::Object{
           {"x86_64", json::Object{{"file", "kernels/x86_64.so"},

@@ -14,6 +14,7 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 
+#include <optional>
 #include <string>
 
 namespace mtc {
@@ -24,12 +25,46 @@ struct PlanSource {
   std::string compilerVersion;
 };
 
-/// Compiled step functions: the bytes of `kernels/x86_64.so` and how to call them
-/// (CallingConvention.h).
+/// Compiled step functions: the bytes of `kernels/x86_64.so`, how to call them
+/// (CallingConvention.h) and their predicted peak temporaries (CPUCodegen.h,
+/// predictWorkspaceBytes).
 struct PlanKernels {
   std::string x86SharedObject;
   llvm::json::Object callingConvention;
+  int64_t workspaceBytes = 0;
 };
+
+/// The bytes one rank holds for training: the buffers runtime/exec/Trainer.h allocates
+/// (parameters and optimizer state twice, the optimizer writing into the second set;
+/// gradients; a second gradient buffer when the global batch takes several micro-batches;
+/// the token and label buffers of a micro-batch) plus the compiled kernels' workspace.
+struct MemoryPrediction {
+  int64_t parameters = 0;
+  int64_t optimizerState = 0;
+  /// What the layers' forward passes keep for their backward, per micro-batch (part of the
+  /// workspace when the kernels run).
+  int64_t savedActivations = 0;
+  int64_t microBatchGradients = 0; // 0 with a single micro-batch
+  int64_t tokens = 0;
+  std::optional<int64_t> workspace; // known once the step is compiled
+  int64_t gradients() const { return parameters; }
+  /// The runtime's buffers, all but the workspace.
+  int64_t buffers() const {
+    return 2 * (parameters + optimizerState) + gradients() + microBatchGradients + tokens;
+  }
+  /// What the runtime's peak bytes measure (Trainer::peakBytes).
+  std::optional<int64_t> peak() const {
+    return workspace ? std::optional<int64_t>(buffers() + *workspace) : std::nullopt;
+  }
+};
+
+/// The memory prediction of `trained` (the output of buildTrainingPipeline) with the
+/// compiled kernels' `workspace` bytes, if known.
+MemoryPrediction predictMemory(mlir::ModuleOp trained, std::optional<int64_t> workspace);
+
+/// The lines `mtc compile --stats --kernels=x86` prints about memory (`memory` has its
+/// workspace).
+void printMemoryPrediction(const MemoryPrediction &memory, llvm::raw_ostream &os);
 
 /// Writes the plan of `trained` (the output of buildTrainingPipeline; `stats` are those of
 /// the frontend's module) to the directory `path`, replacing an existing plan there;

@@ -3,6 +3,7 @@
 #include "runtime/exec/Trainer.h"
 
 #include "runtime/exec/DropoutScale.h"
+#include "runtime/exec/KernelMemory.h"
 
 #include <chrono>
 #include <cmath>
@@ -142,6 +143,8 @@ int64_t Trainer::bufferBytes() const {
          static_cast<int64_t>((grads_.size() + microGrads_.size()) * sizeof(float) +
                               (tokens_.size() + labels_.size()) * sizeof(int32_t));
 }
+
+int64_t Trainer::peakBytes() const { return bufferBytes() + kernelPeakBytes(); }
 
 Expected<StepStats> Trainer::step() {
   auto start = std::chrono::steady_clock::now();

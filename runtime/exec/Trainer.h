@@ -62,6 +62,10 @@ public:
   /// Bytes of the buffers the trainer holds (parameters and state twice, gradients twice,
   /// the token buffers); the kernels' own temporaries come on top.
   int64_t bufferBytes() const;
+  /// The most bytes this rank has held for training: bufferBytes() plus the high-water mark
+  /// of the kernels' temporaries in this process (KernelMemory.h). What the plan's
+  /// `predictions.memory_bytes.peak` predicts.
+  int64_t peakBytes() const;
 
 private:
   Trainer(const Plan &plan, const KernelLibrary &kernels, TrainingState state,

@@ -729,6 +729,10 @@ Predictions readPredictions(const JsonValue &v, const std::string &path) {
   p.memoryBytes.optimizerState = readCount(mem, memPath, "optimizer_state");
   p.memoryBytes.savedActivations = readCount(mem, memPath, "saved_activations");
   p.memoryBytes.total = readCount(mem, memPath, "total");
+  if (mem.find("workspace"))
+    p.memoryBytes.workspace = readCount(mem, memPath, "workspace");
+  if (mem.find("peak"))
+    p.memoryBytes.peak = readCount(mem, memPath, "peak");
   return p;
 }
 

@@ -128,6 +128,10 @@ struct Predictions {
     int64_t optimizerState = 0;
     int64_t savedActivations = 0;
     int64_t total = 0;
+    /// The compiled kernels' peak temporaries, and the peak bytes per rank (the runtime's
+    /// buffers plus that workspace): present when the plan has kernels.
+    std::optional<int64_t> workspace;
+    std::optional<int64_t> peak;
   } memoryBytes;
 };
 

@@ -79,5 +79,9 @@ std::string mtc::rt::describePlan(const Plan &plan) {
               humanBytes(double(pr.memoryBytes.optimizerState)).c_str(),
               humanBytes(double(pr.memoryBytes.savedActivations)).c_str(),
               humanBytes(double(pr.memoryBytes.total)).c_str());
+  if (pr.memoryBytes.peak && pr.memoryBytes.workspace)
+    printf("peak memory: %s per rank (the compiled step's temporaries %s)\n",
+           humanBytes(double(*pr.memoryBytes.peak)).c_str(),
+           humanBytes(double(*pr.memoryBytes.workspace)).c_str());
   return out;
 }

@@ -78,8 +78,10 @@ cl::opt<std::string> recompute(
     cl::value_desc("policy"), cl::sub(compileCommand), cl::cat(compileCategory));
 
 cl::opt<bool> printStats("stats",
-                         cl::desc("Print parameter counts per tensor and in total, and FLOPs "
-                                  "per token, instead of the IR"),
+                         cl::desc("Print parameter counts per tensor and in total, FLOPs per "
+                                  "token and the memory per rank, instead of the IR (with "
+                                  "--kernels=x86, the peak memory, compiling the step to "
+                                  "buffers but not to machine code)"),
                          cl::sub(compileCommand), cl::cat(compileCategory));
 
 cl::opt<bool> debugInfo("mlir-print-debuginfo",
@@ -106,21 +108,41 @@ int inspect() {
   return 0;
 }
 
-/// The training step compiled for the CPU: decomposed, outlined into pure functions of
-/// explicit buffers, lowered to linalg and compiled to a shared object.
-FailureOr<mtc::PlanKernels> compileKernels(mlir::ModuleOp trained) {
+/// The functions the runtime calls in a training step; the workspace is the larger of
+/// their peaks (they run one after the other).
+constexpr llvm::StringRef kStepFunctions[] = {"forward_backward", "optimizer_step"};
+
+/// The training step for the CPU backend: decomposed, outlined into pure functions of
+/// explicit buffers and lowered to linalg; `callingConvention` (optional) gets how to call
+/// the outlined functions.
+mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
+                                            llvm::json::Object *callingConvention = nullptr) {
   mlir::OwningOpRef<mlir::ModuleOp> module(trained.clone());
   mlir::PassManager pm(trained.getContext());
   pm.addPass(mtc::lowering::createMTDecomposePass());
   pm.addPass(mtc::transforms::createMTOutlineParametersPass());
   if (failed(pm.run(*module)))
-    return failure();
-  mtc::PlanKernels kernels;
-  kernels.callingConvention = mtc::describeCallingConvention(*module);
+    return nullptr;
+  if (callingConvention)
+    *callingConvention = mtc::describeCallingConvention(*module);
   mlir::PassManager lower(trained.getContext());
   lower.addPass(mtc::codegen::createMTToLinalgPass());
   if (failed(lower.run(*module)))
+    return nullptr;
+  return module;
+}
+
+/// The training step compiled for the CPU (lowerStep, then a shared object), with its
+/// predicted workspace.
+FailureOr<mtc::PlanKernels> compileKernels(mlir::ModuleOp trained) {
+  mtc::PlanKernels kernels;
+  mlir::OwningOpRef<mlir::ModuleOp> module = lowerStep(trained, &kernels.callingConvention);
+  if (!module)
     return failure();
+  FailureOr<int64_t> workspace = mtc::codegen::predictWorkspaceBytes(*module, kStepFunctions);
+  if (failed(workspace))
+    return failure();
+  kernels.workspaceBytes = *workspace;
   SmallString<128> path;
   if (std::error_code ec = sys::fs::createTemporaryFile("mtc-kernels", "so", path)) {
     WithColor::error(errs(), "mtc") << "cannot create a temporary file: " << ec.message() << "\n";
@@ -171,7 +193,9 @@ int compile() {
   if (failed(stats))
     return 1;
 
-  if (emitKind != EmitKind::MT && !printStats) {
+  // --stats needs the trained step only to predict the workspace of its kernels.
+  bool statsWithKernels = printStats && kernelTarget == KernelTarget::X86;
+  if ((emitKind != EmitKind::MT && !printStats) || statsWithKernels) {
     std::string policy = recompute;
     if (policy.empty())
       if (auto parallel = (*module)->getAttrOfType<mlir::DictionaryAttr>(
@@ -216,6 +240,18 @@ int compile() {
   }
   if (printStats) {
     mtc::printModelStats(*stats, output->os());
+    // Without the training pipeline there is no step to size the buffers of: the memory
+    // lines need --kernels=x86 (which also gives the workspace).
+    if (statsWithKernels) {
+      mlir::OwningOpRef<mlir::ModuleOp> step = lowerStep(*module);
+      if (!step)
+        return 1;
+      FailureOr<int64_t> workspace = mtc::codegen::predictWorkspaceBytes(*step, kStepFunctions);
+      if (failed(workspace))
+        return 1;
+      output->os() << "\n";
+      mtc::printMemoryPrediction(mtc::predictMemory(*module, *workspace), output->os());
+    }
   } else {
     mlir::OpPrintingFlags flags;
     if (debugInfo)

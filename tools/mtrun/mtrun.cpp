@@ -310,6 +310,12 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
               static_cast<long long>(settings.targetSteps));
   std::fflush(stdout);
 
+  // The compiler's figure for the same accounting, when the plan has one (plans with kernels)
+  // and the run keeps the plan's batch (the prediction assumes it).
+  std::string predicted;
+  if (std::optional<int64_t> bytes = plan.predictions.memoryBytes.peak;
+      bytes && settings.globalBatch == 0)
+    predicted = concat(" (predicted ", mebibytes(*bytes), ")");
   Progress progress(job.leader());
   const uint64_t commStart = job.world ? job.world->counters().totalBytesSent() : 0;
   uint64_t commBytes = commStart;
@@ -327,7 +333,8 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
     seconds += stats->seconds;
     tokens += stats->tokens;
     double tokensPerSecond = stats->seconds > 0 ? double(stats->tokens) / stats->seconds : 0;
-    int64_t peak = peakResidentBytes();
+    int64_t peak = trainer->peakBytes();
+    int64_t rss = peakResidentBytes();
     // Bytes this rank sent in the step's collectives (the communicator's counters).
     uint64_t sent = job.world ? job.world->counters().totalBytesSent() : 0;
     uint64_t stepBytes = sent - commBytes;
@@ -340,7 +347,8 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
                         {"tokens", stats->tokens},
                         {"tokens_per_s", tokensPerSecond},
                         {"step_ms", stats->seconds * 1e3},
-                        {"peak_rss_bytes", peak},
+                        {"peak_bytes", peak},
+                        {"peak_rss_bytes", rss},
                         {"comm_bytes_sent", static_cast<int64_t>(stepBytes)}};
       if (Error err = metrics->write(record); !err.ok())
         return err;
@@ -349,11 +357,11 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
     if (stats->step == first + 1 || stats->step % settings.logEvery == 0 || last) {
       progress.clear();
       print("step %6lld/%lld  loss %.4f  lr %.3e  grad norm %.3f  %8.0f tok/s  %8.1f ms  "
-            "peak mem %s\n",
+            "mem %s%s  rss %s\n",
                   static_cast<long long>(stats->step),
                   static_cast<long long>(settings.targetSteps), stats->loss, stats->lr,
                   stats->gradNorm, tokensPerSecond, stats->seconds * 1e3,
-                  mebibytes(peak).c_str());
+                  mebibytes(peak).c_str(), predicted.c_str(), mebibytes(rss).c_str());
       std::fflush(stdout);
     }
     if (opts.save && job.leader() && settings.saveEvery > 0 && stats->step % settings.saveEvery == 0 &&

@@ -225,6 +225,24 @@ TEST_F(PlanTest, LoadsAValidPlan) {
   EXPECT_EQ(p->predictions.memoryBytes.optimizerState, 1024);
   EXPECT_EQ(p->predictions.memoryBytes.savedActivations, 512);
   EXPECT_EQ(p->predictions.memoryBytes.total, 3904);
+  EXPECT_FALSE(p->predictions.memoryBytes.workspace) << "a plan without kernels";
+  EXPECT_FALSE(p->predictions.memoryBytes.peak);
+}
+
+TEST_F(PlanTest, PredictedWorkspaceAndPeak) {
+  writePlan(edited([](JsonObject &o) {
+    JsonObject &memory = at(at(o, "predictions"), "memory_bytes");
+    memory.set("workspace", 4096);
+    memory.set("peak", 9000);
+  }));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->predictions.memoryBytes.workspace, 4096);
+  EXPECT_EQ(p->predictions.memoryBytes.peak, 9000);
+  expectPlanJsonError(edited([](JsonObject &o) {
+                        at(at(o, "predictions"), "memory_bytes").set("peak", -1);
+                      }),
+                      "predictions.memory_bytes.peak: expected a non-negative integer");
 }
 
 TEST_F(PlanTest, TrailingSlashIsNotShownTwice) {

@@ -15,8 +15,8 @@ import json
 import math
 import sys
 
-FIELDS = ("step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms", "peak_rss_bytes",
-          "comm_bytes_sent")
+FIELDS = ("step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms", "peak_bytes",
+          "peak_rss_bytes", "comm_bytes_sent")
 
 
 def read(path):

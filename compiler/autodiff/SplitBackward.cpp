@@ -1,0 +1,164 @@
+//===- SplitBackward.cpp - B/W split of layer backwards -------------------===//
+//
+// See the pass description in Passes.td. The split is a partition of the backward's ops:
+// B is the backward slice of the input-gradient results; W is the backward slice of the
+// parameter-gradient results without B. Values of B that W reads (or returns) become B's
+// extra results and W's extra arguments.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/autodiff/Passes.h"
+
+#include "dialects/mt/IR/MTDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mtc::autodiff {
+#define GEN_PASS_DEF_MTSPLITBACKWARDPASS
+#include "compiler/autodiff/Passes.h.inc"
+} // namespace mtc::autodiff
+
+using namespace mlir;
+
+namespace {
+
+constexpr StringLiteral kParamGradsAttr = "mt.param_grads";
+constexpr StringLiteral kBackwardPartAttr = "mt.backward_part";
+
+/// Adds to `slice` every op of `body` that `roots` depend on (ops nested in regions count
+/// as their top-level ancestor in `body`).
+void addBackwardSlice(Block &body, ValueRange roots, llvm::SmallPtrSetImpl<Operation *> &slice) {
+  SmallVector<Value> worklist(roots.begin(), roots.end());
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    Operation *def = value.getDefiningOp();
+    if (!def)
+      continue;
+    def = body.findAncestorOpInBlock(*def);
+    if (!def || !slice.insert(def).second)
+      continue;
+    def->walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands())
+        worklist.push_back(operand);
+    });
+  }
+}
+
+struct MTSplitBackwardPass
+    : mtc::autodiff::impl::MTSplitBackwardPassBase<MTSplitBackwardPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> backwards;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func->hasAttr(kParamGradsAttr) && func->hasAttr(mtc::mt::MTDialect::kLayerOfAttrName) &&
+          !func->hasAttr(kBackwardPartAttr))
+        backwards.push_back(func);
+    for (func::FuncOp backward : backwards)
+      if (failed(split(backward)))
+        return signalPassFailure();
+  }
+
+  LogicalResult split(func::FuncOp backward) {
+    if (!backward.getBody().hasOneBlock())
+      return backward.emitOpError() << "a layer backward must have one block to be split";
+    Block &body = backward.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    auto paramGrads = backward->getAttrOfType<ArrayAttr>(kParamGradsAttr);
+    unsigned numResults = ret.getNumOperands();
+    if (paramGrads.size() > numResults)
+      return backward.emitOpError() << "lists " << paramGrads.size()
+                                    << " parameter gradients but returns " << numResults
+                                    << " values";
+    unsigned numInputGrads = numResults - paramGrads.size();
+    ValueRange inputGrads = ret.getOperands().take_front(numInputGrads);
+    ValueRange weightGrads = ret.getOperands().drop_front(numInputGrads);
+
+    llvm::SmallPtrSet<Operation *, 32> inB, inW;
+    addBackwardSlice(body, inputGrads, inB);
+    addBackwardSlice(body, weightGrads, inW);
+    for (Operation *op : inB)
+      inW.erase(op);
+
+    // The stash: values B defines that W reads or returns, in program order.
+    llvm::SetVector<Value> stash;
+    auto needFromB = [&](Value value) {
+      Operation *def = value.getDefiningOp();
+      if (def && inB.contains(body.findAncestorOpInBlock(*def)))
+        stash.insert(value);
+    };
+    for (Operation &op : body.without_terminator())
+      if (inW.contains(&op))
+        op.walk([&](Operation *nested) {
+          for (Value operand : nested->getOperands())
+            needFromB(operand);
+        });
+    for (Value grad : weightGrads)
+      needFromB(grad);
+
+    OpBuilder builder(backward);
+    builder.setInsertionPointAfter(backward);
+    MLIRContext *context = backward.getContext();
+    auto copyAttrs = [&](func::FuncOp to, StringRef part) {
+      to->setAttr(mtc::mt::MTDialect::kLayerOfAttrName,
+                  backward->getAttr(mtc::mt::MTDialect::kLayerOfAttrName));
+      to->setAttr(kBackwardPartAttr, StringAttr::get(context, part));
+      to.setVisibility(backward.getVisibility());
+    };
+    TypeRange argTypes = backward.getArgumentTypes();
+
+    // B: the original arguments -> input gradients, then the stash.
+    SmallVector<Type> bResults(TypeRange(inputGrads).begin(), TypeRange(inputGrads).end());
+    for (Value value : stash)
+      bResults.push_back(value.getType());
+    auto inputPart = func::FuncOp::create(builder, backward.getLoc(),
+                                          (backward.getSymName() + ".input").str(),
+                                          FunctionType::get(context, argTypes, bResults));
+    copyAttrs(inputPart, "input");
+    {
+      IRMapping map;
+      Block *entry = inputPart.addEntryBlock();
+      map.map(body.getArguments(), entry->getArguments());
+      OpBuilder b = OpBuilder::atBlockEnd(entry);
+      for (Operation &op : body.without_terminator())
+        if (inB.contains(&op))
+          b.clone(op, map);
+      SmallVector<Value> results;
+      for (Value grad : inputGrads)
+        results.push_back(map.lookupOrDefault(grad));
+      for (Value value : stash)
+        results.push_back(map.lookup(value));
+      func::ReturnOp::create(b, ret.getLoc(), results);
+    }
+
+    // W: the original arguments and the stash -> parameter gradients.
+    SmallVector<Type> wArgs(argTypes.begin(), argTypes.end());
+    for (Value value : stash)
+      wArgs.push_back(value.getType());
+    auto weightPart = func::FuncOp::create(
+        builder, backward.getLoc(), (backward.getSymName() + ".weight").str(),
+        FunctionType::get(context, wArgs, TypeRange(weightGrads)));
+    copyAttrs(weightPart, "weight");
+    weightPart->setAttr(kParamGradsAttr, paramGrads);
+    {
+      IRMapping map;
+      Block *entry = weightPart.addEntryBlock();
+      map.map(body.getArguments(), entry->getArguments().take_front(body.getNumArguments()));
+      for (auto [value, arg] :
+           llvm::zip_equal(stash, entry->getArguments().drop_front(body.getNumArguments())))
+        map.map(value, arg);
+      OpBuilder b = OpBuilder::atBlockEnd(entry);
+      for (Operation &op : body.without_terminator())
+        if (inW.contains(&op))
+          b.clone(op, map);
+      SmallVector<Value> results;
+      for (Value grad : weightGrads)
+        results.push_back(map.lookupOrDefault(grad));
+      func::ReturnOp::create(b, ret.getLoc(), results);
+    }
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,42 @@
+//===- Workspace.h - the kernels' peak temporaries, simulated ----*- C++ -*-===//
+//
+// Predicts the most bytes a compiled function holds in temporaries at once, from the module
+// the CPU backend lowers to LLVM (bufferized, deallocations placed and lowered: see
+// predictWorkspaceBytes in CPUCodegen.h). The function is run abstractly in program order:
+//
+//   memref.alloc      allocates its static size (plus its alignment: finalize-memref-to-llvm
+//                     asks malloc for size + alignment and aligns by hand)
+//   memref.dealloc    frees the allocation its operand points into (through views, casts and
+//                     extract_strided_metadata), if that is still live
+//   func.call         peaks at the live bytes plus the callee's own peak (callees free what
+//                     they allocate: results are out-parameters)
+//   scf.for           runs its iterations one by one (constant bounds), with the iteration
+//                     arguments bound to the allocations carried from the previous one, so
+//                     a buffer carried across layers is freed when its successor exists
+//   scf.if            runs the branch a constant condition picks; on a condition known only
+//                     at run time (ownership flags computed by dealloc_helper), the then
+//                     branch: the deallocation happens
+//
+// Loops and branches with no allocation, deallocation or call of a function with a body
+// are skipped. memref.alloca is on the stack and not counted. The result counts exactly
+// what the kernels request from mtc_kernel_alloc before LLVM's optimisations; those may
+// remove an allocation whose contents are never read, which the simulation still counts.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_COMPILER_CODEGEN_WORKSPACE_H
+#define MTC_COMPILER_CODEGEN_WORKSPACE_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mtc::codegen {
+
+/// The peak temporary bytes of one call of `func` (a function of `module`, on memrefs after
+/// the buffer deallocation pipeline). Fails with a diagnostic on the operation it cannot
+/// size (a dynamically shaped allocation, a loop with bounds not known at compile time).
+mlir::FailureOr<int64_t> simulatePeakTemporaryBytes(mlir::ModuleOp module, mlir::func::FuncOp func);
+
+} // namespace mtc::codegen
+
+#endif // MTC_COMPILER_CODEGEN_WORKSPACE_H
