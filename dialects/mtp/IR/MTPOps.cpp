@@ -58,6 +58,20 @@ LogicalResult checkSplitLast(Operation *op, ShardedTensorType type, StringRef di
   return success();
 }
 
+/// `dim` of `type` must divide into the product of `axes`' sizes (the split a collective
+/// creates; the type verifier checks the splits a type already has).
+LogicalResult checkDivisible(Operation *op, ShardedTensorType type, StringRef dim,
+                             ArrayRef<StringRef> axes) {
+  int64_t parts = 1;
+  for (StringRef a : axes)
+    parts *= *type.getMesh().getAxisSize(a);
+  int64_t size = type.getGlobal().getDimSize(dim);
+  if (size % parts != 0)
+    return op->emitOpError() << "dimension '" << dim << "' of size " << size
+                             << " cannot be split into " << parts << " equal parts";
+  return success();
+}
+
 LogicalResult checkPointToPoint(Operation *op, ShardedTensorType type, StringRef axis,
                                 int64_t shift) {
   if (failed(checkAxis(op, type, axis)))
@@ -97,13 +111,8 @@ LogicalResult ReduceScatterOp::verify() {
     return emitOpError() << "the operand is not partial over '" << axis << "'";
   SmallVector<StringRef> axes = type.getSplitAxes(dim);
   axes.push_back(axis);
-  int64_t parts = 1;
-  for (StringRef a : axes)
-    parts *= *type.getMesh().getAxisSize(a);
-  if (type.getGlobal().getDimSize(dim) % parts != 0)
-    return emitOpError() << "dimension '" << dim << "' of size "
-                         << type.getGlobal().getDimSize(dim) << " cannot be split into "
-                         << parts << " equal parts";
+  if (failed(checkDivisible(*this, type, dim, axes)))
+    return failure();
   return checkResult(*this, type.withPartial(without(type.getPartialAxes(), axis)).withSplit(dim, axes),
                      getResult().getType());
 }
@@ -132,12 +141,8 @@ LogicalResult AllToAllOp::verify() {
   fromAxes.pop_back();
   SmallVector<StringRef> toAxes = type.getSplitAxes(to);
   toAxes.push_back(axis);
-  int64_t parts = 1;
-  for (StringRef a : toAxes)
-    parts *= *type.getMesh().getAxisSize(a);
-  if (type.getGlobal().getDimSize(to) % parts != 0)
-    return emitOpError() << "dimension '" << to << "' of size " << type.getGlobal().getDimSize(to)
-                         << " cannot be split into " << parts << " equal parts";
+  if (failed(checkDivisible(*this, type, to, toAxes)))
+    return failure();
   return checkResult(*this, type.withSplit(from, fromAxes).withSplit(to, toAxes),
                      getResult().getType());
 }

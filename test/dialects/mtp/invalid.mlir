@@ -101,3 +101,11 @@ func.func @recv_no_axis() {
   %x = mtp.recv over "pp" shift -1 : !mtp.tensor<[s=4], f32, <[tp = 2]>>
   return
 }
+
+// -----
+
+func.func @all_to_all_indivisible(%x: !mtp.tensor<[s=4, h=3], f32, <[tp = 2]>, split {s = [tp]}>) {
+  // expected-error @+1 {{dimension 'h' of size 3 cannot be split into 2 equal parts}}
+  %y = mtp.all_to_all %x over "tp" from "s" to "h" : !mtp.tensor<[s=4, h=3], f32, <[tp = 2]>, split {s = [tp]}> -> !mtp.tensor<[s=4, h=3], f32, <[tp = 2]>>
+  return
+}
