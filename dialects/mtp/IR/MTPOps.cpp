@@ -128,6 +128,25 @@ LogicalResult AllGatherOp::verify() {
   return checkResult(*this, type.withSplit(dim, axes), getResult().getType());
 }
 
+LogicalResult AllSliceOp::verify() {
+  auto type = cast<ShardedTensorType>(getInput().getType());
+  StringRef axis = getOver(), dim = getAlong();
+  if (failed(checkAxis(*this, type, axis)) || failed(checkDim(*this, type, dim)))
+    return failure();
+  if (type.isPartialOver(axis))
+    return emitOpError() << "the operand is partial over '" << axis
+                         << "': sum it before slicing";
+  for (NamedAttribute entry : type.getSplit())
+    if (llvm::is_contained(type.getSplitAxes(entry.getName()), axis))
+      return emitOpError() << "'" << axis << "' already splits dimension '"
+                           << entry.getName().getValue() << "'";
+  SmallVector<StringRef> axes = type.getSplitAxes(dim);
+  axes.push_back(axis);
+  if (failed(checkDivisible(*this, type, dim, axes)))
+    return failure();
+  return checkResult(*this, type.withSplit(dim, axes), getResult().getType());
+}
+
 LogicalResult AllToAllOp::verify() {
   auto type = cast<ShardedTensorType>(getInput().getType());
   StringRef axis = getOver(), from = getFrom(), to = getTo();
@@ -155,4 +174,21 @@ LogicalResult SendOp::verify() {
 LogicalResult RecvOp::verify() {
   return checkPointToPoint(*this, cast<ShardedTensorType>(getResult().getType()), getOver(),
                            getShift());
+}
+
+/// `local` must be what one rank holds of `sharded`.
+static LogicalResult checkLocal(Operation *op, ShardedTensorType sharded,
+                                mtc::mt::NamedTensorType local) {
+  if (local != sharded.getLocalType())
+    return op->emitOpError() << "the local tensor of " << sharded << " is "
+                             << sharded.getLocalType() << ", not " << local;
+  return success();
+}
+
+LogicalResult FromLocalOp::verify() {
+  return checkLocal(*this, cast<ShardedTensorType>(getResult().getType()), getInput().getType());
+}
+
+LogicalResult ToLocalOp::verify() {
+  return checkLocal(*this, cast<ShardedTensorType>(getInput().getType()), getResult().getType());
 }

@@ -6,6 +6,10 @@
 include "dialects/mtp/IR/MTPTypes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
+/// A rank's local tensor: an `mt` named-dimension tensor.
+def MTP_LocalTensor : Type<CPred<"::llvm::isa<::mtc::mt::NamedTensorType>($_self)">,
+                           "named-dimension tensor", "::mtc::mt::NamedTensorType">;
+
 class MTP_Op<string mnemonic, list<Trait> traits = []> : Op<MTP_Dialect, mnemonic, traits> {
   let hasVerifier = 1;
 }
@@ -38,6 +42,19 @@ def MTP_AllGatherOp : MTP_Op<"all_gather", [Pure]> {
   let description = [{
     `%y = mtp.all_gather %x over "tp" along "seq" : T -> U`: `seq` is split over `tp` (its
     innermost axis) in `%x` and not in `%y`.
+  }];
+  let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over, StrAttr:$along);
+  let results = (outs MTP_ShardedTensorType:$result);
+  let assemblyFormat =
+      "$input `over` $over `along` $along attr-dict `:` type($input) `->` type($result)";
+}
+
+def MTP_AllSliceOp : MTP_Op<"all_slice", [Pure]> {
+  let summary = "keep this rank's part of a dimension that an axis replicates";
+  let description = [{
+    `%y = mtp.all_slice %x over "tp" along "vocab" : T -> U`: the inverse of `all_gather`
+    and no communication: every rank already holds the whole dimension and keeps the part
+    its coordinate along `tp` owns; `vocab` is split over `tp` (appended) in `%y`.
   }];
   let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over, StrAttr:$along);
   let results = (outs MTP_ShardedTensorType:$result);
@@ -78,6 +95,34 @@ def MTP_RecvOp : MTP_Op<"recv", [MemoryEffects<[MemRead]>]> {
   let arguments = (ins StrAttr:$over, I64Attr:$shift);
   let results = (outs MTP_ShardedTensorType:$result);
   let assemblyFormat = "`over` $over `shift` $shift attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Between the per-rank program and its layouts
+//===----------------------------------------------------------------------===//
+
+def MTP_FromLocalOp : MTP_Op<"from_local", [Pure]> {
+  let summary = "view a rank's local tensor as its part of a laid-out tensor";
+  let description = [{
+    `%s = mtp.from_local %x : !mt.tensor<[heads=2], f32> -> !mtp.tensor<[heads=4], f32,
+    <[tp = 2]>, split {heads = [tp]}>`: the partitioned program computes on local `mt`
+    tensors; collectives take and give laid-out tensors. The operand must be the result's
+    local type. Lowering makes it nothing.
+  }];
+  let arguments = (ins MTP_LocalTensor:$input);
+  let results = (outs MTP_ShardedTensorType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def MTP_ToLocalOp : MTP_Op<"to_local", [Pure]> {
+  let summary = "the local tensor a rank holds of a laid-out tensor";
+  let description = [{
+    `%x = mtp.to_local %s : !mtp.tensor<...> -> !mt.tensor<...>`: the inverse of
+    `from_local`; the result must be the operand's local type.
+  }];
+  let arguments = (ins MTP_ShardedTensorType:$input);
+  let results = (outs MTP_LocalTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
 #endif // MTC_DIALECTS_MTP_IR_MTPOPS_TD

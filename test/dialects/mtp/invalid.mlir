@@ -109,3 +109,43 @@ func.func @all_to_all_indivisible(%x: !mtp.tensor<[s=4, h=3], f32, <[tp = 2]>, s
   %y = mtp.all_to_all %x over "tp" from "s" to "h" : !mtp.tensor<[s=4, h=3], f32, <[tp = 2]>, split {s = [tp]}> -> !mtp.tensor<[s=4, h=3], f32, <[tp = 2]>>
   return
 }
+
+// -----
+
+func.func @all_slice_partial(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>) {
+  // expected-error @+1 {{the operand is partial over 'tp': sum it before slicing}}
+  %y = mtp.all_slice %x over "tp" along "s" : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>
+  return
+}
+
+// -----
+
+func.func @all_slice_axis_used(%x: !mtp.tensor<[s=4, h=4], f32, <[tp = 2]>, split {h = [tp]}>) {
+  // expected-error @+1 {{'tp' already splits dimension 'h'}}
+  %y = mtp.all_slice %x over "tp" along "s" : !mtp.tensor<[s=4, h=4], f32, <[tp = 2]>, split {h = [tp]}> -> !mtp.tensor<[s=4, h=4], f32, <[tp = 2]>, split {h = [tp]}>
+  return
+}
+
+// -----
+
+func.func @all_slice_indivisible(%x: !mtp.tensor<[s=3], f32, <[tp = 2]>>) {
+  // expected-error @+1 {{dimension 's' of size 3 cannot be split into 2 equal parts}}
+  %y = mtp.all_slice %x over "tp" along "s" : !mtp.tensor<[s=3], f32, <[tp = 2]>> -> !mtp.tensor<[s=3], f32, <[tp = 2]>>
+  return
+}
+
+// -----
+
+func.func @from_local_wrong_shape(%x: !mt.tensor<[s=4], f32>) {
+  // expected-error @+1 {{the local tensor of '!mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>' is}}
+  %y = mtp.from_local %x : !mt.tensor<[s=4], f32> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>
+  return
+}
+
+// -----
+
+func.func @to_local_wrong_shape(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>) {
+  // expected-error @+1 {{op the local tensor of}}
+  %y = mtp.to_local %x : !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}> -> !mt.tensor<[s=4], f32>
+  return
+}

@@ -65,3 +65,22 @@ func.func @all_to_all_and_p2p(%x: !mtp.tensor<[seq=64, heads=8], f32, <[pp = 2, 
   %z = mtp.recv over "pp" shift -1 : !mtp.tensor<[seq=64, heads=8], f32, <[pp = 2, cp = 4]>, split {heads = [cp]}>
   return %z : !mtp.tensor<[seq=64, heads=8], f32, <[pp = 2, cp = 4]>, split {heads = [cp]}>
 }
+
+// Tests all_slice (a replicated dimension becomes split, no communication) and the casts
+// between a rank's local mt tensor and its laid-out view.
+// CHECK-LABEL: func.func @slice_and_local_views
+// CHECK: %[[V:.*]] = mtp.from_local %arg0 : <[vocab=256, hidden=64], f32> -> <[vocab=256, hidden=64], f32, <[tp = 2]>>
+// CHECK: %[[S:.*]] = mtp.all_slice %[[V]] over "tp" along "vocab"
+// CHECK-SAME: -> <[vocab=256, hidden=64], f32, <[tp = 2]>, split {vocab = [tp]}>
+// CHECK: mtp.to_local %[[S]] : <[vocab=256, hidden=64], f32, <[tp = 2]>, split {vocab = [tp]}> -> <[vocab=128, hidden=64], f32>
+func.func @slice_and_local_views(%x: !mt.tensor<[vocab=256, hidden=64], f32>)
+    -> !mt.tensor<[vocab=128, hidden=64], f32> {
+  %v = mtp.from_local %x : !mt.tensor<[vocab=256, hidden=64], f32>
+      -> !mtp.tensor<[vocab=256, hidden=64], f32, <[tp = 2]>>
+  %s = mtp.all_slice %v over "tp" along "vocab"
+      : !mtp.tensor<[vocab=256, hidden=64], f32, <[tp = 2]>>
+      -> !mtp.tensor<[vocab=256, hidden=64], f32, <[tp = 2]>, split {vocab = [tp]}>
+  %l = mtp.to_local %s : !mtp.tensor<[vocab=256, hidden=64], f32, <[tp = 2]>, split {vocab = [tp]}>
+      -> !mt.tensor<[vocab=128, hidden=64], f32>
+  return %l : !mt.tensor<[vocab=128, hidden=64], f32>
+}
