@@ -15,6 +15,12 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
     return makeError(where, ": ", bufferKindName(b.kind), " '", b.name, "' is ",
                      formatDims(b.dims), " but the ", table, " table says ", formatDims(dims));
   };
+  // Parameters, states and gradients are this rank's shards: the local dims of the layout.
+  auto localMismatch = [&](const ParamInfo &p, const std::vector<Dim> &local) {
+    return makeError(where, ": ", bufferKindName(b.kind), " '", b.name, "' is ",
+                     formatDims(b.dims), " but the layout of parameter '", p.name, "' (",
+                     plan.describeLayout(p), ") gives the local dims ", formatDims(local));
+  };
   switch (b.kind) {
   case BufferKind::Input:
     if (b.dtype != PlanDType::I32 || b.dims.size() != 2)
@@ -27,8 +33,8 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
     if (!p)
       return makeError(where, ": ", bufferKindName(b.kind), " '", b.name,
                        "' is not a parameter of the plan");
-    if (p->dims != b.dims)
-      return mismatch("parameter", p->dims);
+    if (std::vector<Dim> local = plan.localDims(*p); local != b.dims)
+      return p->layout.replicated() ? mismatch("parameter", p->dims) : localMismatch(*p, local);
     break;
   }
   case BufferKind::State: {
@@ -38,8 +44,9 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
         found = &s;
     if (!found)
       return makeError(where, ": state '", b.name, "' is not in the plan's optimizer state table");
-    if (found->dims != b.dims)
-      return mismatch("state", found->dims);
+    const ParamInfo &p = plan.params[found->paramIndex];
+    if (std::vector<Dim> local = plan.localDims(p); local != b.dims)
+      return p.layout.replicated() ? mismatch("state", found->dims) : localMismatch(p, local);
     break;
   }
   case BufferKind::Loss:

@@ -90,10 +90,49 @@ Error Trainer::checkBindings() const {
   return Error::success();
 }
 
+Error Trainer::callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
+                          std::string_view what, int64_t step) {
+  MeshScope scope(mesh_);
+  KernelLibrary::call(kernel, buffers);
+  if (!scope.ok())
+    return scope.takeError().withContext(concat("step ", step + 1, ": ", what));
+  return Error::success();
+}
+
 Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels,
                                   TrainingState state, const TokenSource &data,
-                                  int64_t globalBatch, Communicator *dataParallel) {
+                                  int64_t globalBatch, Communicator *dataParallel,
+                                  const MeshContext *mesh) {
   Trainer t(plan, kernels, std::move(state), data, dataParallel);
+  if (mesh) {
+    t.mesh_ = *mesh;
+    if (t.mesh_.axes.size() != plan.mesh.size())
+      return makeError(plan.dir.string(), ": the trainer's mesh has ", t.mesh_.axes.size(),
+                       " axes but the plan's has ", plan.mesh.size());
+  } else {
+    if (plan.meshSize() > 1)
+      return makeError(plan.dir.string(), ": the plan is partitioned over a mesh of ",
+                       plan.meshSize(), " ranks, but the trainer was given no mesh");
+    for (const MeshAxis &a : plan.mesh)
+      t.mesh_.axes.push_back(MeshAxisGroup{a.name, a.size, 0, nullptr});
+  }
+  // The kernels take this rank's shards: the state must have the local shapes.
+  if (t.state_.params.size() != plan.params.size() || t.state_.states.size() != plan.states.size())
+    return makeError(plan.dir.string(), ": the training state does not match the plan's tables");
+  for (size_t i = 0; i < plan.params.size() + plan.states.size(); ++i) {
+    bool isParam = i < plan.params.size();
+    const TrainingState::Tensor &tensor =
+        isParam ? t.state_.params[i] : t.state_.states[i - plan.params.size()];
+    const ParamInfo &p =
+        isParam ? plan.params[i] : plan.params[plan.states[i - plan.params.size()].paramIndex];
+    std::vector<Dim> local = plan.localDims(p);
+    if (tensor.shape != dimSizes(local) ||
+        static_cast<int64_t>(tensor.values.size()) != numElements(local))
+      return makeError(plan.dir.string(), ": ", isParam ? "parameter '" : "optimizer state '",
+                       tensor.name, "' has ", tensor.values.size(),
+                       " values in the training state, but this rank's shard is ",
+                       formatDims(local));
+  }
   const KernelFunction &fb = *kernels.forwardBackward().function;
   if (fb.inputs.size() < 2 || fb.inputs[0].kind != BufferKind::Input ||
       fb.inputs[1].kind != BufferKind::Input || fb.inputs[0].dims != fb.inputs[1].dims)
@@ -183,7 +222,9 @@ Expected<StepStats> Trainer::step() {
     {
       DropoutKey key{plan_->seed, step, sampleBegin};
       DropoutKeyScope scope(key);
-      KernelLibrary::call(kernels_->forwardBackward(), buffers);
+      if (Error err = callInMesh(kernels_->forwardBackward(), buffers, "forward_backward", step);
+          !err.ok())
+        return err;
     }
     lossSum += loss;
     if (!first)
@@ -234,7 +275,9 @@ Expected<StepStats> Trainer::step() {
       break;
     }
   }
-  KernelLibrary::call(kernels_->optimizerStep(), buffers);
+  if (Error err = callInMesh(kernels_->optimizerStep(), buffers, "optimizer_step", step);
+      !err.ok())
+    return err;
   if (!std::isfinite(gradNorm))
     return makeError("step ", step + 1, ": the gradient norm is ", double(gradNorm),
                      " (training diverged)");

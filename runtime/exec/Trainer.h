@@ -11,7 +11,15 @@
 //   grad_norm, lr, params', states' <- optimizer_step(step, 1 / micro-batches, grads, ...)
 //
 // Every rank then holds the same gradients and takes the same optimizer step, so parameters
-// and state stay replicated. The step's loss is the mean of the micro-batch losses (each a
+// and state stay replicated across the data-parallel ranks.
+//
+// With tensor parallelism (a plan with a mesh, docs/plan-format.md "Mesh and layouts") the
+// parameters, states and gradients are this rank's shards (local dims), the kernels
+// communicate along the mesh axes themselves (MeshCollectives.h: every kernel call runs in a
+// MeshScope over the mesh given to `create`, and a failed collective fails the step), and the
+// gradients they return are the complete gradients of the local shards. The ranks of a mesh
+// group process the same micro-batches; only the data-parallel group (the ranks with the same
+// mesh coordinates) is all-reduced here. The step's loss is the mean of the micro-batch losses (each a
 // mean over its tokens), so it does not depend on how the global batch is split. The
 // optimizer writes the new parameters and state into a second set of buffers, swapped in
 // after the call (kernel outputs must not alias inputs).
@@ -24,6 +32,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/data/TokenSource.h"
 #include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/MeshCollectives.h"
 #include "runtime/exec/TrainingState.h"
 #include "runtime/plan/Plan.h"
 
@@ -44,12 +53,16 @@ struct StepStats {
 class Trainer {
 public:
   /// Binds `kernels` (of `plan`) to `state`. `globalBatch` samples per step (0: the plan's
-  /// `global_batch`), split over the ranks of `dataParallel` (null: this rank alone). The
+  /// `global_batch`), split over the ranks of `dataParallel` (null: this rank alone). `mesh`
+  /// (RankMesh::context(); copied, its communicators must outlive the trainer) is what the
+  /// kernels' collectives run over; null for a plan without a mesh of more than one rank. The
   /// plan, kernels, data and communicator must outlive the trainer. Fails when the batch
-  /// settings, the kernels and the data-parallel degree do not fit together.
+  /// settings, the kernels, the state's shapes and the data-parallel degree do not fit
+  /// together.
   static Expected<Trainer> create(const Plan &plan, const KernelLibrary &kernels,
                                   TrainingState state, const TokenSource &data,
-                                  int64_t globalBatch = 0, Communicator *dataParallel = nullptr);
+                                  int64_t globalBatch = 0, Communicator *dataParallel = nullptr,
+                                  const MeshContext *mesh = nullptr);
 
   /// Takes one optimizer step. Fails (leaving the state of the previous step) when the loss
   /// or the gradient norm is not finite, or a collective fails.
@@ -86,11 +99,15 @@ private:
   /// The buffer kinds each function may take, and that the optimizer writes every
   /// parameter and state exactly once.
   Error checkBindings() const;
+  /// Calls `kernel` in a MeshScope over mesh_; fails with the first collective's error.
+  Error callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
+                   std::string_view what, int64_t step);
 
   const Plan *plan_;
   const KernelLibrary *kernels_;
   const TokenSource *data_;
   Communicator *dataParallel_;
+  MeshContext mesh_;
   TrainingState state_;
   TrainingState next_; // the optimizer's outputs
   /// Every parameter's gradient in one buffer (one all-reduce), at gradOffsets_[param].

@@ -2,6 +2,8 @@
 
 #include "runtime/exec/TrainingState.h"
 
+#include "runtime/plan/Sharding.h"
+
 #include <new>
 
 namespace mtc::rt {
@@ -16,6 +18,26 @@ Expected<TrainingState> TrainingState::initialize(const Plan &plan, unsigned thr
     for (const StateInfo &s : plan.states)
       state.states.push_back(
           Tensor{s.name, dimSizes(s.dims), std::vector<float>(size_t(s.numElements()), 0.0f)});
+  } catch (const std::bad_alloc &) {
+    return makeError("out of memory allocating the optimizer state");
+  }
+  return state;
+}
+
+Expected<TrainingState> TrainingState::initializeShards(const Plan &plan,
+                                                        const std::vector<int64_t> &coordinates,
+                                                        unsigned threads) {
+  Expected<HostParams> params = HostParams::initializeShards(plan, coordinates, threads);
+  if (!params)
+    return params.takeError().withContext("initialising the parameters");
+  TrainingState state;
+  state.params = std::move(*params).release();
+  try {
+    for (const StateInfo &s : plan.states) {
+      ShardBox box = shardBox(plan, plan.params[s.paramIndex], coordinates);
+      state.states.push_back(
+          Tensor{s.name, box.localShape, std::vector<float>(size_t(box.localElements()), 0.0f)});
+    }
   } catch (const std::bad_alloc &) {
     return makeError("out of memory allocating the optimizer state");
   }

@@ -29,6 +29,11 @@ struct TrainingState {
 
   /// The state at step 0 of `plan`: initialised parameters, zero optimizer state.
   static Expected<TrainingState> initialize(const Plan &plan, unsigned threads = 0);
+  /// The same for the rank at mesh `coordinates` (runtime/plan/Sharding.h): every tensor is
+  /// the rank's shard, in local shape, with the values of the whole tensor there.
+  static Expected<TrainingState> initializeShards(const Plan &plan,
+                                                  const std::vector<int64_t> &coordinates,
+                                                  unsigned threads = 0);
 
   /// Borrowed F32 views of the parameters, named as in the .mtl (for export).
   std::vector<TensorRef> paramRefs() const;

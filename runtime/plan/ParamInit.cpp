@@ -2,6 +2,8 @@
 
 #include "runtime/plan/ParamInit.h"
 
+#include "runtime/plan/Sharding.h"
+
 #include "runtime/support/Philox.h"
 
 #include <algorithm>
@@ -72,14 +74,22 @@ std::vector<TensorRef> HostParams::tensorRefs() const {
   return refs;
 }
 
-Expected<HostParams> HostParams::initialize(const Plan &plan, unsigned threads) {
-  HostParams host;
-  host.tensors_.reserve(plan.params.size());
+namespace {
+
+/// Initialises every parameter whole (`coordinates` null) or the shard of the rank at
+/// `*coordinates`.
+Error initializeImpl(const Plan &plan, const std::vector<int64_t> *coordinates,
+                                    unsigned threads, std::vector<HostParams::Tensor> &tensors) {
+  using Tensor = HostParams::Tensor;
+  std::vector<ShardBox> boxes;
+  tensors.reserve(plan.params.size());
   for (const ParamInfo &p : plan.params) {
-    int64_t n = p.numElements();
+    if (coordinates)
+      boxes.push_back(shardBox(plan, p, *coordinates));
+    int64_t n = coordinates ? boxes.back().localElements() : p.numElements();
     try {
-      host.tensors_.push_back(
-          Tensor{p.name, p.shape(), std::vector<float>(static_cast<size_t>(n))});
+      tensors.push_back(Tensor{p.name, coordinates ? boxes.back().localShape : p.shape(),
+                               std::vector<float>(static_cast<size_t>(n))});
     } catch (const std::bad_alloc &) {
       return makeError("cannot allocate ", static_cast<uint64_t>(n) * sizeof(float),
                        " bytes for parameter '", p.name, "'");
@@ -97,15 +107,18 @@ Expected<HostParams> HostParams::initialize(const Plan &plan, unsigned threads) 
   };
   std::vector<Item> items;
   for (size_t i = 0; i < plan.params.size(); ++i)
-    for (int64_t b = 0, n = plan.params[i].numElements(); b < n; b += kChunk)
+    for (int64_t b = 0, n = static_cast<int64_t>(tensors[i].values.size()); b < n; b += kChunk)
       items.push_back(Item{i, b, std::min(n, b + kChunk)});
 
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < items.size();) {
       const Item &it = items[k];
-      initializeParam(plan.params[it.param], plan.seed, it.begin, it.end,
-                      host.tensors_[it.param].values.data() + it.begin);
+      float *out = tensors[it.param].values.data() + it.begin;
+      if (coordinates)
+        initializeShard(plan.params[it.param], plan.seed, boxes[it.param], it.begin, it.end, out);
+      else
+        initializeParam(plan.params[it.param], plan.seed, it.begin, it.end, out);
     }
   };
 
@@ -123,6 +136,24 @@ Expected<HostParams> HostParams::initialize(const Plan &plan, unsigned threads) 
   work();
   for (std::thread &w : workers)
     w.join();
+  return Error::success();
+}
+
+} // namespace
+
+Expected<HostParams> HostParams::initialize(const Plan &plan, unsigned threads) {
+  HostParams host;
+  if (Error err = initializeImpl(plan, nullptr, threads, host.tensors_); !err.ok())
+    return err;
+  return host;
+}
+
+Expected<HostParams> HostParams::initializeShards(const Plan &plan,
+                                                  const std::vector<int64_t> &coordinates,
+                                                  unsigned threads) {
+  HostParams host;
+  if (Error err = initializeImpl(plan, &coordinates, threads, host.tensors_); !err.ok())
+    return err;
   return host;
 }
 

@@ -49,6 +49,12 @@ public:
   /// `threads` threads; 0 picks the hardware's concurrency). Fails only when memory runs out.
   static Expected<HostParams> initialize(const Plan &plan, unsigned threads = 0);
 
+  /// The same for the rank at mesh `coordinates` (runtime/plan/Sharding.h): every parameter
+  /// is the rank's shard (local shape), holding exactly the values of the whole tensor there.
+  static Expected<HostParams> initializeShards(const Plan &plan,
+                                               const std::vector<int64_t> &coordinates,
+                                               unsigned threads = 0);
+
   size_t size() const { return tensors_.size(); }
   const std::vector<Tensor> &tensors() const { return tensors_; }
   const Tensor *find(std::string_view name) const;

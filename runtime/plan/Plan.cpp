@@ -168,6 +168,43 @@ int64_t Plan::numParameterElements() const {
   return n;
 }
 
+int64_t Plan::meshSize() const {
+  int64_t n = 1;
+  for (const MeshAxis &a : mesh)
+    if (__builtin_mul_overflow(n, a.size, &n))
+      return std::numeric_limits<int64_t>::max();
+  return n;
+}
+
+std::vector<Dim> Plan::localDims(const ParamInfo &param) const {
+  std::vector<Dim> dims = param.dims;
+  for (const DimSplit &split : param.layout.splits) {
+    if (split.dim >= dims.size())
+      continue; // not from a loaded plan
+    int64_t ways = 1;
+    for (size_t axis : split.axes)
+      if (axis < mesh.size())
+        ways *= mesh[axis].size;
+    dims[split.dim].size /= ways;
+  }
+  return dims;
+}
+
+std::string Plan::describeLayout(const ParamInfo &param) const {
+  if (param.layout.replicated())
+    return "replicated";
+  std::string s;
+  for (const DimSplit &split : param.layout.splits) {
+    if (!s.empty())
+      s.append(", ");
+    s.append(split.dim < param.dims.size() ? param.dims[split.dim].name : "?").append(" over ");
+    for (size_t i = 0; i < split.axes.size(); ++i)
+      s.append(i ? " x " : "")
+          .append(split.axes[i] < mesh.size() ? mesh[split.axes[i]].name : "?");
+  }
+  return s;
+}
+
 //===----------------------------------------------------------------------===//
 // MANIFEST
 //===----------------------------------------------------------------------===//
@@ -647,8 +684,103 @@ InitSpec readInit(const JsonValue &v, const std::string &path) {
   return init;
 }
 
+/// `mesh`: `{"axes": [{"name", "size"}, ...]}`.
+std::vector<MeshAxis> readMesh(const JsonValue &v, const std::string &path) {
+  const JsonObject &o = asObject(v, path);
+  std::string axesPath = member(path, "axes");
+  const JsonArray &a = asArray(get(o, path, "axes"), axesPath);
+  std::vector<MeshAxis> axes;
+  int64_t product = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::string p = element(axesPath, i);
+    const JsonObject &ao = asObject(a[i], p);
+    MeshAxis axis{asName(get(ao, p, "name"), member(p, "name")),
+                  asInt(get(ao, p, "size"), member(p, "size"), 1,
+                        "a positive integer (the axis' number of ranks)")};
+    for (const MeshAxis &other : axes)
+      if (other.name == axis.name)
+        fail(member(p, "name"), concat("duplicate mesh axis '", axis.name, "'"));
+    if (__builtin_mul_overflow(product, axis.size, &product) || product > (int64_t(1) << 31))
+      fail(axesPath, "the mesh has more than 2^31 ranks");
+    axes.push_back(std::move(axis));
+  }
+  return axes;
+}
+
+/// "tp, cp" or "(the plan has no mesh)" for messages.
+std::string meshAxisNames(const std::vector<MeshAxis> &mesh) {
+  if (mesh.empty())
+    return "the plan has no mesh";
+  std::string s = "mesh axes: ";
+  for (size_t i = 0; i < mesh.size(); ++i)
+    s.append(i ? ", " : "").append(mesh[i].name);
+  return s;
+}
+
+/// A parameter's `layout`: `{"split": {"<dim>": ["<axis>", ...], ...}}`.
+ParamLayout readLayout(const JsonValue &v, const std::string &path, const ParamInfo &param,
+                       const std::vector<MeshAxis> &mesh) {
+  const JsonObject &o = asObject(v, path);
+  ParamLayout layout;
+  const JsonValue *splitValue = o.find("split");
+  if (!splitValue)
+    return layout;
+  std::string splitPath = member(path, "split");
+  const JsonObject &split = asObject(*splitValue, splitPath);
+  std::vector<std::string> axisUsedBy(mesh.size()); // dim name per axis
+  for (const auto &[dimName, axesValue] : split) {
+    std::string p = member(splitPath, dimName);
+    const JsonArray &axes = asArray(axesValue, p);
+    std::optional<size_t> dim;
+    for (size_t d = 0; d < param.dims.size(); ++d)
+      if (param.dims[d].name == dimName) {
+        if (dim)
+          fail(p, concat("parameter '", param.name, "' has two dimensions named '", dimName,
+                         "' ", formatDims(param.dims), "; a layout cannot split either"));
+        dim = d;
+      }
+    if (!dim)
+      fail(p, concat("parameter '", param.name, "' has no dimension '", dimName, "' (its dims are ",
+                     formatDims(param.dims), ")"));
+    if (axes.empty())
+      continue; // not split
+    DimSplit s;
+    s.dim = *dim;
+    int64_t ways = 1;
+    std::string axisList;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      std::string axisName = asName(axes[i], element(p, i));
+      size_t axis = 0;
+      while (axis < mesh.size() && mesh[axis].name != axisName)
+        ++axis;
+      if (axis == mesh.size())
+        fail(element(p, i),
+             concat("parameter '", param.name, "': dimension '", dimName, "' is split over axis '",
+                    axisName, "', which the mesh does not have (", meshAxisNames(mesh), ")"));
+      if (!axisUsedBy[axis].empty())
+        fail(element(p, i), concat("parameter '", param.name, "': axis '", axisName,
+                                   "' splits both dimension '", axisUsedBy[axis],
+                                   "' and dimension '", dimName,
+                                   "' (an axis splits at most one dimension of a tensor)"));
+      axisUsedBy[axis] = dimName;
+      ways *= mesh[axis].size;
+      axisList.append(i ? " x " : "").append(concat("'", axisName, "' (size ", mesh[axis].size, ")"));
+      s.axes.push_back(axis);
+    }
+    int64_t size = param.dims[*dim].size;
+    if (size % ways != 0)
+      fail(p, concat("parameter '", param.name, "': dimension '", dimName, "' (size ", size,
+                     ") does not divide evenly over ", axes.size() == 1 ? "axis " : "axes ",
+                     axisList));
+    layout.splits.push_back(std::move(s));
+  }
+  std::sort(layout.splits.begin(), layout.splits.end(),
+            [](const DimSplit &a, const DimSplit &b) { return a.dim < b.dim; });
+  return layout;
+}
+
 ParamInfo readParam(const JsonValue &v, const std::string &path, size_t index,
-                    const std::vector<Dim> &modelDims) {
+                    const std::vector<Dim> &modelDims, const std::vector<MeshAxis> &mesh) {
   const JsonObject &o = asObject(v, path);
   ParamInfo p;
   p.name = asName(get(o, path, "name"), member(path, "name"));
@@ -678,6 +810,8 @@ ParamInfo readParam(const JsonValue &v, const std::string &path, size_t index,
   p.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowI32=*/false);
   p.init = readInit(get(o, path, "init"), member(path, "init"));
   p.weightDecay = asBool(get(o, path, "weight_decay"), member(path, "weight_decay"));
+  if (const JsonValue *layout = o.find("layout"))
+    p.layout = readLayout(*layout, member(path, "layout"), p, mesh);
   return p;
 }
 
@@ -736,8 +870,10 @@ Predictions readPredictions(const JsonValue &v, const std::string &path) {
   return p;
 }
 
+/// Parameter, state and gradient buffers hold the rank's shard: with a mesh their dims are
+/// checked against the layout (checkLocalDims), not against the model's global dims.
 KernelBuffer readKernelBuffer(const JsonValue &v, const std::string &path,
-                              const std::vector<Dim> &modelDims) {
+                              const std::vector<Dim> &modelDims, bool sharded) {
   const JsonObject &o = asObject(v, path);
   KernelBuffer b;
   const std::string &kind = asString(get(o, path, "kind"), member(path, "kind"));
@@ -747,12 +883,15 @@ KernelBuffer readKernelBuffer(const JsonValue &v, const std::string &path,
   b.kind = *parsed;
   b.name = asName(get(o, path, "name"), member(path, "name"));
   b.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowI32=*/true);
-  b.dims = readDimList(get(o, path, "dims"), member(path, "dims"), modelDims);
+  bool local = sharded && (b.kind == BufferKind::Param || b.kind == BufferKind::State ||
+                           b.kind == BufferKind::Grad);
+  b.dims = readDimList(get(o, path, "dims"), member(path, "dims"),
+                       local ? std::vector<Dim>{} : modelDims);
   return b;
 }
 
 KernelFunction readKernelFunction(const JsonValue &v, const std::string &path,
-                                  const std::vector<Dim> &modelDims) {
+                                  const std::vector<Dim> &modelDims, bool sharded) {
   const JsonObject &o = asObject(v, path);
   KernelFunction f;
   f.symbol = asName(get(o, path, "symbol"), member(path, "symbol"));
@@ -761,14 +900,14 @@ KernelFunction readKernelFunction(const JsonValue &v, const std::string &path,
     const JsonArray &buffers = asArray(get(o, path, side), sidePath);
     for (size_t i = 0; i < buffers.size(); ++i)
       (side == "inputs" ? f.inputs : f.outputs)
-          .push_back(readKernelBuffer(buffers[i], element(sidePath, i), modelDims));
+          .push_back(readKernelBuffer(buffers[i], element(sidePath, i), modelDims, sharded));
   }
   return f;
 }
 
 /// `kernels.x86_64`: the file must be one of MANIFEST's (so it was verified).
 KernelsInfo readKernels(const JsonValue &v, const std::string &path,
-                        const std::vector<Dim> &modelDims) {
+                        const std::vector<Dim> &modelDims, bool sharded) {
   const JsonObject &o = asObject(v, path);
   KernelsInfo k;
   k.file = asName(get(o, path, "file"), member(path, "file"));
@@ -778,12 +917,48 @@ KernelsInfo readKernels(const JsonValue &v, const std::string &path,
   const JsonObject &functions = asObject(get(o, path, "functions"), functionsPath);
   auto read = [&](std::string_view name, std::optional<KernelFunction> &out) {
     if (const JsonValue *f = functions.find(name))
-      out = readKernelFunction(*f, member(functionsPath, name), modelDims);
+      out = readKernelFunction(*f, member(functionsPath, name), modelDims, sharded);
   };
   read("forward", k.forward);
   read("forward_backward", k.forwardBackward);
   read("optimizer_step", k.optimizerStep);
   return k;
+}
+
+/// With a mesh: every parameter, state and gradient buffer of the kernels is the rank's shard,
+/// so its dims must be the local dims its parameter's layout gives. Buffers naming no table
+/// entry are left to KernelLibrary, which rejects them.
+void checkLocalDims(const Plan &plan, const std::string &path) {
+  const KernelsInfo &k = *plan.x86Kernels;
+  auto check = [&](const std::optional<KernelFunction> &fn, std::string_view name) {
+    if (!fn)
+      return;
+    for (std::string_view side : {"inputs", "outputs"}) {
+      const std::vector<KernelBuffer> &buffers = side == "inputs" ? fn->inputs : fn->outputs;
+      for (size_t i = 0; i < buffers.size(); ++i) {
+        const KernelBuffer &b = buffers[i];
+        const ParamInfo *param = nullptr;
+        if (b.kind == BufferKind::Param || b.kind == BufferKind::Grad) {
+          param = plan.findParam(b.name);
+        } else if (b.kind == BufferKind::State) {
+          for (const StateInfo &s : plan.states)
+            if (s.name == b.name)
+              param = &plan.params[s.paramIndex];
+        }
+        if (!param)
+          continue;
+        std::vector<Dim> local = plan.localDims(*param);
+        if (b.dims != local)
+          fail(member(element(member(member(member(path, "functions"), name), side), i), "dims"),
+               concat(bufferKindName(b.kind), " '", b.name, "' is ", formatDims(b.dims),
+                      ", but the layout of parameter '", param->name, "' (",
+                      plan.describeLayout(*param), ") gives the local dims ", formatDims(local)));
+      }
+    }
+  };
+  check(k.forward, "forward");
+  check(k.forwardBackward, "forward_backward");
+  check(k.optimizerStep, "optimizer_step");
 }
 
 Plan readPlan(const JsonValue &root) {
@@ -824,10 +999,13 @@ Plan readPlan(const JsonValue &root) {
   for (size_t i = 0; i < inputs.size(); ++i)
     plan.inputs.push_back(readInput(inputs[i], element("inputs", i), plan.dims));
 
+  if (const JsonValue *mesh = o.find("mesh"))
+    plan.mesh = readMesh(*mesh, "mesh");
+
   const JsonArray &params = asArray(get(o, top, "params"), "params");
   for (size_t i = 0; i < params.size(); ++i) {
     std::string path = element("params", i);
-    ParamInfo p = readParam(params[i], path, i, plan.dims);
+    ParamInfo p = readParam(params[i], path, i, plan.dims, plan.mesh);
     for (size_t j = 0; j < plan.params.size(); ++j)
       if (plan.params[j].name == p.name)
         fail(member(path, "name"),
@@ -854,7 +1032,9 @@ Plan readPlan(const JsonValue &root) {
 
   if (const JsonValue *kernels = o.find("kernels"))
     if (const JsonValue *x86 = asObject(*kernels, "kernels").find("x86_64"))
-      plan.x86Kernels = readKernels(*x86, "kernels.x86_64", plan.dims);
+      plan.x86Kernels = readKernels(*x86, "kernels.x86_64", plan.dims, !plan.mesh.empty());
+  if (plan.x86Kernels && !plan.mesh.empty())
+    checkLocalDims(plan, "kernels.x86_64");
   return plan;
 }
 

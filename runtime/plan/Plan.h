@@ -83,6 +83,36 @@ struct InitSpec {
   std::string describe() const;
 };
 
+/// One axis of the device mesh the compiled program is partitioned over (plan.json
+/// `mesh.axes`, docs/plan-format.md "Mesh and layouts"). Data parallelism is not an axis: the
+/// data-parallel degree is world size / product of the axis sizes.
+struct MeshAxis {
+  std::string name; // "tp"
+  int64_t size = 1;
+
+  friend bool operator==(const MeshAxis &, const MeshAxis &) = default;
+};
+
+/// One dimension of a tensor split over mesh axes: the rank with combined coordinate c
+/// (c0 * s1 + c1 for axes [a0, a1], outermost first) holds the contiguous index range
+/// [c * G / n, (c + 1) * G / n) of the dimension (G its global size, n the product of the
+/// axes' sizes).
+struct DimSplit {
+  size_t dim = 0;           // index into the tensor's dims
+  std::vector<size_t> axes; // indices into Plan::mesh, outermost first (non-empty)
+
+  friend bool operator==(const DimSplit &, const DimSplit &) = default;
+};
+
+/// How a parameter (and each optimizer state of it) is laid out over the mesh: the dims that
+/// are split and over which axes, in dim order. No splits: replicated on every mesh rank.
+struct ParamLayout {
+  std::vector<DimSplit> splits;
+
+  bool replicated() const { return splits.empty(); }
+  friend bool operator==(const ParamLayout &, const ParamLayout &) = default;
+};
+
 /// One entry of the parameter table.
 struct ParamInfo {
   std::string name;                 // the .mtl name: "wte", "lnf.g", "block.wq"
@@ -93,6 +123,9 @@ struct ParamInfo {
   PlanDType dtype = PlanDType::F32;
   InitSpec init;
   bool weightDecay = false;
+  /// `layout` (absent: replicated). `dims` stay global; a rank holds the block its mesh
+  /// coordinates select (runtime/plan/Sharding.h).
+  ParamLayout layout;
 
   /// Elements of the stored tensor (all instances).
   int64_t numElements() const { return rt::numElements(dims); }
@@ -190,6 +223,9 @@ struct Plan {
   uint64_t seed = 0;
   /// Every dimension of the model in plan.json order (`batch` is the micro-batch).
   std::vector<Dim> dims;
+  /// `mesh.axes` in order (the axis index is the position here); empty without tensor
+  /// parallelism.
+  std::vector<MeshAxis> mesh;
   /// The `train {}` and `parallel {}` settings as written (objects).
   JsonValue train;
   JsonValue parallel;
@@ -208,6 +244,14 @@ struct Plan {
   std::optional<int64_t> dimSize(std::string_view name) const;
   /// Elements of all parameters together.
   int64_t numParameterElements() const;
+  /// The product of the mesh axes' sizes (1 without a mesh): the ranks one copy of the model
+  /// is partitioned over.
+  int64_t meshSize() const;
+  /// A parameter's (or its states') dims on one rank: every split dim divided by the product
+  /// of its axes' sizes. Equal to `param.dims` when replicated.
+  std::vector<Dim> localDims(const ParamInfo &param) const;
+  /// "heads over tp, ffn over tp x cp"; "replicated" when not split.
+  std::string describeLayout(const ParamInfo &param) const;
 };
 
 /// Loads and verifies the plan directory `dir` (see the file comment).

@@ -46,6 +46,13 @@ std::string mtc::rt::describePlan(const Plan &plan) {
     inputs.append(inputs.empty() ? "" : ", ")
         .append(concat(in.name, ' ', planDTypeName(in.dtype), formatDims(in.dims)));
   printf("inputs:      %s\n", inputs.c_str());
+  if (!plan.mesh.empty()) {
+    std::string mesh;
+    for (const MeshAxis &a : plan.mesh)
+      mesh.append(mesh.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
+    printf("mesh:        %s (%lld ranks per model copy; data parallel over the rest)\n",
+           mesh.c_str(), static_cast<long long>(plan.meshSize()));
+  }
 
   int64_t bytes = 0;
   for (const ParamInfo &p : plan.params)
@@ -60,6 +67,9 @@ std::string mtc::rt::describePlan(const Plan &plan) {
     std::string line = concat(planDTypeName(p.dtype), formatDims(p.dims), ' ', p.init.describe());
     if (p.weightDecay)
       line.append(" decay");
+    if (!p.layout.replicated())
+      line.append(concat(" split ", plan.describeLayout(p), " (local ",
+                         formatDims(plan.localDims(p)), ")"));
     printf("  %-*s %s\n", static_cast<int>(nameWidth), p.name.c_str(), line.c_str());
   }
   int64_t stateValues = 0;

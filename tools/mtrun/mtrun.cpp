@@ -15,6 +15,7 @@
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/Gemm.h"
 #include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/RankMesh.h"
 #include "runtime/exec/Trainer.h"
 #include "runtime/exec/TrainingState.h"
 #include "runtime/launch/LocalLauncher.h"
@@ -265,9 +266,47 @@ struct RankContext {
   bool leader() const { return rank == 0; }
 };
 
+/// The whole tensors of `state` (this rank's shards) for a checkpoint or an export, when
+/// `needed` on this rank: collective over the model group when the plan is partitioned (the
+/// ranks of data-parallel index 0 gather; `needed` is then whether this rank is the leader).
+/// Returns null when this rank has nothing to write.
+Expected<std::optional<TrainingState>> wholeState(const Plan &plan, const TrainingState &state,
+                                                   const RankMesh &mesh, bool leader) {
+  if (!mesh.partitioned())
+    return std::optional<TrainingState>(); // `state` is whole already
+  if (mesh.placement().dpIndex != 0)
+    return std::optional<TrainingState>();
+  Expected<TrainingState> global = gatherState(plan, state, mesh);
+  if (!global)
+    return global.takeError();
+  if (!leader)
+    return std::optional<TrainingState>();
+  return std::optional<TrainingState>(std::move(*global));
+}
+
+/// Writes the checkpoint of `state` (shards gathered into whole tensors; only the leader
+/// writes). Every rank calls it.
+Error saveWholeCheckpoint(const std::string &dir, const Plan &plan, const TrainingState &state,
+                          const RankMesh &mesh, bool leader) {
+  Expected<std::optional<TrainingState>> whole = wholeState(plan, state, mesh, leader);
+  if (!whole)
+    return whole.takeError().withContext(concat("saving the checkpoint '", dir, "'"));
+  if (!leader)
+    return Error::success();
+  return saveCheckpoint(dir, plan, *whole ? **whole : state);
+}
+
+/// "tp=2 x data parallel 2" for the log.
+std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
+  std::string s;
+  for (const MeshAxis &a : plan.mesh)
+    s.append(s.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
+  return concat(s, " x data parallel ", mesh.placement().dpSize);
+}
+
 /// Trains `state` up to `settings.targetSteps`, logging and checkpointing on the way.
 Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
-            RankContext &job, TrainingState &state) {
+            RankContext &job, const RankMesh &mesh, TrainingState &state) {
   int64_t vocab = plan.dimSize("vocab").value_or(0);
   Expected<TokenSource> data = opts.data ? TokenSource::text(*opts.data, vocab, plan.seed)
                                          : TokenSource::synthetic(vocab, plan.seed);
@@ -285,7 +324,8 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
   }
   int64_t first = state.step;
   Expected<Trainer> trainer = Trainer::create(plan, *kernels, std::move(state), *data,
-                                              settings.globalBatch, job.world.get());
+                                              settings.globalBatch, mesh.dataParallel(),
+                                              mesh.partitioned() ? &mesh.context() : nullptr);
   if (!trainer)
     return trainer.takeError();
   // Everything below prints on the leader only.
@@ -297,7 +337,10 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
   print("model %s: %s parameters, plan %s\n", plan.model.c_str(),
         withThousands(plan.numParameterElements()).c_str(), plan.dir.c_str());
   print("data: %s\n", data->describe().c_str());
-  if (job.size > 1)
+  if (job.size > 1 && mesh.partitioned())
+    print("ranks: %d (%s, %s over TCP)\n", job.size, describeMesh(plan, mesh).c_str(),
+          std::string(job.world->backendName()).c_str());
+  else if (job.size > 1)
     print("ranks: %d (data parallel, %s over TCP)\n", job.size,
           std::string(job.world->backendName()).c_str());
   print("batch: %lld sequences of %lld tokens (%lld micro-batch%s of %lld); steps %lld -> "
@@ -317,7 +360,9 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
       bytes && settings.globalBatch == 0)
     predicted = concat(" (predicted ", mebibytes(*bytes), ")");
   Progress progress(job.leader());
-  const uint64_t commStart = job.world ? job.world->counters().totalBytesSent() : 0;
+  // Bytes this rank sent over the world and every communicator split from it (the mesh
+  // axes' collectives in the kernels, the data-parallel all-reduce, gathers of checkpoints).
+  const uint64_t commStart = mesh.bytesSent();
   uint64_t commBytes = commStart;
   double firstLoss = 0, lastLoss = 0, seconds = 0;
   int64_t tokens = 0;
@@ -336,7 +381,7 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
     int64_t peak = trainer->peakBytes();
     int64_t rss = peakResidentBytes();
     // Bytes this rank sent in the step's collectives (the communicator's counters).
-    uint64_t sent = job.world ? job.world->counters().totalBytesSent() : 0;
+    uint64_t sent = mesh.bytesSent();
     uint64_t stepBytes = sent - commBytes;
     commBytes = sent;
     if (metrics) {
@@ -364,10 +409,15 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
                   mebibytes(peak).c_str(), predicted.c_str(), mebibytes(rss).c_str());
       std::fflush(stdout);
     }
-    if (opts.save && job.leader() && settings.saveEvery > 0 && stats->step % settings.saveEvery == 0 &&
-        !last) {
-      if (Error err = saveCheckpoint(*opts.save, plan, trainer->state()); !err.ok())
-        return err;
+    if (opts.save && settings.saveEvery > 0 && stats->step % settings.saveEvery == 0 && !last) {
+      if (mesh.partitioned()) {
+        if (Error err = saveWholeCheckpoint(*opts.save, plan, trainer->state(), mesh, job.leader());
+            !err.ok())
+          return err;
+      } else if (job.leader()) {
+        if (Error err = saveCheckpoint(*opts.save, plan, trainer->state()); !err.ok())
+          return err;
+      }
     }
     progress.show(stats->step, settings.targetSteps);
   }
@@ -378,7 +428,11 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
                 seconds, seconds > 0 ? double(tokens) / seconds : 0.0, firstLoss, lastLoss,
                 bestLossNote(*data).c_str());
   if (job.world && trainer->state().step > first)
-    print("communication: %.2f MiB sent by rank 0 per step (gradients and loss, ring all-reduce)\n",
+    print(mesh.partitioned()
+              ? "communication: %.2f MiB sent by rank 0 per step (the kernels' collectives, "
+                "gradients and loss)\n"
+              : "communication: %.2f MiB sent by rank 0 per step (gradients and loss, ring "
+                "all-reduce)\n",
           static_cast<double>(commBytes - commStart) / (1024.0 * 1024.0) /
               static_cast<double>(trainer->state().step - first));
   state = trainer->state();
@@ -461,6 +515,10 @@ int run(int argc, char **argv) {
   if (!env)
     return fail(env.error());
   int64_t requested = *nodes * *ranksPerNode;
+  // Tensor parallelism: the ranks are mesh size x data-parallel degree.
+  if (!opts->info && (env->launcher == Launcher::None || opts->nodes))
+    if (Expected<MeshPlacement> p = placeRank(plan->mesh, 0, requested); !p)
+      return fail(p.error());
   if (env->launcher == Launcher::None && requested > 1) {
     // Start the ranks here; each runs this command again and joins as the rank it is given.
     Expected<int> port = pickFreePort();
@@ -523,8 +581,23 @@ int run(int argc, char **argv) {
     RankContext self{env->rank, env->worldSize, nullptr};
     return fail(job.error(), &self);
   }
-  Expected<TrainingState> state = opts->load ? loadCheckpoint(*opts->load, *plan)
-                                             : TrainingState::initialize(*plan, settings.threads);
+  // This rank's place on the plan's mesh and the communicators of its axes (collective).
+  Expected<RankMesh> mesh = RankMesh::create(*plan, job->world.get());
+  if (!mesh)
+    return fail(mesh.error(), &*job);
+  const std::vector<int64_t> &coordinates = mesh->placement().coordinates;
+  // Checkpoints hold whole tensors: every rank reads them and keeps its shard.
+  Expected<TrainingState> state = [&]() -> Expected<TrainingState> {
+    if (opts->load) {
+      Expected<TrainingState> whole = loadCheckpoint(*opts->load, *plan);
+      if (!whole || !mesh->partitioned())
+        return whole;
+      return shardState(*plan, *whole, coordinates);
+    }
+    return mesh->partitioned()
+               ? TrainingState::initializeShards(*plan, coordinates, settings.threads)
+               : TrainingState::initialize(*plan, settings.threads);
+  }();
   if (!state)
     return fail(state.error(), &*job);
   if (opts->load && job->leader())
@@ -535,17 +608,27 @@ int run(int argc, char **argv) {
                           settings.targetSteps, " (give a larger --steps to continue)"),
                 &*job);
   if (state->step < settings.targetSteps)
-    if (Error err = train(*plan, *opts, settings, *job, *state); !err.ok())
+    if (Error err = train(*plan, *opts, settings, *job, *mesh, *state); !err.ok())
       return fail(err, &*job);
-  // Every rank holds the same parameters and state: the leader writes them.
+  // Every data-parallel rank holds the same parameters and state: the leader writes them,
+  // whole (the shards of a partitioned plan gathered over the model group first).
+  std::optional<TrainingState> whole;
+  if (opts->save || opts->exportSafetensors) {
+    Expected<std::optional<TrainingState>> gathered =
+        wholeState(*plan, *state, *mesh, job->leader());
+    if (!gathered)
+      return fail(gathered.error(), &*job);
+    whole = std::move(*gathered);
+  }
+  const TrainingState &written = whole ? *whole : *state;
   if (opts->save && job->leader()) {
-    if (Error err = saveCheckpoint(*opts->save, *plan, *state); !err.ok())
+    if (Error err = saveCheckpoint(*opts->save, *plan, written); !err.ok())
       return fail(err, &*job);
     std::printf("saved checkpoint %s (step %lld)\n", opts->save->c_str(),
                 static_cast<long long>(state->step));
   }
   if (opts->exportSafetensors && job->leader())
-    if (Error err = exportParameters(*plan, *state, *opts->exportSafetensors); !err.ok())
+    if (Error err = exportParameters(*plan, written, *opts->exportSafetensors); !err.ok())
       return fail(err, &*job);
   if (std::fflush(stdout) != 0)
     return fail(makeError("cannot write the output"), &*job);

@@ -1,0 +1,250 @@
+//===- MeshCollectives.cpp - The collectives compiled kernels call --------===//
+
+#include "runtime/exec/MeshCollectives.h"
+
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <new>
+
+namespace mtc::rt {
+namespace {
+
+thread_local MeshScope *currentScope = nullptr;
+
+size_t elementSize(int64_t dtype) { return dtype == kMeshF64 ? sizeof(double) : sizeof(float); }
+
+std::string_view dtypeName(int64_t dtype) {
+  return dtype == kMeshF32 ? "f32" : dtype == kMeshF64 ? "f64" : "an unknown dtype";
+}
+
+/// The reduction in coordinate order of `size` blocks of `count` elements (a NaN wins).
+template <class T> void maxOfBlocks(const T *blocks, int64_t size, int64_t count, T *out) {
+  for (int64_t i = 0; i < count; ++i) {
+    T m = blocks[i];
+    for (int64_t c = 1; c < size; ++c) {
+      T v = blocks[c * count + i];
+      if (v > m || std::isnan(v))
+        m = std::isnan(m) ? m : v;
+    }
+    out[i] = m;
+  }
+}
+
+/// One call of a collective: checks its arguments against the scope, runs `body` on the
+/// axis, and turns every failure into the scope's sticky error with zeros in `out`.
+class Call {
+public:
+  Call(const char *function, std::string description, int64_t axis, int64_t dtype,
+       int64_t count)
+      : function_(function), description_(std::move(description)), axis_(axis), dtype_(dtype),
+        count_(count), scope_(MeshScope::current()) {}
+
+  /// The axis the call runs over, or null after recording why it cannot run (no scope, an
+  /// earlier failure, bad arguments): then the caller writes zeros to `out`.
+  const MeshAxisGroup *start() {
+    if (!scope_ || !scope_->ok())
+      return nullptr;
+    const MeshContext &mesh = scope_->mesh();
+    if (axis_ < 0 || axis_ >= static_cast<int64_t>(mesh.axes.size())) {
+      fail(concat("mesh axis ", axis_, " is out of range (the plan's mesh has ", mesh.axes.size(),
+                  mesh.axes.size() == 1 ? " axis)" : " axes)"));
+      return nullptr;
+    }
+    if (dtype_ != kMeshF32 && dtype_ != kMeshF64) {
+      fail(concat("unknown dtype ", dtype_, " (0 = f32, 1 = f64)"));
+      return nullptr;
+    }
+    if (count_ < 0) {
+      fail(concat("negative element count ", count_));
+      return nullptr;
+    }
+    const MeshAxisGroup &group = mesh.axes[size_t(axis_)];
+    if (group.size > 1 && (!group.comm || group.comm->size() != group.size ||
+                           group.comm->rank() != group.coordinate)) {
+      fail("no communicator for the axis (internal error: the mesh was not built for this plan)");
+      return nullptr;
+    }
+    return &group;
+  }
+
+  /// Records a failure of this call in the scope.
+  void fail(std::string_view why) {
+    if (!scope_)
+      return;
+    const MeshContext &mesh = scope_->mesh();
+    std::string where;
+    if (axis_ >= 0 && axis_ < static_cast<int64_t>(mesh.axes.size())) {
+      const MeshAxisGroup &g = mesh.axes[size_t(axis_)];
+      where = concat(" over mesh axis '", g.name, "' (world rank ", mesh.worldRank, ", coordinate ",
+                     g.coordinate, " of ", g.size, ")");
+    } else {
+      where = concat(" on world rank ", mesh.worldRank);
+    }
+    scope_->recordFailure(makeError(function_, " (", description_, ", ", count_, " ",
+                                    dtypeName(dtype_), " elements)", where, ": ", why));
+  }
+  void fail(const Error &err) { fail(std::string_view(err.message())); }
+
+private:
+  const char *function_;
+  std::string description_;
+  int64_t axis_, dtype_, count_;
+  MeshScope *scope_;
+};
+
+void zeroFill(void *out, int64_t dtype, int64_t count) {
+  if (out && count > 0 && (dtype == kMeshF32 || dtype == kMeshF64))
+    std::memset(out, 0, size_t(count) * elementSize(dtype));
+}
+
+Error allReduce(const MeshAxisGroup &g, int64_t dtype, int64_t op, const void *in, void *out,
+                int64_t count) {
+  size_t n = size_t(count);
+  if (op == kMeshSum || g.size == 1) {
+    std::memcpy(out, in, n * elementSize(dtype));
+    if (g.size == 1)
+      return Error::success();
+    return dtype == kMeshF32 ? g.comm->allReduceSum(static_cast<float *>(out), n)
+                             : g.comm->allReduceSum(static_cast<double *>(out), n);
+  }
+  // max: every rank gathers every value and reduces them in the same order.
+  size_t words = dtype == kMeshF64 ? 2 : 1; // f64 travels as pairs of f32 words (bytes)
+  std::vector<float> gathered(n * words * size_t(g.size));
+  if (Error err = g.comm->allGather(static_cast<const float *>(in), gathered.data(), n * words);
+      !err.ok())
+    return err;
+  if (dtype == kMeshF32)
+    maxOfBlocks(gathered.data(), g.size, count, static_cast<float *>(out));
+  else
+    maxOfBlocks(reinterpret_cast<const double *>(gathered.data()), g.size, count,
+                static_cast<double *>(out));
+  return Error::success();
+}
+
+} // namespace
+
+MeshScope::MeshScope(const MeshContext &mesh) : mesh_(&mesh), previous_(currentScope) {
+  currentScope = this;
+}
+
+MeshScope::~MeshScope() { currentScope = previous_; }
+
+Error MeshScope::takeError() {
+  Error e = std::move(error_);
+  error_ = Error::success();
+  return e;
+}
+
+MeshScope *MeshScope::current() { return currentScope; }
+
+void MeshScope::recordFailure(Error error) {
+  if (error_.ok() && !error.ok())
+    error_ = std::move(error);
+}
+
+} // namespace mtc::rt
+
+using namespace mtc::rt;
+
+extern "C" void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in, void *out,
+                               int64_t count) {
+  Call call("mtc_all_reduce", op == kMeshSum ? "sum" : op == kMeshMax ? "max" : "unknown op",
+            axis, dtype, count);
+  try {
+    if (const MeshAxisGroup *g = call.start()) {
+      if (op != kMeshSum && op != kMeshMax) {
+        call.fail(concat("unknown reduction ", op, " (0 = sum, 1 = max)"));
+      } else if (Error err = allReduce(*g, dtype, op, in, out, count); !err.ok()) {
+        call.fail(err);
+      } else {
+        return;
+      }
+    }
+  } catch (const std::bad_alloc &) {
+    call.fail("out of memory");
+  } catch (const std::exception &e) {
+    call.fail(e.what());
+  }
+  zeroFill(out, dtype, count);
+}
+
+extern "C" void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out,
+                               int64_t count) {
+  Call call("mtc_all_gather", "concatenation", axis, dtype, count);
+  int64_t outCount = count;
+  try {
+    if (const MeshAxisGroup *g = call.start()) {
+      outCount = count * g->size;
+      size_t bytes = size_t(count) * elementSize(dtype);
+      if (g->size == 1) {
+        std::memcpy(out, in, bytes);
+        return;
+      }
+      // The bytes move unchanged: f64 travels as pairs of f32 words.
+      size_t words = bytes / sizeof(float);
+      Error err = g->comm->allGather(static_cast<const float *>(in), static_cast<float *>(out),
+                                     words);
+      if (err.ok())
+        return;
+      call.fail(err);
+    } else if (MeshScope *scope = MeshScope::current();
+               scope && axis >= 0 && axis < static_cast<int64_t>(scope->mesh().axes.size())) {
+      outCount = count * scope->mesh().axes[size_t(axis)].size;
+    }
+  } catch (const std::bad_alloc &) {
+    call.fail("out of memory");
+  } catch (const std::exception &e) {
+    call.fail(e.what());
+  }
+  zeroFill(out, dtype, outCount);
+}
+
+extern "C" void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, void *out,
+                                   int64_t count) {
+  Call call("mtc_reduce_scatter", "sum", axis, dtype, count);
+  try {
+    if (const MeshAxisGroup *g = call.start()) {
+      size_t n = size_t(count);
+      if (g->size == 1) {
+        std::memcpy(out, in, n * elementSize(dtype));
+        return;
+      }
+      Error err;
+      if (dtype == kMeshF32) {
+        err = g->comm->reduceScatterSum(static_cast<const float *>(in), static_cast<float *>(out),
+                                        n);
+      } else {
+        // No f64 reduce-scatter in the communicators: all-reduce the whole buffer (Gloo's
+        // ring: the same bits everywhere) and keep this rank's block.
+        std::vector<double> all(n * size_t(g->size));
+        std::memcpy(all.data(), in, all.size() * sizeof(double));
+        err = g->comm->allReduceSum(all.data(), all.size());
+        if (err.ok())
+          std::memcpy(out, all.data() + n * size_t(g->coordinate), n * sizeof(double));
+      }
+      if (err.ok())
+        return;
+      call.fail(err);
+    }
+  } catch (const std::bad_alloc &) {
+    call.fail("out of memory");
+  } catch (const std::exception &e) {
+    call.fail(e.what());
+  }
+  zeroFill(out, dtype, count);
+}
+
+extern "C" int64_t mtc_mesh_coordinate(int64_t axis) {
+  MeshScope *scope = MeshScope::current();
+  if (!scope)
+    return 0;
+  const MeshContext &mesh = scope->mesh();
+  if (axis < 0 || axis >= static_cast<int64_t>(mesh.axes.size())) {
+    scope->recordFailure(makeError("mtc_mesh_coordinate on world rank ", mesh.worldRank,
+                                   ": mesh axis ", axis, " is out of range (the plan's mesh has ",
+                                   mesh.axes.size(), mesh.axes.size() == 1 ? " axis)" : " axes)"));
+    return 0;
+  }
+  return mesh.axes[size_t(axis)].coordinate;
+}

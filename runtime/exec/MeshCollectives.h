@@ -1,0 +1,115 @@
+//===- MeshCollectives.h - The collectives compiled kernels call --*- C++ -*-===//
+//
+// A plan compiled with tensor parallelism (`mtc compile --kernels=x86 --tp N`) holds per-rank
+// programs that communicate along the plan's mesh axes (docs/plan-format.md, "Mesh and
+// layouts") through four C functions, which the runtime defines here and executables that
+// link the executor export (like mtc_dropout_scale):
+//
+//   void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in, void *out,
+//                       int64_t count)
+//       out[i] = the reduction (op 0 = sum, 1 = max) of in[i] over the ranks of mesh axis
+//       `axis` (this rank's group along it), i < count; in and out do not alias. The result is
+//       bitwise identical on every rank of the group: sum is Gloo's ring all-reduce; max
+//       gathers every rank's values and reduces them in coordinate order (a NaN wins).
+//   void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out, int64_t count)
+//       count = elements of `in`; out holds size(axis) * count: block c is the `in` of the
+//       rank with coordinate c.
+//   void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, void *out,
+//                           int64_t count)
+//       count = elements of `out`; in holds size(axis) * count; out = the sum over the group
+//       of block number (my coordinate) of every rank's `in`.
+//   int64_t mtc_mesh_coordinate(int64_t axis)
+//       this rank's coordinate along the axis.
+//
+// dtype 0 = f32, 1 = f64. Every combination works: f64 sums through the f64 all-reduce (f64
+// reduce-scatter all-reduces the whole buffer and keeps this rank's block), gathers move the
+// bytes. `axis` indexes plan.mesh.axes. An axis of size 1 needs no communicator: the
+// collectives copy.
+//
+// The C interface cannot return errors and has no context argument, so the mesh of the call
+// in progress is a thread-local `MeshScope` (like DropoutKeyScope) that the Trainer installs
+// around every kernel call (kernels run on the calling thread). A failing collective (a
+// communicator error or timeout, an axis out of range, an unknown dtype or op, a negative
+// count) records the first error in the scope; it and every later collective of the same
+// scope write zeros to their output and communicate nothing (the first `count` elements for
+// mtc_all_gather when the axis is out of range, its extent being unknown). After the kernel
+// returns the Trainer checks the scope and fails the step with the message, which names the
+// function, the axis and the rank.
+//
+// Without a scope (a kernel called outside the Trainer) nothing is communicated: the three
+// collectives write `count` zeros to `out` and mtc_mesh_coordinate returns 0; there is no
+// scope to report to, so nothing else happens.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_RUNTIME_EXEC_MESHCOLLECTIVES_H
+#define MTC_RUNTIME_EXEC_MESHCOLLECTIVES_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+extern "C" void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in, void *out,
+                               int64_t count);
+extern "C" void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out,
+                               int64_t count);
+extern "C" void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, void *out,
+                                   int64_t count);
+extern "C" int64_t mtc_mesh_coordinate(int64_t axis);
+
+namespace mtc::rt {
+
+/// Values of the `dtype` and `op` arguments.
+enum MeshDType : int64_t { kMeshF32 = 0, kMeshF64 = 1 };
+enum MeshReduceOp : int64_t { kMeshSum = 0, kMeshMax = 1 };
+
+/// One mesh axis as this rank sees it.
+struct MeshAxisGroup {
+  std::string name;             // plan.mesh.axes[i].name
+  int64_t size = 1;             // ranks along the axis
+  int64_t coordinate = 0;       // this rank's, in [0, size)
+  Communicator *comm = nullptr; // the ranks along the axis, rank = coordinate; may be null
+                                // when size is 1
+};
+
+/// What the collectives of a kernel call run over: the axes in plan.mesh order and this
+/// rank's world rank (for messages).
+struct MeshContext {
+  std::vector<MeshAxisGroup> axes;
+  int worldRank = 0;
+};
+
+/// Sets the mesh of the collectives on this thread for its lifetime and collects their first
+/// failure; restores the previous scope after. `mesh` must outlive the scope.
+class MeshScope {
+public:
+  explicit MeshScope(const MeshContext &mesh);
+  ~MeshScope();
+  MeshScope(const MeshScope &) = delete;
+  MeshScope &operator=(const MeshScope &) = delete;
+
+  /// Whether no collective failed in this scope so far.
+  bool ok() const { return error_.ok(); }
+  /// The first failure (success when none).
+  const Error &error() const { return error_; }
+  /// Moves the first failure out (success when none); later collectives run again.
+  Error takeError();
+
+  /// The scope of this thread (null when none).
+  static MeshScope *current();
+  const MeshContext &mesh() const { return *mesh_; }
+  /// Records `error` unless a failure is already recorded (the first one sticks).
+  void recordFailure(Error error);
+
+private:
+  const MeshContext *mesh_;
+  MeshScope *previous_;
+  Error error_;
+};
+
+} // namespace mtc::rt
+
+#endif // MTC_RUNTIME_EXEC_MESHCOLLECTIVES_H

@@ -1,0 +1,162 @@
+//===- RankMesh.cpp - This rank's mesh: communicators and shards ----------===//
+
+#include "runtime/exec/RankMesh.h"
+
+#include <new>
+
+namespace mtc::rt {
+
+Expected<RankMesh> RankMesh::create(const Plan &plan, Communicator *world) {
+  RankMesh m;
+  m.world_ = world;
+  int worldRank = world ? world->rank() : 0;
+  int worldSize = world ? world->size() : 1;
+  Expected<MeshPlacement> placement = placeRank(plan.mesh, worldRank, worldSize);
+  if (!placement)
+    return placement.takeError();
+  m.placement_ = std::move(*placement);
+  m.context_.worldRank = worldRank;
+  for (size_t i = 0; i < plan.mesh.size(); ++i)
+    m.context_.axes.push_back(
+        MeshAxisGroup{plan.mesh[i].name, plan.mesh[i].size, m.placement_.coordinates[i], nullptr});
+  if (!m.partitioned()) {
+    m.dataParallel_ = world;
+    return m;
+  }
+  const std::vector<int64_t> &coords = m.placement_.coordinates;
+  auto split = [&](int64_t color, int64_t key, std::string_view what) -> Expected<Communicator *> {
+    Expected<std::unique_ptr<Communicator>> c =
+        world->split(static_cast<int>(color), static_cast<int>(key));
+    if (!c)
+      return c.takeError().withContext(concat("building the ", what, " communicator"));
+    m.owned_.push_back(std::move(*c));
+    return m.owned_.back().get();
+  };
+  // One communicator per axis: the ranks that differ only along it.
+  for (size_t i = 0; i < plan.mesh.size(); ++i) {
+    if (plan.mesh[i].size == 1)
+      continue;
+    int64_t color = m.placement_.dpIndex;
+    for (size_t j = 0; j < plan.mesh.size(); ++j)
+      if (j != i)
+        color = color * plan.mesh[j].size + coords[j];
+    Expected<Communicator *> c =
+        split(color, coords[i], concat("mesh axis '", plan.mesh[i].name, "'"));
+    if (!c)
+      return c.takeError();
+    m.context_.axes[i].comm = *c;
+  }
+  if (m.placement_.dpSize > 1) {
+    Expected<Communicator *> dp =
+        split(m.placement_.meshIndex, m.placement_.dpIndex, "data-parallel");
+    if (!dp)
+      return dp.takeError();
+    m.dataParallel_ = *dp;
+  }
+  Expected<Communicator *> group = split(m.placement_.dpIndex, m.placement_.meshIndex, "model group");
+  if (!group)
+    return group.takeError();
+  m.modelGroup_ = *group;
+  return m;
+}
+
+uint64_t RankMesh::bytesSent() const {
+  uint64_t total = world_ ? world_->counters().totalBytesSent() : 0;
+  for (const std::unique_ptr<Communicator> &c : owned_)
+    total += c->counters().totalBytesSent();
+  return total;
+}
+
+Expected<TrainingState> shardState(const Plan &plan, const TrainingState &global,
+                                   const std::vector<int64_t> &coordinates) {
+  if (global.params.size() != plan.params.size() || global.states.size() != plan.states.size())
+    return makeError("the state does not match the plan's tables");
+  TrainingState local;
+  local.step = global.step;
+  try {
+    auto take = [&](const TrainingState::Tensor &t, const ParamInfo &p) -> Expected<TrainingState::Tensor> {
+      ShardBox box = shardBox(plan, p, coordinates);
+      if (static_cast<int64_t>(t.values.size()) != box.globalElements())
+        return makeError("tensor '", t.name, "' has ", t.values.size(), " elements, but ",
+                         box.globalElements(), " whole");
+      TrainingState::Tensor out{t.name, box.localShape,
+                                std::vector<float>(size_t(box.localElements()))};
+      extractShard(box, t.values.data(), out.values.data());
+      return out;
+    };
+    for (size_t i = 0; i < plan.params.size(); ++i) {
+      Expected<TrainingState::Tensor> t = take(global.params[i], plan.params[i]);
+      if (!t)
+        return t.takeError();
+      local.params.push_back(std::move(*t));
+    }
+    for (size_t i = 0; i < plan.states.size(); ++i) {
+      Expected<TrainingState::Tensor> t =
+          take(global.states[i], plan.params[plan.states[i].paramIndex]);
+      if (!t)
+        return t.takeError();
+      local.states.push_back(std::move(*t));
+    }
+  } catch (const std::bad_alloc &) {
+    return makeError("out of memory taking this rank's shards");
+  }
+  return local;
+}
+
+Expected<TrainingState> gatherState(const Plan &plan, const TrainingState &local,
+                                    const RankMesh &mesh) {
+  if (!mesh.partitioned())
+    return local;
+  Communicator *group = mesh.modelGroup();
+  const MeshPlacement &placement = mesh.placement();
+  if (!group || group->size() != placement.meshSize)
+    return makeError("internal error: no model-group communicator to gather the shards over");
+  if (local.params.size() != plan.params.size() || local.states.size() != plan.states.size())
+    return makeError("the state does not match the plan's tables");
+  TrainingState global;
+  global.step = local.step;
+  try {
+    std::vector<std::vector<int64_t>> coords;
+    for (int64_t k = 0; k < placement.meshSize; ++k)
+      coords.push_back(meshCoordinates(plan.mesh, k));
+    std::vector<float> gathered;
+    auto gather = [&](const TrainingState::Tensor &t, const ParamInfo &p,
+                      std::string_view kind) -> Expected<TrainingState::Tensor> {
+      if (p.layout.replicated())
+        return t;
+      ShardBox mine = shardBox(plan, p, placement.coordinates);
+      size_t count = size_t(mine.localElements());
+      if (t.values.size() != count)
+        return makeError(kind, " '", t.name, "' has ", t.values.size(),
+                         " elements, but this rank's shard has ", count);
+      gathered.resize(count * size_t(placement.meshSize));
+      if (Error err = group->allGather(t.values.data(), gathered.data(), count); !err.ok())
+        return std::move(err).withContext(
+            concat("gathering the shards of ", kind, " '", t.name, "' over the model group"));
+      TrainingState::Tensor out{t.name, mine.globalShape,
+                                std::vector<float>(size_t(mine.globalElements()))};
+      for (int64_t k = 0; k < placement.meshSize; ++k)
+        insertShard(shardBox(plan, p, coords[size_t(k)]), gathered.data() + size_t(k) * count,
+                    out.values.data());
+      return out;
+    };
+    for (size_t i = 0; i < plan.params.size(); ++i) {
+      Expected<TrainingState::Tensor> t = gather(local.params[i], plan.params[i], "parameter");
+      if (!t)
+        return t.takeError();
+      global.params.push_back(std::move(*t));
+    }
+    for (size_t i = 0; i < plan.states.size(); ++i) {
+      Expected<TrainingState::Tensor> t =
+          gather(local.states[i], plan.params[plan.states[i].paramIndex], "optimizer state");
+      if (!t)
+        return t.takeError();
+      global.states.push_back(std::move(*t));
+    }
+  } catch (const std::bad_alloc &) {
+    return makeError("out of memory gathering the shards");
+  }
+  return global;
+}
+
+} // namespace mtc::rt

@@ -1,0 +1,85 @@
+//===- RankMesh.h - This rank's mesh: communicators and shards ---*- C++ -*-===//
+//
+// `RankMesh::create(plan, world)` places this rank on the plan's mesh (runtime/plan/
+// Sharding.h: Megatron order, the last axis fastest, data parallelism outermost) and splits
+// the world communicator into
+//
+//   - one communicator per mesh axis of size > 1: the ranks that differ only in their
+//     coordinate along it (rank = coordinate), which the kernels' collectives use
+//     (MeshCollectives.h, through `context()`);
+//   - the data-parallel group: the ranks with the same mesh coordinates (rank = data-parallel
+//     index), over which the Trainer all-reduces gradients and the loss;
+//   - the model group: the ranks with the same data-parallel index (rank = mesh index), over
+//     which checkpoints and exports gather the shards.
+//
+// Without a mesh (or a mesh of one rank) nothing is split: the data-parallel group is the
+// world itself, as before tensor parallelism. Every split is collective over the world: all
+// ranks create their RankMesh at the same point.
+//
+// `shardState` and `gatherState` convert between whole tensors (checkpoints, exports, the
+// single-rank run) and this rank's shards.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_RUNTIME_EXEC_RANKMESH_H
+#define MTC_RUNTIME_EXEC_RANKMESH_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/exec/MeshCollectives.h"
+#include "runtime/exec/TrainingState.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/plan/Sharding.h"
+#include "runtime/support/Error.h"
+
+#include <memory>
+#include <vector>
+
+namespace mtc::rt {
+
+class RankMesh {
+public:
+  /// Collective over `world` (null: this rank alone, world size 1). Fails when the world
+  /// size is not a multiple of the plan's mesh size, or a split fails. `world` must outlive
+  /// the mesh.
+  static Expected<RankMesh> create(const Plan &plan, Communicator *world);
+
+  RankMesh(RankMesh &&) noexcept = default;
+  RankMesh &operator=(RankMesh &&) noexcept = default;
+
+  const MeshPlacement &placement() const { return placement_; }
+  /// The axes with their communicators, for MeshScope (valid while this object lives).
+  const MeshContext &context() const { return context_; }
+  /// The data-parallel group (null when this rank is alone in it and there is no world).
+  Communicator *dataParallel() const { return dataParallel_; }
+  /// The ranks holding one copy of the model (null when the mesh has one rank).
+  Communicator *modelGroup() const { return modelGroup_; }
+  /// Whether the model is partitioned (mesh size > 1).
+  bool partitioned() const { return placement_.meshSize > 1; }
+  /// Bytes this rank sent over the world and every communicator split from it.
+  uint64_t bytesSent() const;
+
+private:
+  RankMesh() = default;
+
+  MeshPlacement placement_;
+  MeshContext context_;
+  Communicator *world_ = nullptr;
+  Communicator *dataParallel_ = nullptr;
+  Communicator *modelGroup_ = nullptr;
+  std::vector<std::unique_ptr<Communicator>> owned_;
+};
+
+/// A state of parameters and optimizer states in local shapes: the shard at `coordinates` of
+/// every tensor of `global` (whole tensors in the plan's tables; a replicated one is copied).
+Expected<TrainingState> shardState(const Plan &plan, const TrainingState &global,
+                                   const std::vector<int64_t> &coordinates);
+
+/// Whole tensors from the shards of the ranks of this rank's model group: collective over
+/// mesh.modelGroup() (every rank of the group calls it; the all-gathers move f32 values).
+/// Without partitioning, a copy of `local`.
+Expected<TrainingState> gatherState(const Plan &plan, const TrainingState &local,
+                                    const RankMesh &mesh);
+
+} // namespace mtc::rt
+
+#endif // MTC_RUNTIME_EXEC_RANKMESH_H

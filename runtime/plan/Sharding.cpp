@@ -1,0 +1,146 @@
+//===- Sharding.cpp - Ranks on the mesh and the shards they hold ----------===//
+
+#include "runtime/plan/Sharding.h"
+
+#include "runtime/plan/ParamInit.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+namespace mtc::rt {
+
+int64_t meshSizeOf(const std::vector<MeshAxis> &mesh) {
+  int64_t n = 1;
+  for (const MeshAxis &a : mesh)
+    n *= a.size;
+  return n;
+}
+
+std::vector<int64_t> meshCoordinates(const std::vector<MeshAxis> &mesh, int64_t meshIndex) {
+  std::vector<int64_t> coords(mesh.size());
+  for (size_t i = mesh.size(); i-- > 0;) {
+    coords[i] = meshIndex % mesh[i].size;
+    meshIndex /= mesh[i].size;
+  }
+  return coords;
+}
+
+Expected<MeshPlacement> placeRank(const std::vector<MeshAxis> &mesh, int64_t rank,
+                                  int64_t worldSize) {
+  MeshPlacement p;
+  p.meshSize = meshSizeOf(mesh);
+  if (worldSize <= 0 || rank < 0 || rank >= worldSize)
+    return makeError("rank ", rank, " is not in a world of ", worldSize, " ranks");
+  if (worldSize % p.meshSize != 0) {
+    std::string axes;
+    for (const MeshAxis &a : mesh)
+      axes.append(axes.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
+    return makeError("the plan partitions the model over a mesh of ", p.meshSize, " ranks (",
+                     axes, "), but the job has ", worldSize,
+                     " ranks: the number of ranks must be a multiple of ", p.meshSize,
+                     " (data parallelism takes the rest)");
+  }
+  p.dpSize = worldSize / p.meshSize;
+  p.meshIndex = rank % p.meshSize;
+  p.dpIndex = rank / p.meshSize;
+  p.coordinates = meshCoordinates(mesh, p.meshIndex);
+  return p;
+}
+
+int64_t ShardBox::globalElements() const {
+  int64_t n = 1;
+  for (int64_t s : globalShape)
+    n *= s;
+  return n;
+}
+
+int64_t ShardBox::localElements() const {
+  int64_t n = 1;
+  for (int64_t s : localShape)
+    n *= s;
+  return n;
+}
+
+ShardBox shardBox(const std::vector<Dim> &dims, const ParamLayout &layout,
+                  const std::vector<MeshAxis> &mesh, const std::vector<int64_t> &coordinates) {
+  ShardBox box;
+  box.globalShape = dimSizes(dims);
+  box.localShape = box.globalShape;
+  box.offset.assign(dims.size(), 0);
+  for (const DimSplit &split : layout.splits) {
+    assert(split.dim < dims.size() && "split of a dim the tensor does not have");
+    int64_t ways = 1, combined = 0;
+    for (size_t axis : split.axes) {
+      assert(axis < mesh.size() && axis < coordinates.size() && "axis out of range");
+      ways *= mesh[axis].size;
+      combined = combined * mesh[axis].size + coordinates[axis];
+    }
+    int64_t local = box.globalShape[split.dim] / ways;
+    box.localShape[split.dim] = local;
+    box.offset[split.dim] = combined * local;
+  }
+  return box;
+}
+
+ShardBox shardBox(const Plan &plan, const ParamInfo &param,
+                  const std::vector<int64_t> &coordinates) {
+  return shardBox(param.dims, param.layout, plan.mesh, coordinates);
+}
+
+void forEachShardRun(const ShardBox &box, int64_t localBegin, int64_t localEnd,
+                     const std::function<void(int64_t, int64_t, int64_t)> &fn) {
+  size_t rank = box.globalShape.size();
+  // The last dim that is not whole: runs are its local extent times the whole dims after it.
+  size_t last = rank;
+  for (size_t d = rank; d-- > 0;)
+    if (box.localShape[d] != box.globalShape[d]) {
+      last = d;
+      break;
+    }
+  if (last == rank) { // the whole tensor: one run
+    if (localEnd > localBegin)
+      fn(localBegin, localBegin, localEnd - localBegin);
+    return;
+  }
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;)
+    stride[d] = stride[d + 1] * box.globalShape[d + 1];
+  int64_t runLength = box.localShape[last] * stride[last];
+  if (runLength == 0)
+    return;
+  std::vector<int64_t> index(last); // multi-index of the run over dims [0, last)
+  for (int64_t run = localBegin / runLength; run * runLength < localEnd; ++run) {
+    int64_t r = run;
+    int64_t global = box.offset[last] * stride[last];
+    for (size_t d = last; d-- > 0;) {
+      global += (box.offset[d] + r % box.localShape[d]) * stride[d];
+      r /= box.localShape[d];
+    }
+    int64_t runBegin = run * runLength;
+    int64_t begin = std::max(localBegin, runBegin);
+    int64_t end = std::min(localEnd, runBegin + runLength);
+    fn(global + (begin - runBegin), begin, end - begin);
+  }
+}
+
+void extractShard(const ShardBox &box, const float *global, float *local) {
+  forEachShardRun(box, 0, box.localElements(), [&](int64_t g, int64_t l, int64_t n) {
+    std::memcpy(local + l, global + g, size_t(n) * sizeof(float));
+  });
+}
+
+void insertShard(const ShardBox &box, const float *local, float *global) {
+  forEachShardRun(box, 0, box.localElements(), [&](int64_t g, int64_t l, int64_t n) {
+    std::memcpy(global + g, local + l, size_t(n) * sizeof(float));
+  });
+}
+
+void initializeShard(const ParamInfo &param, uint64_t seed, const ShardBox &box,
+                     int64_t localBegin, int64_t localEnd, float *out) {
+  forEachShardRun(box, localBegin, localEnd, [&](int64_t g, int64_t l, int64_t n) {
+    initializeParam(param, seed, g, g + n, out + (l - localBegin));
+  });
+}
+
+} // namespace mtc::rt
