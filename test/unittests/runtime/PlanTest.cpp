@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/PlanSummary.h"
 
 #include "runtime/support/Sha256.h"
 
@@ -717,4 +718,167 @@ TEST(BufferKindTest, NamesRoundTrip) {
     EXPECT_EQ(parseBufferKind(bufferKindName(kind)), kind);
   EXPECT_EQ(bufferKindName(BufferKind::GradScale), "grad_scale");
   EXPECT_FALSE(parseBufferKind("weights").has_value());
+}
+
+//===----------------------------------------------------------------------===//
+// Mesh and layouts
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+JsonValue meshJson(std::initializer_list<std::pair<const char *, int64_t>> axes) {
+  JsonArray a;
+  for (const auto &[name, size] : axes)
+    a.push_back(JsonObject{{"name", name}, {"size", size}});
+  return JsonObject{{"axes", std::move(a)}};
+}
+
+JsonValue split(std::initializer_list<std::pair<const char *, JsonArray>> dims) {
+  JsonObject s;
+  for (const auto &[dim, axes] : dims)
+    s.set(dim, axes);
+  return JsonObject{{"split", std::move(s)}};
+}
+
+/// The valid plan with mesh tp=2 (and cp=2 when asked), wte split on vocab and block.b on
+/// hidden.
+JsonValue meshPlan(bool twoAxes = false) {
+  JsonValue v = validPlan();
+  JsonObject &o = *v.getObject();
+  o.set("mesh", twoAxes ? meshJson({{"tp", 2}, {"cp", 2}}) : meshJson({{"tp", 2}}));
+  (*(*o.find("params")->getArray())[0].getObject()).set("layout", split({{"vocab", {"tp"}}}));
+  (*(*o.find("params")->getArray())[3].getObject())
+      .set("layout", split({{"hidden", twoAxes ? JsonArray{"tp", "cp"} : JsonArray{"tp"}}}));
+  return v;
+}
+
+} // namespace
+
+TEST_F(PlanTest, MeshAndLayouts) {
+  writePlan(meshPlan(/*twoAxes=*/true));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_EQ(p->mesh.size(), 2u);
+  EXPECT_EQ(p->mesh[0], (MeshAxis{"tp", 2}));
+  EXPECT_EQ(p->mesh[1], (MeshAxis{"cp", 2}));
+  EXPECT_EQ(p->meshSize(), 4);
+  EXPECT_EQ(p->params[0].layout, (ParamLayout{{{0, {0}}}}));
+  EXPECT_TRUE(p->params[1].layout.replicated());
+  EXPECT_EQ(p->params[3].layout, (ParamLayout{{{1, {0, 1}}}}));
+  EXPECT_EQ(formatDims(p->localDims(p->params[0])), "[vocab=8, hidden=8]");
+  EXPECT_EQ(formatDims(p->localDims(p->params[3])), "[layers=2, hidden=2]");
+  EXPECT_EQ(p->localDims(p->params[1]), p->params[1].dims);
+  EXPECT_EQ(p->describeLayout(p->params[3]), "hidden over tp x cp");
+  // The tables keep the global dims.
+  EXPECT_EQ(formatDims(p->params[0].dims), "[vocab=16, hidden=8]");
+  std::string summary = describePlan(*p);
+  EXPECT_CONTAINS(summary, "mesh:        tp=2 x cp=2 (4 ranks per model copy; data parallel "
+                           "over the rest)\n");
+  EXPECT_CONTAINS(summary, "f32[vocab=16, hidden=8] normal(0.02) decay split vocab over tp "
+                           "(local [vocab=8, hidden=8])\n");
+  EXPECT_CONTAINS(summary, "split hidden over tp x cp (local [layers=2, hidden=2])\n");
+
+  // No mesh: one rank, everything replicated; an empty split list is no split.
+  JsonValue v = validPlan();
+  (*(*v.getObject()->find("params")->getArray())[0].getObject())
+      .set("layout", split({{"vocab", JsonArray{}}}));
+  writePlan(v);
+  Expected<Plan> q = loadPlan(plan());
+  ASSERT_TRUE(q.ok()) << q.error().message();
+  EXPECT_TRUE(q->mesh.empty());
+  EXPECT_EQ(q->meshSize(), 1);
+  EXPECT_TRUE(q->params[0].layout.replicated());
+}
+
+TEST_F(PlanTest, MeshErrors) {
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("mesh", JsonArray{}); }),
+                      "mesh: expected an object, found an array");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("mesh", JsonObject{}); }),
+                      "mesh: missing key 'axes'");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("mesh", meshJson({{"tp", 0}})); }),
+                      "mesh.axes[0].size: expected a positive integer (the axis' number of "
+                      "ranks), found the integer 0");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("mesh", meshJson({{"tp", 2}, {"tp", 2}})); }),
+                      "mesh.axes[1].name: duplicate mesh axis 'tp'");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("mesh", meshJson({{"", 2}})); }),
+                      "mesh.axes[0].name: expected a non-empty name");
+}
+
+TEST_F(PlanTest, LayoutErrors) {
+  auto withLayout = [](size_t param, JsonValue layout, bool mesh = true) {
+    return edited([&](JsonObject &o) {
+      if (mesh)
+        o.set("mesh", meshJson({{"tp", 2}, {"cp", 3}}));
+      paramAt(o, param).set("layout", layout);
+    });
+  };
+  expectPlanJsonError(withLayout(0, split({{"heads", {"tp"}}})),
+                      "params[0].layout.split.heads: parameter 'wte' has no dimension 'heads' "
+                      "(its dims are [vocab=16, hidden=8])");
+  expectPlanJsonError(withLayout(0, split({{"vocab", {"pp"}}})),
+                      "params[0].layout.split.vocab[0]: parameter 'wte': dimension 'vocab' is "
+                      "split over axis 'pp', which the mesh does not have (mesh axes: tp, cp)");
+  expectPlanJsonError(withLayout(0, split({{"vocab", {"tp"}}}), /*mesh=*/false),
+                      "params[0].layout.split.vocab[0]: parameter 'wte': dimension 'vocab' is "
+                      "split over axis 'tp', which the mesh does not have (the plan has no mesh)");
+  expectPlanJsonError(withLayout(0, split({{"vocab", {"cp"}}})),
+                      "params[0].layout.split.vocab: parameter 'wte': dimension 'vocab' (size 16) "
+                      "does not divide evenly over axis 'cp' (size 3)");
+  expectPlanJsonError(withLayout(0, split({{"hidden", {"tp", "cp"}}})),
+                      "params[0].layout.split.hidden: parameter 'wte': dimension 'hidden' (size "
+                      "8) does not divide evenly over axes 'tp' (size 2) x 'cp' (size 3)");
+  expectPlanJsonError(withLayout(0, split({{"vocab", {"tp"}}, {"hidden", {"tp"}}})),
+                      "params[0].layout.split.hidden[0]: parameter 'wte': axis 'tp' splits both "
+                      "dimension 'vocab' and dimension 'hidden'");
+  expectPlanJsonError(withLayout(0, split({{"vocab", {"tp", "tp"}}})),
+                      "axis 'tp' splits both dimension 'vocab' and dimension 'vocab'");
+  expectPlanJsonError(withLayout(2, split({{"hidden", {"tp"}}})),
+                      "params[2].layout.split.hidden: parameter 'block.wq' has two dimensions "
+                      "named 'hidden'");
+  expectPlanJsonError(withLayout(0, JsonObject{{"split", JsonArray{}}}),
+                      "params[0].layout.split: expected an object, found an array");
+  expectPlanJsonError(withLayout(0, split({{"vocab", {3}}})),
+                      "params[0].layout.split.vocab[0]: expected a string, found the integer 3");
+}
+
+TEST_F(PlanTest, KernelBuffersHoldTheLocalShards) {
+  // wte [vocab=16, hidden=8] split on vocab over tp=2: the kernels must declare [vocab=8, ...].
+  auto withMesh = [](int64_t localVocab) {
+    JsonValue v = planWithKernels("kernels/x86_64.so");
+    JsonObject &o = *v.getObject();
+    o.set("mesh", meshJson({{"tp", 2}}));
+    paramAt(o, 0).set("layout", split({{"vocab", {"tp"}}}));
+    JsonObject &fb = *(*(*o.find("kernels")->getObject()->find("x86_64"))
+                            .getObject()
+                            ->find("functions"))
+                          .getObject()
+                          ->find("forward_backward")
+                          ->getObject();
+    (*fb.find("inputs")->getArray())[1] =
+        kernelBuffer("param", "wte", "f32", dimList({{"vocab", localVocab}, {"hidden", 8}}));
+    (*fb.find("outputs")->getArray())[1] =
+        kernelBuffer("grad", "wte", "f32", dimList({{"vocab", localVocab}, {"hidden", 8}}));
+    return v;
+  };
+  expectPlanJsonError(withMesh(16),
+                      "kernels.x86_64.functions.forward_backward.inputs[1].dims: param 'wte' is "
+                      "[vocab=16, hidden=8], but the layout of parameter 'wte' (vocab over tp) "
+                      "gives the local dims [vocab=8, hidden=8]");
+  expectPlanJsonError(withMesh(4), "forward_backward.inputs[1].dims: param 'wte' is [vocab=4, "
+                                   "hidden=8], but the layout");
+  // The local dims load (a size that differs from the model's `vocab` is fine there).
+  writePlan(withMesh(8));
+  std::filesystem::create_directories(plan() / "kernels");
+  writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
+  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
+                manifestLine("kernels/x86_64.so", "ELF"));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->x86Kernels->forwardBackward->inputs[1].dims, p->localDims(p->params[0]));
+  // Without a mesh the model's sizes are still enforced on every buffer.
+  JsonValue noMesh = withMesh(8);
+  noMesh.getObject()->erase("mesh");
+  paramAt(*noMesh.getObject(), 0).erase("layout");
+  expectPlanJsonError(noMesh, "kernels.x86_64.functions.forward_backward.inputs[1].dims[0]: "
+                              "dimension 'vocab' has size 8 here but 16 in dims");
 }
