@@ -19,6 +19,9 @@
 #include "compiler/codegen/MTToLinalg.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mtp/IR/MTPOps.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
@@ -634,7 +637,8 @@ bool isSupported(Operation *op) {
 struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
   void getDependentDialects(DialectRegistry &registry) const override {
     MTToLinalgPassBase::getDependentDialects(registry);
-    registry.insert<scf::SCFDialect>();
+    registry.insert<bufferization::BufferizationDialect, memref::MemRefDialect,
+                    scf::SCFDialect>();
   }
 
   void runOnOperation() override {
@@ -653,16 +657,22 @@ struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
         }
       });
     });
-    if (unsupported || failed(declareDropoutScale(module)))
+    if (unsupported || failed(declareDropoutScale(module)) ||
+        failed(declareMeshFunctions(module)))
       return signalPassFailure();
 
     TypeConverter types;
     types.addConversion([](Type type) { return type; });
     types.addConversion([](NamedTensorType type) -> Type { return builtinType(type); });
+    types.addConversion([](mtp::ShardedTensorType type) -> Type {
+      return builtinType(type.getLocalType());
+    });
 
     ConversionTarget target(*context);
-    target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect, math::MathDialect,
+    target.addLegalDialect<arith::ArithDialect, bufferization::BufferizationDialect,
+                           linalg::LinalgDialect, math::MathDialect, memref::MemRefDialect,
                            scf::SCFDialect, tensor::TensorDialect>();
+    target.addIllegalDialect<mtp::MTPDialect>();
     // mt ops outside functions (parameters, optimizer state) are not code.
     target.addDynamicallyLegalDialect<mt::MTDialect>(
         [](Operation *op) { return !op->getParentOfType<func::FuncOp>(); });
@@ -697,6 +707,7 @@ struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
     populateTopKPatterns(types, patterns);
     populateMoEPatterns(types, patterns);
     populateScanPatterns(types, patterns);
+    populateCollectivePatterns(types, patterns);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
 

@@ -40,6 +40,28 @@ inline constexpr llvm::StringLiteral kDropoutScaleFunction = "mtc_dropout_scale"
 /// `instance` is the repeat about to run; -1 after the scan (outside any layer).
 inline constexpr llvm::StringLiteral kDropoutLayerFunction = "mtc_dropout_layer";
 
+/// The external C functions a partitioned step calls for its collectives (defined by
+/// the runtime, runtime/exec/MeshCollectives.h), on contiguous row-major buffers passed
+/// as addresses, `axis` being the position of the mesh axis in the module's `mtp.mesh`
+/// and `dtype` 0 for f32, 1 for f64:
+///
+///     void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in,
+///                         void *out, int64_t count);              // op 0: sum
+///     void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out,
+///                         int64_t count);   // count of `in`; block c from coordinate c
+///     void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, void *out,
+///                             int64_t count); // count of `out`; my block of the sum
+///     int64_t mtc_mesh_coordinate(int64_t axis);
+inline constexpr llvm::StringLiteral kAllReduceFunction = "mtc_all_reduce";
+inline constexpr llvm::StringLiteral kAllGatherFunction = "mtc_all_gather";
+inline constexpr llvm::StringLiteral kReduceScatterFunction = "mtc_reduce_scatter";
+inline constexpr llvm::StringLiteral kMeshCoordinateFunction = "mtc_mesh_coordinate";
+
+/// The attribute a partitioned `mt.dropout` of a split tensor carries: its operand's
+/// laid-out type (compiler/sharding/Layout.h), from which the lowering numbers elements
+/// globally.
+inline constexpr llvm::StringLiteral kDropoutLayoutAttrName = "mtp.layout";
+
 inline mt::NamedTensorType namedType(mlir::Value value) {
   return llvm::cast<mt::NamedTensorType>(value.getType());
 }
@@ -94,6 +116,16 @@ void populateTopKPatterns(const mlir::TypeConverter &types, mlir::RewritePattern
 void populateMoEPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns);
 /// Patterns of ScanToSCF.cpp: repeat.
 void populateScanPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns);
+/// Patterns of CollectivesToCalls.cpp: the mtp collectives and local views.
+void populateCollectivePatterns(const mlir::TypeConverter &types,
+                                mlir::RewritePatternSet &patterns);
+/// Declares the external collective functions in `module` when it is partitioned; fails
+/// if a name is taken by anything else.
+mlir::LogicalResult declareMeshFunctions(mlir::ModuleOp module);
+/// This rank's coordinate along mesh axis `axis` (a call of kMeshCoordinateFunction), as
+/// an index.
+mlir::Value meshCoordinate(mlir::OpBuilder &builder, mlir::Location loc, int64_t axis);
+
 /// Declares the external kDropoutScaleFunction in `module` when a function of it has a
 /// dropout to lower; fails if the name is taken by anything else.
 mlir::LogicalResult declareDropoutScale(mlir::ModuleOp module);

@@ -23,6 +23,8 @@
 
 #include "compiler/codegen/MTToLinalg.h"
 
+#include "dialects/mtp/IR/MTPOps.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -127,16 +129,46 @@ struct DropoutLowering : OpConversionPattern<mt::DropoutOp> {
     Type element = type.getElementType();
     Type compute = element.isF64() ? element : rewriter.getF32Type();
     auto stream = static_cast<int64_t>(op.getStream());
+    // A rank's part of a split tensor numbers its elements as the whole tensor does: the
+    // masks do not depend on the layout. Dimension d of the part starts at `starts[d]`.
+    auto layout = op->getAttrOfType<TypeAttr>(kDropoutLayoutAttrName);
+    NamedTensorType global = type;
+    SmallVector<Value> starts(type.getRank());
+    if (layout) {
+      auto sharded = cast<mtp::ShardedTensorType>(layout.getValue());
+      global = sharded.getGlobal();
+      for (unsigned d = 0; d < type.getRank(); ++d) {
+        StringRef name = type.getDimNames()[d].getValue();
+        Value part = indexConstant(rewriter, op.getLoc(), 0);
+        for (StringRef axis : sharded.getSplitAxes(name)) {
+          int64_t size = *sharded.getMesh().getAxisSize(axis);
+          int64_t position = 0;
+          for (auto [i, n] : llvm::enumerate(sharded.getMesh().getAxisNames()))
+            if (n.getValue() == axis)
+              position = static_cast<int64_t>(i);
+          part = arith::AddIOp::create(
+              rewriter, op.getLoc(),
+              arith::MulIOp::create(rewriter, op.getLoc(), part,
+                                    indexConstant(rewriter, op.getLoc(), size)),
+              meshCoordinate(rewriter, op.getLoc(), position));
+        }
+        starts[d] = arith::MulIOp::create(
+            rewriter, op.getLoc(), part,
+            indexConstant(rewriter, op.getLoc(), type.getDimSizes()[d]));
+      }
+    }
     Value result = buildPointwise(
         rewriter, op.getLoc(), type, adaptor.getInput(), [&](OpBuilder &b, Location l, Value x) {
-          // The row-major offset of the element in the op's type.
+          // The row-major offset of the element in the (global) tensor.
           Value offset = indexConstant(b, l, 0);
           int64_t stride = 1;
           for (unsigned d = type.getRank(); d-- > 0;) {
             Value index = linalg::IndexOp::create(b, l, d);
+            if (starts[d])
+              index = arith::AddIOp::create(b, l, index, starts[d]);
             offset = arith::AddIOp::create(
                 b, l, offset, arith::MulIOp::create(b, l, index, indexConstant(b, l, stride)));
-            stride *= type.getDimSizes()[d];
+            stride *= global.getDimSizes()[d];
           }
           Value args[] = {
               arith::ConstantOp::create(b, l, b.getI64IntegerAttr(stream)),

@@ -2,6 +2,8 @@
 
 #include "compiler/plan/PlanWriter.h"
 
+#include "compiler/sharding/Layout.h"
+
 #include "dialects/mt/IR/MTOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
@@ -140,6 +142,20 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   // the storage types, in mt.param order.
   auto step = trained.lookupSymbol<func::FuncOp>("optimizer_step");
   TypeRange storage = step.getArgumentTypes().drop_front(2);
+  // The layouts the partitioned kernels use (compiler/sharding): only with tensor
+  // parallelism, whose spec then must be valid (the partitioner reports what is not).
+  std::optional<sharding::ShardingSpec> spec;
+  if (parallel)
+    if (auto tp = parallel.getAs<IntegerAttr>("tp"); tp && tp.getInt() > 1)
+      if (FailureOr<sharding::ShardingSpec> s = sharding::getShardingSpec(trained);
+          succeeded(s) && s->mesh)
+        spec = *s;
+  if (spec) {
+    json::Array axes;
+    for (auto [name, size] : llvm::zip(spec->mesh.getAxisNames(), spec->mesh.getAxisSizes()))
+      axes.push_back(json::Object{{"name", name.getValue()}, {"size", size}});
+    plan["mesh"] = json::Object{{"axes", std::move(axes)}};
+  }
   json::Array params;
   for (auto [index, param, type] :
        llvm::enumerate(trained.getOps<mt::ParamOp>(), storage)) {
@@ -154,6 +170,18 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
       entry["instances"] = stored.getDimSizes().front();
     } else {
       entry["instances"] = 1;
+    }
+    if (spec) {
+      mtp::ShardedTensorType layout = sharding::parameterLayout(*spec, stored);
+      json::Object split;
+      for (NamedAttribute dim : layout.getSplit()) {
+        json::Array axes;
+        for (StringRef axis : layout.getSplitAxes(dim.getName()))
+          axes.push_back(axis);
+        split[dim.getName().getValue()] = std::move(axes);
+      }
+      if (!split.empty())
+        entry["layout"] = json::Object{{"split", std::move(split)}};
     }
     json::Array args;
     for (double arg : param.getInit().getArgs().asArrayRef())

@@ -9,6 +9,7 @@
 #include "compiler/lowering/Passes.h"
 #include "compiler/optimizer/Passes.h"
 #include "compiler/pipelines/Pipelines.h"
+#include "compiler/sharding/Passes.h"
 #include "compiler/transforms/Passes.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mtp/IR/MTPDialect.h"
@@ -39,5 +40,6 @@ void mtc::registerAllPasses() {
   optimizer::registerOptimizerPasses();
   lowering::registerLoweringPasses();
   transforms::registerTransformsPasses();
+  sharding::registerShardingPasses();
   registerPipelines();
 }

@@ -13,6 +13,7 @@
 #include "compiler/lowering/Passes.h"
 #include "compiler/plan/CallingConvention.h"
 #include "compiler/plan/PlanWriter.h"
+#include "compiler/sharding/Passes.h"
 #include "compiler/transforms/Passes.h"
 #include "compiler/registration/Registration.h"
 #include "frontend/Diagnostics.h"
@@ -84,6 +85,33 @@ cl::opt<bool> printStats("stats",
                                   "buffers but not to machine code)"),
                          cl::sub(compileCommand), cl::cat(compileCategory));
 
+cl::OptionCategory parallelCategory("Parallelism (override the model's parallel {} block)");
+
+cl::opt<unsigned> tensorParallel("tp", cl::desc("Tensor-parallel degree"), cl::value_desc("N"),
+                                 cl::sub(compileCommand), cl::cat(parallelCategory));
+cl::alias tensorParallelLong("tensor-model-parallel-size", cl::desc("Alias for --tp"),
+                             cl::aliasopt(tensorParallel), cl::cat(parallelCategory));
+cl::opt<unsigned> dataParallel("dp",
+                               cl::desc("Data-parallel degree to record in the plan (mtrun "
+                                        "takes it from the world size)"),
+                               cl::value_desc("N"), cl::sub(compileCommand),
+                               cl::cat(parallelCategory));
+cl::opt<bool> sequenceParallel("sp",
+                               cl::desc("Sequence parallelism: seq split over tp in the norm "
+                                        "and dropout regions"),
+                               cl::sub(compileCommand), cl::cat(parallelCategory));
+cl::alias sequenceParallelLong("sequence-parallel", cl::desc("Alias for --sp"),
+                               cl::aliasopt(sequenceParallel), cl::cat(parallelCategory));
+cl::opt<std::string> layoutFlag("layout",
+                                cl::desc("Dimensions to mesh axes, e.g. 'heads:tp,ffn:tp,vocab:tp' "
+                                         "(replaces Megatron's default)"),
+                                cl::value_desc("dim:axis,..."), cl::sub(compileCommand),
+                                cl::cat(parallelCategory));
+cl::opt<bool> distributedOptimizer(
+    "use-distributed-optimizer",
+    cl::desc("Shard the optimizer state over data-parallel ranks (not supported yet)"),
+    cl::sub(compileCommand), cl::cat(parallelCategory));
+
 cl::opt<bool> debugInfo("mlir-print-debuginfo",
                         cl::desc("Print source locations (file:line:col) on every op"),
                         cl::sub(compileCommand), cl::cat(compileCategory));
@@ -121,6 +149,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
   mlir::PassManager pm(trained.getContext());
   pm.addPass(mtc::lowering::createMTDecomposePass());
   pm.addPass(mtc::transforms::createMTOutlineParametersPass());
+  pm.addPass(mtc::sharding::createMTPPartitionPass());
   if (failed(pm.run(*module)))
     return nullptr;
   if (callingConvention)
@@ -162,6 +191,104 @@ FailureOr<mtc::PlanKernels> compileKernels(mlir::ModuleOp trained) {
   return kernels;
 }
 
+/// "--tp 3 does not divide heads = 4" for each dimension `axis` must divide.
+LogicalResult checkDivides(mlir::DictionaryAttr dims, StringRef flag, int64_t factor,
+                           ArrayRef<StringRef> names) {
+  bool ok = true;
+  for (StringRef name : names)
+    if (auto size = dims.getAs<mlir::IntegerAttr>(name); size && size.getInt() % factor != 0) {
+      WithColor::error(errs(), "mtc") << flag << " " << factor << " does not divide " << name
+                                      << " = " << size.getInt() << "\n";
+      ok = false;
+    }
+  return success(ok);
+}
+
+/// The command line's parallel flags replace the model's `parallel {}` settings, with the
+/// checks the frontend makes of the block.
+LogicalResult applyParallelFlags(mlir::ModuleOp module) {
+  if (distributedOptimizer) {
+    WithColor::error(errs(), "mtc")
+        << "--use-distributed-optimizer is not supported yet: optimizer state is replicated "
+           "over data-parallel ranks\n";
+    return failure();
+  }
+  if (tensorParallel.getNumOccurrences() == 0 && dataParallel.getNumOccurrences() == 0 &&
+      !sequenceParallel && layoutFlag.getNumOccurrences() == 0)
+    return success();
+  mlir::MLIRContext *ctx = module.getContext();
+  mlir::Builder b(ctx);
+  auto dims = module->getAttrOfType<mlir::DictionaryAttr>(mtc::mt::MTDialect::kDimsAttrName);
+  mlir::NamedAttrList parallel(
+      module->getAttrOfType<mlir::DictionaryAttr>(mtc::mt::MTDialect::kParallelAttrName));
+  parallel.erase("auto");
+  if (tensorParallel.getNumOccurrences()) {
+    if (tensorParallel == 0) {
+      WithColor::error(errs(), "mtc") << "--tp must be at least 1\n";
+      return failure();
+    }
+    parallel.set("tp", b.getI64IntegerAttr(tensorParallel));
+  }
+  if (dataParallel.getNumOccurrences()) {
+    if (dataParallel == 0) {
+      WithColor::error(errs(), "mtc") << "--dp must be at least 1\n";
+      return failure();
+    }
+    parallel.set("dp", b.getI64IntegerAttr(dataParallel));
+  }
+  int64_t tp = 1;
+  if (auto value = llvm::dyn_cast_or_null<mlir::IntegerAttr>(parallel.get("tp")))
+    tp = value.getInt();
+  if (sequenceParallel)
+    parallel.set("sp", b.getBoolAttr(true));
+  if (layoutFlag.getNumOccurrences()) {
+    mlir::NamedAttrList layout;
+    SmallVector<StringRef> pairs;
+    StringRef(layoutFlag).split(pairs, ',', -1, /*KeepEmpty=*/false);
+    for (StringRef pair : pairs) {
+      auto [dim, axis] = pair.split(':');
+      dim = dim.trim();
+      axis = axis.trim();
+      if (dim.empty() || axis.empty()) {
+        WithColor::error(errs(), "mtc") << "--layout: '" << pair
+                                        << "' is not 'dimension:axis'\n";
+        return failure();
+      }
+      if (!dims || !dims.get(dim)) {
+        WithColor::error(errs(), "mtc") << "--layout names unknown dimension '" << dim << "'\n";
+        return failure();
+      }
+      if (!llvm::is_contained({"dp", "tp", "pp", "cp", "ep"}, axis)) {
+        WithColor::error(errs(), "mtc") << "--layout: unknown mesh axis '" << axis
+                                        << "'; expected 'dp', 'tp', 'pp', 'cp' or 'ep'\n";
+        return failure();
+      }
+      if (layout.get(dim)) {
+        WithColor::error(errs(), "mtc") << "--layout maps dimension '" << dim << "' twice\n";
+        return failure();
+      }
+      layout.set(dim, b.getStringAttr(axis));
+      if (axis == "tp" && failed(checkDivides(dims, "tp", tp, {dim})))
+        return failure();
+    }
+    parallel.set("layout", layout.getDictionary(ctx));
+  } else if (failed(checkDivides(dims, "--tp", tp, {"heads", "kv_heads", "ffn", "vocab"}))) {
+    return failure();
+  }
+  auto sp = llvm::dyn_cast_or_null<mlir::BoolAttr>(parallel.get("sp"));
+  if (sp && sp.getValue()) {
+    if (tp == 1) {
+      WithColor::error(errs(), "mtc")
+          << "sequence parallelism (--sp) needs tensor parallelism: set --tp above 1\n";
+      return failure();
+    }
+    if (failed(checkDivides(dims, "--sp over tp", tp, {"seq"})))
+      return failure();
+  }
+  module->setAttr(mtc::mt::MTDialect::kParallelAttrName, parallel.getDictionary(ctx));
+  return success();
+}
+
 int compile() {
   std::string errorMessage;
   std::unique_ptr<MemoryBuffer> input = mlir::openInputFile(inputFile, &errorMessage);
@@ -187,6 +314,9 @@ int compile() {
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   mlir::OwningOpRef<mlir::ModuleOp> module = mtc::frontend::lowerToMT(*ast, context, diags);
   if (!module)
+    return 1;
+
+  if (failed(applyParallelFlags(*module)))
     return 1;
 
   FailureOr<mtc::ModelStats> stats = mtc::computeModelStats(*module);
@@ -269,9 +399,9 @@ int main(int argc, char **argv) {
   cl::SetVersionPrinter([](raw_ostream &os) {
     os << versionText() << "\n";
   });
-  cl::HideUnrelatedOptions(compileCategory, compileCommand);
+  cl::HideUnrelatedOptions({&compileCategory, &parallelCategory}, compileCommand);
   cl::HideUnrelatedOptions(compileCategory, inspectCommand);
-  cl::HideUnrelatedOptions(compileCategory);
+  cl::HideUnrelatedOptions({&compileCategory, &parallelCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "mtc: compiler for parallel transformer training\n\n"

@@ -1,0 +1,50 @@
+//===- Layout.h - the parallel layout a module asks for ---------*- C++ -*-===//
+//
+// What `parallel {}` (or mtc's --tp/--sp/--layout flags) means for sharding: the mesh the
+// step is partitioned over and which dimensions each axis splits. Shared by the partition
+// pass and the plan writer, so the plan's parameter layouts are the ones the kernels use.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_COMPILER_SHARDING_LAYOUT_H
+#define MTC_COMPILER_SHARDING_LAYOUT_H
+
+#include "dialects/mt/IR/MTDialect.h"
+#include "dialects/mtp/IR/MTPDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+
+namespace mtc::sharding {
+
+/// Module attribute holding the mesh of a partitioned module.
+inline constexpr llvm::StringLiteral kMeshAttrName = "mtp.mesh";
+/// Attribute of an `mt.dropout` of a split tensor: the laid-out type of its operand
+/// (read by codegen, compiler/codegen/MTToLinalg.h, under the same name).
+inline constexpr llvm::StringLiteral kDropoutLayoutAttrName = "mtp.layout";
+
+struct ShardingSpec {
+  /// The axes the compiled step is partitioned over (only `tp` so far); null when the
+  /// module asks for no tensor parallelism.
+  mtp::MeshAttr mesh;
+  /// Dimension -> the axis splitting it in parameters and wherever else nothing needs
+  /// it whole (Megatron: heads, kv_heads, ffn, vocab -> tp).
+  llvm::StringMap<std::string> dimAxis;
+  /// Sequence parallelism: `seq` split over `tp` in the norm and dropout regions (empty
+  /// when off).
+  std::string sequenceDim;
+};
+
+/// The spec `module`'s `mt.parallel` attribute gives. Fails, with a diagnostic on the
+/// module, on what the partitioner does not support (pp, cp or ep above 1, a layout entry
+/// on another axis than tp, other than `batch: dp`).
+mlir::FailureOr<ShardingSpec> getShardingSpec(mlir::ModuleOp module);
+
+/// The layout of a parameter of global type `type` (also of its states and gradient):
+/// every dimension the spec maps is split over its axis; `layers` never is.
+mtp::ShardedTensorType parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type);
+
+} // namespace mtc::sharding
+
+#endif // MTC_COMPILER_SHARDING_LAYOUT_H

@@ -1,0 +1,56 @@
+//===- Passes.td - sharding: layouts and partitioning --------*- tablegen -*-===//
+
+#ifndef MTC_COMPILER_SHARDING_PASSES_TD
+#define MTC_COMPILER_SHARDING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
+  let summary = "Partition the outlined training step into one rank's program with derived collectives";
+  let description = [{
+    Takes an outlined module (after `mt-outline-parameters`) whose `mt.parallel` asks for
+    tensor parallelism (`tp > 1`, optionally `sp on` and an explicit `layout`) and rewrites
+    every function the step calls into the program one rank of the tensor-parallel group
+    runs: `mt` ops on local (per-rank) tensors, with `mtp` collectives wherever the
+    layouts of a producer and a consumer differ. The module gets `mtp.mesh`.
+
+    **Layouts.** A parameter (and its optimizer states and its gradient) is split along
+    every dimension the layout maps to an axis: Megatron's default maps `heads`,
+    `kv_heads`, `ffn` and `vocab` to `tp`. Token ids, the loss, the step scalars and
+    everything else that enters or leaves the step are replicated. With `sp on`, `seq` is
+    split over `tp` wherever nothing needs it whole (the norm and dropout regions).
+
+    **Propagation, one op at a time in program order.** Each value gets the layout its
+    producer gives it; each op first brings its operands to the layouts it can compute on:
+    - a contraction over a split dimension leaves partial sums (`partial [tp]`); so do
+      `reduce_sum`/`reduce_mean` over one; partial sums flow through linear ops (`neg`,
+      sums of partial values, products and quotients with one partial factor, transposes,
+      renames, broadcasts, reductions, contractions with one partial operand);
+    - any other consumer sums them first: `all_reduce`, or `reduce_scatter` along a
+      dimension the consumer wants split (with `sp on`, along `seq`);
+    - operands that disagree on a dimension are sliced to the split (`all_slice`, no
+      communication); when one axis would split two dimensions of one tensor (or split
+      one and sum another), the dimension of lower priority is gathered (`all_gather`):
+      layout dimensions outrank `seq` under `sp`, which outranks the rest;
+    - `reduce_max` gathers the dimensions it reduces; `gather` gathers its table along
+      the indexed dimension and `embedding_grad` leaves its table replicated (the
+      vocabulary-parallel forms are not built yet); ops without a rule (`rope`, `topk`,
+      the MoE routing ops) run replicated.
+    - `mt.repeat` partitions its layer function once for the layouts of its operands;
+      a carried value keeps the layout the layer gives it (the caller slices the first
+      one), so consecutive layers need no resharding.
+    - Results are brought to their required layouts: gradients to their parameter's,
+      the loss and the optimizer's scalars replicated.
+
+    A `dropout` of a split tensor keeps its global mask: it gets `mtp.layout`, the laid-out
+    type of its operand, from which the lowering computes global element indices.
+
+    Not supported, reported as errors: `pp`, `cp`, `ep` above 1, a layout dimension mapped
+    to another axis than `tp` (`batch: dp` is the runtime's data parallelism), a module
+    that is not outlined.
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect", "::mtc::mtp::MTPDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+#endif // MTC_COMPILER_SHARDING_PASSES_TD
