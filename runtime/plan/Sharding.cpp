@@ -38,7 +38,7 @@ Expected<MeshPlacement> placeRank(const std::vector<MeshAxis> &mesh, int64_t ran
       axes.append(axes.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
     return makeError("the plan partitions the model over a mesh of ", p.meshSize, " ranks (",
                      axes, "), but the job has ", worldSize,
-                     " ranks: the number of ranks must be a multiple of ", p.meshSize,
+                     worldSize == 1 ? " rank" : " ranks", ": the number of ranks must be a multiple of ", p.meshSize,
                      " (data parallelism takes the rest)");
   }
   p.dpSize = worldSize / p.meshSize;

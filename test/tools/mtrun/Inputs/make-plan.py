@@ -16,6 +16,8 @@ table, and can break it in the ways mtrun must reject:
   --no-manifest                            leave MANIFEST out
   --remove FILE                            delete FILE after listing it
   --append-line TEXT                       append TEXT as a line to MANIFEST
+  --mesh AXIS=SIZE                         add a mesh axis (repeatable, outermost first)
+  --layout PARAM:DIM=AXIS[,AXIS]           split PARAM's DIM over the axes (repeatable)
 """
 
 import argparse
@@ -111,9 +113,20 @@ def main():
     ap.add_argument("--no-manifest", action="store_true")
     ap.add_argument("--remove")
     ap.add_argument("--append-line", action="append", default=[])
+    ap.add_argument("--mesh", action="append", default=[])
+    ap.add_argument("--layout", action="append", default=[])
     args = ap.parse_args()
 
     plan = make_plan(args.seed, args.json_version)
+    if args.mesh:
+        plan["mesh"] = {"axes": [{"name": a.split("=")[0], "size": int(a.split("=")[1])}
+                                 for a in args.mesh]}
+    for spec in args.layout:
+        name, rest = spec.split(":", 1)
+        dim, axes = rest.split("=", 1)
+        for p in plan["params"]:
+            if p["name"] == name:
+                p.setdefault("layout", {"split": {}})["split"][dim] = axes.split(",")
     for spec in args.init_kind:
         name, kind = spec.split("=", 1)
         for p in plan["params"]:

@@ -552,7 +552,7 @@ TEST(RankMeshTest, OneRankAndErrors) {
   ASSERT_FALSE(two.ok());
   EXPECT_EQ(two.error().message(),
             "the plan partitions the model over a mesh of 2 ranks (tp=2), but the job has 1 "
-            "ranks: the number of ranks must be a multiple of 2 (data parallelism takes the "
+            "rank: the number of ranks must be a multiple of 2 (data parallelism takes the "
             "rest)");
   // The whole state of an unpartitioned mesh is the local one.
   Expected<TrainingState> state = TrainingState::initialize(plan, 1);
