@@ -4,7 +4,8 @@
 // (docs/plan-format.md) and trains it on this CPU with the plan's compiled step
 // (kernels/x86_64.so): initialise or resume (--load), run the step loop up to --steps, log,
 // checkpoint (--save) and export the parameters (--export-safetensors). `--info` describes
-// the plan. Plain C++20: no LLVM.
+// the plan. With `--nodes`, data parallelism over the ranks, and tensor parallelism over the
+// plan's mesh when it has one (runtime/exec/RankMesh.h). Plain C++20: no LLVM.
 //
 //===----------------------------------------------------------------------===//
 
@@ -266,10 +267,10 @@ struct RankContext {
   bool leader() const { return rank == 0; }
 };
 
-/// The whole tensors of `state` (this rank's shards) for a checkpoint or an export, when
-/// `needed` on this rank: collective over the model group when the plan is partitioned (the
-/// ranks of data-parallel index 0 gather; `needed` is then whether this rank is the leader).
-/// Returns null when this rank has nothing to write.
+/// The whole tensors of `state` (this rank's shards) for a checkpoint or an export. Every rank
+/// calls it: when the plan is partitioned the ranks of data-parallel index 0 all-gather the
+/// shards over their model group, and the leader gets the whole tensors. Returns nothing when
+/// `state` is whole already (no partitioning) or this rank writes nothing.
 Expected<std::optional<TrainingState>> wholeState(const Plan &plan, const TrainingState &state,
                                                    const RankMesh &mesh, bool leader) {
   if (!mesh.partitioned())
