@@ -172,7 +172,10 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
       entry["instances"] = 1;
     }
     if (spec) {
-      mtp::ShardedTensorType layout = sharding::parameterLayout(*spec, stored);
+      // writePlan has checked that every layout fits.
+      mt::ParamOp op = param;
+      mtp::ShardedTensorType layout =
+          *sharding::parameterLayout(*spec, stored, [&] { return op.emitError(); });
       json::Object split;
       for (NamedAttribute dim : layout.getSplit()) {
         json::Array axes;
@@ -285,6 +288,12 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
       !trained.lookupSymbol<func::FuncOp>("forward_backward") ||
       !trained.lookupSymbol<func::FuncOp>("optimizer_step"))
     return llvm::createStringError("the module has not been through the training pipeline");
+  if (FailureOr<sharding::ShardingSpec> spec = sharding::getShardingSpec(trained);
+      succeeded(spec) && spec->mesh)
+    for (auto param : trained.getOps<mt::ParamOp>())
+      if (failed(sharding::parameterLayout(*spec, cast<mt::NamedTensorType>(param.getType()),
+                                           [&] { return param.emitError(); })))
+        return llvm::createStringError("the parallel layout does not fit the parameters");
 
   std::string planJson;
   {

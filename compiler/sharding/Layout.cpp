@@ -53,8 +53,9 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   return spec;
 }
 
-mtp::ShardedTensorType sharding::parameterLayout(const ShardingSpec &spec,
-                                                 mt::NamedTensorType type) {
+FailureOr<mtp::ShardedTensorType>
+sharding::parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
+                          function_ref<InFlightDiagnostic()> emitError) {
   MLIRContext *ctx = type.getContext();
   NamedAttrList split;
   for (const mt::NamedDim &dim : type.getDims()) {
@@ -63,6 +64,10 @@ mtp::ShardedTensorType sharding::parameterLayout(const ShardingSpec &spec,
       continue;
     split.set(dim.name, ArrayAttr::get(ctx, {StringAttr::get(ctx, it->second)}));
   }
-  return mtp::ShardedTensorType::get(ctx, type, spec.mesh, split.getDictionary(ctx),
-                                     ArrayAttr::get(ctx, {}));
+  auto layout = mtp::ShardedTensorType::getChecked(emitError, ctx, type, spec.mesh,
+                                                   split.getDictionary(ctx),
+                                                   ArrayAttr::get(ctx, {}));
+  if (!layout)
+    return failure();
+  return layout;
 }

@@ -42,8 +42,11 @@ struct ShardingSpec {
 mlir::FailureOr<ShardingSpec> getShardingSpec(mlir::ModuleOp module);
 
 /// The layout of a parameter of global type `type` (also of its states and gradient):
-/// every dimension the spec maps is split over its axis; `layers` never is.
-mtp::ShardedTensorType parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type);
+/// every dimension the spec maps is split over its axis; `layers` never is. Fails, through
+/// `emitError`, when an axis does not divide its dimension.
+mlir::FailureOr<mtp::ShardedTensorType>
+parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
+                llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
 
 } // namespace mtc::sharding
 

@@ -241,9 +241,11 @@ private:
   }
 
   /// How an elementwise op treats partial sums: `Sum` (add, sub) keeps them when every
-  /// operand is partial over the same axes, `Product` (mul, neg) when exactly one
-  /// operand is, `Quotient` (div) when only the numerator is; `None` never does.
-  enum class Linearity { None, Sum, Product, Quotient };
+  /// operand is partial over the same axes, `Unary` (neg) keeps a partial operand; `None`
+  /// sums them first. Products are linear in one factor too, but keeping their partial
+  /// sums would defer the sum past the norm backward, where a split sequence or the
+  /// norm's weights need it: summing at the first product gives Megatron's collectives.
+  enum class Linearity { None, Sum, Unary };
 
   /// Elementwise ops (with named broadcasting).
   Decision elementwise(Operation *op, ArrayRef<Layout> in, Linearity linearity) {
@@ -266,11 +268,8 @@ private:
     case Linearity::Sum:
       keep = numPartial == in.size() && sameAxes;
       break;
-    case Linearity::Product:
+    case Linearity::Unary:
       keep = numPartial == 1;
-      break;
-    case Linearity::Quotient:
-      keep = numPartial == 1 && in[0].isPartial();
       break;
     }
     // A kept partial axis may not also split a dimension of an operand.
@@ -495,8 +494,18 @@ private:
   partitionFunction(func::FuncOp func, ArrayRef<ShardedTensorType> args,
                     ArrayRef<std::optional<ShardedTensorType>> forced);
 
-  LogicalResult partitionOp(Operation *op, DenseMap<Value, ShardedTensorType> &layouts);
-  LogicalResult partitionRepeat(mt::RepeatOp op, DenseMap<Value, ShardedTensorType> &layouts);
+  /// What partitioning one function tracks: every value's layout, and the values already
+  /// brought to another layout (several consumers share one collective).
+  struct FunctionState {
+    DenseMap<Value, ShardedTensorType> layouts;
+    DenseMap<std::pair<Value, Type>, Value> resharded;
+  };
+  /// `operand` of `op` brought to `target` (inserted before `op`, or reused).
+  Value reshardOperand(Operation *op, Value operand, ShardedTensorType target,
+                       FunctionState &state);
+
+  LogicalResult partitionOp(Operation *op, FunctionState &state);
+  LogicalResult partitionRepeat(mt::RepeatOp op, FunctionState &state);
 
   /// The layout an entry function's argument or result must have.
   ShardedTensorType entryLayout(Type type, DictionaryAttr attrs, std::optional<StringRef> grad);
@@ -528,26 +537,39 @@ ShardedTensorType Partitioner::entryLayout(Type type, DictionaryAttr attrs,
     }
     return std::nullopt;
   };
+  // Every parameter's layout was checked before partitioning (run()).
   if (symbolOf())
-    return sharding::parameterLayout(spec, named);
+    return *sharding::parameterLayout(spec, named, [&] { return module.emitError(); });
   return replicated(named);
 }
 
-LogicalResult Partitioner::partitionOp(Operation *op,
-                                       DenseMap<Value, ShardedTensorType> &layouts) {
+Value Partitioner::reshardOperand(Operation *op, Value operand, ShardedTensorType target,
+                                  FunctionState &state) {
+  ShardedTensorType from = state.layouts.lookup(operand);
+  if (from == target)
+    return operand;
+  Value &local = state.resharded[{operand, target}];
+  if (!local) {
+    OpBuilder b(op);
+    local = reshard(b, op->getLoc(), operand, from, target);
+    state.layouts[local] = target;
+  }
+  return local;
+}
+
+LogicalResult Partitioner::partitionOp(Operation *op, FunctionState &state) {
+  DenseMap<Value, ShardedTensorType> &layouts = state.layouts;
   if (auto repeat = dyn_cast<mt::RepeatOp>(op))
-    return partitionRepeat(repeat, layouts);
+    return partitionRepeat(repeat, state);
   SmallVector<Layout> in;
   for (Value v : op->getOperands())
     in.push_back(Layout::of(layouts.lookup(v)));
   Decision d;
   if (isa<mt::AddOp, mt::SubOp>(op))
     d = elementwise(op, in, Linearity::Sum);
-  else if (isa<mt::MulOp, mt::NegOp>(op))
-    d = elementwise(op, in, Linearity::Product);
-  else if (isa<mt::DivOp>(op))
-    d = elementwise(op, in, Linearity::Quotient);
-  else if (isa<mt::MaxOp, mt::PowOp, mt::GreaterOp, mt::ExpOp, mt::LogOp, mt::SqrtOp,
+  else if (isa<mt::NegOp>(op))
+    d = elementwise(op, in, Linearity::Unary);
+  else if (isa<mt::MulOp, mt::DivOp, mt::MaxOp, mt::PowOp, mt::GreaterOp, mt::ExpOp, mt::LogOp, mt::SqrtOp,
                mt::RsqrtOp, mt::TanhOp, mt::SigmoidOp, mt::CosOp, mt::ReluOp, mt::SiluOp,
                mt::GeluOp, mt::GeluGradOp, mt::CastOp, mt::DropoutOp>(op))
     d = elementwise(op, in, Linearity::None);
@@ -584,11 +606,7 @@ LogicalResult Partitioner::partitionOp(Operation *op,
   for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
     ShardedTensorType target =
         build(cast<NamedTensorType>(layouts.lookup(operand).getGlobal()), d.operands[i]);
-    Value local = reshard(b, op->getLoc(), operand, layouts.lookup(operand), target);
-    if (local != operand) {
-      layouts[local] = target;
-      op->setOperand(i, local);
-    }
+    op->setOperand(i, reshardOperand(op, operand, target, state));
   }
   for (auto [i, result] : llvm::enumerate(op->getResults())) {
     ShardedTensorType layout = build(cast<NamedTensorType>(result.getType()), d.results[i]);
@@ -625,8 +643,8 @@ LogicalResult Partitioner::partitionOp(Operation *op,
   return success();
 }
 
-LogicalResult Partitioner::partitionRepeat(mt::RepeatOp op,
-                                           DenseMap<Value, ShardedTensorType> &layouts) {
+LogicalResult Partitioner::partitionRepeat(mt::RepeatOp op, FunctionState &state) {
+  DenseMap<Value, ShardedTensorType> &layouts = state.layouts;
   auto callee = module.lookupSymbol<func::FuncOp>(op.getCallee());
   if (!callee)
     return op.emitOpError() << "calls unknown function @" << op.getCallee();
@@ -693,14 +711,8 @@ LogicalResult Partitioner::partitionRepeat(mt::RepeatOp op,
       return failure();
     it = partitioned.insert({callee.getSymName(), Done{args, *results}}).first;
   }
-  OpBuilder b(op);
-  for (auto [i, operand] : llvm::enumerate(op.getInputs())) {
-    Value local = reshard(b, op.getLoc(), operand, layouts.lookup(operand), operandTargets[i]);
-    if (local != operand) {
-      layouts[local] = operandTargets[i];
-      op->setOperand(i, local);
-    }
-  }
+  for (auto [i, operand] : llvm::enumerate(op.getInputs()))
+    op->setOperand(i, reshardOperand(op, operand, operandTargets[i], state));
   for (auto [i, result] : llvm::enumerate(op.getResults())) {
     Layout layout = Layout::of(it->second.results[i]);
     ShardedTensorType type = build(cast<NamedTensorType>(result.getType()), layout);
@@ -715,7 +727,8 @@ Partitioner::partitionFunction(func::FuncOp func, ArrayRef<ShardedTensorType> ar
                                ArrayRef<std::optional<ShardedTensorType>> forced) {
   if (!func.getBody().hasOneBlock())
     return func.emitOpError() << "has several blocks; the partitioner takes one";
-  DenseMap<Value, ShardedTensorType> layouts;
+  FunctionState state;
+  DenseMap<Value, ShardedTensorType> &layouts = state.layouts;
   Block &body = func.getBody().front();
   for (auto [arg, layout] : llvm::zip(body.getArguments(), args)) {
     arg.setType(layout.getLocalType());
@@ -728,7 +741,7 @@ Partitioner::partitionFunction(func::FuncOp func, ArrayRef<ShardedTensorType> ar
     for (Value v : op->getOperands())
       if (!layouts.count(v))
         return op->emitOpError() << "uses a value the partitioner did not lay out";
-    if (failed(partitionOp(op, layouts)))
+    if (failed(partitionOp(op, state)))
       return failure();
   }
   Operation *ret = body.getTerminator();
@@ -752,17 +765,12 @@ Partitioner::partitionFunction(func::FuncOp func, ArrayRef<ShardedTensorType> ar
 
 LogicalResult Partitioner::run() {
   // Every parameter's layout must be possible (flags can ask for any degree).
-  for (auto param : module.getOps<mt::ParamOp>()) {
-    auto type = cast<NamedTensorType>(param.getType());
-    ShardedTensorType layout = sharding::parameterLayout(spec, type);
-    if (failed(ShardedTensorType::verify(
-            [&] {
-              return param.emitError() << "parameter @" << param.getSymName()
-                                       << " cannot be laid out on the mesh: ";
-            },
-            layout.getGlobal(), layout.getMesh(), layout.getSplit(), layout.getPartial())))
+  for (auto param : module.getOps<mt::ParamOp>())
+    if (failed(sharding::parameterLayout(spec, cast<NamedTensorType>(param.getType()), [&] {
+          return param.emitError() << "parameter @" << param.getSymName()
+                                   << " cannot be laid out on the mesh: ";
+        })))
       return failure();
-  }
   for (StringRef name : {"forward", "forward_backward", "optimizer_step"}) {
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)

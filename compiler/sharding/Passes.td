@@ -23,9 +23,11 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     **Propagation, one op at a time in program order.** Each value gets the layout its
     producer gives it; each op first brings its operands to the layouts it can compute on:
     - a contraction over a split dimension leaves partial sums (`partial [tp]`); so do
-      `reduce_sum`/`reduce_mean` over one; partial sums flow through linear ops (`neg`,
-      sums of partial values, products and quotients with one partial factor, transposes,
-      renames, broadcasts, reductions, contractions with one partial operand);
+      `reduce_sum`/`reduce_mean` over one; partial sums flow through sums of partial
+      values, `neg`, transposes, renames, broadcasts, sums over dimensions and
+      contractions with one partial operand (products are linear in one factor too, but
+      summing at the first one is what puts Megatron's collectives where they belong:
+      after the row-parallel contraction, before the bias, the norm and their gradients);
     - any other consumer sums them first: `all_reduce`, or `reduce_scatter` along a
       dimension the consumer wants split (with `sp on`, along `seq`);
     - operands that disagree on a dimension are sliced to the split (`all_slice`, no

@@ -1,0 +1,195 @@
+// RUN: mt-opt %s -split-input-file -mtp-partition -verify-diagnostics | FileCheck %s
+
+// Tests Megatron's MLP under tp 2: w1 is split along ffn (column-parallel), w2 along ffn
+// (row-parallel), so the second contraction leaves partial sums, summed by exactly one
+// all_reduce before the replicated bias is added; the loss's sum is replicated.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %arg1: !mt.tensor<[hidden=8, ffn=8], f32> {mt.param = @w1}
+// CHECK-SAME: %arg2: !mt.tensor<[ffn=8, hidden=8], f32> {mt.param = @w2}
+// CHECK: %[[H:.*]] = mt.contract %arg0, %arg1 over [hidden] : <[batch=2, hidden=8], f32>, <[hidden=8, ffn=8], f32> -> <[batch=2, ffn=8], f32>
+// CHECK: %[[G:.*]] = mt.gelu %[[H]] : <[batch=2, ffn=8], f32>
+// CHECK: %[[Y:.*]] = mt.contract %[[G]], %arg2 over [ffn] : <[batch=2, ffn=8], f32>, <[ffn=8, hidden=8], f32> -> <[batch=2, hidden=8], f32>
+// CHECK: %[[P:.*]] = mtp.from_local %[[Y]] : <[batch=2, hidden=8], f32> -> <[batch=2, hidden=8], f32, <[tp = 2]>, partial [tp]>
+// CHECK: %[[R:.*]] = mtp.all_reduce %[[P]] over ["tp"]
+// CHECK: %[[L:.*]] = mtp.to_local %[[R]] : <[batch=2, hidden=8], f32, <[tp = 2]>> -> <[batch=2, hidden=8], f32>
+// CHECK: mt.add %[[L]], %arg3
+// CHECK-NOT: mtp.
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+  mt.param @w1 : !mt.tensor<[hidden=8, ffn=16], f32> init normal(2.000000e-02)
+  mt.param @w2 : !mt.tensor<[ffn=16, hidden=8], f32> init normal(2.000000e-02)
+  mt.param @b2 : !mt.tensor<[hidden=8], f32> init zeros
+  func.func @forward(%x: !mt.tensor<[batch=2, hidden=8], f32>,
+                     %w1: !mt.tensor<[hidden=8, ffn=16], f32> {mt.param = @w1},
+                     %w2: !mt.tensor<[ffn=16, hidden=8], f32> {mt.param = @w2},
+                     %b2: !mt.tensor<[hidden=8], f32> {mt.param = @b2}) -> !mt.tensor<[], f32> {
+    %h = mt.contract %x, %w1 over [hidden] : <[batch=2, hidden=8], f32>, <[hidden=8, ffn=16], f32> -> <[batch=2, ffn=16], f32>
+    %g = mt.gelu %h : <[batch=2, ffn=16], f32>
+    %y = mt.contract %g, %w2 over [ffn] : <[batch=2, ffn=16], f32>, <[ffn=16, hidden=8], f32> -> <[batch=2, hidden=8], f32>
+    %z = mt.add %y, %b2 : <[batch=2, hidden=8], f32>, <[hidden=8], f32> -> <[batch=2, hidden=8], f32>
+    %l = mt.reduce_sum %z over [batch, hidden] : <[batch=2, hidden=8], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests sequence parallelism: the row-parallel contraction's partial sums are
+// reduce-scattered along seq (the bias add and dropout run on a quarter of the sequence
+// each), a sum of partial values stays partial until then, and the next column-parallel
+// contraction all-gathers the sequence first. The dropout of the split tensor records its
+// layout, so its mask is the global one.
+// CHECK-LABEL: func.func @forward
+// CHECK: mt.contract %arg0, %arg1 over [hidden] {{.*}} -> <[seq=8, ffn=4], f32>
+// CHECK: mt.contract {{.*}} over [ffn] {{.*}} -> <[seq=8, hidden=4], f32>
+// CHECK: mt.contract {{.*}} over [ffn] {{.*}} -> <[seq=8, hidden=4], f32>
+// CHECK: %[[SUM:.*]] = mt.add {{.*}} -> <[seq=8, hidden=4], f32>
+// CHECK: %[[P:.*]] = mtp.from_local %[[SUM]] {{.*}} partial [tp]>
+// CHECK: mtp.reduce_scatter %[[P]] over "tp" along "seq" {{.*}} -> <[seq=8, hidden=4], f32, <[tp = 4]>, split {seq = [tp]}>
+// CHECK: mt.add {{.*}} -> <[seq=2, hidden=4], f32>
+// CHECK: mt.dropout {{.*}} {mtp.layout = !mtp.tensor<[seq=8, hidden=4], f32, <[tp = 4]>, split {seq = [tp]}>} : <[seq=2, hidden=4], f32>
+// CHECK: mtp.all_gather {{.*}} over "tp" along "seq"
+// CHECK: mt.contract {{.*}} over [hidden] {{.*}} -> <[seq=8, ffn=4], f32>
+module attributes {mt.outlined, mt.parallel = {sp = true, tp = 4 : i64}} {
+  mt.param @w1 : !mt.tensor<[hidden=4, ffn=16], f32> init normal(2.000000e-02)
+  mt.param @w2 : !mt.tensor<[ffn=16, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @b2 : !mt.tensor<[hidden=4], f32> init zeros
+  func.func @forward(%x: !mt.tensor<[seq=8, hidden=4], f32>,
+                     %w1: !mt.tensor<[hidden=4, ffn=16], f32> {mt.param = @w1},
+                     %w2: !mt.tensor<[ffn=16, hidden=4], f32> {mt.param = @w2},
+                     %b2: !mt.tensor<[hidden=4], f32> {mt.param = @b2}) -> !mt.tensor<[], f32> {
+    %h = mt.contract %x, %w1 over [hidden] : <[seq=8, hidden=4], f32>, <[hidden=4, ffn=16], f32> -> <[seq=8, ffn=16], f32>
+    %y1 = mt.contract %h, %w2 over [ffn] : <[seq=8, ffn=16], f32>, <[ffn=16, hidden=4], f32> -> <[seq=8, hidden=4], f32>
+    %y2 = mt.contract %h, %w2 over [ffn] : <[seq=8, ffn=16], f32>, <[ffn=16, hidden=4], f32> -> <[seq=8, hidden=4], f32>
+    %y = mt.add %y1, %y2 : <[seq=8, hidden=4], f32>, <[seq=8, hidden=4], f32> -> <[seq=8, hidden=4], f32>
+    %z = mt.add %y, %b2 : <[seq=8, hidden=4], f32>, <[hidden=4], f32> -> <[seq=8, hidden=4], f32>
+    %d = mt.dropout %z rate 1.000000e-01 stream 0 : <[seq=8, hidden=4], f32>
+    %h2 = mt.contract %d, %w1 over [hidden] : <[seq=8, hidden=4], f32>, <[hidden=4, ffn=16], f32> -> <[seq=8, ffn=16], f32>
+    %l = mt.reduce_sum %h2 over [seq, ffn] : <[seq=8, ffn=16], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests the vocabulary split: the embedding lookup gathers the table (the
+// vocabulary-parallel lookup is not built yet), the logits stay split, and a mean over the
+// split vocabulary is this rank's local mean scaled by 1/2 (its share of the global mean),
+// summed by an all_reduce for the replicated loss.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[T:.*]] = mtp.from_local %arg1 : <[vocab=8, hidden=4], f32> -> <[vocab=16, hidden=4], f32, <[tp = 2]>, split {vocab = [tp]}>
+// CHECK: mtp.all_gather %[[T]] over "tp" along "vocab" {{.*}} -> <[vocab=16, hidden=4], f32, <[tp = 2]>>
+// CHECK: mt.gather {{.*}} : <[vocab=16, hidden=4], f32>, <[seq=4], i32> -> <[seq=4, hidden=4], f32>
+// CHECK: mt.contract {{.*}} -> <[seq=4, vocab=8], f32>
+// CHECK: %[[M:.*]] = mt.reduce_mean {{.*}} over [seq, vocab] : <[seq=4, vocab=8], f32> -> <[], f32>
+// CHECK: %[[HALF:.*]] = mt.constant 5.000000e-01 : <[], f32>
+// CHECK: %[[S:.*]] = mt.mul %[[M]], %[[HALF]]
+// CHECK: %[[P:.*]] = mtp.from_local %[[S]] : <[], f32> -> <[], f32, <[tp = 2]>, partial [tp]>
+// CHECK: mtp.all_reduce %[[P]] over ["tp"]
+module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+  mt.param @wte : !mt.tensor<[vocab=16, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%tokens: !mt.tensor<[seq=4], i32>,
+                     %wte: !mt.tensor<[vocab=16, hidden=4], f32> {mt.param = @wte}) -> !mt.tensor<[], f32> {
+    %x = mt.gather %wte, %tokens over vocab : <[vocab=16, hidden=4], f32>, <[seq=4], i32> -> <[seq=4, hidden=4], f32>
+    %logits = mt.contract %x, %wte over [hidden] : <[seq=4, hidden=4], f32>, <[vocab=16, hidden=4], f32> -> <[seq=4, vocab=16], f32>
+    %m = mt.reduce_mean %logits over [seq, vocab] : <[seq=4, vocab=16], f32> -> <[], f32>
+    return %m : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests the optimizer's global gradient norm: a split gradient's sum of squares is partial
+// and all-reduced before it meets the replicated one's, so every element counts once; the
+// updated parameter keeps its split and needs no communication.
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK-SAME: %arg2: !mt.tensor<[heads=2], f32>, %arg3: !mt.tensor<[hidden=4], f32>
+// CHECK: %[[SQ:.*]] = mt.reduce_sum {{.*}} over [heads] : <[heads=2], f32> -> <[], f32>
+// CHECK: %[[P:.*]] = mtp.from_local %[[SQ]] {{.*}} partial [tp]>
+// CHECK: mtp.all_reduce %[[P]]
+// CHECK: mt.add
+// CHECK-NOT: mtp.
+// CHECK: return {{.*}} : !mt.tensor<[], f32>, !mt.tensor<[heads=2], f32>
+module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+  mt.param @wq : !mt.tensor<[heads=4], f32> init normal(2.000000e-02)
+  mt.param @g : !mt.tensor<[hidden=4], f32> init ones
+  func.func @optimizer_step(%step: !mt.tensor<[], f32>, %scale: !mt.tensor<[], f32>,
+                            %dwq: !mt.tensor<[heads=4], f32>, %dg: !mt.tensor<[hidden=4], f32>,
+                            %wq: !mt.tensor<[heads=4], f32> {mt.param = @wq})
+      -> (!mt.tensor<[], f32>, !mt.tensor<[heads=4], f32> {mt.param = @wq})
+      attributes {mt.grads = [@wq, @g]} {
+    %sq1 = mt.mul %dwq, %dwq : <[heads=4], f32>, <[heads=4], f32> -> <[heads=4], f32>
+    %n1 = mt.reduce_sum %sq1 over [heads] : <[heads=4], f32> -> <[], f32>
+    %sq2 = mt.mul %dg, %dg : <[hidden=4], f32>, <[hidden=4], f32> -> <[hidden=4], f32>
+    %n2 = mt.reduce_sum %sq2 over [hidden] : <[hidden=4], f32> -> <[], f32>
+    %n = mt.add %n1, %n2 : <[], f32>, <[], f32> -> <[], f32>
+    %w = mt.sub %wq, %dwq : <[heads=4], f32>, <[heads=4], f32> -> <[heads=4], f32>
+    return %n, %w : !mt.tensor<[], f32>, !mt.tensor<[heads=4], f32>
+  }
+}
+
+// -----
+
+// Tests a layer scan: the layer function is partitioned for the layouts its repeat passes
+// (stacked parameters without their layers dimension) and returns partial-free values.
+// CHECK-LABEL: func.func @layer
+// CHECK-SAME: (%arg0: !mt.tensor<[batch=2, hidden=4], f32>, %arg1: !mt.tensor<[hidden=4, ffn=4], f32> {mt.param = @l.w1}, %arg2: !mt.tensor<[ffn=4, hidden=4], f32> {mt.param = @l.w2})
+// CHECK: mtp.all_reduce
+// CHECK-LABEL: func.func @forward
+// CHECK: mt.repeat @layer(%arg0, %arg1, %arg2) count 2 {carried = 1 : i64} : (!mt.tensor<[batch=2, hidden=4], f32>, !mt.tensor<[layers=2, hidden=4, ffn=4], f32>, !mt.tensor<[layers=2, ffn=4, hidden=4], f32>) -> !mt.tensor<[batch=2, hidden=4], f32>
+module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+  mt.param @l.w1 layer @layer : !mt.tensor<[layers=2, hidden=4, ffn=8], f32> init normal(2.000000e-02)
+  mt.param @l.w2 layer @layer : !mt.tensor<[layers=2, ffn=8, hidden=4], f32> init normal(2.000000e-02)
+  func.func @layer(%x: !mt.tensor<[batch=2, hidden=4], f32>,
+                   %w1: !mt.tensor<[hidden=4, ffn=8], f32> {mt.param = @l.w1},
+                   %w2: !mt.tensor<[ffn=8, hidden=4], f32> {mt.param = @l.w2})
+      -> !mt.tensor<[batch=2, hidden=4], f32> attributes {mt.layer} {
+    %h = mt.contract %x, %w1 over [hidden] : <[batch=2, hidden=4], f32>, <[hidden=4, ffn=8], f32> -> <[batch=2, ffn=8], f32>
+    %y = mt.contract %h, %w2 over [ffn] : <[batch=2, ffn=8], f32>, <[ffn=8, hidden=4], f32> -> <[batch=2, hidden=4], f32>
+    %z = mt.add %x, %y : <[batch=2, hidden=4], f32>, <[batch=2, hidden=4], f32> -> <[batch=2, hidden=4], f32>
+    return %z : !mt.tensor<[batch=2, hidden=4], f32>
+  }
+  func.func @forward(%x: !mt.tensor<[batch=2, hidden=4], f32>,
+                     %w1: !mt.tensor<[layers=2, hidden=4, ffn=8], f32> {mt.param = @l.w1},
+                     %w2: !mt.tensor<[layers=2, ffn=8, hidden=4], f32> {mt.param = @l.w2}) -> !mt.tensor<[], f32> {
+    %y = mt.repeat @layer(%x, %w1, %w2) count 2 {carried = 1 : i64} : (!mt.tensor<[batch=2, hidden=4], f32>, !mt.tensor<[layers=2, hidden=4, ffn=8], f32>, !mt.tensor<[layers=2, ffn=8, hidden=4], f32>) -> !mt.tensor<[batch=2, hidden=4], f32>
+    %l = mt.reduce_sum %y over [batch, hidden] : <[batch=2, hidden=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that pipeline parallelism is refused, not ignored.
+// expected-error @+1 {{pp 2 is not supported yet: only tensor (tp, sp) and data parallelism partition the step}}
+module attributes {mt.outlined, mt.parallel = {pp = 2 : i64, tp = 2 : i64}} {
+}
+
+// -----
+
+// Tests that a module that is not outlined is refused.
+// expected-error @+1 {{mtp-partition needs an outlined module (run -mt-outline-parameters first)}}
+module attributes {mt.parallel = {tp = 2 : i64}} {
+}
+
+// -----
+
+// Tests a parameter whose split does not divide.
+module attributes {mt.outlined, mt.parallel = {tp = 4 : i64}} {
+  // expected-error @+1 {{parameter @wq cannot be laid out on the mesh: dimension 'heads' of size 6 cannot be split into 4 equal parts}}
+  mt.param @wq : !mt.tensor<[heads=6], f32> init zeros
+}
+
+// -----
+
+// Tests that without tensor parallelism the pass changes nothing.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: !mt.tensor<[vocab=16, hidden=4], f32>
+// CHECK-NOT: mtp.
+module attributes {mt.outlined, mt.parallel = {tp = 1 : i64}} {
+  mt.param @wte : !mt.tensor<[vocab=16, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%wte: !mt.tensor<[vocab=16, hidden=4], f32> {mt.param = @wte}) -> !mt.tensor<[], f32> {
+    %m = mt.reduce_mean %wte over [vocab, hidden] : <[vocab=16, hidden=4], f32> -> <[], f32>
+    return %m : !mt.tensor<[], f32>
+  }
+}
