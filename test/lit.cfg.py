@@ -19,6 +19,7 @@ config.substitutions.append(("%mtc_obj_root", config.mtc_obj_root))
 config.substitutions.append(("%examples", os.path.join(config.mtc_src_root, "examples")))
 # Read-only: tests write their checkpoints and outputs under %t.
 config.substitutions.append(("%gpt_tiny_plan", config.gpt_tiny_plan))
+config.substitutions.append(("%plans", config.test_plans_dir))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()

@@ -288,8 +288,10 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
       !trained.lookupSymbol<func::FuncOp>("forward_backward") ||
       !trained.lookupSymbol<func::FuncOp>("optimizer_step"))
     return llvm::createStringError("the module has not been through the training pipeline");
-  if (FailureOr<sharding::ShardingSpec> spec = sharding::getShardingSpec(trained);
-      succeeded(spec) && spec->mesh)
+  FailureOr<sharding::ShardingSpec> spec = sharding::getShardingSpec(trained);
+  if (failed(spec))
+    return llvm::createStringError("the plan's parallel settings are not supported");
+  if (spec->mesh)
     for (auto param : trained.getOps<mt::ParamOp>())
       if (failed(sharding::parameterLayout(*spec, cast<mt::NamedTensorType>(param.getType()),
                                            [&] { return param.emitError(); })))

@@ -47,6 +47,7 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   if (tp <= 1)
     return ShardingSpec{};
   MLIRContext *ctx = module.getContext();
+  ctx->getOrLoadDialect<mtp::MTPDialect>(); // the plan writer asks without running a pass
   spec.mesh = mtp::MeshAttr::get(ctx, {StringAttr::get(ctx, "tp")}, {tp});
   if (auto sp = parallel.getAs<BoolAttr>("sp"); sp && sp.getValue())
     spec.sequenceDim = "seq";

@@ -570,3 +570,60 @@ func.func @unsupported(%x: !mt.tensor<[seq=4, hidden=8], f32>) -> !mt.tensor<[se
   %1 = mt.softmax %0 over hidden : !mt.tensor<[seq=4, hidden=8], f32>
   return %1 : !mt.tensor<[seq=4, hidden=8], f32>
 }
+
+// -----
+
+// Tests the collectives of a partitioned step: each is one call of the runtime on the
+// operand's buffer and a fresh result buffer (addresses as i64, the axis's position in the
+// mesh, the dtype code, the element count); a gather along an inner dimension moves it to
+// the front first (the runtime's blocks are contiguous) and back after; the local views
+// are nothing.
+// CHECK-DAG: func.func private @mtc_all_reduce(i64, i64, i64, i64, i64, i64)
+// CHECK-DAG: func.func private @mtc_all_gather(i64, i64, i64, i64, i64)
+// CHECK-DAG: func.func private @mtc_mesh_coordinate(i64) -> i64
+// CHECK-LABEL: func.func @collectives
+// CHECK-SAME: (%[[X:.*]]: tensor<4x3xf32>) -> tensor<2x3xf32>
+// CHECK: %[[IN:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<4x3xf32> to memref<4x3xf32>
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<4x3xf32>
+// CHECK: %[[DP:.*]] = arith.constant 0 : i64
+// CHECK: %[[N:.*]] = arith.constant 12 : i64
+// CHECK: call @mtc_all_reduce(%[[DP]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[N]])
+// CHECK: %[[SUM:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
+// CHECK: %[[T:.*]] = linalg.transpose ins(%[[SUM]] : tensor<4x3xf32>) {{.*}} permutation = [1, 0]
+// CHECK: bufferization.to_buffer %[[T]] read_only : tensor<3x4xf32> to memref<3x4xf32>
+// CHECK: memref.alloc() : memref<6x4xf32>
+// CHECK: %[[TP:.*]] = arith.constant 1 : i64
+// CHECK: call @mtc_all_gather(%[[TP]],
+// CHECK: linalg.transpose {{.*}} permutation = [1, 0]
+// CHECK: %[[C:.*]] = call @mtc_mesh_coordinate(%{{.*}}) : (i64) -> i64
+// CHECK: %[[CI:.*]] = arith.index_cast %[[C]] : i64 to index
+// CHECK: %[[OFF:.*]] = arith.muli %[[CI]], %{{.*}} : index
+// CHECK: tensor.extract_slice %{{.*}}[%[[OFF]], 0] [2, 6] [1, 1] : tensor<4x6xf32> to tensor<2x6xf32>
+func.func @collectives(%x: !mt.tensor<[s=4, h=3], f32>) -> !mt.tensor<[s=2, h=3], f32> {
+  %p = mtp.from_local %x : !mt.tensor<[s=4, h=3], f32> -> !mtp.tensor<[s=4, h=6], f32, <[dp = 2, tp = 2]>, split {h = [tp]}, partial [dp]>
+  %r = mtp.all_reduce %p over ["dp"] : !mtp.tensor<[s=4, h=6], f32, <[dp = 2, tp = 2]>, split {h = [tp]}, partial [dp]> -> !mtp.tensor<[s=4, h=6], f32, <[dp = 2, tp = 2]>, split {h = [tp]}>
+  %g = mtp.all_gather %r over "tp" along "h" : !mtp.tensor<[s=4, h=6], f32, <[dp = 2, tp = 2]>, split {h = [tp]}> -> !mtp.tensor<[s=4, h=6], f32, <[dp = 2, tp = 2]>>
+  %s = mtp.all_slice %g over "dp" along "s" : !mtp.tensor<[s=4, h=6], f32, <[dp = 2, tp = 2]>> -> !mtp.tensor<[s=4, h=6], f32, <[dp = 2, tp = 2]>, split {s = [dp]}>
+  %l = mtp.to_local %s : !mtp.tensor<[s=4, h=6], f32, <[dp = 2, tp = 2]>, split {s = [dp]}> -> !mt.tensor<[s=2, h=6], f32>
+  %h = mt.reduce_sum %l over [h] : <[s=2, h=6], f32> -> <[s=2], f32>
+  %b = mt.broadcast %h : <[s=2], f32> to <[s=2, h=3], f32>
+  return %b : !mt.tensor<[s=2, h=3], f32>
+}
+
+// -----
+
+// Tests a dropout of a split tensor: its elements are numbered as in the whole tensor, the
+// split dimension's index offset by this rank's coordinate times the local size, the
+// strides those of the whole tensor.
+// CHECK-LABEL: func.func @split_dropout
+// CHECK: %[[C:.*]] = call @mtc_mesh_coordinate(%{{.*}}) : (i64) -> i64
+// CHECK: linalg.generic
+// CHECK: %[[I1:.*]] = linalg.index 1 : index
+// CHECK: arith.addi %[[I1]], %{{.*}} : index
+// CHECK: %[[I0:.*]] = linalg.index 0 : index
+// CHECK: arith.constant 8 : index
+// CHECK: func.call @mtc_dropout_scale
+func.func @split_dropout(%x: !mt.tensor<[a=2, b=4], f32>) -> !mt.tensor<[a=2, b=4], f32> {
+  %y = mt.dropout %x rate 1.000000e-01 stream 0 {mtp.layout = !mtp.tensor<[a=2, b=8], f32, <[tp = 2]>, split {b = [tp]}>} : <[a=2, b=4], f32>
+  return %y : !mt.tensor<[a=2, b=4], f32>
+}
