@@ -102,7 +102,8 @@ llvm::Error writeFile(const llvm::Twine &path, llvm::StringRef bytes) {
 }
 
 json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
-                               const PlanSource &source, std::optional<int64_t> workspace) {
+                               const PlanSource &source, std::optional<int64_t> workspace,
+                               const sharding::CollectiveBytes *collectives) {
   MLIRContext *context = trained.getContext();
   json::Object plan;
   plan["format"] = "mtc-plan";
@@ -223,6 +224,10 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
       {"flops_per_token", json::Object{{"forward", stats.forwardFlopsPerToken},
                                        {"backward", stats.backwardFlopsPerToken}}},
       {"memory_bytes", std::move(memoryJson)}};
+  if (collectives)
+    (*plan["predictions"].getAsObject())["communication_bytes"] =
+        json::Object{{"forward_backward", collectives->forwardBackward},
+                     {"optimizer_step", collectives->optimizerStep}};
   return plan;
 }
 
@@ -235,12 +240,23 @@ std::string mebibytes(int64_t bytes) {
 MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> workspace) {
   MemoryPrediction memory;
   memory.workspace = workspace;
+  // A rank holds its part of each parameter and state (the whole without a mesh).
+  FailureOr<sharding::ShardingSpec> spec = sharding::getShardingSpec(trained);
+  auto rankBytes = [&](Type type, Operation *at) {
+    auto named = cast<mt::NamedTensorType>(type);
+    if (succeeded(spec) && spec->mesh)
+      if (FailureOr<mtp::ShardedTensorType> layout =
+              sharding::parameterLayout(*spec, named, [&] { return at->emitError(); });
+          succeeded(layout))
+        return byteSize(layout->getLocalType());
+    return byteSize(named);
+  };
   // The optimizer step's gradient arguments are exactly the parameters' storage types.
   if (auto step = trained.lookupSymbol<func::FuncOp>("optimizer_step"))
     for (Type type : step.getArgumentTypes().drop_front(2))
-      memory.parameters += byteSize(cast<mt::NamedTensorType>(type));
+      memory.parameters += rankBytes(type, step);
   for (auto state : trained.getOps<mt::StateOp>())
-    memory.optimizerState += byteSize(cast<mt::NamedTensorType>(state.getType()));
+    memory.optimizerState += rankBytes(state.getType(), state);
   // Saved activations: the stacked results of the layer stack's forward repeats beyond the
   // carried values, i.e. what every layer instance keeps for its backward.
   if (auto step = trained.lookupSymbol<func::FuncOp>("forward_backward"))
@@ -301,7 +317,8 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
   {
     json::Object manifestJson =
         buildManifestJson(trained, stats, source,
-                          kernels ? std::optional<int64_t>(kernels->workspaceBytes) : std::nullopt);
+                          kernels ? std::optional<int64_t>(kernels->workspaceBytes) : std::nullopt,
+                          kernels ? &kernels->collectiveBytes : nullptr);
     if (kernels)
       manifestJson["kernels"] = json::Object{
           {"x86_64", json::Object{{"file", "kernels/x86_64.so"},

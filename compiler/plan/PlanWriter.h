@@ -12,6 +12,7 @@
 #include "compiler/analysis/ModelStats.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
+#include "compiler/sharding/CommunicationVolume.h"
 #include "llvm/Support/JSON.h"
 
 #include <optional>
@@ -32,6 +33,8 @@ struct PlanKernels {
   std::string x86SharedObject;
   llvm::json::Object callingConvention;
   int64_t workspaceBytes = 0;
+  /// What one rank sends in the step's collectives (compiler/sharding).
+  sharding::CollectiveBytes collectiveBytes;
 };
 
 /// The bytes one rank holds for training: the buffers runtime/exec/Trainer.h allocates

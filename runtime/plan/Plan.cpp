@@ -867,6 +867,12 @@ Predictions readPredictions(const JsonValue &v, const std::string &path) {
     p.memoryBytes.workspace = readCount(mem, memPath, "workspace");
   if (mem.find("peak"))
     p.memoryBytes.peak = readCount(mem, memPath, "peak");
+  if (o.find("communication_bytes")) {
+    std::string commPath = member(path, "communication_bytes");
+    const JsonObject &comm = asObject(get(o, path, "communication_bytes"), commPath);
+    p.communicationBytes = Predictions::CommunicationBytes{
+        readCount(comm, commPath, "forward_backward"), readCount(comm, commPath, "optimizer_step")};
+  }
   return p;
 }
 

@@ -166,6 +166,13 @@ struct Predictions {
     std::optional<int64_t> workspace;
     std::optional<int64_t> peak;
   } memoryBytes;
+  /// What one rank sends in the compiled step's own collectives, per call of each function
+  /// (present with kernels; 0 without a mesh).
+  struct CommunicationBytes {
+    int64_t forwardBackward = 0; // per micro-batch
+    int64_t optimizerStep = 0;
+  };
+  std::optional<CommunicationBytes> communicationBytes;
 };
 
 /// What a buffer of a compiled step function holds (docs/plan-format.md, "Kernels").

@@ -141,10 +141,10 @@ int inspect() {
 constexpr llvm::StringRef kStepFunctions[] = {"forward_backward", "optimizer_step"};
 
 /// The training step for the CPU backend: decomposed, outlined into pure functions of
-/// explicit buffers and lowered to linalg; `callingConvention` (optional) gets how to call
-/// the outlined functions.
+/// explicit buffers, partitioned (with tensor parallelism) and lowered to linalg;
+/// `kernels` (optional) gets how to call the outlined functions and their communication.
 mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
-                                            llvm::json::Object *callingConvention = nullptr) {
+                                            mtc::PlanKernels *kernels = nullptr) {
   mlir::OwningOpRef<mlir::ModuleOp> module(trained.clone());
   mlir::PassManager pm(trained.getContext());
   pm.addPass(mtc::lowering::createMTDecomposePass());
@@ -152,8 +152,10 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
   pm.addPass(mtc::sharding::createMTPPartitionPass());
   if (failed(pm.run(*module)))
     return nullptr;
-  if (callingConvention)
-    *callingConvention = mtc::describeCallingConvention(*module);
+  if (kernels) {
+    kernels->callingConvention = mtc::describeCallingConvention(*module);
+    kernels->collectiveBytes = mtc::sharding::predictCollectiveBytes(*module);
+  }
   mlir::PassManager lower(trained.getContext());
   lower.addPass(mtc::codegen::createMTToLinalgPass());
   if (failed(lower.run(*module)))
@@ -165,7 +167,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
 /// predicted workspace.
 FailureOr<mtc::PlanKernels> compileKernels(mlir::ModuleOp trained) {
   mtc::PlanKernels kernels;
-  mlir::OwningOpRef<mlir::ModuleOp> module = lowerStep(trained, &kernels.callingConvention);
+  mlir::OwningOpRef<mlir::ModuleOp> module = lowerStep(trained, &kernels);
   if (!module)
     return failure();
   FailureOr<int64_t> workspace = mtc::codegen::predictWorkspaceBytes(*module, kStepFunctions);

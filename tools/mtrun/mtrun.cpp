@@ -305,6 +305,25 @@ std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
   return concat(s, " x data parallel ", mesh.placement().dpSize);
 }
 
+/// The bytes rank 0 should send per step: the compiled step's own collectives (the
+/// compiler's prediction per call, times the micro-batches this rank runs) and the ring
+/// all-reduces of the gradients and the loss over `dp` data-parallel ranks.
+double predictedCommunicationBytes(const Plan &plan, const Trainer &trainer, int64_t dp) {
+  double bytes = 0;
+  if (const auto &compiled = plan.predictions.communicationBytes)
+    bytes += static_cast<double>(trainer.microBatches() / dp) *
+                 static_cast<double>(compiled->forwardBackward) +
+             static_cast<double>(compiled->optimizerStep);
+  if (dp > 1) {
+    double gradients = 0;
+    for (const TrainingState::Tensor &t : trainer.state().params)
+      gradients += static_cast<double>(t.values.size() * sizeof(float));
+    bytes += 2.0 * static_cast<double>(dp - 1) / static_cast<double>(dp) *
+             (gradients + sizeof(double));
+  }
+  return bytes;
+}
+
 /// Trains `state` up to `settings.targetSteps`, logging and checkpointing on the way.
 Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
             RankContext &job, const RankMesh &mesh, TrainingState &state) {
@@ -431,11 +450,13 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
   if (job.world && trainer->state().step > first)
     print(mesh.partitioned()
               ? "communication: %.2f MiB sent by rank 0 per step (the kernels' collectives, "
-                "gradients and loss)\n"
+                "gradients and loss); predicted %.2f MiB\n"
               : "communication: %.2f MiB sent by rank 0 per step (gradients and loss, ring "
-                "all-reduce)\n",
+                "all-reduce); predicted %.2f MiB\n",
           static_cast<double>(commBytes - commStart) / (1024.0 * 1024.0) /
-              static_cast<double>(trainer->state().step - first));
+              static_cast<double>(trainer->state().step - first),
+          predictedCommunicationBytes(plan, *trainer, mesh.placement().dpSize) /
+              (1024.0 * 1024.0));
   state = trainer->state();
   if (metrics)
     return metrics->close();

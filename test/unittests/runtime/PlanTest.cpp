@@ -246,6 +246,30 @@ TEST_F(PlanTest, PredictedWorkspaceAndPeak) {
                       "predictions.memory_bytes.peak: expected a non-negative integer");
 }
 
+TEST_F(PlanTest, PredictedCommunication) {
+  writePlan(validPlan());
+  Expected<Plan> none = loadPlan(plan());
+  ASSERT_TRUE(none.ok()) << none.error().message();
+  EXPECT_FALSE(none->predictions.communicationBytes) << "a plan without kernels";
+  writePlan(edited([](JsonObject &o) {
+    JsonObject comm;
+    comm.set("forward_backward", 1481984);
+    comm.set("optimizer_step", 44);
+    at(o, "predictions").set("communication_bytes", std::move(comm));
+  }));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_TRUE(p->predictions.communicationBytes);
+  EXPECT_EQ(p->predictions.communicationBytes->forwardBackward, 1481984);
+  EXPECT_EQ(p->predictions.communicationBytes->optimizerStep, 44);
+  expectPlanJsonError(edited([](JsonObject &o) {
+                        JsonObject comm;
+                        comm.set("forward_backward", 1);
+                        at(o, "predictions").set("communication_bytes", std::move(comm));
+                      }),
+                      "predictions.communication_bytes: missing key 'optimizer_step'");
+}
+
 TEST_F(PlanTest, TrailingSlashIsNotShownTwice) {
   writePlan(validPlan());
   std::filesystem::remove(plan() / "program.mlir");

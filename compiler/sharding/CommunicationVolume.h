@@ -1,0 +1,32 @@
+//===- CommunicationVolume.h - bytes a partitioned step sends ---*- C++ -*-===//
+//
+// The cost model's communication figure: what one rank sends in the collectives of a
+// partitioned step (after mtp-partition), counted as the ring algorithms do (the runtime's
+// Gloo backend uses them): an all-reduce over n ranks sends 2 (n - 1) / n of the buffer, an
+// all-gather (n - 1) times its local part, a reduce-scatter (n - 1) times the part it keeps.
+// Scans count their layer function once per repeat.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_COMPILER_SHARDING_COMMUNICATIONVOLUME_H
+#define MTC_COMPILER_SHARDING_COMMUNICATIONVOLUME_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+
+namespace mtc::sharding {
+
+/// Bytes one rank sends per call of each step function.
+struct CollectiveBytes {
+  int64_t forwardBackward = 0; // per micro-batch
+  int64_t optimizerStep = 0;
+};
+
+/// The figures for `module`'s `forward_backward` and `optimizer_step` (0 where absent or
+/// not partitioned).
+CollectiveBytes predictCollectiveBytes(mlir::ModuleOp module);
+
+} // namespace mtc::sharding
+
+#endif // MTC_COMPILER_SHARDING_COMMUNICATIONVOLUME_H
