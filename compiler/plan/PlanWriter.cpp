@@ -143,20 +143,31 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   // the storage types, in mt.param order.
   auto step = trained.lookupSymbol<func::FuncOp>("optimizer_step");
   TypeRange storage = step.getArgumentTypes().drop_front(2);
-  // The layouts the partitioned kernels use (compiler/sharding): only with tensor
-  // parallelism, whose spec then must be valid (the partitioner reports what is not).
+  // The layouts the partitioned kernels use (compiler/sharding); writePlan has checked
+  // that the spec is valid and that every layout fits.
   std::optional<sharding::ShardingSpec> spec;
-  if (parallel)
-    if (auto tp = parallel.getAs<IntegerAttr>("tp"); tp && tp.getInt() > 1)
-      if (FailureOr<sharding::ShardingSpec> s = sharding::getShardingSpec(trained);
-          succeeded(s) && s->mesh)
-        spec = *s;
+  if (FailureOr<sharding::ShardingSpec> s = sharding::getShardingSpec(trained);
+      succeeded(s) && s->mesh)
+    spec = *s;
   if (spec) {
     json::Array axes;
     for (auto [name, size] : llvm::zip(spec->mesh.getAxisNames(), spec->mesh.getAxisSizes()))
       axes.push_back(json::Object{{"name", name.getValue()}, {"size", size}});
-    plan["mesh"] = json::Object{{"axes", std::move(axes)}};
+    json::Object mesh{{"axes", std::move(axes)}};
+    if (!spec->dataParallelAxis.empty())
+      mesh["data_parallel_axis"] = spec->dataParallelAxis;
+    plan["mesh"] = std::move(mesh);
   }
+  auto splitJson = [](mtp::ShardedTensorType layout) {
+    json::Object split;
+    for (NamedAttribute dim : layout.getSplit()) {
+      json::Array axes;
+      for (StringRef axis : layout.getSplitAxes(dim.getName()))
+        axes.push_back(axis);
+      split[dim.getName().getValue()] = std::move(axes);
+    }
+    return split;
+  };
   json::Array params;
   for (auto [index, param, type] :
        llvm::enumerate(trained.getOps<mt::ParamOp>(), storage)) {
@@ -173,19 +184,14 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
       entry["instances"] = 1;
     }
     if (spec) {
-      // writePlan has checked that every layout fits.
       mt::ParamOp op = param;
-      mtp::ShardedTensorType layout =
-          *sharding::parameterLayout(*spec, stored, [&] { return op.emitError(); });
-      json::Object split;
-      for (NamedAttribute dim : layout.getSplit()) {
-        json::Array axes;
-        for (StringRef axis : layout.getSplitAxes(dim.getName()))
-          axes.push_back(axis);
-        split[dim.getName().getValue()] = std::move(axes);
-      }
-      if (!split.empty())
+      auto emitError = [&] { return op.emitError(); };
+      mtp::ShardedTensorType layout = *sharding::parameterLayout(*spec, stored, emitError);
+      mtp::ShardedTensorType optimizer = *sharding::optimizerLayout(*spec, stored, emitError);
+      if (json::Object split = splitJson(layout); !split.empty())
         entry["layout"] = json::Object{{"split", std::move(split)}};
+      if (optimizer != layout)
+        entry["optimizer_layout"] = json::Object{{"split", splitJson(optimizer)}};
     }
     json::Array args;
     for (double arg : param.getInit().getArgs().asArrayRef())
@@ -242,11 +248,15 @@ MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> wor
   memory.workspace = workspace;
   // A rank holds its part of each parameter and state (the whole without a mesh).
   FailureOr<sharding::ShardingSpec> spec = sharding::getShardingSpec(trained);
-  auto rankBytes = [&](Type type, Operation *at) {
+  // (the optimizer state in its optimizer layout: a part of it with the distributed
+  // optimizer).
+  auto rankBytes = [&](Type type, Operation *at, bool state) {
     auto named = cast<mt::NamedTensorType>(type);
+    auto emitError = [&] { return at->emitError(); };
     if (succeeded(spec) && spec->mesh)
       if (FailureOr<mtp::ShardedTensorType> layout =
-              sharding::parameterLayout(*spec, named, [&] { return at->emitError(); });
+              state ? sharding::optimizerLayout(*spec, named, emitError)
+                    : sharding::parameterLayout(*spec, named, emitError);
           succeeded(layout))
         return byteSize(layout->getLocalType());
     return byteSize(named);
@@ -254,9 +264,9 @@ MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> wor
   // The optimizer step's gradient arguments are exactly the parameters' storage types.
   if (auto step = trained.lookupSymbol<func::FuncOp>("optimizer_step"))
     for (Type type : step.getArgumentTypes().drop_front(2))
-      memory.parameters += rankBytes(type, step);
+      memory.parameters += rankBytes(type, step, /*state=*/false);
   for (auto state : trained.getOps<mt::StateOp>())
-    memory.optimizerState += rankBytes(state.getType(), state);
+    memory.optimizerState += rankBytes(state.getType(), state, /*state=*/true);
   // Saved activations: the stacked results of the layer stack's forward repeats beyond the
   // carried values, i.e. what every layer instance keeps for its backward.
   if (auto step = trained.lookupSymbol<func::FuncOp>("forward_backward"))
@@ -309,7 +319,7 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
     return llvm::createStringError("the plan's parallel settings are not supported");
   if (spec->mesh)
     for (auto param : trained.getOps<mt::ParamOp>())
-      if (failed(sharding::parameterLayout(*spec, cast<mt::NamedTensorType>(param.getType()),
+      if (failed(sharding::optimizerLayout(*spec, cast<mt::NamedTensorType>(param.getType()),
                                            [&] { return param.emitError(); })))
         return llvm::createStringError("the parallel layout does not fit the parameters");
 

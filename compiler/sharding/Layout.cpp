@@ -44,11 +44,32 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
     for (StringRef dim : {"heads", "kv_heads", "ffn", "vocab"})
       spec.dimAxis[dim] = "tp";
   }
-  if (tp <= 1)
+  // The distributed optimizer shards optimizer state over dp: dp becomes an axis of the
+  // optimizer step (its degree is then fixed by the plan).
+  int64_t dp = degree(parallel, "dp");
+  auto distributed = parallel.getAs<BoolAttr>("distributed_optimizer");
+  bool shardState = distributed && distributed.getValue();
+  if (shardState && dp <= 1)
+    return module.emitError() << "the distributed optimizer shards the optimizer state over "
+                                 "data-parallel ranks: set dp above 1";
+  if (tp <= 1 && !shardState)
     return ShardingSpec{};
   MLIRContext *ctx = module.getContext();
   ctx->getOrLoadDialect<mtp::MTPDialect>(); // the plan writer asks without running a pass
-  spec.mesh = mtp::MeshAttr::get(ctx, {StringAttr::get(ctx, "tp")}, {tp});
+  SmallVector<StringAttr> names;
+  SmallVector<int64_t> sizes;
+  if (shardState) {
+    names.push_back(StringAttr::get(ctx, "dp"));
+    sizes.push_back(dp);
+    spec.dataParallelAxis = "dp";
+  }
+  if (tp > 1) {
+    names.push_back(StringAttr::get(ctx, "tp"));
+    sizes.push_back(tp);
+  } else {
+    spec.dimAxis.clear();
+  }
+  spec.mesh = mtp::MeshAttr::get(ctx, names, sizes);
   if (auto sp = parallel.getAs<BoolAttr>("sp"); sp && sp.getValue())
     spec.sequenceDim = "seq";
   return spec;
@@ -71,4 +92,17 @@ sharding::parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
   if (!layout)
     return failure();
   return layout;
+}
+
+FailureOr<mtp::ShardedTensorType>
+sharding::optimizerLayout(const ShardingSpec &spec, mt::NamedTensorType type,
+                          function_ref<InFlightDiagnostic()> emitError) {
+  FailureOr<mtp::ShardedTensorType> layout = parameterLayout(spec, type, emitError);
+  if (failed(layout) || spec.dataParallelAxis.empty())
+    return layout;
+  int64_t dp = *spec.mesh.getAxisSize(spec.dataParallelAxis);
+  for (const mt::NamedDim &dim : type.getDims())
+    if (layout->getSplitAxes(dim.name.getValue()).empty() && dim.size % dp == 0)
+      return layout->withSplit(dim.name.getValue(), {spec.dataParallelAxis});
+  return layout; // nothing divides: the state stays whole on every data-parallel rank
 }

@@ -25,8 +25,8 @@ inline constexpr llvm::StringLiteral kMeshAttrName = "mtp.mesh";
 inline constexpr llvm::StringLiteral kDropoutLayoutAttrName = "mtp.layout";
 
 struct ShardingSpec {
-  /// The axes the compiled step is partitioned over (only `tp` so far); null when the
-  /// module asks for no tensor parallelism.
+  /// The axes the compiled step is partitioned over (`dp` with the distributed optimizer,
+  /// then `tp`); null when the module asks for neither.
   mtp::MeshAttr mesh;
   /// Dimension -> the axis splitting it in parameters and wherever else nothing needs
   /// it whole (Megatron: heads, kv_heads, ffn, vocab -> tp).
@@ -34,6 +34,9 @@ struct ShardingSpec {
   /// Sequence parallelism: `seq` split over `tp` in the norm and dropout regions (empty
   /// when off).
   std::string sequenceDim;
+  /// The distributed optimizer: the mesh's data-parallel axis ("dp"), over which the
+  /// optimizer step shards the optimizer state (empty when off).
+  std::string dataParallelAxis;
 };
 
 /// The spec `module`'s `mt.parallel` attribute gives. Fails, with a diagnostic on the
@@ -46,6 +49,14 @@ mlir::FailureOr<ShardingSpec> getShardingSpec(mlir::ModuleOp module);
 /// `emitError`, when an axis does not divide its dimension.
 mlir::FailureOr<mtp::ShardedTensorType>
 parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
+                llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+/// The layout of a parameter's optimizer states and of its gradient as the optimizer step
+/// takes it: the parameter's layout, with the distributed optimizer also the first
+/// dimension it does not split and that the data-parallel degree divides split over `dp`
+/// (none: the state stays whole).
+mlir::FailureOr<mtp::ShardedTensorType>
+optimizerLayout(const ShardingSpec &spec, mt::NamedTensorType type,
                 llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
 
 } // namespace mtc::sharding

@@ -107,7 +107,8 @@ private:
         if (entry.second == axis && !layout.axisOf(entry.first()) &&
             divisible(type, entry.first(), axis))
           along = entry.first();
-      if (!along && !spec.sequenceDim.empty() && !layout.axisOf(spec.sequenceDim) &&
+      if (!along && !spec.sequenceDim.empty() && axis == "tp" &&
+          !layout.axisOf(spec.sequenceDim) &&
           divisible(type, spec.sequenceDim, axis))
         along = spec.sequenceDim;
       bool used = llvm::any_of(result.split, [&](const auto &e) { return e.second == axis; });
@@ -508,7 +509,7 @@ private:
   LogicalResult partitionRepeat(mt::RepeatOp op, FunctionState &state);
 
   /// The layout an entry function's argument or result must have.
-  ShardedTensorType entryLayout(Type type, DictionaryAttr attrs, std::optional<StringRef> grad);
+  ShardedTensorType entryLayout(Type type, DictionaryAttr attrs, bool grad, bool optimizer);
 
   ModuleOp module;
   const sharding::ShardingSpec &spec;
@@ -521,25 +522,19 @@ private:
   unsigned clones = 0;
 };
 
-ShardedTensorType Partitioner::entryLayout(Type type, DictionaryAttr attrs,
-                                           std::optional<StringRef> grad) {
+ShardedTensorType Partitioner::entryLayout(Type type, DictionaryAttr attrs, bool grad,
+                                           bool optimizer) {
   auto named = cast<NamedTensorType>(type);
-  auto symbolOf = [&]() -> std::optional<StringRef> {
-    if (grad)
-      return grad;
-    if (!attrs)
-      return std::nullopt;
-    if (auto p = attrs.getAs<FlatSymbolRefAttr>(transforms::kParamAttrName))
-      return p.getValue();
-    if (auto s = attrs.getAs<FlatSymbolRefAttr>(transforms::kStateAttrName)) {
-      if (auto state = module.lookupSymbol<mt::StateOp>(s.getValue()))
-        return state.getOf();
-    }
-    return std::nullopt;
-  };
-  // Every parameter's layout was checked before partitioning (run()).
-  if (symbolOf())
-    return *sharding::parameterLayout(spec, named, [&] { return module.emitError(); });
+  auto emitError = [&] { return module.emitError(); };
+  // Every layout was checked before partitioning (run()). The optimizer step takes
+  // gradients and states in their optimizer layout (sharded over dp with the distributed
+  // optimizer), parameters whole over dp.
+  bool state = attrs && attrs.get(transforms::kStateAttrName);
+  bool param = attrs && attrs.get(transforms::kParamAttrName);
+  if ((grad || state) && optimizer)
+    return *sharding::optimizerLayout(spec, named, emitError);
+  if (grad || state || param)
+    return *sharding::parameterLayout(spec, named, emitError);
   return replicated(named);
 }
 
@@ -766,7 +761,7 @@ Partitioner::partitionFunction(func::FuncOp func, ArrayRef<ShardedTensorType> ar
 LogicalResult Partitioner::run() {
   // Every parameter's layout must be possible (flags can ask for any degree).
   for (auto param : module.getOps<mt::ParamOp>())
-    if (failed(sharding::parameterLayout(spec, cast<NamedTensorType>(param.getType()), [&] {
+    if (failed(sharding::optimizerLayout(spec, cast<NamedTensorType>(param.getType()), [&] {
           return param.emitError() << "parameter @" << param.getSymName()
                                    << " cannot be laid out on the mesh: ";
         })))
@@ -775,23 +770,20 @@ LogicalResult Partitioner::run() {
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)
       continue;
+    // Gradients: the optimizer step's arguments after (step, grad_scale), the results of
+    // forward_backward after the loss, in `mt.grads` order (CallingConvention.cpp).
     auto grads = func->getAttrOfType<ArrayAttr>("mt.grads");
-    auto gradAt = [&](unsigned i) {
-      return std::optional<StringRef>(cast<FlatSymbolRefAttr>(grads[i]).getValue());
-    };
+    size_t numGrads = grads ? grads.size() : 0;
+    bool optimizer = name == "optimizer_step";
     SmallVector<ShardedTensorType> args;
     for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
-      std::optional<StringRef> grad;
-      if (name == "optimizer_step" && grads && i >= 2 && i - 2 < grads.size())
-        grad = gradAt(i - 2);
-      args.push_back(entryLayout(type, func.getArgAttrDict(i), grad));
+      bool grad = optimizer && i >= 2 && i - 2 < numGrads;
+      args.push_back(entryLayout(type, func.getArgAttrDict(i), grad, optimizer));
     }
     SmallVector<std::optional<ShardedTensorType>> forced;
     for (auto [i, type] : llvm::enumerate(func.getResultTypes())) {
-      std::optional<StringRef> grad;
-      if (name == "forward_backward" && i >= 1 && grads)
-        grad = gradAt(i - 1);
-      forced.push_back(entryLayout(type, func.getResultAttrDict(i), grad));
+      bool grad = name == "forward_backward" && i >= 1 && i - 1 < numGrads;
+      forced.push_back(entryLayout(type, func.getResultAttrDict(i), grad, optimizer));
     }
     if (failed(partitionFunction(func, args, forced)))
       return failure();

@@ -109,7 +109,8 @@ cl::opt<std::string> layoutFlag("layout",
                                 cl::cat(parallelCategory));
 cl::opt<bool> distributedOptimizer(
     "use-distributed-optimizer",
-    cl::desc("Shard the optimizer state over data-parallel ranks (not supported yet)"),
+    cl::desc("Shard the optimizer state over the --dp N data-parallel ranks (Megatron's "
+             "distributed optimizer; the plan then runs on exactly dp x tp ranks)"),
     cl::sub(compileCommand), cl::cat(parallelCategory));
 
 cl::opt<bool> debugInfo("mlir-print-debuginfo",
@@ -209,14 +210,8 @@ LogicalResult checkDivides(mlir::DictionaryAttr dims, StringRef flag, int64_t fa
 /// The command line's parallel flags replace the model's `parallel {}` settings, with the
 /// checks the frontend makes of the block.
 LogicalResult applyParallelFlags(mlir::ModuleOp module) {
-  if (distributedOptimizer) {
-    WithColor::error(errs(), "mtc")
-        << "--use-distributed-optimizer is not supported yet: optimizer state is replicated "
-           "over data-parallel ranks\n";
-    return failure();
-  }
   if (tensorParallel.getNumOccurrences() == 0 && dataParallel.getNumOccurrences() == 0 &&
-      !sequenceParallel && layoutFlag.getNumOccurrences() == 0)
+      !sequenceParallel && layoutFlag.getNumOccurrences() == 0 && !distributedOptimizer)
     return success();
   mlir::MLIRContext *ctx = module.getContext();
   mlir::Builder b(ctx);
@@ -243,6 +238,16 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
     tp = value.getInt();
   if (sequenceParallel)
     parallel.set("sp", b.getBoolAttr(true));
+  if (distributedOptimizer)
+    parallel.set("distributed_optimizer", b.getBoolAttr(true));
+  auto distributed = llvm::dyn_cast_or_null<mlir::BoolAttr>(parallel.get("distributed_optimizer"));
+  auto dp = llvm::dyn_cast_or_null<mlir::IntegerAttr>(parallel.get("dp"));
+  if (distributed && distributed.getValue() && (!dp || dp.getInt() < 2)) {
+    WithColor::error(errs(), "mtc")
+        << "the distributed optimizer shards the optimizer state over data-parallel ranks, "
+           "whose number it then fixes: set --dp N (N > 1)\n";
+    return failure();
+  }
   if (layoutFlag.getNumOccurrences()) {
     mlir::NamedAttrList layout;
     SmallVector<StringRef> pairs;

@@ -186,10 +186,59 @@ module attributes {mt.outlined, mt.parallel = {tp = 4 : i64}} {
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: !mt.tensor<[vocab=16, hidden=4], f32>
 // CHECK-NOT: mtp.
+// CHECK: return
 module attributes {mt.outlined, mt.parallel = {tp = 1 : i64}} {
   mt.param @wte : !mt.tensor<[vocab=16, hidden=4], f32> init normal(2.000000e-02)
   func.func @forward(%wte: !mt.tensor<[vocab=16, hidden=4], f32> {mt.param = @wte}) -> !mt.tensor<[], f32> {
     %m = mt.reduce_mean %wte over [vocab, hidden] : <[vocab=16, hidden=4], f32> -> <[], f32>
     return %m : !mt.tensor<[], f32>
   }
+}
+
+// -----
+
+// Tests the distributed optimizer (dp 2, tp 2): the optimizer step takes each gradient and
+// state sharded over dp along the first dimension tp does not split (wq: layers; g:
+// hidden) and the parameters whole over dp; the update runs on the shard (the parameter
+// is sliced, no communication), the squared norms are summed over dp (and tp), and the new
+// parameters are all-gathered over dp.
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK-SAME: %arg2: !mt.tensor<[layers=1, heads=2], f32>, %arg3: !mt.tensor<[hidden=2], f32>
+// CHECK-SAME: %arg4: !mt.tensor<[layers=2, heads=2], f32> {mt.param = @wq}
+// CHECK-SAME: %arg5: !mt.tensor<[layers=1, heads=2], f32> {mt.state = @wq.m}
+// CHECK: mtp.all_reduce {{.*}} over ["dp"] : <[], f32, <[dp = 2, tp = 2]>, partial [dp, tp]>
+// CHECK: mtp.all_reduce {{.*}} over ["tp"] : <[], f32, <[dp = 2, tp = 2]>, partial [tp]>
+// CHECK: mtp.all_reduce {{.*}} over ["dp"] : <[], f32, <[dp = 2, tp = 2]>, partial [dp]>
+// CHECK: mtp.all_slice {{.*}} over "dp" along "layers"
+// CHECK: %[[NEW:.*]] = mt.sub {{.*}} -> <[layers=1, heads=2], f32>
+// CHECK: %[[V:.*]] = mtp.from_local %[[NEW]]
+// CHECK: mtp.all_gather %[[V]] over "dp" along "layers" {{.*}} -> <[layers=2, heads=4], f32, <[dp = 2, tp = 2]>, split {heads = [tp]}>
+// CHECK: return {{.*}} : !mt.tensor<[], f32>, !mt.tensor<[layers=2, heads=2], f32>, !mt.tensor<[layers=1, heads=2], f32>
+module attributes {mt.outlined, mt.parallel = {distributed_optimizer = true, dp = 2 : i64, tp = 2 : i64}} {
+  mt.param @wq : !mt.tensor<[layers=2, heads=4], f32> init normal(2.000000e-02)
+  mt.state @wq.m of @wq : !mt.tensor<[layers=2, heads=4], f32>
+  mt.param @g : !mt.tensor<[hidden=4], f32> init ones
+  func.func @optimizer_step(%step: !mt.tensor<[], f32>, %scale: !mt.tensor<[], f32>,
+                            %dwq: !mt.tensor<[layers=2, heads=4], f32>, %dg: !mt.tensor<[hidden=4], f32>,
+                            %wq: !mt.tensor<[layers=2, heads=4], f32> {mt.param = @wq},
+                            %m: !mt.tensor<[layers=2, heads=4], f32> {mt.state = @wq.m})
+      -> (!mt.tensor<[], f32>, !mt.tensor<[layers=2, heads=4], f32> {mt.param = @wq},
+          !mt.tensor<[layers=2, heads=4], f32> {mt.state = @wq.m})
+      attributes {mt.grads = [@wq, @g]} {
+    %sq1 = mt.mul %dwq, %dwq : <[layers=2, heads=4], f32>, <[layers=2, heads=4], f32> -> <[layers=2, heads=4], f32>
+    %n1 = mt.reduce_sum %sq1 over [layers, heads] : <[layers=2, heads=4], f32> -> <[], f32>
+    %sq2 = mt.mul %dg, %dg : <[hidden=4], f32>, <[hidden=4], f32> -> <[hidden=4], f32>
+    %n2 = mt.reduce_sum %sq2 over [hidden] : <[hidden=4], f32> -> <[], f32>
+    %n = mt.add %n1, %n2 : <[], f32>, <[], f32> -> <[], f32>
+    %m2 = mt.add %m, %dwq : <[layers=2, heads=4], f32>, <[layers=2, heads=4], f32> -> <[layers=2, heads=4], f32>
+    %w = mt.sub %wq, %m2 : <[layers=2, heads=4], f32>, <[layers=2, heads=4], f32> -> <[layers=2, heads=4], f32>
+    return %n, %w, %m2 : !mt.tensor<[], f32>, !mt.tensor<[layers=2, heads=4], f32>, !mt.tensor<[layers=2, heads=4], f32>
+  }
+}
+
+// -----
+
+// Tests that the distributed optimizer needs data-parallel ranks to shard over.
+// expected-error @+1 {{the distributed optimizer shards the optimizer state over data-parallel ranks: set dp above 1}}
+module attributes {mt.outlined, mt.parallel = {distributed_optimizer = true, tp = 2 : i64}} {
 }
