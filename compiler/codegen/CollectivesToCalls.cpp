@@ -134,11 +134,13 @@ struct AllReduceLowering : OpConversionPattern<mtp::AllReduceOp> {
     auto type = cast<mtp::ShardedTensorType>(op.getInput().getType());
     auto resultType = cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     Value value = adaptor.getInput();
-    // One call per axis: summing over each in turn sums over all of them.
+    // The runtime's reduction codes: 0 sum, 1 max.
+    int64_t reduction = op.getReduction() == "max" ? 1 : 0;
+    // One call per axis: combining over each in turn combines over all of them.
     for (Attribute axis : op.getOver())
       value = callCollective(rewriter, op.getLoc(), kAllReduceFunction,
                              axisIndex(type.getMesh(), cast<StringAttr>(axis).getValue()),
-                             /*sum*/ 0, value, resultType, resultType.getNumElements());
+                             reduction, value, resultType, resultType.getNumElements());
     rewriter.replaceOp(op, value);
     return success();
   }
@@ -194,10 +196,25 @@ Value codegen::lowering::meshCoordinate(OpBuilder &b, Location loc, int64_t axis
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), coordinate);
 }
 
+Value codegen::lowering::partStart(OpBuilder &b, Location loc, mtp::ShardedTensorType layout,
+                                   StringRef dim) {
+  // The combined coordinate over the dimension's axes (outermost first), times the local
+  // size.
+  Value part = indexConstant(b, loc, 0);
+  for (StringRef axis : layout.getSplitAxes(dim))
+    part = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc, part,
+                              indexConstant(b, loc, *layout.getMesh().getAxisSize(axis))),
+        meshCoordinate(b, loc, axisIndex(layout.getMesh(), axis)));
+  return arith::MulIOp::create(b, loc, part,
+                               indexConstant(b, loc, layout.getLocalType().getDimSize(dim)));
+}
+
 LogicalResult codegen::lowering::declareMeshFunctions(ModuleOp module) {
   bool partitioned = false;
   module.walk([&](Operation *op) {
-    if (isa<mtp::MTPDialect>(op->getDialect()) || op->hasAttr(kDropoutLayoutAttrName))
+    if (isa<mtp::MTPDialect>(op->getDialect()) || op->hasAttr(kLocalLayoutAttrName))
       partitioned = true;
   });
   if (!partitioned)

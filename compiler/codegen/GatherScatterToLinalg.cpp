@@ -13,6 +13,11 @@
 // report an error, so it clamps every index into [0, rows) (a bad index reads or updates
 // the first or last row rather than memory outside the table).
 //
+// A table split along the indexed dimension (vocabulary parallelism; the op carries the
+// table's laid-out type as `mtp.layout`) holds rows [start, start + rows) on this rank:
+// an index is shifted by `start`, and one outside the part reads 0 (the lookup is then a
+// partial sum over the ranks) or updates nothing.
+//
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/MTToLinalg.h"
@@ -29,6 +34,34 @@ using mt::NamedTensorType;
 
 namespace {
 
+/// Where this rank's rows of a table split along `dim` start (the op's `mtp.layout`), or
+/// null for a whole table.
+Value partOf(OpBuilder &b, Operation *op, StringRef dim) {
+  auto layout = op->getAttrOfType<TypeAttr>(kLocalLayoutAttrName);
+  if (!layout)
+    return nullptr;
+  return partStart(b, op->getLoc(), cast<mtp::ShardedTensorType>(layout.getValue()), dim);
+}
+
+/// The local row of index `index` (any integer type), clamped into [0, rows), and whether
+/// it lies in this rank's part (null without a part: every row is).
+std::pair<Value, Value> localRow(OpBuilder &b, Location loc, Value index, Value start,
+                                 int64_t rows) {
+  if (!start)
+    return {clampedIndex(b, loc, index, rows), nullptr};
+  Value shifted = arith::SubIOp::create(
+      b, loc, arith::IndexCastOp::create(b, loc, b.getIndexType(), index), start);
+  Value zero = indexConstant(b, loc, 0);
+  Value inPart = arith::AndIOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, shifted, zero),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, shifted,
+                            indexConstant(b, loc, rows)));
+  Value clamped = arith::MaxSIOp::create(
+      b, loc, zero,
+      arith::MinSIOp::create(b, loc, shifted, indexConstant(b, loc, rows - 1)));
+  return {clamped, inPart};
+}
+
 /// result[positions..., others...] = table[others with dim = clamp(indices[positions...])].
 struct GatherLowering : OpConversionPattern<mt::GatherOp> {
   using OpConversionPattern::OpConversionPattern;
@@ -40,6 +73,7 @@ struct GatherLowering : OpConversionPattern<mt::GatherOp> {
     ArrayRef<StringAttr> space = resultType.getDimNames();
     int64_t rows = tableType.getDimSize(op.getDim());
     Value table = adaptor.getTable();
+    Value start = partOf(rewriter, op, op.getDim());
     SmallVector<AffineMap> maps{mapInto(space, namedType(op.getIndices())),
                                 mapInto(space, resultType)};
     SmallVector<utils::IteratorType> iterators(space.size(), utils::IteratorType::parallel);
@@ -47,7 +81,8 @@ struct GatherLowering : OpConversionPattern<mt::GatherOp> {
         rewriter, loc, TypeRange{builtinType(resultType)}, ValueRange{adaptor.getIndices()},
         ValueRange{emptyTensor(rewriter, loc, resultType)}, maps, iterators,
         [&](OpBuilder &b, Location l, ValueRange args) {
-          Value row = clampedIndex(b, l, args[0], rows);
+          auto [row, inPartRow] = localRow(b, l, args[0], start, rows);
+          Value inPart = inPartRow;
           SmallVector<Value> coords;
           for (StringAttr name : tableType.getDimNames()) {
             if (name.getValue() == op.getDim()) {
@@ -57,7 +92,12 @@ struct GatherLowering : OpConversionPattern<mt::GatherOp> {
             auto position = static_cast<uint64_t>(llvm::find(space, name) - space.begin());
             coords.push_back(linalg::IndexOp::create(b, l, position));
           }
-          linalg::YieldOp::create(b, l, ValueRange{tensor::ExtractOp::create(b, l, table, coords)});
+          Value value = tensor::ExtractOp::create(b, l, table, coords);
+          if (inPart)
+            value = arith::SelectOp::create(
+                b, l, inPart, value,
+                arith::ConstantOp::create(b, l, b.getZeroAttr(value.getType())));
+          linalg::YieldOp::create(b, l, ValueRange{value});
         });
     rewriter.replaceOp(op, generic.getResult(0));
     return success();
@@ -91,10 +131,13 @@ struct EmbeddingGradLowering : OpConversionPattern<mt::EmbeddingGradOp> {
       steps.push_back(indexConstant(rewriter, loc, 1));
     }
     Value indices = adaptor.getIndices(), grad = adaptor.getGrad();
+    Value start = partOf(rewriter, op, op.getDim());
     scf::LoopNest nest = scf::buildLoopNest(
         rewriter, loc, lbs, ubs, steps, ValueRange{zero},
         [&](OpBuilder &b, Location l, ValueRange ivs, ValueRange acc) -> scf::ValueVector {
-          Value row = clampedIndex(b, l, tensor::ExtractOp::create(b, l, indices, ivs), rows);
+          auto [row, inPartRow] =
+              localRow(b, l, tensor::ExtractOp::create(b, l, indices, ivs), start, rows);
+          Value inPart = inPartRow;
           OpFoldResult zeroAttr = b.getIndexAttr(0), oneAttr = b.getIndexAttr(1);
 
           SmallVector<OpFoldResult> gradOffsets(ivs.begin(), ivs.end());
@@ -121,9 +164,11 @@ struct EmbeddingGradLowering : OpConversionPattern<mt::EmbeddingGradOp> {
           SmallVector<utils::IteratorType> iterators(rowRank, utils::IteratorType::parallel);
           auto sum = linalg::GenericOp::create(
               b, l, TypeRange{rowType}, ValueRange{gradRow}, ValueRange{tableRow}, maps,
-              iterators, [](OpBuilder &bb, Location ll, ValueRange args) {
-                linalg::YieldOp::create(
-                    bb, ll, ValueRange{arith::AddFOp::create(bb, ll, args[1], args[0])});
+              iterators, [&](OpBuilder &bb, Location ll, ValueRange args) {
+                Value sum = arith::AddFOp::create(bb, ll, args[1], args[0]);
+                if (inPart)
+                  sum = arith::SelectOp::create(bb, ll, inPart, sum, args[1]);
+                linalg::YieldOp::create(bb, ll, ValueRange{sum});
               });
           Value updated = tensor::InsertSliceOp::create(b, l, sum.getResult(0), acc[0], offsets,
                                                         sizes, strides);

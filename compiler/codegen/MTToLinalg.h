@@ -11,6 +11,7 @@
 #define MTC_COMPILER_CODEGEN_MTTOLINALG_H
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mtp/IR/MTPDialect.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -46,7 +47,7 @@ inline constexpr llvm::StringLiteral kDropoutLayerFunction = "mtc_dropout_layer"
 /// and `dtype` 0 for f32, 1 for f64:
 ///
 ///     void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in,
-///                         void *out, int64_t count);              // op 0: sum
+///                         void *out, int64_t count);   // op 0: sum, 1: max
 ///     void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out,
 ///                         int64_t count);   // count of `in`; block c from coordinate c
 ///     void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, void *out,
@@ -57,10 +58,11 @@ inline constexpr llvm::StringLiteral kAllGatherFunction = "mtc_all_gather";
 inline constexpr llvm::StringLiteral kReduceScatterFunction = "mtc_reduce_scatter";
 inline constexpr llvm::StringLiteral kMeshCoordinateFunction = "mtc_mesh_coordinate";
 
-/// The attribute a partitioned `mt.dropout` of a split tensor carries: its operand's
-/// laid-out type (compiler/sharding/Layout.h), from which the lowering numbers elements
-/// globally.
-inline constexpr llvm::StringLiteral kDropoutLayoutAttrName = "mtp.layout";
+/// The attribute of a partitioned op whose local computation depends on where this rank's
+/// part lies (compiler/sharding/Layout.h): a laid-out type. `mt.dropout` numbers its
+/// elements as in the whole tensor; `mt.gather` and `mt.embedding_grad` read and update
+/// only the table rows this rank holds (the lookup is 0 elsewhere).
+inline constexpr llvm::StringLiteral kLocalLayoutAttrName = "mtp.layout";
 
 inline mt::NamedTensorType namedType(mlir::Value value) {
   return llvm::cast<mt::NamedTensorType>(value.getType());
@@ -125,6 +127,10 @@ mlir::LogicalResult declareMeshFunctions(mlir::ModuleOp module);
 /// This rank's coordinate along mesh axis `axis` (a call of kMeshCoordinateFunction), as
 /// an index.
 mlir::Value meshCoordinate(mlir::OpBuilder &builder, mlir::Location loc, int64_t axis);
+/// Where this rank's part of dimension `dim` of a tensor laid out as `layout` starts in the
+/// whole dimension (0 when `dim` is not split), as an index.
+mlir::Value partStart(mlir::OpBuilder &builder, mlir::Location loc,
+                      mtp::ShardedTensorType layout, llvm::StringRef dim);
 
 /// Declares the external kDropoutScaleFunction in `module` when a function of it has a
 /// dropout to lower; fails if the name is taken by anything else.

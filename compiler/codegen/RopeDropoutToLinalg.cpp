@@ -131,31 +131,14 @@ struct DropoutLowering : OpConversionPattern<mt::DropoutOp> {
     auto stream = static_cast<int64_t>(op.getStream());
     // A rank's part of a split tensor numbers its elements as the whole tensor does: the
     // masks do not depend on the layout. Dimension d of the part starts at `starts[d]`.
-    auto layout = op->getAttrOfType<TypeAttr>(kDropoutLayoutAttrName);
+    auto layout = op->getAttrOfType<TypeAttr>(kLocalLayoutAttrName);
     NamedTensorType global = type;
     SmallVector<Value> starts(type.getRank());
     if (layout) {
       auto sharded = cast<mtp::ShardedTensorType>(layout.getValue());
       global = sharded.getGlobal();
-      for (unsigned d = 0; d < type.getRank(); ++d) {
-        StringRef name = type.getDimNames()[d].getValue();
-        Value part = indexConstant(rewriter, op.getLoc(), 0);
-        for (StringRef axis : sharded.getSplitAxes(name)) {
-          int64_t size = *sharded.getMesh().getAxisSize(axis);
-          int64_t position = 0;
-          for (auto [i, n] : llvm::enumerate(sharded.getMesh().getAxisNames()))
-            if (n.getValue() == axis)
-              position = static_cast<int64_t>(i);
-          part = arith::AddIOp::create(
-              rewriter, op.getLoc(),
-              arith::MulIOp::create(rewriter, op.getLoc(), part,
-                                    indexConstant(rewriter, op.getLoc(), size)),
-              meshCoordinate(rewriter, op.getLoc(), position));
-        }
-        starts[d] = arith::MulIOp::create(
-            rewriter, op.getLoc(), part,
-            indexConstant(rewriter, op.getLoc(), type.getDimSizes()[d]));
-      }
+      for (unsigned d = 0; d < type.getRank(); ++d)
+        starts[d] = partStart(rewriter, op.getLoc(), sharded, type.getDimNames()[d].getValue());
     }
     Value result = buildPointwise(
         rewriter, op.getLoc(), type, adaptor.getInput(), [&](OpBuilder &b, Location l, Value x) {

@@ -152,7 +152,8 @@ private:
         cur = next;
       } else {
         ShardedTensorType next = cur.withPartial(rest);
-        v = mtp::AllReduceOp::create(b, loc, next, v, b.getStrArrayAttr({axis}));
+        v = mtp::AllReduceOp::create(b, loc, next, v, b.getStrArrayAttr({axis}),
+                                     /*reduction=*/nullptr);
         cur = next;
       }
     }
@@ -191,6 +192,12 @@ private:
   struct Decision {
     SmallVector<Layout> operands;
     SmallVector<Layout> results;
+    /// The op computes on a part whose place in the whole it needs (kLocalLayoutAttrName):
+    /// the layout of this operand, or of the result.
+    std::optional<unsigned> localLayoutOperand;
+    bool localLayoutResult = false;
+    /// The result holds partial maxima (reduce_max over a split dimension).
+    bool partialMaximum = false;
   };
 
   /// Splits of the union of `layouts` restricted to the dimensions `dims` (first operand
@@ -375,7 +382,8 @@ private:
   }
 
   /// reduce_sum / reduce_mean (linear: partial sums stay, a reduced split becomes one)
-  /// and reduce_max (gathers what it reduces, sums partial operands first).
+  /// and reduce_max (sums partial operands first; a reduced split leaves partial maxima,
+  /// combined by a max all-reduce right after the op: vocabulary-parallel cross-entropy).
   Decision reduce(Operation *op, ArrayAttr overAttr, const Layout &in) {
     auto inType = cast<NamedTensorType>(op->getOperand(0).getType());
     auto resultType = cast<NamedTensorType>(op->getResult(0).getType());
@@ -387,17 +395,15 @@ private:
     result.partial = operand.partial;
     for (Attribute a : overAttr) {
       StringRef dim = cast<StringAttr>(a).getValue();
-      if (auto axis = operand.axisOf(dim)) {
-        if (isMax)
-          operand.split.erase(dim);
-        else
-          result.partial.push_back(axis->str());
-      }
+      if (auto axis = operand.axisOf(dim))
+        result.partial.push_back(axis->str());
     }
     for (const auto &entry : operand.split)
       if (resultType.hasDim(entry.first()))
         result.split[entry.first()] = entry.second;
-    return Decision{{operand}, {result}};
+    Decision d{{operand}, {result}};
+    d.partialMaximum = isMax && result.isPartial();
+    return d;
   }
 
   /// Ops that only rename or reorder dimensions or add new ones: the layout follows the
@@ -437,9 +443,30 @@ private:
   /// table's other splits carry to the result.
   Decision gather(mt::GatherOp op, const Layout &table, const Layout &indices) {
     auto tableType = cast<NamedTensorType>(op.getTable().getType());
-    Layout t = table.isPartial() ? resolvePartial(tableType, table, {}) : table;
-    t.split.erase(op.getDim());
     auto resultType = cast<NamedTensorType>(op.getResult().getType());
+    Layout t = table.isPartial() ? resolvePartial(tableType, table, {}) : table;
+    // Vocabulary parallelism: a table split along the indexed dimension stays split; each
+    // rank looks up the rows it holds (0 elsewhere) and the sum over the axis is the
+    // lookup. The indices must not use the axis.
+    std::optional<StringRef> rowsAxis = t.axisOf(op.getDim());
+    if (rowsAxis && llvm::none_of(indices.split, [&](const auto &e) {
+          return e.second == *rowsAxis;
+        })) {
+      Layout tableTarget = t;
+      tableTarget.split.erase(op.getDim());
+      llvm::StringMap<std::string> split =
+          unionSplits({indices, tableTarget}, dimNames(resultType), {rowsAxis->str()});
+      Decision d;
+      d.operands = {restrict(split, tableType),
+                    restrict(split, cast<NamedTensorType>(op.getIndices().getType()))};
+      d.operands[0].split[op.getDim()] = rowsAxis->str();
+      Layout result = restrict(split, resultType);
+      result.partial.push_back(rowsAxis->str());
+      d.results.push_back(result);
+      d.localLayoutOperand = 0;
+      return d;
+    }
+    t.split.erase(op.getDim());
     llvm::StringMap<std::string> split =
         unionSplits({indices, t}, dimNames(resultType), {});
     Decision d;
@@ -456,6 +483,31 @@ private:
     auto indicesType = cast<NamedTensorType>(op.getIndices().getType());
     auto gradType = cast<NamedTensorType>(op.getGrad().getType());
     auto resultType = cast<NamedTensorType>(op.getResult().getType());
+    // Vocabulary parallelism: when the layout splits the table's indexed dimension and the
+    // gradient does not use that axis, each rank accumulates only the rows it holds.
+    auto mapped = spec.dimAxis.find(op.getDim());
+    if (mapped != spec.dimAxis.end() && divisible(resultType, op.getDim(), mapped->second) &&
+        !llvm::is_contained(grad.partial, mapped->second) &&
+        llvm::none_of(grad.split, [&](const auto &e) { return e.second == mapped->second; })) {
+      Layout result;
+      result.partial = grad.partial;
+      for (const auto &entry : grad.split)
+        if (!indicesType.hasDim(entry.first()) && resultType.hasDim(entry.first()))
+          result.split[entry.first()] = entry.second;
+      result.split[op.getDim()] = mapped->second;
+      Decision d;
+      // Positions are whole here (their splits would make the result partial over an
+      // axis the table might also use): gather them.
+      Layout g;
+      g.partial = grad.partial;
+      for (const auto &entry : grad.split)
+        if (!indicesType.hasDim(entry.first()))
+          g.split[entry.first()] = entry.second;
+      d.operands = {Layout{}, g};
+      d.results.push_back(result);
+      d.localLayoutResult = true;
+      return d;
+    }
     Layout g = grad;
     Layout result;
     result.partial = g.partial;
@@ -611,6 +663,20 @@ LogicalResult Partitioner::partitionOp(Operation *op, FunctionState &state) {
     result.setType(layout.getLocalType());
     layouts[result] = layout;
   }
+  // Partial maxima are not a layout values may keep (partial means sums): combined here.
+  if (d.partialMaximum) {
+    Value local = op->getResult(0);
+    ShardedTensorType partial = layouts.lookup(local);
+    ShardedTensorType whole = partial.withPartial({});
+    b.setInsertionPointAfter(op);
+    Value viewed = mtp::FromLocalOp::create(b, op->getLoc(), partial, local);
+    SmallVector<StringRef> axes = partial.getPartialAxes();
+    Value combined = mtp::AllReduceOp::create(b, op->getLoc(), whole, viewed,
+                                              b.getStrArrayAttr(axes), b.getStringAttr("max"));
+    Value result = mtp::ToLocalOp::create(b, op->getLoc(), whole.getLocalType(), combined);
+    local.replaceAllUsesExcept(result, viewed.getDefiningOp());
+    layouts[result] = whole;
+  }
   // reduce_mean over a split dimension: the local mean, scaled by local / global count,
   // is this rank's share of the global mean.
   if (auto mean = dyn_cast<mt::ReduceMeanOp>(op)) {
@@ -633,8 +699,14 @@ LogicalResult Partitioner::partitionOp(Operation *op, FunctionState &state) {
   if (auto dropout = dyn_cast<mt::DropoutOp>(op)) {
     ShardedTensorType layout = layouts.lookup(dropout.getInput());
     if (!layout.getSplit().empty())
-      op->setAttr(sharding::kDropoutLayoutAttrName, TypeAttr::get(layout));
+      op->setAttr(sharding::kLocalLayoutAttrName, TypeAttr::get(layout));
   }
+  if (d.localLayoutOperand)
+    op->setAttr(sharding::kLocalLayoutAttrName,
+                TypeAttr::get(layouts.lookup(op->getOperand(*d.localLayoutOperand))));
+  if (d.localLayoutResult)
+    op->setAttr(sharding::kLocalLayoutAttrName,
+                TypeAttr::get(layouts.lookup(op->getResult(0))));
   return success();
 }
 

@@ -99,6 +99,10 @@ LogicalResult AllReduceOp::verify() {
   }
   if (getOver().empty())
     return emitOpError() << "needs at least one axis";
+  if (std::optional<StringRef> reduction = getReduction();
+      reduction && *reduction != "sum" && *reduction != "max")
+    return emitOpError() << "reduction must be \"sum\" or \"max\", not \"" << *reduction
+                         << "\"";
   return checkResult(*this, type.withPartial(partial), getResult().getType());
 }
 

@@ -15,12 +15,16 @@ class MTP_Op<string mnemonic, list<Trait> traits = []> : Op<MTP_Dialect, mnemoni
 }
 
 def MTP_AllReduceOp : MTP_Op<"all_reduce", [Pure]> {
-  let summary = "sum partial values over mesh axes";
+  let summary = "combine partial values over mesh axes";
   let description = [{
     `%y = mtp.all_reduce %x over ["tp"] : T -> U`: `%x` is partial over every axis of
     `over`; `%y` is `%x`'s type without those partial axes (layout otherwise unchanged).
+    Partial values are summed; with `{reduction = "max"}` they are partial maxima (a
+    maximum over a split dimension, which the partitioner combines right where it is
+    computed) and the result is their maximum.
   }];
-  let arguments = (ins MTP_ShardedTensorType:$input, StrArrayAttr:$over);
+  let arguments = (ins MTP_ShardedTensorType:$input, StrArrayAttr:$over,
+                       OptionalAttr<StrAttr>:$reduction);
   let results = (outs MTP_ShardedTensorType:$result);
   let assemblyFormat = "$input `over` $over attr-dict `:` type($input) `->` type($result)";
 }

@@ -627,3 +627,34 @@ func.func @split_dropout(%x: !mt.tensor<[a=2, b=4], f32>) -> !mt.tensor<[a=2, b=
   %y = mt.dropout %x rate 1.000000e-01 stream 0 {mtp.layout = !mtp.tensor<[a=2, b=8], f32, <[tp = 2]>, split {b = [tp]}>} : <[a=2, b=4], f32>
   return %y : !mt.tensor<[a=2, b=4], f32>
 }
+
+// -----
+
+// Tests the lookup and the scatter of a table split along the indexed dimension: the
+// index is shifted by this rank's first row (coordinate times the local rows), a row
+// outside the part reads 0 and updates nothing; a max all-reduce passes reduction 1.
+// CHECK-LABEL: func.func @vocab_parallel
+// CHECK: %[[C:.*]] = call @mtc_mesh_coordinate(%{{.*}}) : (i64) -> i64
+// CHECK: linalg.generic
+// CHECK: %[[ROW:.*]] = arith.subi %{{.*}}, %{{.*}} : index
+// CHECK: %[[LO:.*]] = arith.cmpi sge, %[[ROW]]
+// CHECK: %[[HI:.*]] = arith.cmpi slt, %[[ROW]]
+// CHECK: %[[IN:.*]] = arith.andi %[[LO]], %[[HI]] : i1
+// CHECK: %[[V:.*]] = tensor.extract
+// CHECK: arith.select %[[IN]], %[[V]], %{{.*}} : f32
+// CHECK: call @mtc_mesh_coordinate
+// CHECK: scf.for
+// CHECK: arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
+// CHECK: %[[MAX:.*]] = arith.constant 1 : i64
+// CHECK: call @mtc_all_reduce(%{{.*}}, %{{.*}}, %[[MAX]],
+func.func @vocab_parallel(%table: !mt.tensor<[vocab=4, hidden=2], f32>, %ids: !mt.tensor<[seq=3], i32>,
+                          %g: !mt.tensor<[seq=3, hidden=2], f32>)
+    -> (!mt.tensor<[seq=3, hidden=2], f32>, !mt.tensor<[vocab=4, hidden=2], f32>, !mt.tensor<[seq=3], f32>) {
+  %x = mt.gather %table, %ids over vocab {mtp.layout = !mtp.tensor<[vocab=8, hidden=2], f32, <[tp = 2]>, split {vocab = [tp]}>} : <[vocab=4, hidden=2], f32>, <[seq=3], i32> -> <[seq=3, hidden=2], f32>
+  %d = mt.embedding_grad %ids, %g over vocab {mtp.layout = !mtp.tensor<[vocab=8, hidden=2], f32, <[tp = 2]>, split {vocab = [tp]}>} : <[seq=3], i32>, <[seq=3, hidden=2], f32> -> <[vocab=4, hidden=2], f32>
+  %m = mt.reduce_max %x over [hidden] : <[seq=3, hidden=2], f32> -> <[seq=3], f32>
+  %p = mtp.from_local %m : !mt.tensor<[seq=3], f32> -> !mtp.tensor<[seq=3], f32, <[tp = 2]>, partial [tp]>
+  %r = mtp.all_reduce %p over ["tp"] {reduction = "max"} : !mtp.tensor<[seq=3], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[seq=3], f32, <[tp = 2]>>
+  %l = mtp.to_local %r : !mtp.tensor<[seq=3], f32, <[tp = 2]>> -> !mt.tensor<[seq=3], f32>
+  return %x, %d, %l : !mt.tensor<[seq=3, hidden=2], f32>, !mt.tensor<[vocab=4, hidden=2], f32>, !mt.tensor<[seq=3], f32>
+}

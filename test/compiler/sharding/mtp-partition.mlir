@@ -72,27 +72,37 @@ module attributes {mt.outlined, mt.parallel = {sp = true, tp = 4 : i64}} {
 
 // -----
 
-// Tests the vocabulary split: the embedding lookup gathers the table (the
-// vocabulary-parallel lookup is not built yet), the logits stay split, and a mean over the
+// Tests the vocabulary split (Megatron's vocabulary-parallel embedding and loss): the
+// lookup reads only this rank's rows of the table (mtp.layout tells the lowering which) and
+// its partial sums are all-reduced; the logits stay split; their maximum over the split
+// vocabulary is a partial maximum, combined at once by a max all-reduce; a mean over the
 // split vocabulary is this rank's local mean scaled by 1/2 (its share of the global mean),
 // summed by an all_reduce for the replicated loss.
 // CHECK-LABEL: func.func @forward
-// CHECK: %[[T:.*]] = mtp.from_local %arg1 : <[vocab=8, hidden=4], f32> -> <[vocab=16, hidden=4], f32, <[tp = 2]>, split {vocab = [tp]}>
-// CHECK: mtp.all_gather %[[T]] over "tp" along "vocab" {{.*}} -> <[vocab=16, hidden=4], f32, <[tp = 2]>>
-// CHECK: mt.gather {{.*}} : <[vocab=16, hidden=4], f32>, <[seq=4], i32> -> <[seq=4, hidden=4], f32>
-// CHECK: mt.contract {{.*}} -> <[seq=4, vocab=8], f32>
+// CHECK-NOT: mtp.all_gather
+// CHECK: %[[X:.*]] = mt.gather %arg1, %arg0 over vocab {mtp.layout = !mtp.tensor<[vocab=16, hidden=4], f32, <[tp = 2]>, split {vocab = [tp]}>} : <[vocab=8, hidden=4], f32>, <[seq=4], i32> -> <[seq=4, hidden=4], f32>
+// CHECK: %[[P:.*]] = mtp.from_local %[[X]] : <[seq=4, hidden=4], f32> -> <[seq=4, hidden=4], f32, <[tp = 2]>, partial [tp]>
+// CHECK: mtp.all_reduce %[[P]] over ["tp"] :
+// CHECK: %[[LOGITS:.*]] = mt.contract {{.*}} -> <[seq=4, vocab=8], f32>
+// CHECK: %[[LMAX:.*]] = mt.reduce_max %[[LOGITS]] over [vocab] : <[seq=4, vocab=8], f32> -> <[seq=4], f32>
+// CHECK: %[[PMAX:.*]] = mtp.from_local %[[LMAX]] {{.*}} partial [tp]>
+// CHECK: %[[GMAX:.*]] = mtp.all_reduce %[[PMAX]] over ["tp"] {reduction = "max"}
+// CHECK: %[[MAX:.*]] = mtp.to_local %[[GMAX]]
+// CHECK: mt.sub %[[LOGITS]], %[[MAX]]
 // CHECK: %[[M:.*]] = mt.reduce_mean {{.*}} over [seq, vocab] : <[seq=4, vocab=8], f32> -> <[], f32>
 // CHECK: %[[HALF:.*]] = mt.constant 5.000000e-01 : <[], f32>
 // CHECK: %[[S:.*]] = mt.mul %[[M]], %[[HALF]]
-// CHECK: %[[P:.*]] = mtp.from_local %[[S]] : <[], f32> -> <[], f32, <[tp = 2]>, partial [tp]>
-// CHECK: mtp.all_reduce %[[P]] over ["tp"]
+// CHECK: %[[PS:.*]] = mtp.from_local %[[S]] : <[], f32> -> <[], f32, <[tp = 2]>, partial [tp]>
+// CHECK: mtp.all_reduce %[[PS]] over ["tp"] :
 module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
   mt.param @wte : !mt.tensor<[vocab=16, hidden=4], f32> init normal(2.000000e-02)
   func.func @forward(%tokens: !mt.tensor<[seq=4], i32>,
                      %wte: !mt.tensor<[vocab=16, hidden=4], f32> {mt.param = @wte}) -> !mt.tensor<[], f32> {
     %x = mt.gather %wte, %tokens over vocab : <[vocab=16, hidden=4], f32>, <[seq=4], i32> -> <[seq=4, hidden=4], f32>
     %logits = mt.contract %x, %wte over [hidden] : <[seq=4, hidden=4], f32>, <[vocab=16, hidden=4], f32> -> <[seq=4, vocab=16], f32>
-    %m = mt.reduce_mean %logits over [seq, vocab] : <[seq=4, vocab=16], f32> -> <[], f32>
+    %max = mt.reduce_max %logits over [vocab] : <[seq=4, vocab=16], f32> -> <[seq=4], f32>
+    %shifted = mt.sub %logits, %max : <[seq=4, vocab=16], f32>, <[seq=4], f32> -> <[seq=4, vocab=16], f32>
+    %m = mt.reduce_mean %shifted over [seq, vocab] : <[seq=4, vocab=16], f32> -> <[], f32>
     return %m : !mt.tensor<[], f32>
   }
 }

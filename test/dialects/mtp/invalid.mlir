@@ -149,3 +149,11 @@ func.func @to_local_wrong_shape(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s
   %y = mtp.to_local %x : !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}> -> !mt.tensor<[s=4], f32>
   return
 }
+
+// -----
+
+func.func @all_reduce_bad_reduction(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>) {
+  // expected-error @+1 {{reduction must be "sum" or "max", not "min"}}
+  %y = mtp.all_reduce %x over ["tp"] {reduction = "min"} : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  return
+}

@@ -84,3 +84,12 @@ func.func @slice_and_local_views(%x: !mt.tensor<[vocab=256, hidden=64], f32>)
       -> !mt.tensor<[vocab=128, hidden=64], f32>
   return %l : !mt.tensor<[vocab=128, hidden=64], f32>
 }
+
+// Tests a max all-reduce (partial maxima of a maximum over a split dimension).
+// CHECK-LABEL: func.func @max_all_reduce
+// CHECK: mtp.all_reduce %arg0 over ["tp"] {reduction = "max"} : <[s=4], f32, <[tp = 2]>, partial [tp]> -> <[s=4], f32, <[tp = 2]>>
+func.func @max_all_reduce(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>)
+    -> !mtp.tensor<[s=4], f32, <[tp = 2]>> {
+  %y = mtp.all_reduce %x over ["tp"] {reduction = "max"} : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  return %y : !mtp.tensor<[s=4], f32, <[tp = 2]>>
+}
