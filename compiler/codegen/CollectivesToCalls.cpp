@@ -109,18 +109,11 @@ Value blockCollective(OpBuilder &b, Location loc, StringRef function, int64_t ax
   return transposed(b, loc, result, back);
 }
 
-struct FromLocalLowering : OpConversionPattern<mtp::FromLocalOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(mtp::FromLocalOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOp(op, adaptor.getInput());
-    return success();
-  }
-};
-
-struct ToLocalLowering : OpConversionPattern<mtp::ToLocalOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult matchAndRewrite(mtp::ToLocalOp op, OpAdaptor adaptor,
+/// from_local / to_local: the same buffer either way.
+template <typename Op>
+struct LocalViewLowering : OpConversionPattern<Op> {
+  using OpConversionPattern<Op>::OpConversionPattern;
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     rewriter.replaceOp(op, adaptor.getInput());
     return success();
@@ -219,7 +212,7 @@ LogicalResult codegen::lowering::declareMeshFunctions(ModuleOp module) {
   });
   if (!partitioned)
     return success();
-  OpBuilder builder(module.getContext());
+  Builder builder(module.getContext());
   Type i64 = builder.getI64Type();
   std::pair<StringRef, FunctionType> declarations[] = {
       {kAllReduceFunction, builder.getFunctionType({i64, i64, i64, i64, i64, i64}, {})},
@@ -227,25 +220,13 @@ LogicalResult codegen::lowering::declareMeshFunctions(ModuleOp module) {
       {kReduceScatterFunction, builder.getFunctionType({i64, i64, i64, i64, i64}, {})},
       {kMeshCoordinateFunction, builder.getFunctionType({i64}, {i64})},
   };
-  for (auto [name, type] : declarations) {
-    if (Operation *existing = module.lookupSymbol(name)) {
-      auto func = dyn_cast<func::FuncOp>(existing);
-      if (func && func.isExternal() && func.getFunctionType() == type)
-        continue;
-      return existing->emitOpError() << "'" << name
-                                     << "' is reserved for the runtime's collectives: it "
-                                        "must be an external function of type "
-                                     << type;
-    }
-    builder.setInsertionPointToStart(module.getBody());
-    func::FuncOp::create(builder, module.getLoc(), name, type).setPrivate();
-  }
-  return success();
+  return declareRuntimeFunctions(module, declarations, "the runtime's collectives");
 }
 
 void codegen::lowering::populateCollectivePatterns(const TypeConverter &types,
                                                    RewritePatternSet &patterns) {
-  patterns.add<FromLocalLowering, ToLocalLowering, AllReduceLowering,
+  patterns.add<LocalViewLowering<mtp::FromLocalOp>, LocalViewLowering<mtp::ToLocalOp>,
+               AllReduceLowering,
                BlockCollectiveLowering<mtp::AllGatherOp, true>,
                BlockCollectiveLowering<mtp::ReduceScatterOp, false>, AllSliceLowering>(
       types, patterns.getContext());

@@ -634,6 +634,28 @@ bool isSupported(Operation *op) {
              mt::RepeatOp>(op);
 }
 
+} // namespace
+
+LogicalResult codegen::lowering::declareRuntimeFunctions(
+    ModuleOp module, ArrayRef<std::pair<StringRef, FunctionType>> declarations,
+    StringRef purpose) {
+  OpBuilder builder(module.getContext());
+  for (auto [name, type] : declarations) {
+    if (Operation *existing = module.lookupSymbol(name)) {
+      auto func = dyn_cast<func::FuncOp>(existing);
+      if (func && func.isExternal() && func.getFunctionType() == type)
+        continue;
+      return existing->emitOpError() << "'" << name << "' is reserved for " << purpose
+                                     << ": it must be an external function of type " << type;
+    }
+    builder.setInsertionPointToStart(module.getBody());
+    func::FuncOp::create(builder, module.getLoc(), name, type).setPrivate();
+  }
+  return success();
+}
+
+namespace {
+
 struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
   void getDependentDialects(DialectRegistry &registry) const override {
     MTToLinalgPassBase::getDependentDialects(registry);

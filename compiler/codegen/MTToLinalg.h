@@ -132,6 +132,14 @@ mlir::Value meshCoordinate(mlir::OpBuilder &builder, mlir::Location loc, int64_t
 mlir::Value partStart(mlir::OpBuilder &builder, mlir::Location loc,
                       mtp::ShardedTensorType layout, llvm::StringRef dim);
 
+/// Declares each (name, type) of `declarations` as an external function of `module` (the
+/// runtime defines them), once; fails if a name is taken by anything else, saying it is
+/// reserved for `purpose`.
+mlir::LogicalResult
+declareRuntimeFunctions(mlir::ModuleOp module,
+                        llvm::ArrayRef<std::pair<llvm::StringRef, mlir::FunctionType>> declarations,
+                        llvm::StringRef purpose);
+
 /// Declares the external kDropoutScaleFunction in `module` when a function of it has a
 /// dropout to lower; fails if the name is taken by anything else.
 mlir::LogicalResult declareDropoutScale(mlir::ModuleOp module);

@@ -180,7 +180,7 @@ LogicalResult codegen::lowering::declareDropoutScale(ModuleOp module) {
   });
   if (!hasDropout)
     return success();
-  OpBuilder builder(module.getContext());
+  Builder builder(module.getContext());
   Type i64 = builder.getI64Type();
   // The decision, and the layer instance it depends on (set by scans, see ScanToSCF.cpp).
   std::pair<StringRef, FunctionType> declarations[] = {
@@ -188,20 +188,7 @@ LogicalResult codegen::lowering::declareDropoutScale(ModuleOp module) {
        builder.getFunctionType({i64, i64, builder.getF64Type()}, {builder.getF32Type()})},
       {kDropoutLayerFunction, builder.getFunctionType({i64}, {})},
   };
-  for (auto [name, type] : declarations) {
-    if (Operation *existing = module.lookupSymbol(name)) {
-      auto func = dyn_cast<func::FuncOp>(existing);
-      if (func && func.isExternal() && func.getFunctionType() == type)
-        continue;
-      return existing->emitOpError() << "'" << name
-                                     << "' is reserved for dropout: it must be an external "
-                                        "function of type "
-                                     << type;
-    }
-    builder.setInsertionPointToStart(module.getBody());
-    func::FuncOp::create(builder, module.getLoc(), name, type).setPrivate();
-  }
-  return success();
+  return declareRuntimeFunctions(module, declarations, "dropout");
 }
 
 void codegen::lowering::populateRopeDropoutPatterns(const TypeConverter &types,
