@@ -9,6 +9,10 @@
 //     call @mtc_all_reduce(axis, dtype, op, ptr(%in), ptr(%out), count)
 //     %y   = bufferization.to_tensor %out restrict writable
 //
+// The call sees addresses, not memrefs: the buffers must live until it returns, which holds
+// because ownership-based deallocation frees at the end of the block (a memory planner that
+// frees after the last memref use must count these calls as uses).
+//
 // The runtime's gathers and scatters move contiguous blocks, one per rank: a dimension
 // gathered or scattered other than the outermost is transposed to the front first and
 // back after. `all_slice` needs no communication: an `extract_slice` at this rank's
