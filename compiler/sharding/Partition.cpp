@@ -16,7 +16,6 @@
 #include "dialects/mtp/IR/MTPOps.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mtc::sharding {
@@ -31,8 +30,9 @@ using mtp::ShardedTensorType;
 
 namespace {
 
-/// A layout being decided: the axis splitting each dimension (at most one per dimension;
-/// the mesh has only `tp` so far) and the axes over which values are partial sums.
+/// A layout being decided: the axis splitting each dimension (at most one per dimension:
+/// the specs never split one dimension over both `dp` and `tp`) and the axes over which
+/// values are partial sums.
 struct Layout {
   llvm::StringMap<std::string> split;
   llvm::SmallVector<std::string, 1> partial;
@@ -95,8 +95,8 @@ private:
   }
 
   /// How a partial operand of global type `type` is summed when its consumer cannot take
-  /// partial sums: reduce-scatter along `prefer` (a dimension the consumer wants split
-  /// over the axis) or, with sequence parallelism, along `seq`; all-reduce otherwise.
+  /// partial sums: reduce-scatter along a dimension of `wanted` (the splits the consumer's
+  /// other operands have) or, with sequence parallelism, along `seq`; all-reduce otherwise.
   Layout resolvePartial(NamedTensorType type, const Layout &layout,
                         const llvm::StringMap<std::string> &wanted) {
     Layout result = layout;
@@ -479,9 +479,8 @@ private:
   /// embedding_grad: a sum over the index positions, so splits of the positions become
   /// partial sums; the table's other dimensions keep the gradient's splits, the indexed
   /// one is whole.
-  Decision embeddingGrad(mt::EmbeddingGradOp op, const Layout &indices, const Layout &grad) {
+  Decision embeddingGrad(mt::EmbeddingGradOp op, const Layout &grad) {
     auto indicesType = cast<NamedTensorType>(op.getIndices().getType());
-    auto gradType = cast<NamedTensorType>(op.getGrad().getType());
     auto resultType = cast<NamedTensorType>(op.getResult().getType());
     // Vocabulary parallelism: when the layout splits the table's indexed dimension and the
     // gradient does not use that axis, each rank accumulates only the rows it holds.
@@ -529,11 +528,9 @@ private:
         else
           result.split[dim] = axis->str();
       }
-    (void)indices;
     Decision d;
     d.operands = {restrict(g.split, indicesType), g};
     d.results.push_back(result);
-    (void)gradType;
     return d;
   }
 
@@ -645,7 +642,7 @@ LogicalResult Partitioner::partitionOp(Operation *op, FunctionState &state) {
   } else if (auto g = dyn_cast<mt::GatherOp>(op))
     d = gather(g, in[0], in[1]);
   else if (auto e = dyn_cast<mt::EmbeddingGradOp>(op))
-    d = embeddingGrad(e, in[0], in[1]);
+    d = embeddingGrad(e, in[1]);
   else
     d = replicatedRule(op); // constants, iota and the ops without a sharded form
 
