@@ -10,16 +10,22 @@ namespace mtc::rt {
 namespace {
 
 /// Checks one buffer of `fn` against the plan's tables; `where` names it for messages.
-Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &where) {
+/// `optimizerStep`: the buffer is optimizer_step's, whose gradients are laid out by the
+/// optimizer layout (as states always are).
+Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &where,
+                  bool optimizerStep) {
   auto mismatch = [&](std::string_view table, const std::vector<Dim> &dims) {
     return makeError(where, ": ", bufferKindName(b.kind), " '", b.name, "' is ",
                      formatDims(b.dims), " but the ", table, " table says ", formatDims(dims));
   };
   // Parameters, states and gradients are this rank's shards: the local dims of the layout.
-  auto localMismatch = [&](const ParamInfo &p, const std::vector<Dim> &local) {
+  auto localMismatch = [&](const ParamInfo &p, const ParamLayout &layout,
+                           const std::vector<Dim> &local) {
     return makeError(where, ": ", bufferKindName(b.kind), " '", b.name, "' is ",
-                     formatDims(b.dims), " but the layout of parameter '", p.name, "' (",
-                     plan.describeLayout(p), ") gives the local dims ", formatDims(local));
+                     formatDims(b.dims), " but the ",
+                     &layout == &p.layout ? "layout" : "optimizer layout", " of parameter '",
+                     p.name, "' (", plan.describeLayout(p.dims, layout),
+                     ") gives the local dims ", formatDims(local));
   };
   switch (b.kind) {
   case BufferKind::Input:
@@ -33,8 +39,10 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
     if (!p)
       return makeError(where, ": ", bufferKindName(b.kind), " '", b.name,
                        "' is not a parameter of the plan");
-    if (std::vector<Dim> local = plan.localDims(*p); local != b.dims)
-      return p->layout.replicated() ? mismatch("parameter", p->dims) : localMismatch(*p, local);
+    const ParamLayout &layout =
+        b.kind == BufferKind::Grad && optimizerStep ? p->stateLayout() : p->layout;
+    if (std::vector<Dim> local = plan.localDims(p->dims, layout); local != b.dims)
+      return layout.replicated() ? mismatch("parameter", p->dims) : localMismatch(*p, layout, local);
     break;
   }
   case BufferKind::State: {
@@ -45,8 +53,9 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
     if (!found)
       return makeError(where, ": state '", b.name, "' is not in the plan's optimizer state table");
     const ParamInfo &p = plan.params[found->paramIndex];
-    if (std::vector<Dim> local = plan.localDims(p); local != b.dims)
-      return p.layout.replicated() ? mismatch("state", found->dims) : localMismatch(p, local);
+    const ParamLayout &layout = p.stateLayout();
+    if (std::vector<Dim> local = plan.localDims(p.dims, layout); local != b.dims)
+      return layout.replicated() ? mismatch("state", found->dims) : localMismatch(p, layout, local);
     break;
   }
   case BufferKind::Loss:
@@ -76,7 +85,7 @@ Error resolve(void *library, const Plan &plan, const std::optional<KernelFunctio
   }
   for (const auto *side : {&fn->inputs, &fn->outputs})
     for (const KernelBuffer &b : *side)
-      if (Error err = checkBuffer(plan, b, where); !err.ok())
+      if (Error err = checkBuffer(plan, b, where, name == "optimizer_step"); !err.ok())
         return err;
   void *symbol = ::dlsym(library, fn->symbol.c_str());
   if (!symbol)

@@ -11,7 +11,7 @@ Expected<RankMesh> RankMesh::create(const Plan &plan, Communicator *world) {
   m.world_ = world;
   int worldRank = world ? world->rank() : 0;
   int worldSize = world ? world->size() : 1;
-  Expected<MeshPlacement> placement = placeRank(plan.mesh, worldRank, worldSize);
+  Expected<MeshPlacement> placement = placePlanRank(plan, worldRank, worldSize);
   if (!placement)
     return placement.takeError();
   m.placement_ = std::move(*placement);
@@ -24,6 +24,9 @@ Expected<RankMesh> RankMesh::create(const Plan &plan, Communicator *world) {
     return m;
   }
   const std::vector<int64_t> &coords = m.placement_.coordinates;
+  // Which copy of the whole mesh this rank is in (0 with a data-parallel axis).
+  const int64_t replica = worldRank / m.placement_.meshSize;
+  m.firstModelGroup_ = replica == 0;
   auto split = [&](int64_t color, int64_t key, std::string_view what) -> Expected<Communicator *> {
     Expected<std::unique_ptr<Communicator>> c =
         world->split(static_cast<int>(color), static_cast<int>(key));
@@ -36,7 +39,7 @@ Expected<RankMesh> RankMesh::create(const Plan &plan, Communicator *world) {
   for (size_t i = 0; i < plan.mesh.size(); ++i) {
     if (plan.mesh[i].size == 1)
       continue;
-    int64_t color = m.placement_.dpIndex;
+    int64_t color = replica;
     for (size_t j = 0; j < plan.mesh.size(); ++j)
       if (j != i)
         color = color * plan.mesh[j].size + coords[j];
@@ -46,6 +49,13 @@ Expected<RankMesh> RankMesh::create(const Plan &plan, Communicator *world) {
       return c.takeError();
     m.context_.axes[i].comm = *c;
   }
+  if (plan.dataParallelAxis) {
+    // Data parallelism is a mesh axis: its communicator is the data-parallel group, and the
+    // optimizer state is split over it, so one copy of the model and state is the world.
+    m.dataParallel_ = m.context_.axes[*plan.dataParallelAxis].comm;
+    m.modelGroup_ = world;
+    return m;
+  }
   if (m.placement_.dpSize > 1) {
     Expected<Communicator *> dp =
         split(m.placement_.meshIndex, m.placement_.dpIndex, "data-parallel");
@@ -53,7 +63,7 @@ Expected<RankMesh> RankMesh::create(const Plan &plan, Communicator *world) {
       return dp.takeError();
     m.dataParallel_ = *dp;
   }
-  Expected<Communicator *> group = split(m.placement_.dpIndex, m.placement_.meshIndex, "model group");
+  Expected<Communicator *> group = split(replica, m.placement_.meshIndex, "model group");
   if (!group)
     return group.takeError();
   m.modelGroup_ = *group;
@@ -74,8 +84,9 @@ Expected<TrainingState> shardState(const Plan &plan, const TrainingState &global
   TrainingState local;
   local.step = global.step;
   try {
-    auto take = [&](const TrainingState::Tensor &t, const ParamInfo &p) -> Expected<TrainingState::Tensor> {
-      ShardBox box = shardBox(plan, p, coordinates);
+    auto take = [&](const TrainingState::Tensor &t, const ParamInfo &p,
+                    const ParamLayout &layout) -> Expected<TrainingState::Tensor> {
+      ShardBox box = shardBox(p.dims, layout, plan.mesh, coordinates);
       if (static_cast<int64_t>(t.values.size()) != box.globalElements())
         return makeError("tensor '", t.name, "' has ", t.values.size(), " elements, but ",
                          box.globalElements(), " whole");
@@ -85,14 +96,15 @@ Expected<TrainingState> shardState(const Plan &plan, const TrainingState &global
       return out;
     };
     for (size_t i = 0; i < plan.params.size(); ++i) {
-      Expected<TrainingState::Tensor> t = take(global.params[i], plan.params[i]);
+      Expected<TrainingState::Tensor> t =
+          take(global.params[i], plan.params[i], plan.params[i].layout);
       if (!t)
         return t.takeError();
       local.params.push_back(std::move(*t));
     }
     for (size_t i = 0; i < plan.states.size(); ++i) {
-      Expected<TrainingState::Tensor> t =
-          take(global.states[i], plan.params[plan.states[i].paramIndex]);
+      const ParamInfo &p = plan.params[plan.states[i].paramIndex];
+      Expected<TrainingState::Tensor> t = take(global.states[i], p, p.stateLayout());
       if (!t)
         return t.takeError();
       local.states.push_back(std::move(*t));
@@ -120,11 +132,11 @@ Expected<TrainingState> gatherState(const Plan &plan, const TrainingState &local
     for (int64_t k = 0; k < placement.meshSize; ++k)
       coords.push_back(meshCoordinates(plan.mesh, k));
     std::vector<float> gathered;
-    auto gather = [&](const TrainingState::Tensor &t, const ParamInfo &p,
+    auto gather = [&](const TrainingState::Tensor &t, const ParamInfo &p, const ParamLayout &layout,
                       std::string_view kind) -> Expected<TrainingState::Tensor> {
-      if (p.layout.replicated())
+      if (layout.replicated())
         return t;
-      ShardBox mine = shardBox(plan, p, placement.coordinates);
+      ShardBox mine = shardBox(p.dims, layout, plan.mesh, placement.coordinates);
       size_t count = size_t(mine.localElements());
       if (t.values.size() != count)
         return makeError(kind, " '", t.name, "' has ", t.values.size(),
@@ -136,19 +148,21 @@ Expected<TrainingState> gatherState(const Plan &plan, const TrainingState &local
       TrainingState::Tensor out{t.name, mine.globalShape,
                                 std::vector<float>(size_t(mine.globalElements()))};
       for (int64_t k = 0; k < placement.meshSize; ++k)
-        insertShard(shardBox(plan, p, coords[size_t(k)]), gathered.data() + size_t(k) * count,
-                    out.values.data());
+        insertShard(shardBox(p.dims, layout, plan.mesh, coords[size_t(k)]),
+                    gathered.data() + size_t(k) * count, out.values.data());
       return out;
     };
     for (size_t i = 0; i < plan.params.size(); ++i) {
-      Expected<TrainingState::Tensor> t = gather(local.params[i], plan.params[i], "parameter");
+      Expected<TrainingState::Tensor> t =
+          gather(local.params[i], plan.params[i], plan.params[i].layout, "parameter");
       if (!t)
         return t.takeError();
       global.params.push_back(std::move(*t));
     }
     for (size_t i = 0; i < plan.states.size(); ++i) {
+      const ParamInfo &p = plan.params[plan.states[i].paramIndex];
       Expected<TrainingState::Tensor> t =
-          gather(local.states[i], plan.params[plan.states[i].paramIndex], "optimizer state");
+          gather(local.states[i], p, p.stateLayout(), "optimizer state");
       if (!t)
         return t.takeError();
       global.states.push_back(std::move(*t));

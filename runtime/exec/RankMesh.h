@@ -13,7 +13,12 @@
 //     which checkpoints and exports gather the shards.
 //
 // Without a mesh (or a mesh of one rank) nothing is split: the data-parallel group is the
-// world itself, as before tensor parallelism. Every split is collective over the world: all
+// world itself, as before tensor parallelism.
+//
+// With a data-parallel axis (plan `mesh.data_parallel_axis`, the distributed optimizer) the
+// world is exactly the mesh: the data-parallel group is that axis' communicator, and the
+// model group is the whole world, since the optimizer state is split over the data-parallel
+// ranks too (gatherState gathers every tensor by its own layout over it). Every split is collective over the world: all
 // ranks create their RankMesh at the same point.
 //
 // `shardState` and `gatherState` convert between whole tensors (checkpoints, exports, the
@@ -51,8 +56,13 @@ public:
   const MeshContext &context() const { return context_; }
   /// The data-parallel group (null when this rank is alone in it and there is no world).
   Communicator *dataParallel() const { return dataParallel_; }
-  /// The ranks holding one copy of the model (null when the mesh has one rank).
+  /// The ranks holding one copy of the model and its optimizer state (null when the mesh has
+  /// one rank): the ranks of one data-parallel index, or, with a data-parallel axis, the
+  /// whole world (rank = mesh index).
   Communicator *modelGroup() const { return modelGroup_; }
+  /// Whether this rank is in the first model group (the one whose shards checkpoints and
+  /// exports gather): data-parallel index 0, or every rank with a data-parallel axis.
+  bool inFirstModelGroup() const { return firstModelGroup_; }
   /// Whether the model is partitioned (mesh size > 1).
   bool partitioned() const { return placement_.meshSize > 1; }
   /// Bytes this rank sent over the world and every communicator split from it.
@@ -66,17 +76,20 @@ private:
   Communicator *world_ = nullptr;
   Communicator *dataParallel_ = nullptr;
   Communicator *modelGroup_ = nullptr;
+  bool firstModelGroup_ = true;
   std::vector<std::unique_ptr<Communicator>> owned_;
 };
 
 /// A state of parameters and optimizer states in local shapes: the shard at `coordinates` of
-/// every tensor of `global` (whole tensors in the plan's tables; a replicated one is copied).
+/// every tensor of `global` (whole tensors in the plan's tables; a replicated one is copied),
+/// parameters by their layout and states by their optimizer layout.
 Expected<TrainingState> shardState(const Plan &plan, const TrainingState &global,
                                    const std::vector<int64_t> &coordinates);
 
 /// Whole tensors from the shards of the ranks of this rank's model group: collective over
-/// mesh.modelGroup() (every rank of the group calls it; the all-gathers move f32 values).
-/// Without partitioning, a copy of `local`.
+/// mesh.modelGroup() (every rank of the group calls it; the all-gathers move f32 values),
+/// each tensor by its own layout (states by their optimizer layout). Without partitioning, a
+/// copy of `local`.
 Expected<TrainingState> gatherState(const Plan &plan, const TrainingState &local,
                                     const RankMesh &mesh);
 

@@ -125,7 +125,7 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
         isParam ? t.state_.params[i] : t.state_.states[i - plan.params.size()];
     const ParamInfo &p =
         isParam ? plan.params[i] : plan.params[plan.states[i - plan.params.size()].paramIndex];
-    std::vector<Dim> local = plan.localDims(p);
+    std::vector<Dim> local = isParam ? plan.localDims(p) : plan.optimizerLocalDims(p);
     if (tensor.shape != dimSizes(local) ||
         static_cast<int64_t>(tensor.values.size()) != numElements(local))
       return makeError(plan.dir.string(), ": ", isParam ? "parameter '" : "optimizer state '",
@@ -146,6 +146,18 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     return makeError(plan.dir.string(), ": the global batch (", global,
                      ") is not a multiple of the kernels' micro-batch (", t.microBatchSize_, ")");
   t.microBatches_ = global / t.microBatchSize_;
+  if (plan.dataParallelAxis) {
+    // The distributed optimizer: data parallelism is the mesh axis, whose communicator this
+    // must be.
+    const MeshAxis &axis = plan.mesh[*plan.dataParallelAxis];
+    int64_t given = dataParallel ? dataParallel->size() : 1;
+    if (given != axis.size)
+      return makeError(plan.dir.string(), ": the plan's data-parallel axis '", axis.name,
+                       "' has ", axis.size, " ranks, but the trainer's data-parallel group has ",
+                       given);
+    t.distributedOptimizer_ = true;
+    t.dpSize_ = axis.size;
+  }
   if (dataParallel && t.microBatches_ % dataParallel->size() != 0)
     return makeError("the global batch of ", global, " sequences is ", t.microBatches_,
                      " micro-batches of ", t.microBatchSize_, ", which ", dataParallel->size(),
@@ -161,14 +173,42 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     return std::move(err).withContext(plan.dir.string());
   try {
     t.next_ = t.state_;
-    size_t total = 0;
-    for (const TrainingState::Tensor &p : t.state_.params) {
-      t.gradOffsets_.push_back(total);
-      total += p.values.size();
+    // The gradients that are all-reduced first, then those reduce-scattered (the distributed
+    // optimizer's), each group in table order.
+    size_t n = t.state_.params.size();
+    t.gradOffsets_.assign(n, 0);
+    t.shardOf_.assign(n, std::nullopt);
+    std::vector<std::optional<size_t>> shardDim(n);
+    if (t.distributedOptimizer_)
+      for (size_t i = 0; i < n; ++i)
+        shardDim[i] = plan.dataParallelShardDim(plan.params[i]);
+    size_t total = 0, shardTotal = 0;
+    for (bool sharded : {false, true}) {
+      for (size_t i = 0; i < n; ++i) {
+        if (shardDim[i].has_value() != sharded)
+          continue;
+        t.gradOffsets_[i] = total;
+        const TrainingState::Tensor &p = t.state_.params[i];
+        if (sharded) {
+          size_t elements = p.values.size() / size_t(t.dpSize_);
+          t.shardOf_[i] = t.shardSpecs_.size();
+          t.shardSpecs_.push_back(
+              GradientShardSpec{p.name, p.shape, *shardDim[i], total, shardTotal, elements});
+          shardTotal += elements;
+        }
+        total += p.values.size();
+      }
+      if (!sharded)
+        t.allReducedElements_ = total;
     }
     t.grads_.assign(total, 0.0f);
     if (t.microBatches_ > 1)
       t.microGrads_.assign(total, 0.0f);
+    t.gradShards_.assign(shardTotal, 0.0f);
+    // The packed blocks fill the second gradient buffer's reduce-scattered part when there is
+    // one (it is free once the micro-batches are summed).
+    if (t.microGrads_.empty() && shardTotal > 0)
+      t.packed_.assign(total - t.allReducedElements_, 0.0f);
     t.tokens_.resize(size_t(t.microBatchSize_ * t.seqLen_));
     t.labels_.resize(t.tokens_.size());
   } catch (const std::bad_alloc &) {
@@ -179,8 +219,37 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
 
 int64_t Trainer::bufferBytes() const {
   return state_.bytes() + next_.bytes() +
-         static_cast<int64_t>((grads_.size() + microGrads_.size()) * sizeof(float) +
+         static_cast<int64_t>((grads_.size() + microGrads_.size() + gradShards_.size() +
+                               packed_.size()) *
+                                  sizeof(float) +
                               (tokens_.size() + labels_.size()) * sizeof(int32_t));
+}
+
+float *Trainer::optimizerGrad(size_t param) {
+  if (const std::optional<size_t> &spec = shardOf_[param])
+    return gradShards_.data() + shardSpecs_[*spec].shardOffset;
+  return grad(grads_, param);
+}
+
+Error Trainer::reduceOverDataParallel(double &lossSum, int64_t step) {
+  if (distributedOptimizer_ && !shardSpecs_.empty()) {
+    float *packed = packed_.empty() ? microGrads_.data() + allReducedElements_ : packed_.data();
+    if (Error err = reduceScatterGradients(dataParallel_, dpSize_, shardSpecs_, grads_.data(),
+                                           packed, gradShards_.data());
+        !err.ok())
+      return std::move(err).withContext(concat(
+          "step ", step + 1, ": reduce-scatter of the gradients over the data-parallel ranks"));
+  }
+  if (!dataParallel_)
+    return Error::success();
+  if (allReducedElements_ > 0)
+    if (Error err = dataParallel_->allReduceSum(grads_.data(), allReducedElements_); !err.ok())
+      return std::move(err).withContext(
+          concat("step ", step + 1, ": all-reduce of the gradients over the data-parallel ranks"));
+  if (Error err = dataParallel_->allReduceSum(&lossSum, 1); !err.ok())
+    return std::move(err).withContext(
+        concat("step ", step + 1, ": all-reduce of the loss over the data-parallel ranks"));
+  return Error::success();
 }
 
 int64_t Trainer::peakBytes() const { return bufferBytes() + kernelPeakBytes(); }
@@ -232,14 +301,8 @@ Expected<StepStats> Trainer::step() {
         grads_[j] += microGrads_[j];
     first = false;
   }
-  if (dataParallel_) {
-    if (Error err = dataParallel_->allReduceSum(grads_.data(), grads_.size()); !err.ok())
-      return std::move(err).withContext(
-          concat("step ", step + 1, ": all-reduce of the gradients over the data-parallel ranks"));
-    if (Error err = dataParallel_->allReduceSum(&lossSum, 1); !err.ok())
-      return std::move(err).withContext(
-          concat("step ", step + 1, ": all-reduce of the loss over the data-parallel ranks"));
-  }
+  if (Error err = reduceOverDataParallel(lossSum, step); !err.ok())
+    return err;
   double meanLoss = lossSum / static_cast<double>(microBatches_);
   if (!std::isfinite(meanLoss))
     return makeError("step ", step + 1, ": the loss is ", meanLoss,
@@ -259,7 +322,7 @@ Expected<StepStats> Trainer::step() {
       buffers.push_back(&gradScale);
       break;
     case BufferKind::Grad:
-      buffers.push_back(grad(grads_, b.index));
+      buffers.push_back(optimizerGrad(b.index));
       break;
     case BufferKind::Param:
       buffers.push_back(target.params[b.index].values.data());

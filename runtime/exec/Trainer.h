@@ -24,6 +24,17 @@
 // optimizer writes the new parameters and state into a second set of buffers, swapped in
 // after the call (kernel outputs must not alias inputs).
 //
+// With the distributed optimizer (a plan whose mesh names a `data_parallel_axis`; docs/plan-
+// format.md "Distributed optimizer") data parallelism is that mesh axis: `dataParallel` is its
+// communicator (rank = data-parallel coordinate, which deals the micro-batches), and instead
+// of all-reducing every gradient the step reduce-scatters over it the gradient of each
+// parameter whose optimizer layout splits a dimension over the axis (GradientSharding.h), so
+// the rank keeps only its block of the summed gradient; the others are all-reduced as before,
+// and so is the loss. optimizer_step then takes those gradient shards and the rank's shards
+// of the optimizer state (the optimizer layout) with the whole (tensor-parallel local)
+// parameters; it all-gathers the updated parameters over the axis itself, and all-reduces
+// the squared gradient norm, so every rank ends with the same parameters and norm.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_EXEC_TRAINER_H
@@ -31,6 +42,7 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/data/TokenSource.h"
+#include "runtime/exec/GradientSharding.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/MeshCollectives.h"
 #include "runtime/exec/TrainingState.h"
@@ -58,7 +70,8 @@ public:
   /// kernels' collectives run over; null for a plan without a mesh of more than one rank. The
   /// plan, kernels, data and communicator must outlive the trainer. Fails when the batch
   /// settings, the kernels, the state's shapes and the data-parallel degree do not fit
-  /// together.
+  /// together. With a data-parallel axis in the plan, `dataParallel` must be that axis'
+  /// communicator (RankMesh::dataParallel()) and the state hold the optimizer state's shards.
   static Expected<Trainer> create(const Plan &plan, const KernelLibrary &kernels,
                                   TrainingState state, const TokenSource &data,
                                   int64_t globalBatch = 0, Communicator *dataParallel = nullptr,
@@ -72,8 +85,11 @@ public:
   int64_t microBatches() const { return microBatches_; }
   int64_t microBatchSize() const { return microBatchSize_; }
   int64_t sequenceLength() const { return seqLen_; }
-  /// Bytes of the buffers the trainer holds (parameters and state twice, gradients twice,
-  /// the token buffers); the kernels' own temporaries come on top.
+  /// Bytes of the buffers the trainer holds (parameters and state twice, gradients twice when
+  /// there are several micro-batches, the token buffers; with the distributed optimizer the
+  /// gradient shards too, and a buffer for the packed blocks of the sharded gradients when
+  /// there is one micro-batch, the second gradient buffer serving otherwise); the kernels'
+  /// own temporaries come on top.
   int64_t bufferBytes() const;
   /// The most bytes this rank has held for training: bufferBytes() plus the high-water mark
   /// of the kernels' temporaries in this process (KernelMemory.h). What the plan's
@@ -89,6 +105,11 @@ private:
   float *grad(std::vector<float> &storage, size_t param) {
     return storage.data() + gradOffsets_[param];
   }
+  /// The gradient optimizer_step takes for `param`: its shard with the distributed optimizer,
+  /// else the whole (all-reduced) gradient.
+  float *optimizerGrad(size_t param);
+  /// Sums the gradients (and `lossSum`) over the data-parallel ranks.
+  Error reduceOverDataParallel(double &lossSum, int64_t step);
 
   /// Where the i-th buffer of a kernel call points, per buffer kind and table index.
   struct Binding {
@@ -110,9 +131,21 @@ private:
   MeshContext mesh_;
   TrainingState state_;
   TrainingState next_; // the optimizer's outputs
-  /// Every parameter's gradient in one buffer (one all-reduce), at gradOffsets_[param].
+  /// Every parameter's gradient in one buffer, at gradOffsets_[param]. The gradients that are
+  /// all-reduced come first, in [0, allReducedElements_) (one all-reduce); with the
+  /// distributed optimizer the reduce-scattered ones follow.
   std::vector<float> grads_, microGrads_;
   std::vector<size_t> gradOffsets_;
+  size_t allReducedElements_ = 0;
+  /// The distributed optimizer (a data-parallel axis in the plan): the gradients reduce-
+  /// scattered over dataParallel_ (dpSize_ ranks), the rank's shards of them, and where
+  /// each parameter's shard spec is (none: all-reduced). `packed_` is the scratch for the
+  /// packed blocks when microGrads_ cannot serve.
+  bool distributedOptimizer_ = false;
+  int64_t dpSize_ = 1;
+  std::vector<GradientShardSpec> shardSpecs_;
+  std::vector<std::optional<size_t>> shardOf_;
+  std::vector<float> gradShards_, packed_;
   std::vector<int32_t> tokens_, labels_;
   std::vector<Binding> forwardBackwardBindings_, optimizerBindings_;
   int64_t microBatches_ = 1, microBatchSize_ = 1, seqLen_ = 1;

@@ -34,7 +34,7 @@ Expected<TrainingState> TrainingState::initializeShards(const Plan &plan,
   state.params = std::move(*params).release();
   try {
     for (const StateInfo &s : plan.states) {
-      ShardBox box = shardBox(plan, plan.params[s.paramIndex], coordinates);
+      ShardBox box = optimizerShardBox(plan, plan.params[s.paramIndex], coordinates);
       state.states.push_back(
           Tensor{s.name, box.localShape, std::vector<float>(size_t(box.localElements()), 0.0f)});
     }

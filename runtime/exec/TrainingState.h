@@ -30,7 +30,8 @@ struct TrainingState {
   /// The state at step 0 of `plan`: initialised parameters, zero optimizer state.
   static Expected<TrainingState> initialize(const Plan &plan, unsigned threads = 0);
   /// The same for the rank at mesh `coordinates` (runtime/plan/Sharding.h): every tensor is
-  /// the rank's shard, in local shape, with the values of the whole tensor there.
+  /// the rank's shard, in local shape, with the values of the whole tensor there (parameters
+  /// by their layout, optimizer states by their parameter's optimizer layout).
   static Expected<TrainingState> initializeShards(const Plan &plan,
                                                   const std::vector<int64_t> &coordinates,
                                                   unsigned threads = 0);

@@ -176,33 +176,61 @@ int64_t Plan::meshSize() const {
   return n;
 }
 
-std::vector<Dim> Plan::localDims(const ParamInfo &param) const {
-  std::vector<Dim> dims = param.dims;
-  for (const DimSplit &split : param.layout.splits) {
-    if (split.dim >= dims.size())
+std::vector<Dim> Plan::localDims(const std::vector<Dim> &tensorDims,
+                                 const ParamLayout &layout) const {
+  std::vector<Dim> local = tensorDims;
+  for (const DimSplit &split : layout.splits) {
+    if (split.dim >= local.size())
       continue; // not from a loaded plan
     int64_t ways = 1;
     for (size_t axis : split.axes)
       if (axis < mesh.size())
         ways *= mesh[axis].size;
-    dims[split.dim].size /= ways;
+    local[split.dim].size /= ways;
   }
-  return dims;
+  return local;
 }
 
-std::string Plan::describeLayout(const ParamInfo &param) const {
-  if (param.layout.replicated())
+std::vector<Dim> Plan::localDims(const ParamInfo &param) const {
+  return localDims(param.dims, param.layout);
+}
+
+std::vector<Dim> Plan::optimizerLocalDims(const ParamInfo &param) const {
+  return localDims(param.dims, param.stateLayout());
+}
+
+const ParamLayout &Plan::stateLayout(const StateInfo &state) const {
+  static const ParamLayout replicated;
+  return state.paramIndex < params.size() ? params[state.paramIndex].stateLayout() : replicated;
+}
+
+std::optional<size_t> Plan::dataParallelShardDim(const ParamInfo &param) const {
+  if (!dataParallelAxis || !param.optimizerLayout)
+    return std::nullopt;
+  for (const DimSplit &split : param.optimizerLayout->splits)
+    if (split.axes.size() == 1 && split.axes[0] == *dataParallelAxis)
+      return split.dim;
+  return std::nullopt;
+}
+
+std::string Plan::describeLayout(const std::vector<Dim> &tensorDims,
+                                 const ParamLayout &layout) const {
+  if (layout.replicated())
     return "replicated";
   std::string s;
-  for (const DimSplit &split : param.layout.splits) {
+  for (const DimSplit &split : layout.splits) {
     if (!s.empty())
       s.append(", ");
-    s.append(split.dim < param.dims.size() ? param.dims[split.dim].name : "?").append(" over ");
+    s.append(split.dim < tensorDims.size() ? tensorDims[split.dim].name : "?").append(" over ");
     for (size_t i = 0; i < split.axes.size(); ++i)
       s.append(i ? " x " : "")
           .append(split.axes[i] < mesh.size() ? mesh[split.axes[i]].name : "?");
   }
   return s;
+}
+
+std::string Plan::describeLayout(const ParamInfo &param) const {
+  return describeLayout(param.dims, param.layout);
 }
 
 //===----------------------------------------------------------------------===//
@@ -684,8 +712,19 @@ InitSpec readInit(const JsonValue &v, const std::string &path) {
   return init;
 }
 
-/// `mesh`: `{"axes": [{"name", "size"}, ...]}`.
-std::vector<MeshAxis> readMesh(const JsonValue &v, const std::string &path) {
+/// "tp, cp" or "(the plan has no mesh)" for messages.
+std::string meshAxisNames(const std::vector<MeshAxis> &mesh) {
+  if (mesh.empty())
+    return "the plan has no mesh";
+  std::string s = "mesh axes: ";
+  for (size_t i = 0; i < mesh.size(); ++i)
+    s.append(i ? ", " : "").append(mesh[i].name);
+  return s;
+}
+
+/// `mesh`: `{"axes": [{"name", "size"}, ...], "data_parallel_axis": "<axis>"}` into
+/// plan.mesh and plan.dataParallelAxis.
+void readMesh(const JsonValue &v, const std::string &path, Plan &plan) {
   const JsonObject &o = asObject(v, path);
   std::string axesPath = member(path, "axes");
   const JsonArray &a = asArray(get(o, path, "axes"), axesPath);
@@ -704,22 +743,31 @@ std::vector<MeshAxis> readMesh(const JsonValue &v, const std::string &path) {
       fail(axesPath, "the mesh has more than 2^31 ranks");
     axes.push_back(std::move(axis));
   }
-  return axes;
+  plan.mesh = std::move(axes);
+  if (const JsonValue *dp = o.find("data_parallel_axis")) {
+    std::string dpPath = member(path, "data_parallel_axis");
+    const std::string &name = asName(*dp, dpPath);
+    size_t axis = 0;
+    while (axis < plan.mesh.size() && plan.mesh[axis].name != name)
+      ++axis;
+    if (axis == plan.mesh.size())
+      fail(dpPath, concat("'", name, "' is not an axis of the mesh (",
+                          plan.mesh.empty() ? std::string("the mesh has no axes")
+                                            : meshAxisNames(plan.mesh),
+                          ")"));
+    if (axis != 0)
+      fail(dpPath, concat("the data-parallel axis '", name,
+                          "' must be the mesh's first (outermost) axis, but it is axis ", axis,
+                          " (", meshAxisNames(plan.mesh), ")"));
+    plan.dataParallelAxis = axis;
+  }
 }
 
-/// "tp, cp" or "(the plan has no mesh)" for messages.
-std::string meshAxisNames(const std::vector<MeshAxis> &mesh) {
-  if (mesh.empty())
-    return "the plan has no mesh";
-  std::string s = "mesh axes: ";
-  for (size_t i = 0; i < mesh.size(); ++i)
-    s.append(i ? ", " : "").append(mesh[i].name);
-  return s;
-}
-
-/// A parameter's `layout`: `{"split": {"<dim>": ["<axis>", ...], ...}}`.
+/// A parameter's `layout` or `optimizer_layout`: `{"split": {"<dim>": ["<axis>", ...], ...}}`.
+/// `forbiddenAxis` (the data-parallel axis, for `layout`) may split nothing.
 ParamLayout readLayout(const JsonValue &v, const std::string &path, const ParamInfo &param,
-                       const std::vector<MeshAxis> &mesh) {
+                       const std::vector<MeshAxis> &mesh,
+                       std::optional<size_t> forbiddenAxis = std::nullopt) {
   const JsonObject &o = asObject(v, path);
   ParamLayout layout;
   const JsonValue *splitValue = o.find("split");
@@ -757,6 +805,12 @@ ParamLayout readLayout(const JsonValue &v, const std::string &path, const ParamI
         fail(element(p, i),
              concat("parameter '", param.name, "': dimension '", dimName, "' is split over axis '",
                     axisName, "', which the mesh does not have (", meshAxisNames(mesh), ")"));
+      if (forbiddenAxis && axis == *forbiddenAxis)
+        fail(element(p, i),
+             concat("parameter '", param.name, "': dimension '", dimName,
+                    "' is split over the data-parallel axis '", axisName,
+                    "'; parameters are whole on every data-parallel rank (only the optimizer "
+                    "state is split over it, by optimizer_layout)"));
       if (!axisUsedBy[axis].empty())
         fail(element(p, i), concat("parameter '", param.name, "': axis '", axisName,
                                    "' splits both dimension '", axisUsedBy[axis],
@@ -779,8 +833,61 @@ ParamLayout readLayout(const JsonValue &v, const std::string &path, const ParamI
   return layout;
 }
 
+/// Checks a parameter's optimizer layout (read by readLayout at `path`) against its layout:
+/// every split of the layout kept, and exactly one more dimension split over the data-parallel
+/// axis `dpAxis` alone.
+void checkOptimizerLayout(const ParamLayout &optimizer, const std::string &path,
+                          const ParamInfo &param, const std::vector<MeshAxis> &mesh,
+                          size_t dpAxis) {
+  std::string splitPath = member(path, "split");
+  const std::string &dp = mesh[dpAxis].name;
+  auto axesOf = [&](const std::vector<size_t> &axes) {
+    std::string s;
+    for (size_t i = 0; i < axes.size(); ++i)
+      s.append(i ? " x " : "").append(mesh[axes[i]].name);
+    return s;
+  };
+  auto rule = [&] {
+    return concat("(the optimizer layout is the parameter's layout plus one more dimension split "
+                  "over the data-parallel axis '",
+                  dp, "')");
+  };
+  for (const DimSplit &s : param.layout.splits) {
+    const std::string &dimName = param.dims[s.dim].name;
+    auto it = std::find_if(optimizer.splits.begin(), optimizer.splits.end(),
+                           [&](const DimSplit &o) { return o.dim == s.dim; });
+    if (it == optimizer.splits.end() || it->axes != s.axes)
+      fail(splitPath, concat("parameter '", param.name, "': its layout splits dimension '",
+                             dimName, "' over ", axesOf(s.axes), " but its optimizer layout ",
+                             it == optimizer.splits.end() ? std::string("does not split it")
+                                                          : concat("over ", axesOf(it->axes)),
+                             " ", rule()));
+  }
+  size_t added = 0;
+  for (const DimSplit &o : optimizer.splits) {
+    if (std::any_of(param.layout.splits.begin(), param.layout.splits.end(),
+                    [&](const DimSplit &s) { return s.dim == o.dim; }))
+      continue;
+    const std::string &dimName = param.dims[o.dim].name;
+    if (o.axes != std::vector<size_t>{dpAxis})
+      fail(member(splitPath, dimName),
+           concat("parameter '", param.name, "': its optimizer layout splits dimension '",
+                  dimName, "' over ", axesOf(o.axes), ", which its layout does not split; ",
+                  "that dimension must be split over the data-parallel axis '", dp, "' alone ",
+                  rule()));
+    ++added;
+  }
+  if (added == 0)
+    fail(splitPath, concat("parameter '", param.name,
+                           "': its optimizer layout splits no dimension over the data-parallel "
+                           "axis '",
+                           dp, "' (leave optimizer_layout out when the state is whole) ",
+                           rule()));
+}
+
 ParamInfo readParam(const JsonValue &v, const std::string &path, size_t index,
-                    const std::vector<Dim> &modelDims, const std::vector<MeshAxis> &mesh) {
+                    const std::vector<Dim> &modelDims, const std::vector<MeshAxis> &mesh,
+                    std::optional<size_t> dpAxis) {
   const JsonObject &o = asObject(v, path);
   ParamInfo p;
   p.name = asName(get(o, path, "name"), member(path, "name"));
@@ -811,7 +918,18 @@ ParamInfo readParam(const JsonValue &v, const std::string &path, size_t index,
   p.init = readInit(get(o, path, "init"), member(path, "init"));
   p.weightDecay = asBool(get(o, path, "weight_decay"), member(path, "weight_decay"));
   if (const JsonValue *layout = o.find("layout"))
-    p.layout = readLayout(*layout, member(path, "layout"), p, mesh);
+    p.layout = readLayout(*layout, member(path, "layout"), p, mesh, dpAxis);
+  if (const JsonValue *optimizer = o.find("optimizer_layout")) {
+    std::string optimizerPath = member(path, "optimizer_layout");
+    if (!dpAxis)
+      fail(optimizerPath,
+           concat("parameter '", p.name,
+                  "' has an optimizer layout, but the mesh names no data_parallel_axis (the "
+                  "distributed optimizer splits the optimizer state over it)"));
+    ParamLayout layout = readLayout(*optimizer, optimizerPath, p, mesh);
+    checkOptimizerLayout(layout, optimizerPath, p, mesh, *dpAxis);
+    p.optimizerLayout = std::move(layout);
+  }
   return p;
 }
 
@@ -932,8 +1050,10 @@ KernelsInfo readKernels(const JsonValue &v, const std::string &path,
 }
 
 /// With a mesh: every parameter, state and gradient buffer of the kernels is the rank's shard,
-/// so its dims must be the local dims its parameter's layout gives. Buffers naming no table
-/// entry are left to KernelLibrary, which rejects them.
+/// so its dims must be the local dims its parameter's layout gives: `layout` for parameters and
+/// forward_backward's gradients, the optimizer layout (Plan::stateLayout) for states and
+/// optimizer_step's gradients. Buffers naming no table entry are left to KernelLibrary, which
+/// rejects them.
 void checkLocalDims(const Plan &plan, const std::string &path) {
   const KernelsInfo &k = *plan.x86Kernels;
   auto check = [&](const std::optional<KernelFunction> &fn, std::string_view name) {
@@ -953,12 +1073,17 @@ void checkLocalDims(const Plan &plan, const std::string &path) {
         }
         if (!param)
           continue;
-        std::vector<Dim> local = plan.localDims(*param);
+        bool optimizer = b.kind == BufferKind::State ||
+                         (b.kind == BufferKind::Grad && name == "optimizer_step");
+        const ParamLayout &layout = optimizer ? param->stateLayout() : param->layout;
+        std::vector<Dim> local = plan.localDims(param->dims, layout);
         if (b.dims != local)
           fail(member(element(member(member(member(path, "functions"), name), side), i), "dims"),
-               concat(bufferKindName(b.kind), " '", b.name, "' is ", formatDims(b.dims),
-                      ", but the layout of parameter '", param->name, "' (",
-                      plan.describeLayout(*param), ") gives the local dims ", formatDims(local)));
+               concat(bufferKindName(b.kind), " '", b.name, "' is ", formatDims(b.dims), ", but the ",
+                      optimizer && param->optimizerLayout ? "optimizer layout" : "layout",
+                      " of parameter '", param->name, "' (",
+                      plan.describeLayout(param->dims, layout), ") gives the local dims ",
+                      formatDims(local)));
       }
     }
   };
@@ -1006,12 +1131,12 @@ Plan readPlan(const JsonValue &root) {
     plan.inputs.push_back(readInput(inputs[i], element("inputs", i), plan.dims));
 
   if (const JsonValue *mesh = o.find("mesh"))
-    plan.mesh = readMesh(*mesh, "mesh");
+    readMesh(*mesh, "mesh", plan);
 
   const JsonArray &params = asArray(get(o, top, "params"), "params");
   for (size_t i = 0; i < params.size(); ++i) {
     std::string path = element("params", i);
-    ParamInfo p = readParam(params[i], path, i, plan.dims, plan.mesh);
+    ParamInfo p = readParam(params[i], path, i, plan.dims, plan.mesh, plan.dataParallelAxis);
     for (size_t j = 0; j < plan.params.size(); ++j)
       if (plan.params[j].name == p.name)
         fail(member(path, "name"),

@@ -84,8 +84,9 @@ struct InitSpec {
 };
 
 /// One axis of the device mesh the compiled program is partitioned over (plan.json
-/// `mesh.axes`, docs/plan-format.md "Mesh and layouts"). Data parallelism is not an axis: the
-/// data-parallel degree is world size / product of the axis sizes.
+/// `mesh.axes`, docs/plan-format.md "Mesh and layouts"). Data parallelism is not an axis
+/// (the data-parallel degree is world size / product of the axis sizes) unless the mesh names
+/// one as its `data_parallel_axis` (the distributed optimizer, Plan::dataParallelAxis).
 struct MeshAxis {
   std::string name; // "tp"
   int64_t size = 1;
@@ -124,15 +125,25 @@ struct ParamInfo {
   InitSpec init;
   bool weightDecay = false;
   /// `layout` (absent: replicated). `dims` stay global; a rank holds the block its mesh
-  /// coordinates select (runtime/plan/Sharding.h).
+  /// coordinates select (runtime/plan/Sharding.h). Never splits over the data-parallel axis.
   ParamLayout layout;
+  /// `optimizer_layout` (only with a data-parallel axis, the distributed optimizer): the
+  /// layout of the gradient as `optimizer_step` takes it and of every optimizer state of this
+  /// parameter: `layout` plus exactly one more dimension split over the data-parallel axis
+  /// alone. Absent: the same as `layout` (the state is whole on every data-parallel rank).
+  std::optional<ParamLayout> optimizerLayout;
+
+  /// The layout of the optimizer's gradient and of the states: `optimizerLayout`, else
+  /// `layout`.
+  const ParamLayout &stateLayout() const { return optimizerLayout ? *optimizerLayout : layout; }
 
   /// Elements of the stored tensor (all instances).
   int64_t numElements() const { return rt::numElements(dims); }
   std::vector<int64_t> shape() const { return dimSizes(dims); }
 };
 
-/// One entry of the optimizer state table: zero-initialised, stored like parameter `of`.
+/// One entry of the optimizer state table: zero-initialised, stored like parameter `of`, laid
+/// out by that parameter's optimizer layout (Plan::stateLayout).
 struct StateInfo {
   std::string name; // "block.wq.exp_avg"
   std::string of;   // the parameter's name
@@ -233,6 +244,11 @@ struct Plan {
   /// `mesh.axes` in order (the axis index is the position here); empty without tensor
   /// parallelism.
   std::vector<MeshAxis> mesh;
+  /// `mesh.data_parallel_axis` (the distributed optimizer): the index into `mesh` of the axis
+  /// that *is* data parallelism, always the first. Then the job's world size must equal
+  /// meshSize(), the data-parallel degree is that axis' size and a rank's data-parallel index
+  /// its coordinate on it. Absent: data parallelism is outside the mesh (world / meshSize()).
+  std::optional<size_t> dataParallelAxis;
   /// The `train {}` and `parallel {}` settings as written (objects).
   JsonValue train;
   JsonValue parallel;
@@ -254,10 +270,22 @@ struct Plan {
   /// The product of the mesh axes' sizes (1 without a mesh): the ranks one copy of the model
   /// is partitioned over.
   int64_t meshSize() const;
-  /// A parameter's (or its states') dims on one rank: every split dim divided by the product
-  /// of its axes' sizes. Equal to `param.dims` when replicated.
+  /// `dims` on one rank under `layout`: every split dim divided by the product of its axes'
+  /// sizes.
+  std::vector<Dim> localDims(const std::vector<Dim> &dims, const ParamLayout &layout) const;
+  /// A parameter's dims on one rank (its `layout`). Equal to `param.dims` when replicated.
   std::vector<Dim> localDims(const ParamInfo &param) const;
+  /// The dims on one rank of the parameter's optimizer states and of its gradient as
+  /// `optimizer_step` takes it (its stateLayout()).
+  std::vector<Dim> optimizerLocalDims(const ParamInfo &param) const;
+  /// The layout of an optimizer state: its parameter's stateLayout().
+  const ParamLayout &stateLayout(const StateInfo &state) const;
+  /// The dimension the parameter's optimizer layout splits over the data-parallel axis (the
+  /// distributed optimizer shards its gradient and states along it); none when the plan has
+  /// no data-parallel axis or the parameter's state is whole over it.
+  std::optional<size_t> dataParallelShardDim(const ParamInfo &param) const;
   /// "heads over tp, ffn over tp x cp"; "replicated" when not split.
+  std::string describeLayout(const std::vector<Dim> &dims, const ParamLayout &layout) const;
   std::string describeLayout(const ParamInfo &param) const;
 };
 

@@ -50,8 +50,14 @@ std::string mtc::rt::describePlan(const Plan &plan) {
     std::string mesh;
     for (const MeshAxis &a : plan.mesh)
       mesh.append(mesh.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
-    printf("mesh:        %s (%lld ranks per model copy; data parallel over the rest)\n",
-           mesh.c_str(), static_cast<long long>(plan.meshSize()));
+    if (plan.dataParallelAxis)
+      printf("mesh:        %s (%lld ranks; data parallel over axis '%s' with the distributed "
+             "optimizer)\n",
+             mesh.c_str(), static_cast<long long>(plan.meshSize()),
+             plan.mesh[*plan.dataParallelAxis].name.c_str());
+    else
+      printf("mesh:        %s (%lld ranks per model copy; data parallel over the rest)\n",
+             mesh.c_str(), static_cast<long long>(plan.meshSize()));
   }
 
   int64_t bytes = 0;
@@ -70,6 +76,10 @@ std::string mtc::rt::describePlan(const Plan &plan) {
     if (!p.layout.replicated())
       line.append(concat(" split ", plan.describeLayout(p), " (local ",
                          formatDims(plan.localDims(p)), ")"));
+    if (p.optimizerLayout && *p.optimizerLayout != p.layout)
+      line.append(concat("; optimizer state split ",
+                         plan.describeLayout(p.dims, *p.optimizerLayout), " (local ",
+                         formatDims(plan.optimizerLocalDims(p)), ")"));
     printf("  %-*s %s\n", static_cast<int>(nameWidth), p.name.c_str(), line.c_str());
   }
   int64_t stateValues = 0;

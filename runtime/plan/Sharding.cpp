@@ -27,25 +27,44 @@ std::vector<int64_t> meshCoordinates(const std::vector<MeshAxis> &mesh, int64_t 
 }
 
 Expected<MeshPlacement> placeRank(const std::vector<MeshAxis> &mesh, int64_t rank,
-                                  int64_t worldSize) {
+                                  int64_t worldSize, std::optional<size_t> dataParallelAxis) {
   MeshPlacement p;
   p.meshSize = meshSizeOf(mesh);
   if (worldSize <= 0 || rank < 0 || rank >= worldSize)
     return makeError("rank ", rank, " is not in a world of ", worldSize, " ranks");
-  if (worldSize % p.meshSize != 0) {
-    std::string axes;
-    for (const MeshAxis &a : mesh)
-      axes.append(axes.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
+  std::string axes;
+  for (const MeshAxis &a : mesh)
+    axes.append(axes.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
+  if (dataParallelAxis) {
+    assert(*dataParallelAxis < mesh.size() && "data-parallel axis out of range");
+    const MeshAxis &dp = mesh[*dataParallelAxis];
+    if (worldSize != p.meshSize)
+      return makeError("the plan runs on a mesh of ", p.meshSize, " ranks (", axes,
+                       ") whose axis '", dp.name,
+                       "' is data parallelism (the distributed optimizer shards the optimizer "
+                       "state over it), but the job has ",
+                       worldSize, worldSize == 1 ? " rank" : " ranks", ": the number of ranks must be ",
+                       p.meshSize, " (recompile with another data-parallel degree to change it)");
+    p.meshIndex = rank;
+    p.coordinates = meshCoordinates(mesh, p.meshIndex);
+    p.dpIndex = p.coordinates[*dataParallelAxis];
+    p.dpSize = dp.size;
+    return p;
+  }
+  if (worldSize % p.meshSize != 0)
     return makeError("the plan partitions the model over a mesh of ", p.meshSize, " ranks (",
                      axes, "), but the job has ", worldSize,
                      worldSize == 1 ? " rank" : " ranks", ": the number of ranks must be a multiple of ", p.meshSize,
                      " (data parallelism takes the rest)");
-  }
   p.dpSize = worldSize / p.meshSize;
   p.meshIndex = rank % p.meshSize;
   p.dpIndex = rank / p.meshSize;
   p.coordinates = meshCoordinates(mesh, p.meshIndex);
   return p;
+}
+
+Expected<MeshPlacement> placePlanRank(const Plan &plan, int64_t rank, int64_t worldSize) {
+  return placeRank(plan.mesh, rank, worldSize, plan.dataParallelAxis);
 }
 
 int64_t ShardBox::globalElements() const {
@@ -86,6 +105,40 @@ ShardBox shardBox(const std::vector<Dim> &dims, const ParamLayout &layout,
 ShardBox shardBox(const Plan &plan, const ParamInfo &param,
                   const std::vector<int64_t> &coordinates) {
   return shardBox(param.dims, param.layout, plan.mesh, coordinates);
+}
+
+ShardBox optimizerShardBox(const Plan &plan, const ParamInfo &param,
+                           const std::vector<int64_t> &coordinates) {
+  return shardBox(param.dims, param.stateLayout(), plan.mesh, coordinates);
+}
+
+namespace {
+
+/// A row-major tensor cut along `dim` into n blocks: `outer` rows (the dims before `dim`),
+/// each holding n runs of `run` consecutive elements (one per block).
+struct DimCut {
+  int64_t outer = 1, run = 1;
+};
+
+DimCut dimCut(const std::vector<int64_t> &shape, size_t dim, int64_t n) {
+  assert(dim < shape.size() && n > 0 && shape[dim] % n == 0 && "a cut that does not divide");
+  DimCut cut;
+  for (size_t d = 0; d < dim; ++d)
+    cut.outer *= shape[d];
+  cut.run = shape[dim] / n;
+  for (size_t d = dim + 1; d < shape.size(); ++d)
+    cut.run *= shape[d];
+  return cut;
+}
+
+} // namespace
+
+void extractDimBlock(const std::vector<int64_t> &shape, size_t dim, int64_t n, int64_t c,
+                     const float *in, float *out) {
+  DimCut cut = dimCut(shape, dim, n);
+  size_t bytes = size_t(cut.run) * sizeof(float);
+  for (int64_t o = 0; o < cut.outer; ++o)
+    std::memcpy(out + o * cut.run, in + (o * n + c) * cut.run, bytes);
 }
 
 void forEachShardRun(const ShardBox &box, int64_t localBegin, int64_t localEnd,

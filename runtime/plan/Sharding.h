@@ -11,6 +11,11 @@
 // row-major index over the coordinates, r % mesh size); the ranks with the same coordinates
 // are the data-parallel group.
 //
+// With a data-parallel axis (plan `mesh.data_parallel_axis`, the distributed optimizer), that
+// axis is the first of the mesh and the world is exactly the mesh: a rank's data-parallel
+// index is its coordinate on the axis and the data-parallel degree the axis' size. The
+// placement of world ranks is the same as without it (data parallelism outermost).
+//
 // A parameter's shard: for each dim split over axes [a0, a1, ...] (outermost first) the
 // combined coordinate c = (c0 * s1 + c1) * s2 + ... selects the contiguous index range
 // [c * G / n, (c + 1) * G / n) of that dim (G its global size, n = s0 * s1 * ...); unsplit
@@ -27,6 +32,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace mtc::rt {
@@ -36,8 +42,8 @@ struct MeshPlacement {
   std::vector<int64_t> coordinates; // per mesh axis, in [0, size)
   int64_t meshIndex = 0;            // row-major over the coordinates, in [0, meshSize)
   int64_t meshSize = 1;             // the product of the axis sizes
-  int64_t dpIndex = 0;              // in [0, dpSize)
-  int64_t dpSize = 1;               // worldSize / meshSize
+  int64_t dpIndex = 0;              // in [0, dpSize); the coordinate on a data-parallel axis
+  int64_t dpSize = 1;               // worldSize / meshSize; the size of a data-parallel axis
 
   friend bool operator==(const MeshPlacement &, const MeshPlacement &) = default;
 };
@@ -49,9 +55,14 @@ int64_t meshSizeOf(const std::vector<MeshAxis> &mesh);
 std::vector<int64_t> meshCoordinates(const std::vector<MeshAxis> &mesh, int64_t meshIndex);
 
 /// Places world rank `rank` of `worldSize` on `mesh`. Fails, with a message for users, when
-/// the world size is not a multiple of the mesh size (or rank is out of range).
+/// the world size is not a multiple of the mesh size (or rank is out of range). With
+/// `dataParallelAxis` (an index into `mesh`) data parallelism is that axis: the world size
+/// must equal the mesh size, and dpIndex/dpSize are the coordinate on it and its size.
 Expected<MeshPlacement> placeRank(const std::vector<MeshAxis> &mesh, int64_t rank,
-                                  int64_t worldSize);
+                                  int64_t worldSize,
+                                  std::optional<size_t> dataParallelAxis = std::nullopt);
+/// The same for `plan`'s mesh and data-parallel axis.
+Expected<MeshPlacement> placePlanRank(const Plan &plan, int64_t rank, int64_t worldSize);
 
 /// The block of a tensor one rank holds: per dim, the global size, the local size and the
 /// first global index.
@@ -71,9 +82,20 @@ struct ShardBox {
 ShardBox shardBox(const std::vector<Dim> &dims, const ParamLayout &layout,
                   const std::vector<MeshAxis> &mesh, const std::vector<int64_t> &coordinates);
 
-/// The rank's block of parameter `param` (and of each of its optimizer states).
+/// The rank's block of parameter `param` (its `layout`).
 ShardBox shardBox(const Plan &plan, const ParamInfo &param,
                   const std::vector<int64_t> &coordinates);
+/// The rank's block of each optimizer state of `param` and of its gradient as optimizer_step
+/// takes it (its optimizer layout; the same as shardBox without one).
+ShardBox optimizerShardBox(const Plan &plan, const ParamInfo &param,
+                           const std::vector<int64_t> &coordinates);
+
+/// Block c of a row-major tensor of `shape` cut along dimension `dim` into n equal contiguous
+/// index ranges (block c: [c * L / n, (c + 1) * L / n), L = shape[dim], which n must divide):
+/// out (size / n elements) is the block, row-major. The distributed optimizer's reduce-scatter
+/// packs these blocks (block c goes to data-parallel coordinate c; GradientSharding.h).
+void extractDimBlock(const std::vector<int64_t> &shape, size_t dim, int64_t n, int64_t c,
+                     const float *in, float *out);
 
 /// Calls fn(globalBegin, localBegin, length) for the runs of consecutive global row-major
 /// indices that make up local elements [localBegin, localEnd) of the box, in order.

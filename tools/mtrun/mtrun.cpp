@@ -268,14 +268,15 @@ struct RankContext {
 };
 
 /// The whole tensors of `state` (this rank's shards) for a checkpoint or an export. Every rank
-/// calls it: when the plan is partitioned the ranks of data-parallel index 0 all-gather the
-/// shards over their model group, and the leader gets the whole tensors. Returns nothing when
+/// calls it: when the plan is partitioned the ranks of the first model group (data-parallel
+/// index 0; every rank when data parallelism is a mesh axis, the optimizer state being split
+/// over it too) all-gather the shards over it, and the leader gets the whole tensors. Returns nothing when
 /// `state` is whole already (no partitioning) or this rank writes nothing.
 Expected<std::optional<TrainingState>> wholeState(const Plan &plan, const TrainingState &state,
                                                    const RankMesh &mesh, bool leader) {
   if (!mesh.partitioned())
     return std::optional<TrainingState>(); // `state` is whole already
-  if (mesh.placement().dpIndex != 0)
+  if (!mesh.inFirstModelGroup())
     return std::optional<TrainingState>();
   Expected<TrainingState> global = gatherState(plan, state, mesh);
   if (!global)
@@ -297,17 +298,23 @@ Error saveWholeCheckpoint(const std::string &dir, const Plan &plan, const Traini
   return saveCheckpoint(dir, plan, *whole ? **whole : state);
 }
 
-/// "tp=2 x data parallel 2" for the log.
+/// "tp=2 x data parallel 2" for the log; "dp=2 x tp=2, distributed optimizer over dp" when
+/// data parallelism is a mesh axis.
 std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
   std::string s;
   for (const MeshAxis &a : plan.mesh)
     s.append(s.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
+  if (plan.dataParallelAxis)
+    return concat(s, ", distributed optimizer over ", plan.mesh[*plan.dataParallelAxis].name);
   return concat(s, " x data parallel ", mesh.placement().dpSize);
 }
 
 /// The bytes rank 0 should send per step: the compiled step's own collectives (the
-/// compiler's prediction per call, times the micro-batches this rank runs) and the ring
-/// all-reduces of the gradients and the loss over `dp` data-parallel ranks.
+/// compiler's prediction per call, times the micro-batches this rank runs) and the runtime's
+/// reduction of the gradients and the loss over `dp` data-parallel ranks: ring all-reduces
+/// (2 (dp - 1) / dp of the bytes) and, with the distributed optimizer, the reduce-scatter of
+/// each gradient its optimizer layout splits over the data-parallel axis ((dp - 1) / dp of
+/// its rank-local bytes).
 double predictedCommunicationBytes(const Plan &plan, const Trainer &trainer, int64_t dp) {
   double bytes = 0;
   if (const auto &compiled = plan.predictions.communicationBytes)
@@ -315,11 +322,14 @@ double predictedCommunicationBytes(const Plan &plan, const Trainer &trainer, int
                  static_cast<double>(compiled->forwardBackward) +
              static_cast<double>(compiled->optimizerStep);
   if (dp > 1) {
-    double gradients = 0;
-    for (const TrainingState::Tensor &t : trainer.state().params)
-      gradients += static_cast<double>(t.values.size() * sizeof(float));
-    bytes += 2.0 * static_cast<double>(dp - 1) / static_cast<double>(dp) *
-             (gradients + sizeof(double));
+    double allReduced = 0, reduceScattered = 0;
+    const std::vector<TrainingState::Tensor> &params = trainer.state().params;
+    for (size_t i = 0; i < params.size(); ++i) {
+      double gradient = static_cast<double>(params[i].values.size() * sizeof(float));
+      (plan.dataParallelShardDim(plan.params[i]) ? reduceScattered : allReduced) += gradient;
+    }
+    double fraction = static_cast<double>(dp - 1) / static_cast<double>(dp);
+    bytes += fraction * reduceScattered + 2.0 * fraction * (allReduced + sizeof(double));
   }
   return bytes;
 }
@@ -537,9 +547,10 @@ int run(int argc, char **argv) {
   if (!env)
     return fail(env.error());
   int64_t requested = *nodes * *ranksPerNode;
-  // Tensor parallelism: the ranks are mesh size x data-parallel degree.
+  // Tensor parallelism: the ranks are mesh size x data-parallel degree (exactly the mesh size
+  // when data parallelism is a mesh axis, the distributed optimizer).
   if (!opts->info && (env->launcher == Launcher::None || opts->nodes))
-    if (Expected<MeshPlacement> p = placeRank(plan->mesh, 0, requested); !p)
+    if (Expected<MeshPlacement> p = placePlanRank(*plan, 0, requested); !p)
       return fail(p.error());
   if (env->launcher == Launcher::None && requested > 1) {
     // Start the ranks here; each runs this command again and joins as the rank it is given.
