@@ -860,7 +860,7 @@ void checkOptimizerLayout(const ParamLayout &optimizer, const std::string &path,
       fail(splitPath, concat("parameter '", param.name, "': its layout splits dimension '",
                              dimName, "' over ", axesOf(s.axes), " but its optimizer layout ",
                              it == optimizer.splits.end() ? std::string("does not split it")
-                                                          : concat("over ", axesOf(it->axes)),
+                                                          : concat("splits it over ", axesOf(it->axes)),
                              " ", rule()));
   }
   size_t added = 0;

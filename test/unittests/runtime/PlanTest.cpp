@@ -7,6 +7,7 @@
 
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanSummary.h"
+#include "runtime/plan/Sharding.h"
 
 #include "runtime/support/Sha256.h"
 
@@ -905,4 +906,259 @@ TEST_F(PlanTest, KernelBuffersHoldTheLocalShards) {
   paramAt(*noMesh.getObject(), 0).erase("layout");
   expectPlanJsonError(noMesh, "kernels.x86_64.functions.forward_backward.inputs[1].dims[0]: "
                               "dimension 'vocab' has size 8 here but 16 in dims");
+}
+
+//===----------------------------------------------------------------------===//
+// The distributed optimizer: a data-parallel mesh axis and optimizer layouts
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The valid plan on mesh dp=2 x tp=2 with dp its data-parallel axis: wte [vocab, hidden]
+/// split on vocab over tp, its state also on hidden over dp; lnf.g's state on hidden over dp;
+/// block.wq's state on layers over dp; block.b split on hidden over tp, its state whole over dp
+/// (no optimizer_layout).
+JsonValue distributedOptimizerPlan() {
+  JsonValue v = validPlan();
+  JsonObject &o = *v.getObject();
+  JsonValue mesh = meshJson({{"dp", 2}, {"tp", 2}});
+  mesh.getObject()->set("data_parallel_axis", "dp");
+  o.set("mesh", std::move(mesh));
+  auto param = [&](size_t i) -> JsonObject & {
+    return *(*o.find("params")->getArray())[i].getObject();
+  };
+  param(0).set("layout", split({{"vocab", {"tp"}}}));
+  param(0).set("optimizer_layout", split({{"vocab", {"tp"}}, {"hidden", {"dp"}}}));
+  param(1).set("optimizer_layout", split({{"hidden", {"dp"}}}));
+  param(2).set("optimizer_layout", split({{"layers", {"dp"}}}));
+  param(3).set("layout", split({{"hidden", {"tp"}}}));
+  return v;
+}
+
+} // namespace
+
+TEST_F(PlanTest, DataParallelAxisAndOptimizerLayouts) {
+  writePlan(distributedOptimizerPlan());
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_TRUE(p->dataParallelAxis.has_value());
+  EXPECT_EQ(*p->dataParallelAxis, 0u);
+  EXPECT_EQ(p->meshSize(), 4);
+  const ParamInfo &wte = p->params[0], &g = p->params[1], &wq = p->params[2], &b = p->params[3];
+  // Splits in dim order: vocab (0) over tp (axis 1), hidden (1) over dp (axis 0).
+  EXPECT_EQ(wte.layout, (ParamLayout{{{0, {1}}}}));
+  ASSERT_TRUE(wte.optimizerLayout.has_value());
+  EXPECT_EQ(*wte.optimizerLayout, (ParamLayout{{{0, {1}}, {1, {0}}}}));
+  EXPECT_EQ(&wte.stateLayout(), &*wte.optimizerLayout);
+  EXPECT_EQ(formatDims(p->localDims(wte)), "[vocab=8, hidden=8]");
+  EXPECT_EQ(formatDims(p->optimizerLocalDims(wte)), "[vocab=8, hidden=4]");
+  EXPECT_EQ(p->dataParallelShardDim(wte), 1u);
+  EXPECT_EQ(p->dataParallelShardDim(g), 0u);
+  EXPECT_EQ(formatDims(p->optimizerLocalDims(g)), "[hidden=4]");
+  EXPECT_EQ(p->dataParallelShardDim(wq), 0u);
+  EXPECT_EQ(formatDims(p->optimizerLocalDims(wq)), "[layers=1, hidden=8, hidden=8]");
+  // No optimizer_layout: the state has the parameter's layout, whole over dp.
+  EXPECT_FALSE(b.optimizerLayout.has_value());
+  EXPECT_EQ(&b.stateLayout(), &b.layout);
+  EXPECT_FALSE(p->dataParallelShardDim(b).has_value());
+  EXPECT_EQ(p->optimizerLocalDims(b), p->localDims(b));
+  // States take their parameter's optimizer layout.
+  EXPECT_EQ(p->stateLayout(p->states[0]), *wte.optimizerLayout);
+  EXPECT_EQ(p->stateLayout(p->states[1]), *wq.optimizerLayout);
+  EXPECT_EQ(p->describeLayout(wte.dims, *wte.optimizerLayout), "vocab over tp, hidden over dp");
+
+  std::string summary = describePlan(*p);
+  EXPECT_CONTAINS(summary, "mesh:        dp=2 x tp=2 (4 ranks; data parallel over axis 'dp' "
+                           "with the distributed optimizer)\n");
+  EXPECT_CONTAINS(summary, "split vocab over tp (local [vocab=8, hidden=8]); optimizer state "
+                           "split vocab over tp, hidden over dp (local [vocab=8, hidden=4])\n");
+  EXPECT_CONTAINS(summary, "f32[hidden=8] ones; optimizer state split hidden over dp (local "
+                           "[hidden=4])\n");
+  EXPECT_CONTAINS(summary, "split hidden over tp (local [layers=2, hidden=4])\n");
+
+  // The world is exactly the mesh; the data-parallel index is the coordinate on dp.
+  for (int64_t r = 0; r < 4; ++r) {
+    Expected<MeshPlacement> placement = placePlanRank(*p, r, 4);
+    ASSERT_TRUE(placement.ok()) << placement.error().message();
+    EXPECT_EQ(placement->dpIndex, r / 2);
+    EXPECT_EQ(placement->dpSize, 2);
+    EXPECT_EQ(placement->meshIndex, r);
+    EXPECT_EQ(placement->coordinates, (std::vector<int64_t>{r / 2, r % 2}));
+  }
+  for (int64_t world : {1, 2, 8}) {
+    Expected<MeshPlacement> placement = placePlanRank(*p, 0, world);
+    ASSERT_FALSE(placement.ok());
+    EXPECT_EQ(placement.error().message(),
+              concat("the plan runs on a mesh of 4 ranks (dp=2 x tp=2) whose axis 'dp' is data "
+                     "parallelism (the distributed optimizer shards the optimizer state over "
+                     "it), but the job has ",
+                     world, world == 1 ? " rank" : " ranks",
+                     ": the number of ranks must be 4 (recompile with another data-parallel "
+                     "degree to change it)"));
+  }
+
+  // Only the data-parallel axis, without tensor parallelism.
+  JsonValue dpOnly = validPlan();
+  JsonValue mesh = meshJson({{"dp", 4}});
+  mesh.getObject()->set("data_parallel_axis", "dp");
+  dpOnly.getObject()->set("mesh", std::move(mesh));
+  paramAt(*dpOnly.getObject(), 0).set("optimizer_layout", split({{"vocab", {"dp"}}}));
+  writePlan(dpOnly);
+  Expected<Plan> q = loadPlan(plan());
+  ASSERT_TRUE(q.ok()) << q.error().message();
+  EXPECT_EQ(formatDims(q->optimizerLocalDims(q->params[0])), "[vocab=4, hidden=8]");
+  EXPECT_TRUE(q->params[0].layout.replicated());
+}
+
+TEST_F(PlanTest, DataParallelAxisErrors) {
+  auto withMesh = [](std::initializer_list<std::pair<const char *, int64_t>> axes, JsonValue dp) {
+    return edited([&](JsonObject &o) {
+      JsonValue mesh = meshJson(axes);
+      mesh.getObject()->set("data_parallel_axis", dp);
+      o.set("mesh", std::move(mesh));
+    });
+  };
+  expectPlanJsonError(withMesh({{"dp", 2}, {"tp", 2}}, "dq"),
+                      "mesh.data_parallel_axis: 'dq' is not an axis of the mesh (mesh axes: dp, "
+                      "tp)");
+  expectPlanJsonError(withMesh({}, "dp"),
+                      "mesh.data_parallel_axis: 'dp' is not an axis of the mesh (the mesh has no "
+                      "axes)");
+  expectPlanJsonError(withMesh({{"tp", 2}, {"dp", 2}}, "dp"),
+                      "mesh.data_parallel_axis: the data-parallel axis 'dp' must be the mesh's "
+                      "first (outermost) axis, but it is axis 1 (mesh axes: tp, dp)");
+  expectPlanJsonError(withMesh({{"dp", 2}}, 3),
+                      "mesh.data_parallel_axis: expected a string, found the integer 3");
+  // Parameters are whole over the data-parallel axis.
+  expectPlanJsonError(edited([](JsonObject &o) {
+                        JsonValue mesh = meshJson({{"dp", 2}, {"tp", 2}});
+                        mesh.getObject()->set("data_parallel_axis", "dp");
+                        o.set("mesh", std::move(mesh));
+                        paramAt(o, 0).set("layout", split({{"vocab", {"dp"}}}));
+                      }),
+                      "params[0].layout.split.vocab[0]: parameter 'wte': dimension 'vocab' is "
+                      "split over the data-parallel axis 'dp'; parameters are whole on every "
+                      "data-parallel rank (only the optimizer state is split over it, by "
+                      "optimizer_layout)");
+}
+
+TEST_F(PlanTest, OptimizerLayoutErrors) {
+  auto withOptimizerLayout = [](size_t param, JsonValue layout, int64_t dp = 2) {
+    JsonValue v = distributedOptimizerPlan();
+    JsonObject &o = *v.getObject();
+    JsonValue mesh = meshJson({{"dp", dp}, {"tp", 2}});
+    mesh.getObject()->set("data_parallel_axis", "dp");
+    o.set("mesh", std::move(mesh));
+    paramAt(o, param).set("optimizer_layout", std::move(layout));
+    return v;
+  };
+  const std::string rule = "(the optimizer layout is the parameter's layout plus one more "
+                           "dimension split over the data-parallel axis 'dp')";
+  // Only with a data-parallel axis.
+  JsonValue noAxis = distributedOptimizerPlan();
+  noAxis.getObject()->set("mesh", meshJson({{"dp", 2}, {"tp", 2}}));
+  expectPlanJsonError(noAxis, "params[0].optimizer_layout: parameter 'wte' has an optimizer "
+                              "layout, but the mesh names no data_parallel_axis (the distributed "
+                              "optimizer splits the optimizer state over it)");
+  expectPlanJsonError(edited([](JsonObject &o) {
+                        paramAt(o, 1).set("optimizer_layout", split({{"hidden", {"dp"}}}));
+                      }),
+                      "params[1].optimizer_layout: parameter 'lnf.g' has an optimizer layout, "
+                      "but the mesh names no data_parallel_axis");
+  // It keeps the layout's splits.
+  expectPlanJsonError(withOptimizerLayout(0, split({{"hidden", {"dp"}}})),
+                      "params[0].optimizer_layout.split: parameter 'wte': its layout splits "
+                      "dimension 'vocab' over tp but its optimizer layout does not split it " +
+                          rule);
+  expectPlanJsonError(withOptimizerLayout(0, split({{"vocab", {"tp", "dp"}}})),
+                      "params[0].optimizer_layout.split: parameter 'wte': its layout splits "
+                      "dimension 'vocab' over tp but its optimizer layout splits it over tp x dp " +
+                          rule);
+  // It adds exactly one split, over the data-parallel axis alone.
+  expectPlanJsonError(withOptimizerLayout(1, split({{"hidden", {"tp"}}})),
+                      "params[1].optimizer_layout.split.hidden: parameter 'lnf.g': its optimizer "
+                      "layout splits dimension 'hidden' over tp, which its layout does not split; "
+                      "that dimension must be split over the data-parallel axis 'dp' alone " +
+                          rule);
+  expectPlanJsonError(withOptimizerLayout(1, split({{"hidden", {"dp", "tp"}}})),
+                      "params[1].optimizer_layout.split.hidden: parameter 'lnf.g': its optimizer "
+                      "layout splits dimension 'hidden' over dp x tp, which its layout does not "
+                      "split");
+  expectPlanJsonError(withOptimizerLayout(0, split({{"vocab", {"tp"}}})),
+                      "params[0].optimizer_layout.split: parameter 'wte': its optimizer layout "
+                      "splits no dimension over the data-parallel axis 'dp' (leave "
+                      "optimizer_layout out when the state is whole) " +
+                          rule);
+  expectPlanJsonError(withOptimizerLayout(1, JsonObject{}),
+                      "params[1].optimizer_layout.split: parameter 'lnf.g': its optimizer layout "
+                      "splits no dimension over the data-parallel axis 'dp'");
+  expectPlanJsonError(withOptimizerLayout(3, split({{"hidden", {"tp"}}, {"layers", {"dp"}},
+                                                    {"hidden", {"dp"}}})),
+                      "axis 'dp' splits both dimension");
+  // Checked like layouts: dimensions, axes, divisibility.
+  expectPlanJsonError(withOptimizerLayout(0, split({{"vocab", {"tp"}}, {"hidden", {"dp"}}}), 3),
+                      "params[0].optimizer_layout.split.hidden: parameter 'wte': dimension "
+                      "'hidden' (size 8) does not divide evenly over axis 'dp' (size 3)");
+  expectPlanJsonError(withOptimizerLayout(1, split({{"heads", {"dp"}}})),
+                      "params[1].optimizer_layout.split.heads: parameter 'lnf.g' has no dimension "
+                      "'heads' (its dims are [hidden=8])");
+  expectPlanJsonError(withOptimizerLayout(1, split({{"hidden", {"ep"}}})),
+                      "params[1].optimizer_layout.split.hidden[0]: parameter 'lnf.g': dimension "
+                      "'hidden' is split over axis 'ep', which the mesh does not have (mesh "
+                      "axes: dp, tp)");
+  expectPlanJsonError(withOptimizerLayout(1, JsonArray{}),
+                      "params[1].optimizer_layout: expected an object, found an array");
+}
+
+TEST_F(PlanTest, OptimizerStepBuffersHoldTheOptimizerShards) {
+  // wte [vocab=16, hidden=8]: param [vocab=8, hidden=8] (tp), grad of optimizer_step and state
+  // [vocab=8, hidden=4] (tp and dp); forward_backward's grad keeps the param layout.
+  auto withKernels = [](JsonValue fbGradDims, JsonValue optGradDims, JsonValue stateDims) {
+    JsonValue v = planWithKernels("kernels/x86_64.so");
+    JsonValue d = distributedOptimizerPlan();
+    JsonObject &o = *v.getObject();
+    o.set("mesh", *d.getObject()->find("mesh"));
+    o.set("params", *d.getObject()->find("params"));
+    JsonObject &functions = *(*o.find("kernels")->getObject()->find("x86_64"))
+                                 .getObject()
+                                 ->find("functions")
+                                 ->getObject();
+    JsonObject &fb = *functions.find("forward_backward")->getObject();
+    JsonValue local = dimList({{"vocab", 8}, {"hidden", 8}});
+    (*fb.find("inputs")->getArray())[1] = kernelBuffer("param", "wte", "f32", local);
+    (*fb.find("outputs")->getArray())[1] = kernelBuffer("grad", "wte", "f32", fbGradDims);
+    functions.set("optimizer_step",
+                  JsonObject{{"symbol", "_mtc_packed_optimizer_step"},
+                             {"inputs", JsonArray{kernelBuffer("grad", "wte", "f32", optGradDims),
+                                                  kernelBuffer("param", "wte", "f32", local),
+                                                  kernelBuffer("state", "wte.exp_avg", "f32",
+                                                               stateDims)}},
+                             {"outputs", JsonArray{kernelBuffer("param", "wte", "f32", local),
+                                                   kernelBuffer("state", "wte.exp_avg", "f32",
+                                                                stateDims)}}});
+    return v;
+  };
+  JsonValue tpLocal = dimList({{"vocab", 8}, {"hidden", 8}});
+  JsonValue shard = dimList({{"vocab", 8}, {"hidden", 4}});
+  expectPlanJsonError(withKernels(tpLocal, tpLocal, shard),
+                      "kernels.x86_64.functions.optimizer_step.inputs[0].dims: grad 'wte' is "
+                      "[vocab=8, hidden=8], but the optimizer layout of parameter 'wte' (vocab "
+                      "over tp, hidden over dp) gives the local dims [vocab=8, hidden=4]");
+  expectPlanJsonError(withKernels(tpLocal, shard, tpLocal),
+                      "kernels.x86_64.functions.optimizer_step.inputs[2].dims: state "
+                      "'wte.exp_avg' is [vocab=8, hidden=8], but the optimizer layout of "
+                      "parameter 'wte' (vocab over tp, hidden over dp) gives the local dims "
+                      "[vocab=8, hidden=4]");
+  expectPlanJsonError(withKernels(shard, shard, shard),
+                      "kernels.x86_64.functions.forward_backward.outputs[1].dims: grad 'wte' is "
+                      "[vocab=8, hidden=4], but the layout of parameter 'wte' (vocab over tp) "
+                      "gives the local dims [vocab=8, hidden=8]");
+  writePlan(withKernels(tpLocal, shard, shard));
+  std::filesystem::create_directories(plan() / "kernels");
+  writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
+  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
+                manifestLine("kernels/x86_64.so", "ELF"));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->x86Kernels->optimizerStep->inputs[0].dims, p->optimizerLocalDims(p->params[0]));
 }

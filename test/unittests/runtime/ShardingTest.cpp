@@ -262,4 +262,48 @@ TEST(ShardingTest, HostParamsShardsEqualTheWholeParameters) {
   }
 }
 
+// The distributed optimizer's blocks (extractDimBlock, GradientSharding.h) are the shards
+// Sharding.h gives a dimension split over one axis, on the (tensor-parallel local) tensor:
+// block c of dim d is its index range [c L / n, (c + 1) L / n), along any dim.
+TEST(ShardingTest, DimBlocksAreTheShardsOfOneSplitDim) {
+  std::vector<Dim> dims = {{"a", 3}, {"b", 8}, {"c", 5}};
+  std::vector<float> whole(120);
+  std::iota(whole.begin(), whole.end(), 0.0f);
+  for (size_t dim = 0; dim < 3; ++dim)
+    for (int64_t n : {1, 2, 4, 8}) {
+      if (dims[dim].size % n != 0)
+        continue;
+      std::vector<MeshAxis> dp = mesh({{"dp", n}});
+      ParamLayout layout{{DimSplit{dim, {0}}}};
+      for (int64_t c = 0; c < n; ++c) {
+        ShardBox box = shardBox(dims, layout, dp, {c});
+        std::vector<float> expected(size_t(box.localElements())), block(expected.size());
+        extractShard(box, whole.data(), expected.data());
+        extractDimBlock(dimSizes(dims), dim, n, c, whole.data(), block.data());
+        EXPECT_TRUE(sameBits(block, expected)) << "dim " << dim << " n " << n << " c " << c;
+      }
+    }
+}
+
+// With a data-parallel axis the world is the mesh: the same placement as data parallelism
+// outside a mesh of the other axes.
+TEST(ShardingTest, PlacementWithADataParallelAxis) {
+  std::vector<MeshAxis> withDp = mesh({{"dp", 2}, {"tp", 2}, {"cp", 3}});
+  std::vector<MeshAxis> without = mesh({{"tp", 2}, {"cp", 3}});
+  for (int64_t r = 0; r < 12; ++r) {
+    Expected<MeshPlacement> a = placeRank(withDp, r, 12, 0);
+    Expected<MeshPlacement> b = placeRank(without, r, 12);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->dpIndex, b->dpIndex);
+    EXPECT_EQ(a->dpSize, 2);
+    EXPECT_EQ(a->meshIndex, r);
+    EXPECT_EQ(a->meshSize, 12);
+    EXPECT_EQ(a->coordinates[0], b->dpIndex);
+    EXPECT_EQ(a->coordinates[1], b->coordinates[0]);
+    EXPECT_EQ(a->coordinates[2], b->coordinates[1]);
+  }
+  EXPECT_FALSE(placeRank(withDp, 0, 24, 0).ok()) << "no data parallelism outside the mesh";
+  EXPECT_FALSE(placeRank(withDp, 0, 6, 0).ok());
+}
+
 } // namespace
