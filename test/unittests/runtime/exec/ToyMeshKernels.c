@@ -67,3 +67,88 @@ void toy_optimizer_step(void **d) {
     m2[i] = m[i] + g[i] * scale;
   }
 }
+
+/* The distributed optimizer (ZeRO-1) toy, for TrainerMeshTest: mesh axes 0 = dp (the plan's
+ * data-parallel axis, or size 1) and 1 = tp (size 1 when absent). Two parameters:
+ *   w [rows, cols]  rows split over tp; with the distributed optimizer its gradient and
+ *                   state m are also split over dp along cols (a block of columns per rank,
+ *                   not contiguous in memory);
+ *   v [k]           whole everywhere, state n whole (no optimizer layout).
+ *   zero_forward_backward(tokens, labels, w, v) -> loss = t (sum(w^2) + sum(v^2)),
+ *                                                  gw = 2 t w, gv = 2 t v
+ *   zero_optimizer_step(step, scale, gw, gv, w, v, m, n)
+ *       -> grad_norm = |(gw, gv) * scale|, lr = 0.1, w', v', m', n'
+ * where the update is the one toy_optimizer_step makes. gw and m are the rank's dp shard
+ * (cols / dp columns starting at coordinate * cols / dp) when their buffer has fewer columns
+ * than w: the step updates that block of w and all-gathers the blocks over dp (axis 0), as a
+ * compiled distributed-optimizer step does; the norm's squares of gw are all-reduced over dp
+ * and tp, those of gv (whole everywhere) are not. */
+
+void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out, int64_t count);
+
+static int64_t dimOf(void *descriptor, int d) { return ((const int64_t *)descriptor)[3 + d]; }
+
+void toy_zero_forward_backward(void **d) {
+  const int32_t *tokens = ((const int32_t **)d[0])[1];
+  const float *w = f32(d[2]), *v = f32(d[3]);
+  float *loss = f32(d[4]), *gw = f32(d[5]), *gv = f32(d[6]);
+  int64_t nw = elements2(d[2]), nv = dimOf(d[3], 0);
+  float t = (float)(tokens[0] % 5 + 1);
+  double partial = 0, total = 0, vs = 0;
+  for (int64_t i = 0; i < nw; ++i)
+    partial += (double)w[i] * (double)w[i];
+  mtc_all_reduce(1, 1, 0, &partial, &total, 1);
+  for (int64_t i = 0; i < nv; ++i)
+    vs += (double)v[i] * (double)v[i];
+  *loss = (float)((total + vs) * t);
+  for (int64_t i = 0; i < nw; ++i)
+    gw[i] = 2.0f * w[i] * t;
+  for (int64_t i = 0; i < nv; ++i)
+    gv[i] = 2.0f * v[i] * t;
+}
+
+void toy_zero_optimizer_step(void **d) {
+  float scale = *f32(d[1]);
+  const float *gw = f32(d[2]), *gv = f32(d[3]), *w = f32(d[4]), *v = f32(d[5]),
+              *m = f32(d[6]), *n = f32(d[7]);
+  float *norm = f32(d[8]), *lr = f32(d[9]), *w2 = f32(d[10]), *v2 = f32(d[11]),
+        *m2 = f32(d[12]), *n2 = f32(d[13]);
+  int64_t rows = dimOf(d[4], 0), cols = dimOf(d[4], 1), shardCols = dimOf(d[2], 1);
+  int64_t nv = dimOf(d[5], 0);
+  int64_t dp = cols / shardCols, c0 = mtc_mesh_coordinate(0) * shardCols;
+  if (dp == 1)
+    c0 = 0;
+  double sq = 0, total = 0, vs = 0;
+  for (int64_t i = 0; i < rows * shardCols; ++i)
+    sq += (double)(gw[i] * scale) * (double)(gw[i] * scale);
+  for (int64_t axis = 0; axis < 2; ++axis) {
+    mtc_all_reduce(axis, 1, 0, &sq, &total, 1);
+    sq = total;
+  }
+  for (int64_t i = 0; i < nv; ++i)
+    vs += (double)(gv[i] * scale) * (double)(gv[i] * scale);
+  *norm = (float)sqrt(sq + vs);
+  *lr = 0.1f;
+  /* The shard of w, updated, then gathered: block c of `gathered` is rank c's [rows, shardCols]. */
+  float shard[64], gathered[256];
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < shardCols; ++c) {
+      int64_t i = r * shardCols + c;
+      shard[i] = w[r * cols + c0 + c] - 0.1f * gw[i] * scale;
+      m2[i] = m[i] + gw[i] * scale;
+    }
+  if (dp == 1) {
+    for (int64_t i = 0; i < rows * cols; ++i)
+      w2[i] = shard[i];
+  } else {
+    mtc_all_gather(0, 0, shard, gathered, rows * shardCols);
+    for (int64_t b = 0; b < dp; ++b)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < shardCols; ++c)
+          w2[r * cols + b * shardCols + c] = gathered[(b * rows + r) * shardCols + c];
+  }
+  for (int64_t i = 0; i < nv; ++i) {
+    v2[i] = v[i] - 0.1f * gv[i] * scale;
+    n2[i] = n[i] + gv[i] * scale;
+  }
+}

@@ -6,10 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/RankMesh.h"
 #include "runtime/exec/Trainer.h"
 
+#include "test/unittests/runtime/TempDir.h"
 #include "../comm/CommTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -172,6 +174,225 @@ TEST(TrainerMeshTest, StateMustHoldTheShards) {
   ASSERT_FALSE(noMesh.ok());
   EXPECT_EQ(noMesh.error().message(), "toy.plan: the plan is partitioned over a mesh of 2 ranks, "
                                       "but the trainer was given no mesh");
+}
+
+//===----------------------------------------------------------------------===//
+// The distributed optimizer (ZeRO-1)
+//===----------------------------------------------------------------------===//
+
+/// The distributed-optimizer toy (ToyMeshKernels.c, toy_zero_*): w [rows=4, cols=8] split on
+/// rows over tp, v [k=3] whole, states w.m and v.n; mesh dp x tp (axes 0 and 1). With
+/// `distributed`, dp is the plan's data-parallel axis (size `dp`) and w's optimizer layout
+/// also splits cols over it (v has none); otherwise the mesh's dp axis has size 1 and data
+/// parallelism comes from the world, as before the distributed optimizer.
+Plan zeroPlan(int64_t dp, int64_t tp, bool distributed) {
+  Plan plan;
+  plan.dir = "zero.plan";
+  plan.model = "zero";
+  plan.seed = 9;
+  plan.planSha256 = std::string(64, 'b');
+  plan.mesh = {MeshAxis{"dp", distributed ? dp : 1}, MeshAxis{"tp", tp}};
+  if (distributed)
+    plan.dataParallelAxis = 0;
+  plan.train = JsonObject{{"global_batch", 4}};
+  ParamInfo w;
+  w.name = "w";
+  w.tensorId = 0;
+  w.dims = {{"rows", 4}, {"cols", 8}};
+  w.init = InitSpec{InitKind::Normal, {1.0}};
+  w.weightDecay = true;
+  if (tp > 1)
+    w.layout.splits = {DimSplit{0, {1}}};
+  if (distributed) {
+    w.optimizerLayout = w.layout;
+    w.optimizerLayout->splits.push_back(DimSplit{1, {0}});
+  }
+  ParamInfo v;
+  v.name = "v";
+  v.tensorId = 1;
+  v.dims = {{"k", 3}};
+  v.init = InitSpec{InitKind::Uniform, {-1.0, 1.0}};
+  plan.params = {w, v};
+  plan.states = {StateInfo{"w.m", "w", 0, w.dims, PlanDType::F32},
+                 StateInfo{"v.n", "v", 1, v.dims, PlanDType::F32}};
+  std::vector<Dim> wLocal = plan.localDims(plan.params[0]);
+  std::vector<Dim> wShard = plan.optimizerLocalDims(plan.params[0]);
+  std::vector<Dim> tokens = {{"batch", 1}, {"seq", 4}};
+  auto buffer = [](BufferKind kind, const char *name, std::vector<Dim> dims,
+                   PlanDType dtype = PlanDType::F32) {
+    return KernelBuffer{kind, name, dtype, std::move(dims)};
+  };
+  KernelFunction fb;
+  fb.symbol = "toy_zero_forward_backward";
+  fb.inputs = {buffer(BufferKind::Input, "tokens", tokens, PlanDType::I32),
+               buffer(BufferKind::Input, "labels", tokens, PlanDType::I32),
+               buffer(BufferKind::Param, "w", wLocal), buffer(BufferKind::Param, "v", v.dims)};
+  fb.outputs = {buffer(BufferKind::Loss, "loss", {}), buffer(BufferKind::Grad, "w", wLocal),
+                buffer(BufferKind::Grad, "v", v.dims)};
+  KernelFunction opt;
+  opt.symbol = "toy_zero_optimizer_step";
+  opt.inputs = {buffer(BufferKind::Step, "step", {}),
+                buffer(BufferKind::GradScale, "grad_scale", {}),
+                buffer(BufferKind::Grad, "w", wShard),
+                buffer(BufferKind::Grad, "v", v.dims),
+                buffer(BufferKind::Param, "w", wLocal),
+                buffer(BufferKind::Param, "v", v.dims),
+                buffer(BufferKind::State, "w.m", wShard),
+                buffer(BufferKind::State, "v.n", v.dims)};
+  opt.outputs = {buffer(BufferKind::GradNorm, "grad_norm", {}),
+                 buffer(BufferKind::Lr, "lr", {}),
+                 buffer(BufferKind::Param, "w", wLocal),
+                 buffer(BufferKind::Param, "v", v.dims),
+                 buffer(BufferKind::State, "w.m", wShard),
+                 buffer(BufferKind::State, "v.n", v.dims)};
+  plan.x86Kernels = KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, fb, opt};
+  return plan;
+}
+
+struct ZeroRun {
+  std::vector<double> losses, gradNorms;
+  TrainingState whole; // every tensor whole, after the run
+  std::vector<std::vector<int64_t>> stateShapes; // rank 0's, local
+  int64_t bufferBytes = 0;                       // rank 0's
+  std::string error;
+};
+
+/// Trains `plan` on `n` thread-ranks from `start` (whole tensors; null: initialised) up to
+/// step `until`; returns rank 0's view, the state gathered whole.
+ZeroRun trainZero(const Plan &plan, int n, int64_t until, const std::string &prefix,
+                  const TrainingState *start = nullptr) {
+  TestJob job;
+  std::vector<ZeroRun> runs(n);
+  Expected<TokenSource> data = TokenSource::synthetic(16, plan.seed);
+  EXPECT_TRUE(data.ok());
+  runRanks(n, [&](int rank) {
+    ZeroRun &run = runs[rank];
+    std::unique_ptr<GlooCommunicator> world;
+    if (n > 1) {
+      world = job.connect(rank, n, prefix);
+      ASSERT_TRUE(world);
+    }
+    Expected<RankMesh> mesh = RankMesh::create(plan, world.get());
+    ASSERT_TRUE(mesh.ok()) << mesh.error().message();
+    Expected<KernelLibrary> kernels = KernelLibrary::load(plan);
+    ASSERT_TRUE(kernels.ok()) << kernels.error().message();
+    const std::vector<int64_t> &coords = mesh->placement().coordinates;
+    Expected<TrainingState> state =
+        start ? shardState(plan, *start, coords) : TrainingState::initializeShards(plan, coords, 1);
+    ASSERT_TRUE(state.ok()) << state.error().message();
+    Expected<Trainer> trainer =
+        Trainer::create(plan, *kernels, std::move(*state), *data, 0, mesh->dataParallel(),
+                        mesh->partitioned() ? &mesh->context() : nullptr);
+    ASSERT_TRUE(trainer.ok()) << trainer.error().message();
+    while (trainer->state().step < until) {
+      Expected<StepStats> stats = trainer->step();
+      if (!stats) {
+        run.error = stats.error().message();
+        return;
+      }
+      run.losses.push_back(stats->loss);
+      run.gradNorms.push_back(stats->gradNorm);
+    }
+    for (const TrainingState::Tensor &t : trainer->state().states)
+      run.stateShapes.push_back(t.shape);
+    run.bufferBytes = trainer->bufferBytes();
+    if (mesh->inFirstModelGroup()) {
+      Expected<TrainingState> whole = gatherState(plan, trainer->state(), *mesh);
+      ASSERT_TRUE(whole.ok()) << whole.error().message();
+      run.whole = std::move(*whole);
+    }
+  });
+  for (int r = 1; r < n; ++r) {
+    EXPECT_EQ(runs[r].error, runs[0].error) << "rank " << r;
+    EXPECT_EQ(runs[r].losses, runs[0].losses) << "rank " << r;
+    EXPECT_EQ(runs[r].gradNorms, runs[0].gradNorms) << "rank " << r;
+  }
+  return std::move(runs[0]);
+}
+
+void expectSameState(const TrainingState &a, const TrainingState &b) {
+  ASSERT_EQ(a.params.size(), b.params.size());
+  ASSERT_EQ(a.states.size(), b.states.size());
+  EXPECT_EQ(a.step, b.step);
+  for (size_t i = 0; i < a.params.size(); ++i)
+    expectClose(a.params[i].values, b.params[i].values);
+  for (size_t i = 0; i < a.states.size(); ++i)
+    expectClose(a.states[i].values, b.states[i].values);
+}
+
+TEST(TrainerMeshTest, DistributedOptimizerEqualsOneRank) {
+  ZeroRun one = trainZero(zeroPlan(1, 1, false), 1, 3, "z1");
+  ASSERT_EQ(one.error, "");
+  ASSERT_EQ(one.losses.size(), 3u);
+  EXPECT_LT(one.losses[2], one.losses[0]) << "the toy model learns";
+  struct Case {
+    int64_t dp, tp;
+    bool distributed;
+    const char *name;
+  };
+  for (Case c : {Case{2, 1, true, "zdp2"}, Case{4, 1, true, "zdp4"}, Case{2, 2, true, "zdp2tp2"},
+                 Case{2, 2, false, "dp2tp2"}}) {
+    SCOPED_TRACE(c.name);
+    Plan plan = zeroPlan(c.dp, c.tp, c.distributed);
+    ZeroRun run = trainZero(plan, int(c.dp * c.tp), 3, c.name);
+    ASSERT_EQ(run.error, "");
+    expectClose(run.losses, one.losses);
+    expectClose(run.gradNorms, one.gradNorms);
+    expectSameState(run.whole, one.whole);
+    // The rank keeps its shard of w's state: rows over tp, cols over dp (when distributed).
+    int64_t cols = c.distributed ? 8 / c.dp : 8;
+    EXPECT_EQ(run.stateShapes[0], (std::vector<int64_t>{4 / c.tp, cols}));
+    EXPECT_EQ(run.stateShapes[1], (std::vector<int64_t>{3}));
+  }
+}
+
+TEST(TrainerMeshTest, DistributedOptimizerCheckpointsAcrossLayouts) {
+  TempDir dir;
+  Plan one = zeroPlan(1, 1, false), zero = zeroPlan(2, 2, true);
+  ZeroRun reference = trainZero(one, 1, 3, "c1");
+  ASSERT_EQ(reference.error, "");
+  // Distributed optimizer -> checkpoint (whole tensors) -> one rank.
+  ZeroRun first = trainZero(zero, 4, 1, "c2");
+  ASSERT_EQ(first.error, "");
+  ASSERT_TRUE(saveCheckpoint(dir / "zero", zero, first.whole).ok());
+  Expected<TrainingState> loaded = loadCheckpoint(dir / "zero", one);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  ZeroRun rest = trainZero(one, 1, 3, "c3", &*loaded);
+  ASSERT_EQ(rest.error, "");
+  expectClose(rest.losses, std::vector<double>(reference.losses.begin() + 1, reference.losses.end()));
+  expectSameState(rest.whole, reference.whole);
+  // One rank -> checkpoint -> distributed optimizer (each rank takes its state shard).
+  ZeroRun head = trainZero(one, 1, 1, "c4");
+  ASSERT_TRUE(saveCheckpoint(dir / "one", one, head.whole).ok());
+  Expected<TrainingState> back = loadCheckpoint(dir / "one", zero);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ZeroRun tail = trainZero(zero, 4, 3, "c5", &*back);
+  ASSERT_EQ(tail.error, "");
+  expectClose(tail.losses, std::vector<double>(reference.losses.begin() + 1, reference.losses.end()));
+  expectSameState(tail.whole, reference.whole);
+}
+
+TEST(TrainerMeshTest, DistributedOptimizerNeedsTheDataParallelAxisGroup) {
+  Plan plan = zeroPlan(2, 1, true);
+  Expected<KernelLibrary> kernels = KernelLibrary::load(plan);
+  ASSERT_TRUE(kernels.ok()) << kernels.error().message();
+  Expected<TokenSource> data = TokenSource::synthetic(16, plan.seed);
+  ASSERT_TRUE(data.ok());
+  MeshContext mesh;
+  mesh.axes = {MeshAxisGroup{"dp", 2, 0, nullptr}, MeshAxisGroup{"tp", 1, 0, nullptr}};
+  Expected<TrainingState> shards = TrainingState::initializeShards(plan, {0, 0}, 1);
+  ASSERT_TRUE(shards.ok());
+  Expected<Trainer> t = Trainer::create(plan, *kernels, *shards, *data, 0, nullptr, &mesh);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().message(), "zero.plan: the plan's data-parallel axis 'dp' has 2 ranks, but "
+                                 "the trainer's data-parallel group has 1");
+  // The state must hold the optimizer state's shards, not the whole state.
+  Expected<TrainingState> whole = TrainingState::initialize(plan, 1);
+  ASSERT_TRUE(whole.ok());
+  Expected<Trainer> w = Trainer::create(plan, *kernels, *whole, *data, 0, nullptr, &mesh);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().message(), "zero.plan: optimizer state 'w.m' has 32 values in the training "
+                                 "state, but this rank's shard is [rows=4, cols=4]");
 }
 
 } // namespace
