@@ -18,6 +18,10 @@ table, and can break it in the ways mtrun must reject:
   --append-line TEXT                       append TEXT as a line to MANIFEST
   --mesh AXIS=SIZE                         add a mesh axis (repeatable, outermost first)
   --layout PARAM:DIM=AXIS[,AXIS]           split PARAM's DIM over the axes (repeatable)
+  --data-parallel-axis AXIS                the mesh's data_parallel_axis (the distributed
+                                           optimizer)
+  --optimizer-layout PARAM:DIM=AXIS[,AXIS] PARAM's optimizer_layout: its layout plus DIM split
+                                           over the axes (repeatable)
 """
 
 import argparse
@@ -115,6 +119,8 @@ def main():
     ap.add_argument("--append-line", action="append", default=[])
     ap.add_argument("--mesh", action="append", default=[])
     ap.add_argument("--layout", action="append", default=[])
+    ap.add_argument("--data-parallel-axis")
+    ap.add_argument("--optimizer-layout", action="append", default=[])
     args = ap.parse_args()
 
     plan = make_plan(args.seed, args.json_version)
@@ -127,6 +133,17 @@ def main():
         for p in plan["params"]:
             if p["name"] == name:
                 p.setdefault("layout", {"split": {}})["split"][dim] = axes.split(",")
+    if args.data_parallel_axis:
+        plan.setdefault("mesh", {"axes": []})["data_parallel_axis"] = args.data_parallel_axis
+    for spec in args.optimizer_layout:
+        name, rest = spec.split(":", 1)
+        dim, axes = rest.split("=", 1)
+        for p in plan["params"]:
+            if p["name"] == name:
+                if "optimizer_layout" not in p:
+                    p["optimizer_layout"] = {
+                        "split": dict(p.get("layout", {}).get("split", {}))}
+                p["optimizer_layout"]["split"][dim] = axes.split(",")
     for spec in args.init_kind:
         name, kind = spec.split("=", 1)
         for p in plan["params"]:
