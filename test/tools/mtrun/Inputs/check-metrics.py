@@ -2,13 +2,14 @@
 """Checks the JSONL metrics `mtrun --metrics FILE` wrote.
 
   check-metrics.py RUN.jsonl [--steps N] [--falls-by D] [--same-losses OTHER.jsonl]
-                            [--close-losses OTHER.jsonl --rtol R]
+                            [--close-losses OTHER.jsonl --rtol R] [--from S]
 
 --steps N: RUN has exactly the records of steps 1..N, in order, each with the fields mtrun
 documents. --falls-by D: the last loss is below the first by more than D. --same-losses:
 OTHER has the same steps with bit-identical losses, learning rates and gradient norms
 (a resumed run against a straight one). --close-losses: OTHER has the same steps with losses
-within relative tolerance R (a parallel run against a single-rank one).
+within relative tolerance R (a parallel run against a single-rank one). --from S: compare
+only RUN's steps from S on (OTHER resumed at step S).
 """
 import argparse
 import json
@@ -39,8 +40,9 @@ def main():
     parser.add_argument("--same-losses")
     parser.add_argument("--close-losses")
     parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--from", dest="first", type=int, default=1)
     args = parser.parse_args()
-    run = read(args.run)
+    run = [r for r in read(args.run) if r["step"] >= args.first]
     if args.steps is not None:
         steps = [r["step"] for r in run]
         if steps != list(range(1, args.steps + 1)):
