@@ -204,9 +204,9 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     t.grads_.assign(total, 0.0f);
     if (t.microBatches_ > 1)
       t.microGrads_.assign(total, 0.0f);
-    t.gradShards_.assign(shardTotal, 0.0f);
     // The packed blocks fill the second gradient buffer's reduce-scattered part when there is
-    // one (it is free once the micro-batches are summed).
+    // one (it is free once the micro-batches are summed); the shards then land in the
+    // reduce-scattered part of grads_, free once packed.
     if (t.microGrads_.empty() && shardTotal > 0)
       t.packed_.assign(total - t.allReducedElements_, 0.0f);
     t.tokens_.resize(size_t(t.microBatchSize_ * t.seqLen_));
@@ -219,23 +219,23 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
 
 int64_t Trainer::bufferBytes() const {
   return state_.bytes() + next_.bytes() +
-         static_cast<int64_t>((grads_.size() + microGrads_.size() + gradShards_.size() +
-                               packed_.size()) *
+         static_cast<int64_t>((grads_.size() + microGrads_.size() + packed_.size()) *
                                   sizeof(float) +
                               (tokens_.size() + labels_.size()) * sizeof(int32_t));
 }
 
 float *Trainer::optimizerGrad(size_t param) {
   if (const std::optional<size_t> &spec = shardOf_[param])
-    return gradShards_.data() + shardSpecs_[*spec].shardOffset;
+    return grads_.data() + allReducedElements_ + shardSpecs_[*spec].shardOffset;
   return grad(grads_, param);
 }
 
 Error Trainer::reduceOverDataParallel(double &lossSum, int64_t step) {
   if (distributedOptimizer_ && !shardSpecs_.empty()) {
     float *packed = packed_.empty() ? microGrads_.data() + allReducedElements_ : packed_.data();
+    // The shards overwrite the start of the (packed, so free) reduce-scattered gradients.
     if (Error err = reduceScatterGradients(dataParallel_, dpSize_, shardSpecs_, grads_.data(),
-                                           packed, gradShards_.data());
+                                           packed, grads_.data() + allReducedElements_);
         !err.ok())
       return std::move(err).withContext(concat(
           "step ", step + 1, ": reduce-scatter of the gradients over the data-parallel ranks"));

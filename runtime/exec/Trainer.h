@@ -86,10 +86,10 @@ public:
   int64_t microBatchSize() const { return microBatchSize_; }
   int64_t sequenceLength() const { return seqLen_; }
   /// Bytes of the buffers the trainer holds (parameters and state twice, gradients twice when
-  /// there are several micro-batches, the token buffers; with the distributed optimizer the
-  /// gradient shards too, and a buffer for the packed blocks of the sharded gradients when
-  /// there is one micro-batch, the second gradient buffer serving otherwise); the kernels'
-  /// own temporaries come on top.
+  /// there are several micro-batches, the token buffers; with the distributed optimizer and
+  /// one micro-batch also a buffer of the reduce-scattered gradients' size, for their packed
+  /// blocks, which the second gradient buffer holds otherwise); the kernels' own temporaries
+  /// come on top.
   int64_t bufferBytes() const;
   /// The most bytes this rank has held for training: bufferBytes() plus the high-water mark
   /// of the kernels' temporaries in this process (KernelMemory.h). What the plan's
@@ -138,14 +138,15 @@ private:
   std::vector<size_t> gradOffsets_;
   size_t allReducedElements_ = 0;
   /// The distributed optimizer (a data-parallel axis in the plan): the gradients reduce-
-  /// scattered over dataParallel_ (dpSize_ ranks), the rank's shards of them, and where
-  /// each parameter's shard spec is (none: all-reduced). `packed_` is the scratch for the
-  /// packed blocks when microGrads_ cannot serve.
+  /// scattered over dataParallel_ (dpSize_ ranks) and where each parameter's spec is (none:
+  /// all-reduced). The rank's shards replace the reduce-scattered gradients in grads_, from
+  /// allReducedElements_ on (at their shardOffset). `packed_` is the scratch for the packed
+  /// blocks when microGrads_ cannot serve (one micro-batch).
   bool distributedOptimizer_ = false;
   int64_t dpSize_ = 1;
   std::vector<GradientShardSpec> shardSpecs_;
   std::vector<std::optional<size_t>> shardOf_;
-  std::vector<float> gradShards_, packed_;
+  std::vector<float> packed_;
   std::vector<int32_t> tokens_, labels_;
   std::vector<Binding> forwardBackwardBindings_, optimizerBindings_;
   int64_t microBatches_ = 1, microBatchSize_ = 1, seqLen_ = 1;

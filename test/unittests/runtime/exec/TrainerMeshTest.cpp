@@ -185,7 +185,7 @@ TEST(TrainerMeshTest, StateMustHoldTheShards) {
 /// `distributed`, dp is the plan's data-parallel axis (size `dp`) and w's optimizer layout
 /// also splits cols over it (v has none); otherwise the mesh's dp axis has size 1 and data
 /// parallelism comes from the world, as before the distributed optimizer.
-Plan zeroPlan(int64_t dp, int64_t tp, bool distributed) {
+Plan zeroPlan(int64_t dp, int64_t tp, bool distributed, int64_t globalBatch = 4) {
   Plan plan;
   plan.dir = "zero.plan";
   plan.model = "zero";
@@ -194,7 +194,7 @@ Plan zeroPlan(int64_t dp, int64_t tp, bool distributed) {
   plan.mesh = {MeshAxis{"dp", distributed ? dp : 1}, MeshAxis{"tp", tp}};
   if (distributed)
     plan.dataParallelAxis = 0;
-  plan.train = JsonObject{{"global_batch", 4}};
+  plan.train = JsonObject{{"global_batch", globalBatch}};
   ParamInfo w;
   w.name = "w";
   w.tensorId = 0;
@@ -344,6 +344,15 @@ TEST(TrainerMeshTest, DistributedOptimizerEqualsOneRank) {
     EXPECT_EQ(run.stateShapes[0], (std::vector<int64_t>{4 / c.tp, cols}));
     EXPECT_EQ(run.stateShapes[1], (std::vector<int64_t>{3}));
   }
+  // One micro-batch: the packed blocks need their own buffer (a data-parallel axis of size 1).
+  ZeroRun single = trainZero(zeroPlan(1, 1, false, 1), 1, 3, "zs1");
+  ZeroRun zeroSingle = trainZero(zeroPlan(1, 1, true, 1), 1, 3, "zs2");
+  ASSERT_EQ(zeroSingle.error, "");
+  EXPECT_EQ(zeroSingle.losses, single.losses);
+  EXPECT_EQ(zeroSingle.gradNorms, single.gradNorms);
+  expectSameState(zeroSingle.whole, single.whole);
+  EXPECT_EQ(zeroSingle.bufferBytes, single.bufferBytes + 32 * int64_t(sizeof(float)))
+      << "w's packed blocks";
 }
 
 TEST(TrainerMeshTest, DistributedOptimizerCheckpointsAcrossLayouts) {
