@@ -26,6 +26,7 @@
 #include "runtime/support/Safetensors.h"
 
 #include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <malloc.h>
 #include <cstdlib>
@@ -677,6 +678,10 @@ int main(int argc, char **argv) {
   // gives the kernels static buffers.
   ::mallopt(M_MMAP_MAX, 0);
   ::mallopt(M_TRIM_THRESHOLD, -1);
+  // A peer that died leaves sockets whose next write raises SIGPIPE, which would kill this
+  // rank silently; ignored, the write fails and the collective reports which peer and
+  // operation (Gloo writes without MSG_NOSIGNAL).
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     return run(argc, argv);
   } catch (const std::exception &e) {
