@@ -9,7 +9,8 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
   let summary = "Partition the outlined training step into one rank's program with derived collectives";
   let description = [{
     Takes an outlined module (after `mt-outline-parameters`) whose `mt.parallel` asks for
-    tensor parallelism (`tp > 1`, optionally `sp on` and an explicit `layout`) and rewrites
+    tensor parallelism (`tp > 1`, optionally `sp on` and an explicit `layout`) or the
+    distributed optimizer, and rewrites
     every function the step calls into the program one rank of the tensor-parallel group
     runs: `mt` ops on local (per-rank) tensors, with `mtp` collectives wherever the
     layouts of a producer and a consumer differ. The module gets `mtp.mesh`.
@@ -34,22 +35,34 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       communication); when one axis would split two dimensions of one tensor (or split
       one and sum another), the dimension of lower priority is gathered (`all_gather`):
       layout dimensions outrank `seq` under `sp`, which outranks the rest;
-    - `reduce_max` gathers the dimensions it reduces; `gather` gathers its table along
-      the indexed dimension and `embedding_grad` leaves its table replicated (the
-      vocabulary-parallel forms are not built yet); ops without a rule (`rope`, `topk`,
-      the MoE routing ops) run replicated.
+    - vocabulary parallelism: `reduce_max` over a split dimension leaves partial maxima,
+      combined at once by `mtp.all_reduce {reduction = "max"}`; `gather` of a table split
+      along the indexed dimension reads only this rank's rows (partial sums); when the
+      layout splits the table of an `embedding_grad` (and the gradient does not use that
+      axis) each rank accumulates only its rows; otherwise the table is gathered, or the
+      gradient left partial;
+    - ops without a rule (`rope`, `topk`, `topk_grad`, the MoE routing ops) run
+      replicated.
     - `mt.repeat` partitions its layer function once for the layouts of its operands;
       a carried value keeps the layout the layer gives it (the caller slices the first
       one), so consecutive layers need no resharding.
     - Results are brought to their required layouts: gradients to their parameter's,
       the loss and the optimizer's scalars replicated.
 
-    A `dropout` of a split tensor keeps its global mask: it gets `mtp.layout`, the laid-out
-    type of its operand, from which the lowering computes global element indices.
+    Ops whose local computation depends on where the rank's part lies get `mtp.layout`, a
+    laid-out type: a `dropout` of a split tensor (its operand's: the lowering numbers
+    elements globally, so masks do not depend on the layout), a vocabulary-parallel
+    `gather` or `embedding_grad` (the table's: rows are offset).
+
+    **Distributed optimizer** (`distributed_optimizer` with `dp > 1`): `dp` is the mesh's
+    first axis. The optimizer step takes each gradient and state sharded over `dp` along
+    the first dimension `tp` does not split (Layout.h, `optimizerLayout`) and each
+    parameter whole; the rules above then slice the parameter, sum the squared norms over
+    `dp` and all-gather the new parameters.
 
     Not supported, reported as errors: `pp`, `cp`, `ep` above 1, a layout dimension mapped
-    to another axis than `tp` (`batch: dp` is the runtime's data parallelism), a module
-    that is not outlined.
+    to another axis than `tp` (`batch: dp` is the runtime's data parallelism), the
+    distributed optimizer without `dp > 1`, a module that is not outlined.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mtc::mtp::MTPDialect",
                            "::mlir::func::FuncDialect"];
