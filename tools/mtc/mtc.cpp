@@ -31,6 +31,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -380,7 +381,8 @@ int compile() {
     // Without the training pipeline there is no step to size the buffers of: the memory
     // lines need --kernels=x86 (which also gives the workspace).
     if (statsWithKernels) {
-      mlir::OwningOpRef<mlir::ModuleOp> step = lowerStep(*module);
+      mtc::PlanKernels partitioned;
+      mlir::OwningOpRef<mlir::ModuleOp> step = lowerStep(*module, &partitioned);
       if (!step)
         return 1;
       FailureOr<int64_t> workspace = mtc::codegen::predictWorkspaceBytes(*step, kStepFunctions);
@@ -388,6 +390,13 @@ int compile() {
         return 1;
       output->os() << "\n";
       mtc::printMemoryPrediction(mtc::predictMemory(*module, *workspace), output->os());
+      const mtc::sharding::CollectiveBytes &sent = partitioned.collectiveBytes;
+      output->os() << "\ncommunication per rank (the step's own collectives; data "
+                      "parallelism adds its gradient reduction):\n"
+                   << llvm::formatv("  forward_backward, per micro-batch {0,14} bytes\n",
+                                    sent.forwardBackward)
+                   << llvm::formatv("  optimizer_step                    {0,14} bytes\n",
+                                    sent.optimizerStep);
     }
   } else {
     mlir::OpPrintingFlags flags;
