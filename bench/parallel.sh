@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Step time and communication of one model under each parallel layout, at a fixed global
+# batch, on this host's CPU ranks (bench/README.md, "Parallel layouts").
+#
+#   bench/parallel.sh [--model examples/gpt-tiny.mtl] [--global-batch 32] [--steps 12]
+#                     [--threads 1] [--out DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+model=examples/gpt-tiny.mtl
+global_batch=32
+steps=12
+threads=1
+out=
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --model) model=$2; shift 2 ;;
+    --global-batch) global_batch=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "bench/parallel.sh: unknown argument '$1' (see --help)" >&2; exit 1 ;;
+  esac
+done
+for tool in build/bin/mtc build/bin/mtrun; do
+  [[ -x $tool ]] || { echo "bench/parallel.sh: $tool is missing: build the project first" >&2; exit 1; }
+done
+if [[ -z $out ]]; then
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+fi
+
+# name | compile flags | mtrun ranks
+layouts=(
+  "one||--nodes 1"
+  "dp2||--nodes 2"
+  "dp4||--nodes 2 --ranks-per-node 2"
+  "tp2|--tp 2|--nodes 2"
+  "tp2+sp|--tp 2 --sp|--nodes 2"
+  "tp4|--tp 4|--nodes 4"
+  "tp2xdp2|--tp 2|--nodes 2 --ranks-per-node 2"
+  "tp2xdp2+sp+distopt|--tp 2 --sp --dp 2 --use-distributed-optimizer|--nodes 2 --ranks-per-node 2"
+)
+
+declare -A compiled
+for layout in "${layouts[@]}"; do
+  IFS='|' read -r name flags ranks <<<"$layout"
+  plan="$out/plan${flags// /_}.plan"
+  if [[ -z ${compiled[$plan]:-} ]]; then
+    # shellcheck disable=SC2086
+    build/bin/mtc compile "$model" -o "$plan" --kernels=x86 $flags >/dev/null
+    compiled[$plan]=1
+  fi
+  # shellcheck disable=SC2086
+  build/bin/mtrun "$plan" $ranks --steps "$steps" --global-batch "$global_batch" \
+    --threads "$threads" --metrics "$out/$name.jsonl" >"$out/$name.log"
+  echo "$name|$(grep -o 'predicted [0-9.]* MiB' "$out/$name.log" || echo 'predicted 0.00 MiB')"
+done | python3 -c '
+import json, statistics, sys
+out = sys.argv[1]
+header = ("layout", "ms/step", "tok/s", "MiB sent/step (rank 0)", "predicted")
+print("{:<20} {:>8} {:>8} {:>23} {:>10}".format(*header))
+for line in sys.stdin:
+    name, predicted = line.strip().split("|")
+    steps = [json.loads(l) for l in open(f"{out}/{name}.jsonl")][1:]
+    ms = statistics.median(s["step_ms"] for s in steps)
+    tok = statistics.median(s["tokens_per_s"] for s in steps)
+    sent = statistics.mean(s["comm_bytes_sent"] for s in steps) / 2**20
+    print(f"{name:<20} {ms:8.1f} {tok:8.0f} {sent:23.2f} {predicted.split()[1]:>10}")
+' "$out"
