@@ -260,7 +260,10 @@ LogicalResult prepareForLowering(ModuleOp module) {
     return failure();
   PassManager pm(module.getContext());
   bufferization::buildBufferDeallocationPipeline(pm);
-  return pm.run(module);
+  if (failed(pm.run(module)))
+    return failure();
+  codegen::moveDeallocationsToLastUse(module);
+  return success();
 }
 
 /// Linalg on memrefs, deallocations placed -> LLVM dialect, the sequence measured with

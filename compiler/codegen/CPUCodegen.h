@@ -114,6 +114,11 @@ mlir::FailureOr<int64_t> predictWorkspaceBytes(mlir::ModuleOp linalgModule,
 /// CPU and GPU backends; the context must have registerCodegenDialects' registry.
 mlir::LogicalResult bufferizeForCodegen(mlir::ModuleOp module);
 
+/// Moves each deallocation of a temporary up to just after the last use of the buffer or
+/// of anything derived from it in its block (EarlyDeallocation.cpp), so a step function
+/// holds a temporary only while it is needed rather than until it returns.
+void moveDeallocationsToLastUse(mlir::ModuleOp module);
+
 /// The dialects, bufferization models and LLVM IR translations the backends use; both
 /// backends append this to the module's context themselves.
 void registerCodegenDialects(mlir::DialectRegistry &registry);

@@ -9,9 +9,9 @@
 //     call @mtc_all_reduce(axis, dtype, op, ptr(%in), ptr(%out), count)
 //     %y   = bufferization.to_tensor %out restrict writable
 //
-// The call sees addresses, not memrefs: the buffers must live until it returns, which holds
-// because ownership-based deallocation frees at the end of the block (a memory planner that
-// frees after the last memref use must count these calls as uses).
+// The call sees addresses, not memrefs: the buffers must live until it returns, so moving
+// frees up to a buffer's last use counts what is computed from its address as uses
+// (EarlyDeallocation.cpp).
 //
 // The runtime's gathers and scatters move contiguous blocks, one per rank: a dimension
 // gathered or scattered other than the outermost is transposed to the front first and
