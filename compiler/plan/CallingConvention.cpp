@@ -12,19 +12,6 @@ namespace json = llvm::json;
 
 namespace {
 
-std::string dtypeName(Type type) {
-  if (type.isF32())
-    return "f32";
-  if (type.isBF16())
-    return "bf16";
-  if (type.isF16())
-    return "f16";
-  if (type.isF64())
-    return "f64";
-  if (type.isInteger(32))
-    return "i32";
-  return "i64";
-}
 
 json::Object buffer(StringRef kind, StringRef name, Type type) {
   auto tensor = cast<mt::NamedTensorType>(type);
@@ -33,7 +20,7 @@ json::Object buffer(StringRef kind, StringRef name, Type type) {
     dims.push_back(json::Object{{"name", dim.name.getValue()}, {"size", dim.size}});
   return json::Object{{"kind", kind},
                       {"name", name},
-                      {"dtype", dtypeName(tensor.getElementType())},
+                      {"dtype", planDTypeName(tensor.getElementType())},
                       {"dims", std::move(dims)}};
 }
 
@@ -48,6 +35,22 @@ std::optional<std::pair<StringRef, StringRef>> outlinedSymbol(DictionaryAttr att
 }
 
 } // namespace
+
+std::string mtc::planDTypeName(Type type) {
+  if (type.isF32())
+    return "f32";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF16())
+    return "f16";
+  if (type.isF64())
+    return "f64";
+  if (type.isInteger(32))
+    return "i32";
+  if (type.isInteger(64))
+    return "i64";
+  return "unknown";
+}
 
 json::Object mtc::describeCallingConvention(ModuleOp module) {
   json::Object functions;

@@ -19,6 +19,9 @@ namespace mtc {
 /// with kind `input`, `param`, `state`, `grad`, `loss`, `grad_norm` or `lr`.
 llvm::json::Object describeCallingConvention(mlir::ModuleOp module);
 
+/// The plan's name of an element type: f32, bf16, f16, f64, i32, i64 (docs/plan-format.md).
+std::string planDTypeName(mlir::Type type);
+
 } // namespace mtc
 
 #endif // MTC_COMPILER_PLAN_CALLINGCONVENTION_H

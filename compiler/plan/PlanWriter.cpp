@@ -2,6 +2,8 @@
 
 #include "compiler/plan/PlanWriter.h"
 
+#include "compiler/plan/CallingConvention.h"
+
 #include "compiler/sharding/Layout.h"
 
 #include "dialects/mt/IR/MTOps.h"
@@ -26,21 +28,6 @@ std::string mtc::sha256Hex(llvm::StringRef bytes) {
 
 namespace {
 
-std::string dtypeName(Type type) {
-  if (type.isF32())
-    return "f32";
-  if (type.isBF16())
-    return "bf16";
-  if (type.isF16())
-    return "f16";
-  if (type.isF64())
-    return "f64";
-  if (type.isInteger(32))
-    return "i32";
-  if (type.isInteger(64))
-    return "i64";
-  return "unknown";
-}
 
 int64_t dtypeBytes(Type type) {
   return type.isIntOrFloat() ? std::max<int64_t>(1, type.getIntOrFloatBitWidth() / 8) : 0;
@@ -134,7 +121,7 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
     auto tensor = cast<mt::NamedTensorType>(type);
     std::string name = index == 0 ? "tokens" : index == 1 ? "labels" : llvm::formatv("input{0}", index).str();
     inputs.push_back(json::Object{{"name", name},
-                                  {"dtype", dtypeName(tensor.getElementType())},
+                                  {"dtype", planDTypeName(tensor.getElementType())},
                                   {"dims", dimsJson(tensor)}});
   }
   plan["inputs"] = std::move(inputs);
@@ -175,7 +162,7 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
     json::Object entry{{"name", param.getSymName()},
                        {"tensor_id", static_cast<int64_t>(index)},
                        {"dims", dimsJson(stored)},
-                       {"dtype", dtypeName(stored.getElementType())},
+                       {"dtype", planDTypeName(stored.getElementType())},
                        {"weight_decay", param->hasAttr(mt::MTDialect::kWeightDecayAttrName)}};
     if (std::optional<StringRef> layer = param.getLayer()) {
       entry["layer"] = *layer;
@@ -208,7 +195,7 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
     states.push_back(json::Object{{"name", state.getSymName()},
                                   {"of", state.getOf()},
                                   {"dims", dimsJson(type)},
-                                  {"dtype", dtypeName(type.getElementType())}});
+                                  {"dtype", planDTypeName(type.getElementType())}});
   }
   plan["states"] = std::move(states);
   plan["functions"] = json::Array{"forward", "forward_backward", "optimizer_step"};
