@@ -59,13 +59,14 @@ for layout in "${layouts[@]}"; do
 done | python3 -c '
 import json, statistics, sys
 out = sys.argv[1]
-header = ("layout", "ms/step", "tok/s", "MiB sent/step (rank 0)", "predicted")
-print("{:<20} {:>8} {:>8} {:>23} {:>10}".format(*header))
+header = ("layout", "ms/step", "tok/s", "MiB sent/step (rank 0)", "predicted", "peak MiB/rank")
+print("{:<20} {:>8} {:>8} {:>23} {:>10} {:>14}".format(*header))
 for line in sys.stdin:
     name, predicted = line.strip().split("|")
     steps = [json.loads(l) for l in open(f"{out}/{name}.jsonl")][1:]
     ms = statistics.median(s["step_ms"] for s in steps)
     tok = statistics.median(s["tokens_per_s"] for s in steps)
     sent = statistics.mean(s["comm_bytes_sent"] for s in steps) / 2**20
-    print(f"{name:<20} {ms:8.1f} {tok:8.0f} {sent:23.2f} {predicted.split()[1]:>10}")
+    peak = max(s["peak_bytes"] for s in steps) / 2**20
+    print(f"{name:<20} {ms:8.1f} {tok:8.0f} {sent:23.2f} {predicted.split()[1]:>10} {peak:14.1f}")
 ' "$out"
