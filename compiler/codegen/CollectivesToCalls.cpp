@@ -16,8 +16,8 @@
 // The runtime's gathers and scatters move contiguous blocks, one per rank: a dimension
 // gathered or scattered other than the outermost is transposed to the front first and
 // back after. `all_slice` needs no communication: an `extract_slice` at this rank's
-// coordinate (kMeshCoordinateFunction). `from_local` / `to_local` are nothing on builtin
-// tensors.
+// coordinate (kMeshCoordinateFunction), and `to_partial` a select on it. `from_local` /
+// `to_local` are nothing on builtin tensors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -162,6 +162,27 @@ struct BlockCollectiveLowering : OpConversionPattern<Op> {
   }
 };
 
+/// to_partial: the value where this rank's coordinate is 0, zero elsewhere.
+struct ToPartialLowering : OpConversionPattern<mtp::ToPartialOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(mtp::ToPartialOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<mtp::ShardedTensorType>(op.getInput().getType());
+    Location loc = op.getLoc();
+    Value first = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::eq,
+        meshCoordinate(rewriter, loc, axisIndex(type.getMesh(), op.getOver())),
+        indexConstant(rewriter, loc, 0));
+    rewriter.replaceOp(op, buildPointwise(rewriter, loc, type.getLocalType(), adaptor.getInput(),
+                                          [&](OpBuilder &b, Location l, Value x) -> Value {
+                                            Value zero = arith::ConstantOp::create(
+                                                b, l, b.getZeroAttr(x.getType()));
+                                            return arith::SelectOp::create(b, l, first, x, zero);
+                                          }));
+    return success();
+  }
+};
+
 struct AllSliceLowering : OpConversionPattern<mtp::AllSliceOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(mtp::AllSliceOp op, OpAdaptor adaptor,
@@ -232,6 +253,7 @@ void codegen::lowering::populateCollectivePatterns(const TypeConverter &types,
   patterns.add<LocalViewLowering<mtp::FromLocalOp>, LocalViewLowering<mtp::ToLocalOp>,
                AllReduceLowering,
                BlockCollectiveLowering<mtp::AllGatherOp, true>,
-               BlockCollectiveLowering<mtp::ReduceScatterOp, false>, AllSliceLowering>(
+               BlockCollectiveLowering<mtp::ReduceScatterOp, false>, AllSliceLowering,
+               ToPartialLowering>(
       types, patterns.getContext());
 }

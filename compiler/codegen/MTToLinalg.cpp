@@ -636,6 +636,21 @@ bool isSupported(Operation *op) {
 
 } // namespace
 
+Value codegen::lowering::buildPointwise(OpBuilder &builder, Location loc, NamedTensorType type,
+                                        Value input,
+                                        function_ref<Value(OpBuilder &, Location, Value)> body) {
+  unsigned rank = type.getRank();
+  SmallVector<AffineMap> maps(2, builder.getMultiDimIdentityMap(rank));
+  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      builder, loc, TypeRange{builtinType(type)}, ValueRange{input},
+      ValueRange{emptyTensor(builder, loc, type)}, maps, iterators,
+      [&](OpBuilder &b, Location l, ValueRange args) {
+        linalg::YieldOp::create(b, l, ValueRange{body(b, l, args[0])});
+      });
+  return generic.getResult(0);
+}
+
 LogicalResult codegen::lowering::declareRuntimeFunctions(
     ModuleOp module, ArrayRef<std::pair<StringRef, FunctionType>> declarations,
     StringRef purpose) {

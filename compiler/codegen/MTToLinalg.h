@@ -94,6 +94,14 @@ mlir::Value fill(mlir::OpBuilder &builder, mlir::Location loc, mt::NamedTensorTy
 mlir::Value transposed(mlir::OpBuilder &builder, mlir::Location loc, mlir::Value value,
                        llvm::ArrayRef<int64_t> permutation);
 
+/// A `linalg.generic` over the dimensions of `type` (identity maps) with `input` as its
+/// one operand; `body(builder, loc, element)` computes the result element.
+mlir::Value buildPointwise(mlir::OpBuilder &builder, mlir::Location loc, mt::NamedTensorType type,
+                           mlir::Value input,
+                           llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
+                                                          mlir::Value)>
+                               body);
+
 /// Element type conversion as the interpreter's `mt.cast`: floats extend or truncate;
 /// float -> integer truncates toward zero (i1 as unsigned); integers are sign-extended (i1
 /// zero-extended).

@@ -38,22 +38,6 @@ using mt::NamedTensorType;
 
 namespace {
 
-/// A `linalg.generic` over the dimensions of `type` (identity maps) with `input` as its
-/// one operand; `body(builder, loc, element)` computes the result element.
-Value buildPointwise(OpBuilder &builder, Location loc, NamedTensorType type, Value input,
-                     function_ref<Value(OpBuilder &, Location, Value)> body) {
-  unsigned rank = type.getRank();
-  SmallVector<AffineMap> maps(2, builder.getMultiDimIdentityMap(rank));
-  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      builder, loc, TypeRange{builtinType(type)}, ValueRange{input},
-      ValueRange{emptyTensor(builder, loc, type)}, maps, iterators,
-      [&](OpBuilder &b, Location l, ValueRange args) {
-        linalg::YieldOp::create(b, l, ValueRange{body(b, l, args[0])});
-      });
-  return generic.getResult(0);
-}
-
 /// An `index` as an f64 (indices are non-negative).
 Value indexToF64(OpBuilder &b, Location loc, Value index) {
   Value integer = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), index);

@@ -157,6 +157,16 @@ private:
         cur = next;
       }
     }
+    // A whole value becomes partial where the target is (coordinate 0 keeps it).
+    for (StringRef axis : to.getPartialAxes()) {
+      if (cur.isPartialOver(axis))
+        continue;
+      SmallVector<StringRef> partial = cur.getPartialAxes();
+      partial.push_back(axis);
+      ShardedTensorType next = cur.withPartial(partial);
+      v = mtp::ToPartialOp::create(b, loc, next, v, axis);
+      cur = next;
+    }
     // Then gather what the target does not split that way, and slice what it splits more.
     for (const mt::NamedDim &dim : cur.getGlobal().getDims()) {
       StringRef name = dim.name.getValue();
@@ -274,7 +284,11 @@ private:
     case Linearity::None:
       break;
     case Linearity::Sum:
-      keep = numPartial == in.size() && sameAxes;
+      // A scalar sum (of squared norms, of a loss's terms) also keeps its partial operands
+      // when others are whole: those become partial (to_partial, no communication), and
+      // one all-reduce sums the total instead of one per partial term.
+      keep = sameAxes && (numPartial == in.size() ||
+                          (numPartial > 0 && resultType.getRank() == 0));
       break;
     case Linearity::Unary:
       keep = numPartial == 1;
@@ -302,8 +316,8 @@ private:
     Decision d;
     for (auto [i, layout] : llvm::enumerate(operands)) {
       Layout target = restrict(split, cast<NamedTensorType>(op->getOperand(i).getType()));
-      if (keep && layout.isPartial())
-        target.partial = layout.partial;
+      if (keep)
+        target.partial = partialAxes;
       d.operands.push_back(target);
     }
     Layout result = restrict(split, resultType);

@@ -29,6 +29,9 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       contractions with one partial operand (products are linear in one factor too, but
       summing at the first one is what puts Megatron's collectives where they belong:
       after the row-parallel contraction, before the bias, the norm and their gradients);
+    - a scalar sum with partial and whole terms (squared norms, a loss's terms) stays
+      partial: the whole terms become partial (`to_partial`: coordinate 0 keeps them, no
+      communication), and one all-reduce sums the total;
     - any other consumer sums them first: `all_reduce`, or `reduce_scatter` along a
       dimension the consumer wants split (with `sp on`, along `seq`);
     - operands that disagree on a dimension are sliced to the split (`all_slice`, no

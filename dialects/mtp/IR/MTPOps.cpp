@@ -151,6 +151,22 @@ LogicalResult AllSliceOp::verify() {
   return checkResult(*this, type.withSplit(dim, axes), getResult().getType());
 }
 
+LogicalResult ToPartialOp::verify() {
+  auto type = cast<ShardedTensorType>(getInput().getType());
+  StringRef axis = getOver();
+  if (failed(checkAxis(*this, type, axis)))
+    return failure();
+  if (type.isPartialOver(axis))
+    return emitOpError() << "the operand is already partial over '" << axis << "'";
+  for (NamedAttribute entry : type.getSplit())
+    if (llvm::is_contained(type.getSplitAxes(entry.getName()), axis))
+      return emitOpError() << "'" << axis << "' splits dimension '"
+                           << entry.getName().getValue() << "': the operand is not whole over it";
+  SmallVector<StringRef> partial = type.getPartialAxes();
+  partial.push_back(axis);
+  return checkResult(*this, type.withPartial(partial), getResult().getType());
+}
+
 LogicalResult AllToAllOp::verify() {
   auto type = cast<ShardedTensorType>(getInput().getType());
   StringRef axis = getOver(), from = getFrom(), to = getTo();

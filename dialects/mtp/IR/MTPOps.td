@@ -66,6 +66,19 @@ def MTP_AllSliceOp : MTP_Op<"all_slice", [Pure]> {
       "$input `over` $over `along` $along attr-dict `:` type($input) `->` type($result)";
 }
 
+def MTP_ToPartialOp : MTP_Op<"to_partial", [Pure]> {
+  let summary = "a whole value as partial sums over an axis, without communication";
+  let description = [{
+    `%y = mtp.to_partial %x over "tp" : T -> U`: `%x` is the same on every rank along `tp`
+    (not split or partial over it); in `%y` the rank at coordinate 0 holds it and the others
+    hold 0, so that `%y` is partial over `tp` and sums to `%x` exactly. Lets a sum of partial
+    and whole values stay partial (one all-reduce for the whole sum).
+  }];
+  let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over);
+  let results = (outs MTP_ShardedTensorType:$result);
+  let assemblyFormat = "$input `over` $over attr-dict `:` type($input) `->` type($result)";
+}
+
 def MTP_AllToAllOp : MTP_Op<"all_to_all", [Pure]> {
   let summary = "move the split of an axis from one dimension to another";
   let description = [{

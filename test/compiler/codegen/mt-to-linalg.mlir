@@ -658,3 +658,19 @@ func.func @vocab_parallel(%table: !mt.tensor<[vocab=4, hidden=2], f32>, %ids: !m
   %l = mtp.to_local %r : !mtp.tensor<[seq=3], f32, <[tp = 2]>> -> !mt.tensor<[seq=3], f32>
   return %x, %d, %l : !mt.tensor<[seq=3, hidden=2], f32>, !mt.tensor<[vocab=4, hidden=2], f32>, !mt.tensor<[seq=3], f32>
 }
+
+// -----
+
+// Tests to_partial: the value where this rank's coordinate is 0, zero elsewhere.
+// CHECK-LABEL: func.func @to_partial
+// CHECK: %[[C:.*]] = call @mtc_mesh_coordinate(%{{.*}}) : (i64) -> i64
+// CHECK: %[[CI:.*]] = arith.index_cast %[[C]] : i64 to index
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[CI]], %{{.*}} : index
+// CHECK: linalg.generic
+// CHECK: arith.select %[[FIRST]], %{{.*}}, %{{.*}} : f32
+func.func @to_partial(%x: !mt.tensor<[s=4], f32>) -> !mt.tensor<[s=4], f32> {
+  %w = mtp.from_local %x : !mt.tensor<[s=4], f32> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  %p = mtp.to_partial %w over "tp" : !mtp.tensor<[s=4], f32, <[tp = 2]>> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>
+  %l = mtp.to_local %p : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mt.tensor<[s=4], f32>
+  return %l : !mt.tensor<[s=4], f32>
+}

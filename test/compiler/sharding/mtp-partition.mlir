@@ -109,16 +109,21 @@ module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
 
 // -----
 
-// Tests the optimizer's global gradient norm: a split gradient's sum of squares is partial
-// and all-reduced before it meets the replicated one's, so every element counts once; the
-// updated parameter keeps its split and needs no communication.
+// Tests the optimizer's global gradient norm: a split gradient's sum of squares is partial;
+// the replicated one's becomes partial too (to_partial: coordinate 0 keeps it), so every
+// element counts once and one all-reduce sums the total; the updated parameter keeps its
+// split and needs no communication.
 // CHECK-LABEL: func.func @optimizer_step
 // CHECK-SAME: %arg2: !mt.tensor<[heads=2], f32>, %arg3: !mt.tensor<[hidden=4], f32>
 // CHECK: %[[SQ:.*]] = mt.reduce_sum {{.*}} over [heads] : <[heads=2], f32> -> <[], f32>
-// CHECK: %[[P:.*]] = mtp.from_local %[[SQ]] {{.*}} partial [tp]>
+// CHECK: %[[SQ2:.*]] = mt.reduce_sum {{.*}} over [hidden] : <[hidden=4], f32> -> <[], f32>
+// CHECK: %[[W:.*]] = mtp.from_local %[[SQ2]] : <[], f32> -> <[], f32, <[tp = 2]>>
+// CHECK: %[[S:.*]] = mtp.to_partial %[[W]] over "tp" : <[], f32, <[tp = 2]>> -> <[], f32, <[tp = 2]>, partial [tp]>
+// CHECK: %[[L:.*]] = mtp.to_local %[[S]]
+// CHECK: %[[SUM:.*]] = mt.add %[[SQ]], %[[L]]
+// CHECK: %[[P:.*]] = mtp.from_local %[[SUM]] {{.*}} partial [tp]>
 // CHECK: mtp.all_reduce %[[P]]
-// CHECK: mt.add
-// CHECK-NOT: mtp.
+// CHECK-NOT: mtp.all_reduce
 // CHECK: return {{.*}} : !mt.tensor<[], f32>, !mt.tensor<[heads=2], f32>
 module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
   mt.param @wq : !mt.tensor<[heads=4], f32> init normal(2.000000e-02)

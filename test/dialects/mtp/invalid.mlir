@@ -157,3 +157,19 @@ func.func @all_reduce_bad_reduction(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, part
   %y = mtp.all_reduce %x over ["tp"] {reduction = "min"} : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
   return
 }
+
+// -----
+
+func.func @to_partial_split(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>) {
+  // expected-error @+1 {{'tp' splits dimension 's': the operand is not whole over it}}
+  %y = mtp.to_partial %x over "tp" : !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>
+  return
+}
+
+// -----
+
+func.func @to_partial_twice(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>) {
+  // expected-error @+1 {{the operand is already partial over 'tp'}}
+  %y = mtp.to_partial %x over "tp" : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>
+  return
+}

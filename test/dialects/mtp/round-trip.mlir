@@ -93,3 +93,12 @@ func.func @max_all_reduce(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>)
   %y = mtp.all_reduce %x over ["tp"] {reduction = "max"} : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
   return %y : !mtp.tensor<[s=4], f32, <[tp = 2]>>
 }
+
+// Tests to_partial (a whole value as partial sums: coordinate 0 keeps it).
+// CHECK-LABEL: func.func @to_partial
+// CHECK: mtp.to_partial %arg0 over "tp" : <[s=4], f32, <[tp = 2]>> -> <[s=4], f32, <[tp = 2]>, partial [tp]>
+func.func @to_partial(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>>)
+    -> !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> {
+  %y = mtp.to_partial %x over "tp" : !mtp.tensor<[s=4], f32, <[tp = 2]>> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>
+  return %y : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>
+}
