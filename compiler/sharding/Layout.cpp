@@ -41,7 +41,7 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
                                    "(and batch to dp)";
     }
   } else {
-    for (StringRef dim : {"heads", "kv_heads", "ffn", "vocab"})
+    for (StringRef dim : kMegatronTensorParallelDims)
       spec.dimAxis[dim] = "tp";
   }
   // The distributed optimizer shards optimizer state over dp: dp becomes an axis of the

@@ -27,6 +27,11 @@ inline constexpr llvm::StringLiteral kMeshAttrName = "mtp.mesh";
 /// codegen (compiler/codegen/MTToLinalg.h) under the same name.
 inline constexpr llvm::StringLiteral kLocalLayoutAttrName = "mtp.layout";
 
+/// Megatron's tensor-parallel layout: the dimensions `tp` splits unless a layout says
+/// otherwise (the frontend checks the same list against `parallel { tp N }`).
+inline constexpr llvm::StringLiteral kMegatronTensorParallelDims[] = {"heads", "kv_heads", "ffn",
+                                                                      "vocab"};
+
 struct ShardingSpec {
   /// The axes the compiled step is partitioned over (`dp` with the distributed optimizer,
   /// then `tp`); null when the module asks for neither.

@@ -259,8 +259,9 @@ private:
   }
 
   /// How an elementwise op treats partial sums: `Sum` (add, sub) keeps them when every
-  /// operand is partial over the same axes, `Unary` (neg) keeps a partial operand; `None`
-  /// sums them first. Products are linear in one factor too, but keeping their partial
+  /// operand is partial over the same axes, or, for a scalar result, when the others are
+  /// whole (they become partial); `Unary` (neg) keeps a partial operand; `None` sums them
+  /// first. Products are linear in one factor too, but keeping their partial
   /// sums would defer the sum past the norm backward, where a split sequence or the
   /// norm's weights need it: summing at the first product gives Megatron's collectives.
   enum class Linearity { None, Sum, Unary };

@@ -31,8 +31,8 @@ template <class T> void maxOfBlocks(const T *blocks, int64_t size, int64_t count
   }
 }
 
-/// One call of a collective: checks its arguments against the scope, runs `body` on the
-/// axis, and turns every failure into the scope's sticky error with zeros in `out`.
+/// One call of a collective: checks its arguments against the scope, runs the collective on
+/// the axis (`run`), and turns every failure into the scope's sticky error.
 class Call {
 public:
   Call(const char *function, std::string description, int64_t axis, int64_t dtype,
@@ -85,6 +85,26 @@ public:
                                     dtypeName(dtype_), " elements)", where, ": ", why));
   }
   void fail(const Error &err) { fail(std::string_view(err.message())); }
+
+  /// Runs `body(axis)` (returning an Error) when the call can start; false, with the
+  /// failure recorded (an error, an exception), when it could not or failed: the caller
+  /// then writes zeros to `out`.
+  template <class Body> bool run(Body &&body) {
+    try {
+      const MeshAxisGroup *group = start();
+      if (!group)
+        return false;
+      Error err = body(*group);
+      if (err.ok())
+        return true;
+      fail(err);
+    } catch (const std::bad_alloc &) {
+      fail("out of memory");
+    } catch (const std::exception &e) {
+      fail(e.what());
+    }
+    return false;
+  }
 
 private:
   const char *function_;
@@ -151,87 +171,59 @@ extern "C" void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const vo
                                int64_t count) {
   Call call("mtc_all_reduce", op == kMeshSum ? "sum" : op == kMeshMax ? "max" : "unknown op",
             axis, dtype, count);
-  try {
-    if (const MeshAxisGroup *g = call.start()) {
-      if (op != kMeshSum && op != kMeshMax) {
-        call.fail(concat("unknown reduction ", op, " (0 = sum, 1 = max)"));
-      } else if (Error err = allReduce(*g, dtype, op, in, out, count); !err.ok()) {
-        call.fail(err);
-      } else {
-        return;
-      }
-    }
-  } catch (const std::bad_alloc &) {
-    call.fail("out of memory");
-  } catch (const std::exception &e) {
-    call.fail(e.what());
-  }
+  if (call.run([&](const MeshAxisGroup &g) {
+        if (op != kMeshSum && op != kMeshMax)
+          return makeError("unknown reduction ", op, " (0 = sum, 1 = max)");
+        return allReduce(g, dtype, op, in, out, count);
+      }))
+    return;
   zeroFill(out, dtype, count);
 }
 
 extern "C" void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out,
                                int64_t count) {
   Call call("mtc_all_gather", "concatenation", axis, dtype, count);
+  if (call.run([&](const MeshAxisGroup &g) {
+        size_t bytes = size_t(count) * elementSize(dtype);
+        if (g.size == 1) {
+          std::memcpy(out, in, bytes);
+          return Error::success();
+        }
+        // The bytes move unchanged: f64 travels as pairs of f32 words.
+        return g.comm->allGather(static_cast<const float *>(in), static_cast<float *>(out),
+                                 bytes / sizeof(float));
+      }))
+    return;
+  // The whole result is zeroed when the axis (so its size) is known.
   int64_t outCount = count;
-  try {
-    if (const MeshAxisGroup *g = call.start()) {
-      outCount = count * g->size;
-      size_t bytes = size_t(count) * elementSize(dtype);
-      if (g->size == 1) {
-        std::memcpy(out, in, bytes);
-        return;
-      }
-      // The bytes move unchanged: f64 travels as pairs of f32 words.
-      size_t words = bytes / sizeof(float);
-      Error err = g->comm->allGather(static_cast<const float *>(in), static_cast<float *>(out),
-                                     words);
-      if (err.ok())
-        return;
-      call.fail(err);
-    } else if (MeshScope *scope = MeshScope::current();
-               scope && axis >= 0 && axis < static_cast<int64_t>(scope->mesh().axes.size())) {
-      outCount = count * scope->mesh().axes[size_t(axis)].size;
-    }
-  } catch (const std::bad_alloc &) {
-    call.fail("out of memory");
-  } catch (const std::exception &e) {
-    call.fail(e.what());
-  }
+  if (MeshScope *scope = MeshScope::current();
+      scope && axis >= 0 && axis < static_cast<int64_t>(scope->mesh().axes.size()))
+    outCount = count * scope->mesh().axes[size_t(axis)].size;
   zeroFill(out, dtype, outCount);
 }
 
 extern "C" void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, void *out,
                                    int64_t count) {
   Call call("mtc_reduce_scatter", "sum", axis, dtype, count);
-  try {
-    if (const MeshAxisGroup *g = call.start()) {
-      size_t n = size_t(count);
-      if (g->size == 1) {
-        std::memcpy(out, in, n * elementSize(dtype));
-        return;
-      }
-      Error err;
-      if (dtype == kMeshF32) {
-        err = g->comm->reduceScatterSum(static_cast<const float *>(in), static_cast<float *>(out),
-                                        n);
-      } else {
+  if (call.run([&](const MeshAxisGroup &g) {
+        size_t n = size_t(count);
+        if (g.size == 1) {
+          std::memcpy(out, in, n * elementSize(dtype));
+          return Error::success();
+        }
+        if (dtype == kMeshF32)
+          return g.comm->reduceScatterSum(static_cast<const float *>(in),
+                                          static_cast<float *>(out), n);
         // No f64 reduce-scatter in the communicators: all-reduce the whole buffer (Gloo's
         // ring: the same bits everywhere) and keep this rank's block.
-        std::vector<double> all(n * size_t(g->size));
+        std::vector<double> all(n * size_t(g.size));
         std::memcpy(all.data(), in, all.size() * sizeof(double));
-        err = g->comm->allReduceSum(all.data(), all.size());
+        Error err = g.comm->allReduceSum(all.data(), all.size());
         if (err.ok())
-          std::memcpy(out, all.data() + n * size_t(g->coordinate), n * sizeof(double));
-      }
-      if (err.ok())
-        return;
-      call.fail(err);
-    }
-  } catch (const std::bad_alloc &) {
-    call.fail("out of memory");
-  } catch (const std::exception &e) {
-    call.fail(e.what());
-  }
+          std::memcpy(out, all.data() + n * size_t(g.coordinate), n * sizeof(double));
+        return err;
+      }))
+    return;
   zeroFill(out, dtype, count);
 }
 

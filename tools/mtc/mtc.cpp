@@ -13,6 +13,7 @@
 #include "compiler/lowering/Passes.h"
 #include "compiler/plan/CallingConvention.h"
 #include "compiler/plan/PlanWriter.h"
+#include "compiler/sharding/Layout.h"
 #include "compiler/sharding/Passes.h"
 #include "compiler/transforms/Passes.h"
 #include "compiler/registration/Registration.h"
@@ -280,7 +281,10 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
         return failure();
     }
     parallel.set("layout", layout.getDictionary(ctx));
-  } else if (failed(checkDivides(dims, "--tp", tp, {"heads", "kv_heads", "ffn", "vocab"}))) {
+  } else if (failed(checkDivides(dims, "--tp", tp,
+                                 SmallVector<StringRef>(
+                                     std::begin(mtc::sharding::kMegatronTensorParallelDims),
+                                     std::end(mtc::sharding::kMegatronTensorParallelDims))))) {
     return failure();
   }
   auto sp = llvm::dyn_cast_or_null<mlir::BoolAttr>(parallel.get("sp"));

@@ -408,6 +408,18 @@ func.func @dropout(%x: !mt.tensor<[a=2, b=3], f32>)
 
 // -----
 
+// Tests that a symbol taking a collective's name with another meaning is an error.
+// expected-error @+1 {{'func.func' op 'mtc_all_reduce' is reserved for the runtime's collectives: it must be an external function of type}}
+func.func private @mtc_all_reduce(i64) -> i64
+func.func @collective_clash(%x: !mt.tensor<[s=4], f32>) -> !mt.tensor<[s=4], f32> {
+  %p = mtp.from_local %x : !mt.tensor<[s=4], f32> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>
+  %r = mtp.all_reduce %p over ["tp"] : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  %l = mtp.to_local %r : !mtp.tensor<[s=4], f32, <[tp = 2]>> -> !mt.tensor<[s=4], f32>
+  return %l : !mt.tensor<[s=4], f32>
+}
+
+// -----
+
 // Tests that a symbol taking mtc_dropout_scale's name with another meaning is an error.
 // expected-error @+1 {{'func.func' op 'mtc_dropout_scale' is reserved for dropout: it must be an external function of type}}
 func.func private @mtc_dropout_scale(i64) -> f32

@@ -68,12 +68,16 @@ Plan toyPlan(int64_t tp, const char *forwardBackward = "toy_forward_backward") {
 
 struct RunResult {
   std::vector<double> losses, gradNorms;
-  std::vector<float> w, m; // whole, after the run
+  TrainingState whole; // every tensor whole, after the run
+  std::vector<std::vector<int64_t>> stateShapes; // rank 0's, local
+  int64_t bufferBytes = 0;                       // rank 0's
   std::string error;
 };
 
-/// Trains `steps` steps of `plan` on `n` thread-ranks; returns rank 0's view.
-RunResult train(const Plan &plan, int n, int steps, const std::string &prefix) {
+/// Trains `plan` on `n` thread-ranks from `start` (whole tensors; null: initialised) up to
+/// step `until`; returns rank 0's view, the state gathered whole.
+RunResult train(const Plan &plan, int n, int64_t until, const std::string &prefix,
+                const TrainingState *start = nullptr) {
   TestJob job;
   std::vector<RunResult> runs(n);
   Expected<TokenSource> data = TokenSource::synthetic(16, plan.seed);
@@ -89,16 +93,17 @@ RunResult train(const Plan &plan, int n, int steps, const std::string &prefix) {
     ASSERT_TRUE(mesh.ok()) << mesh.error().message();
     Expected<KernelLibrary> kernels = KernelLibrary::load(plan);
     ASSERT_TRUE(kernels.ok()) << kernels.error().message();
+    const std::vector<int64_t> &coords = mesh->placement().coordinates;
     Expected<TrainingState> state =
-        mesh->partitioned()
-            ? TrainingState::initializeShards(plan, mesh->placement().coordinates, 1)
-            : TrainingState::initialize(plan, 1);
-    ASSERT_TRUE(state.ok());
+        start                  ? shardState(plan, *start, coords)
+        : mesh->partitioned() ? TrainingState::initializeShards(plan, coords, 1)
+                               : TrainingState::initialize(plan, 1);
+    ASSERT_TRUE(state.ok()) << state.error().message();
     Expected<Trainer> trainer =
         Trainer::create(plan, *kernels, std::move(*state), *data, 0, mesh->dataParallel(),
                         mesh->partitioned() ? &mesh->context() : nullptr);
     ASSERT_TRUE(trainer.ok()) << trainer.error().message();
-    for (int s = 0; s < steps; ++s) {
+    while (trainer->state().step < until) {
       Expected<StepStats> stats = trainer->step();
       if (!stats) {
         run.error = stats.error().message();
@@ -107,16 +112,22 @@ RunResult train(const Plan &plan, int n, int steps, const std::string &prefix) {
       run.losses.push_back(stats->loss);
       run.gradNorms.push_back(stats->gradNorm);
     }
-    Expected<TrainingState> whole = gatherState(plan, trainer->state(), *mesh);
-    ASSERT_TRUE(whole.ok()) << whole.error().message();
-    run.w = whole->params[0].values;
-    run.m = whole->states[0].values;
+    for (const TrainingState::Tensor &t : trainer->state().states)
+      run.stateShapes.push_back(t.shape);
+    run.bufferBytes = trainer->bufferBytes();
+    if (mesh->inFirstModelGroup()) {
+      Expected<TrainingState> whole = gatherState(plan, trainer->state(), *mesh);
+      ASSERT_TRUE(whole.ok()) << whole.error().message();
+      run.whole = std::move(*whole);
+    }
   });
   for (int r = 1; r < n; ++r) {
+    // Every rank fails or none does (the messages name their ranks).
+    EXPECT_EQ(runs[r].error.empty(), runs[0].error.empty()) << "rank " << r << ": " << runs[r].error;
     EXPECT_EQ(runs[r].losses, runs[0].losses) << "rank " << r;
     EXPECT_EQ(runs[r].gradNorms, runs[0].gradNorms) << "rank " << r;
   }
-  return runs[0];
+  return std::move(runs[0]);
 }
 
 void expectClose(const std::vector<double> &a, const std::vector<double> &b) {
@@ -140,14 +151,14 @@ TEST(TrainerMeshTest, TensorParallelEqualsOneRank) {
   ASSERT_EQ(tp2.error, "");
   expectClose(tp2.losses, one.losses);
   expectClose(tp2.gradNorms, one.gradNorms);
-  expectClose(tp2.w, one.w);
-  expectClose(tp2.m, one.m);
+  expectClose(tp2.whole.params[0].values, one.whole.params[0].values);
+  expectClose(tp2.whole.states[0].values, one.whole.states[0].values);
   RunResult tp2dp2 = train(toyPlan(2), 4, 3, "tp2dp2");
   ASSERT_EQ(tp2dp2.error, "");
   expectClose(tp2dp2.losses, one.losses);
   expectClose(tp2dp2.gradNorms, one.gradNorms);
-  expectClose(tp2dp2.w, one.w);
-  expectClose(tp2dp2.m, one.m);
+  expectClose(tp2dp2.whole.params[0].values, one.whole.params[0].values);
+  expectClose(tp2dp2.whole.states[0].values, one.whole.states[0].values);
 }
 
 TEST(TrainerMeshTest, AFailedCollectiveFailsTheStep) {
@@ -249,67 +260,6 @@ Plan zeroPlan(int64_t dp, int64_t tp, bool distributed, int64_t globalBatch = 4)
   return plan;
 }
 
-struct ZeroRun {
-  std::vector<double> losses, gradNorms;
-  TrainingState whole; // every tensor whole, after the run
-  std::vector<std::vector<int64_t>> stateShapes; // rank 0's, local
-  int64_t bufferBytes = 0;                       // rank 0's
-  std::string error;
-};
-
-/// Trains `plan` on `n` thread-ranks from `start` (whole tensors; null: initialised) up to
-/// step `until`; returns rank 0's view, the state gathered whole.
-ZeroRun trainZero(const Plan &plan, int n, int64_t until, const std::string &prefix,
-                  const TrainingState *start = nullptr) {
-  TestJob job;
-  std::vector<ZeroRun> runs(n);
-  Expected<TokenSource> data = TokenSource::synthetic(16, plan.seed);
-  EXPECT_TRUE(data.ok());
-  runRanks(n, [&](int rank) {
-    ZeroRun &run = runs[rank];
-    std::unique_ptr<GlooCommunicator> world;
-    if (n > 1) {
-      world = job.connect(rank, n, prefix);
-      ASSERT_TRUE(world);
-    }
-    Expected<RankMesh> mesh = RankMesh::create(plan, world.get());
-    ASSERT_TRUE(mesh.ok()) << mesh.error().message();
-    Expected<KernelLibrary> kernels = KernelLibrary::load(plan);
-    ASSERT_TRUE(kernels.ok()) << kernels.error().message();
-    const std::vector<int64_t> &coords = mesh->placement().coordinates;
-    Expected<TrainingState> state =
-        start ? shardState(plan, *start, coords) : TrainingState::initializeShards(plan, coords, 1);
-    ASSERT_TRUE(state.ok()) << state.error().message();
-    Expected<Trainer> trainer =
-        Trainer::create(plan, *kernels, std::move(*state), *data, 0, mesh->dataParallel(),
-                        mesh->partitioned() ? &mesh->context() : nullptr);
-    ASSERT_TRUE(trainer.ok()) << trainer.error().message();
-    while (trainer->state().step < until) {
-      Expected<StepStats> stats = trainer->step();
-      if (!stats) {
-        run.error = stats.error().message();
-        return;
-      }
-      run.losses.push_back(stats->loss);
-      run.gradNorms.push_back(stats->gradNorm);
-    }
-    for (const TrainingState::Tensor &t : trainer->state().states)
-      run.stateShapes.push_back(t.shape);
-    run.bufferBytes = trainer->bufferBytes();
-    if (mesh->inFirstModelGroup()) {
-      Expected<TrainingState> whole = gatherState(plan, trainer->state(), *mesh);
-      ASSERT_TRUE(whole.ok()) << whole.error().message();
-      run.whole = std::move(*whole);
-    }
-  });
-  for (int r = 1; r < n; ++r) {
-    EXPECT_EQ(runs[r].error, runs[0].error) << "rank " << r;
-    EXPECT_EQ(runs[r].losses, runs[0].losses) << "rank " << r;
-    EXPECT_EQ(runs[r].gradNorms, runs[0].gradNorms) << "rank " << r;
-  }
-  return std::move(runs[0]);
-}
-
 void expectSameState(const TrainingState &a, const TrainingState &b) {
   ASSERT_EQ(a.params.size(), b.params.size());
   ASSERT_EQ(a.states.size(), b.states.size());
@@ -321,7 +271,7 @@ void expectSameState(const TrainingState &a, const TrainingState &b) {
 }
 
 TEST(TrainerMeshTest, DistributedOptimizerEqualsOneRank) {
-  ZeroRun one = trainZero(zeroPlan(1, 1, false), 1, 3, "z1");
+  RunResult one = train(zeroPlan(1, 1, false), 1, 3, "z1");
   ASSERT_EQ(one.error, "");
   ASSERT_EQ(one.losses.size(), 3u);
   EXPECT_LT(one.losses[2], one.losses[0]) << "the toy model learns";
@@ -334,7 +284,7 @@ TEST(TrainerMeshTest, DistributedOptimizerEqualsOneRank) {
                  Case{2, 2, false, "dp2tp2"}}) {
     SCOPED_TRACE(c.name);
     Plan plan = zeroPlan(c.dp, c.tp, c.distributed);
-    ZeroRun run = trainZero(plan, int(c.dp * c.tp), 3, c.name);
+    RunResult run = train(plan, int(c.dp * c.tp), 3, c.name);
     ASSERT_EQ(run.error, "");
     expectClose(run.losses, one.losses);
     expectClose(run.gradNorms, one.gradNorms);
@@ -345,8 +295,8 @@ TEST(TrainerMeshTest, DistributedOptimizerEqualsOneRank) {
     EXPECT_EQ(run.stateShapes[1], (std::vector<int64_t>{3}));
   }
   // One micro-batch: the packed blocks need their own buffer (a data-parallel axis of size 1).
-  ZeroRun single = trainZero(zeroPlan(1, 1, false, 1), 1, 3, "zs1");
-  ZeroRun zeroSingle = trainZero(zeroPlan(1, 1, true, 1), 1, 3, "zs2");
+  RunResult single = train(zeroPlan(1, 1, false, 1), 1, 3, "zs1");
+  RunResult zeroSingle = train(zeroPlan(1, 1, true, 1), 1, 3, "zs2");
   ASSERT_EQ(zeroSingle.error, "");
   EXPECT_EQ(zeroSingle.losses, single.losses);
   EXPECT_EQ(zeroSingle.gradNorms, single.gradNorms);
@@ -358,24 +308,24 @@ TEST(TrainerMeshTest, DistributedOptimizerEqualsOneRank) {
 TEST(TrainerMeshTest, DistributedOptimizerCheckpointsAcrossLayouts) {
   TempDir dir;
   Plan one = zeroPlan(1, 1, false), zero = zeroPlan(2, 2, true);
-  ZeroRun reference = trainZero(one, 1, 3, "c1");
+  RunResult reference = train(one, 1, 3, "c1");
   ASSERT_EQ(reference.error, "");
   // Distributed optimizer -> checkpoint (whole tensors) -> one rank.
-  ZeroRun first = trainZero(zero, 4, 1, "c2");
+  RunResult first = train(zero, 4, 1, "c2");
   ASSERT_EQ(first.error, "");
   ASSERT_TRUE(saveCheckpoint(dir / "zero", zero, first.whole).ok());
   Expected<TrainingState> loaded = loadCheckpoint(dir / "zero", one);
   ASSERT_TRUE(loaded.ok()) << loaded.error().message();
-  ZeroRun rest = trainZero(one, 1, 3, "c3", &*loaded);
+  RunResult rest = train(one, 1, 3, "c3", &*loaded);
   ASSERT_EQ(rest.error, "");
   expectClose(rest.losses, std::vector<double>(reference.losses.begin() + 1, reference.losses.end()));
   expectSameState(rest.whole, reference.whole);
   // One rank -> checkpoint -> distributed optimizer (each rank takes its state shard).
-  ZeroRun head = trainZero(one, 1, 1, "c4");
+  RunResult head = train(one, 1, 1, "c4");
   ASSERT_TRUE(saveCheckpoint(dir / "one", one, head.whole).ok());
   Expected<TrainingState> back = loadCheckpoint(dir / "one", zero);
   ASSERT_TRUE(back.ok()) << back.error().message();
-  ZeroRun tail = trainZero(zero, 4, 3, "c5", &*back);
+  RunResult tail = train(zero, 4, 3, "c5", &*back);
   ASSERT_EQ(tail.error, "");
   expectClose(tail.losses, std::vector<double>(reference.losses.begin() + 1, reference.losses.end()));
   expectSameState(tail.whole, reference.whole);
