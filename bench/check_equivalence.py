@@ -3,7 +3,7 @@
 
 Calls the plan's own kernels (`mtc compile --kernels=x86`: kernels/x86_64.so, with the calling
 convention of plan.json's "kernels" entry, docs/plan-format.md) from Python through ctypes,
-with dropout off (a `mtc_dropout_scale` that keeps every element), and the PyTorch model with
+with dropout off (an `mtc_dropout_key` whose key is inactive: every element kept), and the PyTorch model with
 --no-dropout, from the same initial weights and on the same synthetic batches:
 
   1. forward: the loss of step 0's first micro-batch;
@@ -39,11 +39,13 @@ DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32}
 DROPOUT_STUB = r"""
 #include <stdint.h>
 #include <stdlib.h>
-/* Dropout off: keep every element, unscaled (docs/architecture.md, dropout contract). */
-float mtc_dropout_scale(int64_t stream, int64_t element, double rate) {
-  (void)stream; (void)element; (void)rate;
-  return 1.0f;
+/* Dropout off: every key word 0, so "active" is 0 and every element is kept unscaled
+   (docs/architecture.md, dropout contract). */
+int64_t mtc_dropout_key(int64_t stream, int64_t word) {
+  (void)stream; (void)word;
+  return 0;
 }
+void mtc_dropout_layer(int64_t instance) { (void)instance; }
 /* The kernels allocate their temporaries through the runtime (compiler/codegen/CPUCodegen.h);
    here straight from the C library, uncounted. */
 void *mtc_kernel_alloc(size_t size) { return malloc(size); }

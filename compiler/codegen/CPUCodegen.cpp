@@ -8,7 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/CPUCodegen.h"
-
+#include "compiler/codegen/MTToLinalg.h"
+#include "compiler/codegen/Passes.h"
 #include "compiler/codegen/Workspace.h"
 #include "compiler/fusion/Passes.h"
 
@@ -53,10 +54,12 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Linker/Linker.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
@@ -277,6 +280,7 @@ void buildLowerToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createSCFToControlFlowPass());
   // f16/bf16 transcendental functions are computed in f32.
   pm.addPass(math::createMathExtendToSupportedTypes());
+  pm.addPass(codegen::createApproximateMathPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
@@ -374,6 +378,9 @@ Error link(llvm::StringRef objectPath, llvm::StringRef outputPath,
   bool isLld = llvm::StringRef(program).contains("ld.lld");
   SmallVector<llvm::StringRef> args{program, "-shared", "-o", outputPath, objectPath,
                                     MTC_CLANG_RT_BUILTINS};
+  // The object's calls of its own functions bind inside it: a model function named like a
+  // C library function (`pow`, `exp`) is not interposed by the one the process loaded first.
+  args.push_back(isLld ? "-Bsymbolic" : "-Wl,-Bsymbolic");
   // A compiler driver finds libm itself; bare lld leaves it to the loading process.
   if (!isLld)
     args.push_back("-lm");
@@ -421,6 +428,37 @@ void addPackedEntryPoints(llvm::Module &module) {
     builder.CreateCall(callee, args);
     builder.CreateRetVoid();
   }
+}
+
+/// Links the bitcode of DropoutKeep.c into `module` when the kernels call
+/// kDropoutKeepFunction, as an internal always-inlined function compiled for the kernels'
+/// target (its own target attributes are dropped), so that the dropout loops vectorise.
+Error linkDropoutKeep(llvm::Module &module) {
+  if (!module.getFunction(codegen::lowering::kDropoutKeepFunction))
+    return Error::success();
+  static const unsigned char bitcode[] = {
+#include "compiler/codegen/DropoutKeepBitcode.inc"
+  };
+  llvm::MemoryBufferRef buffer(
+      llvm::StringRef(reinterpret_cast<const char *>(bitcode), sizeof(bitcode)), "DropoutKeep.bc");
+  Expected<std::unique_ptr<llvm::Module>> library =
+      llvm::parseBitcodeFile(buffer, module.getContext());
+  if (!library)
+    return library.takeError();
+  (*library)->setTargetTriple(module.getTargetTriple());
+  (*library)->setDataLayout(module.getDataLayout());
+  for (llvm::Function &function : **library)
+    for (llvm::StringRef attribute : {"target-cpu", "target-features", "tune-cpu"})
+      function.removeFnAttr(attribute);
+  if (llvm::Linker::linkModules(module, std::move(*library), llvm::Linker::LinkOnlyNeeded))
+    return errorf("linking the dropout decision's bitcode into the kernels failed");
+  llvm::Function *keep = module.getFunction(codegen::lowering::kDropoutKeepFunction);
+  if (!keep || keep->isDeclaration())
+    return errorf("the dropout decision's bitcode does not define " +
+                  codegen::lowering::kDropoutKeepFunction);
+  keep->setLinkage(llvm::GlobalValue::InternalLinkage);
+  keep->addFnAttr(llvm::Attribute::AlwaysInline);
+  return Error::success();
 }
 
 /// Renames the object's calls of the C library's allocation functions to the runtime's
@@ -504,6 +542,8 @@ Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
   addPackedEntryPoints(*llvmModule);
   llvmModule->setTargetTriple((*machine)->getTargetTriple());
   llvmModule->setDataLayout((*machine)->createDataLayout());
+  if (Error error = linkDropoutKeep(*llvmModule))
+    return error;
   optimize(*llvmModule, **machine, options.optLevel);
   if (Error error = redirectAllocations(*llvmModule))
     return error;

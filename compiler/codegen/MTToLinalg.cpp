@@ -694,7 +694,7 @@ struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
         }
       });
     });
-    if (unsupported || failed(declareDropoutScale(module)) ||
+    if (unsupported || failed(declareDropoutFunctions(module)) ||
         failed(declareMeshFunctions(module)))
       return signalPassFailure();
 

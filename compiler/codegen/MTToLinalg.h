@@ -20,18 +20,25 @@
 
 namespace mtc::codegen::lowering {
 
-/// The external C function the dropout kernels call, one call per element:
+/// Dropout is decided inside the kernel, one Philox evaluation per element, with the key of
+/// the call in progress read from the runtime once per dropout op:
 ///
-///     float mtc_dropout_scale(int64_t stream, int64_t element, double rate);
+///     int64_t mtc_dropout_key(int64_t stream, int64_t word);
+///     int32_t mtc_dropout_keep_element(uint64_t seed, uint32_t tensor_id, uint64_t index,
+///                                      uint32_t step, float keep_prob);
 ///
-/// It returns 0 when element `element` (the row-major offset in the op's type) of dropout
-/// stream `stream` is dropped and 1 / (1 - rate) when it is kept. The generated code does
-/// not know the run's seed, the training step or the layer instance: the definition (in the
-/// runtime) reads the seed and step its caller set before running the kernels and the
-/// instance set by kDropoutLayerFunction, and decides with `mtc_dropout_keep` and
-/// `mtc_dropout_tensor_id` of runtime/support/Philox.h, the one implementation shared by
-/// the runtime, generated code, the interpreter and the tests.
-inline constexpr llvm::StringLiteral kDropoutScaleFunction = "mtc_dropout_scale";
+/// `mtc_dropout_key` (external, defined by the runtime: runtime/exec/DropoutScale.h)
+/// returns word `word` (`mtc_dropout_key_word` of runtime/support/Philox.h: seed, tensor id
+/// of the site in the current layer instance, counter step, index base, active) of the key
+/// of dropout site `stream`. `mtc_dropout_keep_element` is Philox.h's `mtc_dropout_keep`,
+/// the one implementation shared by the runtime, generated code, the interpreter and the
+/// tests: the CPU backend links it into the object from LLVM bitcode compiled from
+/// compiler/codegen/DropoutKeep.c, where LLVM inlines and vectorises it. An element at
+/// row-major offset `e` in the op's (global) type is kept iff
+/// `mtc_dropout_keep_element(seed, tensor_id, index_base + e, step, 1 - rate)` and then
+/// scaled by 1 / (1 - rate), else zeroed; with `active` 0 every element is kept unscaled.
+inline constexpr llvm::StringLiteral kDropoutKeyFunction = "mtc_dropout_key";
+inline constexpr llvm::StringLiteral kDropoutKeepFunction = "mtc_dropout_keep_element";
 
 /// The external C function a scan calls around the calls of its layer when the module has
 /// dropout, so that every repeat of a layer draws its own masks:
@@ -148,9 +155,9 @@ declareRuntimeFunctions(mlir::ModuleOp module,
                         llvm::ArrayRef<std::pair<llvm::StringRef, mlir::FunctionType>> declarations,
                         llvm::StringRef purpose);
 
-/// Declares the external kDropoutScaleFunction in `module` when a function of it has a
-/// dropout to lower; fails if the name is taken by anything else.
-mlir::LogicalResult declareDropoutScale(mlir::ModuleOp module);
+/// Declares kDropoutKeyFunction, kDropoutKeepFunction and kDropoutLayerFunction in `module`
+/// when a function of it has a dropout to lower; fails if a name is taken by anything else.
+mlir::LogicalResult declareDropoutFunctions(mlir::ModuleOp module);
 
 } // namespace mtc::codegen::lowering
 

@@ -41,4 +41,26 @@ def MTToLinalgPass : Pass<"mt-to-linalg", "::mlir::ModuleOp"> {
   ];
 }
 
+def ApproximateMathPass : Pass<"mtc-approximate-math"> {
+  let summary = "Replace f32 transcendental functions with inline polynomial approximations";
+  let description = [{
+    Rewrites f32 `math.exp`, `math.expm1`, `math.tanh`, `math.log`, `math.log1p`,
+    `math.log2` and `math.erf` (scalars or vectors) into upstream MLIR's polynomial
+    approximations: arithmetic, comparisons and selects with no call. In a kernel loop a
+    call of libm's `expf` or `tanhf` keeps LLVM from vectorising the loop and costs a call
+    and a slow path for underflow (softmax exponentiates the causal mask's -3.4e38 on every
+    masked score); the approximations vectorise and clamp instead. They are accurate to a
+    few ulp in f32 (the CPU backend's tests compare them with libm).
+
+    f64 operations (the gradient checks' kernels) and other functions (`sin`/`cos` of rope
+    angles, whose range reduction the approximation does only coarsely) keep their libm
+    calls.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
 #endif // MTC_COMPILER_CODEGEN_PASSES_TD

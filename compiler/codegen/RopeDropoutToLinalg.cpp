@@ -12,10 +12,10 @@
 //
 // with the angle negated under `inverse`.
 //
-// `mt.dropout` multiplies each element by `mtc_dropout_scale(stream, element, rate)`, an
-// external C function (see kDropoutScaleFunction in MTToLinalg.h for the contract; scans
-// tell it the layer instance through kDropoutLayerFunction) called
-// once per element with the element's row-major offset in the op's type; the product is
+// `mt.dropout` reads the key of its site from the runtime once (kDropoutKeyFunction, five
+// calls before the kernel) and decides every element in the kernel with
+// kDropoutKeepFunction, Philox linked into the object (see MTToLinalg.h for the contract):
+// the element's row-major offset in the op's (global) type is its counter. The product is
 // computed in f32 (f64 for f64 tensors). Rate 0 keeps every element (Philox's u < 1 always
 // holds) and lowers to nothing.
 //
@@ -24,6 +24,7 @@
 #include "compiler/codegen/MTToLinalg.h"
 
 #include "dialects/mtp/IR/MTPOps.h"
+#include "runtime/support/Philox.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -124,8 +125,28 @@ struct DropoutLowering : OpConversionPattern<mt::DropoutOp> {
       for (unsigned d = 0; d < type.getRank(); ++d)
         starts[d] = partStart(rewriter, op.getLoc(), sharded, type.getDimNames()[d].getValue());
     }
+    // The key of this site in the call in progress (the layer instance is current here).
+    Location loc = op.getLoc();
+    Type i32 = rewriter.getI32Type(), i64 = rewriter.getI64Type();
+    Value site = arith::ConstantOp::create(rewriter, loc, rewriter.getI64IntegerAttr(stream));
+    auto keyWord = [&](mtc_dropout_key_word word) -> Value {
+      Value args[] = {site,
+                      arith::ConstantOp::create(rewriter, loc, rewriter.getI64IntegerAttr(word))};
+      return func::CallOp::create(rewriter, loc, kDropoutKeyFunction.str(), TypeRange{i64}, args)
+          .getResult(0);
+    };
+    Value seed = keyWord(MTC_DROPOUT_KEY_SEED);
+    Value tensorId = arith::TruncIOp::create(rewriter, loc, i32, keyWord(MTC_DROPOUT_KEY_TENSOR_ID));
+    Value step = arith::TruncIOp::create(rewriter, loc, i32, keyWord(MTC_DROPOUT_KEY_STEP));
+    Value indexBase = keyWord(MTC_DROPOUT_KEY_INDEX_BASE);
+    Value active = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ne,
+                                         keyWord(MTC_DROPOUT_KEY_ACTIVE),
+                                         arith::ConstantOp::create(rewriter, loc,
+                                                                   rewriter.getI64IntegerAttr(0)));
+    // The runtime's arithmetic (DropoutScale.cpp): keep probability and scale in f32.
+    auto keep = static_cast<float>(1.0 - rate);
     Value result = buildPointwise(
-        rewriter, op.getLoc(), type, adaptor.getInput(), [&](OpBuilder &b, Location l, Value x) {
+        rewriter, loc, type, adaptor.getInput(), [&](OpBuilder &b, Location l, Value x) {
           // The row-major offset of the element in the (global) tensor.
           Value offset = indexConstant(b, l, 0);
           int64_t stride = 1;
@@ -138,13 +159,23 @@ struct DropoutLowering : OpConversionPattern<mt::DropoutOp> {
             stride *= global.getDimSizes()[d];
           }
           Value args[] = {
-              arith::ConstantOp::create(b, l, b.getI64IntegerAttr(stream)),
-              arith::IndexCastUIOp::create(b, l, b.getI64Type(), offset),
-              f64Constant(b, l, rate),
+              seed, tensorId,
+              arith::AddIOp::create(b, l, indexBase,
+                                    arith::IndexCastUIOp::create(b, l, b.getI64Type(), offset)),
+              step, arith::ConstantOp::create(b, l, b.getF32FloatAttr(keep))};
+          Value kept = func::CallOp::create(b, l, kDropoutKeepFunction.str(),
+                                            TypeRange{b.getI32Type()}, args)
+                           .getResult(0);
+          Value isKept = arith::CmpIOp::create(
+              b, l, arith::CmpIPredicate::ne, kept,
+              arith::ConstantOp::create(b, l, b.getI32IntegerAttr(0)));
+          auto f32Constant = [&](float value) -> Value {
+            return arith::ConstantOp::create(b, l, b.getF32FloatAttr(value));
           };
-          Value scale = func::CallOp::create(b, l, kDropoutScaleFunction.str(),
-                                             TypeRange{b.getF32Type()}, args)
-                            .getResult(0);
+          Value scale = arith::SelectOp::create(
+              b, l, active,
+              arith::SelectOp::create(b, l, isKept, f32Constant(1.0f / keep), f32Constant(0.0f)),
+              f32Constant(1.0f));
           Value product = arith::MulFOp::create(b, l, convertScalar(b, l, x, compute),
                                                 convertScalar(b, l, scale, compute));
           return convertScalar(b, l, product, element);
@@ -156,7 +187,7 @@ struct DropoutLowering : OpConversionPattern<mt::DropoutOp> {
 
 } // namespace
 
-LogicalResult codegen::lowering::declareDropoutScale(ModuleOp module) {
+LogicalResult codegen::lowering::declareDropoutFunctions(ModuleOp module) {
   bool hasDropout = false;
   module.walk([&](mt::DropoutOp op) {
     if (op.getRate().convertToDouble() != 0)
@@ -166,10 +197,14 @@ LogicalResult codegen::lowering::declareDropoutScale(ModuleOp module) {
     return success();
   Builder builder(module.getContext());
   Type i64 = builder.getI64Type();
-  // The decision, and the layer instance it depends on (set by scans, see ScanToSCF.cpp).
+  // The key, the decision, and the layer instance the key depends on (set by scans, see
+  // ScanToSCF.cpp).
   std::pair<StringRef, FunctionType> declarations[] = {
-      {kDropoutScaleFunction,
-       builder.getFunctionType({i64, i64, builder.getF64Type()}, {builder.getF32Type()})},
+      {kDropoutKeyFunction, builder.getFunctionType({i64, i64}, {i64})},
+      {kDropoutKeepFunction,
+       builder.getFunctionType({i64, builder.getI32Type(), i64, builder.getI32Type(),
+                                builder.getF32Type()},
+                               {builder.getI32Type()})},
       {kDropoutLayerFunction, builder.getFunctionType({i64}, {})},
   };
   return declareRuntimeFunctions(module, declarations, "dropout");

@@ -9,7 +9,7 @@
 // `tensor.insert_slice`s each stacked result at slice i of its accumulator. The layer stays
 // one function, called N times, whatever the depth.
 //
-// When the module has dropout (declareDropoutScale declared kDropoutLayerFunction), each
+// When the module has dropout (declareDropoutFunctions declared kDropoutLayerFunction), each
 // iteration first tells the runtime the instance i it runs, and the scan ends by setting -1,
 // so that every repeat of a layer draws its own masks and a backward scan (`reverse`)
 // redraws the masks of the same instance as its forward. Nested scans are not supported by

@@ -1,10 +1,11 @@
-//===- DropoutScale.cpp - The dropout decision compiled kernels call ------===//
+//===- DropoutScale.cpp - The dropout key compiled kernels ask for --------===//
 
 #include "runtime/exec/DropoutScale.h"
 
 #include "runtime/support/Philox.h"
 
 namespace mtc::rt {
+
 namespace {
 thread_local const DropoutKey *currentKey = nullptr;
 thread_local int64_t currentInstance = -1;
@@ -21,6 +22,23 @@ DropoutKeyScope::~DropoutKeyScope() {
   currentInstance = previousInstance_;
 }
 
+int64_t dropoutKeyWord(const DropoutKey &key, int64_t stream, int64_t instance, int64_t word) {
+  switch (word) {
+  case MTC_DROPOUT_KEY_SEED:
+    return static_cast<int64_t>(key.seed);
+  case MTC_DROPOUT_KEY_TENSOR_ID:
+    return mtc_dropout_tensor_id(stream, instance);
+  case MTC_DROPOUT_KEY_STEP:
+    return static_cast<uint32_t>(key.step + 1);
+  case MTC_DROPOUT_KEY_INDEX_BASE:
+    return static_cast<int64_t>(static_cast<uint64_t>(key.sampleBegin) << 40);
+  case MTC_DROPOUT_KEY_ACTIVE:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
 float dropoutScale(const DropoutKey &key, int64_t stream, int64_t instance, int64_t element,
                    double rate) {
   if (rate <= 0)
@@ -28,18 +46,20 @@ float dropoutScale(const DropoutKey &key, int64_t stream, int64_t instance, int6
   if (rate >= 1)
     return 0.0f;
   auto keep = static_cast<float>(1.0 - rate);
-  uint64_t index = static_cast<uint64_t>(element) + (static_cast<uint64_t>(key.sampleBegin) << 40);
-  bool kept = mtc_dropout_keep(key.seed, mtc_dropout_tensor_id(stream, instance), index,
-                               static_cast<uint32_t>(key.step + 1), keep);
+  auto word = [&](int64_t w) { return dropoutKeyWord(key, stream, instance, w); };
+  bool kept = mtc_dropout_keep(
+      static_cast<uint64_t>(word(MTC_DROPOUT_KEY_SEED)),
+      static_cast<uint32_t>(word(MTC_DROPOUT_KEY_TENSOR_ID)),
+      static_cast<uint64_t>(word(MTC_DROPOUT_KEY_INDEX_BASE)) + static_cast<uint64_t>(element),
+      static_cast<uint32_t>(word(MTC_DROPOUT_KEY_STEP)), keep);
   return kept ? 1.0f / keep : 0.0f;
 }
 
 } // namespace mtc::rt
 
-extern "C" float mtc_dropout_scale(int64_t stream, int64_t element, double rate) {
+extern "C" int64_t mtc_dropout_key(int64_t stream, int64_t word) {
   const mtc::rt::DropoutKey *key = mtc::rt::currentKey;
-  return key ? mtc::rt::dropoutScale(*key, stream, mtc::rt::currentInstance, element, rate)
-             : 1.0f;
+  return key ? mtc::rt::dropoutKeyWord(*key, stream, mtc::rt::currentInstance, word) : 0;
 }
 
 extern "C" void mtc_dropout_layer(int64_t instance) { mtc::rt::currentInstance = instance; }

@@ -1,19 +1,23 @@
-//===- DropoutScale.h - The dropout decision compiled kernels call --*- C++ -*-===//
+//===- DropoutScale.h - The dropout key compiled kernels ask for ----*- C++ -*-===//
 //
-// Compiled step functions call `float mtc_dropout_scale(int64_t stream, int64_t element,
-// double rate)` once per element of each `mt.dropout`, and `void mtc_dropout_layer(int64_t
-// instance)` when a scan starts a repeat of a layer (-1 when it ends; see
-// compiler/codegen/MTToLinalg.h). The runtime defines both here with Philox
-// (runtime/support/Philox.h):
+// Compiled step functions decide dropout inside their kernels, with Philox compiled into the
+// object (compiler/codegen/DropoutKeep.c); what they cannot know is the run's seed, the step,
+// the micro-batch and the repeat of the layer. They ask for those once per dropout op:
 //
-//     keep  iff  mtc_dropout_keep(seed, mtc_dropout_tensor_id(stream, instance), index,
-//                                 step + 1, 1 - rate)
-//     scale =    keep ? 1 / (1 - rate) : 0
-//     index =    element + (first sample of the micro-batch) * 2^40
+//   int64_t mtc_dropout_key(int64_t stream, int64_t word);   // word: mtc_dropout_key_word
+//   void    mtc_dropout_layer(int64_t instance);
 //
-// `step + 1` keeps dropout counters apart from parameter initialisation (counter step 0).
-// The layer instance gives every repeat of a layer its own masks, and the micro-batch's first
-// global sample index in the high bits every micro-batch, while a forward and its backward
+// and the runtime defines both here. The kernel keeps element `element` of dropout site
+// `stream` iff
+//
+//     mtc_dropout_keep(seed, mtc_dropout_tensor_id(stream, instance),
+//                      element + (first sample of the micro-batch) * 2^40, step + 1, 1 - rate)
+//
+// (runtime/support/Philox.h) and scales it by 1 / (1 - rate), or by 0 when dropped.
+// `step + 1` keeps dropout counters apart from parameter initialisation (counter step 0). The
+// layer instance (set by a scan before each repeat of a layer, -1 when it ends; see
+// compiler/codegen/MTToLinalg.h) gives every repeat its own masks, and the micro-batch's
+// first global sample in the high bits every micro-batch, while a forward and its backward
 // (one call) agree.
 //
 // The C interface has no context argument, so the key of the call in progress and the layer
@@ -27,7 +31,7 @@
 
 #include <cstdint>
 
-extern "C" float mtc_dropout_scale(int64_t stream, int64_t element, double rate);
+extern "C" int64_t mtc_dropout_key(int64_t stream, int64_t word);
 extern "C" void mtc_dropout_layer(int64_t instance);
 
 namespace mtc::rt {
@@ -39,9 +43,9 @@ struct DropoutKey {
   int64_t sampleBegin = 0; // the first global sample of the micro-batch
 };
 
-/// Sets the key of mtc_dropout_scale on this thread for its lifetime, with no layer instance
-/// (-1); restores the previous key and instance after. Without a scope, the scale is 1 (no
-/// dropout) and no random numbers are drawn.
+/// Sets the key of mtc_dropout_key on this thread for its lifetime, with no layer instance
+/// (-1); restores the previous key and instance after. Without a scope the key is inactive:
+/// every element is kept unscaled (no dropout).
 class DropoutKeyScope {
 public:
   explicit DropoutKeyScope(const DropoutKey &key);
@@ -54,9 +58,13 @@ private:
   int64_t previousInstance_;
 };
 
-/// The scale of `element` of dropout site `stream` in repeat `instance` of its layer (-1
-/// outside layers) under `key`: what mtc_dropout_scale returns inside a scope with that key
-/// after mtc_dropout_layer(instance).
+/// Word `word` (an mtc_dropout_key_word) of the key of dropout site `stream` in repeat
+/// `instance` of its layer (-1 outside layers) under `key`: what mtc_dropout_key returns
+/// inside a scope with that key after mtc_dropout_layer(instance). 0 for an unknown word.
+int64_t dropoutKeyWord(const DropoutKey &key, int64_t stream, int64_t instance, int64_t word);
+
+/// The scale a kernel applies to `element` of that site at dropout rate `rate`: 1 / (1 -
+/// rate) when kept, 0 when dropped (1 at rate 0, 0 at rate 1).
 float dropoutScale(const DropoutKey &key, int64_t stream, int64_t instance, int64_t element,
                    double rate);
 

@@ -182,7 +182,7 @@ FailureOr<mtc::PlanKernels> compileKernels(mlir::ModuleOp trained) {
     WithColor::error(errs(), "mtc") << "cannot create a temporary file: " << ec.message() << "\n";
     return failure();
   }
-  auto cleanup = llvm::make_scope_exit([&] { sys::fs::remove(path); });
+  llvm::scope_exit cleanup([&] { sys::fs::remove(path); });
   if (Error err = mtc::codegen::compileToSharedObject(*module, path)) {
     WithColor::error(errs(), "mtc") << toString(std::move(err)) << "\n";
     return failure();

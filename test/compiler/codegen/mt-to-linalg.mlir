@@ -380,11 +380,29 @@ func.func @rope(%x: !mt.tensor<[seq=4, heads=2, head_dim=6], f32>)
 
 // -----
 
-// Tests that dropout calls the external mtc_dropout_scale(stream, row-major offset, rate)
-// per element and multiplies, and that rate 0 is the input itself.
-// CHECK: func.func private @mtc_dropout_scale(i64, i64, f64) -> f32
+// Tests that dropout reads the five words of its site's key from mtc_dropout_key once, then
+// decides each element with mtc_dropout_keep_element(seed, tensor id, index base + row-major
+// offset, step, keep probability) and scales by 1/(1-rate), 0, or 1 when the key is inactive;
+// and that rate 0 is the input itself.
+// CHECK-DAG: func.func private @mtc_dropout_layer(i64)
+// CHECK-DAG: func.func private @mtc_dropout_keep_element(i64, i32, i64, i32, f32) -> i32
+// CHECK-DAG: func.func private @mtc_dropout_key(i64, i64) -> i64
 // CHECK-LABEL: func.func @dropout
 // CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK: %[[STREAM:.*]] = arith.constant 7 : i64
+// CHECK: %[[W0:.*]] = arith.constant 0 : i64
+// CHECK: %[[SEED:.*]] = call @mtc_dropout_key(%[[STREAM]], %[[W0]]) : (i64, i64) -> i64
+// CHECK: %[[W1:.*]] = arith.constant 1 : i64
+// CHECK: %[[TID64:.*]] = call @mtc_dropout_key(%[[STREAM]], %[[W1]])
+// CHECK: %[[TID:.*]] = arith.trunci %[[TID64]] : i64 to i32
+// CHECK: %[[W2:.*]] = arith.constant 2 : i64
+// CHECK: %[[STEP64:.*]] = call @mtc_dropout_key(%[[STREAM]], %[[W2]])
+// CHECK: %[[STEP:.*]] = arith.trunci %[[STEP64]] : i64 to i32
+// CHECK: %[[W3:.*]] = arith.constant 3 : i64
+// CHECK: %[[BASE:.*]] = call @mtc_dropout_key(%[[STREAM]], %[[W3]])
+// CHECK: %[[W4:.*]] = arith.constant 4 : i64
+// CHECK: %[[ACTIVE64:.*]] = call @mtc_dropout_key(%[[STREAM]], %[[W4]])
+// CHECK: %[[ACTIVE:.*]] = arith.cmpi ne, %[[ACTIVE64]], %{{.*}} : i64
 // CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<2x3xf32>)
 // CHECK: ^bb0(%[[V:.*]]: f32, %{{.*}}: f32):
 // CHECK: %[[COL:.*]] = linalg.index 1 : index
@@ -392,10 +410,16 @@ func.func @rope(%x: !mt.tensor<[seq=4, heads=2, head_dim=6], f32>)
 // CHECK: %[[C3:.*]] = arith.constant 3 : index
 // CHECK: %[[ROWOFF:.*]] = arith.muli %[[ROW]], %[[C3]] : index
 // CHECK: %[[OFF:.*]] = arith.addi %{{.*}}, %[[ROWOFF]] : index
-// CHECK: %[[STREAM:.*]] = arith.constant 7 : i64
 // CHECK: %[[E:.*]] = arith.index_castui %[[OFF]] : index to i64
-// CHECK: %[[RATE:.*]] = arith.constant 1.000000e-01 : f64
-// CHECK: %[[S:.*]] = func.call @mtc_dropout_scale(%[[STREAM]], %[[E]], %[[RATE]]) : (i64, i64, f64) -> f32
+// CHECK: %[[INDEX:.*]] = arith.addi %[[BASE]], %[[E]] : i64
+// CHECK: %[[KEEP:.*]] = arith.constant 0.899999976 : f32
+// CHECK: %[[KEPT:.*]] = func.call @mtc_dropout_keep_element(%[[SEED]], %[[TID]], %[[INDEX]], %[[STEP]], %[[KEEP]]) : (i64, i32, i64, i32, f32) -> i32
+// CHECK: %[[ISKEPT:.*]] = arith.cmpi ne, %[[KEPT]], %{{.*}} : i32
+// CHECK: %[[INV:.*]] = arith.constant 1.11111116 : f32
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[SCALE:.*]] = arith.select %[[ISKEPT]], %[[INV]], %[[ZERO]] : f32
+// CHECK: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[S:.*]] = arith.select %[[ACTIVE]], %[[SCALE]], %[[ONE]] : f32
 // CHECK: %[[M:.*]] = arith.mulf %[[V]], %[[S]] : f32
 // CHECK: linalg.yield %[[M]] : f32
 // CHECK: return %[[R]], %[[X]] : tensor<2x3xf32>, tensor<2x3xf32>
@@ -420,9 +444,9 @@ func.func @collective_clash(%x: !mt.tensor<[s=4], f32>) -> !mt.tensor<[s=4], f32
 
 // -----
 
-// Tests that a symbol taking mtc_dropout_scale's name with another meaning is an error.
-// expected-error @+1 {{'func.func' op 'mtc_dropout_scale' is reserved for dropout: it must be an external function of type}}
-func.func private @mtc_dropout_scale(i64) -> f32
+// Tests that a symbol taking mtc_dropout_key's name with another meaning is an error.
+// expected-error @+1 {{'func.func' op 'mtc_dropout_key' is reserved for dropout: it must be an external function of type}}
+func.func private @mtc_dropout_key(i64) -> f32
 func.func @dropout_clash(%x: !mt.tensor<[a=2], f32>) -> !mt.tensor<[a=2], f32> {
   %0 = mt.dropout %x rate 0.1 stream 7 : !mt.tensor<[a=2], f32>
   return %0 : !mt.tensor<[a=2], f32>
@@ -634,7 +658,7 @@ func.func @collectives(%x: !mt.tensor<[s=4, h=3], f32>) -> !mt.tensor<[s=2, h=3]
 // CHECK: arith.addi %[[I1]], %{{.*}} : index
 // CHECK: %[[I0:.*]] = linalg.index 0 : index
 // CHECK: arith.constant 8 : index
-// CHECK: func.call @mtc_dropout_scale
+// CHECK: func.call @mtc_dropout_keep_element
 func.func @split_dropout(%x: !mt.tensor<[a=2, b=4], f32>) -> !mt.tensor<[a=2, b=4], f32> {
   %y = mt.dropout %x rate 1.000000e-01 stream 0 {mtp.layout = !mtp.tensor<[a=2, b=8], f32, <[tp = 2]>, split {b = [tp]}>} : <[a=2, b=4], f32>
   return %y : !mt.tensor<[a=2, b=4], f32>

@@ -6,46 +6,66 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 using namespace mtc::rt;
 
+namespace {
+
+/// The key a kernel of dropout site `stream` reads now, word by word.
+std::vector<int64_t> kernelKey(int64_t stream) {
+  std::vector<int64_t> words;
+  for (int64_t w = 0; w < MTC_DROPOUT_KEY_WORDS; ++w)
+    words.push_back(mtc_dropout_key(stream, w));
+  return words;
+}
+
+std::vector<int64_t> expectedKey(const DropoutKey &key, int64_t stream, int64_t instance) {
+  std::vector<int64_t> words;
+  for (int64_t w = 0; w < MTC_DROPOUT_KEY_WORDS; ++w)
+    words.push_back(dropoutKeyWord(key, stream, instance, w));
+  return words;
+}
+
+} // namespace
+
 TEST(DropoutScaleTest, NoScopeMeansNoDropout) {
-  for (int64_t e = 0; e < 100; ++e)
-    EXPECT_EQ(mtc_dropout_scale(3, e, 0.5), 1.0f);
+  EXPECT_EQ(mtc_dropout_key(3, MTC_DROPOUT_KEY_ACTIVE), 0);
+}
+
+TEST(DropoutScaleTest, KeyWordsAreTheRunsSeedStepSampleAndSite) {
+  DropoutKey key{0x123456789abcdefULL, 6, 16};
+  EXPECT_EQ(dropoutKeyWord(key, 5, 3, MTC_DROPOUT_KEY_SEED), 0x123456789abcdefLL);
+  EXPECT_EQ(dropoutKeyWord(key, 5, 3, MTC_DROPOUT_KEY_TENSOR_ID), mtc_dropout_tensor_id(5, 3));
+  EXPECT_EQ(dropoutKeyWord(key, 5, 3, MTC_DROPOUT_KEY_STEP), 7);
+  EXPECT_EQ(dropoutKeyWord(key, 5, 3, MTC_DROPOUT_KEY_INDEX_BASE), int64_t(16) << 40);
+  EXPECT_EQ(dropoutKeyWord(key, 5, 3, MTC_DROPOUT_KEY_ACTIVE), 1);
+  EXPECT_EQ(dropoutKeyWord(key, 5, 3, MTC_DROPOUT_KEY_WORDS), 0) << "unknown words are 0";
 }
 
 TEST(DropoutScaleTest, ScopeSetsTheKeyAndRestoresThePrevious) {
-  DropoutKey outer{11, 4, 0}, inner{11, 5, 0};
+  DropoutKey outer{11, 4, 0}, inner{11, 5, 8};
   DropoutKeyScope a(outer);
-  std::vector<float> first;
-  for (int64_t e = 0; e < 64; ++e)
-    first.push_back(mtc_dropout_scale(2, e, 0.5));
+  EXPECT_EQ(kernelKey(2), expectedKey(outer, 2, -1));
   {
     DropoutKeyScope b(inner);
-    int differ = 0;
-    for (int64_t e = 0; e < 64; ++e) {
-      EXPECT_EQ(mtc_dropout_scale(2, e, 0.5), dropoutScale(inner, 2, -1, e, 0.5));
-      differ += mtc_dropout_scale(2, e, 0.5) != first[size_t(e)];
-    }
-    EXPECT_GT(differ, 0) << "another step draws other masks";
+    EXPECT_EQ(kernelKey(2), expectedKey(inner, 2, -1));
+    EXPECT_NE(kernelKey(2), expectedKey(outer, 2, -1));
   }
-  for (int64_t e = 0; e < 64; ++e)
-    EXPECT_EQ(mtc_dropout_scale(2, e, 0.5), first[size_t(e)]);
+  EXPECT_EQ(kernelKey(2), expectedKey(outer, 2, -1));
 }
 
 TEST(DropoutScaleTest, LayerInstanceIsSetByKernelsAndResetByScopes) {
   DropoutKey key{3, 1, 0};
   DropoutKeyScope scope(key);
   mtc_dropout_layer(1);
-  for (int64_t e = 0; e < 64; ++e)
-    EXPECT_EQ(mtc_dropout_scale(4, e, 0.5), dropoutScale(key, 4, 1, e, 0.5));
+  EXPECT_EQ(kernelKey(4), expectedKey(key, 4, 1));
   {
     DropoutKeyScope inner(key);
-    for (int64_t e = 0; e < 64; ++e)
-      EXPECT_EQ(mtc_dropout_scale(4, e, 0.5), dropoutScale(key, 4, -1, e, 0.5));
+    EXPECT_EQ(kernelKey(4), expectedKey(key, 4, -1));
   }
   // The outer scope's instance is back.
-  for (int64_t e = 0; e < 64; ++e)
-    EXPECT_EQ(mtc_dropout_scale(4, e, 0.5), dropoutScale(key, 4, 1, e, 0.5));
+  EXPECT_EQ(kernelKey(4), expectedKey(key, 4, 1));
 }
 
 TEST(DropoutScaleTest, KeepsAboutOneMinusRateAndRescales) {
