@@ -52,6 +52,22 @@ void *mtc_kernel_alloc(size_t size) { return malloc(size); }
 void *mtc_kernel_calloc(size_t count, size_t size) { return calloc(count, size); }
 void *mtc_kernel_aligned_alloc(size_t align, size_t size) { return aligned_alloc(align, size); }
 void mtc_kernel_free(void *pointer) { free(pointer); }
+/* The batched matrix product the kernels import (runtime/exec/Gemm.h): c[i] += a[i] x b[i]
+   on strided memref descriptors, here a plain loop accumulating in double. */
+typedef struct { float *allocated, *aligned; int64_t offset, sizes[3], strides[3]; } MemRef3;
+static float *at(MemRef3 *m, int64_t i, int64_t j, int64_t l) {
+  return m->aligned + m->offset + i * m->strides[0] + j * m->strides[1] + l * m->strides[2];
+}
+void _mlir_ciface_mtc_batch_matmul_f32(MemRef3 *a, MemRef3 *b, MemRef3 *c) {
+  for (int64_t i = 0; i < c->sizes[0]; ++i)
+    for (int64_t m = 0; m < c->sizes[1]; ++m)
+      for (int64_t n = 0; n < c->sizes[2]; ++n) {
+        double sum = *at(c, i, m, n);
+        for (int64_t k = 0; k < a->sizes[2]; ++k)
+          sum += (double)*at(a, i, m, k) * *at(b, i, k, n);
+        *at(c, i, m, n) = (float)sum;
+      }
+}
 """
 
 
