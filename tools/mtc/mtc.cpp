@@ -37,6 +37,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/Triple.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
@@ -67,9 +69,17 @@ cl::opt<EmitKind> emitKind(
     cl::sub(compileCommand), cl::cat(compileCategory));
 
 enum class KernelTarget { None, X86 };
+/// A plan that mtrun can train where it was compiled: the x86 step on an x86-64 host.
+KernelTarget hostKernelTarget() {
+  return Triple(sys::getProcessTriple()).getArch() == Triple::x86_64 ? KernelTarget::X86
+                                                                     : KernelTarget::None;
+}
 cl::opt<KernelTarget> kernelTarget(
-    "kernels", cl::desc("Compiled step functions to put in the plan"), cl::init(KernelTarget::None),
-    cl::values(clEnumValN(KernelTarget::None, "none", "none (the default for now)"),
+    "kernels", cl::desc("Compiled step functions to put in the plan (default: x86 on an x86-64 "
+                        "host, else none)"),
+    cl::init(hostKernelTarget()),
+    cl::values(clEnumValN(KernelTarget::None, "none",
+                          "none: the plan describes the model, mtrun cannot train it"),
                clEnumValN(KernelTarget::X86, "x86",
                           "kernels/x86_64.so: the whole step for this CPU, and its calling "
                           "convention in plan.json")),
@@ -336,7 +346,8 @@ int compile() {
     return 1;
 
   // --stats needs the trained step only to predict the workspace of its kernels.
-  bool statsWithKernels = printStats && kernelTarget == KernelTarget::X86;
+  bool statsWithKernels =
+      printStats && kernelTarget == KernelTarget::X86 && kernelTarget.getNumOccurrences() > 0;
   if ((emitKind != EmitKind::MT && !printStats) || statsWithKernels) {
     std::string policy = recompute;
     if (policy.empty())
