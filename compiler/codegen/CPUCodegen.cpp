@@ -272,6 +272,7 @@ LogicalResult prepareForLowering(ModuleOp module) {
 /// Linalg on memrefs, deallocations placed -> LLVM dialect, the sequence measured with
 /// mlir-opt-22.
 void buildLowerToLLVMPipeline(OpPassManager &pm) {
+  pm.addPass(codegen::createReductionLoopOrderPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   // Views (subview, expand_shape, collapse_shape, from slices and reshapes) become
   // reinterpret_casts with explicit strides, which finalize-memref-to-llvm lowers.

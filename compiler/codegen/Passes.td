@@ -63,4 +63,23 @@ def ApproximateMathPass : Pass<"mtc-approximate-math"> {
   ];
 }
 
+def ReductionLoopOrderPass : Pass<"mtc-reduction-loop-order"> {
+  let summary = "Order each reduction's loops like the layout of the tensor it reads";
+  let description = [{
+    mt-to-linalg iterates a reduction over the result's dimensions, then the reduced ones,
+    so that the parallel loops are outer (what the GPU backend maps to threads). On the CPU
+    that order reads the input with a stride whenever a kept dimension is the input's
+    innermost: a bias gradient, the sum of `[batch, seq, hidden]` over `batch` and `seq`,
+    becomes `hidden` outer loops over strided columns, which LLVM vectorises only with
+    gathers. This pass interchanges the loops of every `linalg.generic` with a reduction
+    iterator to follow the layout of its input read through a permutation (the largest
+    such input): the innermost loop walks the input's contiguous dimension, and a kept
+    innermost dimension becomes a contiguous accumulation into the result row.
+
+    Each result element still accumulates the same elements in the same order (the
+    reduced dimensions keep their relative order), so results are unchanged bit for bit.
+  }];
+  let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::linalg::LinalgDialect"];
+}
+
 #endif // MTC_COMPILER_CODEGEN_PASSES_TD
