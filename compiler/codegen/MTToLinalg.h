@@ -37,6 +37,9 @@ namespace mtc::codegen::lowering {
 /// row-major offset `e` in the op's (global) type is kept iff
 /// `mtc_dropout_keep_element(seed, tensor_id, index_base + e, step, 1 - rate)` and then
 /// scaled by 1 / (1 - rate), else zeroed; with `active` 0 every element is kept unscaled.
+///
+/// Functions called inside a kernel body (only kDropoutKeepFunction) are pure: fusion may
+/// duplicate or drop such calls (compiler/fusion/FuseElementwise.cpp).
 inline constexpr llvm::StringLiteral kDropoutKeyFunction = "mtc_dropout_key";
 inline constexpr llvm::StringLiteral kDropoutKeepFunction = "mtc_dropout_keep_element";
 

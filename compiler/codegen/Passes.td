@@ -77,7 +77,11 @@ def ReductionLoopOrderPass : Pass<"mtc-reduction-loop-order"> {
     innermost dimension becomes a contiguous accumulation into the result row.
 
     Each result element still accumulates the same elements in the same order (the
-    reduced dimensions keep their relative order), so results are unchanged bit for bit.
+    reduced dimensions keep their relative order). Where the innermost loop then reduces
+    (a row sum: softmax's denominator, a norm's mean, cross-entropy's log-sum-exp), the op
+    combining each result with its accumulator gets `fastmath<reassoc>`, so that LLVM keeps
+    partial sums in vector lanes instead of adding one element at a time: those sums round
+    differently from left to right (deterministically, for a given target CPU).
   }];
   let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::linalg::LinalgDialect"];
 }

@@ -10,6 +10,7 @@
 #include "compiler/codegen/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/PatternMatch.h"
@@ -49,6 +50,28 @@ std::optional<SmallVector<unsigned>> layoutOrder(linalg::GenericOp op) {
   return order;
 }
 
+/// Marks the accumulation of each result reassociable when the innermost loop reduces, so
+/// that LLVM can keep partial sums in vector lanes.
+void allowReassociation(linalg::GenericOp op) {
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  if (iterators.empty() || iterators.back() != utils::IteratorType::reduction)
+    return;
+  Block *body = op.getBody();
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  for (OpOperand &init : op.getDpsInitsMutable()) {
+    BlockArgument accumulator = op.getMatchingBlockArgument(&init);
+    Operation *combine = yield.getOperand(init.getOperandNumber() - op.getNumDpsInputs())
+                             .getDefiningOp();
+    auto flags = dyn_cast_if_present<arith::ArithFastMathInterface>(combine);
+    if (!flags || !llvm::is_contained(combine->getOperands(), Value(accumulator)))
+      continue;
+    combine->setAttr(flags.getFastMathAttrName(),
+                     arith::FastMathFlagsAttr::get(
+                         op.getContext(), flags.getFastMathFlagsAttr().getValue() |
+                                              arith::FastMathFlags::reassoc));
+  }
+}
+
 struct ReductionLoopOrderPass
     : mtc::codegen::impl::ReductionLoopOrderPassBase<ReductionLoopOrderPass> {
   void runOnOperation() override {
@@ -58,16 +81,20 @@ struct ReductionLoopOrderPass
         reductions.push_back(op);
     });
     IRRewriter rewriter(&getContext());
-    for (linalg::GenericOp op : reductions) {
+    for (linalg::GenericOp &op : reductions) {
       std::optional<SmallVector<unsigned>> order = layoutOrder(op);
       if (!order)
         continue;
       rewriter.setInsertionPoint(op);
-      if (failed(linalg::interchangeGenericOp(rewriter, op, *order))) {
+      FailureOr<linalg::GenericOp> interchanged = linalg::interchangeGenericOp(rewriter, op, *order);
+      if (failed(interchanged)) {
         op.emitOpError("cannot interchange the loops of this reduction");
         return signalPassFailure();
       }
+      op = *interchanged;
     }
+    for (linalg::GenericOp op : reductions)
+      allowReassociation(op);
   }
 };
 

@@ -36,7 +36,13 @@ struct FuseElementwisePass
     // Folds the fills and reshapes fusion leaves behind.
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      signalPassFailure();
+      return signalPassFailure();
+    // On tensors a generic without results has no effect but its calls', which are pure in
+    // kernel bodies.
+    getOperation()->walk([](linalg::GenericOp op) {
+      if (op->getNumResults() == 0 && op.hasPureTensorSemantics())
+        op.erase();
+    });
   }
 };
 

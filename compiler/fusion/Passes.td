@@ -17,6 +17,12 @@ def FuseElementwisePass : Pass<"mtc-fuse-elementwise"> {
     becomes a BLAS call, `linalg.fill`, `linalg.transpose`) are not fused, so a contraction
     stays one library call. Producers with several uses are not fused: that would recompute
     them.
+
+    A fused producer whose body calls a function (dropout's decision,
+    `mtc_dropout_keep_element`) is not trivially dead to MLIR: the upstream patterns strip
+    its results and leave a loop that computes nothing. The pass erases such result-less
+    generics on tensors, relying on the kernel contract that functions called from a
+    kernel body are pure (MTToLinalg.h).
   }];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect",

@@ -2,11 +2,13 @@
 
 // Tests that a sum over the outer dimensions of [b, s, h] (a bias gradient), which
 // mt-to-linalg iterates h first, becomes b, s, h: the innermost loop walks the input's
-// contiguous dimension and accumulates into the result row.
+// contiguous dimension and accumulates into the result row, in the same order (no
+// reassociation).
 // CHECK-DAG: #[[$IN:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 // CHECK-DAG: #[[$OUT:.*]] = affine_map<(d0, d1, d2) -> (d2)>
 // CHECK-LABEL: func.func @bias_grad
 // CHECK: linalg.generic {indexing_maps = [#[[$IN]], #[[$OUT]]], iterator_types = ["reduction", "reduction", "parallel"]}
+// CHECK: arith.addf %{{.*}}, %{{.*}} : f32
 #in = affine_map<(h, b, s) -> (b, s, h)>
 #out = affine_map<(h, b, s) -> (h)>
 func.func @bias_grad(%x: memref<2x3x8xf32>, %y: memref<8xf32>) {
@@ -22,10 +24,13 @@ func.func @bias_grad(%x: memref<2x3x8xf32>, %y: memref<8xf32>) {
 // -----
 
 // Tests that a reduction already in its input's order, and an elementwise op, keep their
-// loops.
+// loops; the row sum, reducing in the innermost loop, accumulates reassociably (the
+// elementwise op and the product feeding the sum keep their flags).
 // CHECK-DAG: #[[$ROW:.*]] = affine_map<(d0, d1) -> (d0)>
 // CHECK-LABEL: func.func @row_sum
 // CHECK: iterator_types = ["parallel", "reduction"]
+// CHECK: %[[P:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK: arith.addf %{{.*}}, %[[P]] fastmath<reassoc> : f32
 // CHECK-LABEL: func.func @transpose
 // CHECK: iterator_types = ["parallel", "parallel"]
 #id2 = affine_map<(i, j) -> (i, j)>
@@ -35,7 +40,8 @@ func.func @row_sum(%x: memref<4x8xf32>, %y: memref<4xf32>) {
   linalg.generic {indexing_maps = [#id2, #row], iterator_types = ["parallel", "reduction"]}
       ins(%x : memref<4x8xf32>) outs(%y : memref<4xf32>) {
   ^bb0(%a: f32, %acc: f32):
-    %sum = arith.addf %acc, %a : f32
+    %p = arith.mulf %a, %a : f32
+    %sum = arith.addf %acc, %p : f32
     linalg.yield %sum : f32
   }
   return
@@ -52,7 +58,8 @@ func.func @transpose(%x: memref<8x4xf32>, %y: memref<4x8xf32>) {
 // -----
 
 // Tests that the largest input read through a permutation decides (not a broadcast operand),
-// and that linalg.index follows the interchange.
+// that linalg.index follows the interchange, and that the sum, now in the outer loop, is
+// not reassociated.
 // CHECK-DAG: #[[$SECOND:.*]] = affine_map<(d0, d1) -> (d1)>
 // CHECK-LABEL: func.func @follows_largest
 // CHECK: indexing_maps = [#[[$SECOND]], #{{.*}}, #[[$SECOND]]], iterator_types = ["reduction", "parallel"]
@@ -60,6 +67,8 @@ func.func @transpose(%x: memref<8x4xf32>, %y: memref<4x8xf32>) {
 // CHECK: %[[I1:.*]] = linalg.index 1 : index
 // CHECK: %[[J:.*]] = affine.apply #[[$SECOND]](%[[I0]], %[[I1]])
 // CHECK: arith.index_cast %[[J]]
+// CHECK-NOT: fastmath
+// CHECK: return
 #col = affine_map<(j, i) -> (j)>
 #big = affine_map<(j, i) -> (i, j)>
 #acc = affine_map<(j, i) -> (j)>

@@ -85,3 +85,34 @@ func.func @shared_and_named(%x: tensor<1x4x4xf32>, %z: tensor<1x4x4xf32>) -> ten
   } -> tensor<1x4x4xf32>
   return %t : tensor<1x4x4xf32>
 }
+
+// -----
+
+// Tests that a producer whose body calls a function (dropout's decision) is fused and then
+// erased, not left behind as a loop without results that still calls the function.
+// CHECK-LABEL: func.func @calling_producer
+// CHECK-COUNT-1: linalg.generic
+// CHECK-NOT: linalg.generic
+// CHECK: return
+#id = affine_map<(d0) -> (d0)>
+func.func private @decide(i64) -> f32
+func.func @calling_producer(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %e0 = tensor.empty() : tensor<8xf32>
+  %scaled = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xf32>) outs(%e0 : tensor<8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %i = linalg.index 0 : index
+    %j = arith.index_cast %i : index to i64
+    %s = func.call @decide(%j) : (i64) -> f32
+    %m = arith.mulf %in, %s : f32
+    linalg.yield %m : f32
+  } -> tensor<8xf32>
+  %e1 = tensor.empty() : tensor<8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%scaled, %x : tensor<8xf32>, tensor<8xf32>) outs(%e1 : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %r = arith.addf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  return %sum : tensor<8xf32>
+}
