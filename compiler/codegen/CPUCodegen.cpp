@@ -258,6 +258,10 @@ LogicalResult prepareForLowering(ModuleOp module) {
   requestCInterfaces(module);
   if (failed(codegen::bufferizeForCodegen(module)))
     return failure();
+  PassManager views(module.getContext());
+  views.addPass(codegen::createGemmOperandViewsPass());
+  if (failed(views.run(module)))
+    return failure();
   expandStridedCopies(module);
   if (failed(callBatchMatmulLibrary(module)))
     return failure();

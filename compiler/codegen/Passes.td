@@ -86,4 +86,26 @@ def ReductionLoopOrderPass : Pass<"mtc-reduction-loop-order"> {
   let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::linalg::LinalgDialect"];
 }
 
+def GemmOperandViewsPass : Pass<"mtc-gemm-operand-views", "::mlir::ModuleOp"> {
+  let summary = "Read the transposed operands of f32 batched matrix products in place";
+  let description = [{
+    On buffers (after bufferization, before deallocations are placed). mt-to-linalg copies
+    each operand of an f32 contraction into the canonical order of a batched matrix product
+    (`linalg.transpose` into a fresh buffer, collapsed to rank 3); the runtime's GEMM reads
+    any strides. An operand `collapse_shape(T)`, T written by `linalg.transpose(S)`, becomes
+    a strided view of S (`memref.reinterpret_cast`) when each of its three dimensions
+    gathers dimensions of S that merge into one stride, and the transpose and T are erased
+    when nothing else reads them. A batch over two dimensions that are not neighbours in S
+    (attention's batch and heads) splits into an `scf.for` over the outer part of products
+    on views offset by the loop index. S must not be written between the transpose and the
+    product (both in one block, nothing between them that may write S's allocation).
+    The products compute the same sums in the same order.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 #endif // MTC_COMPILER_CODEGEN_PASSES_TD
