@@ -493,8 +493,8 @@ Error redirectAllocations(llvm::Module &module) {
 
 } // namespace
 
-FailureOr<int64_t> codegen::predictWorkspaceBytes(ModuleOp linalgModule,
-                                                  ArrayRef<StringRef> functions) {
+FailureOr<SmallVector<codegen::KernelMemoryPlan>>
+codegen::planKernelMemory(ModuleOp linalgModule, ArrayRef<StringRef> functions) {
   MLIRContext *context = linalgModule.getContext();
   DialectRegistry registry;
   registerCodegenDialects(registry);
@@ -502,17 +502,24 @@ FailureOr<int64_t> codegen::predictWorkspaceBytes(ModuleOp linalgModule,
   OwningOpRef<ModuleOp> module(linalgModule.clone());
   if (failed(prepareForLowering(*module)))
     return failure();
-  int64_t peak = 0;
+  SmallVector<KernelMemoryPlan> plans;
   for (StringRef name : functions) {
     auto func = module->lookupSymbol<func::FuncOp>(name);
     if (!func)
-      return linalgModule.emitError("no function '") << name << "' to predict the workspace of";
-    FailureOr<int64_t> bytes = simulatePeakTemporaryBytes(*module, func);
-    if (failed(bytes))
+      return linalgModule.emitError("no function '") << name << "' to plan the memory of";
+    FailureOr<int64_t> peak = simulatePeakTemporaryBytes(*module, func);
+    FailureOr<SmallVector<TracedAllocation>> trace = traceAllocations(*module, func);
+    if (failed(peak) || failed(trace))
       return failure();
-    peak = std::max(peak, *bytes);
+    ArenaPlan arena = planArena(*trace);
+    KernelMemoryPlan &plan = plans.emplace_back();
+    plan.function = name.str();
+    plan.arenaBytes = arena.bytes;
+    plan.peakBytes = *peak;
+    plan.sizes = llvm::map_to_vector(*trace, [](const TracedAllocation &a) { return a.bytes; });
+    plan.offsets = std::move(arena.offsets);
   }
-  return peak;
+  return plans;
 }
 
 Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,

@@ -22,7 +22,7 @@
 // (malloc), kKernelCallocFunction (calloc), kKernelAlignedAllocFunction (aligned_alloc) and
 // kKernelFreeFunction (free). The backend renames the object's calls of the C library's
 // functions after LLVM's optimisations, so that the runtime sees exactly the allocations
-// that run and can measure the high-water mark that predictWorkspaceBytes predicts:
+// that run, serve them from the arena planKernelMemory plans, and measure the high-water mark:
 //
 //   void *mtc_kernel_alloc(size_t size);
 //   void *mtc_kernel_calloc(size_t count, size_t size);
@@ -96,14 +96,24 @@ llvm::Error compileToSharedObject(mlir::ModuleOp linalgModule, llvm::StringRef o
 llvm::Expected<std::string> compileToObject(mlir::ModuleOp linalgModule,
                                             const CPUCodegenOptions &options = {});
 
-/// The most bytes the compiled `functions` of `linalgModule` hold in temporaries at once
-/// (the largest over the functions; each call frees its own): the sum of the sizes the
-/// object passes to the allocation functions, simulated on the module the backend lowers to
-/// LLVM (compiler/codegen/Workspace.h). Runs the backend's bufferization and deallocation
-/// passes, not LLVM. Fails with a diagnostic when the module does not bufferize or an
-/// allocation has no size known at compile time.
-mlir::FailureOr<int64_t> predictWorkspaceBytes(mlir::ModuleOp linalgModule,
-                                               llvm::ArrayRef<llvm::StringRef> functions);
+/// Where the temporaries of one compiled function live: the allocations one call makes, in
+/// the order it makes them, each at its offset in one arena of `arenaBytes`.
+struct KernelMemoryPlan {
+  std::string function;
+  int64_t arenaBytes = 0;
+  /// The most bytes live at once (the arena is at least this, more where it fragments).
+  int64_t peakBytes = 0;
+  llvm::SmallVector<int64_t> sizes, offsets;
+};
+
+/// The memory plan of each of the compiled `functions` of `linalgModule`: its temporaries
+/// simulated on the module the backend lowers to LLVM (compiler/codegen/Workspace.h; the
+/// sizes are what the object passes to the allocation functions) and packed into an arena
+/// (planArena). Runs the backend's bufferization and deallocation passes, not LLVM. Fails
+/// with a diagnostic when the module does not bufferize or an allocation has no size known
+/// at compile time.
+mlir::FailureOr<llvm::SmallVector<KernelMemoryPlan>>
+planKernelMemory(mlir::ModuleOp linalgModule, llvm::ArrayRef<llvm::StringRef> functions);
 
 /// Bufferizes a linalg module for the backends, in place: elementwise chains fused into
 /// their consumers first (mtc-fuse-elementwise, compiler/fusion/), then one-shot

@@ -8,7 +8,10 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
+#include <limits>
+
 using namespace mlir;
+using namespace mtc;
 
 namespace {
 
@@ -29,6 +32,11 @@ struct Run {
   SmallVector<int64_t> sizes;  // per allocation
   SmallVector<bool> isLive;    // per allocation
   int64_t live = 0, peak = 0;
+  /// With a trace: every allocation in order, callees' included, with the clock ticks of
+  /// its allocation and deallocation (the end of the call when it is never freed).
+  SmallVector<codegen::TracedAllocation> *trace = nullptr;
+  SmallVector<unsigned> traceIndex; // per allocation
+  int64_t *clock = nullptr;
 
   /// Makes `to` point where `from` does (or nowhere) and hold its constant (or none).
   void copy(Value from, Value to) {
@@ -47,13 +55,26 @@ class Simulator {
 public:
   explicit Simulator(ModuleOp module) : symbols(module) {}
 
-  FailureOr<int64_t> peakOf(func::FuncOp func) {
-    if (auto it = memo.find(func); it != memo.end())
-      return it->second;
+  /// The peak of one call of `func`; with `trace`, its allocations are appended to it
+  /// (callees are then simulated at every call rather than remembered).
+  FailureOr<int64_t> peakOf(func::FuncOp func,
+                            SmallVector<codegen::TracedAllocation> *trace = nullptr,
+                            int64_t *clock = nullptr) {
+    if (!trace)
+      if (auto it = memo.find(func); it != memo.end())
+        return it->second;
     Run run;
+    run.trace = trace;
+    run.clock = clock;
     if (failed(runBlock(func.getBody().front(), run)))
       return failure();
-    memo[func] = run.peak;
+    if (!trace) {
+      memo[func] = run.peak;
+      return run.peak;
+    }
+    for (auto [index, live] : llvm::enumerate(run.isLive))
+      if (live)
+        (*trace)[run.traceIndex[index]].end = ++*clock;
     return run.peak;
   }
 
@@ -93,6 +114,8 @@ private:
       if (it != run.buffer.end() && run.isLive[it->second]) {
         run.isLive[it->second] = false;
         run.live -= run.sizes[it->second];
+        if (run.trace)
+          (*run.trace)[run.traceIndex[it->second]].end = ++*run.clock;
       }
       return success();
     }
@@ -109,7 +132,7 @@ private:
       auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
       if (!callee || callee.isExternal())
         return success();
-      FailureOr<int64_t> calleePeak = peakOf(callee);
+      FailureOr<int64_t> calleePeak = peakOf(callee, run.trace, run.clock);
       if (failed(calleePeak))
         return failure();
       run.peak = std::max(run.peak, run.live + *calleePeak);
@@ -147,6 +170,10 @@ private:
     run.buffer[alloc.getResult()] = run.sizes.size();
     run.sizes.push_back(bytes);
     run.isLive.push_back(true);
+    if (run.trace) {
+      run.traceIndex.push_back(run.trace->size());
+      run.trace->push_back({bytes, ++*run.clock, std::numeric_limits<int64_t>::max()});
+    }
     run.live += bytes;
     run.peak = std::max(run.peak, run.live);
     return success();
@@ -193,4 +220,44 @@ private:
 
 FailureOr<int64_t> mtc::codegen::simulatePeakTemporaryBytes(ModuleOp module, func::FuncOp func) {
   return Simulator(module).peakOf(func);
+}
+
+FailureOr<SmallVector<codegen::TracedAllocation>>
+mtc::codegen::traceAllocations(ModuleOp module, func::FuncOp func) {
+  SmallVector<TracedAllocation> trace;
+  int64_t clock = 0;
+  if (failed(Simulator(module).peakOf(func, &trace, &clock)))
+    return failure();
+  return trace;
+}
+
+codegen::ArenaPlan mtc::codegen::planArena(ArrayRef<TracedAllocation> trace) {
+  constexpr int64_t kAlignment = 64;
+  ArenaPlan plan;
+  plan.offsets.assign(trace.size(), 0);
+  // Largest first, each at the lowest aligned offset clear of every placed allocation
+  // that is live at the same time (greedy by size, as TFLite's arena planner).
+  SmallVector<unsigned> order = llvm::to_vector(llvm::seq<unsigned>(0, trace.size()));
+  llvm::stable_sort(order, [&](unsigned a, unsigned b) { return trace[a].bytes > trace[b].bytes; });
+  auto rounded = [&](int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; };
+  SmallVector<unsigned> placed;
+  for (unsigned index : order) {
+    const TracedAllocation &allocation = trace[index];
+    // The placed allocations that overlap in time, by offset.
+    SmallVector<unsigned> concurrent;
+    for (unsigned other : placed)
+      if (trace[other].begin < allocation.end && allocation.begin < trace[other].end)
+        concurrent.push_back(other);
+    llvm::sort(concurrent, [&](unsigned a, unsigned b) { return plan.offsets[a] < plan.offsets[b]; });
+    int64_t offset = 0, size = rounded(allocation.bytes);
+    for (unsigned other : concurrent) {
+      if (offset + size <= plan.offsets[other])
+        break;
+      offset = std::max(offset, plan.offsets[other] + rounded(trace[other].bytes));
+    }
+    plan.offsets[index] = offset;
+    plan.bytes = std::max(plan.bytes, offset + size);
+    placed.push_back(index);
+  }
+  return plan;
 }

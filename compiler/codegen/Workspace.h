@@ -1,8 +1,9 @@
 //===- Workspace.h - the kernels' peak temporaries, simulated ----*- C++ -*-===//
 //
-// Predicts the most bytes a compiled function holds in temporaries at once, from the module
-// the CPU backend lowers to LLVM (bufferized, deallocations placed and lowered: see
-// predictWorkspaceBytes in CPUCodegen.h). The function is run abstractly in program order:
+// Predicts the most bytes a compiled function holds in temporaries at once, and traces the
+// allocations one call makes for the arena the runtime serves them from, on the module the
+// CPU backend lowers to LLVM (bufferized, deallocations placed and lowered: see
+// planKernelMemory in CPUCodegen.h). The function is run abstractly in program order:
 //
 //   memref.alloc      allocates its static size (plus its alignment: finalize-memref-to-llvm
 //                     asks malloc for size + alignment and aligns by hand)
@@ -31,6 +32,26 @@
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mtc::codegen {
+
+/// One allocation of a simulated call: its bytes and the ticks of a clock that advances at
+/// every allocation and deallocation, when it is allocated and freed.
+struct TracedAllocation {
+  int64_t bytes;
+  int64_t begin, end;
+};
+
+/// Every allocation one call of `func` makes, in the order the compiled code makes them
+/// (callees' included), with when each is freed. Fails as simulatePeakTemporaryBytes does.
+mlir::FailureOr<llvm::SmallVector<TracedAllocation>> traceAllocations(mlir::ModuleOp module,
+                                                                      mlir::func::FuncOp func);
+
+/// Where each allocation of a trace lives in one arena: offsets (64-byte aligned, in trace
+/// order) such that allocations live at the same time do not overlap, and the arena's size.
+struct ArenaPlan {
+  int64_t bytes = 0;
+  llvm::SmallVector<int64_t> offsets;
+};
+ArenaPlan planArena(llvm::ArrayRef<TracedAllocation> trace);
 
 /// The peak temporary bytes of one call of `func` (a function of `module`, on memrefs after
 /// the buffer deallocation pipeline). Fails with a diagnostic on the operation it cannot

@@ -27,8 +27,8 @@ struct PlanSource {
 };
 
 /// Compiled step functions: the bytes of `kernels/x86_64.so`, how to call them
-/// (CallingConvention.h) and their predicted peak temporaries (CPUCodegen.h,
-/// predictWorkspaceBytes).
+/// (CallingConvention.h, with each function's planned "arena") and the largest arena
+/// (CPUCodegen.h, planKernelMemory).
 struct PlanKernels {
   std::string x86SharedObject;
   llvm::json::Object callingConvention;

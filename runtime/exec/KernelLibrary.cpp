@@ -2,6 +2,7 @@
 
 #include "runtime/exec/KernelLibrary.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <dlfcn.h>
 #include <vector>
@@ -129,6 +130,16 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
     return err;
   if (Error err = resolve(library, plan, k.forward, "forward", false, lib.forward_); !err.ok())
     return err;
+  int64_t arenaBytes = 0;
+  for (const std::optional<KernelFunction> *fn : {&k.forward, &k.forwardBackward, &k.optimizerStep})
+    if (*fn && (*fn)->arena)
+      arenaBytes = std::max(arenaBytes, (*fn)->arena->bytes);
+  if (arenaBytes > 0) {
+    lib.arena_ = std::make_unique<KernelArena>(arenaBytes);
+    for (LoadedKernel *kernel : {&lib.forward_, &lib.forwardBackward_, &lib.optimizerStep_})
+      if (kernel->function && kernel->function->arena)
+        kernel->arena = lib.arena_.get();
+  }
   return lib;
 }
 
@@ -155,7 +166,12 @@ void KernelLibrary::call(const LoadedKernel &kernel, std::span<void *const> buff
       }
       pointers.push_back(d.data());
     }
-  kernel.entry(pointers.data());
+  if (kernel.arena) {
+    KernelArenaScope scope(*kernel.arena, *fn.arena);
+    kernel.entry(pointers.data());
+  } else {
+    kernel.entry(pointers.data());
+  }
 }
 
 } // namespace mtc::rt

@@ -12,6 +12,7 @@
 #ifndef MTC_RUNTIME_EXEC_KERNELLIBRARY_H
 #define MTC_RUNTIME_EXEC_KERNELLIBRARY_H
 
+#include "runtime/exec/KernelMemory.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/Error.h"
 
@@ -24,6 +25,8 @@ namespace mtc::rt {
 struct LoadedKernel {
   const KernelFunction *function = nullptr; // in the plan
   void (*entry)(void **descriptors) = nullptr;
+  /// Where its temporaries live when the plan has an arena for it (the library's).
+  const KernelArena *arena = nullptr;
 };
 
 class KernelLibrary {
@@ -42,8 +45,13 @@ public:
   const LoadedKernel *forward() const { return forward_.entry ? &forward_ : nullptr; }
 
   /// Calls `kernel` with `buffers[i]` as the data of the i-th buffer of its inputs then
-  /// outputs (row-major, as many elements as the buffer's dims). Outputs must not alias inputs.
+  /// outputs (row-major, as many elements as the buffer's dims), its temporaries in the
+  /// library's arena where the plan places them (KernelMemory.h). Outputs must not alias
+  /// inputs.
   static void call(const LoadedKernel &kernel, std::span<void *const> buffers);
+  /// The arena the functions' planned temporaries share (the largest plan; they run one at
+  /// a time on the thread that calls them), or null when the plan has none.
+  const KernelArena *arena() const { return arena_.get(); }
 
 private:
   struct Handle {
@@ -53,6 +61,7 @@ private:
   KernelLibrary() = default;
 
   std::unique_ptr<Handle> handle_;
+  std::unique_ptr<KernelArena> arena_;
   LoadedKernel forward_, forwardBackward_, optimizerStep_;
 };
 

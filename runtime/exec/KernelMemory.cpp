@@ -10,6 +10,9 @@ namespace {
 
 std::atomic<int64_t> liveBytes{0};
 std::atomic<int64_t> peakBytes{0};
+std::atomic<int64_t> arenaFallbacks{0};
+thread_local mtc::rt::KernelArenaScope *currentArena = nullptr;
+constexpr size_t kArenaAlign = 64;
 
 /// Every block starts with this, right before the pointer the kernel gets: the size the
 /// kernel asked for and how far the C library's block starts before the kernel's pointer.
@@ -44,14 +47,22 @@ void *allocate(size_t align, size_t size) {
   return pointer;
 }
 
+/// From the current arena, else the heap.
+void *allocateForKernel(size_t align, size_t size) {
+  if (currentArena)
+    if (void *pointer = currentArena->allocate(align, size))
+      return pointer;
+  return allocate(align, size);
+}
+
 } // namespace
 
-extern "C" void *mtc_kernel_alloc(size_t size) { return allocate(kMinAlign, size); }
+extern "C" void *mtc_kernel_alloc(size_t size) { return allocateForKernel(kMinAlign, size); }
 
 extern "C" void *mtc_kernel_calloc(size_t count, size_t size) {
   if (size != 0 && count > SIZE_MAX / size)
     return nullptr;
-  void *pointer = allocate(kMinAlign, count * size);
+  void *pointer = allocateForKernel(kMinAlign, count * size);
   if (pointer)
     std::memset(pointer, 0, count * size);
   return pointer;
@@ -61,11 +72,13 @@ extern "C" void *mtc_kernel_aligned_alloc(size_t align, size_t size) {
   // C11 aligned_alloc: the alignment must be a power of two.
   if (align == 0 || (align & (align - 1)) != 0)
     return nullptr;
-  return allocate(align < kMinAlign ? kMinAlign : align, size);
+  return allocateForKernel(align < kMinAlign ? kMinAlign : align, size);
 }
 
 extern "C" void mtc_kernel_free(void *pointer) {
   if (!pointer)
+    return;
+  if (currentArena && currentArena->release(pointer))
     return;
   Header header = static_cast<Header *>(pointer)[-1];
   record(-static_cast<int64_t>(header.size));
@@ -73,6 +86,70 @@ extern "C" void mtc_kernel_free(void *pointer) {
 }
 
 namespace mtc::rt {
+
+KernelArena::KernelArena(int64_t bytes) : bytes_(bytes) {
+  if (bytes <= 0)
+    return;
+  auto total = static_cast<size_t>((bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign);
+  data_ = static_cast<char *>(std::aligned_alloc(kArenaAlign, total));
+  if (data_)
+    record(bytes_);
+}
+
+KernelArena::~KernelArena() {
+  if (!data_)
+    return;
+  record(-bytes_);
+  std::free(data_);
+}
+
+KernelArenaScope::KernelArenaScope(const KernelArena &arena, const KernelArenaPlan &plan)
+    : base_(arena.data()), bytes_(arena.size()), plan_(plan.allocations), previous_(currentArena) {
+  currentArena = this;
+}
+
+KernelArenaScope::~KernelArenaScope() { currentArena = previous_; }
+
+void *KernelArenaScope::allocate(size_t align, size_t size) {
+  if (next_ >= plan_.size()) {
+    ++fellBack_;
+    arenaFallbacks.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  const ArenaAllocation &planned = plan_[next_++];
+  // Empty blocks come from the heap (an arena pointer one past its end could not be told
+  // from the next block's).
+  if (size == 0)
+    return nullptr;
+  int64_t begin = planned.offset, end = planned.offset + planned.size;
+  bool fits = base_ && static_cast<int64_t>(size) == planned.size && align <= kArenaAlign &&
+              end <= bytes_;
+  if (fits) {
+    // A planned block whose life has not ended yet (the plan assumed a free that did not
+    // happen) keeps its bytes.
+    auto after = live_.upper_bound(begin);
+    fits = (after == live_.end() || after->first >= end) &&
+           (after == live_.begin() || std::prev(after)->second <= begin);
+  }
+  if (!fits) {
+    ++fellBack_;
+    arenaFallbacks.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  live_[begin] = end;
+  ++served_;
+  return base_ + begin;
+}
+
+bool KernelArenaScope::release(void *pointer) {
+  char *p = static_cast<char *>(pointer);
+  if (!base_ || p < base_ || p >= base_ + bytes_)
+    return false;
+  live_.erase(p - base_);
+  return true;
+}
+
+int64_t kernelArenaFallbacks() { return arenaFallbacks.load(std::memory_order_relaxed); }
 
 int64_t kernelLiveBytes() { return liveBytes.load(std::memory_order_relaxed); }
 

@@ -17,6 +17,16 @@
 // The counters are atomics: kernels run on the calling thread, but several threads may run
 // kernels at once.
 //
+// Arenas. The compiler plans where each temporary of a call lives (the plan's `arena`: the
+// allocations one call makes, in order, at offsets in one block; compiler/codegen/
+// Workspace.h). A `KernelArena` is that block, 64-byte aligned and counted as live kernel
+// bytes while it exists; a `KernelArenaScope` around a call serves the call's allocations
+// from it: the n-th allocation gets the n-th planned offset when its size is the planned
+// one and its bytes do not overlap a planned block still live, and frees inside the arena
+// only end a block's life. Anything else (a size the plan did not predict, an alignment
+// above 64, a plan shorter than the call) falls back to the heap and is counted, so a plan
+// that does not match the code costs memory, never correctness.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_EXEC_KERNELMEMORY_H
@@ -30,7 +40,58 @@ extern "C" void *mtc_kernel_calloc(size_t count, size_t size);
 extern "C" void *mtc_kernel_aligned_alloc(size_t align, size_t size);
 extern "C" void mtc_kernel_free(void *pointer);
 
+#include "runtime/plan/Plan.h"
+
+#include <map>
+
 namespace mtc::rt {
+
+/// The block planned temporaries live in: `bytes` at a 64-byte aligned address, counted in
+/// kernelLiveBytes while it exists. Empty (every allocation then falls back to the heap)
+/// when the memory cannot be had.
+class KernelArena {
+public:
+  explicit KernelArena(int64_t bytes);
+  ~KernelArena();
+  KernelArena(const KernelArena &) = delete;
+  KernelArena &operator=(const KernelArena &) = delete;
+  char *data() const { return data_; }
+  int64_t size() const { return data_ ? bytes_ : 0; }
+
+private:
+  char *data_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
+/// Serves the allocations the kernels make on this thread from `arena` at `plan`'s offsets
+/// while it exists (see the file comment). Scopes nest; the inner one serves.
+class KernelArenaScope {
+public:
+  KernelArenaScope(const KernelArena &arena, const KernelArenaPlan &plan);
+  ~KernelArenaScope();
+  KernelArenaScope(const KernelArenaScope &) = delete;
+  KernelArenaScope &operator=(const KernelArenaScope &) = delete;
+  /// Allocations served from the arena, and those that fell back to the heap, so far.
+  int64_t served() const { return served_; }
+  int64_t fellBack() const { return fellBack_; }
+
+  /// The kernels' allocation functions' side (null: not served from the arena).
+  void *allocate(size_t align, size_t size);
+  bool release(void *pointer);
+
+private:
+  char *base_;
+  int64_t bytes_;
+  const std::vector<ArenaAllocation> &plan_;
+  size_t next_ = 0;
+  std::map<int64_t, int64_t> live_; // planned blocks in use: offset -> end
+  int64_t served_ = 0, fellBack_ = 0;
+  KernelArenaScope *previous_;
+};
+
+/// Allocations that arena plans did not serve (fell back to the heap) since the process
+/// started, over all threads.
+int64_t kernelArenaFallbacks();
 
 /// Bytes the kernels hold now, in blocks allocated and not yet freed.
 int64_t kernelLiveBytes();

@@ -1014,6 +1014,31 @@ KernelBuffer readKernelBuffer(const JsonValue &v, const std::string &path,
   return b;
 }
 
+/// `arena`: every allocation inside the arena, at a 64-byte aligned offset.
+KernelArenaPlan readArenaPlan(const JsonValue &v, const std::string &path) {
+  const JsonObject &o = asObject(v, path);
+  KernelArenaPlan arena;
+  arena.bytes = readCount(o, path, "bytes");
+  arena.peakBytes = readCount(o, path, "peak_bytes");
+  std::string listPath = member(path, "allocations");
+  const JsonArray &list = asArray(get(o, path, "allocations"), listPath);
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string itemPath = element(listPath, i);
+    const JsonArray &pair = asArray(list[i], itemPath);
+    if (pair.size() != 2)
+      fail(itemPath, "must be [size, offset]");
+    ArenaAllocation a{asInt(pair[0], element(itemPath, 0), 0, "a non-negative size"),
+                      asInt(pair[1], element(itemPath, 1), 0, "a non-negative offset")};
+    if (a.offset % 64 != 0)
+      fail(element(itemPath, 1), concat("offset ", a.offset, " is not a multiple of 64"));
+    if (a.size > arena.bytes || a.offset > arena.bytes - a.size)
+      fail(itemPath, concat("[", a.size, ", ", a.offset, "] does not fit the arena of ",
+                            arena.bytes, " bytes"));
+    arena.allocations.push_back(a);
+  }
+  return arena;
+}
+
 KernelFunction readKernelFunction(const JsonValue &v, const std::string &path,
                                   const std::vector<Dim> &modelDims, bool sharded) {
   const JsonObject &o = asObject(v, path);
@@ -1026,6 +1051,8 @@ KernelFunction readKernelFunction(const JsonValue &v, const std::string &path,
       (side == "inputs" ? f.inputs : f.outputs)
           .push_back(readKernelBuffer(buffers[i], element(sidePath, i), modelDims, sharded));
   }
+  if (const JsonValue *arena = o.find("arena"))
+    f.arena = readArenaPlan(*arena, member(path, "arena"));
   return f;
 }
 

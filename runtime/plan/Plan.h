@@ -204,10 +204,26 @@ struct KernelBuffer {
 };
 
 /// A compiled step function: `symbol(void **descriptors)`, inputs then outputs.
+/// One temporary of a kernel call in its arena: the bytes the kernel asks for and where
+/// they are (64-byte aligned).
+struct ArenaAllocation {
+  int64_t size = 0;
+  int64_t offset = 0;
+};
+
+/// Where a function's temporaries live (`arena`, docs/plan-format.md): one call makes
+/// `allocations` in this order; those live at once do not overlap.
+struct KernelArenaPlan {
+  int64_t bytes = 0;
+  int64_t peakBytes = 0;
+  std::vector<ArenaAllocation> allocations;
+};
+
 struct KernelFunction {
   std::string symbol;
   std::vector<KernelBuffer> inputs;
   std::vector<KernelBuffer> outputs;
+  std::optional<KernelArenaPlan> arena;
 };
 
 /// The plan's compiled step for one target (`kernels.x86_64`).

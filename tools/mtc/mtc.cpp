@@ -176,14 +176,38 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
   return module;
 }
 
-/// The training step compiled for the CPU (lowerStep, then a shared object), with its
-/// predicted workspace.
+/// Plans the arenas of the step functions of `step` (lowerStep's output): the workspace is
+/// the largest. With `kernels`, each function's entry in the calling convention gets its
+/// "arena" (docs/plan-format.md).
+FailureOr<int64_t> planArenas(mlir::ModuleOp step, mtc::PlanKernels *kernels = nullptr) {
+  FailureOr<SmallVector<mtc::codegen::KernelMemoryPlan>> plans =
+      mtc::codegen::planKernelMemory(step, kStepFunctions);
+  if (failed(plans))
+    return failure();
+  int64_t workspace = 0;
+  for (const mtc::codegen::KernelMemoryPlan &plan : *plans) {
+    workspace = std::max(workspace, plan.arenaBytes);
+    json::Object *entry = kernels ? kernels->callingConvention.getObject(plan.function) : nullptr;
+    if (!entry)
+      continue;
+    json::Array allocations;
+    for (auto [size, offset] : llvm::zip_equal(plan.sizes, plan.offsets))
+      allocations.push_back(json::Array{size, offset});
+    (*entry)["arena"] = json::Object{{"bytes", plan.arenaBytes},
+                                     {"peak_bytes", plan.peakBytes},
+                                     {"allocations", std::move(allocations)}};
+  }
+  return workspace;
+}
+
+/// The training step compiled for the CPU (lowerStep, then a shared object), with the
+/// arenas of its temporaries.
 FailureOr<mtc::PlanKernels> compileKernels(mlir::ModuleOp trained) {
   mtc::PlanKernels kernels;
   mlir::OwningOpRef<mlir::ModuleOp> module = lowerStep(trained, &kernels);
   if (!module)
     return failure();
-  FailureOr<int64_t> workspace = mtc::codegen::predictWorkspaceBytes(*module, kStepFunctions);
+  FailureOr<int64_t> workspace = planArenas(*module, &kernels);
   if (failed(workspace))
     return failure();
   kernels.workspaceBytes = *workspace;
@@ -400,7 +424,7 @@ int compile() {
       mlir::OwningOpRef<mlir::ModuleOp> step = lowerStep(*module, &partitioned);
       if (!step)
         return 1;
-      FailureOr<int64_t> workspace = mtc::codegen::predictWorkspaceBytes(*step, kStepFunctions);
+      FailureOr<int64_t> workspace = planArenas(*step);
       if (failed(workspace))
         return 1;
       output->os() << "\n";

@@ -468,6 +468,9 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
               static_cast<double>(trainer->state().step - first),
           predictedCommunicationBytes(plan, *trainer, mesh.placement().dpSize) /
               (1024.0 * 1024.0));
+  if (const KernelArena *arena = kernels->arena(); arena && trainer->state().step > first)
+    print("temporaries: a %s arena placed by the plan; %lld allocations fell back to the heap\n",
+          mebibytes(arena->size()).c_str(), static_cast<long long>(kernelArenaFallbacks()));
   state = trainer->state();
   if (metrics)
     return metrics->close();

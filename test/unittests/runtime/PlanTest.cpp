@@ -731,6 +731,50 @@ TEST_F(PlanTest, KernelBufferKindIsChecked) {
                       "kind 'weights'");
 }
 
+namespace {
+
+/// planWithKernels with `arena` as forward_backward's arena.
+JsonValue planWithArena(JsonValue arena) {
+  JsonValue v = planWithKernels("kernels/x86_64.so");
+  JsonObject &kernels = *v.getObject()->find("kernels")->getObject();
+  JsonObject &fb = *kernels.find("x86_64")->getObject()->find("functions")->getObject()
+                        ->find("forward_backward")->getObject();
+  fb.set("arena", std::move(arena));
+  return v;
+}
+
+JsonObject arena(int64_t bytes, JsonArray allocations) {
+  return JsonObject{{"bytes", bytes}, {"peak_bytes", bytes}, {"allocations", std::move(allocations)}};
+}
+
+} // namespace
+
+TEST_F(PlanTest, KernelArenaIsRead) {
+  writePlan(planWithArena(arena(256, JsonArray{JsonArray{100, 0}, JsonArray{64, 128}})));
+  std::filesystem::create_directories(plan() / "kernels");
+  writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
+  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
+                manifestLine("kernels/x86_64.so", "ELF"));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  const std::optional<KernelArenaPlan> &a = p->x86Kernels->forwardBackward->arena;
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->bytes, 256);
+  ASSERT_EQ(a->allocations.size(), 2u);
+  EXPECT_EQ(a->allocations[1].size, 64);
+  EXPECT_EQ(a->allocations[1].offset, 128);
+}
+
+TEST_F(PlanTest, KernelArenaAllocationsMustFitAndBeAligned) {
+  const std::string path = "kernels.x86_64.functions.forward_backward.arena.allocations";
+  expectPlanJsonError(planWithArena(arena(256, JsonArray{JsonValue(JsonArray{100, 192})})),
+                      path + "[0]: [100, 192] does not fit the arena of 256 bytes");
+  expectPlanJsonError(planWithArena(arena(256, JsonArray{JsonValue(JsonArray{16, 8})})),
+                      path + "[0][1]: offset 8 is not a multiple of 64");
+  expectPlanJsonError(planWithArena(arena(256, JsonArray{JsonValue(JsonArray{16})})),
+                      path + "[0]: must be [size, offset]");
+}
+
 TEST_F(PlanTest, KernelFileNameIsChecked) {
   expectPlanJsonError(planWithKernels("../x86_64.so"),
                       "kernels.x86_64.file: '../x86_64.so' is not a plan file name");

@@ -121,3 +121,93 @@ TEST_F(KernelMemoryTest, ThreadsShareTheCounters) {
   EXPECT_GE(peak(), 64);
   EXPECT_LE(peak(), 4 * 64);
 }
+
+namespace {
+
+KernelArenaPlan arenaPlan(std::vector<ArenaAllocation> allocations, int64_t bytes) {
+  KernelArenaPlan plan;
+  plan.bytes = bytes;
+  plan.allocations = std::move(allocations);
+  return plan;
+}
+
+bool inArena(const KernelArena &arena, const void *pointer) {
+  auto p = static_cast<const char *>(pointer);
+  return p >= arena.data() && p < arena.data() + arena.size();
+}
+
+} // namespace
+
+TEST_F(KernelMemoryTest, ArenaServesThePlanInOrderAndCountsOnce) {
+  KernelArena arena(4096);
+  ASSERT_NE(arena.data(), nullptr);
+  EXPECT_TRUE(alignedTo(arena.data(), 64));
+  EXPECT_EQ(live(), 4096) << "the arena is counted while it exists";
+  // Two blocks that share bytes at different times, and a third beside them.
+  KernelArenaPlan plan = arenaPlan({{1000, 0}, {200, 1024}, {800, 0}}, 4096);
+  {
+    KernelArenaScope scope(arena, plan);
+    void *a = mtc_kernel_alloc(1000);
+    void *b = mtc_kernel_aligned_alloc(64, 200);
+    EXPECT_EQ(a, arena.data());
+    EXPECT_EQ(b, arena.data() + 1024);
+    mtc_kernel_free(a);
+    void *c = mtc_kernel_calloc(100, 8);
+    EXPECT_EQ(c, arena.data()) << "the bytes a freed block had";
+    EXPECT_EQ(static_cast<char *>(c)[799], 0) << "calloc still zeroes";
+    mtc_kernel_free(b);
+    mtc_kernel_free(c);
+    EXPECT_EQ(scope.served(), 3);
+    EXPECT_EQ(scope.fellBack(), 0);
+    EXPECT_EQ(live(), 4096) << "planned blocks add nothing to the count";
+  }
+  void *heap = mtc_kernel_alloc(16);
+  EXPECT_FALSE(inArena(arena, heap)) << "no scope: the heap";
+  mtc_kernel_free(heap);
+}
+
+TEST_F(KernelMemoryTest, ArenaFallsBackWhereThePlanDoesNotHold) {
+  KernelArena arena(2048);
+  KernelArenaPlan plan = arenaPlan({{512, 0}, {256, 256}, {128, 1024}}, 2048);
+  int64_t fallbacksBefore = kernelArenaFallbacks();
+  KernelArenaScope scope(arena, plan);
+  void *a = mtc_kernel_alloc(512);
+  EXPECT_EQ(a, arena.data());
+  // The plan expected a's life over: its bytes are still in use, so the heap.
+  void *b = mtc_kernel_alloc(256);
+  EXPECT_FALSE(inArena(arena, b));
+  // A size the plan did not predict.
+  void *c = mtc_kernel_alloc(100);
+  EXPECT_FALSE(inArena(arena, c));
+  // Past the end of the plan.
+  void *d = mtc_kernel_alloc(64);
+  EXPECT_FALSE(inArena(arena, d));
+  // An alignment the arena's offsets do not give.
+  KernelArenaPlan wide = arenaPlan({{64, 0}}, 2048);
+  {
+    KernelArenaScope inner(arena, wide);
+    void *e = mtc_kernel_aligned_alloc(4096, 64);
+    EXPECT_FALSE(inArena(arena, e));
+    EXPECT_TRUE(alignedTo(e, 4096));
+    mtc_kernel_free(e);
+  }
+  EXPECT_EQ(scope.served(), 1);
+  EXPECT_EQ(scope.fellBack(), 3);
+  EXPECT_EQ(kernelArenaFallbacks() - fallbacksBefore, 4);
+  for (void *p : {a, b, c, d})
+    mtc_kernel_free(p);
+  EXPECT_EQ(live(), 2048);
+}
+
+TEST_F(KernelMemoryTest, ArenaScopesAreThreadLocal) {
+  KernelArena arena(1024);
+  KernelArenaPlan plan = arenaPlan({{64, 0}}, 1024);
+  KernelArenaScope scope(arena, plan);
+  void *other = nullptr;
+  std::thread([&] { other = mtc_kernel_alloc(64); }).join();
+  EXPECT_FALSE(inArena(arena, other)) << "another thread has no scope";
+  mtc_kernel_free(other);
+  void *mine = mtc_kernel_alloc(64);
+  EXPECT_EQ(mine, arena.data());
+  mtc_kernel_free(mine);
+}
