@@ -119,6 +119,17 @@ protected:
   }
   void writeManifest(std::string_view text) { writeBytes(plan() / "MANIFEST", text); }
 
+  /// Writes `json` with a kernel file `kernels/x86_64.so` listed in MANIFEST (plan.json and
+  /// the kernels only) and loads the plan.
+  Expected<Plan> loadWithKernelFile(const JsonValue &json) {
+    writePlan(json);
+    std::filesystem::create_directories(plan() / "kernels");
+    writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
+    writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
+                  manifestLine("kernels/x86_64.so", "ELF"));
+    return loadPlan(plan());
+  }
+
   /// loadPlan's error message (failing the test if it loaded).
   std::string loadError() {
     Expected<Plan> p = loadPlan(plan());
@@ -694,12 +705,7 @@ JsonValue planWithKernels(const char *file, const char *firstKind = "input") {
 } // namespace
 
 TEST_F(PlanTest, KernelsSection) {
-  writePlan(planWithKernels("kernels/x86_64.so"));
-  std::filesystem::create_directories(plan() / "kernels");
-  writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
-  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
-                manifestLine("kernels/x86_64.so", "ELF"));
-  Expected<Plan> p = loadPlan(plan());
+  Expected<Plan> p = loadWithKernelFile(planWithKernels("kernels/x86_64.so"));
   ASSERT_TRUE(p.ok()) << p.error().message();
   ASSERT_TRUE(p->x86Kernels.has_value());
   EXPECT_EQ(p->x86Kernels->file, "kernels/x86_64.so");
@@ -750,12 +756,8 @@ JsonObject arena(int64_t bytes, JsonArray allocations) {
 } // namespace
 
 TEST_F(PlanTest, KernelArenaIsRead) {
-  writePlan(planWithArena(arena(256, JsonArray{JsonArray{100, 0}, JsonArray{64, 128}})));
-  std::filesystem::create_directories(plan() / "kernels");
-  writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
-  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
-                manifestLine("kernels/x86_64.so", "ELF"));
-  Expected<Plan> p = loadPlan(plan());
+  Expected<Plan> p =
+      loadWithKernelFile(planWithArena(arena(256, JsonArray{JsonArray{100, 0}, JsonArray{64, 128}})));
   ASSERT_TRUE(p.ok()) << p.error().message();
   const std::optional<KernelArenaPlan> &a = p->x86Kernels->forwardBackward->arena;
   ASSERT_TRUE(a.has_value());
@@ -936,12 +938,7 @@ TEST_F(PlanTest, KernelBuffersHoldTheLocalShards) {
   expectPlanJsonError(withMesh(4), "forward_backward.inputs[1].dims: param 'wte' is [vocab=4, "
                                    "hidden=8], but the layout");
   // The local dims load (a size that differs from the model's `vocab` is fine there).
-  writePlan(withMesh(8));
-  std::filesystem::create_directories(plan() / "kernels");
-  writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
-  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
-                manifestLine("kernels/x86_64.so", "ELF"));
-  Expected<Plan> p = loadPlan(plan());
+  Expected<Plan> p = loadWithKernelFile(withMesh(8));
   ASSERT_TRUE(p.ok()) << p.error().message();
   EXPECT_EQ(p->x86Kernels->forwardBackward->inputs[1].dims, p->localDims(p->params[0]));
   // Without a mesh the model's sizes are still enforced on every buffer.
@@ -1197,12 +1194,7 @@ TEST_F(PlanTest, OptimizerStepBuffersHoldTheOptimizerShards) {
                       "kernels.x86_64.functions.forward_backward.outputs[1].dims: grad 'wte' is "
                       "[vocab=8, hidden=4], but the layout of parameter 'wte' (vocab over tp) "
                       "gives the local dims [vocab=8, hidden=8]");
-  writePlan(withKernels(tpLocal, shard, shard));
-  std::filesystem::create_directories(plan() / "kernels");
-  writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
-  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
-                manifestLine("kernels/x86_64.so", "ELF"));
-  Expected<Plan> p = loadPlan(plan());
+  Expected<Plan> p = loadWithKernelFile(withKernels(tpLocal, shard, shard));
   ASSERT_TRUE(p.ok()) << p.error().message();
   EXPECT_EQ(p->x86Kernels->optimizerStep->inputs[0].dims, p->optimizerLocalDims(p->params[0]));
 }
