@@ -22,7 +22,9 @@
 // (malloc), kKernelCallocFunction (calloc), kKernelAlignedAllocFunction (aligned_alloc) and
 // kKernelFreeFunction (free). The backend renames the object's calls of the C library's
 // functions after LLVM's optimisations, so that the runtime sees exactly the allocations
-// that run, serve them from the arena planKernelMemory plans, and measure the high-water mark:
+// that run: it serves them in order from the arena planKernelMemory plans and measures the
+// high-water mark. (An allocation LLVM removed as dead would shift that order; the runtime
+// then falls back to the heap and counts it. None do in the example models.)
 //
 //   void *mtc_kernel_alloc(size_t size);
 //   void *mtc_kernel_calloc(size_t count, size_t size);
