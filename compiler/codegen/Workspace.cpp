@@ -1,4 +1,4 @@
-//===- Workspace.cpp - the kernels' peak temporaries, simulated -----------===//
+//===- Workspace.cpp - the kernels' temporaries, simulated and planned ---===//
 
 #include "compiler/codegen/Workspace.h"
 

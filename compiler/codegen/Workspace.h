@@ -1,4 +1,4 @@
-//===- Workspace.h - the kernels' peak temporaries, simulated ----*- C++ -*-===//
+//===- Workspace.h - the kernels' temporaries, simulated and planned -*- C++ -*-===//
 //
 // Predicts the most bytes a compiled function holds in temporaries at once, and traces the
 // allocations one call makes for the arena the runtime serves them from, on the module the

@@ -291,7 +291,7 @@ void mtc::printMemoryPrediction(const MemoryPrediction &memory, llvm::raw_ostrea
   if (memory.microBatchGradients)
     line("micro-batch gradients", memory.microBatchGradients);
   line("tokens and labels", memory.tokens);
-  line("workspace (kernels' peak temporaries)", memory.workspace.value_or(0));
+  line("workspace (the kernels' arena)", memory.workspace.value_or(0));
   line("peak", memory.buffers() + memory.workspace.value_or(0));
 }
 
