@@ -292,10 +292,20 @@ std::optional<OperandView> viewOfTransposedResult(linalg::BatchMatmulOp matmul) 
   bool movable = destination.getDefiningOp<memref::AllocOp>() != nullptr;
   if (!movable && !(argument && argument.getOwner()->isEntryBlock()))
     return std::nullopt;
-  for (Operation *user : destination.getUsers())
-    if (user != transpose && user->getBlock() == matmul->getBlock() &&
-        zeroing->isBeforeInBlock(user) && user->isBeforeInBlock(transpose))
-      return std::nullopt;
+  // Nothing may touch the destination or a view of it between the fill and the transpose
+  // (a use nested in a region counts where its ancestor in this block is).
+  SmallVector<Value> aliases = {destination};
+  while (!aliases.empty()) {
+    Value alias = aliases.pop_back_val();
+    for (Operation *user : alias.getUsers()) {
+      if (isa<ViewLikeOpInterface>(user))
+        llvm::append_range(aliases, user->getResults());
+      Operation *ancestor = matmul->getBlock()->findAncestorOpInBlock(*user);
+      if (ancestor && ancestor != transpose && zeroing->isBeforeInBlock(ancestor) &&
+          ancestor->isBeforeInBlock(transpose))
+        return std::nullopt;
+    }
+  }
   // Dimension j of the transposed input is dimension i of the destination where
   // permutation[i] == j.
   ArrayRef<int64_t> permutation = transpose.getPermutation();

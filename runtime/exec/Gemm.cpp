@@ -64,13 +64,20 @@ extern "C" void _mlir_ciface_mtc_batch_matmul_f32(mtc::rt::MemRef3F32 *a, mtc::r
   std::optional<BlasOperand> lhs = blasOperand(m, k, a->strides[1], a->strides[2]);
   std::optional<BlasOperand> rhs = blasOperand(k, n, b->strides[1], b->strides[2]);
   std::optional<BlasOperand> result = blasOperand(m, n, c->strides[1], c->strides[2]);
-  bool useBlas = lhs && rhs && result && result->transpose == CblasNoTrans &&
-                 fitsBlasInt(m) && fitsBlasInt(n) && fitsBlasInt(k);
+  bool useBlas = lhs && rhs && result && fitsBlasInt(m) && fitsBlasInt(n) && fitsBlasInt(k);
+  // A result with contiguous columns is the row-major transpose C^T = B^T A^T: the same
+  // call with the operands swapped and each one's transposition flipped.
+  bool transposedResult = useBlas && result->transpose == CblasTrans;
+  auto flip = [](CBLAS_TRANSPOSE t) { return t == CblasNoTrans ? CblasTrans : CblasNoTrans; };
   for (int64_t i = 0; i < batch; ++i) {
     const float *aData = a->aligned + a->offset + i * a->strides[0];
     const float *bData = b->aligned + b->offset + i * b->strides[0];
     float *cData = c->aligned + c->offset + i * c->strides[0];
-    if (useBlas)
+    if (transposedResult)
+      cblas_sgemm(CblasRowMajor, flip(rhs->transpose), flip(lhs->transpose), static_cast<int>(n),
+                  static_cast<int>(m), static_cast<int>(k), /*alpha=*/1.0f, bData, rhs->leading,
+                  aData, lhs->leading, /*beta=*/1.0f, cData, result->leading);
+    else if (useBlas)
       cblas_sgemm(CblasRowMajor, lhs->transpose, rhs->transpose, static_cast<int>(m),
                   static_cast<int>(n), static_cast<int>(k), /*alpha=*/1.0f, aData, lhs->leading,
                   bData, rhs->leading, /*beta=*/1.0f, cData, result->leading);

@@ -137,3 +137,37 @@ func.func @product_read_again(%x: memref<1x4x8xf32>, %w: memref<1x8x16xf32>, %ou
   linalg.transpose ins(%c : memref<4x16xf32>) outs(%out : memref<16x4xf32>) permutation = [1, 0]
   return
 }
+
+// -----
+
+// Tests that the product writes straight into an argument it is transposed into, and keeps
+// its buffer when the destination is read between the product and the transpose, through a
+// view.
+// CHECK-LABEL: func.func @destination_untouched
+// CHECK-SAME: %[[OUT:[a-z0-9]+]]: memref<1x16x4xf32>)
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OUT]] : memref<1x16x4xf32>)
+// CHECK: %[[V:.*]] = memref.reinterpret_cast %[[OUT]] to offset: [0], sizes: [1, 4, 16], strides: [1, 1, 4]
+// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : memref<1x4x8xf32>, memref<1x8x16xf32>) outs(%[[V]]
+// CHECK-NOT: linalg.transpose
+// CHECK-LABEL: func.func @destination_read_between
+// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : memref<1x4x8xf32>, memref<1x8x16xf32>) outs(%{{.*}} : memref<1x4x16xf32>)
+// CHECK: memref.copy
+// CHECK: linalg.transpose
+func.func @destination_untouched(%x: memref<1x4x8xf32>, %w: memref<1x8x16xf32>, %out: memref<1x16x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %product = memref.alloc() : memref<1x4x16xf32>
+  linalg.fill ins(%zero : f32) outs(%product : memref<1x4x16xf32>)
+  linalg.batch_matmul ins(%x, %w : memref<1x4x8xf32>, memref<1x8x16xf32>) outs(%product : memref<1x4x16xf32>)
+  linalg.transpose ins(%product : memref<1x4x16xf32>) outs(%out : memref<1x16x4xf32>) permutation = [0, 2, 1]
+  return
+}
+func.func @destination_read_between(%x: memref<1x4x8xf32>, %w: memref<1x8x16xf32>, %out: memref<1x16x4xf32>, %keep: memref<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %product = memref.alloc() : memref<1x4x16xf32>
+  linalg.fill ins(%zero : f32) outs(%product : memref<1x4x16xf32>)
+  linalg.batch_matmul ins(%x, %w : memref<1x4x8xf32>, memref<1x8x16xf32>) outs(%product : memref<1x4x16xf32>)
+  %row = memref.subview %out[0, 0, 0] [1, 1, 4] [1, 1, 1] : memref<1x16x4xf32> to memref<4xf32, strided<[1]>>
+  memref.copy %row, %keep : memref<4xf32, strided<[1]>> to memref<4xf32>
+  linalg.transpose ins(%product : memref<1x4x16xf32>) outs(%out : memref<1x16x4xf32>) permutation = [0, 2, 1]
+  return
+}

@@ -70,8 +70,22 @@ TEST(GemmTest, ContiguousColumnsAreReadTransposed) {
                 view(c, 0, {2, 3, 5}, {15, 5, 1}), c);
 }
 
+TEST(GemmTest, ContiguousResultColumnsAreWrittenTransposed) {
+  // c[i] is the transpose of a row-major [n, m] matrix (a product written into the buffer
+  // it was to be transposed into), with every combination of operand layouts.
+  for (bool aColumns : {false, true})
+    for (bool bColumns : {false, true}) {
+      auto a = numbered(2 * 3 * 4), b = numbered(2 * 4 * 5), c = numbered(2 * 3 * 5);
+      expectProduct(view(a, 0, {2, 3, 4}, aColumns ? std::array<int64_t, 3>{12, 1, 3}
+                                                   : std::array<int64_t, 3>{12, 4, 1}),
+                    view(b, 0, {2, 4, 5}, bColumns ? std::array<int64_t, 3>{20, 1, 4}
+                                                   : std::array<int64_t, 3>{20, 5, 1}),
+                    view(c, 0, {2, 3, 5}, {15, 1, 3}), c);
+    }
+}
+
 TEST(GemmTest, OtherLayoutsUseLoops) {
-  // No contiguous dimension in a, and a column-major result.
+  // No contiguous dimension in a.
   auto a = numbered(100), b = numbered(2 * 4 * 5), c = numbered(2 * 3 * 5);
   expectProduct(view(a, 1, {2, 3, 4}, {40, 10, 2}), view(b, 0, {2, 4, 5}, {20, 5, 1}),
                 view(c, 0, {2, 3, 5}, {15, 1, 3}), c);
