@@ -112,7 +112,7 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
   std::filesystem::path file = plan.dir / plan.x86Kernels->file;
   KernelLibrary lib;
   lib.handle_ = std::make_unique<Handle>();
-  // RTLD_NOW: an unresolved import (mtc_dropout_scale, libm) fails here, not mid-step.
+  // RTLD_NOW: an unresolved import (mtc_dropout_key, libm) fails here, not mid-step.
   lib.handle_->library = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib.handle_->library) {
     const char *why = ::dlerror();

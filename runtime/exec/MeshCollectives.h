@@ -3,7 +3,7 @@
 // A plan compiled with tensor parallelism (`mtc compile --kernels=x86 --tp N`) holds per-rank
 // programs that communicate along the plan's mesh axes (docs/plan-format.md, "Mesh and
 // layouts") through four C functions, which the runtime defines here and executables that
-// link the executor export (like mtc_dropout_scale):
+// link the executor export (like mtc_dropout_key):
 //
 //   void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in, void *out,
 //                       int64_t count)
