@@ -149,9 +149,9 @@ int inspect() {
   return 0;
 }
 
-/// The functions the runtime calls in a training step; the workspace is the larger of
-/// their peaks (they run one after the other).
-constexpr llvm::StringRef kStepFunctions[] = {"forward_backward", "optimizer_step"};
+/// The compiled functions the runtime calls, one at a time: each gets an arena, and the
+/// workspace is the largest (the runtime holds one arena of that size).
+constexpr llvm::StringRef kKernelFunctions[] = {"forward", "forward_backward", "optimizer_step"};
 
 /// The training step for the CPU backend: decomposed, outlined into pure functions of
 /// explicit buffers, partitioned (with tensor parallelism) and lowered to linalg;
@@ -180,8 +180,12 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
 /// the largest. With `kernels`, each function's entry in the calling convention gets its
 /// "arena" (docs/plan-format.md).
 FailureOr<int64_t> planArenas(mlir::ModuleOp step, mtc::PlanKernels *kernels = nullptr) {
+  SmallVector<StringRef> functions;
+  for (StringRef name : kKernelFunctions)
+    if (step.lookupSymbol(name))
+      functions.push_back(name);
   FailureOr<SmallVector<mtc::codegen::KernelMemoryPlan>> plans =
-      mtc::codegen::planKernelMemory(step, kStepFunctions);
+      mtc::codegen::planKernelMemory(step, functions);
   if (failed(plans))
     return failure();
   int64_t workspace = 0;
