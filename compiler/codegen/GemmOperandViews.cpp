@@ -219,9 +219,12 @@ std::optional<OperandView> viewOfTransposedOperand(Value operand, linalg::BatchM
   if (!transpose || transpose->getBlock() != matmul->getBlock() ||
       !transpose->isBeforeInBlock(matmul))
     return std::nullopt;
+  // Between the transpose and the product, neither the source nor the copy may change (an
+  // op writing the copy in place would make the product read more than the transpose).
   Value source = transpose.getInput();
   if (!hasStaticLayout(source.getType()) ||
-      mayWriteBetween(transpose->getNextNode(), matmul, rootAllocation(source)))
+      mayWriteBetween(transpose->getNextNode(), matmul, rootAllocation(source)) ||
+      mayWriteBetween(transpose->getNextNode(), matmul, allocation.getResult()))
     return std::nullopt;
   // Dimension t of the transposed buffer is dimension permutation[t] of the source.
   ArrayRef<int64_t> permutation = transpose.getPermutation();

@@ -48,8 +48,9 @@ func.func @attention_scores(%q: memref<2x4x3x5xf32>, %k: memref<2x4x3x5xf32>, %o
 // -----
 
 // Tests that a copy is kept when its source may change before the product (a write to the
-// source between them), when the copy has another reader, and when a group of dimensions
-// does not merge (rows gathered from two dimensions that are not neighbours).
+// source between them), when the copy has another reader, when the copy itself is written
+// in place before the product, and when a group of dimensions does not merge (rows
+// gathered from two dimensions that are not neighbours).
 // CHECK-LABEL: func.func @written_between
 // CHECK: linalg.transpose
 // CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : memref<1x4x8xf32>, memref<1x8x16xf32>)
@@ -58,6 +59,9 @@ func.func @attention_scores(%q: memref<2x4x3x5xf32>, %k: memref<2x4x3x5xf32>, %o
 // CHECK: memref.reinterpret_cast
 // CHECK: linalg.batch_matmul
 // CHECK: memref.copy
+// CHECK-LABEL: func.func @copy_written_in_place
+// CHECK: linalg.transpose
+// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : memref<1x4x8xf32>, memref<1x8x16xf32>)
 // CHECK-LABEL: func.func @rows_do_not_merge
 // CHECK: linalg.transpose
 // CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : memref<1x6x5xf32>, memref<1x5x4xf32>)
@@ -76,6 +80,20 @@ func.func @copy_read_again(%x: memref<1x4x8xf32>, %w: memref<16x8xf32>, %out: me
   %e = memref.expand_shape %t [[0, 1], [2]] output_shape [1, 8, 16] : memref<8x16xf32> into memref<1x8x16xf32>
   linalg.batch_matmul ins(%x, %e : memref<1x4x8xf32>, memref<1x8x16xf32>) outs(%out : memref<1x4x16xf32>)
   memref.copy %t, %keep : memref<8x16xf32> to memref<8x16xf32>
+  return
+}
+func.func @copy_written_in_place(%x: memref<1x4x8xf32>, %w: memref<16x8xf32>, %out: memref<1x4x16xf32>) {
+  %t = memref.alloc() : memref<8x16xf32>
+  linalg.transpose ins(%w : memref<16x8xf32>) outs(%t : memref<8x16xf32>) permutation = [1, 0]
+  %two = arith.constant 2.0 : f32
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      outs(%t : memref<8x16xf32>) {
+  ^bb0(%v: f32):
+    %d = arith.mulf %v, %two : f32
+    linalg.yield %d : f32
+  }
+  %e = memref.expand_shape %t [[0, 1], [2]] output_shape [1, 8, 16] : memref<8x16xf32> into memref<1x8x16xf32>
+  linalg.batch_matmul ins(%x, %e : memref<1x4x8xf32>, memref<1x8x16xf32>) outs(%out : memref<1x4x16xf32>)
   return
 }
 func.func @rows_do_not_merge(%x: memref<2x5x3xf32>, %w: memref<1x5x4xf32>, %out: memref<1x6x4xf32>) {
