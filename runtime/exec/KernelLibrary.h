@@ -47,7 +47,8 @@ public:
   /// Calls `kernel` with `buffers[i]` as the data of the i-th buffer of its inputs then
   /// outputs (row-major, as many elements as the buffer's dims), its temporaries in the
   /// library's arena where the plan places them (KernelMemory.h). Outputs must not alias
-  /// inputs.
+  /// inputs. The calls of one library share its arena, so they must not overlap in time
+  /// (each rank of a process loads its own library).
   static void call(const LoadedKernel &kernel, std::span<void *const> buffers);
   /// The arena the functions' planned temporaries share (the largest plan; they run one at
   /// a time on the thread that calls them), or null when the plan has none.
