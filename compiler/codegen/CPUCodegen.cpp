@@ -507,16 +507,16 @@ codegen::planKernelMemory(ModuleOp linalgModule, ArrayRef<StringRef> functions) 
     auto func = module->lookupSymbol<func::FuncOp>(name);
     if (!func)
       return linalgModule.emitError("no function '") << name << "' to plan the memory of";
-    FailureOr<int64_t> peak = simulatePeakTemporaryBytes(*module, func);
-    FailureOr<SmallVector<TracedAllocation>> trace = traceAllocations(*module, func);
-    if (failed(peak) || failed(trace))
+    FailureOr<SimulatedCall> call = simulateTemporaries(*module, func);
+    if (failed(call))
       return failure();
-    ArenaPlan arena = planArena(*trace);
+    ArenaPlan arena = planArena(call->allocations);
     KernelMemoryPlan &plan = plans.emplace_back();
     plan.function = name.str();
     plan.arenaBytes = arena.bytes;
-    plan.peakBytes = *peak;
-    plan.sizes = llvm::map_to_vector(*trace, [](const TracedAllocation &a) { return a.bytes; });
+    plan.peakBytes = call->peakBytes;
+    plan.sizes = llvm::map_to_vector(call->allocations,
+                                     [](const TracedAllocation &a) { return a.bytes; });
     plan.offsets = std::move(arena.offsets);
   }
   return plans;

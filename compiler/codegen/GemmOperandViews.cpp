@@ -104,6 +104,12 @@ std::optional<ReshapedOperand> reshapeSource(Value operand) {
   return result;
 }
 
+Value rootAllocation(Value buffer) {
+  while (auto view = buffer.getDefiningOp<ViewLikeOpInterface>())
+    buffer = view.getViewSource();
+  return buffer;
+}
+
 /// Whether an op in [from, to) of one block may write the allocation `root` or views of it.
 bool mayWriteBetween(Operation *from, Operation *to, Value root) {
   for (Operation *op = from; op != to; op = op->getNextNode()) {
@@ -119,21 +125,11 @@ bool mayWriteBetween(Operation *from, Operation *to, Value root) {
       if (!isa<MemoryEffects::Write, MemoryEffects::Free>(instance.getEffect()))
         continue;
       Value written = instance.getValue();
-      if (!written)
-        return true;
-      while (auto view = written.getDefiningOp<ViewLikeOpInterface>())
-        written = view.getViewSource();
-      if (written == root)
+      if (!written || rootAllocation(written) == root)
         return true;
     }
   }
   return false;
-}
-
-Value rootAllocation(Value buffer) {
-  while (auto view = buffer.getDefiningOp<ViewLikeOpInterface>())
-    buffer = view.getViewSource();
-  return buffer;
 }
 
 /// A product operand as a strided view of the buffer the transpose reads: the three

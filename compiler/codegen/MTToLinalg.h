@@ -27,7 +27,7 @@ namespace mtc::codegen::lowering {
 ///     int32_t mtc_dropout_keep_element(uint64_t seed, uint32_t tensor_id, uint64_t index,
 ///                                      uint32_t step, float keep_prob);
 ///
-/// `mtc_dropout_key` (external, defined by the runtime: runtime/exec/DropoutScale.h)
+/// `mtc_dropout_key` (external, defined by the runtime: runtime/exec/DropoutKey.h)
 /// returns word `word` (`mtc_dropout_key_word` of runtime/support/Philox.h: seed, tensor id
 /// of the site in the current layer instance, counter step, index base, active) of the key
 /// of dropout site `stream`. `mtc_dropout_keep_element` is Philox.h's `mtc_dropout_keep`,

@@ -143,7 +143,7 @@ struct DropoutLowering : OpConversionPattern<mt::DropoutOp> {
                                          keyWord(MTC_DROPOUT_KEY_ACTIVE),
                                          arith::ConstantOp::create(rewriter, loc,
                                                                    rewriter.getI64IntegerAttr(0)));
-    // The runtime's arithmetic (DropoutScale.cpp): keep probability and scale in f32.
+    // Philox.h compares with an f32 keep probability; kept elements scale by its f32 inverse.
     auto keep = static_cast<float>(1.0 - rate);
     Value result = buildPointwise(
         rewriter, loc, type, adaptor.getInput(), [&](OpBuilder &b, Location l, Value x) {

@@ -32,11 +32,7 @@ struct Run {
   SmallVector<int64_t> sizes;  // per allocation
   SmallVector<bool> isLive;    // per allocation
   int64_t live = 0, peak = 0;
-  /// With a trace: every allocation in order, callees' included, with the clock ticks of
-  /// its allocation and deallocation (the end of the call when it is never freed).
-  SmallVector<codegen::TracedAllocation> *trace = nullptr;
-  SmallVector<unsigned> traceIndex; // per allocation
-  int64_t *clock = nullptr;
+  SmallVector<unsigned> traceIndex; // per allocation: its place in the simulator's trace
 
   /// Makes `to` point where `from` does (or nowhere) and hold its constant (or none).
   void copy(Value from, Value to) {
@@ -55,26 +51,19 @@ class Simulator {
 public:
   explicit Simulator(ModuleOp module) : symbols(module) {}
 
-  /// The peak of one call of `func`; with `trace`, its allocations are appended to it
-  /// (callees are then simulated at every call rather than remembered).
-  FailureOr<int64_t> peakOf(func::FuncOp func,
-                            SmallVector<codegen::TracedAllocation> *trace = nullptr,
-                            int64_t *clock = nullptr) {
-    if (!trace)
-      if (auto it = memo.find(func); it != memo.end())
-        return it->second;
+  /// Every allocation made so far, in order, callees' included, with the clock ticks of
+  /// its allocation and deallocation (the end of its call when it is never freed).
+  SmallVector<codegen::TracedAllocation> trace;
+
+  /// Simulates one call of `func` (callees at every call), appending to `trace`; returns
+  /// the call's peak.
+  FailureOr<int64_t> peakOf(func::FuncOp func) {
     Run run;
-    run.trace = trace;
-    run.clock = clock;
     if (failed(runBlock(func.getBody().front(), run)))
       return failure();
-    if (!trace) {
-      memo[func] = run.peak;
-      return run.peak;
-    }
     for (auto [index, live] : llvm::enumerate(run.isLive))
       if (live)
-        (*trace)[run.traceIndex[index]].end = ++*clock;
+        trace[run.traceIndex[index]].end = ++clock;
     return run.peak;
   }
 
@@ -114,8 +103,7 @@ private:
       if (it != run.buffer.end() && run.isLive[it->second]) {
         run.isLive[it->second] = false;
         run.live -= run.sizes[it->second];
-        if (run.trace)
-          (*run.trace)[run.traceIndex[it->second]].end = ++*run.clock;
+        trace[run.traceIndex[it->second]].end = ++clock;
       }
       return success();
     }
@@ -132,7 +120,7 @@ private:
       auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
       if (!callee || callee.isExternal())
         return success();
-      FailureOr<int64_t> calleePeak = peakOf(callee, run.trace, run.clock);
+      FailureOr<int64_t> calleePeak = peakOf(callee);
       if (failed(calleePeak))
         return failure();
       run.peak = std::max(run.peak, run.live + *calleePeak);
@@ -170,10 +158,8 @@ private:
     run.buffer[alloc.getResult()] = run.sizes.size();
     run.sizes.push_back(bytes);
     run.isLive.push_back(true);
-    if (run.trace) {
-      run.traceIndex.push_back(run.trace->size());
-      run.trace->push_back({bytes, ++*run.clock, std::numeric_limits<int64_t>::max()});
-    }
+    run.traceIndex.push_back(trace.size());
+    trace.push_back({bytes, ++clock, std::numeric_limits<int64_t>::max()});
     run.live += bytes;
     run.peak = std::max(run.peak, run.live);
     return success();
@@ -212,26 +198,23 @@ private:
   }
 
   SymbolTable symbols;
-  DenseMap<Operation *, int64_t> memo;
+  int64_t clock = 0;
   DenseMap<Operation *, bool> mattersMemo;
 };
 
 } // namespace
 
-FailureOr<int64_t> mtc::codegen::simulatePeakTemporaryBytes(ModuleOp module, func::FuncOp func) {
-  return Simulator(module).peakOf(func);
-}
-
-FailureOr<SmallVector<codegen::TracedAllocation>>
-mtc::codegen::traceAllocations(ModuleOp module, func::FuncOp func) {
-  SmallVector<TracedAllocation> trace;
-  int64_t clock = 0;
-  if (failed(Simulator(module).peakOf(func, &trace, &clock)))
+FailureOr<codegen::SimulatedCall> mtc::codegen::simulateTemporaries(ModuleOp module,
+                                                                    func::FuncOp func) {
+  Simulator simulator(module);
+  FailureOr<int64_t> peak = simulator.peakOf(func);
+  if (failed(peak))
     return failure();
-  return trace;
+  return SimulatedCall{std::move(simulator.trace), *peak};
 }
 
 codegen::ArenaPlan mtc::codegen::planArena(ArrayRef<TracedAllocation> trace) {
+  // The plan format's arena alignment (kKernelArenaAlignment, runtime/plan/Plan.h).
   constexpr int64_t kAlignment = 64;
   ArenaPlan plan;
   plan.offsets.assign(trace.size(), 0);

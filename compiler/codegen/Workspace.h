@@ -40,10 +40,18 @@ struct TracedAllocation {
   int64_t begin, end;
 };
 
-/// Every allocation one call of `func` makes, in the order the compiled code makes them
-/// (callees' included), with when each is freed. Fails as simulatePeakTemporaryBytes does.
-mlir::FailureOr<llvm::SmallVector<TracedAllocation>> traceAllocations(mlir::ModuleOp module,
-                                                                      mlir::func::FuncOp func);
+/// One simulated call of a function: every allocation it makes, in the order the compiled
+/// code makes them (callees' included), with when each is freed; and the most bytes live
+/// at once.
+struct SimulatedCall {
+  llvm::SmallVector<TracedAllocation> allocations;
+  int64_t peakBytes = 0;
+};
+
+/// Simulates one call of `func` (a function of `module`, on memrefs after the buffer
+/// deallocation pipeline). Fails with a diagnostic on the operation it cannot size (a
+/// dynamically shaped allocation, a loop with bounds not known at compile time).
+mlir::FailureOr<SimulatedCall> simulateTemporaries(mlir::ModuleOp module, mlir::func::FuncOp func);
 
 /// Where each allocation of a trace lives in one arena: offsets (64-byte aligned, in trace
 /// order) such that allocations live at the same time do not overlap, and the arena's size.
@@ -52,11 +60,6 @@ struct ArenaPlan {
   llvm::SmallVector<int64_t> offsets;
 };
 ArenaPlan planArena(llvm::ArrayRef<TracedAllocation> trace);
-
-/// The peak temporary bytes of one call of `func` (a function of `module`, on memrefs after
-/// the buffer deallocation pipeline). Fails with a diagnostic on the operation it cannot
-/// size (a dynamically shaped allocation, a loop with bounds not known at compile time).
-mlir::FailureOr<int64_t> simulatePeakTemporaryBytes(mlir::ModuleOp module, mlir::func::FuncOp func);
 
 } // namespace mtc::codegen
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <dlfcn.h>
+#include <optional>
 #include <vector>
 
 namespace mtc::rt {
@@ -166,12 +167,10 @@ void KernelLibrary::call(const LoadedKernel &kernel, std::span<void *const> buff
       }
       pointers.push_back(d.data());
     }
-  if (kernel.arena) {
-    KernelArenaScope scope(*kernel.arena, *fn.arena);
-    kernel.entry(pointers.data());
-  } else {
-    kernel.entry(pointers.data());
-  }
+  std::optional<KernelArenaScope> scope;
+  if (kernel.arena)
+    scope.emplace(*kernel.arena, *fn.arena);
+  kernel.entry(pointers.data());
 }
 
 } // namespace mtc::rt

@@ -12,7 +12,7 @@ std::atomic<int64_t> liveBytes{0};
 std::atomic<int64_t> peakBytes{0};
 std::atomic<int64_t> arenaFallbacks{0};
 thread_local mtc::rt::KernelArenaScope *currentArena = nullptr;
-constexpr size_t kArenaAlign = 64;
+constexpr auto kArenaAlign = static_cast<size_t>(mtc::rt::kKernelArenaAlignment);
 
 /// Every block starts with this, right before the pointer the kernel gets: the size the
 /// kernel asked for and how far the C library's block starts before the kernel's pointer.
@@ -111,11 +111,13 @@ KernelArenaScope::KernelArenaScope(const KernelArena &arena, const KernelArenaPl
 KernelArenaScope::~KernelArenaScope() { currentArena = previous_; }
 
 void *KernelArenaScope::allocate(size_t align, size_t size) {
-  if (next_ >= plan_.size()) {
+  auto fallBack = [&]() -> void * {
     ++fellBack_;
     arenaFallbacks.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
-  }
+  };
+  if (next_ >= plan_.size())
+    return fallBack();
   const ArenaAllocation &planned = plan_[next_++];
   // Empty blocks come from the heap (an arena pointer one past its end could not be told
   // from the next block's).
@@ -131,11 +133,8 @@ void *KernelArenaScope::allocate(size_t align, size_t size) {
     fits = (after == live_.end() || after->first >= end) &&
            (after == live_.begin() || std::prev(after)->second <= begin);
   }
-  if (!fits) {
-    ++fellBack_;
-    arenaFallbacks.fetch_add(1, std::memory_order_relaxed);
-    return nullptr;
-  }
+  if (!fits)
+    return fallBack();
   live_[begin] = end;
   ++served_;
   return base_ + begin;

@@ -2,7 +2,7 @@
 
 #include "runtime/exec/Trainer.h"
 
-#include "runtime/exec/DropoutScale.h"
+#include "runtime/exec/DropoutKey.h"
 #include "runtime/exec/KernelMemory.h"
 
 #include <chrono>

@@ -1014,7 +1014,7 @@ KernelBuffer readKernelBuffer(const JsonValue &v, const std::string &path,
   return b;
 }
 
-/// `arena`: every allocation inside the arena, at a 64-byte aligned offset.
+/// `arena`: every allocation inside the arena, at an aligned offset.
 KernelArenaPlan readArenaPlan(const JsonValue &v, const std::string &path) {
   const JsonObject &o = asObject(v, path);
   KernelArenaPlan arena;
@@ -1029,8 +1029,9 @@ KernelArenaPlan readArenaPlan(const JsonValue &v, const std::string &path) {
       fail(itemPath, "must be [size, offset]");
     ArenaAllocation a{asInt(pair[0], element(itemPath, 0), 0, "a non-negative size"),
                       asInt(pair[1], element(itemPath, 1), 0, "a non-negative offset")};
-    if (a.offset % 64 != 0)
-      fail(element(itemPath, 1), concat("offset ", a.offset, " is not a multiple of 64"));
+    if (a.offset % kKernelArenaAlignment != 0)
+      fail(element(itemPath, 1),
+           concat("offset ", a.offset, " is not a multiple of ", kKernelArenaAlignment));
     if (a.size > arena.bytes || a.offset > arena.bytes - a.size)
       fail(itemPath, concat("[", a.size, ", ", a.offset, "] does not fit the arena of ",
                             arena.bytes, " bytes"));

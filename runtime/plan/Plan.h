@@ -204,8 +204,11 @@ struct KernelBuffer {
 };
 
 /// A compiled step function: `symbol(void **descriptors)`, inputs then outputs.
+/// The alignment of every arena offset (and of the arena itself).
+inline constexpr int64_t kKernelArenaAlignment = 64;
+
 /// One temporary of a kernel call in its arena: the bytes the kernel asks for and where
-/// they are (64-byte aligned).
+/// they are (kKernelArenaAlignment-aligned).
 struct ArenaAllocation {
   int64_t size = 0;
   int64_t offset = 0;

@@ -152,7 +152,7 @@ MTC_PHILOX_FN uint32_t mtc_dropout_tensor_id(int64_t stream, int64_t layer_insta
 }
 
 /* The words of a dropout key, what the compiled kernels ask the runtime for once per dropout
- * op (mtc_dropout_key, runtime/exec/DropoutScale.h) before deciding every element with
+ * op (mtc_dropout_key, runtime/exec/DropoutKey.h) before deciding every element with
  * mtc_dropout_keep(seed, tensor id, index base + element offset, step, keep_prob). */
 enum mtc_dropout_key_word {
   MTC_DROPOUT_KEY_SEED = 0,       /* the run's seed */

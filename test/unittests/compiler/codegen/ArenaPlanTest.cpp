@@ -1,6 +1,6 @@
 //===- ArenaPlanTest.cpp - tracing temporaries and packing them ------------===//
 //
-// traceAllocations on hand-written memref functions (the order and lifetimes the runtime
+// simulateTemporaries on hand-written memref functions (the order and lifetimes the runtime
 // will see) and planArena on traces: blocks live at the same time never share bytes.
 //
 //===----------------------------------------------------------------------===//
@@ -106,9 +106,11 @@ TEST(ArenaPlanTest, TraceFollowsLoopsAndCalls) {
   )mlir", &context);
   ASSERT_TRUE(module);
   auto step = module->lookupSymbol<func::FuncOp>("step");
-  FailureOr<llvm::SmallVector<TracedAllocation>> trace =
-      mtc::codegen::traceAllocations(*module, step);
-  ASSERT_TRUE(succeeded(trace));
+  FailureOr<mtc::codegen::SimulatedCall> call = mtc::codegen::simulateTemporaries(*module, step);
+  ASSERT_TRUE(succeeded(call));
+  // a (128 bytes) and one callee block (32) at once.
+  EXPECT_EQ(call->peakBytes, 16 * 4 + 64 + 32);
+  llvm::SmallVector<TracedAllocation> *trace = &call->allocations;
   ASSERT_EQ(trace->size(), 4u) << "a, the callee's twice, b";
   EXPECT_EQ((*trace)[0].bytes, 16 * 4 + 64) << "the alignment is asked for too";
   EXPECT_EQ((*trace)[1].bytes, 32);

@@ -14,6 +14,7 @@
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/registration/Registration.h"
 #include "compiler/transforms/Passes.h"
+#include "runtime/exec/DropoutKey.h"
 #include "runtime/support/Philox.h"
 #include "test/unittests/support/LowerExample.h"
 
@@ -48,43 +49,21 @@ using namespace mtc;
 
 namespace {
 
-/// The seed and step the dropout decision of the compiled kernels uses in these tests (the
-/// runtime sets its own before each call).
+/// The seed and step of the dropout key the compiled kernels get from the runtime in these
+/// tests (runtime/exec/DropoutKey.h; the counter's step word is the step + 1).
 constexpr uint64_t kDropoutSeed = 0x5eed1234abcdULL;
-constexpr uint32_t kDropoutStep = 7;
+constexpr int64_t kDropoutStep = 6;
 
-/// Whether dropout keeps `element` of `stream` at `rate`: Philox's decision for the test's
-/// seed and step, shared by the compiled code (through mtc_dropout_key) and the
-/// interpreter's DeterministicMasks mode.
-bool dropoutKeeps(int64_t stream, int64_t element, double rate) {
-  return mtc_dropout_keep(kDropoutSeed, static_cast<uint32_t>(stream),
-                          static_cast<uint64_t>(element), kDropoutStep,
+/// Whether dropout keeps `element` of the site with tensor id `tensorId` at `rate`:
+/// Philox's decision under the test's key, shared by the compiled code (through the
+/// runtime's mtc_dropout_key) and the interpreter's DeterministicMasks mode.
+bool dropoutKeeps(int64_t tensorId, int64_t element, double rate) {
+  return mtc_dropout_keep(kDropoutSeed, static_cast<uint32_t>(tensorId),
+                          static_cast<uint64_t>(element), static_cast<uint32_t>(kDropoutStep + 1),
                           static_cast<float>(1.0 - rate)) != 0;
 }
 
 } // namespace
-
-/// The layer instance the compiled scans report (-1 outside layers).
-static thread_local int64_t dropoutLayerInstance = -1;
-
-/// The definitions the generated dropout kernels call (exported from the test binary to
-/// the dlopen'ed objects, see CMakeLists.txt); the runtime defines its own. Masks are keyed
-/// on the site's tensor id, as the interpreter's DeterministicMasks mode keys them.
-extern "C" int64_t mtc_dropout_key(int64_t stream, int64_t word) {
-  switch (word) {
-  case MTC_DROPOUT_KEY_SEED:
-    return static_cast<int64_t>(kDropoutSeed);
-  case MTC_DROPOUT_KEY_TENSOR_ID:
-    return mtc_dropout_tensor_id(stream, dropoutLayerInstance);
-  case MTC_DROPOUT_KEY_STEP:
-    return kDropoutStep;
-  case MTC_DROPOUT_KEY_ACTIVE:
-    return 1;
-  default:
-    return 0;
-  }
-}
-extern "C" void mtc_dropout_layer(int64_t instance) { dropoutLayerInstance = instance; }
 
 namespace {
 
@@ -220,9 +199,11 @@ protected:
         (std::filesystem::temp_directory_path() / "mtc-codegen-test-XXXXXX").string();
     ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << "mkdtemp failed";
     directory = pattern;
+    dropoutScope.emplace(dropoutKey);
   }
 
   void TearDown() override {
+    dropoutScope.reset();
     if (library)
       ::dlclose(library);
     std::error_code ec;
@@ -379,6 +360,9 @@ protected:
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::string directory;
   void *library = nullptr;
+  /// The key the runtime hands the kernels while a test runs (the first micro-batch).
+  rt::DropoutKey dropoutKey{kDropoutSeed, kDropoutStep, 0};
+  std::optional<rt::DropoutKeyScope> dropoutScope;
   /// Compiles the training step of an example model and checks `forward_backward` (see the
   /// definition).
   void expectTrainingStepMatches(llvm::StringRef file, int64_t vocab);

@@ -1,6 +1,6 @@
-//===- DropoutScaleTest.cpp - The dropout decision of compiled kernels ----===//
+//===- DropoutKeyTest.cpp - The dropout key compiled kernels ask for ------===//
 
-#include "runtime/exec/DropoutScale.h"
+#include "runtime/exec/DropoutKey.h"
 
 #include "runtime/support/Philox.h"
 
@@ -29,11 +29,11 @@ std::vector<int64_t> expectedKey(const DropoutKey &key, int64_t stream, int64_t 
 
 } // namespace
 
-TEST(DropoutScaleTest, NoScopeMeansNoDropout) {
+TEST(DropoutKeyTest, NoScopeMeansNoDropout) {
   EXPECT_EQ(mtc_dropout_key(3, MTC_DROPOUT_KEY_ACTIVE), 0);
 }
 
-TEST(DropoutScaleTest, KeyWordsAreTheRunsSeedStepSampleAndSite) {
+TEST(DropoutKeyTest, KeyWordsAreTheRunsSeedStepSampleAndSite) {
   DropoutKey key{0x123456789abcdefULL, 6, 16};
   EXPECT_EQ(dropoutKeyWord(key, 5, 3, MTC_DROPOUT_KEY_SEED), 0x123456789abcdefLL);
   EXPECT_EQ(dropoutKeyWord(key, 5, 3, MTC_DROPOUT_KEY_TENSOR_ID), mtc_dropout_tensor_id(5, 3));
@@ -43,7 +43,7 @@ TEST(DropoutScaleTest, KeyWordsAreTheRunsSeedStepSampleAndSite) {
   EXPECT_EQ(dropoutKeyWord(key, 5, 3, MTC_DROPOUT_KEY_WORDS), 0) << "unknown words are 0";
 }
 
-TEST(DropoutScaleTest, ScopeSetsTheKeyAndRestoresThePrevious) {
+TEST(DropoutKeyTest, ScopeSetsTheKeyAndRestoresThePrevious) {
   DropoutKey outer{11, 4, 0}, inner{11, 5, 8};
   DropoutKeyScope a(outer);
   EXPECT_EQ(kernelKey(2), expectedKey(outer, 2, -1));
@@ -55,7 +55,7 @@ TEST(DropoutScaleTest, ScopeSetsTheKeyAndRestoresThePrevious) {
   EXPECT_EQ(kernelKey(2), expectedKey(outer, 2, -1));
 }
 
-TEST(DropoutScaleTest, LayerInstanceIsSetByKernelsAndResetByScopes) {
+TEST(DropoutKeyTest, LayerInstanceIsSetByKernelsAndResetByScopes) {
   DropoutKey key{3, 1, 0};
   DropoutKeyScope scope(key);
   mtc_dropout_layer(1);
@@ -68,44 +68,60 @@ TEST(DropoutScaleTest, LayerInstanceIsSetByKernelsAndResetByScopes) {
   EXPECT_EQ(kernelKey(4), expectedKey(key, 4, 1));
 }
 
-TEST(DropoutScaleTest, KeepsAboutOneMinusRateAndRescales) {
+namespace {
+
+/// Whether a compiled kernel keeps `element` of site `stream` in repeat `instance` under
+/// `key`: Philox's decision (DropoutKeep.c) on the key words the runtime hands out.
+bool keptUnder(const DropoutKey &key, int64_t stream, int64_t instance, int64_t element,
+               float keepProb) {
+  auto word = [&](int64_t w) { return dropoutKeyWord(key, stream, instance, w); };
+  return mtc_dropout_keep(
+             static_cast<uint64_t>(word(MTC_DROPOUT_KEY_SEED)),
+             static_cast<uint32_t>(word(MTC_DROPOUT_KEY_TENSOR_ID)),
+             static_cast<uint64_t>(word(MTC_DROPOUT_KEY_INDEX_BASE)) + static_cast<uint64_t>(element),
+             static_cast<uint32_t>(word(MTC_DROPOUT_KEY_STEP)), keepProb) != 0;
+}
+
+} // namespace
+
+TEST(DropoutKeyTest, KeepsAboutTheKeepProbability) {
   DropoutKey key{1234, 0, 0};
   int kept = 0;
   constexpr int n = 100000;
-  for (int64_t e = 0; e < n; ++e) {
-    float s = dropoutScale(key, 7, -1, e, 0.1);
-    ASSERT_TRUE(s == 0.0f || s == 1.0f / 0.9f) << s;
-    kept += s != 0.0f;
-  }
+  for (int64_t e = 0; e < n; ++e)
+    kept += keptUnder(key, 7, -1, e, 0.9f);
   EXPECT_NEAR(kept / double(n), 0.9, 0.005);
 }
 
-TEST(DropoutScaleTest, FollowsThePhiloxKeying) {
+TEST(DropoutKeyTest, FollowsThePhiloxKeying) {
   // Counter step = step + 1 (0 is parameter initialisation); index = element + sample << 40.
   DropoutKey key{99, 6, 16};
   for (int64_t e = 0; e < 256; ++e) {
     uint64_t index = uint64_t(e) + (uint64_t(16) << 40);
     bool keep = mtc_dropout_keep(99, mtc_dropout_tensor_id(5, 3), index, 7, 0.75f);
-    EXPECT_EQ(dropoutScale(key, 5, 3, e, 0.25), keep ? 1.0f / 0.75f : 0.0f);
+    EXPECT_EQ(keptUnder(key, 5, 3, e, 0.75f), keep) << e;
   }
 }
 
-TEST(DropoutScaleTest, MicroBatchesAndSitesDiffer) {
+TEST(DropoutKeyTest, MicroBatchesAndSitesDiffer) {
   DropoutKey first{5, 0, 0}, second{5, 0, 8};
   int bySample = 0, bySite = 0, byInstance = 0;
   for (int64_t e = 0; e < 256; ++e) {
-    float base = dropoutScale(first, 1, 0, e, 0.5);
-    bySample += base != dropoutScale(second, 1, 0, e, 0.5);
-    bySite += base != dropoutScale(first, 2, 0, e, 0.5);
-    byInstance += base != dropoutScale(first, 1, 1, e, 0.5);
+    bool base = keptUnder(first, 1, 0, e, 0.5f);
+    bySample += base != keptUnder(second, 1, 0, e, 0.5f);
+    bySite += base != keptUnder(first, 2, 0, e, 0.5f);
+    byInstance += base != keptUnder(first, 1, 1, e, 0.5f);
   }
   EXPECT_GT(bySample, 64);
   EXPECT_GT(bySite, 64);
   EXPECT_GT(byInstance, 64);
 }
 
-TEST(DropoutScaleTest, EdgeRates) {
+TEST(DropoutKeyTest, EdgeKeepProbabilities) {
+  // u < 1 always holds and u < 0 never: rate 0 keeps every element, rate 1 none.
   DropoutKey key{1, 0, 0};
-  EXPECT_EQ(dropoutScale(key, 0, -1, 0, 0.0), 1.0f);
-  EXPECT_EQ(dropoutScale(key, 0, -1, 0, 1.0), 0.0f);
+  for (int64_t e = 0; e < 256; ++e) {
+    EXPECT_TRUE(keptUnder(key, 0, -1, e, 1.0f)) << e;
+    EXPECT_FALSE(keptUnder(key, 0, -1, e, 0.0f)) << e;
+  }
 }

@@ -1,6 +1,6 @@
-//===- DropoutScale.cpp - The dropout key compiled kernels ask for --------===//
+//===- DropoutKey.cpp - The dropout key compiled kernels ask for ----------===//
 
-#include "runtime/exec/DropoutScale.h"
+#include "runtime/exec/DropoutKey.h"
 
 #include "runtime/support/Philox.h"
 
@@ -37,22 +37,6 @@ int64_t dropoutKeyWord(const DropoutKey &key, int64_t stream, int64_t instance, 
   default:
     return 0;
   }
-}
-
-float dropoutScale(const DropoutKey &key, int64_t stream, int64_t instance, int64_t element,
-                   double rate) {
-  if (rate <= 0)
-    return 1.0f;
-  if (rate >= 1)
-    return 0.0f;
-  auto keep = static_cast<float>(1.0 - rate);
-  auto word = [&](int64_t w) { return dropoutKeyWord(key, stream, instance, w); };
-  bool kept = mtc_dropout_keep(
-      static_cast<uint64_t>(word(MTC_DROPOUT_KEY_SEED)),
-      static_cast<uint32_t>(word(MTC_DROPOUT_KEY_TENSOR_ID)),
-      static_cast<uint64_t>(word(MTC_DROPOUT_KEY_INDEX_BASE)) + static_cast<uint64_t>(element),
-      static_cast<uint32_t>(word(MTC_DROPOUT_KEY_STEP)), keep);
-  return kept ? 1.0f / keep : 0.0f;
 }
 
 } // namespace mtc::rt

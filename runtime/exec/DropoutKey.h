@@ -1,4 +1,4 @@
-//===- DropoutScale.h - The dropout key compiled kernels ask for ----*- C++ -*-===//
+//===- DropoutKey.h - The dropout key compiled kernels ask for ------*- C++ -*-===//
 //
 // Compiled step functions decide dropout inside their kernels, with Philox compiled into the
 // object (compiler/codegen/DropoutKeep.c); what they cannot know is the run's seed, the step,
@@ -26,8 +26,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MTC_RUNTIME_EXEC_DROPOUTSCALE_H
-#define MTC_RUNTIME_EXEC_DROPOUTSCALE_H
+#ifndef MTC_RUNTIME_EXEC_DROPOUTKEY_H
+#define MTC_RUNTIME_EXEC_DROPOUTKEY_H
 
 #include <cstdint>
 
@@ -63,11 +63,6 @@ private:
 /// inside a scope with that key after mtc_dropout_layer(instance). 0 for an unknown word.
 int64_t dropoutKeyWord(const DropoutKey &key, int64_t stream, int64_t instance, int64_t word);
 
-/// The scale a kernel applies to `element` of that site at dropout rate `rate`: 1 / (1 -
-/// rate) when kept, 0 when dropped (1 at rate 0, 0 at rate 1).
-float dropoutScale(const DropoutKey &key, int64_t stream, int64_t instance, int64_t element,
-                   double rate);
-
 } // namespace mtc::rt
 
-#endif // MTC_RUNTIME_EXEC_DROPOUTSCALE_H
+#endif // MTC_RUNTIME_EXEC_DROPOUTKEY_H
