@@ -9,6 +9,7 @@
 #include "compiler/lowering/Passes.h"
 #include "compiler/optimizer/Passes.h"
 #include "compiler/pipelines/Pipelines.h"
+#include "compiler/sharding/PartitionOpInterface.h"
 #include "compiler/sharding/Passes.h"
 #include "compiler/transforms/Passes.h"
 #include "dialects/mt/IR/MTDialect.h"
@@ -32,6 +33,7 @@ void mtc::registerAllDialects(mlir::DialectRegistry &registry) {
   // The buffers the CPU backend's passes on memrefs take (mtc-gemm-operand-views, ...).
   registry.insert<mlir::memref::MemRefDialect>();
   autodiff::registerVJPRules(registry);
+  sharding::registerPartitionRules(registry);
 }
 
 void mtc::registerAllPasses() {

@@ -22,7 +22,8 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     split over `tp` wherever nothing needs it whole (the norm and dropout regions).
 
     **Propagation, one op at a time in program order.** Each value gets the layout its
-    producer gives it; each op first brings its operands to the layouts it can compute on:
+    producer gives it; each op first brings its operands to the layouts it can compute on.
+    The rules are the ops' `PartitionOpInterface` (PartitionRules.cpp):
     - a contraction over a split dimension leaves partial sums (`partial [tp]`); so do
       `reduce_sum`/`reduce_mean` over one; partial sums flow through sums of partial
       values, `neg`, transposes, renames, broadcasts, sums over dimensions and
@@ -44,8 +45,8 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       layout splits the table of an `embedding_grad` (and the gradient does not use that
       axis) each rank accumulates only its rows; otherwise the table is gathered, or the
       gradient left partial;
-    - ops without a rule (`rope`, `topk`, `topk_grad`, the MoE routing ops) run
-      replicated.
+    - ops without a sharded form (constants, `iota`, `rope`, `topk`, `topk_grad`, the MoE
+      routing ops) run replicated: their operands are gathered and summed first.
     - `mt.repeat` partitions its layer function once for the layouts of its operands;
       a carried value keeps the layout the layer gives it (the caller slices the first
       one), so consecutive layers need no resharding.
@@ -65,7 +66,8 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
 
     Not supported, reported as errors: `pp`, `cp`, `ep` above 1, a layout dimension mapped
     to another axis than `tp` (`batch: dp` is the runtime's data parallelism), the
-    distributed optimizer without `dp > 1`, a module that is not outlined.
+    distributed optimizer without `dp > 1`, a module that is not outlined, an op without a
+    partition rule.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mtc::mtp::MTPDialect",
                            "::mlir::func::FuncDialect"];

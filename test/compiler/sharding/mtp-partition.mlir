@@ -175,6 +175,156 @@ module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
 
 // -----
 
+// Tests the reshape rules: a merge whose outermost dimension is split keeps the split on
+// the merged dimension, and a split gives it back to the first (slowest) part, with no
+// communication; a rename carries the split to the new name; a merge whose split dimension
+// is not the outermost, and a split whose first part the axis does not divide, gather the
+// dimension first.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Q:.*]] = mt.contract %arg0, %arg1 over [hidden] {{.*}} -> <[seq=2, heads=2, head_dim=2], f32>
+// CHECK-NEXT: %[[M:.*]] = mt.merge %[[Q]] [heads, head_dim] into model : <[seq=2, heads=2, head_dim=2], f32> -> <[seq=2, model=4], f32>
+// CHECK-NEXT: %[[S:.*]] = mt.split %[[M]] model into [heads, head_dim] : <[seq=2, model=4], f32> -> <[seq=2, heads=2, head_dim=2], f32>
+// CHECK-NEXT: %[[R:.*]] = mt.rename %[[S]] heads to groups : <[seq=2, heads=2, head_dim=2], f32> -> <[seq=2, groups=2, head_dim=2], f32>
+// CHECK-NEXT: %[[V:.*]] = mtp.from_local %[[R]] : <[seq=2, groups=2, head_dim=2], f32> -> <[seq=2, groups=4, head_dim=2], f32, <[tp = 2]>, split {groups = [tp]}>
+// CHECK-NEXT: %[[G:.*]] = mtp.all_gather %[[V]] over "tp" along "groups" : <[seq=2, groups=4, head_dim=2], f32, <[tp = 2]>, split {groups = [tp]}> -> <[seq=2, groups=4, head_dim=2], f32, <[tp = 2]>>
+// CHECK-NEXT: %[[W:.*]] = mtp.to_local %[[G]]
+// CHECK-NEXT: mt.merge %[[W]] [head_dim, groups] into inner : <[seq=2, groups=4, head_dim=2], f32> -> <[seq=2, inner=8], f32>
+// CHECK: %[[V2:.*]] = mtp.from_local %[[M]] : <[seq=2, model=4], f32> -> <[seq=2, model=8], f32, <[tp = 2]>, split {model = [tp]}>
+// CHECK-NEXT: mtp.all_gather %[[V2]] over "tp" along "model"
+// CHECK: mt.split {{.*}} model into [one, rest] : <[seq=2, model=8], f32> -> <[seq=2, one=1, rest=8], f32>
+module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+  mt.param @wq : !mt.tensor<[hidden=4, heads=4, head_dim=2], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[seq=2, hidden=4], f32>,
+                     %wq: !mt.tensor<[hidden=4, heads=4, head_dim=2], f32> {mt.param = @wq}) -> !mt.tensor<[], f32> {
+    %q = mt.contract %x, %wq over [hidden] : <[seq=2, hidden=4], f32>, <[hidden=4, heads=4, head_dim=2], f32> -> <[seq=2, heads=4, head_dim=2], f32>
+    %m = mt.merge %q [heads, head_dim] into model : <[seq=2, heads=4, head_dim=2], f32> -> <[seq=2, model=8], f32>
+    %s = mt.split %m model into [heads, head_dim] : <[seq=2, model=8], f32> -> <[seq=2, heads=4, head_dim=2], f32>
+    %r = mt.rename %s heads to groups : <[seq=2, heads=4, head_dim=2], f32> -> <[seq=2, groups=4, head_dim=2], f32>
+    %i = mt.merge %r [head_dim, groups] into inner : <[seq=2, groups=4, head_dim=2], f32> -> <[seq=2, inner=8], f32>
+    %o = mt.split %m model into [one, rest] : <[seq=2, model=8], f32> -> <[seq=2, one=1, rest=8], f32>
+    %a = mt.reduce_sum %i over [seq, inner] : <[seq=2, inner=8], f32> -> <[], f32>
+    %b = mt.reduce_sum %o over [seq, one, rest] : <[seq=2, one=1, rest=8], f32> -> <[], f32>
+    %l = mt.add %a, %b : <[], f32>, <[], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests the vocabulary-parallel embedding gradient: the layout splits the table along
+// vocab and the gradient does not use tp, so each rank accumulates only its rows
+// (mtp.layout tells the lowering which) and the result already has the parameter's
+// layout: no collective.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-NOT: mtp.
+// CHECK: %[[E:.*]] = mt.embedding_grad %arg0, %arg1 over vocab {mtp.layout = !mtp.tensor<[vocab=16, hidden=4], f32, <[tp = 2]>, split {vocab = [tp]}>} : <[seq=4], i32>, <[seq=4, hidden=4], f32> -> <[vocab=8, hidden=4], f32>
+// CHECK-NOT: mtp.
+// CHECK: return {{.*}}, %[[E]] : !mt.tensor<[], f32>, !mt.tensor<[vocab=8, hidden=4], f32>
+module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+  mt.param @wte : !mt.tensor<[vocab=16, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward_backward(%tokens: !mt.tensor<[seq=4], i32>, %g: !mt.tensor<[seq=4, hidden=4], f32>)
+      -> (!mt.tensor<[], f32>, !mt.tensor<[vocab=16, hidden=4], f32>) attributes {mt.grads = [@wte]} {
+    %l = mt.reduce_sum %g over [seq, hidden] : <[seq=4, hidden=4], f32> -> <[], f32>
+    %e = mt.embedding_grad %tokens, %g over vocab : <[seq=4], i32>, <[seq=4, hidden=4], f32> -> <[vocab=16, hidden=4], f32>
+    return %l, %e : !mt.tensor<[], f32>, !mt.tensor<[vocab=16, hidden=4], f32>
+  }
+}
+
+// -----
+
+// Tests the embedding gradient of a gradient split along the positions (sequence
+// parallelism: the row-parallel contraction's partial sums are reduce-scattered along
+// seq): the split positions make the scatter-add a partial sum; the token ids are sliced
+// to the same positions (no communication), and the partial table gradient is
+// reduce-scattered into the parameter's vocabulary split.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: mtp.reduce_scatter {{.*}} over "tp" along "seq" : <[seq=4, hidden=4], f32, <[tp = 2]>, partial [tp]> -> <[seq=4, hidden=4], f32, <[tp = 2]>, split {seq = [tp]}>
+// CHECK: %[[G:.*]] = mt.mul {{.*}} -> <[seq=2, hidden=4], f32>
+// CHECK: mtp.all_slice {{.*}} over "tp" along "seq" : <[seq=4], i32, <[tp = 2]>> -> <[seq=4], i32, <[tp = 2]>, split {seq = [tp]}>
+// CHECK: %[[E:.*]] = mt.embedding_grad %{{.*}}, %[[G]] over vocab : <[seq=2], i32>, <[seq=2, hidden=4], f32> -> <[vocab=16, hidden=4], f32>
+// CHECK: %[[P:.*]] = mtp.from_local %[[E]] : <[vocab=16, hidden=4], f32> -> <[vocab=16, hidden=4], f32, <[tp = 2]>, partial [tp]>
+// CHECK-NEXT: mtp.reduce_scatter %[[P]] over "tp" along "vocab" : <[vocab=16, hidden=4], f32, <[tp = 2]>, partial [tp]> -> <[vocab=16, hidden=4], f32, <[tp = 2]>, split {vocab = [tp]}>
+// CHECK: return {{.*}} : !mt.tensor<[], f32>, !mt.tensor<[vocab=8, hidden=4], f32>
+module attributes {mt.outlined, mt.parallel = {sp = true, tp = 2 : i64}} {
+  mt.param @w2 : !mt.tensor<[ffn=8, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @wte : !mt.tensor<[vocab=16, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward_backward(%tokens: !mt.tensor<[seq=4], i32>, %x: !mt.tensor<[seq=4, ffn=8], f32>,
+                              %w2: !mt.tensor<[ffn=8, hidden=4], f32> {mt.param = @w2})
+      -> (!mt.tensor<[], f32>, !mt.tensor<[vocab=16, hidden=4], f32>) attributes {mt.grads = [@wte]} {
+    %y = mt.contract %x, %w2 over [ffn] : <[seq=4, ffn=8], f32>, <[ffn=8, hidden=4], f32> -> <[seq=4, hidden=4], f32>
+    %g = mt.mul %y, %y : <[seq=4, hidden=4], f32>, <[seq=4, hidden=4], f32> -> <[seq=4, hidden=4], f32>
+    %l = mt.reduce_sum %g over [seq, hidden] : <[seq=4, hidden=4], f32> -> <[], f32>
+    %e = mt.embedding_grad %tokens, %g over vocab : <[seq=4], i32>, <[seq=4, hidden=4], f32> -> <[vocab=16, hidden=4], f32>
+    return %l, %e : !mt.tensor<[], f32>, !mt.tensor<[vocab=16, hidden=4], f32>
+  }
+}
+
+// -----
+
+// Tests that an op without a partition rule is reported, not partitioned as if it had one.
+module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+  mt.param @wq : !mt.tensor<[heads=4], f32> init zeros
+  func.func private @helper(!mt.tensor<[seq=4], f32>) -> !mt.tensor<[seq=4], f32>
+  func.func @forward(%x: !mt.tensor<[seq=4], f32>) -> !mt.tensor<[], f32> {
+    // expected-error @+1 {{'func.call' op has no partition rule (PartitionOpInterface): it cannot be laid out on the mesh}}
+    %y = func.call @helper(%x) : (!mt.tensor<[seq=4], f32>) -> !mt.tensor<[seq=4], f32>
+    %l = mt.reduce_sum %y over [seq] : <[seq=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests the linear rules that keep partial sums: a negation, a transpose and a broadcast of
+// the row-parallel contraction's partial sums stay partial, and so does the sum over all
+// their dimensions; the one all-reduce sums the replicated result.
+// CHECK-LABEL: func.func @forward
+// CHECK: mtp.all_slice {{.*}} over "tp" along "ffn"
+// CHECK: %[[Y:.*]] = mt.contract {{.*}} over [ffn] : <[seq=4, ffn=4], f32>, <[ffn=4, hidden=2], f32> -> <[seq=4, hidden=2], f32>
+// CHECK-NEXT: %[[N:.*]] = mt.neg %[[Y]] : <[seq=4, hidden=2], f32>
+// CHECK-NEXT: %[[T:.*]] = mt.transpose %[[N]] : <[seq=4, hidden=2], f32> to <[hidden=2, seq=4], f32>
+// CHECK-NEXT: %[[B:.*]] = mt.broadcast %[[T]] : <[hidden=2, seq=4], f32> to <[batch=3, hidden=2, seq=4], f32>
+// CHECK-NEXT: %[[S:.*]] = mt.reduce_sum %[[B]] over [batch, hidden, seq] : <[batch=3, hidden=2, seq=4], f32> -> <[], f32>
+// CHECK-NEXT: %[[P:.*]] = mtp.from_local %[[S]] : <[], f32> -> <[], f32, <[tp = 2]>, partial [tp]>
+// CHECK-NEXT: %[[R:.*]] = mtp.all_reduce %[[P]] over ["tp"]
+// CHECK-NEXT: %[[L:.*]] = mtp.to_local %[[R]]
+// CHECK-NEXT: return %[[L]]
+module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+  mt.param @w2 : !mt.tensor<[ffn=8, hidden=2], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[seq=4, ffn=8], f32>,
+                     %w2: !mt.tensor<[ffn=8, hidden=2], f32> {mt.param = @w2}) -> !mt.tensor<[], f32> {
+    %y = mt.contract %x, %w2 over [ffn] : <[seq=4, ffn=8], f32>, <[ffn=8, hidden=2], f32> -> <[seq=4, hidden=2], f32>
+    %n = mt.neg %y : <[seq=4, hidden=2], f32>
+    %t = mt.transpose %n : !mt.tensor<[seq=4, hidden=2], f32> to !mt.tensor<[hidden=2, seq=4], f32>
+    %b = mt.broadcast %t : !mt.tensor<[hidden=2, seq=4], f32> to !mt.tensor<[batch=3, hidden=2, seq=4], f32>
+    %s = mt.reduce_sum %b over [batch, hidden, seq] : <[batch=3, hidden=2, seq=4], f32> -> <[], f32>
+    return %s : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests an op without a sharded form (rope): its operand, split along heads by the
+// column-parallel contraction, is gathered first, and it runs on the whole tensor.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Q:.*]] = mt.contract {{.*}} -> <[seq=4, heads=1, head_dim=2], f32>
+// CHECK-NEXT: %[[V:.*]] = mtp.from_local %[[Q]] : <[seq=4, heads=1, head_dim=2], f32> -> <[seq=4, heads=2, head_dim=2], f32, <[tp = 2]>, split {heads = [tp]}>
+// CHECK-NEXT: %[[G:.*]] = mtp.all_gather %[[V]] over "tp" along "heads"
+// CHECK-NEXT: %[[W:.*]] = mtp.to_local %[[G]] : {{.*}} -> <[seq=4, heads=2, head_dim=2], f32>
+// CHECK-NEXT: mt.rope %[[W]] over head_dim position seq : <[seq=4, heads=2, head_dim=2], f32>
+module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+  mt.param @wq : !mt.tensor<[hidden=4, heads=2, head_dim=2], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[seq=4, hidden=4], f32>,
+                     %wq: !mt.tensor<[hidden=4, heads=2, head_dim=2], f32> {mt.param = @wq}) -> !mt.tensor<[], f32> {
+    %q = mt.contract %x, %wq over [hidden] : <[seq=4, hidden=4], f32>, <[hidden=4, heads=2, head_dim=2], f32> -> <[seq=4, heads=2, head_dim=2], f32>
+    %r = mt.rope %q over head_dim position seq : <[seq=4, heads=2, head_dim=2], f32>
+    %s = mt.reduce_sum %r over [seq, heads, head_dim] : <[seq=4, heads=2, head_dim=2], f32> -> <[], f32>
+    return %s : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
 // Tests that pipeline parallelism is refused, not ignored.
 // expected-error @+1 {{pp 2 is not supported yet: only tensor (tp, sp) and data parallelism partition the step}}
 module attributes {mt.outlined, mt.parallel = {pp = 2 : i64, tp = 2 : i64}} {
@@ -185,6 +335,7 @@ module attributes {mt.outlined, mt.parallel = {pp = 2 : i64, tp = 2 : i64}} {
 // Tests that a module that is not outlined is refused.
 // expected-error @+1 {{mtp-partition needs an outlined module (run -mt-outline-parameters first)}}
 module attributes {mt.parallel = {tp = 2 : i64}} {
+  mt.param @wq : !mt.tensor<[heads=4], f32> init zeros
 }
 
 // -----

@@ -1,0 +1,552 @@
+//===- PartitionRules.cpp - the partition rules of the mt ops -------------===//
+//
+// One external model of PartitionOpInterface per rule family, attached to the ops it
+// serves: elementwise ops (by how they treat partial sums), contractions, reductions,
+// ops that only move or add dimensions, reshapes, the embedding lookup and its gradient,
+// and the ops that run replicated. Passes.td (`mtp-partition`) describes the rules.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/sharding/PartitionOpInterface.h"
+
+#include "dialects/mt/IR/MTOps.h"
+#include "dialects/mtp/IR/MTPOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mtc;
+using namespace mtc::sharding;
+using mt::NamedTensorType;
+using mtp::ShardedTensorType;
+
+namespace {
+
+SmallVector<StringRef> names(ArrayAttr dims) {
+  return llvm::to_vector(llvm::map_range(dims.getAsRange<StringAttr>(),
+                                         [](StringAttr s) { return s.getValue(); }));
+}
+
+NamedTensorType typeOf(Value value) { return cast<NamedTensorType>(value.getType()); }
+
+/// Records where this rank's part lies in the whole: the laid-out type `layout` the
+/// lowering reads (kLocalLayoutAttrName).
+void setLocalLayout(Operation *op, ShardedTensorType layout) {
+  op->setAttr(kLocalLayoutAttrName, TypeAttr::get(layout));
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops (with named broadcasting)
+//===----------------------------------------------------------------------===//
+
+/// How an elementwise op treats partial sums: `Sum` (add, sub) keeps them when every
+/// operand is partial over the same axes, or, for a scalar result, when the others are
+/// whole (they become partial); `Unary` (neg) keeps a partial operand; `None` sums them
+/// first. Products are linear in one factor too, but keeping their partial sums would
+/// defer the sum past the norm backward, where a split sequence or the norm's weights
+/// need it: summing at the first product gives Megatron's collectives.
+enum class Linearity { None, Sum, Unary };
+
+PartitionRule elementwise(Operation *op, const PartitionContext &context, ArrayRef<Layout> in,
+                          Linearity linearity) {
+  NamedTensorType resultType = typeOf(op->getResult(0));
+  SmallVector<StringRef> dims = dimNames(resultType);
+  SmallVector<std::string, 1> partialAxes;
+  unsigned numPartial = 0;
+  bool sameAxes = true;
+  for (const Layout &layout : in) {
+    if (!layout.isPartial())
+      continue;
+    if (numPartial++ && partialAxes != layout.partial)
+      sameAxes = false;
+    partialAxes = layout.partial;
+  }
+  bool keep = false;
+  switch (linearity) {
+  case Linearity::None:
+    break;
+  case Linearity::Sum:
+    // A scalar sum (of squared norms, of a loss's terms) also keeps its partial operands
+    // when others are whole: those become partial (to_partial, no communication), and
+    // one all-reduce sums the total instead of one per partial term.
+    keep = sameAxes &&
+           (numPartial == in.size() || (numPartial > 0 && resultType.getRank() == 0));
+    break;
+  case Linearity::Unary:
+    keep = numPartial == 1;
+    break;
+  }
+  // A kept partial axis may not also split a dimension of an operand.
+  if (keep)
+    for (const Layout &layout : in)
+      for (const auto &entry : layout.split)
+        if (llvm::is_contained(partialAxes, entry.second))
+          keep = false;
+  SmallVector<Layout> operands(in.begin(), in.end());
+  if (!keep) {
+    llvm::StringMap<std::string> wanted;
+    for (const Layout &layout : in)
+      for (const auto &entry : layout.split)
+        wanted[entry.first()] = entry.second;
+    for (auto [i, layout] : llvm::enumerate(operands))
+      if (layout.isPartial())
+        layout = context.resolvePartial(typeOf(op->getOperand(i)), layout, wanted);
+    partialAxes.clear();
+  }
+  llvm::StringMap<std::string> split = context.unionSplits(operands, dims, partialAxes);
+  PartitionRule rule;
+  for (Value operand : op->getOperands()) {
+    Layout target = Layout::restrict(split, typeOf(operand));
+    if (keep)
+      target.partial = partialAxes;
+    rule.operands.push_back(target);
+  }
+  Layout result = Layout::restrict(split, resultType);
+  result.partial = partialAxes;
+  rule.results.push_back(result);
+  return rule;
+}
+
+template <typename OpTy, Linearity linearity>
+struct ElementwiseModel
+    : PartitionOpInterface::ExternalModel<ElementwiseModel<OpTy, linearity>, OpTy> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    return elementwise(op, context, in, linearity);
+  }
+};
+template <typename OpTy>
+using SumModel = ElementwiseModel<OpTy, Linearity::Sum>;
+template <typename OpTy>
+using UnaryLinearModel = ElementwiseModel<OpTy, Linearity::Unary>;
+template <typename OpTy>
+using NonlinearModel = ElementwiseModel<OpTy, Linearity::None>;
+
+/// dropout: elementwise; on a split tensor the lowering numbers the mask's elements
+/// globally (from the input's laid-out type), so the mask does not depend on the layout.
+struct DropoutModel : PartitionOpInterface::ExternalModel<DropoutModel, mt::DropoutOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    return elementwise(op, context, in, Linearity::None);
+  }
+  LogicalResult buildLocalOp(Operation *op, const PartitionContext &,
+                             ValueLayouts &layouts) const {
+    ShardedTensorType layout = layouts.lookup(cast<mt::DropoutOp>(op).getInput());
+    if (!layout.getSplit().empty())
+      setLocalLayout(op, layout);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Contraction
+//===----------------------------------------------------------------------===//
+
+/// A contracted split becomes a partial sum of the result; the result keeps the splits of
+/// its operands' other dimensions. At most one operand stays partial, and its axes split
+/// nothing of the other.
+struct ContractModel : PartitionOpInterface::ExternalModel<ContractModel, mt::ContractOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *operation,
+                                            const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto op = cast<mt::ContractOp>(operation);
+    NamedTensorType lhsType = typeOf(op.getLhs()), rhsType = typeOf(op.getRhs());
+    NamedTensorType resultType = typeOf(op.getResult());
+    SmallVector<StringRef> over = names(op.getOver());
+    Layout lhs = in[0], rhs = in[1];
+    auto clashes = [](const Layout &partial, const Layout &other) {
+      for (const auto &entry : other.split)
+        if (llvm::is_contained(partial.partial, entry.second))
+          return true;
+      return other.isPartial();
+    };
+    if (rhs.isPartial() && clashes(rhs, lhs))
+      rhs = context.resolvePartial(rhsType, rhs, lhs.split);
+    if (lhs.isPartial() && clashes(lhs, rhs))
+      lhs = context.resolvePartial(lhsType, lhs, rhs.split);
+    SmallVector<std::string, 1> partial = lhs.isPartial() ? lhs.partial : rhs.partial;
+
+    // Every dimension of either operand: result dimensions, then contracted ones (whose
+    // split becomes a partial sum of the result).
+    SmallVector<StringRef> dims = dimNames(resultType);
+    llvm::append_range(dims, over);
+    llvm::StringMap<std::string> split;
+    while (true) {
+      split = context.unionSplits({lhs, rhs}, dims, partial);
+      // A contracted split and a result split on the same axis clash (split and partial
+      // in one tensor): gather the lower-priority one.
+      std::optional<StringRef> loser;
+      for (StringRef c : over) {
+        auto it = split.find(c);
+        if (it == split.end())
+          continue;
+        for (StringRef r : dimNames(resultType))
+          if (auto jt = split.find(r); jt != split.end() && jt->second == it->second)
+            loser = context.priority(c) < context.priority(r) ? c : r;
+      }
+      if (!loser)
+        break;
+      lhs.split.erase(*loser);
+      rhs.split.erase(*loser);
+    }
+    PartitionRule rule;
+    Layout lhsTarget = Layout::restrict(split, lhsType);
+    Layout rhsTarget = Layout::restrict(split, rhsType);
+    if (lhs.isPartial())
+      lhsTarget.partial = lhs.partial;
+    if (rhs.isPartial())
+      rhsTarget.partial = rhs.partial;
+    rule.operands = {lhsTarget, rhsTarget};
+    Layout result = Layout::restrict(split, resultType);
+    result.partial = partial;
+    for (StringRef c : over)
+      if (auto it = split.find(c); it != split.end())
+        result.partial.push_back(it->second);
+    rule.results.push_back(result);
+    return rule;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// reduce_sum / reduce_mean (linear: partial sums stay, a reduced split becomes one) and
+/// reduce_max (sums partial operands first; a reduced split leaves partial maxima).
+PartitionRule reduce(Operation *op, const PartitionContext &context, ArrayAttr over,
+                     const Layout &in, bool isMax) {
+  NamedTensorType resultType = typeOf(op->getResult(0));
+  Layout operand = in;
+  if (isMax && operand.isPartial())
+    operand = context.resolvePartial(typeOf(op->getOperand(0)), operand, {});
+  Layout result;
+  result.partial = operand.partial;
+  for (StringRef dim : names(over))
+    if (auto axis = operand.axisOf(dim))
+      result.partial.push_back(axis->str());
+  for (const auto &entry : operand.split)
+    if (resultType.hasDim(entry.first()))
+      result.split[entry.first()] = entry.second;
+  PartitionRule rule;
+  rule.operands.push_back(operand);
+  rule.results.push_back(result);
+  return rule;
+}
+
+struct ReduceSumModel : PartitionOpInterface::ExternalModel<ReduceSumModel, mt::ReduceSumOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    return reduce(op, context, cast<mt::ReduceSumOp>(op).getOver(), in[0], /*isMax=*/false);
+  }
+};
+
+/// reduce_mean over a split dimension: the local mean, scaled by local / global count, is
+/// this rank's share of the global mean (a partial sum).
+struct ReduceMeanModel
+    : PartitionOpInterface::ExternalModel<ReduceMeanModel, mt::ReduceMeanOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    return reduce(op, context, cast<mt::ReduceMeanOp>(op).getOver(), in[0], /*isMax=*/false);
+  }
+  LogicalResult buildLocalOp(Operation *op, const PartitionContext &context,
+                             ValueLayouts &layouts) const {
+    auto mean = cast<mt::ReduceMeanOp>(op);
+    Layout input = Layout::of(layouts.lookup(mean.getInput()));
+    int64_t parts = 1;
+    for (StringRef dim : names(mean.getOver()))
+      if (auto axis = input.axisOf(dim))
+        parts *= context.axisSize(*axis);
+    if (parts == 1)
+      return success();
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    NamedTensorType type = typeOf(mean.getResult());
+    Value scale = mt::ConstantOp::create(b, op->getLoc(),
+                                         NamedTensorType::getScalar(type.getElementType()),
+                                         b.getF64FloatAttr(1.0 / static_cast<double>(parts)));
+    layouts.set(scale, context.replicated(scale.getType()));
+    auto scaled = mt::MulOp::create(b, op->getLoc(), type, mean.getResult(), scale);
+    mean.getResult().replaceAllUsesExcept(scaled.getResult(), scaled);
+    layouts.set(scaled.getResult(), layouts.lookup(mean.getResult()));
+    return success();
+  }
+};
+
+/// reduce_max over a split dimension leaves partial maxima, which are not a layout values
+/// may keep (partial means sums): a max all-reduce right after the op combines them
+/// (vocabulary-parallel cross-entropy).
+struct ReduceMaxModel : PartitionOpInterface::ExternalModel<ReduceMaxModel, mt::ReduceMaxOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    return reduce(op, context, cast<mt::ReduceMaxOp>(op).getOver(), in[0], /*isMax=*/true);
+  }
+  LogicalResult buildLocalOp(Operation *op, const PartitionContext &,
+                             ValueLayouts &layouts) const {
+    Value local = op->getResult(0);
+    ShardedTensorType partial = layouts.lookup(local);
+    if (partial.getPartialAxes().empty())
+      return success();
+    ShardedTensorType whole = partial.withPartial({});
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    Value viewed = mtp::FromLocalOp::create(b, op->getLoc(), partial, local);
+    SmallVector<StringRef> axes = partial.getPartialAxes();
+    Value combined = mtp::AllReduceOp::create(b, op->getLoc(), whole, viewed,
+                                              b.getStrArrayAttr(axes), b.getStringAttr("max"));
+    Value result = mtp::ToLocalOp::create(b, op->getLoc(), whole.getLocalType(), combined);
+    local.replaceAllUsesExcept(result, viewed.getDefiningOp());
+    layouts.set(result, whole);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Ops that move, rename or add dimensions, and reshapes
+//===----------------------------------------------------------------------===//
+
+/// The layout follows the dimensions' names (`from` renamed `to`); partial sums stay (all
+/// these ops are linear).
+PartitionRule carry(const Layout &in, StringRef from = {}, StringRef to = {}) {
+  Layout result;
+  result.partial = in.partial;
+  for (const auto &entry : in.split)
+    result.split[entry.first() == from ? to : entry.first()] = entry.second;
+  PartitionRule rule;
+  rule.operands.push_back(in);
+  rule.results.push_back(result);
+  return rule;
+}
+
+/// transpose, broadcast: the dimensions keep their names.
+template <typename OpTy>
+struct CarryModel : PartitionOpInterface::ExternalModel<CarryModel<OpTy>, OpTy> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *, const PartitionContext &,
+                                            ArrayRef<Layout> in) const {
+    return carry(in[0]);
+  }
+};
+
+struct RenameModel : PartitionOpInterface::ExternalModel<RenameModel, mt::RenameOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &,
+                                            ArrayRef<Layout> in) const {
+    auto rename = cast<mt::RenameOp>(op);
+    return carry(in[0], rename.getDim(), rename.getTo());
+  }
+};
+
+/// split `dim` into `into`: its split goes to the first (slowest) part when that part
+/// divides; merge: the split of the first merged dimension goes to the merged one when the
+/// others are whole. Otherwise the dimension is gathered first.
+PartitionRule reshape(Operation *op, const PartitionContext &context, const Layout &in,
+                      ArrayRef<StringRef> from, ArrayRef<StringRef> to) {
+  NamedTensorType resultType = typeOf(op->getResult(0));
+  Layout operand = in, result;
+  result.partial = in.partial;
+  std::optional<StringRef> axis = operand.axisOf(from.front());
+  bool innerSplit = llvm::any_of(from.drop_front(),
+                                 [&](StringRef d) { return operand.axisOf(d).has_value(); });
+  bool kept = axis && !innerSplit && context.divisible(resultType, to.front(), *axis);
+  if (!kept)
+    for (StringRef d : from)
+      operand.split.erase(d);
+  for (const auto &entry : operand.split)
+    if (!llvm::is_contained(from, entry.first()))
+      result.split[entry.first()] = entry.second;
+  if (kept)
+    result.split[to.front()] = axis->str();
+  PartitionRule rule;
+  rule.operands.push_back(operand);
+  rule.results.push_back(result);
+  return rule;
+}
+
+struct SplitModel : PartitionOpInterface::ExternalModel<SplitModel, mt::SplitOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto split = cast<mt::SplitOp>(op);
+    return reshape(op, context, in[0], {split.getDim()}, names(split.getInto()));
+  }
+};
+
+struct MergeModel : PartitionOpInterface::ExternalModel<MergeModel, mt::MergeOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto merge = cast<mt::MergeOp>(op);
+    return reshape(op, context, in[0], names(merge.getDims()), {merge.getInto()});
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Embedding lookup and its gradient
+//===----------------------------------------------------------------------===//
+
+/// gather: the table whole along the indexed dimension; the indices' splits and the table's
+/// other splits carry to the result. Vocabulary parallelism: a table split along the
+/// indexed dimension stays split; each rank looks up the rows it holds (0 elsewhere) and
+/// the sum over the axis is the lookup. The indices must not use the axis.
+struct GatherModel : PartitionOpInterface::ExternalModel<GatherModel, mt::GatherOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *operation,
+                                            const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto op = cast<mt::GatherOp>(operation);
+    NamedTensorType tableType = typeOf(op.getTable());
+    NamedTensorType indicesType = typeOf(op.getIndices());
+    NamedTensorType resultType = typeOf(op.getResult());
+    const Layout &indices = in[1];
+    Layout table = in[0].isPartial() ? context.resolvePartial(tableType, in[0], {}) : in[0];
+    std::optional<StringRef> rowsAxis = table.axisOf(op.getDim());
+    PartitionRule rule;
+    if (rowsAxis && llvm::none_of(indices.split, [&](const auto &e) {
+          return e.second == *rowsAxis;
+        })) {
+      Layout others = table;
+      others.split.erase(op.getDim());
+      llvm::StringMap<std::string> split =
+          context.unionSplits({indices, others}, dimNames(resultType), {rowsAxis->str()});
+      rule.operands = {Layout::restrict(split, tableType), Layout::restrict(split, indicesType)};
+      rule.operands[0].split[op.getDim()] = rowsAxis->str();
+      Layout result = Layout::restrict(split, resultType);
+      result.partial.push_back(rowsAxis->str());
+      rule.results.push_back(result);
+      return rule;
+    }
+    table.split.erase(op.getDim());
+    llvm::StringMap<std::string> split =
+        context.unionSplits({indices, table}, dimNames(resultType), {});
+    rule.operands = {Layout::restrict(split, tableType), Layout::restrict(split, indicesType)};
+    rule.results.push_back(Layout::restrict(split, resultType));
+    return rule;
+  }
+  /// A table split along the indexed dimension: the lowering offsets the rows by this
+  /// rank's part (the table's laid-out type).
+  LogicalResult buildLocalOp(Operation *operation, const PartitionContext &,
+                             ValueLayouts &layouts) const {
+    auto op = cast<mt::GatherOp>(operation);
+    ShardedTensorType table = layouts.lookup(op.getTable());
+    if (!table.getSplitAxes(op.getDim()).empty())
+      setLocalLayout(op, table);
+    return success();
+  }
+};
+
+/// embedding_grad: a sum over the index positions, so splits of the positions become
+/// partial sums; the table's other dimensions keep the gradient's splits, the indexed one
+/// is whole. Vocabulary parallelism: when the layout splits the table's indexed dimension
+/// and the gradient does not use that axis, each rank accumulates only the rows it holds.
+struct EmbeddingGradModel
+    : PartitionOpInterface::ExternalModel<EmbeddingGradModel, mt::EmbeddingGradOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *operation,
+                                            const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto op = cast<mt::EmbeddingGradOp>(operation);
+    NamedTensorType indicesType = typeOf(op.getIndices());
+    NamedTensorType resultType = typeOf(op.getResult());
+    const Layout &grad = in[1];
+    const llvm::StringMap<std::string> &dimAxis = context.getSpec().dimAxis;
+    auto mapped = dimAxis.find(op.getDim());
+    PartitionRule rule;
+    if (mapped != dimAxis.end() &&
+        context.divisible(resultType, op.getDim(), mapped->second) &&
+        !llvm::is_contained(grad.partial, mapped->second) &&
+        llvm::none_of(grad.split, [&](const auto &e) { return e.second == mapped->second; })) {
+      Layout result;
+      result.partial = grad.partial;
+      for (const auto &entry : grad.split)
+        if (!indicesType.hasDim(entry.first()) && resultType.hasDim(entry.first()))
+          result.split[entry.first()] = entry.second;
+      result.split[op.getDim()] = mapped->second;
+      // Positions are whole here (their splits would make the result partial over an
+      // axis the table might also use): gather them.
+      Layout g;
+      g.partial = grad.partial;
+      for (const auto &entry : grad.split)
+        if (!indicesType.hasDim(entry.first()))
+          g.split[entry.first()] = entry.second;
+      rule.operands = {Layout{}, g};
+      rule.results.push_back(result);
+      return rule;
+    }
+    Layout g = grad;
+    Layout result;
+    result.partial = g.partial;
+    llvm::StringSet<> usedAxes;
+    for (const std::string &a : g.partial)
+      usedAxes.insert(a);
+    // Position splits first (they become partial), then the table's dimensions.
+    for (StringRef dim : dimNames(indicesType))
+      if (auto axis = g.axisOf(dim)) {
+        if (usedAxes.insert(*axis).second)
+          result.partial.push_back(axis->str());
+        else
+          g.split.erase(dim);
+      }
+    for (StringRef dim : dimNames(resultType))
+      if (auto axis = g.axisOf(dim); axis && !indicesType.hasDim(dim)) {
+        if (usedAxes.count(*axis))
+          g.split.erase(dim);
+        else
+          result.split[dim] = axis->str();
+      }
+    rule.operands = {Layout::restrict(g.split, indicesType), g};
+    rule.results.push_back(result);
+    return rule;
+  }
+  /// A gradient split along the indexed dimension: the lowering offsets the rows by this
+  /// rank's part (the result's laid-out type).
+  LogicalResult buildLocalOp(Operation *operation, const PartitionContext &,
+                             ValueLayouts &layouts) const {
+    auto op = cast<mt::EmbeddingGradOp>(operation);
+    ShardedTensorType result = layouts.lookup(op.getResult());
+    if (!result.getSplitAxes(op.getDim()).empty())
+      setLocalLayout(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Ops without a sharded form
+//===----------------------------------------------------------------------===//
+
+/// Whole operands, whole results: constants, iota, and the ops whose sharded form is not
+/// written yet (rope, topk, topk_grad, the MoE routing ops, and the composite ops
+/// mt-decompose rewrites before partitioning).
+template <typename OpTy>
+struct ReplicatedModel : PartitionOpInterface::ExternalModel<ReplicatedModel<OpTy>, OpTy> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &,
+                                            ArrayRef<Layout>) const {
+    return PartitionRule::replicated(op);
+  }
+};
+
+template <template <typename> class Model, typename... OpTys>
+void attach(MLIRContext *context) {
+  (OpTys::template attachInterface<Model<OpTys>>(*context), ...);
+}
+
+} // namespace
+
+void mtc::sharding::registerPartitionRules(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *context, mt::MTDialect *) {
+    attach<SumModel, mt::AddOp, mt::SubOp>(context);
+    attach<UnaryLinearModel, mt::NegOp>(context);
+    attach<NonlinearModel, mt::MulOp, mt::DivOp, mt::MaxOp, mt::PowOp, mt::GreaterOp,
+           mt::ExpOp, mt::LogOp, mt::SqrtOp, mt::RsqrtOp, mt::TanhOp, mt::SigmoidOp,
+           mt::CosOp, mt::ReluOp, mt::SiluOp, mt::GeluOp, mt::GeluGradOp, mt::CastOp>(context);
+    mt::DropoutOp::attachInterface<DropoutModel>(*context);
+    mt::ContractOp::attachInterface<ContractModel>(*context);
+    mt::ReduceSumOp::attachInterface<ReduceSumModel>(*context);
+    mt::ReduceMeanOp::attachInterface<ReduceMeanModel>(*context);
+    mt::ReduceMaxOp::attachInterface<ReduceMaxModel>(*context);
+    attach<CarryModel, mt::TransposeOp, mt::BroadcastOp>(context);
+    mt::RenameOp::attachInterface<RenameModel>(*context);
+    mt::SplitOp::attachInterface<SplitModel>(*context);
+    mt::MergeOp::attachInterface<MergeModel>(*context);
+    mt::GatherOp::attachInterface<GatherModel>(*context);
+    mt::EmbeddingGradOp::attachInterface<EmbeddingGradModel>(*context);
+    attach<ReplicatedModel, mt::ConstantOp, mt::IotaOp, mt::RopeOp, mt::TopKOp,
+           mt::TopKGradOp, mt::DispatchOp, mt::CombineOp, mt::CombineGradOp,
+           mt::LoadBalancingLossOp, mt::LoadBalancingLossGradOp, mt::SoftmaxOp,
+           mt::LayerNormOp, mt::RMSNormOp, mt::AttentionOp, mt::AttentionGradOp,
+           mt::CrossEntropyOp, mt::CrossEntropyGradOp>(context);
+  });
+}
