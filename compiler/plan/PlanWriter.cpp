@@ -88,6 +88,27 @@ llvm::Error writeFile(const llvm::Twine &path, llvm::StringRef bytes) {
   return llvm::Error::success();
 }
 
+/// The model's vocabulary: the dimension its loss classifies over (`mt.cross_entropy` in
+/// `forward`) and its token ids index (`mt.gather` of `forward`'s first argument, the
+/// tokens). The runtime draws token ids (inputs and labels) below its size, so where the two
+/// differ the smaller one is the vocabulary. None for a model with neither.
+std::optional<std::pair<StringRef, int64_t>> findVocabulary(func::FuncOp forward) {
+  std::optional<std::pair<StringRef, int64_t>> vocabulary;
+  auto consider = [&](StringRef dim, mt::NamedTensorType type) {
+    int64_t size = type.getDimSize(dim);
+    if (!vocabulary || size < vocabulary->second)
+      vocabulary = {dim, size};
+  };
+  Value tokens = forward.getNumArguments() ? forward.getArgument(0) : Value();
+  forward.walk([&](Operation *op) {
+    if (auto loss = dyn_cast<mt::CrossEntropyOp>(op))
+      consider(loss.getDim(), cast<mt::NamedTensorType>(loss.getLogits().getType()));
+    else if (auto lookup = dyn_cast<mt::GatherOp>(op); lookup && lookup.getIndices() == tokens)
+      consider(lookup.getDim(), cast<mt::NamedTensorType>(lookup.getTable().getType()));
+  });
+  return vocabulary;
+}
+
 json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
                                const PlanSource &source, std::optional<int64_t> workspace,
                                const sharding::CollectiveBytes *collectives) {
@@ -116,6 +137,8 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   plan["parallel"] = parallel ? attrJson(parallel) : json::Object();
 
   auto forward = trained.lookupSymbol<func::FuncOp>("forward");
+  if (std::optional<std::pair<StringRef, int64_t>> vocabulary = findVocabulary(forward))
+    plan["vocabulary"] = vocabulary->first;
   json::Array inputs;
   for (auto [index, type] : llvm::enumerate(forward.getArgumentTypes())) {
     auto tensor = cast<mt::NamedTensorType>(type);

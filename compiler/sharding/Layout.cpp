@@ -2,8 +2,10 @@
 
 #include "compiler/sharding/Layout.h"
 
+#include "dialects/mt/IR/MTOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 using namespace mtc;
@@ -13,6 +15,16 @@ static int64_t degree(DictionaryAttr parallel, StringRef axis) {
   if (auto value = parallel.getAs<IntegerAttr>(axis))
     return value.getInt();
   return 1;
+}
+
+/// Whether `dimAxis` splits a dimension of some parameter of `module` (`layers` never is).
+static bool splitsAParameter(ModuleOp module, const llvm::StringMap<std::string> &dimAxis) {
+  return llvm::any_of(module.getOps<mt::ParamOp>(), [&](mt::ParamOp param) {
+    auto type = cast<mt::NamedTensorType>(param.getType());
+    return llvm::any_of(type.getDimNames(), [&](StringAttr dim) {
+      return dim.getValue() != "layers" && dimAxis.count(dim.getValue());
+    });
+  });
 }
 
 FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
@@ -54,6 +66,24 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
                                  "data-parallel ranks: set dp above 1";
   if (tp <= 1 && !shardState)
     return ShardingSpec{};
+  if (tp > 1 && !splitsAParameter(module, spec.dimAxis)) {
+    // Every rank would hold and compute the whole model: tp copies of one, not a split.
+    SmallVector<StringRef> looked;
+    for (const auto &entry : spec.dimAxis)
+      looked.push_back(entry.first());
+    llvm::sort(looked);
+    InFlightDiagnostic diag = module.emitError() << "tp " << tp << " shards nothing: ";
+    if (looked.empty())
+      diag << "the layout maps no dimension to tp";
+    else if (layout)
+      diag << "no parameter has a dimension the layout maps to tp (" << llvm::join(looked, ", ")
+           << ")";
+    else
+      diag << "no parameter has a dimension of Megatron's layout (" << llvm::join(looked, ", ")
+           << ")";
+    return diag << "; name this model's dimensions to split with --layout '<dim>:tp,...' (or "
+                   "`layout { <dim>: tp }` in parallel {})";
+  }
   MLIRContext *ctx = module.getContext();
   ctx->getOrLoadDialect<mtp::MTPDialect>(); // the plan writer asks without running a pass
   SmallVector<StringAttr> names;

@@ -66,8 +66,8 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
 
     Not supported, reported as errors: `pp`, `cp`, `ep` above 1, a layout dimension mapped
     to another axis than `tp` (`batch: dp` is the runtime's data parallelism), the
-    distributed optimizer without `dp > 1`, a module that is not outlined, an op without a
-    partition rule.
+    distributed optimizer without `dp > 1`, `tp > 1` with a layout that splits no
+    parameter, a module that is not outlined, an op without a partition rule.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mtc::mtp::MTPDialect",
                            "::mlir::func::FuncDialect"];

@@ -160,6 +160,12 @@ std::optional<int64_t> Plan::dimSize(std::string_view name) const {
   return std::nullopt;
 }
 
+std::optional<int64_t> Plan::vocabularySize() const {
+  if (vocabulary.empty())
+    return std::nullopt;
+  return dimSize(vocabulary);
+}
+
 int64_t Plan::numParameterElements() const {
   int64_t n = 0;
   for (const ParamInfo &p : params)
@@ -1146,6 +1152,11 @@ Plan readPlan(const JsonValue &root) {
   plan.seed = static_cast<uint64_t>(
       asInt(get(o, top, "seed"), "seed", 0, "a non-negative integer (the random seed)"));
   plan.dims = readModelDims(get(o, top, "dims"), "dims");
+  if (const JsonValue *vocabulary = o.find("vocabulary")) {
+    plan.vocabulary = asName(*vocabulary, "vocabulary");
+    if (!plan.dimSize(plan.vocabulary))
+      fail("vocabulary", concat(quoteForMessage(plan.vocabulary), " is not a dimension of the model"));
+  }
 
   plan.train = get(o, top, "train");
   if (!plan.train.isObject())

@@ -260,6 +260,9 @@ struct Plan {
   uint64_t seed = 0;
   /// Every dimension of the model in plan.json order (`batch` is the micro-batch).
   std::vector<Dim> dims;
+  /// The dimension of `dims` that token ids index (`vocabulary`: what the loss classifies
+  /// over and the embedding table is indexed by); empty for a model without one.
+  std::string vocabulary;
   /// `mesh.axes` in order (the axis index is the position here); empty without tensor
   /// parallelism.
   std::vector<MeshAxis> mesh;
@@ -284,6 +287,8 @@ struct Plan {
   const ManifestEntry *findFile(std::string_view name) const;
   /// The size of a model dimension, if the plan has it.
   std::optional<int64_t> dimSize(std::string_view name) const;
+  /// The number of token ids (the size of `vocabulary`), if the model has a vocabulary.
+  std::optional<int64_t> vocabularySize() const;
   /// Elements of all parameters together.
   int64_t numParameterElements() const;
   /// The product of the mesh axes' sizes (1 without a mesh): the ranks one copy of the model

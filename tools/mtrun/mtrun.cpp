@@ -338,7 +338,7 @@ double predictedCommunicationBytes(const Plan &plan, const Trainer &trainer, int
 /// Trains `state` up to `settings.targetSteps`, logging and checkpointing on the way.
 Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
             RankContext &job, const RankMesh &mesh, TrainingState &state) {
-  int64_t vocab = plan.dimSize("vocab").value_or(0);
+  int64_t vocab = plan.vocabularySize().value_or(0);
   Expected<TokenSource> data = opts.data ? TokenSource::text(*opts.data, vocab, plan.seed)
                                          : TokenSource::synthetic(vocab, plan.seed);
   if (!data)

@@ -332,6 +332,23 @@ module attributes {mt.outlined, mt.parallel = {pp = 2 : i64, tp = 2 : i64}} {
 
 // -----
 
+// Tests that a tensor-parallel degree whose layout (Megatron's) splits no parameter is
+// refused, naming the dimensions it looked for and how to name others.
+// expected-error @+1 {{tp 2 shards nothing: no parameter has a dimension of Megatron's layout (ffn, heads, kv_heads, vocab); name this model's dimensions to split with --layout '<dim>:tp,...' (or `layout { <dim>: tp }` in parallel {})}}
+module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+  mt.param @emb : !mt.tensor<[tok=16, width=4], f32> init normal(2.000000e-02)
+}
+
+// -----
+
+// Tests the same with an explicit layout: it names the dimensions it maps.
+// expected-error @+1 {{tp 2 shards nothing: no parameter has a dimension the layout maps to tp (inner, tok)}}
+module attributes {mt.outlined, mt.parallel = {layout = {inner = "tp", tok = "tp"}, tp = 2 : i64}} {
+  mt.param @w : !mt.tensor<[width=4], f32> init ones
+}
+
+// -----
+
 // Tests that a module that is not outlined is refused.
 // expected-error @+1 {{mtp-partition needs an outlined module (run -mt-outline-parameters first)}}
 module attributes {mt.parallel = {tp = 2 : i64}} {

@@ -81,6 +81,7 @@ JsonValue validPlan() {
       {"source", JsonObject{{"path", "tiny.mtl"}, {"sha256", std::string(64, '0')}}},
       {"seed", 1234},
       {"dims", JsonObject{{"batch", 4}, {"seq", 8}, {"vocab", 16}, {"hidden", 8}, {"layers", 2}}},
+      {"vocabulary", "vocab"},
       {"train", JsonObject{{"steps", 10}, {"lr", 0.001}}},
       {"parallel", JsonObject{}},
       {"inputs", std::move(inputs)},
@@ -176,6 +177,7 @@ TEST_F(PlanTest, LoadsAValidPlan) {
   EXPECT_EQ(p->compiler, "mtc 0.1.0 (LLVM/MLIR 22.1.8)");
   EXPECT_EQ(p->sourcePath, "tiny.mtl");
   EXPECT_EQ(p->seed, 1234u);
+  EXPECT_EQ(p->vocabularySize(), 16);
   EXPECT_EQ(p->planSha256, sha256Hex(planJson_));
   ASSERT_EQ(p->files.size(), 2u);
   EXPECT_EQ(p->files[0].name, "plan.json");
@@ -531,6 +533,8 @@ TEST_F(PlanTest, TopLevelErrors) {
   expectPlanJsonError(edited([](JsonObject &o) { at(o, "dims").set("hidden", 0); }),
                       "dims.hidden: expected a positive integer (a dimension size), found the "
                       "integer 0");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("vocabulary", "tokens"); }),
+                      "vocabulary: 'tokens' is not a dimension of the model");
   expectPlanJsonError(edited([](JsonObject &o) { o.set("train", JsonArray{}); }),
                       "train: expected an object, found an array");
   expectPlanJsonError(edited([](JsonObject &o) { o.set("parallel", nullptr); }),

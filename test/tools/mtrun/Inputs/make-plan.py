@@ -79,6 +79,7 @@ def make_plan(seed, json_version):
         "source": {"path": "tiny.mtl", "sha256": hashlib.sha256(b"tiny").hexdigest()},
         "seed": seed,
         "dims": model_dims,
+        "vocabulary": "vocab",
         "train": {"steps": 10, "lr": 0.001, "optimizer": "adamw"},
         "parallel": {},
         "inputs": [{"name": "tokens", "dtype": "i32", "dims": tokens},
