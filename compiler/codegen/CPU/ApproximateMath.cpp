@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/Passes.h"
+#include "compiler/codegen/CPU/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -18,7 +18,7 @@
 
 namespace mtc::codegen {
 #define GEN_PASS_DEF_APPROXIMATEMATHPASS
-#include "compiler/codegen/Passes.h.inc"
+#include "compiler/codegen/CPU/Passes.h.inc"
 } // namespace mtc::codegen
 
 using namespace mlir;

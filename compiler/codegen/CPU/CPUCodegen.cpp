@@ -1,59 +1,22 @@
 //===- CPUCodegen.cpp - linalg functions to an x86 shared object ----------===//
 //
-// bufferize -> linalg to loops -> LLVM dialect -> LLVM IR -> O3 -> object file (host
-// TargetMachine, PIC) -> shared object (system linker). The MLIR part is the pass sequence
-// measured with mlir-opt (docs/architecture.md, "Codegen"), run here through the C++ pass
-// API; only the link is a subprocess, as LLVM offers no in-process linker API here.
+// The part of the CPU backend after the LLVM dialect (mtc-cpu-pipeline's output): LLVM IR
+// -> packed entry points -> the dropout decision's bitcode linked in -> O3 -> the
+// allocation functions renamed -> object file (host TargetMachine, PIC) -> shared object
+// (system linker). These steps work on LLVM IR, not MLIR, so they are functions here rather
+// than passes. Only the link is a subprocess, as LLVM offers no in-process linker API here.
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/CPUCodegen.h"
-#include "compiler/codegen/MTToLinalg.h"
-#include "compiler/codegen/Passes.h"
-#include "compiler/codegen/Workspace.h"
-#include "compiler/fusion/Passes.h"
+#include "compiler/codegen/CPU/CPUCodegen.h"
+#include "compiler/codegen/CPU/Workspace.h"
+#include "compiler/codegen/Common/Passes.h"
+#include "compiler/codegen/ToLinalg/MTToLinalg.h"
 
-#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
-#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
-#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
-#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
-#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
-#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
-#include "mlir/Conversion/MathToLibm/MathToLibm.h"
-#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
-#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
-#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
-#include "mlir/Dialect/Affine/IR/AffineOps.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Arith/Transforms/BufferDeallocationOpInterfaceImpl.h"
-#include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
-#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
-#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
-#include "mlir/Dialect/Bufferization/Transforms/FuncBufferizableOpInterfaceImpl.h"
-#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
-#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
-#include "mlir/Dialect/ControlFlow/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Linalg/Passes.h"
-#include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/Math/Transforms/Passes.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
-#include "mlir/Dialect/MemRef/Transforms/Passes.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/SCF/Transforms/BufferDeallocationOpInterfaceImpl.h"
-#include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/Target/LLVMIR/Export.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LLVMContext.h"
@@ -80,74 +43,9 @@ static Error errorf(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-//===----------------------------------------------------------------------===//
-// Shared by both backends
-//===----------------------------------------------------------------------===//
-
-void codegen::registerCodegenDialects(DialectRegistry &registry) {
-  registry.insert<affine::AffineDialect, arith::ArithDialect, bufferization::BufferizationDialect,
-                  cf::ControlFlowDialect, func::FuncDialect, linalg::LinalgDialect,
-                  LLVM::LLVMDialect, math::MathDialect, memref::MemRefDialect, scf::SCFDialect,
-                  tensor::TensorDialect>();
-  arith::registerBufferizableOpInterfaceExternalModels(registry);
-  linalg::registerBufferizableOpInterfaceExternalModels(registry);
-  tensor::registerBufferizableOpInterfaceExternalModels(registry);
-  // scf.for with tensor iter_args (embedding_grad, repeat).
-  scf::registerBufferizableOpInterfaceExternalModels(registry);
-  bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(registry);
-  // Ownership-based deallocation.
-  memref::registerAllocationOpInterfaceExternalModels(registry);
-  arith::registerBufferDeallocationOpInterfaceExternalModels(registry);
-  cf::registerBufferDeallocationOpInterfaceExternalModels(registry);
-  scf::registerBufferDeallocationOpInterfaceExternalModels(registry);
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-}
-
-/// Gives every result of every function its own value: a value returned more than once
-/// is copied into a fresh tensor for each further position (buffer-results-to-out-params
-/// cannot hoist one buffer into two out-parameters).
-static void copyRepeatedResults(ModuleOp module) {
-  OpBuilder builder(module.getContext());
-  module.walk([&](func::ReturnOp ret) {
-    llvm::SmallPtrSet<Value, 4> seen;
-    for (OpOperand &operand : ret->getOpOperands()) {
-      Value value = operand.get();
-      auto type = dyn_cast<RankedTensorType>(value.getType());
-      if (!type || seen.insert(value).second)
-        continue;
-      builder.setInsertionPoint(ret);
-      Value empty = tensor::EmptyOp::create(builder, ret.getLoc(), type.getShape(),
-                                            type.getElementType());
-      operand.set(linalg::CopyOp::create(builder, ret.getLoc(), value, empty).getResult(0));
-    }
-  });
-}
-
-LogicalResult codegen::bufferizeForCodegen(ModuleOp module) {
-  module.getContext()->loadDialect<linalg::LinalgDialect, tensor::TensorDialect>();
-  copyRepeatedResults(module);
-  PassManager pm(module.getContext());
-  pm.addPass(fusion::createFuseElementwisePass());
-  pm.addPass(createCanonicalizerPass());
-  bufferization::OneShotBufferizePassOptions bufferize;
-  bufferize.bufferizeFunctionBoundaries = true;
-  bufferize.functionBoundaryTypeConversion = bufferization::LayoutMapOption::IdentityLayoutMap;
-  bufferize.unknownTypeConversion = bufferization::LayoutMapOption::IdentityLayoutMap;
-  // A layer called in an scf.for (mt.repeat) returns fresh buffers for the carried values.
-  bufferize.allowReturnAllocsFromLoops = true;
-  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
-  bufferization::BufferResultsToOutParamsPassOptions outParams;
-  outParams.hoistStaticAllocs = true;
-  outParams.modifyPublicFunctions = true;
-  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
-  pm.addPass(createCanonicalizerPass());
-  return pm.run(module);
-}
-
 namespace {
 
-/// Collects the diagnostics of a pass pipeline run, to return them as an llvm::Error.
+/// Collects the diagnostics of the translation to LLVM IR, to return them as an llvm::Error.
 class DiagnosticCollector {
 public:
   explicit DiagnosticCollector(MLIRContext *context)
@@ -164,137 +62,6 @@ private:
   std::string text;
   ScopedDiagnosticHandler handler;
 };
-
-/// Erases the declarations of the `mt` dialect left at module level (parameters, optimizer
-/// state): they are not code, and their verifiers would look for the layer functions the
-/// LLVM lowering replaces.
-void eraseModuleLevelDeclarations(ModuleOp module) {
-  for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
-    if (op.getDialect() && op.getDialect()->getNamespace() == "mt")
-      op.erase();
-}
-
-/// Copies between strided views (rows of a tensor that are not contiguous, from slices)
-/// become `linalg.copy` loops: `memref.copy` would lower them to a call of the MLIR runner
-/// library's `memrefCopy`, which the shared object does not link. Contiguous copies stay
-/// `memref.copy` (a memcpy).
-void expandStridedCopies(ModuleOp module) {
-  IRRewriter rewriter(module.getContext());
-  module.walk([&](memref::CopyOp copy) {
-    auto identity = [](Value value) {
-      auto type = dyn_cast<MemRefType>(value.getType());
-      return type && type.getLayout().isIdentity();
-    };
-    if (identity(copy.getSource()) && identity(copy.getTarget()))
-      return;
-    rewriter.setInsertionPoint(copy);
-    rewriter.replaceOpWithNewOp<linalg::CopyOp>(copy, copy.getSource(), copy.getTarget());
-  });
-}
-
-/// Replaces every f32 `linalg.batch_matmul` on buffers with a call of the external
-/// kBatchMatmulF32Function (see CPUCodegen.h), declared on first use with a C interface.
-/// The operands are cast to fully dynamic strided memrefs, so that one declaration serves
-/// every shape and layout. Other element types, and products with their own indexing maps
-/// (transposed or broadcast operands), stay linalg and become loops.
-LogicalResult callBatchMatmulLibrary(ModuleOp module) {
-  SmallVector<linalg::BatchMatmulOp> matmuls;
-  module.walk([&](linalg::BatchMatmulOp op) {
-    if (op.hasPureBufferSemantics() && !op.hasUserDefinedMaps() &&
-        llvm::all_of(op->getOperandTypes(), [](Type type) {
-          return cast<MemRefType>(type).getElementType().isF32();
-        }))
-      matmuls.push_back(op);
-  });
-  if (matmuls.empty())
-    return success();
-
-  MLIRContext *context = module.getContext();
-  Type operandType = MemRefType::get(
-      {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic},
-      Float32Type::get(context),
-      StridedLayoutAttr::get(context, ShapedType::kDynamic,
-                             {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic}));
-  FunctionType type = FunctionType::get(context, {operandType, operandType, operandType}, {});
-  if (Operation *existing = module.lookupSymbol(codegen::kBatchMatmulF32Function)) {
-    auto func = dyn_cast<func::FuncOp>(existing);
-    if (!func || !func.isExternal() || func.getFunctionType() != type)
-      return existing->emitOpError()
-             << "'" << codegen::kBatchMatmulF32Function
-             << "' is reserved for the f32 batched matrix product: it must be an external "
-                "function of type "
-             << type;
-  } else {
-    OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
-    auto func = func::FuncOp::create(builder, module.getLoc(),
-                                     codegen::kBatchMatmulF32Function, type);
-    func.setPrivate();
-    func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(context));
-  }
-
-  IRRewriter rewriter(context);
-  for (linalg::BatchMatmulOp op : matmuls) {
-    rewriter.setInsertionPoint(op);
-    SmallVector<Value> operands = llvm::map_to_vector(op->getOperands(), [&](Value operand) {
-      return Value(memref::CastOp::create(rewriter, op.getLoc(), operandType, operand));
-    });
-    rewriter.replaceOpWithNewOp<func::CallOp>(op, codegen::kBatchMatmulF32Function,
-                                              TypeRange{}, operands);
-  }
-  return success();
-}
-
-/// Marks every public function with a body to get a `_mlir_ciface_` wrapper.
-void requestCInterfaces(ModuleOp module) {
-  for (auto func : module.getOps<func::FuncOp>())
-    if (func.isPublic() && !func.isExternal())
-      func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(module.getContext()));
-}
-
-/// The module the backend lowers to LLVM, in place: bufferized, the f32 GEMMs calls into the
-/// library, every allocation paired with its deallocation. Diagnostics go to the context.
-LogicalResult prepareForLowering(ModuleOp module) {
-  eraseModuleLevelDeclarations(module);
-  requestCInterfaces(module);
-  if (failed(codegen::bufferizeForCodegen(module)))
-    return failure();
-  PassManager views(module.getContext());
-  views.addPass(codegen::createGemmOperandViewsPass());
-  if (failed(views.run(module)))
-    return failure();
-  expandStridedCopies(module);
-  if (failed(callBatchMatmulLibrary(module)))
-    return failure();
-  PassManager pm(module.getContext());
-  bufferization::buildBufferDeallocationPipeline(pm);
-  if (failed(pm.run(module)))
-    return failure();
-  codegen::moveDeallocationsToLastUse(module);
-  return success();
-}
-
-/// Linalg on memrefs, deallocations placed -> LLVM dialect, the sequence measured with
-/// mlir-opt-22.
-void buildLowerToLLVMPipeline(OpPassManager &pm) {
-  pm.addPass(codegen::createReductionLoopOrderPass());
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
-  // Views (subview, expand_shape, collapse_shape, from slices and reshapes) become
-  // reinterpret_casts with explicit strides, which finalize-memref-to-llvm lowers.
-  pm.addPass(memref::createExpandStridedMetadataPass());
-  pm.addPass(createLowerAffinePass());
-  pm.addPass(createSCFToControlFlowPass());
-  // f16/bf16 transcendental functions are computed in f32.
-  pm.addPass(math::createMathExtendToSupportedTypes());
-  pm.addPass(codegen::createApproximateMathPass());
-  pm.addPass(createConvertMathToLLVMPass());
-  pm.addPass(createConvertMathToLibmPass());
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createConvertIndexToLLVMPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-  pm.addPass(createConvertFuncToLLVMPass());
-  pm.addPass(createConvertControlFlowToLLVMPass());
-  pm.addPass(createReconcileUnrealizedCastsPass());
-}
 
 Expected<std::unique_ptr<llvm::TargetMachine>>
 createHostTargetMachine(const codegen::CPUCodegenOptions &options) {
@@ -442,7 +209,7 @@ Error linkDropoutKeep(llvm::Module &module) {
   if (!module.getFunction(codegen::lowering::kDropoutKeepFunction))
     return Error::success();
   static const unsigned char bitcode[] = {
-#include "compiler/codegen/DropoutKeepBitcode.inc"
+#include "compiler/codegen/CPU/DropoutKeepBitcode.inc"
   };
   llvm::MemoryBufferRef buffer(
       llvm::StringRef(reinterpret_cast<const char *>(bitcode), sizeof(bitcode)), "DropoutKeep.bc");
@@ -494,20 +261,13 @@ Error redirectAllocations(llvm::Module &module) {
 } // namespace
 
 FailureOr<SmallVector<codegen::KernelMemoryPlan>>
-codegen::planKernelMemory(ModuleOp linalgModule, ArrayRef<StringRef> functions) {
-  MLIRContext *context = linalgModule.getContext();
-  DialectRegistry registry;
-  registerCodegenDialects(registry);
-  context->appendDialectRegistry(registry);
-  OwningOpRef<ModuleOp> module(linalgModule.clone());
-  if (failed(prepareForLowering(*module)))
-    return failure();
+codegen::planKernelMemory(ModuleOp bufferizedModule, ArrayRef<StringRef> functions) {
   SmallVector<KernelMemoryPlan> plans;
   for (StringRef name : functions) {
-    auto func = module->lookupSymbol<func::FuncOp>(name);
+    auto func = bufferizedModule.lookupSymbol<func::FuncOp>(name);
     if (!func)
-      return linalgModule.emitError("no function '") << name << "' to plan the memory of";
-    FailureOr<SimulatedCall> call = simulateTemporaries(*module, func);
+      return bufferizedModule.emitError("no function '") << name << "' to plan the memory of";
+    FailureOr<SimulatedCall> call = simulateTemporaries(bufferizedModule, func);
     if (failed(call))
       return failure();
     ArenaPlan arena = planArena(call->allocations);
@@ -522,23 +282,12 @@ codegen::planKernelMemory(ModuleOp linalgModule, ArrayRef<StringRef> functions) 
   return plans;
 }
 
-Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
+Expected<std::string> codegen::compileToObject(ModuleOp llvmDialectModule,
                                                const CPUCodegenOptions &options) {
-  MLIRContext *context = linalgModule.getContext();
+  MLIRContext *context = llvmDialectModule.getContext();
   DialectRegistry registry;
   registerCodegenDialects(registry);
   context->appendDialectRegistry(registry);
-
-  OwningOpRef<ModuleOp> module(linalgModule.clone());
-  {
-    DiagnosticCollector diagnostics(context);
-    if (failed(prepareForLowering(*module)))
-      return diagnostics.error("bufferization failed");
-    PassManager pm(context);
-    buildLowerToLLVMPipeline(pm);
-    if (failed(pm.run(*module)))
-      return diagnostics.error("lowering to the LLVM dialect failed");
-  }
 
   Expected<std::unique_ptr<llvm::TargetMachine>> machine = createHostTargetMachine(options);
   if (!machine)
@@ -547,7 +296,7 @@ Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
   std::unique_ptr<llvm::Module> llvmModule;
   {
     DiagnosticCollector diagnostics(context);
-    llvmModule = translateModuleToLLVMIR(*module, llvmContext, "mtc_kernels");
+    llvmModule = translateModuleToLLVMIR(llvmDialectModule, llvmContext, "mtc_kernels");
     if (!llvmModule)
       return diagnostics.error("translation to LLVM IR failed");
   }
@@ -573,9 +322,9 @@ Expected<std::string> codegen::compileToObject(ModuleOp linalgModule,
   return object;
 }
 
-Error codegen::compileToSharedObject(ModuleOp linalgModule, llvm::StringRef outputPath,
+Error codegen::compileToSharedObject(ModuleOp llvmDialectModule, llvm::StringRef outputPath,
                                      const CPUCodegenOptions &options) {
-  Expected<std::string> object = compileToObject(linalgModule, options);
+  Expected<std::string> object = compileToObject(llvmDialectModule, options);
   if (!object)
     return object.takeError();
   TempFile objectFile;

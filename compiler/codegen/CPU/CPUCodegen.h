@@ -1,7 +1,11 @@
 //===- CPUCodegen.h - linalg functions to an x86 shared object --*- C++ -*-===//
 //
 // The CPU backend: a module of `func.func`s on builtin tensors (mt-to-linalg's output) to a
-// shared object, entirely in-process except for the final link.
+// shared object, entirely in-process except for the final link. Its MLIR part is a pass
+// pipeline (compiler/pipelines/: mtc-cpu-bufferize-pipeline, then mtc-cpu-to-llvm-pipeline,
+// together mtc-cpu-pipeline; the passes are compiler/codegen/CPU/Passes.td); this header is
+// what follows on LLVM IR (compileToObject, compileToSharedObject) and the memory plan read
+// off the bufferized module (planKernelMemory).
 //
 // Calling convention. Every public function `@f` is exported as `_mlir_ciface_f`, which
 // takes one pointer to a memref descriptor per tensor argument followed by one per result
@@ -37,8 +41,8 @@
 //   void _mtc_packed_f(void **descriptors);   // _mlir_ciface_f(descriptors[0], ...)
 //
 // GEMMs. Every f32 `linalg.batch_matmul` (mt-to-linalg's form of an f32 `mt.contract`)
-// becomes a call of the external function kBatchMatmulF32Function, which the process
-// loading the object defines (runtime/exec/Gemm.h, with BLAS):
+// becomes a call of the external function kBatchMatmulF32Function (mtc-batch-matmul-to-calls),
+// which the process loading the object defines (runtime/exec/Gemm.h, with BLAS):
 //
 //   void _mlir_ciface_mtc_batch_matmul_f32(StridedMemRefType<float, 3> *a,
 //                                          StridedMemRefType<float, 3> *b,
@@ -51,17 +55,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MTC_COMPILER_CODEGEN_CPUCODEGEN_H
-#define MTC_COMPILER_CODEGEN_CPUCODEGEN_H
+#ifndef MTC_COMPILER_CODEGEN_CPU_CPUCODEGEN_H
+#define MTC_COMPILER_CODEGEN_CPU_CPUCODEGEN_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
 #include <string>
-
-namespace mlir {
-class DialectRegistry;
-} // namespace mlir
 
 namespace mtc::codegen {
 
@@ -88,14 +88,16 @@ struct CPUCodegenOptions {
   std::string linker;
 };
 
-/// Compiles `linalgModule` (left unchanged: the backend works on a clone) to the shared
+/// Compiles `llvmDialectModule` (mtc-cpu-pipeline's output, left unchanged) to the shared
 /// object `outputPath`.
-llvm::Error compileToSharedObject(mlir::ModuleOp linalgModule, llvm::StringRef outputPath,
+llvm::Error compileToSharedObject(mlir::ModuleOp llvmDialectModule, llvm::StringRef outputPath,
                                   const CPUCodegenOptions &options = {});
 
-/// The x86 object code of `linalgModule`, before linking (for tests and for tools that link
-/// several objects together).
-llvm::Expected<std::string> compileToObject(mlir::ModuleOp linalgModule,
+/// The x86 object code of `llvmDialectModule`, before linking (for tests and for tools that
+/// link several objects together): LLVM IR, the packed entry points (addPackedEntryPoints),
+/// the dropout decision's bitcode (linkDropoutKeep), LLVM's O<optLevel> pipeline, the
+/// allocation functions renamed (redirectAllocations), object emission.
+llvm::Expected<std::string> compileToObject(mlir::ModuleOp llvmDialectModule,
                                             const CPUCodegenOptions &options = {});
 
 /// Where the temporaries of one compiled function live: the allocations one call makes, in
@@ -108,33 +110,15 @@ struct KernelMemoryPlan {
   llvm::SmallVector<int64_t> sizes, offsets;
 };
 
-/// The memory plan of each of the compiled `functions` of `linalgModule`: its temporaries
-/// simulated on the module the backend lowers to LLVM (compiler/codegen/Workspace.h; the
-/// sizes are what the object passes to the allocation functions) and packed into an arena
-/// (planArena). Runs the backend's bufferization and deallocation passes, not LLVM. Fails
-/// with a diagnostic when the module does not bufferize or an allocation has no size known
-/// at compile time.
+/// The memory plan of each of the compiled `functions` of `bufferizedModule` (the output of
+/// mtc-cpu-bufferize-pipeline, which mtc-cpu-to-llvm-pipeline then lowers to LLVM): its
+/// temporaries simulated (compiler/codegen/CPU/Workspace.h; the sizes are what the object
+/// passes to the allocation functions) and packed into an arena (planArena). Fails with a
+/// diagnostic when a function is missing or an allocation has no size known at compile
+/// time.
 mlir::FailureOr<llvm::SmallVector<KernelMemoryPlan>>
-planKernelMemory(mlir::ModuleOp linalgModule, llvm::ArrayRef<llvm::StringRef> functions);
-
-/// Bufferizes a linalg module for the backends, in place: elementwise chains fused into
-/// their consumers first (mtc-fuse-elementwise, compiler/fusion/), then one-shot
-/// bufferization across
-/// function boundaries with identity layouts (plain row-major memrefs at the interface),
-/// then function results turned into caller-allocated out-parameters (a value returned
-/// twice is copied first, so that every out-parameter has its own buffer). Shared by the
-/// CPU and GPU backends; the context must have registerCodegenDialects' registry.
-mlir::LogicalResult bufferizeForCodegen(mlir::ModuleOp module);
-
-/// Moves each deallocation of a temporary up to just after the last use of the buffer or
-/// of anything derived from it in its block (EarlyDeallocation.cpp), so a step function
-/// holds a temporary only while it is needed rather than until it returns.
-void moveDeallocationsToLastUse(mlir::ModuleOp module);
-
-/// The dialects, bufferization models and LLVM IR translations the backends use; both
-/// backends append this to the module's context themselves.
-void registerCodegenDialects(mlir::DialectRegistry &registry);
+planKernelMemory(mlir::ModuleOp bufferizedModule, llvm::ArrayRef<llvm::StringRef> functions);
 
 } // namespace mtc::codegen
 
-#endif // MTC_COMPILER_CODEGEN_CPUCODEGEN_H
+#endif // MTC_COMPILER_CODEGEN_CPU_CPUCODEGEN_H

@@ -20,10 +20,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/CPUCodegen.h"
+#include "compiler/codegen/CPU/Passes.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+namespace mtc::codegen {
+#define GEN_PASS_DEF_EARLYDEALLOCATIONPASS
+#include "compiler/codegen/CPU/Passes.h.inc"
+} // namespace mtc::codegen
 
 using namespace mlir;
 
@@ -56,17 +60,20 @@ Operation *lastUseInBlock(Value buffer, Block *block) {
   return last;
 }
 
-} // namespace
-
-void mtc::codegen::moveDeallocationsToLastUse(ModuleOp module) {
-  SmallVector<memref::DeallocOp> deallocs;
-  module.walk([&](memref::DeallocOp dealloc) { deallocs.push_back(dealloc); });
-  for (memref::DeallocOp dealloc : deallocs) {
-    auto alloc = dealloc.getMemref().getDefiningOp<memref::AllocOp>();
-    if (!alloc || alloc->getBlock() != dealloc->getBlock())
-      continue;
-    Operation *last = lastUseInBlock(alloc.getResult(), dealloc->getBlock());
-    if (last && last->isBeforeInBlock(dealloc))
-      dealloc->moveAfter(last);
+struct EarlyDeallocationPass
+    : public mtc::codegen::impl::EarlyDeallocationPassBase<EarlyDeallocationPass> {
+  void runOnOperation() override {
+    SmallVector<memref::DeallocOp> deallocs;
+    getOperation().walk([&](memref::DeallocOp dealloc) { deallocs.push_back(dealloc); });
+    for (memref::DeallocOp dealloc : deallocs) {
+      auto alloc = dealloc.getMemref().getDefiningOp<memref::AllocOp>();
+      if (!alloc || alloc->getBlock() != dealloc->getBlock())
+        continue;
+      Operation *last = lastUseInBlock(alloc.getResult(), dealloc->getBlock());
+      if (last && last->isBeforeInBlock(dealloc))
+        dealloc->moveAfter(last);
+    }
   }
-}
+};
+
+} // namespace

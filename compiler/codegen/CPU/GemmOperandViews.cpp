@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/Passes.h"
+#include "compiler/codegen/CPU/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -22,7 +22,7 @@
 
 namespace mtc::codegen {
 #define GEN_PASS_DEF_GEMMOPERANDVIEWSPASS
-#include "compiler/codegen/Passes.h.inc"
+#include "compiler/codegen/CPU/Passes.h.inc"
 } // namespace mtc::codegen
 
 using namespace mlir;

@@ -1,23 +1,25 @@
-//===- Passes.h - codegen passes --------------------------------*- C++ -*-===//
+//===- Passes.h - CPU backend passes ----------------------------*- C++ -*-===//
 //
-// The passes of the kernel level. The backends that take their output to machine code are
-// functions, not passes: CPUCodegen.h (x86 shared object) and GPUCodegen.h (PTX).
+// The passes of the CPU backend, from linalg on tensors to the LLVM dialect; the pipeline
+// that runs them with upstream's passes is mtc-cpu-pipeline (compiler/pipelines/). What
+// follows the LLVM dialect (LLVM IR, O3, the object, the link) is not MLIR and lives in
+// CPUCodegen.h.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MTC_COMPILER_CODEGEN_PASSES_H
-#define MTC_COMPILER_CODEGEN_PASSES_H
+#ifndef MTC_COMPILER_CODEGEN_CPU_PASSES_H
+#define MTC_COMPILER_CODEGEN_CPU_PASSES_H
 
 #include "mlir/Pass/Pass.h"
 
 namespace mtc::codegen {
 
 #define GEN_PASS_DECL
-#include "compiler/codegen/Passes.h.inc"
+#include "compiler/codegen/CPU/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
-#include "compiler/codegen/Passes.h.inc"
+#include "compiler/codegen/CPU/Passes.h.inc"
 
 } // namespace mtc::codegen
 
-#endif // MTC_COMPILER_CODEGEN_PASSES_H
+#endif // MTC_COMPILER_CODEGEN_CPU_PASSES_H

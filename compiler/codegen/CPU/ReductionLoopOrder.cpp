@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/Passes.h"
+#include "compiler/codegen/CPU/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -17,7 +17,7 @@
 
 namespace mtc::codegen {
 #define GEN_PASS_DEF_REDUCTIONLOOPORDERPASS
-#include "compiler/codegen/Passes.h.inc"
+#include "compiler/codegen/CPU/Passes.h.inc"
 } // namespace mtc::codegen
 
 using namespace mlir;

@@ -1,6 +1,6 @@
 //===- Workspace.cpp - the kernels' temporaries, simulated and planned ---===//
 
-#include "compiler/codegen/Workspace.h"
+#include "compiler/codegen/CPU/Workspace.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"

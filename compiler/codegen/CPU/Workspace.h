@@ -2,7 +2,7 @@
 //
 // Predicts the most bytes a compiled function holds in temporaries at once, and traces the
 // allocations one call makes for the arena the runtime serves them from, on the module the
-// CPU backend lowers to LLVM (bufferized, deallocations placed and lowered: see
+// CPU backend lowers to LLVM (mtc-cpu-bufferize-pipeline's output: see
 // planKernelMemory in CPUCodegen.h). The function is run abstractly in program order:
 //
 //   memref.alloc      allocates its static size (plus its alignment: finalize-memref-to-llvm
@@ -25,8 +25,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MTC_COMPILER_CODEGEN_WORKSPACE_H
-#define MTC_COMPILER_CODEGEN_WORKSPACE_H
+#ifndef MTC_COMPILER_CODEGEN_CPU_WORKSPACE_H
+#define MTC_COMPILER_CODEGEN_CPU_WORKSPACE_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -63,4 +63,4 @@ ArenaPlan planArena(llvm::ArrayRef<TracedAllocation> trace);
 
 } // namespace mtc::codegen
 
-#endif // MTC_COMPILER_CODEGEN_WORKSPACE_H
+#endif // MTC_COMPILER_CODEGEN_CPU_WORKSPACE_H

@@ -1,16 +1,17 @@
 //===- GPUCodegen.cpp - linalg functions to PTX ---------------------------===//
 //
-// bufferize -> linalg to parallel loops -> one 1-D thread grid per op -> gpu.launch ->
-// kernel outlining -> one gpu.module -> NVVM -> PTX (gpu-module-to-binary, format=isa).
+// bufferize (mtc-bufferize-pipeline, shared with the CPU backend) -> linalg to parallel
+// loops -> one 1-D thread grid per op -> gpu.launch -> kernel outlining -> one gpu.module
+// -> NVVM -> PTX (gpu-module-to-binary, format=isa).
 // The MLIR part follows the sequence measured with mlir-opt-22 and upstream's
 // gpu-lower-to-nvvm-pipeline, run through the C++ pass API; the host side of the module is
 // dropped (see GPUCodegen.h).
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/GPUCodegen.h"
+#include "compiler/codegen/GPU/GPUCodegen.h"
 
-#include "compiler/codegen/CPUCodegen.h"
+#include "compiler/codegen/Common/Passes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -293,7 +294,7 @@ Expected<std::string> codegen::compileToPTX(ModuleOp linalgModule, llvm::StringR
   OwningOpRef<ModuleOp> module(linalgModule.clone());
   DiagnosticCollector diagnostics(context);
 
-  if (failed(bufferizeForCodegen(*module)))
+  if (failed(runPipeline(*module, buildBufferizePassPipeline)))
     return diagnostics.error("bufferization failed");
 
   prepareLinalgOps(*module);

@@ -17,8 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MTC_COMPILER_CODEGEN_GPUCODEGEN_H
-#define MTC_COMPILER_CODEGEN_GPUCODEGEN_H
+#ifndef MTC_COMPILER_CODEGEN_GPU_GPUCODEGEN_H
+#define MTC_COMPILER_CODEGEN_GPU_GPUCODEGEN_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
@@ -47,4 +47,4 @@ llvm::Expected<std::string> compileToPTX(mlir::ModuleOp linalgModule, llvm::Stri
 
 } // namespace mtc::codegen
 
-#endif // MTC_COMPILER_CODEGEN_GPUCODEGEN_H
+#endif // MTC_COMPILER_CODEGEN_GPU_GPUCODEGEN_H

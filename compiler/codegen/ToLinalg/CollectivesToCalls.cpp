@@ -11,7 +11,7 @@
 //
 // The call sees addresses, not memrefs: the buffers must live until it returns, so moving
 // frees up to a buffer's last use counts what is computed from its address as uses
-// (EarlyDeallocation.cpp).
+// (compiler/codegen/CPU/EarlyDeallocation.cpp).
 //
 // The runtime's gathers and scatters move contiguous blocks, one per rank: a dimension
 // gathered or scattered other than the outermost is transposed to the front first and
@@ -21,7 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/MTToLinalg.h"
+#include "compiler/codegen/ToLinalg/MTToLinalg.h"
 
 #include "dialects/mtp/IR/MTPOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

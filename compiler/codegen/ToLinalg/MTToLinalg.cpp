@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/Passes.h"
-#include "compiler/codegen/MTToLinalg.h"
+#include "compiler/codegen/ToLinalg/Passes.h"
+#include "compiler/codegen/ToLinalg/MTToLinalg.h"
 
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mtp/IR/MTPOps.h"
@@ -37,7 +37,7 @@
 
 namespace mtc::codegen {
 #define GEN_PASS_DEF_MTTOLINALGPASS
-#include "compiler/codegen/Passes.h.inc"
+#include "compiler/codegen/ToLinalg/Passes.h.inc"
 } // namespace mtc::codegen
 
 using namespace mlir;

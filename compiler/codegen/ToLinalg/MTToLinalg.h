@@ -1,14 +1,15 @@
 //===- MTToLinalg.h - pieces shared by the mt-to-linalg patterns -*- C++ -*-===//
 //
-// Internal to compiler/codegen: the type and indexing-map helpers every `mt` -> linalg
+// Internal to compiler/codegen/ToLinalg (the CPU backend reads only the names of the external
+// functions the kernels call): the type and indexing-map helpers every `mt` -> linalg
 // pattern uses, and one `populate...` function per source file of patterns. The pass itself
 // (MTToLinalg.cpp) collects them. All patterns work on builtin tensors: an `!mt.tensor` is
 // the `tensor<...>` of its sizes in its physical order (builtinType).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MTC_COMPILER_CODEGEN_MTTOLINALG_H
-#define MTC_COMPILER_CODEGEN_MTTOLINALG_H
+#ifndef MTC_COMPILER_CODEGEN_TOLINALG_MTTOLINALG_H
+#define MTC_COMPILER_CODEGEN_TOLINALG_MTTOLINALG_H
 
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mtp/IR/MTPDialect.h"
@@ -33,7 +34,7 @@ namespace mtc::codegen::lowering {
 /// of dropout site `stream`. `mtc_dropout_keep_element` is Philox.h's `mtc_dropout_keep`,
 /// the one implementation shared by the runtime, generated code, the interpreter and the
 /// tests: the CPU backend links it into the object from LLVM bitcode compiled from
-/// compiler/codegen/DropoutKeep.c, where LLVM inlines and vectorises it. An element at
+/// compiler/codegen/CPU/DropoutKeep.c, where LLVM inlines and vectorises it. An element at
 /// row-major offset `e` in the op's (global) type is kept iff
 /// `mtc_dropout_keep_element(seed, tensor_id, index_base + e, step, 1 - rate)` and then
 /// scaled by 1 / (1 - rate), else zeroed; with `active` 0 every element is kept unscaled.
@@ -164,4 +165,4 @@ mlir::LogicalResult declareDropoutFunctions(mlir::ModuleOp module);
 
 } // namespace mtc::codegen::lowering
 
-#endif // MTC_COMPILER_CODEGEN_MTTOLINALG_H
+#endif // MTC_COMPILER_CODEGEN_TOLINALG_MTTOLINALG_H

@@ -21,7 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/MTToLinalg.h"
+#include "compiler/codegen/ToLinalg/MTToLinalg.h"
 
 #include "dialects/mtp/IR/MTPOps.h"
 #include "runtime/support/Philox.h"

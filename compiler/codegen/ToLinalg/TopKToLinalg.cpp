@@ -19,7 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/MTToLinalg.h"
+#include "compiler/codegen/ToLinalg/MTToLinalg.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

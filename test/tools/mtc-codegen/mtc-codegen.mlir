@@ -5,7 +5,7 @@
 // RUN: not mtc-codegen %s --target=sm_9x 2>&1 | FileCheck %s --check-prefix=ARCH
 // RUN: not mtc-codegen %s --target=x86 2>&1 | FileCheck %s --check-prefix=NOOUT
 
-// Tests the mtc-codegen driver: mt-to-linalg then either backend. Only arithmetic, so the
+// Tests the mtc-codegen driver: mtc-to-linalg-pipeline then either backend. Only arithmetic, so the
 // PTX needs no libdevice and this test runs without a CUDA toolkit.
 
 // LINALG-LABEL: func.func @scale

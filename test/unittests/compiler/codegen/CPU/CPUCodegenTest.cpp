@@ -1,14 +1,13 @@
 //===- CPUCodegenTest.cpp - generated x86 kernels against the interpreter -===//
 //
-// Each test lowers small mt functions with mt-to-linalg, compiles them to a shared object
-// with compileToSharedObject, loads it with dlopen and calls `_mlir_ciface_<func>` on
+// Each test lowers small mt functions with mtc-to-linalg-pipeline and mtc-cpu-pipeline,
+// compiles them to a shared object with compileToSharedObject, loads it with dlopen and calls `_mlir_ciface_<func>` on
 // deterministic inputs; every result must match the float64 reference interpreter within
 // 1e-5 relative (f32). A few values are also checked against formulas written here.
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/CPUCodegen.h"
-#include "compiler/codegen/Passes.h"
+#include "compiler/codegen/CPU/CPUCodegen.h"
 #include "compiler/interpreter/Interpreter.h"
 #include "compiler/lowering/Passes.h"
 #include "compiler/pipelines/Pipelines.h"
@@ -225,8 +224,8 @@ protected:
     compileModule(std::move(parsed));
   }
 
-  /// Takes `mtModule` as the module under test, lowers a copy with mt-to-linalg, compiles
-  /// it with `options` and loads it.
+  /// Takes `mtModule` as the module under test, lowers a copy to the LLVM dialect
+  /// (mtc-to-linalg-pipeline, mtc-cpu-pipeline), compiles it with `options` and loads it.
   void compileModule(mlir::OwningOpRef<mlir::ModuleOp> mtModule,
                      const codegen::CPUCodegenOptions &options = {}) {
     std::string errors;
@@ -235,9 +234,13 @@ protected:
       return mlir::success();
     });
     module = std::move(mtModule);
+    mlir::DialectRegistry registry;
+    registerAllDialects(registry);
+    context.appendDialectRegistry(registry);
     mlir::OwningOpRef<mlir::ModuleOp> lowered(module->clone());
     mlir::PassManager pm(&context);
-    pm.addPass(codegen::createMTToLinalgPass());
+    buildToLinalgPipeline(pm);
+    buildCPUPipeline(pm);
     ASSERT_TRUE(mlir::succeeded(pm.run(*lowered))) << errors;
 
     std::string path = (std::filesystem::path(directory) / "kernels.so").string();
