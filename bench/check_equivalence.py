@@ -46,7 +46,7 @@ int64_t mtc_dropout_key(int64_t stream, int64_t word) {
   return 0;
 }
 void mtc_dropout_layer(int64_t instance) { (void)instance; }
-/* The kernels allocate their temporaries through the runtime (compiler/codegen/CPUCodegen.h);
+/* The kernels allocate their temporaries through the runtime (compiler/codegen/CPU/CPUCodegen.h);
    here straight from the C library, uncounted. */
 void *mtc_kernel_alloc(size_t size) { return malloc(size); }
 void *mtc_kernel_calloc(size_t count, size_t size) { return calloc(count, size); }

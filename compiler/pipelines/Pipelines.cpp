@@ -3,19 +3,119 @@
 #include "compiler/pipelines/Pipelines.h"
 
 #include "compiler/autodiff/Passes.h"
+#include "compiler/codegen/CPU/Passes.h"
+#include "compiler/codegen/Common/Passes.h"
+#include "compiler/codegen/ToLinalg/Passes.h"
+#include "compiler/lowering/Passes.h"
 #include "compiler/optimizer/Passes.h"
+#include "compiler/sharding/Passes.h"
+#include "compiler/transforms/Passes.h"
+
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 
-void mtc::buildTrainingPipeline(mlir::OpPassManager &pm,
-                                const TrainingPipelineOptions &options) {
+using namespace mlir;
+
+void mtc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
   autodiff::MTAutodiffPassOptions autodiffOptions;
   autodiffOptions.recompute = options.recompute;
   pm.addPass(autodiff::createMTAutodiffPass(autodiffOptions));
   pm.addPass(optimizer::createMTOptimizerPass());
 }
 
+void mtc::buildPartitionPipeline(OpPassManager &pm) {
+  pm.addPass(lowering::createMTDecomposePass());
+  pm.addPass(transforms::createMTOutlineParametersPass());
+  pm.addPass(sharding::createMTPPartitionPass());
+}
+
+void mtc::buildToLinalgPipeline(OpPassManager &pm) {
+  pm.addPass(codegen::createMTToLinalgPass());
+}
+
+void mtc::buildCPUBufferizePipeline(OpPassManager &pm) {
+  pm.addPass(codegen::createEraseMTDeclarationsPass());
+  pm.addPass(codegen::createRequestCInterfacesPass());
+  codegen::buildBufferizePassPipeline(pm);
+  pm.addPass(codegen::createGemmOperandViewsPass());
+  pm.addPass(codegen::createExpandStridedCopiesPass());
+  pm.addPass(codegen::createBatchMatmulToCallsPass());
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(codegen::createEarlyDeallocationPass());
+}
+
+void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
+  pm.addPass(codegen::createReductionLoopOrderPass());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  // Views (subview, expand_shape, collapse_shape, from slices and reshapes) become
+  // reinterpret_casts with explicit strides, which finalize-memref-to-llvm lowers.
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  // f16/bf16 transcendental functions are computed in f32.
+  pm.addPass(math::createMathExtendToSupportedTypes());
+  pm.addPass(codegen::createApproximateMathPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void mtc::buildCPUPipeline(OpPassManager &pm) {
+  buildCPUBufferizePipeline(pm);
+  buildCPUToLLVMPipeline(pm);
+}
+
+void mtc::buildCPUStepPipeline(OpPassManager &pm) {
+  buildPartitionPipeline(pm);
+  buildToLinalgPipeline(pm);
+  buildCPUPipeline(pm);
+}
+
 void mtc::registerPipelines() {
-  mlir::PassPipelineRegistration<TrainingPipelineOptions>(
+  PassPipelineRegistration<TrainingPipelineOptions>(
       "mtc-training-pipeline", "From the frontend's mt module to the training step",
       buildTrainingPipeline);
+  PassPipelineRegistration<>(
+      "mtc-partition-pipeline",
+      "From the training step to per-rank functions: decompose, outline parameters, partition",
+      buildPartitionPipeline);
+  PassPipelineRegistration<>("mtc-to-linalg-pipeline",
+                             "Per-rank mt functions onto builtin tensors and linalg",
+                             buildToLinalgPipeline);
+  PassPipelineRegistration<>(
+      "mtc-bufferize-pipeline",
+      "Linalg on tensors to buffers with caller-allocated results (both backends)",
+      codegen::buildBufferizePassPipeline);
+  PassPipelineRegistration<>(
+      "mtc-cpu-bufferize-pipeline",
+      "CPU backend, first half: linalg on tensors to buffers, GEMM calls and deallocations",
+      buildCPUBufferizePipeline);
+  PassPipelineRegistration<>("mtc-cpu-to-llvm-pipeline",
+                             "CPU backend, second half: buffers to the LLVM dialect",
+                             buildCPUToLLVMPipeline);
+  PassPipelineRegistration<>("mtc-cpu-pipeline",
+                             "CPU backend: linalg on tensors to the LLVM dialect",
+                             buildCPUPipeline);
+  PassPipelineRegistration<>("mtc-cpu-step-pipeline",
+                             "From the training step to the LLVM dialect for the CPU",
+                             buildCPUStepPipeline);
 }

@@ -1,7 +1,23 @@
 //===- Pipelines.h - the compiler's pass pipelines --------------*- C++ -*-===//
 //
-// Pipelines are plain functions over an OpPassManager (registered for mt-opt as
-// `-mtc-training-pipeline`), so `mtc` and the lit tests run exactly the same passes.
+// Each stage of the compiler is a plain function over an OpPassManager, registered for
+// mt-opt under the name in brackets, so that `mtc`, the tests and `mt-opt` run exactly the
+// same passes (`mt-opt --help` lists them; `--mlir-print-ir-after-all` shows every step):
+//
+//   mt (frontend)
+//     -> training step              buildTrainingPipeline      [mtc-training-pipeline]
+//     -> per-rank step functions    buildPartitionPipeline     [mtc-partition-pipeline]
+//     -> linalg on tensors          buildToLinalgPipeline      [mtc-to-linalg-pipeline]
+//     -> buffers (CPU backend)      buildCPUBufferizePipeline  [mtc-cpu-bufferize-pipeline]
+//     -> LLVM dialect               buildCPUToLLVMPipeline     [mtc-cpu-to-llvm-pipeline]
+//
+// `mtc compile --kernels=x86` runs them one after the other because it reads the module
+// between stages: the calling convention and the collectives after partitioning, the arena
+// plan on the buffers. [mtc-cpu-pipeline] is the two CPU stages, [mtc-cpu-step-pipeline]
+// everything from the training step to the LLVM dialect. The bufferization both backends
+// share is compiler/codegen/Common's ([mtc-bufferize-pipeline]; the GPU backend runs it
+// inside compileToPTX). What follows the LLVM dialect is LLVM IR, not MLIR:
+// compiler/codegen/CPU/CPUCodegen.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +40,37 @@ struct TrainingPipelineOptions
 /// the layers' fwd/bwd), then the optimizer step.
 void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
 
+/// From the training step to the functions one rank runs: composite ops decomposed into
+/// the core the code generators handle (mt-decompose), parameters and optimizer state
+/// outlined into explicit arguments (mt-outline-parameters), and the functions partitioned
+/// for the module's mesh with derived collectives (mtp-partition).
+void buildPartitionPipeline(mlir::OpPassManager &pm);
+
+/// The per-rank `mt`/`mtp` functions onto builtin tensors and linalg (mt-to-linalg): the
+/// input of both backends.
+void buildToLinalgPipeline(mlir::OpPassManager &pm);
+
+/// The CPU backend's first half, linalg on tensors to buffers ready for the lowering to
+/// LLVM: the module-level `mt` declarations erased, C interfaces requested, the shared
+/// bufferization (mtc-bufferize-pipeline), GEMM operands read in place, strided copies as
+/// loops, f32 batched products as GEMM calls, deallocations placed
+/// (buffer-deallocation-pipeline) and moved up to each buffer's last use. This is the
+/// module planKernelMemory reads.
+void buildCPUBufferizePipeline(mlir::OpPassManager &pm);
+
+/// The CPU backend's second half, buffers to the LLVM dialect (the sequence measured with
+/// mlir-opt-22, with the backend's own loop order and math approximations).
+void buildCPUToLLVMPipeline(mlir::OpPassManager &pm);
+
+/// Both halves of the CPU backend: linalg on tensors to the LLVM dialect, what
+/// codegen::compileToSharedObject takes.
+void buildCPUPipeline(mlir::OpPassManager &pm);
+
+/// From the training step to the LLVM dialect for the CPU: buildPartitionPipeline,
+/// buildToLinalgPipeline, buildCPUPipeline.
+void buildCPUStepPipeline(mlir::OpPassManager &pm);
+
+/// Registers every pipeline above for mt-opt.
 void registerPipelines();
 
 } // namespace mtc

@@ -2,7 +2,7 @@
 
 #include "compiler/plan/CallingConvention.h"
 
-#include "compiler/codegen/CPUCodegen.h"
+#include "compiler/codegen/CPU/CPUCodegen.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 

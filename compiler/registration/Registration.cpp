@@ -4,7 +4,9 @@
 
 #include "compiler/autodiff/DifferentiableOpInterface.h"
 #include "compiler/autodiff/Passes.h"
-#include "compiler/codegen/Passes.h"
+#include "compiler/codegen/CPU/Passes.h"
+#include "compiler/codegen/Common/Passes.h"
+#include "compiler/codegen/ToLinalg/Passes.h"
 #include "compiler/fusion/Passes.h"
 #include "compiler/lowering/Passes.h"
 #include "compiler/optimizer/Passes.h"
@@ -14,24 +16,15 @@
 #include "compiler/transforms/Passes.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mtp/IR/MTPDialect.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/Passes.h"
 #include "mlir/IR/DialectRegistry.h"
 
 void mtc::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mt::MTDialect, mtp::MTPDialect, mlir::func::FuncDialect>();
-  // What mt-to-linalg produces, so lit tests can feed its output back in.
-  registry.insert<mlir::arith::ArithDialect, mlir::linalg::LinalgDialect,
-                  mlir::math::MathDialect, mlir::scf::SCFDialect,
-                  mlir::tensor::TensorDialect>();
-  // The buffers the CPU backend's passes on memrefs take (mtc-gemm-operand-views, ...).
-  registry.insert<mlir::memref::MemRefDialect>();
+  // What mt-to-linalg and the backends produce, with the bufferization models their
+  // pipelines need, so that lit tests run every stage and feed its output back in.
+  codegen::registerCodegenDialects(registry);
   autodiff::registerVJPRules(registry);
   sharding::registerPartitionRules(registry);
 }
@@ -40,7 +33,9 @@ void mtc::registerAllPasses() {
   // Upstream clean-ups the pipelines use (canonicalize, cse, ...).
   mlir::registerTransformsPasses();
   autodiff::registerAutodiffPasses();
-  codegen::registerCodegenPasses();
+  codegen::registerToLinalgPasses();
+  codegen::registerCommonPasses();
+  codegen::registerCPUPasses();
   fusion::registerFusionPasses();
   optimizer::registerOptimizerPasses();
   lowering::registerLoweringPasses();

@@ -1,7 +1,7 @@
 //===- DropoutKey.h - The dropout key compiled kernels ask for ------*- C++ -*-===//
 //
 // Compiled step functions decide dropout inside their kernels, with Philox compiled into the
-// object (compiler/codegen/DropoutKeep.c); what they cannot know is the run's seed, the step,
+// object (compiler/codegen/CPU/DropoutKeep.c); what they cannot know is the run's seed, the step,
 // the micro-batch and the repeat of the layer. They ask for those once per dropout op:
 //
 //   int64_t mtc_dropout_key(int64_t stream, int64_t word);   // word: mtc_dropout_key_word
@@ -16,7 +16,7 @@
 // (runtime/support/Philox.h) and scales it by 1 / (1 - rate), or by 0 when dropped.
 // `step + 1` keeps dropout counters apart from parameter initialisation (counter step 0). The
 // layer instance (set by a scan before each repeat of a layer, -1 when it ends; see
-// compiler/codegen/MTToLinalg.h) gives every repeat its own masks, and the micro-batch's
+// compiler/codegen/ToLinalg/MTToLinalg.h) gives every repeat its own masks, and the micro-batch's
 // first global sample in the high bits every micro-batch, while a forward and its backward
 // (one call) agree.
 //

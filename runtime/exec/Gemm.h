@@ -1,7 +1,7 @@
 //===- Gemm.h - The batched matrix product compiled kernels call -*- C++ -*-===//
 //
 // The CPU backend turns every f32 `linalg.batch_matmul` into a call of
-// `_mlir_ciface_mtc_batch_matmul_f32` (compiler/codegen/CPUCodegen.h), which the process
+// `_mlir_ciface_mtc_batch_matmul_f32` (compiler/codegen/CPU/CPUCodegen.h), which the process
 // loading the kernels defines here with OpenBLAS's cblas_sgemm:
 //
 //     c[i] += a[i] x b[i]   for i < batch;  a: [batch, m, k], b: [batch, k, n], c: [batch, m, n]

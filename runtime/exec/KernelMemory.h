@@ -1,7 +1,7 @@
 //===- KernelMemory.h - The allocator compiled kernels call -------*- C++ -*-===//
 //
 // Compiled step functions allocate every temporary buffer through the process that loads
-// them (compiler/codegen/CPUCodegen.h): the backend redirects the object's `malloc`,
+// them (compiler/codegen/CPU/CPUCodegen.h): the backend redirects the object's `malloc`,
 // `calloc`, `aligned_alloc` and `free` calls to
 //
 //   void *mtc_kernel_alloc(size_t size);                   // malloc
@@ -18,7 +18,7 @@
 // kernels at once.
 //
 // Arenas. The compiler plans where each temporary of a call lives (the plan's `arena`: the
-// allocations one call makes, in order, at offsets in one block; compiler/codegen/
+// allocations one call makes, in order, at offsets in one block; compiler/codegen/CPU/
 // Workspace.h). A `KernelArena` is that block, 64-byte aligned and counted as live kernel
 // bytes while it exists; a `KernelArenaScope` around a call serves the call's allocations
 // from it: the n-th allocation gets the n-th planned offset when its size is the planned

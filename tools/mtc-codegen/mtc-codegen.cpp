@@ -4,21 +4,18 @@
 //   mtc-codegen kernels.mlir --target=sm_90 -o kernels.ptx
 //   mtc-codegen kernels.mlir --emit=linalg
 //
-// Runs mt-to-linalg on every function of the input, then the chosen backend
-// (compiler/codegen/CPUCodegen.h, GPUCodegen.h). Input already on builtin tensors and
-// linalg passes through mt-to-linalg unchanged.
+// Runs mtc-to-linalg-pipeline on every function of the input, then the chosen backend:
+// for x86 mtc-cpu-pipeline and compiler/codegen/CPU/CPUCodegen.h, for sm_NN
+// compiler/codegen/GPU/GPUCodegen.h (compiler/pipelines/Pipelines.h). Input already on
+// builtin tensors and linalg passes through mt-to-linalg unchanged.
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/CPUCodegen.h"
-#include "compiler/codegen/GPUCodegen.h"
-#include "compiler/codegen/Passes.h"
+#include "compiler/codegen/CPU/CPUCodegen.h"
+#include "compiler/codegen/GPU/GPUCodegen.h"
+#include "compiler/pipelines/Pipelines.h"
 #include "compiler/registration/Registration.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -73,8 +70,6 @@ int main(int argc, char **argv) {
 
   mlir::DialectRegistry registry;
   mtc::registerAllDialects(registry);
-  registry.insert<mlir::arith::ArithDialect, mlir::linalg::LinalgDialect,
-                  mlir::math::MathDialect, mlir::tensor::TensorDialect>();
   mlir::MLIRContext context(registry);
 
   std::string error;
@@ -90,7 +85,7 @@ int main(int argc, char **argv) {
     return 1;
 
   mlir::PassManager pm(&context);
-  pm.addPass(mtc::codegen::createMTToLinalgPass());
+  mtc::buildToLinalgPipeline(pm);
   if (mlir::failed(pm.run(*module)))
     return 1;
 
@@ -118,6 +113,10 @@ int main(int argc, char **argv) {
 
   if (outputFile == "-")
     return fail("--target=x86 writes a shared object: give its path with -o");
+  mlir::PassManager cpuPipeline(&context);
+  mtc::buildCPUPipeline(cpuPipeline);
+  if (mlir::failed(cpuPipeline.run(*module)))
+    return 1;
   mtc::codegen::CPUCodegenOptions options;
   options.cpu = cpu;
   if (Error err = mtc::codegen::compileToSharedObject(*module, outputFile, options))

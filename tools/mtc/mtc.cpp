@@ -8,14 +8,11 @@
 
 #include "compiler/analysis/ModelStats.h"
 #include "compiler/pipelines/Pipelines.h"
-#include "compiler/codegen/CPUCodegen.h"
-#include "compiler/codegen/Passes.h"
-#include "compiler/lowering/Passes.h"
+#include "compiler/codegen/CPU/CPUCodegen.h"
 #include "compiler/plan/CallingConvention.h"
 #include "compiler/plan/PlanWriter.h"
 #include "compiler/sharding/Layout.h"
 #include "compiler/sharding/Passes.h"
-#include "compiler/transforms/Passes.h"
 #include "compiler/registration/Registration.h"
 #include "frontend/Diagnostics.h"
 #include "frontend/MLIRGen.h"
@@ -153,39 +150,41 @@ int inspect() {
 /// workspace is the largest (the runtime holds one arena of that size).
 constexpr llvm::StringRef kKernelFunctions[] = {"forward", "forward_backward", "optimizer_step"};
 
+/// Runs the pass pipeline `build` on `module`; diagnostics go to the context.
+LogicalResult runPipeline(mlir::ModuleOp module, void (*build)(mlir::OpPassManager &)) {
+  mlir::PassManager pm(module.getContext());
+  build(pm);
+  return pm.run(module);
+}
+
 /// The training step for the CPU backend: decomposed, outlined into pure functions of
-/// explicit buffers, partitioned (with tensor parallelism) and lowered to linalg;
-/// `kernels` (optional) gets how to call the outlined functions and their communication.
+/// explicit buffers, partitioned (with tensor parallelism) and lowered to linalg
+/// (mtc-partition-pipeline, mtc-to-linalg-pipeline); `kernels` (optional) gets how to call
+/// the outlined functions and their communication.
 mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
                                             mtc::PlanKernels *kernels = nullptr) {
   mlir::OwningOpRef<mlir::ModuleOp> module(trained.clone());
-  mlir::PassManager pm(trained.getContext());
-  pm.addPass(mtc::lowering::createMTDecomposePass());
-  pm.addPass(mtc::transforms::createMTOutlineParametersPass());
-  pm.addPass(mtc::sharding::createMTPPartitionPass());
-  if (failed(pm.run(*module)))
+  if (failed(runPipeline(*module, mtc::buildPartitionPipeline)))
     return nullptr;
   if (kernels) {
     kernels->callingConvention = mtc::describeCallingConvention(*module);
     kernels->collectiveBytes = mtc::sharding::predictCollectiveBytes(*module);
   }
-  mlir::PassManager lower(trained.getContext());
-  lower.addPass(mtc::codegen::createMTToLinalgPass());
-  if (failed(lower.run(*module)))
+  if (failed(runPipeline(*module, mtc::buildToLinalgPipeline)))
     return nullptr;
   return module;
 }
 
-/// Plans the arenas of the step functions of `step` (lowerStep's output): the workspace is
-/// the largest. With `kernels`, each function's entry in the calling convention gets its
-/// "arena" (docs/plan-format.md).
-FailureOr<int64_t> planArenas(mlir::ModuleOp step, mtc::PlanKernels *kernels = nullptr) {
+/// Plans the arenas of the step functions of `buffers` (lowerStep's output after
+/// mtc-cpu-bufferize-pipeline): the workspace is the largest. With `kernels`, each
+/// function's entry in the calling convention gets its "arena" (docs/plan-format.md).
+FailureOr<int64_t> planArenas(mlir::ModuleOp buffers, mtc::PlanKernels *kernels = nullptr) {
   SmallVector<StringRef> functions;
   for (StringRef name : kKernelFunctions)
-    if (step.lookupSymbol(name))
+    if (buffers.lookupSymbol(name))
       functions.push_back(name);
   FailureOr<SmallVector<mtc::codegen::KernelMemoryPlan>> plans =
-      mtc::codegen::planKernelMemory(step, functions);
+      mtc::codegen::planKernelMemory(buffers, functions);
   if (failed(plans))
     return failure();
   int64_t workspace = 0;
@@ -204,17 +203,20 @@ FailureOr<int64_t> planArenas(mlir::ModuleOp step, mtc::PlanKernels *kernels = n
   return workspace;
 }
 
-/// The training step compiled for the CPU (lowerStep, then a shared object), with the
-/// arenas of its temporaries.
+/// The training step compiled for the CPU, one stage after the other: lowerStep, the
+/// buffers (mtc-cpu-bufferize-pipeline) whose arenas are planned, the LLVM dialect
+/// (mtc-cpu-to-llvm-pipeline), then a shared object.
 FailureOr<mtc::PlanKernels> compileKernels(mlir::ModuleOp trained) {
   mtc::PlanKernels kernels;
   mlir::OwningOpRef<mlir::ModuleOp> module = lowerStep(trained, &kernels);
-  if (!module)
+  if (!module || failed(runPipeline(*module, mtc::buildCPUBufferizePipeline)))
     return failure();
   FailureOr<int64_t> workspace = planArenas(*module, &kernels);
   if (failed(workspace))
     return failure();
   kernels.workspaceBytes = *workspace;
+  if (failed(runPipeline(*module, mtc::buildCPUToLLVMPipeline)))
+    return failure();
   SmallString<128> path;
   if (std::error_code ec = sys::fs::createTemporaryFile("mtc-kernels", "so", path)) {
     WithColor::error(errs(), "mtc") << "cannot create a temporary file: " << ec.message() << "\n";
@@ -426,7 +428,7 @@ int compile() {
     if (statsWithKernels) {
       mtc::PlanKernels partitioned;
       mlir::OwningOpRef<mlir::ModuleOp> step = lowerStep(*module, &partitioned);
-      if (!step)
+      if (!step || failed(runPipeline(*step, mtc::buildCPUBufferizePipeline)))
         return 1;
       FailureOr<int64_t> workspace = planArenas(*step);
       if (failed(workspace))

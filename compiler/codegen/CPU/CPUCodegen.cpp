@@ -1,0 +1,341 @@
+//===- CPUCodegen.cpp - linalg functions to an x86 shared object ----------===//
+//
+// The part of the CPU backend after the LLVM dialect (mtc-cpu-pipeline's output): LLVM IR
+// -> packed entry points -> the dropout decision's bitcode linked in -> O3 -> the
+// allocation functions renamed -> object file (host TargetMachine, PIC) -> shared object
+// (system linker). These steps work on LLVM IR, not MLIR, so they are functions here rather
+// than passes. Only the link is a subprocess, as LLVM offers no in-process linker API here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/CPU/CPUCodegen.h"
+#include "compiler/codegen/CPU/Workspace.h"
+#include "compiler/codegen/Common/Passes.h"
+#include "compiler/codegen/ToLinalg/MTToLinalg.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Linker/Linker.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+
+using namespace mlir;
+using namespace mtc;
+using llvm::Error;
+using llvm::Expected;
+
+static Error errorf(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+namespace {
+
+/// Collects the diagnostics of the translation to LLVM IR, to return them as an llvm::Error.
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(MLIRContext *context)
+      : handler(context, [this](Diagnostic &diag) {
+          llvm::raw_string_ostream os(text);
+          os << diag.getLocation() << ": " << diag << "\n";
+          for (const Diagnostic &note : diag.getNotes())
+            os << note.getLocation() << ": note: " << note << "\n";
+          return success();
+        }) {}
+  Error error(const llvm::Twine &what) const { return errorf(what + ":\n" + text); }
+
+private:
+  std::string text;
+  ScopedDiagnosticHandler handler;
+};
+
+Expected<std::unique_ptr<llvm::TargetMachine>>
+createHostTargetMachine(const codegen::CPUCodegenOptions &options) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return errorf("no LLVM target for " + triple.str() + ": " + error);
+  std::string cpu = options.cpu;
+  llvm::SubtargetFeatures features;
+  if (cpu == "native") {
+    cpu = llvm::sys::getHostCPUName().str();
+    for (const auto &feature : llvm::sys::getHostCPUFeatures())
+      features.AddFeature(feature.getKey(), feature.getValue());
+  }
+  llvm::CodeGenOptLevel level = options.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
+                                : options.optLevel == 2 ? llvm::CodeGenOptLevel::Default
+                                : options.optLevel == 1 ? llvm::CodeGenOptLevel::Less
+                                                        : llvm::CodeGenOptLevel::None;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, cpu, features.getString(), llvm::TargetOptions(), llvm::Reloc::PIC_,
+      std::nullopt, level));
+  if (!machine)
+    return errorf("cannot create a target machine for " + triple.str() + " (cpu " + cpu + ")");
+  return machine;
+}
+
+/// The LLVM module-level O<level> pipeline, with the target's cost model (vectorisation).
+void optimize(llvm::Module &module, llvm::TargetMachine &machine, unsigned optLevel) {
+  if (optLevel == 0)
+    return;
+  llvm::LoopAnalysisManager loops;
+  llvm::FunctionAnalysisManager functions;
+  llvm::CGSCCAnalysisManager sccs;
+  llvm::ModuleAnalysisManager modules;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = optLevel >= 2;
+  tuning.SLPVectorization = optLevel >= 2;
+  llvm::PassBuilder builder(&machine, tuning);
+  builder.registerModuleAnalyses(modules);
+  builder.registerCGSCCAnalyses(sccs);
+  builder.registerFunctionAnalyses(functions);
+  builder.registerLoopAnalyses(loops);
+  builder.crossRegisterProxies(loops, functions, sccs, modules);
+  llvm::OptimizationLevel level = optLevel >= 3   ? llvm::OptimizationLevel::O3
+                                  : optLevel == 2 ? llvm::OptimizationLevel::O2
+                                                  : llvm::OptimizationLevel::O1;
+  builder.buildPerModuleDefaultPipeline(level).run(module, modules);
+}
+
+/// A temporary file removed when this goes out of scope.
+struct TempFile {
+  llvm::SmallString<128> path;
+  ~TempFile() {
+    if (!path.empty())
+      llvm::sys::fs::remove(path);
+  }
+};
+
+Error createTempFile(llvm::StringRef prefix, llvm::StringRef suffix, TempFile &file) {
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile(prefix, suffix, file.path))
+    return errorf("cannot create a temporary file: " + ec.message());
+  return Error::success();
+}
+
+/// Links the object `objectPath` into the shared object `outputPath`.
+Error link(llvm::StringRef objectPath, llvm::StringRef outputPath,
+           const codegen::CPUCodegenOptions &options) {
+  SmallVector<std::string> candidates;
+  if (!options.linker.empty())
+    candidates.push_back(options.linker);
+  else
+    candidates = {"cc", "ld.lld-22", "ld.lld"};
+  std::string program;
+  for (const std::string &name : candidates) {
+    if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(name)) {
+      program = *found;
+      break;
+    }
+  }
+  if (program.empty())
+    return errorf("no linker found (looked for " + llvm::join(candidates, ", ") +
+                  " on PATH): cannot build a shared object");
+  bool isLld = llvm::StringRef(program).contains("ld.lld");
+  SmallVector<llvm::StringRef> args{program, "-shared", "-o", outputPath, objectPath,
+                                    MTC_CLANG_RT_BUILTINS};
+  // The object's calls of its own functions bind inside it: a model function named like a
+  // C library function (`pow`, `exp`) is not interposed by the one the process loaded first.
+  args.push_back(isLld ? "-Bsymbolic" : "-Wl,-Bsymbolic");
+  // A compiler driver finds libm itself; bare lld leaves it to the loading process.
+  if (!isLld)
+    args.push_back("-lm");
+
+  TempFile log;
+  if (Error error = createTempFile("mtc-link", "log", log))
+    return error;
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.path.str(), log.path.str()};
+  std::string message;
+  int status = llvm::sys::ExecuteAndWait(program, args, std::nullopt, redirects,
+                                         /*SecondsToWait=*/0, /*MemoryLimit=*/0, &message);
+  if (status != 0) {
+    std::string output;
+    if (auto buffer = llvm::MemoryBuffer::getFile(log.path))
+      output = (*buffer)->getBuffer().str();
+    return errorf("linking " + outputPath + " with " + program + " failed (status " +
+                  llvm::Twine(status) + ") " + message + "\n" + output);
+  }
+  return Error::success();
+}
+
+/// Adds `_mtc_packed_f(void **descriptors)` for every `_mlir_ciface_f` whose parameters are
+/// all descriptor pointers (the only kind the C interface of tensor functions has).
+void addPackedEntryPoints(llvm::Module &module) {
+  constexpr llvm::StringLiteral cInterfacePrefix = "_mlir_ciface_";
+  llvm::LLVMContext &context = module.getContext();
+  llvm::PointerType *ptr = llvm::PointerType::getUnqual(context);
+  SmallVector<llvm::Function *> cInterfaces;
+  for (llvm::Function &function : module)
+    if (!function.isDeclaration() && function.getName().starts_with(cInterfacePrefix) &&
+        llvm::all_of(function.args(), [](llvm::Argument &a) { return a.getType()->isPointerTy(); }))
+      cInterfaces.push_back(&function);
+  for (llvm::Function *callee : cInterfaces) {
+    std::string name =
+        (codegen::kPackedEntryPrefix + callee->getName().drop_front(cInterfacePrefix.size())).str();
+    auto *packed = llvm::Function::Create(
+        llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr}, /*isVarArg=*/false),
+        llvm::GlobalValue::ExternalLinkage, name, module);
+    llvm::IRBuilder<> builder(llvm::BasicBlock::Create(context, "entry", packed));
+    SmallVector<llvm::Value *> args;
+    for (unsigned i = 0, e = callee->arg_size(); i < e; ++i) {
+      llvm::Value *slot = builder.CreateConstInBoundsGEP1_64(ptr, packed->getArg(0), i);
+      args.push_back(builder.CreateLoad(ptr, slot));
+    }
+    builder.CreateCall(callee, args);
+    builder.CreateRetVoid();
+  }
+}
+
+/// Links the bitcode of DropoutKeep.c into `module` when the kernels call
+/// kDropoutKeepFunction, as an internal always-inlined function compiled for the kernels'
+/// target (its own target attributes are dropped), so that the dropout loops vectorise.
+Error linkDropoutKeep(llvm::Module &module) {
+  if (!module.getFunction(codegen::lowering::kDropoutKeepFunction))
+    return Error::success();
+  static const unsigned char bitcode[] = {
+#include "compiler/codegen/CPU/DropoutKeepBitcode.inc"
+  };
+  llvm::MemoryBufferRef buffer(
+      llvm::StringRef(reinterpret_cast<const char *>(bitcode), sizeof(bitcode)), "DropoutKeep.bc");
+  Expected<std::unique_ptr<llvm::Module>> library =
+      llvm::parseBitcodeFile(buffer, module.getContext());
+  if (!library)
+    return library.takeError();
+  (*library)->setTargetTriple(module.getTargetTriple());
+  (*library)->setDataLayout(module.getDataLayout());
+  for (llvm::Function &function : **library)
+    for (llvm::StringRef attribute : {"target-cpu", "target-features", "tune-cpu"})
+      function.removeFnAttr(attribute);
+  if (llvm::Linker::linkModules(module, std::move(*library), llvm::Linker::LinkOnlyNeeded))
+    return errorf("linking the dropout decision's bitcode into the kernels failed");
+  llvm::Function *keep = module.getFunction(codegen::lowering::kDropoutKeepFunction);
+  if (!keep || keep->isDeclaration())
+    return errorf("the dropout decision's bitcode does not define " +
+                  codegen::lowering::kDropoutKeepFunction);
+  keep->setLinkage(llvm::GlobalValue::InternalLinkage);
+  keep->addFnAttr(llvm::Attribute::AlwaysInline);
+  return Error::success();
+}
+
+/// Renames the object's calls of the C library's allocation functions to the runtime's
+/// (see CPUCodegen.h). After LLVM's optimisations, which know the C functions (they remove
+/// unused allocations and turn malloc + memset into calloc) and not the runtime's.
+Error redirectAllocations(llvm::Module &module) {
+  static constexpr std::pair<llvm::StringLiteral, llvm::StringLiteral> renames[] = {
+      {"malloc", codegen::kKernelAllocFunction},
+      {"calloc", codegen::kKernelCallocFunction},
+      {"aligned_alloc", codegen::kKernelAlignedAllocFunction},
+      {"free", codegen::kKernelFreeFunction}};
+  for (llvm::StringRef other : {"realloc", "posix_memalign", "memalign", "valloc"})
+    if (llvm::Function *function = module.getFunction(other); function && !function->use_empty())
+      return errorf("the kernels call " + other +
+                    ", which the runtime's allocator does not provide");
+  for (auto [from, to] : renames) {
+    llvm::Function *function = module.getFunction(from);
+    if (!function)
+      continue;
+    llvm::FunctionCallee replacement =
+        module.getOrInsertFunction(to, function->getFunctionType(), function->getAttributes());
+    function->replaceAllUsesWith(replacement.getCallee());
+    function->eraseFromParent();
+  }
+  return Error::success();
+}
+
+} // namespace
+
+FailureOr<SmallVector<codegen::KernelMemoryPlan>>
+codegen::planKernelMemory(ModuleOp bufferizedModule, ArrayRef<StringRef> functions) {
+  SmallVector<KernelMemoryPlan> plans;
+  for (StringRef name : functions) {
+    auto func = bufferizedModule.lookupSymbol<func::FuncOp>(name);
+    if (!func)
+      return bufferizedModule.emitError("no function '") << name << "' to plan the memory of";
+    FailureOr<SimulatedCall> call = simulateTemporaries(bufferizedModule, func);
+    if (failed(call))
+      return failure();
+    ArenaPlan arena = planArena(call->allocations);
+    KernelMemoryPlan &plan = plans.emplace_back();
+    plan.function = name.str();
+    plan.arenaBytes = arena.bytes;
+    plan.peakBytes = call->peakBytes;
+    plan.sizes = llvm::map_to_vector(call->allocations,
+                                     [](const TracedAllocation &a) { return a.bytes; });
+    plan.offsets = std::move(arena.offsets);
+  }
+  return plans;
+}
+
+Expected<std::string> codegen::compileToObject(ModuleOp llvmDialectModule,
+                                               const CPUCodegenOptions &options) {
+  MLIRContext *context = llvmDialectModule.getContext();
+  DialectRegistry registry;
+  registerCodegenDialects(registry);
+  context->appendDialectRegistry(registry);
+
+  Expected<std::unique_ptr<llvm::TargetMachine>> machine = createHostTargetMachine(options);
+  if (!machine)
+    return machine.takeError();
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule;
+  {
+    DiagnosticCollector diagnostics(context);
+    llvmModule = translateModuleToLLVMIR(llvmDialectModule, llvmContext, "mtc_kernels");
+    if (!llvmModule)
+      return diagnostics.error("translation to LLVM IR failed");
+  }
+  addPackedEntryPoints(*llvmModule);
+  llvmModule->setTargetTriple((*machine)->getTargetTriple());
+  llvmModule->setDataLayout((*machine)->createDataLayout());
+  if (Error error = linkDropoutKeep(*llvmModule))
+    return error;
+  optimize(*llvmModule, **machine, options.optLevel);
+  if (Error error = redirectAllocations(*llvmModule))
+    return error;
+
+  std::string object;
+  {
+    llvm::raw_string_ostream os(object);
+    llvm::buffer_ostream buffered(os);
+    llvm::legacy::PassManager codegenPasses;
+    if ((*machine)->addPassesToEmitFile(codegenPasses, buffered, nullptr,
+                                        llvm::CodeGenFileType::ObjectFile))
+      return errorf("the target machine cannot emit object files");
+    codegenPasses.run(*llvmModule);
+  }
+  return object;
+}
+
+Error codegen::compileToSharedObject(ModuleOp llvmDialectModule, llvm::StringRef outputPath,
+                                     const CPUCodegenOptions &options) {
+  Expected<std::string> object = compileToObject(llvmDialectModule, options);
+  if (!object)
+    return object.takeError();
+  TempFile objectFile;
+  if (Error error = createTempFile("mtc-kernels", "o", objectFile))
+    return error;
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(objectFile.path, ec);
+    if (ec)
+      return errorf("cannot write " + objectFile.path + ": " + ec.message());
+    os << *object;
+  }
+  return link(objectFile.path, outputPath, options);
+}

@@ -1,0 +1,124 @@
+//===- CPUCodegen.h - linalg functions to an x86 shared object --*- C++ -*-===//
+//
+// The CPU backend: a module of `func.func`s on builtin tensors (mt-to-linalg's output) to a
+// shared object, entirely in-process except for the final link. Its MLIR part is a pass
+// pipeline (compiler/pipelines/: mtc-cpu-bufferize-pipeline, then mtc-cpu-to-llvm-pipeline,
+// together mtc-cpu-pipeline; the passes are compiler/codegen/CPU/Passes.td); this header is
+// what follows on LLVM IR (compileToObject, compileToSharedObject) and the memory plan read
+// off the bufferized module (planKernelMemory).
+//
+// Calling convention. Every public function `@f` is exported as `_mlir_ciface_f`, which
+// takes one pointer to a memref descriptor per tensor argument followed by one per result
+// (results become out-parameters the caller allocates), and returns nothing:
+//
+//   func.func @f(%x: tensor<2x8xf32>, %b: tensor<8xf32>) -> tensor<2x8xf32>
+//   void _mlir_ciface_f(StridedMemRefType<float, 2> *x, StridedMemRefType<float, 1> *b,
+//                       StridedMemRefType<float, 2> *result);
+//
+// A descriptor is `{T *allocated, T *aligned, int64_t offset, int64_t sizes[rank],
+// int64_t strides[rank]}` (mlir/ExecutionEngine/CRunnerUtils.h); the code reads and writes
+// row-major contiguous data at `aligned + offset`. The object needs libm (erff, tanhf, ...)
+// and libc; with `cc` as the linker both are recorded as dependencies.
+//
+// Temporaries. Intermediate buffers are allocated and freed before the function returns
+// through four external functions the process loading the object defines
+// (runtime/exec/KernelMemory.h), with the C library's semantics: kKernelAllocFunction
+// (malloc), kKernelCallocFunction (calloc), kKernelAlignedAllocFunction (aligned_alloc) and
+// kKernelFreeFunction (free). The backend renames the object's calls of the C library's
+// functions after LLVM's optimisations, so that the runtime sees exactly the allocations
+// that run: it serves them in order from the arena planKernelMemory plans and measures the
+// high-water mark. (An allocation LLVM removed as dead would shift that order; the runtime
+// then falls back to the heap and counts it. None do in the example models.)
+//
+//   void *mtc_kernel_alloc(size_t size);
+//   void *mtc_kernel_calloc(size_t count, size_t size);
+//   void *mtc_kernel_aligned_alloc(size_t align, size_t size);
+//   void mtc_kernel_free(void *pointer);
+//
+// Each `_mlir_ciface_f` also gets a packed entry point, so that a runtime can call a
+// function of any arity without generating calls itself:
+//
+//   void _mtc_packed_f(void **descriptors);   // _mlir_ciface_f(descriptors[0], ...)
+//
+// GEMMs. Every f32 `linalg.batch_matmul` (mt-to-linalg's form of an f32 `mt.contract`)
+// becomes a call of the external function kBatchMatmulF32Function (mtc-batch-matmul-to-calls),
+// which the process loading the object defines (runtime/exec/Gemm.h, with BLAS):
+//
+//   void _mlir_ciface_mtc_batch_matmul_f32(StridedMemRefType<float, 3> *a,
+//                                          StridedMemRefType<float, 3> *b,
+//                                          StridedMemRefType<float, 3> *c);
+//
+// It computes c[i] += a[i] x b[i] for every i < sizes[0] (a: [batch, m, k], b:
+// [batch, k, n], c: [batch, m, n]), the accumulation of linalg.batch_matmul (c arrives
+// zero-filled from mt-to-linalg). The descriptors may have any strides and offset (views
+// of larger buffers); the three buffers do not overlap.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_COMPILER_CODEGEN_CPU_CPUCODEGEN_H
+#define MTC_COMPILER_CODEGEN_CPU_CPUCODEGEN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace mtc::codegen {
+
+/// The prefix of the packed entry points (see the file comment).
+inline constexpr llvm::StringLiteral kPackedEntryPrefix = "_mtc_packed_";
+
+/// The external function f32 batched matrix products call (see the file comment); the
+/// object imports `_mlir_ciface_` followed by this name.
+inline constexpr llvm::StringLiteral kBatchMatmulF32Function = "mtc_batch_matmul_f32";
+
+/// The allocation functions the object imports (see the file comment).
+inline constexpr llvm::StringLiteral kKernelAllocFunction = "mtc_kernel_alloc";
+inline constexpr llvm::StringLiteral kKernelCallocFunction = "mtc_kernel_calloc";
+inline constexpr llvm::StringLiteral kKernelAlignedAllocFunction = "mtc_kernel_aligned_alloc";
+inline constexpr llvm::StringLiteral kKernelFreeFunction = "mtc_kernel_free";
+
+struct CPUCodegenOptions {
+  /// Target CPU: "native" (the host CPU and its features, the default: plans are run where
+  /// they are compiled) or an LLVM CPU name such as "x86-64-v3" for a portable object.
+  std::string cpu = "native";
+  /// LLVM optimisation level, 0 to 3.
+  unsigned optLevel = 3;
+  /// Linker to run; empty picks the first of `cc`, `ld.lld-22`, `ld.lld` on PATH.
+  std::string linker;
+};
+
+/// Compiles `llvmDialectModule` (mtc-cpu-pipeline's output, left unchanged) to the shared
+/// object `outputPath`.
+llvm::Error compileToSharedObject(mlir::ModuleOp llvmDialectModule, llvm::StringRef outputPath,
+                                  const CPUCodegenOptions &options = {});
+
+/// The x86 object code of `llvmDialectModule`, before linking (for tests and for tools that
+/// link several objects together): LLVM IR, the packed entry points (addPackedEntryPoints),
+/// the dropout decision's bitcode (linkDropoutKeep), LLVM's O<optLevel> pipeline, the
+/// allocation functions renamed (redirectAllocations), object emission.
+llvm::Expected<std::string> compileToObject(mlir::ModuleOp llvmDialectModule,
+                                            const CPUCodegenOptions &options = {});
+
+/// Where the temporaries of one compiled function live: the allocations one call makes, in
+/// the order it makes them, each at its offset in one arena of `arenaBytes`.
+struct KernelMemoryPlan {
+  std::string function;
+  int64_t arenaBytes = 0;
+  /// The most bytes live at once (the arena is at least this, more where it fragments).
+  int64_t peakBytes = 0;
+  llvm::SmallVector<int64_t> sizes, offsets;
+};
+
+/// The memory plan of each of the compiled `functions` of `bufferizedModule` (the output of
+/// mtc-cpu-bufferize-pipeline, which mtc-cpu-to-llvm-pipeline then lowers to LLVM): its
+/// temporaries simulated (compiler/codegen/CPU/Workspace.h; the sizes are what the object
+/// passes to the allocation functions) and packed into an arena (planArena). Fails with a
+/// diagnostic when a function is missing or an allocation has no size known at compile
+/// time.
+mlir::FailureOr<llvm::SmallVector<KernelMemoryPlan>>
+planKernelMemory(mlir::ModuleOp bufferizedModule, llvm::ArrayRef<llvm::StringRef> functions);
+
+} // namespace mtc::codegen
+
+#endif // MTC_COMPILER_CODEGEN_CPU_CPUCODEGEN_H

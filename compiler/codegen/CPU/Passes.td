@@ -1,0 +1,148 @@
+//===- Passes.td - CPU backend passes ------------------------*- tablegen -*-===//
+
+#ifndef MTC_COMPILER_CODEGEN_CPU_PASSES_TD
+#define MTC_COMPILER_CODEGEN_CPU_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+// In the order mtc-cpu-pipeline (compiler/pipelines/) runs them.
+
+def EraseMTDeclarationsPass : Pass<"mtc-erase-mt-declarations", "::mlir::ModuleOp"> {
+  let summary = "Erase the mt declarations left at module level";
+  let description = [{
+    The first step of the CPU backend. After mt-to-linalg the functions hold no `mt` op,
+    but the module still declares the parameters and the optimizer state (`mt.param`,
+    `mt.state`, ...): they are not code, and their verifiers look for the layer functions
+    the lowering to LLVM replaces. Every op of the `mt` dialect directly in the module's
+    body is erased; functions and other ops are left alone.
+  }];
+}
+
+def RequestCInterfacesPass : Pass<"mtc-request-c-interfaces", "::mlir::ModuleOp"> {
+  let summary = "Mark every public function with a body for a C interface";
+  let description = [{
+    Sets `llvm.emit_c_interface` on every public `func.func` with a body, so that
+    `convert-func-to-llvm` emits `_mlir_ciface_<name>`, the entry point the runtime calls
+    (through `_mtc_packed_<name>`, see compiler/codegen/CPU/CPUCodegen.h). Private functions
+    (layers called by the step) and declarations are left alone.
+  }];
+}
+
+def GemmOperandViewsPass : Pass<"mtc-gemm-operand-views", "::mlir::ModuleOp"> {
+  let summary = "Read the transposed operands of f32 batched matrix products in place";
+  let description = [{
+    On buffers (after bufferization, before deallocations are placed). mt-to-linalg copies
+    each operand of an f32 contraction into the canonical order of a batched matrix product
+    (`linalg.transpose` into a fresh buffer, collapsed to rank 3); the runtime's GEMM reads
+    any strides. An operand `collapse_shape(T)`, T written by `linalg.transpose(S)`, becomes
+    a strided view of S (`memref.reinterpret_cast`) when each of its three dimensions
+    gathers dimensions of S that merge into one stride, and the transpose and T are erased
+    when nothing else reads them. A batch over two dimensions that are not neighbours in S
+    (attention's batch and heads) splits into an `scf.for` over the outer part of products
+    on views offset by the loop index. S must not be written between the transpose and the
+    product (both in one block, nothing between them that may write S's allocation).
+    The products compute the same sums in the same order.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
+def ExpandStridedCopiesPass : Pass<"mtc-expand-strided-copies", "::mlir::ModuleOp"> {
+  let summary = "Turn copies between strided views into linalg.copy loops";
+  let description = [{
+    On buffers. `memref.copy` between views that are not contiguous (rows of a tensor taken
+    by a slice) lowers to a call of the MLIR runner library's `memrefCopy`, which the
+    kernels' shared object does not link. Such a copy becomes `linalg.copy`, which lowers
+    to loops; a copy between two buffers with the identity layout stays `memref.copy` (a
+    memcpy).
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def BatchMatmulToCallsPass : Pass<"mtc-batch-matmul-to-calls", "::mlir::ModuleOp"> {
+  let summary = "Call the runtime's GEMM for every f32 batched matrix product";
+  let description = [{
+    On buffers (after mtc-gemm-operand-views). Every f32 `linalg.batch_matmul` with pure
+    buffer semantics and the default indexing maps becomes a call of
+    `mtc_batch_matmul_f32(A, B, C)`, `C[b] += A[b] x B[b]`, which the process loading the
+    kernels defines with a BLAS (runtime/exec/Gemm.h). The operands are cast to fully
+    dynamic strided memrefs (`memref.cast`), so that one declaration serves every shape and
+    layout; the function is declared private with `llvm.emit_c_interface` on first use.
+    Other element types, and products with their own indexing maps, stay linalg and become
+    loops.
+
+    The name is reserved: a symbol `mtc_batch_matmul_f32` that is not an external function
+    of that type is an error.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::memref::MemRefDialect"];
+}
+
+def EarlyDeallocationPass : Pass<"mtc-early-deallocation", "::mlir::ModuleOp"> {
+  let summary = "Free each temporary just after its last use";
+  let description = [{
+    On buffers, after `buffer-deallocation-pipeline`, which frees every buffer at the end of
+    the block that allocates it, so a step function would hold all its temporaries until
+    it returns. Each unconditional `memref.dealloc` of a `memref.alloc` of the same block
+    moves up to just after the last op of the block that uses the buffer or anything
+    derived from it:
+
+    - every memref result of an op that uses the buffer (views, casts, loops carrying it,
+      calls) counts as the buffer;
+    - an address taken with `memref.extract_aligned_pointer_as_index` counts too, with
+      everything computed from it (the runtime's collectives take addresses);
+    - a use nested in a region counts as its ancestor op in the block.
+
+    A buffer with a use outside the block, or used by the block's terminator, keeps its
+    free where it is. gpt-tiny's workspace: 22.8 -> 9.2 MiB, the same results bit for bit.
+  }];
+}
+
+def ReductionLoopOrderPass : Pass<"mtc-reduction-loop-order"> {
+  let summary = "Order each reduction's loops like the layout of the tensor it reads";
+  let description = [{
+    mt-to-linalg iterates a reduction over the result's dimensions, then the reduced ones,
+    so that the parallel loops are outer (what the GPU backend maps to threads). On the CPU
+    that order reads the input with a stride whenever a kept dimension is the input's
+    innermost: a bias gradient, the sum of `[batch, seq, hidden]` over `batch` and `seq`,
+    becomes `hidden` outer loops over strided columns, which LLVM vectorises only with
+    gathers. This pass interchanges the loops of every `linalg.generic` with a reduction
+    iterator to follow the layout of its input read through a permutation (the largest
+    such input): the innermost loop walks the input's contiguous dimension, and a kept
+    innermost dimension becomes a contiguous accumulation into the result row.
+
+    Each result element still accumulates the same elements in the same order (the
+    reduced dimensions keep their relative order). Where the innermost loop then reduces
+    (a row sum: softmax's denominator, a norm's mean, cross-entropy's log-sum-exp), the op
+    combining each result with its accumulator gets `fastmath<reassoc>`, so that LLVM keeps
+    partial sums in vector lanes instead of adding one element at a time: those sums round
+    differently from left to right (deterministically, for a given target CPU).
+  }];
+  let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::linalg::LinalgDialect"];
+}
+
+def ApproximateMathPass : Pass<"mtc-approximate-math"> {
+  let summary = "Replace f32 transcendental functions with inline polynomial approximations";
+  let description = [{
+    Rewrites f32 `math.exp`, `math.expm1`, `math.tanh`, `math.log`, `math.log1p`,
+    `math.log2` and `math.erf` (scalars or vectors) into upstream MLIR's polynomial
+    approximations: arithmetic, comparisons and selects with no call. In a kernel loop a
+    call of libm's `expf` or `tanhf` keeps LLVM from vectorising the loop and costs a call
+    and a slow path for underflow (softmax exponentiates the causal mask's -3.4e38 on every
+    masked score); the approximations vectorise and clamp instead. They are accurate to a
+    few ulp in f32 (the CPU backend's tests compare them with libm).
+
+    f64 operations (the gradient checks' kernels) and other functions (`sin`/`cos` of rope
+    angles, whose range reduction the approximation does only coarsely) keep their libm
+    calls.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
+#endif // MTC_COMPILER_CODEGEN_CPU_PASSES_TD

@@ -1,0 +1,371 @@
+//===- GPUCodegen.cpp - linalg functions to PTX ---------------------------===//
+//
+// bufferize (mtc-bufferize-pipeline, shared with the CPU backend) -> linalg to parallel
+// loops -> one 1-D thread grid per op -> gpu.launch -> kernel outlining -> one gpu.module
+// -> NVVM -> PTX (gpu-module-to-binary, format=isa).
+// The MLIR part follows the sequence measured with mlir-opt-22 and upstream's
+// gpu-lower-to-nvvm-pipeline, run through the C++ pass API; the host side of the module is
+// dropped (see GPUCodegen.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/GPU/GPUCodegen.h"
+
+#include "compiler/codegen/Common/Passes.h"
+
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/LLVMIR/Transforms/OptimizeForNVVM.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVM/NVVM/Utils.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/Passes.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+using namespace mtc;
+using llvm::Error;
+using llvm::Expected;
+
+#ifndef MTC_CUDA_TOOLKIT_PATH
+#define MTC_CUDA_TOOLKIT_PATH ""
+#endif
+
+namespace {
+
+Error errorf(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// Name of the one gpu.module holding every kernel.
+constexpr llvm::StringLiteral kKernelModuleName = "mtc_kernels";
+
+/// Collects the diagnostics of a pass pipeline run, to return them as an llvm::Error.
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(MLIRContext *context)
+      : handler(context, [this](Diagnostic &diag) {
+          llvm::raw_string_ostream os(text);
+          os << diag.getLocation() << ": " << diag << "\n";
+          return success();
+        }) {}
+  Error error(const llvm::Twine &what) const { return errorf(what + ":\n" + text); }
+
+private:
+  std::string text;
+  ScopedDiagnosticHandler handler;
+};
+
+void registerGPUDialects(DialectRegistry &registry) {
+  codegen::registerCodegenDialects(registry);
+  registry.insert<gpu::GPUDialect, NVVM::NVVMDialect>();
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerGPUDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  // convert-gpu-to-nvvm lowers the other dialects of a kernel through their
+  // ConvertToLLVMPatternInterface.
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  index::registerConvertIndexToLLVMInterface(registry);
+  ub::registerConvertUBToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+  registerConvertMathToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  registerConvertNVVMToLLVMInterface(registry);
+  NVVM::registerConvertGpuToNVVMInterface(registry);
+}
+
+LogicalResult runPipeline(ModuleOp module, llvm::function_ref<void(OpPassManager &)> build) {
+  PassManager pm(module.getContext());
+  build(pm);
+  return pm.run(module);
+}
+
+/// Gives every linalg op its own parallel loop, so that each becomes a kernel: copies
+/// become `linalg.copy`, and an op without parallel dimensions (a full reduction, a scalar)
+/// is wrapped in a one-iteration `scf.parallel`, the kernel of a single thread.
+void prepareLinalgOps(ModuleOp module) {
+  IRRewriter rewriter(module.getContext());
+  module.walk([&](memref::CopyOp copy) {
+    rewriter.setInsertionPoint(copy);
+    rewriter.replaceOpWithNewOp<linalg::CopyOp>(copy, copy.getSource(), copy.getTarget());
+  });
+  SmallVector<linalg::LinalgOp> scalarOps;
+  module.walk([&](linalg::LinalgOp op) {
+    if (op.getNumParallelLoops() == 0)
+      scalarOps.push_back(op);
+  });
+  for (linalg::LinalgOp op : scalarOps) {
+    Location loc = op.getLoc();
+    rewriter.setInsertionPoint(op);
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    auto loop = scf::ParallelOp::create(rewriter, loc, ValueRange{zero}, ValueRange{one},
+                                        ValueRange{one});
+    op->moveBefore(loop.getBody()->getTerminator());
+  }
+}
+
+/// Rewrites a normalised static parallel loop over (n_0, ..., n_k) into one over
+/// n_0 * ... * n_k iterations whose body recovers each index by division and remainder
+/// (row-major: the last index varies fastest, so consecutive threads touch consecutive
+/// elements of the innermost dimension).
+FailureOr<scf::ParallelOp> collapse(RewriterBase &rewriter, scf::ParallelOp loop) {
+  SmallVector<int64_t> sizes;
+  for (auto [lower, upper, step] :
+       llvm::zip_equal(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
+    std::optional<int64_t> lb = getConstantIntValue(lower), ub = getConstantIntValue(upper),
+                           st = getConstantIntValue(step);
+    if (!lb || !ub || !st || *lb != 0 || *st != 1)
+      return failure();
+    sizes.push_back(*ub);
+  }
+  if (sizes.size() == 1)
+    return loop;
+  int64_t total = 1;
+  for (int64_t size : sizes)
+    total *= size;
+
+  Location loc = loop.getLoc();
+  rewriter.setInsertionPoint(loop);
+  Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+  Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  Value count = arith::ConstantIndexOp::create(rewriter, loc, total);
+  auto collapsed = scf::ParallelOp::create(rewriter, loc, ValueRange{zero}, ValueRange{count},
+                                           ValueRange{one});
+  Block *body = collapsed.getBody();
+  rewriter.setInsertionPointToStart(body);
+  SmallVector<Value> indices(sizes.size());
+  Value rest = body->getArgument(0);
+  for (int i = static_cast<int>(sizes.size()) - 1; i >= 0; --i) {
+    Value size = arith::ConstantIndexOp::create(rewriter, loc, sizes[i]);
+    indices[i] = i == 0 ? rest : Value(arith::RemUIOp::create(rewriter, loc, rest, size));
+    if (i > 0)
+      rest = arith::DivUIOp::create(rewriter, loc, rest, size);
+  }
+  rewriter.eraseOp(body->getTerminator());
+  rewriter.mergeBlocks(loop.getBody(), body, indices);
+  rewriter.eraseOp(loop);
+  return collapsed;
+}
+
+/// Collapses each outermost parallel loop nest into one dimension of N iterations and tiles
+/// it into blocks of min(N, blockSize) threads.
+LogicalResult tileForThreads(ModuleOp module, int64_t blockSize) {
+  SmallVector<scf::ParallelOp> loops;
+  module.walk([&](scf::ParallelOp loop) {
+    if (!loop->getParentOfType<scf::ParallelOp>())
+      loops.push_back(loop);
+  });
+  IRRewriter rewriter(module.getContext());
+  for (scf::ParallelOp loop : loops) {
+    FailureOr<scf::ParallelOp> collapsed = collapse(rewriter, loop);
+    if (failed(collapsed))
+      return loop.emitError("expected a normalised parallel loop with static bounds");
+    int64_t iterations = *getConstantIntValue(collapsed->getUpperBound()[0]);
+    if (iterations == 0) {
+      rewriter.eraseOp(*collapsed);
+      continue;
+    }
+    scf::tileParallelLoop(*collapsed, {std::min(iterations, blockSize)},
+                          /*noMinMaxBounds=*/true);
+  }
+  return success();
+}
+
+/// Every loop and memory access must have become a kernel.
+LogicalResult checkAllOnDevice(ModuleOp module) {
+  WalkResult result = module.walk([](func::FuncOp func) {
+    return func.walk<WalkOrder::PreOrder>([](Operation *op) {
+      if (isa<gpu::LaunchOp>(op))
+        return WalkResult::skip();
+      if (isa<scf::ParallelOp, scf::ForOp, memref::LoadOp, memref::StoreOp, linalg::LinalgOp>(
+              op)) {
+        op->emitError("was not mapped to a GPU kernel");
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+  });
+  return failure(result.wasInterrupted());
+}
+
+/// Moves every outlined kernel into one gpu.module and names them `<func>_kernel_<i>`, in
+/// the order in which each function launches them.
+LogicalResult mergeKernelModules(ModuleOp module) {
+  MLIRContext *context = module.getContext();
+  SymbolTable symbols(module);
+  OpBuilder builder(context);
+  builder.setInsertionPointToEnd(module.getBody());
+  auto merged = gpu::GPUModuleOp::create(builder, module.getLoc(), kKernelModuleName);
+  symbols.insert(merged);
+  SymbolTable mergedSymbols(merged);
+
+  SmallVector<gpu::GPUModuleOp> oldModules;
+  for (auto gpuModule : module.getOps<gpu::GPUModuleOp>())
+    if (gpuModule != merged)
+      oldModules.push_back(gpuModule);
+
+  for (auto func : module.getOps<func::FuncOp>()) {
+    unsigned index = 0;
+    WalkResult result = func.walk([&](gpu::LaunchFuncOp launch) {
+      auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(
+          launch, launch.getKernelAttr());
+      if (!kernel) {
+        launch.emitError("launches an unknown kernel");
+        return WalkResult::interrupt();
+      }
+      auto moved = cast<gpu::GPUFuncOp>(kernel->clone());
+      std::string name = (func.getSymName() + "_kernel_" + llvm::Twine(index++)).str();
+      moved.setName(name);
+      mergedSymbols.insert(moved);
+      launch.setKernelAttr(SymbolRefAttr::get(context, kKernelModuleName,
+                                              {FlatSymbolRefAttr::get(context, moved.getName())}));
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      return failure();
+  }
+  for (gpu::GPUModuleOp old : oldModules)
+    old.erase();
+  return success();
+}
+
+std::string cudaToolkitPath(const codegen::GPUCodegenOptions &options) {
+  if (!options.cudaPath.empty())
+    return options.cudaPath;
+  for (const char *variable : {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
+    if (const char *value = std::getenv(variable); value && *value)
+      return value;
+  llvm::StringRef built = MTC_CUDA_TOOLKIT_PATH;
+  if (!built.empty())
+    return built.str();
+  return NVVM::getCUDAToolkitPath().str();
+}
+
+} // namespace
+
+Expected<std::string> codegen::compileToPTX(ModuleOp linalgModule, llvm::StringRef chip,
+                                            const GPUCodegenOptions &options) {
+  unsigned arch = 0;
+  if (!chip.starts_with("sm_") || chip.drop_front(3).getAsInteger(10, arch) || arch < 50)
+    return errorf("unknown GPU architecture '" + chip + "'; expected sm_80, sm_90, ...");
+  if (options.blockSize < 1 || options.blockSize > 1024)
+    return errorf("the block size must be between 1 and 1024 threads");
+
+  MLIRContext *context = linalgModule.getContext();
+  DialectRegistry registry;
+  registerGPUDialects(registry);
+  context->appendDialectRegistry(registry);
+  // The steps between pass pipelines build ops of these dialects.
+  context->loadDialect<arith::ArithDialect, gpu::GPUDialect, linalg::LinalgDialect,
+                       scf::SCFDialect>();
+
+  OwningOpRef<ModuleOp> module(linalgModule.clone());
+  DiagnosticCollector diagnostics(context);
+
+  if (failed(runPipeline(*module, buildBufferizePassPipeline)))
+    return diagnostics.error("bufferization failed");
+
+  prepareLinalgOps(*module);
+  if (failed(runPipeline(*module, [](OpPassManager &pm) {
+        pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+      })))
+    return diagnostics.error("lowering linalg to parallel loops failed");
+  if (failed(tileForThreads(*module, options.blockSize)))
+    return diagnostics.error("tiling parallel loops for GPU threads failed");
+
+  if (failed(runPipeline(*module, [](OpPassManager &pm) {
+        pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass());
+        pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
+        // Folds the launch sizes to constants (before, it would fold away the one-thread
+        // loops of scalar kernels).
+        pm.addNestedPass<func::FuncOp>(createLowerAffinePass());
+        pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+        pm.addNestedPass<func::FuncOp>(createCSEPass());
+      })) ||
+      failed(checkAllOnDevice(*module)))
+    return diagnostics.error("mapping parallel loops to GPU kernels failed");
+
+  if (failed(runPipeline(*module,
+                         [](OpPassManager &pm) {
+                           pm.addPass(createGpuLaunchSinkIndexComputationsPass());
+                           pm.addPass(createGpuKernelOutliningPass());
+                         })) ||
+      failed(mergeKernelModules(*module)))
+    return diagnostics.error("outlining GPU kernels failed");
+
+  std::string toolkit = cudaToolkitPath(options);
+  if (failed(runPipeline(*module, [&](OpPassManager &pm) {
+        GpuNVVMAttachTargetOptions target;
+        target.chip = chip.str();
+        // PTX ISA 8.0: sm_90 needs at least 7.8, NVPTX's default (6.0) aborts.
+        target.features = "+ptx80";
+        target.optLevel = options.optLevel;
+        pm.addPass(createGpuNVVMAttachTarget(target));
+
+        OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+        kernels.addPass(createStripDebugInfoPass());
+        kernels.addPass(createLowerAffinePass());
+        kernels.addPass(createSCFToControlFlowPass());
+        // f16/bf16 transcendental functions are computed in f32 (libdevice has no others).
+        kernels.addPass(math::createMathExtendToSupportedTypes());
+        ConvertGpuOpsToNVVMOpsOptions nvvm;
+        nvvm.useBarePtrCallConv = true;
+        nvvm.indexBitwidth = 64;
+        kernels.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+        kernels.addPass(LLVM::createNVVMOptimizeForTargetPass());
+        kernels.addPass(createCanonicalizerPass());
+        kernels.addPass(createCSEPass());
+        kernels.addPass(createReconcileUnrealizedCastsPass());
+
+        GpuModuleToBinaryPassOptions binary;
+        binary.compilationTarget = "isa";
+        binary.toolkitPath = toolkit;
+        pm.addPass(createGpuModuleToBinaryPass(binary));
+      })))
+    return diagnostics.error("lowering kernels to PTX for " + chip + " failed");
+
+  auto binary = dyn_cast_or_null<gpu::BinaryOp>(
+      SymbolTable::lookupSymbolIn(module->getOperation(), kKernelModuleName));
+  if (!binary || binary.getObjects().size() != 1)
+    return errorf("gpu-module-to-binary produced no PTX");
+  auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+  std::string ptx = object.getObject().getValue().str();
+  // Math functions come from libdevice; without it they stay external and ptxas fails.
+  if (llvm::StringRef(ptx).contains(".extern .func"))
+    return diagnostics.error("the PTX calls functions it does not define: is libdevice in '" +
+                             toolkit +
+                             "/nvvm/libdevice'? (set CUDA_ROOT or GPUCodegenOptions::cudaPath)");
+  return ptx;
+}

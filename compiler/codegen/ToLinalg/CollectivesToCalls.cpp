@@ -1,0 +1,259 @@
+//===- CollectivesToCalls.cpp - mtp collectives to runtime calls ----------===//
+//
+// A partitioned step (compiler/sharding) computes on local tensors and communicates
+// through `mtp` collectives. Each collective becomes one call of a C function of the
+// runtime (kAllReduceFunction and the others in MTToLinalg.h) on contiguous buffers:
+//
+//     %in  = bufferization.to_buffer %x read_only        (the operand's buffer)
+//     %out = memref.alloc()                              (a fresh result buffer)
+//     call @mtc_all_reduce(axis, dtype, op, ptr(%in), ptr(%out), count)
+//     %y   = bufferization.to_tensor %out restrict writable
+//
+// The call sees addresses, not memrefs: the buffers must live until it returns, so moving
+// frees up to a buffer's last use counts what is computed from its address as uses
+// (compiler/codegen/CPU/EarlyDeallocation.cpp).
+//
+// The runtime's gathers and scatters move contiguous blocks, one per rank: a dimension
+// gathered or scattered other than the outermost is transposed to the front first and
+// back after. `all_slice` needs no communication: an `extract_slice` at this rank's
+// coordinate (kMeshCoordinateFunction), and `to_partial` a select on it. `from_local` /
+// `to_local` are nothing on builtin tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/ToLinalg/MTToLinalg.h"
+
+#include "dialects/mtp/IR/MTPOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+using namespace mlir;
+using namespace mtc;
+using namespace mtc::codegen::lowering;
+
+namespace {
+
+/// The position of `axis` in `mesh` (what the runtime's functions take).
+int64_t axisIndex(mtp::MeshAttr mesh, StringRef axis) {
+  for (auto [i, name] : llvm::enumerate(mesh.getAxisNames()))
+    if (name.getValue() == axis)
+      return static_cast<int64_t>(i);
+  return -1;
+}
+
+Value i64Constant(OpBuilder &b, Location loc, int64_t value) {
+  return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(value));
+}
+
+/// The element type code of the runtime's collectives: 0 f32, 1 f64, 2 anything else
+/// (which the runtime rejects with an error naming it).
+int64_t dtypeCode(Type element) {
+  if (element.isF32())
+    return 0;
+  if (element.isF64())
+    return 1;
+  return 2;
+}
+
+/// The address of `memref`'s first element as an i64.
+Value addressOf(OpBuilder &b, Location loc, Value memref) {
+  Value index = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+  return arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
+}
+
+/// Calls `function(axis, dtype, [op,] in, out, count)` with `input` (a ranked tensor) and
+/// a fresh buffer of `resultType`, which it returns as a tensor.
+Value callCollective(OpBuilder &b, Location loc, StringRef function, int64_t axis,
+                     std::optional<int64_t> reduceOp, Value input, RankedTensorType resultType,
+                     int64_t count) {
+  auto inType = cast<RankedTensorType>(input.getType());
+  auto inMemref = MemRefType::get(inType.getShape(), inType.getElementType());
+  auto outMemref = MemRefType::get(resultType.getShape(), resultType.getElementType());
+  Value in = bufferization::ToBufferOp::create(b, loc, inMemref, input, /*read_only=*/true);
+  Value out = memref::AllocOp::create(b, loc, outMemref);
+  SmallVector<Value> args = {i64Constant(b, loc, axis),
+                             i64Constant(b, loc, dtypeCode(inType.getElementType()))};
+  if (reduceOp)
+    args.push_back(i64Constant(b, loc, *reduceOp));
+  args.append({addressOf(b, loc, in), addressOf(b, loc, out), i64Constant(b, loc, count)});
+  func::CallOp::create(b, loc, function, TypeRange{}, args);
+  return bufferization::ToTensorOp::create(b, loc, resultType, out, /*restrict=*/true,
+                                           /*writable=*/true);
+}
+
+/// The permutation bringing dimension `dim` of a rank-`rank` tensor to the front, and its
+/// inverse.
+std::pair<SmallVector<int64_t>, SmallVector<int64_t>> frontPermutation(int64_t dim,
+                                                                       int64_t rank) {
+  SmallVector<int64_t> toFront = {dim}, back(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    if (i != dim)
+      toFront.push_back(i);
+  for (int64_t i = 0; i < rank; ++i)
+    back[toFront[i]] = i;
+  return {toFront, back};
+}
+
+/// A gather or scatter of blocks along `dim`: the operand transposed so `dim` leads (the
+/// runtime's blocks are contiguous), the call, the result transposed back.
+Value blockCollective(OpBuilder &b, Location loc, StringRef function, int64_t axis,
+                      Value input, int64_t dim, RankedTensorType resultType, int64_t count) {
+  int64_t rank = resultType.getRank();
+  auto [toFront, back] = frontPermutation(dim, rank);
+  Value front = transposed(b, loc, input, toFront);
+  SmallVector<int64_t> shape;
+  for (int64_t i : toFront)
+    shape.push_back(resultType.getShape()[i]);
+  Value result = callCollective(b, loc, function, axis, std::nullopt, front,
+                                RankedTensorType::get(shape, resultType.getElementType()), count);
+  return transposed(b, loc, result, back);
+}
+
+/// from_local / to_local: the same buffer either way.
+template <typename Op>
+struct LocalViewLowering : OpConversionPattern<Op> {
+  using OpConversionPattern<Op>::OpConversionPattern;
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, adaptor.getInput());
+    return success();
+  }
+};
+
+struct AllReduceLowering : OpConversionPattern<mtp::AllReduceOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(mtp::AllReduceOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<mtp::ShardedTensorType>(op.getInput().getType());
+    auto resultType = cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
+    Value value = adaptor.getInput();
+    // The runtime's reduction codes: 0 sum, 1 max.
+    int64_t reduction = op.getReduction() == "max" ? 1 : 0;
+    // One call per axis: combining over each in turn combines over all of them.
+    for (Attribute axis : op.getOver())
+      value = callCollective(rewriter, op.getLoc(), kAllReduceFunction,
+                             axisIndex(type.getMesh(), cast<StringAttr>(axis).getValue()),
+                             reduction, value, resultType, resultType.getNumElements());
+    rewriter.replaceOp(op, value);
+    return success();
+  }
+};
+
+template <typename Op, bool Gather>
+struct BlockCollectiveLowering : OpConversionPattern<Op> {
+  using OpConversionPattern<Op>::OpConversionPattern;
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<mtp::ShardedTensorType>(op.getInput().getType());
+    auto resultType =
+        cast<RankedTensorType>(this->getTypeConverter()->convertType(op.getType()));
+    auto inputType = cast<RankedTensorType>(adaptor.getInput().getType());
+    int64_t dim = *type.getGlobal().getDimIndex(op.getAlong());
+    int64_t count = Gather ? inputType.getNumElements() : resultType.getNumElements();
+    rewriter.replaceOp(op, blockCollective(rewriter, op.getLoc(),
+                                           Gather ? kAllGatherFunction : kReduceScatterFunction,
+                                           axisIndex(type.getMesh(), op.getOver()),
+                                           adaptor.getInput(), dim, resultType, count));
+    return success();
+  }
+};
+
+/// to_partial: the value where this rank's coordinate is 0, zero elsewhere.
+struct ToPartialLowering : OpConversionPattern<mtp::ToPartialOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(mtp::ToPartialOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<mtp::ShardedTensorType>(op.getInput().getType());
+    Location loc = op.getLoc();
+    Value first = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::eq,
+        meshCoordinate(rewriter, loc, axisIndex(type.getMesh(), op.getOver())),
+        indexConstant(rewriter, loc, 0));
+    rewriter.replaceOp(op, buildPointwise(rewriter, loc, type.getLocalType(), adaptor.getInput(),
+                                          [&](OpBuilder &b, Location l, Value x) -> Value {
+                                            Value zero = arith::ConstantOp::create(
+                                                b, l, b.getZeroAttr(x.getType()));
+                                            return arith::SelectOp::create(b, l, first, x, zero);
+                                          }));
+    return success();
+  }
+};
+
+struct AllSliceLowering : OpConversionPattern<mtp::AllSliceOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(mtp::AllSliceOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<mtp::ShardedTensorType>(op.getInput().getType());
+    auto resultType = cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
+    Location loc = op.getLoc();
+    int64_t dim = *type.getGlobal().getDimIndex(op.getAlong());
+    Value coordinate = meshCoordinate(rewriter, loc, axisIndex(type.getMesh(), op.getOver()));
+    SmallVector<OpFoldResult> offsets(resultType.getRank(), rewriter.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes, strides(resultType.getRank(), rewriter.getIndexAttr(1));
+    for (int64_t size : resultType.getShape())
+      sizes.push_back(rewriter.getIndexAttr(size));
+    offsets[dim] = arith::MulIOp::create(rewriter, loc, coordinate,
+                                         indexConstant(rewriter, loc, resultType.getDimSize(dim)))
+                       .getResult();
+    rewriter.replaceOpWithNewOp<tensor::ExtractSliceOp>(op, resultType, adaptor.getInput(),
+                                                        offsets, sizes, strides);
+    return success();
+  }
+};
+
+} // namespace
+
+Value codegen::lowering::meshCoordinate(OpBuilder &b, Location loc, int64_t axis) {
+  Value coordinate = func::CallOp::create(b, loc, kMeshCoordinateFunction, b.getI64Type(),
+                                          ValueRange{i64Constant(b, loc, axis)})
+                         .getResult(0);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), coordinate);
+}
+
+Value codegen::lowering::partStart(OpBuilder &b, Location loc, mtp::ShardedTensorType layout,
+                                   StringRef dim) {
+  // The combined coordinate over the dimension's axes (outermost first), times the local
+  // size.
+  Value part = indexConstant(b, loc, 0);
+  for (StringRef axis : layout.getSplitAxes(dim))
+    part = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc, part,
+                              indexConstant(b, loc, *layout.getMesh().getAxisSize(axis))),
+        meshCoordinate(b, loc, axisIndex(layout.getMesh(), axis)));
+  return arith::MulIOp::create(b, loc, part,
+                               indexConstant(b, loc, layout.getLocalType().getDimSize(dim)));
+}
+
+LogicalResult codegen::lowering::declareMeshFunctions(ModuleOp module) {
+  bool partitioned = false;
+  module.walk([&](Operation *op) {
+    if (isa<mtp::MTPDialect>(op->getDialect()) || op->hasAttr(kLocalLayoutAttrName))
+      partitioned = true;
+  });
+  if (!partitioned)
+    return success();
+  Builder builder(module.getContext());
+  Type i64 = builder.getI64Type();
+  std::pair<StringRef, FunctionType> declarations[] = {
+      {kAllReduceFunction, builder.getFunctionType({i64, i64, i64, i64, i64, i64}, {})},
+      {kAllGatherFunction, builder.getFunctionType({i64, i64, i64, i64, i64}, {})},
+      {kReduceScatterFunction, builder.getFunctionType({i64, i64, i64, i64, i64}, {})},
+      {kMeshCoordinateFunction, builder.getFunctionType({i64}, {i64})},
+  };
+  return declareRuntimeFunctions(module, declarations, "the runtime's collectives");
+}
+
+void codegen::lowering::populateCollectivePatterns(const TypeConverter &types,
+                                                   RewritePatternSet &patterns) {
+  patterns.add<LocalViewLowering<mtp::FromLocalOp>, LocalViewLowering<mtp::ToLocalOp>,
+               AllReduceLowering,
+               BlockCollectiveLowering<mtp::AllGatherOp, true>,
+               BlockCollectiveLowering<mtp::ReduceScatterOp, false>, AllSliceLowering,
+               ToPartialLowering>(
+      types, patterns.getContext());
+}

@@ -1,0 +1,50 @@
+// RUN: mt-opt %s -split-input-file -mtc-batch-matmul-to-calls -verify-diagnostics | FileCheck %s
+
+// Tests that an f32 batched product on buffers becomes a call of the runtime's GEMM on
+// fully dynamic strided views, declared once (private, with a C interface) for every
+// shape and layout.
+// CHECK-LABEL: func.func private @mtc_batch_matmul_f32
+// CHECK-SAME: (memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>)
+// CHECK-SAME: attributes {llvm.emit_c_interface}
+// CHECK-LABEL: func.func @products
+// CHECK-SAME: (%[[A:.*]]: memref<2x4x8xf32>, %[[B:.*]]: memref<2x8x16xf32>, %[[C:.*]]: memref<2x4x16xf32>, %[[V:.*]]: memref<1x8x4xf32, strided<[32, 1, 8]>>
+// CHECK: %[[CA:.*]] = memref.cast %[[A]] : memref<2x4x8xf32> to memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
+// CHECK: %[[CB:.*]] = memref.cast %[[B]]
+// CHECK: %[[CC:.*]] = memref.cast %[[C]]
+// CHECK: call @mtc_batch_matmul_f32(%[[CA]], %[[CB]], %[[CC]])
+// CHECK: %[[CV:.*]] = memref.cast %[[V]] : memref<1x8x4xf32, strided<[32, 1, 8]>> to memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
+// CHECK: call @mtc_batch_matmul_f32(%{{.*}}, %[[CV]], %{{.*}})
+// CHECK-NOT: linalg.batch_matmul
+func.func @products(%a: memref<2x4x8xf32>, %b: memref<2x8x16xf32>, %c: memref<2x4x16xf32>,
+                    %v: memref<1x8x4xf32, strided<[32, 1, 8]>>, %x: memref<1x4x8xf32>,
+                    %y: memref<1x4x4xf32>) {
+  linalg.batch_matmul ins(%a, %b : memref<2x4x8xf32>, memref<2x8x16xf32>) outs(%c : memref<2x4x16xf32>)
+  linalg.batch_matmul ins(%x, %v : memref<1x4x8xf32>, memref<1x8x4xf32, strided<[32, 1, 8]>>) outs(%y : memref<1x4x4xf32>)
+  return
+}
+
+// -----
+
+// Tests that products of other element types, and products on tensors, stay linalg (and
+// that nothing is declared then).
+// CHECK-LABEL: func.func @others
+// CHECK-NOT: mtc_batch_matmul_f32
+// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : memref<1x2x2xf64>, memref<1x2x2xf64>)
+// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<1x2x2xf32>, tensor<1x2x2xf32>)
+func.func @others(%a: memref<1x2x2xf64>, %c: memref<1x2x2xf64>, %t: tensor<1x2x2xf32>) -> tensor<1x2x2xf32> {
+  linalg.batch_matmul ins(%a, %a : memref<1x2x2xf64>, memref<1x2x2xf64>) outs(%c : memref<1x2x2xf64>)
+  %r = linalg.batch_matmul ins(%t, %t : tensor<1x2x2xf32>, tensor<1x2x2xf32>) outs(%t : tensor<1x2x2xf32>) -> tensor<1x2x2xf32>
+  return %r : tensor<1x2x2xf32>
+}
+
+// -----
+
+// Tests that a symbol of the reserved name that is not the GEMM's declaration is an error.
+// expected-error @+1 {{'func.func' op 'mtc_batch_matmul_f32' is reserved for the f32 batched matrix product: it must be an external function of type}}
+func.func @mtc_batch_matmul_f32(%a: memref<1x2x2xf32>) {
+  return
+}
+func.func @product(%a: memref<1x2x2xf32>, %c: memref<1x2x2xf32>) {
+  linalg.batch_matmul ins(%a, %a : memref<1x2x2xf32>, memref<1x2x2xf32>) outs(%c : memref<1x2x2xf32>)
+  return
+}

@@ -1,0 +1,47 @@
+// RUN: mt-opt %s -mtc-to-linalg-pipeline -mtc-cpu-pipeline | FileCheck %s
+// RUN: mt-opt %s -mtc-to-linalg-pipeline -mtc-cpu-bufferize-pipeline -mtc-cpu-to-llvm-pipeline > %t.halves.mlir
+// RUN: mt-opt %s -mtc-to-linalg-pipeline -mtc-cpu-pipeline > %t.whole.mlir
+// RUN: diff %t.halves.mlir %t.whole.mlir
+// RUN: mt-opt %s -mtc-to-linalg-pipeline -mtc-cpu-pipeline --mlir-print-ir-after-all 2>&1 >/dev/null | FileCheck %s --check-prefix=STEPS
+
+// Tests that the CPU backend takes linalg on tensors to the LLVM dialect alone (the
+// exported C interface calls the runtime's GEMM), that it is its two halves one after the
+// other, and that every step of it is a pass --mlir-print-ir-after-all shows, in order.
+// CHECK-NOT: memref.
+// CHECK-NOT: linalg.
+// CHECK-LABEL: llvm.func private @mtc_batch_matmul_f32(
+// CHECK: llvm.call @_mlir_ciface_mtc_batch_matmul_f32(
+// CHECK-LABEL: llvm.func @step(
+// CHECK: llvm.call @malloc(
+// CHECK: llvm.call @mtc_batch_matmul_f32(
+// CHECK: llvm.call @free(
+// CHECK-LABEL: llvm.func @_mlir_ciface_step(
+// CHECK: llvm.call @step(
+// CHECK-NOT: memref.
+// CHECK-NOT: linalg.
+
+// STEPS: IR Dump After EraseMTDeclarationsPass (mtc-erase-mt-declarations)
+// STEPS: IR Dump After RequestCInterfacesPass (mtc-request-c-interfaces)
+// STEPS: IR Dump After CopyRepeatedResultsPass (mtc-copy-repeated-results)
+// STEPS: IR Dump After FuseElementwisePass (mtc-fuse-elementwise)
+// STEPS: IR Dump After Canonicalizer (canonicalize)
+// STEPS: IR Dump After OneShotBufferizePass (one-shot-bufferize)
+// STEPS: IR Dump After BufferResultsToOutParamsPass (buffer-results-to-out-params)
+// STEPS: IR Dump After Canonicalizer (canonicalize)
+// STEPS: IR Dump After GemmOperandViewsPass (mtc-gemm-operand-views)
+// STEPS: IR Dump After ExpandStridedCopiesPass (mtc-expand-strided-copies)
+// STEPS: IR Dump After BatchMatmulToCallsPass (mtc-batch-matmul-to-calls)
+// STEPS: IR Dump After OwnershipBasedBufferDeallocationPass (ownership-based-buffer-deallocation)
+// STEPS: IR Dump After EarlyDeallocationPass (mtc-early-deallocation)
+// STEPS: IR Dump After ReductionLoopOrderPass (mtc-reduction-loop-order)
+// STEPS: IR Dump After ConvertLinalgToLoopsPass (convert-linalg-to-loops)
+// STEPS: IR Dump After ApproximateMathPass (mtc-approximate-math)
+// STEPS: IR Dump After ReconcileUnrealizedCastsPass (reconcile-unrealized-casts)
+module attributes {mt.dims = {batch = 2 : i64, hidden = 4 : i64, ffn = 8 : i64}} {
+  mt.param @w : !mt.tensor<[hidden=4, ffn=8], f32> init zeros
+  func.func @step(%x: !mt.tensor<[batch=2, hidden=4], f32>, %w: !mt.tensor<[hidden=4, ffn=8], f32>) -> !mt.tensor<[batch=2, ffn=8], f32> {
+    %h = mt.contract %x, %w over [hidden] : !mt.tensor<[batch=2, hidden=4], f32>, !mt.tensor<[hidden=4, ffn=8], f32> -> !mt.tensor<[batch=2, ffn=8], f32>
+    %y = mt.tanh %h : !mt.tensor<[batch=2, ffn=8], f32>
+    return %y : !mt.tensor<[batch=2, ffn=8], f32>
+  }
+}

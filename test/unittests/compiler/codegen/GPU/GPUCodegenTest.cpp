@@ -1,0 +1,130 @@
+//===- GPUCodegenTest.cpp - the PTX backend's contract --------------------===//
+//
+// What compileToPTX promises without a GPU: PTX for each requested chip from one module,
+// the input module left unchanged, one kernel per linalg op with bare-pointer parameters,
+// and clear errors. (ptxas assembles the PTX in test/compiler/codegen/GPU/ptx.mlir.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/CPU/CPUCodegen.h"
+#include "compiler/codegen/GPU/GPUCodegen.h"
+#include "compiler/pipelines/Pipelines.h"
+#include "compiler/registration/Registration.h"
+
+#include "dialects/mt/IR/MTOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace mtc;
+
+namespace {
+
+/// Arithmetic only, so that no libdevice (no CUDA toolkit) is needed.
+constexpr llvm::StringLiteral kSource = R"mlir(
+  func.func @step(%x: !mt.tensor<[rows=3, cols=700], f32>, %g: !mt.tensor<[cols=700], f32>)
+      -> (!mt.tensor<[rows=3, cols=700], f32>, !mt.tensor<[rows=3], f32>) {
+    %0 = mt.mul %x, %g : !mt.tensor<[rows=3, cols=700], f32>, !mt.tensor<[cols=700], f32>
+        -> !mt.tensor<[rows=3, cols=700], f32>
+    %1 = mt.reduce_sum %0 over [cols] : !mt.tensor<[rows=3, cols=700], f32>
+        -> !mt.tensor<[rows=3], f32>
+    return %0, %1 : !mt.tensor<[rows=3, cols=700], f32>, !mt.tensor<[rows=3], f32>
+  }
+)mlir";
+
+class GPUCodegenTest : public ::testing::Test {
+protected:
+  GPUCodegenTest() { context.loadDialect<mt::MTDialect, mlir::func::FuncDialect>(); }
+
+  mlir::OwningOpRef<mlir::ModuleOp> lowered() {
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceString<mlir::ModuleOp>(kSource, &context);
+    EXPECT_TRUE(module);
+    mlir::PassManager pm(&context);
+    buildToLinalgPipeline(pm);
+    EXPECT_TRUE(module && mlir::succeeded(pm.run(*module)));
+    return module;
+  }
+
+  static std::string print(mlir::ModuleOp module) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module.print(os);
+    return text;
+  }
+
+  mlir::MLIRContext context;
+};
+
+TEST_F(GPUCodegenTest, OneModuleToBothChipsAndToX86) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = lowered();
+  ASSERT_TRUE(module);
+  std::string before = print(*module);
+
+  for (llvm::StringRef chip : {"sm_80", "sm_90"}) {
+    llvm::Expected<std::string> ptx = codegen::compileToPTX(*module, chip);
+    ASSERT_TRUE(static_cast<bool>(ptx)) << llvm::toString(ptx.takeError());
+    EXPECT_NE(ptx->find(".version 8.0"), std::string::npos);
+    EXPECT_NE(ptx->find((".target " + chip).str()), std::string::npos);
+    // The product (2100 elements: 9 blocks of 256 threads) and the row sums' fill and
+    // reduction (3 threads each).
+    EXPECT_NE(ptx->find(".visible .entry step_kernel_0(\n"
+                        "\t.param .u64 .ptr .align 1 step_kernel_0_param_0,\n"
+                        "\t.param .u64 .ptr .align 1 step_kernel_0_param_1,\n"
+                        "\t.param .u64 .ptr .align 1 step_kernel_0_param_2\n"
+                        ")\n"
+                        ".maxntid 256, 1, 1"),
+              std::string::npos)
+        << *ptx;
+    EXPECT_NE(ptx->find(".entry step_kernel_1("), std::string::npos);
+    EXPECT_NE(ptx->find(".entry step_kernel_2("), std::string::npos);
+    EXPECT_EQ(ptx->find(".entry step_kernel_3("), std::string::npos);
+    EXPECT_NE(ptx->find(".maxntid 3, 1, 1"), std::string::npos);
+  }
+  EXPECT_EQ(print(*module), before);
+  // The CPU backend accepts the same module.
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  context.appendDialectRegistry(registry);
+  mlir::PassManager pm(&context);
+  buildCPUPipeline(pm);
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  llvm::Expected<std::string> object = codegen::compileToObject(*module);
+  ASSERT_TRUE(static_cast<bool>(object)) << llvm::toString(object.takeError());
+  EXPECT_EQ(object->substr(0, 4), "\x7f" "ELF");
+}
+
+TEST_F(GPUCodegenTest, BlockSizeOption) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = lowered();
+  ASSERT_TRUE(module);
+  codegen::GPUCodegenOptions options;
+  options.blockSize = 128;
+  llvm::Expected<std::string> ptx = codegen::compileToPTX(*module, "sm_90", options);
+  ASSERT_TRUE(static_cast<bool>(ptx)) << llvm::toString(ptx.takeError());
+  EXPECT_NE(ptx->find(".maxntid 128, 1, 1"), std::string::npos);
+  EXPECT_EQ(ptx->find(".maxntid 256, 1, 1"), std::string::npos);
+}
+
+TEST_F(GPUCodegenTest, Errors) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = lowered();
+  ASSERT_TRUE(module);
+  llvm::Expected<std::string> badChip = codegen::compileToPTX(*module, "gfx90a");
+  ASSERT_FALSE(static_cast<bool>(badChip));
+  EXPECT_EQ(llvm::toString(badChip.takeError()),
+            "unknown GPU architecture 'gfx90a'; expected sm_80, sm_90, ...");
+
+  codegen::GPUCodegenOptions options;
+  options.blockSize = 2048;
+  llvm::Expected<std::string> badBlock = codegen::compileToPTX(*module, "sm_90", options);
+  ASSERT_FALSE(static_cast<bool>(badBlock));
+  EXPECT_NE(llvm::toString(badBlock.takeError()).find("between 1 and 1024"), std::string::npos);
+}
+
+} // namespace
