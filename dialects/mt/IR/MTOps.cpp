@@ -298,7 +298,8 @@ LogicalResult IotaOp::verify() {
     return emitOpError() << "result must have exactly the one dimension '" << getDim()
                          << "', got " << type.dimsToString();
   Type element = type.getElementType();
-  if (!isa<FloatType>(element) && failed(requireInteger(opErrors(*this), type, "or floating-point result")))
+  if (!isa<FloatType>(element) &&
+      failed(requireInteger(opErrors(*this), type, "or floating-point result")))
     return failure();
   if (!holdsPositions(element, type.getNumElements()))
     return emitOpError() << "element type " << element << " cannot hold every position up to "
@@ -325,15 +326,15 @@ static FailureOr<NamedTensorType> inferElementwiseType(BinaryOpOrAdaptor op,
   return inferBroadcastType(lhs, rhs, emitError);
 }
 
-#define MT_ELEMENTWISE_TYPE_RULES(Op, floatOperands)                                    \
-  LogicalResult Op::inferReturnTypes(MLIRContext *, std::optional<Location> location,  \
-                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {   \
-    return addInferred(inferElementwiseType(adaptor, errorsAt(location), floatOperands), \
-                       types);                                                          \
-  }                                                                                     \
-  LogicalResult Op::verify() {                                                          \
-    return verifyInferredResult(                                                        \
-        *this, inferElementwiseType(*this, opErrors(*this), floatOperands));            \
+#define MT_ELEMENTWISE_TYPE_RULES(Op, floatOperands)                                      \
+  LogicalResult Op::inferReturnTypes(MLIRContext *, std::optional<Location> location,     \
+                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {     \
+    return addInferred(inferElementwiseType(adaptor, errorsAt(location), floatOperands),  \
+                       types);                                                            \
+  }                                                                                       \
+  LogicalResult Op::verify() {                                                            \
+    return verifyInferredResult(                                                          \
+        *this, inferElementwiseType(*this, opErrors(*this), floatOperands));              \
   }
 MT_ELEMENTWISE_TYPE_RULES(AddOp, "")
 MT_ELEMENTWISE_TYPE_RULES(SubOp, "")
@@ -344,8 +345,10 @@ MT_ELEMENTWISE_TYPE_RULES(PowOp, "operand")
 MT_ELEMENTWISE_TYPE_RULES(GreaterOp, "operands")
 #undef MT_ELEMENTWISE_TYPE_RULES
 
-#define MT_VERIFY_FLOAT_UNARY(Op)                                                       \
-  LogicalResult Op::verify() { return requireFloat(opErrors(*this), tensorOf(getInput()), "operand"); }
+#define MT_VERIFY_FLOAT_UNARY(Op)                                                        \
+  LogicalResult Op::verify() {                                                           \
+    return requireFloat(opErrors(*this), tensorOf(getInput()), "operand");               \
+  }
 MT_VERIFY_FLOAT_UNARY(NegOp)
 MT_VERIFY_FLOAT_UNARY(ExpOp)
 MT_VERIFY_FLOAT_UNARY(LogOp)
@@ -406,13 +409,13 @@ static FailureOr<NamedTensorType> inferReduceResult(ReduceOpOrAdaptor op,
   return inferReduceType(input, namesOf(op.getOver()), emitError);
 }
 
-#define MT_REDUCE_TYPE_RULES(Op)                                                       \
-  LogicalResult Op::inferReturnTypes(MLIRContext *, std::optional<Location> location, \
-                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {  \
-    return addInferred(inferReduceResult(adaptor, errorsAt(location)), types);         \
-  }                                                                                    \
-  LogicalResult Op::verify() {                                                         \
-    return verifyInferredResult(*this, inferReduceResult(*this, opErrors(*this)));     \
+#define MT_REDUCE_TYPE_RULES(Op)                                                         \
+  LogicalResult Op::inferReturnTypes(MLIRContext *, std::optional<Location> location,    \
+                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {    \
+    return addInferred(inferReduceResult(adaptor, errorsAt(location)), types);           \
+  }                                                                                      \
+  LogicalResult Op::verify() {                                                           \
+    return verifyInferredResult(*this, inferReduceResult(*this, opErrors(*this)));       \
   }
 MT_REDUCE_TYPE_RULES(ReduceSumOp)
 MT_REDUCE_TYPE_RULES(ReduceMeanOp)
@@ -743,7 +746,8 @@ static NamedTensorType tokenDimsOf(NamedTensorType routing, StringRef kDim) {
 static FailureOr<NamedTensorType> inferTopKType(Operation *op, NamedTensorType input,
                                                 StringRef dim, StringAttr kDim, int64_t k,
                                                 StringRef what) {
-  if (failed(requireFloat(opErrors(op), input, what)) || failed(requireDim(opErrors(op), input, dim, what)) ||
+  if (failed(requireFloat(opErrors(op), input, what)) ||
+      failed(requireDim(opErrors(op), input, dim, what)) ||
       failed(requireAbsent(opErrors(op), input, kDim, what)))
     return failure();
   if (k > input.getDimSize(dim))
