@@ -165,7 +165,8 @@ Val MLIRGenImpl::reduceBuiltin(const Expr &call, llvm::StringRef name) {
   std::optional<SmallVector<std::string>> names = dimNames(*over, "'over'");
   if (!names)
     return {};
-  ArrayAttr overAttr = builder.getStrArrayAttr(SmallVector<StringRef>(names->begin(), names->end()));
+  ArrayAttr overAttr =
+      builder.getStrArrayAttr(SmallVector<StringRef>(names->begin(), names->end()));
   Value reduced = name == "sum"    ? createInferred<mt::ReduceSumOp>(over->range, x, overAttr)
                   : name == "mean" ? createInferred<mt::ReduceMeanOp>(over->range, x, overAttr)
                                    : createInferred<mt::ReduceMaxOp>(over->range, x, overAttr);
@@ -210,8 +211,7 @@ Val MLIRGenImpl::normBuiltin(const Expr &call, bool rms) {
   Value normalised =
       rms ? createInferred<mt::RMSNormOp>(call.range, x, scale, builder.getStringAttr(dim),
                                           builder.getF64FloatAttr(*eps))
-          : createInferred<mt::LayerNormOp>(call.range, x, scale, bias,
-                                            builder.getStringAttr(dim),
+          : createInferred<mt::LayerNormOp>(call.range, x, scale, bias, builder.getStringAttr(dim),
                                             builder.getF64FloatAttr(*eps));
   return normalised ? Val::of(normalised) : Val();
 }
@@ -428,8 +428,7 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
       return fail(call.args[0]->range, "cannot gather from a scalar");
     if (!dim || !requireDim(table, *dim, over ? over->range : call.range, "table"))
       return {};
-    Value rows =
-        createInferred<mt::GatherOp>(call.range, table, ids, builder.getStringAttr(*dim));
+    Value rows = createInferred<mt::GatherOp>(call.range, table, ids, builder.getStringAttr(*dim));
     return rows ? Val::of(rows) : Val();
   }
 
@@ -626,11 +625,10 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
         resultType(typeOf(operands[0]), resultDims, call.range);
     if (!type)
       return {};
-    auto op = mt::DispatchOp::create(builder, location, *type, operands[0], operands[1],
-                                     builder.getStringAttr(*kDim),
-                                     builder.getStringAttr(*expertDim),
-                                     builder.getStringAttr("capacity"),
-                                     builder.getF64FloatAttr(*factor));
+    auto op =
+        mt::DispatchOp::create(builder, location, *type, operands[0], operands[1],
+                               builder.getStringAttr(*kDim), builder.getStringAttr(*expertDim),
+                               builder.getStringAttr("capacity"), builder.getF64FloatAttr(*factor));
     if (failed(withErrorsAt(call.range, [&](auto) { return mlir::verify(op, false); }))) {
       op->erase();
       return {};

@@ -301,8 +301,7 @@ LogicalResult vjp(mt::DropoutOp op, TensorBuilder &t, ValueRange g, Grads &out) 
 
 LogicalResult vjp(mt::SplitOp op, TensorBuilder &t, ValueRange g, Grads &out) {
   // Merging the parts back, where the first of them is, gives the input's type.
-  auto merged =
-      mt::MergeOp::create(t.builder(), t.location(), g[0], op.getInto(), op.getDimAttr());
+  auto merged = mt::MergeOp::create(t.builder(), t.location(), g[0], op.getInto(), op.getDimAttr());
   out.assign({merged.getResult()});
   return success();
 }
@@ -326,8 +325,8 @@ LogicalResult vjp(mt::MergeOp op, TensorBuilder &t, ValueRange g, Grads &out) {
 }
 
 LogicalResult vjp(mt::RenameOp op, TensorBuilder &t, ValueRange g, Grads &out) {
-  auto back = mt::RenameOp::create(t.builder(), t.location(), g[0], op.getToAttr(),
-                                   op.getDimAttr());
+  auto back =
+      mt::RenameOp::create(t.builder(), t.location(), g[0], op.getToAttr(), op.getDimAttr());
   out.assign({back.getResult()});
   return success();
 }
@@ -354,18 +353,17 @@ LogicalResult vjp(mt::DispatchOp op, TensorBuilder &t, ValueRange g, Grads &out)
   Value ones = t.broadcastTo(t.scalar(1.0, op.getInput()),
                              indices.withElementType(t.typeOf(op.getInput()).getElementType()));
   // Combine gives the token dimensions, then the features: reorder to the input's layout.
-  auto combined = mt::CombineOp::create(t.builder(), t.location(), g[0], op.getIndices(), ones,
-                                        op.getKDimAttr(), op.getExpertDimAttr(),
-                                        op.getCapacityDimAttr());
+  auto combined =
+      mt::CombineOp::create(t.builder(), t.location(), g[0], op.getIndices(), ones,
+                            op.getKDimAttr(), op.getExpertDimAttr(), op.getCapacityDimAttr());
   out.assign({t.transposeTo(combined, t.typeOf(op.getInput())), Value()});
   return success();
 }
 
 LogicalResult vjp(mt::CombineOp op, TensorBuilder &t, ValueRange g, Grads &out) {
-  auto grad = mt::CombineGradOp::create(
-      t.builder(), t.location(), op.getInput(), op.getIndices(), op.getWeights(), g[0],
-      op.getKDimAttr(),
-      op.getExpertDimAttr(), op.getCapacityDimAttr());
+  auto grad = mt::CombineGradOp::create(t.builder(), t.location(), op.getInput(), op.getIndices(),
+                                        op.getWeights(), g[0], op.getKDimAttr(),
+                                        op.getExpertDimAttr(), op.getCapacityDimAttr());
   out.assign({grad.getInputGrad(), Value(), grad.getWeightsGrad()});
   return success();
 }

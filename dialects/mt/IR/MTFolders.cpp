@@ -56,8 +56,7 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
   return {};
 }
 
-template <typename ReduceOp>
-static OpFoldResult foldEmptyReduce(ReduceOp op) {
+template <typename ReduceOp> static OpFoldResult foldEmptyReduce(ReduceOp op) {
   if (op.getOver().empty())
     return op.getInput();
   return {};

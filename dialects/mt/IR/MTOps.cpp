@@ -1,8 +1,11 @@
 //===- MTOps.cpp - mt dialect operations ----------------------------------===//
 //
-// Verifiers of the global graph. Each checks the dimension names an op refers to, that
-// sizes agree, and that the declared result type is exactly the one the op implies; the
-// messages name the dimension and the operand at fault.
+// Verifiers and type inference of the global graph. Each checks the dimension names an op
+// refers to, that sizes agree, and that the declared result type is exactly the one the op
+// implies; the messages name the dimension and the operand at fault. Where the result type
+// follows from the operands, one function per op computes it and checks the operands, for
+// both `inferReturnTypes` (errors at the builder's location) and the verifier (errors as
+// the op's).
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,10 +86,22 @@ static auto opErrors(Operation *op) {
   return [op] { return op->emitOpError(); };
 }
 
-/// Errors of type inference: at `location` when the caller gave one, else dropped.
-static auto errorsAt(std::optional<Location> location) {
-  return [location] { return location ? mlir::emitError(*location) : InFlightDiagnostic(); };
-}
+/// Errors of type inference: at the builder's location, or nowhere when the caller gave
+/// none (upstream's `emitOptionalError`), in which case every diagnostic of the inference
+/// is dropped.
+class InferenceErrors {
+public:
+  InferenceErrors(MLIRContext *context, std::optional<Location> location)
+      : location(location.value_or(UnknownLoc::get(context))) {
+    if (!location)
+      silence.emplace(context, [](Diagnostic &) { return success(); });
+  }
+  InFlightDiagnostic operator()() const { return mlir::emitError(location); }
+
+private:
+  Location location;
+  std::optional<ScopedDiagnosticHandler> silence;
+};
 
 static SmallVector<StringRef> namesOf(ArrayAttr dims) {
   return llvm::to_vector(
@@ -100,8 +115,7 @@ static LogicalResult requireFloat(EmitErrorFn emitError, NamedTensorType type, S
                      << type.getElementType();
 }
 
-static LogicalResult requireInteger(EmitErrorFn emitError, NamedTensorType type,
-                                    StringRef what) {
+static LogicalResult requireInteger(EmitErrorFn emitError, NamedTensorType type, StringRef what) {
   if (auto intType = dyn_cast<IntegerType>(type.getElementType());
       intType && intType.getWidth() > 1)
     return success();
@@ -113,8 +127,7 @@ static LogicalResult requireDim(EmitErrorFn emitError, NamedTensorType type, Str
                                 StringRef what) {
   if (type.hasDim(dim))
     return success();
-  return emitError() << what << " " << type.dimsToString() << " has no dimension '" << dim
-                     << "'";
+  return emitError() << what << " " << type.dimsToString() << " has no dimension '" << dim << "'";
 }
 
 static LogicalResult requireAbsent(EmitErrorFn emitError, NamedTensorType type, StringRef dim,
@@ -163,10 +176,10 @@ static bool sameDimSet(NamedTensorType a, NamedTensorType b) {
 }
 
 /// `norm`'s scale and bias: exactly the normalised dimension, the input's element type.
-static LogicalResult verifyNormWeight(EmitErrorFn emitError, NamedTensorType input,
-                                      StringRef dim, Value weight, StringRef what) {
-  NamedTensorType expected = input.withDims(
-      {NamedDim{StringAttr::get(input.getContext(), dim), input.getDimSize(dim)}});
+static LogicalResult verifyNormWeight(EmitErrorFn emitError, NamedTensorType input, StringRef dim,
+                                      Value weight, StringRef what) {
+  NamedTensorType expected =
+      input.withDims({NamedDim{StringAttr::get(input.getContext(), dim), input.getDimSize(dim)}});
   if (weight.getType() == expected)
     return success();
   return emitError() << what << " type " << weight.getType() << " does not match the expected "
@@ -314,8 +327,7 @@ LogicalResult IotaOp::verify() {
 /// The result type of a binary elementwise op: equal element types (floating-point, named
 /// `floatOperands` in messages, where that is not empty) and named broadcasting.
 template <typename BinaryOpOrAdaptor>
-static FailureOr<NamedTensorType> inferElementwiseType(BinaryOpOrAdaptor op,
-                                                       EmitErrorFn emitError,
+static FailureOr<NamedTensorType> inferElementwiseType(BinaryOpOrAdaptor op, EmitErrorFn emitError,
                                                        StringRef floatOperands) {
   NamedTensorType lhs = tensorOf(op.getLhs()), rhs = tensorOf(op.getRhs());
   if (!floatOperands.empty() && failed(requireFloat(emitError, lhs, floatOperands)))
@@ -326,15 +338,15 @@ static FailureOr<NamedTensorType> inferElementwiseType(BinaryOpOrAdaptor op,
   return inferBroadcastType(lhs, rhs, emitError);
 }
 
-#define MT_ELEMENTWISE_TYPE_RULES(Op, floatOperands)                                      \
-  LogicalResult Op::inferReturnTypes(MLIRContext *, std::optional<Location> location,     \
-                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {     \
-    return addInferred(inferElementwiseType(adaptor, errorsAt(location), floatOperands),  \
-                       types);                                                            \
-  }                                                                                       \
-  LogicalResult Op::verify() {                                                            \
-    return verifyInferredResult(                                                          \
-        *this, inferElementwiseType(*this, opErrors(*this), floatOperands));              \
+#define MT_ELEMENTWISE_TYPE_RULES(Op, floatOperands)                                               \
+  LogicalResult Op::inferReturnTypes(MLIRContext *context, std::optional<Location> location,       \
+                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {              \
+    return addInferred(                                                                            \
+        inferElementwiseType(adaptor, InferenceErrors(context, location), floatOperands), types);  \
+  }                                                                                                \
+  LogicalResult Op::verify() {                                                                     \
+    return verifyInferredResult(*this,                                                             \
+                                inferElementwiseType(*this, opErrors(*this), floatOperands));      \
   }
 MT_ELEMENTWISE_TYPE_RULES(AddOp, "")
 MT_ELEMENTWISE_TYPE_RULES(SubOp, "")
@@ -345,9 +357,9 @@ MT_ELEMENTWISE_TYPE_RULES(PowOp, "operand")
 MT_ELEMENTWISE_TYPE_RULES(GreaterOp, "operands")
 #undef MT_ELEMENTWISE_TYPE_RULES
 
-#define MT_VERIFY_FLOAT_UNARY(Op)                                                        \
-  LogicalResult Op::verify() {                                                           \
-    return requireFloat(opErrors(*this), tensorOf(getInput()), "operand");               \
+#define MT_VERIFY_FLOAT_UNARY(Op)                                                                  \
+  LogicalResult Op::verify() {                                                                     \
+    return requireFloat(opErrors(*this), tensorOf(getInput()), "operand");                         \
   }
 MT_VERIFY_FLOAT_UNARY(NegOp)
 MT_VERIFY_FLOAT_UNARY(ExpOp)
@@ -390,9 +402,9 @@ static FailureOr<NamedTensorType> inferContractResult(ContractOpOrAdaptor op,
   return inferContractType(lhs, rhs, namesOf(op.getOver()), emitError);
 }
 
-LogicalResult ContractOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+LogicalResult ContractOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return addInferred(inferContractResult(adaptor, errorsAt(location)), types);
+  return addInferred(inferContractResult(adaptor, InferenceErrors(context, location)), types);
 }
 
 LogicalResult ContractOp::verify() {
@@ -401,21 +413,20 @@ LogicalResult ContractOp::verify() {
 
 /// Reducing over no dimension is the identity (which the folder removes).
 template <typename ReduceOpOrAdaptor>
-static FailureOr<NamedTensorType> inferReduceResult(ReduceOpOrAdaptor op,
-                                                    EmitErrorFn emitError) {
+static FailureOr<NamedTensorType> inferReduceResult(ReduceOpOrAdaptor op, EmitErrorFn emitError) {
   NamedTensorType input = tensorOf(op.getInput());
   if (failed(requireFloat(emitError, input, "operand")))
     return failure();
   return inferReduceType(input, namesOf(op.getOver()), emitError);
 }
 
-#define MT_REDUCE_TYPE_RULES(Op)                                                         \
-  LogicalResult Op::inferReturnTypes(MLIRContext *, std::optional<Location> location,    \
-                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {    \
-    return addInferred(inferReduceResult(adaptor, errorsAt(location)), types);           \
-  }                                                                                      \
-  LogicalResult Op::verify() {                                                           \
-    return verifyInferredResult(*this, inferReduceResult(*this, opErrors(*this)));       \
+#define MT_REDUCE_TYPE_RULES(Op)                                                                   \
+  LogicalResult Op::inferReturnTypes(MLIRContext *context, std::optional<Location> location,       \
+                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {              \
+    return addInferred(inferReduceResult(adaptor, InferenceErrors(context, location)), types);     \
+  }                                                                                                \
+  LogicalResult Op::verify() {                                                                     \
+    return verifyInferredResult(*this, inferReduceResult(*this, opErrors(*this)));                 \
   }
 MT_REDUCE_TYPE_RULES(ReduceSumOp)
 MT_REDUCE_TYPE_RULES(ReduceMeanOp)
@@ -449,18 +460,19 @@ static FailureOr<NamedTensorType> inferNormResult(NormOpOrAdaptor op, Value bias
   return input;
 }
 
-LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return addInferred(inferNormResult(adaptor, adaptor.getBias(), errorsAt(location)), types);
+  return addInferred(
+      inferNormResult(adaptor, adaptor.getBias(), InferenceErrors(context, location)), types);
 }
 
 LogicalResult LayerNormOp::verify() {
   return verifyInferredResult(*this, inferNormResult(*this, getBias(), opErrors(*this)));
 }
 
-LogicalResult RMSNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+LogicalResult RMSNormOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
                                           Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return addInferred(inferNormResult(adaptor, Value(), errorsAt(location)), types);
+  return addInferred(inferNormResult(adaptor, Value(), InferenceErrors(context, location)), types);
 }
 
 LogicalResult RMSNormOp::verify() {
@@ -497,25 +509,24 @@ static LogicalResult verifyAttentionOperands(AttentionLikeOp op, EmitErrorFn emi
   if (op.getSeqDim() == op.getHeadsDim() || op.getSeqDim() == op.getHeadDim() ||
       op.getHeadsDim() == op.getHeadDim())
     return emitError() << "sequence, heads and head dimensions must be three different "
-                               "dimensions, got ("
-                            << op.getSeqDim() << ", " << op.getHeadsDim() << ", " << op.getHeadDim()
-                            << ")";
+                          "dimensions, got ("
+                       << op.getSeqDim() << ", " << op.getHeadsDim() << ", " << op.getHeadDim()
+                       << ")";
   if (op.getKvHeadsDim() != op.getHeadsDim() && q.hasDim(op.getKvHeadsDim()))
     return emitError() << "key/value heads dimension '" << op.getKvHeadsDim() << "' must be '"
-                            << op.getHeadsDim()
-                            << "' or a dimension the query lacks, but the query "
-                            << q.dimsToString() << " has it";
+                       << op.getHeadsDim() << "' or a dimension the query lacks, but the query "
+                       << q.dimsToString() << " has it";
   if (k != v)
     return emitError() << "key " << k << " and value " << v << " must have the same type";
   if (k.getElementType() != q.getElementType())
-    return emitError() << "key element type " << k.getElementType()
-                            << " differs from the query's " << q.getElementType();
+    return emitError() << "key element type " << k.getElementType() << " differs from the query's "
+                       << q.getElementType();
   for (StringRef dim : {op.getSeqDim(), op.getKvHeadsDim(), op.getHeadDim()})
     if (failed(requireDim(emitError, k, dim, "key")))
       return failure();
   if (op.getKvHeadsDim() != op.getHeadsDim() && k.hasDim(op.getHeadsDim()))
-    return emitError() << "key has both '" << op.getHeadsDim() << "' and '"
-                            << op.getKvHeadsDim() << "'";
+    return emitError() << "key has both '" << op.getHeadsDim() << "' and '" << op.getKvHeadsDim()
+                       << "'";
   // Every query dimension other than the head dimension is shared with the key.
   for (const NamedDim &dim : q.getDims()) {
     StringRef name = dim.name.getValue();
@@ -525,23 +536,22 @@ static LogicalResult verifyAttentionOperands(AttentionLikeOp op, EmitErrorFn emi
     if (name == op.getHeadsDim() && op.getKvHeadsDim() != op.getHeadsDim())
       continue;
     if (!k.hasDim(keyName))
-      return emitError() << "key " << k.dimsToString() << " lacks the query dimension '"
-                              << name << "'";
+      return emitError() << "key " << k.dimsToString() << " lacks the query dimension '" << name
+                         << "'";
     if (name != op.getSeqDim() && k.getDimSize(keyName) != dim.size)
       return emitError() << "dimension '" << name << "' has size " << dim.size
-                              << " in the query but " << k.getDimSize(keyName) << " in the key";
+                         << " in the query but " << k.getDimSize(keyName) << " in the key";
   }
   if (k.getRank() != q.getRank())
     return emitError() << "key " << k.dimsToString() << " has dimensions that the query "
-                            << q.dimsToString() << " lacks";
+                       << q.dimsToString() << " lacks";
   if (op.getCausal() && k.getDimSize(op.getSeqDim()) != q.getDimSize(op.getSeqDim()))
     return emitError() << "causal attention needs equal query and key lengths, got "
-                            << q.getDimSize(op.getSeqDim()) << " and "
-                            << k.getDimSize(op.getSeqDim());
+                       << q.getDimSize(op.getSeqDim()) << " and " << k.getDimSize(op.getSeqDim());
   int64_t heads = q.getDimSize(op.getHeadsDim()), kvHeads = k.getDimSize(op.getKvHeadsDim());
   if (heads % kvHeads != 0)
-    return emitError() << "query heads (" << heads
-                            << ") must be a multiple of key/value heads (" << kvHeads << ")";
+    return emitError() << "query heads (" << heads << ") must be a multiple of key/value heads ("
+                       << kvHeads << ")";
   if (op.getScale().convertToDouble() <= 0)
     return emitError() << "scale must be positive";
   return success();
@@ -573,16 +583,17 @@ static FailureOr<NamedTensorType> inferGatherType(EmitErrorFn emitError, NamedTe
       continue;
     if (indices.hasDim(tableDim.name))
       return emitError() << "dimension '" << tableDim.name.getValue()
-                               << "' is in both the table and the indices";
+                         << "' is in both the table and the indices";
     dims.push_back(tableDim);
   }
   return table.withDims(dims);
 }
 
-LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return addInferred(inferGatherType(errorsAt(location), tensorOf(adaptor.getTable()),
-                                     tensorOf(adaptor.getIndices()), adaptor.getDim(), "table"),
+  return addInferred(inferGatherType(InferenceErrors(context, location),
+                                     tensorOf(adaptor.getTable()), tensorOf(adaptor.getIndices()),
+                                     adaptor.getDim(), "table"),
                      types);
 }
 
@@ -600,14 +611,13 @@ static LogicalResult verifyCrossEntropyOperands(CrossEntropyLikeOp op, EmitError
       failed(requireInteger(emitError, labels, "labels")) ||
       failed(requireDim(emitError, logits, op.getDim(), "logits")))
     return failure();
-  FailureOr<NamedTensorType> positions =
-      inferReduceType(logits, {op.getDim()}, emitError);
+  FailureOr<NamedTensorType> positions = inferReduceType(logits, {op.getDim()}, emitError);
   if (failed(positions))
     return failure();
   if (!sameDimSet(*positions, labels))
     return emitError() << "labels " << labels.dimsToString()
-                            << " must have the logits' dimensions without '" << op.getDim()
-                            << "', i.e. " << positions->dimsToString();
+                       << " must have the logits' dimensions without '" << op.getDim() << "', i.e. "
+                       << positions->dimsToString();
   return success();
 }
 
@@ -696,9 +706,9 @@ static FailureOr<NamedTensorType> inferMergeResult(MergeOpOrAdaptor op, EmitErro
   return input.withDims(dims);
 }
 
-LogicalResult MergeOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+LogicalResult MergeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return addInferred(inferMergeResult(adaptor, errorsAt(location)), types);
+  return addInferred(inferMergeResult(adaptor, InferenceErrors(context, location)), types);
 }
 
 LogicalResult MergeOp::verify() {
@@ -706,14 +716,12 @@ LogicalResult MergeOp::verify() {
 }
 
 template <typename RenameOpOrAdaptor>
-static FailureOr<NamedTensorType> inferRenameResult(RenameOpOrAdaptor op,
-                                                    EmitErrorFn emitError) {
+static FailureOr<NamedTensorType> inferRenameResult(RenameOpOrAdaptor op, EmitErrorFn emitError) {
   NamedTensorType input = tensorOf(op.getInput());
   if (failed(requireDim(emitError, input, op.getDim(), "operand")))
     return failure();
   // Renaming a dimension to its own name is the identity (which the folder removes).
-  if (op.getDim() != op.getTo() &&
-      failed(requireAbsent(emitError, input, op.getTo(), "operand")))
+  if (op.getDim() != op.getTo() && failed(requireAbsent(emitError, input, op.getTo(), "operand")))
     return failure();
   SmallVector<NamedDim> dims = input.getDims();
   for (NamedDim &dim : dims)
@@ -722,9 +730,9 @@ static FailureOr<NamedTensorType> inferRenameResult(RenameOpOrAdaptor op,
   return input.withDims(dims);
 }
 
-LogicalResult RenameOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+LogicalResult RenameOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return addInferred(inferRenameResult(adaptor, errorsAt(location)), types);
+  return addInferred(inferRenameResult(adaptor, InferenceErrors(context, location)), types);
 }
 
 LogicalResult RenameOp::verify() {
@@ -837,15 +845,14 @@ static FailureOr<NamedTensorType> inferCombineType(CombineLikeOp op, EmitErrorFn
       failed(requireFloat(emitError, weights, "weights")))
     return failure();
   if (op.getExpertDim() == op.getCapacityDim())
-    return emitError() << "expert and capacity dimensions must differ, got '"
-                            << op.getExpertDim() << "' for both";
+    return emitError() << "expert and capacity dimensions must differ, got '" << op.getExpertDim()
+                       << "' for both";
   if (!sameDimSet(indices, weights))
     return emitError() << "weights " << weights.dimsToString()
-                            << " must have the dimensions of the indices "
-                            << indices.dimsToString();
+                       << " must have the dimensions of the indices " << indices.dimsToString();
   if (weights.getElementType() != input.getElementType())
     return emitError() << "weights element type " << weights.getElementType()
-                            << " differs from the input's " << input.getElementType();
+                       << " differs from the input's " << input.getElementType();
   SmallVector<NamedDim> dims = tokenDimsOf(indices, op.getKDim()).getDims();
   for (const NamedDim &dim : input.getDims()) {
     StringRef name = dim.name.getValue();
@@ -853,15 +860,15 @@ static FailureOr<NamedTensorType> inferCombineType(CombineLikeOp op, EmitErrorFn
       continue;
     if (indices.hasDim(name))
       return emitError() << "feature dimension '" << name
-                              << "' of the input is also a dimension of the indices";
+                         << "' of the input is also a dimension of the indices";
     dims.push_back(dim);
   }
   return input.withDims(dims);
 }
 
-LogicalResult CombineOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+LogicalResult CombineOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
                                           Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return addInferred(inferCombineType(adaptor, errorsAt(location)), types);
+  return addInferred(inferCombineType(adaptor, InferenceErrors(context, location)), types);
 }
 
 LogicalResult CombineOp::verify() {
@@ -872,7 +879,7 @@ LogicalResult CombineOp::verify() {
 /// mt.load_balancing_loss_grad shares.
 template <typename LoadBalancingLossLikeOp>
 static LogicalResult verifyLoadBalancingOperands(LoadBalancingLossLikeOp op,
-                                                  EmitErrorFn emitError) {
+                                                 EmitErrorFn emitError) {
   NamedTensorType logits = tensorOf(op.getLogits()), indices = tensorOf(op.getIndices());
   if (failed(requireFloat(emitError, logits, "logits")) ||
       failed(requireInteger(emitError, indices, "indices")) ||
@@ -884,7 +891,7 @@ static LogicalResult verifyLoadBalancingOperands(LoadBalancingLossLikeOp op,
       *inferReduceType(logits, {op.getExpertDim()}, [] { return InFlightDiagnostic(); });
   if (!sameDimSet(tokens, logitTokens))
     return emitError() << "logits " << logits.dimsToString() << " and indices "
-                            << indices.dimsToString() << " must route the same tokens";
+                       << indices.dimsToString() << " must route the same tokens";
   return success();
 }
 
@@ -897,11 +904,11 @@ static FailureOr<NamedTensorType> inferLoadBalancingLossType(LoadBalancingLossOp
   return NamedTensorType::getScalar(tensorOf(op.getLogits()).getElementType());
 }
 
-LogicalResult LoadBalancingLossOp::inferReturnTypes(MLIRContext *,
+LogicalResult LoadBalancingLossOp::inferReturnTypes(MLIRContext *context,
                                                     std::optional<Location> location,
-                                                    Adaptor adaptor,
-                                                    SmallVectorImpl<Type> &types) {
-  return addInferred(inferLoadBalancingLossType(adaptor, errorsAt(location)), types);
+                                                    Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return addInferred(inferLoadBalancingLossType(adaptor, InferenceErrors(context, location)),
+                     types);
 }
 
 LogicalResult LoadBalancingLossOp::verify() {
@@ -1014,9 +1021,10 @@ static LogicalResult verifyAttentionGradOperands(AttentionGradOpOrAdaptor op,
   return success();
 }
 
-LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
-                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  if (failed(verifyAttentionGradOperands(adaptor, errorsAt(location))))
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *context,
+                                                std::optional<Location> location, Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  if (failed(verifyAttentionGradOperands(adaptor, InferenceErrors(context, location))))
     return failure();
   llvm::append_range(types, TypeRange{adaptor.getQuery().getType(), adaptor.getKey().getType(),
                                       adaptor.getValue().getType()});
@@ -1034,8 +1042,8 @@ LogicalResult AttentionGradOp::verify() {
 }
 
 LogicalResult EmbeddingGradOp::verify() {
-  FailureOr<NamedTensorType> gathered = inferGatherType(
-      opErrors(*this), tensorOf(getResult()), tensorOf(getIndices()), getDim(), "result");
+  FailureOr<NamedTensorType> gathered = inferGatherType(opErrors(*this), tensorOf(getResult()),
+                                                        tensorOf(getIndices()), getDim(), "result");
   if (failed(gathered))
     return failure();
   return checkResult(*this, *gathered, getGrad().getType(), "gradient");
@@ -1053,11 +1061,10 @@ static FailureOr<NamedTensorType> inferCrossEntropyGradType(CrossEntropyGradOpOr
   return tensorOf(op.getLogits());
 }
 
-LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
+LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *context,
                                                    std::optional<Location> location,
-                                                   Adaptor adaptor,
-                                                   SmallVectorImpl<Type> &types) {
-  return addInferred(inferCrossEntropyGradType(adaptor, errorsAt(location)), types);
+                                                   Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return addInferred(inferCrossEntropyGradType(adaptor, InferenceErrors(context, location)), types);
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
@@ -1085,8 +1092,7 @@ LogicalResult TopKGradOp::verify() {
 /// The operand rules of mt.combine_grad: mt.combine's, and an output gradient of
 /// mt.combine's result type. The gradients have the types of the input and the weights.
 template <typename CombineGradOpOrAdaptor>
-static LogicalResult verifyCombineGradOperands(CombineGradOpOrAdaptor op,
-                                               EmitErrorFn emitError) {
+static LogicalResult verifyCombineGradOperands(CombineGradOpOrAdaptor op, EmitErrorFn emitError) {
   FailureOr<NamedTensorType> result = inferCombineType(op, emitError);
   if (failed(result))
     return failure();
@@ -1096,12 +1102,13 @@ static LogicalResult verifyCombineGradOperands(CombineGradOpOrAdaptor op,
   return success();
 }
 
-LogicalResult CombineGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
-                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  if (failed(verifyCombineGradOperands(adaptor, errorsAt(location))))
+LogicalResult CombineGradOp::inferReturnTypes(MLIRContext *context,
+                                              std::optional<Location> location, Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  if (failed(verifyCombineGradOperands(adaptor, InferenceErrors(context, location))))
     return failure();
-  llvm::append_range(types, TypeRange{adaptor.getInput().getType(),
-                                      adaptor.getWeights().getType()});
+  llvm::append_range(types,
+                     TypeRange{adaptor.getInput().getType(), adaptor.getWeights().getType()});
   return success();
 }
 
@@ -1127,11 +1134,12 @@ inferLoadBalancingLossGradType(LoadBalancingLossGradOpOrAdaptor op, EmitErrorFn 
   return logits;
 }
 
-LogicalResult LoadBalancingLossGradOp::inferReturnTypes(MLIRContext *,
+LogicalResult LoadBalancingLossGradOp::inferReturnTypes(MLIRContext *context,
                                                         std::optional<Location> location,
                                                         Adaptor adaptor,
                                                         SmallVectorImpl<Type> &types) {
-  return addInferred(inferLoadBalancingLossGradType(adaptor, errorsAt(location)), types);
+  return addInferred(inferLoadBalancingLossGradType(adaptor, InferenceErrors(context, location)),
+                     types);
 }
 
 LogicalResult LoadBalancingLossGradOp::verify() {

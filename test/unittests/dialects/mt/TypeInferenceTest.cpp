@@ -11,6 +11,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 
 #include <gtest/gtest.h>
 
@@ -42,8 +43,10 @@ protected:
   MLIRContext context;
   OpBuilder builder;
   Location loc;
-  OwningOpRef<ModuleOp> module;
+  /// Declared before the module, which holds the ops using its arguments, so that it is
+  /// destroyed after them.
   Block block;
+  OwningOpRef<ModuleOp> module;
 };
 
 TEST_F(TypeInferenceTest, BroadcastAppendsTheRhsDimensionsTheLhsLacks) {
@@ -51,7 +54,7 @@ TEST_F(TypeInferenceTest, BroadcastAppendsTheRhsDimensionsTheLhsLacks) {
   Value rhs = valueOf(type({{"hidden", 8}, {"seq", 4}}));
   auto add = AddOp::create(builder, loc, lhs, rhs);
   EXPECT_EQ(add.getType(), type({{"batch", 2}, {"seq", 4}, {"hidden", 8}}));
-  EXPECT_TRUE(succeeded(verify(add)));
+  EXPECT_TRUE(succeeded(mlir::verify(add)));
 }
 
 TEST_F(TypeInferenceTest, ContractAndReduceAndMergeInferTheirTypes) {
