@@ -151,12 +151,8 @@ Val MLIRGenImpl::reduceBuiltin(const Expr &call, llvm::StringRef name) {
     Value rhs = floatTensorArg(*call.args[1], "second argument", call);
     if (!lhs || !rhs)
       return {};
-    FailureOr<mt::NamedTensorType> type = withErrorsAt(call.range, [&](auto emitErrorFn) {
-      return mt::inferBroadcastType(typeOf(lhs), typeOf(rhs), emitErrorFn);
-    });
-    if (failed(type))
-      return {};
-    return Val::of(mt::MaxOp::create(builder, loc(call.range), *type, lhs, rhs));
+    Value max = createInferred<mt::MaxOp>(call.range, lhs, rhs);
+    return max ? Val::of(max) : Val();
   }
   if (!args.check(1, 1, {"over"}))
     return {};
@@ -169,19 +165,12 @@ Val MLIRGenImpl::reduceBuiltin(const Expr &call, llvm::StringRef name) {
   std::optional<SmallVector<std::string>> names = dimNames(*over, "'over'");
   if (!names)
     return {};
-  SmallVector<StringRef> refs(names->begin(), names->end());
-  FailureOr<mt::NamedTensorType> type = withErrorsAt(over->range, [&](auto emitErrorFn) {
-    return mt::inferReduceType(typeOf(x), refs, emitErrorFn);
-  });
-  if (failed(type))
-    return {};
-  ArrayAttr overAttr = builder.getStrArrayAttr(refs);
-  Location location = loc(call.range);
-  if (name == "sum")
-    return Val::of(mt::ReduceSumOp::create(builder, location, *type, x, overAttr));
-  if (name == "mean")
-    return Val::of(mt::ReduceMeanOp::create(builder, location, *type, x, overAttr));
-  return Val::of(mt::ReduceMaxOp::create(builder, location, *type, x, overAttr));
+  ArrayAttr overAttr =
+      builder.getStrArrayAttr(SmallVector<StringRef>(names->begin(), names->end()));
+  Value reduced = name == "sum"    ? createInferred<mt::ReduceSumOp>(over->range, x, overAttr)
+                  : name == "mean" ? createInferred<mt::ReduceMeanOp>(over->range, x, overAttr)
+                                   : createInferred<mt::ReduceMaxOp>(over->range, x, overAttr);
+  return reduced ? Val::of(reduced) : Val();
 }
 
 Val MLIRGenImpl::normBuiltin(const Expr &call, bool rms) {
@@ -219,14 +208,12 @@ Val MLIRGenImpl::normBuiltin(const Expr &call, bool rms) {
                                    " must have exactly the normalised dimension " +
                                    weightType.dimsToString());
   }
-  Location location = loc(call.range);
-  if (rms)
-    return Val::of(mt::RMSNormOp::create(builder, location, typeOf(x), x, scale,
-                                                 builder.getStringAttr(dim),
-                                                 builder.getF64FloatAttr(*eps)));
-  return Val::of(mt::LayerNormOp::create(builder, location, typeOf(x), x, scale, bias,
-                                                 builder.getStringAttr(dim),
-                                                 builder.getF64FloatAttr(*eps)));
+  Value normalised =
+      rms ? createInferred<mt::RMSNormOp>(call.range, x, scale, builder.getStringAttr(dim),
+                                          builder.getF64FloatAttr(*eps))
+          : createInferred<mt::LayerNormOp>(call.range, x, scale, bias, builder.getStringAttr(dim),
+                                            builder.getF64FloatAttr(*eps));
+  return normalised ? Val::of(normalised) : Val();
 }
 
 Val MLIRGenImpl::attentionBuiltin(const Expr &call) {
@@ -358,14 +345,10 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
     std::optional<SmallVector<std::string>> names = dimNames(*over, "'over'");
     if (!names)
       return {};
-    SmallVector<StringRef> refs(names->begin(), names->end());
-    FailureOr<mt::NamedTensorType> type = withErrorsAt(over->range, [&](auto emitErrorFn) {
-      return mt::inferContractType(typeOf(lhs), typeOf(rhs), refs, emitErrorFn);
-    });
-    if (failed(type))
-      return {};
-    return Val::of(mt::ContractOp::create(builder, location, *type, lhs, rhs,
-                                                  builder.getStrArrayAttr(refs)));
+    Value contracted = createInferred<mt::ContractOp>(
+        over->range, lhs, rhs,
+        builder.getStrArrayAttr(SmallVector<StringRef>(names->begin(), names->end())));
+    return contracted ? Val::of(contracted) : Val();
   }
 
   if (name == "swiglu") {
@@ -375,13 +358,9 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
     Value up = floatTensorArg(*call.args[1], "up projection", call);
     if (!gate || !up)
       return {};
-    FailureOr<mt::NamedTensorType> type = withErrorsAt(call.range, [&](auto emitErrorFn) {
-      return mt::inferBroadcastType(typeOf(gate), typeOf(up), emitErrorFn);
-    });
-    if (failed(type))
-      return {};
     Value activated = mt::SiluOp::create(builder, location, gate);
-    return Val::of(mt::MulOp::create(builder, location, *type, activated, up));
+    Value product = createInferred<mt::MulOp>(call.range, activated, up);
+    return product ? Val::of(product) : Val();
   }
 
   if (name == "softmax") {
@@ -449,20 +428,8 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
       return fail(call.args[0]->range, "cannot gather from a scalar");
     if (!dim || !requireDim(table, *dim, over ? over->range : call.range, "table"))
       return {};
-    SmallVector<mt::NamedDim> resultDims = typeOf(ids).getDims();
-    for (const mt::NamedDim &d : typeOf(table).getDims()) {
-      if (d.name.getValue() == *dim)
-        continue;
-      if (typeOf(ids).hasDim(d.name))
-        return fail(call.range, "dimension '" + d.name.getValue().str() +
-                                    "' is in both the table and the indices");
-      resultDims.push_back(d);
-    }
-    std::optional<mt::NamedTensorType> type = resultType(typeOf(table), resultDims, call.range);
-    if (!type)
-      return {};
-    return Val::of(mt::GatherOp::create(builder, location, *type,
-                                                table, ids, builder.getStringAttr(*dim)));
+    Value rows = createInferred<mt::GatherOp>(call.range, table, ids, builder.getStringAttr(*dim));
+    return rows ? Val::of(rows) : Val();
   }
 
   if (name == "cross_entropy") {
@@ -565,25 +532,11 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
       if (auto it = dims.find(*into); it != dims.end() && it->second != product)
         return fail(target->range, "merged size " + std::to_string(product) + " differs from '" +
                                        *into + "' = " + std::to_string(it->second));
-      SmallVector<mt::NamedDim> resultDims;
-      for (const mt::NamedDim &d : input.getDims()) {
-        if (d.name.getValue() == merged->front())
-          resultDims.push_back({builder.getStringAttr(*into), product});
-        else if (!llvm::is_contained(*merged, d.name.getValue()))
-          resultDims.push_back(d);
-      }
-      std::optional<mt::NamedTensorType> type = resultType(input, resultDims, call.range);
-      if (!type)
-        return {};
-      auto op = mt::MergeOp::create(builder, 
-          location, *type, x,
+      Value mergedValue = createInferred<mt::MergeOp>(
+          call.range, x,
           builder.getStrArrayAttr(SmallVector<StringRef>(merged->begin(), merged->end())),
           builder.getStringAttr(*into));
-      if (failed(withErrorsAt(call.range, [&](auto) { return op.verify(); }))) {
-        op.erase();
-        return {};
-      }
-      return Val::of(op.getResult());
+      return mergedValue ? Val::of(mergedValue) : Val();
     }
     (void)isRename;
     std::optional<std::string> dim = dimName(*call.args[1], "the dimension to rename");
@@ -596,13 +549,9 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
                                      std::to_string(input.getDimSize(*dim)));
     if (input.hasDim(*to))
       return fail(target->range, "input already has a dimension '" + *to + "'");
-    SmallVector<mt::NamedDim> resultDims = input.getDims();
-    for (mt::NamedDim &d : resultDims)
-      if (d.name.getValue() == *dim)
-        d.name = builder.getStringAttr(*to);
-    return Val::of(mt::RenameOp::create(builder, location, input.withDims(resultDims), x,
-                                                builder.getStringAttr(*dim),
-                                                builder.getStringAttr(*to)));
+    Value renamed = createInferred<mt::RenameOp>(call.range, x, builder.getStringAttr(*dim),
+                                                 builder.getStringAttr(*to));
+    return renamed ? Val::of(renamed) : Val();
   }
 
   if (name == "dispatch" || name == "combine" || name == "load_balancing_loss") {
@@ -638,65 +587,53 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
         dimSize(*expertDim, expertsKw ? expertsKw->range : call.range);
     if (!experts)
       return {};
-    Operation *op;
-    if (isDispatch) {
-      std::optional<double> factor =
-          constantArg(args.keyword("capacity_factor"), 1.25, "'capacity_factor'");
-      if (!factor)
-        return {};
-      if (!(*factor > 0))
-        return fail(args.keyword("capacity_factor")->range, "'capacity_factor' must be positive");
-      // The capacity is derived: ceil(factor * tokens * k / experts).
-      mt::NamedTensorType indices = typeOf(operands[1]);
-      int64_t k = indices.getDimSize(*kDim);
-      int64_t tokens = indices.getNumElements() / k;
-      auto capacity = static_cast<int64_t>(
-          std::ceil(*factor * static_cast<double>(tokens * k) / static_cast<double>(*experts)));
-      SmallVector<mt::NamedDim> resultDims = {{builder.getStringAttr(*expertDim), *experts},
-                                              {builder.getStringAttr("capacity"), capacity}};
-      // The input's feature dims: all but the token dims (the indices' dims except k).
-      for (const mt::NamedDim &d : typeOf(operands[0]).getDims())
-        if (!indices.hasDim(d.name) || d.name.getValue() == *kDim)
-          resultDims.push_back(d);
-      std::optional<mt::NamedTensorType> type =
-          resultType(typeOf(operands[0]), resultDims, call.range);
-      if (!type)
-        return {};
-      op = mt::DispatchOp::create(builder, 
-          location, *type, operands[0], operands[1],
-          builder.getStringAttr(*kDim), builder.getStringAttr(*expertDim),
-          builder.getStringAttr("capacity"), builder.getF64FloatAttr(*factor));
-    } else if (isCombine) {
-      mt::NamedTensorType input = typeOf(operands[0]);
+    if (isCombine) {
       if (!requireDim(operands[0], *expertDim, call.args[0]->range, "expert outputs") ||
           !requireDim(operands[0], "capacity", call.args[0]->range, "expert outputs"))
         return {};
-      mt::NamedTensorType indices = typeOf(operands[1]);
-      SmallVector<mt::NamedDim> resultDims;
-      for (const mt::NamedDim &d : indices.getDims())
-        if (d.name.getValue() != *kDim)
-          resultDims.push_back(d);
-      for (const mt::NamedDim &d : input.getDims())
-        if (d.name.getValue() != *expertDim && d.name.getValue() != "capacity")
-          resultDims.push_back(d);
-      std::optional<mt::NamedTensorType> type = resultType(input, resultDims, call.range);
-      if (!type)
-        return {};
-      op = mt::CombineOp::create(builder, location, *type, operands[0],
-                                         operands[1], operands[2], builder.getStringAttr(*kDim),
-                                         builder.getStringAttr(*expertDim),
-                                         builder.getStringAttr("capacity"));
-    } else {
-      op = mt::LoadBalancingLossOp::create(builder, 
-          location, mt::NamedTensorType::getScalar(typeOf(operands[0]).getElementType()),
-          operands[0], operands[1], builder.getStringAttr(*expertDim),
-          builder.getStringAttr(*kDim));
+      Value combined = createInferred<mt::CombineOp>(
+          call.range, operands[0], operands[1], operands[2], builder.getStringAttr(*kDim),
+          builder.getStringAttr(*expertDim), builder.getStringAttr("capacity"));
+      return combined ? Val::of(combined) : Val();
     }
+    if (!isDispatch) {
+      Value loss = createInferred<mt::LoadBalancingLossOp>(call.range, operands[0], operands[1],
+                                                           builder.getStringAttr(*expertDim),
+                                                           builder.getStringAttr(*kDim));
+      return loss ? Val::of(loss) : Val();
+    }
+    std::optional<double> factor =
+        constantArg(args.keyword("capacity_factor"), 1.25, "'capacity_factor'");
+    if (!factor)
+      return {};
+    if (!(*factor > 0))
+      return fail(args.keyword("capacity_factor")->range, "'capacity_factor' must be positive");
+    // The capacity is derived: ceil(factor * tokens * k / experts); the expert count comes
+    // from the dims {} declaration, so the result type is given, not inferred.
+    mt::NamedTensorType indices = typeOf(operands[1]);
+    int64_t k = indices.getDimSize(*kDim);
+    int64_t tokens = indices.getNumElements() / k;
+    auto capacity = static_cast<int64_t>(
+        std::ceil(*factor * static_cast<double>(tokens * k) / static_cast<double>(*experts)));
+    SmallVector<mt::NamedDim> resultDims = {{builder.getStringAttr(*expertDim), *experts},
+                                            {builder.getStringAttr("capacity"), capacity}};
+    // The input's feature dims: all but the token dims (the indices' dims except k).
+    for (const mt::NamedDim &d : typeOf(operands[0]).getDims())
+      if (!indices.hasDim(d.name) || d.name.getValue() == *kDim)
+        resultDims.push_back(d);
+    std::optional<mt::NamedTensorType> type =
+        resultType(typeOf(operands[0]), resultDims, call.range);
+    if (!type)
+      return {};
+    auto op =
+        mt::DispatchOp::create(builder, location, *type, operands[0], operands[1],
+                               builder.getStringAttr(*kDim), builder.getStringAttr(*expertDim),
+                               builder.getStringAttr("capacity"), builder.getF64FloatAttr(*factor));
     if (failed(withErrorsAt(call.range, [&](auto) { return mlir::verify(op, false); }))) {
       op->erase();
       return {};
     }
-    return Val::of(op->getResult(0));
+    return Val::of(op.getResult());
   }
 
   if (layers.count(name))

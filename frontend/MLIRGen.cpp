@@ -673,24 +673,18 @@ Val MLIRGenImpl::evalBinary(const Expr &expr) {
   Type element = commonFloatType(lhs, rhs);
   Value l = castTo(materialize(lhs, element, expr.lhs->range), element, expr.lhs->range);
   Value r = castTo(materialize(rhs, element, expr.rhs->range), element, expr.rhs->range);
-  FailureOr<mt::NamedTensorType> type = withErrorsAt(expr.range, [&](auto emitErrorFn) {
-    return mt::inferBroadcastType(typeOf(l), typeOf(r), emitErrorFn);
-  });
-  if (failed(type))
-    return {};
-  Location location = loc(expr.range);
   Value result;
   if (expr.op == "+")
-    result = mt::AddOp::create(builder, location, *type, l, r);
+    result = createInferred<mt::AddOp>(expr.range, l, r);
   else if (expr.op == "-")
-    result = mt::SubOp::create(builder, location, *type, l, r);
+    result = createInferred<mt::SubOp>(expr.range, l, r);
   else if (expr.op == "*")
-    result = mt::MulOp::create(builder, location, *type, l, r);
+    result = createInferred<mt::MulOp>(expr.range, l, r);
   else if (expr.op == "/")
-    result = mt::DivOp::create(builder, location, *type, l, r);
+    result = createInferred<mt::DivOp>(expr.range, l, r);
   else
-    result = mt::PowOp::create(builder, location, *type, l, r);
-  return Val::of(result);
+    result = createInferred<mt::PowOp>(expr.range, l, r);
+  return result ? Val::of(result) : Val();
 }
 
 SmallVector<Val> MLIRGenImpl::evalRepeat(const Expr &expr, int64_t count,

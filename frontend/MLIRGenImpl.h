@@ -126,6 +126,24 @@ private:
     return {};
   }
 
+  /// Builds `OpTy` (an op that infers its result type) from `args`, its builder's
+  /// arguments after the result type, with the type the dialect infers; when the op's
+  /// rules reject the operands, reports the rule at `range` and builds nothing.
+  template <typename OpTy, typename... Args>
+  Value createInferred(const SourceRange &range, Args &&...args) {
+    OperationState state(loc(range), OpTy::getOperationName());
+    OpTy::build(builder, state, /*result=*/Type(), std::forward<Args>(args)...);
+    SmallVector<Type, 1> types;
+    if (failed(withErrorsAt(range, [&](auto) {
+          return OpTy::inferReturnTypes(&context, state.location, state.operands,
+                                        state.attributes.getDictionary(&context),
+                                        state.getRawProperties(), state.regions, types);
+        })))
+      return {};
+    state.types.assign(types.begin(), types.end());
+    return builder.create(state)->getResult(0);
+  }
+
   /// Routes a diagnostic from the dialect's shape inference to `range`.
   template <typename Fn>
   auto withErrorsAt(const SourceRange &range, Fn &&fn) {

@@ -262,8 +262,7 @@ LogicalResult vjp(mt::RopeOp op, TensorBuilder &t, ValueRange g, Grads &out) {
 
 LogicalResult vjp(mt::AttentionOp op, TensorBuilder &t, ValueRange g, Grads &out) {
   auto grad = mt::AttentionGradOp::create(
-      t.builder(), t.location(), op.getQuery().getType(), op.getKey().getType(),
-      op.getValue().getType(), op.getQuery(), op.getKey(), op.getValue(), g[0],
+      t.builder(), t.location(), op.getQuery(), op.getKey(), op.getValue(), g[0],
       op.getSeqDimAttr(), op.getHeadsDimAttr(), op.getKvHeadsDimAttr(), op.getHeadDimAttr(),
       op.getCausalAttr(), op.getScaleAttr());
   out.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
@@ -282,8 +281,7 @@ LogicalResult vjp(mt::GatherOp op, TensorBuilder &t, ValueRange g, Grads &out) {
 }
 
 LogicalResult vjp(mt::CrossEntropyOp op, TensorBuilder &t, ValueRange g, Grads &out) {
-  Value logits = mt::CrossEntropyGradOp::create(t.builder(), t.location(),
-                                                op.getLogits().getType(), op.getLogits(),
+  Value logits = mt::CrossEntropyGradOp::create(t.builder(), t.location(), op.getLogits(),
                                                 op.getLabels(), g[0], op.getDimAttr());
   out.assign({logits, Value()});
   return success();
@@ -302,9 +300,8 @@ LogicalResult vjp(mt::DropoutOp op, TensorBuilder &t, ValueRange g, Grads &out) 
 //===----------------------------------------------------------------------===//
 
 LogicalResult vjp(mt::SplitOp op, TensorBuilder &t, ValueRange g, Grads &out) {
-  mt::NamedTensorType input = t.typeOf(op.getInput());
-  auto merged = mt::MergeOp::create(t.builder(), t.location(), input, g[0], op.getInto(),
-                                    op.getDimAttr());
+  // Merging the parts back, where the first of them is, gives the input's type.
+  auto merged = mt::MergeOp::create(t.builder(), t.location(), g[0], op.getInto(), op.getDimAttr());
   out.assign({merged.getResult()});
   return success();
 }
@@ -328,8 +325,8 @@ LogicalResult vjp(mt::MergeOp op, TensorBuilder &t, ValueRange g, Grads &out) {
 }
 
 LogicalResult vjp(mt::RenameOp op, TensorBuilder &t, ValueRange g, Grads &out) {
-  auto back = mt::RenameOp::create(t.builder(), t.location(), op.getInput().getType(), g[0],
-                                   op.getToAttr(), op.getDimAttr());
+  auto back =
+      mt::RenameOp::create(t.builder(), t.location(), g[0], op.getToAttr(), op.getDimAttr());
   out.assign({back.getResult()});
   return success();
 }
@@ -355,36 +352,28 @@ LogicalResult vjp(mt::DispatchOp op, TensorBuilder &t, ValueRange g, Grads &out)
   mt::NamedTensorType indices = t.typeOf(op.getIndices());
   Value ones = t.broadcastTo(t.scalar(1.0, op.getInput()),
                              indices.withElementType(t.typeOf(op.getInput()).getElementType()));
-  mt::NamedTensorType input = t.typeOf(op.getInput());
-  SmallVector<mt::NamedDim> dims;
-  for (const mt::NamedDim &dim : indices.getDims())
-    if (dim.name != op.getKDimAttr())
-      dims.push_back(dim);
-  for (const mt::NamedDim &dim : input.getDims())
-    if (!indices.hasDim(dim.name))
-      dims.push_back(dim);
-  auto combined = mt::CombineOp::create(t.builder(), t.location(), input.withDims(dims), g[0],
-                                        op.getIndices(), ones, op.getKDimAttr(),
-                                        op.getExpertDimAttr(), op.getCapacityDimAttr());
-  out.assign({t.transposeTo(combined, input), Value()});
+  // Combine gives the token dimensions, then the features: reorder to the input's layout.
+  auto combined =
+      mt::CombineOp::create(t.builder(), t.location(), g[0], op.getIndices(), ones,
+                            op.getKDimAttr(), op.getExpertDimAttr(), op.getCapacityDimAttr());
+  out.assign({t.transposeTo(combined, t.typeOf(op.getInput())), Value()});
   return success();
 }
 
 LogicalResult vjp(mt::CombineOp op, TensorBuilder &t, ValueRange g, Grads &out) {
-  auto grad = mt::CombineGradOp::create(
-      t.builder(), t.location(), op.getInput().getType(), op.getWeights().getType(),
-      op.getInput(), op.getIndices(), op.getWeights(), g[0], op.getKDimAttr(),
-      op.getExpertDimAttr(), op.getCapacityDimAttr());
+  auto grad = mt::CombineGradOp::create(t.builder(), t.location(), op.getInput(), op.getIndices(),
+                                        op.getWeights(), g[0], op.getKDimAttr(),
+                                        op.getExpertDimAttr(), op.getCapacityDimAttr());
   out.assign({grad.getInputGrad(), Value(), grad.getWeightsGrad()});
   return success();
 }
 
 LogicalResult vjp(mt::LoadBalancingLossOp op, TensorBuilder &t, ValueRange g, Grads &out) {
-  out.assign({mt::LoadBalancingLossGradOp::create(t.builder(), t.location(), op.getLogits().getType(),
-                                             op.getLogits(), op.getIndices(), g[0],
-                                             op.getExpertDimAttr(), op.getKDimAttr())
-             .getResult(),
-         Value()});
+  out.assign({mt::LoadBalancingLossGradOp::create(t.builder(), t.location(), op.getLogits(),
+                                                  op.getIndices(), g[0], op.getExpertDimAttr(),
+                                                  op.getKDimAttr())
+                  .getResult(),
+              Value()});
   return success();
 }
 

@@ -105,19 +105,12 @@ public:
   Value exp(Value value) { return mt::ExpOp::create(b, loc, value); }
 
   Value reduceMax(Value value, StringRef dim) {
-    NamedTensorType type =
-        *mt::inferReduceType(typeOf(value), {dim}, [&] { return emitError(loc); });
-    return mt::ReduceMaxOp::create(b, loc, type, value, b.getStrArrayAttr({dim}));
+    return mt::ReduceMaxOp::create(b, loc, value, b.getStrArrayAttr({dim}));
   }
 
   /// `value` with its dimension `from` called `to`.
   Value rename(Value value, StringRef from, StringAttr to) {
-    SmallVector<NamedDim> dims = typeOf(value).getDims();
-    for (NamedDim &dim : dims)
-      if (dim.name.getValue() == from)
-        dim.name = to;
-    return mt::RenameOp::create(b, loc, typeOf(value).withDims(dims), value, b.getStringAttr(from),
-                                to);
+    return mt::RenameOp::create(b, loc, value, b.getStringAttr(from), to);
   }
 
   /// `value` with dimension `dim` split, in place, into `into` (row-major).
@@ -139,18 +132,7 @@ public:
   /// `value` with the dimensions `merged` (row-major in that order) merged into `into`,
   /// placed where the first of them was.
   Value merge(Value value, ArrayRef<StringRef> merged, StringAttr into) {
-    NamedTensorType type = typeOf(value);
-    int64_t size = 1;
-    for (StringRef name : merged)
-      size *= type.getDimSize(name);
-    SmallVector<NamedDim> dims;
-    for (const NamedDim &d : type.getDims()) {
-      if (d.name.getValue() == merged.front())
-        dims.push_back({into, size});
-      else if (!llvm::is_contained(merged, d.name.getValue()))
-        dims.push_back(d);
-    }
-    return mt::MergeOp::create(b, loc, type.withDims(dims), value, b.getStrArrayAttr(merged), into);
+    return mt::MergeOp::create(b, loc, value, b.getStrArrayAttr(merged), into);
   }
 
   /// `value` in `target`'s type: its element type converted and its dimensions reordered.

@@ -48,9 +48,27 @@ FailureOr<Settings> readSettings(ModuleOp module) {
   auto train = module->getAttrOfType<DictionaryAttr>(mt::MTDialect::kTrainAttrName);
   if (!train)
     return s;
+  // An optimizer or schedule this pass does not implement is an error, never a default.
+  auto kindOf = [&](DictionaryAttr setting, StringRef what,
+                    ArrayRef<StringRef> known) -> FailureOr<StringRef> {
+    auto kind = setting.getAs<StringAttr>("kind");
+    if (kind && llvm::is_contained(known, kind.getValue()))
+      return kind.getValue();
+    InFlightDiagnostic diag = module.emitError("unknown ") << what << " ";
+    if (kind)
+      diag << "'" << kind.getValue() << "'";
+    else
+      diag << "(no 'kind')";
+    diag << "; expected one of";
+    for (StringRef name : known)
+      diag << " '" << name << "'";
+    return diag;
+  };
   if (auto optimizer = train.getAs<DictionaryAttr>("optimizer")) {
-    StringRef kind = optimizer.getAs<StringAttr>("kind").getValue();
-    s.kind = kind == "sgd" ? Settings::Kind::SGD : Settings::Kind::AdamW;
+    FailureOr<StringRef> kind = kindOf(optimizer, "optimizer", {"adamw", "sgd"});
+    if (failed(kind))
+      return failure();
+    s.kind = *kind == "sgd" ? Settings::Kind::SGD : Settings::Kind::AdamW;
     if (s.kind == Settings::Kind::SGD)
       s.weightDecay = 0;
     s.lr = number(optimizer, "lr").value_or(s.lr);
@@ -70,10 +88,14 @@ FailureOr<Settings> readSettings(ModuleOp module) {
     }
   }
   if (auto lr = train.getAs<DictionaryAttr>("lr")) {
-    s.schedule = llvm::StringSwitch<Settings::Schedule>(lr.getAs<StringAttr>("kind").getValue())
+    FailureOr<StringRef> kind =
+        kindOf(lr, "learning-rate schedule", {"constant", "cosine", "linear"});
+    if (failed(kind))
+      return failure();
+    s.schedule = llvm::StringSwitch<Settings::Schedule>(*kind)
                      .Case("cosine", Settings::Schedule::Cosine)
                      .Case("linear", Settings::Schedule::Linear)
-                     .Default(Settings::Schedule::Constant);
+                     .Case("constant", Settings::Schedule::Constant);
     s.warmup = number(lr, "warmup").value_or(0);
     s.minLr = number(lr, "min").value_or(0);
     s.decaySteps = number(lr, "decay_steps").value_or(number(train, "steps").value_or(0));

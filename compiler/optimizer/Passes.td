@@ -27,7 +27,8 @@ def MTOptimizerPass : Pass<"mt-optimizer", "::mlir::ModuleOp"> {
 
     Layer parameters are updated as one stacked tensor (all their instances).
     Defaults (no `optimizer` setting): PyTorch's AdamW, lr 1e-3, betas (0.9, 0.999),
-    eps 1e-8, weight_decay 0.01.
+    eps 1e-8, weight_decay 0.01. An optimizer or schedule `kind` other than those above
+    is an error (never replaced by a default).
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }

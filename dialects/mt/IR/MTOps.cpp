@@ -1,8 +1,11 @@
 //===- MTOps.cpp - mt dialect operations ----------------------------------===//
 //
-// Verifiers of the global graph. Each checks the dimension names an op refers to, that
-// sizes agree, and that the declared result type is exactly the one the op implies; the
-// messages name the dimension and the operand at fault.
+// Verifiers and type inference of the global graph. Each checks the dimension names an op
+// refers to, that sizes agree, and that the declared result type is exactly the one the op
+// implies; the messages name the dimension and the operand at fault. Where the result type
+// follows from the operands, one function per op computes it and checks the operands, for
+// both `inferReturnTypes` (errors at the builder's location) and the verifier (errors as
+// the op's).
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,40 +77,65 @@ static void printInitValue(OpAsmPrinter &printer, Operation *, InitAttr init) {
 
 static NamedTensorType tensorOf(Value value) { return cast<NamedTensorType>(value.getType()); }
 
+/// Emits a diagnostic: the op's own (prefixed with its name) in verifiers, one at the
+/// builder's location (or none) during type inference, so both report the same rule.
+using EmitErrorFn = llvm::function_ref<InFlightDiagnostic()>;
+
+/// Errors reported as `op`'s.
+static auto opErrors(Operation *op) {
+  return [op] { return op->emitOpError(); };
+}
+
+/// Errors of type inference: at the builder's location, or nowhere when the caller gave
+/// none (upstream's `emitOptionalError`), in which case every diagnostic of the inference
+/// is dropped.
+class InferenceErrors {
+public:
+  InferenceErrors(MLIRContext *context, std::optional<Location> location)
+      : location(location.value_or(UnknownLoc::get(context))) {
+    if (!location)
+      silence.emplace(context, [](Diagnostic &) { return success(); });
+  }
+  InFlightDiagnostic operator()() const { return mlir::emitError(location); }
+
+private:
+  Location location;
+  std::optional<ScopedDiagnosticHandler> silence;
+};
+
 static SmallVector<StringRef> namesOf(ArrayAttr dims) {
   return llvm::to_vector(
       llvm::map_range(dims.getAsRange<StringAttr>(), [](StringAttr s) { return s.getValue(); }));
 }
 
-static LogicalResult requireFloat(Operation *op, NamedTensorType type, StringRef what) {
+static LogicalResult requireFloat(EmitErrorFn emitError, NamedTensorType type, StringRef what) {
   if (isa<FloatType>(type.getElementType()))
     return success();
-  return op->emitOpError() << "expects floating-point " << what << ", got element type "
-                           << type.getElementType();
+  return emitError() << "expects floating-point " << what << ", got element type "
+                     << type.getElementType();
 }
 
-static LogicalResult requireInteger(Operation *op, NamedTensorType type, StringRef what) {
+static LogicalResult requireInteger(EmitErrorFn emitError, NamedTensorType type, StringRef what) {
   if (auto intType = dyn_cast<IntegerType>(type.getElementType());
       intType && intType.getWidth() > 1)
     return success();
-  return op->emitOpError() << "expects integer " << what << ", got element type "
-                           << type.getElementType();
+  return emitError() << "expects integer " << what << ", got element type "
+                     << type.getElementType();
 }
 
-static LogicalResult requireDim(Operation *op, NamedTensorType type, StringRef dim,
+static LogicalResult requireDim(EmitErrorFn emitError, NamedTensorType type, StringRef dim,
                                 StringRef what) {
   if (type.hasDim(dim))
     return success();
-  return op->emitOpError() << what << " " << type.dimsToString() << " has no dimension '"
-                           << dim << "'";
+  return emitError() << what << " " << type.dimsToString() << " has no dimension '" << dim << "'";
 }
 
-static LogicalResult requireAbsent(Operation *op, NamedTensorType type, StringRef dim,
+static LogicalResult requireAbsent(EmitErrorFn emitError, NamedTensorType type, StringRef dim,
                                    StringRef what) {
   if (!type.hasDim(dim))
     return success();
-  return op->emitOpError() << "new dimension '" << dim << "' already exists in the " << what
-                           << " " << type.dimsToString();
+  return emitError() << "new dimension '" << dim << "' already exists in the " << what << " "
+                     << type.dimsToString();
 }
 
 static LogicalResult checkResult(Operation *op, Type expected, Type actual,
@@ -116,6 +144,23 @@ static LogicalResult checkResult(Operation *op, Type expected, Type actual,
     return success();
   return op->emitOpError() << what << " type " << actual << " does not match the expected "
                            << expected;
+}
+
+/// Completes the verifier of an op whose one result type `expected` was inferred (with
+/// errors reported as the op's): the declared type must be exactly it.
+static LogicalResult verifyInferredResult(Operation *op, FailureOr<NamedTensorType> expected) {
+  if (failed(expected))
+    return failure();
+  return checkResult(op, *expected, op->getResult(0).getType());
+}
+
+/// The body of `inferReturnTypes` for an op with one inferred result.
+static LogicalResult addInferred(FailureOr<NamedTensorType> type,
+                                 SmallVectorImpl<Type> &inferredReturnTypes) {
+  if (failed(type))
+    return failure();
+  inferredReturnTypes.push_back(*type);
+  return success();
 }
 
 /// True when `a` and `b` have the same named dimensions with the same sizes, in any order.
@@ -131,11 +176,14 @@ static bool sameDimSet(NamedTensorType a, NamedTensorType b) {
 }
 
 /// `norm`'s scale and bias: exactly the normalised dimension, the input's element type.
-static LogicalResult verifyNormWeight(Operation *op, NamedTensorType input, StringRef dim,
+static LogicalResult verifyNormWeight(EmitErrorFn emitError, NamedTensorType input, StringRef dim,
                                       Value weight, StringRef what) {
-  NamedTensorType expected = input.withDims({NamedDim{
-      StringAttr::get(op->getContext(), dim), input.getDimSize(dim)}});
-  return checkResult(op, expected, weight.getType(), what);
+  NamedTensorType expected =
+      input.withDims({NamedDim{StringAttr::get(input.getContext(), dim), input.getDimSize(dim)}});
+  if (weight.getType() == expected)
+    return success();
+  return emitError() << what << " type " << weight.getType() << " does not match the expected "
+                     << expected;
 }
 
 //===----------------------------------------------------------------------===//
@@ -242,7 +290,7 @@ LogicalResult ConstantOp::verify() {
   if (type.getRank() != 0)
     return emitOpError() << "must produce a scalar (no dimensions), got "
                          << type.dimsToString();
-  return requireFloat(*this, type, "result");
+  return requireFloat(opErrors(*this), type, "result");
 }
 
 bool IotaOp::holdsPositions(Type elementType, int64_t size) {
@@ -263,7 +311,8 @@ LogicalResult IotaOp::verify() {
     return emitOpError() << "result must have exactly the one dimension '" << getDim()
                          << "', got " << type.dimsToString();
   Type element = type.getElementType();
-  if (!isa<FloatType>(element) && failed(requireInteger(*this, type, "or floating-point result")))
+  if (!isa<FloatType>(element) &&
+      failed(requireInteger(opErrors(*this), type, "or floating-point result")))
     return failure();
   if (!holdsPositions(element, type.getNumElements()))
     return emitOpError() << "element type " << element << " cannot hold every position up to "
@@ -275,32 +324,43 @@ LogicalResult IotaOp::verify() {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-template <typename BinaryOp>
-static LogicalResult verifyBinary(BinaryOp op) {
+/// The result type of a binary elementwise op: equal element types (floating-point, named
+/// `floatOperands` in messages, where that is not empty) and named broadcasting.
+template <typename BinaryOpOrAdaptor>
+static FailureOr<NamedTensorType> inferElementwiseType(BinaryOpOrAdaptor op, EmitErrorFn emitError,
+                                                       StringRef floatOperands) {
   NamedTensorType lhs = tensorOf(op.getLhs()), rhs = tensorOf(op.getRhs());
+  if (!floatOperands.empty() && failed(requireFloat(emitError, lhs, floatOperands)))
+    return failure();
   if (lhs.getElementType() != rhs.getElementType())
-    return op.emitOpError() << "operands have different element types "
-                            << lhs.getElementType() << " and " << rhs.getElementType();
-  FailureOr<NamedTensorType> expected =
-      inferBroadcastType(lhs, rhs, [&] { return op.emitOpError(); });
-  if (failed(expected))
-    return failure();
-  return checkResult(op, *expected, op.getResult().getType());
+    return emitError() << "operands have different element types " << lhs.getElementType()
+                       << " and " << rhs.getElementType();
+  return inferBroadcastType(lhs, rhs, emitError);
 }
 
-LogicalResult AddOp::verify() { return verifyBinary(*this); }
-LogicalResult SubOp::verify() { return verifyBinary(*this); }
-LogicalResult MulOp::verify() { return verifyBinary(*this); }
-LogicalResult DivOp::verify() { return verifyBinary(*this); }
-LogicalResult MaxOp::verify() { return verifyBinary(*this); }
-LogicalResult PowOp::verify() {
-  if (failed(requireFloat(*this, tensorOf(getLhs()), "operand")))
-    return failure();
-  return verifyBinary(*this);
-}
+#define MT_ELEMENTWISE_TYPE_RULES(Op, floatOperands)                                               \
+  LogicalResult Op::inferReturnTypes(MLIRContext *context, std::optional<Location> location,       \
+                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {              \
+    return addInferred(                                                                            \
+        inferElementwiseType(adaptor, InferenceErrors(context, location), floatOperands), types);  \
+  }                                                                                                \
+  LogicalResult Op::verify() {                                                                     \
+    return verifyInferredResult(*this,                                                             \
+                                inferElementwiseType(*this, opErrors(*this), floatOperands));      \
+  }
+MT_ELEMENTWISE_TYPE_RULES(AddOp, "")
+MT_ELEMENTWISE_TYPE_RULES(SubOp, "")
+MT_ELEMENTWISE_TYPE_RULES(MulOp, "")
+MT_ELEMENTWISE_TYPE_RULES(DivOp, "")
+MT_ELEMENTWISE_TYPE_RULES(MaxOp, "")
+MT_ELEMENTWISE_TYPE_RULES(PowOp, "operand")
+MT_ELEMENTWISE_TYPE_RULES(GreaterOp, "operands")
+#undef MT_ELEMENTWISE_TYPE_RULES
 
-#define MT_VERIFY_FLOAT_UNARY(Op)                                                       \
-  LogicalResult Op::verify() { return requireFloat(*this, tensorOf(getInput()), "operand"); }
+#define MT_VERIFY_FLOAT_UNARY(Op)                                                                  \
+  LogicalResult Op::verify() {                                                                     \
+    return requireFloat(opErrors(*this), tensorOf(getInput()), "operand");                         \
+  }
 MT_VERIFY_FLOAT_UNARY(NegOp)
 MT_VERIFY_FLOAT_UNARY(ExpOp)
 MT_VERIFY_FLOAT_UNARY(LogOp)
@@ -333,34 +393,45 @@ LogicalResult TransposeOp::verify() {
 // Contractions and reductions
 //===----------------------------------------------------------------------===//
 
+template <typename ContractOpOrAdaptor>
+static FailureOr<NamedTensorType> inferContractResult(ContractOpOrAdaptor op,
+                                                      EmitErrorFn emitError) {
+  NamedTensorType lhs = tensorOf(op.getLhs()), rhs = tensorOf(op.getRhs());
+  if (failed(requireFloat(emitError, lhs, "lhs")))
+    return failure();
+  return inferContractType(lhs, rhs, namesOf(op.getOver()), emitError);
+}
+
+LogicalResult ContractOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
+                                           Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return addInferred(inferContractResult(adaptor, InferenceErrors(context, location)), types);
+}
+
 LogicalResult ContractOp::verify() {
-  NamedTensorType lhs = tensorOf(getLhs()), rhs = tensorOf(getRhs());
-  if (failed(requireFloat(*this, lhs, "lhs")))
-    return failure();
-  FailureOr<NamedTensorType> expected =
-      inferContractType(lhs, rhs, namesOf(getOver()), [&] { return emitOpError(); });
-  if (failed(expected))
-    return failure();
-  return checkResult(*this, *expected, getResult().getType());
+  return verifyInferredResult(*this, inferContractResult(*this, opErrors(*this)));
 }
 
-template <typename ReduceOp>
-static LogicalResult verifyReduce(ReduceOp op) {
-  if (op.getOver().empty())
-    return op.emitOpError() << "needs at least one dimension to reduce over";
+/// Reducing over no dimension is the identity (which the folder removes).
+template <typename ReduceOpOrAdaptor>
+static FailureOr<NamedTensorType> inferReduceResult(ReduceOpOrAdaptor op, EmitErrorFn emitError) {
   NamedTensorType input = tensorOf(op.getInput());
-  if (failed(requireFloat(op, input, "operand")))
+  if (failed(requireFloat(emitError, input, "operand")))
     return failure();
-  FailureOr<NamedTensorType> expected =
-      inferReduceType(input, namesOf(op.getOver()), [&] { return op.emitOpError(); });
-  if (failed(expected))
-    return failure();
-  return checkResult(op, *expected, op.getResult().getType());
+  return inferReduceType(input, namesOf(op.getOver()), emitError);
 }
 
-LogicalResult ReduceSumOp::verify() { return verifyReduce(*this); }
-LogicalResult ReduceMeanOp::verify() { return verifyReduce(*this); }
-LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this); }
+#define MT_REDUCE_TYPE_RULES(Op)                                                                   \
+  LogicalResult Op::inferReturnTypes(MLIRContext *context, std::optional<Location> location,       \
+                                     Adaptor adaptor, SmallVectorImpl<Type> &types) {              \
+    return addInferred(inferReduceResult(adaptor, InferenceErrors(context, location)), types);     \
+  }                                                                                                \
+  LogicalResult Op::verify() {                                                                     \
+    return verifyInferredResult(*this, inferReduceResult(*this, opErrors(*this)));                 \
+  }
+MT_REDUCE_TYPE_RULES(ReduceSumOp)
+MT_REDUCE_TYPE_RULES(ReduceMeanOp)
+MT_REDUCE_TYPE_RULES(ReduceMaxOp)
+#undef MT_REDUCE_TYPE_RULES
 
 //===----------------------------------------------------------------------===//
 // Normalisation and attention
@@ -368,39 +439,51 @@ LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this); }
 
 LogicalResult SoftmaxOp::verify() {
   NamedTensorType input = tensorOf(getInput());
-  if (failed(requireFloat(*this, input, "operand")))
+  if (failed(requireFloat(opErrors(*this), input, "operand")))
     return failure();
-  return requireDim(*this, input, getDim(), "operand");
+  return requireDim(opErrors(*this), input, getDim(), "operand");
+}
+
+/// The rules of mt.layer_norm (with `bias`) and mt.rms_norm (without); the result has the
+/// input's type.
+template <typename NormOpOrAdaptor>
+static FailureOr<NamedTensorType> inferNormResult(NormOpOrAdaptor op, Value bias,
+                                                  EmitErrorFn emitError) {
+  NamedTensorType input = tensorOf(op.getInput());
+  if (failed(requireFloat(emitError, input, "operand")) ||
+      failed(requireDim(emitError, input, op.getDim(), "operand")) ||
+      failed(verifyNormWeight(emitError, input, op.getDim(), op.getScale(), "scale")) ||
+      (bias && failed(verifyNormWeight(emitError, input, op.getDim(), bias, "bias"))))
+    return failure();
+  if (op.getEpsilon().convertToDouble() <= 0)
+    return emitError() << "epsilon must be positive";
+  return input;
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return addInferred(
+      inferNormResult(adaptor, adaptor.getBias(), InferenceErrors(context, location)), types);
 }
 
 LogicalResult LayerNormOp::verify() {
-  NamedTensorType input = tensorOf(getInput());
-  if (failed(requireFloat(*this, input, "operand")) ||
-      failed(requireDim(*this, input, getDim(), "operand")) ||
-      failed(verifyNormWeight(*this, input, getDim(), getScale(), "scale")) ||
-      (getBias() && failed(verifyNormWeight(*this, input, getDim(), getBias(), "bias"))))
-    return failure();
-  if (getEpsilon().convertToDouble() <= 0)
-    return emitOpError() << "epsilon must be positive";
-  return checkResult(*this, input, getResult().getType());
+  return verifyInferredResult(*this, inferNormResult(*this, getBias(), opErrors(*this)));
+}
+
+LogicalResult RMSNormOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return addInferred(inferNormResult(adaptor, Value(), InferenceErrors(context, location)), types);
 }
 
 LogicalResult RMSNormOp::verify() {
-  NamedTensorType input = tensorOf(getInput());
-  if (failed(requireFloat(*this, input, "operand")) ||
-      failed(requireDim(*this, input, getDim(), "operand")) ||
-      failed(verifyNormWeight(*this, input, getDim(), getScale(), "scale")))
-    return failure();
-  if (getEpsilon().convertToDouble() <= 0)
-    return emitOpError() << "epsilon must be positive";
-  return checkResult(*this, input, getResult().getType());
+  return verifyInferredResult(*this, inferNormResult(*this, Value(), opErrors(*this)));
 }
 
 LogicalResult RopeOp::verify() {
   NamedTensorType input = tensorOf(getInput());
-  if (failed(requireFloat(*this, input, "operand")) ||
-      failed(requireDim(*this, input, getDim(), "operand")) ||
-      failed(requireDim(*this, input, getPosition(), "operand")))
+  if (failed(requireFloat(opErrors(*this), input, "operand")) ||
+      failed(requireDim(opErrors(*this), input, getDim(), "operand")) ||
+      failed(requireDim(opErrors(*this), input, getPosition(), "operand")))
     return failure();
   if (getDim() == getPosition())
     return emitOpError() << "rotated dimension and position dimension must differ";
@@ -415,36 +498,35 @@ LogicalResult RopeOp::verify() {
 /// The rules of mt.attention on its operands and attributes, which mt.attention_grad
 /// shares.
 template <typename AttentionLikeOp>
-static LogicalResult verifyAttentionOperands(AttentionLikeOp op) {
+static LogicalResult verifyAttentionOperands(AttentionLikeOp op, EmitErrorFn emitError) {
   NamedTensorType q = tensorOf(op.getQuery()), k = tensorOf(op.getKey()),
                   v = tensorOf(op.getValue());
-  if (failed(requireFloat(op, q, "query")))
+  if (failed(requireFloat(emitError, q, "query")))
     return failure();
   for (StringRef dim : {op.getSeqDim(), op.getHeadsDim(), op.getHeadDim()})
-    if (failed(requireDim(op, q, dim, "query")))
+    if (failed(requireDim(emitError, q, dim, "query")))
       return failure();
   if (op.getSeqDim() == op.getHeadsDim() || op.getSeqDim() == op.getHeadDim() ||
       op.getHeadsDim() == op.getHeadDim())
-    return op.emitOpError() << "sequence, heads and head dimensions must be three different "
-                               "dimensions, got ("
-                            << op.getSeqDim() << ", " << op.getHeadsDim() << ", " << op.getHeadDim()
-                            << ")";
+    return emitError() << "sequence, heads and head dimensions must be three different "
+                          "dimensions, got ("
+                       << op.getSeqDim() << ", " << op.getHeadsDim() << ", " << op.getHeadDim()
+                       << ")";
   if (op.getKvHeadsDim() != op.getHeadsDim() && q.hasDim(op.getKvHeadsDim()))
-    return op.emitOpError() << "key/value heads dimension '" << op.getKvHeadsDim() << "' must be '"
-                            << op.getHeadsDim()
-                            << "' or a dimension the query lacks, but the query "
-                            << q.dimsToString() << " has it";
+    return emitError() << "key/value heads dimension '" << op.getKvHeadsDim() << "' must be '"
+                       << op.getHeadsDim() << "' or a dimension the query lacks, but the query "
+                       << q.dimsToString() << " has it";
   if (k != v)
-    return op.emitOpError() << "key " << k << " and value " << v << " must have the same type";
+    return emitError() << "key " << k << " and value " << v << " must have the same type";
   if (k.getElementType() != q.getElementType())
-    return op.emitOpError() << "key element type " << k.getElementType()
-                            << " differs from the query's " << q.getElementType();
+    return emitError() << "key element type " << k.getElementType() << " differs from the query's "
+                       << q.getElementType();
   for (StringRef dim : {op.getSeqDim(), op.getKvHeadsDim(), op.getHeadDim()})
-    if (failed(requireDim(op, k, dim, "key")))
+    if (failed(requireDim(emitError, k, dim, "key")))
       return failure();
   if (op.getKvHeadsDim() != op.getHeadsDim() && k.hasDim(op.getHeadsDim()))
-    return op.emitOpError() << "key has both '" << op.getHeadsDim() << "' and '"
-                            << op.getKvHeadsDim() << "'";
+    return emitError() << "key has both '" << op.getHeadsDim() << "' and '" << op.getKvHeadsDim()
+                       << "'";
   // Every query dimension other than the head dimension is shared with the key.
   for (const NamedDim &dim : q.getDims()) {
     StringRef name = dim.name.getValue();
@@ -454,30 +536,29 @@ static LogicalResult verifyAttentionOperands(AttentionLikeOp op) {
     if (name == op.getHeadsDim() && op.getKvHeadsDim() != op.getHeadsDim())
       continue;
     if (!k.hasDim(keyName))
-      return op.emitOpError() << "key " << k.dimsToString() << " lacks the query dimension '"
-                              << name << "'";
+      return emitError() << "key " << k.dimsToString() << " lacks the query dimension '" << name
+                         << "'";
     if (name != op.getSeqDim() && k.getDimSize(keyName) != dim.size)
-      return op.emitOpError() << "dimension '" << name << "' has size " << dim.size
-                              << " in the query but " << k.getDimSize(keyName) << " in the key";
+      return emitError() << "dimension '" << name << "' has size " << dim.size
+                         << " in the query but " << k.getDimSize(keyName) << " in the key";
   }
   if (k.getRank() != q.getRank())
-    return op.emitOpError() << "key " << k.dimsToString() << " has dimensions that the query "
-                            << q.dimsToString() << " lacks";
+    return emitError() << "key " << k.dimsToString() << " has dimensions that the query "
+                       << q.dimsToString() << " lacks";
   if (op.getCausal() && k.getDimSize(op.getSeqDim()) != q.getDimSize(op.getSeqDim()))
-    return op.emitOpError() << "causal attention needs equal query and key lengths, got "
-                            << q.getDimSize(op.getSeqDim()) << " and "
-                            << k.getDimSize(op.getSeqDim());
+    return emitError() << "causal attention needs equal query and key lengths, got "
+                       << q.getDimSize(op.getSeqDim()) << " and " << k.getDimSize(op.getSeqDim());
   int64_t heads = q.getDimSize(op.getHeadsDim()), kvHeads = k.getDimSize(op.getKvHeadsDim());
   if (heads % kvHeads != 0)
-    return op.emitOpError() << "query heads (" << heads
-                            << ") must be a multiple of key/value heads (" << kvHeads << ")";
+    return emitError() << "query heads (" << heads << ") must be a multiple of key/value heads ("
+                       << kvHeads << ")";
   if (op.getScale().convertToDouble() <= 0)
-    return op.emitOpError() << "scale must be positive";
+    return emitError() << "scale must be positive";
   return success();
 }
 
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttentionOperands(*this)))
+  if (failed(verifyAttentionOperands(*this, opErrors(*this))))
     return failure();
   return checkResult(*this, getQuery().getType(), getResult().getType());
 }
@@ -489,55 +570,59 @@ LogicalResult AttentionOp::verify() {
 /// The rows of `table` (`what` in messages) that `indices` select along `dim`: the indices'
 /// dimensions, then the table's others. mt.gather produces it; mt.embedding_grad scatters
 /// a gradient of this type back.
-static FailureOr<NamedTensorType> inferGatherType(Operation *op, NamedTensorType table,
+static FailureOr<NamedTensorType> inferGatherType(EmitErrorFn emitError, NamedTensorType table,
                                                   NamedTensorType indices, StringRef dim,
                                                   StringRef what) {
-  if (failed(requireFloat(op, table, what)) ||
-      failed(requireInteger(op, indices, "indices")) ||
-      failed(requireDim(op, table, dim, what)))
+  if (failed(requireFloat(emitError, table, what)) ||
+      failed(requireInteger(emitError, indices, "indices")) ||
+      failed(requireDim(emitError, table, dim, what)))
     return failure();
   SmallVector<NamedDim> dims = indices.getDims();
   for (const NamedDim &tableDim : table.getDims()) {
     if (tableDim.name.getValue() == dim)
       continue;
     if (indices.hasDim(tableDim.name))
-      return op->emitOpError() << "dimension '" << tableDim.name.getValue()
-                               << "' is in both the table and the indices";
+      return emitError() << "dimension '" << tableDim.name.getValue()
+                         << "' is in both the table and the indices";
     dims.push_back(tableDim);
   }
   return table.withDims(dims);
 }
 
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return addInferred(inferGatherType(InferenceErrors(context, location),
+                                     tensorOf(adaptor.getTable()), tensorOf(adaptor.getIndices()),
+                                     adaptor.getDim(), "table"),
+                     types);
+}
+
 LogicalResult GatherOp::verify() {
-  FailureOr<NamedTensorType> expected =
-      inferGatherType(*this, tensorOf(getTable()), tensorOf(getIndices()), getDim(), "table");
-  if (failed(expected))
-    return failure();
-  return checkResult(*this, *expected, getResult().getType());
+  return verifyInferredResult(*this, inferGatherType(opErrors(*this), tensorOf(getTable()),
+                                                     tensorOf(getIndices()), getDim(), "table"));
 }
 
 /// The rules of mt.cross_entropy on its logits and labels, which mt.cross_entropy_grad
 /// shares.
 template <typename CrossEntropyLikeOp>
-static LogicalResult verifyCrossEntropyOperands(CrossEntropyLikeOp op) {
+static LogicalResult verifyCrossEntropyOperands(CrossEntropyLikeOp op, EmitErrorFn emitError) {
   NamedTensorType logits = tensorOf(op.getLogits()), labels = tensorOf(op.getLabels());
-  if (failed(requireFloat(op, logits, "logits")) ||
-      failed(requireInteger(op, labels, "labels")) ||
-      failed(requireDim(op, logits, op.getDim(), "logits")))
+  if (failed(requireFloat(emitError, logits, "logits")) ||
+      failed(requireInteger(emitError, labels, "labels")) ||
+      failed(requireDim(emitError, logits, op.getDim(), "logits")))
     return failure();
-  FailureOr<NamedTensorType> positions =
-      inferReduceType(logits, {op.getDim()}, [&] { return op.emitOpError(); });
+  FailureOr<NamedTensorType> positions = inferReduceType(logits, {op.getDim()}, emitError);
   if (failed(positions))
     return failure();
   if (!sameDimSet(*positions, labels))
-    return op.emitOpError() << "labels " << labels.dimsToString()
-                            << " must have the logits' dimensions without '" << op.getDim()
-                            << "', i.e. " << positions->dimsToString();
+    return emitError() << "labels " << labels.dimsToString()
+                       << " must have the logits' dimensions without '" << op.getDim() << "', i.e. "
+                       << positions->dimsToString();
   return success();
 }
 
 LogicalResult CrossEntropyOp::verify() {
-  if (failed(verifyCrossEntropyOperands(*this)))
+  if (failed(verifyCrossEntropyOperands(*this, opErrors(*this))))
     return failure();
   NamedTensorType result = tensorOf(getResult());
   if (result.getRank() != 0 || !isa<FloatType>(result.getElementType()))
@@ -546,7 +631,7 @@ LogicalResult CrossEntropyOp::verify() {
 }
 
 LogicalResult DropoutOp::verify() {
-  if (failed(requireFloat(*this, tensorOf(getInput()), "operand")))
+  if (failed(requireFloat(opErrors(*this), tensorOf(getInput()), "operand")))
     return failure();
   double rate = getRate().convertToDouble();
   if (!(rate >= 0 && rate < 1))
@@ -560,7 +645,7 @@ LogicalResult DropoutOp::verify() {
 
 LogicalResult SplitOp::verify() {
   NamedTensorType input = tensorOf(getInput()), result = tensorOf(getResult());
-  if (failed(requireDim(*this, input, getDim(), "operand")))
+  if (failed(requireDim(opErrors(*this), input, getDim(), "operand")))
     return failure();
   if (getInto().size() < 2)
     return emitOpError() << "must split into at least two dimensions";
@@ -576,7 +661,7 @@ LogicalResult SplitOp::verify() {
       if (!seen.insert(name.getValue()).second)
         return emitOpError() << "dimension '" << name.getValue() << "' is listed twice";
       if (name.getValue() != getDim() &&
-          failed(requireAbsent(*this, input, name.getValue(), "operand")))
+          failed(requireAbsent(opErrors(*this), input, name.getValue(), "operand")))
         return failure();
       if (!result.hasDim(name))
         return emitOpError() << "result " << result.dimsToString()
@@ -593,43 +678,65 @@ LogicalResult SplitOp::verify() {
   return checkResult(*this, input.withDims(dims), result);
 }
 
-LogicalResult MergeOp::verify() {
-  NamedTensorType input = tensorOf(getInput());
-  if (getDims().size() < 2)
-    return emitOpError() << "must merge at least two dimensions";
+template <typename MergeOpOrAdaptor>
+static FailureOr<NamedTensorType> inferMergeResult(MergeOpOrAdaptor op, EmitErrorFn emitError) {
+  NamedTensorType input = tensorOf(op.getInput());
+  if (op.getDims().size() < 2)
+    return emitError() << "must merge at least two dimensions";
   llvm::StringSet<> merged;
   int64_t product = 1;
-  for (StringAttr name : getDims().getAsRange<StringAttr>()) {
-    if (failed(requireDim(*this, input, name.getValue(), "operand")))
+  for (StringAttr name : op.getDims().template getAsRange<StringAttr>()) {
+    if (failed(requireDim(emitError, input, name.getValue(), "operand")))
       return failure();
     if (!merged.insert(name.getValue()).second)
-      return emitOpError() << "dimension '" << name.getValue() << "' is listed twice";
+      return emitError() << "dimension '" << name.getValue() << "' is listed twice";
     product *= input.getDimSize(name.getValue());
   }
-  if (!merged.contains(getInto()) &&
-      failed(requireAbsent(*this, input, getInto(), "operand")))
+  if (!merged.contains(op.getInto()) &&
+      failed(requireAbsent(emitError, input, op.getInto(), "operand")))
     return failure();
   SmallVector<NamedDim> dims;
-  StringRef first = cast<StringAttr>(getDims()[0]).getValue();
+  StringRef first = cast<StringAttr>(op.getDims()[0]).getValue();
   for (const NamedDim &dim : input.getDims()) {
     if (dim.name.getValue() == first)
-      dims.push_back({getIntoAttr(), product});
+      dims.push_back({op.getIntoAttr(), product});
     else if (!merged.contains(dim.name.getValue()))
       dims.push_back(dim);
   }
-  return checkResult(*this, input.withDims(dims), getResult().getType());
+  return input.withDims(dims);
 }
 
-LogicalResult RenameOp::verify() {
-  NamedTensorType input = tensorOf(getInput());
-  if (failed(requireDim(*this, input, getDim(), "operand")) ||
-      failed(requireAbsent(*this, input, getTo(), "operand")))
+LogicalResult MergeOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return addInferred(inferMergeResult(adaptor, InferenceErrors(context, location)), types);
+}
+
+LogicalResult MergeOp::verify() {
+  return verifyInferredResult(*this, inferMergeResult(*this, opErrors(*this)));
+}
+
+template <typename RenameOpOrAdaptor>
+static FailureOr<NamedTensorType> inferRenameResult(RenameOpOrAdaptor op, EmitErrorFn emitError) {
+  NamedTensorType input = tensorOf(op.getInput());
+  if (failed(requireDim(emitError, input, op.getDim(), "operand")))
+    return failure();
+  // Renaming a dimension to its own name is the identity (which the folder removes).
+  if (op.getDim() != op.getTo() && failed(requireAbsent(emitError, input, op.getTo(), "operand")))
     return failure();
   SmallVector<NamedDim> dims = input.getDims();
   for (NamedDim &dim : dims)
-    if (dim.name.getValue() == getDim())
-      dim.name = getToAttr();
-  return checkResult(*this, input.withDims(dims), getResult().getType());
+    if (dim.name.getValue() == op.getDim())
+      dim.name = op.getToAttr();
+  return input.withDims(dims);
+}
+
+LogicalResult RenameOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return addInferred(inferRenameResult(adaptor, InferenceErrors(context, location)), types);
+}
+
+LogicalResult RenameOp::verify() {
+  return verifyInferredResult(*this, inferRenameResult(*this, opErrors(*this)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -647,8 +754,9 @@ static NamedTensorType tokenDimsOf(NamedTensorType routing, StringRef kDim) {
 static FailureOr<NamedTensorType> inferTopKType(Operation *op, NamedTensorType input,
                                                 StringRef dim, StringAttr kDim, int64_t k,
                                                 StringRef what) {
-  if (failed(requireFloat(op, input, what)) || failed(requireDim(op, input, dim, what)) ||
-      failed(requireAbsent(op, input, kDim, what)))
+  if (failed(requireFloat(opErrors(op), input, what)) ||
+      failed(requireDim(opErrors(op), input, dim, what)) ||
+      failed(requireAbsent(opErrors(op), input, kDim, what)))
     return failure();
   if (k > input.getDimSize(dim))
     return op->emitOpError() << "k = " << k << " exceeds the size " << input.getDimSize(dim)
@@ -662,7 +770,7 @@ static FailureOr<NamedTensorType> inferTopKType(Operation *op, NamedTensorType i
 
 LogicalResult TopKOp::verify() {
   NamedTensorType values = tensorOf(getValues()), indices = tensorOf(getIndices());
-  if (failed(requireInteger(*this, indices, "indices")))
+  if (failed(requireInteger(opErrors(*this), indices, "indices")))
     return failure();
   if (!values.hasDim(getKDim()))
     return emitOpError() << "values " << values.dimsToString() << " lack the dimension '"
@@ -679,10 +787,10 @@ LogicalResult TopKOp::verify() {
 LogicalResult DispatchOp::verify() {
   NamedTensorType input = tensorOf(getInput()), indices = tensorOf(getIndices());
   NamedTensorType result = tensorOf(getResult());
-  if (failed(requireInteger(*this, indices, "indices")) ||
-      failed(requireDim(*this, indices, getKDim(), "indices")) ||
-      failed(requireAbsent(*this, input, getExpertDim(), "input")) ||
-      failed(requireAbsent(*this, input, getCapacityDim(), "input")))
+  if (failed(requireInteger(opErrors(*this), indices, "indices")) ||
+      failed(requireDim(opErrors(*this), indices, getKDim(), "indices")) ||
+      failed(requireAbsent(opErrors(*this), input, getExpertDim(), "input")) ||
+      failed(requireAbsent(opErrors(*this), input, getCapacityDim(), "input")))
     return failure();
   if (getExpertDim() == getCapacityDim())
     return emitOpError() << "expert and capacity dimensions must differ, got '"
@@ -727,73 +835,84 @@ LogicalResult DispatchOp::verify() {
 /// The rules of mt.combine on its operands, which mt.combine_grad shares; the result type
 /// they imply: the token dimensions, then the input's feature dimensions.
 template <typename CombineLikeOp>
-static FailureOr<NamedTensorType> inferCombineType(CombineLikeOp op) {
+static FailureOr<NamedTensorType> inferCombineType(CombineLikeOp op, EmitErrorFn emitError) {
   NamedTensorType input = tensorOf(op.getInput()), indices = tensorOf(op.getIndices());
   NamedTensorType weights = tensorOf(op.getWeights());
-  if (failed(requireInteger(op, indices, "indices")) ||
-      failed(requireDim(op, indices, op.getKDim(), "indices")) ||
-      failed(requireDim(op, input, op.getExpertDim(), "input")) ||
-      failed(requireDim(op, input, op.getCapacityDim(), "input")) ||
-      failed(requireFloat(op, weights, "weights")))
+  if (failed(requireInteger(emitError, indices, "indices")) ||
+      failed(requireDim(emitError, indices, op.getKDim(), "indices")) ||
+      failed(requireDim(emitError, input, op.getExpertDim(), "input")) ||
+      failed(requireDim(emitError, input, op.getCapacityDim(), "input")) ||
+      failed(requireFloat(emitError, weights, "weights")))
     return failure();
   if (op.getExpertDim() == op.getCapacityDim())
-    return op.emitOpError() << "expert and capacity dimensions must differ, got '"
-                            << op.getExpertDim() << "' for both";
+    return emitError() << "expert and capacity dimensions must differ, got '" << op.getExpertDim()
+                       << "' for both";
   if (!sameDimSet(indices, weights))
-    return op.emitOpError() << "weights " << weights.dimsToString()
-                            << " must have the dimensions of the indices "
-                            << indices.dimsToString();
+    return emitError() << "weights " << weights.dimsToString()
+                       << " must have the dimensions of the indices " << indices.dimsToString();
   if (weights.getElementType() != input.getElementType())
-    return op.emitOpError() << "weights element type " << weights.getElementType()
-                            << " differs from the input's " << input.getElementType();
+    return emitError() << "weights element type " << weights.getElementType()
+                       << " differs from the input's " << input.getElementType();
   SmallVector<NamedDim> dims = tokenDimsOf(indices, op.getKDim()).getDims();
   for (const NamedDim &dim : input.getDims()) {
     StringRef name = dim.name.getValue();
     if (name == op.getExpertDim() || name == op.getCapacityDim())
       continue;
     if (indices.hasDim(name))
-      return op.emitOpError() << "feature dimension '" << name
-                              << "' of the input is also a dimension of the indices";
+      return emitError() << "feature dimension '" << name
+                         << "' of the input is also a dimension of the indices";
     dims.push_back(dim);
   }
   return input.withDims(dims);
 }
 
+LogicalResult CombineOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return addInferred(inferCombineType(adaptor, InferenceErrors(context, location)), types);
+}
+
 LogicalResult CombineOp::verify() {
-  FailureOr<NamedTensorType> expected = inferCombineType(*this);
-  if (failed(expected))
-    return failure();
-  return checkResult(*this, *expected, getResult().getType());
+  return verifyInferredResult(*this, inferCombineType(*this, opErrors(*this)));
 }
 
 /// The rules of mt.load_balancing_loss on its logits and indices, which
 /// mt.load_balancing_loss_grad shares.
 template <typename LoadBalancingLossLikeOp>
-static LogicalResult verifyLoadBalancingOperands(LoadBalancingLossLikeOp op) {
+static LogicalResult verifyLoadBalancingOperands(LoadBalancingLossLikeOp op,
+                                                 EmitErrorFn emitError) {
   NamedTensorType logits = tensorOf(op.getLogits()), indices = tensorOf(op.getIndices());
-  if (failed(requireFloat(op, logits, "logits")) ||
-      failed(requireInteger(op, indices, "indices")) ||
-      failed(requireDim(op, logits, op.getExpertDim(), "logits")) ||
-      failed(requireDim(op, indices, op.getKDim(), "indices")))
+  if (failed(requireFloat(emitError, logits, "logits")) ||
+      failed(requireInteger(emitError, indices, "indices")) ||
+      failed(requireDim(emitError, logits, op.getExpertDim(), "logits")) ||
+      failed(requireDim(emitError, indices, op.getKDim(), "indices")))
     return failure();
   NamedTensorType tokens = tokenDimsOf(indices, op.getKDim());
   NamedTensorType logitTokens =
       *inferReduceType(logits, {op.getExpertDim()}, [] { return InFlightDiagnostic(); });
   if (!sameDimSet(tokens, logitTokens))
-    return op.emitOpError() << "logits " << logits.dimsToString() << " and indices "
-                            << indices.dimsToString() << " must route the same tokens";
+    return emitError() << "logits " << logits.dimsToString() << " and indices "
+                       << indices.dimsToString() << " must route the same tokens";
   return success();
 }
 
-LogicalResult LoadBalancingLossOp::verify() {
-  if (failed(verifyLoadBalancingOperands(*this)))
+/// A scalar of the logits' element type.
+template <typename LoadBalancingLossOpOrAdaptor>
+static FailureOr<NamedTensorType> inferLoadBalancingLossType(LoadBalancingLossOpOrAdaptor op,
+                                                             EmitErrorFn emitError) {
+  if (failed(verifyLoadBalancingOperands(op, emitError)))
     return failure();
-  NamedTensorType logits = tensorOf(getLogits());
-  NamedTensorType result = tensorOf(getResult());
-  if (result.getRank() != 0 || result.getElementType() != logits.getElementType())
-    return emitOpError() << "result must be a scalar of " << logits.getElementType()
-                         << ", got " << result;
-  return success();
+  return NamedTensorType::getScalar(tensorOf(op.getLogits()).getElementType());
+}
+
+LogicalResult LoadBalancingLossOp::inferReturnTypes(MLIRContext *context,
+                                                    std::optional<Location> location,
+                                                    Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return addInferred(inferLoadBalancingLossType(adaptor, InferenceErrors(context, location)),
+                     types);
+}
+
+LogicalResult LoadBalancingLossOp::verify() {
+  return verifyInferredResult(*this, inferLoadBalancingLossType(*this, opErrors(*this)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -886,21 +1005,35 @@ LogicalResult BroadcastOp::verify() {
   return success();
 }
 
-LogicalResult GreaterOp::verify() {
-  if (failed(requireFloat(*this, tensorOf(getLhs()), "operands")))
-    return failure();
-  return verifyBinary(*this);
+LogicalResult GeluGradOp::verify() {
+  return requireFloat(opErrors(*this), tensorOf(getInput()), "operand");
 }
 
-LogicalResult GeluGradOp::verify() {
-  return requireFloat(*this, tensorOf(getInput()), "operand");
+/// The operand rules of mt.attention_grad; the gradients have the types of query, key and
+/// value.
+template <typename AttentionGradOpOrAdaptor>
+static LogicalResult verifyAttentionGradOperands(AttentionGradOpOrAdaptor op,
+                                                 EmitErrorFn emitError) {
+  if (failed(verifyAttentionOperands(op, emitError)))
+    return failure();
+  if (op.getQuery().getType() != op.getResultGrad().getType())
+    return emitError() << "output gradient must have the query's type";
+  return success();
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *context,
+                                                std::optional<Location> location, Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  if (failed(verifyAttentionGradOperands(adaptor, InferenceErrors(context, location))))
+    return failure();
+  llvm::append_range(types, TypeRange{adaptor.getQuery().getType(), adaptor.getKey().getType(),
+                                      adaptor.getValue().getType()});
+  return success();
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttentionOperands(*this)))
+  if (failed(verifyAttentionGradOperands(*this, opErrors(*this))))
     return failure();
-  if (getQuery().getType() != getResultGrad().getType())
-    return emitOpError() << "output gradient must have the query's type";
   if (getQueryGrad().getType() != getQuery().getType() ||
       getKeyGrad().getType() != getKey().getType() ||
       getValueGrad().getType() != getValue().getType())
@@ -909,28 +1042,41 @@ LogicalResult AttentionGradOp::verify() {
 }
 
 LogicalResult EmbeddingGradOp::verify() {
-  FailureOr<NamedTensorType> gathered =
-      inferGatherType(*this, tensorOf(getResult()), tensorOf(getIndices()), getDim(), "result");
+  FailureOr<NamedTensorType> gathered = inferGatherType(opErrors(*this), tensorOf(getResult()),
+                                                        tensorOf(getIndices()), getDim(), "result");
   if (failed(gathered))
     return failure();
   return checkResult(*this, *gathered, getGrad().getType(), "gradient");
 }
 
-LogicalResult CrossEntropyGradOp::verify() {
-  if (failed(verifyCrossEntropyOperands(*this)))
+/// The logits' type.
+template <typename CrossEntropyGradOpOrAdaptor>
+static FailureOr<NamedTensorType> inferCrossEntropyGradType(CrossEntropyGradOpOrAdaptor op,
+                                                            EmitErrorFn emitError) {
+  if (failed(verifyCrossEntropyOperands(op, emitError)))
     return failure();
-  NamedTensorType loss = tensorOf(getLossGrad());
+  NamedTensorType loss = tensorOf(op.getLossGrad());
   if (loss.getRank() != 0 || !isa<FloatType>(loss.getElementType()))
-    return emitOpError() << "loss gradient must be a floating-point scalar, got " << loss;
-  return checkResult(*this, getLogits().getType(), getResult().getType());
+    return emitError() << "loss gradient must be a floating-point scalar, got " << loss;
+  return tensorOf(op.getLogits());
+}
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *context,
+                                                   std::optional<Location> location,
+                                                   Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return addInferred(inferCrossEntropyGradType(adaptor, InferenceErrors(context, location)), types);
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  return verifyInferredResult(*this, inferCrossEntropyGradType(*this, opErrors(*this)));
 }
 
 /// `result` is the forward op's input: the values gradient has the type mt.topk's values
 /// had.
 LogicalResult TopKGradOp::verify() {
   NamedTensorType grad = tensorOf(getValuesGrad()), indices = tensorOf(getIndices());
-  if (failed(requireInteger(*this, indices, "indices")) ||
-      failed(requireDim(*this, grad, getKDim(), "values gradient")))
+  if (failed(requireInteger(opErrors(*this), indices, "indices")) ||
+      failed(requireDim(opErrors(*this), grad, getKDim(), "values gradient")))
     return failure();
   if (!sameDimSet(grad, indices))
     return emitOpError() << "values gradient " << grad.dimsToString() << " and indices "
@@ -943,10 +1089,31 @@ LogicalResult TopKGradOp::verify() {
   return checkResult(*this, *values, grad, "values gradient");
 }
 
+/// The operand rules of mt.combine_grad: mt.combine's, and an output gradient of
+/// mt.combine's result type. The gradients have the types of the input and the weights.
+template <typename CombineGradOpOrAdaptor>
+static LogicalResult verifyCombineGradOperands(CombineGradOpOrAdaptor op, EmitErrorFn emitError) {
+  FailureOr<NamedTensorType> result = inferCombineType(op, emitError);
+  if (failed(result))
+    return failure();
+  if (op.getResultGrad().getType() != *result)
+    return emitError() << "output gradient type " << op.getResultGrad().getType()
+                       << " does not match the expected " << *result;
+  return success();
+}
+
+LogicalResult CombineGradOp::inferReturnTypes(MLIRContext *context,
+                                              std::optional<Location> location, Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  if (failed(verifyCombineGradOperands(adaptor, InferenceErrors(context, location))))
+    return failure();
+  llvm::append_range(types,
+                     TypeRange{adaptor.getInput().getType(), adaptor.getWeights().getType()});
+  return success();
+}
+
 LogicalResult CombineGradOp::verify() {
-  FailureOr<NamedTensorType> result = inferCombineType(*this);
-  if (failed(result) ||
-      failed(checkResult(*this, *result, getResultGrad().getType(), "output gradient")))
+  if (failed(verifyCombineGradOperands(*this, opErrors(*this))))
     return failure();
   if (getInputGrad().getType() != getInput().getType() ||
       getWeightsGrad().getType() != getWeights().getType())
@@ -954,12 +1121,27 @@ LogicalResult CombineGradOp::verify() {
   return success();
 }
 
-LogicalResult LoadBalancingLossGradOp::verify() {
-  if (failed(verifyLoadBalancingOperands(*this)))
+/// The logits' type.
+template <typename LoadBalancingLossGradOpOrAdaptor>
+static FailureOr<NamedTensorType>
+inferLoadBalancingLossGradType(LoadBalancingLossGradOpOrAdaptor op, EmitErrorFn emitError) {
+  if (failed(verifyLoadBalancingOperands(op, emitError)))
     return failure();
-  NamedTensorType logits = tensorOf(getLogits()), loss = tensorOf(getLossGrad());
+  NamedTensorType logits = tensorOf(op.getLogits()), loss = tensorOf(op.getLossGrad());
   if (loss != NamedTensorType::getScalar(logits.getElementType()))
-    return emitOpError() << "loss gradient must be a scalar of " << logits.getElementType()
-                         << ", got " << loss;
-  return checkResult(*this, logits, getResult().getType());
+    return emitError() << "loss gradient must be a scalar of " << logits.getElementType()
+                       << ", got " << loss;
+  return logits;
+}
+
+LogicalResult LoadBalancingLossGradOp::inferReturnTypes(MLIRContext *context,
+                                                        std::optional<Location> location,
+                                                        Adaptor adaptor,
+                                                        SmallVectorImpl<Type> &types) {
+  return addInferred(inferLoadBalancingLossGradType(adaptor, InferenceErrors(context, location)),
+                     types);
+}
+
+LogicalResult LoadBalancingLossGradOp::verify() {
+  return verifyInferredResult(*this, inferLoadBalancingLossGradType(*this, opErrors(*this)));
 }

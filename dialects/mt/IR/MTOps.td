@@ -2,7 +2,10 @@
 //
 // Operations of the global graph. Every op names the dimensions it works on; verifiers
 // check those names exist with consistent sizes and that the declared result type is the
-// one the op implies, so a malformed program is rejected at the op that breaks it.
+// one the op implies, so a malformed program is rejected at the op that breaks it. Ops
+// whose result type follows from their operands and attributes infer it
+// (InferTypeOpAdaptor), so builders need no result type; the others (a chosen order, size
+// or element type: transpose, broadcast, split, cast, topk, ...) take it explicitly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -146,11 +149,13 @@ def MT_IotaOp : MT_Op<"iota", [Pure]> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-class MT_BinaryOp<string mnemonic> : MT_Op<mnemonic, [Pure]> {
+class MT_BinaryOp<string mnemonic> : MT_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
   let description = [{
     Elementwise with named broadcasting: the result has the lhs dimensions in order followed
     by the rhs dimensions that the lhs lacks; dimensions of one name agree in size; element
-    types are equal.
+    types are equal. The result type is inferred, and must be exactly that one (order
+    included): a producer that wants another order follows with `mt.transpose`, so the
+    lowerings never see a permuted elementwise result.
   }];
   let arguments = (ins MT_Tensor:$lhs, MT_Tensor:$rhs);
   let results = (outs MT_Tensor:$result);
@@ -160,10 +165,17 @@ class MT_BinaryOp<string mnemonic> : MT_Op<mnemonic, [Pure]> {
   let hasVerifier = 1;
 }
 
-def MT_AddOp : MT_BinaryOp<"add"> { let summary = "elementwise sum"; }
-def MT_SubOp : MT_BinaryOp<"sub"> { let summary = "elementwise difference"; }
-def MT_MulOp : MT_BinaryOp<"mul"> { let summary = "elementwise product"; }
-def MT_DivOp : MT_BinaryOp<"div"> { let summary = "elementwise quotient"; }
+/// The identities `x + 0`, `x - 0`, `x * 1` and `x / 1` (the 0 or 1 an `mt.constant`) fold
+/// to `x` where `x` already has the result type (the constant adds no dimension). Adding 0
+/// turns -0 into +0 under IEEE rules; a training graph never tells the two apart.
+class MT_IdentityFoldingBinaryOp<string mnemonic> : MT_BinaryOp<mnemonic> {
+  let hasFolder = 1;
+}
+
+def MT_AddOp : MT_IdentityFoldingBinaryOp<"add"> { let summary = "elementwise sum"; }
+def MT_SubOp : MT_IdentityFoldingBinaryOp<"sub"> { let summary = "elementwise difference"; }
+def MT_MulOp : MT_IdentityFoldingBinaryOp<"mul"> { let summary = "elementwise product"; }
+def MT_DivOp : MT_IdentityFoldingBinaryOp<"div"> { let summary = "elementwise quotient"; }
 def MT_MaxOp : MT_BinaryOp<"max"> { let summary = "elementwise maximum"; }
 def MT_PowOp : MT_BinaryOp<"pow"> { let summary = "elementwise power"; }
 
@@ -197,35 +209,42 @@ def MT_GeluOp : MT_UnaryOp<"gelu"> {
 
 def MT_CastOp : MT_Op<"cast", [Pure]> {
   let summary = "element type conversion";
-  let description = "Converts the element type; the dimensions are unchanged.";
+  let description = [{
+    Converts the element type; the dimensions are unchanged. A cast to the operand's own
+    type folds away.
+  }];
   let arguments = (ins MT_Tensor:$input);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def MT_TransposeOp : MT_Op<"transpose", [Pure]> {
   let summary = "reorder dimensions";
   let description = [{
     Changes the physical order of the dimensions; names, sizes and element type stay.
+    Folds: a transpose to the operand's own order is the operand, and a transpose of a
+    transpose is one transpose from the first operand.
   }];
   let arguments = (ins MT_Tensor:$input);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//
 // Contractions and reductions
 //===----------------------------------------------------------------------===//
 
-def MT_ContractOp : MT_Op<"contract", [Pure]> {
+def MT_ContractOp : MT_Op<"contract", [Pure, InferTypeOpAdaptor]> {
   let summary = "contraction over named dimensions";
   let description = [{
     Multiplies and sums over the `over` dimensions, which both operands have. Dimensions
     that both operands have and that are not contracted are batch dimensions. The result has
     the lhs's remaining dimensions in order, then the rhs's remaining dimensions the lhs
-    lacks.
+    lacks; it is inferred, and must be exactly that type.
 
     ```mlir
     %q = mt.contract %h, %wq over [hidden]
@@ -243,8 +262,12 @@ def MT_ContractOp : MT_Op<"contract", [Pure]> {
   let hasVerifier = 1;
 }
 
-class MT_ReduceOp<string mnemonic> : MT_Op<mnemonic, [Pure]> {
-  let description = "Reduces the `over` dimensions away; the others keep their order.";
+class MT_ReduceOp<string mnemonic> : MT_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let description = [{
+    Reduces the `over` dimensions away; the others keep their order (the inferred result
+    type). Reducing over no dimension is the identity, and folds away.
+  }];
+  let hasFolder = 1;
   let arguments = (ins MT_Tensor:$input, MT_DimListAttr:$over);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = [{
@@ -269,11 +292,11 @@ def MT_SoftmaxOp : MT_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def MT_LayerNormOp : MT_Op<"layer_norm", [Pure]> {
+def MT_LayerNormOp : MT_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
   let summary = "layer normalisation along one dimension";
   let description = [{
     `(x - mean) / sqrt(var + eps) * scale (+ bias)` along `dim`; `scale` and `bias` have
-    exactly that one dimension.
+    exactly that one dimension. The result has the input's type.
   }];
   let arguments = (ins MT_Tensor:$input, MT_Tensor:$scale, Optional<MT_Tensor>:$bias,
                        StrAttr:$dim, DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
@@ -285,9 +308,11 @@ def MT_LayerNormOp : MT_Op<"layer_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MT_RMSNormOp : MT_Op<"rms_norm", [Pure]> {
+def MT_RMSNormOp : MT_Op<"rms_norm", [Pure, InferTypeOpAdaptor]> {
   let summary = "root-mean-square normalisation along one dimension";
-  let description = "`x / sqrt(mean(x^2) + eps) * scale` along `dim`.";
+  let description = [{
+    `x / sqrt(mean(x^2) + eps) * scale` along `dim`; the result has the input's type.
+  }];
   let arguments = (ins MT_Tensor:$input, MT_Tensor:$scale, StrAttr:$dim,
                        DefaultValuedAttr<F64Attr, "1e-6">:$epsilon);
   let results = (outs MT_Tensor:$result);
@@ -352,11 +377,11 @@ def MT_AttentionOp : MT_Op<"attention", [Pure, AllTypesMatch<["query", "result"]
 // Embedding, loss, regularisation
 //===----------------------------------------------------------------------===//
 
-def MT_GatherOp : MT_Op<"gather", [Pure]> {
+def MT_GatherOp : MT_Op<"gather", [Pure, InferTypeOpAdaptor]> {
   let summary = "embedding lookup";
   let description = [{
     Selects rows of `table` along dimension `dim` by integer `indices`. The result has the
-    indices' dimensions followed by the table's other dimensions.
+    indices' dimensions followed by the table's other dimensions (the inferred type).
   }];
   let arguments = (ins MT_Tensor:$table, MT_Tensor:$indices, StrAttr:$dim);
   let results = (outs MT_Tensor:$result);
@@ -371,7 +396,9 @@ def MT_CrossEntropyOp : MT_Op<"cross_entropy", [Pure]> {
   let summary = "mean softmax cross-entropy";
   let description = [{
     `mean(logsumexp(logits) - logits[label])` over every position; `labels` has the logits'
-    dimensions except `dim` and integer elements. The result is a scalar.
+    dimensions except `dim` and integer elements. The result is a floating-point scalar
+    whose element type the producer chooses (the frontend reports the loss in f32 whatever
+    the logits' precision), so it is not inferred.
   }];
   let arguments = (ins MT_Tensor:$logits, MT_Tensor:$labels, StrAttr:$dim);
   let results = (outs MT_Tensor:$result);
@@ -403,7 +430,9 @@ def MT_SplitOp : MT_Op<"split", [Pure]> {
   let summary = "split one dimension into several";
   let description = [{
     Replaces `dim` by the `into` dimensions (row-major: the first varies slowest), in its
-    place. Their sizes come from the result type and multiply to the size of `dim`.
+    place. Their sizes come from the result type (so it is not inferred) and multiply to
+    the size of `dim`. Splitting what an `mt.merge` merged, into the same dimensions,
+    folds to the merge's operand.
   }];
   let arguments = (ins MT_Tensor:$input, StrAttr:$dim, MT_DimListAttr:$into);
   let results = (outs MT_Tensor:$result);
@@ -412,13 +441,15 @@ def MT_SplitOp : MT_Op<"split", [Pure]> {
     `->` type($result)
   }];
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
-def MT_MergeOp : MT_Op<"merge", [Pure]> {
+def MT_MergeOp : MT_Op<"merge", [Pure, InferTypeOpAdaptor]> {
   let summary = "merge several dimensions into one";
   let description = [{
     Replaces the `dims` (row-major in the listed order) by one dimension `into`, placed where
-    the first of them was.
+    the first of them was (the inferred result type). Merging what an `mt.split` split
+    folds to the split's operand when that has the merge's result type.
   }];
   let arguments = (ins MT_Tensor:$input, MT_DimListAttr:$dims, StrAttr:$into);
   let results = (outs MT_Tensor:$result);
@@ -427,10 +458,16 @@ def MT_MergeOp : MT_Op<"merge", [Pure]> {
     `->` type($result)
   }];
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
-def MT_RenameOp : MT_Op<"rename", [Pure]> {
+def MT_RenameOp : MT_Op<"rename", [Pure, InferTypeOpAdaptor]> {
   let summary = "rename a dimension";
+  let description = [{
+    The result is the operand with dimension `dim` called `to`, in place (inferred); `to`
+    must not name another dimension of the operand. Renaming to the same name is the
+    identity, and folds away.
+  }];
   let arguments = (ins MT_Tensor:$input, StrAttr:$dim, StrAttr:$to);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = [{
@@ -438,6 +475,7 @@ def MT_RenameOp : MT_Op<"rename", [Pure]> {
     `->` type($result)
   }];
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -480,11 +518,13 @@ def MT_DispatchOp : MT_Op<"dispatch", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MT_CombineOp : MT_Op<"combine", [Pure]> {
+def MT_CombineOp : MT_Op<"combine", [Pure, InferTypeOpAdaptor]> {
   let summary = "gather expert outputs back to tokens";
   let description = [{
     The inverse of `mt.dispatch` with the same `indices`: each token's output is the sum over
-    its k experts of `weights * expert output` (dropped tokens get zero).
+    its k experts of `weights * expert output` (dropped tokens get zero). The result
+    (inferred) has the token dimensions of `indices`, then the feature dimensions of
+    `input`.
   }];
   let arguments = (ins MT_Tensor:$input, MT_Tensor:$indices, MT_Tensor:$weights,
                        StrAttr:$k_dim, StrAttr:$expert_dim, StrAttr:$capacity_dim);
@@ -497,12 +537,12 @@ def MT_CombineOp : MT_Op<"combine", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MT_LoadBalancingLossOp : MT_Op<"load_balancing_loss", [Pure]> {
+def MT_LoadBalancingLossOp : MT_Op<"load_balancing_loss", [Pure, InferTypeOpAdaptor]> {
   let summary = "auxiliary loss that balances expert load";
   let description = [{
     Switch Transformer's `E * sum_e f_e * P_e`: `f_e` is the fraction of routing choices
     that picked expert e, `P_e` the mean router probability (softmax of `logits` over
-    `expert_dim`) of expert e. A scalar.
+    `expert_dim`) of expert e. A scalar of the logits' element type.
   }];
   let arguments = (ins MT_Tensor:$logits, MT_Tensor:$indices, StrAttr:$expert_dim,
                        StrAttr:$k_dim);
@@ -548,12 +588,13 @@ def MT_GeluGradOp : MT_UnaryOp<"gelu_grad"> {
   let assemblyFormat = "$input (`approximate` $approximate^)? attr-dict `:` type($result)";
 }
 
-def MT_AttentionGradOp : MT_Op<"attention_grad", [Pure]> {
+def MT_AttentionGradOp : MT_Op<"attention_grad", [Pure, InferTypeOpAdaptor]> {
   let summary = "backward of mt.attention";
   let description = [{
     Given the forward operands and the gradient of the output, returns the gradients of
     query, key and value (the attention probabilities are recomputed, as flash attention's
-    backward does). Dimensions and attributes are those of the forward op.
+    backward does). Dimensions and attributes are those of the forward op; the gradients
+    have the types of query, key and value.
   }];
   let arguments = (ins MT_Tensor:$query, MT_Tensor:$key, MT_Tensor:$value,
                        MT_Tensor:$result_grad,
@@ -586,11 +627,11 @@ def MT_EmbeddingGradOp : MT_Op<"embedding_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MT_CrossEntropyGradOp : MT_Op<"cross_entropy_grad", [Pure]> {
+def MT_CrossEntropyGradOp : MT_Op<"cross_entropy_grad", [Pure, InferTypeOpAdaptor]> {
   let summary = "backward of mt.cross_entropy";
   let description = [{
     `(softmax(logits) - onehot(labels)) * loss_grad / positions`, the gradient of the mean
-    cross-entropy with respect to the logits.
+    cross-entropy with respect to the logits, in the logits' type.
   }];
   let arguments = (ins MT_Tensor:$logits, MT_Tensor:$labels, MT_Tensor:$loss_grad,
                        StrAttr:$dim);
@@ -618,12 +659,13 @@ def MT_TopKGradOp : MT_Op<"topk_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MT_CombineGradOp : MT_Op<"combine_grad", [Pure]> {
+def MT_CombineGradOp : MT_Op<"combine_grad", [Pure, InferTypeOpAdaptor]> {
   let summary = "backward of mt.combine";
   let description = [{
     The gradients of `mt.combine`'s expert outputs (each expert slot receives its token's
     output gradient times the routing weight) and of its weights (the dot product of the
-    token's output gradient with the expert slot it came from; zero for dropped tokens).
+    token's output gradient with the expert slot it came from; zero for dropped tokens),
+    in the types of the input and the weights.
   }];
   let arguments = (ins MT_Tensor:$input, MT_Tensor:$indices, MT_Tensor:$weights,
                        MT_Tensor:$result_grad, StrAttr:$k_dim, StrAttr:$expert_dim,
@@ -638,11 +680,11 @@ def MT_CombineGradOp : MT_Op<"combine_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MT_LoadBalancingLossGradOp : MT_Op<"load_balancing_loss_grad", [Pure]> {
+def MT_LoadBalancingLossGradOp : MT_Op<"load_balancing_loss_grad", [Pure, InferTypeOpAdaptor]> {
   let summary = "backward of mt.load_balancing_loss";
   let description = [{
     The gradient with respect to the router logits (the routing fractions `f_e` are
-    piecewise constant and contribute none).
+    piecewise constant and contribute none), in the logits' type.
   }];
   let arguments = (ins MT_Tensor:$logits, MT_Tensor:$indices, MT_Tensor:$loss_grad,
                        StrAttr:$expert_dim, StrAttr:$k_dim);

@@ -20,27 +20,21 @@ Value TensorBuilder::zeros(mt::NamedTensorType type) {
   return type.getRank() == 0 ? zero : mt::BroadcastOp::create(b, loc, type, zero).getResult();
 }
 
-template <typename OpTy>
-Value TensorBuilder::binary(Value lhs, Value rhs) {
-  // Operands come from verified ops, so broadcasting cannot fail here.
-  mt::NamedTensorType type =
-      *mt::inferBroadcastType(typeOf(lhs), typeOf(rhs), [&] { return emitError(loc); });
-  return OpTy::create(b, loc, type, lhs, rhs);
+Value TensorBuilder::add(Value lhs, Value rhs) { return mt::AddOp::create(b, loc, lhs, rhs); }
+Value TensorBuilder::sub(Value lhs, Value rhs) { return mt::SubOp::create(b, loc, lhs, rhs); }
+Value TensorBuilder::mul(Value lhs, Value rhs) { return mt::MulOp::create(b, loc, lhs, rhs); }
+Value TensorBuilder::div(Value lhs, Value rhs) { return mt::DivOp::create(b, loc, lhs, rhs); }
+Value TensorBuilder::pow(Value lhs, Value rhs) { return mt::PowOp::create(b, loc, lhs, rhs); }
+Value TensorBuilder::greater(Value lhs, Value rhs) {
+  return mt::GreaterOp::create(b, loc, lhs, rhs);
 }
-
-Value TensorBuilder::add(Value lhs, Value rhs) { return binary<mt::AddOp>(lhs, rhs); }
-Value TensorBuilder::sub(Value lhs, Value rhs) { return binary<mt::SubOp>(lhs, rhs); }
-Value TensorBuilder::mul(Value lhs, Value rhs) { return binary<mt::MulOp>(lhs, rhs); }
-Value TensorBuilder::div(Value lhs, Value rhs) { return binary<mt::DivOp>(lhs, rhs); }
-Value TensorBuilder::pow(Value lhs, Value rhs) { return binary<mt::PowOp>(lhs, rhs); }
-Value TensorBuilder::greater(Value lhs, Value rhs) { return binary<mt::GreaterOp>(lhs, rhs); }
 Value TensorBuilder::neg(Value value) { return mt::NegOp::create(b, loc, value); }
 Value TensorBuilder::log(Value value) { return mt::LogOp::create(b, loc, value); }
 Value TensorBuilder::sigmoid(Value value) { return mt::SigmoidOp::create(b, loc, value); }
 Value TensorBuilder::rsqrt(Value value) { return mt::RsqrtOp::create(b, loc, value); }
 Value TensorBuilder::sqrt(Value value) { return mt::SqrtOp::create(b, loc, value); }
 Value TensorBuilder::cos(Value value) { return mt::CosOp::create(b, loc, value); }
-Value TensorBuilder::max(Value lhs, Value rhs) { return binary<mt::MaxOp>(lhs, rhs); }
+Value TensorBuilder::max(Value lhs, Value rhs) { return mt::MaxOp::create(b, loc, lhs, rhs); }
 Value TensorBuilder::min(Value lhs, Value rhs) { return neg(max(neg(lhs), neg(rhs))); }
 
 Value TensorBuilder::sumAll(Value value) {
@@ -53,21 +47,15 @@ Value TensorBuilder::sumAll(Value value) {
 Value TensorBuilder::reduceSum(Value value, ArrayRef<StringRef> over) {
   if (over.empty())
     return value;
-  mt::NamedTensorType type =
-      *mt::inferReduceType(typeOf(value), over, [&] { return emitError(loc); });
-  return mt::ReduceSumOp::create(b, loc, type, value, b.getStrArrayAttr(over));
+  return mt::ReduceSumOp::create(b, loc, value, b.getStrArrayAttr(over));
 }
 
 Value TensorBuilder::reduceMean(Value value, ArrayRef<StringRef> over) {
-  mt::NamedTensorType type =
-      *mt::inferReduceType(typeOf(value), over, [&] { return emitError(loc); });
-  return mt::ReduceMeanOp::create(b, loc, type, value, b.getStrArrayAttr(over));
+  return mt::ReduceMeanOp::create(b, loc, value, b.getStrArrayAttr(over));
 }
 
 Value TensorBuilder::contract(Value lhs, Value rhs, ArrayRef<StringRef> over) {
-  mt::NamedTensorType type =
-      *mt::inferContractType(typeOf(lhs), typeOf(rhs), over, [&] { return emitError(loc); });
-  return mt::ContractOp::create(b, loc, type, lhs, rhs, b.getStrArrayAttr(over));
+  return mt::ContractOp::create(b, loc, lhs, rhs, b.getStrArrayAttr(over));
 }
 
 Value TensorBuilder::transposeTo(Value value, mt::NamedTensorType target) {

@@ -1,8 +1,8 @@
 //===- TensorBuilder.h - mt ops with inferred types -------------*- C++ -*-===//
 //
 // Gradient code builds many small mt ops whose result types follow from their operands
-// (named broadcasting, reductions, reorderings). This wraps an OpBuilder and a location so
-// each rule reads like the formula it implements.
+// (named broadcasting, reductions, reorderings: the ops infer them). This wraps an
+// OpBuilder and a location so each rule reads like the formula it implements.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,9 +61,6 @@ public:
   mlir::Location location() const { return loc; }
 
 private:
-  template <typename OpTy>
-  mlir::Value binary(mlir::Value lhs, mlir::Value rhs);
-
   mlir::OpBuilder &b;
   mlir::Location loc;
 };
