@@ -11,12 +11,22 @@
 #ifndef MTC_RUNTIME_COMM_COLLECTIVETYPES_H
 #define MTC_RUNTIME_COMM_COLLECTIVETYPES_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* In C++ the enums hold any int32_t (a fixed underlying type), so that a code read from an
+ * integer can be checked rather than being out of the enum's range. */
+#ifdef __cplusplus
+#define MTC_CODE_TYPE : int32_t
+#else
+#define MTC_CODE_TYPE
+#endif
+
 /* The element type of a collective's buffers. bf16 and f16 are stored as their 16 bits. */
-typedef enum MtcElementType {
+typedef enum MtcElementType MTC_CODE_TYPE {
   MTC_F32 = 0,
   MTC_F64 = 1,
   MTC_BF16 = 2,
@@ -30,7 +40,9 @@ typedef enum MtcElementType {
 
 /* The reduction of all-reduce and reduce-scatter, element by element over the ranks. Integer
  * sums wrap (two's complement); a floating-point max or min is NaN when any input is NaN. */
-typedef enum MtcReduction { MTC_SUM = 0, MTC_MAX = 1, MTC_MIN = 2 } MtcReduction;
+typedef enum MtcReduction MTC_CODE_TYPE { MTC_SUM = 0, MTC_MAX = 1, MTC_MIN = 2 } MtcReduction;
+
+#undef MTC_CODE_TYPE
 
 /* One past the largest reduction code. */
 #define MTC_NUM_REDUCTIONS 3

@@ -2,6 +2,8 @@
 
 #include "runtime/comm/ElementTypes.h"
 
+#include "runtime/support/Safetensors.h"
+
 #include <bit>
 #include <type_traits>
 
@@ -55,28 +57,6 @@ std::string_view reductionName(MtcReduction reduction) {
   return "an unknown reduction";
 }
 
-float bf16ToFloat(uint16_t bits) { return std::bit_cast<float>(uint32_t(bits) << 16); }
-
-uint16_t floatToBf16(float value) {
-  uint32_t x = std::bit_cast<uint32_t>(value);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((x >> 16) | 0x40u); // NaN: keep sign and payload top, set the quiet bit
-  x += 0x7fffu + ((x >> 16) & 1u);      // round to nearest, ties to even
-  return uint16_t(x >> 16);
-}
-
-float f16ToFloat(uint16_t bits) {
-  const uint32_t sign = uint32_t(bits & 0x8000u) << 16;
-  const uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
-  if (exponent == 0x1f) // infinity, NaN
-    return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent == 0) { // zero, subnormal: mantissa * 2^-24, exact in f32
-    float magnitude = float(mantissa) * 0x1p-24f;
-    return sign ? -magnitude : magnitude;
-  }
-  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-
 uint16_t floatToF16(float value) {
   const uint32_t x = std::bit_cast<uint32_t>(value);
   const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
@@ -109,6 +89,10 @@ template <class T> struct Plain {
       return a + b;
   }
 };
+
+/// The 16-bit floats, reduced through f32.
+float bf16BitsToFloat(uint16_t bits) { return bf16ToFloat(BFloat16{bits}); }
+uint16_t floatToBf16Bits(float value) { return floatToBf16(value).bits; }
 
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)> struct Half {
   using Storage = uint16_t;
@@ -166,7 +150,7 @@ ReduceFunction reduceFunction(MtcElementType type, MtcReduction reduction) {
   case MTC_F64:
     return functionOf<Plain<double>>(reduction);
   case MTC_BF16:
-    return functionOf<Half<&bf16ToFloat, &floatToBf16>>(reduction);
+    return functionOf<Half<&bf16BitsToFloat, &floatToBf16Bits>>(reduction);
   case MTC_F16:
     return functionOf<Half<&f16ToFloat, &floatToF16>>(reduction);
   case MTC_I32:

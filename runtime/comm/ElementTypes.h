@@ -1,8 +1,7 @@
 //===- ElementTypes.h - Sizes, names and reductions of the element types -*- C++ -*-===//
 //
 // C++ helpers over the codes of CollectiveTypes.h: the size and name of an element type, the
-// name of a reduction, the conversions of the 16-bit floats (bf16, f16) to and from f32, and
-// the elementwise reduction functions a CPU backend applies (Gloo's algorithms take them as a
+// name of a reduction, the conversion of f32 to f16, and the elementwise reduction functions a CPU backend applies (Gloo's algorithms take them as a
 // plain function). The halves reduce through f32: a sum is computed in f32 and rounded to
 // nearest even, so every step of a ring rounds once; max and min return one of the inputs
 // unchanged. A floating-point max or min is NaN when an input is NaN (the first NaN wins);
@@ -33,11 +32,9 @@ std::string_view elementTypeName(MtcElementType type);
 /// "sum", "max", "min"; "an unknown reduction" for an invalid code.
 std::string_view reductionName(MtcReduction reduction);
 
-/// The 16-bit floats. To-half conversions round to nearest even (overflow gives infinity) and
-/// keep NaNs NaN (quiet); to-float conversions are exact.
-float bf16ToFloat(uint16_t bits);
-uint16_t floatToBf16(float value);
-float f16ToFloat(uint16_t bits);
+/// f32 to IEEE binary16 bits: round to nearest even, overflow to infinity, NaN stays NaN
+/// (quiet). The other conversions of the 16-bit floats are runtime/support/Safetensors.h's
+/// (floatToBf16, bf16ToFloat, f16ToFloat).
 uint16_t floatToF16(float value);
 
 /// out[i] = a[i] (reduction) b[i] for i < count; out may alias a or b.
