@@ -84,6 +84,10 @@ bool FailureRecord::failed() const {
   return !message_.empty();
 }
 
+Error FailureRecord::unusable(std::string_view where) const {
+  return makeError(where, ": communicator unusable after an earlier failure: ", message());
+}
+
 //===----------------------------------------------------------------------===//
 // Communicator: argument checks, then the backend
 //===----------------------------------------------------------------------===//
@@ -95,8 +99,7 @@ std::string Communicator::describe(std::string_view op) const {
 }
 
 Work Communicator::unusable(std::string_view op) const {
-  return Work::finished(makeError(describe(op), ": communicator unusable after an earlier failure: ",
-                                  failure_->message()));
+  return Work::finished(failure_->unusable(describe(op)));
 }
 
 std::optional<Work> Communicator::refuse(std::string_view op,
@@ -114,8 +117,8 @@ namespace {
 /// Why `type` (and `reduction`, when given) cannot be used; empty when they can.
 std::string checkCodes(MtcElementType type, const MtcReduction *reduction = nullptr) {
   if (!isElementType(type))
-    return concat("unknown element type code ", int64_t(type), " (0-",
-                  MTC_NUM_ELEMENT_TYPES - 1, ": f32, f64, bf16, f16, i32, i64)");
+    return concat("unknown element type code ", int64_t(type), " (0-", MTC_NUM_ELEMENT_TYPES - 1,
+                  ": f32, f64, bf16, f16, i32, i64)");
   if (reduction && !isReduction(*reduction))
     return concat("unknown reduction code ", int64_t(*reduction), " (0 = sum, 1 = max, 2 = min)");
   return {};
@@ -131,23 +134,26 @@ std::string checkBuffer(const void *data, size_t count, std::string_view what) {
 
 Work Communicator::startAllReduce(void *data, size_t count, MtcElementType type,
                                   MtcReduction reduction) {
-  if (std::optional<Work> refused = refuse("allReduce", {checkCodes(type, &reduction), checkBuffer(data, count, "data")}))
+  if (std::optional<Work> refused =
+          refuse("allReduce", {checkCodes(type, &reduction), checkBuffer(data, count, "data")}))
     return std::move(*refused);
   return doAllReduce(data, count, type, reduction);
 }
 
 Work Communicator::startAllGather(const void *in, void *out, size_t countPerRank,
                                   MtcElementType type) {
-  if (std::optional<Work> refused = refuse("allGather", {checkCodes(type), checkBuffer(in, countPerRank, "input"),
-                                 checkBuffer(out, countPerRank, "output")}))
+  if (std::optional<Work> refused =
+          refuse("allGather", {checkCodes(type), checkBuffer(in, countPerRank, "input"),
+                               checkBuffer(out, countPerRank, "output")}))
     return std::move(*refused);
   return doAllGather(in, out, countPerRank, type);
 }
 
 Work Communicator::startReduceScatter(const void *in, void *out, size_t countPerRank,
                                       MtcElementType type, MtcReduction reduction) {
-  if (std::optional<Work> refused = refuse("reduceScatter", {checkCodes(type, &reduction), checkBuffer(in, countPerRank, "input"),
-        checkBuffer(out, countPerRank, "output")}))
+  if (std::optional<Work> refused = refuse(
+          "reduceScatter", {checkCodes(type, &reduction), checkBuffer(in, countPerRank, "input"),
+                            checkBuffer(out, countPerRank, "output")}))
     return std::move(*refused);
   return doReduceScatter(in, out, countPerRank, type, reduction);
 }
@@ -163,8 +169,9 @@ Work Communicator::startBroadcast(void *data, size_t count, MtcElementType type,
 
 Work Communicator::startAllToAll(const void *in, void *out, size_t countPerRank,
                                  MtcElementType type) {
-  if (std::optional<Work> refused = refuse("allToAll", {checkCodes(type), checkBuffer(in, countPerRank, "input"),
-                                 checkBuffer(out, countPerRank, "output")}))
+  if (std::optional<Work> refused =
+          refuse("allToAll", {checkCodes(type), checkBuffer(in, countPerRank, "input"),
+                              checkBuffer(out, countPerRank, "output")}))
     return std::move(*refused);
   std::vector<size_t> counts(static_cast<size_t>(size()), countPerRank);
   return doAllToAllV(in, counts, out, counts, type);
@@ -174,17 +181,18 @@ Work Communicator::startAllToAllV(const void *in, std::span<const size_t> sendCo
                                   std::span<const size_t> recvCounts, MtcElementType type) {
   const size_t n = static_cast<size_t>(size()), me = static_cast<size_t>(rank());
   if (sendCounts.size() != n || recvCounts.size() != n)
-    return *refuse("allToAllV", {concat("expected ", n, " send and ", n,
-                                        " receive counts (one per rank), got ", sendCounts.size(),
-                                        " and ", recvCounts.size())});
+    return *refuse("allToAllV",
+                   {concat("expected ", n, " send and ", n, " receive counts (one per rank), got ",
+                           sendCounts.size(), " and ", recvCounts.size())});
   if (sendCounts[me] != recvCounts[me])
     return *refuse("allToAllV", {concat("this rank sends itself ", sendCounts[me],
                                         " elements but expects ", recvCounts[me])});
   size_t sendTotal = 0, recvTotal = 0;
   for (size_t p = 0; p < n; ++p)
     sendTotal += sendCounts[p], recvTotal += recvCounts[p];
-  if (std::optional<Work> refused = refuse("allToAllV", {checkCodes(type), checkBuffer(in, sendTotal, "input"),
-                                 checkBuffer(out, recvTotal, "output")}))
+  if (std::optional<Work> refused =
+          refuse("allToAllV", {checkCodes(type), checkBuffer(in, sendTotal, "input"),
+                               checkBuffer(out, recvTotal, "output")}))
     return std::move(*refused);
   return doAllToAllV(in, std::vector<size_t>(sendCounts.begin(), sendCounts.end()), out,
                      std::vector<size_t>(recvCounts.begin(), recvCounts.end()), type);
@@ -205,21 +213,27 @@ std::string checkPeer(int peer, int rank, int size) {
 } // namespace
 
 Work Communicator::startSend(const void *data, size_t count, MtcElementType type, int peer) {
-  if (std::optional<Work> refused = refuse("send", {checkPeer(peer, rank(), size()), checkCodes(type), checkBuffer(data, count, "data")}))
+  if (std::optional<Work> refused =
+          refuse("send", {checkPeer(peer, rank(), size()), checkCodes(type),
+                          checkBuffer(data, count, "data")}))
     return std::move(*refused);
   return doSend(data, count, type, peer);
 }
 
 Work Communicator::startRecv(void *data, size_t count, MtcElementType type, int peer) {
-  if (std::optional<Work> refused = refuse("recv", {checkPeer(peer, rank(), size()), checkCodes(type), checkBuffer(data, count, "data")}))
+  if (std::optional<Work> refused =
+          refuse("recv", {checkPeer(peer, rank(), size()), checkCodes(type),
+                          checkBuffer(data, count, "data")}))
     return std::move(*refused);
   return doRecv(data, count, type, peer);
 }
 
 Work Communicator::startSendRecv(const void *sendData, size_t sendCount, int dst, void *recvData,
                                  size_t recvCount, int src, MtcElementType type) {
-  if (std::optional<Work> refused = refuse("sendRecv", {checkPeer(dst, rank(), size()), checkPeer(src, rank(), size()), checkCodes(type),
-        checkBuffer(sendData, sendCount, "send"), checkBuffer(recvData, recvCount, "receive")}))
+  if (std::optional<Work> refused =
+          refuse("sendRecv", {checkPeer(dst, rank(), size()), checkPeer(src, rank(), size()),
+                              checkCodes(type), checkBuffer(sendData, sendCount, "send"),
+                              checkBuffer(recvData, recvCount, "receive")}))
     return std::move(*refused);
   return doSendRecv(sendData, sendCount, dst, recvData, recvCount, src, type);
 }

@@ -43,8 +43,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <initializer_list>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -130,6 +130,9 @@ public:
   /// Empty while no failure is recorded.
   std::string message() const;
   bool failed() const;
+  /// The error of an operation (`where`, see Communicator::describe) refused because of the
+  /// recorded failure.
+  Error unusable(std::string_view where) const;
 
 private:
   mutable std::mutex mutex_;
@@ -210,8 +213,8 @@ public:
   Error recv(void *data, size_t count, MtcElementType type, int peer) {
     return startRecv(data, count, type, peer).wait();
   }
-  Error sendRecv(const void *sendData, size_t sendCount, int dst, void *recvData,
-                 size_t recvCount, int src, MtcElementType type) {
+  Error sendRecv(const void *sendData, size_t sendCount, int dst, void *recvData, size_t recvCount,
+                 int src, MtcElementType type) {
     return startSendRecv(sendData, sendCount, dst, recvData, recvCount, src, type).wait();
   }
 
@@ -239,10 +242,9 @@ protected:
   /// itself in counters_.
   virtual Work doAllReduce(void *data, size_t count, MtcElementType type,
                            MtcReduction reduction) = 0;
-  virtual Work doAllGather(const void *in, void *out, size_t countPerRank,
-                           MtcElementType type) = 0;
-  virtual Work doReduceScatter(const void *in, void *out, size_t countPerRank,
-                               MtcElementType type, MtcReduction reduction) = 0;
+  virtual Work doAllGather(const void *in, void *out, size_t countPerRank, MtcElementType type) = 0;
+  virtual Work doReduceScatter(const void *in, void *out, size_t countPerRank, MtcElementType type,
+                               MtcReduction reduction) = 0;
   virtual Work doBroadcast(void *data, size_t count, MtcElementType type, int root) = 0;
   virtual Work doAllToAllV(const void *in, std::vector<size_t> sendCounts, void *out,
                            std::vector<size_t> recvCounts, MtcElementType type) = 0;

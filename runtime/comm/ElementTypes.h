@@ -1,11 +1,11 @@
 //===- ElementTypes.h - Sizes, names and reductions of the element types -*- C++ -*-===//
 //
 // C++ helpers over the codes of CollectiveTypes.h: the size and name of an element type, the
-// name of a reduction, the conversion of f32 to f16, and the elementwise reduction functions a CPU backend applies (Gloo's algorithms take them as a
-// plain function). The halves reduce through f32: a sum is computed in f32 and rounded to
-// nearest even, so every step of a ring rounds once; max and min return one of the inputs
-// unchanged. A floating-point max or min is NaN when an input is NaN (the first NaN wins);
-// of two equal values the first wins. Integer sums wrap.
+// name of a reduction, the conversion of f32 to f16, and the elementwise reduction functions
+// a CPU backend applies (Gloo's algorithms take them as a plain function). The halves reduce
+// through f32: a sum is computed in f32 and rounded to nearest even, so every step of a ring rounds
+// once; max and min return one of the inputs unchanged. A floating-point max or min is NaN when an
+// input is NaN (the first NaN wins); of two equal values the first wins. Integer sums wrap.
 //
 //===----------------------------------------------------------------------===//
 

@@ -221,9 +221,8 @@ private:
         op = std::move(queue_.front());
         queue_.pop_front();
       }
-      if (failure_->failed()) {
-        op.work->finish(makeError(op.where, ": communicator unusable after an earlier failure: ",
-                                  failure_->message()));
+      if (failure_->failed()) { // started before an earlier operation failed
+        op.work->finish(failure_->unusable(op.where));
         continue;
       }
       Posted posted;
@@ -231,6 +230,9 @@ private:
         op.body(context_, posted);
       } catch (const std::exception &e) {
         fail(op, e.what());
+        continue;
+      } catch (...) {
+        fail(op, "an exception that is not a std::exception");
         continue;
       }
       if (posted.empty()) {
@@ -257,9 +259,9 @@ private:
         pending_.pop_front();
       }
       auto left = [&] {
-        return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline -
-                                                                              Clock::now()),
-                        std::chrono::milliseconds(1));
+        return std::max(
+            std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - Clock::now()),
+            std::chrono::milliseconds(1));
       };
       try {
         for (auto &[buffer, peer] : p.posted.recvs)
@@ -271,6 +273,9 @@ private:
       } catch (const std::exception &e) {
         fail(p.op, e.what());
         continue;
+      } catch (...) {
+        fail(p.op, "an exception that is not a std::exception");
+        continue;
       }
       p.op.work->finish(Error::success());
     }
@@ -281,8 +286,8 @@ private:
   std::chrono::milliseconds timeout_;
   std::mutex mutex_;
   std::condition_variable workerCv_, completerCv_;
-  std::deque<Operation> queue_;  // started, not run yet
-  std::deque<Pending> pending_;  // posted, not complete yet
+  std::deque<Operation> queue_; // started, not run yet
+  std::deque<Pending> pending_; // posted, not complete yet
   bool stopWorker_ = false, stopCompleter_ = false;
   std::thread worker_, completer_; // last: they start once the rest is built
 };
@@ -459,38 +464,38 @@ Work GlooCommunicator::doAllToAllV(const void *in, std::vector<size_t> sendCount
   counters_.record(CollectiveKind::AllToAll, sent);
   const uint32_t tag = nextTag();
   const std::chrono::milliseconds timeout = options_.timeout;
-  return engine_->submit(describe("allToAll"), [=, sendCounts = std::move(sendCounts),
-                                          recvCounts = std::move(recvCounts)](
-                                             const auto &context, Posted &) {
-    if (sendCounts[me] > 0)
-      std::memcpy(static_cast<uint8_t *>(out) + recvOffsets[me],
-                  static_cast<const uint8_t *>(in) + sendOffsets[me], sendCounts[me]);
-    std::unique_ptr<gloo::transport::UnboundBuffer> inBuf, outBuf;
-    if (sendTotal > sendCounts[me])
-      inBuf = context->createUnboundBuffer(const_cast<void *>(in), sendTotal);
-    if (recvTotal > recvCounts[me])
-      outBuf = context->createUnboundBuffer(out, recvTotal);
-    const uint64_t slot = gloo::Slot::build(kAllToAllSlotPrefix, tag);
-    // Pairwise: in step i, send to rank + i and receive from rank - i.
-    size_t sends = 0, recvs = 0;
-    for (size_t i = 1; i < n; ++i) {
-      const size_t to = (me + i) % n, from = (me + n - i) % n;
-      if (sendCounts[to] > 0) {
-        inBuf->send(int(to), slot, sendOffsets[to], sendCounts[to]);
-        ++sends;
-      }
-      if (recvCounts[from] > 0) {
-        outBuf->recv(int(from), slot, recvOffsets[from], recvCounts[from]);
-        ++recvs;
-      }
-    }
-    for (; sends > 0; --sends)
-      if (!inBuf->waitSend(timeout))
-        throw gloo::IoException("all-to-all send aborted");
-    for (; recvs > 0; --recvs)
-      if (!outBuf->waitRecv(timeout))
-        throw gloo::IoException("all-to-all receive aborted");
-  });
+  return engine_->submit(
+      describe("allToAll"), [=, sendCounts = std::move(sendCounts),
+                             recvCounts = std::move(recvCounts)](const auto &context, Posted &) {
+        if (sendCounts[me] > 0)
+          std::memcpy(static_cast<uint8_t *>(out) + recvOffsets[me],
+                      static_cast<const uint8_t *>(in) + sendOffsets[me], sendCounts[me]);
+        std::unique_ptr<gloo::transport::UnboundBuffer> inBuf, outBuf;
+        if (sendTotal > sendCounts[me])
+          inBuf = context->createUnboundBuffer(const_cast<void *>(in), sendTotal);
+        if (recvTotal > recvCounts[me])
+          outBuf = context->createUnboundBuffer(out, recvTotal);
+        const uint64_t slot = gloo::Slot::build(kAllToAllSlotPrefix, tag);
+        // Pairwise: in step i, send to rank + i and receive from rank - i.
+        size_t sends = 0, recvs = 0;
+        for (size_t i = 1; i < n; ++i) {
+          const size_t to = (me + i) % n, from = (me + n - i) % n;
+          if (sendCounts[to] > 0) {
+            inBuf->send(int(to), slot, sendOffsets[to], sendCounts[to]);
+            ++sends;
+          }
+          if (recvCounts[from] > 0) {
+            outBuf->recv(int(from), slot, recvOffsets[from], recvCounts[from]);
+            ++recvs;
+          }
+        }
+        for (; sends > 0; --sends)
+          if (!inBuf->waitSend(timeout))
+            throw gloo::IoException("all-to-all send aborted");
+        for (; recvs > 0; --recvs)
+          if (!outBuf->waitRecv(timeout))
+            throw gloo::IoException("all-to-all receive aborted");
+      });
 }
 
 Work GlooCommunicator::doBarrier() {

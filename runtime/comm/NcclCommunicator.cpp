@@ -134,8 +134,7 @@ private:
   }
   void step() {
     if (!h_->comm)
-      return finish(makeError(where_, ": the communicator was aborted by an earlier failure: ",
-                              h_->failure->message()));
+      return finish(h_->failure->unusable(where_));
     ncclResult_t state = ncclSuccess;
     if (ncclResult_t q = ncclCommGetAsyncError(h_->comm, &state); q != ncclSuccess)
       return finish(h_->abort(where_, ncclFailure("ncclCommGetAsyncError", q, h_->comm)));

@@ -64,8 +64,7 @@ public:
   struct Handles;
 
 protected:
-  Work doAllReduce(void *data, size_t count, MtcElementType type,
-                   MtcReduction reduction) override;
+  Work doAllReduce(void *data, size_t count, MtcElementType type, MtcReduction reduction) override;
   Work doAllGather(const void *in, void *out, size_t countPerRank, MtcElementType type) override;
   Work doReduceScatter(const void *in, void *out, size_t countPerRank, MtcElementType type,
                        MtcReduction reduction) override;
@@ -75,8 +74,8 @@ protected:
   Work doBarrier() override;
   Work doSend(const void *data, size_t count, MtcElementType type, int peer) override;
   Work doRecv(void *data, size_t count, MtcElementType type, int peer) override;
-  Work doSendRecv(const void *sendData, size_t sendCount, int dst, void *recvData,
-                  size_t recvCount, int src, MtcElementType type) override;
+  Work doSendRecv(const void *sendData, size_t sendCount, int dst, void *recvData, size_t recvCount,
+                  int src, MtcElementType type) override;
 
 private:
   NcclCommunicator(JobStore store, std::shared_ptr<Handles> handles, NcclOptions options, int rank,

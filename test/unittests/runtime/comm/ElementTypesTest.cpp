@@ -51,16 +51,16 @@ TEST(ElementTypes, F16RoundsToNearestEven) {
   EXPECT_EQ(floatToF16(1.0f), 0x3c00);
   EXPECT_EQ(f16ToFloat(0x3c00), 1.0f);
   EXPECT_EQ(floatToF16(-2.0f), 0xc000);
-  EXPECT_EQ(floatToF16(65504.0f), 0x7bff);               // largest half
-  EXPECT_EQ(floatToF16(65519.0f), 0x7bff);               // below halfway to 65536
-  EXPECT_EQ(floatToF16(65520.0f), 0x7c00);               // halfway: ties to even = infinity
-  EXPECT_EQ(floatToF16(1.0f + 0x1p-11f), 0x3c00);        // tie to even
-  EXPECT_EQ(floatToF16(1.0f + 3 * 0x1p-11f), 0x3c02);    // tie up to even
-  EXPECT_EQ(floatToF16(0x1p-24f), 0x0001);               // smallest subnormal
-  EXPECT_EQ(floatToF16(0x1p-25f), 0x0000);               // tie to even: zero
-  EXPECT_EQ(floatToF16(0x1.8p-24f), 0x0002);             // 1.5 units: tie to even (2)
+  EXPECT_EQ(floatToF16(65504.0f), 0x7bff);            // largest half
+  EXPECT_EQ(floatToF16(65519.0f), 0x7bff);            // below halfway to 65536
+  EXPECT_EQ(floatToF16(65520.0f), 0x7c00);            // halfway: ties to even = infinity
+  EXPECT_EQ(floatToF16(1.0f + 0x1p-11f), 0x3c00);     // tie to even
+  EXPECT_EQ(floatToF16(1.0f + 3 * 0x1p-11f), 0x3c02); // tie up to even
+  EXPECT_EQ(floatToF16(0x1p-24f), 0x0001);            // smallest subnormal
+  EXPECT_EQ(floatToF16(0x1p-25f), 0x0000);            // tie to even: zero
+  EXPECT_EQ(floatToF16(0x1.8p-24f), 0x0002);          // 1.5 units: tie to even (2)
   EXPECT_EQ(floatToF16(-0.0f), 0x8000);
-  EXPECT_EQ(floatToF16(0x1p-14f - 0x1p-26f), 0x0400);    // rounds up into the normals
+  EXPECT_EQ(floatToF16(0x1p-14f - 0x1p-26f), 0x0400); // rounds up into the normals
   EXPECT_TRUE(std::isnan(f16ToFloat(floatToF16(std::nanf("")))));
   EXPECT_TRUE(std::isnan(f16ToFloat(floatToF16(std::bit_cast<float>(0x7f800001u)))));
   for (uint32_t h = 0; h < 0x10000; ++h) { // every finite half survives the round trip

@@ -98,8 +98,7 @@ TEST_P(GlooAsync, SendRecvRingInBothOrders) {
     ASSERT_TRUE(e.ok()) << e.message();
     e = recv2.wait();
     ASSERT_TRUE(e.ok()) << e.message();
-    EXPECT_EQ(comm->counters().bytesSentBy(CollectiveKind::SendRecv),
-              2 * count * sizeof(double));
+    EXPECT_EQ(comm->counters().bytesSentBy(CollectiveKind::SendRecv), 2 * count * sizeof(double));
     EXPECT_EQ(comm->counters().callsOf(CollectiveKind::SendRecv), 4u);
   });
   for (int r = 0; r < n; ++r) {
