@@ -112,36 +112,11 @@ uint64_t GlooCommunicator::ringAllReduceBytesSent(int rank, int size, size_t byt
 }
 
 //===----------------------------------------------------------------------===//
-// The engine: a worker that runs operations in start order, a completer for point-to-point
+// The engine: operations run one at a time in start order, by the worker or by a caller that
+// waits; a completer for point-to-point
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-/// The state of one started operation, finished by the worker or the completer.
-class GlooWork final : public WorkState {
-public:
-  void finish(Error result) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    result_ = std::move(result);
-    done_ = true;
-    done_cv_.notify_all();
-  }
-  bool poll() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return done_;
-  }
-  Error wait() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_cv_.wait(lock, [&] { return done_; });
-    return result_;
-  }
-
-private:
-  std::mutex mutex_;
-  std::condition_variable done_cv_;
-  bool done_ = false;
-  Error result_;
-};
 
 /// The unbound buffers a point-to-point operation posted, with their peers.
 struct Posted {
@@ -149,11 +124,35 @@ struct Posted {
   bool empty() const { return recvs.empty() && sends.empty(); }
 };
 
-/// What the worker runs: throws Gloo's exceptions; a point-to-point operation posts its
+/// What runs an operation: throws Gloo's exceptions; a point-to-point operation posts its
 /// buffers into `posted` instead of waiting for them.
 using OperationBody = std::function<void(const std::shared_ptr<gloo::Context> &, Posted &)>;
 
 } // namespace
+
+/// The state of one started operation, finished by whoever runs or completes it.
+class GlooCommunicator::OperationState final : public WorkState {
+public:
+  explicit OperationState(Engine *engine) : engine_(engine) {}
+  void finish(Error result) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_ = std::move(result);
+    done_ = true;
+    doneCv_.notify_all();
+  }
+  bool poll() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_;
+  }
+  Error wait() override;
+
+private:
+  Engine *engine_; // alive while the operation is unfinished (the engine drains first)
+  std::mutex mutex_;
+  std::condition_variable doneCv_;
+  bool done_ = false;
+  Error result_;
+};
 
 class GlooCommunicator::Engine {
 public:
@@ -180,7 +179,7 @@ public:
 
   /// Queues `body`; `where` (describe(op)) starts its messages.
   Work submit(std::string where, OperationBody body) {
-    auto work = std::make_shared<GlooWork>();
+    auto work = std::make_shared<OperationState>(this);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(Operation{std::move(where), std::move(body), work});
@@ -189,13 +188,28 @@ public:
     return Work(work);
   }
 
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  /// Runs the next queued operation on the calling thread (which waits for `waiter`) when no
+  /// operation is running: a blocking call then costs no switch to the worker. Completes
+  /// `waiter`'s own point-to-point transfers here too. Returns whether it ran one.
+  bool runNextHere(const OperationState *waiter) {
+    Operation op;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (running_ || queue_.empty())
+        return false;
+      op = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = true;
+    }
+    execute(std::move(op), waiter);
+    return true;
+  }
 
 private:
   struct Operation {
     std::string where;
     OperationBody body;
-    std::shared_ptr<GlooWork> work;
+    std::shared_ptr<OperationState> work;
   };
   struct Pending {
     Operation op;
@@ -210,40 +224,78 @@ private:
                               " ms; the communicator is unusable now)"));
   }
 
+  /// Runs `op`, which the caller took off the queue setting running_, and ends running_
+  /// once the context is free again. Point-to-point transfers are completed here when `op`
+  /// is `completeHere`'s, else by the completer.
+  void execute(Operation op, const OperationState *completeHere) {
+    Posted posted;
+    std::string failed;
+    const bool refused = failure_->failed(); // started before an earlier operation failed
+    if (!refused) {
+      try {
+        op.body(context_, posted);
+      } catch (const std::exception &e) {
+        failed = e.what();
+      } catch (...) {
+        failed = "an exception that is not a std::exception";
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+    }
+    workerCv_.notify_one();
+    if (refused)
+      return op.work->finish(failure_->unusable(op.where));
+    if (!failed.empty())
+      return fail(op, failed);
+    Pending p{std::move(op), std::move(posted), Clock::now() + timeout_};
+    if (p.posted.empty())
+      return p.op.work->finish(Error::success());
+    if (p.op.work.get() == completeHere)
+      return complete(p);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_.push_back(std::move(p));
+    }
+    completerCv_.notify_one();
+  }
+
+  /// Waits for the posted transfers of `p` and finishes its operation.
+  void complete(Pending &p) {
+    auto left = [&] {
+      return std::max(
+          std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - Clock::now()),
+          std::chrono::milliseconds(1));
+    };
+    try {
+      for (auto &[buffer, peer] : p.posted.recvs)
+        if (!buffer->waitRecv(nullptr, left()))
+          throw gloo::IoException(concat("receive from rank ", peer, " aborted"));
+      for (auto &[buffer, peer] : p.posted.sends)
+        if (!buffer->waitSend(nullptr, left()))
+          throw gloo::IoException(concat("send to rank ", peer, " aborted"));
+    } catch (const std::exception &e) {
+      return fail(p.op, e.what());
+    } catch (...) {
+      return fail(p.op, "an exception that is not a std::exception");
+    }
+    p.op.work->finish(Error::success());
+  }
+
   void runWorker() {
     for (;;) {
       Operation op;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        workerCv_.wait(lock, [&] { return stopWorker_ || !queue_.empty(); });
+        workerCv_.wait(lock, [&] { return !running_ && (stopWorker_ || !queue_.empty()); });
         if (queue_.empty())
           return;
         op = std::move(queue_.front());
         queue_.pop_front();
+        running_ = true;
       }
-      if (failure_->failed()) { // started before an earlier operation failed
-        op.work->finish(failure_->unusable(op.where));
-        continue;
-      }
-      Posted posted;
-      try {
-        op.body(context_, posted);
-      } catch (const std::exception &e) {
-        fail(op, e.what());
-        continue;
-      } catch (...) {
-        fail(op, "an exception that is not a std::exception");
-        continue;
-      }
-      if (posted.empty()) {
-        op.work->finish(Error::success());
-        continue;
-      }
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        pending_.push_back(Pending{std::move(op), std::move(posted), Clock::now() + timeout_});
-      }
-      completerCv_.notify_one();
+      execute(std::move(op), nullptr);
     }
   }
 
@@ -258,39 +310,37 @@ private:
         p = std::move(pending_.front());
         pending_.pop_front();
       }
-      auto left = [&] {
-        return std::max(
-            std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - Clock::now()),
-            std::chrono::milliseconds(1));
-      };
-      try {
-        for (auto &[buffer, peer] : p.posted.recvs)
-          if (!buffer->waitRecv(nullptr, left()))
-            throw gloo::IoException(concat("receive from rank ", peer, " aborted"));
-        for (auto &[buffer, peer] : p.posted.sends)
-          if (!buffer->waitSend(nullptr, left()))
-            throw gloo::IoException(concat("send to rank ", peer, " aborted"));
-      } catch (const std::exception &e) {
-        fail(p.op, e.what());
-        continue;
-      } catch (...) {
-        fail(p.op, "an exception that is not a std::exception");
-        continue;
-      }
-      p.op.work->finish(Error::success());
+      complete(p);
     }
   }
 
-  std::shared_ptr<gloo::Context> context_; // used by the worker only
+  std::shared_ptr<gloo::Context> context_; // used by one operation at a time (running_)
   std::shared_ptr<FailureRecord> failure_;
   std::chrono::milliseconds timeout_;
   std::mutex mutex_;
   std::condition_variable workerCv_, completerCv_;
   std::deque<Operation> queue_; // started, not run yet
+  bool running_ = false;        // an operation uses the context
   std::deque<Pending> pending_; // posted, not complete yet
   bool stopWorker_ = false, stopCompleter_ = false;
   std::thread worker_, completer_; // last: they start once the rest is built
 };
+
+Error GlooCommunicator::OperationState::wait() {
+  // Run the operations ahead (and this one) here while the worker is not running one.
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (done_)
+        return result_;
+    }
+    if (!engine_->runNextHere(this))
+      break;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  doneCv_.wait(lock, [&] { return done_; });
+  return result_;
+}
 
 GlooCommunicator::GlooCommunicator(JobStore store, std::shared_ptr<gloo::transport::Device> device,
                                    std::shared_ptr<gloo::Context> context, GlooOptions options)

@@ -8,13 +8,16 @@
 // lazily; without it a communicator destroyed right after creation can leave a peer connecting
 // to its released port, which another job may have reused).
 //
-// Asynchrony: a worker thread per communicator runs the operations one at a time in the order
-// they were started, since a Gloo context must not run two operations at once (a start only
-// queues; the Work waits for the worker). Point-to-point operations are the exception that
-// keeps exchanges from deadlocking: the worker only posts them (Gloo's unbound buffers send
-// and receive in the background) and a second thread, the completer, waits for them in
-// posting order, so a rank can start a receive and then a send and wait for both. Only the
-// worker touches the context; the completer touches only the posted buffers.
+// Asynchrony: the operations of a communicator run one at a time in the order they were
+// started, since a Gloo context must not run two operations at once. A start only queues; a
+// worker thread per communicator runs the queue, and a caller that waits for a Work runs the
+// queued operations itself while the worker is not running one (so a blocking call, start
+// then wait, costs no switch to another thread). Point-to-point operations are only posted
+// there (Gloo's unbound buffers send and receive in the background) and then completed by a
+// second thread, the completer, in posting order (or by the caller waiting for that very
+// operation), so a rank can start a receive and a send in either order and wait for both.
+// Only the thread running an operation touches the context; the completer touches only the
+// posted buffers.
 //
 // Algorithms (all deterministic: same inputs and group size give the same bits every run):
 //   allReduce       gloo::allreduce, ring, with the reduction of ElementTypes.h (bf16/f16 as
@@ -97,8 +100,10 @@ public:
   /// `elementSize`-byte elements (its segment schedule, replayed).
   static uint64_t ringAllReduceBytesSent(int rank, int size, size_t bytes, size_t elementSize);
 
-  /// The worker and completer threads with the context they own (GlooCommunicator.cpp).
+  /// The worker and completer threads with the context they own, and the state of one
+  /// operation (GlooCommunicator.cpp).
   class Engine;
+  class OperationState;
 
 protected:
   Work doAllReduce(void *data, size_t count, MtcElementType type, MtcReduction reduction) override;
