@@ -6,30 +6,48 @@
 // CPUs (GlooCommunicator.h) and NCCL on GPUs (NcclCommunicator.h, where buffers are device
 // pointers).
 //
-// Every operation is blocking and collective over the group (send/recv pair two ranks) and
-// returns an Error: a peer that died or stopped participating makes the call fail within the
-// communicator's timeout, and the communicator is unusable afterwards (`failure()` says why;
-// rebuild one under a new store prefix). Nothing throws.
+// One interface over element type and reduction: every operation names its element type
+// (MtcElementType: f32, f64, bf16, f16, i32, i64) and the reductions their reduction
+// (MtcReduction: sum, max, min), with the plain C codes of CollectiveTypes.h. Counts are in
+// elements.
+//
+// Asynchronous: `startX(...)` checks the arguments, starts the operation and returns a `Work`
+// handle; `test()` says whether it has finished, `wait()` blocks until it has and returns its
+// Error. The buffers belong to the operation until then (a Work destroyed unfinished waits).
+// The blocking `x(...)` is `startX(...).wait()`. Operations run in the order they were
+// started, each collective over the group (every rank starts the same collectives in the same
+// order; send/recv pair two ranks, and messages between two ranks arrive in the order they
+// were sent). A communicator's methods are called from one thread at a time (its owner).
+//
+// Failures are values, never exceptions: bad arguments give a failed Work at once (the
+// communicator stays usable); a peer that died or stopped participating makes the operation
+// fail within the communicator's timeout, and then the communicator is unusable (`failure()`
+// says why; every later operation fails with it; rebuild one under a new store prefix).
 //
 // Sub-groups: `split(color, key)` (MPI_Comm_split semantics) and `subgroup(ranks)` are
-// collective over *this* communicator: every rank calls them in the same order; ranks that
-// are not members get a null communicator.
+// collective over *this* communicator and blocking: every rank calls them in the same order;
+// ranks that are not members get a null communicator.
 //
-// Counters: every communicator counts, per collective kind, its calls and the bytes this
-// rank put on the wire under the algorithm it used (so the runtime can report the measured
-// communication volume next to the cost model's prediction).
+// Counters: every communicator counts, per collective kind, its operations and the bytes this
+// rank puts on the wire under the algorithm it uses (so the runtime can report the measured
+// communication volume next to the cost model's prediction), when the operation starts.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_COMM_COMMUNICATOR_H
 #define MTC_RUNTIME_COMM_COMMUNICATOR_H
 
+#include "runtime/comm/CollectiveTypes.h"
 #include "runtime/support/Error.h"
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,7 +60,7 @@ enum class CollectiveKind : uint8_t {
   AllGather,
   ReduceScatter,
   Broadcast,
-  AllToAll,
+  AllToAll, // all-to-all and all-to-all-v
   Barrier,
   SendRecv, // point-to-point: send, and the send half of sendRecv
 };
@@ -66,6 +84,61 @@ struct CommCounters {
   }
 };
 
+/// How a backend reports the progress of one started operation (held through a Work).
+class WorkState {
+public:
+  virtual ~WorkState();
+  /// Whether the operation has finished, successfully or not. Never blocks.
+  virtual bool poll() = 0;
+  /// Blocks until the operation has finished (bounded by the communicator's timeout) and
+  /// returns its result; later calls return the same result.
+  virtual Error wait() = 0;
+};
+
+/// The handle of a started operation. Movable, not copyable. Destroying an unfinished Work
+/// waits for the operation (its buffers may live on the caller's stack); its result then
+/// remains in the communicator's failure().
+class [[nodiscard]] Work {
+public:
+  /// A finished, successful operation (nothing to do).
+  Work() = default;
+  explicit Work(std::shared_ptr<WorkState> state) : state_(std::move(state)) {}
+  /// An operation that finished at once with `result` (e.g. rejected arguments).
+  static Work finished(Error result);
+  Work(Work &&other) noexcept = default;
+  Work &operator=(Work &&other) noexcept;
+  Work(const Work &) = delete;
+  Work &operator=(const Work &) = delete;
+  ~Work();
+
+  /// Whether the operation has finished. Never blocks.
+  bool test() { return !state_ || state_->poll(); }
+  /// Blocks until the operation has finished; its result (the same on every call).
+  Error wait() { return state_ ? state_->wait() : result_; }
+
+private:
+  std::shared_ptr<WorkState> state_;
+  Error result_;
+};
+
+/// The first failure of a communicator, shared with the operations in flight (which may
+/// finish on another thread or after the communicator is gone).
+class FailureRecord {
+public:
+  /// Keeps `message` unless a failure is already recorded (the first one sticks).
+  void record(std::string message);
+  /// Empty while no failure is recorded.
+  std::string message() const;
+  bool failed() const;
+  /// The error of an operation (`where`, see Communicator::describe) refused because of the
+  /// recorded failure.
+  Error unusable(std::string_view where) const;
+
+private:
+  mutable std::mutex mutex_;
+  std::string message_;
+};
+
 class Communicator {
 public:
   virtual ~Communicator();
@@ -76,32 +149,80 @@ public:
   /// "gloo" or "nccl".
   virtual std::string_view backendName() const = 0;
 
-  /// In-place sum over all ranks; the result is bitwise identical on every rank and, for the
-  /// same inputs and group size, on every run (the backend's documented algorithm).
-  virtual Error allReduceSum(float *data, size_t count) = 0;
-  virtual Error allReduceSum(double *data, size_t count) = 0;
+  //===--- Asynchronous operations ----------------------------------------===//
+
+  /// In place: data[i] = the reduction of data[i] over all ranks. The result is bitwise
+  /// identical on every rank and, for the same inputs and group size, on every run (the
+  /// backend's documented algorithm).
+  Work startAllReduce(void *data, size_t count, MtcElementType type, MtcReduction reduction);
   /// out[r * countPerRank + i] = in_r[i]. `out` holds size() * countPerRank elements.
-  virtual Error allGather(const float *in, float *out, size_t countPerRank) = 0;
-  /// out[i] = sum over ranks r of in_r[rank() * countPerRank + i]; `in` holds
+  Work startAllGather(const void *in, void *out, size_t countPerRank, MtcElementType type);
+  /// out[i] = the reduction over ranks r of in_r[rank() * countPerRank + i]; `in` holds
   /// size() * countPerRank elements.
-  virtual Error reduceScatterSum(const float *in, float *out, size_t countPerRank) = 0;
-  /// Copies `bytes` bytes of root's `data` into every rank's `data`.
-  virtual Error broadcast(void *data, size_t bytes, int root) = 0;
+  Work startReduceScatter(const void *in, void *out, size_t countPerRank, MtcElementType type,
+                          MtcReduction reduction);
+  /// Copies root's `count` elements of `data` into every rank's `data`.
+  Work startBroadcast(void *data, size_t count, MtcElementType type, int root);
   /// out[s * countPerRank + i] = in_s[rank() * countPerRank + i] (block s of the output
   /// comes from rank s); both hold size() * countPerRank elements.
-  virtual Error allToAll(const float *in, float *out, size_t countPerRank) = 0;
-  virtual Error barrier() = 0;
-  /// Point-to-point. Blocking: a send completes when the peer has received it, so two ranks
-  /// that exchange must use sendRecv (or order their sends and receives).
-  virtual Error send(const void *data, size_t bytes, int peer) = 0;
-  virtual Error recv(void *data, size_t bytes, int peer) = 0;
-  /// Sends to `dst` and receives from `src` at the same time (pipeline shifts, exchanges).
-  virtual Error sendRecv(const void *sendData, size_t sendBytes, int dst, void *recvData,
-                         size_t recvBytes, int src) = 0;
+  Work startAllToAll(const void *in, void *out, size_t countPerRank, MtcElementType type);
+  /// Uneven all-to-all: `in` holds the blocks for ranks 0, 1, ... back to back, block p of
+  /// sendCounts[p] elements; `out` receives the blocks from ranks 0, 1, ... back to back,
+  /// block s of recvCounts[s] elements. Both spans have size() entries (copied at start);
+  /// sendCounts[rank()] must equal recvCounts[rank()], and what rank p sends to rank q must
+  /// be what q expects from p (as in MPI: a mismatch fails or times out, it cannot be told
+  /// apart from a peer's failure). Zero counts send and receive nothing.
+  Work startAllToAllV(const void *in, std::span<const size_t> sendCounts, void *out,
+                      std::span<const size_t> recvCounts, MtcElementType type);
+  Work startBarrier();
+  /// Point-to-point with another rank of the group. A send completes when the peer has
+  /// received it; start both halves of an exchange before waiting (or use startSendRecv).
+  Work startSend(const void *data, size_t count, MtcElementType type, int peer);
+  Work startRecv(void *data, size_t count, MtcElementType type, int peer);
+  /// Sends to `dst` and receives from `src` as one operation (pipeline shifts, exchanges;
+  /// NCCL needs the two halves grouped).
+  Work startSendRecv(const void *sendData, size_t sendCount, int dst, void *recvData,
+                     size_t recvCount, int src, MtcElementType type);
+
+  //===--- Blocking operations: start, then wait --------------------------===//
+
+  Error allReduce(void *data, size_t count, MtcElementType type, MtcReduction reduction) {
+    return startAllReduce(data, count, type, reduction).wait();
+  }
+  Error allGather(const void *in, void *out, size_t countPerRank, MtcElementType type) {
+    return startAllGather(in, out, countPerRank, type).wait();
+  }
+  Error reduceScatter(const void *in, void *out, size_t countPerRank, MtcElementType type,
+                      MtcReduction reduction) {
+    return startReduceScatter(in, out, countPerRank, type, reduction).wait();
+  }
+  Error broadcast(void *data, size_t count, MtcElementType type, int root) {
+    return startBroadcast(data, count, type, root).wait();
+  }
+  Error allToAll(const void *in, void *out, size_t countPerRank, MtcElementType type) {
+    return startAllToAll(in, out, countPerRank, type).wait();
+  }
+  Error allToAllV(const void *in, std::span<const size_t> sendCounts, void *out,
+                  std::span<const size_t> recvCounts, MtcElementType type) {
+    return startAllToAllV(in, sendCounts, out, recvCounts, type).wait();
+  }
+  Error barrier() { return startBarrier().wait(); }
+  Error send(const void *data, size_t count, MtcElementType type, int peer) {
+    return startSend(data, count, type, peer).wait();
+  }
+  Error recv(void *data, size_t count, MtcElementType type, int peer) {
+    return startRecv(data, count, type, peer).wait();
+  }
+  Error sendRecv(const void *sendData, size_t sendCount, int dst, void *recvData, size_t recvCount,
+                 int src, MtcElementType type) {
+    return startSendRecv(sendData, sendCount, dst, recvData, recvCount, src, type).wait();
+  }
+
+  //===--- Groups -----------------------------------------------------------===//
 
   /// Collective over this communicator: ranks with the same `color` >= 0 form a new group,
   /// ordered by (key, rank here); a rank with a negative color gets a null communicator. The
-  /// new group's counters start at zero.
+  /// new group's counters start at zero. Runs after the operations started before it.
   virtual Expected<std::unique_ptr<Communicator>> split(int color, int key) = 0;
   /// Collective over this communicator: the group of `ranks` (ranks here, distinct), where
   /// ranks[i] becomes rank i. Every rank passes the same list; non-members get null.
@@ -109,13 +230,43 @@ public:
 
   /// Empty while usable; after a failed operation, that failure's message (and every later
   /// operation fails with it).
-  virtual const std::string &failure() const = 0;
+  std::string failure() const { return failure_->message(); }
 
   const CommCounters &counters() const { return counters_; }
   void resetCounters() { counters_ = CommCounters(); }
 
 protected:
+  /// The backends' operations, called with checked arguments: a valid type and reduction,
+  /// a root or peer in range (a peer other than this rank), non-null buffers where the count
+  /// is not zero, and (all-to-all-v) size() counts each, with matching own counts. Each counts
+  /// itself in counters_.
+  virtual Work doAllReduce(void *data, size_t count, MtcElementType type,
+                           MtcReduction reduction) = 0;
+  virtual Work doAllGather(const void *in, void *out, size_t countPerRank, MtcElementType type) = 0;
+  virtual Work doReduceScatter(const void *in, void *out, size_t countPerRank, MtcElementType type,
+                               MtcReduction reduction) = 0;
+  virtual Work doBroadcast(void *data, size_t count, MtcElementType type, int root) = 0;
+  virtual Work doAllToAllV(const void *in, std::vector<size_t> sendCounts, void *out,
+                           std::vector<size_t> recvCounts, MtcElementType type) = 0;
+  virtual Work doBarrier() = 0;
+  virtual Work doSend(const void *data, size_t count, MtcElementType type, int peer) = 0;
+  virtual Work doRecv(void *data, size_t count, MtcElementType type, int peer) = 0;
+  virtual Work doSendRecv(const void *sendData, size_t sendCount, int dst, void *recvData,
+                          size_t recvCount, int src, MtcElementType type) = 0;
+
+  /// "<backend> <op> (rank r of n)", the start of every message about an operation.
+  std::string describe(std::string_view op) const;
+  /// The failed Work of an operation refused because an earlier one failed.
+  Work unusable(std::string_view op) const;
+
   CommCounters counters_;
+  std::shared_ptr<FailureRecord> failure_ = std::make_shared<FailureRecord>();
+
+private:
+  /// A failed Work naming `op` and the first non-empty problem, or the earlier failure that
+  /// made the communicator unusable; nothing when the operation may start.
+  std::optional<Work> refuse(std::string_view op,
+                             std::initializer_list<std::string> problems) const;
 };
 
 } // namespace mtc::rt

@@ -2,6 +2,8 @@
 
 #include "runtime/comm/GlooCommunicator.h"
 
+#include "runtime/comm/ElementTypes.h"
+
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
@@ -16,9 +18,13 @@
 #include <gloo/types.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <exception>
-#include <numeric>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 namespace mtc::rt {
 
@@ -27,8 +33,9 @@ namespace {
 // Slot prefixes of the operations written here (Gloo's own use 0x01-0x08).
 constexpr uint8_t kPointToPointSlotPrefix = 0x40;
 constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
+constexpr uint8_t kAllToAllSlotPrefix = 0x42;
 
-using ReduceFn = void (*)(void *, const void *, const void *, size_t);
+using Clock = std::chrono::steady_clock;
 
 size_t roundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
@@ -104,10 +111,242 @@ uint64_t GlooCommunicator::ringAllReduceBytesSent(int rank, int size, size_t byt
   return total;
 }
 
+//===----------------------------------------------------------------------===//
+// The engine: operations run one at a time in start order, by the worker or by a caller that
+// waits; a completer for point-to-point
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The unbound buffers a point-to-point operation posted, with their peers.
+struct Posted {
+  std::vector<std::pair<std::unique_ptr<gloo::transport::UnboundBuffer>, int>> recvs, sends;
+  bool empty() const { return recvs.empty() && sends.empty(); }
+};
+
+/// What runs an operation: throws Gloo's exceptions; a point-to-point operation posts its
+/// buffers into `posted` instead of waiting for them.
+using OperationBody = std::function<void(const std::shared_ptr<gloo::Context> &, Posted &)>;
+
+} // namespace
+
+/// The state of one started operation, finished by whoever runs or completes it.
+class GlooCommunicator::OperationState final : public WorkState {
+public:
+  explicit OperationState(Engine *engine) : engine_(engine) {}
+  void finish(Error result) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_ = std::move(result);
+    done_ = true;
+    doneCv_.notify_all();
+  }
+  bool poll() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_;
+  }
+  Error wait() override;
+
+private:
+  Engine *engine_; // alive while the operation is unfinished (the engine drains first)
+  std::mutex mutex_;
+  std::condition_variable doneCv_;
+  bool done_ = false;
+  Error result_;
+};
+
+class GlooCommunicator::Engine {
+public:
+  Engine(std::shared_ptr<gloo::Context> context, std::shared_ptr<FailureRecord> failure,
+         std::chrono::milliseconds timeout)
+      : context_(std::move(context)), failure_(std::move(failure)), timeout_(timeout),
+        worker_([this] { runWorker(); }), completer_([this] { runCompleter(); }) {}
+
+  /// Runs what was started, then stops.
+  ~Engine() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopWorker_ = true;
+    }
+    workerCv_.notify_one();
+    worker_.join();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopCompleter_ = true;
+    }
+    completerCv_.notify_one();
+    completer_.join();
+  }
+
+  /// Queues `body`; `where` (describe(op)) starts its messages.
+  Work submit(std::string where, OperationBody body) {
+    auto work = std::make_shared<OperationState>(this);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(Operation{std::move(where), std::move(body), work});
+    }
+    workerCv_.notify_one();
+    return Work(work);
+  }
+
+  /// Runs the next queued operation on the calling thread (which waits for `waiter`) when no
+  /// operation is running: a blocking call then costs no switch to the worker. Completes
+  /// `waiter`'s own point-to-point transfers here too. Returns whether it ran one.
+  bool runNextHere(const OperationState *waiter) {
+    Operation op;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (running_ || queue_.empty())
+        return false;
+      op = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = true;
+    }
+    execute(std::move(op), waiter);
+    return true;
+  }
+
+private:
+  struct Operation {
+    std::string where;
+    OperationBody body;
+    std::shared_ptr<OperationState> work;
+  };
+  struct Pending {
+    Operation op;
+    Posted posted;
+    Clock::time_point deadline;
+  };
+
+  /// Fails `op` with `what`; the communicator is unusable from now on.
+  void fail(const Operation &op, std::string_view what) {
+    failure_->record(concat(op.where, ": ", what));
+    op.work->finish(makeError(op.where, " failed: ", what, " (operation timeout ", timeout_.count(),
+                              " ms; the communicator is unusable now)"));
+  }
+
+  /// Runs `op`, which the caller took off the queue setting running_, and ends running_
+  /// once the context is free again. Point-to-point transfers are completed here when `op`
+  /// is `completeHere`'s, else by the completer.
+  void execute(Operation op, const OperationState *completeHere) {
+    Posted posted;
+    std::string failed;
+    const bool refused = failure_->failed(); // started before an earlier operation failed
+    if (!refused) {
+      try {
+        op.body(context_, posted);
+      } catch (const std::exception &e) {
+        failed = e.what();
+      } catch (...) {
+        failed = "an exception that is not a std::exception";
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+    }
+    workerCv_.notify_one();
+    if (refused)
+      return op.work->finish(failure_->unusable(op.where));
+    if (!failed.empty())
+      return fail(op, failed);
+    Pending p{std::move(op), std::move(posted), Clock::now() + timeout_};
+    if (p.posted.empty())
+      return p.op.work->finish(Error::success());
+    if (p.op.work.get() == completeHere)
+      return complete(p);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_.push_back(std::move(p));
+    }
+    completerCv_.notify_one();
+  }
+
+  /// Waits for the posted transfers of `p` and finishes its operation.
+  void complete(Pending &p) {
+    auto left = [&] {
+      return std::max(
+          std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - Clock::now()),
+          std::chrono::milliseconds(1));
+    };
+    try {
+      for (auto &[buffer, peer] : p.posted.recvs)
+        if (!buffer->waitRecv(nullptr, left()))
+          throw gloo::IoException(concat("receive from rank ", peer, " aborted"));
+      for (auto &[buffer, peer] : p.posted.sends)
+        if (!buffer->waitSend(nullptr, left()))
+          throw gloo::IoException(concat("send to rank ", peer, " aborted"));
+    } catch (const std::exception &e) {
+      return fail(p.op, e.what());
+    } catch (...) {
+      return fail(p.op, "an exception that is not a std::exception");
+    }
+    p.op.work->finish(Error::success());
+  }
+
+  void runWorker() {
+    for (;;) {
+      Operation op;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        workerCv_.wait(lock, [&] { return !running_ && (stopWorker_ || !queue_.empty()); });
+        if (queue_.empty())
+          return;
+        op = std::move(queue_.front());
+        queue_.pop_front();
+        running_ = true;
+      }
+      execute(std::move(op), nullptr);
+    }
+  }
+
+  void runCompleter() {
+    for (;;) {
+      Pending p;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        completerCv_.wait(lock, [&] { return stopCompleter_ || !pending_.empty(); });
+        if (pending_.empty())
+          return;
+        p = std::move(pending_.front());
+        pending_.pop_front();
+      }
+      complete(p);
+    }
+  }
+
+  std::shared_ptr<gloo::Context> context_; // used by one operation at a time (running_)
+  std::shared_ptr<FailureRecord> failure_;
+  std::chrono::milliseconds timeout_;
+  std::mutex mutex_;
+  std::condition_variable workerCv_, completerCv_;
+  std::deque<Operation> queue_; // started, not run yet
+  bool running_ = false;        // an operation uses the context
+  std::deque<Pending> pending_; // posted, not complete yet
+  bool stopWorker_ = false, stopCompleter_ = false;
+  std::thread worker_, completer_; // last: they start once the rest is built
+};
+
+Error GlooCommunicator::OperationState::wait() {
+  // Run the operations ahead (and this one) here while the worker is not running one.
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (done_)
+        return result_;
+    }
+    if (!engine_->runNextHere(this))
+      break;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  doneCv_.wait(lock, [&] { return done_; });
+  return result_;
+}
+
 GlooCommunicator::GlooCommunicator(JobStore store, std::shared_ptr<gloo::transport::Device> device,
                                    std::shared_ptr<gloo::Context> context, GlooOptions options)
-    : store_(std::move(store)), device_(std::move(device)), context_(std::move(context)),
-      options_(std::move(options)), rank_(context_->rank), size_(context_->size) {}
+    : store_(std::move(store)), device_(std::move(device)), options_(std::move(options)),
+      rank_(context->rank), size_(context->size),
+      engine_(std::make_unique<Engine>(std::move(context), failure_, options_.timeout)) {}
 
 GlooCommunicator::~GlooCommunicator() = default;
 
@@ -141,253 +380,292 @@ GlooCommunicator::create(JobStore store, int rank, int size, const GlooOptions &
   }
 }
 
-Error GlooCommunicator::run(const char *op, CollectiveKind kind, uint64_t bytes,
-                            const std::function<void()> &body) {
-  auto where = [&] { return concat("gloo ", op, " (rank ", rank_, " of ", size_, ")"); };
-  if (!failure_.empty())
-    return makeError(where(), ": communicator unusable after an earlier failure: ", failure_);
-  try {
-    body();
-  } catch (const gloo::IoException &e) {
-    failure_ = concat(op, ": ", e.what());
-  } catch (const std::exception &e) {
-    failure_ = concat(op, ": ", e.what());
-  }
-  if (!failure_.empty())
-    return makeError(where(), " failed: ", failure_.substr(std::strlen(op) + 2),
-                     " (operation timeout ", options_.timeout.count(),
-                     " ms; the communicator is unusable now)");
-  counters_.record(kind, bytes);
-  return Error::success();
-}
-
-Error GlooCommunicator::checkPeer(const char *op, int peer) const {
-  if (peer < 0 || peer >= size_ || peer == rank_)
-    return makeError("gloo ", op, " (rank ", rank_, " of ", size_, "): peer ", peer,
-                     " is not another rank of the group");
-  return Error::success();
-}
+//===----------------------------------------------------------------------===//
+// Operations: counted and tagged at start (on the caller's thread), run by the worker
+//===----------------------------------------------------------------------===//
 
 namespace {
-template <class T>
-void ringAllReduce(const std::shared_ptr<gloo::Context> &context, T *data, size_t count,
-                   uint32_t tag, std::chrono::milliseconds timeout) {
-  gloo::AllreduceOptions opts(context);
-  opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-  opts.setOutput(data, count);
-  opts.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<T>));
-  opts.setTag(tag);
-  opts.setTimeout(timeout);
-  gloo::allreduce(opts);
+
+/// Gloo sizes its segments by the element type; only the size matters to it.
+void setOutputOfSize(gloo::AllreduceOptions &opts, void *data, size_t count, size_t size) {
+  switch (size) {
+  case 2:
+    return opts.setOutput(static_cast<uint16_t *>(data), count);
+  case 4:
+    return opts.setOutput(static_cast<uint32_t *>(data), count);
+  default:
+    return opts.setOutput(static_cast<uint64_t *>(data), count);
+  }
 }
+
 } // namespace
 
-Error GlooCommunicator::allReduceSum(float *data, size_t count) {
-  uint64_t bytes = ringAllReduceBytesSent(rank_, size_, count * sizeof(float), sizeof(float));
-  return run("allReduceSum", CollectiveKind::AllReduce, bytes, [&] {
-    if (count > 0)
-      ringAllReduce(context_, data, count, nextTag(), options_.timeout);
-  });
-}
-
-Error GlooCommunicator::allReduceSum(double *data, size_t count) {
-  uint64_t bytes = ringAllReduceBytesSent(rank_, size_, count * sizeof(double), sizeof(double));
-  return run("allReduceSum", CollectiveKind::AllReduce, bytes, [&] {
-    if (count > 0)
-      ringAllReduce(context_, data, count, nextTag(), options_.timeout);
-  });
-}
-
-Error GlooCommunicator::allGather(const float *in, float *out, size_t countPerRank) {
-  uint64_t bytes = uint64_t(size_ - 1) * countPerRank * sizeof(float);
-  return run("allGather", CollectiveKind::AllGather, bytes, [&] {
-    if (countPerRank == 0)
+Work GlooCommunicator::doAllReduce(void *data, size_t count, MtcElementType type,
+                                   MtcReduction reduction) {
+  const size_t size = elementSize(type);
+  counters_.record(CollectiveKind::AllReduce,
+                   ringAllReduceBytesSent(rank_, size_, count * size, size));
+  const uint32_t tag = nextTag();
+  const ReduceFunction reduce = reduceFunction(type, reduction);
+  const std::chrono::milliseconds timeout = options_.timeout;
+  return engine_->submit(describe("allReduce"), [=](const auto &context, Posted &) {
+    if (count == 0)
       return;
-    gloo::AllgatherOptions opts(context_);
-    opts.setInput(const_cast<float *>(in), countPerRank);
-    opts.setOutput(out, countPerRank * size_);
-    opts.setTag(nextTag());
-    opts.setTimeout(options_.timeout);
+    gloo::AllreduceOptions opts(context);
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    setOutputOfSize(opts, data, count, size);
+    opts.setReduceFunction(reduce);
+    opts.setTag(tag);
+    opts.setTimeout(timeout);
+    gloo::allreduce(opts);
+  });
+}
+
+Work GlooCommunicator::doAllGather(const void *in, void *out, size_t countPerRank,
+                                   MtcElementType type) {
+  const size_t bytes = countPerRank * elementSize(type);
+  counters_.record(CollectiveKind::AllGather, uint64_t(size_ - 1) * bytes);
+  const uint32_t tag = nextTag();
+  const std::chrono::milliseconds timeout = options_.timeout;
+  const int n = size_;
+  return engine_->submit(describe("allGather"), [=](const auto &context, Posted &) {
+    if (bytes == 0)
+      return;
+    gloo::AllgatherOptions opts(context);
+    opts.setInput(static_cast<uint8_t *>(const_cast<void *>(in)), bytes);
+    opts.setOutput(static_cast<uint8_t *>(out), bytes * size_t(n));
+    opts.setTag(tag);
+    opts.setTimeout(timeout);
     gloo::allgather(opts);
   });
 }
 
-Error GlooCommunicator::reduceScatterSum(const float *in, float *out, size_t countPerRank) {
-  const size_t n = static_cast<size_t>(size_);
-  uint64_t bytes = uint64_t(n - 1) * countPerRank * sizeof(float);
-  return run("reduceScatterSum", CollectiveKind::ReduceScatter, bytes, [&] {
-    if (countPerRank == 0)
+Work GlooCommunicator::doReduceScatter(const void *in, void *out, size_t countPerRank,
+                                       MtcElementType type, MtcReduction reduction) {
+  const size_t n = static_cast<size_t>(size_), r = static_cast<size_t>(rank_);
+  const size_t blockBytes = countPerRank * elementSize(type);
+  counters_.record(CollectiveKind::ReduceScatter, uint64_t(n - 1) * blockBytes);
+  const uint32_t tag = nextTag();
+  const ReduceFunction reduce = reduceFunction(type, reduction);
+  const std::chrono::milliseconds timeout = options_.timeout;
+  return engine_->submit(describe("reduceScatter"), [=](const auto &context, Posted &) {
+    if (blockBytes == 0)
       return;
-    const size_t r = static_cast<size_t>(rank_);
     if (n == 1) {
-      std::memmove(out, in, countPerRank * sizeof(float));
+      std::memmove(out, in, blockBytes);
       return;
     }
     // Ring: in step s, send block (r - 1 - s) to the right neighbour (holding s + 1
-    // contributions) and receive block (r - 2 - s) from the left, adding ours to it. After
-    // n - 1 steps block r has all n contributions.
-    std::vector<float> work(in, in + n * countPerRank);
-    std::vector<float> incoming(countPerRank);
-    const size_t blockBytes = countPerRank * sizeof(float);
-    auto workBuf = context_->createUnboundBuffer(work.data(), work.size() * sizeof(float));
-    auto inBuf = context_->createUnboundBuffer(incoming.data(), blockBytes);
-    const uint64_t slot = gloo::Slot::build(kReduceScatterSlotPrefix, nextTag());
+    // contributions) and receive block (r - 2 - s) from the left, reducing ours into it.
+    // After n - 1 steps block r has all n contributions.
+    const auto *bytesIn = static_cast<const uint8_t *>(in);
+    std::vector<uint8_t> work(bytesIn, bytesIn + n * blockBytes), incoming(blockBytes);
+    auto workBuf = context->createUnboundBuffer(work.data(), work.size());
+    auto inBuf = context->createUnboundBuffer(incoming.data(), blockBytes);
+    const uint64_t slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
     const int right = static_cast<int>((r + 1) % n), left = static_cast<int>((r + n - 1) % n);
     for (size_t s = 0; s + 1 < n; ++s) {
       size_t sendBlock = (r + 2 * n - 1 - s) % n;
       size_t recvBlock = (r + 2 * n - 2 - s) % n;
       inBuf->recv(left, slot, 0, blockBytes);
       workBuf->send(right, slot, sendBlock * blockBytes, blockBytes);
-      if (!inBuf->waitRecv(options_.timeout) || !workBuf->waitSend(options_.timeout))
+      if (!inBuf->waitRecv(timeout) || !workBuf->waitSend(timeout))
         throw gloo::IoException("reduce-scatter step aborted");
-      float *acc = work.data() + recvBlock * countPerRank;
-      for (size_t i = 0; i < countPerRank; ++i)
-        acc[i] = incoming[i] + acc[i];
+      uint8_t *acc = work.data() + recvBlock * blockBytes;
+      reduce(acc, incoming.data(), acc, countPerRank);
     }
-    std::memcpy(out, work.data() + r * countPerRank, blockBytes);
+    std::memcpy(out, work.data() + r * blockBytes, blockBytes);
   });
 }
 
-Error GlooCommunicator::broadcast(void *data, size_t bytes, int root) {
-  if (root < 0 || root >= size_)
-    return makeError("gloo broadcast (rank ", rank_, " of ", size_, "): root ", root,
-                     " is not in [0, ", size_, ")");
-  return run("broadcast", CollectiveKind::Broadcast, broadcastBytesSent(rank_, size_, root, bytes),
-             [&] {
-               if (bytes == 0 || size_ == 1)
-                 return;
-               gloo::BroadcastOptions opts(context_);
-               opts.setOutput(static_cast<uint8_t *>(data), bytes);
-               opts.setRoot(root);
-               opts.setTag(nextTag());
-               opts.setTimeout(options_.timeout);
-               gloo::broadcast(opts);
-             });
-}
-
-Error GlooCommunicator::allToAll(const float *in, float *out, size_t countPerRank) {
-  uint64_t bytes = uint64_t(size_ - 1) * countPerRank * sizeof(float);
-  return run("allToAll", CollectiveKind::AllToAll, bytes, [&] {
-    if (countPerRank == 0)
+Work GlooCommunicator::doBroadcast(void *data, size_t count, MtcElementType type, int root) {
+  const size_t bytes = count * elementSize(type);
+  counters_.record(CollectiveKind::Broadcast, broadcastBytesSent(rank_, size_, root, bytes));
+  const uint32_t tag = nextTag();
+  const std::chrono::milliseconds timeout = options_.timeout;
+  const int n = size_;
+  return engine_->submit(describe("broadcast"), [=](const auto &context, Posted &) {
+    if (bytes == 0 || n == 1)
       return;
-    gloo::AlltoallOptions opts(context_);
-    opts.setInput(const_cast<float *>(in), countPerRank * size_);
-    opts.setOutput(out, countPerRank * size_);
-    opts.setTag(nextTag());
-    opts.setTimeout(options_.timeout);
-    gloo::alltoall(opts);
+    gloo::BroadcastOptions opts(context);
+    opts.setOutput(static_cast<uint8_t *>(data), bytes);
+    opts.setRoot(root);
+    opts.setTag(tag);
+    opts.setTimeout(timeout);
+    gloo::broadcast(opts);
   });
 }
 
-Error GlooCommunicator::barrier() {
-  return run("barrier", CollectiveKind::Barrier, 0, [&] {
-    if (size_ == 1)
+Work GlooCommunicator::doAllToAllV(const void *in, std::vector<size_t> sendCounts, void *out,
+                                   std::vector<size_t> recvCounts, MtcElementType type) {
+  const size_t n = static_cast<size_t>(size_), me = static_cast<size_t>(rank_);
+  const size_t size = elementSize(type);
+  // Byte offsets and lengths of the blocks, per peer.
+  std::vector<size_t> sendOffsets(n), recvOffsets(n);
+  size_t sendTotal = 0, recvTotal = 0;
+  uint64_t sent = 0;
+  for (size_t p = 0; p < n; ++p) {
+    sendOffsets[p] = sendTotal, recvOffsets[p] = recvTotal;
+    sendCounts[p] *= size, recvCounts[p] *= size;
+    sendTotal += sendCounts[p], recvTotal += recvCounts[p];
+    if (p != me)
+      sent += sendCounts[p];
+  }
+  counters_.record(CollectiveKind::AllToAll, sent);
+  const uint32_t tag = nextTag();
+  const std::chrono::milliseconds timeout = options_.timeout;
+  return engine_->submit(
+      describe("allToAll"), [=, sendCounts = std::move(sendCounts),
+                             recvCounts = std::move(recvCounts)](const auto &context, Posted &) {
+        if (sendCounts[me] > 0)
+          std::memcpy(static_cast<uint8_t *>(out) + recvOffsets[me],
+                      static_cast<const uint8_t *>(in) + sendOffsets[me], sendCounts[me]);
+        std::unique_ptr<gloo::transport::UnboundBuffer> inBuf, outBuf;
+        if (sendTotal > sendCounts[me])
+          inBuf = context->createUnboundBuffer(const_cast<void *>(in), sendTotal);
+        if (recvTotal > recvCounts[me])
+          outBuf = context->createUnboundBuffer(out, recvTotal);
+        const uint64_t slot = gloo::Slot::build(kAllToAllSlotPrefix, tag);
+        // Pairwise: in step i, send to rank + i and receive from rank - i.
+        size_t sends = 0, recvs = 0;
+        for (size_t i = 1; i < n; ++i) {
+          const size_t to = (me + i) % n, from = (me + n - i) % n;
+          if (sendCounts[to] > 0) {
+            inBuf->send(int(to), slot, sendOffsets[to], sendCounts[to]);
+            ++sends;
+          }
+          if (recvCounts[from] > 0) {
+            outBuf->recv(int(from), slot, recvOffsets[from], recvCounts[from]);
+            ++recvs;
+          }
+        }
+        for (; sends > 0; --sends)
+          if (!inBuf->waitSend(timeout))
+            throw gloo::IoException("all-to-all send aborted");
+        for (; recvs > 0; --recvs)
+          if (!outBuf->waitRecv(timeout))
+            throw gloo::IoException("all-to-all receive aborted");
+      });
+}
+
+Work GlooCommunicator::doBarrier() {
+  counters_.record(CollectiveKind::Barrier, 0);
+  const uint32_t tag = nextTag();
+  const std::chrono::milliseconds timeout = options_.timeout;
+  const int n = size_;
+  return engine_->submit(describe("barrier"), [=](const auto &context, Posted &) {
+    if (n == 1)
       return;
-    gloo::BarrierOptions opts(context_);
-    opts.setTag(nextTag());
-    opts.setTimeout(options_.timeout);
+    gloo::BarrierOptions opts(context);
+    opts.setTag(tag);
+    opts.setTimeout(timeout);
     gloo::barrier(opts);
   });
 }
 
-Error GlooCommunicator::send(const void *data, size_t bytes, int peer) {
-  if (Error e = checkPeer("send", peer); !e.ok())
-    return e;
-  return run("send", CollectiveKind::SendRecv, bytes, [&] {
-    if (bytes == 0)
-      return;
-    auto buf = context_->createUnboundBuffer(const_cast<void *>(data), bytes);
-    buf->send(peer, gloo::Slot::build(kPointToPointSlotPrefix, 0));
-    if (!buf->waitSend(options_.timeout))
-      throw gloo::IoException(concat("send to rank ", peer, " aborted"));
+namespace {
+
+/// Posts a send (or receive) of `bytes` at `data` to (from) `peer` on the point-to-point slot.
+void post(const std::shared_ptr<gloo::Context> &context, Posted &posted, bool send, void *data,
+          size_t bytes, int peer) {
+  if (bytes == 0)
+    return;
+  auto buffer = context->createUnboundBuffer(data, bytes);
+  const uint64_t slot = gloo::Slot::build(kPointToPointSlotPrefix, 0);
+  if (send) {
+    buffer->send(peer, slot);
+    posted.sends.emplace_back(std::move(buffer), peer);
+  } else {
+    buffer->recv(peer, slot);
+    posted.recvs.emplace_back(std::move(buffer), peer);
+  }
+}
+
+} // namespace
+
+Work GlooCommunicator::doSend(const void *data, size_t count, MtcElementType type, int peer) {
+  const size_t bytes = count * elementSize(type);
+  counters_.record(CollectiveKind::SendRecv, bytes);
+  return engine_->submit(describe("send"), [=](const auto &context, Posted &posted) {
+    post(context, posted, true, const_cast<void *>(data), bytes, peer);
   });
 }
 
-Error GlooCommunicator::recv(void *data, size_t bytes, int peer) {
-  if (Error e = checkPeer("recv", peer); !e.ok())
-    return e;
-  return run("recv", CollectiveKind::SendRecv, 0, [&] {
-    if (bytes == 0)
-      return;
-    auto buf = context_->createUnboundBuffer(data, bytes);
-    buf->recv(peer, gloo::Slot::build(kPointToPointSlotPrefix, 0));
-    if (!buf->waitRecv(options_.timeout))
-      throw gloo::IoException(concat("receive from rank ", peer, " aborted"));
+Work GlooCommunicator::doRecv(void *data, size_t count, MtcElementType type, int peer) {
+  const size_t bytes = count * elementSize(type);
+  counters_.record(CollectiveKind::SendRecv, 0);
+  return engine_->submit(describe("recv"), [=](const auto &context, Posted &posted) {
+    post(context, posted, false, data, bytes, peer);
   });
 }
 
-Error GlooCommunicator::sendRecv(const void *sendData, size_t sendBytes, int dst, void *recvData,
-                                 size_t recvBytes, int src) {
-  if (Error e = checkPeer("sendRecv", dst); !e.ok())
-    return e;
-  if (Error e = checkPeer("sendRecv", src); !e.ok())
-    return e;
-  return run("sendRecv", CollectiveKind::SendRecv, sendBytes, [&] {
-    const uint64_t slot = gloo::Slot::build(kPointToPointSlotPrefix, 0);
-    std::unique_ptr<gloo::transport::UnboundBuffer> in, out;
-    if (recvBytes > 0) {
-      in = context_->createUnboundBuffer(recvData, recvBytes);
-      in->recv(src, slot);
-    }
-    if (sendBytes > 0) {
-      out = context_->createUnboundBuffer(const_cast<void *>(sendData), sendBytes);
-      out->send(dst, slot);
-    }
-    if (in && !in->waitRecv(options_.timeout))
-      throw gloo::IoException(concat("receive from rank ", src, " aborted"));
-    if (out && !out->waitSend(options_.timeout))
-      throw gloo::IoException(concat("send to rank ", dst, " aborted"));
+Work GlooCommunicator::doSendRecv(const void *sendData, size_t sendCount, int dst, void *recvData,
+                                  size_t recvCount, int src, MtcElementType type) {
+  const size_t sendBytes = sendCount * elementSize(type);
+  const size_t recvBytes = recvCount * elementSize(type);
+  counters_.record(CollectiveKind::SendRecv, sendBytes);
+  return engine_->submit(describe("sendRecv"), [=](const auto &context, Posted &posted) {
+    post(context, posted, false, recvData, recvBytes, src);
+    post(context, posted, true, const_cast<void *>(sendData), sendBytes, dst);
   });
 }
 
 Expected<std::unique_ptr<Communicator>> GlooCommunicator::split(int color, int key) {
-  // Everyone learns everyone's (color, key) (not counted: setup traffic).
-  std::vector<int32_t> mine = {color < 0 ? -1 : color, key};
-  std::vector<int32_t> all(2 * static_cast<size_t>(size_));
-  CommCounters saved = counters_;
-  Error e = run("split", CollectiveKind::AllGather, 0, [&] {
-    if (size_ == 1) {
-      all = mine;
-      return;
-    }
-    gloo::AllgatherOptions opts(context_);
-    opts.setInput(mine.data(), 2);
-    opts.setOutput(all.data(), all.size());
-    opts.setTag(nextTag());
-    opts.setTimeout(options_.timeout);
-    gloo::allgather(opts);
-  });
-  counters_ = saved;
-  if (!e.ok())
-    return e;
+  if (failure_->failed())
+    return unusable("split").wait();
+  // Everyone learns everyone's (color, key) (not counted: setup traffic), then the members
+  // connect a new context, on the worker (after the operations started before).
+  const std::vector<int32_t> mine = {color < 0 ? -1 : color, key};
+  const uint32_t tag = nextTag();
   const uint32_t index = splits_++;
-  if (color < 0)
-    return std::unique_ptr<Communicator>();
-
-  std::vector<int> members;
-  for (int r = 0; r < size_; ++r)
-    if (all[2 * r] == color)
-      members.push_back(r);
-  std::sort(members.begin(), members.end(), [&](int a, int b) {
-    return std::pair(all[2 * a + 1], a) < std::pair(all[2 * b + 1], b);
-  });
-  const int newRank =
-      static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
-  const int newSize = static_cast<int>(members.size());
-
   GlooOptions options = options_;
   options.prefix = concat(options_.prefix, "/split", index, "/color", color);
-  try {
-    auto context = std::make_shared<gloo::rendezvous::Context>(newRank, newSize);
-    context->setTimeout(options.timeout);
-    gloo::rendezvous::PrefixStore prefixed(options.prefix + "/mesh", *store_.client);
-    connectAndVerify(*context, prefixed, device_);
-    return std::unique_ptr<Communicator>(
-        new GlooCommunicator(store_, device_, std::move(context), std::move(options)));
-  } catch (const std::exception &ex) {
-    return makeError("gloo split (rank ", rank_, " of ", size_, ", color ", color,
-                     "): connecting rank ", newRank, " of ", newSize, ": ", ex.what());
-  }
+  std::shared_ptr<gloo::Context> context;
+  int newRank = 0, newSize = 0;
+  Error connectError;
+  Work gather = engine_->submit(describe("split"), [&](const auto &parent, Posted &) {
+    std::vector<int32_t> all(2 * static_cast<size_t>(size_));
+    if (size_ == 1) {
+      all = mine;
+    } else {
+      gloo::AllgatherOptions opts(parent);
+      opts.setInput(const_cast<int32_t *>(mine.data()), 2);
+      opts.setOutput(all.data(), all.size());
+      opts.setTag(tag);
+      opts.setTimeout(options_.timeout);
+      gloo::allgather(opts);
+    }
+    if (color < 0)
+      return;
+    std::vector<int> members;
+    for (int r = 0; r < size_; ++r)
+      if (all[2 * r] == color)
+        members.push_back(r);
+    std::sort(members.begin(), members.end(), [&](int a, int b) {
+      return std::pair(all[2 * a + 1], a) < std::pair(all[2 * b + 1], b);
+    });
+    newRank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+    newSize = static_cast<int>(members.size());
+    // A failure to connect the new group leaves this one usable: no exception out of here.
+    try {
+      auto connected = std::make_shared<gloo::rendezvous::Context>(newRank, newSize);
+      connected->setTimeout(options.timeout);
+      gloo::rendezvous::PrefixStore prefixed(options.prefix + "/mesh", *store_.client);
+      connectAndVerify(*connected, prefixed, device_);
+      context = std::move(connected);
+    } catch (const std::exception &ex) {
+      connectError = makeError(describe("split"), " (color ", color, "): connecting rank ", newRank,
+                               " of ", newSize, ": ", ex.what());
+    }
+  });
+  if (Error e = gather.wait(); !e.ok())
+    return e;
+  if (!connectError.ok())
+    return connectError;
+  if (color < 0)
+    return std::unique_ptr<Communicator>();
+  return std::unique_ptr<Communicator>(
+      new GlooCommunicator(store_, device_, std::move(context), std::move(options)));
 }
 
 } // namespace mtc::rt

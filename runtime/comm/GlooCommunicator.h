@@ -8,25 +8,41 @@
 // lazily; without it a communicator destroyed right after creation can leave a peer connecting
 // to its released port, which another job may have reused).
 //
+// Asynchrony: the operations of a communicator run one at a time in the order they were
+// started, since a Gloo context must not run two operations at once. A start only queues; a
+// worker thread per communicator runs the queue, and a caller that waits for a Work runs the
+// queued operations itself while the worker is not running one (so a blocking call, start
+// then wait, costs no switch to another thread). Point-to-point operations are only posted
+// there (Gloo's unbound buffers send and receive in the background) and then completed by a
+// second thread, the completer, in posting order (or by the caller waiting for that very
+// operation), so a rank can start a receive and a send in either order and wait for both.
+// Only the thread running an operation touches the context; the completer touches only the
+// posted buffers.
+//
 // Algorithms (all deterministic: same inputs and group size give the same bits every run):
-//   allReduceSum    gloo::allreduce, ring (reduce-scatter then allgather over segments; each
-//                   segment is reduced once, by its owner, and then copied, so every rank has
-//                   the same bits). Sends about 2 (n-1)/n of the buffer.
+//   allReduce       gloo::allreduce, ring, with the reduction of ElementTypes.h (bf16/f16 as
+//                   16-bit words reduced through f32; Debian's Gloo has no such type): reduce-
+//                   scatter then allgather over segments; each segment is reduced once, by its
+//                   owner, and then copied, so every rank has the same bits. Sends about
+//                   2 (n-1)/n of the buffer.
 //   allGather       gloo::allgather (ring): (n-1) * countPerRank elements sent.
 //   reduceScatter   a ring on Gloo's unbound buffers written here (Debian's Gloo has only
 //                   ReduceScatterHalvingDoubling, an old-style algorithm with int counts and
-//                   no per-call timeout): block c is summed in ring order
-//                   ((x[c+1] + x[c+2]) + ...) + x[c]; (n-1) * countPerRank elements sent.
+//                   no per-call timeout): block c is reduced in ring order
+//                   ((x[c+1] op x[c+2]) op ...) op x[c]; (n-1) * countPerRank elements sent.
 //   broadcast       gloo::broadcast (binomial tree from the root).
-//   allToAll        gloo::alltoall (pairwise): (n-1) * countPerRank elements sent.
+//   allToAll(V)     pairwise exchange on unbound buffers written here (in step i send to
+//                   rank + i, receive from rank - i), skipping empty blocks (gloo::alltoallv
+//                   would post them): the elements of every block to another rank are sent.
 //   barrier         gloo::barrier (counted as 0 bytes).
 //   send/recv       unbound buffers on a point-to-point slot, in order per peer pair.
 // Byte counters are what this rank sends under these schedules (computed, not sniffed).
 //
 // Failures: Gloo throws (gloo::IoException on a timeout or a closed peer, EnforceNotMet on
-// misuse); every call catches and returns an Error naming the operation and the rank. A
-// timeout makes Gloo close the context's pairs, so the communicator is unusable afterwards
-// (`failure()`); build a new one under a new prefix.
+// misuse); the worker and the completer catch and fail the Work with an Error naming the
+// operation and the rank. A timeout makes Gloo close the context's pairs, so the
+// communicator is unusable afterwards (`failure()`); build a new one under a new prefix.
+// Destroying a communicator waits for the operations started on it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,9 +53,9 @@
 #include "runtime/comm/Rendezvous.h"
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace gloo {
 class Context;
@@ -76,19 +92,7 @@ public:
   int size() const override { return size_; }
   std::string_view backendName() const override { return "gloo"; }
 
-  Error allReduceSum(float *data, size_t count) override;
-  Error allReduceSum(double *data, size_t count) override;
-  Error allGather(const float *in, float *out, size_t countPerRank) override;
-  Error reduceScatterSum(const float *in, float *out, size_t countPerRank) override;
-  Error broadcast(void *data, size_t bytes, int root) override;
-  Error allToAll(const float *in, float *out, size_t countPerRank) override;
-  Error barrier() override;
-  Error send(const void *data, size_t bytes, int peer) override;
-  Error recv(void *data, size_t bytes, int peer) override;
-  Error sendRecv(const void *sendData, size_t sendBytes, int dst, void *recvData, size_t recvBytes,
-                 int src) override;
   Expected<std::unique_ptr<Communicator>> split(int color, int key) override;
-  const std::string &failure() const override { return failure_; }
 
   std::chrono::milliseconds timeout() const { return options_.timeout; }
 
@@ -96,23 +100,37 @@ public:
   /// `elementSize`-byte elements (its segment schedule, replayed).
   static uint64_t ringAllReduceBytesSent(int rank, int size, size_t bytes, size_t elementSize);
 
+  /// The worker and completer threads with the context they own, and the state of one
+  /// operation (GlooCommunicator.cpp).
+  class Engine;
+  class OperationState;
+
+protected:
+  Work doAllReduce(void *data, size_t count, MtcElementType type, MtcReduction reduction) override;
+  Work doAllGather(const void *in, void *out, size_t countPerRank, MtcElementType type) override;
+  Work doReduceScatter(const void *in, void *out, size_t countPerRank, MtcElementType type,
+                       MtcReduction reduction) override;
+  Work doBroadcast(void *data, size_t count, MtcElementType type, int root) override;
+  Work doAllToAllV(const void *in, std::vector<size_t> sendCounts, void *out,
+                   std::vector<size_t> recvCounts, MtcElementType type) override;
+  Work doBarrier() override;
+  Work doSend(const void *data, size_t count, MtcElementType type, int peer) override;
+  Work doRecv(void *data, size_t count, MtcElementType type, int peer) override;
+  Work doSendRecv(const void *sendData, size_t sendCount, int dst, void *recvData, size_t recvCount,
+                  int src, MtcElementType type) override;
+
 private:
   GlooCommunicator(JobStore store, std::shared_ptr<gloo::transport::Device> device,
                    std::shared_ptr<gloo::Context> context, GlooOptions options);
-  /// Runs `body` (which may throw Gloo's exceptions), turning failures into Errors that name
-  /// `op`; counts `bytes` under `kind` on success.
-  Error run(const char *op, CollectiveKind kind, uint64_t bytes, const std::function<void()> &body);
-  Error checkPeer(const char *op, int peer) const;
   uint32_t nextTag() { return tag_++; }
 
   JobStore store_;
   std::shared_ptr<gloo::transport::Device> device_;
-  std::shared_ptr<gloo::Context> context_;
   GlooOptions options_;
   int rank_ = 0, size_ = 1;
   uint32_t tag_ = 1;
   uint32_t splits_ = 0;
-  std::string failure_;
+  std::unique_ptr<Engine> engine_; // last: its threads stop first
 };
 
 } // namespace mtc::rt

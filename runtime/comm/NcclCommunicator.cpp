@@ -6,6 +6,8 @@
 
 #include "runtime/comm/NcclCommunicator.h"
 
+#include "runtime/comm/ElementTypes.h"
+
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -54,12 +56,13 @@ ncclConfig_t nonBlockingConfig() {
 } // namespace
 
 struct NcclCommunicator::Handles {
-  ncclComm_t comm = nullptr;
+  ncclComm_t comm = nullptr; // null once aborted
   cudaStream_t stream = nullptr;
   float *scratch = nullptr; // one float, for barrier()
   int device = 0;
   bool broken = false;
   std::chrono::milliseconds timeout{60000};
+  std::shared_ptr<FailureRecord> failure;
 
   ~Handles() {
     cudaSetDevice(device);
@@ -90,12 +93,118 @@ struct NcclCommunicator::Handles {
       return cudaFailure("cudaMalloc", e);
     return Error::success();
   }
+
+  /// Records the failure of the operation `where` (the communicator is unusable from now
+  /// on), aborts the NCCL communicator and returns the operation's Error.
+  Error abort(const std::string &where, const Error &error) {
+    failure->record(concat(where, ": ", error.message()));
+    broken = true;
+    if (comm)
+      ncclCommAbort(comm);
+    comm = nullptr;
+    return makeError(where, " failed: ", error.message(), "; communicator aborted");
+  }
 };
 
-NcclCommunicator::NcclCommunicator(JobStore store, std::unique_ptr<Handles> handles,
+namespace {
+
+/// An enqueued operation: done when the event recorded after it has happened.
+class NcclWork final : public WorkState {
+public:
+  NcclWork(std::shared_ptr<NcclCommunicator::Handles> handles, cudaEvent_t event,
+           Clock::time_point deadline, std::string where)
+      : h_(std::move(handles)), event_(event), deadline_(deadline), where_(std::move(where)) {}
+  ~NcclWork() override { cudaEventDestroy(event_); }
+
+  bool poll() override {
+    if (!done_)
+      step();
+    return done_;
+  }
+  Error wait() override {
+    while (!poll())
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    return result_;
+  }
+
+private:
+  void finish(Error result) {
+    result_ = std::move(result);
+    done_ = true;
+  }
+  void step() {
+    if (!h_->comm)
+      return finish(h_->failure->unusable(where_));
+    ncclResult_t state = ncclSuccess;
+    if (ncclResult_t q = ncclCommGetAsyncError(h_->comm, &state); q != ncclSuccess)
+      return finish(h_->abort(where_, ncclFailure("ncclCommGetAsyncError", q, h_->comm)));
+    if (state != ncclSuccess && state != ncclInProgress)
+      return finish(h_->abort(where_, ncclFailure("asynchronous error", state, h_->comm)));
+    cudaError_t e = cudaEventQuery(event_);
+    if (e == cudaSuccess)
+      return finish(Error::success());
+    if (e != cudaErrorNotReady)
+      return finish(h_->abort(where_, cudaFailure("stream", e)));
+    if (Clock::now() > deadline_)
+      finish(h_->abort(where_, makeError("timed out after ", h_->timeout.count(),
+                                         " ms (a peer died or stopped participating)")));
+  }
+
+  std::shared_ptr<NcclCommunicator::Handles> h_;
+  cudaEvent_t event_;
+  Clock::time_point deadline_;
+  std::string where_;
+  bool done_ = false;
+  Error result_;
+};
+
+ncclDataType_t ncclTypeOf(MtcElementType type) {
+  switch (type) {
+  case MTC_F32:
+    return ncclFloat32;
+  case MTC_F64:
+    return ncclFloat64;
+  case MTC_BF16:
+    return ncclBfloat16;
+  case MTC_F16:
+    return ncclFloat16;
+  case MTC_I32:
+    return ncclInt32;
+  case MTC_I64:
+    return ncclInt64;
+  }
+  return ncclUint8; // not reached: the arguments were checked
+}
+
+ncclRedOp_t ncclOpOf(MtcReduction reduction) {
+  switch (reduction) {
+  case MTC_SUM:
+    return ncclSum;
+  case MTC_MAX:
+    return ncclMax;
+  case MTC_MIN:
+    return ncclMin;
+  }
+  return ncclSum; // not reached: the arguments were checked
+}
+
+/// Calls enqueue() between ncclGroupStart and ncclGroupEnd.
+template <class Enqueue> ncclResult_t grouped(Enqueue enqueue) {
+  if (ncclResult_t r = ncclGroupStart(); r != ncclSuccess)
+    return r;
+  ncclResult_t r = enqueue();
+  ncclResult_t end = ncclGroupEnd();
+  return r != ncclSuccess ? r : end;
+}
+
+} // namespace
+
+NcclCommunicator::NcclCommunicator(JobStore store, std::shared_ptr<Handles> handles,
                                    NcclOptions options, int rank, int size)
     : store_(std::move(store)), h_(std::move(handles)), options_(std::move(options)), rank_(rank),
-      size_(size) {}
+      size_(size) {
+  h_->failure = failure_;
+}
 
 NcclCommunicator::~NcclCommunicator() = default;
 
@@ -131,7 +240,7 @@ NcclCommunicator::create(JobStore store, int rank, int size, const NcclOptions &
     std::memcpy(&id, bytes->data(), sizeof id);
   }
 
-  auto handles = std::make_unique<Handles>();
+  auto handles = std::make_shared<Handles>();
   handles->timeout = options.timeout;
   handles->device = options.device;
   if (Error e = handles->init(options.device); !e.ok())
@@ -151,147 +260,135 @@ NcclCommunicator::create(JobStore store, int rank, int size, const NcclOptions &
       new NcclCommunicator(std::move(store), std::move(handles), options, rank, size));
 }
 
-template <class Enqueue>
-Error NcclCommunicator::run(const char *op, CollectiveKind kind, uint64_t bytes, Enqueue enqueue) {
-  auto where = [&] { return concat("nccl ", op, " (rank ", rank_, " of ", size_, ")"); };
-  if (!failure_.empty())
-    return makeError(where(), ": communicator unusable after an earlier failure: ", failure_);
-  auto fail = [&](Error e) {
-    failure_ = concat(op, ": ", e.message());
-    h_->broken = true;
-    ncclCommAbort(h_->comm);
-    h_->comm = nullptr;
-    return std::move(e).withContext(where());
-  };
+template <class Enqueue> Work NcclCommunicator::start(std::string_view op, Enqueue enqueue) {
+  const std::string where = describe(op);
+  if (!h_->comm)
+    return unusable(op);
   cudaSetDevice(h_->device);
+  const auto deadline = Clock::now() + options_.timeout;
   ncclResult_t r = enqueue(h_->comm, h_->stream);
   if (r != ncclSuccess && r != ncclInProgress)
-    return fail(ncclFailure("enqueue", r, h_->comm));
-  const auto deadline = Clock::now() + options_.timeout;
-  for (;;) {
-    ncclResult_t state = ncclSuccess;
-    if (ncclResult_t q = ncclCommGetAsyncError(h_->comm, &state); q != ncclSuccess)
-      return fail(ncclFailure("ncclCommGetAsyncError", q, h_->comm));
-    if (state != ncclSuccess && state != ncclInProgress)
-      return fail(ncclFailure("asynchronous error", state, h_->comm));
-    if (state == ncclSuccess) {
-      cudaError_t s = cudaStreamQuery(h_->stream);
-      if (s == cudaSuccess)
-        break;
-      if (s != cudaErrorNotReady)
-        return fail(cudaFailure("stream", s));
-    }
-    if (Clock::now() > deadline)
-      return fail(makeError("timed out after ", options_.timeout.count(),
-                            " ms (a peer died or stopped participating); communicator aborted"));
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    return Work::finished(h_->abort(where, ncclFailure("enqueue", r, h_->comm)));
+  // A non-blocking communicator may still be enqueueing on the host: the event must follow.
+  if (r == ncclInProgress)
+    if (Error e = waitComm(h_->comm, deadline, "enqueue"); !e.ok())
+      return Work::finished(h_->abort(where, e));
+  cudaEvent_t event = nullptr;
+  if (cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming); e != cudaSuccess)
+    return Work::finished(h_->abort(where, cudaFailure("cudaEventCreate", e)));
+  if (cudaError_t e = cudaEventRecord(event, h_->stream); e != cudaSuccess) {
+    cudaEventDestroy(event);
+    return Work::finished(h_->abort(where, cudaFailure("cudaEventRecord", e)));
   }
-  counters_.record(kind, bytes);
-  return Error::success();
+  return Work(std::make_shared<NcclWork>(h_, event, deadline, where));
 }
 
-Error NcclCommunicator::allReduceSum(float *data, size_t count) {
-  uint64_t bytes = size_ > 1 ? 2 * uint64_t(size_ - 1) * count * sizeof(float) / size_ : 0;
-  return run("allReduceSum", CollectiveKind::AllReduce, bytes, [&](ncclComm_t c, cudaStream_t s) {
-    return ncclAllReduce(data, data, count, ncclFloat32, ncclSum, c, s);
+Work NcclCommunicator::doAllReduce(void *data, size_t count, MtcElementType type,
+                                   MtcReduction reduction) {
+  const uint64_t bytes = count * elementSize(type);
+  counters_.record(CollectiveKind::AllReduce,
+                   size_ > 1 ? 2 * uint64_t(size_ - 1) * bytes / uint64_t(size_) : 0);
+  return start("allReduce", [&](ncclComm_t c, cudaStream_t s) {
+    return ncclAllReduce(data, data, count, ncclTypeOf(type), ncclOpOf(reduction), c, s);
   });
 }
 
-Error NcclCommunicator::allReduceSum(double *data, size_t count) {
-  uint64_t bytes = size_ > 1 ? 2 * uint64_t(size_ - 1) * count * sizeof(double) / size_ : 0;
-  return run("allReduceSum", CollectiveKind::AllReduce, bytes, [&](ncclComm_t c, cudaStream_t s) {
-    return ncclAllReduce(data, data, count, ncclFloat64, ncclSum, c, s);
+Work NcclCommunicator::doAllGather(const void *in, void *out, size_t countPerRank,
+                                   MtcElementType type) {
+  counters_.record(CollectiveKind::AllGather,
+                   uint64_t(size_ - 1) * countPerRank * elementSize(type));
+  return start("allGather", [&](ncclComm_t c, cudaStream_t s) {
+    return ncclAllGather(in, out, countPerRank, ncclTypeOf(type), c, s);
   });
 }
 
-Error NcclCommunicator::allGather(const float *in, float *out, size_t countPerRank) {
-  uint64_t bytes = uint64_t(size_ - 1) * countPerRank * sizeof(float);
-  return run("allGather", CollectiveKind::AllGather, bytes, [&](ncclComm_t c, cudaStream_t s) {
-    return ncclAllGather(in, out, countPerRank, ncclFloat32, c, s);
+Work NcclCommunicator::doReduceScatter(const void *in, void *out, size_t countPerRank,
+                                       MtcElementType type, MtcReduction reduction) {
+  counters_.record(CollectiveKind::ReduceScatter,
+                   uint64_t(size_ - 1) * countPerRank * elementSize(type));
+  return start("reduceScatter", [&](ncclComm_t c, cudaStream_t s) {
+    return ncclReduceScatter(in, out, countPerRank, ncclTypeOf(type), ncclOpOf(reduction), c, s);
   });
 }
 
-Error NcclCommunicator::reduceScatterSum(const float *in, float *out, size_t countPerRank) {
-  uint64_t bytes = uint64_t(size_ - 1) * countPerRank * sizeof(float);
-  return run("reduceScatterSum", CollectiveKind::ReduceScatter, bytes,
-             [&](ncclComm_t c, cudaStream_t s) {
-               return ncclReduceScatter(in, out, countPerRank, ncclFloat32, ncclSum, c, s);
-             });
-}
-
-Error NcclCommunicator::broadcast(void *data, size_t bytes, int root) {
-  if (root < 0 || root >= size_)
-    return makeError("nccl broadcast (rank ", rank_, " of ", size_, "): root ", root,
-                     " is not in [0, ", size_, ")");
+Work NcclCommunicator::doBroadcast(void *data, size_t count, MtcElementType type, int root) {
   // Ring: every rank but the root's predecessor forwards the data.
-  uint64_t sent = (size_ > 1 && rank_ != (root + size_ - 1) % size_) ? bytes : 0;
-  return run("broadcast", CollectiveKind::Broadcast, sent, [&](ncclComm_t c, cudaStream_t s) {
-    return ncclBroadcast(data, data, bytes, ncclUint8, root, c, s);
+  const uint64_t bytes = count * elementSize(type);
+  counters_.record(CollectiveKind::Broadcast,
+                   (size_ > 1 && rank_ != (root + size_ - 1) % size_) ? bytes : 0);
+  return start("broadcast", [&](ncclComm_t c, cudaStream_t s) {
+    return ncclBroadcast(data, data, count, ncclTypeOf(type), root, c, s);
   });
 }
 
-Error NcclCommunicator::allToAll(const float *in, float *out, size_t countPerRank) {
-  uint64_t bytes = uint64_t(size_ - 1) * countPerRank * sizeof(float);
-  return run("allToAll", CollectiveKind::AllToAll, bytes, [&](ncclComm_t c, cudaStream_t s) {
-    ncclResult_t r = ncclGroupStart();
-    if (r != ncclSuccess)
+Work NcclCommunicator::doAllToAllV(const void *in, std::vector<size_t> sendCounts, void *out,
+                                   std::vector<size_t> recvCounts, MtcElementType type) {
+  const size_t size = elementSize(type);
+  uint64_t sent = 0;
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_)
+      sent += sendCounts[size_t(p)] * size;
+  counters_.record(CollectiveKind::AllToAll, sent);
+  return start("allToAll", [&](ncclComm_t c, cudaStream_t s) {
+    return grouped([&] {
+      const auto *from = static_cast<const char *>(in);
+      auto *to = static_cast<char *>(out);
+      ncclResult_t r = ncclSuccess;
+      for (size_t p = 0; p < size_t(size_) && r == ncclSuccess; ++p) {
+        if (sendCounts[p] > 0)
+          r = ncclSend(from, sendCounts[p], ncclTypeOf(type), int(p), c, s);
+        if (r == ncclSuccess && recvCounts[p] > 0)
+          r = ncclRecv(to, recvCounts[p], ncclTypeOf(type), int(p), c, s);
+        from += sendCounts[p] * size;
+        to += recvCounts[p] * size;
+      }
       return r;
-    for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
-      r = ncclSend(in + size_t(p) * countPerRank, countPerRank, ncclFloat32, p, c, s);
-      if (r == ncclSuccess)
-        r = ncclRecv(out + size_t(p) * countPerRank, countPerRank, ncclFloat32, p, c, s);
-    }
-    ncclResult_t end = ncclGroupEnd();
-    return r != ncclSuccess ? r : end;
+    });
   });
 }
 
-Error NcclCommunicator::barrier() {
-  return run("barrier", CollectiveKind::Barrier, 0, [&](ncclComm_t c, cudaStream_t s) {
+Work NcclCommunicator::doBarrier() {
+  counters_.record(CollectiveKind::Barrier, 0);
+  return start("barrier", [&](ncclComm_t c, cudaStream_t s) {
     return ncclAllReduce(h_->scratch, h_->scratch, 1, ncclFloat32, ncclSum, c, s);
   });
 }
 
-Error NcclCommunicator::send(const void *data, size_t bytes, int peer) {
-  if (peer < 0 || peer >= size_ || peer == rank_)
-    return makeError("nccl send (rank ", rank_, "): peer ", peer, " is not another rank");
-  return run("send", CollectiveKind::SendRecv, bytes, [&](ncclComm_t c, cudaStream_t s) {
-    return ncclSend(data, bytes, ncclUint8, peer, c, s);
+Work NcclCommunicator::doSend(const void *data, size_t count, MtcElementType type, int peer) {
+  counters_.record(CollectiveKind::SendRecv, count * elementSize(type));
+  return start("send", [&](ncclComm_t c, cudaStream_t s) {
+    return ncclSend(data, count, ncclTypeOf(type), peer, c, s);
   });
 }
 
-Error NcclCommunicator::recv(void *data, size_t bytes, int peer) {
-  if (peer < 0 || peer >= size_ || peer == rank_)
-    return makeError("nccl recv (rank ", rank_, "): peer ", peer, " is not another rank");
-  return run("recv", CollectiveKind::SendRecv, 0, [&](ncclComm_t c, cudaStream_t s) {
-    return ncclRecv(data, bytes, ncclUint8, peer, c, s);
+Work NcclCommunicator::doRecv(void *data, size_t count, MtcElementType type, int peer) {
+  counters_.record(CollectiveKind::SendRecv, 0);
+  return start("recv", [&](ncclComm_t c, cudaStream_t s) {
+    return ncclRecv(data, count, ncclTypeOf(type), peer, c, s);
   });
 }
 
-Error NcclCommunicator::sendRecv(const void *sendData, size_t sendBytes, int dst, void *recvData,
-                                 size_t recvBytes, int src) {
-  for (int peer : {dst, src})
-    if (peer < 0 || peer >= size_ || peer == rank_)
-      return makeError("nccl sendRecv (rank ", rank_, "): peer ", peer, " is not another rank");
-  return run("sendRecv", CollectiveKind::SendRecv, sendBytes, [&](ncclComm_t c, cudaStream_t s) {
-    ncclResult_t r = ncclGroupStart();
-    if (r != ncclSuccess)
+Work NcclCommunicator::doSendRecv(const void *sendData, size_t sendCount, int dst, void *recvData,
+                                  size_t recvCount, int src, MtcElementType type) {
+  counters_.record(CollectiveKind::SendRecv, sendCount * elementSize(type));
+  return start("sendRecv", [&](ncclComm_t c, cudaStream_t s) {
+    return grouped([&] {
+      ncclResult_t r = ncclSuccess;
+      if (sendCount > 0)
+        r = ncclSend(sendData, sendCount, ncclTypeOf(type), dst, c, s);
+      if (r == ncclSuccess && recvCount > 0)
+        r = ncclRecv(recvData, recvCount, ncclTypeOf(type), src, c, s);
       return r;
-    if (sendBytes > 0)
-      r = ncclSend(sendData, sendBytes, ncclUint8, dst, c, s);
-    if (r == ncclSuccess && recvBytes > 0)
-      r = ncclRecv(recvData, recvBytes, ncclUint8, src, c, s);
-    ncclResult_t end = ncclGroupEnd();
-    return r != ncclSuccess ? r : end;
+    });
   });
 }
 
 Expected<std::unique_ptr<Communicator>> NcclCommunicator::split(int color, int key) {
-  auto where = [&] { return concat("nccl split (rank ", rank_, " of ", size_, ")"); };
-  if (!failure_.empty())
-    return makeError(where(), ": communicator unusable after an earlier failure: ", failure_);
+  auto where = [&] { return describe("split"); };
+  if (failure_->failed() || !h_->comm)
+    return unusable("split").wait();
   cudaSetDevice(h_->device);
-  auto handles = std::make_unique<Handles>();
+  auto handles = std::make_shared<Handles>();
   handles->timeout = options_.timeout;
   handles->device = h_->device;
   ncclConfig_t config = nonBlockingConfig();
@@ -301,7 +398,7 @@ Expected<std::unique_ptr<Communicator>> NcclCommunicator::split(int color, int k
     return ncclFailure("ncclCommSplit", r, h_->comm).withContext(where());
   const auto deadline = Clock::now() + options_.timeout;
   if (Error e = waitComm(h_->comm, deadline, "ncclCommSplit"); !e.ok()) {
-    failure_ = e.message();
+    failure_->record(concat(where(), ": ", e.message()));
     h_->broken = handles->broken = true;
     return std::move(e).withContext(where());
   }

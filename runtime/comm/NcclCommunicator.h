@@ -2,16 +2,21 @@
 //
 // A Communicator on NCCL, built only when the CUDA toolkit and NCCL are found
 // (MTC_HAVE_NCCL). Buffers are the caller's *device* pointers on the communicator's CUDA
-// device; every call enqueues on the communicator's own stream and waits for it, so the
-// interface stays blocking like Gloo's (overlap comes later, with streams the executor owns).
+// device. Every start enqueues on the communicator's own stream and records a CUDA event
+// after the operation; the Work polls that event (test) or polls it until done (wait), so
+// operations run in start order on the stream while the host goes on. bf16 and f16 are
+// NCCL's own types; max and min are NCCL's (its NaN handling is NCCL's, not ElementTypes.h's).
+// All-to-all(v), send/recv pairs (sendRecv) are ncclSend/ncclRecv between ncclGroupStart and
+// ncclGroupEnd; a lone send or recv is its own operation on the stream, so an exchange
+// between two ranks must use startSendRecv (two separate starts would deadlock the stream).
 //
 // Bootstrap (as STYLE.md measured): rank 0 calls ncclGetUniqueId and publishes it in the
 // job's TcpStore under `<prefix>/nccl-id`; every rank reads it and calls
 // ncclCommInitRankConfig in non-blocking mode. Sub-groups use ncclCommSplit.
 //
-// Failures: every wait (init, split, each operation) polls ncclCommGetAsyncError and the
-// stream; past the timeout it calls ncclCommAbort, and the communicator is unusable
-// afterwards (`failure()`).
+// Failures: every wait (init, split, each operation's Work) polls ncclCommGetAsyncError and
+// the event; past the timeout (counted from the start) it calls ncclCommAbort, and the
+// communicator is unusable afterwards (`failure()`).
 //
 // Determinism: NCCL's ring all-reduce gives every rank the same bits, but NCCL picks the
 // algorithm and protocol by size and topology; set NCCL_ALGO=Ring and NCCL_PROTO=Simple for
@@ -31,6 +36,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mtc::rt {
 
@@ -52,33 +58,35 @@ public:
   int size() const override { return size_; }
   std::string_view backendName() const override { return "nccl"; }
 
-  Error allReduceSum(float *data, size_t count) override;
-  Error allReduceSum(double *data, size_t count) override;
-  Error allGather(const float *in, float *out, size_t countPerRank) override;
-  Error reduceScatterSum(const float *in, float *out, size_t countPerRank) override;
-  Error broadcast(void *data, size_t bytes, int root) override;
-  Error allToAll(const float *in, float *out, size_t countPerRank) override;
-  Error barrier() override;
-  Error send(const void *data, size_t bytes, int peer) override;
-  Error recv(void *data, size_t bytes, int peer) override;
-  Error sendRecv(const void *sendData, size_t sendBytes, int dst, void *recvData, size_t recvBytes,
-                 int src) override;
   Expected<std::unique_ptr<Communicator>> split(int color, int key) override;
-  const std::string &failure() const override { return failure_; }
 
-  struct Handles; // NCCL communicator, stream, scratch (kept out of this header)
+  /// NCCL communicator, stream, scratch (kept out of this header); shared with the Works.
+  struct Handles;
+
+protected:
+  Work doAllReduce(void *data, size_t count, MtcElementType type, MtcReduction reduction) override;
+  Work doAllGather(const void *in, void *out, size_t countPerRank, MtcElementType type) override;
+  Work doReduceScatter(const void *in, void *out, size_t countPerRank, MtcElementType type,
+                       MtcReduction reduction) override;
+  Work doBroadcast(void *data, size_t count, MtcElementType type, int root) override;
+  Work doAllToAllV(const void *in, std::vector<size_t> sendCounts, void *out,
+                   std::vector<size_t> recvCounts, MtcElementType type) override;
+  Work doBarrier() override;
+  Work doSend(const void *data, size_t count, MtcElementType type, int peer) override;
+  Work doRecv(void *data, size_t count, MtcElementType type, int peer) override;
+  Work doSendRecv(const void *sendData, size_t sendCount, int dst, void *recvData, size_t recvCount,
+                  int src, MtcElementType type) override;
 
 private:
-  NcclCommunicator(JobStore store, std::unique_ptr<Handles> handles, NcclOptions options, int rank,
+  NcclCommunicator(JobStore store, std::shared_ptr<Handles> handles, NcclOptions options, int rank,
                    int size);
-  template <class Enqueue>
-  Error run(const char *op, CollectiveKind kind, uint64_t bytes, Enqueue enqueue);
+  /// Enqueues (enqueue(comm, stream) returns an ncclResult_t) and returns the Work of `op`.
+  template <class Enqueue> Work start(std::string_view op, Enqueue enqueue);
 
   JobStore store_;
-  std::unique_ptr<Handles> h_;
+  std::shared_ptr<Handles> h_;
   NcclOptions options_;
   int rank_ = 0, size_ = 1;
-  std::string failure_;
 };
 
 } // namespace mtc::rt

@@ -33,7 +33,7 @@ Error reduceScatterGradients(Communicator *dp, int64_t n, std::span<const Gradie
     std::memcpy(shards, packed, total * sizeof(float));
     return Error::success();
   }
-  return dp->reduceScatterSum(packed, shards, total);
+  return dp->reduceScatter(packed, shards, total, MTC_F32, MTC_SUM);
 }
 
 } // namespace mtc::rt

@@ -12,11 +12,11 @@
 // [c * L / n, (c + 1) * L / n) of d (L its tensor-parallel local size) -- the arithmetic of
 // runtime/plan/Sharding.h applied to the local tensor. Such a block is not contiguous in
 // memory (d need not be the outermost dimension), so the blocks are packed first, in
-// coordinate order, and then one Communicator::reduceScatterSum over the data-parallel group
-// leaves every rank with the sum of its block:
+// coordinate order, and then one Communicator::reduceScatter (f32, sum) over the data-parallel
+// group leaves every rank with the sum of its block:
 //
 //   packed = [block 0 of every sharded gradient][block 1 of every ...] ... [block n - 1 ...]
-//   reduceScatterSum(packed, shards, total shard elements)
+//   reduceScatter(packed, shards, total shard elements, MTC_F32, MTC_SUM)
 //
 // All sharded gradients travel in one call (each block c holds every parameter's block c, in
 // the order of `specs`), so the step pays one collective's latency, not one per parameter.

@@ -118,6 +118,11 @@ void zeroFill(void *out, int64_t dtype, int64_t count) {
     std::memset(out, 0, size_t(count) * elementSize(dtype));
 }
 
+/// The communicator's code of a checked `dtype` (the kernels pass the same codes).
+MtcElementType elementTypeOf(int64_t dtype) { return static_cast<MtcElementType>(dtype); }
+static_assert(int64_t(kMeshF32) == MTC_F32 && int64_t(kMeshF64) == MTC_F64,
+              "the kernels pass the communicator's codes");
+
 Error allReduce(const MeshAxisGroup &g, int64_t dtype, int64_t op, const void *in, void *out,
                 int64_t count) {
   size_t n = size_t(count);
@@ -125,20 +130,17 @@ Error allReduce(const MeshAxisGroup &g, int64_t dtype, int64_t op, const void *i
     std::memcpy(out, in, n * elementSize(dtype));
     if (g.size == 1)
       return Error::success();
-    return dtype == kMeshF32 ? g.comm->allReduceSum(static_cast<float *>(out), n)
-                             : g.comm->allReduceSum(static_cast<double *>(out), n);
+    return g.comm->allReduce(out, n, elementTypeOf(dtype), MTC_SUM);
   }
   // max: every rank gathers every value and reduces them in the same order.
-  size_t words = dtype == kMeshF64 ? 2 : 1; // f64 travels as pairs of f32 words (bytes)
-  std::vector<float> gathered(n * words * size_t(g.size));
-  if (Error err = g.comm->allGather(static_cast<const float *>(in), gathered.data(), n * words);
-      !err.ok())
+  std::vector<double> gathered(n * size_t(g.size)); // room for f64, aligned for it
+  if (Error err = g.comm->allGather(in, gathered.data(), n, elementTypeOf(dtype)); !err.ok())
     return err;
   if (dtype == kMeshF32)
-    maxOfBlocks(gathered.data(), g.size, count, static_cast<float *>(out));
+    maxOfBlocks(reinterpret_cast<const float *>(gathered.data()), g.size, count,
+                static_cast<float *>(out));
   else
-    maxOfBlocks(reinterpret_cast<const double *>(gathered.data()), g.size, count,
-                static_cast<double *>(out));
+    maxOfBlocks(gathered.data(), g.size, count, static_cast<double *>(out));
   return Error::success();
 }
 
@@ -189,9 +191,7 @@ extern "C" void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void
           std::memcpy(out, in, bytes);
           return Error::success();
         }
-        // The bytes move unchanged: f64 travels as pairs of f32 words.
-        return g.comm->allGather(static_cast<const float *>(in), static_cast<float *>(out),
-                                 bytes / sizeof(float));
+        return g.comm->allGather(in, out, size_t(count), elementTypeOf(dtype));
       }))
     return;
   // The whole result is zeroed when the axis (so its size) is known.
@@ -211,17 +211,7 @@ extern "C" void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, 
           std::memcpy(out, in, n * elementSize(dtype));
           return Error::success();
         }
-        if (dtype == kMeshF32)
-          return g.comm->reduceScatterSum(static_cast<const float *>(in),
-                                          static_cast<float *>(out), n);
-        // No f64 reduce-scatter in the communicators: all-reduce the whole buffer (Gloo's
-        // ring: the same bits everywhere) and keep this rank's block.
-        std::vector<double> all(n * size_t(g.size));
-        std::memcpy(all.data(), in, all.size() * sizeof(double));
-        Error err = g.comm->allReduceSum(all.data(), all.size());
-        if (err.ok())
-          std::memcpy(out, all.data() + n * size_t(g.coordinate), n * sizeof(double));
-        return err;
+        return g.comm->reduceScatter(in, out, n, elementTypeOf(dtype), MTC_SUM);
       }))
     return;
   zeroFill(out, dtype, count);

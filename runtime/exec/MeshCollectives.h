@@ -21,9 +21,9 @@
 //   int64_t mtc_mesh_coordinate(int64_t axis)
 //       this rank's coordinate along the axis.
 //
-// dtype 0 = f32, 1 = f64. Every combination works: f64 sums through the f64 all-reduce (f64
-// reduce-scatter all-reduces the whole buffer and keeps this rank's block), gathers move the
-// bytes. `axis` indexes plan.mesh.axes. An axis of size 1 needs no communicator: the
+// dtype 0 = f32, 1 = f64 (the communicator's MTC_F32 and MTC_F64 codes, runtime/comm/
+// CollectiveTypes.h). Every combination works: the communicator's typed all-reduce,
+// all-gather and reduce-scatter carry both. `axis` indexes plan.mesh.axes. An axis of size 1 needs no communicator: the
 // collectives copy.
 //
 // The C interface cannot return errors and has no context argument, so the mesh of the call

@@ -142,7 +142,8 @@ Expected<TrainingState> gatherState(const Plan &plan, const TrainingState &local
         return makeError(kind, " '", t.name, "' has ", t.values.size(),
                          " elements, but this rank's shard has ", count);
       gathered.resize(count * size_t(placement.meshSize));
-      if (Error err = group->allGather(t.values.data(), gathered.data(), count); !err.ok())
+      if (Error err = group->allGather(t.values.data(), gathered.data(), count, MTC_F32);
+          !err.ok())
         return std::move(err).withContext(
             concat("gathering the shards of ", kind, " '", t.name, "' over the model group"));
       TrainingState::Tensor out{t.name, mine.globalShape,

@@ -243,10 +243,12 @@ Error Trainer::reduceOverDataParallel(double &lossSum, int64_t step) {
   if (!dataParallel_)
     return Error::success();
   if (allReducedElements_ > 0)
-    if (Error err = dataParallel_->allReduceSum(grads_.data(), allReducedElements_); !err.ok())
+    if (Error err =
+            dataParallel_->allReduce(grads_.data(), allReducedElements_, MTC_F32, MTC_SUM);
+        !err.ok())
       return std::move(err).withContext(
           concat("step ", step + 1, ": all-reduce of the gradients over the data-parallel ranks"));
-  if (Error err = dataParallel_->allReduceSum(&lossSum, 1); !err.ok())
+  if (Error err = dataParallel_->allReduce(&lossSum, 1, MTC_F64, MTC_SUM); !err.ok())
     return std::move(err).withContext(
         concat("step ", step + 1, ": all-reduce of the loss over the data-parallel ranks"));
   return Error::success();

@@ -57,9 +57,9 @@ TEST_P(GlooCollectives, AllReduceSumFloat) {
       auto comm = job.connect(rank, n, "ar" + std::to_string(count));
       ASSERT_TRUE(comm);
       first[rank] = inputOf(rank, count);
-      ASSERT_TRUE(comm->allReduceSum(first[rank].data(), count).ok());
+      ASSERT_TRUE(comm->allReduce(first[rank].data(), count, MTC_F32, MTC_SUM).ok());
       second[rank] = inputOf(rank, count);
-      ASSERT_TRUE(comm->allReduceSum(second[rank].data(), count).ok());
+      ASSERT_TRUE(comm->allReduce(second[rank].data(), count, MTC_F32, MTC_SUM).ok());
       counted[rank] = comm->counters().bytesSentBy(CollectiveKind::AllReduce);
       EXPECT_EQ(comm->counters().callsOf(CollectiveKind::AllReduce), 2u);
     });
@@ -95,8 +95,8 @@ TEST_P(GlooCollectives, AllReduceSumExactValuesAndDouble) {
       f[rank][i] = float(int(i) * (rank + 1) - 100);
       d[rank][i] = 1.0 / double(i + 1 + rank);
     }
-    ASSERT_TRUE(comm->allReduceSum(f[rank].data(), count).ok());
-    ASSERT_TRUE(comm->allReduceSum(d[rank].data(), count).ok());
+    ASSERT_TRUE(comm->allReduce(f[rank].data(), count, MTC_F32, MTC_SUM).ok());
+    ASSERT_TRUE(comm->allReduce(d[rank].data(), count, MTC_F64, MTC_SUM).ok());
   });
   for (size_t i = 0; i < count; ++i) {
     float exact = 0;
@@ -122,7 +122,7 @@ TEST_P(GlooCollectives, AllGather) {
     ASSERT_TRUE(comm);
     std::vector<float> in = inputOf(rank, per);
     out[rank].assign(per * n, -1);
-    ASSERT_TRUE(comm->allGather(in.data(), out[rank].data(), per).ok());
+    ASSERT_TRUE(comm->allGather(in.data(), out[rank].data(), per, MTC_F32).ok());
     EXPECT_EQ(comm->counters().bytesSentBy(CollectiveKind::AllGather),
               uint64_t(n - 1) * per * sizeof(float));
   });
@@ -145,8 +145,8 @@ TEST_P(GlooCollectives, ReduceScatterSumInRingOrder) {
       std::vector<float> in = inputOf(rank, per * n);
       out[rank].assign(per, -1);
       again[rank].assign(per, -1);
-      ASSERT_TRUE(comm->reduceScatterSum(in.data(), out[rank].data(), per).ok());
-      ASSERT_TRUE(comm->reduceScatterSum(in.data(), again[rank].data(), per).ok());
+      ASSERT_TRUE(comm->reduceScatter(in.data(), out[rank].data(), per, MTC_F32, MTC_SUM).ok());
+      ASSERT_TRUE(comm->reduceScatter(in.data(), again[rank].data(), per, MTC_F32, MTC_SUM).ok());
       EXPECT_EQ(comm->counters().bytesSentBy(CollectiveKind::ReduceScatter),
                 2 * uint64_t(n - 1) * per * sizeof(float));
     });
@@ -167,17 +167,22 @@ TEST_P(GlooCollectives, ReduceScatterSumInRingOrder) {
 
 TEST_P(GlooCollectives, Broadcast) {
   const int n = this->n();
-  const std::string message = "thirteen byte";
+  const std::string message = "fifteen bytes, ";
   std::vector<std::string> got(n);
   runRanks(n, [&](int rank) {
     auto comm = job.connect(rank, n, "bc");
     ASSERT_TRUE(comm);
     for (int root = 0; root < n; ++root) {
-      std::string buf = rank == root ? message + char('0' + root) : std::string(14, '?');
-      ASSERT_TRUE(comm->broadcast(buf.data(), buf.size(), root).ok());
+      std::string buf = rank == root ? message + char('0' + root) : std::string(16, '?');
+      ASSERT_TRUE(comm->broadcast(buf.data(), 4, MTC_I32, root).ok()); // 16 bytes
       got[rank] += buf;
     }
-    EXPECT_FALSE(comm->broadcast(got[rank].data(), 1, n).ok()); // root out of range
+    Error bad = comm->broadcast(got[rank].data(), 1, MTC_I32, n);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.message().find(concat("gloo broadcast (rank ", rank, " of ", n, "): root ", n,
+                                        " is not in [0, ", n, ")")),
+              std::string::npos)
+        << bad.message();
   });
   std::string expected;
   for (int root = 0; root < n; ++root)
@@ -198,7 +203,7 @@ TEST_P(GlooCollectives, AllToAll) {
       for (size_t i = 0; i < per; ++i)
         in[dst * per + i] = float(rank * 1000 + dst * 10 + int(i));
     out[rank].assign(per * n, -1);
-    ASSERT_TRUE(comm->allToAll(in.data(), out[rank].data(), per).ok());
+    ASSERT_TRUE(comm->allToAll(in.data(), out[rank].data(), per, MTC_F32).ok());
     EXPECT_EQ(comm->counters().bytesSentBy(CollectiveKind::AllToAll),
               uint64_t(n - 1) * per * sizeof(float));
   });
@@ -228,32 +233,32 @@ TEST_P(GlooCollectives, BarrierWaitsForTheSlowest) {
 TEST_P(GlooCollectives, SendRecvAndShift) {
   const int n = this->n();
   std::vector<std::vector<int>> shifted(n);
-  std::vector<std::string> received(n);
+  std::vector<std::vector<int32_t>> received(n);
   runRanks(n, [&](int rank) {
     auto comm = job.connect(rank, n, "p2p");
     ASSERT_TRUE(comm);
     // 0 -> last, two messages in order.
     if (rank == 0) {
-      std::string a = "first", b = "second!";
-      ASSERT_TRUE(comm->send(a.data(), a.size(), n - 1).ok());
-      ASSERT_TRUE(comm->send(b.data(), b.size(), n - 1).ok());
+      int32_t a[2] = {11, 12}, b[1] = {13};
+      ASSERT_TRUE(comm->send(a, 2, MTC_I32, n - 1).ok());
+      ASSERT_TRUE(comm->send(b, 1, MTC_I32, n - 1).ok());
       EXPECT_EQ(comm->counters().bytesSentBy(CollectiveKind::SendRecv), 12u);
     } else if (rank == n - 1) {
-      std::string a(5, '?'), b(7, '?');
-      ASSERT_TRUE(comm->recv(a.data(), a.size(), 0).ok());
-      ASSERT_TRUE(comm->recv(b.data(), b.size(), 0).ok());
-      received[rank] = a + "," + b;
+      received[rank].assign(3, -1);
+      ASSERT_TRUE(comm->recv(received[rank].data(), 2, MTC_I32, 0).ok());
+      ASSERT_TRUE(comm->recv(received[rank].data() + 2, 1, MTC_I32, 0).ok());
     }
-    EXPECT_FALSE(comm->send("x", 1, rank).ok()); // to itself
-    EXPECT_FALSE(comm->recv(nullptr, 1, n).ok());
+    int32_t x = 1;
+    EXPECT_FALSE(comm->send(&x, 1, MTC_I32, rank).ok()); // to itself
+    EXPECT_FALSE(comm->recv(&x, 1, MTC_I32, n).ok());
     // Everyone sends to the right and receives from the left.
     std::vector<int> mine = {rank, rank * rank, -rank};
     shifted[rank].assign(3, -7);
-    ASSERT_TRUE(comm->sendRecv(mine.data(), 3 * sizeof(int), (rank + 1) % n, shifted[rank].data(),
-                               3 * sizeof(int), (rank + n - 1) % n)
+    ASSERT_TRUE(comm->sendRecv(mine.data(), 3, (rank + 1) % n, shifted[rank].data(), 3,
+                               (rank + n - 1) % n, MTC_I32)
                     .ok());
   });
-  EXPECT_EQ(received[n - 1], "first,second!");
+  EXPECT_EQ(received[n - 1], (std::vector<int32_t>{11, 12, 13}));
   for (int r = 0; r < n; ++r) {
     int left = (r + n - 1) % n;
     EXPECT_EQ(shifted[r], (std::vector<int>{left, left * left, -left}));
@@ -284,7 +289,7 @@ TEST(GlooSubgroups, SplitAndSubgroup) {
     s.evenOddRank = (*evenOdd)->rank();
     s.evenOddSize = (*evenOdd)->size();
     float v = float(rank + 1);
-    ASSERT_TRUE((*evenOdd)->allReduceSum(&v, 1).ok());
+    ASSERT_TRUE((*evenOdd)->allReduce(&v, 1, MTC_F32, MTC_SUM).ok());
     s.evenOddSum = v;
     EXPECT_EQ((*evenOdd)->counters().callsOf(CollectiveKind::AllReduce), 1u);
 
@@ -294,21 +299,21 @@ TEST(GlooSubgroups, SplitAndSubgroup) {
     s.inSub = bool(*sub);
     if (*sub) {
       s.subRank = (*sub)->rank();
-      std::string buf = rank == 3 ? "from parent 3" : std::string(13, '?');
-      ASSERT_TRUE((*sub)->broadcast(buf.data(), buf.size(), 0).ok());
+      std::string buf = rank == 3 ? "from parent 3..." : std::string(16, '?');
+      ASSERT_TRUE((*sub)->broadcast(buf.data(), 2, MTC_F64, 0).ok()); // 16 bytes
       s.subBroadcast = buf;
       // A group of one, split from a sub-group.
       auto single = (*sub)->split((*sub)->rank(), 0);
       ASSERT_TRUE(single.ok() && *single) << single.error().message();
       s.singleSize = (*single)->size();
       float x = 5;
-      ASSERT_TRUE((*single)->allReduceSum(&x, 1).ok());
+      ASSERT_TRUE((*single)->allReduce(&x, 1, MTC_F32, MTC_SUM).ok());
       EXPECT_EQ(x, 5);
       ASSERT_TRUE((*single)->barrier().ok());
     }
     // The parent still works, and is not charged for the splits.
     float w = 1;
-    ASSERT_TRUE(world->allReduceSum(&w, 1).ok());
+    ASSERT_TRUE(world->allReduce(&w, 1, MTC_F32, MTC_SUM).ok());
     s.worldSum = w;
     EXPECT_EQ(world->counters().callsOf(CollectiveKind::AllGather), 0u);
     // Bad lists fail the same way on every rank.
@@ -329,7 +334,7 @@ TEST(GlooSubgroups, SplitAndSubgroup) {
   }
   EXPECT_EQ(seen[3].subRank, 0);
   EXPECT_EQ(seen[1].subRank, 1);
-  EXPECT_EQ(seen[1].subBroadcast, "from parent 3");
+  EXPECT_EQ(seen[1].subBroadcast, "from parent 3...");
   EXPECT_EQ(seen[1].singleSize, 1);
 }
 
@@ -356,7 +361,7 @@ TEST_P(GlooSilentPeer, OthersFailWithinTheTimeout) {
     }
     std::vector<float> v(100, 1.0f);
     auto start = std::chrono::steady_clock::now();
-    errors[rank] = comm->allReduceSum(v.data(), v.size());
+    errors[rank] = comm->allReduce(v.data(), v.size(), MTC_F32, MTC_SUM);
     elapsed[rank] = std::chrono::steady_clock::now() - start;
     after[rank] = comm->barrier();
     EXPECT_FALSE(comm->failure().empty());
@@ -365,7 +370,7 @@ TEST_P(GlooSilentPeer, OthersFailWithinTheTimeout) {
   });
   for (int r = 0; r + 1 < n; ++r) {
     ASSERT_FALSE(errors[r].ok()) << "rank " << r;
-    EXPECT_NE(errors[r].message().find(concat("gloo allReduceSum (rank ", r, " of ", n)),
+    EXPECT_NE(errors[r].message().find(concat("gloo allReduce (rank ", r, " of ", n)),
               std::string::npos)
         << errors[r].message();
     EXPECT_LT(elapsed[r], 3s) << "rank " << r;
@@ -396,7 +401,7 @@ TEST(GlooFailures, DeadPeerMakesTheOthersFail) {
     }
     std::vector<float> in(8 * n, 1.0f), out(8);
     auto start = std::chrono::steady_clock::now();
-    errors[rank] = comm->reduceScatterSum(in.data(), out.data(), 8);
+    errors[rank] = comm->reduceScatter(in.data(), out.data(), 8, MTC_F32, MTC_SUM);
     elapsed[rank] = std::chrono::steady_clock::now() - start;
     if (++finished == n - 1)
       allDone.set_value();
@@ -405,7 +410,7 @@ TEST(GlooFailures, DeadPeerMakesTheOthersFail) {
     if (r == 2)
       continue;
     ASSERT_FALSE(errors[r].ok()) << "rank " << r;
-    EXPECT_NE(errors[r].message().find("reduceScatterSum"), std::string::npos)
+    EXPECT_NE(errors[r].message().find("gloo reduceScatter (rank "), std::string::npos)
         << errors[r].message();
     EXPECT_LT(elapsed[r], 3s) << "rank " << r;
   }
@@ -419,12 +424,15 @@ TEST(GlooFailures, BadArguments) {
   auto one = GlooCommunicator::create(job.storeFor(0), 0, 1, job.options("one"));
   ASSERT_TRUE(one.ok()) << one.error().message();
   float x[3] = {1, 2, 3}, y[3];
-  EXPECT_TRUE((*one)->allReduceSum(x, 3).ok());
-  EXPECT_TRUE((*one)->allGather(x, y, 3).ok());
+  EXPECT_TRUE((*one)->allReduce(x, 3, MTC_F32, MTC_MAX).ok());
+  EXPECT_TRUE((*one)->allGather(x, y, 3, MTC_F32).ok());
   EXPECT_EQ(y[2], 3);
-  EXPECT_TRUE((*one)->reduceScatterSum(x, y, 3).ok());
-  EXPECT_TRUE((*one)->allToAll(x, y, 3).ok());
-  EXPECT_TRUE((*one)->broadcast(x, sizeof x, 0).ok());
+  EXPECT_TRUE((*one)->reduceScatter(x, y, 3, MTC_F32, MTC_MIN).ok());
+  EXPECT_TRUE((*one)->allToAll(x, y, 3, MTC_F32).ok());
+  EXPECT_EQ(y[1], 2);
+  size_t counts[1] = {2};
+  EXPECT_TRUE((*one)->allToAllV(x, counts, y, counts, MTC_F32).ok());
+  EXPECT_TRUE((*one)->broadcast(x, 3, MTC_F32, 0).ok());
   EXPECT_TRUE((*one)->barrier().ok());
   EXPECT_EQ((*one)->counters().totalBytesSent(), 0u);
 }

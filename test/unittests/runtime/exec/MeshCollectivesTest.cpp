@@ -86,7 +86,7 @@ TEST_P(MeshCollectives, AllReduceSum) {
     EXPECT_EQ(in, inputOf<float>(rank, count)) << "the input is not touched";
     // The same bits as the communicator's own all-reduce.
     gloo[rank] = in;
-    ASSERT_TRUE(comm->allReduceSum(gloo[rank].data(), count).ok());
+    ASSERT_TRUE(comm->allReduce(gloo[rank].data(), count, MTC_F32, MTC_SUM).ok());
     bytes[rank] = comm->counters().bytesSentBy(CollectiveKind::AllReduce);
   });
   for (int r = 0; r < n; ++r) {
@@ -242,7 +242,7 @@ TEST_P(MeshCollectives, StickyErrorWhenAPeerStopsAnswering) {
                                       10 + r, ", coordinate ", r, " of ", n, "): ")),
               std::string::npos)
         << messages[r];
-    EXPECT_NE(messages[r].find("allReduceSum"), std::string::npos) << messages[r];
+    EXPECT_NE(messages[r].find("gloo allReduce"), std::string::npos) << messages[r];
     EXPECT_EQ(first[r], std::vector<float>(100, 0.0f)) << "rank " << r;
     EXPECT_EQ(gathered[r], std::vector<float>(100 * size_t(n), 0.0f)) << "rank " << r;
     EXPECT_EQ(scattered[r], std::vector<float>(100, 0.0f)) << "rank " << r;
@@ -441,7 +441,7 @@ void runMesh(TestJob &job, int n, const Plan &plan, std::vector<Seen> &seen,
       s.dpSize = dp->size();
       s.dpRank = dp->rank();
       double x = rank;
-      ASSERT_TRUE(dp->allReduceSum(&x, 1).ok());
+      ASSERT_TRUE(dp->allReduce(&x, 1, MTC_F64, MTC_SUM).ok());
       s.dpSum = x;
     }
     if (Communicator *group = mesh->modelGroup()) {
