@@ -71,17 +71,18 @@ Error saveCheckpoint(const std::filesystem::path &dir, const Plan &plan,
 Expected<TrainingState> loadCheckpoint(const std::filesystem::path &dir, const Plan &plan) {
   std::string where = dir.string();
   std::filesystem::path file = dir / kCheckpointFileName;
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0)
+  struct stat status;
+  if (::stat(dir.c_str(), &status) != 0)
     return makeError(where, ": no such checkpoint directory");
-  if (!S_ISDIR(st.st_mode))
-    return makeError(where, " is ", describeFileType(st.st_mode), ", not a checkpoint directory");
+  if (!S_ISDIR(status.st_mode))
+    return makeError(where, " is ", describeFileType(status.st_mode),
+                     ", not a checkpoint directory");
   (void)removeStaleTemporaries(file);
-  if (::stat(file.c_str(), &st) != 0)
+  if (::stat(file.c_str(), &status) != 0)
     return makeError(where, ": not a checkpoint (no ", kCheckpointFileName, " in it)");
   // The reader refuses a non-regular file too; this says so without calling it corrupt.
-  if (!S_ISREG(st.st_mode))
-    return makeError(where, ": ", kCheckpointFileName, " is ", describeFileType(st.st_mode),
+  if (!S_ISREG(status.st_mode))
+    return makeError(where, ": ", kCheckpointFileName, " is ", describeFileType(status.st_mode),
                      ", not a regular file");
   Expected<SafetensorsFile> read = SafetensorsFile::read(file);
   if (!read)

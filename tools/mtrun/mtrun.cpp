@@ -532,17 +532,21 @@ Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::millise
   job.size = env.worldSize;
   if (env.worldSize == 1)
     return job;
-  Expected<JobStore> store =
-      openJobStore(env.rank, env.masterAddr, env.masterPort, env.jobToken, timeout);
+  // A job on one host listens on loopback only, its store and its Gloo pairs: no other host
+  // can reach (or disturb) them. A job across hosts listens where the others reach it.
+  const bool oneHost = runsOnOneHost(env);
+  const std::string master = oneHost ? std::string("127.0.0.1") : env.masterAddr;
+  Expected<JobStore> store = openJobStore(env.rank, master, env.masterPort, env.jobToken, timeout,
+                                          oneHost ? "127.0.0.1" : "0.0.0.0");
   if (!store)
     return store.takeError().withContext("rendezvous");
   GlooOptions options;
   // GLOO_SOCKET_IFNAME names the interface, as for PyTorch; otherwise this host's address
-  // on the route to the master, which the other ranks can reach.
+  // on the route to the master, which the other ranks can reach (loopback on one host).
   if (const char *iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) {
     options.interface = iface;
   } else {
-    Expected<std::string> address = localAddressToward(env.masterAddr);
+    Expected<std::string> address = localAddressToward(master);
     if (!address)
       return address.takeError().withContext("choosing the address to listen on");
     options.hostname = *address;
@@ -640,6 +644,9 @@ int run(int argc, char **argv) {
     launch.masterPort = *port;
     launch.token = *token;
     launch.grace = std::chrono::seconds(*commTimeout) + std::chrono::seconds(5);
+    launch.notice = [](const std::string &text) {
+      std::fprintf(stderr, "mtrun: warning: %s\n", text.c_str());
+    };
     if (Error err = runLocalRanks(launch); !err.ok())
       return fail(err);
     return 0;
