@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <optional>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -182,7 +183,16 @@ Error runLocalRanks(const LocalLaunch &launch) {
     for (std::string &e : env)
       envp.push_back(e.data());
     envp.push_back(nullptr);
+    // The forwarded signals stay blocked across fork, so that one sent to the new rank
+    // before its exec is not taken by the launcher's handler (and lost) but kills it.
+    sigset_t forwarded, previousMask;
+    sigemptyset(&forwarded);
+    for (int signal : kForwardedSignals)
+      sigaddset(&forwarded, signal);
+    ::pthread_sigmask(SIG_BLOCK, &forwarded, &previousMask);
     pid_t pid = ::fork();
+    if (pid != 0)
+      ::pthread_sigmask(SIG_SETMASK, &previousMask, nullptr);
     if (pid < 0) {
       std::error_code ec = errnoCode();
       signalAll(SIGKILL);
@@ -197,8 +207,11 @@ Error runLocalRanks(const LocalLaunch &launch) {
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher)
         ::_exit(128 + SIGKILL);
       // The ranks take the launcher's signals in the default way.
+      struct sigaction byDefault {};
+      byDefault.sa_handler = SIG_DFL;
       for (int signal : kForwardedSignals)
-        std::signal(signal, SIG_DFL);
+        ::sigaction(signal, &byDefault, nullptr);
+      ::pthread_sigmask(SIG_SETMASK, &previousMask, nullptr);
       ::execve(argv[0], argv.data(), envp.data());
       std::fprintf(stderr, "mtrun: error: rank %d: cannot run %s: %s\n", rank, argv[0],
                    std::strerror(errno));
