@@ -99,7 +99,10 @@ void onInterrupt(int signal) {
   interruptCount.fetch_add(1);
 }
 
-constexpr int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP};
+// The signals torchrun's agent handles and passes to its workers.
+constexpr int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+/// How long the ranks get to end after a forwarded signal before SIGKILL (torchrun's 30 s).
+constexpr auto kForwardGrace = std::chrono::seconds(30);
 
 /// Catches kForwardedSignals while alive and restores the previous handlers when destroyed.
 class InterruptHandlers {
@@ -204,6 +207,8 @@ Error runLocalRanks(const LocalLaunch &launch) {
     if (pid == 0) {
       // Die with the launcher, however it ends (SIGKILL included), as no rank can finish
       // the job without it; then check that it did not end before the request (the race).
+      // SIGKILL, not torchelastic's SIGTERM: it also ends a stopped rank, and a rank has
+      // nothing to clean up.
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher)
         ::_exit(128 + SIGKILL);
       // The ranks take the launcher's signals in the default way.
@@ -233,7 +238,7 @@ Error runLocalRanks(const LocalLaunch &launch) {
       interrupted = interruptSignal.load();
       signalAll(forwardedCount == 0 ? interrupted : SIGKILL);
       forwardedCount = count;
-      deadline = Clock::now() + std::chrono::seconds(10);
+      deadline = Clock::now() + kForwardGrace;
       terminated = true;
     }
     int status = 0;

@@ -11,8 +11,8 @@
 // is reported as stopped (SIGSTOP, SIGTSTP: said at once through `notice`, too) or hung, not
 // as killed by the launcher's own signal.
 //
-// Faults of the launcher itself, as torchrun handles them: SIGTERM, SIGINT and SIGHUP are
-// passed to every rank (then SIGKILL after 10 s, or at once on a second signal), and every
+// Faults of the launcher itself, as torchrun handles them: SIGTERM, SIGINT, SIGHUP and SIGQUIT
+// are passed to every rank (then SIGKILL after 30 s, or at once on a second signal), and every
 // rank dies with the launcher (PR_SET_PDEATHSIG = SIGKILL, set between fork and exec and
 // checked against getppid for the race), so that a launcher killed with SIGKILL leaves no
 // rank training as an orphan.

@@ -6,8 +6,7 @@
 // `<file>.mtc-tmp.<host>.<pid>`, so the next write or read of the same file removes those of
 // this host whose process is gone (kill(pid, 0) fails with ESRCH). Temporaries of other
 // hosts are left alone: on a shared file system their writer may still be running, and no
-// process here can tell. This is what torch.save's callers and Megatron's checkpointing do
-// by hand; here it is done by the runtime, for its own naming pattern only.
+// process here can tell. Only this naming pattern is ever removed.
 //
 //===----------------------------------------------------------------------===//
 

@@ -6,6 +6,7 @@
 Starts the command, waits until METRICS holds a step (the ranks train), then:
 
   term     sends SIGTERM to the launcher; every rank must be gone within 15 s
+  int      sends SIGINT (Ctrl-C) to the launcher; every rank must be gone within 15 s
   kill     sends SIGKILL to the launcher; every rank must be gone within 15 s (no orphan)
   stop     sends SIGSTOP to the launcher's last rank; the job must end within 60 s
   sockets  checks that every TCP socket of the ranks (the store's listener, Gloo's pairs) is
@@ -78,8 +79,8 @@ def main():
         time.sleep(0.05)
     ranks = children(job.pid)
     checked = ""
-    if fault in ("term", "kill"):
-        job.send_signal(signal.SIGTERM if fault == "term" else signal.SIGKILL)
+    if fault in ("term", "int", "kill"):
+        job.send_signal({"term": signal.SIGTERM, "int": signal.SIGINT, "kill": signal.SIGKILL}[fault])
         end = time.monotonic() + 15
         while any(alive(r) for r in ranks) and time.monotonic() < end:
             time.sleep(0.05)
