@@ -13,7 +13,6 @@
 #include <cmath>
 #include <fcntl.h>
 #include <limits>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace mtc::rt {
