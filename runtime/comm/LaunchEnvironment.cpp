@@ -267,6 +267,27 @@ Expected<LaunchEnvironment> readLaunchEnvironment(const std::map<std::string, st
       }));
 }
 
+bool isLoopbackHost(const std::string &host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo *found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0)
+    return false;
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, ::freeaddrinfo);
+  for (addrinfo *ai = found; ai; ai = ai->ai_next) {
+    const auto *address = reinterpret_cast<const sockaddr_in *>(ai->ai_addr);
+    if ((ntohl(address->sin_addr.s_addr) >> 24) != 127)
+      return false;
+  }
+  return true;
+}
+
+bool runsOnOneHost(const LaunchEnvironment &env) {
+  return env.worldSize <= 1 || env.localWorldSize == env.worldSize ||
+         isLoopbackHost(env.masterAddr);
+}
+
 Expected<std::string> localAddressToward(const std::string &host) {
   addrinfo hints{};
   hints.ai_family = AF_INET;

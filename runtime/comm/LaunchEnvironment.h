@@ -65,6 +65,15 @@ Expected<LaunchEnvironment> readLaunchEnvironment(const std::map<std::string, st
 /// a UDP socket (no packet is sent) and reading its local address.
 Expected<std::string> localAddressToward(const std::string &host);
 
+/// Whether every rank of the job runs on this host: MASTER_ADDR is a loopback address, or the
+/// launcher says this host runs them all (LOCAL_WORLD_SIZE equals WORLD_SIZE). Such a job
+/// listens on loopback only (its store and its Gloo pairs), out of reach of other hosts;
+/// one that spans hosts listens where the others can reach it, as torchrun's store does.
+bool runsOnOneHost(const LaunchEnvironment &env);
+
+/// Whether `host` (a name or an address) resolves to IPv4 loopback addresses only.
+bool isLoopbackHost(const std::string &host);
+
 /// The first host of a SLURM compressed hostlist: "node[01-04,07],gpu5" -> "node01",
 /// "a1,b2" -> "a1", "r[1-2]-n[3-4]" -> "r1-n3".
 Expected<std::string> firstHostOfHostlist(std::string_view hostlist);

@@ -9,7 +9,8 @@
 // Security: the first message of every connection must carry the job token (the launcher
 // generates 32 hex digits and passes MTC_JOB_TOKEN to every rank); the server refuses and
 // closes a connection whose token differs, so a stray process or an old job's rank cannot
-// join. The token is not a secret against someone who can read the job's environment or the
+// join; whatever bytes such a process sends (garbage, a huge length, half a frame, nothing
+// for 10 s) end its connection alone, never the server or the job. The token is not a secret against someone who can read the job's environment or the
 // traffic (no TLS).
 //
 // Protocol (one TCP connection per client, requests answered in order): frames of a u32
@@ -117,10 +118,11 @@ struct JobStore {
 };
 
 /// Rank 0 starts the server on `bindAddress`:`port`, then every rank connects to
-/// `masterAddr`:`port` with the token, within `timeout`.
+/// `masterAddr`:`port` with the token, within `timeout`. Loopback by default: only a job
+/// that spans hosts listens on other interfaces ("0.0.0.0", runsOnOneHost).
 Expected<JobStore> openJobStore(int rank, const std::string &masterAddr, uint16_t port,
                                 const std::string &token, std::chrono::milliseconds timeout,
-                                const std::string &bindAddress = "0.0.0.0");
+                                const std::string &bindAddress = "127.0.0.1");
 
 /// Announces `rank` under `prefix` and waits up to `timeout` for all `size` ranks. If some
 /// do not arrive, the error names them ("rendezvous 'p' of 4 ranks timed out after 1000 ms:

@@ -2,6 +2,8 @@
 
 #include "runtime/data/MetricsWriter.h"
 
+#include "runtime/support/RegularFile.h"
+
 #include <cerrno>
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,11 +12,12 @@
 namespace mtc::rt {
 
 Expected<MetricsWriter> MetricsWriter::open(const std::filesystem::path &path, bool truncate) {
-  int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0);
-  int fd = ::open(path.c_str(), flags, 0644);
-  if (fd < 0)
-    return makeError("metrics file ", path, ": cannot open: ", errnoCode());
-  return MetricsWriter(path, fd);
+  // Only a regular file: a FIFO would block the open or every write (RegularFile.h).
+  int flags = O_WRONLY | O_CREAT | O_APPEND | (truncate ? O_TRUNC : 0);
+  Expected<RegularFile> file = openRegularFile(path, flags);
+  if (!file)
+    return file.takeError().withContext("metrics file");
+  return MetricsWriter(path, file->handle.release());
 }
 
 MetricsWriter::MetricsWriter(MetricsWriter &&other) noexcept

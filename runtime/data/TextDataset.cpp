@@ -4,73 +4,22 @@
 
 #include "runtime/support/Philox.h"
 
-#include <cerrno>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <utility>
+#include <vector>
 
 namespace mtc::rt {
 
 Expected<TextDataset> TextDataset::open(const std::filesystem::path &path, uint64_t seed) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return makeError("text dataset ", path, ": cannot open: ", errnoCode());
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return makeError("text dataset ", path, ": cannot stat: ", errnoCode(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return makeError("text dataset ", path, ": not a regular file");
-  }
-  if (st.st_size == 0) {
-    ::close(fd);
+  Expected<RegularFile> file = openInputFile(path);
+  if (!file)
+    return file.takeError().withContext("text dataset");
+  if (file->size == 0)
     return makeError("text dataset ", path, ": the file is empty");
-  }
-  void *map = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-  int err = errno;
-  ::close(fd); // the mapping keeps the file
-  if (map == MAP_FAILED)
-    return makeError("text dataset ", path, ": cannot map: ", errnoCode(err));
-  (void)::madvise(map, size_t(st.st_size), MADV_RANDOM);
-
   TextDataset d;
   d.path_ = path;
   d.seed_ = seed;
-  d.mapping_ = map;
-  d.data_ = static_cast<const uint8_t *>(map);
-  d.size_ = uint64_t(st.st_size);
+  d.file_ = std::move(file->handle);
+  d.size_ = file->size;
   return d;
-}
-
-TextDataset::TextDataset(TextDataset &&other) noexcept
-    : path_(std::move(other.path_)), seed_(other.seed_), data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)), mapping_(std::exchange(other.mapping_, nullptr)) {}
-
-TextDataset &TextDataset::operator=(TextDataset &&other) noexcept {
-  if (this != &other) {
-    release();
-    path_ = std::move(other.path_);
-    seed_ = other.seed_;
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-    mapping_ = std::exchange(other.mapping_, nullptr);
-  }
-  return *this;
-}
-
-TextDataset::~TextDataset() { release(); }
-
-void TextDataset::release() {
-  if (mapping_)
-    ::munmap(mapping_, size_t(size_));
-  mapping_ = nullptr;
-  data_ = nullptr;
-  size_ = 0;
 }
 
 uint64_t TextDataset::windowStart(int64_t step, int64_t sample, int64_t seqLen) const {
@@ -84,29 +33,40 @@ uint64_t TextDataset::windowStart(int64_t step, int64_t sample, int64_t seqLen) 
   return r % choices; // bias below choices / 2^64
 }
 
-void TextDataset::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen,
-                        int32_t *tokens, int32_t *labels) const {
+Error TextDataset::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen,
+                         int32_t *tokens, int32_t *labels) const {
   if (count <= 0 || seqLen <= 0 || size_ == 0)
-    return;
+    return Error::success();
+  const uint64_t window = uint64_t(seqLen) + 1;
+  const std::string name = concat("text dataset ", path_);
+  // A file shorter than a window is read whole once and used cyclically.
+  const bool cyclic = window > size_;
+  std::vector<uint8_t> bytes(cyclic ? size_ : window);
+  if (cyclic)
+    if (Error err = readExactlyAt(file_.get(), 0, bytes.data(), bytes.size(), name); !err.ok())
+      return err;
   for (int64_t i = 0; i < count; ++i) {
     uint64_t start = windowStart(step, sampleBegin + i, seqLen);
     int32_t *tok = tokens + i * seqLen;
     int32_t *lab = labels + i * seqLen;
-    if (start + uint64_t(seqLen) + 1 <= size_) {
-      const uint8_t *p = data_ + start;
+    if (!cyclic) {
+      if (Error err = readExactlyAt(file_.get(), start, bytes.data(), bytes.size(), name);
+          !err.ok())
+        return err;
       for (int64_t t = 0; t < seqLen; ++t) {
-        tok[t] = p[t];
-        lab[t] = p[t + 1];
+        tok[t] = bytes[size_t(t)];
+        lab[t] = bytes[size_t(t) + 1];
       }
     } else {
       uint64_t pos = start;
       for (int64_t t = 0; t < seqLen; ++t) {
-        tok[t] = data_[pos];
+        tok[t] = bytes[pos];
         pos = pos + 1 == size_ ? 0 : pos + 1;
-        lab[t] = data_[pos];
+        lab[t] = bytes[pos];
       }
     }
   }
+  return Error::success();
 }
 
 } // namespace mtc::rt

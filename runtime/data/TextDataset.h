@@ -5,8 +5,9 @@
 // offset drawn by Philox from (seed, n, s) (reserved tensor id kTextWindowTensorId), uniform
 // over [0, size - seqLen - 1]; tokens are its first seqLen bytes, labels the last seqLen.
 // Files shorter than seqLen + 1 bytes are read cyclically (the window starts anywhere and
-// wraps around). The file is mapped read-only (mmap) and unmapped when the dataset is
-// destroyed; it must not be modified while in use.
+// wraps around). The file stays open and each window is read with pread: a file truncated
+// while in use is an error naming it (a mapping would kill the process with SIGBUS), and
+// only a regular file is accepted (a FIFO would block, support/RegularFile.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,10 +15,10 @@
 #define MTC_RUNTIME_DATA_TEXTDATASET_H
 
 #include "runtime/support/Error.h"
+#include "runtime/support/RegularFile.h"
 
 #include <cstdint>
 #include <filesystem>
-#include <span>
 
 namespace mtc::rt {
 
@@ -27,20 +28,12 @@ class TextDataset {
 public:
   static constexpr int64_t kVocab = 256;
 
-  /// Maps `path`. A missing, unreadable, empty or non-regular file is an error naming it.
+  /// Opens `path`. A missing, unreadable, empty or non-regular file is an error naming it.
   static Expected<TextDataset> open(const std::filesystem::path &path, uint64_t seed = 0);
-
-  TextDataset(TextDataset &&other) noexcept;
-  TextDataset &operator=(TextDataset &&other) noexcept;
-  TextDataset(const TextDataset &) = delete;
-  TextDataset &operator=(const TextDataset &) = delete;
-  ~TextDataset();
 
   int64_t vocab() const { return kVocab; }
   uint64_t seed() const { return seed_; }
   const std::filesystem::path &path() const { return path_; }
-  /// The file's bytes.
-  std::span<const uint8_t> bytes() const { return {data_, size_}; }
   uint64_t size() const { return size_; }
 
   /// Start offset of sample `sample` of step `step` for windows of seqLen + 1 bytes.
@@ -48,18 +41,17 @@ public:
 
   /// Same contract as SyntheticTask::batch: samples [sampleBegin, sampleBegin + count) of
   /// `step` into tokens/labels [count][seqLen]; nothing happens if count or seqLen <= 0.
-  void batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen, int32_t *tokens,
+  /// Fails when the file cannot be read or ends early (truncated since it was opened).
+  Error batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen, int32_t *tokens,
              int32_t *labels) const;
 
 private:
   TextDataset() = default;
-  void release();
 
   std::filesystem::path path_;
   uint64_t seed_ = 0;
-  const uint8_t *data_ = nullptr;
-  uint64_t size_ = 0;
-  void *mapping_ = nullptr; // the mmap'ed region, or nullptr
+  FileHandle file_;
+  uint64_t size_ = 0; // when opened
 };
 
 } // namespace mtc::rt

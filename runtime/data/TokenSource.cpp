@@ -24,10 +24,13 @@ Expected<TokenSource> TokenSource::text(const std::filesystem::path &path, int64
   return TokenSource(std::move(*data));
 }
 
-void TokenSource::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen,
-                        int32_t *tokens, int32_t *labels) const {
-  std::visit([&](const auto &s) { s.batch(step, sampleBegin, count, seqLen, tokens, labels); },
-             source_);
+Error TokenSource::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen,
+                         int32_t *tokens, int32_t *labels) const {
+  if (const auto *task = std::get_if<SyntheticTask>(&source_)) {
+    task->batch(step, sampleBegin, count, seqLen, tokens, labels);
+    return Error::success();
+  }
+  return std::get<TextDataset>(source_).batch(step, sampleBegin, count, seqLen, tokens, labels);
 }
 
 namespace {

@@ -28,9 +28,10 @@ public:
   static Expected<TokenSource> text(const std::filesystem::path &path, int64_t vocab,
                                     uint64_t seed);
 
-  /// Samples [sampleBegin, sampleBegin + count) of `step` (see SyntheticTask::batch).
-  void batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen, int32_t *tokens,
-             int32_t *labels) const;
+  /// Samples [sampleBegin, sampleBegin + count) of `step` (see SyntheticTask::batch). Fails
+  /// only when a text file cannot be read (truncated while training, I/O error).
+  Error batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen, int32_t *tokens,
+              int32_t *labels) const;
   /// "synthetic Markov task over 256 tokens (best loss 1.2799)", "text 'f.txt' (12345 bytes)".
   std::string describe() const;
   /// The best achievable mean loss, when known (the synthetic task's entropy rate).

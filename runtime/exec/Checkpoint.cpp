@@ -3,11 +3,14 @@
 #include "runtime/exec/Checkpoint.h"
 
 #include "runtime/support/Checksum.h"
+#include "runtime/support/RegularFile.h"
+#include "runtime/support/TemporaryFiles.h"
 
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <sys/stat.h>
 
 namespace mtc::rt {
 namespace {
@@ -68,11 +71,19 @@ Error saveCheckpoint(const std::filesystem::path &dir, const Plan &plan,
 Expected<TrainingState> loadCheckpoint(const std::filesystem::path &dir, const Plan &plan) {
   std::string where = dir.string();
   std::filesystem::path file = dir / kCheckpointFileName;
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec))
+  struct stat status;
+  if (::stat(dir.c_str(), &status) != 0)
     return makeError(where, ": no such checkpoint directory");
-  if (!std::filesystem::exists(file, ec))
+  if (!S_ISDIR(status.st_mode))
+    return makeError(where, " is ", describeFileType(status.st_mode),
+                     ", not a checkpoint directory");
+  (void)removeStaleTemporaries(file);
+  if (::stat(file.c_str(), &status) != 0)
     return makeError(where, ": not a checkpoint (no ", kCheckpointFileName, " in it)");
+  // The reader refuses a non-regular file too; this says so without calling it corrupt.
+  if (!S_ISREG(status.st_mode))
+    return makeError(where, ": ", kCheckpointFileName, " is ", describeFileType(status.st_mode),
+                     ", not a regular file");
   Expected<SafetensorsFile> read = SafetensorsFile::read(file);
   if (!read)
     return read.takeError().withContext(concat(where, ": corrupt checkpoint"));

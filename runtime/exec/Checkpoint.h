@@ -9,7 +9,8 @@
 //   crc32c:<tensor> = <8 hex digits, CRC-32C of the tensor's bytes>   (one per tensor)
 //
 // The file is written atomically (temporary file, fsync, rename), so a crash while saving
-// leaves the previous checkpoint intact. Loading verifies the structure, the format, that
+// leaves the previous checkpoint intact; the temporary a killed save leaves is removed by the
+// next save or load of the directory (support/TemporaryFiles.h). Loading verifies the structure, the format, that
 // the checkpoint is of the plan's model with the same parameter and state tables (names and
 // shapes), and every tensor's checksum; each failure is an error naming the directory and
 // the problem. Resuming from a checkpoint continues the run bit for bit: the data and the

@@ -99,6 +99,26 @@ Error Trainer::callInMesh(const LoadedKernel &kernel, std::span<void *const> buf
   return Error::success();
 }
 
+Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &forwardBackward,
+                                    int64_t globalBatch, int64_t dataParallelSize) {
+  if (forwardBackward.inputs.empty() || forwardBackward.inputs[0].dims.empty())
+    return makeError(plan.dir.string(), ": forward_backward takes no batch of tokens");
+  int64_t microBatchSize = forwardBackward.inputs[0].dims[0].size;
+  int64_t global =
+      globalBatch > 0 ? globalBatch : trainInt(plan, "global_batch").value_or(microBatchSize);
+  if (microBatchSize <= 0 || global <= 0 || global % microBatchSize != 0)
+    return makeError(plan.dir.string(), ": the global batch (", global,
+                     ") is not a multiple of the kernels' micro-batch (", microBatchSize, ")");
+  int64_t microBatches = global / microBatchSize;
+  if (dataParallelSize > 0 && microBatches % dataParallelSize != 0)
+    return makeError("the global batch of ", global, " sequences is ", microBatches,
+                     " micro-batches of ", microBatchSize, ", which ", dataParallelSize,
+                     " data-parallel ranks cannot share evenly (choose a global batch that is a "
+                     "multiple of ",
+                     microBatchSize * dataParallelSize, ")");
+  return microBatches;
+}
+
 Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels,
                                   TrainingState state, const TokenSource &data,
                                   int64_t globalBatch, Communicator *dataParallel,
@@ -140,12 +160,6 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
                      ": forward_backward must take the tokens and labels [batch, seq] first");
   t.microBatchSize_ = fb.inputs[0].dims[0].size;
   t.seqLen_ = fb.inputs[0].dims[1].size;
-  int64_t global =
-      globalBatch > 0 ? globalBatch : trainInt(plan, "global_batch").value_or(t.microBatchSize_);
-  if (global <= 0 || global % t.microBatchSize_ != 0)
-    return makeError(plan.dir.string(), ": the global batch (", global,
-                     ") is not a multiple of the kernels' micro-batch (", t.microBatchSize_, ")");
-  t.microBatches_ = global / t.microBatchSize_;
   if (plan.dataParallelAxis) {
     // The distributed optimizer: data parallelism is the mesh axis, whose communicator this
     // must be.
@@ -158,12 +172,11 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     t.distributedOptimizer_ = true;
     t.dpSize_ = axis.size;
   }
-  if (dataParallel && t.microBatches_ % dataParallel->size() != 0)
-    return makeError("the global batch of ", global, " sequences is ", t.microBatches_,
-                     " micro-batches of ", t.microBatchSize_, ", which ", dataParallel->size(),
-                     " data-parallel ranks cannot share evenly (choose a global batch that is a "
-                     "multiple of ",
-                     t.microBatchSize_ * dataParallel->size(), ")");
+  Expected<int64_t> microBatches =
+      countMicroBatches(plan, fb, globalBatch, dataParallel ? dataParallel->size() : 1);
+  if (!microBatches)
+    return microBatches.takeError();
+  t.microBatches_ = *microBatches;
 
   if (Error err = t.bind(fb, t.forwardBackwardBindings_); !err.ok())
     return std::move(err).withContext(plan.dir.string());
@@ -269,7 +282,10 @@ Expected<StepStats> Trainer::step() {
   bool first = true;
   for (int64_t m = dpRank; m < microBatches_; m += dpSize) {
     int64_t sampleBegin = m * microBatchSize_;
-    data_->batch(step, sampleBegin, microBatchSize_, seqLen_, tokens_.data(), labels_.data());
+    if (Error err = data_->batch(step, sampleBegin, microBatchSize_, seqLen_, tokens_.data(),
+                                 labels_.data());
+        !err.ok())
+      return std::move(err).withContext(concat("step ", step + 1));
     // The first micro-batch writes the accumulated gradients directly.
     std::vector<float> &out = first ? grads_ : microGrads_;
     buffers.clear();

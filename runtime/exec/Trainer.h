@@ -62,6 +62,13 @@ struct StepStats {
   double seconds = 0;   // wall time of the step
 };
 
+/// The micro-batches of one step: the global batch (`globalBatch` samples, 0: the plan's
+/// `global_batch`) in micro-batches of `forwardBackward`'s batch, which must divide it, shared
+/// evenly by `dataParallelSize` ranks. Known from the plan alone, so that a launcher refuses a
+/// batch its ranks cannot share before it starts any.
+Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &forwardBackward,
+                                    int64_t globalBatch, int64_t dataParallelSize);
+
 class Trainer {
 public:
   /// Binds `kernels` (of `plan`) to `state`. `globalBatch` samples per step (0: the plan's

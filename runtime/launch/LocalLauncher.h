@@ -7,7 +7,15 @@
 // stray process cannot join. The launcher waits for all of them. When one fails (a non-zero
 // status or a signal), the others get `grace` to notice (their collectives time out and they
 // exit with a message naming the rank and the operation), then SIGTERM, then SIGKILL: the
-// launcher never waits forever, and it reports every rank that failed.
+// launcher never waits forever, and it reports every rank that failed; a rank it had to end
+// is reported as stopped (SIGSTOP, SIGTSTP: said at once through `notice`, too) or hung, not
+// as killed by the launcher's own signal.
+//
+// Faults of the launcher itself, as torchrun handles them: SIGTERM, SIGINT, SIGHUP and SIGQUIT
+// are passed to every rank (then SIGKILL after 30 s, or at once on a second signal), and every
+// rank dies with the launcher (PR_SET_PDEATHSIG = SIGKILL, set between fork and exec and
+// checked against getppid for the race), so that a launcher killed with SIGKILL leaves no
+// rank training as an orphan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +26,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +41,8 @@ struct LocalLaunch {
   int masterPort = 0;
   std::string token;
   std::chrono::milliseconds grace{60000};
+  /// Told at once what the final report would say too late (a rank stopped); may be empty.
+  std::function<void(const std::string &)> notice;
 };
 
 /// A port on `address` that nothing listens on now (bound to port 0, then released).

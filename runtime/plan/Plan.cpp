@@ -2,6 +2,7 @@
 
 #include "runtime/plan/Plan.h"
 
+#include "runtime/support/RegularFile.h"
 #include "runtime/support/Sha256.h"
 
 #include <algorithm>
@@ -9,9 +10,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <fcntl.h>
 #include <limits>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace mtc::rt {
@@ -403,22 +402,6 @@ Expected<std::pair<int, std::vector<ManifestEntry>>> parseManifest(std::string_v
 
 namespace {
 
-/// Closes a file descriptor on scope exit.
-class FileDescriptor {
-public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0)
-      ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor &) = delete;
-  FileDescriptor &operator=(const FileDescriptor &) = delete;
-  int get() const { return fd_; }
-
-private:
-  int fd_;
-};
-
 /// Reads the rest of `fd` into `sink(data, size)`; returns errno on failure, 0 on success.
 template <class Sink> int readAll(int fd, Sink &&sink) {
   std::array<char, 1 << 16> buf;
@@ -436,23 +419,17 @@ template <class Sink> int readAll(int fd, Sink &&sink) {
 
 /// Reads MANIFEST (size-capped).
 Expected<std::string> readManifest(const std::filesystem::path &dir, const std::string &where) {
-  FileDescriptor fd(::open((dir / kManifestName).c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    int err = errno;
-    if (err == ENOENT)
+  int openErrno = 0;
+  Expected<RegularFile> file = openInputFile(dir / kManifestName, kManifestName, &openErrno);
+  if (!file) {
+    if (openErrno == ENOENT)
       return makeError(where, ": no MANIFEST (not a plan directory, or an incomplete one)");
-    return makeError(where, ": cannot read MANIFEST: ", errnoCode(err));
+    return file.takeError().withContext(where);
   }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0)
-    return makeError(where, ": cannot read MANIFEST: ", errnoCode());
-  if (!S_ISREG(st.st_mode))
-    return makeError(where, ": MANIFEST is not a regular file");
-  if (static_cast<uint64_t>(st.st_size) > kMaxManifestBytes)
-    return makeError(where, ": MANIFEST is ", static_cast<uint64_t>(st.st_size),
-                     " bytes, too large for a plan manifest");
+  if (file->size > kMaxManifestBytes)
+    return makeError(where, ": MANIFEST is ", file->size, " bytes, too large for a plan manifest");
   std::string text;
-  int err = readAll(fd.get(), [&](const char *data, size_t size) {
+  int err = readAll(file->handle.get(), [&](const char *data, size_t size) {
     if (text.size() <= kMaxManifestBytes)
       text.append(data, size);
   });
@@ -466,24 +443,19 @@ Expected<std::string> readManifest(const std::filesystem::path &dir, const std::
 /// Checks one listed file's size and SHA-256; keeps its bytes in `*contents` when given.
 Error verifyFile(const std::filesystem::path &dir, const std::string &where,
                  const ManifestEntry &entry, std::string *contents) {
-  FileDescriptor fd(::open((dir / entry.name).c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    int err = errno;
-    if (err == ENOENT)
+  int openErrno = 0;
+  Expected<RegularFile> file = openInputFile(dir / entry.name, entry.name, &openErrno);
+  if (!file) {
+    if (openErrno == ENOENT)
       return makeError(where, ": ", entry.name, " is listed in MANIFEST but missing");
-    return makeError(where, ": cannot read ", entry.name, ": ", errnoCode(err));
+    return file.takeError().withContext(where);
   }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0)
-    return makeError(where, ": cannot read ", entry.name, ": ", errnoCode());
-  if (!S_ISREG(st.st_mode))
-    return makeError(where, ": ", entry.name, " is not a regular file");
   auto sizeError = [&](uint64_t actual) {
     return makeError(where, ": ", entry.name, " is ", actual, " bytes, MANIFEST says ", entry.size,
                      actual < entry.size ? " (truncated?)" : " (modified?)");
   };
-  if (static_cast<uint64_t>(st.st_size) != entry.size)
-    return sizeError(static_cast<uint64_t>(st.st_size));
+  if (file->size != entry.size)
+    return sizeError(file->size);
   if (contents) {
     if (entry.size > kMaxPlanJsonBytes)
       return makeError(where, ": ", entry.name, " is ", entry.size,
@@ -493,7 +465,7 @@ Error verifyFile(const std::filesystem::path &dir, const std::string &where,
   }
   Sha256 hash;
   uint64_t read = 0;
-  int err = readAll(fd.get(), [&](const char *data, size_t size) {
+  int err = readAll(file->handle.get(), [&](const char *data, size_t size) {
     hash.update(data, size);
     read += size;
     if (contents && contents->size() + size <= entry.size)

@@ -1,7 +1,8 @@
 //===- FileChunks.h - streaming a file through a callback -------*- C++ -*-===//
 //
 // The checksums and hashes of whole files (CRC-32C, SHA-256) read the same way: in 64 KiB
-// chunks, retrying on EINTR, with errors naming the file.
+// chunks, retrying on EINTR, with errors naming the file; only a regular file is read
+// (RegularFile.h).
 //
 //===----------------------------------------------------------------------===//
 

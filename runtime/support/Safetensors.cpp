@@ -3,6 +3,8 @@
 #include "runtime/support/Safetensors.h"
 
 #include "runtime/support/Json.h"
+#include "runtime/support/RegularFile.h"
+#include "runtime/support/TemporaryFiles.h"
 
 #include <algorithm>
 #include <array>
@@ -11,7 +13,6 @@
 #include <cmath>
 #include <fcntl.h>
 #include <limits>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace mtc::rt {
@@ -148,10 +149,11 @@ Error writeAll(int fd, const void *data, size_t size, const std::filesystem::pat
   return Error::success();
 }
 
-/// Writes through `writer(fd, tmpPath)` to a temporary file and renames it over `path`.
+/// Writes through `writer(fd, tmpPath)` to a temporary file and renames it over `path`;
+/// first removes the temporaries that killed writers left (TemporaryFiles.h).
 template <class Writer> Error writeAtomically(const std::filesystem::path &path, Writer &&writer) {
-  std::filesystem::path tmp = path;
-  tmp += concat(".tmp.", static_cast<long>(::getpid()));
+  (void)removeStaleTemporaries(path);
+  std::filesystem::path tmp = temporaryPathFor(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return makeError("cannot create ", tmp, ": ", errnoCode());
@@ -179,37 +181,23 @@ template <class Writer> Error writeAtomically(const std::filesystem::path &path,
 }
 
 Expected<std::string> readWholeFile(const std::filesystem::path &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return makeError("cannot open ", path, ": ", errnoCode());
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return makeError("cannot stat ", path, ": ", errnoCode(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return makeError(path, " is not a regular file");
-  }
+  Expected<RegularFile> file = openInputFile(path);
+  if (!file)
+    return file.takeError();
   std::string bytes;
-  bytes.resize(static_cast<size_t>(st.st_size));
+  bytes.resize(static_cast<size_t>(file->size));
   size_t got = 0;
   while (got < bytes.size()) {
-    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    ssize_t n = ::read(file->handle.get(), bytes.data() + got, bytes.size() - got);
     if (n < 0 && errno == EINTR)
       continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return makeError("cannot read ", path, ": ", errnoCode(err));
-    }
+    if (n < 0)
+      return makeError("cannot read ", path, ": ", errnoCode());
     if (n == 0)
       break; // shrank while reading: validation reports the truncation
     got += static_cast<size_t>(n);
   }
   bytes.resize(got);
-  ::close(fd);
   return bytes;
 }
 

@@ -12,8 +12,8 @@
 // implementation byte for byte: compact JSON, `__metadata__` first (omitted when empty),
 // tensors ordered by dtype (wider first, in the reference's dtype order) then by name, so
 // each tensor is aligned to its element size, and the header padded with spaces to a multiple
-// of 8 bytes. Files are written atomically (`path.tmp.<pid>`, fsync, rename, fsync of the
-// directory). The reader validates everything and reports the first problem.
+// of 8 bytes. Files are written atomically (`path.mtc-tmp.<host>.<pid>`, fsync, rename, fsync
+// of the directory; stale temporaries of killed writers are removed first, TemporaryFiles.h). The reader validates everything and reports the first problem.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,7 +96,7 @@ Expected<std::string> serializeSafetensors(std::span<const TensorRef> tensors,
 Error writeSafetensors(const std::filesystem::path &path, std::span<const TensorRef> tensors,
                        const SafetensorsMetadata &metadata = {});
 
-/// Writes `bytes` to `path` atomically: to `path.tmp.<pid>`, fsync, rename over `path`,
+/// Writes `bytes` to `path` atomically: to temporaryPathFor(path), fsync, rename over `path`,
 /// fsync of the directory. On failure `path` is untouched and the temporary removed.
 Error writeFileAtomically(const std::filesystem::path &path, std::string_view bytes);
 

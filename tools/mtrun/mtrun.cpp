@@ -23,6 +23,7 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanSummary.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/OutputPaths.h"
 #include "runtime/support/Safetensors.h"
 
 #include <charconv>
@@ -31,6 +32,7 @@
 #include <malloc.h>
 #include <cstdlib>
 #include <exception>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -166,16 +168,24 @@ Expected<Options> parseArgs(int argc, char **argv) {
   return opts;
 }
 
-/// A non-negative integer option.
+/// The ranges of the numeric options. A rank count is an `int` in every launcher and
+/// communicator (torchrun, Gloo, NCCL), and 65536 ranks is past any job this runtime runs on
+/// CPUs; steps index the dropout keys with 32 bits; a timeout past a day is a hang.
+constexpr int64_t kMaxRanks = 65536;
+constexpr int64_t kMaxSteps = (int64_t(1) << 31) - 1;
+constexpr int64_t kMaxCommTimeoutSeconds = 24 * 60 * 60;
+constexpr int64_t kMaxThreads = 4096;
+constexpr int64_t kMaxGlobalBatch = int64_t(1) << 24;
+
+/// An integer option in [min, max] (`fallback` when not given), parsed whole.
 Expected<int64_t> parseCount(const std::optional<std::string> &value, std::string_view flag,
-                             int64_t fallback, int64_t min = 0) {
+                             int64_t fallback, int64_t min, int64_t max) {
   if (!value)
     return fallback;
   int64_t n = 0;
   auto [end, err] = std::from_chars(value->data(), value->data() + value->size(), n);
-  if (err != std::errc() || end != value->data() + value->size() || n < min)
-    return makeError(flag, " expects ", min == 0 ? "a non-negative" : "a positive",
-                     " integer, got '", *value, "'");
+  if (err != std::errc() || end != value->data() + value->size() || n < min || n > max)
+    return makeError(flag, " expects an integer from ", min, " to ", max, ", got '", *value, "'");
   return n;
 }
 
@@ -477,6 +487,33 @@ Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
   return Error::success();
 }
 
+/// The plan's `train.steps` (0 when absent): a step count mtrun can run, or an error.
+Expected<int64_t> readPlanSteps(const Plan &plan) {
+  const JsonObject *train = plan.train.getObject();
+  const JsonValue *steps = train ? train->find("steps") : nullptr;
+  if (!steps)
+    return 0;
+  std::optional<int64_t> n = steps->getInt();
+  if (!n || *n < 0 || *n > kMaxSteps)
+    return makeError(plan.dir.string(), "/plan.json: train.steps is ", steps->serialize(),
+                     ", not a step count from 0 to ", kMaxSteps);
+  return *n;
+}
+
+/// Checks that the checkpoint, the export and the metrics can be written, before any step.
+Error checkOutputs(const Options &opts) {
+  if (opts.save)
+    if (Error err = checkOutputDirectory(*opts.save, "--save"); !err.ok())
+      return err;
+  if (opts.exportSafetensors)
+    if (Error err = checkOutputFile(*opts.exportSafetensors, "--export-safetensors"); !err.ok())
+      return err;
+  if (opts.metrics)
+    if (Error err = checkOutputFile(*opts.metrics, "--metrics"); !err.ok())
+      return err;
+  return Error::success();
+}
+
 /// Prints the error; under a launcher, names this rank.
 int fail(const Error &err, const RankContext *job = nullptr) {
   std::fflush(stdout);
@@ -495,17 +532,21 @@ Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::millise
   job.size = env.worldSize;
   if (env.worldSize == 1)
     return job;
-  Expected<JobStore> store =
-      openJobStore(env.rank, env.masterAddr, env.masterPort, env.jobToken, timeout);
+  // A job on one host listens on loopback only, its store and its Gloo pairs: no other host
+  // can reach (or disturb) them. A job across hosts listens where the others reach it.
+  const bool oneHost = runsOnOneHost(env);
+  const std::string master = oneHost ? std::string("127.0.0.1") : env.masterAddr;
+  Expected<JobStore> store = openJobStore(env.rank, master, env.masterPort, env.jobToken, timeout,
+                                          oneHost ? "127.0.0.1" : "0.0.0.0");
   if (!store)
     return store.takeError().withContext("rendezvous");
   GlooOptions options;
   // GLOO_SOCKET_IFNAME names the interface, as for PyTorch; otherwise this host's address
-  // on the route to the master, which the other ranks can reach.
+  // on the route to the master, which the other ranks can reach (loopback on one host).
   if (const char *iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) {
     options.interface = iface;
   } else {
-    Expected<std::string> address = localAddressToward(env.masterAddr);
+    Expected<std::string> address = localAddressToward(master);
     if (!address)
       return address.takeError().withContext("choosing the address to listen on");
     options.hostname = *address;
@@ -537,12 +578,29 @@ int run(int argc, char **argv) {
   if (opts->saveEvery && !opts->save)
     return fail(makeError("--save-every needs --save DIR"));
 
-  Expected<int64_t> nodes = parseCount(opts->nodes, "--nodes", 1, 1);
-  Expected<int64_t> ranksPerNode = parseCount(opts->ranksPerNode, "--ranks-per-node", 1, 1);
-  Expected<int64_t> commTimeout = parseCount(opts->commTimeout, "--comm-timeout", 60, 1);
-  for (const Error *err : {&nodes.error(), &ranksPerNode.error(), &commTimeout.error()})
+  // Every numeric option, the plan, the batch split and the outputs are checked here, before
+  // any rank starts or any step runs.
+  constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+  Expected<int64_t> nodes = parseCount(opts->nodes, "--nodes", 1, 1, kMaxRanks);
+  Expected<int64_t> ranksPerNode =
+      parseCount(opts->ranksPerNode, "--ranks-per-node", 1, 1, kMaxRanks);
+  Expected<int64_t> commTimeout =
+      parseCount(opts->commTimeout, "--comm-timeout", 60, 1, kMaxCommTimeoutSeconds);
+  Expected<int64_t> steps = parseCount(opts->steps, "--steps", 0, 0, kMaxSteps);
+  Expected<int64_t> logEvery = parseCount(opts->logEvery, "--log-every", 10, 1, kMaxInt64);
+  Expected<int64_t> saveEvery = parseCount(opts->saveEvery, "--save-every", 0, 1, kMaxInt64);
+  Expected<int64_t> threads = parseCount(opts->threads, "--threads", 0, 1, kMaxThreads);
+  Expected<int64_t> globalBatch =
+      parseCount(opts->globalBatch, "--global-batch", 0, 1, kMaxGlobalBatch);
+  for (const Error *err : {&nodes.error(), &ranksPerNode.error(), &commTimeout.error(),
+                           &steps.error(), &logEvery.error(), &saveEvery.error(), &threads.error(),
+                           &globalBatch.error()})
     if (!err->ok())
       return fail(*err);
+  int64_t requested = *nodes * *ranksPerNode;
+  if (requested > kMaxRanks)
+    return fail(makeError("--nodes ", *nodes, " --ranks-per-node ", *ranksPerNode, " asks for ",
+                          requested, " ranks, more than the ", kMaxRanks, " this runtime runs"));
   // The launcher checks the plan before it starts any rank.
   Expected<Plan> plan = loadPlan(*opts->plan);
   if (!plan)
@@ -550,12 +608,26 @@ int run(int argc, char **argv) {
   Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
   if (!env)
     return fail(env.error());
-  int64_t requested = *nodes * *ranksPerNode;
+  Expected<int64_t> planSteps = readPlanSteps(*plan);
+  if (!planSteps)
+    return fail(planSteps.error());
   // Tensor parallelism: the ranks are mesh size x data-parallel degree (exactly the mesh size
-  // when data parallelism is a mesh axis, the distributed optimizer).
-  if (!opts->info && (env->launcher == Launcher::None || opts->nodes))
-    if (Expected<MeshPlacement> p = placePlanRank(*plan, 0, requested); !p)
+  // when data parallelism is a mesh axis, the distributed optimizer); the global batch must
+  // split over the data-parallel ranks.
+  if (!opts->info && (env->launcher == Launcher::None || opts->nodes)) {
+    Expected<MeshPlacement> p = placePlanRank(*plan, 0, requested);
+    if (!p)
       return fail(p.error());
+    if (plan->x86Kernels && plan->x86Kernels->forwardBackward)
+      if (Expected<int64_t> split = countMicroBatches(*plan, *plan->x86Kernels->forwardBackward,
+                                                       *globalBatch, p->dpSize);
+          !split)
+        return fail(split.error());
+  }
+  // Rank 0 writes the outputs (the launcher checks them for its ranks).
+  if (env->rank == 0)
+    if (Error err = checkOutputs(*opts); !err.ok())
+      return fail(err);
   if (env->launcher == Launcher::None && requested > 1) {
     // Start the ranks here; each runs this command again and joins as the rank it is given.
     Expected<int> port = pickFreePort();
@@ -572,6 +644,9 @@ int run(int argc, char **argv) {
     launch.masterPort = *port;
     launch.token = *token;
     launch.grace = std::chrono::seconds(*commTimeout) + std::chrono::seconds(5);
+    launch.notice = [](const std::string &text) {
+      std::fprintf(stderr, "mtrun: warning: %s\n", text.c_str());
+    };
     if (Error err = runLocalRanks(launch); !err.ok())
       return fail(err);
     return 0;
@@ -589,23 +664,7 @@ int run(int argc, char **argv) {
   }
 
   RunSettings settings;
-  Expected<int64_t> planSteps = [&]() -> Expected<int64_t> {
-    if (const JsonObject *train = plan->train.getObject())
-      if (const JsonValue *steps = train->find("steps"))
-        if (std::optional<int64_t> n = steps->getInt())
-          return *n;
-    return 0;
-  }();
-  Expected<int64_t> steps = parseCount(opts->steps, "--steps", *planSteps);
-  Expected<int64_t> logEvery = parseCount(opts->logEvery, "--log-every", 10, 1);
-  Expected<int64_t> saveEvery = parseCount(opts->saveEvery, "--save-every", 0, 1);
-  Expected<int64_t> threads = parseCount(opts->threads, "--threads", 0, 1);
-  Expected<int64_t> globalBatch = parseCount(opts->globalBatch, "--global-batch", 0, 1);
-  for (const Error *err : {&steps.error(), &logEvery.error(), &saveEvery.error(), &threads.error(),
-                           &globalBatch.error()})
-    if (!err->ok())
-      return fail(*err);
-  settings.targetSteps = *steps;
+  settings.targetSteps = opts->steps ? *steps : *planSteps;
   settings.logEvery = *logEvery;
   settings.saveEvery = *saveEvery;
   settings.threads = static_cast<unsigned>(*threads);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sys/stat.h>
 #include <sstream>
 
 using namespace mtc::rt;
@@ -104,6 +105,17 @@ TEST(MetricsWriterTest, Errors) {
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message().find("missing-dir"), std::string::npos);
   EXPECT_NE(bad.error().message().find("No such file"), std::string::npos);
+
+  // A FIFO without a reader blocked the open forever; a directory is no file either.
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  Expected<MetricsWriter> fifo = MetricsWriter::open(dir / "fifo");
+  ASSERT_FALSE(fifo);
+  EXPECT_EQ(fifo.error().message(), "metrics file: '" + (dir / "fifo").string() +
+                                        "' is a FIFO (named pipe), not a regular file");
+  Expected<MetricsWriter> directory = MetricsWriter::open(dir.path());
+  ASSERT_FALSE(directory);
+  EXPECT_NE(directory.error().message().find("Is a directory"), std::string::npos)
+      << directory.error().message();
 
   Expected<MetricsWriter> w = MetricsWriter::open(dir / "m.jsonl");
   ASSERT_TRUE(w);

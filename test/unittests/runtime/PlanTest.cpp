@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -334,7 +336,15 @@ TEST_F(PlanTest, MissingManifest) {
 
 TEST_F(PlanTest, ManifestIsADirectory) {
   std::filesystem::create_directories(plan() / "MANIFEST");
-  EXPECT_EQ(loadError(), where() + ": MANIFEST is not a regular file");
+  EXPECT_EQ(loadError(), where() + ": MANIFEST is a directory, not a regular file");
+}
+
+// A FIFO where a plan file belongs blocked the loader forever (mtrun and mtc inspect).
+TEST_F(PlanTest, ManifestIsAFifo) {
+  writePlan(validPlan());
+  std::filesystem::remove(plan() / "MANIFEST");
+  ASSERT_EQ(::mkfifo((plan() / "MANIFEST").c_str(), 0600), 0);
+  EXPECT_EQ(loadError(), where() + ": MANIFEST is a FIFO (named pipe), not a regular file");
 }
 
 TEST_F(PlanTest, EmptyManifest) {
@@ -455,7 +465,14 @@ TEST_F(PlanTest, ListedFileIsADirectory) {
   writePlan(validPlan());
   std::filesystem::remove(plan() / "program.mlir");
   std::filesystem::create_directories(plan() / "program.mlir");
-  EXPECT_EQ(loadError(), where() + ": program.mlir is not a regular file");
+  EXPECT_EQ(loadError(), where() + ": program.mlir is a directory, not a regular file");
+}
+
+TEST_F(PlanTest, PlanJsonIsAFifo) {
+  writePlan(validPlan());
+  std::filesystem::remove(plan() / "plan.json");
+  ASSERT_EQ(::mkfifo((plan() / "plan.json").c_str(), 0600), 0);
+  EXPECT_EQ(loadError(), where() + ": plan.json is a FIFO (named pipe), not a regular file");
 }
 
 TEST_F(PlanTest, TruncatedFile) {

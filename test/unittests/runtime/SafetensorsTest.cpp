@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <limits>
 
@@ -317,7 +319,16 @@ TEST(SafetensorsTest, ReadErrorsNameThePath) {
       << shortFile.error().message();
   Expected<SafetensorsFile> directory = SafetensorsFile::read(dir.path());
   ASSERT_FALSE(directory);
-  EXPECT_NE(directory.error().message().find("not a regular file"), std::string::npos);
+  EXPECT_NE(directory.error().message().find("is a directory, not a regular file"),
+            std::string::npos)
+      << directory.error().message();
+  ASSERT_EQ(::mkfifo((dir / "fifo.safetensors").c_str(), 0600), 0);
+  Expected<SafetensorsFile> fifo = SafetensorsFile::read(dir / "fifo.safetensors");
+  ASSERT_FALSE(fifo);
+  EXPECT_NE(fifo.error().message().find("fifo.safetensors' is a FIFO (named pipe), not a "
+                                        "regular file"),
+            std::string::npos)
+      << fifo.error().message();
 }
 
 TEST(SafetensorsTest, DTypesAndConversions) {

@@ -15,6 +15,8 @@ table, and can break it in the ways mtrun must reject:
                                            same size)
   --no-manifest                            leave MANIFEST out
   --remove FILE                            delete FILE after listing it
+  --fifo FILE                              replace FILE by a FIFO (named pipe) after listing it
+  --train-steps N                          plan.json's train.steps (default 10)
   --append-line TEXT                       append TEXT as a line to MANIFEST
   --mesh AXIS=SIZE                         add a mesh axis (repeatable, outermost first)
   --layout PARAM:DIM=AXIS[,AXIS]           split PARAM's DIM over the axes (repeatable)
@@ -117,6 +119,8 @@ def main():
     ap.add_argument("--tamper", action="store_true")
     ap.add_argument("--no-manifest", action="store_true")
     ap.add_argument("--remove")
+    ap.add_argument("--fifo")
+    ap.add_argument("--train-steps", type=int, default=10)
     ap.add_argument("--append-line", action="append", default=[])
     ap.add_argument("--mesh", action="append", default=[])
     ap.add_argument("--layout", action="append", default=[])
@@ -125,6 +129,7 @@ def main():
     args = ap.parse_args()
 
     plan = make_plan(args.seed, args.json_version)
+    plan["train"]["steps"] = args.train_steps
     if args.mesh:
         plan["mesh"] = {"axes": [{"name": a.split("=")[0], "size": int(a.split("=")[1])}
                                  for a in args.mesh]}
@@ -190,6 +195,9 @@ def main():
             f.write(text.replace(old, new))
     if args.remove:
         os.remove(path(args.remove))
+    if args.fifo:
+        os.remove(path(args.fifo))
+        os.mkfifo(path(args.fifo))
 
 
 if __name__ == "__main__":

@@ -117,6 +117,29 @@ TEST(LaunchEnvironment, SlurmWithHostlist) {
   EXPECT_EQ(errorOf(bad), "slurm launch: SLURM_NTASKS is not set");
 }
 
+// A job on one host listens on loopback; one across hosts where the others reach it.
+TEST(LaunchEnvironment, RunsOnOneHost) {
+  EXPECT_TRUE(isLoopbackHost("127.0.0.1"));
+  EXPECT_TRUE(isLoopbackHost("127.3.2.1"));
+  EXPECT_TRUE(isLoopbackHost("localhost"));
+  EXPECT_FALSE(isLoopbackHost("192.0.2.7"));
+  EXPECT_FALSE(isLoopbackHost("no-such-host.invalid"));
+
+  LaunchEnvironment env;
+  EXPECT_TRUE(runsOnOneHost(env)); // one rank
+  env.worldSize = 8;
+  env.masterAddr = "192.0.2.7";
+  env.localWorldSize = 4; // two hosts of four ranks
+  EXPECT_FALSE(runsOnOneHost(env));
+  env.localWorldSize = 0; // not said: the master's address decides
+  EXPECT_FALSE(runsOnOneHost(env));
+  env.localWorldSize = 8; // torchrun --nproc-per-node 8 on one host
+  EXPECT_TRUE(runsOnOneHost(env));
+  env.localWorldSize = 1; // mtrun --nodes 8 on this host: MASTER_ADDR is loopback
+  env.masterAddr = "127.0.0.1";
+  EXPECT_TRUE(runsOnOneHost(env));
+}
+
 TEST(LaunchEnvironment, Hostlists) {
   auto first = [](std::string_view s) {
     auto r = firstHostOfHostlist(s);

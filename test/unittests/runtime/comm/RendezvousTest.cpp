@@ -2,6 +2,8 @@
 
 #include "CommTestUtil.h"
 
+#include "runtime/comm/LaunchEnvironment.h"
+
 #include <gloo/common/error.h>
 
 #include <netinet/in.h>
@@ -98,6 +100,70 @@ TEST(Rendezvous, WrongTokenIsRefused) {
   auto good = TcpStore::connect("127.0.0.1", job.port(), kToken, 1000ms);
   ASSERT_TRUE(good.ok()) << good.error().message();
   EXPECT_TRUE((*good)->trySet("a", bytes("b")).ok());
+}
+
+/// Connects to the store at `port` on loopback and writes `garbage`; keeps it open while
+/// alive unless `close` says otherwise.
+struct StrayClient {
+  int fd = -1;
+  StrayClient(uint16_t port, std::string_view garbage) {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    if (!garbage.empty())
+      EXPECT_EQ(::send(fd, garbage.data(), garbage.size(), MSG_NOSIGNAL),
+                static_cast<ssize_t>(garbage.size()));
+  }
+  ~StrayClient() { ::close(fd); }
+};
+
+// Bytes from a process that is not a rank (a port scanner, a browser, a stale job) must not
+// take the store down: the server refuses the connection and keeps serving the job.
+TEST(Rendezvous, StrayClientsWritingGarbageAreRefusedWithoutHarm) {
+  TestJob job;
+  std::string frame(4 + 16, '\x01'); // a well-formed length (16), then no valid HELLO
+  frame[0] = 16, frame[1] = frame[2] = frame[3] = 0;
+  std::string random;
+  for (int i = 0; i < 4096; ++i)
+    random.push_back(static_cast<char>((i * 2654435761u) >> 13));
+  {
+    StrayClient http(job.port(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    StrayClient huge(job.port(), std::string("\xff\xff\xff\xff") + "abc");
+    StrayClient badHello(job.port(), frame);
+    StrayClient noise(job.port(), random);
+    StrayClient partial(job.port(), std::string("\x08\x00", 2)); // half a header, then silence
+    StrayClient silent(job.port(), "");
+    // The ranks join and use the store while the strays are connected.
+    JobStore a = job.storeFor(0), b = job.storeFor(1);
+    ASSERT_TRUE(a.client && b.client);
+    ASSERT_TRUE(a.client->trySet("k", bytes("v")).ok());
+    auto v = b.client->tryGet("k", 1000ms);
+    ASSERT_TRUE(v.ok()) << v.error().message();
+    EXPECT_EQ(std::string(v->begin(), v->end()), "v");
+  }
+  // And after they are gone.
+  auto late = TcpStore::connect("127.0.0.1", job.port(), kToken, 1000ms);
+  ASSERT_TRUE(late.ok()) << late.error().message();
+  auto v = (*late)->tryGet("k", 1000ms);
+  ASSERT_TRUE(v.ok()) << v.error().message();
+}
+
+// A one-host job's store listens on loopback only: this host's other addresses refuse it.
+TEST(Rendezvous, LoopbackStoreIsNotReachableFromOtherAddresses) {
+  auto token = generateJobToken();
+  ASSERT_TRUE(token.ok());
+  auto server = StoreServer::start("127.0.0.1", 0, *token);
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  Expected<std::string> external = localAddressToward("192.0.2.1"); // TEST-NET-1: no packet sent
+  if (!external || external->starts_with("127."))
+    GTEST_SKIP() << "this host has no non-loopback IPv4 address";
+  auto outside = TcpStore::connect(*external, (*server)->port(), *token, 300ms);
+  EXPECT_FALSE(outside.ok());
+  auto inside = TcpStore::connect("127.0.0.1", (*server)->port(), *token, 1000ms);
+  EXPECT_TRUE(inside.ok()) << inside.error().message();
 }
 
 TEST(Rendezvous, ServerNeedsAToken) {

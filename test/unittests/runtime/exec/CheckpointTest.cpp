@@ -3,12 +3,16 @@
 #include "runtime/exec/Checkpoint.h"
 
 #include "ExecTestPlan.h"
+#include "runtime/support/TemporaryFiles.h"
 #include "test/unittests/runtime/TempDir.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <iterator>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace mtc::rt;
 using mtc::rt::test::smallPlan;
@@ -149,4 +153,33 @@ TEST(CheckpointTest, NotACheckpoint) {
       writeSafetensors(tmp / "export" / "checkpoint.safetensors", refs, {{"format", "mtc"}}).ok());
   EXPECT_EQ(loadError(tmp / "export", plan),
             (tmp / "export").string() + ": not an mtc checkpoint (format 'mtc')");
+}
+
+// A save killed after writing its temporary leaves it; loading the directory removes it.
+TEST(CheckpointTest, LoadRemovesAKilledSavesTemporary) {
+  TempDir tmp;
+  Plan plan = smallPlan();
+  ASSERT_TRUE(saveCheckpoint(tmp / "ckpt", plan, trainedState(plan)).ok());
+  pid_t gone = ::fork();
+  if (gone == 0)
+    ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  std::filesystem::path stale =
+      tmp / "ckpt" / concat("checkpoint.safetensors.mtc-tmp.", hostName(), '.', gone);
+  writeAll(stale, std::string(1 << 16, 'x'));
+  ASSERT_TRUE(loadCheckpoint(tmp / "ckpt", plan).ok());
+  EXPECT_FALSE(std::filesystem::exists(stale));
+}
+
+TEST(CheckpointTest, NonRegularFilesAreRefusedWithoutBlocking) {
+  TempDir tmp;
+  Plan plan = smallPlan();
+  ASSERT_EQ(::mkfifo((tmp / "fifo").c_str(), 0600), 0);
+  EXPECT_EQ(loadError(tmp / "fifo", plan),
+            (tmp / "fifo").string() + " is a FIFO (named pipe), not a checkpoint directory");
+  std::filesystem::create_directories(tmp / "ckpt");
+  ASSERT_EQ(::mkfifo((tmp / "ckpt" / "checkpoint.safetensors").c_str(), 0600), 0);
+  EXPECT_EQ(loadError(tmp / "ckpt", plan),
+            (tmp / "ckpt").string() +
+                ": checkpoint.safetensors is a FIFO (named pipe), not a regular file");
 }

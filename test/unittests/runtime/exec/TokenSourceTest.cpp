@@ -16,7 +16,7 @@ TEST(TokenSourceTest, SyntheticIsTheTask) {
   ASSERT_TRUE(source.ok()) << source.error().message();
   SyntheticTask task(256, 1234);
   std::vector<int32_t> a(2 * 8), b(2 * 8), c(2 * 8), d(2 * 8);
-  source->batch(3, 4, 2, 8, a.data(), b.data());
+  ASSERT_TRUE(source->batch(3, 4, 2, 8, a.data(), b.data()).ok());
   task.batch(3, 4, 2, 8, c.data(), d.data());
   EXPECT_EQ(a, c);
   EXPECT_EQ(b, d);

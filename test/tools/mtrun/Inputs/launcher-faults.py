@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Faults around a multi-rank `mtrun --nodes N` job, checked from outside.
+
+  launcher-faults.py FAULT METRICS -- mtrun PLAN --nodes N ... --metrics METRICS
+
+Starts the command, waits until METRICS holds a step (the ranks train), then:
+
+  term     sends SIGTERM to the launcher; every rank must be gone within 15 s
+  int      sends SIGINT (Ctrl-C) to the launcher; every rank must be gone within 15 s
+  kill     sends SIGKILL to the launcher; every rank must be gone within 15 s (no orphan)
+  stop     sends SIGSTOP to the launcher's last rank; the job must end within 60 s
+  sockets  checks that every TCP socket of the ranks (the store's listener, Gloo's pairs) is
+           bound to 127.0.0.1, then connects to the rendezvous store (MASTER_PORT) as a stray
+           client that writes garbage; the job must still succeed
+
+Prints the job's stderr, then one line saying what was checked. Exits non-zero when a
+check fails."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+
+def children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(p) for p in f.read().split()]
+
+
+def alive(pid):
+    """Running or stopped, not a zombie waiting for its reaper."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def socket_addresses(pids):
+    """(local address, port, listening) of the TCP sockets that the processes hold."""
+    inodes = set()
+    for pid in pids:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if inode in inodes:
+                    address, port = local.split(":")
+                    found.append((address, int(port, 16), state == "0A"))
+    return found
+
+
+def master_port(pid):
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        for entry in f.read().split(b"\0"):
+            if entry.startswith(b"MASTER_PORT="):
+                return int(entry[len(b"MASTER_PORT="):])
+    sys.exit("the rank has no MASTER_PORT")
+
+
+def main():
+    fault, metrics = sys.argv[1], sys.argv[2]
+    command = sys.argv[sys.argv.index("--") + 1:]
+    job = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (os.path.exists(metrics) and os.path.getsize(metrics) > 0):
+        if job.poll() is not None or time.monotonic() > deadline:
+            sys.exit(f"the job ended or stalled before its first step: {job.stderr.read()}")
+        time.sleep(0.05)
+    ranks = children(job.pid)
+    checked = ""
+    if fault in ("term", "int", "kill"):
+        job.send_signal({"term": signal.SIGTERM, "int": signal.SIGINT, "kill": signal.SIGKILL}[fault])
+        end = time.monotonic() + 15
+        while any(alive(r) for r in ranks) and time.monotonic() < end:
+            time.sleep(0.05)
+        left = [r for r in ranks if alive(r)]
+        for r in left:
+            os.kill(r, signal.SIGKILL)
+        if left:
+            job.kill()
+            sys.exit(f"{len(left)} of {len(ranks)} ranks still ran 15 s after the launcher's {fault}")
+        checked = f"all {len(ranks)} ranks gone after the launcher's {fault}"
+    elif fault == "stop":
+        os.kill(ranks[-1], signal.SIGSTOP)
+        checked = f"rank {len(ranks) - 1} stopped"
+    elif fault == "sockets":
+        sockets = socket_addresses(ranks)
+        if not any(listening for _, _, listening in sockets):
+            sys.exit("the ranks listen on no TCP socket")
+        outside = [s for s in sockets if s[0] != "0100007F"]
+        if outside:
+            sys.exit(f"the ranks have sockets beyond loopback: {outside}")
+        port = master_port(ranks[0])
+        for garbage in (b"GET / HTTP/1.1\r\n\r\n", b"\xff\xff\xff\xff", os.urandom(4096), b""):
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.sendall(garbage)
+        checked = "every socket of the ranks on 127.0.0.1; garbage sent to the store"
+    else:
+        sys.exit(f"unknown fault {fault}")
+    try:
+        _, err = job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        sys.exit("the launcher did not end within 60 s")
+    sys.stdout.write(err)
+    print(f"{checked}; exit status {job.returncode}")
+
+
+if __name__ == "__main__":
+    main()
