@@ -5,7 +5,7 @@
 // device; every call enqueues on the communicator's own stream and waits for it, so the
 // interface stays blocking like Gloo's (overlap comes later, with streams the executor owns).
 //
-// Bootstrap (as STYLE.md measured): rank 0 calls ncclGetUniqueId and publishes it in the
+// Bootstrap (NCCL's documented sequence): rank 0 calls ncclGetUniqueId and publishes it in the
 // job's TcpStore under `<prefix>/nccl-id`; every rank reads it and calls
 // ncclCommInitRankConfig in non-blocking mode. Sub-groups use ncclCommSplit.
 //
