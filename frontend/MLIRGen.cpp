@@ -851,8 +851,12 @@ OwningOpRef<ModuleOp> MLIRGenImpl::lower(const Module &ast) {
     forward = &fn;
     if (!fn.returnsLoss)
       diags.error(fn.resultRange, "'forward' must return the loss: declare it '-> loss'");
+    // An unknown element type (`i31`) is reported by declareFunction below.
+    Type tokenType = fn.args.empty() || fn.args.front().sig.elementType.empty()
+                         ? Type()
+                         : elementTypeFor(context, fn.args.front().sig.elementType);
     if (fn.args.empty() || fn.args.front().sig.elementType.empty() ||
-        !isa<IntegerType>(elementTypeFor(context, fn.args.front().sig.elementType)))
+        (tokenType && !isa<IntegerType>(tokenType)))
       diags.error(fn.nameRange, "'forward' takes the token ids first, e.g. "
                                 "forward(tokens: i32[batch, seq], labels: i32[batch, seq])");
     if (func::FuncOp func = declareFunction(fn, "forward", /*isLayer=*/false))
