@@ -316,14 +316,16 @@ mt::InitAttr MLIRGenImpl::lowerInit(const ParamDecl &param) {
 
 void MLIRGenImpl::lowerParam(const ParamDecl &param, llvm::StringRef layer) {
   std::string symbol = layer.empty() ? param.name : (layer + "." + param.name).str();
-  if (auto it = params.find(symbol); it != params.end() &&
-                                     it->second.getLayer().value_or("") == layer) {
+  // Whether or not the first declaration failed (say its dims were 0): a repeat of it is
+  // "declared twice", not a clash with some other symbol.
+  if (auto it = paramLayers.find(symbol); it != paramLayers.end() && it->second == layer) {
     diags.error(param.nameRange, "parameter '" + param.name + "' is declared twice");
     diags.note(symbols.lookup(symbol), "previous declaration is here");
     return;
   }
   if (!declareSymbol(symbol, param.nameRange, "parameter"))
     return;
+  paramLayers[symbol] = layer.str();
   std::optional<mt::NamedTensorType> type = tensorType(param.sig, floatType);
   if (type && !isa<FloatType>(type->getElementType())) {
     diags.error(param.sig.elementTypeRange, "parameters must have a floating-point type");
