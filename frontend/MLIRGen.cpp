@@ -316,14 +316,16 @@ mt::InitAttr MLIRGenImpl::lowerInit(const ParamDecl &param) {
 
 void MLIRGenImpl::lowerParam(const ParamDecl &param, llvm::StringRef layer) {
   std::string symbol = layer.empty() ? param.name : (layer + "." + param.name).str();
-  if (auto it = params.find(symbol); it != params.end() &&
-                                     it->second.getLayer().value_or("") == layer) {
+  // Whether or not the first declaration failed (say its dims were 0): a repeat of it is
+  // "declared twice", not a clash with some other symbol.
+  if (auto it = paramLayers.find(symbol); it != paramLayers.end() && it->second == layer) {
     diags.error(param.nameRange, "parameter '" + param.name + "' is declared twice");
     diags.note(symbols.lookup(symbol), "previous declaration is here");
     return;
   }
   if (!declareSymbol(symbol, param.nameRange, "parameter"))
     return;
+  paramLayers[symbol] = layer.str();
   std::optional<mt::NamedTensorType> type = tensorType(param.sig, floatType);
   if (type && !isa<FloatType>(type->getElementType())) {
     diags.error(param.sig.elementTypeRange, "parameters must have a floating-point type");
@@ -845,8 +847,12 @@ OwningOpRef<ModuleOp> MLIRGenImpl::lower(const Module &ast) {
     forward = &fn;
     if (!fn.returnsLoss)
       diags.error(fn.resultRange, "'forward' must return the loss: declare it '-> loss'");
+    // An unknown element type (`i31`) is reported by declareFunction below.
+    Type tokenType = fn.args.empty() || fn.args.front().sig.elementType.empty()
+                         ? Type()
+                         : elementTypeFor(context, fn.args.front().sig.elementType);
     if (fn.args.empty() || fn.args.front().sig.elementType.empty() ||
-        !isa<IntegerType>(elementTypeFor(context, fn.args.front().sig.elementType)))
+        (tokenType && !isa<IntegerType>(tokenType)))
       diags.error(fn.nameRange, "'forward' takes the token ids first, e.g. "
                                 "forward(tokens: i32[batch, seq], labels: i32[batch, seq])");
     if (func::FuncOp func = declareFunction(fn, "forward", /*isLayer=*/false))

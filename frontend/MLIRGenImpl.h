@@ -232,6 +232,8 @@ private:
   llvm::StringMap<mt::ParamOp> params;
   /// Params whose declaration failed (and was reported): their uses are not reported again.
   llvm::StringSet<> failedParams;
+  /// The layer ("" for the model) of every parameter symbol declared, failed ones included.
+  llvm::StringMap<std::string> paramLayers;
   /// Every symbol of the module (params, layer functions, `forward`) and where it was declared:
   /// they share one symbol table, so `param forward[...]` or a model param `block.w` next to a
   /// layer `block` with a param `w` must be rejected here rather than by the verifier.

@@ -4,7 +4,7 @@
 // parameter's tensor id, global element index) at step 0, the index counting row-major over
 // the parameter's stored dims (for a layer parameter: all instances, `layers` first). So any
 // rank initialises its own shard [begin, end) alone and gets exactly the values a single rank
-// gets there, whatever the parallel layout (docs/plan-format.md, DESIGN.md section 6).
+// gets there, whatever the parallel layout (docs/plan-format.md; docs/runtime.md, "Keying").
 //
 //   zeros / ones / constant(v)   exact
 //   normal(std[, mean])          mean + std * z, z the Box-Muller normal of Philox.h

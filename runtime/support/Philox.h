@@ -8,7 +8,7 @@
  * easy as 1, 2, 3" (SC'11), as in Random123, cuRAND and PyTorch: a 128-bit counter and a
  * 64-bit key map to 128 random bits through 10 rounds; no state is carried between calls.
  *
- * Keying (DESIGN.md section 6). The random words of element `i` of tensor `t` at step `s` of a
+ * Keying (docs/runtime.md, "Keying"). The random words of element `i` of tensor `t` at step `s` of a
  * run with seed `seed` are
  *
  *     key     = { seed & 0xffffffff, seed >> 32 }

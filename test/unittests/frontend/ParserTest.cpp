@@ -86,7 +86,7 @@ std::string showStmt(llvm::StringRef body) {
 }
 
 const char *kGpt = R"mtl(
-# The GPT sketch from DESIGN.md, completed.
+# A complete GPT.
 dims { seq = 256, hidden = 256, heads = 4, head_dim = 64, ffn = 1024, vocab = 512 }
 
 model gpt(layers = 4) {
