@@ -10,7 +10,7 @@
 // ncclGroupEnd; a lone send or recv is its own operation on the stream, so an exchange
 // between two ranks must use startSendRecv (two separate starts would deadlock the stream).
 //
-// Bootstrap (as STYLE.md measured): rank 0 calls ncclGetUniqueId and publishes it in the
+// Bootstrap: rank 0 calls ncclGetUniqueId and publishes it in the
 // job's TcpStore under `<prefix>/nccl-id`; every rank reads it and calls
 // ncclCommInitRankConfig in non-blocking mode. Sub-groups use ncclCommSplit.
 //
