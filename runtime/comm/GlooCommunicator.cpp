@@ -240,18 +240,23 @@ private:
         failed = "an exception that is not a std::exception";
       }
     }
+    // Finished before the next operation may run, so that operations finish in start order
+    // (but for the transfers of point-to-point operations, which complete in the background).
+    const bool finished = refused || !failed.empty() || posted.empty();
+    if (refused)
+      op.work->finish(failure_->unusable(op.where));
+    else if (!failed.empty())
+      fail(op, failed);
+    else if (posted.empty())
+      op.work->finish(Error::success());
     {
       std::lock_guard<std::mutex> lock(mutex_);
       running_ = false;
     }
     workerCv_.notify_one();
-    if (refused)
-      return op.work->finish(failure_->unusable(op.where));
-    if (!failed.empty())
-      return fail(op, failed);
+    if (finished)
+      return;
     Pending p{std::move(op), std::move(posted), Clock::now() + timeout_};
-    if (p.posted.empty())
-      return p.op.work->finish(Error::success());
     if (p.op.work.get() == completeHere)
       return complete(p);
     {

@@ -100,11 +100,6 @@ public:
   /// `elementSize`-byte elements (its segment schedule, replayed).
   static uint64_t ringAllReduceBytesSent(int rank, int size, size_t bytes, size_t elementSize);
 
-  /// The worker and completer threads with the context they own, and the state of one
-  /// operation (GlooCommunicator.cpp).
-  class Engine;
-  class OperationState;
-
 protected:
   Work doAllReduce(void *data, size_t count, MtcElementType type, MtcReduction reduction) override;
   Work doAllGather(const void *in, void *out, size_t countPerRank, MtcElementType type) override;
@@ -120,6 +115,11 @@ protected:
                   int src, MtcElementType type) override;
 
 private:
+  /// The worker and completer threads with the context they own, and the state of one
+  /// operation (GlooCommunicator.cpp).
+  class Engine;
+  class OperationState;
+
   GlooCommunicator(JobStore store, std::shared_ptr<gloo::transport::Device> device,
                    std::shared_ptr<gloo::Context> context, GlooOptions options);
   uint32_t nextTag() { return tag_++; }

@@ -110,6 +110,42 @@ TEST_P(GlooAsync, SendRecvRingInBothOrders) {
   }
 }
 
+TEST_P(GlooAsync, ManyMixedOperationsWaitedInReverse) {
+  const int n = this->n();
+  const int rounds = 40;
+  std::vector<std::vector<int64_t>> sums(n), fromLeft(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "mixed");
+    ASSERT_TRUE(comm);
+    const int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    std::vector<int64_t> outgoing(rounds);
+    sums[rank].assign(rounds, 0);
+    fromLeft[rank].assign(rounds, -1);
+    std::vector<Work> works;
+    for (int i = 0; i < rounds; ++i) {
+      sums[rank][i] = rank * 1000 + i;
+      outgoing[i] = rank * 1000 + i;
+      works.push_back(comm->startAllReduce(&sums[rank][i], 1, MTC_I64, MTC_SUM));
+      if ((rank + i) % 2) { // half the rounds receive first
+        works.push_back(comm->startRecv(&fromLeft[rank][i], 1, MTC_I64, left));
+        works.push_back(comm->startSend(&outgoing[i], 1, MTC_I64, right));
+      } else {
+        works.push_back(comm->startSend(&outgoing[i], 1, MTC_I64, right));
+        works.push_back(comm->startRecv(&fromLeft[rank][i], 1, MTC_I64, left));
+      }
+    }
+    for (auto w = works.rbegin(); w != works.rend(); ++w) {
+      Error e = w->wait();
+      ASSERT_TRUE(e.ok()) << e.message();
+    }
+  });
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < rounds; ++i) {
+      EXPECT_EQ(sums[r][i], int64_t(1000) * n * (n - 1) / 2 + int64_t(n) * i);
+      EXPECT_EQ(fromLeft[r][i], ((r + n - 1) % n) * 1000 + i) << "rank " << r << " round " << i;
+    }
+}
+
 /// Elements rank s sends rank d: uneven, none from or to rank 0, none from a rank to itself
 /// when s + d is even.
 size_t countOf(int s, int d) { return s == 0 || d == 0 ? 0 : size_t((3 * s + d) % 5 + (s == d)); }
