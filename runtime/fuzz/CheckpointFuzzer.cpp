@@ -75,12 +75,16 @@ TrainingState stateAt(int64_t step) {
 }
 
 /// Writes the seeds: checkpoints at step 0 and 7 (one directory each; their files are the
-/// seeds).
+/// seeds), each checked to load, so that the fuzzer starts on the accepting path.
 void writeSeeds(const std::filesystem::path &out) {
   std::filesystem::create_directories(out);
   for (int64_t step : {0, 7}) {
     std::filesystem::path dir = scratch->path() / concat("seed-", step);
-    if (Error err = saveCheckpoint(dir, fixedPlan(), stateAt(step)); !err.ok()) {
+    Error err = saveCheckpoint(dir, fixedPlan(), stateAt(step));
+    if (err.ok())
+      if (Expected<TrainingState> loaded = loadCheckpoint(dir, fixedPlan()); !loaded)
+        err = loaded.takeError();
+    if (!err.ok()) {
       std::fprintf(stderr, "checkpoint-fuzzer: %s\n", err.message().c_str());
       std::exit(1);
     }
