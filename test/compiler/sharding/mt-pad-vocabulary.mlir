@@ -18,16 +18,16 @@ module @tied attributes {mt.dims = {hidden = 8 : i64, vocab = 33 : i64}, mt.para
 // CHECK-SAME: mt.dims = {hidden = 8 : i64, vocab = 34 : i64}
 // CHECK-SAME: mt.vocabulary = {dim = "vocab", size = 33 : i64}
 // CHECK: mt.param @w : !mt.tensor<[vocab=34, hidden=8], f32>
-// CHECK: %[[W:.*]] = mt.param_ref @w : !mt.tensor<[vocab=34, hidden=8], f32>
-// CHECK: mt.gather %[[W]], %{{.*}} over vocab : !mt.tensor<[vocab=34, hidden=8], f32>
-// CHECK: %[[Y:.*]] = mt.contract {{.*}} -> !mt.tensor<[batch=2, seq=4, vocab=34], f32>
-// CHECK: %[[POS:.*]] = mt.iota dim vocab : !mt.tensor<[vocab=34], f32>
-// CHECK: %[[REAL:.*]] = mt.constant 3.250000e+01 : !mt.tensor<[], f32>
+// CHECK: %[[W:.*]] = mt.param_ref @w : <[vocab=34, hidden=8], f32>
+// CHECK: mt.gather %[[W]], %{{.*}} over vocab : <[vocab=34, hidden=8], f32>
+// CHECK: %[[Y:.*]] = mt.contract {{.*}} -> <[batch=2, seq=4, vocab=34], f32>
+// CHECK: %[[POS:.*]] = mt.iota dim vocab : <[vocab=34], f32>
+// CHECK: %[[REAL:.*]] = mt.constant 3.250000e+01 : <[], f32>
 // CHECK: %[[PADDED:.*]] = mt.greater %[[POS]], %[[REAL]]
-// CHECK: %[[PENALTY:.*]] = mt.constant -1.7014117{{[0-9]*}}e+38 : !mt.tensor<[], f32>
+// CHECK: %[[PENALTY:.*]] = mt.constant -1.7014117{{[0-9]*}}E+38 : <[], f32>
 // CHECK: %[[MASK:.*]] = mt.mul %[[PADDED]], %[[PENALTY]]
-// CHECK: %[[MASKED:.*]] = mt.add %[[Y]], %[[MASK]] : !mt.tensor<[batch=2, seq=4, vocab=34], f32>, !mt.tensor<[vocab=34], f32> -> !mt.tensor<[batch=2, seq=4, vocab=34], f32>
-// CHECK: mt.cross_entropy %[[MASKED]], %{{.*}} over vocab : !mt.tensor<[batch=2, seq=4, vocab=34], f32>
+// CHECK: %[[MASKED:.*]] = mt.add %[[Y]], %[[MASK]] : <[batch=2, seq=4, vocab=34], f32>, <[vocab=34], f32> -> <[batch=2, seq=4, vocab=34], f32>
+// CHECK: mt.cross_entropy %[[MASKED]], %{{.*}} over vocab : <[batch=2, seq=4, vocab=34], f32>
 
 // -----
 
@@ -96,12 +96,12 @@ module @untied attributes {mt.dims = {hidden = 8 : i64, tok = 5 : i64}, mt.paral
 // CHECK: mt.param @emb : !mt.tensor<[tok=8, hidden=8], bf16>
 // CHECK: mt.param @head : !mt.tensor<[hidden=8, tok=8], bf16>
 // CHECK: func.func @scale(%{{.*}}: !mt.tensor<[batch=2, seq=4, tok=8], bf16>) -> !mt.tensor<[batch=2, seq=4, tok=8], bf16>
-// CHECK: mt.neg %{{.*}} : !mt.tensor<[batch=2, seq=4, tok=8], bf16>
-// CHECK: %[[POS:.*]] = mt.iota dim tok : !mt.tensor<[tok=8], f32>
-// CHECK: %[[REAL:.*]] = mt.constant 4.500000e+00 : !mt.tensor<[], f32>
+// CHECK: mt.neg %{{.*}} : <[batch=2, seq=4, tok=8], bf16>
+// CHECK: %[[POS:.*]] = mt.iota dim tok : <[tok=8], f32>
+// CHECK: %[[REAL:.*]] = mt.constant 4.500000e+00 : <[], f32>
 // CHECK: %[[PADDED:.*]] = mt.greater %[[POS]], %[[REAL]]
-// CHECK: %[[CAST:.*]] = mt.cast %[[PADDED]] : !mt.tensor<[tok=8], f32> to !mt.tensor<[tok=8], bf16>
-// CHECK: %[[PENALTY:.*]] = mt.constant -1.69{{[0-9]*}}e+38 : !mt.tensor<[], bf16>
+// CHECK: %[[CAST:.*]] = mt.cast %[[PADDED]] : <[tok=8], f32> to <[tok=8], bf16>
+// CHECK: %[[PENALTY:.*]] = mt.constant -1.69{{[0-9]*}}E+38 : <[], bf16>
 // CHECK: %[[MASK:.*]] = mt.mul %[[CAST]], %[[PENALTY]]
 // CHECK: %[[MASKED:.*]] = mt.add %{{.*}}, %[[MASK]]
-// CHECK: mt.cross_entropy %[[MASKED]], %{{.*}} over tok : !mt.tensor<[batch=2, seq=4, tok=8], bf16>
+// CHECK: mt.cross_entropy %[[MASKED]], %{{.*}} over tok : <[batch=2, seq=4, tok=8], bf16>
