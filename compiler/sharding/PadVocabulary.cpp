@@ -84,6 +84,11 @@ struct MTPadVocabularyPass
     if (size % tp == 0)
       return;
     int64_t padded = llvm::alignTo(size, tp);
+    if (!mt::IotaOp::holdsPositions(Float32Type::get(&getContext()), padded)) {
+      loss.emitError() << "cannot mask a vocabulary of " << padded
+                       << " classes: its positions are not exact in f32 (at most 2^24)";
+      return signalPassFailure();
+    }
     MLIRContext *context = &getContext();
     Builder b(context);
     StringAttr name = b.getStringAttr(dim);

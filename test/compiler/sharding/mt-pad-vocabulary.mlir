@@ -1,4 +1,4 @@
-// RUN: mt-opt %s -split-input-file -mt-pad-vocabulary | FileCheck %s
+// RUN: mt-opt %s -split-input-file -mt-pad-vocabulary -verify-diagnostics | FileCheck %s
 
 // Tests that a vocabulary tp does not divide (33 over tp 2) is padded to 34 in every type
 // (parameters, signatures, every op), that the loss sees the padded classes masked (a large
@@ -105,3 +105,14 @@ module @untied attributes {mt.dims = {hidden = 8 : i64, tok = 5 : i64}, mt.paral
 // CHECK: %[[MASK:.*]] = mt.mul %[[CAST]], %[[PENALTY]]
 // CHECK: %[[MASKED:.*]] = mt.add %{{.*}}, %[[MASK]]
 // CHECK: mt.cross_entropy %[[MASKED]], %{{.*}} over tok : <[batch=2, seq=4, tok=8], bf16>
+
+// -----
+
+// Tests that a vocabulary too large for exact f32 positions (the mask's) is an error.
+module @huge attributes {mt.parallel = {tp = 2 : i64}} {
+  func.func @forward(%y: !mt.tensor<[seq=1, vocab=16777217], f32>, %l: !mt.tensor<[seq=1], i32>) -> !mt.tensor<[], f32> {
+    // expected-error @+1 {{cannot mask a vocabulary of 16777218 classes: its positions are not exact in f32 (at most 2^24)}}
+    %c = mt.cross_entropy %y, %l over vocab : !mt.tensor<[seq=1, vocab=16777217], f32>, !mt.tensor<[seq=1], i32> -> !mt.tensor<[], f32>
+    return %c : !mt.tensor<[], f32>
+  }
+}
