@@ -316,8 +316,8 @@ TrainSettings mtc::frontend::lowerTrainBlock(const ConfigBlock *block, MLIRConte
 
 DictionaryAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
                                                  const llvm::StringMap<int64_t> &dims,
-                                                 int64_t numLayers, MLIRContext &context,
-                                                 Diagnostics &diags) {
+                                                 int64_t numLayers, llvm::StringRef vocabulary,
+                                                 MLIRContext &context, Diagnostics &diags) {
   SettingLowering lowering(context, diags);
   Builder &b = lowering.b;
   if (!block)
@@ -337,10 +337,12 @@ DictionaryAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
                               " = " + llvm::Twine(it->second));
   };
 
-  // Megatron's default layout shards these dimensions over tp; each must divide evenly.
+  // Megatron's default layout shards these dimensions over tp; each must divide evenly,
+  // except the vocabulary, which the compiler pads (its padded classes masked).
   if (const ConfigEntry *tp = byKey.lookup("tp"); tp && degree("tp") > 1)
     for (llvm::StringRef dim : {"heads", "kv_heads", "ffn", "vocab"})
-      requireDivides("tp", dim, *tp, degree("tp"));
+      if (dim != vocabulary)
+        requireDivides("tp", dim, *tp, degree("tp"));
   if (const ConfigEntry *ep = byKey.lookup("ep"); ep && degree("ep") > 1)
     requireDivides("ep", "experts", *ep, degree("ep"));
   if (const ConfigEntry *cp = byKey.lookup("cp"); cp && degree("cp") > 1)
@@ -389,7 +391,8 @@ DictionaryAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
         diags.error(range, "dimension '" + dim + "' is mapped twice in the layout");
         continue;
       }
-      if (int64_t factor = degree(axis); dims.lookup(dim) % factor != 0)
+      if (int64_t factor = degree(axis);
+          dims.lookup(dim) % factor != 0 && !(axis == "tp" && dim == vocabulary))
         diags.error(range, axis + " " + llvm::Twine(factor) + " does not divide " + dim +
                                " = " + llvm::Twine(dims.lookup(dim)));
       pairs.push_back(b.getNamedAttr(dim, b.getStringAttr(axis)));

@@ -30,11 +30,13 @@ TrainSettings lowerTrainBlock(const ConfigBlock *block, mlir::MLIRContext &conte
                               Diagnostics &diags);
 
 /// `parallel {}` / `parallel auto` (absent: an empty dictionary). `dims` are the model's
-/// dimension sizes and `numLayers` the total repeat count, for the divisibility checks.
+/// dimension sizes and `numLayers` the total repeat count, for the divisibility checks;
+/// `vocabulary` (the dimension the loss classifies over, if any) is exempt from them: tp
+/// pads it (mt-pad-vocabulary).
 mlir::DictionaryAttr lowerParallelBlock(const ConfigBlock *block,
                                         const llvm::StringMap<int64_t> &dims,
-                                        int64_t numLayers, mlir::MLIRContext &context,
-                                        Diagnostics &diags);
+                                        int64_t numLayers, llvm::StringRef vocabulary,
+                                        mlir::MLIRContext &context, Diagnostics &diags);
 
 } // namespace mtc::frontend
 

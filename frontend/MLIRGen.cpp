@@ -12,6 +12,7 @@
 #include "frontend/MLIRGenImpl.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/Vocabulary.h"
 #include "frontend/ConfigLowering.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -874,8 +875,9 @@ OwningOpRef<ModuleOp> MLIRGenImpl::lower(const Module &ast) {
 
   int64_t numLayers = 0;
   module.walk([&](mt::RepeatOp repeat) { numLayers += repeat.getCount(); });
-  DictionaryAttr parallel =
-      lowerParallelBlock(ast.parallel ? &*ast.parallel : nullptr, dims, numLayers, context, diags);
+  DictionaryAttr parallel = lowerParallelBlock(ast.parallel ? &*ast.parallel : nullptr, dims,
+                                               numLayers, mt::lossClassDim(module), context,
+                                               diags);
 
   SmallVector<NamedAttribute> dimAttrs;
   for (const auto &[name, size] : dims)

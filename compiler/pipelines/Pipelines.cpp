@@ -31,6 +31,7 @@
 using namespace mlir;
 
 void mtc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
+  pm.addPass(sharding::createMTPadVocabularyPass());
   autodiff::MTAutodiffPassOptions autodiffOptions;
   autodiffOptions.recompute = options.recompute;
   pm.addPass(autodiff::createMTAutodiffPass(autodiffOptions));

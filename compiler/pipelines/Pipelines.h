@@ -36,8 +36,10 @@ struct TrainingPipelineOptions
                                 llvm::cl::init("none")};
 };
 
-/// From the frontend's `mt` module to the training step: autodiff (forward_backward and
-/// the layers' fwd/bwd), then the optimizer step.
+/// From the frontend's `mt` module to the training step: a vocabulary tp does not divide
+/// padded with its padded classes masked (mt-pad-vocabulary: before autodiff, so every
+/// derived function has the padded types), autodiff (forward_backward and the layers'
+/// fwd/bwd), then the optimizer step.
 void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
 
 /// From the training step to the functions one rank runs: composite ops decomposed into

@@ -137,8 +137,15 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   plan["parallel"] = parallel ? attrJson(parallel) : json::Object();
 
   auto forward = trained.lookupSymbol<func::FuncOp>("forward");
-  if (std::optional<std::pair<StringRef, int64_t>> vocabulary = findVocabulary(forward))
+  if (std::optional<std::pair<StringRef, int64_t>> vocabulary = findVocabulary(forward)) {
     plan["vocabulary"] = vocabulary->first;
+    // The real size: `dims` holds the padded one when mt-pad-vocabulary padded it for tp.
+    int64_t size = vocabulary->second;
+    if (auto padding = trained->getAttrOfType<DictionaryAttr>(sharding::kVocabularyAttrName);
+        padding && padding.getAs<StringAttr>("dim").getValue() == vocabulary->first)
+      size = padding.getAs<IntegerAttr>("size").getInt();
+    plan["vocabulary_size"] = size;
+  }
   json::Array inputs;
   for (auto [index, type] : llvm::enumerate(forward.getArgumentTypes())) {
     auto tensor = cast<mt::NamedTensorType>(type);

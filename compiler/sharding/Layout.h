@@ -27,6 +27,11 @@ inline constexpr llvm::StringLiteral kMeshAttrName = "mtp.mesh";
 /// codegen (compiler/codegen/MTToLinalg.h) under the same name.
 inline constexpr llvm::StringLiteral kLocalLayoutAttrName = "mtp.layout";
 
+/// Module attribute of a model whose vocabulary mt-pad-vocabulary padded to a multiple of
+/// tp: `{dim = "vocab", size = V}`, the dimension and its real size (the types and
+/// `mt.dims` hold the padded one).
+inline constexpr llvm::StringLiteral kVocabularyAttrName = "mt.vocabulary";
+
 /// Megatron's tensor-parallel layout: the dimensions `tp` splits unless a layout says
 /// otherwise (the frontend checks the same list against `parallel { tp N }`).
 inline constexpr llvm::StringLiteral kMegatronTensorParallelDims[] = {"heads", "kv_heads", "ffn",

@@ -73,4 +73,30 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def MTPadVocabularyPass : Pass<"mt-pad-vocabulary", "::mlir::ModuleOp"> {
+  let summary = "Pad a vocabulary that tp does not divide, with the padded classes masked";
+  let description = [{
+    Runs on the model (before `mt-autodiff`) whose `mt.parallel` splits its vocabulary
+    over `tp` (Megatron's default layout, or a `layout` mapping it to `tp`) when `tp` does
+    not divide the vocabulary's size V. The vocabulary is the dimension `forward`'s
+    `mt.cross_entropy` classifies over (the one the plan records).
+
+    Megatron pads the vocabulary to a multiple of tp and lets the padded classes take part
+    in the softmax, so its loss changes with tp. Here the padded classes are masked: every
+    tensor type's vocabulary dimension becomes the next multiple of tp (parameters,
+    arguments, results, every op), and before each `mt.cross_entropy` over it the logits
+    get `-max/2` of their element type added at the positions >= V (`mt.iota`,
+    `mt.greater`, `mt.mul`, `mt.add`: exactly 0 elsewhere). A padded class then has
+    probability exactly 0, so the loss, and the gradient of every real row, is the same
+    under every tp; the padded rows of the parameters get gradient 0. No token id reaches
+    a padded row of an embedding table (the data are below V).
+
+    The module's `mt.dims` holds the padded size and `mt.vocabulary` the real one
+    (`{dim = "vocab", size = V}`): the plan writer records both, the runtime initialises
+    the real elements exactly as without padding (Philox keyed on the unpadded index), the
+    padded ones 0, and checkpoints and exports hold the real vocabulary only.
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect"];
+}
+
 #endif // MTC_COMPILER_SHARDING_PASSES_TD

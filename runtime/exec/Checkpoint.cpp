@@ -2,6 +2,7 @@
 
 #include "runtime/exec/Checkpoint.h"
 
+#include "runtime/plan/VocabularyPadding.h"
 #include "runtime/support/Checksum.h"
 #include "runtime/support/RegularFile.h"
 #include "runtime/support/TemporaryFiles.h"
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <sys/stat.h>
 
 namespace mtc::rt {
@@ -43,8 +45,28 @@ std::string formatShape(const std::vector<int64_t> &shape) {
 
 } // namespace
 
+TrainingState withRealVocabulary(const Plan &plan, const TrainingState &state) {
+  TrainingState real;
+  real.step = state.step;
+  auto strip = [&](const TrainingState::Tensor &t, const std::vector<Dim> &dims) {
+    if (!plan.vocabularyPadded())
+      return t;
+    return TrainingState::Tensor{t.name, realShape(plan, dims),
+                                 stripVocabularyPadding(plan, dims, t.values)};
+  };
+  for (size_t i = 0; i < state.params.size(); ++i)
+    real.params.push_back(strip(state.params[i], plan.params[i].dims));
+  for (size_t i = 0; i < state.states.size(); ++i)
+    real.states.push_back(strip(state.states[i], plan.states[i].dims));
+  return real;
+}
+
 Error saveCheckpoint(const std::filesystem::path &dir, const Plan &plan,
-                     const TrainingState &state) {
+                     const TrainingState &whole) {
+  std::optional<TrainingState> stripped;
+  if (plan.vocabularyPadded())
+    stripped = withRealVocabulary(plan, whole);
+  const TrainingState &state = stripped ? *stripped : whole;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
@@ -133,7 +155,7 @@ Expected<TrainingState> loadCheckpoint(const std::filesystem::path &dir, const P
     if (!t)
       return makeError(where, ": the checkpoint has no tensor '", key,
                        "' (a checkpoint of another model?)");
-    std::vector<int64_t> shape = dimSizes(dims);
+    std::vector<int64_t> shape = realShape(plan, dims);
     if (t->shape != shape || t->dtype != DType::F32)
       return makeError(where, ": tensor '", key, "' is ", dtypeName(t->dtype), " ",
                        formatShape(t->shape), " in the checkpoint but F32 ", formatShape(shape),
@@ -151,6 +173,10 @@ Expected<TrainingState> loadCheckpoint(const std::filesystem::path &dir, const P
       return makeError(where, ": tensor '", key, "' has no checksum in the metadata");
     if (*crc != hex32(tensorCrc(out.values)))
       return makeError(where, ": tensor '", key, "' fails its CRC-32C check (the file is corrupt)");
+    if (plan.vocabularyPadded()) {
+      out.values = padVocabulary(plan, dims, out.values);
+      out.shape = dimSizes(dims);
+    }
     return out;
   };
   for (const ParamInfo &p : plan.params) {

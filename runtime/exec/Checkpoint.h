@@ -16,6 +16,10 @@
 // the problem. Resuming from a checkpoint continues the run bit for bit: the data and the
 // dropout masks of step s depend only on (seed, s).
 //
+// A plan whose vocabulary the compiler padded for tp (Plan::vocabularyPadded) stores every
+// tensor with the vocabulary at its real size: the padding is stripped on save and export
+// and restored (zeros) on load, so a checkpoint loads under any tp.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_EXEC_CHECKPOINT_H
@@ -32,7 +36,11 @@ namespace mtc::rt {
 inline constexpr std::string_view kCheckpointFileName = "checkpoint.safetensors";
 inline constexpr int kCheckpointVersion = 1;
 
-/// Writes `state` to the checkpoint directory `dir` (created if needed).
+/// `state` (whole tensors, plan order) with the vocabulary at its real size: what
+/// checkpoints and safetensors exports hold. A copy of `state` when nothing is padded.
+TrainingState withRealVocabulary(const Plan &plan, const TrainingState &state);
+
+/// Writes `state` (whole tensors) to the checkpoint directory `dir` (created if needed).
 Error saveCheckpoint(const std::filesystem::path &dir, const Plan &plan,
                      const TrainingState &state);
 

@@ -15,11 +15,11 @@
 
 namespace mtc::rt {
 
-void initializeParam(const ParamInfo &param, uint64_t seed, int64_t begin, int64_t end,
-                     float *out) {
-  assert(begin >= 0 && begin <= end && end <= param.numElements() && "slice out of range");
-  if (begin < 0 || end <= begin || end > param.numElements())
-    return;
+namespace {
+
+/// initializeParam of elements [begin, end) of the unpadded tensor.
+void initializeUnpadded(const ParamInfo &param, uint64_t seed, int64_t begin, int64_t end,
+                        float *out) {
   const std::vector<double> &args = param.init.args;
   auto fill = [&](float value) { std::fill(out, out + (end - begin), value); };
   RngStream stream{seed, param.tensorId, /*step=*/0};
@@ -50,6 +50,45 @@ void initializeParam(const ParamInfo &param, uint64_t seed, int64_t begin, int64
     return;
   }
   }
+}
+
+/// initializeParam of a parameter with a padded vocabulary: global index g of the padded
+/// tensor is (outer o, vocabulary index v, inner r), g = (o * padded + v) * inner + r. Real
+/// elements (v < real) take the values of index (o * real + v) * inner + r of the unpadded
+/// tensor, which run on consecutively until v reaches `real`; the padded ones are 0.
+void initializePadded(const ParamInfo &param, uint64_t seed, int64_t begin, int64_t end,
+                      float *out) {
+  const ParamInfo::Padding &padding = *param.padding;
+  int64_t padded = param.dims[padding.dim].size, real = padding.realSize;
+  int64_t inner = 1;
+  for (size_t d = padding.dim + 1; d < param.dims.size(); ++d)
+    inner *= param.dims[d].size;
+  for (int64_t g = begin; g < end;) {
+    int64_t r = g % inner, v = (g / inner) % padded, o = g / inner / padded;
+    if (v >= real) {
+      int64_t length = std::min(end - g, (padded - v) * inner - r);
+      std::fill(out + (g - begin), out + (g - begin + length), 0.0f);
+      g += length;
+      continue;
+    }
+    int64_t length = std::min(end - g, (real - v) * inner - r);
+    int64_t unpadded = (o * real + v) * inner + r;
+    initializeUnpadded(param, seed, unpadded, unpadded + length, out + (g - begin));
+    g += length;
+  }
+}
+
+} // namespace
+
+void initializeParam(const ParamInfo &param, uint64_t seed, int64_t begin, int64_t end,
+                     float *out) {
+  assert(begin >= 0 && begin <= end && end <= param.numElements() && "slice out of range");
+  if (begin < 0 || end <= begin || end > param.numElements())
+    return;
+  if (param.padding)
+    initializePadded(param, seed, begin, end, out);
+  else
+    initializeUnpadded(param, seed, begin, end, out);
 }
 
 const HostParams::Tensor *HostParams::find(std::string_view name) const {

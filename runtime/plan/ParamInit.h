@@ -28,7 +28,9 @@
 namespace mtc::rt {
 
 /// Fills out[0, end - begin) with the initial values of the global elements [begin, end) of
-/// `param`'s stored tensor for a run seeded with `seed`. `param` must come from a loaded plan
+/// `param`'s stored tensor for a run seeded with `seed`. With a padded vocabulary
+/// (`param.padding`) an element's value is the one its index in the unpadded tensor gets,
+/// and 0 at the padded positions: the real rows start as they would under any tp. `param` must come from a loaded plan
 /// (its initialiser checked) and 0 <= begin <= end <= param.numElements() (programming
 /// errors otherwise: asserted, and nothing is written).
 void initializeParam(const ParamInfo &param, uint64_t seed, int64_t begin, int64_t end, float *out);

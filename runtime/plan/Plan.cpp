@@ -162,7 +162,11 @@ std::optional<int64_t> Plan::dimSize(std::string_view name) const {
 std::optional<int64_t> Plan::vocabularySize() const {
   if (vocabulary.empty())
     return std::nullopt;
-  return dimSize(vocabulary);
+  return vocabularyRealSize;
+}
+
+bool Plan::vocabularyPadded() const {
+  return !vocabulary.empty() && dimSize(vocabulary) != vocabularyRealSize;
 }
 
 int64_t Plan::numParameterElements() const {
@@ -1126,8 +1130,18 @@ Plan readPlan(const JsonValue &root) {
   plan.dims = readModelDims(get(o, top, "dims"), "dims");
   if (const JsonValue *vocabulary = o.find("vocabulary")) {
     plan.vocabulary = asName(*vocabulary, "vocabulary");
-    if (!plan.dimSize(plan.vocabulary))
+    std::optional<int64_t> padded = plan.dimSize(plan.vocabulary);
+    if (!padded)
       fail("vocabulary", concat(quoteForMessage(plan.vocabulary), " is not a dimension of the model"));
+    // Plans written before padding existed have no `vocabulary_size`: the dimension's size.
+    plan.vocabularyRealSize = *padded;
+    if (const JsonValue *size = o.find("vocabulary_size")) {
+      plan.vocabularyRealSize = asInt(*size, "vocabulary_size", 1,
+                                      "a positive integer (the vocabulary's real size)");
+      if (plan.vocabularyRealSize > *padded)
+        fail("vocabulary_size", concat(plan.vocabularyRealSize, " exceeds the size ", *padded,
+                                       " of dimension ", quoteForMessage(plan.vocabulary)));
+    }
   }
 
   plan.train = get(o, top, "train");
@@ -1152,6 +1166,10 @@ Plan readPlan(const JsonValue &root) {
       if (plan.params[j].name == p.name)
         fail(member(path, "name"),
              concat("duplicate parameter name '", p.name, "' (also params[", j, "])"));
+    if (plan.vocabularyPadded())
+      for (size_t d = 0; d < p.dims.size(); ++d)
+        if (p.dims[d].name == plan.vocabulary)
+          p.padding = ParamInfo::Padding{d, plan.vocabularyRealSize};
     plan.params.push_back(std::move(p));
   }
 

@@ -132,6 +132,15 @@ struct ParamInfo {
   /// parameter: `layout` plus exactly one more dimension split over the data-parallel axis
   /// alone. Absent: the same as `layout` (the state is whole on every data-parallel rank).
   std::optional<ParamLayout> optimizerLayout;
+  /// Where the plan's vocabulary is padded (Plan::vocabularyPadded) and this parameter has
+  /// it: the index of that dim in `dims` and the vocabulary's real size. Initial values are
+  /// then keyed on each element's index in the unpadded tensor, and padded elements are 0
+  /// (runtime/plan/ParamInit.h).
+  struct Padding {
+    size_t dim = 0;
+    int64_t realSize = 0;
+  };
+  std::optional<Padding> padding;
 
   /// The layout of the optimizer's gradient and of the states: `optimizerLayout`, else
   /// `layout`.
@@ -263,6 +272,12 @@ struct Plan {
   /// The dimension of `dims` that token ids index (`vocabulary`: what the loss classifies
   /// over and the embedding table is indexed by); empty for a model without one.
   std::string vocabulary;
+  /// `vocabulary_size`: the number of token ids, the vocabulary's real size. Below its size
+  /// in `dims` when the compiler padded it to a multiple of tp (mt-pad-vocabulary): the
+  /// padded classes are masked out of the loss, the padded elements of parameters and
+  /// states are zero, and checkpoints and exports hold the real rows only
+  /// (runtime/plan/VocabularyPadding.h). 0 without a vocabulary.
+  int64_t vocabularyRealSize = 0;
   /// `mesh.axes` in order (the axis index is the position here); empty without tensor
   /// parallelism.
   std::vector<MeshAxis> mesh;
@@ -287,8 +302,10 @@ struct Plan {
   const ManifestEntry *findFile(std::string_view name) const;
   /// The size of a model dimension, if the plan has it.
   std::optional<int64_t> dimSize(std::string_view name) const;
-  /// The number of token ids (the size of `vocabulary`), if the model has a vocabulary.
+  /// The number of token ids (the real size of `vocabulary`), if the model has a vocabulary.
   std::optional<int64_t> vocabularySize() const;
+  /// Whether the vocabulary is padded (`dims` holds more than vocabularySize()).
+  bool vocabularyPadded() const;
   /// Elements of all parameters together.
   int64_t numParameterElements() const;
   /// The product of the mesh axes' sizes (1 without a mesh): the ranks one copy of the model

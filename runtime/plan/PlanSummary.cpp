@@ -41,6 +41,10 @@ std::string mtc::rt::describePlan(const Plan &plan) {
   for (const Dim &d : plan.dims)
     dims.append(dims.empty() ? "" : " ").append(concat(d.name, '=', d.size));
   printf("dims:        %s\n", dims.c_str());
+  if (plan.vocabularyPadded())
+    printf("vocabulary:  %s: %lld tokens, padded to %lld for tp (the padded classes masked)\n",
+           plan.vocabulary.c_str(), static_cast<long long>(plan.vocabularyRealSize),
+           static_cast<long long>(*plan.dimSize(plan.vocabulary)));
   std::string inputs;
   for (const InputInfo &in : plan.inputs)
     inputs.append(inputs.empty() ? "" : ", ")

@@ -14,6 +14,7 @@
 #include "compiler/sharding/Layout.h"
 #include "compiler/sharding/Passes.h"
 #include "compiler/registration/Registration.h"
+#include "dialects/mt/Utils/Vocabulary.h"
 #include "frontend/Diagnostics.h"
 #include "frontend/MLIRGen.h"
 #include "frontend/Parser.h"
@@ -236,12 +237,14 @@ FailureOr<mtc::PlanKernels> compileKernels(mlir::ModuleOp trained) {
   return kernels;
 }
 
-/// "--tp 3 does not divide heads = 4" for each dimension `axis` must divide.
+/// "--tp 3 does not divide heads = 4" for each dimension `axis` must divide; `exempt` (the
+/// vocabulary under tp, which mt-pad-vocabulary pads) need not.
 LogicalResult checkDivides(mlir::DictionaryAttr dims, StringRef flag, int64_t factor,
-                           ArrayRef<StringRef> names) {
+                           ArrayRef<StringRef> names, StringRef exempt = {}) {
   bool ok = true;
   for (StringRef name : names)
-    if (auto size = dims.getAs<mlir::IntegerAttr>(name); size && size.getInt() % factor != 0) {
+    if (auto size = dims.getAs<mlir::IntegerAttr>(name);
+        size && size.getInt() % factor != 0 && name != exempt) {
       WithColor::error(errs(), "mtc") << flag << " " << factor << " does not divide " << name
                                       << " = " << size.getInt() << "\n";
       ok = false;
@@ -278,6 +281,7 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   int64_t tp = 1;
   if (auto value = llvm::dyn_cast_or_null<mlir::IntegerAttr>(parallel.get("tp")))
     tp = value.getInt();
+  StringRef vocabulary = mtc::mt::lossClassDim(module);
   if (sequenceParallel)
     parallel.set("sp", b.getBoolAttr(true));
   if (distributedOptimizer)
@@ -317,14 +321,15 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
         return failure();
       }
       layout.set(dim, b.getStringAttr(axis));
-      if (axis == "tp" && failed(checkDivides(dims, "tp", tp, {dim})))
+      if (axis == "tp" && failed(checkDivides(dims, "tp", tp, {dim}, vocabulary)))
         return failure();
     }
     parallel.set("layout", layout.getDictionary(ctx));
   } else if (failed(checkDivides(dims, "--tp", tp,
                                  SmallVector<StringRef>(
                                      std::begin(mtc::sharding::kMegatronTensorParallelDims),
-                                     std::end(mtc::sharding::kMegatronTensorParallelDims))))) {
+                                     std::end(mtc::sharding::kMegatronTensorParallelDims)),
+                                 vocabulary))) {
     return failure();
   }
   auto sp = llvm::dyn_cast_or_null<mlir::BoolAttr>(parallel.get("sp"));

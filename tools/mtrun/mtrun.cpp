@@ -189,7 +189,9 @@ Expected<int64_t> parseCount(const std::optional<std::string> &value, std::strin
   return n;
 }
 
-Error exportParameters(const Plan &plan, const TrainingState &state, const std::string &file) {
+Error exportParameters(const Plan &plan, const TrainingState &whole, const std::string &file) {
+  // The real vocabulary only (Checkpoint.h): an export is the same model under every tp.
+  TrainingState state = withRealVocabulary(plan, whole);
   std::vector<TensorRef> refs = state.paramRefs();
   SafetensorsMetadata metadata = {
       {"format", "mtc"},

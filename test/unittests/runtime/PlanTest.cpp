@@ -246,6 +246,35 @@ TEST_F(PlanTest, LoadsAValidPlan) {
   EXPECT_FALSE(p->predictions.memoryBytes.peak);
 }
 
+// A vocabulary the compiler padded for tp: `vocabulary_size` is the real size, `dims` the
+// padded one; the parameters with the vocabulary know where it lies and its real size.
+TEST_F(PlanTest, PaddedVocabulary) {
+  writePlan(edited([](JsonObject &o) { o.set("vocabulary_size", 15); }));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->vocabularySize(), 15);
+  EXPECT_EQ(p->dimSize("vocab"), 16);
+  EXPECT_TRUE(p->vocabularyPadded());
+  const ParamInfo &wte = p->params[0];
+  ASSERT_TRUE(wte.padding);
+  EXPECT_EQ(wte.padding->dim, 0u);
+  EXPECT_EQ(wte.padding->realSize, 15);
+  for (size_t i = 1; i < p->params.size(); ++i)
+    EXPECT_FALSE(p->params[i].padding) << p->params[i].name;
+
+  writePlan(edited([](JsonObject &o) { o.set("vocabulary_size", 16); }));
+  p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_FALSE(p->vocabularyPadded());
+  EXPECT_FALSE(p->params[0].padding);
+
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("vocabulary_size", 17); }),
+                      "vocabulary_size: 17 exceeds the size 16 of dimension 'vocab'");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("vocabulary_size", 0); }),
+                      "vocabulary_size: expected a positive integer (the vocabulary's real "
+                      "size), found the integer 0");
+}
+
 TEST_F(PlanTest, PredictedWorkspaceAndPeak) {
   writePlan(edited([](JsonObject &o) {
     JsonObject &memory = at(at(o, "predictions"), "memory_bytes");

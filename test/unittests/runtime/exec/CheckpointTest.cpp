@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <sys/stat.h>
@@ -182,4 +183,44 @@ TEST(CheckpointTest, NonRegularFilesAreRefusedWithoutBlocking) {
   EXPECT_EQ(loadError(tmp / "ckpt", plan),
             (tmp / "ckpt").string() +
                 ": checkpoint.safetensors is a FIFO (named pipe), not a regular file");
+}
+
+// A plan whose vocabulary (`rows`, real size 3) the compiler padded to 4: the checkpoint
+// holds the real rows only, of the shapes the unpadded plan has, so either plan loads it;
+// loading under the padded plan restores the padding as zeros.
+TEST(CheckpointTest, PaddedVocabularyIsStoredAtItsRealSize) {
+  TempDir tmp;
+  Plan real = smallPlan("small", 3);
+  real.dims = {{"rows", 3}, {"cols", 4}};
+  real.vocabulary = "rows";
+  real.vocabularyRealSize = 3;
+  Plan padded = smallPlan("small", 4);
+  padded.dims = {{"rows", 4}, {"cols", 4}};
+  padded.vocabulary = "rows";
+  padded.vocabularyRealSize = 3;
+  padded.params[0].padding = ParamInfo::Padding{0, 3};
+  ASSERT_TRUE(padded.vocabularyPadded());
+
+  TrainingState state = trainedState(padded);
+  for (auto *table : {&state.params, &state.states})
+    for (TrainingState::Tensor &t : *table)
+      if (t.shape.size() == 2)
+        std::fill(t.values.begin() + 12, t.values.end(), 0.0f); // the padded row
+  ASSERT_TRUE(saveCheckpoint(tmp / "ckpt", padded, state).ok());
+
+  Expected<TrainingState> unpadded = loadCheckpoint(tmp / "ckpt", real);
+  ASSERT_TRUE(unpadded.ok()) << unpadded.error().message();
+  EXPECT_EQ(unpadded->params[0].shape, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(unpadded->params[0].values,
+            std::vector<float>(state.params[0].values.begin(), state.params[0].values.begin() + 12));
+  EXPECT_EQ(unpadded->states[1].shape, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(withRealVocabulary(padded, state).params[0].values, unpadded->params[0].values);
+
+  Expected<TrainingState> again = loadCheckpoint(tmp / "ckpt", padded);
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(again->params[i].shape, state.params[i].shape);
+    EXPECT_EQ(again->params[i].values, state.params[i].values);
+    EXPECT_EQ(again->states[i].values, state.states[i].values);
+  }
 }
