@@ -27,8 +27,17 @@
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
+
+/// Canonicalisation and CSE close every stage that creates `mt`/`mtp` ops (autodiff's
+/// adjoints multiply by ones and add zeros; partitioning repeats layouts), so the next stage
+/// reads the simplest form of the program.
+static void addCleanup(OpPassManager &pm) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
 
 void mtc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
   pm.addPass(sharding::createMTPadVocabularyPass());
@@ -36,12 +45,14 @@ void mtc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   autodiffOptions.recompute = options.recompute;
   pm.addPass(autodiff::createMTAutodiffPass(autodiffOptions));
   pm.addPass(optimizer::createMTOptimizerPass());
+  addCleanup(pm);
 }
 
 void mtc::buildPartitionPipeline(OpPassManager &pm) {
   pm.addPass(lowering::createMTDecomposePass());
   pm.addPass(transforms::createMTOutlineParametersPass());
   pm.addPass(sharding::createMTPPartitionPass());
+  addCleanup(pm);
 }
 
 void mtc::buildToLinalgPipeline(OpPassManager &pm) {

@@ -39,13 +39,13 @@ struct TrainingPipelineOptions
 /// From the frontend's `mt` module to the training step: a vocabulary tp does not divide
 /// padded with its padded classes masked (mt-pad-vocabulary: before autodiff, so every
 /// derived function has the padded types), autodiff (forward_backward and the layers'
-/// fwd/bwd), then the optimizer step.
+/// fwd/bwd), then the optimizer step; canonicalize + CSE after.
 void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
 
 /// From the training step to the functions one rank runs: composite ops decomposed into
 /// the core the code generators handle (mt-decompose), parameters and optimizer state
 /// outlined into explicit arguments (mt-outline-parameters), and the functions partitioned
-/// for the module's mesh with derived collectives (mtp-partition).
+/// for the module's mesh with derived collectives (mtp-partition); canonicalize + CSE after.
 void buildPartitionPipeline(mlir::OpPassManager &pm);
 
 /// The per-rank `mt`/`mtp` functions onto builtin tensors and linalg (mt-to-linalg): the

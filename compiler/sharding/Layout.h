@@ -24,7 +24,7 @@ inline constexpr llvm::StringLiteral kMeshAttrName = "mtp.mesh";
 /// the whole tensor: `mt.dropout` of a split tensor (its operand's laid-out type: masks
 /// numbered globally), `mt.gather` / `mt.embedding_grad` of a table split along the
 /// indexed dimension (the table's laid-out type: rows offset by this rank's part). Read by
-/// codegen (compiler/codegen/MTToLinalg.h) under the same name.
+/// codegen (compiler/codegen/ToLinalg/MTToLinalg.h) under the same name.
 inline constexpr llvm::StringLiteral kLocalLayoutAttrName = "mtp.layout";
 
 /// Module attribute of a model whose vocabulary mt-pad-vocabulary padded to a multiple of
