@@ -21,7 +21,7 @@ namespace mtc::rt {
 namespace {
 
 /// printf into a string, for the log's lines.
-[[gnu::formatText(printf, 1, 2)]] std::string formatText(const char *fmt, ...) {
+[[gnu::format(printf, 1, 2)]] std::string formatText(const char *fmt, ...) {
   va_list args;
   va_start(args, fmt);
   va_list copy;

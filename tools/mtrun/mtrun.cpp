@@ -17,6 +17,7 @@
 #include "runtime/launch/LocalLauncher.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanSummary.h"
+#include "runtime/plan/Sharding.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/OutputPaths.h"
 
