@@ -129,6 +129,7 @@ private:
   /// Writes the checkpoint of `state` (shards gathered into whole tensors; only the leader
   /// writes). Every rank calls it.
   Error saveDuringRun(const TrainingState &state);
+  /// Writes `whole` to `options.save` (the leader only) and tells the log.
   Error writeCheckpoint(const TrainingState &whole, int64_t step);
 
   const Plan &plan_;
