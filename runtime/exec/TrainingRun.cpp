@@ -81,7 +81,7 @@ Error exportParameters(const Plan &plan, const TrainingState &state, const std::
 /// over it too) all-gather the shards over it, and the leader gets the whole tensors. Returns
 /// nothing when `state` is whole already (no partitioning) or this rank writes nothing.
 Expected<std::optional<TrainingState>> wholeState(const Plan &plan, const TrainingState &state,
-                                                   const RankMesh &mesh, bool leader) {
+                                                  const RankMesh &mesh, bool leader) {
   if (!mesh.partitioned())
     return std::optional<TrainingState>(); // `state` is whole already
   if (!mesh.inFirstModelGroup())
@@ -148,9 +148,8 @@ Expected<TrainingState> Run::startState() {
       return whole;
     return shardState(plan_, *whole, coordinates);
   }
-  return mesh_.partitioned()
-             ? TrainingState::initializeShards(plan_, coordinates, options_.threads)
-             : TrainingState::initialize(plan_, options_.threads);
+  return mesh_.partitioned() ? TrainingState::initializeShards(plan_, coordinates, options_.threads)
+                             : TrainingState::initialize(plan_, options_.threads);
 }
 
 Error Run::writeCheckpoint(const TrainingState &whole, int64_t step) {
@@ -173,9 +172,8 @@ Error Run::saveDuringRun(const TrainingState &state) {
 
 Error Run::train(TrainingState &state) {
   int64_t vocab = plan_.vocabularySize().value_or(0);
-  Expected<TokenSource> data = options_.data
-                                   ? TokenSource::text(*options_.data, vocab, plan_.seed)
-                                   : TokenSource::synthetic(vocab, plan_.seed);
+  Expected<TokenSource> data = options_.data ? TokenSource::text(*options_.data, vocab, plan_.seed)
+                                             : TokenSource::synthetic(vocab, plan_.seed);
   if (!data)
     return data.takeError();
   Expected<KernelLibrary> kernels = KernelLibrary::load(plan_);
@@ -189,29 +187,29 @@ Error Run::train(TrainingState &state) {
     metrics.emplace(std::move(*writer));
   }
   const int64_t first = state.step, target = options_.targetSteps;
-  Expected<Trainer> trainer = Trainer::create(plan_, *kernels, std::move(state), *data,
-                                              options_.globalBatch, mesh_.dataParallel(),
-                                              mesh_.partitioned() ? &mesh_.context() : nullptr);
+  Expected<Trainer> trainer =
+      Trainer::create(plan_, *kernels, std::move(state), *data, options_.globalBatch,
+                      mesh_.dataParallel(), mesh_.partitioned() ? &mesh_.context() : nullptr);
   if (!trainer)
     return trainer.takeError();
 
   print(formatText("model %s: %s parameters, plan %s\n", plan_.model.c_str(),
-               withThousands(plan_.numParameterElements()).c_str(), plan_.dir.c_str()));
+                   withThousands(plan_.numParameterElements()).c_str(), plan_.dir.c_str()));
   print(formatText("data: %s\n", data->describe().c_str()));
   if (job_.size > 1 && mesh_.partitioned())
     print(formatText("ranks: %d (%s, %s over TCP)\n", job_.size, describeMesh(plan_, mesh_).c_str(),
-                 std::string(job_.world->backendName()).c_str()));
+                     std::string(job_.world->backendName()).c_str()));
   else if (job_.size > 1)
     print(formatText("ranks: %d (data parallel, %s over TCP)\n", job_.size,
-                 std::string(job_.world->backendName()).c_str()));
-  print(formatText("batch: %lld sequences of %lld tokens (%lld micro-batch%s of %lld); steps %lld -> "
-               "%lld\n",
-               static_cast<long long>(trainer->microBatches() * trainer->microBatchSize()),
-               static_cast<long long>(trainer->sequenceLength()),
-               static_cast<long long>(trainer->microBatches()),
-               trainer->microBatches() == 1 ? "" : "es",
-               static_cast<long long>(trainer->microBatchSize()), static_cast<long long>(first),
-               static_cast<long long>(target)));
+                     std::string(job_.world->backendName()).c_str()));
+  print(formatText(
+      "batch: %lld sequences of %lld tokens (%lld micro-batch%s of %lld); steps %lld -> "
+      "%lld\n",
+      static_cast<long long>(trainer->microBatches() * trainer->microBatchSize()),
+      static_cast<long long>(trainer->sequenceLength()),
+      static_cast<long long>(trainer->microBatches()), trainer->microBatches() == 1 ? "" : "es",
+      static_cast<long long>(trainer->microBatchSize()), static_cast<long long>(first),
+      static_cast<long long>(target)));
 
   // The compiler's figure for the same accounting, when the plan has one (plans with kernels)
   // and the run keeps the plan's batch (the prediction assumes it).
@@ -262,12 +260,12 @@ Error Run::train(TrainingState &state) {
     if (stats->step == first + 1 || stats->step % options_.logEvery == 0 || last) {
       if (job_.leader())
         log_.clearProgress();
-      print(formatText("step %6lld/%lld  loss %.4f  lr %.3e  grad norm %.3f  %8.0f tok/s  %8.1f ms  "
-                   "mem %s%s  rss %s\n",
-                   static_cast<long long>(stats->step), static_cast<long long>(target),
-                   stats->loss, stats->lr, stats->gradNorm, tokensPerSecond,
-                   stats->seconds * 1e3, mebibytes(peak).c_str(), predicted.c_str(),
-                   mebibytes(rss).c_str()));
+      print(
+          formatText("step %6lld/%lld  loss %.4f  lr %.3e  grad norm %.3f  %8.0f tok/s  %8.1f ms  "
+                     "mem %s%s  rss %s\n",
+                     static_cast<long long>(stats->step), static_cast<long long>(target),
+                     stats->loss, stats->lr, stats->gradNorm, tokensPerSecond, stats->seconds * 1e3,
+                     mebibytes(peak).c_str(), predicted.c_str(), mebibytes(rss).c_str()));
     }
     if (options_.save && options_.saveEvery > 0 && stats->step % options_.saveEvery == 0 && !last)
       if (Error err = saveDuringRun(trainer->state()); !err.ok())
@@ -280,25 +278,24 @@ Error Run::train(TrainingState &state) {
   const int64_t taken = trainer->state().step - first;
   if (taken > 0)
     print(formatText("trained steps %lld-%lld in %.1f s (%.0f tok/s): loss %.4f -> %.4f%s\n",
-                 static_cast<long long>(first + 1), static_cast<long long>(target), seconds,
-                 seconds > 0 ? double(tokens) / seconds : 0.0, firstLoss, lastLoss,
-                 bestLossNote(*data).c_str()));
+                     static_cast<long long>(first + 1), static_cast<long long>(target), seconds,
+                     seconds > 0 ? double(tokens) / seconds : 0.0, firstLoss, lastLoss,
+                     bestLossNote(*data).c_str()));
   if (job_.world && taken > 0)
-    print(formatText(mesh_.partitioned()
-                     ? "communication: %.2f MiB sent by rank 0 per step (the kernels' "
-                       "collectives, gradients and loss); predicted %.2f MiB\n"
-                     : "communication: %.2f MiB sent by rank 0 per step (gradients and loss, "
-                       "ring all-reduce); predicted %.2f MiB\n",
-                 static_cast<double>(commBytes - commStart) / (1024.0 * 1024.0) /
-                     static_cast<double>(taken),
-                 predictedCommunicationBytes(plan_, trainer->microBatches(),
-                                             mesh_.placement().dpSize) /
-                     (1024.0 * 1024.0)));
+    print(formatText(
+        mesh_.partitioned()
+            ? "communication: %.2f MiB sent by rank 0 per step (the kernels' "
+              "collectives, gradients and loss); predicted %.2f MiB\n"
+            : "communication: %.2f MiB sent by rank 0 per step (gradients and loss, "
+              "ring all-reduce); predicted %.2f MiB\n",
+        static_cast<double>(commBytes - commStart) / (1024.0 * 1024.0) / static_cast<double>(taken),
+        predictedCommunicationBytes(plan_, trainer->microBatches(), mesh_.placement().dpSize) /
+            (1024.0 * 1024.0)));
   if (const KernelArena *arena = kernels->arena(); arena && taken > 0)
     print(formatText("temporaries: a %s arena placed by the plan; %lld allocations fell back to "
-                 "the heap\n",
-                 mebibytes(arena->size()).c_str(),
-                 static_cast<long long>(kernelArenaFallbacks())));
+                     "the heap\n",
+                     mebibytes(arena->size()).c_str(),
+                     static_cast<long long>(kernelArenaFallbacks())));
   state = trainer->state();
   if (metrics)
     return metrics->close();
@@ -320,7 +317,7 @@ Error Run::writeOutputs(const TrainingState &state) {
     if (Error err = writeCheckpoint(written, state.step); !err.ok())
       return err;
     print(formatText("saved checkpoint %s (step %lld)\n", options_.save->c_str(),
-                 static_cast<long long>(state.step)));
+                     static_cast<long long>(state.step)));
   }
   if (options_.exportSafetensors)
     return exportParameters(plan_, written, *options_.exportSafetensors);
@@ -341,7 +338,7 @@ Error runTraining(const Plan &plan, const TrainingRunOptions &options, const Ran
     return state.takeError();
   if (options.load && job.leader())
     log.write(formatText("resumed from %s at step %lld\n", options.load->c_str(),
-                     static_cast<long long>(state->step)));
+                         static_cast<long long>(state->step)));
   if (state->step > options.targetSteps)
     return makeError("the checkpoint is at step ", state->step, ", past --steps ",
                      options.targetSteps, " (give a larger --steps to continue)");
