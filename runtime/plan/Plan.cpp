@@ -1147,6 +1147,13 @@ Plan readPlan(const JsonValue &root) {
   plan.train = get(o, top, "train");
   if (!plan.train.isObject())
     typeError("train", "an object", plan.train);
+  if (const JsonValue *steps = plan.train.getObject()->find("steps")) {
+    std::optional<int64_t> n = steps->getInt();
+    if (!n || *n < 0 || *n > kMaxTrainSteps)
+      fail(top, concat("train.steps is ", steps->serialize(), ", not a step count from 0 to ",
+                       kMaxTrainSteps));
+    plan.steps = *n;
+  }
   plan.parallel = get(o, top, "parallel");
   if (!plan.parallel.isObject())
     typeError("parallel", "an object", plan.parallel);

@@ -37,6 +37,9 @@ inline constexpr int kPlanFormatVersion = 1;
 
 /// The first word of MANIFEST's first line and plan.json's `format`.
 inline constexpr std::string_view kPlanFormatName = "mtc-plan";
+/// The most optimizer steps a run takes (the plan's `train.steps`, mtrun's --steps): steps
+/// index the dropout keys with 32 bits.
+inline constexpr int64_t kMaxTrainSteps = (int64_t(1) << 31) - 1;
 
 /// Element types of plan tensors: `f32`, `bf16`, `f16`, `f64` for values, `i32` for token ids.
 enum class PlanDType { F32, BF16, F16, F64, I32 };
@@ -288,6 +291,9 @@ struct Plan {
   std::optional<size_t> dataParallelAxis;
   /// The `train {}` and `parallel {}` settings as written (objects).
   JsonValue train;
+  /// `train.steps`, verified to be a step count from 0 to kMaxTrainSteps (0 when absent):
+  /// the steps a run takes unless told otherwise.
+  int64_t steps = 0;
   JsonValue parallel;
   std::vector<InputInfo> inputs;
   std::vector<ParamInfo> params;

@@ -2,29 +2,24 @@
 //
 // `mtrun PLAN [options]` loads and verifies a plan written by `mtc compile -o PLAN`
 // (docs/plan-format.md) and trains it on this CPU with the plan's compiled step
-// (kernels/x86_64.so): initialise or resume (--load), run the step loop up to --steps, log,
-// checkpoint (--save) and export the parameters (--export-safetensors). `--info` describes
-// the plan. With `--nodes`, data parallelism over the ranks, and tensor parallelism over the
-// plan's mesh when it has one (runtime/exec/RankMesh.h). Plain C++20: no LLVM.
+// (kernels/x86_64.so). This file is the command line: it parses and checks the flags, starts
+// the ranks (`--nodes`), joins this rank to its job and hands the run to the training loop
+// (runtime/exec/TrainingRun.h: initialise or resume, the steps, logs, metrics, checkpoints,
+// the export), printing its log. `--info` describes the plan. Plain C++20: no LLVM.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/GlooCommunicator.h"
 #include "runtime/comm/LaunchEnvironment.h"
-#include "runtime/data/MetricsWriter.h"
-#include "runtime/data/TokenSource.h"
-#include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/Gemm.h"
-#include "runtime/exec/KernelLibrary.h"
-#include "runtime/exec/RankMesh.h"
 #include "runtime/exec/Trainer.h"
-#include "runtime/exec/TrainingState.h"
+#include "runtime/exec/TrainingRun.h"
 #include "runtime/launch/LocalLauncher.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanSummary.h"
+#include "runtime/plan/Sharding.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/OutputPaths.h"
-#include "runtime/support/Safetensors.h"
 
 #include <charconv>
 #include <csignal>
@@ -36,7 +31,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
 
@@ -170,9 +164,8 @@ Expected<Options> parseArgs(int argc, char **argv) {
 
 /// The ranges of the numeric options. A rank count is an `int` in every launcher and
 /// communicator (torchrun, Gloo, NCCL), and 65536 ranks is past any job this runtime runs on
-/// CPUs; steps index the dropout keys with 32 bits; a timeout past a day is a hang.
+/// CPUs; steps are bounded as the plan's (kMaxTrainSteps); a timeout past a day is a hang.
 constexpr int64_t kMaxRanks = 65536;
-constexpr int64_t kMaxSteps = (int64_t(1) << 31) - 1;
 constexpr int64_t kMaxCommTimeoutSeconds = 24 * 60 * 60;
 constexpr int64_t kMaxThreads = 4096;
 constexpr int64_t kMaxGlobalBatch = int64_t(1) << 24;
@@ -189,49 +182,18 @@ Expected<int64_t> parseCount(const std::optional<std::string> &value, std::strin
   return n;
 }
 
-Error exportParameters(const Plan &plan, const TrainingState &whole, const std::string &file) {
-  // The real vocabulary only (Checkpoint.h): an export is the same model under every tp.
-  TrainingState state = withRealVocabulary(plan, whole);
-  std::vector<TensorRef> refs = state.paramRefs();
-  SafetensorsMetadata metadata = {
-      {"format", "mtc"},
-      {"model", plan.model},
-      {"seed", concat(plan.seed)},
-      {"step", concat(state.step)},
-      {"plan_sha256", plan.planSha256},
-  };
-  return writeSafetensors(file, refs, metadata);
-}
-
-int64_t peakResidentBytes() {
-  rusage usage{};
-  if (::getrusage(RUSAGE_SELF, &usage) != 0)
-    return 0;
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024; // Linux reports KiB
-}
-
-std::string mebibytes(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return buf;
-}
-
-std::string withThousands(int64_t n) {
-  std::string digits = concat(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
-
-/// A progress bar on stderr when it is a terminal, erased before each log line.
-class Progress {
+/// The training log on stdout, with a progress bar on stderr when it is a terminal, erased
+/// before each log line.
+class TerminalLog final : public TrainingLog {
 public:
-  explicit Progress(bool leader) : enabled_(leader && ::isatty(STDERR_FILENO) == 1) {}
-  void show(int64_t done, int64_t target) {
-    if (!enabled_ || target <= 0)
+  TerminalLog() : progressEnabled_(::isatty(STDERR_FILENO) == 1) {}
+
+  void write(std::string_view text) override {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+  void progress(int64_t done, int64_t target) override {
+    if (!progressEnabled_ || target <= 0)
       return;
     constexpr int width = 30;
     int filled = static_cast<int>(width * done / target);
@@ -241,266 +203,16 @@ public:
     std::fflush(stderr);
     shown_ = true;
   }
-  void clear() {
+  void clearProgress() override {
     if (shown_)
       std::fprintf(stderr, "\r\033[K");
     shown_ = false;
   }
 
 private:
-  bool enabled_;
+  bool progressEnabled_;
   bool shown_ = false;
 };
-
-/// " (best possible 1.2799)" when the data's best loss is known.
-std::string bestLossNote(const TokenSource &data) {
-  if (!data.bestLoss())
-    return "";
-  char buf[48];
-  std::snprintf(buf, sizeof buf, " (best possible %.4f)", *data.bestLoss());
-  return buf;
-}
-
-struct RunSettings {
-  int64_t targetSteps = 0;
-  int64_t logEvery = 10;
-  int64_t saveEvery = 0;
-  int64_t globalBatch = 0; // 0: the plan's
-  unsigned threads = 0;
-};
-
-/// This process's place in the job: rank 0 of 1 without a launcher; otherwise the rank the
-/// launcher gave, with the world communicator (data parallelism over every rank for now).
-struct RankContext {
-  int rank = 0;
-  int size = 1;
-  std::unique_ptr<Communicator> world;
-
-  /// Rank 0 logs, writes metrics, checkpoints and exports; the others only report errors.
-  bool leader() const { return rank == 0; }
-};
-
-/// The whole tensors of `state` (this rank's shards) for a checkpoint or an export. Every rank
-/// calls it: when the plan is partitioned the ranks of the first model group (data-parallel
-/// index 0; every rank when data parallelism is a mesh axis, the optimizer state being split
-/// over it too) all-gather the shards over it, and the leader gets the whole tensors. Returns nothing when
-/// `state` is whole already (no partitioning) or this rank writes nothing.
-Expected<std::optional<TrainingState>> wholeState(const Plan &plan, const TrainingState &state,
-                                                   const RankMesh &mesh, bool leader) {
-  if (!mesh.partitioned())
-    return std::optional<TrainingState>(); // `state` is whole already
-  if (!mesh.inFirstModelGroup())
-    return std::optional<TrainingState>();
-  Expected<TrainingState> global = gatherState(plan, state, mesh);
-  if (!global)
-    return global.takeError();
-  if (!leader)
-    return std::optional<TrainingState>();
-  return std::optional<TrainingState>(std::move(*global));
-}
-
-/// Writes the checkpoint of `state` (shards gathered into whole tensors; only the leader
-/// writes). Every rank calls it.
-Error saveWholeCheckpoint(const std::string &dir, const Plan &plan, const TrainingState &state,
-                          const RankMesh &mesh, bool leader) {
-  Expected<std::optional<TrainingState>> whole = wholeState(plan, state, mesh, leader);
-  if (!whole)
-    return whole.takeError().withContext(concat("saving the checkpoint '", dir, "'"));
-  if (!leader)
-    return Error::success();
-  return saveCheckpoint(dir, plan, *whole ? **whole : state);
-}
-
-/// "tp=2 x data parallel 2" for the log; "dp=2 x tp=2, distributed optimizer over dp" when
-/// data parallelism is a mesh axis.
-std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
-  std::string s;
-  for (const MeshAxis &a : plan.mesh)
-    s.append(s.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
-  if (plan.dataParallelAxis)
-    return concat(s, ", distributed optimizer over ", plan.mesh[*plan.dataParallelAxis].name);
-  return concat(s, " x data parallel ", mesh.placement().dpSize);
-}
-
-/// The bytes rank 0 should send per step: the compiled step's own collectives (the
-/// compiler's prediction per call, times the micro-batches this rank runs) and the runtime's
-/// reduction of the gradients and the loss over `dp` data-parallel ranks: ring all-reduces
-/// (2 (dp - 1) / dp of the bytes) and, with the distributed optimizer, the reduce-scatter of
-/// each gradient its optimizer layout splits over the data-parallel axis ((dp - 1) / dp of
-/// its rank-local bytes).
-double predictedCommunicationBytes(const Plan &plan, const Trainer &trainer, int64_t dp) {
-  double bytes = 0;
-  if (const auto &compiled = plan.predictions.communicationBytes)
-    bytes += static_cast<double>(trainer.microBatches() / dp) *
-                 static_cast<double>(compiled->forwardBackward) +
-             static_cast<double>(compiled->optimizerStep);
-  if (dp > 1) {
-    double allReduced = 0, reduceScattered = 0;
-    const std::vector<TrainingState::Tensor> &params = trainer.state().params;
-    for (size_t i = 0; i < params.size(); ++i) {
-      double gradient = static_cast<double>(params[i].values.size() * sizeof(float));
-      (plan.dataParallelShardDim(plan.params[i]) ? reduceScattered : allReduced) += gradient;
-    }
-    double fraction = static_cast<double>(dp - 1) / static_cast<double>(dp);
-    bytes += fraction * reduceScattered + 2.0 * fraction * (allReduced + sizeof(double));
-  }
-  return bytes;
-}
-
-/// Trains `state` up to `settings.targetSteps`, logging and checkpointing on the way.
-Error train(const Plan &plan, const Options &opts, const RunSettings &settings,
-            RankContext &job, const RankMesh &mesh, TrainingState &state) {
-  int64_t vocab = plan.vocabularySize().value_or(0);
-  Expected<TokenSource> data = opts.data ? TokenSource::text(*opts.data, vocab, plan.seed)
-                                         : TokenSource::synthetic(vocab, plan.seed);
-  if (!data)
-    return data.takeError();
-  Expected<KernelLibrary> kernels = KernelLibrary::load(plan);
-  if (!kernels)
-    return kernels.takeError();
-  std::optional<MetricsWriter> metrics;
-  if (opts.metrics && job.leader()) {
-    Expected<MetricsWriter> writer = MetricsWriter::open(*opts.metrics);
-    if (!writer)
-      return writer.takeError();
-    metrics.emplace(std::move(*writer));
-  }
-  int64_t first = state.step;
-  Expected<Trainer> trainer = Trainer::create(plan, *kernels, std::move(state), *data,
-                                              settings.globalBatch, mesh.dataParallel(),
-                                              mesh.partitioned() ? &mesh.context() : nullptr);
-  if (!trainer)
-    return trainer.takeError();
-  // Everything below prints on the leader only.
-  auto print = [&](auto... args) {
-    if (job.leader())
-      std::printf(args...);
-  };
-
-  print("model %s: %s parameters, plan %s\n", plan.model.c_str(),
-        withThousands(plan.numParameterElements()).c_str(), plan.dir.c_str());
-  print("data: %s\n", data->describe().c_str());
-  if (job.size > 1 && mesh.partitioned())
-    print("ranks: %d (%s, %s over TCP)\n", job.size, describeMesh(plan, mesh).c_str(),
-          std::string(job.world->backendName()).c_str());
-  else if (job.size > 1)
-    print("ranks: %d (data parallel, %s over TCP)\n", job.size,
-          std::string(job.world->backendName()).c_str());
-  print("batch: %lld sequences of %lld tokens (%lld micro-batch%s of %lld); steps %lld -> "
-        "%lld\n",
-              static_cast<long long>(trainer->microBatches() * trainer->microBatchSize()),
-              static_cast<long long>(trainer->sequenceLength()),
-              static_cast<long long>(trainer->microBatches()),
-              trainer->microBatches() == 1 ? "" : "es",
-              static_cast<long long>(trainer->microBatchSize()), static_cast<long long>(first),
-              static_cast<long long>(settings.targetSteps));
-  std::fflush(stdout);
-
-  // The compiler's figure for the same accounting, when the plan has one (plans with kernels)
-  // and the run keeps the plan's batch (the prediction assumes it).
-  std::string predicted;
-  if (std::optional<int64_t> bytes = plan.predictions.memoryBytes.peak;
-      bytes && settings.globalBatch == 0)
-    predicted = concat(" (predicted ", mebibytes(*bytes), ")");
-  Progress progress(job.leader());
-  // Bytes this rank sent over the world and every communicator split from it (the mesh
-  // axes' collectives in the kernels, the data-parallel all-reduce, gathers of checkpoints).
-  const uint64_t commStart = mesh.bytesSent();
-  uint64_t commBytes = commStart;
-  double firstLoss = 0, lastLoss = 0, seconds = 0;
-  int64_t tokens = 0;
-  while (trainer->state().step < settings.targetSteps) {
-    Expected<StepStats> stats = trainer->step();
-    if (!stats) {
-      progress.clear();
-      return stats.takeError();
-    }
-    if (stats->step == first + 1)
-      firstLoss = stats->loss;
-    lastLoss = stats->loss;
-    seconds += stats->seconds;
-    tokens += stats->tokens;
-    double tokensPerSecond = stats->seconds > 0 ? double(stats->tokens) / stats->seconds : 0;
-    int64_t peak = trainer->peakBytes();
-    int64_t rss = peakResidentBytes();
-    // Bytes this rank sent in the step's collectives (the communicator's counters).
-    uint64_t sent = mesh.bytesSent();
-    uint64_t stepBytes = sent - commBytes;
-    commBytes = sent;
-    if (metrics) {
-      JsonObject record{{"step", stats->step},
-                        {"loss", stats->loss},
-                        {"lr", stats->lr},
-                        {"grad_norm", stats->gradNorm},
-                        {"tokens", stats->tokens},
-                        {"tokens_per_s", tokensPerSecond},
-                        {"step_ms", stats->seconds * 1e3},
-                        {"peak_bytes", peak},
-                        {"peak_rss_bytes", rss},
-                        {"comm_bytes_sent", static_cast<int64_t>(stepBytes)}};
-      if (Error err = metrics->write(record); !err.ok())
-        return err;
-    }
-    bool last = stats->step == settings.targetSteps;
-    if (stats->step == first + 1 || stats->step % settings.logEvery == 0 || last) {
-      progress.clear();
-      print("step %6lld/%lld  loss %.4f  lr %.3e  grad norm %.3f  %8.0f tok/s  %8.1f ms  "
-            "mem %s%s  rss %s\n",
-                  static_cast<long long>(stats->step),
-                  static_cast<long long>(settings.targetSteps), stats->loss, stats->lr,
-                  stats->gradNorm, tokensPerSecond, stats->seconds * 1e3,
-                  mebibytes(peak).c_str(), predicted.c_str(), mebibytes(rss).c_str());
-      std::fflush(stdout);
-    }
-    if (opts.save && settings.saveEvery > 0 && stats->step % settings.saveEvery == 0 && !last) {
-      if (mesh.partitioned()) {
-        if (Error err = saveWholeCheckpoint(*opts.save, plan, trainer->state(), mesh, job.leader());
-            !err.ok())
-          return err;
-      } else if (job.leader()) {
-        if (Error err = saveCheckpoint(*opts.save, plan, trainer->state()); !err.ok())
-          return err;
-      }
-    }
-    progress.show(stats->step, settings.targetSteps);
-  }
-  progress.clear();
-  if (trainer->state().step > first)
-    print("trained steps %lld-%lld in %.1f s (%.0f tok/s): loss %.4f -> %.4f%s\n",
-                static_cast<long long>(first + 1), static_cast<long long>(settings.targetSteps),
-                seconds, seconds > 0 ? double(tokens) / seconds : 0.0, firstLoss, lastLoss,
-                bestLossNote(*data).c_str());
-  if (job.world && trainer->state().step > first)
-    print(mesh.partitioned()
-              ? "communication: %.2f MiB sent by rank 0 per step (the kernels' collectives, "
-                "gradients and loss); predicted %.2f MiB\n"
-              : "communication: %.2f MiB sent by rank 0 per step (gradients and loss, ring "
-                "all-reduce); predicted %.2f MiB\n",
-          static_cast<double>(commBytes - commStart) / (1024.0 * 1024.0) /
-              static_cast<double>(trainer->state().step - first),
-          predictedCommunicationBytes(plan, *trainer, mesh.placement().dpSize) /
-              (1024.0 * 1024.0));
-  if (const KernelArena *arena = kernels->arena(); arena && trainer->state().step > first)
-    print("temporaries: a %s arena placed by the plan; %lld allocations fell back to the heap\n",
-          mebibytes(arena->size()).c_str(), static_cast<long long>(kernelArenaFallbacks()));
-  state = trainer->state();
-  if (metrics)
-    return metrics->close();
-  return Error::success();
-}
-
-/// The plan's `train.steps` (0 when absent): a step count mtrun can run, or an error.
-Expected<int64_t> readPlanSteps(const Plan &plan) {
-  const JsonObject *train = plan.train.getObject();
-  const JsonValue *steps = train ? train->find("steps") : nullptr;
-  if (!steps)
-    return 0;
-  std::optional<int64_t> n = steps->getInt();
-  if (!n || *n < 0 || *n > kMaxSteps)
-    return makeError(plan.dir.string(), "/plan.json: train.steps is ", steps->serialize(),
-                     ", not a step count from 0 to ", kMaxSteps);
-  return *n;
-}
 
 /// Checks that the checkpoint, the export and the metrics can be written, before any step.
 Error checkOutputs(const Options &opts) {
@@ -588,7 +300,7 @@ int run(int argc, char **argv) {
       parseCount(opts->ranksPerNode, "--ranks-per-node", 1, 1, kMaxRanks);
   Expected<int64_t> commTimeout =
       parseCount(opts->commTimeout, "--comm-timeout", 60, 1, kMaxCommTimeoutSeconds);
-  Expected<int64_t> steps = parseCount(opts->steps, "--steps", 0, 0, kMaxSteps);
+  Expected<int64_t> steps = parseCount(opts->steps, "--steps", 0, 0, kMaxTrainSteps);
   Expected<int64_t> logEvery = parseCount(opts->logEvery, "--log-every", 10, 1, kMaxInt64);
   Expected<int64_t> saveEvery = parseCount(opts->saveEvery, "--save-every", 0, 1, kMaxInt64);
   Expected<int64_t> threads = parseCount(opts->threads, "--threads", 0, 1, kMaxThreads);
@@ -610,9 +322,6 @@ int run(int argc, char **argv) {
   Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
   if (!env)
     return fail(env.error());
-  Expected<int64_t> planSteps = readPlanSteps(*plan);
-  if (!planSteps)
-    return fail(planSteps.error());
   // Tensor parallelism: the ranks are mesh size x data-parallel degree (exactly the mesh size
   // when data parallelism is a mesh axis, the distributed optimizer); the global batch must
   // split over the data-parallel ranks.
@@ -665,69 +374,28 @@ int run(int argc, char **argv) {
       return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
   }
 
-  RunSettings settings;
-  settings.targetSteps = opts->steps ? *steps : *planSteps;
-  settings.logEvery = *logEvery;
-  settings.saveEvery = *saveEvery;
-  settings.threads = static_cast<unsigned>(*threads);
-  settings.globalBatch = *globalBatch;
+  TrainingRunOptions training;
+  training.targetSteps = opts->steps ? *steps : plan->steps;
+  training.logEvery = *logEvery;
+  training.saveEvery = *saveEvery;
+  training.globalBatch = *globalBatch;
+  training.threads = static_cast<unsigned>(*threads);
+  training.data = opts->data;
+  training.load = opts->load;
+  training.save = opts->save;
+  training.metrics = opts->metrics;
+  training.exportSafetensors = opts->exportSafetensors;
   // The GEMMs of small models lose more to waking OpenBLAS's threads than they gain.
-  setGemmThreads(settings.threads > 0 ? static_cast<int>(settings.threads) : 1);
+  setGemmThreads(training.threads > 0 ? static_cast<int>(training.threads) : 1);
 
   Expected<RankContext> job = joinJob(*env, std::chrono::seconds(*commTimeout));
   if (!job) {
     RankContext self{env->rank, env->worldSize, nullptr};
     return fail(job.error(), &self);
   }
-  // This rank's place on the plan's mesh and the communicators of its axes (collective).
-  Expected<RankMesh> mesh = RankMesh::create(*plan, job->world.get());
-  if (!mesh)
-    return fail(mesh.error(), &*job);
-  const std::vector<int64_t> &coordinates = mesh->placement().coordinates;
-  // Checkpoints hold whole tensors: every rank reads them and keeps its shard.
-  Expected<TrainingState> state = [&]() -> Expected<TrainingState> {
-    if (opts->load) {
-      Expected<TrainingState> whole = loadCheckpoint(*opts->load, *plan);
-      if (!whole || !mesh->partitioned())
-        return whole;
-      return shardState(*plan, *whole, coordinates);
-    }
-    return mesh->partitioned()
-               ? TrainingState::initializeShards(*plan, coordinates, settings.threads)
-               : TrainingState::initialize(*plan, settings.threads);
-  }();
-  if (!state)
-    return fail(state.error(), &*job);
-  if (opts->load && job->leader())
-    std::printf("resumed from %s at step %lld\n", opts->load->c_str(),
-                static_cast<long long>(state->step));
-  if (state->step > settings.targetSteps)
-    return fail(makeError("the checkpoint is at step ", state->step, ", past --steps ",
-                          settings.targetSteps, " (give a larger --steps to continue)"),
-                &*job);
-  if (state->step < settings.targetSteps)
-    if (Error err = train(*plan, *opts, settings, *job, *mesh, *state); !err.ok())
-      return fail(err, &*job);
-  // Every data-parallel rank holds the same parameters and state: the leader writes them,
-  // whole (the shards of a partitioned plan gathered over the model group first).
-  std::optional<TrainingState> whole;
-  if (opts->save || opts->exportSafetensors) {
-    Expected<std::optional<TrainingState>> gathered =
-        wholeState(*plan, *state, *mesh, job->leader());
-    if (!gathered)
-      return fail(gathered.error(), &*job);
-    whole = std::move(*gathered);
-  }
-  const TrainingState &written = whole ? *whole : *state;
-  if (opts->save && job->leader()) {
-    if (Error err = saveCheckpoint(*opts->save, *plan, written); !err.ok())
-      return fail(err, &*job);
-    std::printf("saved checkpoint %s (step %lld)\n", opts->save->c_str(),
-                static_cast<long long>(state->step));
-  }
-  if (opts->exportSafetensors && job->leader())
-    if (Error err = exportParameters(*plan, written, *opts->exportSafetensors); !err.ok())
-      return fail(err, &*job);
+  TerminalLog log;
+  if (Error err = runTraining(*plan, training, *job, log); !err.ok())
+    return fail(err, &*job);
   if (std::fflush(stdout) != 0)
     return fail(makeError("cannot write the output"), &*job);
   return 0;

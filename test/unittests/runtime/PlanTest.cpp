@@ -194,6 +194,7 @@ TEST_F(PlanTest, LoadsAValidPlan) {
   EXPECT_EQ(p->dimSize("vocab"), 16);
   EXPECT_FALSE(p->dimSize("nope"));
   EXPECT_EQ(p->train.getObject()->find("steps")->getInt(), 10);
+  EXPECT_EQ(p->steps, 10);
   EXPECT_TRUE(p->parallel.getObject()->empty());
 
   ASSERT_EQ(p->inputs.size(), 2u);
@@ -313,6 +314,13 @@ TEST_F(PlanTest, PredictedCommunication) {
                         at(o, "predictions").set("communication_bytes", std::move(comm));
                       }),
                       "predictions.communication_bytes: missing key 'optimizer_step'");
+}
+
+TEST_F(PlanTest, StepsDefaultToZero) {
+  writePlan(edited([](JsonObject &o) { at(o, "train").erase("steps"); }));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->steps, 0);
 }
 
 TEST_F(PlanTest, TrailingSlashIsNotShownTwice) {
@@ -583,6 +591,14 @@ TEST_F(PlanTest, TopLevelErrors) {
                       "vocabulary: 'tokens' is not a dimension of the model");
   expectPlanJsonError(edited([](JsonObject &o) { o.set("train", JsonArray{}); }),
                       "train: expected an object, found an array");
+  expectPlanJsonError(edited([](JsonObject &o) { at(o, "train").set("steps", -3); }),
+                      "train.steps is -3, not a step count from 0 to 2147483647");
+  expectPlanJsonError(edited([](JsonObject &o) { at(o, "train").set("steps", 2.5); }),
+                      "train.steps is 2.5, not a step count from 0 to 2147483647");
+  expectPlanJsonError(edited([](JsonObject &o) { at(o, "train").set("steps", int64_t(1) << 31); }),
+                      "train.steps is 2147483648, not a step count from 0 to 2147483647");
+  expectPlanJsonError(edited([](JsonObject &o) { at(o, "train").set("steps", "10"); }),
+                      "train.steps is \"10\", not a step count from 0 to 2147483647");
   expectPlanJsonError(edited([](JsonObject &o) { o.set("parallel", nullptr); }),
                       "parallel: expected an object, found null");
   expectPlanJsonError(edited([](JsonObject &o) { o.erase("states"); }), "missing key 'states'");

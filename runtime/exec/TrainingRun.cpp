@@ -1,0 +1,353 @@
+//===- TrainingRun.cpp - One rank's training run: state, steps, outputs ---===//
+
+#include "runtime/exec/TrainingRun.h"
+
+#include "runtime/data/MetricsWriter.h"
+#include "runtime/data/TokenSource.h"
+#include "runtime/exec/Checkpoint.h"
+#include "runtime/exec/CommunicationPrediction.h"
+#include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/KernelMemory.h"
+#include "runtime/exec/RankMesh.h"
+#include "runtime/exec/Trainer.h"
+#include "runtime/exec/TrainingState.h"
+#include "runtime/support/Safetensors.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <sys/resource.h>
+
+namespace mtc::rt {
+namespace {
+
+/// printf into a string, for the log's lines.
+[[gnu::format(printf, 1, 2)]] std::string formatText(const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list copy;
+  va_copy(copy, args);
+  int n = std::vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  std::string out(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0)
+    std::vsnprintf(out.data(), out.size() + 1, fmt, args);
+  va_end(args);
+  return out;
+}
+
+int64_t peakResidentBytes() {
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0)
+    return 0;
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024; // Linux reports KiB
+}
+
+std::string mebibytes(int64_t bytes) {
+  return formatText("%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
+
+std::string withThousands(int64_t n) {
+  std::string digits = concat(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+/// " (best possible 1.2799)" when the data's best loss is known.
+std::string bestLossNote(const TokenSource &data) {
+  if (!data.bestLoss())
+    return "";
+  return formatText(" (best possible %.4f)", *data.bestLoss());
+}
+
+Error exportParameters(const Plan &plan, const TrainingState &whole, const std::string &file) {
+  // The real vocabulary only (Checkpoint.h): an export is the same model under every tp.
+  TrainingState state = withRealVocabulary(plan, whole);
+  std::vector<TensorRef> refs = state.paramRefs();
+  SafetensorsMetadata metadata = {
+      {"format", "mtc"},
+      {"model", plan.model},
+      {"seed", concat(plan.seed)},
+      {"step", concat(state.step)},
+      {"plan_sha256", plan.planSha256},
+  };
+  return writeSafetensors(file, refs, metadata);
+}
+
+/// The whole tensors of `state` (this rank's shards) for a checkpoint or an export. Every rank
+/// calls it: when the plan is partitioned the ranks of the first model group (data-parallel
+/// index 0; every rank when data parallelism is a mesh axis, the optimizer state being split
+/// over it too) all-gather the shards over it, and the leader gets the whole tensors. Returns
+/// nothing when `state` is whole already (no partitioning) or this rank writes nothing.
+Expected<std::optional<TrainingState>> wholeState(const Plan &plan, const TrainingState &state,
+                                                  const RankMesh &mesh, bool leader) {
+  if (!mesh.partitioned())
+    return std::optional<TrainingState>(); // `state` is whole already
+  if (!mesh.inFirstModelGroup())
+    return std::optional<TrainingState>();
+  Expected<TrainingState> global = gatherState(plan, state, mesh);
+  if (!global)
+    return global.takeError();
+  if (!leader)
+    return std::optional<TrainingState>();
+  return std::optional<TrainingState>(std::move(*global));
+}
+
+/// "tp=2 x data parallel 2" for the log; "dp=2 x tp=2, distributed optimizer over dp" when
+/// data parallelism is a mesh axis.
+std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
+  std::string s;
+  for (const MeshAxis &a : plan.mesh)
+    s.append(s.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
+  if (plan.dataParallelAxis)
+    return concat(s, ", distributed optimizer over ", plan.mesh[*plan.dataParallelAxis].name);
+  return concat(s, " x data parallel ", mesh.placement().dpSize);
+}
+
+/// The run on one rank once its mesh is known.
+class Run {
+public:
+  Run(const Plan &plan, const TrainingRunOptions &options, const RankContext &job,
+      const RankMesh &mesh, TrainingLog &log)
+      : plan_(plan), options_(options), job_(job), mesh_(mesh), log_(log) {}
+
+  /// The state at the start: the checkpoint of `options.load` (this rank's shard of it) or
+  /// the initial parameters.
+  Expected<TrainingState> startState();
+  /// Trains `state` up to `options.targetSteps`, logging and checkpointing on the way.
+  Error train(TrainingState &state);
+  /// The final checkpoint and export of `state`.
+  Error writeOutputs(const TrainingState &state);
+
+private:
+  /// Logs on the leader only.
+  void print(const std::string &text) {
+    if (job_.leader())
+      log_.write(text);
+  }
+  /// Writes the checkpoint of `state` (shards gathered into whole tensors; only the leader
+  /// writes). Every rank calls it.
+  Error saveDuringRun(const TrainingState &state);
+  /// Writes `whole` to `options.save` (the leader only) and tells the log.
+  Error writeCheckpoint(const TrainingState &whole, int64_t step);
+
+  const Plan &plan_;
+  const TrainingRunOptions &options_;
+  const RankContext &job_;
+  const RankMesh &mesh_;
+  TrainingLog &log_;
+};
+
+Expected<TrainingState> Run::startState() {
+  // Checkpoints hold whole tensors: every rank reads them and keeps its shard.
+  const std::vector<int64_t> &coordinates = mesh_.placement().coordinates;
+  if (options_.load) {
+    Expected<TrainingState> whole = loadCheckpoint(*options_.load, plan_);
+    if (!whole || !mesh_.partitioned())
+      return whole;
+    return shardState(plan_, *whole, coordinates);
+  }
+  return mesh_.partitioned() ? TrainingState::initializeShards(plan_, coordinates, options_.threads)
+                             : TrainingState::initialize(plan_, options_.threads);
+}
+
+Error Run::writeCheckpoint(const TrainingState &whole, int64_t step) {
+  if (Error err = saveCheckpoint(*options_.save, plan_, whole); !err.ok())
+    return err;
+  log_.checkpointWritten(*options_.save, step);
+  return Error::success();
+}
+
+Error Run::saveDuringRun(const TrainingState &state) {
+  if (!mesh_.partitioned())
+    return job_.leader() ? writeCheckpoint(state, state.step) : Error::success();
+  Expected<std::optional<TrainingState>> whole = wholeState(plan_, state, mesh_, job_.leader());
+  if (!whole)
+    return whole.takeError().withContext(concat("saving the checkpoint '", *options_.save, "'"));
+  if (!job_.leader())
+    return Error::success();
+  return writeCheckpoint(*whole ? **whole : state, state.step);
+}
+
+Error Run::train(TrainingState &state) {
+  int64_t vocab = plan_.vocabularySize().value_or(0);
+  Expected<TokenSource> data = options_.data ? TokenSource::text(*options_.data, vocab, plan_.seed)
+                                             : TokenSource::synthetic(vocab, plan_.seed);
+  if (!data)
+    return data.takeError();
+  Expected<KernelLibrary> kernels = KernelLibrary::load(plan_);
+  if (!kernels)
+    return kernels.takeError();
+  std::optional<MetricsWriter> metrics;
+  if (options_.metrics && job_.leader()) {
+    Expected<MetricsWriter> writer = MetricsWriter::open(*options_.metrics);
+    if (!writer)
+      return writer.takeError();
+    metrics.emplace(std::move(*writer));
+  }
+  const int64_t first = state.step, target = options_.targetSteps;
+  Expected<Trainer> trainer =
+      Trainer::create(plan_, *kernels, std::move(state), *data, options_.globalBatch,
+                      mesh_.dataParallel(), mesh_.partitioned() ? &mesh_.context() : nullptr);
+  if (!trainer)
+    return trainer.takeError();
+
+  print(formatText("model %s: %s parameters, plan %s\n", plan_.model.c_str(),
+                   withThousands(plan_.numParameterElements()).c_str(), plan_.dir.c_str()));
+  print(formatText("data: %s\n", data->describe().c_str()));
+  if (job_.size > 1 && mesh_.partitioned())
+    print(formatText("ranks: %d (%s, %s over TCP)\n", job_.size, describeMesh(plan_, mesh_).c_str(),
+                     std::string(job_.world->backendName()).c_str()));
+  else if (job_.size > 1)
+    print(formatText("ranks: %d (data parallel, %s over TCP)\n", job_.size,
+                     std::string(job_.world->backendName()).c_str()));
+  print(formatText(
+      "batch: %lld sequences of %lld tokens (%lld micro-batch%s of %lld); steps %lld -> "
+      "%lld\n",
+      static_cast<long long>(trainer->microBatches() * trainer->microBatchSize()),
+      static_cast<long long>(trainer->sequenceLength()),
+      static_cast<long long>(trainer->microBatches()), trainer->microBatches() == 1 ? "" : "es",
+      static_cast<long long>(trainer->microBatchSize()), static_cast<long long>(first),
+      static_cast<long long>(target)));
+
+  // The compiler's figure for the same accounting, when the plan has one (plans with kernels)
+  // and the run keeps the plan's batch (the prediction assumes it).
+  std::string predicted;
+  if (std::optional<int64_t> bytes = plan_.predictions.memoryBytes.peak;
+      bytes && options_.globalBatch == 0)
+    predicted = concat(" (predicted ", mebibytes(*bytes), ")");
+  // Bytes this rank sent over the world and every communicator split from it (the mesh
+  // axes' collectives in the kernels, the data-parallel all-reduce, gathers of checkpoints).
+  const uint64_t commStart = mesh_.bytesSent();
+  uint64_t commBytes = commStart;
+  double firstLoss = 0, lastLoss = 0, seconds = 0;
+  int64_t tokens = 0;
+  while (trainer->state().step < target) {
+    Expected<StepStats> stats = trainer->step();
+    if (!stats) {
+      if (job_.leader())
+        log_.clearProgress();
+      return stats.takeError();
+    }
+    if (stats->step == first + 1)
+      firstLoss = stats->loss;
+    lastLoss = stats->loss;
+    seconds += stats->seconds;
+    tokens += stats->tokens;
+    double tokensPerSecond = stats->seconds > 0 ? double(stats->tokens) / stats->seconds : 0;
+    int64_t peak = trainer->peakBytes();
+    int64_t rss = peakResidentBytes();
+    // Bytes this rank sent in the step's collectives (the communicator's counters).
+    uint64_t sent = mesh_.bytesSent();
+    uint64_t stepBytes = sent - commBytes;
+    commBytes = sent;
+    if (metrics) {
+      JsonObject record{{"step", stats->step},
+                        {"loss", stats->loss},
+                        {"lr", stats->lr},
+                        {"grad_norm", stats->gradNorm},
+                        {"tokens", stats->tokens},
+                        {"tokens_per_s", tokensPerSecond},
+                        {"step_ms", stats->seconds * 1e3},
+                        {"peak_bytes", peak},
+                        {"peak_rss_bytes", rss},
+                        {"comm_bytes_sent", static_cast<int64_t>(stepBytes)}};
+      if (Error err = metrics->write(record); !err.ok())
+        return err;
+    }
+    bool last = stats->step == target;
+    if (stats->step == first + 1 || stats->step % options_.logEvery == 0 || last) {
+      if (job_.leader())
+        log_.clearProgress();
+      print(
+          formatText("step %6lld/%lld  loss %.4f  lr %.3e  grad norm %.3f  %8.0f tok/s  %8.1f ms  "
+                     "mem %s%s  rss %s\n",
+                     static_cast<long long>(stats->step), static_cast<long long>(target),
+                     stats->loss, stats->lr, stats->gradNorm, tokensPerSecond, stats->seconds * 1e3,
+                     mebibytes(peak).c_str(), predicted.c_str(), mebibytes(rss).c_str()));
+    }
+    if (options_.save && options_.saveEvery > 0 && stats->step % options_.saveEvery == 0 && !last)
+      if (Error err = saveDuringRun(trainer->state()); !err.ok())
+        return err;
+    if (job_.leader())
+      log_.progress(stats->step, target);
+  }
+  if (job_.leader())
+    log_.clearProgress();
+  const int64_t taken = trainer->state().step - first;
+  if (taken > 0)
+    print(formatText("trained steps %lld-%lld in %.1f s (%.0f tok/s): loss %.4f -> %.4f%s\n",
+                     static_cast<long long>(first + 1), static_cast<long long>(target), seconds,
+                     seconds > 0 ? double(tokens) / seconds : 0.0, firstLoss, lastLoss,
+                     bestLossNote(*data).c_str()));
+  if (job_.world && taken > 0)
+    print(formatText(
+        mesh_.partitioned()
+            ? "communication: %.2f MiB sent by rank 0 per step (the kernels' "
+              "collectives, gradients and loss); predicted %.2f MiB\n"
+            : "communication: %.2f MiB sent by rank 0 per step (gradients and loss, "
+              "ring all-reduce); predicted %.2f MiB\n",
+        static_cast<double>(commBytes - commStart) / (1024.0 * 1024.0) / static_cast<double>(taken),
+        predictedCommunicationBytes(plan_, trainer->microBatches(), mesh_.placement().dpSize) /
+            (1024.0 * 1024.0)));
+  if (const KernelArena *arena = kernels->arena(); arena && taken > 0)
+    print(formatText("temporaries: a %s arena placed by the plan; %lld allocations fell back to "
+                     "the heap\n",
+                     mebibytes(arena->size()).c_str(),
+                     static_cast<long long>(kernelArenaFallbacks())));
+  state = trainer->state();
+  if (metrics)
+    return metrics->close();
+  return Error::success();
+}
+
+Error Run::writeOutputs(const TrainingState &state) {
+  if (!options_.save && !options_.exportSafetensors)
+    return Error::success();
+  // Every data-parallel rank holds the same parameters and state: the leader writes them,
+  // whole (the shards of a partitioned plan gathered over the model group first).
+  Expected<std::optional<TrainingState>> whole = wholeState(plan_, state, mesh_, job_.leader());
+  if (!whole)
+    return whole.takeError();
+  if (!job_.leader())
+    return Error::success();
+  const TrainingState &written = *whole ? **whole : state;
+  if (options_.save) {
+    if (Error err = writeCheckpoint(written, state.step); !err.ok())
+      return err;
+    print(formatText("saved checkpoint %s (step %lld)\n", options_.save->c_str(),
+                     static_cast<long long>(state.step)));
+  }
+  if (options_.exportSafetensors)
+    return exportParameters(plan_, written, *options_.exportSafetensors);
+  return Error::success();
+}
+
+} // namespace
+
+Error runTraining(const Plan &plan, const TrainingRunOptions &options, const RankContext &job,
+                  TrainingLog &log) {
+  // This rank's place on the plan's mesh and the communicators of its axes (collective).
+  Expected<RankMesh> mesh = RankMesh::create(plan, job.world.get());
+  if (!mesh)
+    return mesh.takeError();
+  Run run(plan, options, job, *mesh, log);
+  Expected<TrainingState> state = run.startState();
+  if (!state)
+    return state.takeError();
+  if (options.load && job.leader())
+    log.write(formatText("resumed from %s at step %lld\n", options.load->c_str(),
+                         static_cast<long long>(state->step)));
+  if (state->step > options.targetSteps)
+    return makeError("the checkpoint is at step ", state->step, ", past --steps ",
+                     options.targetSteps, " (give a larger --steps to continue)");
+  if (state->step < options.targetSteps)
+    if (Error err = run.train(*state); !err.ok())
+      return err;
+  return run.writeOutputs(*state);
+}
+
+} // namespace mtc::rt

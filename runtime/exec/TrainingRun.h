@@ -1,0 +1,94 @@
+//===- TrainingRun.h - One rank's training run: state, steps, outputs -*- C++ -*-===//
+//
+// `runTraining(plan, options, job, log)` is what `mtrun PLAN` does on each rank once the
+// command line is checked and the rank has joined its job:
+//
+//   - place the rank on the plan's mesh (RankMesh, collective over the job's world);
+//   - start from the initial parameters or resume from a checkpoint (whole tensors, of which
+//     each rank keeps its shard);
+//   - train up to `targetSteps` (Trainer), logging every `logEvery` steps, appending a JSON
+//     line per step to the metrics file and checkpointing every `saveEvery` steps;
+//   - report the run (tokens/s, loss, the communication measured against its prediction,
+//     CommunicationPrediction.h, and the kernels' arena);
+//   - write the final checkpoint and the safetensors export, whole (the shards of a
+//     partitioned plan gathered over the model group first).
+//
+// The leader (rank 0) logs, writes the metrics, checkpoints and exports; every rank takes
+// part in the collectives. What the run reports goes to a TrainingLog, so the loop prints
+// nothing itself: mtrun writes the log to stdout and the progress to a terminal.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_RUNTIME_EXEC_TRAININGRUN_H
+#define MTC_RUNTIME_EXEC_TRAININGRUN_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace mtc::rt {
+
+/// This process's place in the job: rank 0 of 1 without a launcher; otherwise the rank the
+/// launcher gave, with the world communicator.
+struct RankContext {
+  int rank = 0;
+  int size = 1;
+  std::unique_ptr<Communicator> world;
+
+  /// Rank 0 logs, writes metrics, checkpoints and exports; the others only report errors.
+  bool leader() const { return rank == 0; }
+};
+
+/// What a run is asked to do (mtrun's flags, checked: counts in range, outputs writable).
+struct TrainingRunOptions {
+  /// Train until this many optimizer steps are done.
+  int64_t targetSteps = 0;
+  /// A log line for the first step, every `logEvery` steps and the last (>= 1).
+  int64_t logEvery = 10;
+  /// Also checkpoint to `save` every `saveEvery` steps (0: only at the end).
+  int64_t saveEvery = 0;
+  /// Sequences per step (0: the plan's `global_batch`).
+  int64_t globalBatch = 0;
+  /// Threads for initialisation (0: all cores).
+  unsigned threads = 0;
+  /// Train on the bytes of this file (none: the built-in synthetic task).
+  std::optional<std::string> data;
+  /// Resume from the checkpoint in this directory.
+  std::optional<std::string> load;
+  /// Write a checkpoint to this directory at the end (and every `saveEvery` steps).
+  std::optional<std::string> save;
+  /// Append one JSON line per step to this file.
+  std::optional<std::string> metrics;
+  /// Write the parameters to this safetensors file at the end.
+  std::optional<std::string> exportSafetensors;
+};
+
+/// Where a run reports. Only the leader's run reports; the others are silent.
+class TrainingLog {
+public:
+  virtual ~TrainingLog() = default;
+  /// Lines of the log, each ending in '\n'.
+  virtual void write(std::string_view text) = 0;
+  /// `done` of `target` steps are taken (a progress indicator, replaced by the next call).
+  virtual void progress(int64_t /*done*/, int64_t /*target*/) {}
+  /// Takes the progress indicator away (before a log line, an error or the end).
+  virtual void clearProgress() {}
+  /// A checkpoint of step `step` was written to `dir` (on the way or at the end).
+  virtual void checkpointWritten(const std::string & /*dir*/, int64_t /*step*/) {}
+};
+
+/// Runs `options` on this rank of `job` (every rank of the job calls it, with the same plan
+/// and options). Fails on the first error of any step, checkpoint, export or collective; the
+/// message does not name the rank.
+Error runTraining(const Plan &plan, const TrainingRunOptions &options, const RankContext &job,
+                  TrainingLog &log);
+
+} // namespace mtc::rt
+
+#endif // MTC_RUNTIME_EXEC_TRAININGRUN_H

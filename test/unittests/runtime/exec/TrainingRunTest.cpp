@@ -1,0 +1,172 @@
+//===- TrainingRunTest.cpp - One rank's training run ----------------------===//
+//
+// runTraining on the toy plan (ToyMeshPlan.h, one rank, no process): which steps it logs,
+// when it checkpoints, the metrics lines, resuming, and a checkpoint past the target.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/exec/TrainingRun.h"
+
+#include "runtime/exec/Checkpoint.h"
+
+#include "test/unittests/runtime/TempDir.h"
+#include "test/unittests/runtime/exec/ToyMeshPlan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+namespace mtc::rt::test {
+namespace {
+
+/// Keeps what a run reports.
+struct RecordingLog final : TrainingLog {
+  std::vector<std::string> lines;
+  std::vector<std::pair<std::string, int64_t>> checkpoints;
+  std::vector<int64_t> stepsDone;
+
+  void write(std::string_view text) override {
+    std::istringstream in{std::string(text)};
+    for (std::string line; std::getline(in, line);)
+      lines.push_back(line);
+  }
+  void progress(int64_t done, int64_t /*target*/) override { stepsDone.push_back(done); }
+  void checkpointWritten(const std::string &dir, int64_t step) override {
+    checkpoints.emplace_back(dir, step);
+  }
+
+  /// The steps of the "step N/M" lines.
+  std::vector<int64_t> loggedSteps() const {
+    std::vector<int64_t> steps;
+    for (const std::string &line : lines)
+      if (line.rfind("step ", 0) == 0)
+        steps.push_back(std::stoll(line.substr(5)));
+    return steps;
+  }
+  bool has(std::string_view prefix) const {
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string &l) { return l.rfind(prefix, 0) == 0; });
+  }
+};
+
+/// The toy plan with a 16-token vocabulary for the synthetic task.
+Plan toyRunPlan() {
+  Plan plan = toyPlan(1);
+  plan.dims = {{"vocab", 16}};
+  plan.vocabulary = "vocab";
+  return plan;
+}
+
+size_t countLines(const std::filesystem::path &file) {
+  std::string text = readBytes(file);
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(TrainingRunTest, LogsAndCheckpointsOnSchedule) {
+  TempDir dir;
+  Plan plan = toyRunPlan();
+  TrainingRunOptions options;
+  options.targetSteps = 5;
+  options.logEvery = 2;
+  options.saveEvery = 2;
+  options.threads = 1;
+  options.save = (dir / "ckpt").string();
+  options.metrics = (dir / "metrics.jsonl").string();
+  options.exportSafetensors = (dir / "w.safetensors").string();
+  RankContext job;
+  RecordingLog log;
+  Error err = runTraining(plan, options, job, log);
+  ASSERT_TRUE(err.ok()) << err.message();
+  // The first step, every second one and the last.
+  EXPECT_EQ(log.loggedSteps(), (std::vector<int64_t>{1, 2, 4, 5}));
+  EXPECT_EQ(log.stepsDone, (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  // Every second step but the last, then the final checkpoint.
+  std::vector<std::pair<std::string, int64_t>> saved = {
+      {*options.save, 2}, {*options.save, 4}, {*options.save, 5}};
+  EXPECT_EQ(log.checkpoints, saved);
+  EXPECT_TRUE(log.has("model toy: 8 parameters, plan toy.plan")) << log.lines[0];
+  EXPECT_TRUE(log.has("batch: 4 sequences of 4 tokens (4 micro-batches of 1); steps 0 -> 5"));
+  EXPECT_TRUE(log.has("trained steps 1-5 in "));
+  EXPECT_TRUE(log.has("saved checkpoint " + *options.save + " (step 5)"));
+  EXPECT_FALSE(log.has("communication:")) << "one rank has no world";
+  EXPECT_EQ(countLines(*options.metrics), 5u);
+  Expected<TrainingState> checkpoint = loadCheckpoint(*options.save, plan);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.error().message();
+  EXPECT_EQ(checkpoint->step, 5);
+  EXPECT_TRUE(std::filesystem::is_regular_file(*options.exportSafetensors));
+}
+
+TEST(TrainingRunTest, ResumesFromACheckpoint) {
+  TempDir dir;
+  Plan plan = toyRunPlan();
+  TrainingRunOptions first;
+  first.targetSteps = 2;
+  first.threads = 1;
+  first.save = (dir / "ckpt").string();
+  RankContext job;
+  RecordingLog firstLog;
+  ASSERT_TRUE(runTraining(plan, first, job, firstLog).ok());
+
+  TrainingRunOptions resumed;
+  resumed.targetSteps = 3;
+  resumed.threads = 1;
+  resumed.load = first.save;
+  RecordingLog log;
+  Error err = runTraining(plan, resumed, job, log);
+  ASSERT_TRUE(err.ok()) << err.message();
+  EXPECT_TRUE(log.has("resumed from " + *first.save + " at step 2"));
+  EXPECT_TRUE(log.has("batch: 4 sequences of 4 tokens (4 micro-batches of 1); steps 2 -> 3"));
+  EXPECT_EQ(log.loggedSteps(), (std::vector<int64_t>{3}));
+  EXPECT_TRUE(log.checkpoints.empty()) << "no --save";
+
+  // At the target already: nothing to train.
+  resumed.targetSteps = 2;
+  RecordingLog idle;
+  ASSERT_TRUE(runTraining(plan, resumed, job, idle).ok());
+  EXPECT_EQ(idle.lines, (std::vector<std::string>{"resumed from " + *first.save + " at step 2"}));
+}
+
+TEST(TrainingRunTest, ACheckpointPastTheTargetIsAnError) {
+  TempDir dir;
+  Plan plan = toyRunPlan();
+  TrainingRunOptions options;
+  options.targetSteps = 3;
+  options.threads = 1;
+  options.save = (dir / "ckpt").string();
+  RankContext job;
+  RecordingLog log;
+  ASSERT_TRUE(runTraining(plan, options, job, log).ok());
+  options.targetSteps = 1;
+  options.load = options.save;
+  Error err = runTraining(plan, options, job, log);
+  ASSERT_FALSE(err.ok());
+  EXPECT_EQ(err.message(),
+            "the checkpoint is at step 3, past --steps 1 (give a larger --steps to continue)");
+}
+
+TEST(TrainingRunTest, OnlyTheLeaderReports) {
+  TempDir dir;
+  Plan plan = toyRunPlan();
+  TrainingRunOptions options;
+  options.targetSteps = 2;
+  options.threads = 1;
+  options.save = (dir / "ckpt").string();
+  options.metrics = (dir / "metrics.jsonl").string();
+  // A rank other than 0 of a job whose world is this rank alone (no communicator needed).
+  RankContext job;
+  job.rank = 1;
+  RecordingLog log;
+  Error err = runTraining(plan, options, job, log);
+  ASSERT_TRUE(err.ok()) << err.message();
+  EXPECT_TRUE(log.lines.empty());
+  EXPECT_TRUE(log.stepsDone.empty());
+  EXPECT_TRUE(log.checkpoints.empty());
+  EXPECT_FALSE(std::filesystem::exists(*options.save));
+  EXPECT_FALSE(std::filesystem::exists(*options.metrics));
+}
+
+} // namespace
+} // namespace mtc::rt::test
