@@ -7,8 +7,8 @@
 //   int64_t mtc_dropout_key(int64_t stream, int64_t word);   // word: mtc_dropout_key_word
 //   void    mtc_dropout_layer(int64_t instance);
 //
-// and the runtime defines both here. The kernel keeps element `element` of dropout site
-// `stream` iff
+// (runtime/exec/KernelABI.h) and the runtime defines both here. The kernel keeps element
+// `element` of dropout site `stream` iff
 //
 //     mtc_dropout_keep(seed, mtc_dropout_tensor_id(stream, instance),
 //                      element + (first sample of the micro-batch) * 2^40, step + 1, 1 - rate)
@@ -29,10 +29,9 @@
 #ifndef MTC_RUNTIME_EXEC_DROPOUTKEY_H
 #define MTC_RUNTIME_EXEC_DROPOUTKEY_H
 
-#include <cstdint>
+#include "runtime/exec/KernelABI.h"
 
-extern "C" int64_t mtc_dropout_key(int64_t stream, int64_t word);
-extern "C" void mtc_dropout_layer(int64_t instance);
+#include <cstdint>
 
 namespace mtc::rt {
 

@@ -1,7 +1,7 @@
 //===- Gemm.h - The batched matrix product compiled kernels call -*- C++ -*-===//
 //
 // The CPU backend turns every f32 `linalg.batch_matmul` into a call of
-// `_mlir_ciface_mtc_batch_matmul_f32` (compiler/codegen/CPU/CPUCodegen.h), which the process
+// `_mlir_ciface_mtc_batch_matmul_f32` (runtime/exec/KernelABI.h), which the process
 // loading the kernels defines here with OpenBLAS's cblas_sgemm:
 //
 //     c[i] += a[i] x b[i]   for i < batch;  a: [batch, m, k], b: [batch, k, n], c: [batch, m, n]
@@ -16,28 +16,17 @@
 #ifndef MTC_RUNTIME_EXEC_GEMM_H
 #define MTC_RUNTIME_EXEC_GEMM_H
 
-#include <cstdint>
+#include "runtime/exec/KernelABI.h"
 
 namespace mtc::rt {
 
-/// A rank-3 f32 memref descriptor (StridedMemRefType<float, 3> of
-/// mlir/ExecutionEngine/CRunnerUtils.h): element [i][j][l] is at
-/// aligned[offset + i * strides[0] + j * strides[1] + l * strides[2]].
-struct MemRef3F32 {
-  float *allocated;
-  float *aligned;
-  int64_t offset;
-  int64_t sizes[3];
-  int64_t strides[3];
-};
+/// A rank-3 f32 memref descriptor (the ABI's, runtime/exec/KernelABI.h).
+using MemRef3F32 = MtcMemRef3F32;
 
 /// The number of threads OpenBLAS runs a product on (its default: one per core, or
 /// OPENBLAS_NUM_THREADS). A process that runs kernels on several threads of its own sets 1.
 void setGemmThreads(int threads);
 
 } // namespace mtc::rt
-
-extern "C" void _mlir_ciface_mtc_batch_matmul_f32(mtc::rt::MemRef3F32 *a, mtc::rt::MemRef3F32 *b,
-                                                  mtc::rt::MemRef3F32 *c);
 
 #endif // MTC_RUNTIME_EXEC_GEMM_H

@@ -2,7 +2,7 @@
 //
 // Compiled step functions allocate every temporary buffer through the process that loads
 // them (compiler/codegen/CPU/CPUCodegen.h): the backend redirects the object's `malloc`,
-// `calloc`, `aligned_alloc` and `free` calls to
+// `calloc`, `aligned_alloc` and `free` calls to (runtime/exec/KernelABI.h)
 //
 //   void *mtc_kernel_alloc(size_t size);                   // malloc
 //   void *mtc_kernel_calloc(size_t count, size_t size);    // calloc (zeroed)
@@ -32,15 +32,11 @@
 #ifndef MTC_RUNTIME_EXEC_KERNELMEMORY_H
 #define MTC_RUNTIME_EXEC_KERNELMEMORY_H
 
+#include "runtime/exec/KernelABI.h"
+#include "runtime/plan/Plan.h"
+
 #include <cstddef>
 #include <cstdint>
-
-extern "C" void *mtc_kernel_alloc(size_t size);
-extern "C" void *mtc_kernel_calloc(size_t count, size_t size);
-extern "C" void *mtc_kernel_aligned_alloc(size_t align, size_t size);
-extern "C" void mtc_kernel_free(void *pointer);
-
-#include "runtime/plan/Plan.h"
 
 #include <map>
 

@@ -12,10 +12,10 @@ namespace {
 
 thread_local MeshScope *currentScope = nullptr;
 
-size_t elementSize(int64_t dtype) { return dtype == kMeshF64 ? sizeof(double) : sizeof(float); }
+size_t elementSize(int64_t dtype) { return dtype == MTC_F64 ? sizeof(double) : sizeof(float); }
 
 std::string_view dtypeName(int64_t dtype) {
-  return dtype == kMeshF32 ? "f32" : dtype == kMeshF64 ? "f64" : "an unknown dtype";
+  return dtype == MTC_F32 ? "f32" : dtype == MTC_F64 ? "f64" : "an unknown dtype";
 }
 
 /// The reduction in coordinate order of `size` blocks of `count` elements (a NaN wins).
@@ -51,7 +51,7 @@ public:
                   mesh.axes.size() == 1 ? " axis)" : " axes)"));
       return nullptr;
     }
-    if (dtype_ != kMeshF32 && dtype_ != kMeshF64) {
+    if (dtype_ != MTC_F32 && dtype_ != MTC_F64) {
       fail(concat("unknown dtype ", dtype_, " (0 = f32, 1 = f64)"));
       return nullptr;
     }
@@ -114,19 +114,17 @@ private:
 };
 
 void zeroFill(void *out, int64_t dtype, int64_t count) {
-  if (out && count > 0 && (dtype == kMeshF32 || dtype == kMeshF64))
+  if (out && count > 0 && (dtype == MTC_F32 || dtype == MTC_F64))
     std::memset(out, 0, size_t(count) * elementSize(dtype));
 }
 
 /// The communicator's code of a checked `dtype` (the kernels pass the same codes).
 MtcElementType elementTypeOf(int64_t dtype) { return static_cast<MtcElementType>(dtype); }
-static_assert(int64_t(kMeshF32) == MTC_F32 && int64_t(kMeshF64) == MTC_F64,
-              "the kernels pass the communicator's codes");
 
 Error allReduce(const MeshAxisGroup &g, int64_t dtype, int64_t op, const void *in, void *out,
                 int64_t count) {
   size_t n = size_t(count);
-  if (op == kMeshSum || g.size == 1) {
+  if (op == MTC_SUM || g.size == 1) {
     std::memcpy(out, in, n * elementSize(dtype));
     if (g.size == 1)
       return Error::success();
@@ -136,7 +134,7 @@ Error allReduce(const MeshAxisGroup &g, int64_t dtype, int64_t op, const void *i
   std::vector<double> gathered(n * size_t(g.size)); // room for f64, aligned for it
   if (Error err = g.comm->allGather(in, gathered.data(), n, elementTypeOf(dtype)); !err.ok())
     return err;
-  if (dtype == kMeshF32)
+  if (dtype == MTC_F32)
     maxOfBlocks(reinterpret_cast<const float *>(gathered.data()), g.size, count,
                 static_cast<float *>(out));
   else
@@ -171,10 +169,10 @@ using namespace mtc::rt;
 
 extern "C" void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in, void *out,
                                int64_t count) {
-  Call call("mtc_all_reduce", op == kMeshSum ? "sum" : op == kMeshMax ? "max" : "unknown op",
+  Call call("mtc_all_reduce", op == MTC_SUM ? "sum" : op == MTC_MAX ? "max" : "unknown op",
             axis, dtype, count);
   if (call.run([&](const MeshAxisGroup &g) {
-        if (op != kMeshSum && op != kMeshMax)
+        if (op != MTC_SUM && op != MTC_MAX)
           return makeError("unknown reduction ", op, " (0 = sum, 1 = max)");
         return allReduce(g, dtype, op, in, out, count);
       }))

@@ -2,12 +2,12 @@
 //
 // A plan compiled with tensor parallelism (`mtc compile --kernels=x86 --tp N`) holds per-rank
 // programs that communicate along the plan's mesh axes (docs/plan-format.md, "Mesh and
-// layouts") through four C functions, which the runtime defines here and executables that
-// link the executor export (like mtc_dropout_key):
+// layouts") through four C functions of the kernel ABI (runtime/exec/KernelABI.h), which the
+// runtime defines here and executables that link the executor export (like mtc_dropout_key):
 //
 //   void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in, void *out,
 //                       int64_t count)
-//       out[i] = the reduction (op 0 = sum, 1 = max) of in[i] over the ranks of mesh axis
+//       out[i] = the reduction (op MTC_SUM or MTC_MAX) of in[i] over the ranks of mesh axis
 //       `axis` (this rank's group along it), i < count; in and out do not alias. The result is
 //       bitwise identical on every rank of the group: sum is Gloo's ring all-reduce; max
 //       gathers every rank's values and reduces them in coordinate order (a NaN wins).
@@ -21,8 +21,8 @@
 //   int64_t mtc_mesh_coordinate(int64_t axis)
 //       this rank's coordinate along the axis.
 //
-// dtype 0 = f32, 1 = f64 (the communicator's MTC_F32 and MTC_F64 codes, runtime/comm/
-// CollectiveTypes.h). Every combination works: the communicator's typed all-reduce,
+// dtype MTC_F32 or MTC_F64 (the communicator's codes, runtime/comm/CollectiveTypes.h, which
+// the ABI reuses). Every combination works: the communicator's typed all-reduce,
 // all-gather and reduce-scatter carry both. `axis` indexes plan.mesh.axes. An axis of size 1 needs no communicator: the
 // collectives copy.
 //
@@ -46,25 +46,14 @@
 #define MTC_RUNTIME_EXEC_MESHCOLLECTIVES_H
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/exec/KernelABI.h"
 #include "runtime/support/Error.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-extern "C" void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in, void *out,
-                               int64_t count);
-extern "C" void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out,
-                               int64_t count);
-extern "C" void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, void *out,
-                                   int64_t count);
-extern "C" int64_t mtc_mesh_coordinate(int64_t axis);
-
 namespace mtc::rt {
-
-/// Values of the `dtype` and `op` arguments.
-enum MeshDType : int64_t { kMeshF32 = 0, kMeshF64 = 1 };
-enum MeshReduceOp : int64_t { kMeshSum = 0, kMeshMax = 1 };
 
 /// One mesh axis as this rank sees it.
 struct MeshAxisGroup {

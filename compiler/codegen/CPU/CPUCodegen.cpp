@@ -177,17 +177,16 @@ Error link(llvm::StringRef objectPath, llvm::StringRef outputPath,
 /// Adds `_mtc_packed_f(void **descriptors)` for every `_mlir_ciface_f` whose parameters are
 /// all descriptor pointers (the only kind the C interface of tensor functions has).
 void addPackedEntryPoints(llvm::Module &module) {
-  constexpr llvm::StringLiteral cInterfacePrefix = "_mlir_ciface_";
   llvm::LLVMContext &context = module.getContext();
   llvm::PointerType *ptr = llvm::PointerType::getUnqual(context);
   SmallVector<llvm::Function *> cInterfaces;
   for (llvm::Function &function : module)
-    if (!function.isDeclaration() && function.getName().starts_with(cInterfacePrefix) &&
+    if (!function.isDeclaration() && function.getName().starts_with(codegen::kCInterfacePrefix) &&
         llvm::all_of(function.args(), [](llvm::Argument &a) { return a.getType()->isPointerTy(); }))
       cInterfaces.push_back(&function);
   for (llvm::Function *callee : cInterfaces) {
-    std::string name =
-        (codegen::kPackedEntryPrefix + callee->getName().drop_front(cInterfacePrefix.size())).str();
+    StringRef function = callee->getName().drop_front(codegen::kCInterfacePrefix.size());
+    std::string name = (codegen::kPackedEntryPrefix + function).str();
     auto *packed = llvm::Function::Create(
         llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr}, /*isVarArg=*/false),
         llvm::GlobalValue::ExternalLinkage, name, module);

@@ -20,6 +20,9 @@
 // row-major contiguous data at `aligned + offset`. The object needs libm (erff, tanhf, ...)
 // and libc; with `cc` as the linker both are recorded as dependencies.
 //
+// Every name the object imports or exports, and the codes it passes, are the kernel ABI's
+// (runtime/exec/KernelABI.h), which the runtime's definitions include too.
+//
 // Temporaries. Intermediate buffers are allocated and freed before the function returns
 // through four external functions the process loading the object defines
 // (runtime/exec/KernelMemory.h), with the C library's semantics: kKernelAllocFunction
@@ -58,6 +61,8 @@
 #ifndef MTC_COMPILER_CODEGEN_CPU_CPUCODEGEN_H
 #define MTC_COMPILER_CODEGEN_CPU_CPUCODEGEN_H
 
+#include "runtime/exec/KernelABI.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
@@ -65,18 +70,21 @@
 
 namespace mtc::codegen {
 
-/// The prefix of the packed entry points (see the file comment).
-inline constexpr llvm::StringLiteral kPackedEntryPrefix = "_mtc_packed_";
+// The names below are the kernel ABI's (runtime/exec/KernelABI.h).
+
+/// The prefixes of the C interfaces and of the packed entry points (see the file comment).
+inline constexpr llvm::StringLiteral kCInterfacePrefix = MTC_ABI_C_INTERFACE_PREFIX;
+inline constexpr llvm::StringLiteral kPackedEntryPrefix = MTC_ABI_PACKED_ENTRY_PREFIX;
 
 /// The external function f32 batched matrix products call (see the file comment); the
-/// object imports `_mlir_ciface_` followed by this name.
-inline constexpr llvm::StringLiteral kBatchMatmulF32Function = "mtc_batch_matmul_f32";
+/// object imports kCInterfacePrefix followed by this name.
+inline constexpr llvm::StringLiteral kBatchMatmulF32Function = MTC_ABI_BATCH_MATMUL_F32;
 
 /// The allocation functions the object imports (see the file comment).
-inline constexpr llvm::StringLiteral kKernelAllocFunction = "mtc_kernel_alloc";
-inline constexpr llvm::StringLiteral kKernelCallocFunction = "mtc_kernel_calloc";
-inline constexpr llvm::StringLiteral kKernelAlignedAllocFunction = "mtc_kernel_aligned_alloc";
-inline constexpr llvm::StringLiteral kKernelFreeFunction = "mtc_kernel_free";
+inline constexpr llvm::StringLiteral kKernelAllocFunction = MTC_ABI_KERNEL_ALLOC;
+inline constexpr llvm::StringLiteral kKernelCallocFunction = MTC_ABI_KERNEL_CALLOC;
+inline constexpr llvm::StringLiteral kKernelAlignedAllocFunction = MTC_ABI_KERNEL_ALIGNED_ALLOC;
+inline constexpr llvm::StringLiteral kKernelFreeFunction = MTC_ABI_KERNEL_FREE;
 
 struct CPUCodegenOptions {
   /// Target CPU: "native" (the host CPU and its features, the default: plans are run where

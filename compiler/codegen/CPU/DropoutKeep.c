@@ -8,7 +8,8 @@
  *
  *===----------------------------------------------------------------------===*/
 
-#include "runtime/support/Philox.h"
+/* The ABI declares the function: a definition that differs does not compile. */
+#include "runtime/exec/KernelABI.h"
 
 int32_t mtc_dropout_keep_element(uint64_t seed, uint32_t tensor_id, uint64_t index, uint32_t step,
                                  float keep_prob) {

@@ -145,4 +145,23 @@ def ApproximateMathPass : Pass<"mtc-approximate-math"> {
   ];
 }
 
+def ThreadKernelContextPass : Pass<"mtc-thread-kernel-context", "::mlir::ModuleOp"> {
+  let summary = "Pass the kernel context to every function and runtime import";
+  let description = [{
+    On buffers, before the lowering to LLVM. Every function with a body gets a first
+    argument `!llvm.ptr {mtc.kernel_context}`, the runtime's state of the call in progress
+    (the rank's mesh, the arena, the dropout key), and so do the declarations of the
+    runtime imports of the kernel ABI (runtime/exec/KernelABI.h: `mtc_all_reduce`,
+    `mtc_all_gather`, `mtc_reduce_scatter`, `mtc_mesh_coordinate`, `mtc_dropout_key`,
+    `mtc_dropout_layer`, `mtc_batch_matmul_f32`). Every call of such a function passes the
+    caller's context first. Other declarations (`mtc_dropout_keep_element`, linked into the
+    object) are left alone. A use of a threaded function other than a call is an error.
+
+    Not yet part of mtc-cpu-pipeline: the runtime's definitions take no context argument
+    yet (they read per-thread scopes), so the pipeline runs without it until both change
+    together.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // MTC_COMPILER_CODEGEN_CPU_PASSES_TD

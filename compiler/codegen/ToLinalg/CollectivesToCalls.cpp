@@ -49,14 +49,14 @@ Value i64Constant(OpBuilder &b, Location loc, int64_t value) {
   return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(value));
 }
 
-/// The element type code of the runtime's collectives: 0 f32, 1 f64, 2 anything else
-/// (which the runtime rejects with an error naming it).
+/// The kernel ABI's element type code of the runtime's collectives (MTC_F32, MTC_F64); other
+/// types get MTC_NUM_ELEMENT_TYPES, which the runtime rejects with an error naming it.
 int64_t dtypeCode(Type element) {
   if (element.isF32())
-    return 0;
+    return MTC_F32;
   if (element.isF64())
-    return 1;
-  return 2;
+    return MTC_F64;
+  return MTC_NUM_ELEMENT_TYPES;
 }
 
 /// The address of `memref`'s first element as an i64.

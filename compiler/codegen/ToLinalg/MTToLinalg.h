@@ -11,6 +11,8 @@
 #ifndef MTC_COMPILER_CODEGEN_TOLINALG_MTTOLINALG_H
 #define MTC_COMPILER_CODEGEN_TOLINALG_MTTOLINALG_H
 
+#include "runtime/exec/KernelABI.h"
+
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mtp/IR/MTPDialect.h"
 #include "mlir/IR/AffineMap.h"
@@ -41,8 +43,8 @@ namespace mtc::codegen::lowering {
 ///
 /// Functions called inside a kernel body (only kDropoutKeepFunction) are pure: fusion may
 /// duplicate or drop such calls (compiler/fusion/FuseElementwise.cpp).
-inline constexpr llvm::StringLiteral kDropoutKeyFunction = "mtc_dropout_key";
-inline constexpr llvm::StringLiteral kDropoutKeepFunction = "mtc_dropout_keep_element";
+inline constexpr llvm::StringLiteral kDropoutKeyFunction = MTC_ABI_DROPOUT_KEY;
+inline constexpr llvm::StringLiteral kDropoutKeepFunction = MTC_ABI_DROPOUT_KEEP_ELEMENT;
 
 /// The external C function a scan calls around the calls of its layer when the module has
 /// dropout, so that every repeat of a layer draws its own masks:
@@ -50,24 +52,24 @@ inline constexpr llvm::StringLiteral kDropoutKeepFunction = "mtc_dropout_keep_el
 ///     void mtc_dropout_layer(int64_t instance);
 ///
 /// `instance` is the repeat about to run; -1 after the scan (outside any layer).
-inline constexpr llvm::StringLiteral kDropoutLayerFunction = "mtc_dropout_layer";
+inline constexpr llvm::StringLiteral kDropoutLayerFunction = MTC_ABI_DROPOUT_LAYER;
 
-/// The external C functions a partitioned step calls for its collectives (defined by
-/// the runtime, runtime/exec/MeshCollectives.h), on contiguous row-major buffers passed
-/// as addresses, `axis` being the position of the mesh axis in the module's `mtp.mesh`
-/// and `dtype` 0 for f32, 1 for f64:
+/// The external C functions a partitioned step calls for its collectives (the kernel ABI's,
+/// runtime/exec/KernelABI.h; defined by the runtime, runtime/exec/MeshCollectives.h), on
+/// contiguous row-major buffers passed as addresses, `axis` being the position of the mesh
+/// axis in the module's `mtp.mesh` and `dtype` the ABI's MtcElementType (MTC_F32, MTC_F64):
 ///
 ///     void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in,
-///                         void *out, int64_t count);   // op 0: sum, 1: max
+///                         void *out, int64_t count);   // op: MTC_SUM, MTC_MAX
 ///     void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out,
 ///                         int64_t count);   // count of `in`; block c from coordinate c
 ///     void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, void *out,
 ///                             int64_t count); // count of `out`; my block of the sum
 ///     int64_t mtc_mesh_coordinate(int64_t axis);
-inline constexpr llvm::StringLiteral kAllReduceFunction = "mtc_all_reduce";
-inline constexpr llvm::StringLiteral kAllGatherFunction = "mtc_all_gather";
-inline constexpr llvm::StringLiteral kReduceScatterFunction = "mtc_reduce_scatter";
-inline constexpr llvm::StringLiteral kMeshCoordinateFunction = "mtc_mesh_coordinate";
+inline constexpr llvm::StringLiteral kAllReduceFunction = MTC_ABI_ALL_REDUCE;
+inline constexpr llvm::StringLiteral kAllGatherFunction = MTC_ABI_ALL_GATHER;
+inline constexpr llvm::StringLiteral kReduceScatterFunction = MTC_ABI_REDUCE_SCATTER;
+inline constexpr llvm::StringLiteral kMeshCoordinateFunction = MTC_ABI_MESH_COORDINATE;
 
 /// The attribute of a partitioned op whose local computation depends on where this rank's
 /// part lies (compiler/sharding/Layout.h): a laid-out type. `mt.dropout` numbers its

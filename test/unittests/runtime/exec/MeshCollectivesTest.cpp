@@ -78,10 +78,10 @@ TEST_P(MeshCollectives, AllReduceSum) {
     MeshScope scope(mesh);
     std::vector<float> in = inputOf<float>(rank, count);
     f32[rank].assign(count, -1.0f);
-    mtc_all_reduce(0, kMeshF32, kMeshSum, in.data(), f32[rank].data(), int64_t(count));
+    mtc_all_reduce(0, MTC_F32, MTC_SUM, in.data(), f32[rank].data(), int64_t(count));
     std::vector<double> in64 = inputOf<double>(rank, count);
     f64[rank].assign(count, -1.0);
-    mtc_all_reduce(0, kMeshF64, kMeshSum, in64.data(), f64[rank].data(), int64_t(count));
+    mtc_all_reduce(0, MTC_F64, MTC_SUM, in64.data(), f64[rank].data(), int64_t(count));
     EXPECT_TRUE(scope.ok()) << scope.error().message();
     EXPECT_EQ(in, inputOf<float>(rank, count)) << "the input is not touched";
     // The same bits as the communicator's own all-reduce.
@@ -119,10 +119,10 @@ TEST_P(MeshCollectives, AllReduceMax) {
     if (rank == n - 1)
       in[5] = nan; // a NaN wins
     f32[rank].assign(count, 0.0f);
-    mtc_all_reduce(0, kMeshF32, kMeshMax, in.data(), f32[rank].data(), int64_t(count));
+    mtc_all_reduce(0, MTC_F32, MTC_MAX, in.data(), f32[rank].data(), int64_t(count));
     std::vector<double> in64 = inputOf<double>(rank, count);
     f64[rank].assign(count, 0.0);
-    mtc_all_reduce(0, kMeshF64, kMeshMax, in64.data(), f64[rank].data(), int64_t(count));
+    mtc_all_reduce(0, MTC_F64, MTC_MAX, in64.data(), f64[rank].data(), int64_t(count));
     EXPECT_TRUE(scope.ok()) << scope.error().message();
   });
   for (int r = 0; r < n; ++r) {
@@ -158,10 +158,10 @@ TEST_P(MeshCollectives, AllGatherAndReduceScatterBlocks) {
     coordinate[rank] = mtc_mesh_coordinate(0);
     std::vector<float> in = inputOf<float>(rank, count);
     gathered[rank].assign(count * n, -1.0f);
-    mtc_all_gather(0, kMeshF32, in.data(), gathered[rank].data(), int64_t(count));
+    mtc_all_gather(0, MTC_F32, in.data(), gathered[rank].data(), int64_t(count));
     std::vector<double> in64 = inputOf<double>(rank, count);
     gathered64[rank].assign(count * n, -1.0);
-    mtc_all_gather(0, kMeshF64, in64.data(), gathered64[rank].data(), int64_t(count));
+    mtc_all_gather(0, MTC_F64, in64.data(), gathered64[rank].data(), int64_t(count));
     // Reduce-scatter of integers (exact sums): element i of block c of rank r is
     // 1000 r + 10 c + i % 7.
     std::vector<float> rs(count * n);
@@ -170,9 +170,9 @@ TEST_P(MeshCollectives, AllGatherAndReduceScatterBlocks) {
       for (size_t i = 0; i < count; ++i)
         rs[c * count + i] = rs64[c * count + i] = 1000.0 * rank + 10.0 * c + double(i % 7);
     scattered[rank].assign(count, -1.0f);
-    mtc_reduce_scatter(0, kMeshF32, rs.data(), scattered[rank].data(), int64_t(count));
+    mtc_reduce_scatter(0, MTC_F32, rs.data(), scattered[rank].data(), int64_t(count));
     scattered64[rank].assign(count, -1.0);
-    mtc_reduce_scatter(0, kMeshF64, rs64.data(), scattered64[rank].data(), int64_t(count));
+    mtc_reduce_scatter(0, MTC_F64, rs64.data(), scattered64[rank].data(), int64_t(count));
     EXPECT_TRUE(scope.ok()) << scope.error().message();
   });
   for (int r = 0; r < n; ++r) {
@@ -219,14 +219,14 @@ TEST_P(MeshCollectives, StickyErrorWhenAPeerStopsAnswering) {
       MeshScope scope(mesh);
       std::vector<float> in(100, 1.0f);
       first[rank].assign(100, 7.0f);
-      mtc_all_reduce(0, kMeshF32, kMeshSum, in.data(), first[rank].data(), 100);
+      mtc_all_reduce(0, MTC_F32, MTC_SUM, in.data(), first[rank].data(), 100);
       EXPECT_FALSE(scope.ok());
       auto start = std::chrono::steady_clock::now();
       gathered[rank].assign(100 * n, 7.0f);
-      mtc_all_gather(0, kMeshF32, in.data(), gathered[rank].data(), 100);
+      mtc_all_gather(0, MTC_F32, in.data(), gathered[rank].data(), 100);
       std::vector<float> rs(100 * n, 1.0f);
       scattered[rank].assign(100, 7.0f);
-      mtc_reduce_scatter(0, kMeshF32, rs.data(), scattered[rank].data(), 100);
+      mtc_reduce_scatter(0, MTC_F32, rs.data(), scattered[rank].data(), 100);
       later[rank] = std::chrono::steady_clock::now() - start;
       messages[rank] = scope.error().message();
       Error taken = scope.takeError();
@@ -269,7 +269,7 @@ TEST(MeshCollectivesTest, DeadPeerFailsTheScope) {
     MeshContext mesh = oneAxis(comm.get(), 0);
     MeshScope scope(mesh);
     std::vector<double> in(16, 1.0);
-    mtc_reduce_scatter(0, kMeshF64, in.data(), out.data(), 8);
+    mtc_reduce_scatter(0, MTC_F64, in.data(), out.data(), 8);
     message = scope.error().message();
   });
   EXPECT_EQ(message.rfind("mtc_reduce_scatter (sum, 8 f64 elements) over mesh axis 'tp' (world "
@@ -283,13 +283,13 @@ TEST(MeshCollectivesTest, DeadPeerFailsTheScope) {
 TEST(MeshCollectivesTest, WithoutAScopeZerosAndCoordinateZero) {
   ASSERT_EQ(MeshScope::current(), nullptr);
   std::vector<float> in(6, 3.0f), out(6, 9.0f);
-  mtc_all_reduce(0, kMeshF32, kMeshSum, in.data(), out.data(), 6);
+  mtc_all_reduce(0, MTC_F32, MTC_SUM, in.data(), out.data(), 6);
   EXPECT_EQ(out, std::vector<float>(6, 0.0f));
   out.assign(6, 9.0f);
-  mtc_all_gather(0, kMeshF32, in.data(), out.data(), 3);
+  mtc_all_gather(0, MTC_F32, in.data(), out.data(), 3);
   EXPECT_EQ(out, (std::vector<float>{0, 0, 0, 9, 9, 9})) << "count elements";
   std::vector<double> in64(4, 3.0), out64(4, 9.0);
-  mtc_reduce_scatter(0, kMeshF64, in64.data(), out64.data(), 4);
+  mtc_reduce_scatter(0, MTC_F64, in64.data(), out64.data(), 4);
   EXPECT_EQ(out64, std::vector<double>(4, 0.0));
   EXPECT_EQ(mtc_mesh_coordinate(0), 0);
   EXPECT_EQ(mtc_mesh_coordinate(3), 0);
@@ -303,12 +303,12 @@ TEST(MeshCollectivesTest, AxesOfOneRankCopyAndScopesNest) {
   MeshScope outer(mesh);
   EXPECT_EQ(MeshScope::current(), &outer);
   std::vector<float> in{1, -2, 3}, out(3);
-  mtc_all_reduce(1, kMeshF32, kMeshMax, in.data(), out.data(), 3);
+  mtc_all_reduce(1, MTC_F32, MTC_MAX, in.data(), out.data(), 3);
   EXPECT_EQ(out, in);
   std::vector<double> in64{1.5, 2.5}, out64(2);
-  mtc_all_gather(0, kMeshF64, in64.data(), out64.data(), 2);
+  mtc_all_gather(0, MTC_F64, in64.data(), out64.data(), 2);
   EXPECT_EQ(out64, in64);
-  mtc_reduce_scatter(1, kMeshF64, in64.data(), out64.data(), 2);
+  mtc_reduce_scatter(1, MTC_F64, in64.data(), out64.data(), 2);
   EXPECT_EQ(out64, in64);
   EXPECT_EQ(mtc_mesh_coordinate(1), 0);
   {
@@ -335,23 +335,23 @@ TEST(MeshCollectivesTest, BadArgumentsFailTheScope) {
     std::string message = scope.error().message();
     // Sticky: a valid call afterwards only writes zeros.
     std::vector<float> more(4, 9.0f);
-    mtc_all_reduce(0, kMeshF32, kMeshSum, in.data(), more.data(), 4);
+    mtc_all_reduce(0, MTC_F32, MTC_SUM, in.data(), more.data(), 4);
     EXPECT_EQ(more, std::vector<float>(4, 0.0f));
     EXPECT_EQ(scope.error().message(), message) << "the first failure sticks";
     return message;
   };
-  EXPECT_EQ(firstError([&] { mtc_all_reduce(2, kMeshF32, kMeshSum, in.data(), out.data(), 4); }),
+  EXPECT_EQ(firstError([&] { mtc_all_reduce(2, MTC_F32, MTC_SUM, in.data(), out.data(), 4); }),
             "mtc_all_reduce (sum, 4 f32 elements) on world rank 5: mesh axis 2 is out of range "
             "(the plan's mesh has 1 axis)");
   EXPECT_EQ(out, std::vector<float>(4, 0.0f));
-  EXPECT_EQ(firstError([&] { mtc_all_reduce(0, kMeshF32, 7, in.data(), out.data(), 4); }),
+  EXPECT_EQ(firstError([&] { mtc_all_reduce(0, MTC_F32, 7, in.data(), out.data(), 4); }),
             "mtc_all_reduce (unknown op, 4 f32 elements) over mesh axis 'tp' (world rank 5, "
             "coordinate 0 of 1): unknown reduction 7 (0 = sum, 1 = max)");
   EXPECT_EQ(firstError([&] { mtc_all_gather(0, 4, in.data(), out.data(), 4); }),
             "mtc_all_gather (concatenation, 4 an unknown dtype elements) over mesh axis 'tp' "
             "(world rank 5, coordinate 0 of 1): unknown dtype 4 (0 = f32, 1 = f64)");
   EXPECT_EQ(out, std::vector<float>(4, 9.0f)) << "an unknown dtype has no size to zero";
-  EXPECT_EQ(firstError([&] { mtc_reduce_scatter(0, kMeshF32, in.data(), out.data(), -1); }),
+  EXPECT_EQ(firstError([&] { mtc_reduce_scatter(0, MTC_F32, in.data(), out.data(), -1); }),
             "mtc_reduce_scatter (sum, -1 f32 elements) over mesh axis 'tp' (world rank 5, "
             "coordinate 0 of 1): negative element count -1");
   EXPECT_EQ(firstError([&] { mtc_mesh_coordinate(-1); }),
@@ -359,7 +359,7 @@ TEST(MeshCollectivesTest, BadArgumentsFailTheScope) {
             "has 1 axis)");
   // An axis of size 2 without its communicator (a mesh not built for the plan).
   mesh.axes = {MeshAxisGroup{"tp", 2, 1, nullptr}};
-  EXPECT_EQ(firstError([&] { mtc_all_reduce(0, kMeshF32, kMeshSum, in.data(), out.data(), 4); }),
+  EXPECT_EQ(firstError([&] { mtc_all_reduce(0, MTC_F32, MTC_SUM, in.data(), out.data(), 4); }),
             "mtc_all_reduce (sum, 4 f32 elements) over mesh axis 'tp' (world rank 5, coordinate "
             "1 of 2): no communicator for the axis (internal error: the mesh was not built for "
             "this plan)");
@@ -433,7 +433,7 @@ void runMesh(TestJob &job, int n, const Plan &plan, std::vector<Seen> &seen,
       s.axisRanks.push_back(g.comm ? g.comm->rank() : 0);
       float me = float(rank);
       std::vector<float> all(size_t(g.size));
-      mtc_all_gather(int64_t(a), kMeshF32, &me, all.data(), 1);
+      mtc_all_gather(int64_t(a), MTC_F32, &me, all.data(), 1);
       s.gatheredWorldRanks.push_back(all);
     }
     EXPECT_TRUE(scope.ok()) << scope.error().message();

@@ -3,7 +3,8 @@
  * A stand-in for a plan compiled with tensor parallelism, for TrainerMeshTest: the packed
  * calling convention of docs/plan-format.md ("Kernels"), each buffer an MLIR ranked memref
  * descriptor {allocated, aligned, offset, sizes[rank], strides[rank]}, and the mesh
- * collectives the runtime exports (runtime/exec/MeshCollectives.h), resolved at dlopen.
+ * collectives the runtime exports (runtime/exec/KernelABI.h), resolved at dlopen. Compiled
+ * as C99, it also checks that the ABI header is plain C.
  *
  * The model: one parameter w (any shape, possibly this rank's shard), its Adam-like state m.
  *   forward_backward(tokens, labels, w) -> loss = t * sum(w^2) over the whole tensor,
@@ -15,12 +16,10 @@
  *
  *===----------------------------------------------------------------------===*/
 
+#include "runtime/exec/KernelABI.h"
+
 #include <math.h>
 #include <stdint.h>
-
-void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in, void *out,
-                    int64_t count);
-int64_t mtc_mesh_coordinate(int64_t axis);
 
 static float *f32(void *descriptor) { return ((float **)descriptor)[1]; }
 
@@ -39,7 +38,7 @@ void toy_forward_backward(void **d) {
   double partial = 0, total = 0;
   for (int64_t i = 0; i < n; ++i)
     partial += (double)w[i] * (double)w[i];
-  mtc_all_reduce(0, 1, 0, &partial, &total, 1);
+  mtc_all_reduce(0, MTC_F64, MTC_SUM, &partial, &total, 1);
   *loss = (float)(total * t);
   for (int64_t i = 0; i < n; ++i)
     g[i] = 2.0f * w[i] * t;
@@ -48,7 +47,7 @@ void toy_forward_backward(void **d) {
 void toy_bad_forward_backward(void **d) {
   toy_forward_backward(d);
   double x = 1, y = 0;
-  mtc_all_reduce(3, 1, 0, &x, &y, 1);
+  mtc_all_reduce(3, MTC_F64, MTC_SUM, &x, &y, 1);
 }
 
 void toy_optimizer_step(void **d) {
@@ -59,7 +58,7 @@ void toy_optimizer_step(void **d) {
   double sq = 0, total = 0;
   for (int64_t i = 0; i < n; ++i)
     sq += (double)(g[i] * scale) * (double)(g[i] * scale);
-  mtc_all_reduce(0, 1, 0, &sq, &total, 1);
+  mtc_all_reduce(0, MTC_F64, MTC_SUM, &sq, &total, 1);
   *norm = (float)sqrt(total);
   *lr = 0.1f;
   for (int64_t i = 0; i < n; ++i) {
@@ -97,7 +96,7 @@ void toy_zero_forward_backward(void **d) {
   double partial = 0, total = 0, vs = 0;
   for (int64_t i = 0; i < nw; ++i)
     partial += (double)w[i] * (double)w[i];
-  mtc_all_reduce(1, 1, 0, &partial, &total, 1);
+  mtc_all_reduce(1, MTC_F64, MTC_SUM, &partial, &total, 1);
   for (int64_t i = 0; i < nv; ++i)
     vs += (double)v[i] * (double)v[i];
   *loss = (float)((total + vs) * t);
@@ -122,7 +121,7 @@ void toy_zero_optimizer_step(void **d) {
   for (int64_t i = 0; i < rows * shardCols; ++i)
     sq += (double)(gw[i] * scale) * (double)(gw[i] * scale);
   for (int64_t axis = 0; axis < 2; ++axis) {
-    mtc_all_reduce(axis, 1, 0, &sq, &total, 1);
+    mtc_all_reduce(axis, MTC_F64, MTC_SUM, &sq, &total, 1);
     sq = total;
   }
   for (int64_t i = 0; i < nv; ++i)

@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -377,6 +378,17 @@ protected:
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
+
+// The kernel ABI's GEMM descriptor (runtime/exec/KernelABI.h) is the descriptor the object
+// passes: MLIR's StridedMemRefType<float, 3>.
+TEST(KernelABILayoutTest, GemmDescriptorIsMLIRsRank3Descriptor) {
+  using Descriptor = StridedMemRefType<float, 3>;
+  EXPECT_EQ(sizeof(MtcMemRef3F32), sizeof(Descriptor));
+  EXPECT_EQ(offsetof(MtcMemRef3F32, aligned), offsetof(Descriptor, data));
+  EXPECT_EQ(offsetof(MtcMemRef3F32, offset), offsetof(Descriptor, offset));
+  EXPECT_EQ(offsetof(MtcMemRef3F32, sizes), offsetof(Descriptor, sizes));
+  EXPECT_EQ(offsetof(MtcMemRef3F32, strides), offsetof(Descriptor, strides));
+}
 
 TEST_F(CPUCodegenTest, BinaryOpsBroadcastByName) {
   // The rhs has the lhs's dimensions in another order, or a subset, or others entirely.

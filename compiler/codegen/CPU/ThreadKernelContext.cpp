@@ -1,0 +1,93 @@
+//===- ThreadKernelContext.cpp - the kernel context as an explicit argument ===//
+//
+// Gives every function with a body a first argument, the kernel context (an `!llvm.ptr` to
+// the runtime's per-call state), and passes it on: to the functions of the module it calls,
+// and as the first argument of every call of a runtime import of the kernel ABI
+// (runtime/exec/KernelABI.h: collectives, GEMM, dropout key and layer), whose declarations
+// get the parameter too. Functions linked into the object (mtc_dropout_keep_element) and
+// other external declarations are left alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/CPU/Passes.h"
+
+#include "runtime/exec/KernelABI.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mtc::codegen {
+#define GEN_PASS_DEF_THREADKERNELCONTEXTPASS
+#include "compiler/codegen/CPU/Passes.h.inc"
+} // namespace mtc::codegen
+
+using namespace mlir;
+
+namespace {
+
+/// The runtime imports of the kernel ABI that take the context, as the compiler declares
+/// them (the GEMM without its C-interface prefix).
+bool takesContext(StringRef name) {
+  static const llvm::StringSet<> imports = {
+      MTC_ABI_ALL_REDUCE,      MTC_ABI_ALL_GATHER,  MTC_ABI_REDUCE_SCATTER,
+      MTC_ABI_MESH_COORDINATE, MTC_ABI_DROPOUT_KEY, MTC_ABI_DROPOUT_LAYER,
+      MTC_ABI_BATCH_MATMUL_F32};
+  return imports.contains(name);
+}
+
+struct ThreadKernelContextPass
+    : public mtc::codegen::impl::ThreadKernelContextPassBase<ThreadKernelContextPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *mlirContext = &getContext();
+    Type context = LLVM::LLVMPointerType::get(mlirContext);
+    auto contextAttrs = DictionaryAttr::get(
+        mlirContext, {NamedAttribute(StringAttr::get(mlirContext, "mtc.kernel_context"),
+                                     UnitAttr::get(mlirContext))});
+
+    // The functions that get the context: every body, and the runtime's imports.
+    llvm::DenseSet<Operation *> threaded;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() || takesContext(func.getName()))
+        threaded.insert(func);
+
+    // Every use of those functions must be a call that can pass it.
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (!threaded.contains(func))
+        continue;
+      std::optional<SymbolTable::UseRange> uses =
+          SymbolTable::getSymbolUses(func.getNameAttr(), module);
+      if (!uses) {
+        module.emitError("cannot find the uses of '") << func.getName() << "'";
+        return signalPassFailure();
+      }
+      for (const SymbolTable::SymbolUse &use : *uses)
+        if (!isa<func::CallOp>(use.getUser())) {
+          use.getUser()->emitError("the kernel context cannot be passed through this use of '")
+              << func.getName() << "' (only calls are supported)";
+          return signalPassFailure();
+        }
+    }
+
+    for (auto func : module.getOps<func::FuncOp>())
+      if (threaded.contains(func) &&
+          failed(func.insertArgument(0, context, contextAttrs, func.getLoc())))
+        return signalPassFailure();
+
+    // Calls pass their function's context first.
+    SymbolTableCollection symbols;
+    module.walk([&](func::CallOp call) {
+      auto callee = symbols.lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
+      if (!callee || !threaded.contains(callee))
+        return;
+      auto caller = call->getParentOfType<func::FuncOp>();
+      SmallVector<Value> operands = {caller.getArgument(0)};
+      llvm::append_range(operands, call.getOperands());
+      call->setOperands(operands);
+    });
+  }
+};
+
+} // namespace

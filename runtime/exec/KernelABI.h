@@ -1,0 +1,143 @@
+/*===- KernelABI.h - Where compiled kernels and the runtime meet (C99) ----===*
+ *
+ * The one place that names every function a compiled object imports from the process that
+ * loads it and every function it exports to it, with their signatures and the integer codes
+ * passed through them. Plain C99 without C++ dependencies: the runtime includes it where it
+ * defines the imports (so a signature that drifts from this header does not compile), and
+ * the code generator includes it for the names it emits calls to and the codes it passes
+ * (compiler/codegen/CPU/CPUCodegen.h, compiler/codegen/ToLinalg/MTToLinalg.h). Names and
+ * codes never change meaning once given; new ones are appended.
+ *
+ * Imported by the object (defined by the runtime, runtime/exec/):
+ *   collectives     mtc_all_reduce, mtc_all_gather, mtc_reduce_scatter, mtc_mesh_coordinate
+ *                   (MeshCollectives.h: semantics, error handling)
+ *   GEMM            _mlir_ciface_mtc_batch_matmul_f32 (Gemm.h)
+ *   dropout         mtc_dropout_key, mtc_dropout_layer (DropoutKey.h)
+ *   allocation      mtc_kernel_alloc, mtc_kernel_calloc, mtc_kernel_aligned_alloc,
+ *                   mtc_kernel_free (KernelMemory.h)
+ * Exported by the object, per public function f of the plan:
+ *   _mlir_ciface_f(descriptor *...)        one memref descriptor per argument, then results
+ *   _mtc_packed_f(void **descriptors)      the same, arguments packed in one array
+ * Linked into the object, neither imported nor exported by the runtime:
+ *   mtc_dropout_keep_element               Philox's decision (compiler/codegen/CPU/DropoutKeep.c)
+ *
+ * The calls reach the runtime's state of the call in progress (the rank's mesh, the dropout
+ * key, the arena) through per-thread scopes the runtime sets around each call; the functions
+ * have no context argument yet.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef MTC_RUNTIME_EXEC_KERNELABI_H
+#define MTC_RUNTIME_EXEC_KERNELABI_H
+
+#include "runtime/comm/CollectiveTypes.h" /* MtcElementType, MtcReduction: the codes */
+#include "runtime/support/Philox.h"       /* mtc_dropout_key_word: the words of a key */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===----------------------------------------------------------------------===*
+ * Names, as the compiler emits them.
+ *===----------------------------------------------------------------------===*/
+
+#define MTC_ABI_ALL_REDUCE "mtc_all_reduce"
+#define MTC_ABI_ALL_GATHER "mtc_all_gather"
+#define MTC_ABI_REDUCE_SCATTER "mtc_reduce_scatter"
+#define MTC_ABI_MESH_COORDINATE "mtc_mesh_coordinate"
+#define MTC_ABI_DROPOUT_KEY "mtc_dropout_key"
+#define MTC_ABI_DROPOUT_LAYER "mtc_dropout_layer"
+#define MTC_ABI_DROPOUT_KEEP_ELEMENT "mtc_dropout_keep_element"
+#define MTC_ABI_KERNEL_ALLOC "mtc_kernel_alloc"
+#define MTC_ABI_KERNEL_CALLOC "mtc_kernel_calloc"
+#define MTC_ABI_KERNEL_ALIGNED_ALLOC "mtc_kernel_aligned_alloc"
+#define MTC_ABI_KERNEL_FREE "mtc_kernel_free"
+/* The GEMM as the compiler declares it (a func.func with llvm.emit_c_interface); the
+ * object imports MTC_ABI_C_INTERFACE_PREFIX MTC_ABI_BATCH_MATMUL_F32. */
+#define MTC_ABI_BATCH_MATMUL_F32 "mtc_batch_matmul_f32"
+/* Prefixes of the exported entry points of a public function f. */
+#define MTC_ABI_C_INTERFACE_PREFIX "_mlir_ciface_"
+#define MTC_ABI_PACKED_ENTRY_PREFIX "_mtc_packed_"
+
+/* X(name) for every symbol the object imports from the runtime (for tests and loaders that
+ * check the runtime exports them all). */
+#define MTC_ABI_FOR_EACH_IMPORT(X)                                                             \
+  X(mtc_all_reduce)                                                                            \
+  X(mtc_all_gather)                                                                            \
+  X(mtc_reduce_scatter)                                                                        \
+  X(mtc_mesh_coordinate)                                                                       \
+  X(_mlir_ciface_mtc_batch_matmul_f32)                                                         \
+  X(mtc_dropout_key)                                                                           \
+  X(mtc_dropout_layer)                                                                         \
+  X(mtc_kernel_alloc)                                                                          \
+  X(mtc_kernel_calloc)                                                                         \
+  X(mtc_kernel_aligned_alloc)                                                                  \
+  X(mtc_kernel_free)
+
+/*===----------------------------------------------------------------------===*
+ * Collectives (runtime/exec/MeshCollectives.h). `axis` is the position of the mesh axis in
+ * the plan's mesh, `dtype` an MtcElementType (f32 and f64 today), `op` an MtcReduction
+ * (sum and max today); buffers are contiguous and row-major, passed as addresses.
+ *===----------------------------------------------------------------------===*/
+
+void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in, void *out,
+                    int64_t count);
+void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out, int64_t count);
+void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, void *out, int64_t count);
+int64_t mtc_mesh_coordinate(int64_t axis);
+
+/*===----------------------------------------------------------------------===*
+ * GEMM (runtime/exec/Gemm.h): c[i] += a[i] x b[i] on rank-3 f32 memref descriptors
+ * (StridedMemRefType<float, 3> of mlir/ExecutionEngine/CRunnerUtils.h): element [i][j][l]
+ * is at aligned[offset + i * strides[0] + j * strides[1] + l * strides[2]].
+ *===----------------------------------------------------------------------===*/
+
+typedef struct MtcMemRef3F32 {
+  float *allocated;
+  float *aligned;
+  int64_t offset;
+  int64_t sizes[3];
+  int64_t strides[3];
+} MtcMemRef3F32;
+
+void _mlir_ciface_mtc_batch_matmul_f32(MtcMemRef3F32 *a, MtcMemRef3F32 *b, MtcMemRef3F32 *c);
+
+/*===----------------------------------------------------------------------===*
+ * Dropout (runtime/exec/DropoutKey.h): word `word` (an mtc_dropout_key_word) of the key of
+ * dropout site `stream` in the current layer instance; the instance a scan is about to run
+ * (-1 after it).
+ *===----------------------------------------------------------------------===*/
+
+int64_t mtc_dropout_key(int64_t stream, int64_t word);
+void mtc_dropout_layer(int64_t instance);
+
+/* Linked into the object from compiler/codegen/CPU/DropoutKeep.c: Philox.h's
+ * mtc_dropout_keep. */
+int32_t mtc_dropout_keep_element(uint64_t seed, uint32_t tensor_id, uint64_t index, uint32_t step,
+                                 float keep_prob);
+
+/*===----------------------------------------------------------------------===*
+ * Allocation (runtime/exec/KernelMemory.h): the C library's malloc, calloc, aligned_alloc
+ * and free, which the backend renames in the object to these.
+ *===----------------------------------------------------------------------===*/
+
+void *mtc_kernel_alloc(size_t size);
+void *mtc_kernel_calloc(size_t count, size_t size);
+void *mtc_kernel_aligned_alloc(size_t align, size_t size);
+void mtc_kernel_free(void *pointer);
+
+/*===----------------------------------------------------------------------===*
+ * Exported entry points: _mtc_packed_<f>(descriptors) calls _mlir_ciface_<f>(descriptors[0],
+ * descriptors[1], ...), one descriptor pointer per argument, then one per result.
+ *===----------------------------------------------------------------------===*/
+
+typedef void (*MtcPackedEntry)(void **descriptors);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MTC_RUNTIME_EXEC_KERNELABI_H */
