@@ -69,12 +69,6 @@ inline constexpr llvm::StringLiteral kAllGatherFunction = "mtc_all_gather";
 inline constexpr llvm::StringLiteral kReduceScatterFunction = "mtc_reduce_scatter";
 inline constexpr llvm::StringLiteral kMeshCoordinateFunction = "mtc_mesh_coordinate";
 
-/// The attribute of a partitioned op whose local computation depends on where this rank's
-/// part lies (compiler/sharding/Layout.h): a laid-out type. `mt.dropout` numbers its
-/// elements as in the whole tensor; `mt.gather` and `mt.embedding_grad` read and update
-/// only the table rows this rank holds (the lookup is 0 elsewhere).
-inline constexpr llvm::StringLiteral kLocalLayoutAttrName = "mtp.layout";
-
 inline mt::NamedTensorType namedType(mlir::Value value) {
   return llvm::cast<mt::NamedTensorType>(value.getType());
 }

@@ -32,6 +32,15 @@ def MTP_Dialect : Dialect {
     | `all_to_all over a from d to e` | `d` split over a (last) | `e` split over a (appended) |
     | `send`/`recv over a shift k` | point to point along axis a (pipeline stages) | |
   }];
+  // `mtp.layout` on an op of another dialect (the partitioner sets it, the lowering to
+  // linalg reads it): where this rank's part of the op's tensor lies in the whole, as the
+  // laid-out type. `mt.dropout` of a split tensor numbers its elements as in the whole
+  // tensor (the operand's layout); `mt.gather` and `mt.embedding_grad` of a table split
+  // along the indexed dimension read and update only the rows this rank holds (the
+  // table's layout). Checked to be an `!mtp.tensor` type.
+  // `mtp.mesh` on a partitioned module: the mesh it is partitioned over.
+  let discardableAttrs = (ins "::mlir::TypeAttr":$layout, "::mtc::mtp::MeshAttr":$mesh);
+  let hasOperationAttrVerify = 1;
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
   let dependentDialects = ["::mtc::mt::MTDialect"];
