@@ -61,8 +61,9 @@ LogicalResult MTPDialect::verifyOperationAttribute(Operation *op, NamedAttribute
                              << attr.getValue();
     return success();
   }
-  return op->emitError() << "'" << attr.getName().getValue()
-                         << "' is no attribute of the mtp dialect";
+  return op->emitError() << "the mtp dialect has no attribute '" << attr.getName().getValue()
+                         << "' (it has '" << getLayoutAttrHelper().getName().getValue()
+                         << "' and '" << getMeshAttrHelper().getName().getValue() << "')";
 }
 
 // Passes may not load dialects: a context without mtp loaded has no laid-out types.

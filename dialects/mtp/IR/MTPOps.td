@@ -49,9 +49,10 @@ class MTP_LayoutChangeOp<string mnemonic, dag details = (ins), string detailsFor
   let arguments = !con((ins MTP_ShardedTensorType:$input, overAttr:$over), details,
                        !if(reduces, (ins MTP_DefaultSumReductionAttr:$reduction), (ins)));
   let results = (outs MTP_ShardedTensorType:$result);
-  let assemblyFormat = "$input `over` $over " # detailsFormat #
-                       !if(reduces, " (`reduction` `=` custom<Reduction>($reduction)^)?", "") #
-                       " attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = !interleave(
+      !filter(part, ["$input `over` $over", detailsFormat,
+                     !if(reduces, "(`reduction` `=` custom<Reduction>($reduction)^)?", ""),
+                     "attr-dict `:` type($input) `->` type($result)"], !ne(part, "")), " ");
 }
 
 def MTP_AllReduceOp : MTP_LayoutChangeOp<"all_reduce", (ins), "", StrArrayAttr,
