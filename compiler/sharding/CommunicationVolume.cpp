@@ -34,13 +34,13 @@ public:
     if (func)
       func.walk([&](Operation *op) {
         if (auto r = dyn_cast<mtp::AllReduceOp>(op)) {
-          // One ring all-reduce per axis, each over the then partial buffer; a maximum is
-          // an all-gather and a local maximum (runtime/exec/MeshCollectives.h).
-          bool max = r.getReduction() == "max";
+          // One ring all-reduce per axis, each over the then partial buffer; a maximum or
+          // minimum is an all-gather and a local one (runtime/exec/MeshCollectives.h).
+          bool gathers = r.getReduction() != mtp::Reduction::Sum;
           for (Attribute axis : r.getOver()) {
             int64_t n = groupSize(r.getInput().getType(), cast<StringAttr>(axis).getValue());
             int64_t local = localBytes(r.getInput().getType());
-            bytes += max ? (n - 1) * local : 2 * (n - 1) * local / n;
+            bytes += gathers ? (n - 1) * local : 2 * (n - 1) * local / n;
           }
         } else if (auto g = dyn_cast<mtp::AllGatherOp>(op)) {
           bytes += (groupSize(g.getInput().getType(), g.getOver()) - 1) *

@@ -18,15 +18,6 @@
 
 namespace mtc::sharding {
 
-/// Module attribute holding the mesh of a partitioned module.
-inline constexpr llvm::StringLiteral kMeshAttrName = "mtp.mesh";
-/// Attribute of an op whose local computation depends on where this rank's part lies in
-/// the whole tensor: `mt.dropout` of a split tensor (its operand's laid-out type: masks
-/// numbered globally), `mt.gather` / `mt.embedding_grad` of a table split along the
-/// indexed dimension (the table's laid-out type: rows offset by this rank's part). Read by
-/// codegen (compiler/codegen/ToLinalg/MTToLinalg.h) under the same name.
-inline constexpr llvm::StringLiteral kLocalLayoutAttrName = "mtp.layout";
-
 /// Module attribute of a model whose vocabulary mt-pad-vocabulary padded to a multiple of
 /// tp: `{dim = "vocab", size = V}`, the dimension and its real size (the types and
 /// `mt.dims` hold the padded one).

@@ -75,8 +75,7 @@ private:
         cur = next;
       } else {
         ShardedTensorType next = cur.withPartial(rest);
-        v = mtp::AllReduceOp::create(b, loc, next, v, b.getStrArrayAttr({axis}),
-                                     /*reduction=*/nullptr);
+        v = mtp::AllReduceOp::create(b, loc, next, v, b.getStrArrayAttr({axis}));
         cur = next;
       }
     }
@@ -372,7 +371,7 @@ LogicalResult Partitioner::run() {
     if (failed(partitionFunction(func, args, forced)))
       return failure();
   }
-  module->setAttr(sharding::kMeshAttrName, spec.mesh);
+  cast<mtp::MTPDialect>(spec.mesh.getDialect()).getMeshAttrHelper().setAttr(module, spec.mesh);
   return success();
 }
 
@@ -389,7 +388,7 @@ struct MTPPartitionPass : sharding::impl::MTPPartitionPassBase<MTPPartitionPass>
                             "-mt-outline-parameters first)";
       return signalPassFailure();
     }
-    if (module->hasAttr(sharding::kMeshAttrName)) {
+    if (module->hasAttr(mtp::MTPDialect::MeshAttrHelper::getNameStr())) {
       module.emitError() << "module is already partitioned";
       return signalPassFailure();
     }

@@ -29,12 +29,6 @@ SmallVector<StringRef> names(ArrayAttr dims) {
 
 NamedTensorType typeOf(Value value) { return cast<NamedTensorType>(value.getType()); }
 
-/// Records where this rank's part lies in the whole: the laid-out type `layout` the
-/// lowering reads (kLocalLayoutAttrName).
-void setLocalLayout(Operation *op, ShardedTensorType layout) {
-  op->setAttr(kLocalLayoutAttrName, TypeAttr::get(layout));
-}
-
 //===----------------------------------------------------------------------===//
 // Elementwise ops (with named broadcasting)
 //===----------------------------------------------------------------------===//
@@ -133,7 +127,7 @@ struct DropoutModel : PartitionOpInterface::ExternalModel<DropoutModel, mt::Drop
                              ValueLayouts &layouts) const {
     ShardedTensorType layout = layouts.lookup(cast<mt::DropoutOp>(op).getInput());
     if (!layout.getSplit().empty())
-      setLocalLayout(op, layout);
+      mtp::setLocalLayout(op, layout);
     return success();
   }
 };
@@ -292,7 +286,7 @@ struct ReduceMaxModel : PartitionOpInterface::ExternalModel<ReduceMaxModel, mt::
     Value viewed = mtp::FromLocalOp::create(b, op->getLoc(), partial, local);
     SmallVector<StringRef> axes = partial.getPartialAxes();
     Value combined = mtp::AllReduceOp::create(b, op->getLoc(), whole, viewed,
-                                              b.getStrArrayAttr(axes), b.getStringAttr("max"));
+                                              b.getStrArrayAttr(axes), mtp::Reduction::Max);
     Value result = mtp::ToLocalOp::create(b, op->getLoc(), whole.getLocalType(), combined);
     local.replaceAllUsesExcept(result, viewed.getDefiningOp());
     layouts.set(result, whole);
@@ -424,7 +418,7 @@ struct GatherModel : PartitionOpInterface::ExternalModel<GatherModel, mt::Gather
     auto op = cast<mt::GatherOp>(operation);
     ShardedTensorType table = layouts.lookup(op.getTable());
     if (!table.getSplitAxes(op.getDim()).empty())
-      setLocalLayout(op, table);
+      mtp::setLocalLayout(op, table);
     return success();
   }
 };
@@ -498,7 +492,7 @@ struct EmbeddingGradModel
     auto op = cast<mt::EmbeddingGradOp>(operation);
     ShardedTensorType result = layouts.lookup(op.getResult());
     if (!result.getSplitAxes(op.getDim()).empty())
-      setLocalLayout(op, result);
+      mtp::setLocalLayout(op, result);
     return success();
   }
 };

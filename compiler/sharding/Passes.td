@@ -40,7 +40,7 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       one and sum another), the dimension of lower priority is gathered (`all_gather`):
       layout dimensions outrank `seq` under `sp`, which outranks the rest;
     - vocabulary parallelism: `reduce_max` over a split dimension leaves partial maxima,
-      combined at once by `mtp.all_reduce {reduction = "max"}`; `gather` of a table split
+      combined at once by `mtp.all_reduce ... reduction = max`; `gather` of a table split
       along the indexed dimension reads only this rank's rows (partial sums); when the
       layout splits the table of an `embedding_grad` (and the gradient does not use that
       axis) each rank accumulates only its rows; otherwise the table is gathered, or the

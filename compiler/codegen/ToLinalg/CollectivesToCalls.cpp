@@ -24,6 +24,7 @@
 #include "compiler/codegen/ToLinalg/MTToLinalg.h"
 
 #include "dialects/mtp/IR/MTPOps.h"
+#include "runtime/comm/CollectiveTypes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,6 +35,13 @@
 using namespace mlir;
 using namespace mtc;
 using namespace mtc::codegen::lowering;
+
+// The reduction of a collective travels as its runtime code (a plain C header with no
+// dependency: the one place the compiler includes from the runtime).
+static_assert(static_cast<int64_t>(mtp::Reduction::Sum) == MTC_SUM &&
+                  static_cast<int64_t>(mtp::Reduction::Max) == MTC_MAX &&
+                  static_cast<int64_t>(mtp::Reduction::Min) == MTC_MIN,
+              "mtp.reduction values must be the runtime's MtcReduction codes");
 
 namespace {
 
@@ -131,8 +139,11 @@ struct AllReduceLowering : OpConversionPattern<mtp::AllReduceOp> {
     auto type = cast<mtp::ShardedTensorType>(op.getInput().getType());
     auto resultType = cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     Value value = adaptor.getInput();
-    // The runtime's reduction codes: 0 sum, 1 max.
-    int64_t reduction = op.getReduction() == "max" ? 1 : 0;
+    // mtc_all_reduce sums or takes the maximum (runtime/exec/MeshCollectives.h).
+    if (op.getReduction() == mtp::Reduction::Min)
+      return op.emitOpError() << "reduction = min: the runtime's " << kAllReduceFunction
+                              << " sums or takes the maximum only";
+    auto reduction = static_cast<int64_t>(op.getReduction());
     // One call per axis: combining over each in turn combines over all of them.
     for (Attribute axis : op.getOver())
       value = callCollective(rewriter, op.getLoc(), kAllReduceFunction,
@@ -152,6 +163,12 @@ struct BlockCollectiveLowering : OpConversionPattern<Op> {
     auto resultType =
         cast<RankedTensorType>(this->getTypeConverter()->convertType(op.getType()));
     auto inputType = cast<RankedTensorType>(adaptor.getInput().getType());
+    if constexpr (!Gather) {
+      // mtc_reduce_scatter takes no reduction: it sums.
+      if (op.getReduction() != mtp::Reduction::Sum)
+        return op.emitOpError() << "reduction = " << mtp::stringifyReduction(op.getReduction())
+                                << ": the runtime's " << kReduceScatterFunction << " sums only";
+    }
     int64_t dim = *type.getGlobal().getDimIndex(op.getAlong());
     int64_t count = Gather ? inputType.getNumElements() : resultType.getNumElements();
     rewriter.replaceOp(op, blockCollective(rewriter, op.getLoc(),
@@ -232,7 +249,7 @@ Value codegen::lowering::partStart(OpBuilder &b, Location loc, mtp::ShardedTenso
 LogicalResult codegen::lowering::declareMeshFunctions(ModuleOp module) {
   bool partitioned = false;
   module.walk([&](Operation *op) {
-    if (isa<mtp::MTPDialect>(op->getDialect()) || op->hasAttr(kLocalLayoutAttrName))
+    if (isa<mtp::MTPDialect>(op->getDialect()) || mtp::getLocalLayout(op))
       partitioned = true;
   });
   if (!partitioned)

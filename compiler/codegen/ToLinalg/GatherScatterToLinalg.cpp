@@ -37,10 +37,10 @@ namespace {
 /// Where this rank's rows of a table split along `dim` start (the op's `mtp.layout`), or
 /// null for a whole table.
 Value partOf(OpBuilder &b, Operation *op, StringRef dim) {
-  auto layout = op->getAttrOfType<TypeAttr>(kLocalLayoutAttrName);
+  mtp::ShardedTensorType layout = mtp::getLocalLayout(op);
   if (!layout)
     return nullptr;
-  return partStart(b, op->getLoc(), cast<mtp::ShardedTensorType>(layout.getValue()), dim);
+  return partStart(b, op->getLoc(), layout, dim);
 }
 
 /// The local row of index `index` (any integer type), clamped into [0, rows), and whether

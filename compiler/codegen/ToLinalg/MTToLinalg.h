@@ -71,12 +71,6 @@ inline constexpr llvm::StringLiteral kAllGatherFunction = MTC_ABI_ALL_GATHER;
 inline constexpr llvm::StringLiteral kReduceScatterFunction = MTC_ABI_REDUCE_SCATTER;
 inline constexpr llvm::StringLiteral kMeshCoordinateFunction = MTC_ABI_MESH_COORDINATE;
 
-/// The attribute of a partitioned op whose local computation depends on where this rank's
-/// part lies (compiler/sharding/Layout.h): a laid-out type. `mt.dropout` numbers its
-/// elements as in the whole tensor; `mt.gather` and `mt.embedding_grad` read and update
-/// only the table rows this rank holds (the lookup is 0 elsewhere).
-inline constexpr llvm::StringLiteral kLocalLayoutAttrName = "mtp.layout";
-
 inline mt::NamedTensorType namedType(mlir::Value value) {
   return llvm::cast<mt::NamedTensorType>(value.getType());
 }

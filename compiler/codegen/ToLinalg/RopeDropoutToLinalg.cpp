@@ -116,11 +116,10 @@ struct DropoutLowering : OpConversionPattern<mt::DropoutOp> {
     auto stream = static_cast<int64_t>(op.getStream());
     // A rank's part of a split tensor numbers its elements as the whole tensor does: the
     // masks do not depend on the layout. Dimension d of the part starts at `starts[d]`.
-    auto layout = op->getAttrOfType<TypeAttr>(kLocalLayoutAttrName);
+    mtp::ShardedTensorType sharded = mtp::getLocalLayout(op);
     NamedTensorType global = type;
     SmallVector<Value> starts(type.getRank());
-    if (layout) {
-      auto sharded = cast<mtp::ShardedTensorType>(layout.getValue());
+    if (sharded) {
       global = sharded.getGlobal();
       for (unsigned d = 0; d < type.getRank(); ++d)
         starts[d] = partStart(rewriter, op.getLoc(), sharded, type.getDimNames()[d].getValue());

@@ -31,7 +31,19 @@ def MTP_Dialect : Dialect {
     | `all_gather over a along d` | `d` split over a (last) | `d` not split over a |
     | `all_to_all over a from d to e` | `d` split over a (last) | `e` split over a (appended) |
     | `send`/`recv over a shift k` | point to point along axis a (pipeline stages) | |
+
+    Two attributes of the dialect annotate ops of others: `mtp.mesh` on a partitioned
+    module is the mesh it is partitioned over; `mtp.layout` on an op whose local
+    computation depends on where this rank's part lies in the whole is that laid-out type
+    (`mt.dropout` of a split tensor numbers its elements as in the whole tensor: the
+    operand's layout; `mt.gather` and `mt.embedding_grad` of a table split along the
+    indexed dimension read and update only the rows this rank holds: the table's layout).
+    Both are checked, and any other `mtp.` attribute is an error.
   }];
+  // `mtp.layout` and `mtp.mesh` (see the description): the partitioner sets them, the
+  // lowering to linalg reads them, verifyOperationAttribute checks them.
+  let discardableAttrs = (ins "::mlir::TypeAttr":$layout, "::mtc::mtp::MeshAttr":$mesh);
+  let hasOperationAttrVerify = 1;
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
   let dependentDialects = ["::mtc::mt::MTDialect"];

@@ -15,6 +15,8 @@ using namespace mtc::mtp;
 
 #include "dialects/mtp/IR/MTPDialect.cpp.inc"
 
+#include "dialects/mtp/IR/MTPEnums.cpp.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "dialects/mtp/IR/MTPAttrs.cpp.inc"
 
@@ -42,6 +44,40 @@ void MTPDialect::registerTypes() {
 #define GET_TYPEDEF_LIST
 #include "dialects/mtp/IR/MTPTypes.cpp.inc"
       >();
+}
+
+LogicalResult MTPDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() == getMeshAttrHelper().getName()) {
+    if (!isa<MeshAttr>(attr.getValue()))
+      return op->emitError() << "'" << attr.getName().getValue() << "' must be a mesh (#mtp.mesh<...>), not "
+                             << attr.getValue();
+    return success();
+  }
+  if (attr.getName() == getLayoutAttrHelper().getName()) {
+    auto layout = dyn_cast<TypeAttr>(attr.getValue());
+    if (!layout || !isa<ShardedTensorType>(layout.getValue()))
+      return op->emitError() << "'" << attr.getName().getValue()
+                             << "' must be a laid-out tensor type (!mtp.tensor<...>), not "
+                             << attr.getValue();
+    return success();
+  }
+  return op->emitError() << "the mtp dialect has no attribute '" << attr.getName().getValue()
+                         << "' (it has '" << getLayoutAttrHelper().getName().getValue()
+                         << "' and '" << getMeshAttrHelper().getName().getValue() << "')";
+}
+
+// Passes may not load dialects: a context without mtp loaded has no laid-out types.
+ShardedTensorType mtc::mtp::getLocalLayout(Operation *op) {
+  auto *dialect = op->getContext()->getLoadedDialect<MTPDialect>();
+  if (!dialect)
+    return {};
+  if (TypeAttr layout = dialect->getLayoutAttrHelper().getAttr(op))
+    return dyn_cast<ShardedTensorType>(layout.getValue());
+  return {};
+}
+
+void mtc::mtp::setLocalLayout(Operation *op, ShardedTensorType layout) {
+  cast<MTPDialect>(layout.getDialect()).getLayoutAttrHelper().setAttr(op, TypeAttr::get(layout));
 }
 
 //===----------------------------------------------------------------------===//

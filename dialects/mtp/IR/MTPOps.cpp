@@ -13,17 +13,46 @@
 using namespace mlir;
 using namespace mtc::mtp;
 
+/// The `max` of `reduction = max` (written only when not the default sum).
+static ParseResult parseReduction(OpAsmParser &parser, ReductionAttr &reduction) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef name;
+  if (parser.parseKeyword(&name))
+    return failure();
+  std::optional<Reduction> kind = symbolizeReduction(name);
+  if (!kind)
+    return parser.emitError(loc) << "unknown reduction '" << name
+                                 << "' (expected sum, max or min)";
+  reduction = ReductionAttr::get(parser.getContext(), *kind);
+  return success();
+}
+
+static void printReduction(OpAsmPrinter &printer, Operation *, ReductionAttr reduction) {
+  printer << stringifyReduction(reduction.getValue());
+}
+
+#include "dialects/mtp/IR/MTPInterfaces.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/mtp/IR/MTPOps.cpp.inc"
 
-namespace {
+SmallVector<StringRef> mtc::mtp::axisNames(StringAttr over) { return {over.getValue()}; }
 
-/// `axis` must be an axis of `type`'s mesh.
-LogicalResult checkAxis(Operation *op, ShardedTensorType type, StringRef axis) {
-  if (!type.getMesh().getAxisSize(axis))
-    return op->emitOpError() << "the mesh has no axis '" << axis << "'";
+SmallVector<StringRef> mtc::mtp::axisNames(ArrayAttr over) {
+  return llvm::to_vector(
+      llvm::map_range(over.getAsRange<StringAttr>(), [](StringAttr a) { return a.getValue(); }));
+}
+
+LogicalResult mtc::mtp::detail::verifyCollective(Operation *op) {
+  auto collective = cast<CollectiveOpInterface>(op);
+  MeshAttr mesh = collective.getLaidOutType().getMesh();
+  for (StringRef axis : collective.getMeshAxes())
+    if (!mesh.getAxisSize(axis))
+      return op->emitOpError() << "the mesh has no axis '" << axis << "'";
   return success();
 }
+
+namespace {
 
 /// The result must be `expected` (the operand's type with the op's one change).
 LogicalResult checkResult(Operation *op, ShardedTensorType expected, Type result) {
@@ -74,8 +103,6 @@ LogicalResult checkDivisible(Operation *op, ShardedTensorType type, StringRef di
 
 LogicalResult checkPointToPoint(Operation *op, ShardedTensorType type, StringRef axis,
                                 int64_t shift) {
-  if (failed(checkAxis(op, type, axis)))
-    return failure();
   int64_t size = *type.getMesh().getAxisSize(axis);
   if (shift == 0 || shift >= size || -shift >= size)
     return op->emitOpError() << "shift " << shift << " is not a step to another rank along '"
@@ -90,8 +117,6 @@ LogicalResult AllReduceOp::verify() {
   SmallVector<StringRef> partial = type.getPartialAxes();
   for (Attribute attr : getOver()) {
     StringRef axis = cast<StringAttr>(attr).getValue();
-    if (failed(checkAxis(*this, type, axis)))
-      return failure();
     if (!type.isPartialOver(axis))
       return emitOpError() << "the operand is not partial over '" << axis
                            << "': there is nothing to sum";
@@ -99,17 +124,13 @@ LogicalResult AllReduceOp::verify() {
   }
   if (getOver().empty())
     return emitOpError() << "needs at least one axis";
-  if (std::optional<StringRef> reduction = getReduction();
-      reduction && *reduction != "sum" && *reduction != "max")
-    return emitOpError() << "reduction must be \"sum\" or \"max\", not \"" << *reduction
-                         << "\"";
   return checkResult(*this, type.withPartial(partial), getResult().getType());
 }
 
 LogicalResult ReduceScatterOp::verify() {
   auto type = cast<ShardedTensorType>(getInput().getType());
   StringRef axis = getOver(), dim = getAlong();
-  if (failed(checkAxis(*this, type, axis)) || failed(checkDim(*this, type, dim)))
+  if (failed(checkDim(*this, type, dim)))
     return failure();
   if (!type.isPartialOver(axis))
     return emitOpError() << "the operand is not partial over '" << axis << "'";
@@ -124,7 +145,7 @@ LogicalResult ReduceScatterOp::verify() {
 LogicalResult AllGatherOp::verify() {
   auto type = cast<ShardedTensorType>(getInput().getType());
   StringRef axis = getOver(), dim = getAlong();
-  if (failed(checkAxis(*this, type, axis)) || failed(checkDim(*this, type, dim)) ||
+  if (failed(checkDim(*this, type, dim)) ||
       failed(checkSplitLast(*this, type, dim, axis)))
     return failure();
   SmallVector<StringRef> axes = type.getSplitAxes(dim);
@@ -135,7 +156,7 @@ LogicalResult AllGatherOp::verify() {
 LogicalResult AllSliceOp::verify() {
   auto type = cast<ShardedTensorType>(getInput().getType());
   StringRef axis = getOver(), dim = getAlong();
-  if (failed(checkAxis(*this, type, axis)) || failed(checkDim(*this, type, dim)))
+  if (failed(checkDim(*this, type, dim)))
     return failure();
   if (type.isPartialOver(axis))
     return emitOpError() << "the operand is partial over '" << axis
@@ -154,8 +175,6 @@ LogicalResult AllSliceOp::verify() {
 LogicalResult ToPartialOp::verify() {
   auto type = cast<ShardedTensorType>(getInput().getType());
   StringRef axis = getOver();
-  if (failed(checkAxis(*this, type, axis)))
-    return failure();
   if (type.isPartialOver(axis))
     return emitOpError() << "the operand is already partial over '" << axis << "'";
   for (NamedAttribute entry : type.getSplit())
@@ -170,7 +189,7 @@ LogicalResult ToPartialOp::verify() {
 LogicalResult AllToAllOp::verify() {
   auto type = cast<ShardedTensorType>(getInput().getType());
   StringRef axis = getOver(), from = getFrom(), to = getTo();
-  if (failed(checkAxis(*this, type, axis)) || failed(checkDim(*this, type, from)) ||
+  if (failed(checkDim(*this, type, from)) ||
       failed(checkDim(*this, type, to)) || failed(checkSplitLast(*this, type, from, axis)))
     return failure();
   if (from == to)

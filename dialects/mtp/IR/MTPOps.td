@@ -3,6 +3,7 @@
 #ifndef MTC_DIALECTS_MTP_IR_MTPOPS_TD
 #define MTC_DIALECTS_MTP_IR_MTPOPS_TD
 
+include "dialects/mtp/IR/MTPInterfaces.td"
 include "dialects/mtp/IR/MTPTypes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -14,59 +15,88 @@ class MTP_Op<string mnemonic, list<Trait> traits = []> : Op<MTP_Dialect, mnemoni
   let hasVerifier = 1;
 }
 
-def MTP_AllReduceOp : MTP_Op<"all_reduce", [Pure]> {
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// An op working along mesh axes `over` (a string, or a list of them) of the mesh of the
+/// laid-out type of `laidOut` (the accessor of its operand or result):
+/// CollectiveOpInterface checks the mesh has them, the op's verifier what it does.
+class MTP_CollectiveOp<string mnemonic, list<Trait> traits = [],
+                       string laidOut = "getInput()">
+    : MTP_Op<mnemonic, !listconcat(traits, [MTP_CollectiveOpInterface])> {
+  let extraClassDeclaration = [{
+    ::llvm::SmallVector<::llvm::StringRef> getMeshAxes() {
+      return ::mtc::mtp::axisNames(getOverAttr());
+    }
+    ::mtc::mtp::ShardedTensorType getLaidOutType() {
+      return ::llvm::cast<::mtc::mtp::ShardedTensorType>(}] # laidOut # [{.getType());
+    }
+  }];
+}
+
+/// The reduction of a collective that combines partial values (sum unless written).
+def MTP_DefaultSumReductionAttr
+    : DefaultValuedAttr<MTP_ReductionAttr, "::mtc::mtp::Reduction::Sum">;
+
+/// A collective from one layout of a tensor to another, written
+/// `%y = mtp.<op> %x over <over> <details> [reduction = <kind>] : T -> U`: `details` are
+/// its arguments beyond the operand and the axes, printed as `detailsFormat`; `reduces`
+/// adds the reduction.
+class MTP_LayoutChangeOp<string mnemonic, dag details = (ins), string detailsFormat = "",
+                         Attr overAttr = StrAttr, bit reduces = 0>
+    : MTP_CollectiveOp<mnemonic, [Pure]> {
+  let arguments = !con((ins MTP_ShardedTensorType:$input, overAttr:$over), details,
+                       !if(reduces, (ins MTP_DefaultSumReductionAttr:$reduction), (ins)));
+  let results = (outs MTP_ShardedTensorType:$result);
+  let assemblyFormat = !interleave(
+      !filter(part, ["$input `over` $over", detailsFormat,
+                     !if(reduces, "(`reduction` `=` custom<Reduction>($reduction)^)?", ""),
+                     "attr-dict `:` type($input) `->` type($result)"], !ne(part, "")), " ");
+}
+
+def MTP_AllReduceOp : MTP_LayoutChangeOp<"all_reduce", (ins), "", StrArrayAttr,
+                                         /*reduces=*/1> {
   let summary = "combine partial values over mesh axes";
   let description = [{
     `%y = mtp.all_reduce %x over ["tp"] : T -> U`: `%x` is partial over every axis of
     `over`; `%y` is `%x`'s type without those partial axes (layout otherwise unchanged).
-    Partial values are summed; with `{reduction = "max"}` they are partial maxima (a
-    maximum over a split dimension, which the partitioner combines right where it is
-    computed) and the result is their maximum.
+    Partial values are summed; with `reduction = max` (or `min`) they are partial maxima
+    (minima) of a maximum over a split dimension, which the partitioner combines right
+    where it is computed, and the result is their maximum (minimum).
   }];
-  let arguments = (ins MTP_ShardedTensorType:$input, StrArrayAttr:$over,
-                       OptionalAttr<StrAttr>:$reduction);
-  let results = (outs MTP_ShardedTensorType:$result);
-  let assemblyFormat = "$input `over` $over attr-dict `:` type($input) `->` type($result)";
 }
 
-def MTP_ReduceScatterOp : MTP_Op<"reduce_scatter", [Pure]> {
-  let summary = "sum partial values over an axis, leaving each rank one part of a dimension";
+def MTP_ReduceScatterOp : MTP_LayoutChangeOp<"reduce_scatter", (ins StrAttr:$along),
+                                             "`along` $along", StrAttr, /*reduces=*/1> {
+  let summary = "combine partial values over an axis, leaving each rank one part of a dimension";
   let description = [{
     `%y = mtp.reduce_scatter %x over "tp" along "seq" : T -> U`: `%x` is partial over
-    `tp`; `%y` is not, and `seq` is split over `tp` (appended to its axes).
+    `tp`; `%y` is not, and `seq` is split over `tp` (appended to its axes). Partial values
+    are summed unless `reduction = max` or `min` says otherwise.
   }];
-  let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over, StrAttr:$along);
-  let results = (outs MTP_ShardedTensorType:$result);
-  let assemblyFormat =
-      "$input `over` $over `along` $along attr-dict `:` type($input) `->` type($result)";
 }
 
-def MTP_AllGatherOp : MTP_Op<"all_gather", [Pure]> {
+def MTP_AllGatherOp : MTP_LayoutChangeOp<"all_gather", (ins StrAttr:$along),
+                                         "`along` $along"> {
   let summary = "gather the parts of a dimension split over an axis";
   let description = [{
     `%y = mtp.all_gather %x over "tp" along "seq" : T -> U`: `seq` is split over `tp` (its
     innermost axis) in `%x` and not in `%y`.
   }];
-  let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over, StrAttr:$along);
-  let results = (outs MTP_ShardedTensorType:$result);
-  let assemblyFormat =
-      "$input `over` $over `along` $along attr-dict `:` type($input) `->` type($result)";
 }
 
-def MTP_AllSliceOp : MTP_Op<"all_slice", [Pure]> {
+def MTP_AllSliceOp : MTP_LayoutChangeOp<"all_slice", (ins StrAttr:$along),
+                                        "`along` $along"> {
   let summary = "keep this rank's part of a dimension that an axis replicates";
   let description = [{
     `%y = mtp.all_slice %x over "tp" along "vocab" : T -> U`: the inverse of `all_gather`
     and no communication: every rank already holds the whole dimension and keeps the part
     its coordinate along `tp` owns; `vocab` is split over `tp` (appended) in `%y`.
   }];
-  let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over, StrAttr:$along);
-  let results = (outs MTP_ShardedTensorType:$result);
-  let assemblyFormat =
-      "$input `over` $over `along` $along attr-dict `:` type($input) `->` type($result)";
 }
 
-def MTP_ToPartialOp : MTP_Op<"to_partial", [Pure]> {
+def MTP_ToPartialOp : MTP_LayoutChangeOp<"to_partial"> {
   let summary = "a whole value as partial sums over an axis, without communication";
   let description = [{
     `%y = mtp.to_partial %x over "tp" : T -> U`: `%x` is the same on every rank along `tp`
@@ -74,25 +104,18 @@ def MTP_ToPartialOp : MTP_Op<"to_partial", [Pure]> {
     hold 0, so that `%y` is partial over `tp` and sums to `%x` exactly. Lets a sum of partial
     and whole values stay partial (one all-reduce for the whole sum).
   }];
-  let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over);
-  let results = (outs MTP_ShardedTensorType:$result);
-  let assemblyFormat = "$input `over` $over attr-dict `:` type($input) `->` type($result)";
 }
 
-def MTP_AllToAllOp : MTP_Op<"all_to_all", [Pure]> {
+def MTP_AllToAllOp : MTP_LayoutChangeOp<"all_to_all", (ins StrAttr:$from, StrAttr:$to),
+                                        "`from` $from `to` $to"> {
   let summary = "move the split of an axis from one dimension to another";
   let description = [{
     `%y = mtp.all_to_all %x over "tp" from "seq" to "heads" : T -> U`: `seq` is split
     over `tp` (innermost) in `%x`; in `%y` it is not, and `heads` is (appended).
   }];
-  let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over, StrAttr:$from,
-                       StrAttr:$to);
-  let results = (outs MTP_ShardedTensorType:$result);
-  let assemblyFormat = "$input `over` $over `from` $from `to` $to attr-dict `:` type($input) "
-                       "`->` type($result)";
 }
 
-def MTP_SendOp : MTP_Op<"send", [MemoryEffects<[MemWrite]>]> {
+def MTP_SendOp : MTP_CollectiveOp<"send", [MemoryEffects<[MemWrite]>]> {
   let summary = "send a tensor to the rank `shift` steps along a mesh axis";
   let description = [{
     `mtp.send %x over "pp" shift 1 : T` sends to the next rank along `pp` (pipeline
@@ -103,7 +126,7 @@ def MTP_SendOp : MTP_Op<"send", [MemoryEffects<[MemWrite]>]> {
   let assemblyFormat = "$input `over` $over `shift` $shift attr-dict `:` type($input)";
 }
 
-def MTP_RecvOp : MTP_Op<"recv", [MemoryEffects<[MemRead]>]> {
+def MTP_RecvOp : MTP_CollectiveOp<"recv", [MemoryEffects<[MemRead]>], "getResult()"> {
   let summary = "receive a tensor from the rank `shift` steps along a mesh axis";
   let description = [{
     `%x = mtp.recv over "pp" shift -1 : T` receives what the previous rank along `pp`

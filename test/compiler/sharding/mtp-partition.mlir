@@ -86,7 +86,7 @@ module attributes {mt.outlined, mt.parallel = {sp = true, tp = 4 : i64}} {
 // CHECK: %[[LOGITS:.*]] = mt.contract {{.*}} -> <[seq=4, vocab=8], f32>
 // CHECK: %[[LMAX:.*]] = mt.reduce_max %[[LOGITS]] over [vocab] : <[seq=4, vocab=8], f32> -> <[seq=4], f32>
 // CHECK: %[[PMAX:.*]] = mtp.from_local %[[LMAX]] {{.*}} partial [tp]>
-// CHECK: %[[GMAX:.*]] = mtp.all_reduce %[[PMAX]] over ["tp"] {reduction = "max"}
+// CHECK: %[[GMAX:.*]] = mtp.all_reduce %[[PMAX]] over ["tp"] reduction = max
 // CHECK: %[[MAX:.*]] = mtp.to_local %[[GMAX]]
 // CHECK: mt.sub %[[LOGITS]], %[[MAX]]
 // CHECK: %[[M:.*]] = mt.reduce_mean {{.*}} over [seq, vocab] : <[seq=4, vocab=8], f32> -> <[], f32>

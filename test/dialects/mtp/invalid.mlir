@@ -152,11 +152,72 @@ func.func @to_local_wrong_shape(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s
 
 // -----
 
-func.func @all_reduce_bad_reduction(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>) {
-  // expected-error @+1 {{reduction must be "sum" or "max", not "min"}}
-  %y = mtp.all_reduce %x over ["tp"] {reduction = "min"} : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+// Tests that a reduction kind other than sum, max and min is an error where it is written.
+func.func @all_reduce_unknown_reduction(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>) {
+  // expected-error @+1 {{unknown reduction 'avg' (expected sum, max or min)}}
+  %y = mtp.all_reduce %x over ["tp"] reduction = avg : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
   return
 }
+
+// -----
+
+// Tests that the reduction attribute refuses an unknown kind in the generic form too.
+func.func @generic_unknown_reduction(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>) {
+  // expected-error @+2 {{expected ::mtc::mtp::Reduction to be one of: sum, max, min}}
+  // expected-error @+1 {{failed to parse MTP_ReductionAttr parameter 'value'}}
+  %y = "mtp.all_reduce"(%x) <{over = ["tp"], reduction = #mtp.reduction<avg>}> : (!mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>) -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  return
+}
+
+// -----
+
+// Tests that the reduction is the dialect's enum, not a string (the former spelling).
+func.func @string_reduction(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>) {
+  // expected-error @+1 {{attribute 'reduction' failed to satisfy constraint: how a collective combines the ranks' values: sum, max or min}}
+  %y = mtp.all_reduce %x over ["tp"] {reduction = "max"} : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  return
+}
+
+// -----
+
+// Tests that reduce_scatter takes the same reduction kinds.
+func.func @reduce_scatter_unknown_reduction(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>) {
+  // expected-error @+1 {{unknown reduction 'prod' (expected sum, max or min)}}
+  %y = mtp.reduce_scatter %x over "tp" along "s" reduction = prod : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>
+  return
+}
+
+// -----
+
+// Tests that every collective checks its axes against the mesh (CollectiveOpInterface):
+// recv, which has no operand, against its result's.
+func.func @recv_no_axis() {
+  // expected-error @+1 {{'mtp.recv' op the mesh has no axis 'pp'}}
+  %y = mtp.recv over "pp" shift 1 : !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  return
+}
+
+// -----
+
+// Tests that `mtp.layout` must be a laid-out type.
+func.func @layout_not_a_layout(%x: !mt.tensor<[s=2], f32>) {
+  // expected-error @+1 {{'mtp.layout' must be a laid-out tensor type (!mtp.tensor<...>), not f32}}
+  %y = mt.dropout %x rate 0.1 stream 0 {mtp.layout = f32} : <[s=2], f32>
+  return
+}
+
+// -----
+
+// Tests that `mtp.mesh` must be a mesh.
+// expected-error @+1 {{'mtp.mesh' must be a mesh (#mtp.mesh<...>), not 3 : i64}}
+module attributes {mtp.mesh = 3} {
+}
+
+// -----
+
+// Tests that an `mtp.` attribute the dialect does not declare is an error (a misspelling).
+// expected-error @+1 {{the mtp dialect has no attribute 'mtp.layuot' (it has 'mtp.layout' and 'mtp.mesh')}}
+func.func private @misspelt(!mt.tensor<[s=2], f32>) attributes {mtp.layuot = 1}
 
 // -----
 

@@ -1,4 +1,6 @@
 // RUN: mt-opt %s | mt-opt | FileCheck %s
+// RUN: mt-opt %s -mlir-print-op-generic | mt-opt | FileCheck %s
+// RUN: mt-opt %s -mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
 
 // Tests that the sharded tensor type prints its global tensor, mesh, split and partial axes
 // (the last two only when present) and parses back.
@@ -87,11 +89,43 @@ func.func @slice_and_local_views(%x: !mt.tensor<[vocab=256, hidden=64], f32>)
 
 // Tests a max all-reduce (partial maxima of a maximum over a split dimension).
 // CHECK-LABEL: func.func @max_all_reduce
-// CHECK: mtp.all_reduce %arg0 over ["tp"] {reduction = "max"} : <[s=4], f32, <[tp = 2]>, partial [tp]> -> <[s=4], f32, <[tp = 2]>>
+// CHECK: mtp.all_reduce %arg0 over ["tp"] reduction = max : <[s=4], f32, <[tp = 2]>, partial [tp]> -> <[s=4], f32, <[tp = 2]>>
 func.func @max_all_reduce(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>)
     -> !mtp.tensor<[s=4], f32, <[tp = 2]>> {
-  %y = mtp.all_reduce %x over ["tp"] {reduction = "max"} : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  %y = mtp.all_reduce %x over ["tp"] reduction = max : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
   return %y : !mtp.tensor<[s=4], f32, <[tp = 2]>>
+}
+
+// Tests that each reduction kind round-trips, that the default sum is not printed (written
+// or not), and that the kind is an enum property with the runtime's names.
+// CHECK-LABEL: func.func @reduction_kinds
+// CHECK: mtp.all_reduce %arg0 over ["tp"] : <[s=4], f32, <[tp = 2]>, partial [tp]>
+// CHECK: mtp.all_reduce %arg0 over ["tp"] : <[s=4], f32, <[tp = 2]>, partial [tp]>
+// CHECK: mtp.all_reduce %arg0 over ["tp"] reduction = min : <[s=4], f32, <[tp = 2]>, partial [tp]>
+// CHECK: mtp.reduce_scatter %arg0 over "tp" along "s" reduction = max : <[s=4], f32, <[tp = 2]>, partial [tp]>
+// GENERIC-LABEL: sym_name = "reduction_kinds"
+// GENERIC: "mtp.all_reduce"(%{{.*}}) <{over = ["tp"], reduction = #mtp.reduction<sum>}>
+// GENERIC: "mtp.all_reduce"(%{{.*}}) <{over = ["tp"], reduction = #mtp.reduction<sum>}>
+// GENERIC: "mtp.all_reduce"(%{{.*}}) <{over = ["tp"], reduction = #mtp.reduction<min>}>
+// GENERIC: "mtp.reduce_scatter"(%{{.*}}) <{along = "s", over = "tp", reduction = #mtp.reduction<max>}>
+func.func @reduction_kinds(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>) {
+  %a = mtp.all_reduce %x over ["tp"] : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  %b = mtp.all_reduce %x over ["tp"] reduction = sum : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  %c = mtp.all_reduce %x over ["tp"] reduction = min : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  %d = mtp.reduce_scatter %x over "tp" along "s" reduction = max : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>
+  return
+}
+
+// Tests the dialect's discardable attributes on ops of other dialects: `mtp.layout` (a
+// laid-out type) and `mtp.mesh` (a mesh).
+// CHECK-LABEL: func.func @layout_and_mesh
+// CHECK: mt.dropout %arg0 rate 1.000000e-01 stream 0 {mtp.layout = !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>} : <[s=2], f32>
+// CHECK: module attributes {mtp.mesh = #mtp.mesh<[tp = 2]>}
+func.func @layout_and_mesh(%x: !mt.tensor<[s=2], f32>) -> !mt.tensor<[s=2], f32> {
+  %y = mt.dropout %x rate 0.1 stream 0 {mtp.layout = !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>} : <[s=2], f32>
+  return %y : !mt.tensor<[s=2], f32>
+}
+module attributes {mtp.mesh = #mtp.mesh<[tp = 2]>} {
 }
 
 // Tests to_partial (a whole value as partial sums: coordinate 0 keeps it).

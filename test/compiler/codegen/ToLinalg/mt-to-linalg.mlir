@@ -690,9 +690,34 @@ func.func @vocab_parallel(%table: !mt.tensor<[vocab=4, hidden=2], f32>, %ids: !m
   %d = mt.embedding_grad %ids, %g over vocab {mtp.layout = !mtp.tensor<[vocab=8, hidden=2], f32, <[tp = 2]>, split {vocab = [tp]}>} : <[seq=3], i32>, <[seq=3, hidden=2], f32> -> <[vocab=4, hidden=2], f32>
   %m = mt.reduce_max %x over [hidden] : <[seq=3, hidden=2], f32> -> <[seq=3], f32>
   %p = mtp.from_local %m : !mt.tensor<[seq=3], f32> -> !mtp.tensor<[seq=3], f32, <[tp = 2]>, partial [tp]>
-  %r = mtp.all_reduce %p over ["tp"] {reduction = "max"} : !mtp.tensor<[seq=3], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[seq=3], f32, <[tp = 2]>>
+  %r = mtp.all_reduce %p over ["tp"] reduction = max : !mtp.tensor<[seq=3], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[seq=3], f32, <[tp = 2]>>
   %l = mtp.to_local %r : !mtp.tensor<[seq=3], f32, <[tp = 2]>> -> !mt.tensor<[seq=3], f32>
   return %x, %d, %l : !mt.tensor<[seq=3, hidden=2], f32>, !mt.tensor<[vocab=4, hidden=2], f32>, !mt.tensor<[seq=3], f32>
+}
+
+// -----
+
+// Tests that a min all-reduce, which the runtime's mtc_all_reduce does not take, is an
+// error naming the reduction rather than a call the runtime refuses.
+func.func @min_all_reduce(%x: !mt.tensor<[s=4], f32>) -> !mt.tensor<[s=4], f32> {
+  %p = mtp.from_local %x : !mt.tensor<[s=4], f32> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>
+  // expected-error @+2 {{'mtp.all_reduce' op reduction = min: the runtime's mtc_all_reduce sums or takes the maximum only}}
+  // expected-error @+1 {{failed to legalize operation 'mtp.all_reduce'}}
+  %r = mtp.all_reduce %p over ["tp"] reduction = min : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  %l = mtp.to_local %r : !mtp.tensor<[s=4], f32, <[tp = 2]>> -> !mt.tensor<[s=4], f32>
+  return %l : !mt.tensor<[s=4], f32>
+}
+
+// -----
+
+// Tests that a reduce-scatter other than a sum (mtc_reduce_scatter sums) is an error.
+func.func @max_reduce_scatter(%x: !mt.tensor<[s=4], f32>) -> !mt.tensor<[s=2], f32> {
+  %p = mtp.from_local %x : !mt.tensor<[s=4], f32> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>
+  // expected-error @+2 {{'mtp.reduce_scatter' op reduction = max: the runtime's mtc_reduce_scatter sums only}}
+  // expected-error @+1 {{failed to legalize operation 'mtp.reduce_scatter'}}
+  %r = mtp.reduce_scatter %p over "tp" along "s" reduction = max : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}>
+  %l = mtp.to_local %r : !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s = [tp]}> -> !mt.tensor<[s=2], f32>
+  return %l : !mt.tensor<[s=2], f32>
 }
 
 // -----
