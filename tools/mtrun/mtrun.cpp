@@ -191,7 +191,10 @@ Expected<int64_t> parseCount(const std::optional<std::string> &value, std::strin
 
 Error exportParameters(const Plan &plan, const TrainingState &whole, const std::string &file) {
   // The real vocabulary only (Checkpoint.h): an export is the same model under every tp.
-  TrainingState state = withRealVocabulary(plan, whole);
+  std::optional<TrainingState> real;
+  if (plan.vocabularyPadded())
+    real = withRealVocabulary(plan, whole);
+  const TrainingState &state = real ? *real : whole;
   std::vector<TensorRef> refs = state.paramRefs();
   SafetensorsMetadata metadata = {
       {"format", "mtc"},
