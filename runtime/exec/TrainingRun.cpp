@@ -15,6 +15,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <optional>
 #include <sys/resource.h>
 
 namespace mtc::rt {
@@ -65,7 +66,10 @@ std::string bestLossNote(const TokenSource &data) {
 
 Error exportParameters(const Plan &plan, const TrainingState &whole, const std::string &file) {
   // The real vocabulary only (Checkpoint.h): an export is the same model under every tp.
-  TrainingState state = withRealVocabulary(plan, whole);
+  std::optional<TrainingState> real;
+  if (plan.vocabularyPadded())
+    real = withRealVocabulary(plan, whole);
+  const TrainingState &state = real ? *real : whole;
   std::vector<TensorRef> refs = state.paramRefs();
   SafetensorsMetadata metadata = {
       {"format", "mtc"},
