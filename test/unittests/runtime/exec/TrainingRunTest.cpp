@@ -57,6 +57,7 @@ Plan toyRunPlan() {
   Plan plan = toyPlan(1);
   plan.dims = {{"vocab", 16}};
   plan.vocabulary = "vocab";
+  plan.vocabularyRealSize = 16;
   return plan;
 }
 
