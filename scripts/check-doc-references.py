@@ -4,16 +4,20 @@
     scripts/check-doc-references.py [SOURCE_ROOT]
 
 Reports (file:line: message) and exits 1 on:
-  - a reference to design notes kept outside the repository (DESIGN.md, STYLE.md, ../shared);
-  - a path `docs/<name>.md` (or `docs/<dir>/<name>.md`) that does not exist.
+  - a reference to notes kept outside the repository (a `../shared` path, "design notes");
+  - a path `docs/<name>.md` (or `docs/<dir>/<name>.md`) that does not exist;
+  - a note named in capitals (`<NAME>.md`) that no Markdown file of the repository is.
 Build directories, the fuzz corpora and this script are not read.
 """
 import os
 import re
 import sys
 
-OUTSIDE = re.compile(r"\bDESIGN\.md\b|\bSTYLE\.md\b|\.\./shared\b|\bdesign notes?\b", re.I)
+OUTSIDE = re.compile(r"\.\./shared\b|\bdesign notes?\b", re.I)
 DOC_PATH = re.compile(r"\bdocs/[A-Za-z0-9_./-]+?\.md\b")
+# Notes outside a docs/ folder are named in capitals (README.md, NOTES.md); generated dialect
+# docs (MTDialect.md) and wrapped paths are not.
+MD_NAME = re.compile(r"(?<![A-Za-z0-9_./-])[A-Z][A-Z0-9_]*\.md\b")
 SKIP_DIRS = {".git", "fuzz-corpus", "__pycache__", ".venv"}
 TEXT_SUFFIXES = {".md", ".h", ".cpp", ".c", ".td", ".txt", ".py", ".sh", ".mlir", ".mtl",
                  ".test", ".in", ".cfg", ".dict"}
@@ -32,8 +36,10 @@ def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                            os.path.join(os.path.dirname(__file__), ".."))
     me = os.path.abspath(__file__)
+    files = sorted(text_files(root))
+    markdown = {os.path.basename(f) for f in files if f.endswith(".md")}
     problems = 0
-    for path in sorted(text_files(root)):
+    for path in files:
         if os.path.abspath(path) == me:
             continue
         rel = os.path.relpath(path, root)
@@ -42,6 +48,11 @@ def main():
                 if OUTSIDE.search(line):
                     print(f"{rel}:{number}: cites a note outside the repository: {line.strip()}")
                     problems += 1
+                    continue
+                for name in MD_NAME.findall(line):
+                    if name not in markdown:
+                        print(f"{rel}:{number}: {name} is not in the repository")
+                        problems += 1
                 for doc in DOC_PATH.findall(line):
                     if not os.path.isfile(os.path.join(root, doc)):
                         print(f"{rel}:{number}: {doc} does not exist")
