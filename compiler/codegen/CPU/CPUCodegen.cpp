@@ -10,6 +10,7 @@
 
 #include "compiler/codegen/CPU/CPUCodegen.h"
 #include "compiler/codegen/CPU/Workspace.h"
+#include "compiler/codegen/Common/DiagnosticCollector.h"
 #include "compiler/codegen/Common/Passes.h"
 #include "compiler/codegen/ToLinalg/MTToLinalg.h"
 
@@ -44,24 +45,6 @@ static Error errorf(const llvm::Twine &message) {
 }
 
 namespace {
-
-/// Collects the diagnostics of the translation to LLVM IR, to return them as an llvm::Error.
-class DiagnosticCollector {
-public:
-  explicit DiagnosticCollector(MLIRContext *context)
-      : handler(context, [this](Diagnostic &diag) {
-          llvm::raw_string_ostream os(text);
-          os << diag.getLocation() << ": " << diag << "\n";
-          for (const Diagnostic &note : diag.getNotes())
-            os << note.getLocation() << ": note: " << note << "\n";
-          return success();
-        }) {}
-  Error error(const llvm::Twine &what) const { return errorf(what + ":\n" + text); }
-
-private:
-  std::string text;
-  ScopedDiagnosticHandler handler;
-};
 
 Expected<std::unique_ptr<llvm::TargetMachine>>
 createHostTargetMachine(const codegen::CPUCodegenOptions &options) {
@@ -294,7 +277,7 @@ Expected<std::string> codegen::compileToObject(ModuleOp llvmDialectModule,
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule;
   {
-    DiagnosticCollector diagnostics(context);
+    codegen::DiagnosticCollector diagnostics(context);
     llvmModule = translateModuleToLLVMIR(llvmDialectModule, llvmContext, "mtc_kernels");
     if (!llvmModule)
       return diagnostics.error("translation to LLVM IR failed");

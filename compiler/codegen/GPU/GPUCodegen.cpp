@@ -11,6 +11,7 @@
 
 #include "compiler/codegen/GPU/GPUCodegen.h"
 
+#include "compiler/codegen/Common/DiagnosticCollector.h"
 #include "compiler/codegen/Common/Passes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
@@ -69,22 +70,6 @@ Error errorf(const llvm::Twine &message) {
 
 /// Name of the one gpu.module holding every kernel.
 constexpr llvm::StringLiteral kKernelModuleName = "mtc_kernels";
-
-/// Collects the diagnostics of a pass pipeline run, to return them as an llvm::Error.
-class DiagnosticCollector {
-public:
-  explicit DiagnosticCollector(MLIRContext *context)
-      : handler(context, [this](Diagnostic &diag) {
-          llvm::raw_string_ostream os(text);
-          os << diag.getLocation() << ": " << diag << "\n";
-          return success();
-        }) {}
-  Error error(const llvm::Twine &what) const { return errorf(what + ":\n" + text); }
-
-private:
-  std::string text;
-  ScopedDiagnosticHandler handler;
-};
 
 void registerGPUDialects(DialectRegistry &registry) {
   codegen::registerCodegenDialects(registry);
@@ -292,7 +277,7 @@ Expected<std::string> codegen::compileToPTX(ModuleOp linalgModule, llvm::StringR
                        scf::SCFDialect>();
 
   OwningOpRef<ModuleOp> module(linalgModule.clone());
-  DiagnosticCollector diagnostics(context);
+  codegen::DiagnosticCollector diagnostics(context);
 
   if (failed(runPipeline(*module, buildBufferizePassPipeline)))
     return diagnostics.error("bufferization failed");
