@@ -5,6 +5,9 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
+#include <deque>
+#include <limits>
+#include <vector>
 
 using namespace mlir;
 using namespace mtc;
@@ -95,6 +98,87 @@ ComputeOrder interleavedOrder(int64_t stages, int64_t virtualStages, int64_t mic
   return order;
 }
 
+/// ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory", the V-shaped zero
+/// bubble schedule): stage s holds chunks s and 2P-1-s, so the forward runs down the
+/// stages and back up, and stage 0 holds both the first chunk and the loss. The order
+/// comes from a unit-time list schedule of the whole pipeline, as the reference
+/// implementation's greedy variant does: at every step each stage runs the first ready
+/// of (1) the B of its oldest micro-batch whose output gradient is there, (2) a forward
+/// whose input is there, while the stage holds fewer than 2P chunk activations (F done,
+/// W not: the memory of 1F1B's first stage, as chunks are half a stage), (3) its oldest
+/// deferred W; among two chunks the later one goes first.
+ComputeOrder zbvOrder(int64_t stages, int64_t microBatches) {
+  int64_t chunks = 2 * stages;
+  constexpr int64_t never = std::numeric_limits<int64_t>::max();
+  // When the forward and the B of (chunk, micro-batch) finish.
+  std::vector<int64_t> forwardDone(chunks * microBatches, never),
+      backwardDone(chunks * microBatches, never);
+  auto at = [&](int64_t chunk, int64_t microBatch) { return chunk * microBatches + microBatch; };
+  SmallVector<int64_t> nextForward(chunks, 0), nextBackward(chunks, 0), held(stages, 0);
+  SmallVector<std::deque<Task>> deferredWeights(stages);
+  ComputeOrder order(stages);
+  int64_t remaining = 3 * chunks * microBatches;
+  for (int64_t time = 0; remaining > 0; ++time) {
+    bool ran = false;
+    for (int64_t stage = 0; stage < stages; ++stage) {
+      int64_t mine[2] = {chunks - 1 - stage, stage}; // the later chunk first
+      // The oldest ready micro-batch over both chunks, the later chunk on a tie.
+      auto oldestReady = [&](ArrayRef<int64_t> next, auto isReady) -> std::optional<Task> {
+        std::optional<Task> best;
+        for (int64_t chunk : mine) {
+          int64_t microBatch = next[chunk];
+          if (microBatch < microBatches && isReady(chunk, microBatch) &&
+              (!best || microBatch < best->microBatch))
+            best = Task{TaskKind::Forward, chunk, microBatch};
+        }
+        return best;
+      };
+      std::optional<Task> task = oldestReady(nextBackward, [&](int64_t chunk, int64_t i) {
+        return forwardDone[at(chunk, i)] <= time &&
+               (chunk == chunks - 1 || backwardDone[at(chunk + 1, i)] <= time);
+      });
+      if (task) {
+        task->kind = TaskKind::BackwardInput;
+      } else if (held[stage] < 2 * stages) {
+        task = oldestReady(nextForward, [&](int64_t chunk, int64_t i) {
+          return chunk == 0 || forwardDone[at(chunk - 1, i)] <= time;
+        });
+      }
+      if (!task && !deferredWeights[stage].empty()) {
+        task = deferredWeights[stage].front();
+        deferredWeights[stage].pop_front();
+      }
+      if (!task)
+        continue;
+      ran = true;
+      --remaining;
+      order[stage].push_back(*task);
+      int64_t index = at(task->chunk, task->microBatch);
+      switch (task->kind) {
+      case TaskKind::Forward:
+        forwardDone[index] = time + 1;
+        ++nextForward[task->chunk];
+        ++held[stage];
+        break;
+      case TaskKind::BackwardInput:
+        backwardDone[index] = time + 1;
+        ++nextBackward[task->chunk];
+        deferredWeights[stage].push_back({TaskKind::BackwardWeight, task->chunk, task->microBatch});
+        break;
+      default:
+        --held[stage];
+        break;
+      }
+    }
+    // A step in which no stage could run changes nothing, so none ever could again; the
+    // order is then incomplete and the verifier reports what is missing. (The memory
+    // bound leaves room: by the time stage 0 can run chunk 2P-1, it holds at most 2P-1.)
+    if (!ran)
+      break;
+  }
+  return order;
+}
+
 /// A message between stages: what the sender's send says.
 struct Message {
   TaskKind kind; // SendActivation or SendGradient
@@ -155,13 +239,16 @@ SmallVector<SmallVector<Task>> addTransfers(const ComputeOrder &order,
         auto [wanted, peer] = *message;
         ArrayRef<Message> queue = outgoing[{peer, stage}];
         size_t &next = posted[peer];
-        auto position = std::find(queue.begin() + next, queue.end(), wanted);
-        for (const Message *it = queue.begin() + next; it != queue.end() && it <= position; ++it) {
-          bool activation = it->kind == TaskKind::SendActivation;
+        // Receive up to the wanted message; if it is not among those still to receive, it
+        // was received early already (or never sent, which the verifier reports).
+        const Message *found = std::find(queue.begin() + next, queue.end(), wanted);
+        size_t end = found == queue.end() ? next : found - queue.begin() + 1;
+        for (; next < end; ++next) {
+          const Message &message = queue[next];
+          bool activation = message.kind == TaskKind::SendActivation;
           result[stage].push_back({activation ? TaskKind::RecvActivation : TaskKind::RecvGradient,
-                                   activation ? it->chunk + 1 : it->chunk - 1, it->microBatch,
-                                   peer});
-          ++next;
+                                   activation ? message.chunk + 1 : message.chunk - 1,
+                                   message.microBatch, peer});
         }
       }
       result[stage].push_back(task);
@@ -177,10 +264,13 @@ SmallVector<SmallVector<Task>> addTransfers(const ComputeOrder &order,
 
 } // namespace
 
-SmallVector<int64_t> pipeline::placeChunks(int64_t stages, int64_t virtualStages) {
+SmallVector<int64_t> pipeline::placeChunks(ScheduleKind kind, int64_t stages,
+                                           int64_t virtualStages) {
   SmallVector<int64_t> chunkStages;
-  for (int64_t chunk = 0; chunk < stages * virtualStages; ++chunk)
-    chunkStages.push_back(chunk % stages);
+  for (int64_t chunk = 0; chunk < stages * virtualStages; ++chunk) {
+    bool returning = kind == ScheduleKind::ZBV && chunk >= stages;
+    chunkStages.push_back(returning ? 2 * stages - 1 - chunk : chunk % stages);
+  }
   return chunkStages;
 }
 
@@ -214,9 +304,15 @@ FailureOr<ScheduleOp> pipeline::buildSchedule(OpBuilder &builder, Location loc, 
                             << stages << "), as Megatron's interleaved schedule does";
     order = interleavedOrder(stages, virtualStages, microBatches);
     break;
+  case ScheduleKind::ZBV:
+    if (virtualStages != 2)
+      return emitError(loc) << "the zb-v schedule runs 2 chunks per stage (V-shaped), not "
+                            << virtualStages << " virtual stages";
+    order = zbvOrder(stages, microBatches);
+    break;
   }
 
-  SmallVector<int64_t> chunkStages = placeChunks(stages, virtualStages);
+  SmallVector<int64_t> chunkStages = placeChunks(kind, stages, virtualStages);
   auto schedule =
       ScheduleOp::create(builder, loc, name, stages, virtualStages, microBatches, chunkStages);
   OpBuilder::InsertionGuard guard(builder);

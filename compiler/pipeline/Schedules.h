@@ -17,12 +17,14 @@
 namespace mtc::pipeline {
 
 /// The stage of each of the P * V chunks: chunk c runs on stage c % P (Megatron's
-/// interleaved placement; for V = 1 chunk c on stage c).
-llvm::SmallVector<int64_t> placeChunks(int64_t stages, int64_t virtualStages);
+/// interleaved placement; for V = 1 chunk c on stage c), except for zb-v, whose V = 2
+/// chunks per stage are V-shaped: stage s runs chunks s and 2P-1-s.
+llvm::SmallVector<int64_t> placeChunks(mts::ScheduleKind kind, int64_t stages,
+                                       int64_t virtualStages);
 
 /// Builds the schedule at the builder's insertion point. Parameters the kind cannot
 /// schedule (V != 1 for gpipe, 1f1b and zb-h1; V < 2 or m not a multiple of P for
-/// interleaved; a non-positive count) are an error at `loc`, and nothing is built.
+/// interleaved; V != 2 for zb-v; a non-positive count) are an error at `loc`, and nothing is built.
 mlir::FailureOr<mts::ScheduleOp> buildSchedule(mlir::OpBuilder &builder, mlir::Location loc,
                                                mts::ScheduleKind kind, int64_t stages,
                                                int64_t virtualStages, int64_t microBatches);

@@ -46,6 +46,7 @@ std::optional<ScheduleKind> mtc::mts::symbolizeScheduleKind(StringRef name) {
       .Case("1f1b", ScheduleKind::OneFOneB)
       .Case("interleaved", ScheduleKind::Interleaved)
       .Case("zb-h1", ScheduleKind::ZBH1)
+      .Case("zb-v", ScheduleKind::ZBV)
       .Default(std::nullopt);
 }
 
@@ -59,11 +60,13 @@ StringRef mtc::mts::stringifyScheduleKind(ScheduleKind kind) {
     return "interleaved";
   case ScheduleKind::ZBH1:
     return "zb-h1";
+  case ScheduleKind::ZBV:
+    return "zb-v";
   }
   llvm_unreachable("every schedule kind has a name");
 }
 
-StringRef mtc::mts::scheduleKindNames() { return "gpipe, 1f1b, interleaved or zb-h1"; }
+StringRef mtc::mts::scheduleKindNames() { return "gpipe, 1f1b, interleaved, zb-h1 or zb-v"; }
 
 //===----------------------------------------------------------------------===//
 // Tasks

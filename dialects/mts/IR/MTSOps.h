@@ -20,11 +20,11 @@ class StageOp;
 namespace mtc::mts {
 
 /// The schedules the generators make (`kind` of `mts.schedule`, "schedule" in the plan).
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZBH1 };
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZBH1, ZBV };
 
 std::optional<ScheduleKind> symbolizeScheduleKind(llvm::StringRef name);
 llvm::StringRef stringifyScheduleKind(ScheduleKind kind);
-/// "gpipe, 1f1b, interleaved or zb-h1", for error messages.
+/// "gpipe, 1f1b, interleaved, zb-h1 or zb-v", for error messages.
 llvm::StringRef scheduleKindNames();
 
 /// What a task op does, one value per task op.

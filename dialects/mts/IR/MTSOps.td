@@ -21,7 +21,8 @@ def MTS_ScheduleOp : MTS_Op<"schedule", [NoTerminator, SingleBlock, IsolatedFrom
       mts.stage 1 { ... }
     }
     ```
-    `kind` is the generator that made it (`gpipe`, `1f1b`, `interleaved`, `zb-h1`);
+    `kind` is the generator that made it (`gpipe`, `1f1b`, `interleaved`, `zb-h1`,
+    `zb-v`);
     `chunk_stages` has `stages * virtual_stages` entries, the stage of each chunk. The
     body holds `mts.stage 0` to `mts.stage P-1` in order. The verifier checks the whole
     schedule (see the dialect's description), deadlock included.

@@ -2,11 +2,13 @@
 // RUN: mt-opt %s --mts-generate-schedule="kind=1f1b stages=3 micro-batches=2" | FileCheck %s --check-prefix=ONEFONEB
 // RUN: mt-opt %s --mts-generate-schedule="kind=zb-h1 stages=3 micro-batches=3" | FileCheck %s --check-prefix=ZBH1
 // RUN: mt-opt %s --mts-generate-schedule="kind=interleaved stages=2 virtual-stages=2 micro-batches=4" | FileCheck %s --check-prefix=INTERLEAVED
+// RUN: mt-opt %s --mts-generate-schedule="kind=zb-v stages=2 virtual-stages=2 micro-batches=4" | FileCheck %s --check-prefix=ZBV
 // RUN: mt-opt %s --mts-generate-schedule="kind=1f1b stages=4 micro-batches=8" | mt-opt | FileCheck %s --check-prefix=ROUNDTRIP
-// RUN: not mt-opt %s --mts-generate-schedule="kind=zb-v stages=2 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not mt-opt %s --mts-generate-schedule="kind=zb-h2 stages=2 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not mt-opt %s --mts-generate-schedule="kind=1f1b stages=2 virtual-stages=2 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=VIRTUAL
 // RUN: not mt-opt %s --mts-generate-schedule="kind=interleaved stages=2 virtual-stages=1 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=ONECHUNK
 // RUN: not mt-opt %s --mts-generate-schedule="kind=interleaved stages=4 virtual-stages=2 micro-batches=6" 2>&1 | FileCheck %s --check-prefix=MULTIPLE
+// RUN: not mt-opt %s --mts-generate-schedule="kind=zb-v stages=2 virtual-stages=3 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=VSHAPE
 // RUN: not mt-opt %s --mts-generate-schedule="kind=gpipe stages=0 micro-batches=2" 2>&1 | FileCheck %s --check-prefix=POSITIVE
 
 // The pass appends a schedule to this empty module; each RUN line is one case.
@@ -249,13 +251,109 @@ module {
 // INTERLEAVED-NEXT:   }
 // INTERLEAVED-NEXT: }
 
+// Tests that zb-v places the chunks V-shaped (stage s runs s and 2P-1-s, the loss on
+// stage 0, chunks 1 and 2 handing over locally on stage 1) and that a stage receives
+// from a peer in the peer's send order: stage 1 receives the input of chunk 1 mb 2
+// (sent first) before the gradient of chunk 2 mb 0, which it needs first.
+// ZBV-LABEL: mts.schedule "zb-v" stages 2 virtual_stages 2 micro_batches 4 chunk_stages [0, 1, 1, 0] {
+// ZBV:   mts.stage 0 {
+// ZBV-NEXT:     mts.forward chunk 0 mb 0
+// ZBV-NEXT:     mts.send_activation chunk 0 mb 0 to 1
+// ZBV-NEXT:     mts.forward chunk 0 mb 1
+// ZBV-NEXT:     mts.send_activation chunk 0 mb 1 to 1
+// ZBV-NEXT:     mts.forward chunk 0 mb 2
+// ZBV-NEXT:     mts.send_activation chunk 0 mb 2 to 1
+// ZBV-NEXT:     mts.recv_activation chunk 3 mb 0 from 1
+// ZBV-NEXT:     mts.forward chunk 3 mb 0
+// ZBV-NEXT:     mts.backward_input chunk 3 mb 0
+// ZBV-NEXT:     mts.send_gradient chunk 3 mb 0 to 1
+// ZBV-NEXT:     mts.backward_weight chunk 3 mb 0
+// ZBV-NEXT:     mts.recv_activation chunk 3 mb 1 from 1
+// ZBV-NEXT:     mts.forward chunk 3 mb 1
+// ZBV-NEXT:     mts.recv_gradient chunk 0 mb 0 from 1
+// ZBV-NEXT:     mts.backward_input chunk 0 mb 0
+// ZBV-NEXT:     mts.backward_input chunk 3 mb 1
+// ZBV-NEXT:     mts.send_gradient chunk 3 mb 1 to 1
+// ZBV-NEXT:     mts.backward_weight chunk 0 mb 0
+// ZBV-NEXT:     mts.forward chunk 0 mb 3
+// ZBV-NEXT:     mts.send_activation chunk 0 mb 3 to 1
+// ZBV-NEXT:     mts.recv_gradient chunk 0 mb 1 from 1
+// ZBV-NEXT:     mts.backward_input chunk 0 mb 1
+// ZBV-NEXT:     mts.backward_weight chunk 3 mb 1
+// ZBV-NEXT:     mts.recv_activation chunk 3 mb 2 from 1
+// ZBV-NEXT:     mts.forward chunk 3 mb 2
+// ZBV-NEXT:     mts.backward_input chunk 3 mb 2
+// ZBV-NEXT:     mts.send_gradient chunk 3 mb 2 to 1
+// ZBV-NEXT:     mts.backward_weight chunk 0 mb 1
+// ZBV-NEXT:     mts.backward_weight chunk 3 mb 2
+// ZBV-NEXT:     mts.recv_gradient chunk 0 mb 2 from 1
+// ZBV-NEXT:     mts.backward_input chunk 0 mb 2
+// ZBV-NEXT:     mts.backward_weight chunk 0 mb 2
+// ZBV-NEXT:     mts.recv_activation chunk 3 mb 3 from 1
+// ZBV-NEXT:     mts.forward chunk 3 mb 3
+// ZBV-NEXT:     mts.backward_input chunk 3 mb 3
+// ZBV-NEXT:     mts.send_gradient chunk 3 mb 3 to 1
+// ZBV-NEXT:     mts.backward_weight chunk 3 mb 3
+// ZBV-NEXT:     mts.recv_gradient chunk 0 mb 3 from 1
+// ZBV-NEXT:     mts.backward_input chunk 0 mb 3
+// ZBV-NEXT:     mts.backward_weight chunk 0 mb 3
+// ZBV-NEXT:     mts.reduce_gradients
+// ZBV-NEXT:     mts.optimizer_step
+// ZBV-NEXT:   }
+// ZBV:   mts.stage 1 {
+// ZBV-NEXT:     mts.recv_activation chunk 1 mb 0 from 0
+// ZBV-NEXT:     mts.forward chunk 1 mb 0
+// ZBV-NEXT:     mts.forward chunk 2 mb 0
+// ZBV-NEXT:     mts.send_activation chunk 2 mb 0 to 0
+// ZBV-NEXT:     mts.recv_activation chunk 1 mb 1 from 0
+// ZBV-NEXT:     mts.forward chunk 1 mb 1
+// ZBV-NEXT:     mts.forward chunk 2 mb 1
+// ZBV-NEXT:     mts.send_activation chunk 2 mb 1 to 0
+// ZBV-NEXT:     mts.recv_activation chunk 1 mb 2 from 0
+// ZBV-NEXT:     mts.recv_gradient chunk 2 mb 0 from 0
+// ZBV-NEXT:     mts.backward_input chunk 2 mb 0
+// ZBV-NEXT:     mts.backward_input chunk 1 mb 0
+// ZBV-NEXT:     mts.send_gradient chunk 1 mb 0 to 0
+// ZBV-NEXT:     mts.backward_weight chunk 2 mb 0
+// ZBV-NEXT:     mts.forward chunk 1 mb 2
+// ZBV-NEXT:     mts.recv_gradient chunk 2 mb 1 from 0
+// ZBV-NEXT:     mts.backward_input chunk 2 mb 1
+// ZBV-NEXT:     mts.backward_input chunk 1 mb 1
+// ZBV-NEXT:     mts.send_gradient chunk 1 mb 1 to 0
+// ZBV-NEXT:     mts.backward_weight chunk 1 mb 0
+// ZBV-NEXT:     mts.forward chunk 2 mb 2
+// ZBV-NEXT:     mts.send_activation chunk 2 mb 2 to 0
+// ZBV-NEXT:     mts.backward_weight chunk 2 mb 1
+// ZBV-NEXT:     mts.recv_activation chunk 1 mb 3 from 0
+// ZBV-NEXT:     mts.forward chunk 1 mb 3
+// ZBV-NEXT:     mts.recv_gradient chunk 2 mb 2 from 0
+// ZBV-NEXT:     mts.backward_input chunk 2 mb 2
+// ZBV-NEXT:     mts.backward_input chunk 1 mb 2
+// ZBV-NEXT:     mts.send_gradient chunk 1 mb 2 to 0
+// ZBV-NEXT:     mts.backward_weight chunk 1 mb 1
+// ZBV-NEXT:     mts.forward chunk 2 mb 3
+// ZBV-NEXT:     mts.send_activation chunk 2 mb 3 to 0
+// ZBV-NEXT:     mts.backward_weight chunk 2 mb 2
+// ZBV-NEXT:     mts.backward_weight chunk 1 mb 2
+// ZBV-NEXT:     mts.recv_gradient chunk 2 mb 3 from 0
+// ZBV-NEXT:     mts.backward_input chunk 2 mb 3
+// ZBV-NEXT:     mts.backward_input chunk 1 mb 3
+// ZBV-NEXT:     mts.send_gradient chunk 1 mb 3 to 0
+// ZBV-NEXT:     mts.backward_weight chunk 2 mb 3
+// ZBV-NEXT:     mts.backward_weight chunk 1 mb 3
+// ZBV-NEXT:     mts.reduce_gradients
+// ZBV-NEXT:     mts.optimizer_step
+// ZBV-NEXT:   }
+// ZBV-NEXT: }
+
 // Tests that a generated schedule prints in a form that parses and verifies again.
 // ROUNDTRIP-LABEL: mts.schedule "1f1b" stages 4 virtual_stages 1 micro_batches 8 chunk_stages [0, 1, 2, 3]
 // ROUNDTRIP-COUNT-8: mts.backward chunk 3
 
 // Tests that the errors name the problem.
-// UNKNOWN: error: unknown schedule 'zb-v' (expected gpipe, 1f1b, interleaved or zb-h1)
+// UNKNOWN: error: unknown schedule 'zb-h2' (expected gpipe, 1f1b, interleaved, zb-h1 or zb-v)
 // VIRTUAL: error: the 1f1b schedule runs one chunk per stage, not 2 virtual stages (use 'interleaved' for more)
 // ONECHUNK: error: the interleaved schedule needs at least 2 virtual stages, not 1 (with one chunk per stage use 1f1b)
 // MULTIPLE: error: the interleaved schedule needs the micro-batch count (6) to be a multiple of the stage count (4), as Megatron's interleaved schedule does
+// VSHAPE: error: the zb-v schedule runs 2 chunks per stage (V-shaped), not 3 virtual stages
 // POSITIVE: error: a pipeline schedule needs positive stages, virtual stages and micro-batches, not 0, 1 and 2

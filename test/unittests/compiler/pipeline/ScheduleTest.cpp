@@ -26,7 +26,8 @@ using namespace mtc::mts;
 namespace {
 
 constexpr ScheduleKind allKinds[] = {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
-                                     ScheduleKind::Interleaved, ScheduleKind::ZBH1};
+                                     ScheduleKind::Interleaved, ScheduleKind::ZBH1,
+                                     ScheduleKind::ZBV};
 
 class ScheduleTest : public ::testing::Test {
 protected:
@@ -66,6 +67,8 @@ protected:
 bool admissible(ScheduleKind kind, int64_t stages, int64_t virtualStages, int64_t microBatches) {
   if (kind == ScheduleKind::Interleaved)
     return virtualStages >= 2 && microBatches % stages == 0;
+  if (kind == ScheduleKind::ZBV)
+    return virtualStages == 2;
   return virtualStages == 1;
 }
 
@@ -86,7 +89,9 @@ TEST_F(ScheduleTest, EveryAdmissibleScheduleVerifiesAndRunsToTheEnd) {
           FailureOr<ScheduleOp> schedule = build(kind, stages, virtualStages, microBatches);
           if (!admissible(kind, stages, virtualStages, microBatches)) {
             EXPECT_TRUE(failed(schedule));
-            if (kind != ScheduleKind::Interleaved)
+            if (kind == ScheduleKind::ZBV)
+              EXPECT_NE(error.find("runs 2 chunks per stage"), std::string::npos) << error;
+            else if (kind != ScheduleKind::Interleaved)
               EXPECT_NE(error.find("runs one chunk per stage"), std::string::npos) << error;
             else if (virtualStages < 2)
               EXPECT_NE(error.find("needs at least 2 virtual stages"), std::string::npos) << error;
@@ -108,11 +113,12 @@ TEST_F(ScheduleTest, EveryAdmissibleScheduleVerifiesAndRunsToTheEnd) {
       }
     }
   }
-  // gpipe, 1f1b and zb-h1: 8 * 32 each; interleaved: V in {2, 3} and m a multiple of P.
+  // gpipe, 1f1b, zb-h1 and zb-v: 8 * 32 each; interleaved: V in {2, 3} and m a multiple
+  // of P.
   int64_t interleaved = 0;
   for (int64_t stages = 1; stages <= 8; ++stages)
     interleaved += 2 * (32 / stages);
-  EXPECT_EQ(generated, 3 * 8 * 32 + interleaved);
+  EXPECT_EQ(generated, 4 * 8 * 32 + interleaved);
 }
 
 TEST_F(ScheduleTest, GPipeAnd1F1BHaveTheClassicBubbleAndInFlightCounts) {
@@ -201,6 +207,27 @@ TEST_F(ScheduleTest, ZBH1IdlesAThirdOf1F1BWithTheSameInFlightCounts) {
   }
 }
 
+TEST_F(ScheduleTest, ZBVIdlesAtMostAThirdOf1F1BHoldingAtMost2PChunks) {
+  // A zb-v chunk is half a stage, so its unit tasks are half a 1F1B task: 1F1B's idle
+  // 3(P-1) whole-stage units is 6(P-1) chunk units, a third of it 2(P-1) (ZB-H1's).
+  for (int64_t stages = 1; stages <= 8; ++stages) {
+    for (int64_t microBatches = 1; microBatches <= 32; ++microBatches) {
+      SCOPED_TRACE(describe(ScheduleKind::ZBV, stages, 2, microBatches));
+      FailureOr<ScheduleOp> schedule = build(ScheduleKind::ZBV, stages, 2, microBatches);
+      ASSERT_TRUE(succeeded(schedule)) << error;
+      EXPECT_EQ(schedule->getChunkStages().front(), 0);
+      EXPECT_EQ(schedule->getChunkStages().back(), 0); // the loss is on the first stage
+      ScheduleSimulation run = simulateSchedule(*schedule);
+      for (auto [stage, simulated] : llvm::enumerate(run.stages)) {
+        if (microBatches >= stages)
+          EXPECT_LE(simulated.idle, 2.0 * (stages - 1)) << "stage " << stage;
+        EXPECT_LE(simulated.peakInFlight, 2 * stages) << "stage " << stage;
+      }
+      schedule->erase();
+    }
+  }
+}
+
 TEST_F(ScheduleTest, BadParametersAreErrorsNamingThem) {
   EXPECT_TRUE(failed(build(ScheduleKind::OneFOneB, 0, 1, 4)));
   EXPECT_EQ(error, "a pipeline schedule needs positive stages, virtual stages and "
@@ -214,6 +241,8 @@ TEST_F(ScheduleTest, BadParametersAreErrorsNamingThem) {
   EXPECT_TRUE(failed(build(ScheduleKind::Interleaved, 4, 2, 6)));
   EXPECT_EQ(error, "the interleaved schedule needs the micro-batch count (6) to be a multiple "
                    "of the stage count (4), as Megatron's interleaved schedule does");
+  EXPECT_TRUE(failed(build(ScheduleKind::ZBV, 2, 3, 4)));
+  EXPECT_EQ(error, "the zb-v schedule runs 2 chunks per stage (V-shaped), not 3 virtual stages");
   EXPECT_TRUE(module->getBody()->empty()); // nothing built
 }
 
