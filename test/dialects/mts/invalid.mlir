@@ -1,7 +1,7 @@
 // RUN: mt-opt %s -split-input-file -verify-diagnostics
 
 // Tests that a schedule kind the generators do not know is an error.
-// expected-error @+1 {{'mts.schedule' op has unknown kind 'zb-h3' (expected gpipe, 1f1b, interleaved or zb-h1)}}
+// expected-error @+1 {{'mts.schedule' op has unknown kind 'zb-h3' (expected gpipe, 1f1b, interleaved, zb-h1 or zb-v)}}
 mts.schedule "zb-h3" stages 1 virtual_stages 1 micro_batches 1 chunk_stages [0] {
   mts.stage 0 {
   }
