@@ -101,8 +101,9 @@ ComputeOrder interleavedOrder(int64_t stages, int64_t virtualStages, int64_t mic
 /// ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory", the V-shaped zero
 /// bubble schedule): stage s holds chunks s and 2P-1-s, so the forward runs down the
 /// stages and back up, and stage 0 holds both the first chunk and the loss. The order
-/// comes from a unit-time list schedule of the whole pipeline, as the reference
-/// implementation's greedy variant does: at every step each stage runs the first ready
+/// comes from a unit-time list schedule of the whole pipeline, in the spirit of the
+/// reference implementation's greedy variant (not the paper's handcrafted order): at
+/// every step each stage runs the first ready
 /// of (1) the B of its oldest micro-batch whose output gradient is there, (2) a forward
 /// whose input is there, while the stage holds fewer than 2P chunk activations (F done,
 /// W not: the memory of 1F1B's first stage, as chunks are half a stage), (3) its oldest
