@@ -53,9 +53,8 @@ FailureOr<llvm::json::Object> pipeline::pipelineToJSON(ArrayRef<ScheduleOp> sche
     return first.emitOpError() << "has " << chunks << " chunks, but the plan gives the layers of "
                                << chunkLayers.size();
   SmallVector<ScheduleOp> sorted(schedules);
-  llvm::sort(sorted, [](ScheduleOp a, ScheduleOp b) {
-    return a.getMicroBatches() < b.getMicroBatches();
-  });
+  llvm::sort(sorted,
+             [](ScheduleOp a, ScheduleOp b) { return a.getMicroBatches() < b.getMicroBatches(); });
   llvm::json::Array entries;
   for (auto [index, schedule] : llvm::enumerate(sorted)) {
     if (schedule.getKind() != first.getKind() || schedule.getStages() != first.getStages() ||
@@ -68,8 +67,8 @@ FailureOr<llvm::json::Object> pipeline::pipelineToJSON(ArrayRef<ScheduleOp> sche
       return diag;
     }
     if (index > 0 && sorted[index - 1].getMicroBatches() == schedule.getMicroBatches())
-      return schedule.emitOpError() << "is a second schedule for " << schedule.getMicroBatches()
-                                    << " micro-batches";
+      return schedule.emitOpError()
+             << "is a second schedule for " << schedule.getMicroBatches() << " micro-batches";
     entries.push_back(scheduleToJSON(schedule));
   }
   return llvm::json::Object{

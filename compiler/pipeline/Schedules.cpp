@@ -301,8 +301,8 @@ FailureOr<ScheduleOp> pipeline::buildSchedule(OpBuilder &builder, Location loc, 
                             << virtualStages << " (with one chunk per stage use 1f1b)";
     if (microBatches % stages != 0)
       return emitError(loc) << "the interleaved schedule needs the micro-batch count ("
-                            << microBatches << ") to be a multiple of the stage count ("
-                            << stages << "), as Megatron's interleaved schedule does";
+                            << microBatches << ") to be a multiple of the stage count (" << stages
+                            << "), as Megatron's interleaved schedule does";
     order = interleavedOrder(stages, virtualStages, microBatches);
     break;
   case ScheduleKind::ZBV:

@@ -17,17 +17,14 @@ using namespace mtc::mts;
 #define GET_OP_CLASSES
 #include "dialects/mts/IR/MTSOps.cpp.inc"
 
-void ScheduleOp::build(OpBuilder &builder, OperationState &state, StringRef kind,
-                       int64_t stages, int64_t virtualStages, int64_t microBatches,
-                       ArrayRef<int64_t> chunkStages) {
+void ScheduleOp::build(OpBuilder &builder, OperationState &state, StringRef kind, int64_t stages,
+                       int64_t virtualStages, int64_t microBatches, ArrayRef<int64_t> chunkStages) {
   state.addAttribute(getKindAttrName(state.name), builder.getStringAttr(kind));
   state.addAttribute(getStagesAttrName(state.name), builder.getI64IntegerAttr(stages));
   state.addAttribute(getVirtualStagesAttrName(state.name),
                      builder.getI64IntegerAttr(virtualStages));
-  state.addAttribute(getMicroBatchesAttrName(state.name),
-                     builder.getI64IntegerAttr(microBatches));
-  state.addAttribute(getChunkStagesAttrName(state.name),
-                     builder.getDenseI64ArrayAttr(chunkStages));
+  state.addAttribute(getMicroBatchesAttrName(state.name), builder.getI64IntegerAttr(microBatches));
+  state.addAttribute(getChunkStagesAttrName(state.name), builder.getDenseI64ArrayAttr(chunkStages));
   state.addRegion()->emplaceBlock();
 }
 
@@ -72,13 +69,11 @@ StringRef mtc::mts::scheduleKindNames() { return "gpipe, 1f1b, interleaved, zb-h
 // Tasks
 //===----------------------------------------------------------------------===//
 
-template <typename ComputeOp>
-static Task computeTask(TaskKind kind, ComputeOp op) {
+template <typename ComputeOp> static Task computeTask(TaskKind kind, ComputeOp op) {
   return {kind, static_cast<int64_t>(op.getChunk()), static_cast<int64_t>(op.getMicroBatch())};
 }
 
-template <typename TransferOp>
-static Task transferTask(TaskKind kind, TransferOp op) {
+template <typename TransferOp> static Task transferTask(TaskKind kind, TransferOp op) {
   return {kind, static_cast<int64_t>(op.getChunk()), static_cast<int64_t>(op.getMicroBatch()),
           static_cast<int64_t>(op.getPeer())};
 }

@@ -4,8 +4,8 @@
 #define MTC_DIALECTS_MTS_IR_MTSOPS_H
 
 #include "dialects/mts/IR/MTSDialect.h"
-#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpDefinition.h"
 
 #include <optional>

@@ -51,8 +51,8 @@ int64_t neighbourChunk(const Task &task) {
 
 LogicalResult verifyAttributes(ScheduleOp schedule) {
   if (!symbolizeScheduleKind(schedule.getKind()))
-    return schedule.emitOpError() << "has unknown kind '" << schedule.getKind()
-                                  << "' (expected " << scheduleKindNames() << ")";
+    return schedule.emitOpError() << "has unknown kind '" << schedule.getKind() << "' (expected "
+                                  << scheduleKindNames() << ")";
   int64_t stages = schedule.getStages(), virtualStages = schedule.getVirtualStages(),
           microBatches = schedule.getMicroBatches();
   if (stages < 1 || virtualStages < 1 || microBatches < 1)
@@ -93,8 +93,8 @@ LogicalResult verifyStructure(ScheduleOp schedule) {
         return task.emitOpError() << "is not a task: a stage holds only mts tasks";
   }
   if (expected != schedule.getStages())
-    return schedule.emitOpError() << "has " << expected << " stage(s), not stages = "
-                                  << schedule.getStages();
+    return schedule.emitOpError() << "has " << expected
+                                  << " stage(s), not stages = " << schedule.getStages();
   return success();
 }
 
@@ -105,8 +105,9 @@ LogicalResult verifyTaskFields(Operation *op, const Task &task, int64_t stage,
   if (task.kind == TaskKind::ReduceGradients || task.kind == TaskKind::OptimizerStep)
     return success();
   if (task.chunk < 0 || task.chunk >= layout.chunks())
-    return op->emitOpError() << "names chunk " << task.chunk << ", which does not exist (chunks 0 to "
-                             << layout.chunks() - 1 << ")";
+    return op->emitOpError() << "names chunk " << task.chunk
+                             << ", which does not exist (chunks 0 to " << layout.chunks() - 1
+                             << ")";
   if (layout.chunkStages[task.chunk] != stage)
     return op->emitOpError() << "names chunk " << task.chunk << ", which runs on stage "
                              << layout.chunkStages[task.chunk] << ", not on stage " << stage;
@@ -196,8 +197,8 @@ private:
       ChunkMicroBatch key{task.chunk, task.microBatch};
       ComputeOps &ops = computeOps[key];
       auto duplicate = [&](Operation *first) -> LogicalResult {
-        InFlightDiagnostic diag = op.emitOpError()
-                                  << "repeats " << describe(task) << ": every task runs once per step";
+        InFlightDiagnostic diag = op.emitOpError() << "repeats " << describe(task)
+                                                   << ": every task runs once per step";
         diag.attachNote(first->getLoc()) << "the first one";
         return diag;
       };
@@ -227,10 +228,10 @@ private:
         if (Operation *first = whole ? ops.backward : ops.backwardInput)
           return duplicate(first);
         if (Operation *other = whole ? ops.backwardInput : ops.backward) {
-          InFlightDiagnostic diag = op.emitOpError()
-                                    << "mixes backward with backward_input/backward_weight for chunk "
-                                    << task.chunk << " mb " << task.microBatch
-                                    << ": a micro-batch's backward is one or the other";
+          InFlightDiagnostic diag =
+              op.emitOpError() << "mixes backward with backward_input/backward_weight for chunk "
+                               << task.chunk << " mb " << task.microBatch
+                               << ": a micro-batch's backward is one or the other";
           diag.attachNote(other->getLoc()) << "the other one";
           return diag;
         }
@@ -240,7 +241,8 @@ private:
         if (!outputGradientAvailable(state, stage, key))
           return op.emitOpError() << "runs before the gradient of its output is here: "
                                   << (layout.chunkStages[task.chunk + 1] == stage
-                                          ? "the backward of chunk " + std::to_string(task.chunk + 1)
+                                          ? "the backward of chunk " +
+                                                std::to_string(task.chunk + 1)
                                           : "recv_gradient chunk " + std::to_string(task.chunk))
                                   << " mb " << task.microBatch << " must come first";
         if (whole && state.reduceGradients)
@@ -253,10 +255,10 @@ private:
         if (ops.backwardWeight)
           return duplicate(ops.backwardWeight);
         if (ops.backward) {
-          InFlightDiagnostic diag = op.emitOpError()
-                                    << "mixes backward with backward_input/backward_weight for chunk "
-                                    << task.chunk << " mb " << task.microBatch
-                                    << ": a micro-batch's backward is one or the other";
+          InFlightDiagnostic diag =
+              op.emitOpError() << "mixes backward with backward_input/backward_weight for chunk "
+                               << task.chunk << " mb " << task.microBatch
+                               << ": a micro-batch's backward is one or the other";
           diag.attachNote(ops.backward->getLoc()) << "the other one";
           return diag;
         }
@@ -352,7 +354,7 @@ private:
                    << " message(s) to stage " << to << " and this is receive " << index + 1;
           auto [sendOp, send] = sendList[index];
           TaskKind expected = send.kind == TaskKind::SendActivation ? TaskKind::RecvActivation
-                                                                     : TaskKind::RecvGradient;
+                                                                    : TaskKind::RecvGradient;
           const Task &task = recv.second;
           if (task.kind != expected || neighbourChunk(task) != send.chunk ||
               task.microBatch != send.microBatch) {
@@ -374,13 +376,11 @@ private:
     ScheduleSimulation run = simulateSchedule(schedule);
     if (!run.deadlocked())
       return success();
-    InFlightDiagnostic diag = schedule.emitOpError()
-                              << "deadlocks: its stages wait on each other";
+    InFlightDiagnostic diag = schedule.emitOpError() << "deadlocks: its stages wait on each other";
     for (auto [stage, simulated] : llvm::enumerate(run.stages))
       if (simulated.blockedAt)
         diag.attachNote(simulated.blockedAt->getLoc())
-            << "stage " << stage << " is blocked at "
-            << describe(*getTask(simulated.blockedAt));
+            << "stage " << stage << " is blocked at " << describe(*getTask(simulated.blockedAt));
     return diag;
   }
 

@@ -23,8 +23,7 @@ protected:
     module = ModuleOp::create(UnknownLoc::get(&context));
   }
 
-  ScheduleOp build(ScheduleKind kind, int64_t stages, int64_t virtualStages,
-                   int64_t microBatches) {
+  ScheduleOp build(ScheduleKind kind, int64_t stages, int64_t virtualStages, int64_t microBatches) {
     OpBuilder builder = OpBuilder::atBlockEnd(module->getBody());
     return *pipeline::buildSchedule(builder, builder.getUnknownLoc(), kind, stages, virtualStages,
                                     microBatches);

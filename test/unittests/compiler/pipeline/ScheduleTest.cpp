@@ -167,11 +167,11 @@ TEST_F(ScheduleTest, InterleavedBubbleShrinksWithTheVirtualStages) {
         // Megatron's warm-up: (P-s-1)*2 + (V-1)*P forwards, plus the first steady one.
         for (auto [stage, simulated] : llvm::enumerate(run.stages)) {
           int64_t total = virtualStages * microBatches;
-          int64_t warmup = microBatches == stages
-                               ? total
-                               : std::min<int64_t>((stages - stage - 1) * 2 +
-                                                       (virtualStages - 1) * stages + 1,
-                                                   total);
+          int64_t warmup =
+              microBatches == stages
+                  ? total
+                  : std::min<int64_t>((stages - stage - 1) * 2 + (virtualStages - 1) * stages + 1,
+                                      total);
           EXPECT_EQ(simulated.peakInFlight, warmup) << "stage " << stage;
         }
         schedule->erase();
