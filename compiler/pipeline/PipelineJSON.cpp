@@ -2,7 +2,12 @@
 
 #include "compiler/pipeline/PipelineJSON.h"
 
+#include "compiler/pipeline/Schedules.h"
 #include "dialects/mts/IR/MTSSimulation.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 
 #include <cmath>
 
@@ -79,4 +84,34 @@ FailureOr<llvm::json::Object> pipeline::pipelineToJSON(ArrayRef<ScheduleOp> sche
       {"chunk_stages", toJSONArray(first.getChunkStages())},
       {"schedules", std::move(entries)},
   };
+}
+
+FailureOr<llvm::json::Object> pipeline::buildPipelineJSON(Location loc, ScheduleKind kind,
+                                                          int64_t stages, int64_t virtualStages,
+                                                          int64_t microBatches,
+                                                          ArrayRef<int64_t> chunkLayers) {
+  OwningOpRef<ModuleOp> scratch = ModuleOp::create(loc);
+  OpBuilder builder = OpBuilder::atBlockEnd(scratch->getBody());
+  SmallVector<ScheduleOp> schedules;
+  for (int64_t count = 1; count <= microBatches; ++count) {
+    if (microBatches % count != 0)
+      continue;
+    // Leave out the counts the kind cannot schedule (their diagnostics with them); the
+    // runtime names the counts the plan holds when it needs another.
+    FailureOr<ScheduleOp> schedule = [&] {
+      ScopedDiagnosticHandler quiet(loc.getContext(), [](Diagnostic &) { return success(); });
+      return buildSchedule(builder, loc, kind, stages, virtualStages, count);
+    }();
+    if (succeeded(schedule))
+      schedules.push_back(*schedule);
+  }
+  if (schedules.empty()) {
+    // Again, to report why the whole count cannot be scheduled.
+    (void)buildSchedule(builder, loc, kind, stages, virtualStages, microBatches);
+    return failure();
+  }
+  for (ScheduleOp schedule : schedules)
+    if (failed(mlir::verify(schedule)))
+      return failure();
+  return pipelineToJSON(schedules, chunkLayers);
 }

@@ -24,6 +24,17 @@ namespace mtc::pipeline {
 mlir::FailureOr<llvm::json::Object> pipelineToJSON(llvm::ArrayRef<mts::ScheduleOp> schedules,
                                                    llvm::ArrayRef<int64_t> chunkLayers);
 
+/// The "pipeline" object of a plan with `kind`, P `stages`, `virtualStages` and
+/// `microBatches` per step at dp = 1: one schedule for every divisor m of `microBatches`
+/// that the kind can schedule (interleaved needs m a multiple of P), so that every
+/// data-parallel degree dividing the count finds its m. The schedules are built in a
+/// scratch module and verified. No admissible m is the kind's error for the whole count
+/// at `loc`.
+mlir::FailureOr<llvm::json::Object> buildPipelineJSON(mlir::Location loc, mts::ScheduleKind kind,
+                                                      int64_t stages, int64_t virtualStages,
+                                                      int64_t microBatches,
+                                                      llvm::ArrayRef<int64_t> chunkLayers);
+
 /// One entry of the object's "schedules": {"micro_batches", "stages": [...]}.
 llvm::json::Object scheduleToJSON(mts::ScheduleOp schedule);
 

@@ -202,6 +202,14 @@ private:
         diag.attachNote(first->getLoc()) << "the first one";
         return diag;
       };
+      auto mixed = [&](Operation *other) -> LogicalResult {
+        InFlightDiagnostic diag = op.emitOpError()
+                                  << "mixes backward with backward_input/backward_weight for chunk "
+                                  << task.chunk << " mb " << task.microBatch
+                                  << ": a micro-batch's backward is one or the other";
+        diag.attachNote(other->getLoc()) << "the other one";
+        return diag;
+      };
       auto afterReduction = [&]() -> LogicalResult {
         InFlightDiagnostic diag = op.emitOpError()
                                   << "comes after the stage's reduce_gradients, which must follow "
@@ -227,14 +235,8 @@ private:
         bool whole = task.kind == TaskKind::Backward;
         if (Operation *first = whole ? ops.backward : ops.backwardInput)
           return duplicate(first);
-        if (Operation *other = whole ? ops.backwardInput : ops.backward) {
-          InFlightDiagnostic diag =
-              op.emitOpError() << "mixes backward with backward_input/backward_weight for chunk "
-                               << task.chunk << " mb " << task.microBatch
-                               << ": a micro-batch's backward is one or the other";
-          diag.attachNote(other->getLoc()) << "the other one";
-          return diag;
-        }
+        if (Operation *other = whole ? ops.backwardInput : ops.backward)
+          return mixed(other);
         if (!state.forwarded.contains(key))
           return op.emitOpError() << "runs before the forward of chunk " << task.chunk << " mb "
                                   << task.microBatch;
@@ -254,14 +256,8 @@ private:
       case TaskKind::BackwardWeight:
         if (ops.backwardWeight)
           return duplicate(ops.backwardWeight);
-        if (ops.backward) {
-          InFlightDiagnostic diag =
-              op.emitOpError() << "mixes backward with backward_input/backward_weight for chunk "
-                               << task.chunk << " mb " << task.microBatch
-                               << ": a micro-batch's backward is one or the other";
-          diag.attachNote(ops.backward->getLoc()) << "the other one";
-          return diag;
-        }
+        if (ops.backward)
+          return mixed(ops.backward);
         if (!ops.backwardInput)
           return op.emitOpError() << "runs before backward_input chunk " << task.chunk << " mb "
                                   << task.microBatch;

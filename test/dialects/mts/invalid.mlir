@@ -245,6 +245,19 @@ mts.schedule "zb-h1" stages 1 virtual_stages 1 micro_batches 1 chunk_stages [0] 
 
 // -----
 
+// Tests that a whole backward takes no W.
+mts.schedule "zb-h1" stages 1 virtual_stages 1 micro_batches 1 chunk_stages [0] {
+  mts.stage 0 {
+    mts.forward chunk 0 mb 0
+    // expected-note @+1 {{the other one}}
+    mts.backward chunk 0 mb 0
+    // expected-error @+1 {{'mts.backward_weight' op mixes backward with backward_input/backward_weight for chunk 0 mb 0}}
+    mts.backward_weight chunk 0 mb 0
+  }
+}
+
+// -----
+
 // Tests that a backward follows its forward.
 mts.schedule "1f1b" stages 1 virtual_stages 1 micro_batches 1 chunk_stages [0] {
   mts.stage 0 {

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 using namespace mlir;
 using namespace mtc;
 using namespace mtc::mts;
@@ -218,6 +220,42 @@ TEST_F(PipelineJSONTest, SchedulesOfDifferentPipelinesOrCountsAreErrors) {
             "error: 'mts.schedule' op is a second schedule for 2 micro-batches");
   EXPECT_EQ(toJSON({oneFOneB}, {1, 1, 1}),
             "error: 'mts.schedule' op has 2 chunks, but the plan gives the layers of 3");
+}
+
+/// The micro-batch counts of a "pipeline" object's schedules, in order.
+std::vector<int64_t> microBatchCounts(const llvm::json::Object &pipeline) {
+  std::vector<int64_t> counts;
+  for (const llvm::json::Value &schedule : *pipeline.getArray("schedules"))
+    counts.push_back(*schedule.getAsObject()->getInteger("micro_batches"));
+  return counts;
+}
+
+TEST_F(PipelineJSONTest, APlanHoldsTheScheduleOfEveryDivisorTheKindCanSchedule) {
+  Location loc = UnknownLoc::get(&context);
+  FailureOr<llvm::json::Object> oneFOneB =
+      pipeline::buildPipelineJSON(loc, ScheduleKind::OneFOneB, 2, 1, 6, {1, 1});
+  ASSERT_TRUE(succeeded(oneFOneB));
+  EXPECT_EQ(microBatchCounts(*oneFOneB), (std::vector<int64_t>{1, 2, 3, 6}));
+  EXPECT_EQ(oneFOneB->getString("schedule"), "1f1b");
+
+  // Interleaved on 2 stages schedules only even counts.
+  FailureOr<llvm::json::Object> interleaved =
+      pipeline::buildPipelineJSON(loc, ScheduleKind::Interleaved, 2, 2, 8, {1, 1, 1, 1});
+  ASSERT_TRUE(succeeded(interleaved));
+  EXPECT_EQ(microBatchCounts(*interleaved), (std::vector<int64_t>{2, 4, 8}));
+  EXPECT_EQ(*interleaved->getArray("chunk_stages"), (llvm::json::Array{0, 1, 0, 1}));
+}
+
+TEST_F(PipelineJSONTest, NoSchedulableCountIsTheKindsErrorForTheWholeCount) {
+  std::string error;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    error = diag.str();
+    return success();
+  });
+  EXPECT_TRUE(failed(pipeline::buildPipelineJSON(
+      UnknownLoc::get(&context), ScheduleKind::Interleaved, 4, 2, 6, {1, 1, 1, 1, 1, 1, 1, 1})));
+  EXPECT_EQ(error, "the interleaved schedule needs the micro-batch count (6) to be a multiple "
+                   "of the stage count (4), as Megatron's interleaved schedule does");
 }
 
 } // namespace
