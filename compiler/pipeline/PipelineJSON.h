@@ -17,10 +17,11 @@
 namespace mtc::pipeline {
 
 /// The "pipeline" object for `schedules` (at least one; verified schedules of one
-/// pipeline, one per micro-batch count the plan admits, in any order; they are written by increasing
-/// count) and `chunkLayers`, the layers of the repeat in each chunk. Schedules that
-/// differ in kind, stages, virtual stages or chunk placement, two with one micro-batch
-/// count, or a chunkLayers entry count other than P * V are an error on the schedule.
+/// pipeline, one per micro-batch count the plan admits, in any order; they are written
+/// by increasing count) and `chunkLayers`, the layers of the repeat in each chunk.
+/// Schedules that differ in kind, stages, virtual stages or chunk placement, two with
+/// one micro-batch count, or a chunkLayers entry count other than P * V are an error on
+/// the schedule.
 mlir::FailureOr<llvm::json::Object> pipelineToJSON(llvm::ArrayRef<mts::ScheduleOp> schedules,
                                                    llvm::ArrayRef<int64_t> chunkLayers);
 
