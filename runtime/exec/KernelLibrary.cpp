@@ -130,8 +130,8 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
                      "this runtime passes kernel context version ",
                      MTC_KERNEL_CONTEXT_VERSION, " (recompile the plan with this mtc)");
   if (*version != MTC_KERNEL_CONTEXT_VERSION)
-    return makeError(file, ": the compiled step was compiled for kernel context version ",
-                     *version, ", and this runtime passes version ", MTC_KERNEL_CONTEXT_VERSION,
+    return makeError(file, ": the compiled step was compiled for kernel context version ", *version,
+                     ", and this runtime passes version ", MTC_KERNEL_CONTEXT_VERSION,
                      " (recompile the plan with this mtc)");
   const KernelsInfo &k = *plan.x86Kernels;
   if (Error err = resolve(library, plan, k.forwardBackward, "forward_backward", true,

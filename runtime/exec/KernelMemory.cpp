@@ -69,8 +69,7 @@ extern "C" void *mtc_kernel_calloc(MtcKernelContext *context, size_t count, size
   return pointer;
 }
 
-extern "C" void *mtc_kernel_aligned_alloc(MtcKernelContext *context, size_t align,
-                                          size_t size) {
+extern "C" void *mtc_kernel_aligned_alloc(MtcKernelContext *context, size_t align, size_t size) {
   // C11 aligned_alloc: the alignment must be a power of two.
   if (align == 0 || (align & (align - 1)) != 0)
     return nullptr;

@@ -22,13 +22,13 @@
 // allocations one call makes, in order, at offsets in one block; compiler/codegen/CPU/
 // Workspace.h). A `KernelArena` is that block, 64-byte aligned and counted as live kernel
 // bytes while it exists; a `KernelArenaCall` in a call's kernel context
-// (MtcKernelContext::arena) serves the call's allocations from it: the n-th allocation gets the n-th planned offset when its size is the planned
-// one and its bytes do not overlap a planned block still live, and frees inside the arena
-// only end a block's life. Anything else (a size the plan did not predict, an alignment
-// above 64, a plan shorter than the call) falls back to the heap and is counted, so a plan
-// that does not match the code costs memory, never correctness. Without a KernelArenaCall
-// (a null context or arena, or a context of another ABI version) every block comes from the
-// heap, counted.
+// (MtcKernelContext::arena) serves the call's allocations from it: the n-th allocation gets the
+// n-th planned offset when its size is the planned one and its bytes do not overlap a planned block
+// still live, and frees inside the arena only end a block's life. Anything else (a size the plan
+// did not predict, an alignment above 64, a plan shorter than the call) falls back to the heap and
+// is counted, so a plan that does not match the code costs memory, never correctness. Without a
+// KernelArenaCall (a null context or arena, or a context of another ABI version) every block comes
+// from the heap, counted.
 //
 //===----------------------------------------------------------------------===//
 

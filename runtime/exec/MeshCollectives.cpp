@@ -80,7 +80,7 @@ public:
       where = concat(" on world rank ", mesh.worldRank);
     }
     meshCall_->recordFailure(makeError(function_, " (", description_, ", ", count_, " ",
-                                    dtypeName(dtype_), " elements)", where, ": ", why));
+                                       dtypeName(dtype_), " elements)", where, ": ", why));
   }
   void fail(const Error &err) { fail(std::string_view(err.message())); }
 
@@ -164,7 +164,10 @@ using namespace mtc::rt;
 
 extern "C" void mtc_all_reduce(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t op,
                                const void *in, void *out, int64_t count) {
-  Call call(MeshCall::of(context), "mtc_all_reduce", op == MTC_SUM ? "sum" : op == MTC_MAX ? "max" : "unknown op",
+  Call call(MeshCall::of(context), "mtc_all_reduce",
+            op == MTC_SUM   ? "sum"
+            : op == MTC_MAX ? "max"
+                            : "unknown op",
             axis, dtype, count);
   if (call.run([&](const MeshAxisGroup &g) {
         if (op != MTC_SUM && op != MTC_MAX)
@@ -217,8 +220,9 @@ extern "C" int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis) 
   const MeshContext &mesh = meshCall->mesh();
   if (axis < 0 || axis >= static_cast<int64_t>(mesh.axes.size())) {
     meshCall->recordFailure(makeError("mtc_mesh_coordinate on world rank ", mesh.worldRank,
-                                   ": mesh axis ", axis, " is out of range (the plan's mesh has ",
-                                   mesh.axes.size(), mesh.axes.size() == 1 ? " axis)" : " axes)"));
+                                      ": mesh axis ", axis,
+                                      " is out of range (the plan's mesh has ", mesh.axes.size(),
+                                      mesh.axes.size() == 1 ? " axis)" : " axes)"));
     return 0;
   }
   return mesh.axes[size_t(axis)].coordinate;

@@ -24,8 +24,8 @@
 //
 // dtype MTC_F32 or MTC_F64 (the communicator's codes, runtime/comm/CollectiveTypes.h, which
 // the ABI reuses). Every combination works: the communicator's typed all-reduce,
-// all-gather and reduce-scatter carry both. `axis` indexes plan.mesh.axes. An axis of size 1 needs no communicator: the
-// collectives copy.
+// all-gather and reduce-scatter carry both. `axis` indexes plan.mesh.axes. An axis of size 1 needs
+// no communicator: the collectives copy.
 //
 // The mesh of the call in progress is the `MeshCall` in the call's kernel context
 // (MtcKernelContext::mesh), which the Trainer builds for every kernel call. The C interface

@@ -3,8 +3,8 @@
 // The part of the CPU backend after the LLVM dialect (mtc-cpu-pipeline's output): LLVM IR
 // -> packed entry points and the context version -> the allocation functions described ->
 // the dropout decision's bitcode linked in -> O3 -> object file (host TargetMachine, PIC) ->
-// shared object (system linker). These steps work on LLVM IR, not MLIR, so they are functions here rather
-// than passes. Only the link is a subprocess, as LLVM offers no in-process linker API here.
+// shared object (system linker). These steps work on LLVM IR, not MLIR, so they are functions here
+// rather than passes. Only the link is a subprocess, as LLVM offers no in-process linker API here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -244,8 +244,8 @@ void describeAllocationFunctions(llvm::Module &module) {
   using Kind = llvm::AllocFnKind;
   auto allocation = llvm::MemoryEffects::inaccessibleOrArgMemOnly();
   // Parameter 0 is the context: the sizes and the alignment follow it.
-  if (llvm::Function *f = describe(codegen::kKernelAllocFunction,
-                                   Kind::Alloc | Kind::Uninitialized, allocation)) {
+  if (llvm::Function *f =
+          describe(codegen::kKernelAllocFunction, Kind::Alloc | Kind::Uninitialized, allocation)) {
     f->addRetAttr(llvm::Attribute::NoAlias);
     f->addFnAttr(llvm::Attribute::getWithAllocSizeArgs(context, 1, std::nullopt));
   }
@@ -255,8 +255,7 @@ void describeAllocationFunctions(llvm::Module &module) {
     f->addFnAttr(llvm::Attribute::getWithAllocSizeArgs(context, 2, 1));
   }
   if (llvm::Function *f = describe(codegen::kKernelAlignedAllocFunction,
-                                   Kind::Alloc | Kind::Uninitialized | Kind::Aligned,
-                                   allocation)) {
+                                   Kind::Alloc | Kind::Uninitialized | Kind::Aligned, allocation)) {
     f->addRetAttr(llvm::Attribute::NoAlias);
     f->addParamAttr(1, llvm::Attribute::AllocAlign);
     f->addFnAttr(llvm::Attribute::getWithAllocSizeArgs(context, 2, std::nullopt));

@@ -45,65 +45,8 @@ struct RedirectAllocationsPass
     : public mtc::codegen::impl::RedirectAllocationsPassBase<RedirectAllocationsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    Type context = LLVM::LLVMPointerType::get(&getContext());
-    OpBuilder declarations = OpBuilder::atBlockBegin(module.getBody());
-
-    // The runtime function of each C one, declared with the context in front.
-    llvm::StringMap<LLVM::LLVMFuncOp> replacements;
-    auto replacementOf = [&](LLVM::LLVMFuncOp cFunction) -> FailureOr<LLVM::LLVMFuncOp> {
-      StringRef name = runtimeReplacement(cFunction.getName());
-      if (LLVM::LLVMFuncOp known = replacements.lookup(name))
-        return known;
-      LLVM::LLVMFunctionType cType = cFunction.getFunctionType();
-      SmallVector<Type> params = {context};
-      llvm::append_range(params, cType.getParams());
-      auto type = LLVM::LLVMFunctionType::get(cType.getReturnType(), params);
-      auto existing = module.lookupSymbol<LLVM::LLVMFuncOp>(name);
-      if (existing && existing.getFunctionType() != type)
-        return existing.emitError("'") << name << "' is the runtime's allocation function and "
-                                       << "must have the type " << type;
-      if (module.lookupSymbol(name) && !existing)
-        return module.lookupSymbol(name)->emitError("'")
-               << name << "' is the runtime's allocation function and must be an llvm.func";
-      LLVM::LLVMFuncOp function =
-          existing ? existing
-                   : LLVM::LLVMFuncOp::create(declarations, cFunction.getLoc(), name, type);
-      replacements[name] = function;
-      return function;
-    };
-
     WalkResult result = module.walk([&](LLVM::CallOp call) {
-      std::optional<StringRef> callee = call.getCallee();
-      if (!callee)
-        return WalkResult::advance();
-      if (isUnservedAllocator(*callee)) {
-        call.emitError("the kernels call ")
-            << *callee << ", which the runtime's allocator does not provide";
-        return WalkResult::interrupt();
-      }
-      if (runtimeReplacement(*callee).empty())
-        return WalkResult::advance();
-      auto cFunction = module.lookupSymbol<LLVM::LLVMFuncOp>(*callee);
-      if (!cFunction)
-        return WalkResult::advance();
-      auto caller = call->getParentOfType<FunctionOpInterface>();
-      if (!caller || caller.getNumArguments() == 0 ||
-          !caller.getArgAttr(0, mtc::codegen::kKernelContextAttrName)) {
-        call.emitError("this ")
-            << *callee << " has no kernel context to pass to the runtime (its function takes "
-            << "none: run mtc-thread-kernel-context first)";
-        return WalkResult::interrupt();
-      }
-      FailureOr<LLVM::LLVMFuncOp> replacement = replacementOf(cFunction);
-      if (failed(replacement))
-        return WalkResult::interrupt();
-      SmallVector<Value> operands = {caller.getArgument(0)};
-      llvm::append_range(operands, call.getArgOperands());
-      OpBuilder builder(call);
-      auto redirected = LLVM::CallOp::create(builder, call.getLoc(), *replacement, operands);
-      call.replaceAllUsesWith(redirected.getResults());
-      call.erase();
-      return WalkResult::advance();
+      return failed(redirect(module, call)) ? WalkResult::interrupt() : WalkResult::advance();
     });
     if (result.wasInterrupted())
       return signalPassFailure();
@@ -113,6 +56,59 @@ struct RedirectAllocationsPass
       if (auto function = module.lookupSymbol<LLVM::LLVMFuncOp>(name))
         if (function.isExternal() && SymbolTable::symbolKnownUseEmpty(function, module))
           function.erase();
+  }
+
+  /// Replaces `call` by a call of the runtime's function with the caller's context in front
+  /// when it calls a C allocation function; fails (with a diagnostic) on one the runtime
+  /// does not provide and in a function without a context.
+  LogicalResult redirect(ModuleOp module, LLVM::CallOp call) {
+    std::optional<StringRef> callee = call.getCallee();
+    if (!callee)
+      return success();
+    if (isUnservedAllocator(*callee))
+      return call.emitError("the kernels call ")
+             << *callee << ", which the runtime's allocator does not provide";
+    if (runtimeReplacement(*callee).empty())
+      return success();
+    auto cFunction = module.lookupSymbol<LLVM::LLVMFuncOp>(*callee);
+    if (!cFunction)
+      return success();
+    auto caller = call->getParentOfType<FunctionOpInterface>();
+    if (!caller || caller.getNumArguments() == 0 ||
+        !caller.getArgAttr(0, mtc::codegen::kKernelContextAttrName))
+      return call.emitError("this ")
+             << *callee << " has no kernel context to pass to the runtime (its function takes "
+             << "none: run mtc-thread-kernel-context first)";
+    FailureOr<LLVM::LLVMFuncOp> replacement = declareReplacement(module, cFunction);
+    if (failed(replacement))
+      return failure();
+    SmallVector<Value> operands = {caller.getArgument(0)};
+    llvm::append_range(operands, call.getArgOperands());
+    OpBuilder builder(call);
+    auto redirected = LLVM::CallOp::create(builder, call.getLoc(), *replacement, operands);
+    call.replaceAllUsesWith(redirected.getResults());
+    call.erase();
+    return success();
+  }
+
+  /// The runtime's function that replaces `cFunction`, declared with the context in front
+  /// (or found, when it has that type).
+  FailureOr<LLVM::LLVMFuncOp> declareReplacement(ModuleOp module, LLVM::LLVMFuncOp cFunction) {
+    StringRef name = runtimeReplacement(cFunction.getName());
+    LLVM::LLVMFunctionType cType = cFunction.getFunctionType();
+    SmallVector<Type> params = {LLVM::LLVMPointerType::get(&getContext())};
+    llvm::append_range(params, cType.getParams());
+    auto type = LLVM::LLVMFunctionType::get(cType.getReturnType(), params);
+    Operation *existing = module.lookupSymbol(name);
+    if (!existing) {
+      auto declarations = OpBuilder::atBlockBegin(module.getBody());
+      return LLVM::LLVMFuncOp::create(declarations, cFunction.getLoc(), name, type);
+    }
+    auto function = dyn_cast<LLVM::LLVMFuncOp>(existing);
+    if (!function || function.getFunctionType() != type)
+      return existing->emitError("'") << name << "' is the runtime's allocation function and "
+                                      << "must be an llvm.func of type " << type;
+    return function;
   }
 };
 

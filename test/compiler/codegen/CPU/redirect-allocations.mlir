@@ -62,9 +62,23 @@ func.func @grow(%ctx: !llvm.ptr {mtc.kernel_context}, %p: !llvm.ptr, %n: i64) {
 // Tests that a symbol taking the name of a runtime allocation function with another type
 // is an error.
 llvm.func @malloc(i64) -> !llvm.ptr
-// expected-error @+1 {{'mtc_kernel_alloc' is the runtime's allocation function and must have the type '!llvm.func<ptr (ptr, i64)>'}}
+// expected-error @+1 {{'mtc_kernel_alloc' is the runtime's allocation function and must be an llvm.func of type '!llvm.func<ptr (ptr, i64)>'}}
 llvm.func @mtc_kernel_alloc(i64) -> !llvm.ptr
 func.func @clash(%ctx: !llvm.ptr {mtc.kernel_context}, %n: i64) {
   %p = llvm.call @malloc(%n) : (i64) -> !llvm.ptr
+  return
+}
+
+// -----
+
+// Tests that a second allocation reuses the runtime function's declaration.
+// CHECK-LABEL: llvm.func @mtc_kernel_alloc(!llvm.ptr, i64) -> !llvm.ptr
+// CHECK-NOT: llvm.func @mtc_kernel_alloc
+// CHECK-LABEL: func.func @twice
+// CHECK-COUNT-2: llvm.call @mtc_kernel_alloc(
+llvm.func @malloc(i64) -> !llvm.ptr
+func.func @twice(%ctx: !llvm.ptr {mtc.kernel_context}, %n: i64) {
+  %p = llvm.call @malloc(%n) : (i64) -> !llvm.ptr
+  %q = llvm.call @malloc(%n) : (i64) -> !llvm.ptr
   return
 }

@@ -77,8 +77,7 @@ TEST(KernelLibraryTest, MissingFunctionAndBadBuffers) {
   // convention run before the symbol lookup.
   Plan plan = smallPlan();
   plan.dir = "/";
-  plan.x86Kernels =
-      KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, std::nullopt, std::nullopt};
+  plan.x86Kernels = KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, std::nullopt, std::nullopt};
   EXPECT_EQ(loadError(plan), "/: the plan's kernels have no 'forward_backward' function");
 
   KernelFunction fb;

@@ -296,7 +296,8 @@ TEST(MeshCollectivesTest, WithoutAMeshZerosAndCoordinateZero) {
   otherVersion.version = MTC_KERNEL_CONTEXT_VERSION + 1;
   MtcKernelContext otherSize = mtc_kernel_context(&meshCall, nullptr, nullptr);
   otherSize.size -= 8;
-  for (MtcKernelContext *context : {(MtcKernelContext *)nullptr, &noMesh, &otherVersion, &otherSize}) {
+  for (MtcKernelContext *context :
+       {(MtcKernelContext *)nullptr, &noMesh, &otherVersion, &otherSize}) {
     std::vector<float> in(6, 3.0f), out(6, 9.0f);
     mtc_all_reduce(context, 0, MTC_F32, MTC_SUM, in.data(), out.data(), 6);
     EXPECT_EQ(out, std::vector<float>(6, 0.0f));
@@ -360,18 +361,25 @@ TEST(MeshCollectivesTest, BadArgumentsFailTheCall) {
     EXPECT_EQ(meshCall.error().message(), message) << "the first failure sticks";
     return message;
   };
-  EXPECT_EQ(firstError([&](MtcKernelContext *c) { mtc_all_reduce(c, 2, MTC_F32, MTC_SUM, in.data(), out.data(), 4); }),
+  EXPECT_EQ(firstError([&](MtcKernelContext *c) {
+              mtc_all_reduce(c, 2, MTC_F32, MTC_SUM, in.data(), out.data(), 4);
+            }),
             "mtc_all_reduce (sum, 4 f32 elements) on world rank 5: mesh axis 2 is out of range "
             "(the plan's mesh has 1 axis)");
   EXPECT_EQ(out, std::vector<float>(4, 0.0f));
-  EXPECT_EQ(firstError([&](MtcKernelContext *c) { mtc_all_reduce(c, 0, MTC_F32, 7, in.data(), out.data(), 4); }),
+  EXPECT_EQ(firstError([&](MtcKernelContext *c) {
+              mtc_all_reduce(c, 0, MTC_F32, 7, in.data(), out.data(), 4);
+            }),
             "mtc_all_reduce (unknown op, 4 f32 elements) over mesh axis 'tp' (world rank 5, "
             "coordinate 0 of 1): unknown reduction 7 (0 = sum, 1 = max)");
-  EXPECT_EQ(firstError([&](MtcKernelContext *c) { mtc_all_gather(c, 0, 4, in.data(), out.data(), 4); }),
-            "mtc_all_gather (concatenation, 4 an unknown dtype elements) over mesh axis 'tp' "
-            "(world rank 5, coordinate 0 of 1): unknown dtype 4 (0 = f32, 1 = f64)");
+  EXPECT_EQ(
+      firstError([&](MtcKernelContext *c) { mtc_all_gather(c, 0, 4, in.data(), out.data(), 4); }),
+      "mtc_all_gather (concatenation, 4 an unknown dtype elements) over mesh axis 'tp' "
+      "(world rank 5, coordinate 0 of 1): unknown dtype 4 (0 = f32, 1 = f64)");
   EXPECT_EQ(out, std::vector<float>(4, 9.0f)) << "an unknown dtype has no size to zero";
-  EXPECT_EQ(firstError([&](MtcKernelContext *c) { mtc_reduce_scatter(c, 0, MTC_F32, in.data(), out.data(), -1); }),
+  EXPECT_EQ(firstError([&](MtcKernelContext *c) {
+              mtc_reduce_scatter(c, 0, MTC_F32, in.data(), out.data(), -1);
+            }),
             "mtc_reduce_scatter (sum, -1 f32 elements) over mesh axis 'tp' (world rank 5, "
             "coordinate 0 of 1): negative element count -1");
   EXPECT_EQ(firstError([&](MtcKernelContext *c) { mtc_mesh_coordinate(c, -1); }),
@@ -379,7 +387,9 @@ TEST(MeshCollectivesTest, BadArgumentsFailTheCall) {
             "has 1 axis)");
   // An axis of size 2 without its communicator (a mesh not built for the plan).
   mesh.axes = {MeshAxisGroup{"tp", 2, 1, nullptr}};
-  EXPECT_EQ(firstError([&](MtcKernelContext *c) { mtc_all_reduce(c, 0, MTC_F32, MTC_SUM, in.data(), out.data(), 4); }),
+  EXPECT_EQ(firstError([&](MtcKernelContext *c) {
+              mtc_all_reduce(c, 0, MTC_F32, MTC_SUM, in.data(), out.data(), 4);
+            }),
             "mtc_all_reduce (sum, 4 f32 elements) over mesh axis 'tp' (world rank 5, coordinate "
             "1 of 2): no communicator for the axis (internal error: the mesh was not built for "
             "this plan)");

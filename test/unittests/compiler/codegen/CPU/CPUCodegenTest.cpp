@@ -1,9 +1,10 @@
 //===- CPUCodegenTest.cpp - generated x86 kernels against the interpreter -===//
 //
 // Each test lowers small mt functions with mtc-to-linalg-pipeline and mtc-cpu-pipeline,
-// compiles them to a shared object with compileToSharedObject, loads it with dlopen and calls `_mlir_ciface_<func>` (with a kernel context holding the dropout key) on
-// deterministic inputs; every result must match the float64 reference interpreter within
-// 1e-5 relative (f32). A few values are also checked against formulas written here.
+// compiles them to a shared object with compileToSharedObject, loads it with dlopen and calls
+// `_mlir_ciface_<func>` (with a kernel context holding the dropout key) on deterministic inputs;
+// every result must match the float64 reference interpreter within 1e-5 relative (f32). A few
+// values are also checked against formulas written here.
 //
 //===----------------------------------------------------------------------===//
 
