@@ -91,7 +91,8 @@ extern "C" {
 /*===----------------------------------------------------------------------===*
  * The kernel context: what one call of a compiled function reaches the runtime through.
  * The compiled code never reads it; the pointers are the runtime's own objects, opaque
- * here (null: the call has none).
+ * here (null: the call has none). The GPU executor will add the call's stream (a new
+ * field, a new version).
  *===----------------------------------------------------------------------===*/
 
 /* Bumped whenever MtcKernelContext or a signature below changes; 0 is "no context" (objects
