@@ -2,7 +2,8 @@
 """Checks that bench/torch_gpt.py computes what mtc's compiled training step computes.
 
 Calls the plan's own kernels (`mtc compile --kernels=x86`: kernels/x86_64.so, with the calling
-convention of plan.json's "kernels" entry, docs/plan-format.md) from Python through ctypes,
+convention of plan.json's "kernels" entry, docs/plan-format.md, and a null kernel context)
+from Python through ctypes,
 with dropout off (an `mtc_dropout_key` whose key is inactive: every element kept), and the PyTorch model with
 --no-dropout, from the same initial weights and on the same synthetic batches:
 
@@ -39,26 +40,35 @@ DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32}
 DROPOUT_STUB = r"""
 #include <stdint.h>
 #include <stdlib.h>
+/* Every import takes the kernel context first (runtime/exec/KernelABI.h); this harness calls
+   the kernels with a null one and its stubs ignore it. */
 /* Dropout off: every key word 0, so "active" is 0 and every element is kept unscaled
    (docs/architecture.md, dropout contract). */
-int64_t mtc_dropout_key(int64_t stream, int64_t word) {
-  (void)stream; (void)word;
+int64_t mtc_dropout_key(void *context, int64_t stream, int64_t word) {
+  (void)context; (void)stream; (void)word;
   return 0;
 }
-void mtc_dropout_layer(int64_t instance) { (void)instance; }
+void mtc_dropout_layer(void *context, int64_t instance) { (void)context; (void)instance; }
 /* The kernels allocate their temporaries through the runtime (compiler/codegen/CPU/CPUCodegen.h);
    here straight from the C library, uncounted. */
-void *mtc_kernel_alloc(size_t size) { return malloc(size); }
-void *mtc_kernel_calloc(size_t count, size_t size) { return calloc(count, size); }
-void *mtc_kernel_aligned_alloc(size_t align, size_t size) { return aligned_alloc(align, size); }
-void mtc_kernel_free(void *pointer) { free(pointer); }
+void *mtc_kernel_alloc(void *context, size_t size) { (void)context; return malloc(size); }
+void *mtc_kernel_calloc(void *context, size_t count, size_t size) {
+  (void)context;
+  return calloc(count, size);
+}
+void *mtc_kernel_aligned_alloc(void *context, size_t align, size_t size) {
+  (void)context;
+  return aligned_alloc(align, size);
+}
+void mtc_kernel_free(void *context, void *pointer) { (void)context; free(pointer); }
 /* The batched matrix product the kernels import (runtime/exec/Gemm.h): c[i] += a[i] x b[i]
    on strided memref descriptors, here a plain loop accumulating in double. */
 typedef struct { float *allocated, *aligned; int64_t offset, sizes[3], strides[3]; } MemRef3;
 static float *at(MemRef3 *m, int64_t i, int64_t j, int64_t l) {
   return m->aligned + m->offset + i * m->strides[0] + j * m->strides[1] + l * m->strides[2];
 }
-void _mlir_ciface_mtc_batch_matmul_f32(MemRef3 *a, MemRef3 *b, MemRef3 *c) {
+void _mlir_ciface_mtc_batch_matmul_f32(void *context, MemRef3 *a, MemRef3 *b, MemRef3 *c) {
+  (void)context;
   for (int64_t i = 0; i < c->sizes[0]; ++i)
     for (int64_t m = 0; m < c->sizes[1]; ++m)
       for (int64_t n = 0; n < c->sizes[2]; ++n) {
@@ -117,7 +127,8 @@ class Kernels:
             outputs[(b["kind"], key)] = a
         descriptors = [self._descriptor(a) for a in arrays]
         pointers = (ctypes.c_void_p * len(descriptors))(*[d.ctypes.data for d in descriptors])
-        getattr(self._lib, fn["symbol"])(pointers)
+        # The kernel context first: none (docs/plan-format.md, "Kernels").
+        getattr(self._lib, fn["symbol"])(None, pointers)
         return outputs
 
 

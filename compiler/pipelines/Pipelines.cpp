@@ -71,6 +71,7 @@ void mtc::buildCPUBufferizePipeline(OpPassManager &pm) {
 }
 
 void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
+  pm.addPass(codegen::createThreadKernelContextPass());
   pm.addPass(codegen::createReductionLoopOrderPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   // Views (subview, expand_shape, collapse_shape, from slices and reshapes) become
@@ -86,6 +87,7 @@ void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(codegen::createRedirectAllocationsPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());

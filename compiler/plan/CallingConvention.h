@@ -1,8 +1,9 @@
 //===- CallingConvention.h - how the runtime calls compiled steps -*- C++ -*-===//
 //
 // After mt-outline-parameters every step function is a pure function of explicit buffers;
-// compiled to x86 each becomes `_mlir_ciface_<name>(inputs..., outputs...)`, one memref
-// descriptor pointer per buffer. This describes, for the plan, which buffer is which.
+// compiled to x86 each becomes `_mlir_ciface_<name>(context, inputs..., outputs...)`, the
+// kernel context (runtime/exec/KernelABI.h) then one memref descriptor pointer per buffer.
+// This describes, for the plan, which buffer is which.
 //
 //===----------------------------------------------------------------------===//
 

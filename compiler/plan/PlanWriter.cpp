@@ -115,7 +115,7 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   MLIRContext *context = trained.getContext();
   json::Object plan;
   plan["format"] = "mtc-plan";
-  plan["version"] = 1;
+  plan["version"] = 2;
   plan["compiler"] = source.compilerVersion;
   plan["model"] = stats.modelName;
   plan["source"] = json::Object{{"path", source.path}, {"sha256", sha256Hex(source.contents)}};
@@ -362,7 +362,7 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
                                                         {"program.mlir", program}};
   if (kernels)
     files.push_back({"kernels/x86_64.so", kernels->x86SharedObject});
-  std::string manifest = "mtc-plan 1\n";
+  std::string manifest = "mtc-plan 2\n";
   for (auto [name, bytes] : files)
     manifest += llvm::formatv("{0} {1} {2}\n", sha256Hex(bytes), bytes.size(), name).str();
   files.push_back({"MANIFEST", manifest});

@@ -6,20 +6,9 @@
 
 namespace mtc::rt {
 
-namespace {
-thread_local const DropoutKey *currentKey = nullptr;
-thread_local int64_t currentInstance = -1;
-} // namespace
-
-DropoutKeyScope::DropoutKeyScope(const DropoutKey &key)
-    : previous_(currentKey), previousInstance_(currentInstance) {
-  currentKey = &key;
-  currentInstance = -1;
-}
-
-DropoutKeyScope::~DropoutKeyScope() {
-  currentKey = previous_;
-  currentInstance = previousInstance_;
+DropoutCall *DropoutCall::of(const MtcKernelContext *context) {
+  const MtcKernelContext *checked = mtc_kernel_context_checked(context);
+  return checked ? static_cast<DropoutCall *>(checked->dropout) : nullptr;
 }
 
 int64_t dropoutKeyWord(const DropoutKey &key, int64_t stream, int64_t instance, int64_t word) {
@@ -41,9 +30,14 @@ int64_t dropoutKeyWord(const DropoutKey &key, int64_t stream, int64_t instance, 
 
 } // namespace mtc::rt
 
-extern "C" int64_t mtc_dropout_key(int64_t stream, int64_t word) {
-  const mtc::rt::DropoutKey *key = mtc::rt::currentKey;
-  return key ? mtc::rt::dropoutKeyWord(*key, stream, mtc::rt::currentInstance, word) : 0;
+using mtc::rt::DropoutCall;
+
+extern "C" int64_t mtc_dropout_key(MtcKernelContext *context, int64_t stream, int64_t word) {
+  const DropoutCall *call = DropoutCall::of(context);
+  return call ? mtc::rt::dropoutKeyWord(call->key, stream, call->instance, word) : 0;
 }
 
-extern "C" void mtc_dropout_layer(int64_t instance) { mtc::rt::currentInstance = instance; }
+extern "C" void mtc_dropout_layer(MtcKernelContext *context, int64_t instance) {
+  if (DropoutCall *call = DropoutCall::of(context))
+    call->instance = instance;
+}

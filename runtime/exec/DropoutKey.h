@@ -4,8 +4,9 @@
 // object (compiler/codegen/CPU/DropoutKeep.c); what they cannot know is the run's seed, the step,
 // the micro-batch and the repeat of the layer. They ask for those once per dropout op:
 //
-//   int64_t mtc_dropout_key(int64_t stream, int64_t word);   // word: mtc_dropout_key_word
-//   void    mtc_dropout_layer(int64_t instance);
+//   int64_t mtc_dropout_key(MtcKernelContext *context, int64_t stream,
+//                           int64_t word);                    // word: mtc_dropout_key_word
+//   void    mtc_dropout_layer(MtcKernelContext *context, int64_t instance);
 //
 // (runtime/exec/KernelABI.h) and the runtime defines both here. The kernel keeps element
 // `element` of dropout site `stream` iff
@@ -20,9 +21,10 @@
 // first global sample in the high bits every micro-batch, while a forward and its backward
 // (one call) agree.
 //
-// The C interface has no context argument, so the key of the call in progress and the layer
-// instance are thread-locals that a `DropoutKeyScope` sets around each kernel call (kernels
-// run on the calling thread).
+// The key of the call in progress and its current layer instance are the `DropoutCall` of
+// the call's kernel context (MtcKernelContext::dropout), which the Trainer builds for every
+// forward_backward call. Without one (a null context or dropout, or a context of another ABI
+// version) the key is inactive: every element is kept unscaled (no dropout).
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,24 +44,20 @@ struct DropoutKey {
   int64_t sampleBegin = 0; // the first global sample of the micro-batch
 };
 
-/// Sets the key of mtc_dropout_key on this thread for its lifetime, with no layer instance
-/// (-1); restores the previous key and instance after. Without a scope the key is inactive:
-/// every element is kept unscaled (no dropout).
-class DropoutKeyScope {
-public:
-  explicit DropoutKeyScope(const DropoutKey &key);
-  ~DropoutKeyScope();
-  DropoutKeyScope(const DropoutKeyScope &) = delete;
-  DropoutKeyScope &operator=(const DropoutKeyScope &) = delete;
+/// The dropout side of one kernel call: its key and the layer instance the kernels are in
+/// (-1 outside layers, where a call starts). Its address is the `dropout` of the call's
+/// MtcKernelContext.
+struct DropoutCall {
+  DropoutKey key;
+  int64_t instance = -1;
 
-private:
-  const DropoutKey *previous_;
-  int64_t previousInstance_;
+  /// The DropoutCall of `context` (null when it has none or is not of this ABI version).
+  static DropoutCall *of(const MtcKernelContext *context);
 };
 
 /// Word `word` (an mtc_dropout_key_word) of the key of dropout site `stream` in repeat
 /// `instance` of its layer (-1 outside layers) under `key`: what mtc_dropout_key returns
-/// inside a scope with that key after mtc_dropout_layer(instance). 0 for an unknown word.
+/// with a DropoutCall of that key after mtc_dropout_layer(instance). 0 for an unknown word.
 int64_t dropoutKeyWord(const DropoutKey &key, int64_t stream, int64_t instance, int64_t word);
 
 } // namespace mtc::rt

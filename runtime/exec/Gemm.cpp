@@ -54,8 +54,10 @@ void setGemmThreads(int threads) { openblas_set_num_threads(threads); }
 
 } // namespace mtc::rt
 
-extern "C" void _mlir_ciface_mtc_batch_matmul_f32(mtc::rt::MemRef3F32 *a, mtc::rt::MemRef3F32 *b,
-                                                  mtc::rt::MemRef3F32 *c) {
+// The context is unused: the product needs none of the call's state (on a GPU it will carry
+// the stream).
+extern "C" void _mlir_ciface_mtc_batch_matmul_f32(MtcKernelContext *, mtc::rt::MemRef3F32 *a,
+                                                  mtc::rt::MemRef3F32 *b, mtc::rt::MemRef3F32 *c) {
   using namespace mtc::rt;
   int64_t batch = c->sizes[0], m = c->sizes[1], n = c->sizes[2], k = a->sizes[2];
   // An empty product adds nothing.

@@ -6,10 +6,11 @@
 //
 //     c[i] += a[i] x b[i]   for i < batch;  a: [batch, m, k], b: [batch, k, n], c: [batch, m, n]
 //
-// Each argument is a pointer to an MLIR memref descriptor of rank 3 with any offset and
-// strides. A matrix whose rows or columns are contiguous goes to BLAS (the latter as a
-// transposed operand; a result with contiguous columns as the product C^T = B^T A^T); any
-// other layout, or a size BLAS's 32-bit integers cannot hold, is computed by a plain loop.
+// After the kernel context (unused here), each argument is a pointer to an MLIR memref
+// descriptor of rank 3 with any offset and strides. A matrix whose rows or columns are contiguous
+// goes to BLAS (the latter as a transposed operand; a result with contiguous columns as the product
+// C^T = B^T A^T); any other layout, or a size BLAS's 32-bit integers cannot hold, is computed by a
+// plain loop.
 //
 //===----------------------------------------------------------------------===//
 

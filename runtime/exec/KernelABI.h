@@ -16,14 +16,21 @@
  *   allocation      mtc_kernel_alloc, mtc_kernel_calloc, mtc_kernel_aligned_alloc,
  *                   mtc_kernel_free (KernelMemory.h)
  * Exported by the object, per public function f of the plan:
- *   _mlir_ciface_f(descriptor *...)        one memref descriptor per argument, then results
- *   _mtc_packed_f(void **descriptors)      the same, arguments packed in one array
+ *   _mlir_ciface_f(context, descriptor *...)   one memref descriptor per argument, then results
+ *   _mtc_packed_f(context, void **descriptors) the same, descriptors packed in one array
+ * and once: mtc_kernel_context_version, the MTC_KERNEL_CONTEXT_VERSION it was compiled for.
  * Linked into the object, neither imported nor exported by the runtime:
  *   mtc_dropout_keep_element               Philox's decision (compiler/codegen/CPU/DropoutKeep.c)
  *
- * The calls reach the runtime's state of the call in progress (the rank's mesh, the dropout
- * key, the arena) through per-thread scopes the runtime sets around each call; the functions
- * have no context argument yet.
+ * The kernel context. Every function the object exports and every runtime import but the
+ * dropout decision takes an `MtcKernelContext *` first: the runtime's state of the call in
+ * progress (this rank's mesh and its communicators, the dropout key and layer instance, the
+ * arena of the temporaries). The caller builds one per call (KernelLibrary::call); the
+ * compiled code passes it on unread to every call it makes (mtc-thread-kernel-context), so
+ * two calls on two threads, or two functions of one rank with their own arenas, never share
+ * state. Nothing is per-thread. A null context, or one whose size and version are not this
+ * header's, reads as "no state": collectives copy nothing and write zeros, the mesh
+ * coordinate is 0, dropout keeps every element, temporaries come from the heap.
  *
  *===----------------------------------------------------------------------===*/
 
@@ -62,6 +69,10 @@ extern "C" {
 #define MTC_ABI_C_INTERFACE_PREFIX "_mlir_ciface_"
 #define MTC_ABI_PACKED_ENTRY_PREFIX "_mtc_packed_"
 
+/* The exported version of the context an object was compiled for (a const uint32_t); the
+ * runtime refuses an object without it or with another (KernelLibrary::load). */
+#define MTC_ABI_KERNEL_CONTEXT_VERSION "mtc_kernel_context_version"
+
 /* X(name) for every symbol the object imports from the runtime (for tests and loaders that
  * check the runtime exports them all). */
 #define MTC_ABI_FOR_EACH_IMPORT(X)                                                             \
@@ -78,16 +89,57 @@ extern "C" {
   X(mtc_kernel_free)
 
 /*===----------------------------------------------------------------------===*
+ * The kernel context: what one call of a compiled function reaches the runtime through.
+ * The compiled code never reads it; the pointers are the runtime's own objects, opaque
+ * here (null: the call has none). The GPU executor will add the call's stream (a new
+ * field, a new version).
+ *===----------------------------------------------------------------------===*/
+
+/* Bumped whenever MtcKernelContext or a signature below changes; 0 is "no context" (objects
+ * compiled before the context existed). */
+#define MTC_KERNEL_CONTEXT_VERSION 1u
+
+typedef struct MtcKernelContext {
+  uint32_t size;    /* sizeof(MtcKernelContext) where it was built */
+  uint32_t version; /* MTC_KERNEL_CONTEXT_VERSION where it was built */
+  void *mesh;       /* mtc::rt::MeshCall: the rank's mesh axes and the call's first failure */
+  void *dropout;    /* mtc::rt::DropoutCall: the key and the current layer instance */
+  void *arena;      /* mtc::rt::KernelArenaCall: where the planned temporaries go */
+} MtcKernelContext;
+
+/* A context over the three (each may be null). */
+static inline MtcKernelContext mtc_kernel_context(void *mesh, void *dropout, void *arena) {
+  MtcKernelContext context;
+  context.size = (uint32_t)sizeof(MtcKernelContext);
+  context.version = MTC_KERNEL_CONTEXT_VERSION;
+  context.mesh = mesh;
+  context.dropout = dropout;
+  context.arena = arena;
+  return context;
+}
+
+/* `context` when it is one of this header's (non-null, its size and version this header's),
+ * else null: what the runtime's imports read their state through. */
+static inline const MtcKernelContext *mtc_kernel_context_checked(const MtcKernelContext *context) {
+  return context && context->size == sizeof(MtcKernelContext) &&
+                 context->version == MTC_KERNEL_CONTEXT_VERSION
+             ? context
+             : (const MtcKernelContext *)0;
+}
+
+/*===----------------------------------------------------------------------===*
  * Collectives (runtime/exec/MeshCollectives.h). `axis` is the position of the mesh axis in
  * the plan's mesh, `dtype` an MtcElementType (f32 and f64 today), `op` an MtcReduction
  * (sum and max today); buffers are contiguous and row-major, passed as addresses.
  *===----------------------------------------------------------------------===*/
 
-void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in, void *out,
-                    int64_t count);
-void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out, int64_t count);
-void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, void *out, int64_t count);
-int64_t mtc_mesh_coordinate(int64_t axis);
+void mtc_all_reduce(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t op,
+                    const void *in, void *out, int64_t count);
+void mtc_all_gather(MtcKernelContext *context, int64_t axis, int64_t dtype, const void *in,
+                    void *out, int64_t count);
+void mtc_reduce_scatter(MtcKernelContext *context, int64_t axis, int64_t dtype, const void *in,
+                        void *out, int64_t count);
+int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis);
 
 /*===----------------------------------------------------------------------===*
  * GEMM (runtime/exec/Gemm.h): c[i] += a[i] x b[i] on rank-3 f32 memref descriptors
@@ -103,16 +155,17 @@ typedef struct MtcMemRef3F32 {
   int64_t strides[3];
 } MtcMemRef3F32;
 
-void _mlir_ciface_mtc_batch_matmul_f32(MtcMemRef3F32 *a, MtcMemRef3F32 *b, MtcMemRef3F32 *c);
+void _mlir_ciface_mtc_batch_matmul_f32(MtcKernelContext *context, MtcMemRef3F32 *a,
+                                       MtcMemRef3F32 *b, MtcMemRef3F32 *c);
 
 /*===----------------------------------------------------------------------===*
  * Dropout (runtime/exec/DropoutKey.h): word `word` (an mtc_dropout_key_word) of the key of
- * dropout site `stream` in the current layer instance; the instance a scan is about to run
- * (-1 after it).
+ * dropout site `stream` in the call's current layer instance; the instance a scan is about
+ * to run (-1 after it).
  *===----------------------------------------------------------------------===*/
 
-int64_t mtc_dropout_key(int64_t stream, int64_t word);
-void mtc_dropout_layer(int64_t instance);
+int64_t mtc_dropout_key(MtcKernelContext *context, int64_t stream, int64_t word);
+void mtc_dropout_layer(MtcKernelContext *context, int64_t instance);
 
 /* Linked into the object from compiler/codegen/CPU/DropoutKeep.c: Philox.h's
  * mtc_dropout_keep. */
@@ -121,20 +174,23 @@ int32_t mtc_dropout_keep_element(uint64_t seed, uint32_t tensor_id, uint64_t ind
 
 /*===----------------------------------------------------------------------===*
  * Allocation (runtime/exec/KernelMemory.h): the C library's malloc, calloc, aligned_alloc
- * and free, which the backend renames in the object to these.
+ * and free, with the call's context in front (mtc-redirect-allocations rewrites the object's
+ * calls of the C functions to these). A block is freed with the context it was allocated
+ * with.
  *===----------------------------------------------------------------------===*/
 
-void *mtc_kernel_alloc(size_t size);
-void *mtc_kernel_calloc(size_t count, size_t size);
-void *mtc_kernel_aligned_alloc(size_t align, size_t size);
-void mtc_kernel_free(void *pointer);
+void *mtc_kernel_alloc(MtcKernelContext *context, size_t size);
+void *mtc_kernel_calloc(MtcKernelContext *context, size_t count, size_t size);
+void *mtc_kernel_aligned_alloc(MtcKernelContext *context, size_t align, size_t size);
+void mtc_kernel_free(MtcKernelContext *context, void *pointer);
 
 /*===----------------------------------------------------------------------===*
- * Exported entry points: _mtc_packed_<f>(descriptors) calls _mlir_ciface_<f>(descriptors[0],
- * descriptors[1], ...), one descriptor pointer per argument, then one per result.
+ * Exported entry points: _mtc_packed_<f>(context, descriptors) calls
+ * _mlir_ciface_<f>(context, descriptors[0], descriptors[1], ...), one descriptor pointer per
+ * argument, then one per result.
  *===----------------------------------------------------------------------===*/
 
-typedef void (*MtcPackedEntry)(void **descriptors);
+typedef void (*MtcPackedEntry)(MtcKernelContext *context, void **descriptors);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -93,7 +93,7 @@ Error resolve(void *library, const Plan &plan, const std::optional<KernelFunctio
   if (!symbol)
     return makeError(where, ": the kernel library has no symbol '", fn->symbol, "'");
   out.function = &*fn;
-  out.entry = reinterpret_cast<void (*)(void **)>(symbol);
+  out.entry = reinterpret_cast<MtcPackedEntry>(symbol);
   return Error::success();
 }
 
@@ -120,6 +120,19 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
     return makeError(file, ": cannot load the compiled step: ", why ? why : "unknown error");
   }
   void *library = lib.handle_->library;
+  // The object passes the context on unread, so only the version it was compiled for tells
+  // whether its calls of the imports have this runtime's signatures.
+  const auto *version =
+      static_cast<const uint32_t *>(::dlsym(library, MTC_ABI_KERNEL_CONTEXT_VERSION));
+  if (!version)
+    return makeError(file, ": the compiled step exports no ", MTC_ABI_KERNEL_CONTEXT_VERSION,
+                     ": it was compiled for a kernel ABI without a context (version 0), and "
+                     "this runtime passes kernel context version ",
+                     MTC_KERNEL_CONTEXT_VERSION, " (recompile the plan with this mtc)");
+  if (*version != MTC_KERNEL_CONTEXT_VERSION)
+    return makeError(file, ": the compiled step was compiled for kernel context version ", *version,
+                     ", and this runtime passes version ", MTC_KERNEL_CONTEXT_VERSION,
+                     " (recompile the plan with this mtc)");
   const KernelsInfo &k = *plan.x86Kernels;
   if (Error err = resolve(library, plan, k.forwardBackward, "forward_backward", true,
                           lib.forwardBackward_);
@@ -144,7 +157,8 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
   return lib;
 }
 
-void KernelLibrary::call(const LoadedKernel &kernel, std::span<void *const> buffers) {
+void KernelLibrary::call(const LoadedKernel &kernel, std::span<void *const> buffers,
+                         const KernelCallState &state) {
   const KernelFunction &fn = *kernel.function;
   // Descriptor i: {allocated, aligned, offset, sizes[rank], strides[rank]}, all 8 bytes.
   std::vector<std::vector<int64_t>> descriptors;
@@ -167,10 +181,12 @@ void KernelLibrary::call(const LoadedKernel &kernel, std::span<void *const> buff
       }
       pointers.push_back(d.data());
     }
-  std::optional<KernelArenaScope> scope;
+  std::optional<KernelArenaCall> arena;
   if (kernel.arena)
-    scope.emplace(*kernel.arena, *fn.arena);
-  kernel.entry(pointers.data());
+    arena.emplace(*kernel.arena, *fn.arena);
+  MtcKernelContext context =
+      mtc_kernel_context(state.mesh, state.dropout, arena ? &*arena : nullptr);
+  kernel.entry(&context, pointers.data());
 }
 
 } // namespace mtc::rt

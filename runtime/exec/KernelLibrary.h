@@ -1,11 +1,14 @@
 //===- KernelLibrary.h - A plan's compiled step, loaded with dlopen -*- C++ -*-===//
 //
 // `KernelLibrary::load(plan)` opens the plan's `kernels/x86_64.so` (verified against
-// MANIFEST when the plan was loaded), resolves the packed entry point of each step function
-// (`void symbol(void **descriptors)`, docs/plan-format.md "Kernels") and checks its calling
-// convention against the plan's tables: every parameter, state and gradient buffer names a
-// table entry of the same dims and an f32 dtype, inputs are i32 token ids, scalars are f32.
-// `call` builds one MLIR ranked memref descriptor per buffer and calls the function.
+// MANIFEST when the plan was loaded), checks that it was compiled for this runtime's kernel
+// context (its exported `mtc_kernel_context_version`, runtime/exec/KernelABI.h), resolves the
+// packed entry point of each step function (`void symbol(MtcKernelContext *, void
+// **descriptors)`, docs/plan-format.md "Kernels") and checks its calling convention against
+// the plan's tables: every parameter, state and gradient buffer names a table entry of the
+// same dims and an f32 dtype, inputs are i32 token ids, scalars are f32. `call` builds one
+// MLIR ranked memref descriptor per buffer and the call's kernel context, and calls the
+// function.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,12 +24,23 @@
 
 namespace mtc::rt {
 
+class MeshCall;
+struct DropoutCall;
+
 /// A resolved step function and the buffers it takes.
 struct LoadedKernel {
   const KernelFunction *function = nullptr; // in the plan
-  void (*entry)(void **descriptors) = nullptr;
+  MtcPackedEntry entry = nullptr;
   /// Where its temporaries live when the plan has an arena for it (the library's).
   const KernelArena *arena = nullptr;
+};
+
+/// What a kernel call reaches through its kernel context besides its temporaries' arena:
+/// its collectives' mesh (MeshCollectives.h) and its dropout key (DropoutKey.h), each null
+/// when it has none (no communication; no dropout).
+struct KernelCallState {
+  MeshCall *mesh = nullptr;
+  DropoutCall *dropout = nullptr;
 };
 
 class KernelLibrary {
@@ -45,11 +59,12 @@ public:
   const LoadedKernel *forward() const { return forward_.entry ? &forward_ : nullptr; }
 
   /// Calls `kernel` with `buffers[i]` as the data of the i-th buffer of its inputs then
-  /// outputs (row-major, as many elements as the buffer's dims), its temporaries in the
-  /// library's arena where the plan places them (KernelMemory.h). Outputs must not alias
-  /// inputs. The calls of one library share its arena, so they must not overlap in time
-  /// (each rank of a process loads its own library).
-  static void call(const LoadedKernel &kernel, std::span<void *const> buffers);
+  /// outputs (row-major, as many elements as the buffer's dims) and a kernel context over
+  /// `state` and the library's arena, where the plan places the temporaries
+  /// (KernelMemory.h). Outputs must not alias inputs. The calls of one library share its
+  /// arena, so they must not overlap in time (each rank of a process loads its own library).
+  static void call(const LoadedKernel &kernel, std::span<void *const> buffers,
+                   const KernelCallState &state = {});
   /// The arena the functions' planned temporaries share (the largest plan; they run one at
   /// a time on the thread that calls them), or null when the plan has none.
   const KernelArena *arena() const { return arena_.get(); }

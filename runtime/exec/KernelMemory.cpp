@@ -11,7 +11,6 @@ namespace {
 std::atomic<int64_t> liveBytes{0};
 std::atomic<int64_t> peakBytes{0};
 std::atomic<int64_t> arenaFallbacks{0};
-thread_local mtc::rt::KernelArenaScope *currentArena = nullptr;
 constexpr auto kArenaAlign = static_cast<size_t>(mtc::rt::kKernelArenaAlignment);
 
 /// Every block starts with this, right before the pointer the kernel gets: the size the
@@ -47,38 +46,41 @@ void *allocate(size_t align, size_t size) {
   return pointer;
 }
 
-/// From the current arena, else the heap.
-void *allocateForKernel(size_t align, size_t size) {
-  if (currentArena)
-    if (void *pointer = currentArena->allocate(align, size))
+/// From the call's arena, else the heap.
+void *allocateForKernel(const MtcKernelContext *context, size_t align, size_t size) {
+  if (mtc::rt::KernelArenaCall *arena = mtc::rt::KernelArenaCall::of(context))
+    if (void *pointer = arena->allocate(align, size))
       return pointer;
   return allocate(align, size);
 }
 
 } // namespace
 
-extern "C" void *mtc_kernel_alloc(size_t size) { return allocateForKernel(kMinAlign, size); }
+extern "C" void *mtc_kernel_alloc(MtcKernelContext *context, size_t size) {
+  return allocateForKernel(context, kMinAlign, size);
+}
 
-extern "C" void *mtc_kernel_calloc(size_t count, size_t size) {
+extern "C" void *mtc_kernel_calloc(MtcKernelContext *context, size_t count, size_t size) {
   if (size != 0 && count > SIZE_MAX / size)
     return nullptr;
-  void *pointer = allocateForKernel(kMinAlign, count * size);
+  void *pointer = allocateForKernel(context, kMinAlign, count * size);
   if (pointer)
     std::memset(pointer, 0, count * size);
   return pointer;
 }
 
-extern "C" void *mtc_kernel_aligned_alloc(size_t align, size_t size) {
+extern "C" void *mtc_kernel_aligned_alloc(MtcKernelContext *context, size_t align, size_t size) {
   // C11 aligned_alloc: the alignment must be a power of two.
   if (align == 0 || (align & (align - 1)) != 0)
     return nullptr;
-  return allocateForKernel(align < kMinAlign ? kMinAlign : align, size);
+  return allocateForKernel(context, align < kMinAlign ? kMinAlign : align, size);
 }
 
-extern "C" void mtc_kernel_free(void *pointer) {
+extern "C" void mtc_kernel_free(MtcKernelContext *context, void *pointer) {
   if (!pointer)
     return;
-  if (currentArena && currentArena->release(pointer))
+  if (mtc::rt::KernelArenaCall *arena = mtc::rt::KernelArenaCall::of(context);
+      arena && arena->release(pointer))
     return;
   Header header = static_cast<Header *>(pointer)[-1];
   record(-static_cast<int64_t>(header.size));
@@ -103,14 +105,15 @@ KernelArena::~KernelArena() {
   std::free(data_);
 }
 
-KernelArenaScope::KernelArenaScope(const KernelArena &arena, const KernelArenaPlan &plan)
-    : base_(arena.data()), bytes_(arena.size()), plan_(plan.allocations), previous_(currentArena) {
-  currentArena = this;
+KernelArenaCall::KernelArenaCall(const KernelArena &arena, const KernelArenaPlan &plan)
+    : base_(arena.data()), bytes_(arena.size()), plan_(plan.allocations) {}
+
+KernelArenaCall *KernelArenaCall::of(const MtcKernelContext *context) {
+  const MtcKernelContext *checked = mtc_kernel_context_checked(context);
+  return checked ? static_cast<KernelArenaCall *>(checked->arena) : nullptr;
 }
 
-KernelArenaScope::~KernelArenaScope() { currentArena = previous_; }
-
-void *KernelArenaScope::allocate(size_t align, size_t size) {
+void *KernelArenaCall::allocate(size_t align, size_t size) {
   auto fallBack = [&]() -> void * {
     ++fellBack_;
     arenaFallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -140,7 +143,7 @@ void *KernelArenaScope::allocate(size_t align, size_t size) {
   return base_ + begin;
 }
 
-bool KernelArenaScope::release(void *pointer) {
+bool KernelArenaCall::release(void *pointer) {
   char *p = static_cast<char *>(pointer);
   if (!base_ || p < base_ || p >= base_ + bytes_)
     return false;

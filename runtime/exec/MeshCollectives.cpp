@@ -10,8 +10,6 @@
 namespace mtc::rt {
 namespace {
 
-thread_local MeshScope *currentScope = nullptr;
-
 size_t elementSize(int64_t dtype) { return dtype == MTC_F64 ? sizeof(double) : sizeof(float); }
 
 std::string_view dtypeName(int64_t dtype) {
@@ -31,21 +29,21 @@ template <class T> void maxOfBlocks(const T *blocks, int64_t size, int64_t count
   }
 }
 
-/// One call of a collective: checks its arguments against the scope, runs the collective on
-/// the axis (`run`), and turns every failure into the scope's sticky error.
+/// One call of a collective: checks its arguments against the kernel call's mesh, runs the
+/// collective on the axis (`run`), and turns every failure into the MeshCall's sticky error.
 class Call {
 public:
-  Call(const char *function, std::string description, int64_t axis, int64_t dtype,
-       int64_t count)
+  Call(MeshCall *meshCall, const char *function, std::string description, int64_t axis,
+       int64_t dtype, int64_t count)
       : function_(function), description_(std::move(description)), axis_(axis), dtype_(dtype),
-        count_(count), scope_(MeshScope::current()) {}
+        count_(count), meshCall_(meshCall) {}
 
-  /// The axis the call runs over, or null after recording why it cannot run (no scope, an
+  /// The axis the call runs over, or null after recording why it cannot run (no mesh, an
   /// earlier failure, bad arguments): then the caller writes zeros to `out`.
   const MeshAxisGroup *start() {
-    if (!scope_ || !scope_->ok())
+    if (!meshCall_ || !meshCall_->ok())
       return nullptr;
-    const MeshContext &mesh = scope_->mesh();
+    const MeshContext &mesh = meshCall_->mesh();
     if (axis_ < 0 || axis_ >= static_cast<int64_t>(mesh.axes.size())) {
       fail(concat("mesh axis ", axis_, " is out of range (the plan's mesh has ", mesh.axes.size(),
                   mesh.axes.size() == 1 ? " axis)" : " axes)"));
@@ -68,11 +66,11 @@ public:
     return &group;
   }
 
-  /// Records a failure of this call in the scope.
+  /// Records a failure of this call in the MeshCall.
   void fail(std::string_view why) {
-    if (!scope_)
+    if (!meshCall_)
       return;
-    const MeshContext &mesh = scope_->mesh();
+    const MeshContext &mesh = meshCall_->mesh();
     std::string where;
     if (axis_ >= 0 && axis_ < static_cast<int64_t>(mesh.axes.size())) {
       const MeshAxisGroup &g = mesh.axes[size_t(axis_)];
@@ -81,8 +79,8 @@ public:
     } else {
       where = concat(" on world rank ", mesh.worldRank);
     }
-    scope_->recordFailure(makeError(function_, " (", description_, ", ", count_, " ",
-                                    dtypeName(dtype_), " elements)", where, ": ", why));
+    meshCall_->recordFailure(makeError(function_, " (", description_, ", ", count_, " ",
+                                       dtypeName(dtype_), " elements)", where, ": ", why));
   }
   void fail(const Error &err) { fail(std::string_view(err.message())); }
 
@@ -110,7 +108,7 @@ private:
   const char *function_;
   std::string description_;
   int64_t axis_, dtype_, count_;
-  MeshScope *scope_;
+  MeshCall *meshCall_;
 };
 
 void zeroFill(void *out, int64_t dtype, int64_t count) {
@@ -144,21 +142,18 @@ Error allReduce(const MeshAxisGroup &g, int64_t dtype, int64_t op, const void *i
 
 } // namespace
 
-MeshScope::MeshScope(const MeshContext &mesh) : mesh_(&mesh), previous_(currentScope) {
-  currentScope = this;
-}
-
-MeshScope::~MeshScope() { currentScope = previous_; }
-
-Error MeshScope::takeError() {
+Error MeshCall::takeError() {
   Error e = std::move(error_);
   error_ = Error::success();
   return e;
 }
 
-MeshScope *MeshScope::current() { return currentScope; }
+MeshCall *MeshCall::of(const MtcKernelContext *context) {
+  const MtcKernelContext *checked = mtc_kernel_context_checked(context);
+  return checked ? static_cast<MeshCall *>(checked->mesh) : nullptr;
+}
 
-void MeshScope::recordFailure(Error error) {
+void MeshCall::recordFailure(Error error) {
   if (error_.ok() && !error.ok())
     error_ = std::move(error);
 }
@@ -167,9 +162,12 @@ void MeshScope::recordFailure(Error error) {
 
 using namespace mtc::rt;
 
-extern "C" void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in, void *out,
-                               int64_t count) {
-  Call call("mtc_all_reduce", op == MTC_SUM ? "sum" : op == MTC_MAX ? "max" : "unknown op",
+extern "C" void mtc_all_reduce(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t op,
+                               const void *in, void *out, int64_t count) {
+  Call call(MeshCall::of(context), "mtc_all_reduce",
+            op == MTC_SUM   ? "sum"
+            : op == MTC_MAX ? "max"
+                            : "unknown op",
             axis, dtype, count);
   if (call.run([&](const MeshAxisGroup &g) {
         if (op != MTC_SUM && op != MTC_MAX)
@@ -180,9 +178,10 @@ extern "C" void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const vo
   zeroFill(out, dtype, count);
 }
 
-extern "C" void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out,
-                               int64_t count) {
-  Call call("mtc_all_gather", "concatenation", axis, dtype, count);
+extern "C" void mtc_all_gather(MtcKernelContext *context, int64_t axis, int64_t dtype,
+                               const void *in, void *out, int64_t count) {
+  MeshCall *meshCall = MeshCall::of(context);
+  Call call(meshCall, "mtc_all_gather", "concatenation", axis, dtype, count);
   if (call.run([&](const MeshAxisGroup &g) {
         size_t bytes = size_t(count) * elementSize(dtype);
         if (g.size == 1) {
@@ -194,15 +193,14 @@ extern "C" void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void
     return;
   // The whole result is zeroed when the axis (so its size) is known.
   int64_t outCount = count;
-  if (MeshScope *scope = MeshScope::current();
-      scope && axis >= 0 && axis < static_cast<int64_t>(scope->mesh().axes.size()))
-    outCount = count * scope->mesh().axes[size_t(axis)].size;
+  if (meshCall && axis >= 0 && axis < static_cast<int64_t>(meshCall->mesh().axes.size()))
+    outCount = count * meshCall->mesh().axes[size_t(axis)].size;
   zeroFill(out, dtype, outCount);
 }
 
-extern "C" void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, void *out,
-                                   int64_t count) {
-  Call call("mtc_reduce_scatter", "sum", axis, dtype, count);
+extern "C" void mtc_reduce_scatter(MtcKernelContext *context, int64_t axis, int64_t dtype,
+                                   const void *in, void *out, int64_t count) {
+  Call call(MeshCall::of(context), "mtc_reduce_scatter", "sum", axis, dtype, count);
   if (call.run([&](const MeshAxisGroup &g) {
         size_t n = size_t(count);
         if (g.size == 1) {
@@ -215,15 +213,16 @@ extern "C" void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, 
   zeroFill(out, dtype, count);
 }
 
-extern "C" int64_t mtc_mesh_coordinate(int64_t axis) {
-  MeshScope *scope = MeshScope::current();
-  if (!scope)
+extern "C" int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis) {
+  MeshCall *meshCall = MeshCall::of(context);
+  if (!meshCall)
     return 0;
-  const MeshContext &mesh = scope->mesh();
+  const MeshContext &mesh = meshCall->mesh();
   if (axis < 0 || axis >= static_cast<int64_t>(mesh.axes.size())) {
-    scope->recordFailure(makeError("mtc_mesh_coordinate on world rank ", mesh.worldRank,
-                                   ": mesh axis ", axis, " is out of range (the plan's mesh has ",
-                                   mesh.axes.size(), mesh.axes.size() == 1 ? " axis)" : " axes)"));
+    meshCall->recordFailure(makeError("mtc_mesh_coordinate on world rank ", mesh.worldRank,
+                                      ": mesh axis ", axis,
+                                      " is out of range (the plan's mesh has ", mesh.axes.size(),
+                                      mesh.axes.size() == 1 ? " axis)" : " axes)"));
     return 0;
   }
   return mesh.axes[size_t(axis)].coordinate;

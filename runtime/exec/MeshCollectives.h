@@ -5,40 +5,41 @@
 // layouts") through four C functions of the kernel ABI (runtime/exec/KernelABI.h), which the
 // runtime defines here and executables that link the executor export (like mtc_dropout_key):
 //
-//   void mtc_all_reduce(int64_t axis, int64_t dtype, int64_t op, const void *in, void *out,
-//                       int64_t count)
+//   void mtc_all_reduce(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t op,
+//                       const void *in, void *out, int64_t count)
 //       out[i] = the reduction (op MTC_SUM or MTC_MAX) of in[i] over the ranks of mesh axis
 //       `axis` (this rank's group along it), i < count; in and out do not alias. The result is
 //       bitwise identical on every rank of the group: sum is Gloo's ring all-reduce; max
 //       gathers every rank's values and reduces them in coordinate order (a NaN wins).
-//   void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out, int64_t count)
+//   void mtc_all_gather(MtcKernelContext *context, int64_t axis, int64_t dtype, const void *in,
+//                       void *out, int64_t count)
 //       count = elements of `in`; out holds size(axis) * count: block c is the `in` of the
 //       rank with coordinate c.
-//   void mtc_reduce_scatter(int64_t axis, int64_t dtype, const void *in, void *out,
-//                           int64_t count)
+//   void mtc_reduce_scatter(MtcKernelContext *context, int64_t axis, int64_t dtype,
+//                           const void *in, void *out, int64_t count)
 //       count = elements of `out`; in holds size(axis) * count; out = the sum over the group
 //       of block number (my coordinate) of every rank's `in`.
-//   int64_t mtc_mesh_coordinate(int64_t axis)
+//   int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis)
 //       this rank's coordinate along the axis.
 //
 // dtype MTC_F32 or MTC_F64 (the communicator's codes, runtime/comm/CollectiveTypes.h, which
 // the ABI reuses). Every combination works: the communicator's typed all-reduce,
-// all-gather and reduce-scatter carry both. `axis` indexes plan.mesh.axes. An axis of size 1 needs no communicator: the
-// collectives copy.
+// all-gather and reduce-scatter carry both. `axis` indexes plan.mesh.axes. An axis of size 1 needs
+// no communicator: the collectives copy.
 //
-// The C interface cannot return errors and has no context argument, so the mesh of the call
-// in progress is a thread-local `MeshScope` (like DropoutKeyScope) that the Trainer installs
-// around every kernel call (kernels run on the calling thread). A failing collective (a
-// communicator error or timeout, an axis out of range, an unknown dtype or op, a negative
-// count) records the first error in the scope; it and every later collective of the same
-// scope write zeros to their output and communicate nothing (the first `count` elements for
-// mtc_all_gather when the axis is out of range, its extent being unknown). After the kernel
-// returns the Trainer checks the scope and fails the step with the message, which names the
-// function, the axis and the rank.
+// The mesh of the call in progress is the `MeshCall` in the call's kernel context
+// (MtcKernelContext::mesh), which the Trainer builds for every kernel call. The C interface
+// cannot return errors, so a failing collective (a communicator error or timeout, an axis out
+// of range, an unknown dtype or op, a negative count) records the first error in the
+// MeshCall; it and every later collective of the same call write zeros to their output and
+// communicate nothing (the first `count` elements for mtc_all_gather when the axis is out of
+// range, its extent being unknown). After the kernel returns the Trainer checks the MeshCall
+// and fails the step with the message, which names the function, the axis and the rank.
 //
-// Without a scope (a kernel called outside the Trainer) nothing is communicated: the three
-// collectives write `count` zeros to `out` and mtc_mesh_coordinate returns 0; there is no
-// scope to report to, so nothing else happens.
+// Without a MeshCall (a null context or mesh, or a context of another ABI version: a kernel
+// called outside the Trainer) nothing is communicated: the three collectives write `count`
+// zeros to `out` and mtc_mesh_coordinate returns 0; there is nothing to report to, so nothing
+// else happens.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,31 +72,29 @@ struct MeshContext {
   int worldRank = 0;
 };
 
-/// Sets the mesh of the collectives on this thread for its lifetime and collects their first
-/// failure; restores the previous scope after. `mesh` must outlive the scope.
-class MeshScope {
+/// The mesh side of one kernel call: what its collectives run over, and their first failure.
+/// Its address is the `mesh` of the call's MtcKernelContext. `mesh` must outlive it.
+class MeshCall {
 public:
-  explicit MeshScope(const MeshContext &mesh);
-  ~MeshScope();
-  MeshScope(const MeshScope &) = delete;
-  MeshScope &operator=(const MeshScope &) = delete;
+  explicit MeshCall(const MeshContext &mesh) : mesh_(&mesh) {}
+  MeshCall(const MeshCall &) = delete;
+  MeshCall &operator=(const MeshCall &) = delete;
 
-  /// Whether no collective failed in this scope so far.
+  /// Whether no collective of the call failed so far.
   bool ok() const { return error_.ok(); }
   /// The first failure (success when none).
   const Error &error() const { return error_; }
   /// Moves the first failure out (success when none); later collectives run again.
   Error takeError();
 
-  /// The scope of this thread (null when none).
-  static MeshScope *current();
+  /// The MeshCall of `context` (null when it has none or is not of this ABI version).
+  static MeshCall *of(const MtcKernelContext *context);
   const MeshContext &mesh() const { return *mesh_; }
   /// Records `error` unless a failure is already recorded (the first one sticks).
   void recordFailure(Error error);
 
 private:
   const MeshContext *mesh_;
-  MeshScope *previous_;
   Error error_;
 };
 

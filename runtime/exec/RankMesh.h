@@ -52,7 +52,8 @@ public:
   RankMesh &operator=(RankMesh &&) noexcept = default;
 
   const MeshPlacement &placement() const { return placement_; }
-  /// The axes with their communicators, for MeshScope (valid while this object lives).
+  /// The axes with their communicators, for a kernel call's MeshCall (valid while this object
+  /// lives).
   const MeshContext &context() const { return context_; }
   /// The data-parallel group (null when this rank is alone in it and there is no world).
   Communicator *dataParallel() const { return dataParallel_; }

@@ -91,11 +91,11 @@ Error Trainer::checkBindings() const {
 }
 
 Error Trainer::callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
-                          std::string_view what, int64_t step) {
-  MeshScope scope(mesh_);
-  KernelLibrary::call(kernel, buffers);
-  if (!scope.ok())
-    return scope.takeError().withContext(concat("step ", step + 1, ": ", what));
+                          std::string_view what, int64_t step, DropoutCall *dropout) {
+  MeshCall mesh(mesh_);
+  KernelLibrary::call(kernel, buffers, {&mesh, dropout});
+  if (!mesh.ok())
+    return mesh.takeError().withContext(concat("step ", step + 1, ": ", what));
   return Error::success();
 }
 
@@ -306,13 +306,11 @@ Expected<StepStats> Trainer::step() {
         break;
       }
     }
-    {
-      DropoutKey key{plan_->seed, step, sampleBegin};
-      DropoutKeyScope scope(key);
-      if (Error err = callInMesh(kernels_->forwardBackward(), buffers, "forward_backward", step);
-          !err.ok())
-        return err;
-    }
+    DropoutCall dropout{DropoutKey{plan_->seed, step, sampleBegin}};
+    if (Error err =
+            callInMesh(kernels_->forwardBackward(), buffers, "forward_backward", step, &dropout);
+        !err.ok())
+      return err;
     lossSum += loss;
     if (!first)
       for (size_t j = 0, e = grads_.size(); j < e; ++j)

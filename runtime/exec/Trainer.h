@@ -15,12 +15,12 @@
 //
 // With tensor parallelism (a plan with a mesh, docs/plan-format.md "Mesh and layouts") the
 // parameters, states and gradients are this rank's shards (local dims), the kernels
-// communicate along the mesh axes themselves (MeshCollectives.h: every kernel call runs in a
-// MeshScope over the mesh given to `create`, and a failed collective fails the step), and the
-// gradients they return are the complete gradients of the local shards. The ranks of a mesh
+// communicate along the mesh axes themselves (MeshCollectives.h: every kernel call's context
+// holds a MeshCall over the mesh given to `create`, and a failed collective fails the step), and
+// the gradients they return are the complete gradients of the local shards. The ranks of a mesh
 // group process the same micro-batches; only the data-parallel group (the ranks with the same
-// mesh coordinates) is all-reduced here. The step's loss is the mean of the micro-batch losses (each a
-// mean over its tokens), so it does not depend on how the global batch is split. The
+// mesh coordinates) is all-reduced here. The step's loss is the mean of the micro-batch losses
+// (each a mean over its tokens), so it does not depend on how the global batch is split. The
 // optimizer writes the new parameters and state into a second set of buffers, swapped in
 // after the call (kernel outputs must not alias inputs).
 //
@@ -127,9 +127,10 @@ private:
   /// The buffer kinds each function may take, and that the optimizer writes every
   /// parameter and state exactly once.
   Error checkBindings() const;
-  /// Calls `kernel` in a MeshScope over mesh_; fails with the first collective's error.
+  /// Calls `kernel` with a MeshCall over mesh_ (and `dropout`, if any) in its kernel
+  /// context; fails with the first collective's error.
   Error callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
-                   std::string_view what, int64_t step);
+                   std::string_view what, int64_t step, DropoutCall *dropout = nullptr);
 
   const Plan *plan_;
   const KernelLibrary *kernels_;

@@ -76,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   std::filesystem::path dir = scratch->path() / "model.plan";
   fuzz::writeFileOrDie(dir / "plan.json", input);
-  fuzz::writeFileOrDie(dir / "MANIFEST", concat("mtc-plan 1\n", manifestLine("plan.json", input),
+  fuzz::writeFileOrDie(dir / "MANIFEST", concat("mtc-plan 2\n", manifestLine("plan.json", input),
                                                 manifestLine(kKernelFile, kKernelBytes)));
   Expected<Plan> plan = loadPlan(dir);
   if (!plan) {

@@ -1,9 +1,9 @@
 //===- Plan.h - Loading and verifying a plan directory ----------*- C++ -*-===//
 //
 // `loadPlan(dir)` reads a plan written by `mtc compile -o model.plan` (docs/plan-format.md,
-// version 1):
+// version 2):
 //
-//  1. MANIFEST: the format line `mtc-plan 1`, then one `<sha256> <size> <name>` line per file;
+//  1. MANIFEST: the format line `mtc-plan 2`, then one `<sha256> <size> <name>` line per file;
 //     every listed file must exist with that size and SHA-256. plan.json must be listed.
 //  2. plan.json: parsed (strict JSON) and checked into the structs below: required keys and
 //     their types, dtypes, initialisers and their arguments, tensor ids, the `layers`
@@ -11,9 +11,9 @@
 //
 // Every failure is an Error naming the plan directory and what is wrong, e.g.
 //   model.plan: plan.json is 1234 bytes, MANIFEST says 2048 (truncated?)
-//   model.plan: unsupported plan version 2 (this mtrun reads version 1)
+//   model.plan: unsupported plan version 1 (this mtrun reads version 2)
 //   model.plan/plan.json: params[3].init.kind: unknown initialiser 'gaussian' (...)
-// Keys of plan.json that version 1 does not define are ignored.
+// Keys of plan.json that version 2 does not define are ignored.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,7 +33,9 @@
 namespace mtc::rt {
 
 /// The plan format version this runtime reads.
-inline constexpr int kPlanFormatVersion = 1;
+/// Version 2: the compiled step's entry points take the kernel context first
+/// (runtime/exec/KernelABI.h); version 1 plans' kernels do not.
+inline constexpr int kPlanFormatVersion = 2;
 
 /// The first word of MANIFEST's first line and plan.json's `format`.
 inline constexpr std::string_view kPlanFormatName = "mtc-plan";

@@ -1,10 +1,10 @@
 //===- CPUCodegen.cpp - linalg functions to an x86 shared object ----------===//
 //
 // The part of the CPU backend after the LLVM dialect (mtc-cpu-pipeline's output): LLVM IR
-// -> packed entry points -> the dropout decision's bitcode linked in -> O3 -> the
-// allocation functions renamed -> object file (host TargetMachine, PIC) -> shared object
-// (system linker). These steps work on LLVM IR, not MLIR, so they are functions here rather
-// than passes. Only the link is a subprocess, as LLVM offers no in-process linker API here.
+// -> packed entry points and the context version -> the allocation functions described ->
+// the dropout decision's bitcode linked in -> O3 -> object file (host TargetMachine, PIC) ->
+// shared object (system linker). These steps work on LLVM IR, not MLIR, so they are functions here
+// rather than passes. Only the link is a subprocess, as LLVM offers no in-process linker API here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -157,31 +157,38 @@ Error link(llvm::StringRef objectPath, llvm::StringRef outputPath,
   return Error::success();
 }
 
-/// Adds `_mtc_packed_f(void **descriptors)` for every `_mlir_ciface_f` whose parameters are
-/// all descriptor pointers (the only kind the C interface of tensor functions has).
-void addPackedEntryPoints(llvm::Module &module) {
+/// Adds `_mtc_packed_f(MtcKernelContext *context, void **descriptors)` for every
+/// `_mlir_ciface_f` whose parameters are all pointers (the context, then descriptors: the
+/// only kind the C interface of tensor functions has), and the exported
+/// `mtc_kernel_context_version`.
+void addExports(llvm::Module &module) {
   llvm::LLVMContext &context = module.getContext();
   llvm::PointerType *ptr = llvm::PointerType::getUnqual(context);
   SmallVector<llvm::Function *> cInterfaces;
   for (llvm::Function &function : module)
     if (!function.isDeclaration() && function.getName().starts_with(codegen::kCInterfacePrefix) &&
+        function.arg_size() >= 1 &&
         llvm::all_of(function.args(), [](llvm::Argument &a) { return a.getType()->isPointerTy(); }))
       cInterfaces.push_back(&function);
   for (llvm::Function *callee : cInterfaces) {
     StringRef function = callee->getName().drop_front(codegen::kCInterfacePrefix.size());
     std::string name = (codegen::kPackedEntryPrefix + function).str();
     auto *packed = llvm::Function::Create(
-        llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr}, /*isVarArg=*/false),
+        llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr, ptr}, /*isVarArg=*/false),
         llvm::GlobalValue::ExternalLinkage, name, module);
     llvm::IRBuilder<> builder(llvm::BasicBlock::Create(context, "entry", packed));
-    SmallVector<llvm::Value *> args;
-    for (unsigned i = 0, e = callee->arg_size(); i < e; ++i) {
-      llvm::Value *slot = builder.CreateConstInBoundsGEP1_64(ptr, packed->getArg(0), i);
+    SmallVector<llvm::Value *> args = {packed->getArg(0)};
+    for (unsigned i = 0, e = callee->arg_size() - 1; i < e; ++i) {
+      llvm::Value *slot = builder.CreateConstInBoundsGEP1_64(ptr, packed->getArg(1), i);
       args.push_back(builder.CreateLoad(ptr, slot));
     }
     builder.CreateCall(callee, args);
     builder.CreateRetVoid();
   }
+  llvm::Type *u32 = llvm::Type::getInt32Ty(context);
+  new llvm::GlobalVariable(module, u32, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantInt::get(u32, MTC_KERNEL_CONTEXT_VERSION),
+                           codegen::kKernelContextVersionSymbol);
 }
 
 /// Links the bitcode of DropoutKeep.c into `module` when the kernels call
@@ -215,29 +222,46 @@ Error linkDropoutKeep(llvm::Module &module) {
   return Error::success();
 }
 
-/// Renames the object's calls of the C library's allocation functions to the runtime's
-/// (see CPUCodegen.h). After LLVM's optimisations, which know the C functions (they remove
-/// unused allocations and turn malloc + memset into calloc) and not the runtime's.
-Error redirectAllocations(llvm::Module &module) {
-  static constexpr std::pair<llvm::StringLiteral, llvm::StringLiteral> renames[] = {
-      {"malloc", codegen::kKernelAllocFunction},
-      {"calloc", codegen::kKernelCallocFunction},
-      {"aligned_alloc", codegen::kKernelAlignedAllocFunction},
-      {"free", codegen::kKernelFreeFunction}};
-  for (llvm::StringRef other : {"realloc", "posix_memalign", "memalign", "valloc"})
-    if (llvm::Function *function = module.getFunction(other); function && !function->use_empty())
-      return errorf("the kernels call " + other +
-                    ", which the runtime's allocator does not provide");
-  for (auto [from, to] : renames) {
-    llvm::Function *function = module.getFunction(from);
+/// Tells LLVM that the runtime's allocation functions (mtc-redirect-allocations' calls) are
+/// an allocator like the C library's, with the context as an extra first parameter: a new
+/// block aliases nothing, and an allocation nothing uses is removed with its free, as LLVM
+/// does for malloc. They read the context and update the runtime's state behind it, which
+/// is not the kernels' memory.
+void describeAllocationFunctions(llvm::Module &module) {
+  llvm::LLVMContext &context = module.getContext();
+  auto describe = [&](llvm::StringRef name, llvm::AllocFnKind kind,
+                      llvm::MemoryEffects memory) -> llvm::Function * {
+    llvm::Function *function = module.getFunction(name);
     if (!function)
-      continue;
-    llvm::FunctionCallee replacement =
-        module.getOrInsertFunction(to, function->getFunctionType(), function->getAttributes());
-    function->replaceAllUsesWith(replacement.getCallee());
-    function->eraseFromParent();
+      return nullptr;
+    function->addFnAttr(llvm::Attribute::getWithAllocKind(context, kind));
+    function->addFnAttr("alloc-family", "mtc_kernel");
+    function->addFnAttr(llvm::Attribute::NoUnwind);
+    function->addFnAttr(llvm::Attribute::WillReturn);
+    function->setMemoryEffects(memory);
+    return function;
+  };
+  using Kind = llvm::AllocFnKind;
+  auto allocation = llvm::MemoryEffects::inaccessibleOrArgMemOnly();
+  // Parameter 0 is the context: the sizes and the alignment follow it.
+  if (llvm::Function *f =
+          describe(codegen::kKernelAllocFunction, Kind::Alloc | Kind::Uninitialized, allocation)) {
+    f->addRetAttr(llvm::Attribute::NoAlias);
+    f->addFnAttr(llvm::Attribute::getWithAllocSizeArgs(context, 1, std::nullopt));
   }
-  return Error::success();
+  if (llvm::Function *f =
+          describe(codegen::kKernelCallocFunction, Kind::Alloc | Kind::Zeroed, allocation)) {
+    f->addRetAttr(llvm::Attribute::NoAlias);
+    f->addFnAttr(llvm::Attribute::getWithAllocSizeArgs(context, 2, 1));
+  }
+  if (llvm::Function *f = describe(codegen::kKernelAlignedAllocFunction,
+                                   Kind::Alloc | Kind::Uninitialized | Kind::Aligned, allocation)) {
+    f->addRetAttr(llvm::Attribute::NoAlias);
+    f->addParamAttr(1, llvm::Attribute::AllocAlign);
+    f->addFnAttr(llvm::Attribute::getWithAllocSizeArgs(context, 2, std::nullopt));
+  }
+  if (llvm::Function *f = describe(codegen::kKernelFreeFunction, Kind::Free, allocation))
+    f->addParamAttr(1, llvm::Attribute::AllocatedPointer);
 }
 
 } // namespace
@@ -282,14 +306,13 @@ Expected<std::string> codegen::compileToObject(ModuleOp llvmDialectModule,
     if (!llvmModule)
       return diagnostics.error("translation to LLVM IR failed");
   }
-  addPackedEntryPoints(*llvmModule);
+  addExports(*llvmModule);
+  describeAllocationFunctions(*llvmModule);
   llvmModule->setTargetTriple((*machine)->getTargetTriple());
   llvmModule->setDataLayout((*machine)->createDataLayout());
   if (Error error = linkDropoutKeep(*llvmModule))
     return error;
   optimize(*llvmModule, **machine, options.optLevel);
-  if (Error error = redirectAllocations(*llvmModule))
-    return error;
 
   std::string object;
   {

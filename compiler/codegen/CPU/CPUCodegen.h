@@ -8,12 +8,14 @@
 // off the bufferized module (planKernelMemory).
 //
 // Calling convention. Every public function `@f` is exported as `_mlir_ciface_f`, which
-// takes one pointer to a memref descriptor per tensor argument followed by one per result
+// takes the kernel context (an `MtcKernelContext *`, runtime/exec/KernelABI.h: the caller's
+// state of the call, which the code passes on unread to the runtime functions it calls),
+// then one pointer to a memref descriptor per tensor argument followed by one per result
 // (results become out-parameters the caller allocates), and returns nothing:
 //
 //   func.func @f(%x: tensor<2x8xf32>, %b: tensor<8xf32>) -> tensor<2x8xf32>
-//   void _mlir_ciface_f(StridedMemRefType<float, 2> *x, StridedMemRefType<float, 1> *b,
-//                       StridedMemRefType<float, 2> *result);
+//   void _mlir_ciface_f(MtcKernelContext *context, StridedMemRefType<float, 2> *x,
+//                       StridedMemRefType<float, 1> *b, StridedMemRefType<float, 2> *result);
 //
 // A descriptor is `{T *allocated, T *aligned, int64_t offset, int64_t sizes[rank],
 // int64_t strides[rank]}` (mlir/ExecutionEngine/CRunnerUtils.h); the code reads and writes
@@ -21,33 +23,42 @@
 // and libc; with `cc` as the linker both are recorded as dependencies.
 //
 // Every name the object imports or exports, and the codes it passes, are the kernel ABI's
-// (runtime/exec/KernelABI.h), which the runtime's definitions include too.
+// (runtime/exec/KernelABI.h), which the runtime's definitions include too. The context is
+// an explicit argument of every function (mtc-thread-kernel-context), so nothing the
+// runtime does for one call is per-thread.
 //
 // Temporaries. Intermediate buffers are allocated and freed before the function returns
 // through four external functions the process loading the object defines
-// (runtime/exec/KernelMemory.h), with the C library's semantics: kKernelAllocFunction
-// (malloc), kKernelCallocFunction (calloc), kKernelAlignedAllocFunction (aligned_alloc) and
-// kKernelFreeFunction (free). The backend renames the object's calls of the C library's
-// functions after LLVM's optimisations, so that the runtime sees exactly the allocations
-// that run: it serves them in order from the arena planKernelMemory plans and measures the
-// high-water mark. (An allocation LLVM removed as dead would shift that order; the runtime
-// then falls back to the heap and counts it. None do in the example models.)
+// (runtime/exec/KernelMemory.h), with the C library's semantics and the context in front:
+// kKernelAllocFunction (malloc), kKernelCallocFunction (calloc),
+// kKernelAlignedAllocFunction (aligned_alloc) and kKernelFreeFunction (free).
+// mtc-redirect-allocations rewrites the C library's calls finalize-memref-to-llvm emits into
+// these; the backend then describes them to LLVM as the allocator they are (allockind,
+// allocsize, a noalias result), so that LLVM's optimisations still remove allocations
+// nothing uses. The runtime serves the calls in order from the arena of the call (the
+// context's) that planKernelMemory plans and measures the high-water mark. (An allocation
+// LLVM removed as dead would shift that order; the runtime then falls back to the heap and
+// counts it. None do in the example models.)
 //
-//   void *mtc_kernel_alloc(size_t size);
-//   void *mtc_kernel_calloc(size_t count, size_t size);
-//   void *mtc_kernel_aligned_alloc(size_t align, size_t size);
-//   void mtc_kernel_free(void *pointer);
+//   void *mtc_kernel_alloc(MtcKernelContext *context, size_t size);
+//   void *mtc_kernel_calloc(MtcKernelContext *context, size_t count, size_t size);
+//   void *mtc_kernel_aligned_alloc(MtcKernelContext *context, size_t align, size_t size);
+//   void mtc_kernel_free(MtcKernelContext *context, void *pointer);
 //
 // Each `_mlir_ciface_f` also gets a packed entry point, so that a runtime can call a
-// function of any arity without generating calls itself:
+// function of any arity without generating calls itself, and the object exports the
+// version of the context it was compiled for (the runtime refuses another):
 //
-//   void _mtc_packed_f(void **descriptors);   // _mlir_ciface_f(descriptors[0], ...)
+//   void _mtc_packed_f(MtcKernelContext *context, void **descriptors);
+//                                      // _mlir_ciface_f(context, descriptors[0], ...)
+//   const uint32_t mtc_kernel_context_version;   // MTC_KERNEL_CONTEXT_VERSION
 //
 // GEMMs. Every f32 `linalg.batch_matmul` (mt-to-linalg's form of an f32 `mt.contract`)
 // becomes a call of the external function kBatchMatmulF32Function (mtc-batch-matmul-to-calls),
 // which the process loading the object defines (runtime/exec/Gemm.h, with BLAS):
 //
-//   void _mlir_ciface_mtc_batch_matmul_f32(StridedMemRefType<float, 3> *a,
+//   void _mlir_ciface_mtc_batch_matmul_f32(MtcKernelContext *context,
+//                                          StridedMemRefType<float, 3> *a,
 //                                          StridedMemRefType<float, 3> *b,
 //                                          StridedMemRefType<float, 3> *c);
 //
@@ -80,6 +91,12 @@ inline constexpr llvm::StringLiteral kPackedEntryPrefix = MTC_ABI_PACKED_ENTRY_P
 /// object imports kCInterfacePrefix followed by this name.
 inline constexpr llvm::StringLiteral kBatchMatmulF32Function = MTC_ABI_BATCH_MATMUL_F32;
 
+/// The symbol of the exported version of the kernel context (see the file comment).
+inline constexpr llvm::StringLiteral kKernelContextVersionSymbol = MTC_ABI_KERNEL_CONTEXT_VERSION;
+
+/// The attribute of the kernel context argument (mtc-thread-kernel-context).
+inline constexpr llvm::StringLiteral kKernelContextAttrName = "mtc.kernel_context";
+
 /// The allocation functions the object imports (see the file comment).
 inline constexpr llvm::StringLiteral kKernelAllocFunction = MTC_ABI_KERNEL_ALLOC;
 inline constexpr llvm::StringLiteral kKernelCallocFunction = MTC_ABI_KERNEL_CALLOC;
@@ -102,9 +119,10 @@ llvm::Error compileToSharedObject(mlir::ModuleOp llvmDialectModule, llvm::String
                                   const CPUCodegenOptions &options = {});
 
 /// The x86 object code of `llvmDialectModule`, before linking (for tests and for tools that
-/// link several objects together): LLVM IR, the packed entry points (addPackedEntryPoints),
-/// the dropout decision's bitcode (linkDropoutKeep), LLVM's O<optLevel> pipeline, the
-/// allocation functions renamed (redirectAllocations), object emission.
+/// link several objects together): LLVM IR, the packed entry points and the context version
+/// (addExports), the allocation functions described to LLVM (describeAllocationFunctions),
+/// the dropout decision's bitcode (linkDropoutKeep), LLVM's O<optLevel> pipeline, a check
+/// that no C library allocation remains, object emission.
 llvm::Expected<std::string> compileToObject(mlir::ModuleOp llvmDialectModule,
                                             const CPUCodegenOptions &options = {});
 

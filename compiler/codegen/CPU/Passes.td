@@ -156,10 +156,23 @@ def ThreadKernelContextPass : Pass<"mtc-thread-kernel-context", "::mlir::ModuleO
     `mtc_dropout_layer`, `mtc_batch_matmul_f32`). Every call of such a function passes the
     caller's context first. Other declarations (`mtc_dropout_keep_element`, linked into the
     object) are left alone. A use of a threaded function other than a call is an error.
+    The C interfaces convert-func-to-llvm then emits (`_mlir_ciface_f`) take the context
+    first too, and so the packed entry points (compiler/codegen/CPU/CPUCodegen.h).
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
 
-    Not yet part of mtc-cpu-pipeline: the runtime's definitions take no context argument
-    yet (they read per-thread scopes), so the pipeline runs without it until both change
-    together.
+def RedirectAllocationsPass : Pass<"mtc-redirect-allocations", "::mlir::ModuleOp"> {
+  let summary = "Allocate the temporaries through the runtime, passing the kernel context";
+  let description = [{
+    After finalize-memref-to-llvm and mtc-thread-kernel-context. Every call of the C
+    library's `malloc`, `calloc`, `aligned_alloc` and `free` becomes a call of the kernel
+    ABI's `mtc_kernel_alloc`, `mtc_kernel_calloc`, `mtc_kernel_aligned_alloc` and
+    `mtc_kernel_free` (runtime/exec/KernelABI.h) with the calling function's kernel context
+    (its first argument, `mtc.kernel_context`) in front: the runtime serves the temporaries
+    of each call from that call's arena. The C declarations nothing calls any more are
+    erased. A call of `realloc`, `posix_memalign`, `memalign` or `valloc`, which the runtime
+    does not provide, and an allocation in a function without a context are errors.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }

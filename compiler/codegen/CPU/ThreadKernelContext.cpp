@@ -9,9 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/codegen/CPU/CPUCodegen.h"
 #include "compiler/codegen/CPU/Passes.h"
-
-#include "runtime/exec/KernelABI.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -44,8 +43,9 @@ struct ThreadKernelContextPass
     MLIRContext *mlirContext = &getContext();
     Type context = LLVM::LLVMPointerType::get(mlirContext);
     auto contextAttrs = DictionaryAttr::get(
-        mlirContext, {NamedAttribute(StringAttr::get(mlirContext, "mtc.kernel_context"),
-                                     UnitAttr::get(mlirContext))});
+        mlirContext,
+        {NamedAttribute(StringAttr::get(mlirContext, mtc::codegen::kKernelContextAttrName),
+                        UnitAttr::get(mlirContext))});
 
     // The functions that get the context: every body, and the runtime's imports.
     llvm::DenseSet<Operation *> threaded;
@@ -53,7 +53,9 @@ struct ThreadKernelContextPass
       if (!func.isExternal() || takesContext(func.getName()))
         threaded.insert(func);
 
-    // Every use of those functions must be a call that can pass it.
+    // Every use of those functions must be a call that can pass it, or a reference in the
+    // attributes of another symbol (`mt.layer_of` of a layer's outlined functions), which
+    // calls nothing.
     for (auto func : module.getOps<func::FuncOp>()) {
       if (!threaded.contains(func))
         continue;
@@ -64,7 +66,7 @@ struct ThreadKernelContextPass
         return signalPassFailure();
       }
       for (const SymbolTable::SymbolUse &use : *uses)
-        if (!isa<func::CallOp>(use.getUser())) {
+        if (!isa<func::CallOp, SymbolOpInterface>(use.getUser())) {
           use.getUser()->emitError("the kernel context cannot be passed through this use of '")
               << func.getName() << "' (only calls are supported)";
           return signalPassFailure();

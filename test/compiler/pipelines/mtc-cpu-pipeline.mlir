@@ -5,18 +5,27 @@
 // RUN: mt-opt %s -mtc-to-linalg-pipeline -mtc-cpu-pipeline --mlir-print-ir-after-all 2>&1 >/dev/null | FileCheck %s --check-prefix=STEPS
 
 // Tests that the CPU backend takes linalg on tensors to the LLVM dialect alone (the
-// exported C interface calls the runtime's GEMM), that it is its two halves one after the
-// other, and that every step of it is a pass --mlir-print-ir-after-all shows, in order.
+// exported C interface calls the runtime's GEMM), that every function takes the kernel
+// context first and passes it to the runtime (GEMM, allocations), that it is its two halves
+// one after the other, and that every step of it is a pass --mlir-print-ir-after-all shows,
+// in order.
 // CHECK-NOT: memref.
 // CHECK-NOT: linalg.
+// CHECK-NOT: @malloc
+// CHECK-DAG: llvm.func @mtc_kernel_alloc(!llvm.ptr, i64) -> !llvm.ptr
+// CHECK-DAG: llvm.func @mtc_kernel_free(!llvm.ptr, !llvm.ptr)
 // CHECK-LABEL: llvm.func private @mtc_batch_matmul_f32(
-// CHECK: llvm.call @_mlir_ciface_mtc_batch_matmul_f32(
+// CHECK-SAME: %[[GCTX:[^:]*]]: !llvm.ptr {mtc.kernel_context},
+// CHECK: llvm.call @_mlir_ciface_mtc_batch_matmul_f32(%[[GCTX]],
 // CHECK-LABEL: llvm.func @step(
-// CHECK: llvm.call @malloc(
-// CHECK: llvm.call @mtc_batch_matmul_f32(
-// CHECK: llvm.call @free(
+// CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr {mtc.kernel_context},
+// CHECK: llvm.call @mtc_kernel_alloc(%[[CTX]],
+// CHECK: llvm.call @mtc_batch_matmul_f32(%[[CTX]],
+// CHECK: llvm.call @mtc_kernel_free(%[[CTX]],
 // CHECK-LABEL: llvm.func @_mlir_ciface_step(
-// CHECK: llvm.call @step(
+// CHECK-SAME: %[[CCTX:[^:]*]]: !llvm.ptr {mtc.kernel_context},
+// CHECK: llvm.call @step(%[[CCTX]],
+// CHECK-NOT: @free
 // CHECK-NOT: memref.
 // CHECK-NOT: linalg.
 
@@ -33,9 +42,13 @@
 // STEPS: IR Dump After BatchMatmulToCallsPass (mtc-batch-matmul-to-calls)
 // STEPS: IR Dump After OwnershipBasedBufferDeallocationPass (ownership-based-buffer-deallocation)
 // STEPS: IR Dump After EarlyDeallocationPass (mtc-early-deallocation)
+// STEPS: IR Dump After ThreadKernelContextPass (mtc-thread-kernel-context)
 // STEPS: IR Dump After ReductionLoopOrderPass (mtc-reduction-loop-order)
 // STEPS: IR Dump After ConvertLinalgToLoopsPass (convert-linalg-to-loops)
 // STEPS: IR Dump After ApproximateMathPass (mtc-approximate-math)
+// STEPS: IR Dump After FinalizeMemRefToLLVMConversionPass (finalize-memref-to-llvm)
+// STEPS: IR Dump After RedirectAllocationsPass (mtc-redirect-allocations)
+// STEPS: IR Dump After ConvertFuncToLLVMPass (convert-func-to-llvm)
 // STEPS: IR Dump After ReconcileUnrealizedCastsPass (reconcile-unrealized-casts)
 module attributes {mt.dims = {batch = 2 : i64, hidden = 4 : i64, ffn = 8 : i64}} {
   mt.param @w : !mt.tensor<[hidden=4, ffn=8], f32> init zeros

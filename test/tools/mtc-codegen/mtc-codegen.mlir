@@ -12,7 +12,9 @@
 // LINALG-SAME: (%{{.*}}: tensor<4x8xf32>, %{{.*}}: tensor<8xf32>) -> tensor<4x8xf32>
 // LINALG: linalg.generic
 
-// SO: T _mlir_ciface_scale
+// SO-DAG: T _mlir_ciface_scale
+// SO-DAG: T _mtc_packed_scale
+// SO-DAG: R mtc_kernel_context_version
 
 // PTX: .target sm_90
 // PTX: .visible .entry scale_kernel_0(

@@ -77,7 +77,7 @@ JsonValue validPlan() {
       {"name", "labels"}, {"dtype", "i32"}, {"dims", dimList({{"batch", 4}, {"seq", 8}})}});
   return JsonObject{
       {"format", "mtc-plan"},
-      {"version", 1},
+      {"version", 2},
       {"compiler", "mtc 0.1.0 (LLVM/MLIR 22.1.8)"},
       {"model", "tiny"},
       {"source", JsonObject{{"path", "tiny.mtl"}, {"sha256", std::string(64, '0')}}},
@@ -117,7 +117,7 @@ protected:
     planJson_ = json.serialize(2) + "\n";
     writeBytes(plan() / "plan.json", planJson_);
     writeBytes(plan() / "program.mlir", program_);
-    writeBytes(plan() / "MANIFEST", "mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
+    writeBytes(plan() / "MANIFEST", "mtc-plan 2\n" + manifestLine("plan.json", planJson_) +
                                         manifestLine("program.mlir", program_));
   }
   void writeManifest(std::string_view text) { writeBytes(plan() / "MANIFEST", text); }
@@ -128,7 +128,7 @@ protected:
     writePlan(json);
     std::filesystem::create_directories(plan() / "kernels");
     writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
-    writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
+    writeManifest("mtc-plan 2\n" + manifestLine("plan.json", planJson_) +
                   manifestLine("kernels/x86_64.so", "ELF"));
     return loadPlan(plan());
   }
@@ -174,7 +174,7 @@ TEST_F(PlanTest, LoadsAValidPlan) {
   Expected<Plan> p = loadPlan(plan());
   ASSERT_TRUE(p.ok()) << p.error().message();
   EXPECT_EQ(p->dir, plan());
-  EXPECT_EQ(p->version, 1);
+  EXPECT_EQ(p->version, 2);
   EXPECT_EQ(p->model, "tiny");
   EXPECT_EQ(p->compiler, "mtc 0.1.0 (LLVM/MLIR 22.1.8)");
   EXPECT_EQ(p->sourcePath, "tiny.mtl");
@@ -336,7 +336,7 @@ TEST_F(PlanTest, ExtraFilesAndKernelsPrefix) {
   std::filesystem::create_directories(plan() / "kernels");
   writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
   writeBytes(plan() / "notes.txt", "not listed, ignored");
-  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_) +
+  writeManifest("mtc-plan 2\n" + manifestLine("plan.json", planJson_) +
                 manifestLine("kernels/x86_64.so", "ELF"));
   Expected<Plan> p = loadPlan(plan());
   ASSERT_TRUE(p.ok()) << p.error().message();
@@ -394,21 +394,24 @@ TEST_F(PlanTest, OtherFormat) {
   writePlan(validPlan());
   writeManifest("safetensors 1\n");
   EXPECT_EQ(loadError(), where() + ": MANIFEST is not an mtc plan manifest: its first line is "
-                                   "'safetensors 1', expected 'mtc-plan 1'");
+                                   "'safetensors 1', expected 'mtc-plan 2'");
 }
 
 TEST_F(PlanTest, UnsupportedVersion) {
   writePlan(validPlan());
-  writeManifest("mtc-plan 2\n" + manifestLine("plan.json", planJson_));
-  EXPECT_EQ(loadError(), where() + ": unsupported plan version 2 (this mtrun reads version 1)");
+  // A plan of version 1, whose kernels take no kernel context, is refused.
+  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_));
+  EXPECT_EQ(loadError(), where() + ": unsupported plan version 1 (this mtrun reads version 2)");
+  writeManifest("mtc-plan 3\n" + manifestLine("plan.json", planJson_));
+  EXPECT_EQ(loadError(), where() + ": unsupported plan version 3 (this mtrun reads version 2)");
   writeManifest("mtc-plan 12345678901234567890123\n");
   EXPECT_CONTAINS(loadError(), "unsupported plan version 12345678901234567890123");
 }
 
 TEST_F(PlanTest, MalformedFormatLine) {
   writePlan(validPlan());
-  for (std::string first : {"mtc-plan", "mtc-plan ", "mtc-plan x", "mtc-plan 01", "mtc-plan 1 x",
-                            "mtc-plan -1", "mtc-plan 1\r"}) {
+  for (std::string first : {"mtc-plan", "mtc-plan ", "mtc-plan x", "mtc-plan 01", "mtc-plan 2 x",
+                            "mtc-plan -1", "mtc-plan 2\r"}) {
     writeManifest(first + "\n" + manifestLine("plan.json", planJson_));
     EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 1: malformed format line");
   }
@@ -439,13 +442,13 @@ TEST_F(PlanTest, MalformedLines) {
       {hash + " 5 \x01x", "unsafe file name '\\x01x'"},
   };
   for (const Case &c : cases) {
-    writeManifest("mtc-plan 1\n" + good + c.line + "\n");
+    writeManifest("mtc-plan 2\n" + good + c.line + "\n");
     std::string message = loadError();
     EXPECT_EQ(message.rfind(where() + ": ", 0), 0u) << message;
     EXPECT_CONTAINS(message, c.what);
   }
   // A control character is shown escaped.
-  writeManifest("mtc-plan 1\n" + good + "ab\x01\n");
+  writeManifest("mtc-plan 2\n" + good + "ab\x01\n");
   EXPECT_CONTAINS(loadError(), "'ab\\x01'");
 }
 
@@ -455,7 +458,7 @@ TEST_F(PlanTest, UnsafeNames) {
   for (std::string name :
        {"../plan.json", "/etc/passwd", "sub/plan.json", ".hidden", "..", ".",
         "kernels/../plan.json", "kernels/", "kernels/a/b", "a b", "back\\slash"}) {
-    writeManifest("mtc-plan 1\n" + good + manifestLine(name, "x"));
+    writeManifest("mtc-plan 2\n" + good + manifestLine(name, "x"));
     EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 3: unsafe file name '" + name + "'");
   }
   EXPECT_TRUE(isSafePlanFileName("plan.json"));
@@ -468,25 +471,25 @@ TEST_F(PlanTest, UnsafeNames) {
 TEST_F(PlanTest, DuplicateSelfAndMissingPlanJson) {
   writePlan(validPlan());
   std::string good = manifestLine("plan.json", planJson_);
-  writeManifest("mtc-plan 1\n" + good + manifestLine("program.mlir", program_) + good);
+  writeManifest("mtc-plan 2\n" + good + manifestLine("program.mlir", program_) + good);
   EXPECT_EQ(loadError(),
             where() + ": MANIFEST line 4: 'plan.json' is listed twice (also on line 2)");
-  writeManifest("mtc-plan 1\n" + good + manifestLine("MANIFEST", "x"));
+  writeManifest("mtc-plan 2\n" + good + manifestLine("MANIFEST", "x"));
   EXPECT_EQ(loadError(), where() + ": MANIFEST line 3: MANIFEST cannot list itself");
-  writeManifest("mtc-plan 1\n" + manifestLine("program.mlir", program_));
+  writeManifest("mtc-plan 2\n" + manifestLine("program.mlir", program_));
   EXPECT_EQ(loadError(), where() + ": MANIFEST does not list plan.json");
-  writeManifest("mtc-plan 1\n");
+  writeManifest("mtc-plan 2\n");
   EXPECT_EQ(loadError(), where() + ": MANIFEST does not list plan.json");
 }
 
 TEST_F(PlanTest, MissingLineEnd) {
   writePlan(validPlan());
   std::string good = manifestLine("plan.json", planJson_);
-  writeManifest("mtc-plan 1\n" + good.substr(0, good.size() - 1));
+  writeManifest("mtc-plan 2\n" + good.substr(0, good.size() - 1));
   EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 2: no line end after");
   EXPECT_CONTAINS(loadError(), "(truncated?)");
-  writeManifest("mtc-plan 1");
-  EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 1: no line end after 'mtc-plan 1'");
+  writeManifest("mtc-plan 2");
+  EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 1: no line end after 'mtc-plan 2'");
 }
 
 TEST_F(PlanTest, MissingListedFile) {
@@ -553,7 +556,7 @@ TEST_F(PlanTest, PlanJsonNotJson) {
   std::filesystem::create_directories(plan());
   std::string text = "{\"format\": \"mtc-plan\",}";
   writeBytes(plan() / "plan.json", text);
-  writeManifest("mtc-plan 1\n" + manifestLine("plan.json", text));
+  writeManifest("mtc-plan 2\n" + manifestLine("plan.json", text));
   EXPECT_CONTAINS(loadError(), where() + "/plan.json: json: ");
   EXPECT_CONTAINS(loadError(), "(line 1, column 23)");
 }
@@ -565,8 +568,8 @@ TEST_F(PlanTest, PlanJsonNotAnObject) {
 TEST_F(PlanTest, TopLevelErrors) {
   expectPlanJsonError(edited([](JsonObject &o) { o.set("format", "onnx"); }),
                       "format: expected 'mtc-plan', found 'onnx' (not an mtc plan)");
-  expectPlanJsonError(edited([](JsonObject &o) { o.set("version", 2); }),
-                      "version: unsupported plan version 2 (this mtrun reads version 1)");
+  expectPlanJsonError(edited([](JsonObject &o) { o.set("version", 1); }),
+                      "version: unsupported plan version 1 (this mtrun reads version 2)");
   expectPlanJsonError(edited([](JsonObject &o) { o.set("version", "1"); }),
                       "version: expected a non-negative integer, found the string '1'");
   expectPlanJsonError(edited([](JsonObject &o) { o.erase("model"); }), "missing key 'model'");
@@ -712,14 +715,14 @@ TEST_F(PlanTest, StateErrors) {
 }
 
 TEST(PlanParseTest, ParseManifestDirectly) {
-  auto m = parseManifest("mtc-plan 1\n" + std::string(64, 'a') + " 0 plan.json\n", "p");
+  auto m = parseManifest("mtc-plan 2\n" + std::string(64, 'a') + " 0 plan.json\n", "p");
   ASSERT_TRUE(m.ok()) << m.error().message();
-  EXPECT_EQ(m->first, 1);
+  EXPECT_EQ(m->first, 2);
   ASSERT_EQ(m->second.size(), 1u);
   EXPECT_EQ(m->second[0].size, 0u);
   auto bad = parseManifest("mtc-plan 3\n", "p");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message(), "p: unsupported plan version 3 (this mtrun reads version 1)");
+  EXPECT_EQ(bad.error().message(), "p: unsupported plan version 3 (this mtrun reads version 2)");
 }
 
 TEST(PlanParseTest, NamesOfDTypesAndInits) {

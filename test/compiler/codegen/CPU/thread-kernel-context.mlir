@@ -55,3 +55,21 @@ func.func @take() {
   %f = func.constant @callee : () -> ()
   return
 }
+
+// -----
+
+// Tests that a reference in another function's attributes (a layer's outlined forward
+// names its layer) is not a use that needs the context.
+// CHECK-LABEL: func.func private @block
+// CHECK-SAME: (%{{.*}}: !llvm.ptr {mtc.kernel_context}, %{{.*}}: i64)
+// CHECK-LABEL: func.func @block.fwd
+// CHECK-SAME: (%[[CTX:.*]]: !llvm.ptr {mtc.kernel_context}, %[[X:.*]]: i64)
+// CHECK-SAME: attributes {mt.layer_of = @block}
+// CHECK: call @block(%[[CTX]], %[[X]])
+func.func private @block(%x: i64) {
+  return
+}
+func.func @block.fwd(%x: i64) attributes {mt.layer_of = @block} {
+  func.call @block(%x) : (i64) -> ()
+  return
+}

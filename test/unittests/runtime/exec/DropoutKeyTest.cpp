@@ -12,11 +12,12 @@ using namespace mtc::rt;
 
 namespace {
 
-/// The key a kernel of dropout site `stream` reads now, word by word.
-std::vector<int64_t> kernelKey(int64_t stream) {
+/// The key a kernel of dropout site `stream` reads now in the call of `context`, word by
+/// word.
+std::vector<int64_t> kernelKey(MtcKernelContext *context, int64_t stream) {
   std::vector<int64_t> words;
   for (int64_t w = 0; w < MTC_DROPOUT_KEY_WORDS; ++w)
-    words.push_back(mtc_dropout_key(stream, w));
+    words.push_back(mtc_dropout_key(context, stream, w));
   return words;
 }
 
@@ -29,8 +30,18 @@ std::vector<int64_t> expectedKey(const DropoutKey &key, int64_t stream, int64_t 
 
 } // namespace
 
-TEST(DropoutKeyTest, NoScopeMeansNoDropout) {
-  EXPECT_EQ(mtc_dropout_key(3, MTC_DROPOUT_KEY_ACTIVE), 0);
+TEST(DropoutKeyTest, NoDropoutCallMeansNoDropout) {
+  EXPECT_EQ(mtc_dropout_key(nullptr, 3, MTC_DROPOUT_KEY_ACTIVE), 0);
+  mtc_dropout_layer(nullptr, 2); // nothing to set
+  MtcKernelContext noDropout = mtc_kernel_context(nullptr, nullptr, nullptr);
+  EXPECT_EQ(mtc_dropout_key(&noDropout, 3, MTC_DROPOUT_KEY_ACTIVE), 0);
+  // A context of another version of the ABI is not read.
+  DropoutCall call{DropoutKey{1, 2, 3}};
+  MtcKernelContext otherVersion = mtc_kernel_context(nullptr, &call, nullptr);
+  otherVersion.version = 0;
+  EXPECT_EQ(mtc_dropout_key(&otherVersion, 3, MTC_DROPOUT_KEY_ACTIVE), 0);
+  mtc_dropout_layer(&otherVersion, 2);
+  EXPECT_EQ(call.instance, -1);
 }
 
 TEST(DropoutKeyTest, KeyWordsAreTheRunsSeedStepSampleAndSite) {
@@ -43,29 +54,27 @@ TEST(DropoutKeyTest, KeyWordsAreTheRunsSeedStepSampleAndSite) {
   EXPECT_EQ(dropoutKeyWord(key, 5, 3, MTC_DROPOUT_KEY_WORDS), 0) << "unknown words are 0";
 }
 
-TEST(DropoutKeyTest, ScopeSetsTheKeyAndRestoresThePrevious) {
-  DropoutKey outer{11, 4, 0}, inner{11, 5, 8};
-  DropoutKeyScope a(outer);
-  EXPECT_EQ(kernelKey(2), expectedKey(outer, 2, -1));
-  {
-    DropoutKeyScope b(inner);
-    EXPECT_EQ(kernelKey(2), expectedKey(inner, 2, -1));
-    EXPECT_NE(kernelKey(2), expectedKey(outer, 2, -1));
-  }
-  EXPECT_EQ(kernelKey(2), expectedKey(outer, 2, -1));
+TEST(DropoutKeyTest, EachCallReadsItsOwnKey) {
+  DropoutCall first{DropoutKey{11, 4, 0}}, second{DropoutKey{11, 5, 8}};
+  MtcKernelContext a = mtc_kernel_context(nullptr, &first, nullptr);
+  MtcKernelContext b = mtc_kernel_context(nullptr, &second, nullptr);
+  EXPECT_EQ(kernelKey(&a, 2), expectedKey(first.key, 2, -1));
+  EXPECT_EQ(kernelKey(&b, 2), expectedKey(second.key, 2, -1));
+  EXPECT_NE(kernelKey(&a, 2), kernelKey(&b, 2));
 }
 
-TEST(DropoutKeyTest, LayerInstanceIsSetByKernelsAndResetByScopes) {
+TEST(DropoutKeyTest, LayerInstanceIsSetByKernelsInTheirCallOnly) {
   DropoutKey key{3, 1, 0};
-  DropoutKeyScope scope(key);
-  mtc_dropout_layer(1);
-  EXPECT_EQ(kernelKey(4), expectedKey(key, 4, 1));
-  {
-    DropoutKeyScope inner(key);
-    EXPECT_EQ(kernelKey(4), expectedKey(key, 4, -1));
-  }
-  // The outer scope's instance is back.
-  EXPECT_EQ(kernelKey(4), expectedKey(key, 4, 1));
+  DropoutCall call{key}, other{key};
+  MtcKernelContext context = mtc_kernel_context(nullptr, &call, nullptr);
+  MtcKernelContext otherContext = mtc_kernel_context(nullptr, &other, nullptr);
+  EXPECT_EQ(kernelKey(&context, 4), expectedKey(key, 4, -1)) << "a call starts outside layers";
+  mtc_dropout_layer(&context, 1);
+  EXPECT_EQ(call.instance, 1);
+  EXPECT_EQ(kernelKey(&context, 4), expectedKey(key, 4, 1));
+  EXPECT_EQ(kernelKey(&otherContext, 4), expectedKey(key, 4, -1));
+  mtc_dropout_layer(&context, -1);
+  EXPECT_EQ(kernelKey(&context, 4), expectedKey(key, 4, -1));
 }
 
 namespace {

@@ -55,3 +55,23 @@ TEST(KernelABITest, CodesKeepTheirValues) {
   EXPECT_EQ(MTC_DROPOUT_KEY_SEED, 0);
   EXPECT_EQ(MTC_DROPOUT_KEY_ACTIVE, 4);
 }
+
+TEST(KernelABITest, AContextIsReadOnlyWhenItIsOfThisVersion) {
+  int mesh = 0, dropout = 0, arena = 0;
+  MtcKernelContext context = mtc_kernel_context(&mesh, &dropout, &arena);
+  EXPECT_EQ(context.size, sizeof(MtcKernelContext));
+  EXPECT_EQ(context.version, MTC_KERNEL_CONTEXT_VERSION);
+  EXPECT_EQ(context.mesh, &mesh);
+  EXPECT_EQ(context.dropout, &dropout);
+  EXPECT_EQ(context.arena, &arena);
+  EXPECT_EQ(mtc_kernel_context_checked(&context), &context);
+  EXPECT_EQ(mtc_kernel_context_checked(nullptr), nullptr);
+  MtcKernelContext older = context;
+  older.version = MTC_KERNEL_CONTEXT_VERSION - 1;
+  EXPECT_EQ(mtc_kernel_context_checked(&older), nullptr);
+  MtcKernelContext smaller = context;
+  smaller.size = sizeof(MtcKernelContext) - sizeof(void *);
+  EXPECT_EQ(mtc_kernel_context_checked(&smaller), nullptr);
+  // The exported version's name, which KernelLibrary looks up.
+  EXPECT_STREQ(MTC_ABI_KERNEL_CONTEXT_VERSION, "mtc_kernel_context_version");
+}

@@ -1,11 +1,14 @@
 //===- KernelLibraryTest.cpp - Loading a plan's compiled step -------------===//
 //
-// The failures of loading; calling compiled kernels is covered end to end by the mtrun lit
+// The failures of loading (an object compiled for another kernel context among them) and a
+// call's kernel context; calling compiled kernels is covered end to end by the mtrun lit
 // tests (test/tools/mtrun/train.test), which run a real plan's step.
 
 #include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/MeshCollectives.h"
 
 #include "ExecTestPlan.h"
+#include "ToyMeshPlan.h"
 #include "test/unittests/runtime/TempDir.h"
 
 #include <gtest/gtest.h>
@@ -44,13 +47,37 @@ TEST(KernelLibraryTest, NotASharedObject) {
       << message;
 }
 
-TEST(KernelLibraryTest, MissingFunctionAndBadBuffers) {
-  // libc is a shared object without our symbols; the checks of the calling convention run
-  // before the symbol lookup.
+TEST(KernelLibraryTest, ObjectWithoutAContextVersion) {
+  // libc is a shared object without our symbols: as an object compiled before the kernel
+  // context existed, it exports no context version.
   Plan plan = smallPlan();
   plan.dir = "/";
   plan.x86Kernels = KernelsInfo{"lib/x86_64-linux-gnu/libc.so.6", std::nullopt, std::nullopt,
                                 std::nullopt};
+  EXPECT_EQ(loadError(plan),
+            "'/lib/x86_64-linux-gnu/libc.so.6': the compiled step exports no "
+            "mtc_kernel_context_version: it was compiled for a kernel ABI without a context "
+            "(version 0), and this runtime passes kernel context version 1 (recompile the plan "
+            "with this mtc)");
+}
+
+TEST(KernelLibraryTest, ObjectOfAnotherContextVersion) {
+  Plan plan = smallPlan();
+  plan.dir = "/";
+  plan.x86Kernels =
+      KernelsInfo{MTC_TOY_MESH_KERNELS_OTHER_CONTEXT, std::nullopt, std::nullopt, std::nullopt};
+  EXPECT_EQ(loadError(plan), concat("'", MTC_TOY_MESH_KERNELS_OTHER_CONTEXT,
+                                    "': the compiled step was compiled for kernel context "
+                                    "version 999, and this runtime passes version 1 (recompile "
+                                    "the plan with this mtc)"));
+}
+
+TEST(KernelLibraryTest, MissingFunctionAndBadBuffers) {
+  // The toy kernels have none of a compiled plan's symbols; the checks of the calling
+  // convention run before the symbol lookup.
+  Plan plan = smallPlan();
+  plan.dir = "/";
+  plan.x86Kernels = KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, std::nullopt, std::nullopt};
   EXPECT_EQ(loadError(plan), "/: the plan's kernels have no 'forward_backward' function");
 
   KernelFunction fb;
@@ -73,4 +100,39 @@ TEST(KernelLibraryTest, MissingFunctionAndBadBuffers) {
   plan.x86Kernels->forwardBackward = fb;
   EXPECT_EQ(loadError(plan), "/: kernels.x86_64.functions.forward_backward: the kernel library has "
                              "no symbol '_mtc_packed_forward_backward'");
+}
+
+TEST(KernelLibraryTest, CallPassesItsStateInTheKernelContext) {
+  // toy_forward_backward: loss = t * sum(w^2), the sum all-reduced over mesh axis 0
+  // (t = tokens[0] % 5 + 1); the bad variant also reduces over axis 3.
+  Plan plan = mtc::rt::test::toyPlan(1);
+  Expected<KernelLibrary> lib = KernelLibrary::load(plan);
+  ASSERT_TRUE(lib.ok()) << lib.error().message();
+  std::vector<int32_t> tokens{2, 0, 0, 0}, labels(4);
+  std::vector<float> w(8, 0.5f), grad(8);
+  float loss = -1;
+  std::vector<void *> buffers{tokens.data(), labels.data(), w.data(), &loss, grad.data()};
+  MeshContext mesh;
+  mesh.axes = {MeshAxisGroup{"tp", 1, 0, nullptr}};
+
+  MeshCall meshCall(mesh);
+  KernelLibrary::call(lib->forwardBackward(), buffers, {&meshCall, nullptr});
+  EXPECT_TRUE(meshCall.ok()) << meshCall.error().message();
+  EXPECT_EQ(loss, 3 * 8 * 0.25f) << "the axis of one rank copies the partial sum";
+  EXPECT_EQ(grad[0], 3.0f);
+
+  // Without a mesh the collective writes zeros.
+  KernelLibrary::call(lib->forwardBackward(), buffers);
+  EXPECT_EQ(loss, 0.0f);
+
+  // A failing collective is recorded in the MeshCall of that call, not of another.
+  Plan badPlan = mtc::rt::test::toyPlan(1, "toy_bad_forward_backward");
+  Expected<KernelLibrary> badLib = KernelLibrary::load(badPlan);
+  ASSERT_TRUE(badLib.ok()) << badLib.error().message();
+  MeshCall failing(mesh);
+  KernelLibrary::call(badLib->forwardBackward(), buffers, {&failing, nullptr});
+  EXPECT_EQ(failing.error().message(),
+            "mtc_all_reduce (sum, 1 f64 elements) on world rank 0: mesh axis 3 is out of range "
+            "(the plan's mesh has 1 axis)");
+  EXPECT_TRUE(meshCall.ok());
 }

@@ -1,10 +1,11 @@
 //===- MeshCollectivesTest.cpp - The kernels' collectives and the rank mesh -===//
 //
 // Ranks as threads over loopback (../comm/CommTestUtil.h). The four C functions compiled
-// kernels import run under a MeshScope on 2 and 4 ranks: sums (f32, f64) bitwise equal on
-// every rank, max, gather and reduce-scatter block order, coordinates; the sticky error after
-// a peer dies or stops answering (zeros, no more communication, one message naming the
-// function, the axis and the rank); calls without a scope and with bad arguments. RankMesh:
+// kernels import run with a MeshCall in their kernel context on 2 and 4 ranks: sums (f32,
+// f64) bitwise equal on every rank, max, gather and reduce-scatter block order, coordinates;
+// the sticky error after a peer dies or stops answering (zeros, no more communication, one
+// message naming the function, the axis and the rank); calls without a mesh (no context, a
+// context of another version), two calls at once, and bad arguments. RankMesh:
 // communicators per axis, data-parallel and model groups for tp2 x dp2, tp4 and two axes, and
 // shards gathered into the whole tensors of a single-rank run.
 //
@@ -75,13 +76,14 @@ TEST_P(MeshCollectives, AllReduceSum) {
     auto comm = job.connect(rank, n, "sum");
     ASSERT_TRUE(comm);
     MeshContext mesh = oneAxis(comm.get(), rank);
-    MeshScope scope(mesh);
+    MeshCall scope(mesh);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr);
     std::vector<float> in = inputOf<float>(rank, count);
     f32[rank].assign(count, -1.0f);
-    mtc_all_reduce(0, MTC_F32, MTC_SUM, in.data(), f32[rank].data(), int64_t(count));
+    mtc_all_reduce(&context, 0, MTC_F32, MTC_SUM, in.data(), f32[rank].data(), int64_t(count));
     std::vector<double> in64 = inputOf<double>(rank, count);
     f64[rank].assign(count, -1.0);
-    mtc_all_reduce(0, MTC_F64, MTC_SUM, in64.data(), f64[rank].data(), int64_t(count));
+    mtc_all_reduce(&context, 0, MTC_F64, MTC_SUM, in64.data(), f64[rank].data(), int64_t(count));
     EXPECT_TRUE(scope.ok()) << scope.error().message();
     EXPECT_EQ(in, inputOf<float>(rank, count)) << "the input is not touched";
     // The same bits as the communicator's own all-reduce.
@@ -114,15 +116,16 @@ TEST_P(MeshCollectives, AllReduceMax) {
     auto comm = job.connect(rank, n, "max");
     ASSERT_TRUE(comm);
     MeshContext mesh = oneAxis(comm.get(), rank);
-    MeshScope scope(mesh);
+    MeshCall scope(mesh);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr);
     std::vector<float> in = inputOf<float>(rank, count);
     if (rank == n - 1)
       in[5] = nan; // a NaN wins
     f32[rank].assign(count, 0.0f);
-    mtc_all_reduce(0, MTC_F32, MTC_MAX, in.data(), f32[rank].data(), int64_t(count));
+    mtc_all_reduce(&context, 0, MTC_F32, MTC_MAX, in.data(), f32[rank].data(), int64_t(count));
     std::vector<double> in64 = inputOf<double>(rank, count);
     f64[rank].assign(count, 0.0);
-    mtc_all_reduce(0, MTC_F64, MTC_MAX, in64.data(), f64[rank].data(), int64_t(count));
+    mtc_all_reduce(&context, 0, MTC_F64, MTC_MAX, in64.data(), f64[rank].data(), int64_t(count));
     EXPECT_TRUE(scope.ok()) << scope.error().message();
   });
   for (int r = 0; r < n; ++r) {
@@ -154,14 +157,15 @@ TEST_P(MeshCollectives, AllGatherAndReduceScatterBlocks) {
     auto comm = job.connect(rank, n, "blocks");
     ASSERT_TRUE(comm);
     MeshContext mesh = oneAxis(comm.get(), rank);
-    MeshScope scope(mesh);
-    coordinate[rank] = mtc_mesh_coordinate(0);
+    MeshCall scope(mesh);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr);
+    coordinate[rank] = mtc_mesh_coordinate(&context, 0);
     std::vector<float> in = inputOf<float>(rank, count);
     gathered[rank].assign(count * n, -1.0f);
-    mtc_all_gather(0, MTC_F32, in.data(), gathered[rank].data(), int64_t(count));
+    mtc_all_gather(&context, 0, MTC_F32, in.data(), gathered[rank].data(), int64_t(count));
     std::vector<double> in64 = inputOf<double>(rank, count);
     gathered64[rank].assign(count * n, -1.0);
-    mtc_all_gather(0, MTC_F64, in64.data(), gathered64[rank].data(), int64_t(count));
+    mtc_all_gather(&context, 0, MTC_F64, in64.data(), gathered64[rank].data(), int64_t(count));
     // Reduce-scatter of integers (exact sums): element i of block c of rank r is
     // 1000 r + 10 c + i % 7.
     std::vector<float> rs(count * n);
@@ -170,9 +174,9 @@ TEST_P(MeshCollectives, AllGatherAndReduceScatterBlocks) {
       for (size_t i = 0; i < count; ++i)
         rs[c * count + i] = rs64[c * count + i] = 1000.0 * rank + 10.0 * c + double(i % 7);
     scattered[rank].assign(count, -1.0f);
-    mtc_reduce_scatter(0, MTC_F32, rs.data(), scattered[rank].data(), int64_t(count));
+    mtc_reduce_scatter(&context, 0, MTC_F32, rs.data(), scattered[rank].data(), int64_t(count));
     scattered64[rank].assign(count, -1.0);
-    mtc_reduce_scatter(0, MTC_F64, rs64.data(), scattered64[rank].data(), int64_t(count));
+    mtc_reduce_scatter(&context, 0, MTC_F64, rs64.data(), scattered64[rank].data(), int64_t(count));
     EXPECT_TRUE(scope.ok()) << scope.error().message();
   });
   for (int r = 0; r < n; ++r) {
@@ -216,17 +220,18 @@ TEST_P(MeshCollectives, StickyErrorWhenAPeerStopsAnswering) {
     }
     MeshContext mesh = oneAxis(comm.get(), rank + 10); // world rank 10 + r in messages
     {
-      MeshScope scope(mesh);
+      MeshCall scope(mesh);
+      MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr);
       std::vector<float> in(100, 1.0f);
       first[rank].assign(100, 7.0f);
-      mtc_all_reduce(0, MTC_F32, MTC_SUM, in.data(), first[rank].data(), 100);
+      mtc_all_reduce(&context, 0, MTC_F32, MTC_SUM, in.data(), first[rank].data(), 100);
       EXPECT_FALSE(scope.ok());
       auto start = std::chrono::steady_clock::now();
       gathered[rank].assign(100 * n, 7.0f);
-      mtc_all_gather(0, MTC_F32, in.data(), gathered[rank].data(), 100);
+      mtc_all_gather(&context, 0, MTC_F32, in.data(), gathered[rank].data(), 100);
       std::vector<float> rs(100 * n, 1.0f);
       scattered[rank].assign(100, 7.0f);
-      mtc_reduce_scatter(0, MTC_F32, rs.data(), scattered[rank].data(), 100);
+      mtc_reduce_scatter(&context, 0, MTC_F32, rs.data(), scattered[rank].data(), 100);
       later[rank] = std::chrono::steady_clock::now() - start;
       messages[rank] = scope.error().message();
       Error taken = scope.takeError();
@@ -250,7 +255,7 @@ TEST_P(MeshCollectives, StickyErrorWhenAPeerStopsAnswering) {
   }
 }
 
-TEST(MeshCollectivesTest, DeadPeerFailsTheScope) {
+TEST(MeshCollectivesTest, DeadPeerFailsTheCall) {
   TestJob job;
   std::string message;
   std::vector<double> out(8, 5.0);
@@ -267,9 +272,10 @@ TEST(MeshCollectivesTest, DeadPeerFailsTheScope) {
     }
     dead.wait();
     MeshContext mesh = oneAxis(comm.get(), 0);
-    MeshScope scope(mesh);
+    MeshCall scope(mesh);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr);
     std::vector<double> in(16, 1.0);
-    mtc_reduce_scatter(0, MTC_F64, in.data(), out.data(), 8);
+    mtc_reduce_scatter(&context, 0, MTC_F64, in.data(), out.data(), 8);
     message = scope.error().message();
   });
   EXPECT_EQ(message.rfind("mtc_reduce_scatter (sum, 8 f64 elements) over mesh axis 'tp' (world "
@@ -280,86 +286,110 @@ TEST(MeshCollectivesTest, DeadPeerFailsTheScope) {
   EXPECT_EQ(out, std::vector<double>(8, 0.0));
 }
 
-TEST(MeshCollectivesTest, WithoutAScopeZerosAndCoordinateZero) {
-  ASSERT_EQ(MeshScope::current(), nullptr);
-  std::vector<float> in(6, 3.0f), out(6, 9.0f);
-  mtc_all_reduce(0, MTC_F32, MTC_SUM, in.data(), out.data(), 6);
-  EXPECT_EQ(out, std::vector<float>(6, 0.0f));
-  out.assign(6, 9.0f);
-  mtc_all_gather(0, MTC_F32, in.data(), out.data(), 3);
-  EXPECT_EQ(out, (std::vector<float>{0, 0, 0, 9, 9, 9})) << "count elements";
-  std::vector<double> in64(4, 3.0), out64(4, 9.0);
-  mtc_reduce_scatter(0, MTC_F64, in64.data(), out64.data(), 4);
-  EXPECT_EQ(out64, std::vector<double>(4, 0.0));
-  EXPECT_EQ(mtc_mesh_coordinate(0), 0);
-  EXPECT_EQ(mtc_mesh_coordinate(3), 0);
+TEST(MeshCollectivesTest, WithoutAMeshZerosAndCoordinateZero) {
+  // No context, a context without a mesh, and a context of another version of the ABI.
+  MeshContext mesh;
+  mesh.axes = {MeshAxisGroup{"tp", 1, 3, nullptr}};
+  MeshCall meshCall(mesh);
+  MtcKernelContext noMesh = mtc_kernel_context(nullptr, nullptr, nullptr);
+  MtcKernelContext otherVersion = mtc_kernel_context(&meshCall, nullptr, nullptr);
+  otherVersion.version = MTC_KERNEL_CONTEXT_VERSION + 1;
+  MtcKernelContext otherSize = mtc_kernel_context(&meshCall, nullptr, nullptr);
+  otherSize.size -= 8;
+  for (MtcKernelContext *context :
+       {(MtcKernelContext *)nullptr, &noMesh, &otherVersion, &otherSize}) {
+    std::vector<float> in(6, 3.0f), out(6, 9.0f);
+    mtc_all_reduce(context, 0, MTC_F32, MTC_SUM, in.data(), out.data(), 6);
+    EXPECT_EQ(out, std::vector<float>(6, 0.0f));
+    out.assign(6, 9.0f);
+    mtc_all_gather(context, 0, MTC_F32, in.data(), out.data(), 3);
+    EXPECT_EQ(out, (std::vector<float>{0, 0, 0, 9, 9, 9})) << "count elements";
+    std::vector<double> in64(4, 3.0), out64(4, 9.0);
+    mtc_reduce_scatter(context, 0, MTC_F64, in64.data(), out64.data(), 4);
+    EXPECT_EQ(out64, std::vector<double>(4, 0.0));
+    EXPECT_EQ(mtc_mesh_coordinate(context, 0), 0);
+    EXPECT_EQ(mtc_mesh_coordinate(context, 3), 0);
+  }
+  EXPECT_TRUE(meshCall.ok()) << "a context of another version is not read";
+  MtcKernelContext good = mtc_kernel_context(&meshCall, nullptr, nullptr);
+  EXPECT_EQ(mtc_mesh_coordinate(&good, 0), 3);
 }
 
-TEST(MeshCollectivesTest, AxesOfOneRankCopyAndScopesNest) {
+TEST(MeshCollectivesTest, AxesOfOneRankCopyAndCallsAreIndependent) {
   // No communicator is needed along an axis of size 1.
   MeshContext mesh;
   mesh.worldRank = 3;
   mesh.axes = {MeshAxisGroup{"tp", 1, 0, nullptr}, MeshAxisGroup{"cp", 1, 0, nullptr}};
-  MeshScope outer(mesh);
-  EXPECT_EQ(MeshScope::current(), &outer);
+  MeshCall first(mesh);
+  MtcKernelContext context = mtc_kernel_context(&first, nullptr, nullptr);
   std::vector<float> in{1, -2, 3}, out(3);
-  mtc_all_reduce(1, MTC_F32, MTC_MAX, in.data(), out.data(), 3);
+  mtc_all_reduce(&context, 1, MTC_F32, MTC_MAX, in.data(), out.data(), 3);
   EXPECT_EQ(out, in);
   std::vector<double> in64{1.5, 2.5}, out64(2);
-  mtc_all_gather(0, MTC_F64, in64.data(), out64.data(), 2);
+  mtc_all_gather(&context, 0, MTC_F64, in64.data(), out64.data(), 2);
   EXPECT_EQ(out64, in64);
-  mtc_reduce_scatter(1, MTC_F64, in64.data(), out64.data(), 2);
+  mtc_reduce_scatter(&context, 1, MTC_F64, in64.data(), out64.data(), 2);
   EXPECT_EQ(out64, in64);
-  EXPECT_EQ(mtc_mesh_coordinate(1), 0);
-  {
-    MeshContext other;
-    other.axes = {MeshAxisGroup{"tp", 1, 0, nullptr}};
-    MeshScope inner(other);
-    EXPECT_EQ(MeshScope::current(), &inner);
-    mtc_mesh_coordinate(1); // out of range for the inner mesh: fails the inner scope only
-    EXPECT_FALSE(inner.ok());
-  }
-  EXPECT_EQ(MeshScope::current(), &outer);
-  EXPECT_TRUE(outer.ok()) << outer.error().message();
+  EXPECT_EQ(mtc_mesh_coordinate(&context, 1), 0);
+  // A second call in progress at the same time, on the same thread, with another mesh.
+  MeshContext other;
+  other.axes = {MeshAxisGroup{"tp", 1, 0, nullptr}};
+  MeshCall second(other);
+  MtcKernelContext secondContext = mtc_kernel_context(&second, nullptr, nullptr);
+  mtc_mesh_coordinate(&secondContext, 1); // out of range for its mesh: fails that call only
+  EXPECT_FALSE(second.ok());
+  EXPECT_TRUE(first.ok()) << first.error().message();
+  mtc_all_reduce(&context, 1, MTC_F32, MTC_SUM, in.data(), out.data(), 3);
+  EXPECT_EQ(out, in);
 }
 
-TEST(MeshCollectivesTest, BadArgumentsFailTheScope) {
+TEST(MeshCollectivesTest, BadArgumentsFailTheCall) {
   MeshContext mesh;
   mesh.worldRank = 5;
   mesh.axes = {MeshAxisGroup{"tp", 1, 0, nullptr}};
   std::vector<float> in(4, 1.0f), out(4, 9.0f);
   auto firstError = [&](auto call) {
-    MeshScope scope(mesh);
+    MeshCall meshCall(mesh);
+    MtcKernelContext context = mtc_kernel_context(&meshCall, nullptr, nullptr);
     out.assign(4, 9.0f);
-    call();
-    std::string message = scope.error().message();
+    call(&context);
+    std::string message = meshCall.error().message();
     // Sticky: a valid call afterwards only writes zeros.
     std::vector<float> more(4, 9.0f);
-    mtc_all_reduce(0, MTC_F32, MTC_SUM, in.data(), more.data(), 4);
+    mtc_all_reduce(&context, 0, MTC_F32, MTC_SUM, in.data(), more.data(), 4);
     EXPECT_EQ(more, std::vector<float>(4, 0.0f));
-    EXPECT_EQ(scope.error().message(), message) << "the first failure sticks";
+    EXPECT_EQ(meshCall.error().message(), message) << "the first failure sticks";
     return message;
   };
-  EXPECT_EQ(firstError([&] { mtc_all_reduce(2, MTC_F32, MTC_SUM, in.data(), out.data(), 4); }),
+  EXPECT_EQ(firstError([&](MtcKernelContext *c) {
+              mtc_all_reduce(c, 2, MTC_F32, MTC_SUM, in.data(), out.data(), 4);
+            }),
             "mtc_all_reduce (sum, 4 f32 elements) on world rank 5: mesh axis 2 is out of range "
             "(the plan's mesh has 1 axis)");
   EXPECT_EQ(out, std::vector<float>(4, 0.0f));
-  EXPECT_EQ(firstError([&] { mtc_all_reduce(0, MTC_F32, 7, in.data(), out.data(), 4); }),
+  EXPECT_EQ(firstError([&](MtcKernelContext *c) {
+              mtc_all_reduce(c, 0, MTC_F32, 7, in.data(), out.data(), 4);
+            }),
             "mtc_all_reduce (unknown op, 4 f32 elements) over mesh axis 'tp' (world rank 5, "
             "coordinate 0 of 1): unknown reduction 7 (0 = sum, 1 = max)");
-  EXPECT_EQ(firstError([&] { mtc_all_gather(0, 4, in.data(), out.data(), 4); }),
-            "mtc_all_gather (concatenation, 4 an unknown dtype elements) over mesh axis 'tp' "
-            "(world rank 5, coordinate 0 of 1): unknown dtype 4 (0 = f32, 1 = f64)");
+  EXPECT_EQ(
+      firstError([&](MtcKernelContext *c) { mtc_all_gather(c, 0, 4, in.data(), out.data(), 4); }),
+      "mtc_all_gather (concatenation, 4 an unknown dtype elements) over mesh axis 'tp' "
+      "(world rank 5, coordinate 0 of 1): unknown dtype 4 (0 = f32, 1 = f64)");
   EXPECT_EQ(out, std::vector<float>(4, 9.0f)) << "an unknown dtype has no size to zero";
-  EXPECT_EQ(firstError([&] { mtc_reduce_scatter(0, MTC_F32, in.data(), out.data(), -1); }),
+  EXPECT_EQ(firstError([&](MtcKernelContext *c) {
+              mtc_reduce_scatter(c, 0, MTC_F32, in.data(), out.data(), -1);
+            }),
             "mtc_reduce_scatter (sum, -1 f32 elements) over mesh axis 'tp' (world rank 5, "
             "coordinate 0 of 1): negative element count -1");
-  EXPECT_EQ(firstError([&] { mtc_mesh_coordinate(-1); }),
+  EXPECT_EQ(firstError([&](MtcKernelContext *c) { mtc_mesh_coordinate(c, -1); }),
             "mtc_mesh_coordinate on world rank 5: mesh axis -1 is out of range (the plan's mesh "
             "has 1 axis)");
   // An axis of size 2 without its communicator (a mesh not built for the plan).
   mesh.axes = {MeshAxisGroup{"tp", 2, 1, nullptr}};
-  EXPECT_EQ(firstError([&] { mtc_all_reduce(0, MTC_F32, MTC_SUM, in.data(), out.data(), 4); }),
+  EXPECT_EQ(firstError([&](MtcKernelContext *c) {
+              mtc_all_reduce(c, 0, MTC_F32, MTC_SUM, in.data(), out.data(), 4);
+            }),
             "mtc_all_reduce (sum, 4 f32 elements) over mesh axis 'tp' (world rank 5, coordinate "
             "1 of 2): no communicator for the axis (internal error: the mesh was not built for "
             "this plan)");
@@ -423,17 +453,18 @@ void runMesh(TestJob &job, int n, const Plan &plan, std::vector<Seen> &seen,
     s.placement = mesh->placement();
     const MeshContext &ctx = mesh->context();
     EXPECT_EQ(ctx.worldRank, rank);
-    MeshScope scope(ctx);
+    MeshCall scope(ctx);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr);
     for (size_t a = 0; a < ctx.axes.size(); ++a) {
       const MeshAxisGroup &g = ctx.axes[a];
       EXPECT_EQ(g.name, plan.mesh[a].name);
       EXPECT_EQ(g.coordinate, s.placement.coordinates[a]);
-      EXPECT_EQ(mtc_mesh_coordinate(int64_t(a)), g.coordinate);
+      EXPECT_EQ(mtc_mesh_coordinate(&context, int64_t(a)), g.coordinate);
       s.axisSizes.push_back(g.comm ? g.comm->size() : 1);
       s.axisRanks.push_back(g.comm ? g.comm->rank() : 0);
       float me = float(rank);
       std::vector<float> all(size_t(g.size));
-      mtc_all_gather(int64_t(a), MTC_F32, &me, all.data(), 1);
+      mtc_all_gather(&context, int64_t(a), MTC_F32, &me, all.data(), 1);
       s.gatheredWorldRanks.push_back(all);
     }
     EXPECT_TRUE(scope.ok()) << scope.error().message();

@@ -1,10 +1,12 @@
 /*===- ToyMeshKernels.c - Hand-written tensor-parallel "kernels" for tests -===*
  *
  * A stand-in for a plan compiled with tensor parallelism, for TrainerMeshTest: the packed
- * calling convention of docs/plan-format.md ("Kernels"), each buffer an MLIR ranked memref
- * descriptor {allocated, aligned, offset, sizes[rank], strides[rank]}, and the mesh
- * collectives the runtime exports (runtime/exec/KernelABI.h), resolved at dlopen. Compiled
- * as C99, it also checks that the ABI header is plain C.
+ * calling convention of docs/plan-format.md ("Kernels"): the kernel context, passed on to
+ * every collective, then each buffer an MLIR ranked memref descriptor {allocated, aligned,
+ * offset, sizes[rank], strides[rank]}; the mesh collectives the runtime exports
+ * (runtime/exec/KernelABI.h), resolved at dlopen; and the exported context version, which
+ * MTC_TOY_CONTEXT_VERSION overrides for the test of a refused object (KernelLibraryTest).
+ * Compiled as C99, it also checks that the ABI header is plain C.
  *
  * The model: one parameter w (any shape, possibly this rank's shard), its Adam-like state m.
  *   forward_backward(tokens, labels, w) -> loss = t * sum(w^2) over the whole tensor,
@@ -21,6 +23,11 @@
 #include <math.h>
 #include <stdint.h>
 
+#ifndef MTC_TOY_CONTEXT_VERSION
+#define MTC_TOY_CONTEXT_VERSION MTC_KERNEL_CONTEXT_VERSION
+#endif
+const uint32_t mtc_kernel_context_version = MTC_TOY_CONTEXT_VERSION;
+
 static float *f32(void *descriptor) { return ((float **)descriptor)[1]; }
 
 /* Elements of a rank-2 buffer. */
@@ -29,7 +36,7 @@ static int64_t elements2(void *descriptor) {
   return d[3] * d[4];
 }
 
-void toy_forward_backward(void **d) {
+void toy_forward_backward(MtcKernelContext *context, void **d) {
   const int32_t *tokens = ((const int32_t **)d[0])[1];
   const float *w = f32(d[2]);
   float *loss = f32(d[3]), *g = f32(d[4]);
@@ -38,19 +45,19 @@ void toy_forward_backward(void **d) {
   double partial = 0, total = 0;
   for (int64_t i = 0; i < n; ++i)
     partial += (double)w[i] * (double)w[i];
-  mtc_all_reduce(0, MTC_F64, MTC_SUM, &partial, &total, 1);
+  mtc_all_reduce(context, 0, MTC_F64, MTC_SUM, &partial, &total, 1);
   *loss = (float)(total * t);
   for (int64_t i = 0; i < n; ++i)
     g[i] = 2.0f * w[i] * t;
 }
 
-void toy_bad_forward_backward(void **d) {
-  toy_forward_backward(d);
+void toy_bad_forward_backward(MtcKernelContext *context, void **d) {
+  toy_forward_backward(context, d);
   double x = 1, y = 0;
-  mtc_all_reduce(3, MTC_F64, MTC_SUM, &x, &y, 1);
+  mtc_all_reduce(context, 3, MTC_F64, MTC_SUM, &x, &y, 1);
 }
 
-void toy_optimizer_step(void **d) {
+void toy_optimizer_step(MtcKernelContext *context, void **d) {
   float scale = *f32(d[1]);
   const float *g = f32(d[2]), *w = f32(d[3]), *m = f32(d[4]);
   float *norm = f32(d[5]), *lr = f32(d[6]), *w2 = f32(d[7]), *m2 = f32(d[8]);
@@ -58,7 +65,7 @@ void toy_optimizer_step(void **d) {
   double sq = 0, total = 0;
   for (int64_t i = 0; i < n; ++i)
     sq += (double)(g[i] * scale) * (double)(g[i] * scale);
-  mtc_all_reduce(0, MTC_F64, MTC_SUM, &sq, &total, 1);
+  mtc_all_reduce(context, 0, MTC_F64, MTC_SUM, &sq, &total, 1);
   *norm = (float)sqrt(total);
   *lr = 0.1f;
   for (int64_t i = 0; i < n; ++i) {
@@ -83,11 +90,9 @@ void toy_optimizer_step(void **d) {
  * compiled distributed-optimizer step does; the norm's squares of gw are all-reduced over dp
  * and tp, those of gv (whole everywhere) are not. */
 
-void mtc_all_gather(int64_t axis, int64_t dtype, const void *in, void *out, int64_t count);
-
 static int64_t dimOf(void *descriptor, int d) { return ((const int64_t *)descriptor)[3 + d]; }
 
-void toy_zero_forward_backward(void **d) {
+void toy_zero_forward_backward(MtcKernelContext *context, void **d) {
   const int32_t *tokens = ((const int32_t **)d[0])[1];
   const float *w = f32(d[2]), *v = f32(d[3]);
   float *loss = f32(d[4]), *gw = f32(d[5]), *gv = f32(d[6]);
@@ -96,7 +101,7 @@ void toy_zero_forward_backward(void **d) {
   double partial = 0, total = 0, vs = 0;
   for (int64_t i = 0; i < nw; ++i)
     partial += (double)w[i] * (double)w[i];
-  mtc_all_reduce(1, MTC_F64, MTC_SUM, &partial, &total, 1);
+  mtc_all_reduce(context, 1, MTC_F64, MTC_SUM, &partial, &total, 1);
   for (int64_t i = 0; i < nv; ++i)
     vs += (double)v[i] * (double)v[i];
   *loss = (float)((total + vs) * t);
@@ -106,7 +111,7 @@ void toy_zero_forward_backward(void **d) {
     gv[i] = 2.0f * v[i] * t;
 }
 
-void toy_zero_optimizer_step(void **d) {
+void toy_zero_optimizer_step(MtcKernelContext *context, void **d) {
   float scale = *f32(d[1]);
   const float *gw = f32(d[2]), *gv = f32(d[3]), *w = f32(d[4]), *v = f32(d[5]),
               *m = f32(d[6]), *n = f32(d[7]);
@@ -114,14 +119,14 @@ void toy_zero_optimizer_step(void **d) {
         *m2 = f32(d[12]), *n2 = f32(d[13]);
   int64_t rows = dimOf(d[4], 0), cols = dimOf(d[4], 1), shardCols = dimOf(d[2], 1);
   int64_t nv = dimOf(d[5], 0);
-  int64_t dp = cols / shardCols, c0 = mtc_mesh_coordinate(0) * shardCols;
+  int64_t dp = cols / shardCols, c0 = mtc_mesh_coordinate(context, 0) * shardCols;
   if (dp == 1)
     c0 = 0;
   double sq = 0, total = 0, vs = 0;
   for (int64_t i = 0; i < rows * shardCols; ++i)
     sq += (double)(gw[i] * scale) * (double)(gw[i] * scale);
   for (int64_t axis = 0; axis < 2; ++axis) {
-    mtc_all_reduce(axis, MTC_F64, MTC_SUM, &sq, &total, 1);
+    mtc_all_reduce(context, axis, MTC_F64, MTC_SUM, &sq, &total, 1);
     sq = total;
   }
   for (int64_t i = 0; i < nv; ++i)
@@ -140,7 +145,7 @@ void toy_zero_optimizer_step(void **d) {
     for (int64_t i = 0; i < rows * cols; ++i)
       w2[i] = shard[i];
   } else {
-    mtc_all_gather(0, 0, shard, gathered, rows * shardCols);
+    mtc_all_gather(context, 0, 0, shard, gathered, rows * shardCols);
     for (int64_t b = 0; b < dp; ++b)
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < shardCols; ++c)

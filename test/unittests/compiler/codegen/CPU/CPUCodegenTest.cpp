@@ -1,9 +1,10 @@
 //===- CPUCodegenTest.cpp - generated x86 kernels against the interpreter -===//
 //
 // Each test lowers small mt functions with mtc-to-linalg-pipeline and mtc-cpu-pipeline,
-// compiles them to a shared object with compileToSharedObject, loads it with dlopen and calls `_mlir_ciface_<func>` on
-// deterministic inputs; every result must match the float64 reference interpreter within
-// 1e-5 relative (f32). A few values are also checked against formulas written here.
+// compiles them to a shared object with compileToSharedObject, loads it with dlopen and calls
+// `_mlir_ciface_<func>` (with a kernel context holding the dropout key) on deterministic inputs;
+// every result must match the float64 reference interpreter within 1e-5 relative (f32). A few
+// values are also checked against formulas written here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -199,11 +200,10 @@ protected:
         (std::filesystem::temp_directory_path() / "mtc-codegen-test-XXXXXX").string();
     ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << "mkdtemp failed";
     directory = pattern;
-    dropoutScope.emplace(dropoutKey);
+    kernelContext = mtc_kernel_context(nullptr, &dropout, nullptr);
   }
 
   void TearDown() override {
-    dropoutScope.reset();
     if (library)
       ::dlclose(library);
     std::error_code ec;
@@ -309,7 +309,7 @@ protected:
     EXPECT_NE(fn, nullptr) << "no symbol _mlir_ciface_" << funcName.str();
     if (!fn)
       return compiled;
-    std::vector<void *> pointers;
+    std::vector<void *> pointers = {&kernelContext};
     for (Buffer &buffer : buffers)
       pointers.push_back(buffer.descriptorPointer());
     callWithPointers(fn, pointers);
@@ -364,9 +364,10 @@ protected:
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::string directory;
   void *library = nullptr;
-  /// The key the runtime hands the kernels while a test runs (the first micro-batch).
-  rt::DropoutKey dropoutKey{kDropoutSeed, kDropoutStep, 0};
-  std::optional<rt::DropoutKeyScope> dropoutScope;
+  /// The key the runtime hands the kernels while a test runs (the first micro-batch), in
+  /// the kernel context every call gets (no mesh; temporaries from the heap).
+  rt::DropoutCall dropout{rt::DropoutKey{kDropoutSeed, kDropoutStep, 0}};
+  MtcKernelContext kernelContext{};
   /// Compiles the training step of an example model and checks `forward_backward` (see the
   /// definition).
   void expectTrainingStepMatches(llvm::StringRef file, int64_t vocab);
@@ -558,7 +559,7 @@ TEST_F(CPUCodegenTest, TranscendentalsMatchLibmOverTheirRange) {
   buffers[1].set(p);
   void *fn = ::dlsym(library, "_mlir_ciface_transcendentals");
   ASSERT_NE(fn, nullptr);
-  std::vector<void *> pointers;
+  std::vector<void *> pointers = {&kernelContext};
   for (Buffer &buffer : buffers)
     pointers.push_back(buffer.descriptorPointer());
   callWithPointers(fn, pointers);
