@@ -3,6 +3,7 @@
 #include "runtime/comm/GlooCommunicator.h"
 
 #include "runtime/comm/ElementTypes.h"
+#include "runtime/comm/Heartbeat.h"
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -157,9 +158,9 @@ private:
 class GlooCommunicator::Engine {
 public:
   Engine(std::shared_ptr<gloo::Context> context, std::shared_ptr<FailureRecord> failure,
-         std::chrono::milliseconds timeout)
+         std::chrono::milliseconds timeout, std::shared_ptr<const Heartbeat> heartbeat)
       : context_(std::move(context)), failure_(std::move(failure)), timeout_(timeout),
-        worker_([this] { runWorker(); }), completer_([this] { runCompleter(); }) {}
+        heartbeat_(std::move(heartbeat)), worker_([this] { runWorker(); }), completer_([this] { runCompleter(); }) {}
 
   /// Runs what was started, then stops.
   ~Engine() {
@@ -217,11 +218,14 @@ private:
     Clock::time_point deadline;
   };
 
-  /// Fails `op` with `what`; the communicator is unusable from now on.
+  /// Fails `op` with `what`, naming the job's silent ranks when the job has heartbeats (the
+  /// peer this rank waited on may only be a neighbour of the rank that stopped); the
+  /// communicator is unusable from now on.
   void fail(const Operation &op, std::string_view what) {
     failure_->record(concat(op.where, ": ", what));
+    std::string silent = heartbeat_ ? "; " + heartbeat_->explainSilentPeers() : std::string();
     op.work->finish(makeError(op.where, " failed: ", what, " (operation timeout ", timeout_.count(),
-                              " ms; the communicator is unusable now)"));
+                              " ms; the communicator is unusable now)", silent));
   }
 
   /// Runs `op`, which the caller took off the queue setting running_, and ends running_
@@ -322,6 +326,7 @@ private:
   std::shared_ptr<gloo::Context> context_; // used by one operation at a time (running_)
   std::shared_ptr<FailureRecord> failure_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<const Heartbeat> heartbeat_; // null: no names for a failure
   std::mutex mutex_;
   std::condition_variable workerCv_, completerCv_;
   std::deque<Operation> queue_; // started, not run yet
@@ -351,7 +356,8 @@ GlooCommunicator::GlooCommunicator(JobStore store, std::shared_ptr<gloo::transpo
                                    std::shared_ptr<gloo::Context> context, GlooOptions options)
     : store_(std::move(store)), device_(std::move(device)), options_(std::move(options)),
       rank_(context->rank), size_(context->size),
-      engine_(std::make_unique<Engine>(std::move(context), failure_, options_.timeout)) {}
+      engine_(std::make_unique<Engine>(std::move(context), failure_, options_.timeout,
+                                       store_.heartbeat)) {}
 
 GlooCommunicator::~GlooCommunicator() = default;
 

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/GlooCommunicator.h"
+#include "runtime/comm/Heartbeat.h"
 #include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/exec/Gemm.h"
 #include "runtime/exec/Trainer.h"
@@ -254,6 +255,15 @@ Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::millise
                                           oneHost ? "127.0.0.1" : "0.0.0.0");
   if (!store)
     return store.takeError().withContext("rendezvous");
+  // Every rank beats in the store, so that a failed collective names the ranks that went
+  // silent (a stopped or hung rank), not only the neighbour it waited on. Without a heartbeat
+  // the job still runs; its errors only lack those names.
+  if (Expected<std::unique_ptr<Heartbeat>> heartbeat =
+          Heartbeat::start(store->client, env.rank, env.worldSize))
+    store->heartbeat = std::move(*heartbeat);
+  else
+    std::fprintf(stderr, "mtrun: warning: rank %d: %s; errors will not name silent ranks\n",
+                 env.rank, heartbeat.error().message().c_str());
   GlooOptions options;
   // GLOO_SOCKET_IFNAME names the interface, as for PyTorch; otherwise this host's address
   // on the route to the master, which the other ranks can reach (loopback on one host).
