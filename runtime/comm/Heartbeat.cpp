@@ -84,6 +84,22 @@ Expected<std::vector<RankHeartbeat>> readHeartbeats(TcpStore &store, int size,
   return result;
 }
 
+void waitUntilPeersAreSilent(TcpStore &store, int self, int size, const HeartbeatOptions &options,
+                             std::chrono::milliseconds limit) {
+  const Clock::time_point giveUp = Clock::now() + limit;
+  for (;;) {
+    auto all = readHeartbeats(store, size, options, 2 * options.interval);
+    if (!all)
+      return;
+    if (std::all_of(all->begin(), all->end(),
+                    [&](const RankHeartbeat &h) { return h.rank == self || h.silent(options); }))
+      return;
+    if (Clock::now() >= giveUp)
+      return;
+    std::this_thread::sleep_for(std::min(options.interval / 4, std::chrono::milliseconds(250)));
+  }
+}
+
 Expected<std::unique_ptr<Heartbeat>> Heartbeat::start(std::shared_ptr<TcpStore> store, int rank,
                                                       int size, HeartbeatOptions options) {
   if (!store)

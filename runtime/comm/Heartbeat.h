@@ -78,6 +78,12 @@ Expected<std::vector<RankHeartbeat>> readHeartbeats(TcpStore &store, int size,
                                                     const HeartbeatOptions &options,
                                                     std::chrono::milliseconds replyTimeout);
 
+/// Waits until every rank but `self` has ended or gone silent, or `limit` passes. The rank
+/// whose process runs the store does this after a failure, before its store goes: its peers,
+/// failing a little later, still ask the store which ranks went silent.
+void waitUntilPeersAreSilent(TcpStore &store, int self, int size, const HeartbeatOptions &options,
+                             std::chrono::milliseconds limit);
+
 class Heartbeat {
 public:
   /// Beats once on a new connection to `store`'s server (an error if that fails), then every

@@ -9,6 +9,7 @@ Starts the command, waits until METRICS holds a step (the ranks train), then:
   int      sends SIGINT (Ctrl-C) to the launcher; every rank must be gone within 15 s
   kill     sends SIGKILL to the launcher; every rank must be gone within 15 s (no orphan)
   stop     sends SIGSTOP to the launcher's last rank; the job must end within 60 s
+  stop:K   sends SIGSTOP to rank K; the job must end within 60 s
   sockets  checks that every TCP socket of the ranks (the store's listener, Gloo's pairs) is
            bound to 127.0.0.1, then connects to the rendezvous store (MASTER_PORT) as a stray
            client that writes garbage; the job must still succeed
@@ -91,9 +92,10 @@ def main():
             job.kill()
             sys.exit(f"{len(left)} of {len(ranks)} ranks still ran 15 s after the launcher's {fault}")
         checked = f"all {len(ranks)} ranks gone after the launcher's {fault}"
-    elif fault == "stop":
-        os.kill(ranks[-1], signal.SIGSTOP)
-        checked = f"rank {len(ranks) - 1} stopped"
+    elif fault == "stop" or fault.startswith("stop:"):
+        stopped = int(fault[5:]) if fault.startswith("stop:") else len(ranks) - 1
+        os.kill(ranks[stopped], signal.SIGSTOP)
+        checked = f"rank {stopped} stopped"
     elif fault == "sockets":
         sockets = socket_addresses(ranks)
         if not any(listening for _, _, listening in sockets):
