@@ -11,8 +11,10 @@ Starts the command, waits until METRICS holds a step (the ranks train), then:
   stop     sends SIGSTOP to the launcher's last rank; the job must end within 60 s
   stop:K   sends SIGSTOP to rank K; the job must end within 60 s
   sockets  checks that every TCP socket of the ranks (the store's listener, Gloo's pairs) is
-           bound to 127.0.0.1, then connects to the rendezvous store (MASTER_PORT) as a stray
-           client that writes garbage; the job must still succeed
+           bound to 127.0.0.1 and that only the store listens (Gloo's pairs listen only while
+           they connect), connects as a stray client to every other port of the ranks (each
+           must refuse it), then to the rendezvous store (MASTER_PORT), writing garbage; the
+           job must still succeed
 
 Prints the job's stderr, then one line saying what was checked. Exits non-zero when a
 check fails."""
@@ -104,10 +106,22 @@ def main():
         if outside:
             sys.exit(f"the ranks have sockets beyond loopback: {outside}")
         port = master_port(ranks[0])
+        listening = sorted({p for _, p, is_listening in sockets if is_listening})
+        if listening != [port]:
+            sys.exit(f"the ranks listen on {listening}, not only on the store's port {port}")
+        others = sorted({p for _, p, _ in sockets if p != port})
+        for other in others:
+            try:
+                with socket.create_connection(("127.0.0.1", other), timeout=5) as s:
+                    s.sendall(os.urandom(4096))
+                sys.exit(f"a stray connected to port {other} of the ranks")
+            except ConnectionRefusedError:
+                pass
         for garbage in (b"GET / HTTP/1.1\r\n\r\n", b"\xff\xff\xff\xff", os.urandom(4096), b""):
             with socket.create_connection(("127.0.0.1", port)) as s:
                 s.sendall(garbage)
-        checked = "every socket of the ranks on 127.0.0.1; garbage sent to the store"
+        checked = (f"every socket of the ranks on 127.0.0.1; only the store listens; "
+                   f"{len(others)} other ports refused a stray; garbage sent to the store")
     else:
         sys.exit(f"unknown fault {fault}")
     try:
