@@ -154,8 +154,9 @@ connectMesh(TcpStore &store, const std::string &prefix, int rank, int size,
       return std::shared_ptr<gloo::Context>(std::move(context));
     lastFailure = std::move(failures);
   }
-  return makeError(kConnectAttempts, " attempts to connect failed (a stray client on a port? a "
-                   "rank that died?); the last: ", lastFailure);
+  constexpr const char *kWhy = "a stray client on a port? a rank that died?";
+  return makeError(kConnectAttempts, " attempts to connect failed (", kWhy,
+                   "); the last: ", lastFailure);
 }
 
 } // namespace
@@ -234,7 +235,8 @@ public:
   Engine(std::shared_ptr<gloo::Context> context, std::shared_ptr<FailureRecord> failure,
          std::chrono::milliseconds timeout, std::shared_ptr<const Heartbeat> heartbeat)
       : context_(std::move(context)), failure_(std::move(failure)), timeout_(timeout),
-        heartbeat_(std::move(heartbeat)), worker_([this] { runWorker(); }), completer_([this] { runCompleter(); }) {}
+        heartbeat_(std::move(heartbeat)), worker_([this] { runWorker(); }),
+        completer_([this] { runCompleter(); }) {}
 
   /// Runs what was started, then stops.
   ~Engine() {
@@ -456,8 +458,8 @@ GlooCommunicator::create(JobStore store, int rank, int size, const GlooOptions &
     auto context = connectMesh(*store.client, options.prefix, rank, size, device, options.timeout,
                                options.rendezvousTimeout + 2 * options.timeout);
     if (!context)
-      return context.takeError().withContext(concat("gloo: connecting rank ", rank, " of ", size,
-                                                    " (prefix '", options.prefix, "')"));
+      return context.takeError().withContext(
+          concat("gloo: connecting rank ", rank, " of ", size, " (prefix '", options.prefix, "')"));
     return std::unique_ptr<GlooCommunicator>(
         new GlooCommunicator(std::move(store), std::move(device), std::move(*context), options));
   } catch (const std::exception &e) {

@@ -43,7 +43,8 @@ bool RankHeartbeat::silent(const HeartbeatOptions &options) const {
 }
 
 std::string RankHeartbeat::describe() const {
-  std::string who = identity.empty() ? concat("rank ", rank) : concat("rank ", rank, " (", identity, ")");
+  std::string who =
+      identity.empty() ? concat("rank ", rank) : concat("rank ", rank, " (", identity, ")");
   if (!age)
     return concat(who, " has never been heard from");
   if (ended)

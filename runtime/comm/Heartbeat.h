@@ -6,8 +6,8 @@
 // Heartbeat: a thread that sets `<prefix>/heartbeat/<rank>` to "<pid> <host>" every `interval`
 // over a store connection of its own (a beat never queues behind a waiting request of the
 // rank's main connection), and `<prefix>/heartbeat/<rank>/ended` when it is destroyed (the
-// rank's process is ending). The store notes when each key was last set by its own clock, so the hosts'
-// clocks need not agree (TcpStore::ages).
+// rank's process is ending). The store notes when each key was last set by its own clock, so the
+// hosts' clocks need not agree (TcpStore::ages).
 //
 // When an operation fails, `explainSilentPeers` asks the store how long ago every rank last
 // beat and names the ranks silent for more than `missedBeats` intervals (torchelastic's

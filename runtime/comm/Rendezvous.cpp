@@ -395,12 +395,12 @@ std::string StoreServer::State::handle(std::string_view request) {
     w.u32(n);
     for (const auto &k : keys) {
       auto it = setAt.find(k);
-      w.u8(it != setAt.end());
-      w.u64(it == setAt.end() ? 0
-                              : static_cast<uint64_t>(
-                                    std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        now - it->second)
-                                        .count()));
+      const bool present = it != setAt.end();
+      const auto age = present
+                           ? std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second)
+                           : std::chrono::milliseconds(0);
+      w.u8(present);
+      w.u64(static_cast<uint64_t>(age.count()));
     }
     return w.buf;
   }

@@ -253,8 +253,8 @@ Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::millise
   // can reach (or disturb) them. A job across hosts listens where the others reach it.
   const bool oneHost = runsOnOneHost(env);
   const std::string master = oneHost ? std::string("127.0.0.1") : env.masterAddr;
-  Expected<JobStore> opened = openJobStore(env.rank, master, env.masterPort, env.jobToken,
-                                           timeout, oneHost ? "127.0.0.1" : "0.0.0.0");
+  Expected<JobStore> opened = openJobStore(env.rank, master, env.masterPort, env.jobToken, timeout,
+                                           oneHost ? "127.0.0.1" : "0.0.0.0");
   if (!opened)
     return opened.takeError().withContext("rendezvous");
   store = std::move(*opened);

@@ -140,8 +140,7 @@ INSTANTIATE_TEST_SUITE_P(
     Strays, GlooStrayDuringSetUp,
     ::testing::Values(
         StrayCase{"ConnectsAndCloses", [](int fd) { ::shutdown(fd, SHUT_RDWR); }},
-        StrayCase{"WritesText",
-                  [](int fd) { sendAll(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); }},
+        StrayCase{"WritesText", [](int fd) { sendAll(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); }},
         // Zeros read as Gloo's "send to buffer slot 0", which no buffer has: the pair then
         // polls forever (until its context goes).
         StrayCase{"WritesZeros", [](int fd) { sendAll(fd, std::string(4096, '\0')); }},
