@@ -144,7 +144,14 @@ INSTANTIATE_TEST_SUITE_P(
         // Zeros read as Gloo's "send to buffer slot 0", which no buffer has: the pair then
         // polls forever (until its context goes).
         StrayCase{"WritesZeros", [](int fd) { sendAll(fd, std::string(4096, '\0')); }},
-        StrayCase{"HoldsTheConnectionSilently", [](int) {}}),
+        StrayCase{"HoldsTheConnectionSilently", [](int) {}},
+        // What upstream Gloo's single listener (2023) reads first: an 8-byte sequence number.
+        // This Gloo reads it as the start of a 48-byte preamble and waits for the rest.
+        StrayCase{"WritesASequenceNumber",
+                  [](int fd) {
+                    int64_t seq = 0;
+                    sendAll(fd, std::string(reinterpret_cast<const char *>(&seq), sizeof seq));
+                  }}),
     [](const auto &info) { return std::string(info.param.name); });
 
 // KNOWN LIMIT (docs/runtime.md, "Known limits"): a stray that speaks Gloo's own framing in the
