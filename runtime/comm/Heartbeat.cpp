@@ -163,7 +163,10 @@ void Heartbeat::run() {
     lock.lock();
   }
   lock.unlock();
-  (void)beat(options_.endedKey(rank_));
+  // The goodbye only over a live connection: after a failed beat the store is slow or gone,
+  // and reconnecting would hold up the rank's exit.
+  if (beats_)
+    (void)beat(options_.endedKey(rank_));
 }
 
 std::string Heartbeat::explainSilentPeers() const {
