@@ -116,6 +116,41 @@ TEST(Heartbeat, AStoreThatIsGoneIsNamedAndEndingStaysQuick) {
   EXPECT_LT(Clock::now() - ending, 3s);
 }
 
+// The heartbeat never fails a healthy job: with the store gone (rank 0's process would run
+// it), beats fail quietly while the ranks go on communicating, and they end quickly.
+TEST(Heartbeat, AGoneStoreDoesNotDisturbTheRanks) {
+  TestJob job;
+  const HeartbeatOptions o = fastBeats();
+  std::vector<std::unique_ptr<GlooCommunicator>> comms(2);
+  runRanks(2, [&](int rank) {
+    JobStore store = job.storeFor(1); // neither rank holds the server
+    auto h = Heartbeat::start(store.client, rank, 2, o);
+    ASSERT_TRUE(h.ok()) << h.error().message();
+    store.heartbeat = std::move(*h);
+    auto comm = GlooCommunicator::create(store, rank, 2, job.options("gone"));
+    ASSERT_TRUE(comm.ok()) << comm.error().message();
+    comms[static_cast<size_t>(rank)] = std::move(*comm);
+  });
+  ASSERT_TRUE(comms[0] && comms[1]);
+  job.server.reset();
+  runRanks(2, [&](int rank) {
+    const Clock::time_point until = Clock::now() + 4 * o.silenceThreshold();
+    int rounds = 0;
+    while (Clock::now() < until) {
+      float x = static_cast<float>(rank + 1);
+      Error e = comms[static_cast<size_t>(rank)]->allReduce(&x, 1, MTC_F32, MTC_SUM);
+      ASSERT_TRUE(e.ok()) << e.message();
+      ASSERT_EQ(x, 3.0f);
+      ++rounds;
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_GT(rounds, 10);
+  });
+  const Clock::time_point ending = Clock::now();
+  comms.clear();
+  EXPECT_LT(Clock::now() - ending, 3s);
+}
+
 TEST(Heartbeat, BadArgumentsAreErrors) {
   TestJob job;
   JobStore s = job.storeFor(1);
