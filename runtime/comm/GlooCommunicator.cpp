@@ -3,6 +3,7 @@
 #include "runtime/comm/GlooCommunicator.h"
 
 #include "runtime/comm/ElementTypes.h"
+#include "runtime/comm/Heartbeat.h"
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -83,6 +84,81 @@ void connectAndVerify(gloo::rendezvous::Context &context, gloo::rendezvous::Stor
           concat("mesh check: expected rank ", p, " from peer ", p, ", got ", out[p]));
 }
 
+constexpr int kConnectAttempts = 3;
+
+/// Connects a verified context of `size` ranks under `prefix` (connectAndVerify), trying
+/// again while any rank's attempt failed. Debian's Gloo gives every pair a listening socket
+/// that takes the first connection it accepts as the peer, with no handshake: a stray client
+/// (a port scanner, a health check) that connects in that window takes the peer's place, and
+/// the peer's connection is refused. Every rank then fails its attempt (the mesh check cannot
+/// pass), but not all alike and not at once, so each posts its verdict under the attempt's
+/// prefix (`done/<rank>`, and `failed/<rank>` with the reason first), waits for all of them,
+/// and if any failed, all try again under a new prefix, on new ports. `verdictTimeout`
+/// bounds the wait for the others' verdicts.
+Expected<std::shared_ptr<gloo::Context>>
+connectMesh(TcpStore &store, const std::string &prefix, int rank, int size,
+            std::shared_ptr<gloo::transport::Device> &device, std::chrono::milliseconds timeout,
+            std::chrono::milliseconds verdictTimeout) {
+  std::string lastFailure;
+  for (int attempt = 1; attempt <= kConnectAttempts; ++attempt) {
+    const std::string base = attempt == 1 ? prefix : concat(prefix, "/attempt", attempt);
+    std::shared_ptr<gloo::rendezvous::Context> context;
+    std::string failure;
+    try {
+      auto connecting = std::make_shared<gloo::rendezvous::Context>(rank, size);
+      connecting->setTimeout(timeout);
+      gloo::rendezvous::PrefixStore prefixed(base + "/mesh", store);
+      connectAndVerify(*connecting, prefixed, device);
+      context = std::move(connecting);
+    } catch (const std::exception &e) {
+      failure = *e.what() ? e.what() : "an unnamed failure";
+    }
+    if (size == 1)
+      return failure.empty() ? Expected<std::shared_ptr<gloo::Context>>(context)
+                             : makeError(failure);
+    // The verdicts: the failure (if any) is set before `done`, so whoever sees all `done`
+    // keys sees every failure.
+    auto key = [&](const char *what, int r) { return concat(base, "/", what, "/", r); };
+    if (!failure.empty())
+      if (Error e = store.trySet(key("failed", rank), {failure.begin(), failure.end()}); !e.ok())
+        return e;
+    if (Error e = store.trySet(key("done", rank), {}); !e.ok())
+      return e;
+    std::vector<std::string> done, failed;
+    for (int r = 0; r < size; ++r) {
+      done.push_back(key("done", r));
+      failed.push_back(key("failed", r));
+    }
+    auto missing = store.waitMissing(done, verdictTimeout);
+    if (!missing)
+      return missing.takeError();
+    if (!missing->empty()) {
+      std::string list;
+      for (const auto &k : *missing)
+        list += (list.empty() ? "" : ", ") + k.substr(k.rfind('/') + 1);
+      return makeError(failure.empty() ? "" : concat(failure, "; "), "rank(s) ", list,
+                       " did not finish connecting within ", verdictTimeout.count(), " ms");
+    }
+    auto set = store.ages(failed, verdictTimeout);
+    if (!set)
+      return set.takeError();
+    std::string failures;
+    for (int r = 0; r < size; ++r) {
+      if (!(*set)[static_cast<size_t>(r)])
+        continue;
+      auto why = store.tryGet(failed[static_cast<size_t>(r)], std::chrono::milliseconds(0));
+      std::string text = why ? std::string(why->begin(), why->end()) : why.error().message();
+      failures += concat(failures.empty() ? "" : "; ", "rank ", r, ": ", text);
+    }
+    if (failures.empty())
+      return std::shared_ptr<gloo::Context>(std::move(context));
+    lastFailure = std::move(failures);
+  }
+  constexpr const char *kWhy = "a stray client on a port? a rank that died?";
+  return makeError(kConnectAttempts, " attempts to connect failed (", kWhy,
+                   "); the last: ", lastFailure);
+}
+
 } // namespace
 
 uint64_t GlooCommunicator::ringAllReduceBytesSent(int rank, int size, size_t bytes,
@@ -157,9 +233,10 @@ private:
 class GlooCommunicator::Engine {
 public:
   Engine(std::shared_ptr<gloo::Context> context, std::shared_ptr<FailureRecord> failure,
-         std::chrono::milliseconds timeout)
+         std::chrono::milliseconds timeout, std::shared_ptr<const Heartbeat> heartbeat)
       : context_(std::move(context)), failure_(std::move(failure)), timeout_(timeout),
-        worker_([this] { runWorker(); }), completer_([this] { runCompleter(); }) {}
+        heartbeat_(std::move(heartbeat)), worker_([this] { runWorker(); }),
+        completer_([this] { runCompleter(); }) {}
 
   /// Runs what was started, then stops.
   ~Engine() {
@@ -217,11 +294,14 @@ private:
     Clock::time_point deadline;
   };
 
-  /// Fails `op` with `what`; the communicator is unusable from now on.
+  /// Fails `op` with `what`, naming the job's silent ranks when the job has heartbeats (the
+  /// peer this rank waited on may only be a neighbour of the rank that stopped); the
+  /// communicator is unusable from now on.
   void fail(const Operation &op, std::string_view what) {
     failure_->record(concat(op.where, ": ", what));
+    std::string silent = heartbeat_ ? "; " + heartbeat_->explainSilentPeers() : std::string();
     op.work->finish(makeError(op.where, " failed: ", what, " (operation timeout ", timeout_.count(),
-                              " ms; the communicator is unusable now)"));
+                              " ms; the communicator is unusable now)", silent));
   }
 
   /// Runs `op`, which the caller took off the queue setting running_, and ends running_
@@ -322,6 +402,7 @@ private:
   std::shared_ptr<gloo::Context> context_; // used by one operation at a time (running_)
   std::shared_ptr<FailureRecord> failure_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<const Heartbeat> heartbeat_; // null: no names for a failure
   std::mutex mutex_;
   std::condition_variable workerCv_, completerCv_;
   std::deque<Operation> queue_; // started, not run yet
@@ -351,7 +432,8 @@ GlooCommunicator::GlooCommunicator(JobStore store, std::shared_ptr<gloo::transpo
                                    std::shared_ptr<gloo::Context> context, GlooOptions options)
     : store_(std::move(store)), device_(std::move(device)), options_(std::move(options)),
       rank_(context->rank), size_(context->size),
-      engine_(std::make_unique<Engine>(std::move(context), failure_, options_.timeout)) {}
+      engine_(std::make_unique<Engine>(std::move(context), failure_, options_.timeout,
+                                       store_.heartbeat)) {}
 
 GlooCommunicator::~GlooCommunicator() = default;
 
@@ -373,12 +455,13 @@ GlooCommunicator::create(JobStore store, int rank, int size, const GlooOptions &
     else
       attr.hostname = options.hostname;
     auto device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    context->setTimeout(options.timeout);
-    gloo::rendezvous::PrefixStore prefixed(options.prefix + "/mesh", *store.client);
-    connectAndVerify(*context, prefixed, device);
+    auto context = connectMesh(*store.client, options.prefix, rank, size, device, options.timeout,
+                               options.rendezvousTimeout + 2 * options.timeout);
+    if (!context)
+      return context.takeError().withContext(
+          concat("gloo: connecting rank ", rank, " of ", size, " (prefix '", options.prefix, "')"));
     return std::unique_ptr<GlooCommunicator>(
-        new GlooCommunicator(std::move(store), std::move(device), std::move(context), options));
+        new GlooCommunicator(std::move(store), std::move(device), std::move(*context), options));
   } catch (const std::exception &e) {
     return makeError("gloo: connecting rank ", rank, " of ", size, " (prefix '", options.prefix,
                      "'): ", e.what());
@@ -651,17 +734,14 @@ Expected<std::unique_ptr<Communicator>> GlooCommunicator::split(int color, int k
     });
     newRank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
     newSize = static_cast<int>(members.size());
-    // A failure to connect the new group leaves this one usable: no exception out of here.
-    try {
-      auto connected = std::make_shared<gloo::rendezvous::Context>(newRank, newSize);
-      connected->setTimeout(options.timeout);
-      gloo::rendezvous::PrefixStore prefixed(options.prefix + "/mesh", *store_.client);
-      connectAndVerify(*connected, prefixed, device_);
-      context = std::move(connected);
-    } catch (const std::exception &ex) {
+    // A failure to connect the new group leaves this one usable.
+    auto connected = connectMesh(*store_.client, options.prefix, newRank, newSize, device_,
+                                 options.timeout, options.rendezvousTimeout + 2 * options.timeout);
+    if (connected)
+      context = std::move(*connected);
+    else
       connectError = makeError(describe("split"), " (color ", color, "): connecting rank ", newRank,
-                               " of ", newSize, ": ", ex.what());
-    }
+                               " of ", newSize, ": ", connected.error().message());
   });
   if (Error e = gather.wait(); !e.ok())
     return e;

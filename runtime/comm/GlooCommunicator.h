@@ -40,7 +40,8 @@
 //
 // Failures: Gloo throws (gloo::IoException on a timeout or a closed peer, EnforceNotMet on
 // misuse); the worker and the completer catch and fail the Work with an Error naming the
-// operation and the rank. A timeout makes Gloo close the context's pairs, so the
+// operation and the rank, and, when the job store holds a Heartbeat (Heartbeat.h), the ranks
+// of the job that have gone silent. A timeout makes Gloo close the context's pairs, so the
 // communicator is unusable afterwards (`failure()`); build a new one under a new prefix.
 // Destroying a communicator waits for the operations started on it.
 //

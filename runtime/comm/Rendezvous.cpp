@@ -37,7 +37,7 @@ constexpr Deadline kNoDeadline = Deadline::max();
 constexpr uint32_t kMaxFrameBytes = 64u << 20;
 constexpr auto kHelloTimeout = std::chrono::seconds(10);
 
-enum Op : uint8_t { OpHello = 1, OpSet = 2, OpGet = 3, OpWait = 4 };
+enum Op : uint8_t { OpHello = 1, OpSet = 2, OpGet = 3, OpWait = 4, OpAges = 5 };
 enum Status : uint8_t { StOk = 0, StRefused = 1, StTimeout = 2, StBadRequest = 3 };
 
 Deadline after(std::chrono::milliseconds d) {
@@ -231,6 +231,7 @@ struct StoreServer::State {
   std::mutex mutex;
   std::condition_variable changed;
   std::map<std::string, std::vector<char>> data;
+  std::map<std::string, Clock::time_point> setAt; // when each key of `data` was last set
   bool stopping = false;
   struct Connection {
     int fd;
@@ -333,6 +334,7 @@ std::string StoreServer::State::handle(std::string_view request) {
     if (!r.atEnd())
       break;
     data[key] = std::vector<char>(value.begin(), value.end());
+    setAt[key] = Clock::now();
     changed.notify_all();
     w.u8(StOk);
     return w.buf;
@@ -379,6 +381,27 @@ std::string StoreServer::State::handle(std::string_view request) {
     w.u32(static_cast<uint32_t>(m.size()));
     for (const auto &k : m)
       w.str(k);
+    return w.buf;
+  }
+  case OpAges: {
+    uint32_t n = r.u32();
+    std::vector<std::string> keys;
+    for (uint32_t i = 0; i < n && r.ok; ++i)
+      keys.push_back(r.str());
+    if (!r.atEnd())
+      break;
+    const Clock::time_point now = Clock::now();
+    w.u8(StOk);
+    w.u32(n);
+    for (const auto &k : keys) {
+      auto it = setAt.find(k);
+      const bool present = it != setAt.end();
+      const auto age = present
+                           ? std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second)
+                           : std::chrono::milliseconds(0);
+      w.u8(present);
+      w.u64(static_cast<uint64_t>(age.count()));
+    }
     return w.buf;
   }
   default:
@@ -558,7 +581,7 @@ Expected<std::shared_ptr<TcpStore>> TcpStore::connect(const std::string &host, u
       Expected<std::string> reply =
           e.ok() ? recvFrame(*fd, helloDeadline, 4096) : Expected<std::string>(std::move(e));
       if (reply && !reply->empty() && (*reply)[0] == StOk)
-        return std::shared_ptr<TcpStore>(new TcpStore(*fd, endpoint, timeout));
+        return std::shared_ptr<TcpStore>(new TcpStore(*fd, host, port, token, timeout));
       ::close(*fd);
       if (reply || reply.error().message() == "connection closed by the peer")
         return makeError("the rendezvous store at ", endpoint,
@@ -574,19 +597,28 @@ Expected<std::shared_ptr<TcpStore>> TcpStore::connect(const std::string &host, u
                    " ms (is rank 0 running?): ", last.message());
 }
 
+TcpStore::TcpStore(int fd, std::string host, uint16_t port, std::string token,
+                   std::chrono::milliseconds timeout)
+    : fd_(fd), host_(std::move(host)), port_(port), token_(std::move(token)),
+      endpoint_(concat(host_, ":", port_)), timeout_(timeout) {}
+
+Expected<std::shared_ptr<TcpStore>>
+TcpStore::connectAgain(std::chrono::milliseconds timeout) const {
+  return connect(host_, port_, token_, timeout);
+}
+
 TcpStore::~TcpStore() {
   if (fd_ >= 0)
     ::close(fd_);
 }
 
-Expected<std::string> TcpStore::request(const std::string &payload,
-                                        std::chrono::milliseconds wait) {
+Expected<std::string> TcpStore::request(const std::string &payload, std::chrono::milliseconds wait,
+                                        std::chrono::milliseconds replyTimeout) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (fd_ < 0)
     return makeError("rendezvous store at ", endpoint_, ": connection lost earlier");
   // The server answers a waiting request at its deadline; allow for the trip.
-  Deadline deadline =
-      after(std::max(wait, std::chrono::milliseconds(0)) + timeout_ + std::chrono::seconds(1));
+  Deadline deadline = after(std::max(wait, std::chrono::milliseconds(0)) + replyTimeout);
   Error e = sendFrame(fd_, payload, deadline);
   Expected<std::string> reply =
       e.ok() ? recvFrame(fd_, deadline, kMaxFrameBytes) : Expected<std::string>(std::move(e));
@@ -605,7 +637,7 @@ Error TcpStore::trySet(const std::string &key, const std::vector<char> &value) {
   w.u8(OpSet);
   w.str(key);
   w.str(std::string_view(value.data(), value.size()));
-  Expected<std::string> reply = request(w.buf, std::chrono::milliseconds(0));
+  Expected<std::string> reply = request(w.buf, std::chrono::milliseconds(0), defaultReplyTimeout());
   if (!reply)
     return reply.takeError();
   if ((*reply)[0] != StOk)
@@ -619,7 +651,7 @@ Expected<std::vector<char>> TcpStore::tryGet(const std::string &key,
   w.u8(OpGet);
   w.str(key);
   w.u64(static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)));
-  Expected<std::string> reply = request(w.buf, timeout);
+  Expected<std::string> reply = request(w.buf, timeout, defaultReplyTimeout());
   if (!reply)
     return reply.takeError();
   Reader r{*reply};
@@ -641,7 +673,7 @@ Expected<std::vector<std::string>> TcpStore::waitMissing(const std::vector<std::
   for (const auto &k : keys)
     w.str(k);
   w.u64(static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)));
-  Expected<std::string> reply = request(w.buf, timeout);
+  Expected<std::string> reply = request(w.buf, timeout, defaultReplyTimeout());
   if (!reply)
     return reply.takeError();
   Reader r{*reply};
@@ -653,6 +685,31 @@ Expected<std::vector<std::string>> TcpStore::waitMissing(const std::vector<std::
   if ((status != StOk && status != StTimeout) || !r.atEnd())
     return makeError("rendezvous store at ", endpoint_, ": bad reply to wait");
   return missing;
+}
+
+Expected<std::vector<std::optional<std::chrono::milliseconds>>>
+TcpStore::ages(const std::vector<std::string> &keys, std::chrono::milliseconds replyTimeout) {
+  Writer w;
+  w.u8(OpAges);
+  w.u32(static_cast<uint32_t>(keys.size()));
+  for (const auto &k : keys)
+    w.str(k);
+  Expected<std::string> reply = request(w.buf, std::chrono::milliseconds(0), replyTimeout);
+  if (!reply)
+    return reply.takeError();
+  Reader r{*reply};
+  uint8_t status = r.u8();
+  uint32_t n = r.u32();
+  std::vector<std::optional<std::chrono::milliseconds>> result;
+  for (uint32_t i = 0; i < n && r.ok; ++i) {
+    bool present = r.u8() != 0;
+    uint64_t ms = r.u64();
+    result.push_back(present ? std::optional(std::chrono::milliseconds(static_cast<int64_t>(ms)))
+                             : std::nullopt);
+  }
+  if (status != StOk || !r.atEnd() || result.size() != keys.size())
+    return makeError("rendezvous store at ", endpoint_, ": bad reply to ages");
+  return result;
 }
 
 void TcpStore::set(const std::string &key, const std::vector<char> &data) {

@@ -19,6 +19,9 @@
 //   SET key value                    -> OK
 //   GET key timeout_ms               -> OK value | TIMEOUT     (waits for the key)
 //   WAIT n key... timeout_ms         -> OK | TIMEOUT n missing-key...
+//   AGES n key...                    -> OK n (present u8, age_ms u64)...
+// AGES answers how long ago each key was last set, by the server's clock (so the hosts' clocks
+// need not agree): the heartbeats of Heartbeat.h are keys that ranks set every second.
 // Strings are a u32 length then bytes. Frames above 64 MiB are refused.
 //
 // Errors are values on this API (`trySet`, `tryGet`, `waitMissing`); the gloo::Store overrides
@@ -37,6 +40,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -87,6 +91,15 @@ public:
   /// Waits up to `timeout` for all `keys`; returns those still missing (empty: all present).
   Expected<std::vector<std::string>> waitMissing(const std::vector<std::string> &keys,
                                                  std::chrono::milliseconds timeout);
+  /// How long ago each of `keys` was last set, by the server's clock (nullopt: never set).
+  /// Fails when the server does not answer within `replyTimeout`.
+  Expected<std::vector<std::optional<std::chrono::milliseconds>>>
+  ages(const std::vector<std::string> &keys, std::chrono::milliseconds replyTimeout);
+
+  /// A new connection to the same store with the same token, connecting and then waiting by
+  /// default within `timeout` (for a thread whose requests must not queue behind this
+  /// connection's waits).
+  Expected<std::shared_ptr<TcpStore>> connectAgain(std::chrono::milliseconds timeout) const;
 
   /// "host:port".
   const std::string &endpoint() const { return endpoint_; }
@@ -100,21 +113,35 @@ public:
             const std::chrono::milliseconds &timeout) override;
 
 private:
-  TcpStore(int fd, std::string endpoint, std::chrono::milliseconds timeout)
-      : fd_(fd), endpoint_(std::move(endpoint)), timeout_(timeout) {}
-  Expected<std::string> request(const std::string &payload, std::chrono::milliseconds wait);
+  TcpStore(int fd, std::string host, uint16_t port, std::string token,
+           std::chrono::milliseconds timeout);
+  /// Sends `payload` and reads the reply, which the server sends within `wait` (a waiting
+  /// request's own deadline); fails after `wait` + `replyTimeout`.
+  Expected<std::string> request(const std::string &payload, std::chrono::milliseconds wait,
+                                std::chrono::milliseconds replyTimeout);
+  /// Allows for the trip and a busy server: the default wait and a second.
+  std::chrono::milliseconds defaultReplyTimeout() const {
+    return timeout_ + std::chrono::seconds(1);
+  }
 
   std::mutex mutex_;
   int fd_ = -1;
+  std::string host_;
+  uint16_t port_ = 0;
+  std::string token_;
   std::string endpoint_;
   std::chrono::milliseconds timeout_;
 };
 
-/// What a rank holds of the job's store: every rank a client, rank 0 also the server (kept
-/// alive by whoever holds a copy, e.g. the communicators).
+class Heartbeat;
+
+/// What a rank holds of the job's store: every rank a client, rank 0 also the server, and the
+/// rank's heartbeat once started (kept alive by whoever holds a copy, e.g. the communicators;
+/// members are destroyed last to first, so the heartbeat says goodbye while the server runs).
 struct JobStore {
   std::shared_ptr<StoreServer> server; // rank 0 only
   std::shared_ptr<TcpStore> client;
+  std::shared_ptr<Heartbeat> heartbeat; // Heartbeat.h
 };
 
 /// Rank 0 starts the server on `bindAddress`:`port`, then every rank connects to

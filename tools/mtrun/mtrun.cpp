@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/GlooCommunicator.h"
+#include "runtime/comm/Heartbeat.h"
 #include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/exec/Gemm.h"
 #include "runtime/exec/Trainer.h"
@@ -239,8 +240,10 @@ int fail(const Error &err, const RankContext *job = nullptr) {
 }
 
 /// Joins the job a launcher started (torchrun, srun, mpirun, or mtrun --nodes itself):
-/// rendezvous with the job token, then the world communicator over Gloo.
-Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::milliseconds timeout) {
+/// rendezvous with the job token, then the world communicator over Gloo. `store` keeps a copy
+/// of the job store (with the rank's heartbeat) for the end of the run.
+Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::milliseconds timeout,
+                              JobStore &store) {
   RankContext job;
   job.rank = env.rank;
   job.size = env.worldSize;
@@ -250,10 +253,20 @@ Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::millise
   // can reach (or disturb) them. A job across hosts listens where the others reach it.
   const bool oneHost = runsOnOneHost(env);
   const std::string master = oneHost ? std::string("127.0.0.1") : env.masterAddr;
-  Expected<JobStore> store = openJobStore(env.rank, master, env.masterPort, env.jobToken, timeout,
-                                          oneHost ? "127.0.0.1" : "0.0.0.0");
-  if (!store)
-    return store.takeError().withContext("rendezvous");
+  Expected<JobStore> opened = openJobStore(env.rank, master, env.masterPort, env.jobToken, timeout,
+                                           oneHost ? "127.0.0.1" : "0.0.0.0");
+  if (!opened)
+    return opened.takeError().withContext("rendezvous");
+  store = std::move(*opened);
+  // Every rank beats in the store, so that a failed collective names the ranks that went
+  // silent (a stopped or hung rank), not only the neighbour it waited on. Without a heartbeat
+  // the job still runs; its errors only lack those names.
+  if (Expected<std::unique_ptr<Heartbeat>> heartbeat =
+          Heartbeat::start(store.client, env.rank, env.worldSize))
+    store.heartbeat = std::move(*heartbeat);
+  else
+    std::fprintf(stderr, "mtrun: warning: rank %d: %s; errors will not name silent ranks\n",
+                 env.rank, heartbeat.error().message().c_str());
   GlooOptions options;
   // GLOO_SOCKET_IFNAME names the interface, as for PyTorch; otherwise this host's address
   // on the route to the master, which the other ranks can reach (loopback on one host).
@@ -268,7 +281,7 @@ Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::millise
   options.timeout = timeout;
   options.rendezvousTimeout = timeout;
   Expected<std::unique_ptr<GlooCommunicator>> world =
-      GlooCommunicator::create(std::move(*store), env.rank, env.worldSize, options);
+      GlooCommunicator::create(store, env.rank, env.worldSize, options);
   if (!world)
     return world.takeError().withContext("connecting the ranks");
   job.world = std::move(*world);
@@ -388,14 +401,27 @@ int run(int argc, char **argv) {
   // The GEMMs of small models lose more to waking OpenBLAS's threads than they gain.
   setGemmThreads(training.threads > 0 ? static_cast<int>(training.threads) : 1);
 
-  Expected<RankContext> job = joinJob(*env, std::chrono::seconds(*commTimeout));
+  JobStore store;
+  Expected<RankContext> job = joinJob(*env, std::chrono::seconds(*commTimeout), store);
   if (!job) {
     RankContext self{env->rank, env->worldSize, nullptr};
     return fail(job.error(), &self);
   }
   TerminalLog log;
-  if (Error err = runTraining(*plan, training, *job, log); !err.ok())
-    return fail(err, &*job);
+  if (Error err = runTraining(*plan, training, *job, log); !err.ok()) {
+    int status = fail(err, &*job);
+    // Rank 0's process runs the store: after a failure it closes its connections and ends
+    // its heartbeat, but keeps the store until the other ranks have ended or gone silent (or
+    // they had time to), so that their errors can still name the silent ranks.
+    if (store.server) {
+      job->world.reset();
+      store.heartbeat.reset();
+      waitUntilPeersAreSilent(*store.client, job->rank, job->size, HeartbeatOptions(),
+                              std::chrono::seconds(*commTimeout) +
+                                  HeartbeatOptions().silenceThreshold());
+    }
+    return status;
+  }
   if (std::fflush(stdout) != 0)
     return fail(makeError("cannot write the output"), &*job);
   return 0;

@@ -9,9 +9,12 @@ Starts the command, waits until METRICS holds a step (the ranks train), then:
   int      sends SIGINT (Ctrl-C) to the launcher; every rank must be gone within 15 s
   kill     sends SIGKILL to the launcher; every rank must be gone within 15 s (no orphan)
   stop     sends SIGSTOP to the launcher's last rank; the job must end within 60 s
+  stop:K   sends SIGSTOP to rank K; the job must end within 60 s
   sockets  checks that every TCP socket of the ranks (the store's listener, Gloo's pairs) is
-           bound to 127.0.0.1, then connects to the rendezvous store (MASTER_PORT) as a stray
-           client that writes garbage; the job must still succeed
+           bound to 127.0.0.1 and that only the store listens (Gloo's pairs listen only while
+           they connect), connects as a stray client to every other port of the ranks (each
+           must refuse it), then to the rendezvous store (MASTER_PORT), writing garbage; the
+           job must still succeed
 
 Prints the job's stderr, then one line saying what was checked. Exits non-zero when a
 check fails."""
@@ -91,9 +94,10 @@ def main():
             job.kill()
             sys.exit(f"{len(left)} of {len(ranks)} ranks still ran 15 s after the launcher's {fault}")
         checked = f"all {len(ranks)} ranks gone after the launcher's {fault}"
-    elif fault == "stop":
-        os.kill(ranks[-1], signal.SIGSTOP)
-        checked = f"rank {len(ranks) - 1} stopped"
+    elif fault == "stop" or fault.startswith("stop:"):
+        stopped = int(fault[5:]) if fault.startswith("stop:") else len(ranks) - 1
+        os.kill(ranks[stopped], signal.SIGSTOP)
+        checked = f"rank {stopped} stopped"
     elif fault == "sockets":
         sockets = socket_addresses(ranks)
         if not any(listening for _, _, listening in sockets):
@@ -102,10 +106,22 @@ def main():
         if outside:
             sys.exit(f"the ranks have sockets beyond loopback: {outside}")
         port = master_port(ranks[0])
+        listening = sorted({p for _, p, is_listening in sockets if is_listening})
+        if listening != [port]:
+            sys.exit(f"the ranks listen on {listening}, not only on the store's port {port}")
+        others = sorted({p for _, p, _ in sockets if p != port})
+        for other in others:
+            try:
+                with socket.create_connection(("127.0.0.1", other), timeout=5) as s:
+                    s.sendall(os.urandom(4096))
+                sys.exit(f"a stray connected to port {other} of the ranks")
+            except ConnectionRefusedError:
+                pass
         for garbage in (b"GET / HTTP/1.1\r\n\r\n", b"\xff\xff\xff\xff", os.urandom(4096), b""):
             with socket.create_connection(("127.0.0.1", port)) as s:
                 s.sendall(garbage)
-        checked = "every socket of the ranks on 127.0.0.1; garbage sent to the store"
+        checked = (f"every socket of the ranks on 127.0.0.1; only the store listens; "
+                   f"{len(others)} other ports refused a stray; garbage sent to the store")
     else:
         sys.exit(f"unknown fault {fault}")
     try:

@@ -88,6 +88,26 @@ TEST(Rendezvous, SetGetWait) {
   EXPECT_NO_THROW(b.client->wait({"k"}, std::chrono::milliseconds(50)));
 }
 
+// The heartbeats rest on this: how long ago a key was last set, by the server's clock.
+TEST(Rendezvous, AgesCountFromTheLastSetOfEachKey) {
+  TestJob job;
+  JobStore a = job.storeFor(1);
+  ASSERT_TRUE(a.client);
+  ASSERT_TRUE(a.client->trySet("beat", bytes("1")).ok());
+  std::this_thread::sleep_for(150ms);
+  auto ages = a.client->ages({"beat", "never"}, 1000ms);
+  ASSERT_TRUE(ages.ok()) << ages.error().message();
+  ASSERT_EQ(ages->size(), 2u);
+  ASSERT_TRUE((*ages)[0].has_value());
+  EXPECT_GE((*ages)[0]->count(), 150);
+  EXPECT_FALSE((*ages)[1].has_value());
+  // Setting the key again (any value, the same one too) starts its age over.
+  ASSERT_TRUE(a.client->trySet("beat", bytes("1")).ok());
+  ages = a.client->ages({"beat"}, 1000ms);
+  ASSERT_TRUE(ages.ok()) << ages.error().message();
+  EXPECT_LT((*ages)[0]->count(), 150);
+}
+
 TEST(Rendezvous, WrongTokenIsRefused) {
   TestJob job;
   auto bad = TcpStore::connect("127.0.0.1", job.port(), "ffffffffffffffffffffffffffffffff", 1000ms);
