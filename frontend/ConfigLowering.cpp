@@ -291,11 +291,11 @@ public:
         if (key == alias)
           key = canonical;
       if (auto [it, inserted] = byKey.try_emplace(key, &entry); !inserted) {
-        diags.error(entry.keyRange, "duplicate setting '" + entry.key + "' in " + block.kind +
-                                        " {}" +
-                                        (key != entry.key || it->second->key != entry.key
-                                             ? " ('" + key.str() + "' and its alias)"
-                                             : std::string()));
+        std::string alias;
+        if (it->second->key != entry.key)
+          alias = " ('" + it->second->key + "' and '" + entry.key + "' are one setting)";
+        diags.error(entry.keyRange,
+                    "duplicate setting '" + entry.key + "' in " + block.kind + " {}" + alias);
         diags.note(it->second->keyRange, "first set here");
         continue;
       }
@@ -452,7 +452,10 @@ static bool checkPipeline(const Settings &parallel,
     return false;
 
   if (split) {
-    auto layers = cast<DenseI64ArrayAttr>(parallel.get("pipeline_layers")).asArrayRef();
+    auto attr = dyn_cast_or_null<DenseI64ArrayAttr>(parallel.get("pipeline_layers"));
+    if (!attr)
+      return false; // its value was reported
+    llvm::ArrayRef<int64_t> layers = attr.asArrayRef();
     if (static_cast<int64_t>(layers.size()) != pp * chunks) {
       diags.error(split->value->range,
                   "pipeline_layers lists " + llvm::Twine(layers.size()) +
@@ -473,6 +476,13 @@ static bool checkPipeline(const Settings &parallel,
       !even) {
     llvm::consumeError(even.takeError());
     const ConfigEntry *at = vs && chunks > 1 ? vs : byKey.lookup("pp");
+    if (numLayers < pp * chunks) {
+      diags.error(at->range, llvm::Twine(numLayers) + " layers are too few for pp " +
+                                 llvm::Twine(pp) + " x " + llvm::Twine(chunks) +
+                                 " virtual stages: each of the " + llvm::Twine(pp * chunks) +
+                                 " chunks needs a layer");
+      return false;
+    }
     diags.error(at->range, llvm::Twine(numLayers) + " layers do not split evenly into pp " +
                                llvm::Twine(pp) + " x " + llvm::Twine(chunks) +
                                " virtual stages; give the layers of each chunk, e.g. "
