@@ -403,7 +403,8 @@ LogicalResult applyPipelineFlags(int64_t numLayers, std::optional<int64_t> &pp,
       mtc::mt::splitPipelineLayers(numLayers, stages, chunks, first, last);
   if (!layers)
     return flagError(toString(layers.takeError()) +
-                     (splitFlags ? "" : " (--pipeline-layers, or "
+                     (splitFlags ? "" : "; give the layers of each chunk with "
+                                        "--pipeline-layers (or of the first/last stage with "
                                         "--decoder-first/last-pipeline-num-layers)"));
   if (splitFlags)
     pipelineLayers = mlir::DenseI64ArrayAttr::get(ctx, *layers);

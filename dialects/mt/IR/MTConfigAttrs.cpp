@@ -657,8 +657,7 @@ mtc::mt::splitPipelineLayers(int64_t numLayers, int64_t stages, int64_t chunks,
                               "need at least 1 each",
                               numLayers, rest, restStages));
   if (restStages > 0 && rest % restStages != 0)
-    return fail(llvm::formatv("{0} layers do not split evenly into {1} pipeline stages{2}; "
-                              "give the split (pipeline_layers)",
+    return fail(llvm::formatv("{0} layers do not split evenly into {1} pipeline stages{2}",
                               rest, restStages,
                               restStages == stages ? "" : " besides the first/last"));
   for (int64_t &count : perStage)
@@ -667,10 +666,10 @@ mtc::mt::splitPipelineLayers(int64_t numLayers, int64_t stages, int64_t chunks,
   // Each stage's layers share its virtual chunks evenly; chunk c runs on stage c mod pp.
   for (auto [stage, count] : llvm::enumerate(perStage))
     if (count % chunks != 0)
-      return fail(llvm::formatv("pipeline stage {0} holds {1} layers, which do not split "
-                                "evenly into {2} virtual stages; give the split per chunk "
-                                "(pipeline_layers)",
-                                stage, count, chunks));
+      return fail(llvm::formatv("pipeline stage {0} holds {1} layers, which its {2} virtual "
+                                "stages cannot share evenly{3}",
+                                stage, count, chunks,
+                                count < chunks ? " (each needs a layer)" : ""));
   SmallVector<int64_t> layers(stages * chunks);
   for (int64_t chunk = 0; chunk < stages * chunks; ++chunk)
     layers[chunk] = perStage[chunk % stages] / chunks;
