@@ -82,11 +82,11 @@ def MT_OptimizerAttr : AttrDef<MT_Dialect, "Optimizer"> {
     ```
   }];
   let parameters = (ins EnumParameter<MT_OptimizerKind>:$kind,
-                        OptionalParameter<"::mlir::FloatAttr">:$lr,
-                        OptionalParameter<"::mlir::DenseF64ArrayAttr">:$betas,
-                        OptionalParameter<"::mlir::FloatAttr">:$eps,
-                        OptionalParameter<"::mlir::FloatAttr">:$weight_decay,
-                        OptionalParameter<"::mlir::FloatAttr">:$momentum);
+                        OptionalParameter<"::mlir::FloatAttr", "learning rate">:$lr,
+                        OptionalParameter<"::mlir::DenseF64ArrayAttr", "AdamW (beta1, beta2)">:$betas,
+                        OptionalParameter<"::mlir::FloatAttr", "AdamW epsilon">:$eps,
+                        OptionalParameter<"::mlir::FloatAttr", "decoupled weight decay">:$weight_decay,
+                        OptionalParameter<"::mlir::FloatAttr", "SGD momentum">:$momentum);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }
@@ -103,9 +103,9 @@ def MT_LrScheduleAttr : AttrDef<MT_Dialect, "LrSchedule"> {
     ```
   }];
   let parameters = (ins EnumParameter<MT_LrScheduleKind>:$kind,
-                        OptionalParameter<"std::optional<int64_t>">:$warmup,
-                        OptionalParameter<"::mlir::FloatAttr">:$min,
-                        OptionalParameter<"std::optional<int64_t>">:$decay_steps);
+                        OptionalParameter<"std::optional<int64_t>", "linear warm-up steps">:$warmup,
+                        OptionalParameter<"::mlir::FloatAttr", "final learning rate">:$min,
+                        OptionalParameter<"std::optional<int64_t>", "steps to decay over (default: train steps)">:$decay_steps);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }
@@ -123,15 +123,15 @@ def MT_TrainAttr : AttrDef<MT_Dialect, "Train"> {
         lr = cosine(warmup = 10), global_batch = 16, micro_batch = 8, precision = fp32>}
     ```
   }];
-  let parameters = (ins OptionalParameter<"::mtc::mt::OptimizerAttr">:$optimizer,
-                        OptionalParameter<"::mtc::mt::LrScheduleAttr">:$lr,
-                        OptionalParameter<"std::optional<int64_t>">:$global_batch,
-                        OptionalParameter<"std::optional<int64_t>">:$micro_batch,
-                        OptionalParameter<"::mlir::FloatAttr">:$clip_grad,
-                        OptionalParameter<"std::optional<::mtc::mt::Precision>">:$precision,
-                        OptionalParameter<"std::optional<int64_t>">:$seed,
-                        OptionalParameter<"std::optional<int64_t>">:$steps,
-                        OptionalParameter<"std::optional<bool>">:$dropout);
+  let parameters = (ins OptionalParameter<"::mtc::mt::OptimizerAttr", "the optimizer (default: adamw)">:$optimizer,
+                        OptionalParameter<"::mtc::mt::LrScheduleAttr", "the learning-rate schedule (default: constant)">:$lr,
+                        OptionalParameter<"std::optional<int64_t>", "sequences per step">:$global_batch,
+                        OptionalParameter<"std::optional<int64_t>", "sequences per micro-batch (the batch dimension)">:$micro_batch,
+                        OptionalParameter<"::mlir::FloatAttr", "global gradient-norm clip (0: none)">:$clip_grad,
+                        OptionalParameter<"std::optional<::mtc::mt::Precision>", "element type of parameters and activations (default: fp32)">:$precision,
+                        OptionalParameter<"std::optional<int64_t>", "seed of initialisation and dropout">:$seed,
+                        OptionalParameter<"std::optional<int64_t>", "training steps">:$steps,
+                        OptionalParameter<"std::optional<bool>", "dropout switch (default: on)">:$dropout);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -169,20 +169,20 @@ def MT_ParallelAttr : AttrDef<MT_Dialect, "Parallel"> {
         pipeline_layers = [2, 1, 2, 1]>}
     ```
   }];
-  let parameters = (ins DefaultValuedParameter<"bool", "false">:$auto_search,
-                        OptionalParameter<"std::optional<int64_t>">:$tp,
-                        OptionalParameter<"std::optional<int64_t>">:$pp,
-                        OptionalParameter<"std::optional<int64_t>">:$dp,
-                        OptionalParameter<"std::optional<int64_t>">:$cp,
-                        OptionalParameter<"std::optional<int64_t>">:$ep,
-                        OptionalParameter<"std::optional<bool>">:$sp,
-                        OptionalParameter<"std::optional<::mtc::mt::PipelineSchedule>">:$schedule,
-                        OptionalParameter<"std::optional<int64_t>">:$virtual_stages,
-                        OptionalParameter<"std::optional<int64_t>">:$micro_batches,
-                        OptionalParameter<"std::optional<::mtc::mt::RecomputePolicy>">:$recompute,
-                        OptionalParameter<"std::optional<bool>">:$distributed_optimizer,
-                        OptionalParameter<"::mlir::DictionaryAttr">:$layout,
-                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$pipeline_layers);
+  let parameters = (ins DefaultValuedParameter<"bool", "false", "a searched strategy (`parallel auto`)">:$auto_search,
+                        OptionalParameter<"std::optional<int64_t>", "tensor-parallel degree">:$tp,
+                        OptionalParameter<"std::optional<int64_t>", "pipeline stages">:$pp,
+                        OptionalParameter<"std::optional<int64_t>", "data-parallel degree (default: from the world size)">:$dp,
+                        OptionalParameter<"std::optional<int64_t>", "context-parallel degree">:$cp,
+                        OptionalParameter<"std::optional<int64_t>", "expert-parallel degree">:$ep,
+                        OptionalParameter<"std::optional<bool>", "sequence parallelism over tp">:$sp,
+                        OptionalParameter<"std::optional<::mtc::mt::PipelineSchedule>", "pipeline schedule (default: 1f1b, interleaved with virtual stages)">:$schedule,
+                        OptionalParameter<"std::optional<int64_t>", "model chunks per pipeline stage (`vpp`)">:$virtual_stages,
+                        OptionalParameter<"std::optional<int64_t>", "micro-batches per step">:$micro_batches,
+                        OptionalParameter<"std::optional<::mtc::mt::RecomputePolicy>", "activation recomputation (default: none)">:$recompute,
+                        OptionalParameter<"std::optional<bool>", "optimizer state sharded over dp">:$distributed_optimizer,
+                        OptionalParameter<"::mlir::DictionaryAttr", "dimension -> mesh axis (default: Megatron's)">:$layout,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr", "layers of each model chunk, in model order">:$pipeline_layers);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
