@@ -261,8 +261,8 @@ public:
       SmallVector<int64_t> values;
       if (value.kind == Expr::Kind::Tuple)
         for (const ExprPtr &element : value.args) {
-          if (element->kind != Expr::Kind::Number || !element->isInteger ||
-              element->number < 1 || element->number > 9.0e18) {
+          if (element->kind != Expr::Kind::Number || !element->isInteger || element->number < 1 ||
+              element->number > 9.0e18) {
             diags.error(element->range, "'" + entry.key + "' entries must be positive integers");
             return {};
           }
@@ -332,9 +332,7 @@ public:
       return value.getInt();
     return std::nullopt;
   }
-  FloatAttr real(llvm::StringRef key) const {
-    return dyn_cast_or_null<FloatAttr>(get(key));
-  }
+  FloatAttr real(llvm::StringRef key) const { return dyn_cast_or_null<FloatAttr>(get(key)); }
   std::optional<bool> flag(llvm::StringRef key) const {
     if (auto value = dyn_cast_or_null<BoolAttr>(get(key)))
       return value.getValue();
@@ -366,13 +364,12 @@ mt::OptimizerAttr optimizerAttr(DictionaryAttr call) {
   Settings args(call.getValue());
   DenseF64ArrayAttr betas;
   if (auto pair = call.getAs<ArrayAttr>("betas"))
-    betas = DenseF64ArrayAttr::get(call.getContext(),
-                                   {cast<FloatAttr>(pair[0]).getValueAsDouble(),
-                                    cast<FloatAttr>(pair[1]).getValueAsDouble()});
+    betas =
+        DenseF64ArrayAttr::get(call.getContext(), {cast<FloatAttr>(pair[0]).getValueAsDouble(),
+                                                   cast<FloatAttr>(pair[1]).getValueAsDouble()});
   return mt::OptimizerAttr::get(
       call.getContext(), *mt::symbolizeOptimizerKind(call.getAs<StringAttr>("kind").getValue()),
-      args.real("lr"), betas, args.real("eps"), args.real("weight_decay"),
-      args.real("momentum"));
+      args.real("lr"), betas, args.real("eps"), args.real("weight_decay"), args.real("momentum"));
 }
 
 mt::LrScheduleAttr lrScheduleAttr(DictionaryAttr call) {
@@ -398,9 +395,9 @@ TrainSettings mtc::frontend::lowerTrainBlock(const ConfigBlock *block, MLIRConte
   settings.microBatch = train.integer("micro_batch").value_or(1);
   std::optional<int64_t> globalBatch = train.integer("global_batch");
   if (globalBatch && *globalBatch % settings.microBatch != 0) {
-    diags.error(byKey["global_batch"]->range,
-                "global_batch " + llvm::Twine(*globalBatch) +
-                    " is not a multiple of micro_batch " + llvm::Twine(settings.microBatch));
+    diags.error(byKey["global_batch"]->range, "global_batch " + llvm::Twine(*globalBatch) +
+                                                  " is not a multiple of micro_batch " +
+                                                  llvm::Twine(settings.microBatch));
     globalBatch.reset();
   }
   std::optional<mt::Precision> precision = train.word("precision", mt::symbolizePrecision);
@@ -430,8 +427,7 @@ static bool checkPipeline(const Settings &parallel,
   const ConfigEntry *split = byKey.lookup("pipeline_layers");
   unsigned errors = diags.numErrors();
   if (const ConfigEntry *ppEntry = byKey.lookup("pp"); ppEntry && pp > numLayers)
-    diags.error(ppEntry->range, "pp " + llvm::Twine(pp) + " exceeds the " +
-                                    llvm::Twine(numLayers) +
+    diags.error(ppEntry->range, "pp " + llvm::Twine(pp) + " exceeds the " + llvm::Twine(numLayers) +
                                     " layers there are to cut into pipeline stages");
   if (vs && chunks > 1 && pp == 1)
     diags.error(vs->range, "'" + vs->key + " " + llvm::Twine(chunks) +
@@ -442,7 +438,8 @@ static bool checkPipeline(const Settings &parallel,
                 "above 1");
   if (schedule == mt::PipelineSchedule::ZeroBubbleV && chunks != 2)
     diags.error(vs->range, "the zb-v schedule runs 2 model chunks per stage (its V shape), "
-                           "not " + llvm::Twine(chunks));
+                           "not " +
+                               llvm::Twine(chunks));
   if (vs && chunks > 1 && schedule && *schedule != mt::PipelineSchedule::Interleaved &&
       *schedule != mt::PipelineSchedule::ZeroBubbleV)
     diags.error(vs->range, "'" + vs->key + " " + llvm::Twine(chunks) +
@@ -457,10 +454,10 @@ static bool checkPipeline(const Settings &parallel,
       return false; // its value was reported
     llvm::ArrayRef<int64_t> layers = attr.asArrayRef();
     if (static_cast<int64_t>(layers.size()) != pp * chunks) {
-      diags.error(split->value->range,
-                  "pipeline_layers lists " + llvm::Twine(layers.size()) +
-                      " chunks; pp " + llvm::Twine(pp) + " x " + llvm::Twine(chunks) +
-                      " virtual stages has " + llvm::Twine(pp * chunks));
+      diags.error(split->value->range, "pipeline_layers lists " + llvm::Twine(layers.size()) +
+                                           " chunks; pp " + llvm::Twine(pp) + " x " +
+                                           llvm::Twine(chunks) + " virtual stages has " +
+                                           llvm::Twine(pp * chunks));
       return false;
     }
     if (llvm::Error error = mt::checkPipelineLayers(layers, numLayers)) {
@@ -471,8 +468,7 @@ static bool checkPipeline(const Settings &parallel,
   }
   if (pp == 1)
     return true; // no pipeline: the schedule is harmless
-  if (llvm::Expected<SmallVector<int64_t>> even =
-          mt::splitPipelineLayers(numLayers, pp, chunks);
+  if (llvm::Expected<SmallVector<int64_t>> even = mt::splitPipelineLayers(numLayers, pp, chunks);
       !even) {
     llvm::consumeError(even.takeError());
     const ConfigEntry *at = vs && chunks > 1 ? vs : byKey.lookup("pp");
@@ -483,20 +479,21 @@ static bool checkPipeline(const Settings &parallel,
                                  " chunks needs a layer");
       return false;
     }
-    diags.error(at->range, llvm::Twine(numLayers) + " layers do not split evenly into pp " +
-                               llvm::Twine(pp) + " x " + llvm::Twine(chunks) +
-                               " virtual stages; give the layers of each chunk, e.g. "
-                               "pipeline_layers [" +
-                               [&] {
-                                 // The example: the remainder on the first chunks.
-                                 int64_t n = pp * chunks;
-                                 std::string text;
-                                 for (int64_t c = 0; c < n; ++c)
-                                   text += (c ? ", " : "") +
-                                           std::to_string(numLayers / n + (c < numLayers % n));
-                                 return text;
-                               }() +
-                               "]");
+    diags.error(
+        at->range, llvm::Twine(numLayers) + " layers do not split evenly into pp " +
+                       llvm::Twine(pp) + " x " + llvm::Twine(chunks) +
+                       " virtual stages; give the layers of each chunk, e.g. "
+                       "pipeline_layers [" +
+                       [&] {
+                         // The example: the remainder on the first chunks.
+                         int64_t n = pp * chunks;
+                         std::string text;
+                         for (int64_t c = 0; c < n; ++c)
+                           text += (c ? ", " : "") +
+                                   std::to_string(numLayers / n + (c < numLayers % n));
+                         return text;
+                       }() +
+                       "]");
     return false;
   }
   return true;
@@ -504,17 +501,16 @@ static bool checkPipeline(const Settings &parallel,
 
 mt::ParallelAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
                                                    const llvm::StringMap<int64_t> &dims,
-                                                   int64_t numLayers,
-                                                   llvm::StringRef vocabulary,
+                                                   int64_t numLayers, llvm::StringRef vocabulary,
                                                    MLIRContext &context, Diagnostics &diags) {
   SettingLowering lowering(context, diags);
   Builder &b = lowering.b;
   if (!block)
-    return mt::ParallelAttr::get(&context, false, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
-                                 {}, {});
+    return mt::ParallelAttr::get(&context, false, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
+                                 {});
   if (block->isAuto)
-    return mt::ParallelAttr::get(&context, true, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
-                                 {}, {});
+    return mt::ParallelAttr::get(&context, true, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
+                                 {});
 
   llvm::StringMap<const ConfigEntry *> byKey;
   SmallVector<NamedAttribute> attrs = lowering.entries(*block, parallelSchema(), byKey);
@@ -592,10 +588,10 @@ mt::ParallelAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
     virtualStages.reset();
     pipelineLayers = {};
   }
-  return mt::ParallelAttr::get(
-      &context, /*autoSearch=*/false, parallel.integer("tp"), parallel.integer("pp"),
-      parallel.integer("dp"), parallel.integer("cp"), parallel.integer("ep"),
-      parallel.flag("sp"), schedule, virtualStages, parallel.integer("micro_batches"),
-      parallel.word("recompute", mt::symbolizeRecomputePolicy),
-      parallel.flag("distributed_optimizer"), layoutAttr, pipelineLayers);
+  return mt::ParallelAttr::get(&context, /*autoSearch=*/false, parallel.integer("tp"),
+                               parallel.integer("pp"), parallel.integer("dp"),
+                               parallel.integer("cp"), parallel.integer("ep"), parallel.flag("sp"),
+                               schedule, virtualStages, parallel.integer("micro_batches"),
+                               parallel.word("recompute", mt::symbolizeRecomputePolicy),
+                               parallel.flag("distributed_optimizer"), layoutAttr, pipelineLayers);
 }

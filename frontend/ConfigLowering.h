@@ -34,10 +34,9 @@ TrainSettings lowerTrainBlock(const ConfigBlock *block, mlir::MLIRContext &conte
 /// sizes and `numLayers` the total repeat count, for the divisibility checks and the
 /// pipeline split; `vocabulary` (the dimension the loss classifies over, if any) is exempt
 /// from them: tp pads it (mt-pad-vocabulary).
-mt::ParallelAttr lowerParallelBlock(const ConfigBlock *block,
-                                        const llvm::StringMap<int64_t> &dims,
-                                        int64_t numLayers, llvm::StringRef vocabulary,
-                                        mlir::MLIRContext &context, Diagnostics &diags);
+mt::ParallelAttr lowerParallelBlock(const ConfigBlock *block, const llvm::StringMap<int64_t> &dims,
+                                    int64_t numLayers, llvm::StringRef vocabulary,
+                                    mlir::MLIRContext &context, Diagnostics &diags);
 
 } // namespace mtc::frontend
 

@@ -57,14 +57,13 @@ FailureOr<Settings> readSettings(ModuleOp module) {
     s.schedule = lr.getKind();
     s.warmup = static_cast<double>(lr.getWarmup().value_or(0));
     s.minLr = valueOr(lr.getMin(), 0);
-    s.decaySteps =
-        static_cast<double>(lr.getDecaySteps().value_or(train.getSteps().value_or(0)));
+    s.decaySteps = static_cast<double>(lr.getDecaySteps().value_or(train.getSteps().value_or(0)));
     if (s.schedule != mt::LrScheduleKind::Constant && s.decaySteps <= s.warmup)
       return module.emitError("the ")
-             << mt::stringifyLrScheduleKind(s.schedule)
-             << " learning-rate schedule decays over 'decay_steps' (or train { steps }), "
-                "which must exceed the warm-up of "
-             << s.warmup << " steps",
+                 << mt::stringifyLrScheduleKind(s.schedule)
+                 << " learning-rate schedule decays over 'decay_steps' (or train { steps }), "
+                    "which must exceed the warm-up of "
+                 << s.warmup << " steps",
              failure();
   }
   s.clipGrad = valueOr(train.getClipGrad(), 0);

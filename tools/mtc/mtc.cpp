@@ -132,10 +132,9 @@ cl::alias pipelineParallelLong("pipeline-model-parallel-size", cl::desc("Alias f
                                cl::aliasopt(pipelineParallel), cl::cat(parallelCategory));
 cl::opt<mtc::mt::PipelineSchedule> scheduleFlag(
     "schedule", cl::desc("Pipeline schedule (default: 1f1b, interleaved with virtual stages)"),
-    cl::values(clEnumValN(mtc::mt::PipelineSchedule::GPipe, "gpipe", "all forwards, then all "
-                                                                     "backwards"),
-               clEnumValN(mtc::mt::PipelineSchedule::OneFOneB, "1f1b",
-                          "one forward, one backward"),
+    cl::values(clEnumValN(mtc::mt::PipelineSchedule::GPipe, "gpipe",
+                          "all forwards, then all backwards"),
+               clEnumValN(mtc::mt::PipelineSchedule::OneFOneB, "1f1b", "one forward, one backward"),
                clEnumValN(mtc::mt::PipelineSchedule::Interleaved, "interleaved",
                           "1F1B over virtual stages (needs --virtual-stages > 1)"),
                clEnumValN(mtc::mt::PipelineSchedule::ZeroBubbleH1, "zb-h1",
@@ -151,8 +150,8 @@ cl::opt<unsigned> virtualStagesFlag("virtual-stages",
                                     cl::value_desc("V"), cl::sub(compileCommand),
                                     cl::cat(parallelCategory));
 cl::alias virtualStagesLong("num-virtual-stages-per-pipeline-rank",
-                            cl::desc("Alias for --virtual-stages"),
-                            cl::aliasopt(virtualStagesFlag), cl::cat(parallelCategory));
+                            cl::desc("Alias for --virtual-stages"), cl::aliasopt(virtualStagesFlag),
+                            cl::cat(parallelCategory));
 cl::opt<unsigned> layersPerVirtualStage(
     "num-layers-per-virtual-pipeline-stage",
     cl::desc("Layers per model chunk (Megatron's older spelling of the virtual stages: "
@@ -326,8 +325,7 @@ LogicalResult readDegree(cl::opt<unsigned> &flag, std::optional<int64_t> &degree
 LogicalResult applyPipelineFlags(int64_t numLayers, std::optional<int64_t> &pp,
                                  std::optional<mtc::mt::PipelineSchedule> &schedule,
                                  std::optional<int64_t> &virtualStages,
-                                 mlir::DenseI64ArrayAttr &pipelineLayers,
-                                 mlir::MLIRContext *ctx) {
+                                 mlir::DenseI64ArrayAttr &pipelineLayers, mlir::MLIRContext *ctx) {
   using mtc::mt::PipelineSchedule;
   if (failed(readDegree(pipelineParallel, pp)) ||
       failed(readDegree(virtualStagesFlag, virtualStages)))
@@ -348,19 +346,18 @@ LogicalResult applyPipelineFlags(int64_t numLayers, std::optional<int64_t> &pp,
   }
   bool splitFlags = pipelineLayersFlag.getNumOccurrences() ||
                     firstStageLayers.getNumOccurrences() || lastStageLayers.getNumOccurrences();
-  if (!splitFlags && (pipelineParallel.getNumOccurrences() ||
-                      virtualStagesFlag.getNumOccurrences() ||
-                      layersPerVirtualStage.getNumOccurrences()))
+  if (!splitFlags &&
+      (pipelineParallel.getNumOccurrences() || virtualStagesFlag.getNumOccurrences() ||
+       layersPerVirtualStage.getNumOccurrences()))
     pipelineLayers = {};
-  int64_t chunks =
-      virtualStages.value_or(schedule == PipelineSchedule::ZeroBubbleV ? 2 : 1);
+  int64_t chunks = virtualStages.value_or(schedule == PipelineSchedule::ZeroBubbleV ? 2 : 1);
   if (stages > numLayers)
     return flagError(formatv("pp {0} exceeds the {1} layers there are to cut into pipeline "
                              "stages",
                              stages, numLayers));
   if (chunks > 1 && stages == 1)
-    return flagError(formatv("{0} virtual stages need pipeline parallelism: set --pp above 1",
-                             chunks));
+    return flagError(
+        formatv("{0} virtual stages need pipeline parallelism: set --pp above 1", chunks));
   if (schedule == PipelineSchedule::Interleaved && chunks < 2)
     return flagError("the interleaved schedule needs virtual stages: set --virtual-stages "
                      "above 1");
@@ -403,9 +400,10 @@ LogicalResult applyPipelineFlags(int64_t numLayers, std::optional<int64_t> &pp,
       mtc::mt::splitPipelineLayers(numLayers, stages, chunks, first, last);
   if (!layers)
     return flagError(toString(layers.takeError()) +
-                     (splitFlags ? "" : "; give the layers of each chunk with "
-                                        "--pipeline-layers (or of the first/last stage with "
-                                        "--decoder-first/last-pipeline-num-layers)"));
+                     (splitFlags ? ""
+                                 : "; give the layers of each chunk with "
+                                   "--pipeline-layers (or of the first/last stage with "
+                                   "--decoder-first/last-pipeline-num-layers)"));
   if (splitFlags)
     pipelineLayers = mlir::DenseI64ArrayAttr::get(ctx, *layers);
   return success();
@@ -414,11 +412,11 @@ LogicalResult applyPipelineFlags(int64_t numLayers, std::optional<int64_t> &pp,
 /// The command line's parallel flags replace the model's `parallel {}` settings, with the
 /// checks the frontend makes of the block.
 LogicalResult applyParallelFlags(mlir::ModuleOp module) {
-  bool pipelineFlags =
-      pipelineParallel.getNumOccurrences() || scheduleFlag.getNumOccurrences() ||
-      virtualStagesFlag.getNumOccurrences() || layersPerVirtualStage.getNumOccurrences() ||
-      pipelineLayersFlag.getNumOccurrences() || firstStageLayers.getNumOccurrences() ||
-      lastStageLayers.getNumOccurrences();
+  bool pipelineFlags = pipelineParallel.getNumOccurrences() || scheduleFlag.getNumOccurrences() ||
+                       virtualStagesFlag.getNumOccurrences() ||
+                       layersPerVirtualStage.getNumOccurrences() ||
+                       pipelineLayersFlag.getNumOccurrences() ||
+                       firstStageLayers.getNumOccurrences() || lastStageLayers.getNumOccurrences();
   if (tensorParallel.getNumOccurrences() == 0 && dataParallel.getNumOccurrences() == 0 &&
       !sequenceParallel && layoutFlag.getNumOccurrences() == 0 && !distributedOptimizer &&
       !pipelineFlags)
@@ -429,8 +427,8 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   // The model's settings (none under `parallel auto`: the flags choose instead).
   mtc::mt::ParallelAttr model = mtc::mt::ParallelAttr::lookup(module);
   if (!model || model.getAutoSearch())
-    model = mtc::mt::ParallelAttr::get(ctx, false, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
-                                       {}, {});
+    model =
+        mtc::mt::ParallelAttr::get(ctx, false, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});
   std::optional<int64_t> tp = model.getTp(), dp = model.getDp(), pp = model.getPp(),
                          virtualStages = model.getVirtualStages();
   std::optional<bool> sp = model.getSp(), distributed = model.getDistributedOptimizer();
@@ -473,11 +471,11 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
         return failure();
     }
     layoutAttr = layout.getDictionary(ctx);
-  } else if (failed(checkDivides(dims, "--tp", tpDegree,
-                                 SmallVector<StringRef>(
-                                     std::begin(mtc::sharding::kMegatronTensorParallelDims),
-                                     std::end(mtc::sharding::kMegatronTensorParallelDims)),
-                                 vocabulary))) {
+  } else if (failed(checkDivides(
+                 dims, "--tp", tpDegree,
+                 SmallVector<StringRef>(std::begin(mtc::sharding::kMegatronTensorParallelDims),
+                                        std::end(mtc::sharding::kMegatronTensorParallelDims)),
+                 vocabulary))) {
     return failure();
   }
   if (sp.value_or(false)) {

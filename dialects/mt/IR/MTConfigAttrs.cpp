@@ -196,8 +196,8 @@ static OptimizerAttr parseOptimizerSpec(AsmParser &parser) {
       betas = DenseF64ArrayAttr::get(parser.getContext(), values);
       return success();
     }
-    FloatAttr &slot = key == "lr"    ? lr
-                      : key == "eps" ? eps
+    FloatAttr &slot = key == "lr"             ? lr
+                      : key == "eps"          ? eps
                       : key == "weight_decay" ? weightDecay
                                               : momentum;
     return parseF64(parser, slot);
@@ -268,8 +268,8 @@ static LrScheduleAttr parseLrScheduleSpec(AsmParser &parser) {
   if (parseFields(parser, AsmParser::Delimiter::OptionalParen, "learning-rate schedule",
                   {"warmup", "min", "decay_steps"}, value))
     return {};
-  return LrScheduleAttr::getChecked([&] { return parser.emitError(loc); },
-                                    parser.getContext(), *kind, warmup, min, decaySteps);
+  return LrScheduleAttr::getChecked([&] { return parser.emitError(loc); }, parser.getContext(),
+                                    *kind, warmup, min, decaySteps);
 }
 
 Attribute LrScheduleAttr::parse(AsmParser &parser, Type) {
@@ -289,15 +289,15 @@ void LrScheduleAttr::print(AsmPrinter &printer) const {
 // TrainAttr
 //===----------------------------------------------------------------------===//
 
-LogicalResult TrainAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                OptimizerAttr, LrScheduleAttr, std::optional<int64_t> globalBatch,
+LogicalResult TrainAttr::verify(function_ref<InFlightDiagnostic()> emitError, OptimizerAttr,
+                                LrScheduleAttr, std::optional<int64_t> globalBatch,
                                 std::optional<int64_t> microBatch, FloatAttr clipGrad,
                                 std::optional<Precision>, std::optional<int64_t> seed,
                                 std::optional<int64_t> steps, std::optional<bool>) {
-  for (auto [name, value] : {std::pair<StringRef, std::optional<int64_t>>{"global_batch",
-                                                                          globalBatch},
-                             {"micro_batch", microBatch},
-                             {"steps", steps}})
+  for (auto [name, value] :
+       {std::pair<StringRef, std::optional<int64_t>>{"global_batch", globalBatch},
+        {"micro_batch", microBatch},
+        {"steps", steps}})
     if (value && *value < 1)
       return emitError() << name << " must be at least 1, got " << *value;
   if (globalBatch && *globalBatch % microBatch.value_or(1) != 0)
@@ -310,9 +310,9 @@ LogicalResult TrainAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-static constexpr StringRef kTrainKeys[] = {"optimizer", "lr",   "global_batch",
+static constexpr StringRef kTrainKeys[] = {"optimizer",   "lr",        "global_batch",
                                            "micro_batch", "clip_grad", "precision",
-                                           "seed",      "steps", "dropout"};
+                                           "seed",        "steps",     "dropout"};
 
 Attribute TrainAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
@@ -341,8 +341,8 @@ Attribute TrainAttr::parse(AsmParser &parser, Type) {
   if (parseFields(parser, AsmParser::Delimiter::LessGreater, "train", kTrainKeys, value))
     return {};
   return TrainAttr::getChecked([&] { return parser.emitError(loc); }, parser.getContext(),
-                               optimizer, lr, globalBatch, microBatch, clipGrad, precision,
-                               seed, steps, dropout);
+                               optimizer, lr, globalBatch, microBatch, clipGrad, precision, seed,
+                               steps, dropout);
 }
 
 void TrainAttr::print(AsmPrinter &printer) const {
@@ -381,8 +381,7 @@ LogicalResult ParallelAttr::verify(
     std::optional<RecomputePolicy> recompute, std::optional<bool> distributedOptimizer,
     DictionaryAttr layout, DenseI64ArrayAttr pipelineLayers) {
   if (autoSearch && (tp || pp || dp || cp || ep || sp || schedule || virtualStages ||
-                     microBatches || recompute || distributedOptimizer || layout ||
-                     pipelineLayers))
+                     microBatches || recompute || distributedOptimizer || layout || pipelineLayers))
     return emitError() << "a searched strategy ('auto') takes no other parallel setting";
   for (auto [name, value] : {std::pair<StringRef, std::optional<int64_t>>{"tp", tp},
                              {"pp", pp},
@@ -412,9 +411,9 @@ LogicalResult ParallelAttr::verify(
     if (schedule == PipelineSchedule::ZeroBubbleV && !virtualStages)
       chunks = 2;
     if (static_cast<int64_t>(pipelineLayers.size()) != stages * chunks)
-      return emitError() << "pipeline_layers has " << pipelineLayers.size()
-                         << " entries; pp " << stages << " x " << chunks
-                         << " virtual stages needs " << stages * chunks;
+      return emitError() << "pipeline_layers has " << pipelineLayers.size() << " entries; pp "
+                         << stages << " x " << chunks << " virtual stages needs "
+                         << stages * chunks;
     for (int64_t layers : pipelineLayers.asArrayRef())
       if (layers < 1)
         return emitError() << "pipeline_layers gives a chunk " << layers
@@ -430,11 +429,19 @@ LogicalResult ParallelAttr::verify(
   return success();
 }
 
-static constexpr StringRef kParallelKeys[] = {
-    "tp",        "pp",            "dp",        "cp",
-    "ep",        "sp",            "schedule",  "virtual_stages",
-    "micro_batches", "recompute", "distributed_optimizer", "layout",
-    "pipeline_layers"};
+static constexpr StringRef kParallelKeys[] = {"tp",
+                                              "pp",
+                                              "dp",
+                                              "cp",
+                                              "ep",
+                                              "sp",
+                                              "schedule",
+                                              "virtual_stages",
+                                              "micro_batches",
+                                              "recompute",
+                                              "distributed_optimizer",
+                                              "layout",
+                                              "pipeline_layers"};
 
 Attribute ParallelAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
@@ -444,8 +451,8 @@ Attribute ParallelAttr::parse(AsmParser &parser, Type) {
   if (succeeded(parser.parseOptionalKeyword("auto"))) {
     if (parser.parseGreater())
       return {};
-    return ParallelAttr::get(ctx, /*autoSearch=*/true, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
-                             {}, {}, {});
+    return ParallelAttr::get(ctx, /*autoSearch=*/true, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
+                             {}, {});
   }
   std::optional<int64_t> tp, pp, dp, cp, ep, virtualStages, microBatches;
   std::optional<bool> sp, distributedOptimizer;
@@ -611,7 +618,7 @@ LogicalResult MTDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
   if (DenseI64ArrayAttr layers = parallel.getPipelineLayers();
       layers && module.lookupSymbol<func::FuncOp>("forward"))
     if (llvm::Error error = checkPipelineLayers(layers.asArrayRef(), countLayers(module)))
-      return op->emitOpError() << "'" << name << "' pipeline_layers: "
-                               << llvm::toString(std::move(error));
+      return op->emitOpError() << "'" << name
+                               << "' pipeline_layers: " << llvm::toString(std::move(error));
   return success();
 }

@@ -45,16 +45,15 @@ llvm::Error mtc::mt::checkPipelineLayers(ArrayRef<int64_t> layers, int64_t numLa
     sum += count;
   if (sum == numLayers)
     return llvm::Error::success();
-  return llvm::createStringError(llvm::formatv(
-      "the split sums to {0} layers; the model has {1}", sum, numLayers));
+  return llvm::createStringError(
+      llvm::formatv("the split sums to {0} layers; the model has {1}", sum, numLayers));
 }
 
-llvm::Expected<SmallVector<int64_t>>
-mtc::mt::splitPipelineLayers(int64_t numLayers, int64_t stages, int64_t chunks,
-                             std::optional<int64_t> first, std::optional<int64_t> last) {
-  auto fail = [](const llvm::Twine &message) {
-    return llvm::createStringError(message.str());
-  };
+llvm::Expected<SmallVector<int64_t>> mtc::mt::splitPipelineLayers(int64_t numLayers, int64_t stages,
+                                                                  int64_t chunks,
+                                                                  std::optional<int64_t> first,
+                                                                  std::optional<int64_t> last) {
+  auto fail = [](const llvm::Twine &message) { return llvm::createStringError(message.str()); };
   // Layers of each stage: the first and last as given, the others share the rest evenly.
   SmallVector<int64_t> perStage(stages, 0);
   int64_t rest = numLayers, restStages = stages;
@@ -80,9 +79,8 @@ mtc::mt::splitPipelineLayers(int64_t numLayers, int64_t stages, int64_t chunks,
                               "need at least 1 each",
                               numLayers, rest, restStages));
   if (restStages > 0 && rest % restStages != 0)
-    return fail(llvm::formatv("{0} layers do not split evenly into {1} pipeline stages{2}",
-                              rest, restStages,
-                              restStages == stages ? "" : " besides the first/last"));
+    return fail(llvm::formatv("{0} layers do not split evenly into {1} pipeline stages{2}", rest,
+                              restStages, restStages == stages ? "" : " besides the first/last"));
   for (int64_t &count : perStage)
     if (count == 0)
       count = rest / restStages;
@@ -98,4 +96,3 @@ mtc::mt::splitPipelineLayers(int64_t numLayers, int64_t stages, int64_t chunks,
     layers[chunk] = perStage[chunk % stages] / chunks;
   return layers;
 }
-
