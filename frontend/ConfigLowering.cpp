@@ -506,11 +506,9 @@ mt::ParallelAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
   SettingLowering lowering(context, diags);
   Builder &b = lowering.b;
   if (!block)
-    return mt::ParallelAttr::get(&context, false, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
-                                 {});
+    return mt::ParallelAttr::get(&context);
   if (block->isAuto)
-    return mt::ParallelAttr::get(&context, true, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
-                                 {});
+    return mt::ParallelAttr::get(&context, /*autoSearch=*/true);
 
   llvm::StringMap<const ConfigEntry *> byKey;
   SmallVector<NamedAttribute> attrs = lowering.entries(*block, parallelSchema(), byKey);

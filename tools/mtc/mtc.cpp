@@ -427,8 +427,7 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   // The model's settings (none under `parallel auto`: the flags choose instead).
   mtc::mt::ParallelAttr model = mtc::mt::ParallelAttr::lookup(module);
   if (!model || model.getAutoSearch())
-    model =
-        mtc::mt::ParallelAttr::get(ctx, false, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});
+    model = mtc::mt::ParallelAttr::get(ctx);
   std::optional<int64_t> tp = model.getTp(), dp = model.getDp(), pp = model.getPp(),
                          virtualStages = model.getVirtualStages();
   std::optional<bool> sp = model.getSp(), distributed = model.getDistributedOptimizer();

@@ -451,8 +451,7 @@ Attribute ParallelAttr::parse(AsmParser &parser, Type) {
   if (succeeded(parser.parseOptionalKeyword("auto"))) {
     if (parser.parseGreater())
       return {};
-    return ParallelAttr::get(ctx, /*autoSearch=*/true, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {},
-                             {}, {});
+    return ParallelAttr::get(ctx, /*autoSearch=*/true);
   }
   std::optional<int64_t> tp, pp, dp, cp, ep, virtualStages, microBatches;
   std::optional<bool> sp, distributedOptimizer;

@@ -188,6 +188,10 @@ def MT_ParallelAttr : AttrDef<MT_Dialect, "Parallel"> {
   let extraClassDeclaration = [{
     /// The attribute on `module`, or null.
     static ParallelAttr lookup(::mlir::ModuleOp module);
+    /// No setting (`#mt.parallel<>`), or a searched strategy (`#mt.parallel<auto>`).
+    static ParallelAttr get(::mlir::MLIRContext *context, bool autoSearch = false) {
+      return get(context, autoSearch, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});
+    }
 
     /// The degree of mesh axis `axis` ("tp", "pp", "dp", "cp" or "ep"; 1 unless set).
     int64_t getDegree(::llvm::StringRef axis) const;
