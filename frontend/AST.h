@@ -51,7 +51,8 @@ struct Expr {
     Unary,  // -x
     Binary, // a + b, a - b, a * b, a / b, a ** b
     Call,   // f(a, b, over = hidden)
-    Tuple,  // (a, b)       -- only as a call argument or in `train {}` values
+    Tuple,  // (a, b)       -- only as a call argument or in `train {}` values;
+            // [3, 1]       -- a list of numbers as a setting's value
     Repeat, // repeat(n) block(x)
   };
 
@@ -172,7 +173,7 @@ struct ModelDecl {
 struct ConfigEntry {
   std::string key;
   SourceRange keyRange;
-  ExprPtr value; // Number, Name or Call; null for `layout {}`
+  ExprPtr value; // Number, Name, Call or Tuple (a list); null for `layout {}`
   std::vector<std::pair<std::string, std::string>> layout;
   std::vector<SourceRange> layoutRanges;
   SourceRange range;

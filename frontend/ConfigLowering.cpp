@@ -9,6 +9,7 @@
 #include <cmath>
 
 using namespace mlir;
+using namespace mtc;
 using namespace mtc::frontend;
 
 namespace {
@@ -18,7 +19,8 @@ enum class ValueKind {
   NonNegativeInt, // 1234
   NonNegative,    // 1.0
   Switch,         // on | off
-  Word,           // one of `choices`
+  Word,           // one of `choices` (or of `aliases`)
+  IntList,        // [3, 1]: positive integers
   Call,           // one of `choices`, optionally with keyword arguments
 };
 
@@ -43,7 +45,13 @@ struct SettingSchema {
   std::vector<llvm::StringLiteral> choices = {};
   /// For Call: the keyword arguments of each choice, in the order of `choices`.
   std::vector<std::vector<ArgSchema>> arguments = {};
+  /// For Word: other spellings and the choice each stands for.
+  std::vector<std::pair<llvm::StringLiteral, llvm::StringLiteral>> aliases = {};
 };
+
+/// Settings spelled two ways (Megatron's short name first): the alias and its key.
+constexpr std::pair<llvm::StringLiteral, llvm::StringLiteral> kSettingAliases[] = {
+    {"vpp", "virtual_stages"}};
 
 const std::vector<SettingSchema> &trainSchema() {
   static const std::vector<SettingSchema> schema = {
@@ -86,8 +94,15 @@ const std::vector<SettingSchema> &parallelSchema() {
       {"cp", ValueKind::PositiveInt},
       {"ep", ValueKind::PositiveInt},
       {"sp", ValueKind::Switch},
-      {"schedule", ValueKind::Word, {"gpipe", "1f1b", "interleaved", "zero-bubble"}},
+      // `zero-bubble` (the name older files use) is Qi et al.'s ZB-H1, the zero-bubble
+      // schedule at 1F1B's memory.
+      {"schedule",
+       ValueKind::Word,
+       {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"},
+       {},
+       {{"zero-bubble", "zb-h1"}}},
       {"virtual_stages", ValueKind::PositiveInt},
+      {"pipeline_layers", ValueKind::IntList},
       {"micro_batches", ValueKind::PositiveInt},
       {"recompute", ValueKind::Word, {"none", "selective", "full"}},
       {"distributed_optimizer", ValueKind::Switch},
@@ -232,10 +247,31 @@ public:
       if (value.kind != Expr::Kind::Name || (value.name != "on" && value.name != "off"))
         return fail("'on' or 'off'");
       return b.getBoolAttr(value.name == "on");
-    case ValueKind::Word:
-      if (value.kind != Expr::Kind::Name || !llvm::is_contained(schema.choices, value.name))
+    case ValueKind::Word: {
+      if (value.kind != Expr::Kind::Name)
         return fail(joinChoices(schema.choices));
-      return b.getStringAttr(value.name);
+      if (llvm::is_contained(schema.choices, value.name))
+        return b.getStringAttr(value.name);
+      for (const auto &[alias, choice] : schema.aliases)
+        if (value.name == alias)
+          return b.getStringAttr(choice);
+      return fail(joinChoices(schema.choices));
+    }
+    case ValueKind::IntList: {
+      SmallVector<int64_t> values;
+      if (value.kind == Expr::Kind::Tuple)
+        for (const ExprPtr &element : value.args) {
+          if (element->kind != Expr::Kind::Number || !element->isInteger || element->number < 1 ||
+              element->number > 9.0e18) {
+            diags.error(element->range, "'" + entry.key + "' entries must be positive integers");
+            return {};
+          }
+          values.push_back(static_cast<int64_t>(element->number));
+        }
+      if (value.kind != Expr::Kind::Tuple || values.empty())
+        return fail("a list of positive integers, as in [3, 1]");
+      return b.getDenseI64ArrayAttr(values);
+    }
     case ValueKind::Call:
       if (value.kind == Expr::Kind::Name || value.kind == Expr::Kind::Call)
         return call(value, schema);
@@ -250,16 +286,22 @@ public:
                                       llvm::StringMap<const ConfigEntry *> &byKey) {
     SmallVector<NamedAttribute> attrs;
     for (const ConfigEntry &entry : block.entries) {
-      if (auto [it, inserted] = byKey.try_emplace(entry.key, &entry); !inserted) {
-        diags.error(entry.keyRange, "duplicate setting '" + entry.key + "' in " + block.kind +
-                                        " {}");
+      llvm::StringRef key = entry.key;
+      for (const auto &[alias, canonical] : kSettingAliases)
+        if (key == alias)
+          key = canonical;
+      if (auto [it, inserted] = byKey.try_emplace(key, &entry); !inserted) {
+        std::string alias;
+        if (it->second->key != entry.key)
+          alias = " ('" + it->second->key + "' and '" + entry.key + "' are one setting)";
+        diags.error(entry.keyRange,
+                    "duplicate setting '" + entry.key + "' in " + block.kind + " {}" + alias);
         diags.note(it->second->keyRange, "first set here");
         continue;
       }
       if (block.kind == "parallel" && entry.key == "layout")
         continue;
-      auto found = llvm::find_if(
-          schema, [&](const SettingSchema &s) { return s.key == entry.key; });
+      auto found = llvm::find_if(schema, [&](const SettingSchema &s) { return s.key == key; });
       if (found == schema.end() || !entry.value) {
         std::vector<llvm::StringLiteral> keys;
         for (const SettingSchema &s : schema)
@@ -271,7 +313,7 @@ public:
         continue;
       }
       if (Attribute attr = setting(entry, *found))
-        attrs.push_back(b.getNamedAttr(entry.key, attr));
+        attrs.push_back(b.getNamedAttr(key, attr));
     }
     return attrs;
   }
@@ -280,13 +322,63 @@ public:
   Diagnostics &diags;
 };
 
-int64_t intSetting(llvm::ArrayRef<NamedAttribute> attrs, llvm::StringRef key,
-                   int64_t fallback) {
-  for (const NamedAttribute &attr : attrs)
-    if (attr.getName() == key)
-      if (auto value = dyn_cast<IntegerAttr>(attr.getValue()))
-        return value.getInt();
-  return fallback;
+/// The validated settings of one block, by key.
+class Settings {
+public:
+  explicit Settings(llvm::ArrayRef<NamedAttribute> attrs) : dict(attrs) {}
+
+  std::optional<int64_t> integer(llvm::StringRef key) const {
+    if (auto value = dyn_cast_or_null<IntegerAttr>(get(key)))
+      return value.getInt();
+    return std::nullopt;
+  }
+  FloatAttr real(llvm::StringRef key) const { return dyn_cast_or_null<FloatAttr>(get(key)); }
+  std::optional<bool> flag(llvm::StringRef key) const {
+    if (auto value = dyn_cast_or_null<BoolAttr>(get(key)))
+      return value.getValue();
+    return std::nullopt;
+  }
+  /// A word setting as its enum (the schema admits only the enum's words).
+  template <typename Enum>
+  std::optional<Enum> word(llvm::StringRef key,
+                           std::optional<Enum> (*symbolize)(llvm::StringRef)) const {
+    if (auto value = dyn_cast_or_null<StringAttr>(get(key)))
+      return symbolize(value.getValue());
+    return std::nullopt;
+  }
+  Attribute get(llvm::StringRef key) const {
+    for (const NamedAttribute &attr : dict)
+      if (attr.getName() == key)
+        return attr.getValue();
+    return {};
+  }
+
+private:
+  llvm::ArrayRef<NamedAttribute> dict;
+};
+
+/// `adamw(lr = 3e-4)` as lowered by SettingLowering::call, typed.
+mt::OptimizerAttr optimizerAttr(DictionaryAttr call) {
+  if (!call)
+    return {};
+  Settings args(call.getValue());
+  DenseF64ArrayAttr betas;
+  if (auto pair = call.getAs<ArrayAttr>("betas"))
+    betas =
+        DenseF64ArrayAttr::get(call.getContext(), {cast<FloatAttr>(pair[0]).getValueAsDouble(),
+                                                   cast<FloatAttr>(pair[1]).getValueAsDouble()});
+  return mt::OptimizerAttr::get(
+      call.getContext(), *mt::symbolizeOptimizerKind(call.getAs<StringAttr>("kind").getValue()),
+      args.real("lr"), betas, args.real("eps"), args.real("weight_decay"), args.real("momentum"));
+}
+
+mt::LrScheduleAttr lrScheduleAttr(DictionaryAttr call) {
+  if (!call)
+    return {};
+  Settings args(call.getValue());
+  return mt::LrScheduleAttr::get(
+      call.getContext(), *mt::symbolizeLrScheduleKind(call.getAs<StringAttr>("kind").getValue()),
+      args.integer("warmup"), args.real("min"), args.integer("decay_steps"));
 }
 
 } // namespace
@@ -295,39 +387,133 @@ TrainSettings mtc::frontend::lowerTrainBlock(const ConfigBlock *block, MLIRConte
                                              Diagnostics &diags) {
   SettingLowering lowering(context, diags);
   TrainSettings settings;
-  if (!block) {
-    settings.attr = lowering.b.getDictionaryAttr({});
-    return settings;
-  }
+  SmallVector<NamedAttribute> attrs;
   llvm::StringMap<const ConfigEntry *> byKey;
-  SmallVector<NamedAttribute> attrs = lowering.entries(*block, trainSchema(), byKey);
-  for (const NamedAttribute &attr : attrs)
-    if (attr.getName() == "precision")
-      settings.precision = cast<StringAttr>(attr.getValue()).str();
-  settings.microBatch = intSetting(attrs, "micro_batch", 1);
-  int64_t globalBatch = intSetting(attrs, "global_batch", settings.microBatch);
-  if (globalBatch % settings.microBatch != 0 && byKey.count("global_batch"))
-    diags.error(byKey["global_batch"]->range,
-                "global_batch " + llvm::Twine(globalBatch) +
-                    " is not a multiple of micro_batch " + llvm::Twine(settings.microBatch));
-  settings.attr = lowering.b.getDictionaryAttr(attrs);
+  if (block)
+    attrs = lowering.entries(*block, trainSchema(), byKey);
+  Settings train(attrs);
+  settings.microBatch = train.integer("micro_batch").value_or(1);
+  std::optional<int64_t> globalBatch = train.integer("global_batch");
+  if (globalBatch && *globalBatch % settings.microBatch != 0) {
+    diags.error(byKey["global_batch"]->range, "global_batch " + llvm::Twine(*globalBatch) +
+                                                  " is not a multiple of micro_batch " +
+                                                  llvm::Twine(settings.microBatch));
+    globalBatch.reset();
+  }
+  std::optional<mt::Precision> precision = train.word("precision", mt::symbolizePrecision);
+  if (precision)
+    settings.precision = mt::stringifyPrecision(*precision).str();
+  settings.attr = mt::TrainAttr::get(
+      &context, optimizerAttr(dyn_cast_or_null<DictionaryAttr>(train.get("optimizer"))),
+      lrScheduleAttr(dyn_cast_or_null<DictionaryAttr>(train.get("lr"))), globalBatch,
+      train.integer("micro_batch"), train.real("clip_grad"), precision, train.integer("seed"),
+      train.integer("steps"), train.flag("dropout"));
   return settings;
 }
 
-DictionaryAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
-                                                 const llvm::StringMap<int64_t> &dims,
-                                                 int64_t numLayers, llvm::StringRef vocabulary,
-                                                 MLIRContext &context, Diagnostics &diags) {
+/// The pipeline settings: the schedule agrees with the virtual stages, and the layers split
+/// into the pp x virtual-stages chunks (evenly, or as `pipeline_layers` says). Reports each
+/// problem at the setting that causes it; returns false after an error.
+static bool checkPipeline(const Settings &parallel,
+                          const llvm::StringMap<const ConfigEntry *> &byKey, int64_t numLayers,
+                          Diagnostics &diags) {
+  int64_t pp = parallel.integer("pp").value_or(1);
+  std::optional<mt::PipelineSchedule> schedule =
+      parallel.word("schedule", mt::symbolizePipelineSchedule);
+  std::optional<int64_t> virtualStages = parallel.integer("virtual_stages");
+  int64_t chunks = virtualStages.value_or(schedule == mt::PipelineSchedule::ZeroBubbleV ? 2 : 1);
+  const ConfigEntry *vs = byKey.lookup("virtual_stages");
+  const ConfigEntry *scheduleEntry = byKey.lookup("schedule");
+  const ConfigEntry *split = byKey.lookup("pipeline_layers");
+  unsigned errors = diags.numErrors();
+  if (const ConfigEntry *ppEntry = byKey.lookup("pp"); ppEntry && pp > numLayers)
+    diags.error(ppEntry->range, "pp " + llvm::Twine(pp) + " exceeds the " + llvm::Twine(numLayers) +
+                                    " layers there are to cut into pipeline stages");
+  if (vs && chunks > 1 && pp == 1)
+    diags.error(vs->range, "'" + vs->key + " " + llvm::Twine(chunks) +
+                               "' needs pipeline parallelism: set pp above 1");
+  if (schedule == mt::PipelineSchedule::Interleaved && chunks < 2)
+    diags.error(scheduleEntry->range,
+                "the interleaved schedule needs virtual stages: set vpp (virtual_stages) "
+                "above 1");
+  if (schedule == mt::PipelineSchedule::ZeroBubbleV && chunks != 2)
+    diags.error(vs->range, "the zb-v schedule runs 2 model chunks per stage (its V shape), "
+                           "not " +
+                               llvm::Twine(chunks));
+  if (vs && chunks > 1 && schedule && *schedule != mt::PipelineSchedule::Interleaved &&
+      *schedule != mt::PipelineSchedule::ZeroBubbleV)
+    diags.error(vs->range, "'" + vs->key + " " + llvm::Twine(chunks) +
+                               "' needs the interleaved (or zb-v) schedule, not " +
+                               mt::stringifyPipelineSchedule(*schedule));
+  if (diags.numErrors() != errors)
+    return false;
+
+  if (split) {
+    auto attr = dyn_cast_or_null<DenseI64ArrayAttr>(parallel.get("pipeline_layers"));
+    if (!attr)
+      return false; // its value was reported
+    llvm::ArrayRef<int64_t> layers = attr.asArrayRef();
+    if (static_cast<int64_t>(layers.size()) != pp * chunks) {
+      diags.error(split->value->range, "pipeline_layers lists " + llvm::Twine(layers.size()) +
+                                           " chunks; pp " + llvm::Twine(pp) + " x " +
+                                           llvm::Twine(chunks) + " virtual stages has " +
+                                           llvm::Twine(pp * chunks));
+      return false;
+    }
+    if (llvm::Error error = mt::checkPipelineLayers(layers, numLayers)) {
+      diags.error(split->value->range, llvm::toString(std::move(error)));
+      return false;
+    }
+    return true;
+  }
+  if (pp == 1)
+    return true; // no pipeline: the schedule is harmless
+  if (llvm::Expected<SmallVector<int64_t>> even = mt::splitPipelineLayers(numLayers, pp, chunks);
+      !even) {
+    llvm::consumeError(even.takeError());
+    const ConfigEntry *at = vs && chunks > 1 ? vs : byKey.lookup("pp");
+    if (numLayers < pp * chunks) {
+      diags.error(at->range, llvm::Twine(numLayers) + " layers are too few for pp " +
+                                 llvm::Twine(pp) + " x " + llvm::Twine(chunks) +
+                                 " virtual stages: each of the " + llvm::Twine(pp * chunks) +
+                                 " chunks needs a layer");
+      return false;
+    }
+    diags.error(
+        at->range, llvm::Twine(numLayers) + " layers do not split evenly into pp " +
+                       llvm::Twine(pp) + " x " + llvm::Twine(chunks) +
+                       " virtual stages; give the layers of each chunk, e.g. "
+                       "pipeline_layers [" +
+                       [&] {
+                         // The example: the remainder on the first chunks.
+                         int64_t n = pp * chunks;
+                         std::string text;
+                         for (int64_t c = 0; c < n; ++c)
+                           text += (c ? ", " : "") +
+                                   std::to_string(numLayers / n + (c < numLayers % n));
+                         return text;
+                       }() +
+                       "]");
+    return false;
+  }
+  return true;
+}
+
+mt::ParallelAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
+                                                   const llvm::StringMap<int64_t> &dims,
+                                                   int64_t numLayers, llvm::StringRef vocabulary,
+                                                   MLIRContext &context, Diagnostics &diags) {
   SettingLowering lowering(context, diags);
   Builder &b = lowering.b;
   if (!block)
-    return b.getDictionaryAttr({});
+    return mt::ParallelAttr::get(&context);
   if (block->isAuto)
-    return b.getDictionaryAttr({b.getNamedAttr("auto", b.getUnitAttr())});
+    return mt::ParallelAttr::get(&context, /*autoSearch=*/true);
 
   llvm::StringMap<const ConfigEntry *> byKey;
   SmallVector<NamedAttribute> attrs = lowering.entries(*block, parallelSchema(), byKey);
-  auto degree = [&](llvm::StringRef axis) { return intSetting(attrs, axis, 1); };
+  Settings parallel(attrs);
+  auto degree = [&](llvm::StringRef axis) { return parallel.integer(axis).value_or(1); };
   auto requireDivides = [&](llvm::StringRef axis, llvm::StringRef dim, const ConfigEntry &at,
                             int64_t factor) {
     auto it = dims.find(dim);
@@ -348,24 +534,15 @@ DictionaryAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
   if (const ConfigEntry *cp = byKey.lookup("cp"); cp && degree("cp") > 1)
     requireDivides("cp", "seq", *cp, degree("cp"));
   if (const ConfigEntry *sp = byKey.lookup("sp")) {
-    bool on = llvm::any_of(attrs, [](const NamedAttribute &a) {
-      return a.getName() == "sp" && a.getValue() == BoolAttr::get(a.getValue().getContext(), true);
-    });
+    bool on = parallel.flag("sp").value_or(false);
     if (on && degree("tp") == 1)
       diags.error(sp->range, "sequence parallelism ('sp on') needs tensor parallelism: set tp > 1");
     else if (on)
       requireDivides("sp over tp", "seq", *sp, degree("tp"));
   }
-  if (const ConfigEntry *pp = byKey.lookup("pp"); pp && degree("pp") > numLayers)
-    diags.error(pp->range, "pp " + llvm::Twine(degree("pp")) + " exceeds the " +
-                               llvm::Twine(numLayers) +
-                               " layers there are to cut into pipeline stages");
-  if (const ConfigEntry *vs = byKey.lookup("virtual_stages");
-      vs && numLayers % (degree("pp") * degree("virtual_stages")) != 0)
-    diags.error(vs->range, llvm::Twine(numLayers) + " layers do not split into pp " +
-                               llvm::Twine(degree("pp")) + " x virtual_stages " +
-                               llvm::Twine(degree("virtual_stages")) + " equal chunks");
+  bool pipelineOk = checkPipeline(parallel, byKey, numLayers, diags);
 
+  DictionaryAttr layoutAttr;
   if (const ConfigEntry *layout = byKey.lookup("layout")) {
     static const llvm::StringLiteral axes[] = {"dp", "tp", "pp", "cp", "ep"};
     SmallVector<NamedAttribute> pairs;
@@ -397,7 +574,22 @@ DictionaryAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
                                " = " + llvm::Twine(dims.lookup(dim)));
       pairs.push_back(b.getNamedAttr(dim, b.getStringAttr(axis)));
     }
-    attrs.push_back(b.getNamedAttr("layout", b.getDictionaryAttr(pairs)));
+    layoutAttr = b.getDictionaryAttr(pairs);
   }
-  return b.getDictionaryAttr(attrs);
+  // After an error the attribute need not verify: the module is never used.
+  std::optional<mt::PipelineSchedule> schedule =
+      parallel.word("schedule", mt::symbolizePipelineSchedule);
+  std::optional<int64_t> virtualStages = parallel.integer("virtual_stages");
+  auto pipelineLayers = dyn_cast_or_null<DenseI64ArrayAttr>(parallel.get("pipeline_layers"));
+  if (!pipelineOk) {
+    schedule.reset();
+    virtualStages.reset();
+    pipelineLayers = {};
+  }
+  return mt::ParallelAttr::get(&context, /*autoSearch=*/false, parallel.integer("tp"),
+                               parallel.integer("pp"), parallel.integer("dp"),
+                               parallel.integer("cp"), parallel.integer("ep"), parallel.flag("sp"),
+                               schedule, virtualStages, parallel.integer("micro_batches"),
+                               parallel.word("recompute", mt::symbolizeRecomputePolicy),
+                               parallel.flag("distributed_optimizer"), layoutAttr, pipelineLayers);
 }

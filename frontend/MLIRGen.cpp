@@ -225,7 +225,7 @@ bool MLIRGenImpl::lowerDims(const Module &ast, const ModelDecl &model,
   // two must agree.
   if (auto it = defined.find("batch"); it == defined.end()) {
     dims["batch"] = train.microBatch;
-  } else if (train.attr && train.attr.get("micro_batch") && dims.count("batch") &&
+  } else if (train.attr && train.attr.getMicroBatch() && dims.count("batch") &&
              dims["batch"] != train.microBatch) {
     diags.error(it->second, "dimension 'batch' = " + std::to_string(dims["batch"]) +
                                 " contradicts train { micro_batch " +
@@ -875,7 +875,7 @@ OwningOpRef<ModuleOp> MLIRGenImpl::lower(const Module &ast) {
 
   int64_t numLayers = 0;
   module.walk([&](mt::RepeatOp repeat) { numLayers += repeat.getCount(); });
-  DictionaryAttr parallel = lowerParallelBlock(ast.parallel ? &*ast.parallel : nullptr, dims,
+  mt::ParallelAttr parallel = lowerParallelBlock(ast.parallel ? &*ast.parallel : nullptr, dims,
                                                numLayers, mt::lossClassDim(module), context,
                                                diags);
 

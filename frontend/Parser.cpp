@@ -820,6 +820,30 @@ bool Parser::parseConfigEntry(ConfigBlock &block) {
       e->range = value.range;
       entry.value = std::move(e);
       consume();
+    } else if (value.is(TokenKind::LBracket)) {
+      // A list of numbers, `[3, 1]` (pipeline_layers), read as a Tuple.
+      size_t open = pos;
+      consume();
+      auto list = std::make_unique<Expr>(Expr::Kind::Tuple);
+      while (!cur().is(TokenKind::RBracket)) {
+        if (!cur().is(TokenKind::Number)) {
+          errorAt(pos, "expected a number in the list of '" + entry.key + "', as in [3, 1]");
+          return false;
+        }
+        auto element = std::make_unique<Expr>(Expr::Kind::Number);
+        element->number = cur().number;
+        element->isInteger = cur().isInteger;
+        element->range = cur().range;
+        list->args.push_back(std::move(element));
+        consume();
+        if (!consumeIf(TokenKind::Comma) && !cur().is(TokenKind::RBracket)) {
+          errorAt(pos, "expected ',' or ']' in the list of '" + entry.key + "'");
+          return false;
+        }
+      }
+      consume(); // ']'
+      list->range = rangeOf(open, pos - 1);
+      entry.value = std::move(list);
     } else if (value.isIdentifier() && peek().is(TokenKind::LParen)) {
       Parsed call = parseCall();
       if (!call)

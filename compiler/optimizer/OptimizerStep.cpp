@@ -6,7 +6,6 @@
 #include "dialects/mt/Utils/TensorBuilder.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/ADT/StringSwitch.h"
 
 #include <numbers>
 
@@ -21,93 +20,53 @@ using mt::TensorBuilder;
 
 namespace {
 
-/// The settings the step needs, read from the module's `mt.train` dictionary (checked by
-/// the frontend; a hand-written module gets the same checks here).
+/// The settings the step needs, read from the module's `#mt.train` (whose verifier checks
+/// the values; the defaults stand for absent fields).
 struct Settings {
-  enum class Kind { AdamW, SGD } kind = Kind::AdamW;
+  mt::OptimizerKind kind = mt::OptimizerKind::AdamW;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
   double momentum = 0;
-  enum class Schedule { Constant, Cosine, Linear } schedule = Schedule::Constant;
+  mt::LrScheduleKind schedule = mt::LrScheduleKind::Constant;
   double warmup = 0, minLr = 0, decaySteps = 0;
   double clipGrad = 0;
 };
 
-std::optional<double> number(DictionaryAttr dict, StringRef key) {
-  if (!dict)
-    return std::nullopt;
-  Attribute value = dict.get(key);
-  if (auto f = dyn_cast_or_null<FloatAttr>(value))
-    return f.getValueAsDouble();
-  if (auto i = dyn_cast_or_null<IntegerAttr>(value))
-    return static_cast<double>(i.getInt());
-  return std::nullopt;
+double valueOr(FloatAttr value, double fallback) {
+  return value ? value.getValueAsDouble() : fallback;
 }
 
 FailureOr<Settings> readSettings(ModuleOp module) {
   Settings s;
-  auto train = module->getAttrOfType<DictionaryAttr>(mt::MTDialect::kTrainAttrName);
+  mt::TrainAttr train = mt::TrainAttr::lookup(module);
   if (!train)
     return s;
-  // An optimizer or schedule this pass does not implement is an error, never a default.
-  auto kindOf = [&](DictionaryAttr setting, StringRef what,
-                    ArrayRef<StringRef> known) -> FailureOr<StringRef> {
-    auto kind = setting.getAs<StringAttr>("kind");
-    if (kind && llvm::is_contained(known, kind.getValue()))
-      return kind.getValue();
-    InFlightDiagnostic diag = module.emitError("unknown ") << what << " ";
-    if (kind)
-      diag << "'" << kind.getValue() << "'";
-    else
-      diag << "(no 'kind')";
-    diag << "; expected one of";
-    for (StringRef name : known)
-      diag << " '" << name << "'";
-    return diag;
-  };
-  if (auto optimizer = train.getAs<DictionaryAttr>("optimizer")) {
-    FailureOr<StringRef> kind = kindOf(optimizer, "optimizer", {"adamw", "sgd"});
-    if (failed(kind))
-      return failure();
-    s.kind = *kind == "sgd" ? Settings::Kind::SGD : Settings::Kind::AdamW;
-    if (s.kind == Settings::Kind::SGD)
+  if (mt::OptimizerAttr optimizer = train.getOptimizer()) {
+    s.kind = optimizer.getKind();
+    if (s.kind == mt::OptimizerKind::SGD)
       s.weightDecay = 0;
-    s.lr = number(optimizer, "lr").value_or(s.lr);
-    s.eps = number(optimizer, "eps").value_or(s.eps);
-    s.weightDecay = number(optimizer, "weight_decay").value_or(s.weightDecay);
-    s.momentum = number(optimizer, "momentum").value_or(0);
-    if (auto betas = optimizer.getAs<ArrayAttr>("betas")) {
-      if (betas.size() != 2)
-        return module.emitError("optimizer betas must be a pair"), failure();
-      auto get = [](Attribute a) {
-        if (auto f = dyn_cast<FloatAttr>(a))
-          return f.getValueAsDouble();
-        return static_cast<double>(cast<IntegerAttr>(a).getInt());
-      };
-      s.beta1 = get(betas[0]);
-      s.beta2 = get(betas[1]);
+    s.lr = valueOr(optimizer.getLr(), s.lr);
+    s.eps = valueOr(optimizer.getEps(), s.eps);
+    s.weightDecay = valueOr(optimizer.getWeightDecay(), s.weightDecay);
+    s.momentum = valueOr(optimizer.getMomentum(), 0);
+    if (DenseF64ArrayAttr betas = optimizer.getBetas()) {
+      s.beta1 = betas[0];
+      s.beta2 = betas[1];
     }
   }
-  if (auto lr = train.getAs<DictionaryAttr>("lr")) {
-    FailureOr<StringRef> kind =
-        kindOf(lr, "learning-rate schedule", {"constant", "cosine", "linear"});
-    if (failed(kind))
-      return failure();
-    s.schedule = llvm::StringSwitch<Settings::Schedule>(*kind)
-                     .Case("cosine", Settings::Schedule::Cosine)
-                     .Case("linear", Settings::Schedule::Linear)
-                     .Case("constant", Settings::Schedule::Constant);
-    s.warmup = number(lr, "warmup").value_or(0);
-    s.minLr = number(lr, "min").value_or(0);
-    s.decaySteps = number(lr, "decay_steps").value_or(number(train, "steps").value_or(0));
-    if (s.schedule != Settings::Schedule::Constant && s.decaySteps <= s.warmup)
+  if (mt::LrScheduleAttr lr = train.getLr()) {
+    s.schedule = lr.getKind();
+    s.warmup = static_cast<double>(lr.getWarmup().value_or(0));
+    s.minLr = valueOr(lr.getMin(), 0);
+    s.decaySteps = static_cast<double>(lr.getDecaySteps().value_or(train.getSteps().value_or(0)));
+    if (s.schedule != mt::LrScheduleKind::Constant && s.decaySteps <= s.warmup)
       return module.emitError("the ")
-             << lr.getAs<StringAttr>("kind").getValue()
-             << " learning-rate schedule decays over 'decay_steps' (or train { steps }), "
-                "which must exceed the warm-up of "
-             << s.warmup << " steps",
+                 << mt::stringifyLrScheduleKind(s.schedule)
+                 << " learning-rate schedule decays over 'decay_steps' (or train { steps }), "
+                    "which must exceed the warm-up of "
+                 << s.warmup << " steps",
              failure();
   }
-  s.clipGrad = number(train, "clip_grad").value_or(0);
+  s.clipGrad = valueOr(train.getClipGrad(), 0);
   return s;
 }
 
@@ -124,10 +83,10 @@ Value OptimizerPass::learningRate(TensorBuilder &t, const Settings &s, Value ste
   auto c = [&](double v) { return t.scalar(v, step); };
   Value peak = c(s.lr);
   Value decayed = peak;
-  if (s.schedule != Settings::Schedule::Constant) {
+  if (s.schedule != mt::LrScheduleKind::Constant) {
     Value progress = t.div(t.sub(step, c(s.warmup)), c(s.decaySteps - s.warmup));
     progress = t.min(t.max(progress, c(0.0)), c(1.0));
-    Value fraction = s.schedule == Settings::Schedule::Cosine
+    Value fraction = s.schedule == mt::LrScheduleKind::Cosine
                          ? t.mul(c(0.5), t.add(c(1.0), t.cos(t.mul(c(std::numbers::pi), progress))))
                          : t.sub(c(1.0), progress);
     decayed = t.add(c(s.minLr), t.mul(c(s.lr - s.minLr), fraction));
@@ -191,7 +150,7 @@ void OptimizerPass::runOnOperation() {
 
   // Optimizer state, declared next to the parameters it belongs to.
   SmallVector<StringRef> stateRoles;
-  if (s.kind == Settings::Kind::AdamW)
+  if (s.kind == mt::OptimizerKind::AdamW)
     stateRoles = {"exp_avg", "exp_avg_sq"};
   else if (s.momentum > 0)
     stateRoles = {"momentum_buffer"};
@@ -259,7 +218,7 @@ void OptimizerPass::runOnOperation() {
     Value lrP = like(lr, p), correction1P = like(correction1, p), correction2P = like(correction2, p);
     bool decays = param->hasAttr(mt::MTDialect::kWeightDecayAttrName);
     Value update;
-    if (s.kind == Settings::Kind::AdamW) {
+    if (s.kind == mt::OptimizerKind::AdamW) {
       Value m = read((name + ".exp_avg").str(), type);
       Value v = read((name + ".exp_avg_sq").str(), type);
       Value m2 = t.add(t.mul(c(s.beta1), m), t.mul(c(1 - s.beta1), grad));

@@ -44,35 +44,87 @@ json::Array dimsJson(mt::NamedTensorType type) {
   return dims;
 }
 
-/// Attributes of `mt.train` / `mt.parallel` as plain JSON.
-json::Value attrJson(Attribute attr) {
-  if (auto dict = dyn_cast<DictionaryAttr>(attr)) {
-    json::Object object;
-    for (NamedAttribute entry : dict)
-      object[entry.getName().getValue()] = attrJson(entry.getValue());
-    return object;
+/// `#mt.train` / `#mt.parallel` as plan.json's `train` / `parallel` objects: one key per
+/// field that is set, named as in the DSL (docs/plan-format.md).
+class SettingsJson {
+public:
+  void set(llvm::StringRef key, std::optional<int64_t> value) {
+    if (value)
+      object[key] = *value;
   }
-  if (auto array = dyn_cast<ArrayAttr>(attr)) {
-    json::Array values;
-    for (Attribute element : array)
-      values.push_back(attrJson(element));
-    return values;
+  void set(llvm::StringRef key, std::optional<bool> value) {
+    if (value)
+      object[key] = *value;
   }
-  if (auto integer = dyn_cast<IntegerAttr>(attr))
-    return integer.getType().isInteger(1) ? json::Value(integer.getValue().getBoolValue())
-                                          : json::Value(integer.getInt());
-  if (auto bool_ = dyn_cast<BoolAttr>(attr))
-    return bool_.getValue();
-  if (auto real = dyn_cast<FloatAttr>(attr))
-    return real.getValueAsDouble();
-  if (auto string = dyn_cast<StringAttr>(attr))
-    return string.getValue();
-  if (isa<UnitAttr>(attr))
-    return true;
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  attr.print(os);
-  return text;
+  void set(llvm::StringRef key, FloatAttr value) {
+    if (value)
+      object[key] = value.getValueAsDouble();
+  }
+  void set(llvm::StringRef key, json::Value value) { object[key] = std::move(value); }
+  json::Object take() { return std::move(object); }
+
+private:
+  json::Object object;
+};
+
+json::Object trainJson(mt::TrainAttr train) {
+  SettingsJson json;
+  if (mt::OptimizerAttr optimizer = train.getOptimizer()) {
+    SettingsJson args;
+    args.set("kind", mt::stringifyOptimizerKind(optimizer.getKind()));
+    args.set("lr", optimizer.getLr());
+    if (DenseF64ArrayAttr betas = optimizer.getBetas())
+      args.set("betas", json::Array(betas.asArrayRef()));
+    args.set("eps", optimizer.getEps());
+    args.set("weight_decay", optimizer.getWeightDecay());
+    args.set("momentum", optimizer.getMomentum());
+    json.set("optimizer", args.take());
+  }
+  if (mt::LrScheduleAttr lr = train.getLr()) {
+    SettingsJson args;
+    args.set("kind", mt::stringifyLrScheduleKind(lr.getKind()));
+    args.set("warmup", lr.getWarmup());
+    args.set("min", lr.getMin());
+    args.set("decay_steps", lr.getDecaySteps());
+    json.set("lr", args.take());
+  }
+  json.set("global_batch", train.getGlobalBatch());
+  json.set("micro_batch", train.getMicroBatch());
+  json.set("clip_grad", train.getClipGrad());
+  if (train.getPrecision())
+    json.set("precision", mt::stringifyPrecision(*train.getPrecision()));
+  json.set("seed", train.getSeed());
+  json.set("steps", train.getSteps());
+  json.set("dropout", train.getDropout());
+  return json.take();
+}
+
+json::Object parallelJson(mt::ParallelAttr parallel) {
+  SettingsJson json;
+  if (parallel.getAutoSearch())
+    json.set("auto", std::optional<bool>(true));
+  json.set("tp", parallel.getTp());
+  json.set("pp", parallel.getPp());
+  json.set("dp", parallel.getDp());
+  json.set("cp", parallel.getCp());
+  json.set("ep", parallel.getEp());
+  json.set("sp", parallel.getSp());
+  if (parallel.getSchedule())
+    json.set("schedule", mt::stringifyPipelineSchedule(*parallel.getSchedule()));
+  json.set("virtual_stages", parallel.getVirtualStages());
+  json.set("micro_batches", parallel.getMicroBatches());
+  if (parallel.getRecompute())
+    json.set("recompute", mt::stringifyRecomputePolicy(*parallel.getRecompute()));
+  json.set("distributed_optimizer", parallel.getDistributedOptimizer());
+  if (DictionaryAttr layout = parallel.getLayout()) {
+    json::Object pairs;
+    for (NamedAttribute entry : layout)
+      pairs[entry.getName().getValue()] = cast<StringAttr>(entry.getValue()).getValue();
+    json.set("layout", std::move(pairs));
+  }
+  if (DenseI64ArrayAttr layers = parallel.getPipelineLayers())
+    json.set("pipeline_layers", json::Array(layers.asArrayRef()));
+  return json.take();
 }
 
 llvm::Error writeFile(const llvm::Twine &path, llvm::StringRef bytes) {
@@ -120,21 +172,17 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   plan["model"] = stats.modelName;
   plan["source"] = json::Object{{"path", source.path}, {"sha256", sha256Hex(source.contents)}};
 
-  auto train = trained->getAttrOfType<DictionaryAttr>(mt::MTDialect::kTrainAttrName);
-  auto parallel = trained->getAttrOfType<DictionaryAttr>(mt::MTDialect::kParallelAttrName);
-  int64_t seed = 1234;
-  if (train)
-    if (auto value = train.getAs<IntegerAttr>("seed"))
-      seed = value.getInt();
-  plan["seed"] = seed;
+  mt::TrainAttr train = mt::TrainAttr::lookup(trained);
+  mt::ParallelAttr parallel = mt::ParallelAttr::lookup(trained);
+  plan["seed"] = train ? train.getSeed().value_or(1234) : 1234;
 
   json::Object dims;
   if (auto dimsAttr = trained->getAttrOfType<DictionaryAttr>(mt::MTDialect::kDimsAttrName))
     for (NamedAttribute dim : dimsAttr)
       dims[dim.getName().getValue()] = cast<IntegerAttr>(dim.getValue()).getInt();
   plan["dims"] = std::move(dims);
-  plan["train"] = train ? attrJson(train) : json::Object();
-  plan["parallel"] = parallel ? attrJson(parallel) : json::Object();
+  plan["train"] = train ? trainJson(train) : json::Object();
+  plan["parallel"] = parallel ? parallelJson(parallel) : json::Object();
 
   auto forward = trained.lookupSymbol<func::FuncOp>("forward");
   if (std::optional<std::pair<StringRef, int64_t>> vocabulary = findVocabulary(forward)) {
@@ -300,9 +348,8 @@ MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> wor
     auto tokens = cast<mt::NamedTensorType>(forward.getArgumentTypes().front());
     memory.tokens = 2 * byteSize(tokens);
     int64_t microBatch = tokens.getDimSizes().front(), globalBatch = microBatch;
-    if (auto train = trained->getAttrOfType<DictionaryAttr>(mt::MTDialect::kTrainAttrName))
-      if (auto value = train.getAs<IntegerAttr>("global_batch"))
-        globalBatch = value.getInt();
+    if (mt::TrainAttr train = mt::TrainAttr::lookup(trained))
+      globalBatch = train.getGlobalBatch().value_or(globalBatch);
     if (globalBatch > microBatch)
       memory.microBatchGradients = memory.gradients();
   }

@@ -11,12 +11,6 @@ using namespace mlir;
 using namespace mtc;
 using namespace mtc::sharding;
 
-static int64_t degree(DictionaryAttr parallel, StringRef axis) {
-  if (auto value = parallel.getAs<IntegerAttr>(axis))
-    return value.getInt();
-  return 1;
-}
-
 /// Whether `dimAxis` splits a dimension of some parameter of `module` (`layers` never is).
 static bool splitsAParameter(ModuleOp module, const llvm::StringMap<std::string> &dimAxis) {
   return llvm::any_of(module.getOps<mt::ParamOp>(), [&](mt::ParamOp param) {
@@ -29,16 +23,16 @@ static bool splitsAParameter(ModuleOp module, const llvm::StringMap<std::string>
 
 FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   ShardingSpec spec;
-  auto parallel = module->getAttrOfType<DictionaryAttr>("mt.parallel");
+  mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
   if (!parallel)
     return spec;
   for (StringRef axis : {"pp", "cp", "ep"})
-    if (int64_t n = degree(parallel, axis); n > 1)
+    if (int64_t n = parallel.getDegree(axis); n > 1)
       return module.emitError() << axis << " " << n
                                 << " is not supported yet: only tensor (tp, sp) and data "
                                    "parallelism partition the step";
-  int64_t tp = degree(parallel, "tp");
-  auto layout = parallel.getAs<DictionaryAttr>("layout");
+  int64_t tp = parallel.getTensorParallel();
+  DictionaryAttr layout = parallel.getLayout();
   if (layout) {
     for (NamedAttribute entry : layout) {
       StringRef axis = cast<StringAttr>(entry.getValue()).getValue();
@@ -58,9 +52,8 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   }
   // The distributed optimizer shards optimizer state over dp: dp becomes an axis of the
   // optimizer step (its degree is then fixed by the plan).
-  int64_t dp = degree(parallel, "dp");
-  auto distributed = parallel.getAs<BoolAttr>("distributed_optimizer");
-  bool shardState = distributed && distributed.getValue();
+  int64_t dp = parallel.getDataParallel();
+  bool shardState = parallel.usesDistributedOptimizer();
   if (shardState && dp <= 1)
     return module.emitError() << "the distributed optimizer shards the optimizer state over "
                                  "data-parallel ranks: set dp above 1";
@@ -100,7 +93,7 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
     spec.dimAxis.clear();
   }
   spec.mesh = mtp::MeshAttr::get(ctx, names, sizes);
-  if (auto sp = parallel.getAs<BoolAttr>("sp"); sp && sp.getValue())
+  if (parallel.isSequenceParallel())
     spec.sequenceDim = "seq";
   return spec;
 }

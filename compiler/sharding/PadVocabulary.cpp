@@ -29,20 +29,13 @@ namespace {
 
 /// The tp degree `parallel` asks for, if it maps `dim` to tp (its `layout`, else
 /// Megatron's default layout); 1 otherwise.
-int64_t tensorParallelDegreeOf(DictionaryAttr parallel, StringRef dim) {
-  if (!parallel)
+int64_t tensorParallelDegreeOf(mt::ParallelAttr parallel, StringRef dim) {
+  if (!parallel || parallel.getTensorParallel() <= 1)
     return 1;
-  auto tp = parallel.getAs<IntegerAttr>("tp");
-  if (!tp || tp.getInt() <= 1)
-    return 1;
-  bool split;
-  if (auto layout = parallel.getAs<DictionaryAttr>("layout")) {
-    auto axis = layout.getAs<StringAttr>(dim);
-    split = axis && axis.getValue() == "tp";
-  } else {
-    split = llvm::is_contained(sharding::kMegatronTensorParallelDims, dim);
-  }
-  return split ? tp.getInt() : 1;
+  bool split = parallel.getLayout()
+                   ? parallel.getLayoutAxis(dim) == StringRef("tp")
+                   : llvm::is_contained(sharding::kMegatronTensorParallelDims, dim);
+  return split ? parallel.getTensorParallel() : 1;
 }
 
 /// `logits` with a large negative value added at the vocabulary positions >= `size` along
@@ -79,8 +72,7 @@ struct MTPadVocabularyPass
     if (!loss)
       return;
     int64_t size = cast<mt::NamedTensorType>(loss.getLogits().getType()).getDimSize(dim);
-    int64_t tp = tensorParallelDegreeOf(
-        module->getAttrOfType<DictionaryAttr>(mt::MTDialect::kParallelAttrName), dim);
+    int64_t tp = tensorParallelDegreeOf(mt::ParallelAttr::lookup(module), dim);
     if (size % tp == 0)
       return;
     int64_t padded = llvm::alignTo(size, tp);

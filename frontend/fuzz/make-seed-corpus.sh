@@ -54,7 +54,7 @@ model gpt(layers = 2) {
 train { optimizer adamw(lr = 3e-4, betas = (0.9, 0.95), weight_decay = 0.1)
         lr cosine(warmup = 100, min = 3e-5) global_batch 32 micro_batch 4
         clip_grad 1.0 precision bf16 seed 1234 steps 100 dropout off }
-parallel { tp 2 pp 2 dp 1 sp on schedule 1f1b virtual_stages 2
+parallel { tp 2 pp 2 dp 1 sp on schedule zb-h1 pipeline_layers [1, 1]
            layout { heads: tp, ffn: tp } }
 MTL
 

@@ -123,6 +123,57 @@ cl::opt<bool> distributedOptimizer(
              "distributed optimizer; the plan then runs on exactly dp x tp ranks)"),
     cl::sub(compileCommand), cl::cat(parallelCategory));
 
+cl::opt<unsigned> pipelineParallel("pp",
+                                   cl::desc("Pipeline-parallel degree: the number of stages "
+                                            "the layers are cut into"),
+                                   cl::value_desc("N"), cl::sub(compileCommand),
+                                   cl::cat(parallelCategory));
+cl::alias pipelineParallelLong("pipeline-model-parallel-size", cl::desc("Alias for --pp"),
+                               cl::aliasopt(pipelineParallel), cl::cat(parallelCategory));
+cl::opt<mtc::mt::PipelineSchedule> scheduleFlag(
+    "schedule", cl::desc("Pipeline schedule (default: 1f1b, interleaved with virtual stages)"),
+    cl::values(clEnumValN(mtc::mt::PipelineSchedule::GPipe, "gpipe",
+                          "all forwards, then all backwards"),
+               clEnumValN(mtc::mt::PipelineSchedule::OneFOneB, "1f1b", "one forward, one backward"),
+               clEnumValN(mtc::mt::PipelineSchedule::Interleaved, "interleaved",
+                          "1F1B over virtual stages (needs --virtual-stages > 1)"),
+               clEnumValN(mtc::mt::PipelineSchedule::ZeroBubbleH1, "zb-h1",
+                          "zero bubble at 1F1B's memory (Qi et al.)"),
+               clEnumValN(mtc::mt::PipelineSchedule::ZeroBubbleH1, "zero-bubble",
+                          "alias for zb-h1"),
+               clEnumValN(mtc::mt::PipelineSchedule::ZeroBubbleV, "zb-v",
+                          "zero bubble, two chunks per stage in a V")),
+    cl::sub(compileCommand), cl::cat(parallelCategory));
+cl::opt<unsigned> virtualStagesFlag("virtual-stages",
+                                    cl::desc("Model chunks per pipeline stage (interleaved "
+                                             "schedule)"),
+                                    cl::value_desc("V"), cl::sub(compileCommand),
+                                    cl::cat(parallelCategory));
+cl::alias virtualStagesLong("num-virtual-stages-per-pipeline-rank",
+                            cl::desc("Alias for --virtual-stages"), cl::aliasopt(virtualStagesFlag),
+                            cl::cat(parallelCategory));
+cl::opt<unsigned> layersPerVirtualStage(
+    "num-layers-per-virtual-pipeline-stage",
+    cl::desc("Layers per model chunk (Megatron's older spelling of the virtual stages: "
+             "V = layers / (pp x N))"),
+    cl::value_desc("N"), cl::sub(compileCommand), cl::cat(parallelCategory));
+cl::list<unsigned> pipelineLayersFlag(
+    "pipeline-layers",
+    cl::desc("Layers of each model chunk in model order (pp x V entries; chunk c runs on "
+             "stage c mod pp), for an uneven cut"),
+    cl::value_desc("n,n,..."), cl::CommaSeparated, cl::sub(compileCommand),
+    cl::cat(parallelCategory));
+cl::opt<unsigned> firstStageLayers(
+    "decoder-first-pipeline-num-layers",
+    cl::desc("Layers of the first pipeline stage; the stages between the first and last "
+             "share the rest evenly"),
+    cl::value_desc("N"), cl::sub(compileCommand), cl::cat(parallelCategory));
+cl::opt<unsigned> lastStageLayers(
+    "decoder-last-pipeline-num-layers",
+    cl::desc("Layers of the last pipeline stage; the stages between the first and last share "
+             "the rest evenly"),
+    cl::value_desc("N"), cl::sub(compileCommand), cl::cat(parallelCategory));
+
 cl::opt<bool> debugInfo("mlir-print-debuginfo",
                         cl::desc("Print source locations (file:line:col) on every op"),
                         cl::sub(compileCommand), cl::cat(compileCategory));
@@ -252,48 +303,151 @@ LogicalResult checkDivides(mlir::DictionaryAttr dims, StringRef flag, int64_t fa
   return success(ok);
 }
 
+/// "mtc: error: ..." for a bad flag value.
+LogicalResult flagError(const Twine &message) {
+  WithColor::error(errs(), "mtc") << message << "\n";
+  return failure();
+}
+
+/// A degree flag's value: at least 1.
+LogicalResult readDegree(cl::opt<unsigned> &flag, std::optional<int64_t> &degree) {
+  if (flag.getNumOccurrences() == 0)
+    return success();
+  if (flag == 0)
+    return flagError("--" + flag.ArgStr + " must be at least 1");
+  degree = flag;
+  return success();
+}
+
+/// The pipeline flags (--pp, --schedule, --virtual-stages and their Megatron spellings, the
+/// split flags) over the model's pipeline settings, checked as the frontend checks the
+/// block. A new pp or virtual-stage count without a split flag drops the block's split.
+LogicalResult applyPipelineFlags(int64_t numLayers, std::optional<int64_t> &pp,
+                                 std::optional<mtc::mt::PipelineSchedule> &schedule,
+                                 std::optional<int64_t> &virtualStages,
+                                 mlir::DenseI64ArrayAttr &pipelineLayers, mlir::MLIRContext *ctx) {
+  using mtc::mt::PipelineSchedule;
+  if (failed(readDegree(pipelineParallel, pp)) ||
+      failed(readDegree(virtualStagesFlag, virtualStages)))
+    return failure();
+  if (scheduleFlag.getNumOccurrences())
+    schedule = scheduleFlag;
+  int64_t stages = pp.value_or(1);
+  if (layersPerVirtualStage.getNumOccurrences()) {
+    if (virtualStagesFlag.getNumOccurrences())
+      return flagError("give --virtual-stages or --num-layers-per-virtual-pipeline-stage, "
+                       "not both");
+    int64_t perChunk = layersPerVirtualStage;
+    if (perChunk == 0 || numLayers % (stages * perChunk) != 0)
+      return flagError(formatv("--num-layers-per-virtual-pipeline-stage {0}: {1} layers do not "
+                               "split into pp {2} stages of chunks of {0} layers",
+                               perChunk, numLayers, stages));
+    virtualStages = numLayers / (stages * perChunk);
+  }
+  bool splitFlags = pipelineLayersFlag.getNumOccurrences() ||
+                    firstStageLayers.getNumOccurrences() || lastStageLayers.getNumOccurrences();
+  if (!splitFlags &&
+      (pipelineParallel.getNumOccurrences() || virtualStagesFlag.getNumOccurrences() ||
+       layersPerVirtualStage.getNumOccurrences()))
+    pipelineLayers = {};
+  int64_t chunks = virtualStages.value_or(schedule == PipelineSchedule::ZeroBubbleV ? 2 : 1);
+  if (stages > numLayers)
+    return flagError(formatv("pp {0} exceeds the {1} layers there are to cut into pipeline "
+                             "stages",
+                             stages, numLayers));
+  if (chunks > 1 && stages == 1)
+    return flagError(
+        formatv("{0} virtual stages need pipeline parallelism: set --pp above 1", chunks));
+  if (schedule == PipelineSchedule::Interleaved && chunks < 2)
+    return flagError("the interleaved schedule needs virtual stages: set --virtual-stages "
+                     "above 1");
+  if (schedule == PipelineSchedule::ZeroBubbleV && chunks != 2)
+    return flagError(formatv("the zb-v schedule runs 2 model chunks per stage (its V shape), "
+                             "not {0}",
+                             chunks));
+  if (chunks > 1 && schedule && *schedule != PipelineSchedule::Interleaved &&
+      *schedule != PipelineSchedule::ZeroBubbleV)
+    return flagError(formatv("{0} virtual stages need the interleaved (or zb-v) schedule, not "
+                             "{1}",
+                             chunks, mtc::mt::stringifyPipelineSchedule(*schedule)));
+
+  if (pipelineLayersFlag.getNumOccurrences()) {
+    if (firstStageLayers.getNumOccurrences() || lastStageLayers.getNumOccurrences())
+      return flagError("give --pipeline-layers or --decoder-first/last-pipeline-num-layers, "
+                       "not both");
+    SmallVector<int64_t> layers(pipelineLayersFlag.begin(), pipelineLayersFlag.end());
+    if (static_cast<int64_t>(layers.size()) != stages * chunks)
+      return flagError(formatv("--pipeline-layers lists {0} chunks; pp {1} x {2} virtual "
+                               "stages has {3}",
+                               layers.size(), stages, chunks, stages * chunks));
+    if (llvm::is_contained(layers, 0))
+      return flagError("--pipeline-layers: each chunk needs at least 1 layer");
+    if (Error error = mtc::mt::checkPipelineLayers(layers, numLayers))
+      return flagError("--pipeline-layers: " + toString(std::move(error)));
+    pipelineLayers = mlir::DenseI64ArrayAttr::get(ctx, layers);
+    return success();
+  }
+  if (stages == 1 && !splitFlags)
+    return success();
+  std::optional<int64_t> first, last;
+  if (firstStageLayers.getNumOccurrences())
+    first = firstStageLayers;
+  if (lastStageLayers.getNumOccurrences())
+    last = lastStageLayers;
+  if (pipelineLayers && !splitFlags)
+    return success(); // the block's split, for the block's pp and virtual stages
+  Expected<SmallVector<int64_t>> layers =
+      mtc::mt::splitPipelineLayers(numLayers, stages, chunks, first, last);
+  if (!layers)
+    return flagError(toString(layers.takeError()) +
+                     (splitFlags ? ""
+                                 : "; give the layers of each chunk with "
+                                   "--pipeline-layers (or of the first/last stage with "
+                                   "--decoder-first/last-pipeline-num-layers)"));
+  if (splitFlags)
+    pipelineLayers = mlir::DenseI64ArrayAttr::get(ctx, *layers);
+  return success();
+}
+
 /// The command line's parallel flags replace the model's `parallel {}` settings, with the
 /// checks the frontend makes of the block.
 LogicalResult applyParallelFlags(mlir::ModuleOp module) {
+  bool pipelineFlags = pipelineParallel.getNumOccurrences() || scheduleFlag.getNumOccurrences() ||
+                       virtualStagesFlag.getNumOccurrences() ||
+                       layersPerVirtualStage.getNumOccurrences() ||
+                       pipelineLayersFlag.getNumOccurrences() ||
+                       firstStageLayers.getNumOccurrences() || lastStageLayers.getNumOccurrences();
   if (tensorParallel.getNumOccurrences() == 0 && dataParallel.getNumOccurrences() == 0 &&
-      !sequenceParallel && layoutFlag.getNumOccurrences() == 0 && !distributedOptimizer)
+      !sequenceParallel && layoutFlag.getNumOccurrences() == 0 && !distributedOptimizer &&
+      !pipelineFlags)
     return success();
   mlir::MLIRContext *ctx = module.getContext();
   mlir::Builder b(ctx);
   auto dims = module->getAttrOfType<mlir::DictionaryAttr>(mtc::mt::MTDialect::kDimsAttrName);
-  mlir::NamedAttrList parallel(
-      module->getAttrOfType<mlir::DictionaryAttr>(mtc::mt::MTDialect::kParallelAttrName));
-  parallel.erase("auto");
-  if (tensorParallel.getNumOccurrences()) {
-    if (tensorParallel == 0) {
-      WithColor::error(errs(), "mtc") << "--tp must be at least 1\n";
-      return failure();
-    }
-    parallel.set("tp", b.getI64IntegerAttr(tensorParallel));
-  }
-  if (dataParallel.getNumOccurrences()) {
-    if (dataParallel == 0) {
-      WithColor::error(errs(), "mtc") << "--dp must be at least 1\n";
-      return failure();
-    }
-    parallel.set("dp", b.getI64IntegerAttr(dataParallel));
-  }
-  int64_t tp = 1;
-  if (auto value = llvm::dyn_cast_or_null<mlir::IntegerAttr>(parallel.get("tp")))
-    tp = value.getInt();
+  // The model's settings (none under `parallel auto`: the flags choose instead).
+  mtc::mt::ParallelAttr model = mtc::mt::ParallelAttr::lookup(module);
+  if (!model || model.getAutoSearch())
+    model = mtc::mt::ParallelAttr::get(ctx);
+  std::optional<int64_t> tp = model.getTp(), dp = model.getDp(), pp = model.getPp(),
+                         virtualStages = model.getVirtualStages();
+  std::optional<bool> sp = model.getSp(), distributed = model.getDistributedOptimizer();
+  std::optional<mtc::mt::PipelineSchedule> schedule = model.getSchedule();
+  mlir::DictionaryAttr layoutAttr = model.getLayout();
+  mlir::DenseI64ArrayAttr pipelineLayers = model.getPipelineLayers();
+  if (failed(readDegree(tensorParallel, tp)) || failed(readDegree(dataParallel, dp)))
+    return failure();
+  if (pipelineFlags && failed(applyPipelineFlags(mtc::mt::countLayers(module), pp, schedule,
+                                                 virtualStages, pipelineLayers, ctx)))
+    return failure();
+  int64_t tpDegree = tp.value_or(1);
   StringRef vocabulary = mtc::mt::lossClassDim(module);
   if (sequenceParallel)
-    parallel.set("sp", b.getBoolAttr(true));
+    sp = true;
   if (distributedOptimizer)
-    parallel.set("distributed_optimizer", b.getBoolAttr(true));
-  auto distributed = llvm::dyn_cast_or_null<mlir::BoolAttr>(parallel.get("distributed_optimizer"));
-  auto dp = llvm::dyn_cast_or_null<mlir::IntegerAttr>(parallel.get("dp"));
-  if (distributed && distributed.getValue() && (!dp || dp.getInt() < 2)) {
-    WithColor::error(errs(), "mtc")
-        << "the distributed optimizer shards the optimizer state over data-parallel ranks, "
-           "whose number it then fixes: set --dp N (N > 1)\n";
-    return failure();
-  }
+    distributed = true;
+  if (distributed.value_or(false) && dp.value_or(1) < 2)
+    return flagError("the distributed optimizer shards the optimizer state over data-parallel "
+                     "ranks, whose number it then fixes: set --dp N (N > 1)");
   if (layoutFlag.getNumOccurrences()) {
     mlir::NamedAttrList layout;
     SmallVector<StringRef> pairs;
@@ -302,47 +456,41 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
       auto [dim, axis] = pair.split(':');
       dim = dim.trim();
       axis = axis.trim();
-      if (dim.empty() || axis.empty()) {
-        WithColor::error(errs(), "mtc") << "--layout: '" << pair
-                                        << "' is not 'dimension:axis'\n";
-        return failure();
-      }
-      if (!dims || !dims.get(dim)) {
-        WithColor::error(errs(), "mtc") << "--layout names unknown dimension '" << dim << "'\n";
-        return failure();
-      }
-      if (!llvm::is_contained({"dp", "tp", "pp", "cp", "ep"}, axis)) {
-        WithColor::error(errs(), "mtc") << "--layout: unknown mesh axis '" << axis
-                                        << "'; expected 'dp', 'tp', 'pp', 'cp' or 'ep'\n";
-        return failure();
-      }
-      if (layout.get(dim)) {
-        WithColor::error(errs(), "mtc") << "--layout maps dimension '" << dim << "' twice\n";
-        return failure();
-      }
+      if (dim.empty() || axis.empty())
+        return flagError("--layout: '" + pair + "' is not 'dimension:axis'");
+      if (!dims || !dims.get(dim))
+        return flagError("--layout names unknown dimension '" + dim + "'");
+      if (!llvm::is_contained({"dp", "tp", "pp", "cp", "ep"}, axis))
+        return flagError("--layout: unknown mesh axis '" + axis +
+                         "'; expected 'dp', 'tp', 'pp', 'cp' or 'ep'");
+      if (layout.get(dim))
+        return flagError("--layout maps dimension '" + dim + "' twice");
       layout.set(dim, b.getStringAttr(axis));
-      if (axis == "tp" && failed(checkDivides(dims, "tp", tp, {dim}, vocabulary)))
+      if (axis == "tp" && failed(checkDivides(dims, "tp", tpDegree, {dim}, vocabulary)))
         return failure();
     }
-    parallel.set("layout", layout.getDictionary(ctx));
-  } else if (failed(checkDivides(dims, "--tp", tp,
-                                 SmallVector<StringRef>(
-                                     std::begin(mtc::sharding::kMegatronTensorParallelDims),
-                                     std::end(mtc::sharding::kMegatronTensorParallelDims)),
-                                 vocabulary))) {
+    layoutAttr = layout.getDictionary(ctx);
+  } else if (failed(checkDivides(
+                 dims, "--tp", tpDegree,
+                 SmallVector<StringRef>(std::begin(mtc::sharding::kMegatronTensorParallelDims),
+                                        std::end(mtc::sharding::kMegatronTensorParallelDims)),
+                 vocabulary))) {
     return failure();
   }
-  auto sp = llvm::dyn_cast_or_null<mlir::BoolAttr>(parallel.get("sp"));
-  if (sp && sp.getValue()) {
-    if (tp == 1) {
-      WithColor::error(errs(), "mtc")
-          << "sequence parallelism (--sp) needs tensor parallelism: set --tp above 1\n";
-      return failure();
-    }
-    if (failed(checkDivides(dims, "--sp over tp", tp, {"seq"})))
+  if (sp.value_or(false)) {
+    if (tpDegree == 1)
+      return flagError("sequence parallelism (--sp) needs tensor parallelism: set --tp above 1");
+    if (failed(checkDivides(dims, "--sp over tp", tpDegree, {"seq"})))
       return failure();
   }
-  module->setAttr(mtc::mt::MTDialect::kParallelAttrName, parallel.getDictionary(ctx));
+  // What the checks above leave to the attribute's verifier is reported at the model.
+  auto parallel = mtc::mt::ParallelAttr::getChecked(
+      [&] { return mlir::emitError(module.getLoc()); }, ctx, /*autoSearch=*/false, tp, pp, dp,
+      model.getCp(), model.getEp(), sp, schedule, virtualStages, model.getMicroBatches(),
+      model.getRecompute(), distributed, layoutAttr, pipelineLayers);
+  if (!parallel)
+    return failure();
+  module->setAttr(mtc::mt::MTDialect::kParallelAttrName, parallel);
   return success();
 }
 
@@ -409,10 +557,9 @@ int compile() {
   if ((emitKind != EmitKind::MT && !printStats) || statsWithKernels) {
     std::string policy = recompute;
     if (policy.empty())
-      if (auto parallel = (*module)->getAttrOfType<mlir::DictionaryAttr>(
-              mtc::mt::MTDialect::kParallelAttrName))
-        if (auto value = parallel.getAs<mlir::StringAttr>("recompute"))
-          policy = value.str();
+      if (auto parallel = mtc::mt::ParallelAttr::lookup(*module);
+          parallel && parallel.getRecompute())
+        policy = mtc::mt::stringifyRecomputePolicy(*parallel.getRecompute()).str();
     mtc::TrainingPipelineOptions options;
     options.recompute = policy.empty() ? "none" : policy;
     mlir::PassManager pm(&context);

@@ -31,4 +31,6 @@ def MT_InitAttr : AttrDef<MT_Dialect, "Init"> {
   let genVerifyDecl = 1;
 }
 
+include "dialects/mt/IR/MTConfigAttrs.td"
+
 #endif // MTC_DIALECTS_MT_IR_MTATTRS_TD

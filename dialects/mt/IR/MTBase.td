@@ -22,6 +22,8 @@ def MT_Dialect : Dialect {
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
+  // `mt.train` and `mt.parallel` must hold the dialect's typed settings (MTConfigAttrs.td).
+  let hasOperationAttrVerify = 1;
   let dependentDialects = ["::mlir::func::FuncDialect"];
   let extraClassDeclaration = [{
     /// Module attribute names.

@@ -9,10 +9,12 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/Error.h"
 
 namespace mtc::mt {
 
@@ -69,6 +71,28 @@ inferReduceType(NamedTensorType input, llvm::ArrayRef<llvm::StringRef> over,
 /// prints it.
 InitAttr parseInitSpec(mlir::AsmParser &parser);
 void printInitSpec(mlir::AsmPrinter &printer, InitAttr init);
+
+/// The layers of the model's stack: the counts of the forward `mt.repeat`s in `@forward`
+/// (0 without).
+int64_t countLayers(mlir::ModuleOp module);
+
+/// The layers of each pipeline model chunk of `module` (ParallelAttr::getPipelineLayers
+/// over countLayers): one chunk without `mt.parallel`. Fails, with a diagnostic on the
+/// module, when the layers do not split evenly and no split is given.
+mlir::FailureOr<llvm::SmallVector<int64_t>> getPipelineLayers(mlir::ModuleOp module);
+
+/// Checks that an explicit split `layers` covers the `numLayers` layers of the model.
+llvm::Error checkPipelineLayers(llvm::ArrayRef<int64_t> layers, int64_t numLayers);
+
+/// The per-chunk split of `numLayers` layers over `stages` pipeline stages of `chunks`
+/// virtual stages each, in model order (chunk c on stage c mod stages), with Megatron's
+/// meaning of `first` / `last` (--decoder-first/last-pipeline-num-layers): those stages
+/// hold that many layers, the others share the rest evenly. Each stage's layers split
+/// evenly into its chunks. An error says what does not divide.
+llvm::Expected<llvm::SmallVector<int64_t>>
+splitPipelineLayers(int64_t numLayers, int64_t stages, int64_t chunks,
+                    std::optional<int64_t> first = std::nullopt,
+                    std::optional<int64_t> last = std::nullopt);
 
 } // namespace mtc::mt
 

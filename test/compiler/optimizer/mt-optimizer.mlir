@@ -3,7 +3,7 @@
 // Tests that AdamW gets two zero-initialised states per parameter (stacked for a layer
 // parameter), clips to the global norm, decays the contracted weight but not the bias or
 // the gain, and writes every parameter and state back.
-module @adamw attributes {mt.train = {clip_grad = 1.0 : f64, optimizer = {kind = "adamw", lr = 1.0e-3 : f64, betas = [0.9 : f64, 0.95 : f64], weight_decay = 0.1 : f64}}} {
+module @adamw attributes {mt.train = #mt.train<optimizer = adamw(lr = 1.0e-3, betas = (0.9, 0.95), weight_decay = 0.1), clip_grad = 1.0>} {
   mt.param @w : !mt.tensor<[hidden=8, ffn=16], f32> init normal(2.000000e-02)
   mt.param @b : !mt.tensor<[ffn=16], f32> init zeros
   mt.param @block.g layer @block : !mt.tensor<[hidden=8], f32> init ones
@@ -55,7 +55,7 @@ module @adamw attributes {mt.train = {clip_grad = 1.0 : f64, optimizer = {kind =
 
 // Tests SGD with momentum and a cosine schedule with warm-up: one state per parameter,
 // and the schedule's cosine and warm-up mask.
-module @sgd attributes {mt.train = {steps = 100 : i64, optimizer = {kind = "sgd", lr = 1.0e-1 : f64, momentum = 0.9 : f64}, lr = {kind = "cosine", warmup = 10 : i64, min = 1.0e-2 : f64}}} {
+module @sgd attributes {mt.train = #mt.train<optimizer = sgd(lr = 1.0e-1, momentum = 0.9), lr = cosine(warmup = 10, min = 1.0e-2), steps = 100>} {
   mt.param @w : !mt.tensor<[hidden=8], f32> init zeros
   func.func @forward(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[], f32> {
     %w = mt.param_ref @w : !mt.tensor<[hidden=8], f32>

@@ -3,7 +3,7 @@
 // RUN: mt-opt %s -mtc-training-pipeline | FileCheck %s
 // RUN: mt-opt %s -mtc-training-pipeline=recompute=full | FileCheck %s --check-prefix=FULL
 
-module attributes {mt.train = {optimizer = {kind = "sgd", lr = 1.0e-1 : f64}}} {
+module attributes {mt.train = #mt.train<optimizer = sgd(lr = 1.0e-1)>} {
   mt.param @block.w layer @block : !mt.tensor<[hidden=4, ffn=4], f32> init normal(2.000000e-02)
   func.func @block(%x: !mt.tensor<[hidden=4], f32>) -> !mt.tensor<[hidden=4], f32> attributes {mt.layer} {
     %w = mt.param_ref @block.w : !mt.tensor<[hidden=4, ffn=4], f32>

@@ -4,7 +4,7 @@
 // (parameters, signatures, every op), that the loss sees the padded classes masked (a large
 // negative added at the positions >= 33, 0 elsewhere), and that the module records the
 // padded size in mt.dims and the real one in mt.vocabulary.
-module @tied attributes {mt.dims = {hidden = 8 : i64, vocab = 33 : i64}, mt.parallel = {tp = 2 : i64}} {
+module @tied attributes {mt.dims = {hidden = 8 : i64, vocab = 33 : i64}, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @w : !mt.tensor<[vocab=33, hidden=8], f32> init normal(2.000000e-02)
   func.func @forward(%t: !mt.tensor<[batch=2, seq=4], i32>, %l: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
     %w = mt.param_ref @w : !mt.tensor<[vocab=33, hidden=8], f32>
@@ -32,7 +32,7 @@ module @tied attributes {mt.dims = {hidden = 8 : i64, vocab = 33 : i64}, mt.para
 // -----
 
 // Tests that a vocabulary tp divides is left as it is: no padding, no mask.
-module @divides attributes {mt.dims = {hidden = 8 : i64, vocab = 32 : i64}, mt.parallel = {tp = 4 : i64}} {
+module @divides attributes {mt.dims = {hidden = 8 : i64, vocab = 32 : i64}, mt.parallel = #mt.parallel<tp = 4>} {
   mt.param @w : !mt.tensor<[vocab=32, hidden=8], f32> init normal(2.000000e-02)
   func.func @forward(%t: !mt.tensor<[batch=2, seq=4], i32>, %l: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
     %w = mt.param_ref @w : !mt.tensor<[vocab=32, hidden=8], f32>
@@ -52,7 +52,7 @@ module @divides attributes {mt.dims = {hidden = 8 : i64, vocab = 32 : i64}, mt.p
 
 // Tests that a layout which does not split the vocabulary over tp (here only `hidden`)
 // leaves it unpadded, whatever tp does not divide.
-module @unsplit attributes {mt.dims = {hidden = 8 : i64, tok = 33 : i64}, mt.parallel = {layout = {hidden = "tp"}, tp = 2 : i64}} {
+module @unsplit attributes {mt.dims = {hidden = 8 : i64, tok = 33 : i64}, mt.parallel = #mt.parallel<tp = 2, layout = {hidden: tp}>} {
   mt.param @w : !mt.tensor<[tok=33, hidden=8], f32> init normal(2.000000e-02)
   func.func @forward(%t: !mt.tensor<[batch=2, seq=4], i32>, %l: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
     %w = mt.param_ref @w : !mt.tensor<[tok=33, hidden=8], f32>
@@ -73,7 +73,7 @@ module @unsplit attributes {mt.dims = {hidden = 8 : i64, tok = 33 : i64}, mt.par
 // Tests that a vocabulary with another name, mapped to tp by the layout, is padded where it
 // trails a parameter (an untied output projection, [hidden, tok]) and in a layer function's
 // types too, and that a bf16 loss gets its mask cast to bf16 with a penalty bf16 holds.
-module @untied attributes {mt.dims = {hidden = 8 : i64, tok = 5 : i64}, mt.parallel = {layout = {tok = "tp"}, tp = 4 : i64}} {
+module @untied attributes {mt.dims = {hidden = 8 : i64, tok = 5 : i64}, mt.parallel = #mt.parallel<tp = 4, layout = {tok: tp}>} {
   mt.param @emb : !mt.tensor<[tok=5, hidden=8], bf16> init normal(2.000000e-02)
   mt.param @head : !mt.tensor<[hidden=8, tok=5], bf16> init normal(2.000000e-02)
   func.func @scale(%h: !mt.tensor<[batch=2, seq=4, tok=5], bf16>) -> !mt.tensor<[batch=2, seq=4, tok=5], bf16> attributes {mt.layer} {
@@ -109,7 +109,7 @@ module @untied attributes {mt.dims = {hidden = 8 : i64, tok = 5 : i64}, mt.paral
 // -----
 
 // Tests that a vocabulary too large for exact f32 positions (the mask's) is an error.
-module @huge attributes {mt.parallel = {tp = 2 : i64}} {
+module @huge attributes {mt.parallel = #mt.parallel<tp = 2>} {
   func.func @forward(%y: !mt.tensor<[seq=1, vocab=16777217], f32>, %l: !mt.tensor<[seq=1], i32>) -> !mt.tensor<[], f32> {
     // expected-error @+1 {{cannot mask a vocabulary of 16777218 classes: its positions are not exact in f32 (at most 2^24)}}
     %c = mt.cross_entropy %y, %l over vocab : !mt.tensor<[seq=1, vocab=16777217], f32>, !mt.tensor<[seq=1], i32> -> !mt.tensor<[], f32>

@@ -15,7 +15,7 @@
 // CHECK: mt.add %[[L]], %arg3
 // CHECK-NOT: mtp.
 // CHECK: return
-module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @w1 : !mt.tensor<[hidden=8, ffn=16], f32> init normal(2.000000e-02)
   mt.param @w2 : !mt.tensor<[ffn=16, hidden=8], f32> init normal(2.000000e-02)
   mt.param @b2 : !mt.tensor<[hidden=8], f32> init zeros
@@ -50,7 +50,7 @@ module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
 // CHECK: mt.dropout {{.*}} {mtp.layout = !mtp.tensor<[seq=8, hidden=4], f32, <[tp = 4]>, split {seq = [tp]}>} : <[seq=2, hidden=4], f32>
 // CHECK: mtp.all_gather {{.*}} over "tp" along "seq"
 // CHECK: mt.contract {{.*}} over [hidden] {{.*}} -> <[seq=8, ffn=4], f32>
-module attributes {mt.outlined, mt.parallel = {sp = true, tp = 4 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 4, sp = true>} {
   mt.param @w1 : !mt.tensor<[hidden=4, ffn=16], f32> init normal(2.000000e-02)
   mt.param @w2 : !mt.tensor<[ffn=16, hidden=4], f32> init normal(2.000000e-02)
   mt.param @b2 : !mt.tensor<[hidden=4], f32> init zeros
@@ -94,7 +94,7 @@ module attributes {mt.outlined, mt.parallel = {sp = true, tp = 4 : i64}} {
 // CHECK: %[[S:.*]] = mt.mul %[[M]], %[[HALF]]
 // CHECK: %[[PS:.*]] = mtp.from_local %[[S]] : <[], f32> -> <[], f32, <[tp = 2]>, partial [tp]>
 // CHECK: mtp.all_reduce %[[PS]] over ["tp"] :
-module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @wte : !mt.tensor<[vocab=16, hidden=4], f32> init normal(2.000000e-02)
   func.func @forward(%tokens: !mt.tensor<[seq=4], i32>,
                      %wte: !mt.tensor<[vocab=16, hidden=4], f32> {mt.param = @wte}) -> !mt.tensor<[], f32> {
@@ -125,7 +125,7 @@ module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
 // CHECK: mtp.all_reduce %[[P]]
 // CHECK-NOT: mtp.all_reduce
 // CHECK: return {{.*}} : !mt.tensor<[], f32>, !mt.tensor<[heads=2], f32>
-module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @wq : !mt.tensor<[heads=4], f32> init normal(2.000000e-02)
   mt.param @g : !mt.tensor<[hidden=4], f32> init ones
   func.func @optimizer_step(%step: !mt.tensor<[], f32>, %scale: !mt.tensor<[], f32>,
@@ -152,7 +152,7 @@ module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
 // CHECK: mtp.all_reduce
 // CHECK-LABEL: func.func @forward
 // CHECK: mt.repeat @layer(%arg0, %arg1, %arg2) count 2 {carried = 1 : i64} : (!mt.tensor<[batch=2, hidden=4], f32>, !mt.tensor<[layers=2, hidden=4, ffn=4], f32>, !mt.tensor<[layers=2, ffn=4, hidden=4], f32>) -> !mt.tensor<[batch=2, hidden=4], f32>
-module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @l.w1 layer @layer : !mt.tensor<[layers=2, hidden=4, ffn=8], f32> init normal(2.000000e-02)
   mt.param @l.w2 layer @layer : !mt.tensor<[layers=2, ffn=8, hidden=4], f32> init normal(2.000000e-02)
   func.func @layer(%x: !mt.tensor<[batch=2, hidden=4], f32>,
@@ -192,7 +192,7 @@ module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
 // CHECK: %[[V2:.*]] = mtp.from_local %[[M]] : <[seq=2, model=4], f32> -> <[seq=2, model=8], f32, <[tp = 2]>, split {model = [tp]}>
 // CHECK-NEXT: mtp.all_gather %[[V2]] over "tp" along "model"
 // CHECK: mt.split {{.*}} model into [one, rest] : <[seq=2, model=8], f32> -> <[seq=2, one=1, rest=8], f32>
-module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @wq : !mt.tensor<[hidden=4, heads=4, head_dim=2], f32> init normal(2.000000e-02)
   func.func @forward(%x: !mt.tensor<[seq=2, hidden=4], f32>,
                      %wq: !mt.tensor<[hidden=4, heads=4, head_dim=2], f32> {mt.param = @wq}) -> !mt.tensor<[], f32> {
@@ -220,7 +220,7 @@ module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
 // CHECK: %[[E:.*]] = mt.embedding_grad %arg0, %arg1 over vocab {mtp.layout = !mtp.tensor<[vocab=16, hidden=4], f32, <[tp = 2]>, split {vocab = [tp]}>} : <[seq=4], i32>, <[seq=4, hidden=4], f32> -> <[vocab=8, hidden=4], f32>
 // CHECK-NOT: mtp.
 // CHECK: return {{.*}}, %[[E]] : !mt.tensor<[], f32>, !mt.tensor<[vocab=8, hidden=4], f32>
-module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @wte : !mt.tensor<[vocab=16, hidden=4], f32> init normal(2.000000e-02)
   func.func @forward_backward(%tokens: !mt.tensor<[seq=4], i32>, %g: !mt.tensor<[seq=4, hidden=4], f32>)
       -> (!mt.tensor<[], f32>, !mt.tensor<[vocab=16, hidden=4], f32>) attributes {mt.grads = [@wte]} {
@@ -245,7 +245,7 @@ module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
 // CHECK: %[[P:.*]] = mtp.from_local %[[E]] : <[vocab=16, hidden=4], f32> -> <[vocab=16, hidden=4], f32, <[tp = 2]>, partial [tp]>
 // CHECK-NEXT: mtp.reduce_scatter %[[P]] over "tp" along "vocab" : <[vocab=16, hidden=4], f32, <[tp = 2]>, partial [tp]> -> <[vocab=16, hidden=4], f32, <[tp = 2]>, split {vocab = [tp]}>
 // CHECK: return {{.*}} : !mt.tensor<[], f32>, !mt.tensor<[vocab=8, hidden=4], f32>
-module attributes {mt.outlined, mt.parallel = {sp = true, tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, sp = true>} {
   mt.param @w2 : !mt.tensor<[ffn=8, hidden=4], f32> init normal(2.000000e-02)
   mt.param @wte : !mt.tensor<[vocab=16, hidden=4], f32> init normal(2.000000e-02)
   func.func @forward_backward(%tokens: !mt.tensor<[seq=4], i32>, %x: !mt.tensor<[seq=4, ffn=8], f32>,
@@ -262,7 +262,7 @@ module attributes {mt.outlined, mt.parallel = {sp = true, tp = 2 : i64}} {
 // -----
 
 // Tests that an op without a partition rule is reported, not partitioned as if it had one.
-module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @wq : !mt.tensor<[heads=4], f32> init zeros
   func.func private @helper(!mt.tensor<[seq=4], f32>) -> !mt.tensor<[seq=4], f32>
   func.func @forward(%x: !mt.tensor<[seq=4], f32>) -> !mt.tensor<[], f32> {
@@ -289,7 +289,7 @@ module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
 // CHECK-NEXT: %[[R:.*]] = mtp.all_reduce %[[P]] over ["tp"]
 // CHECK-NEXT: %[[L:.*]] = mtp.to_local %[[R]]
 // CHECK-NEXT: return %[[L]]
-module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @w2 : !mt.tensor<[ffn=8, hidden=2], f32> init normal(2.000000e-02)
   func.func @forward(%x: !mt.tensor<[seq=4, ffn=8], f32>,
                      %w2: !mt.tensor<[ffn=8, hidden=2], f32> {mt.param = @w2}) -> !mt.tensor<[], f32> {
@@ -312,7 +312,7 @@ module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
 // CHECK-NEXT: %[[G:.*]] = mtp.all_gather %[[V]] over "tp" along "heads"
 // CHECK-NEXT: %[[W:.*]] = mtp.to_local %[[G]] : {{.*}} -> <[seq=4, heads=2, head_dim=2], f32>
 // CHECK-NEXT: mt.rope %[[W]] over head_dim position seq : <[seq=4, heads=2, head_dim=2], f32>
-module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @wq : !mt.tensor<[hidden=4, heads=2, head_dim=2], f32> init normal(2.000000e-02)
   func.func @forward(%x: !mt.tensor<[seq=4, hidden=4], f32>,
                      %wq: !mt.tensor<[hidden=4, heads=2, head_dim=2], f32> {mt.param = @wq}) -> !mt.tensor<[], f32> {
@@ -327,7 +327,7 @@ module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
 
 // Tests that pipeline parallelism is refused, not ignored.
 // expected-error @+1 {{pp 2 is not supported yet: only tensor (tp, sp) and data parallelism partition the step}}
-module attributes {mt.outlined, mt.parallel = {pp = 2 : i64, tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, pp = 2>} {
 }
 
 // -----
@@ -335,7 +335,7 @@ module attributes {mt.outlined, mt.parallel = {pp = 2 : i64, tp = 2 : i64}} {
 // Tests that a tensor-parallel degree whose layout (Megatron's) splits no parameter is
 // refused, naming the dimensions it looked for and how to name others.
 // expected-error @+1 {{tp 2 shards nothing: no parameter has a dimension of Megatron's layout (ffn, heads, kv_heads, vocab); name this model's dimensions to split with --layout '<dim>:tp,...' (or `layout { <dim>: tp }` in parallel {})}}
-module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @emb : !mt.tensor<[tok=16, width=4], f32> init normal(2.000000e-02)
 }
 
@@ -343,7 +343,7 @@ module attributes {mt.outlined, mt.parallel = {tp = 2 : i64}} {
 
 // Tests the same with an explicit layout: it names the dimensions it maps.
 // expected-error @+1 {{tp 2 shards nothing: no parameter has a dimension the layout maps to tp (inner, tok)}}
-module attributes {mt.outlined, mt.parallel = {layout = {inner = "tp", tok = "tp"}, tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, layout = {inner: tp, tok: tp}>} {
   mt.param @w : !mt.tensor<[width=4], f32> init ones
 }
 
@@ -351,14 +351,14 @@ module attributes {mt.outlined, mt.parallel = {layout = {inner = "tp", tok = "tp
 
 // Tests that a module that is not outlined is refused.
 // expected-error @+1 {{mtp-partition needs an outlined module (run -mt-outline-parameters first)}}
-module attributes {mt.parallel = {tp = 2 : i64}} {
+module attributes {mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @wq : !mt.tensor<[heads=4], f32> init zeros
 }
 
 // -----
 
 // Tests a parameter whose split does not divide.
-module attributes {mt.outlined, mt.parallel = {tp = 4 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 4>} {
   // expected-error @+1 {{parameter @wq cannot be laid out on the mesh: dimension 'heads' of size 6 cannot be split into 4 equal parts}}
   mt.param @wq : !mt.tensor<[heads=6], f32> init zeros
 }
@@ -370,7 +370,7 @@ module attributes {mt.outlined, mt.parallel = {tp = 4 : i64}} {
 // CHECK-SAME: !mt.tensor<[vocab=16, hidden=4], f32>
 // CHECK-NOT: mtp.
 // CHECK: return
-module attributes {mt.outlined, mt.parallel = {tp = 1 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 1>} {
   mt.param @wte : !mt.tensor<[vocab=16, hidden=4], f32> init normal(2.000000e-02)
   func.func @forward(%wte: !mt.tensor<[vocab=16, hidden=4], f32> {mt.param = @wte}) -> !mt.tensor<[], f32> {
     %m = mt.reduce_mean %wte over [vocab, hidden] : <[vocab=16, hidden=4], f32> -> <[], f32>
@@ -397,7 +397,7 @@ module attributes {mt.outlined, mt.parallel = {tp = 1 : i64}} {
 // CHECK: %[[V:.*]] = mtp.from_local %[[NEW]]
 // CHECK: mtp.all_gather %[[V]] over "dp" along "layers" {{.*}} -> <[layers=2, heads=4], f32, <[dp = 2, tp = 2]>, split {heads = [tp]}>
 // CHECK: return {{.*}} : !mt.tensor<[], f32>, !mt.tensor<[layers=2, heads=2], f32>, !mt.tensor<[layers=1, heads=2], f32>
-module attributes {mt.outlined, mt.parallel = {distributed_optimizer = true, dp = 2 : i64, tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, dp = 2, distributed_optimizer = true>} {
   mt.param @wq : !mt.tensor<[layers=2, heads=4], f32> init normal(2.000000e-02)
   mt.state @wq.m of @wq : !mt.tensor<[layers=2, heads=4], f32>
   mt.param @g : !mt.tensor<[hidden=4], f32> init ones
@@ -423,5 +423,5 @@ module attributes {mt.outlined, mt.parallel = {distributed_optimizer = true, dp 
 
 // Tests that the distributed optimizer needs data-parallel ranks to shard over.
 // expected-error @+1 {{the distributed optimizer shards the optimizer state over data-parallel ranks: set dp above 1}}
-module attributes {mt.outlined, mt.parallel = {distributed_optimizer = true, tp = 2 : i64}} {
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, distributed_optimizer = true>} {
 }

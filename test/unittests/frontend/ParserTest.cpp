@@ -418,6 +418,34 @@ TEST(ParserTest, HyphenatedConfigWord) {
   EXPECT_EQ(r.module->parallel->entries[0].value->name, "zero-bubble");
 }
 
+TEST(ParserTest, HyphenatedConfigWordWithDigits) {
+  ParseResult r = parse("model m {}\nparallel { schedule zb-h1 pp 2 }");
+  ASSERT_EQ(r.errors, 0u) << r.output;
+  EXPECT_EQ(r.module->parallel->entries[0].value->name, "zb-h1");
+}
+
+TEST(ParserTest, ConfigListValue) {
+  ParseResult r = parse("model m {}\nparallel { pipeline_layers [3, 1] pp 2 }");
+  ASSERT_EQ(r.errors, 0u) << r.output;
+  ASSERT_EQ(r.module->parallel->entries.size(), 2u);
+  const Expr &list = *r.module->parallel->entries[0].value;
+  EXPECT_EQ(list.kind, Expr::Kind::Tuple);
+  ASSERT_EQ(list.args.size(), 2u);
+  EXPECT_EQ(list.args[0]->number, 3);
+  EXPECT_EQ(list.args[1]->number, 1);
+  // The span covers `[3, 1]`: from the bracket to just past the closing one.
+  EXPECT_EQ(list.range.begin.col, 28u);
+  EXPECT_EQ(list.range.end.col, 34u);
+}
+
+TEST(ParserTest, ConfigListNeedsCommas) {
+  ParseResult r = parse("model m {}\nparallel { pipeline_layers [3 1] }");
+  EXPECT_NE(r.errors, 0u);
+  EXPECT_NE(r.output.find("expected ',' or ']' in the list of 'pipeline_layers'"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(ParserTest, ParallelAuto) {
   ParseResult r = parse("model m {} parallel auto");
   ASSERT_EQ(r.errors, 0u) << r.output;

@@ -80,10 +80,9 @@ double cosineLr(double t) {
 
 TEST_F(OptimizerStepTest, AdamWWithClippingAndCosineScheduleMatchesTheFormulas) {
   OwningOpRef<ModuleOp> module = build(model(
-      "{clip_grad = 0.5 : f64, steps = 10 : i64, "
-      "optimizer = {kind = \"adamw\", lr = 0.1 : f64, betas = [0.9 : f64, 0.99 : f64], "
-      "eps = 1.0e-8 : f64, weight_decay = 0.1 : f64}, "
-      "lr = {kind = \"cosine\", warmup = 2 : i64, min = 0.01 : f64}}"));
+      "#mt.train<optimizer = adamw(lr = 0.1, betas = (0.9, 0.99), eps = 1.0e-8, "
+      "weight_decay = 0.1), lr = cosine(warmup = 2, min = 0.01), clip_grad = 0.5, "
+      "steps = 10>"));
   ASSERT_TRUE(module);
   auto step = module->lookupSymbol<func::FuncOp>("optimizer_step");
   ASSERT_TRUE(step);
@@ -161,8 +160,8 @@ TEST_F(OptimizerStepTest, AdamWWithClippingAndCosineScheduleMatchesTheFormulas) 
 
 TEST_F(OptimizerStepTest, SGDWithMomentumAndLinearScheduleMatchesTheFormulas) {
   OwningOpRef<ModuleOp> module = build(model(
-      "{steps = 4 : i64, optimizer = {kind = \"sgd\", lr = 0.5 : f64, momentum = 0.9 : f64, "
-      "weight_decay = 0.01 : f64}, lr = {kind = \"linear\", warmup = 0 : i64, min = 0.1 : f64}}"));
+      "#mt.train<optimizer = sgd(lr = 0.5, weight_decay = 0.01, momentum = 0.9), "
+      "lr = linear(warmup = 0, min = 0.1), steps = 4>"));
   ASSERT_TRUE(module);
   ASSERT_TRUE(module->lookupSymbol<mt::StateOp>("w.momentum_buffer"));
   ASSERT_FALSE(module->lookupSymbol<mt::StateOp>("w.exp_avg"));
