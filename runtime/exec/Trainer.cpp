@@ -307,6 +307,7 @@ Expected<StepStats> Trainer::step() {
       }
     }
     {
+      TraceRecorder::Scope span(trace_, "forward_backward", "compute", {{"micro_batch", m}});
       DropoutKey key{plan_->seed, step, sampleBegin};
       DropoutKeyScope scope(key);
       if (Error err = callInMesh(kernels_->forwardBackward(), buffers, "forward_backward", step);
@@ -319,8 +320,12 @@ Expected<StepStats> Trainer::step() {
         grads_[j] += microGrads_[j];
     first = false;
   }
-  if (Error err = reduceOverDataParallel(lossSum, step); !err.ok())
-    return err;
+  {
+    TraceRecorder::Scope span(dataParallel_ ? trace_ : nullptr, "reduce_gradients",
+                              "communication");
+    if (Error err = reduceOverDataParallel(lossSum, step); !err.ok())
+      return err;
+  }
   double meanLoss = lossSum / static_cast<double>(microBatches_);
   if (!std::isfinite(meanLoss))
     return makeError("step ", step + 1, ": the loss is ", meanLoss,
@@ -356,9 +361,12 @@ Expected<StepStats> Trainer::step() {
       break;
     }
   }
-  if (Error err = callInMesh(kernels_->optimizerStep(), buffers, "optimizer_step", step);
-      !err.ok())
-    return err;
+  {
+    TraceRecorder::Scope span(trace_, "optimizer_step", "optimizer");
+    if (Error err = callInMesh(kernels_->optimizerStep(), buffers, "optimizer_step", step);
+        !err.ok())
+      return err;
+  }
   if (!std::isfinite(gradNorm))
     return makeError("step ", step + 1, ": the gradient norm is ", double(gradNorm),
                      " (training diverged)");

@@ -101,6 +101,8 @@ private:
   ScheduleTask readTask(const JsonValue &v, const std::string &path, int64_t stage, int64_t m);
   /// Completeness and local order of one stage's list.
   void checkStage(const StageTasks &s, const std::string &path, int64_t stage, int64_t m) const;
+  /// The compute tasks' start slots: in list order on each stage, within the total work.
+  void checkSlots(const PipelineSchedule &s, const std::string &stagesPath) const;
   /// Matching between stages and deadlock freedom.
   void checkExchange(const PipelineSchedule &s, const std::string &path) const;
 
@@ -190,6 +192,7 @@ PipelineSchedule Reader::readSchedule(const JsonValue &v, const std::string &pat
   for (size_t i = 0; i < stages.size(); ++i)
     s.stages.push_back(readStage(stages[i], element(stagesPath, i), static_cast<int64_t>(i),
                                  s.microBatches));
+  checkSlots(s, stagesPath);
   checkExchange(s, path);
   return s;
 }
@@ -373,6 +376,32 @@ void Reader::checkStage(const StageTasks &s, const std::string &path, int64_t st
                 " activations at once (forward done, backward not)"));
 }
 
+void Reader::checkSlots(const PipelineSchedule &s, const std::string &stagesPath) const {
+  // A simulation that never idles every stage at once ends by the total work of all stages.
+  int64_t total = 0;
+  for (const StageTasks &stage : s.stages)
+    for (const ScheduleTask &t : stage.tasks)
+      if (isComputeTask(t.op))
+        total += unitSlots(t.op);
+  for (size_t st = 0; st < s.stages.size(); ++st) {
+    int64_t free = 0;
+    const std::vector<ScheduleTask> &tasks = s.stages[st].tasks;
+    for (size_t k = 0; k < tasks.size(); ++k) {
+      const ScheduleTask &t = tasks[k];
+      if (!isComputeTask(t.op))
+        continue;
+      std::string here = member(element(member(element(stagesPath, st), "tasks"), k), "start");
+      if (t.start < free)
+        fail(here, concat(describeTask(t), " starts at slot ", t.start,
+                          ", before the stage's previous compute task ends (slot ", free, ")"));
+      free = t.start + unitSlots(t.op);
+      if (free > total)
+        fail(here, concat(describeTask(t), " ends at slot ", free, ", past the ", total,
+                          " slots of the schedule's whole work"));
+    }
+  }
+}
+
 void Reader::checkExchange(const PipelineSchedule &s, const std::string &path) const {
   // The messages from stage a to stage b, in the order a sends them and b receives them.
   const size_t p = static_cast<size_t>(plan_.stages);
@@ -449,6 +478,8 @@ bool isComputeTask(TaskOp op) {
   return op == TaskOp::Forward || op == TaskOp::Backward || op == TaskOp::BackwardInput ||
          op == TaskOp::BackwardWeight;
 }
+int64_t unitSlots(TaskOp op) { return op == TaskOp::Backward ? 2 : 1; }
+
 bool isSendTask(TaskOp op) { return op == TaskOp::SendActivation || op == TaskOp::SendGradient; }
 bool isRecvTask(TaskOp op) { return op == TaskOp::RecvActivation || op == TaskOp::RecvGradient; }
 

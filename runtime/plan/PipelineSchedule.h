@@ -8,7 +8,9 @@
 //   - shapes: `chunk_layers` and `chunk_stages` have stages x virtual_stages entries, every
 //     stage holds virtual_stages chunks, every schedule has one task list per stage;
 //   - tasks: a known op, a chunk of this stage, a micro-batch below the schedule's count, a
-//     peer that is the stage of the neighbouring chunk, a `start` slot on compute tasks;
+//     peer that is the stage of the neighbouring chunk, a `start` slot on compute tasks, the
+//     slots of a stage's compute tasks in list order without overlap and within the
+//     schedule's total work (so that a chart of them stays small);
 //   - completeness and order on each stage: one F and one BW (or B and W) per chunk and
 //     micro-batch, each after what it consumes (a receive, or the local chunk before it), one
 //     send/recv per crossing between stages, one `reduce_gradients` after the last backward
@@ -85,6 +87,9 @@ std::optional<TaskOp> parseTaskOp(std::string_view name);
 
 /// F, B, W and BW: the tasks that run a chunk's compiled function.
 bool isComputeTask(TaskOp op);
+/// The time slots a compute task takes in the schedule's unit-time simulation: 2 for a whole
+/// backward, 1 for forward, backward_input and backward_weight.
+int64_t unitSlots(TaskOp op);
 /// The four send/recv ops.
 bool isSendTask(TaskOp op);
 bool isRecvTask(TaskOp op);

@@ -233,3 +233,19 @@ TEST_F(PipelineErrors, ReceivesOutOfOrderAndDeadlocks) {
 }
 
 } // namespace
+
+namespace {
+
+TEST_F(PipelineErrors, StartSlots) {
+  // Stage 0's compute tasks start at 0, 1, then BW0 at 4 (2 slots), BW1 at 6; the schedule's
+  // whole work is 2 x (1 + 1 + 2 + 2) = 12 slots.
+  EXPECT_ERROR([](JsonObject &o) { task(o, 0, 2).set("start", 0); },
+               std::string(kStage0) + ".tasks[2].start: forward chunk 0 micro-batch 1 starts at "
+                                      "slot 0, before the stage's previous compute task ends "
+                                      "(slot 1)");
+  EXPECT_ERROR([](JsonObject &o) { task(o, 0, 7).set("start", 11); },
+               std::string(kStage0) + ".tasks[7].start: backward chunk 0 micro-batch 1 ends at "
+                                      "slot 13, past the 12 slots of the schedule's whole work");
+}
+
+} // namespace
