@@ -367,8 +367,13 @@ Error runTraining(const Plan &plan, const TrainingRunOptions &options, const Ran
       return err;
   if (Error err = run.writeOutputs(*state); !err.ok())
     return err;
-  if (trace)
-    return writeJobTrace(*trace, job.world.get(), *options.trace);
+  if (!trace)
+    return Error::success();
+  if (Error err = writeJobTrace(*trace, job.world.get(), *options.trace); !err.ok())
+    return err;
+  if (job.leader())
+    log.write(formatText("timeline: %s (a Chrome trace of %d rank%s; open it in Perfetto)\n",
+                         options.trace->c_str(), job.size, job.size == 1 ? "" : "s"));
   return Error::success();
 }
 
