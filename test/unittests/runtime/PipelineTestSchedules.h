@@ -1,6 +1,7 @@
 //===- PipelineTestSchedules.h - Hand-built pipeline schedules for tests -*- C++ -*-===//
 //
-// Small builders of GPipe and 1F1B task lists (one chunk per stage), with the compute
+// Small builders of GPipe and 1F1B task lists (one chunk per stage) and of GPipe over several
+// chunks per stage (any placement, optionally with the B/W split), with the compute
 // tasks' unit-time start slots and bubble fractions from a simulation of the lists, and the
 // "pipeline" JSON of a PipelinePlan, so that tests of the loader, the executor and the chart
 // do not depend on the compiler's generator.
@@ -20,15 +21,14 @@ namespace mtc::rt::test {
 
 enum class TestScheduleKind { GPipe, OneFOneB };
 
-/// Unit task times: F = B = W = 1, BW = 2.
-inline int64_t unitTime(TaskOp op) { return op == TaskOp::Backward ? 2 : 1; }
-
 /// Fills every compute task's `start` and each stage's bubble fraction by running the lists
-/// with unit times: a task starts when its stage is free and its input is ready (the previous
-/// or next chunk's task on its stage). One chunk per stage (chunk = stage).
-inline void simulateStarts(PipelineSchedule &s) {
+/// with unit times (F = B = W = 1, BW = 2): a task starts when its stage is free and its input
+/// is ready (the forward of the chunk before, the backward of the chunk after, on whichever
+/// stage). `chunks` is the number of model chunks.
+inline void simulateStarts(PipelineSchedule &s, int chunks) {
   const size_t p = s.stages.size();
-  std::map<std::tuple<int, int, int>, int64_t> ends; // (op, chunk, micro-batch) -> end
+  // (F = 0 or backward = 1, chunk, micro-batch) -> end slot.
+  std::map<std::tuple<int, int, int>, int64_t> ends;
   std::vector<size_t> next(p, 0);
   std::vector<int64_t> free(p, 0), busy(p, 0);
   for (bool progress = true; progress;) {
@@ -41,9 +41,10 @@ inline void simulateStarts(PipelineSchedule &s) {
           int64_t ready = free[st];
           std::optional<std::tuple<int, int, int>> dep;
           if (t.op == TaskOp::Forward && t.chunk > 0)
-            dep = {int(TaskOp::Forward), t.chunk - 1, t.microBatch};
-          if (t.op == TaskOp::Backward && t.chunk + 1 < int(p))
-            dep = {int(TaskOp::Backward), t.chunk + 1, t.microBatch};
+            dep = {0, t.chunk - 1, t.microBatch};
+          if ((t.op == TaskOp::Backward || t.op == TaskOp::BackwardInput) &&
+              t.chunk + 1 < chunks)
+            dep = {1, t.chunk + 1, t.microBatch};
           if (dep) {
             auto it = ends.find(*dep);
             if (it == ends.end())
@@ -51,9 +52,10 @@ inline void simulateStarts(PipelineSchedule &s) {
             ready = std::max(ready, it->second);
           }
           t.start = ready;
-          free[st] = ready + unitTime(t.op);
-          busy[st] += unitTime(t.op);
-          ends[{int(t.op), t.chunk, t.microBatch}] = free[st];
+          free[st] = ready + unitSlots(t.op);
+          busy[st] += unitSlots(t.op);
+          if (t.op != TaskOp::BackwardWeight)
+            ends[{t.op == TaskOp::Forward ? 0 : 1, t.chunk, t.microBatch}] = free[st];
         }
         ++next[st];
         progress = true;
@@ -107,7 +109,56 @@ inline PipelineSchedule buildSchedule(TestScheduleKind kind, int stages, int m) 
     stage.inFlight = peakInFlight(stage.tasks);
     s.stages.push_back(std::move(stage));
   }
-  simulateStarts(s);
+  simulateStarts(s, stages);
+  return s;
+}
+
+/// GPipe over model chunks placed on stages by `chunkStages` (any placement: Megatron's
+/// interleaved c % P, ZB-V's V shape with its local hand-over between consecutive chunks on
+/// one stage): each stage runs the forwards of its chunks in ascending chunk order, then
+/// their backwards in descending order, every micro-batch at each. With `splitBackward` the
+/// backwards are B, and every W comes after all of them, before the reduction.
+inline PipelineSchedule buildChunkedGPipe(const std::vector<int64_t> &chunkStages, int stages,
+                                          int m, bool splitBackward) {
+  const int chunks = static_cast<int>(chunkStages.size());
+  auto stageOf = [&](int c) { return static_cast<int>(chunkStages[static_cast<size_t>(c)]); };
+  PipelineSchedule s;
+  s.microBatches = m;
+  for (int st = 0; st < stages; ++st) {
+    StageTasks stage;
+    for (int c = 0; c < chunks; ++c) {
+      if (stageOf(c) != st)
+        continue;
+      for (int i = 0; i < m; ++i) {
+        if (c > 0 && stageOf(c - 1) != st)
+          stage.tasks.push_back({TaskOp::RecvActivation, c, i, stageOf(c - 1)});
+        stage.tasks.push_back({TaskOp::Forward, c, i});
+        if (c + 1 < chunks && stageOf(c + 1) != st)
+          stage.tasks.push_back({TaskOp::SendActivation, c, i, stageOf(c + 1)});
+      }
+    }
+    for (int c = chunks - 1; c >= 0; --c) {
+      if (stageOf(c) != st)
+        continue;
+      for (int i = 0; i < m; ++i) {
+        if (c + 1 < chunks && stageOf(c + 1) != st)
+          stage.tasks.push_back({TaskOp::RecvGradient, c, i, stageOf(c + 1)});
+        stage.tasks.push_back({splitBackward ? TaskOp::BackwardInput : TaskOp::Backward, c, i});
+        if (c > 0 && stageOf(c - 1) != st)
+          stage.tasks.push_back({TaskOp::SendGradient, c, i, stageOf(c - 1)});
+      }
+    }
+    if (splitBackward)
+      for (int c = chunks - 1; c >= 0; --c)
+        if (stageOf(c) == st)
+          for (int i = 0; i < m; ++i)
+            stage.tasks.push_back({TaskOp::BackwardWeight, c, i});
+    stage.tasks.push_back({TaskOp::ReduceGradients});
+    stage.tasks.push_back({TaskOp::OptimizerStep});
+    stage.inFlight = peakInFlight(stage.tasks);
+    s.stages.push_back(std::move(stage));
+  }
+  simulateStarts(s, chunks);
   return s;
 }
 

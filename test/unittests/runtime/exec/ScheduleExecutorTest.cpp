@@ -19,6 +19,7 @@
 
 #include <map>
 #include <regex>
+#include <set>
 #include <thread>
 
 using namespace mtc::rt;
@@ -28,66 +29,86 @@ namespace {
 
 constexpr size_t kWidth = 1024;
 
-/// The fake stage: one chunk per stage (chunk = stage). Message buffers are shared by the
-/// micro-batches with the same index modulo `ring`, so with a small ring the executor must
-/// wait for a send before the next forward overwrites its buffer.
+/// The fake stage: runs the chunks `chunkStages` places on `stage`. Message buffers are shared
+/// by the micro-batches with the same index modulo `ring`, so with a small ring the executor
+/// must wait for a send before the next task overwrites its buffer. Consecutive chunks on this
+/// stage hand over locally.
 class FakeStage final : public StageCompute {
 public:
-  FakeStage(int stage, int stages, int ring) : stage_(stage), stages_(stages), ring_(ring) {}
+  FakeStage(int stage, std::vector<int64_t> chunkStages, int ring)
+      : stage_(stage), chunkStages_(std::move(chunkStages)),
+        chunks_(static_cast<int>(chunkStages_.size())), ring_(ring) {}
 
   /// Called before each compute task; a failure it returns fails the task.
   std::function<Error(const ScheduleTask &)> hook;
-  /// The first element of every micro-batch's input gradient (stage 0).
+  /// The first element of every micro-batch's input gradient (the stage of chunk 0).
   std::map<int, float> inputGradients;
   std::vector<std::string> mismatches;
-  int reductions = 0, optimizerSteps = 0;
-  /// Seconds a forward sleeps (a backward twice as long), for the bubble measurement.
+  /// "post <recv op> <chunk> <micro-batch>" when the executor asks for a receive's buffer,
+  /// "run <op> <chunk> <micro-batch>" when a compute task starts.
+  std::vector<std::string> events;
+  int reductions = 0, optimizerSteps = 0, weightGradients = 0;
+  /// Seconds a forward sleeps (a whole backward twice as long), for the bubble measurement.
   double unitSeconds = 0;
 
   static float input(int micro, size_t j) { return float(micro + 1) + float(j % 7); }
-  /// What chunk c's forward receives for micro-batch `micro`.
+  /// What chunk c's forward receives for micro-batch `micro` (c = chunks: the last output).
   static float activation(int c, int micro, size_t j) {
     return input(micro, j) + float(c * (c + 1) / 2);
   }
 
   Error compute(const ScheduleTask &t) override {
+    events.push_back(concat("run ", taskOpName(t.op), ' ', t.chunk, ' ', t.microBatch));
     if (hook)
       if (Error err = hook(t); !err.ok())
         return err;
     if (unitSeconds > 0)
-      std::this_thread::sleep_for(std::chrono::duration<double>(
-          t.op == TaskOp::Backward ? 2 * unitSeconds : unitSeconds));
+      std::this_thread::sleep_for(std::chrono::duration<double>(unitSlots(t.op) * unitSeconds));
     const int c = t.chunk, m = t.microBatch;
     if (t.op == TaskOp::Forward) {
       std::vector<float> x(kWidth);
       for (size_t j = 0; j < kWidth; ++j) {
-        x[j] = c == 0 ? input(m, j) : buffer(TaskOp::RecvActivation, m)[j];
+        x[j] = c == 0         ? input(m, j)
+               : local(c - 1) ? saved_[{c - 1, m}][j]
+                              : buffer(TaskOp::RecvActivation, c, m)[j];
         expect(x[j], activation(c, m, j), "activation", m);
         x[j] += float(c + 1);
       }
-      if (c + 1 < stages_)
-        std::copy(x.begin(), x.end(), buffer(TaskOp::SendActivation, m).begin());
-      saved_[m] = std::move(x);
+      if (c + 1 < chunks_ && !local(c + 1))
+        std::copy(x.begin(), x.end(), buffer(TaskOp::SendActivation, c, m).begin());
+      saved_[{c, m}] = std::move(x);
       return Error::success();
     }
-    // The whole backward.
-    std::vector<float> g = c + 1 == stages_ ? saved_[m] : buffer(TaskOp::RecvGradient, m);
+    if (t.op == TaskOp::BackwardWeight) {
+      if (!inputDone_.count({c, m}))
+        mismatches.push_back(concat("W of chunk ", c, " micro-batch ", m, " before its B"));
+      ++weightGradients;
+      return Error::success();
+    }
+    // The whole backward, or its input half.
+    std::vector<float> g = c + 1 == chunks_ ? saved_[{c, m}]
+                           : local(c + 1)   ? grads_[{c + 1, m}]
+                                            : buffer(TaskOp::RecvGradient, c, m);
     float factor = 1;
-    for (int k = c + 1; k < stages_; ++k)
+    for (int k = c + 1; k < chunks_; ++k)
       factor *= float(k + 2);
     for (size_t j = 0; j < kWidth; ++j) {
-      expect(g[j], activation(stages_, m, j) * factor, "gradient", m);
+      expect(g[j], activation(chunks_, m, j) * factor, "gradient", m);
       g[j] *= float(c + 2);
     }
-    saved_.erase(m);
-    if (c > 0)
-      std::copy(g.begin(), g.end(), buffer(TaskOp::SendGradient, m).begin());
-    else
+    inputDone_.insert({c, m});
+    if (c == 0)
       inputGradients[m] = g[0];
+    else if (local(c - 1))
+      grads_[{c, m}] = std::move(g);
+    else
+      std::copy(g.begin(), g.end(), buffer(TaskOp::SendGradient, c, m).begin());
     return Error::success();
   }
   Expected<MessageBuffer> message(const ScheduleTask &t) override {
-    std::vector<float> &b = buffer(t.op, t.microBatch);
+    if (isRecvTask(t.op))
+      events.push_back(concat("post ", taskOpName(t.op), ' ', t.chunk, ' ', t.microBatch));
+    std::vector<float> &b = buffer(t.op, t.chunk, t.microBatch);
     return MessageBuffer{b.data(), b.size(), MTC_F32};
   }
   Error reduceGradients() override {
@@ -100,8 +121,9 @@ public:
   }
 
 private:
-  std::vector<float> &buffer(TaskOp op, int micro) {
-    std::vector<float> &b = buffers_[{int(op), micro % ring_}];
+  bool local(int chunk) const { return chunkStages_[static_cast<size_t>(chunk)] == stage_; }
+  std::vector<float> &buffer(TaskOp op, int chunk, int micro) {
+    std::vector<float> &b = buffers_[{int(op), chunk, micro % ring_}];
     b.resize(kWidth);
     return b;
   }
@@ -111,43 +133,63 @@ private:
                                   double(got), " != ", double(want)));
   }
 
-  int stage_, stages_, ring_;
-  std::map<std::pair<int, int>, std::vector<float>> buffers_;
-  std::map<int, std::vector<float>> saved_;
+  int stage_;
+  std::vector<int64_t> chunkStages_;
+  int chunks_, ring_;
+  std::map<std::tuple<int, int, int>, std::vector<float>> buffers_;
+  std::map<std::pair<int, int>, std::vector<float>> saved_, grads_;
+  std::set<std::pair<int, int>> inputDone_;
 };
 
 /// The first element of micro-batch m's input gradient at stage 0.
-float expectedInputGradient(int stages, int m) {
+float expectedInputGradient(int chunks, int m) {
   float factor = 1;
-  for (int k = 0; k < stages; ++k)
+  for (int k = 0; k < chunks; ++k)
     factor *= float(k + 2);
-  return FakeStage::activation(stages, m, 0) * factor;
+  return FakeStage::activation(chunks, m, 0) * factor;
+}
+
+/// One chunk per stage.
+std::vector<int64_t> chunkPerStage(int stages) {
+  std::vector<int64_t> placement;
+  for (int s = 0; s < stages; ++s)
+    placement.push_back(s);
+  return placement;
 }
 
 struct StageResult {
   std::vector<Error> steps;
   std::map<int, float> inputGradients;
   std::vector<std::string> mismatches;
-  int reductions = 0, optimizerSteps = 0;
+  int reductions = 0, optimizerSteps = 0, weightGradients = 0;
   std::vector<double> bubbles;
+  std::vector<std::string> events;
+  std::map<std::string, int> spans; // recorded spans by category
+
   std::chrono::steady_clock::duration took{}; // the steps
 };
 
-/// Runs `steps` steps of `schedule` on its stages; `setup` adjusts each stage's fake.
+/// Runs `steps` steps of `schedule` on its stages (chunks placed by `chunkStages`, default one
+/// per stage); `setup` adjusts each stage's fake.
 std::vector<StageResult> runPipeline(const PipelineSchedule &schedule, int steps, int ring,
                                      const std::string &prefix,
                                      std::chrono::milliseconds timeout = 2000ms,
-                                     const std::function<void(int, FakeStage &)> &setup = {}) {
+                                     const std::function<void(int, FakeStage &)> &setup = {},
+                                     std::vector<int64_t> chunkStages = {}) {
   TestJob job;
   const int stages = static_cast<int>(schedule.stages.size());
+  if (chunkStages.empty())
+    chunkStages = chunkPerStage(stages);
   std::vector<StageResult> results(static_cast<size_t>(stages));
   runRanks(stages, [&](int stage) {
-    auto comm = job.connect(stage, stages, prefix, timeout);
-    ASSERT_TRUE(comm);
-    FakeStage fake(stage, stages, ring);
+    auto comm = stages > 1 ? job.connect(stage, stages, prefix, timeout) : nullptr;
+    ASSERT_TRUE(comm || stages == 1);
+    FakeStage fake(stage, chunkStages, ring);
     if (setup)
       setup(stage, fake);
-    Expected<ScheduleExecutor> executor = ScheduleExecutor::create(schedule, stage, comm.get());
+    TraceRecorder trace(stage);
+    Expected<ScheduleExecutor> executor =
+        ScheduleExecutor::create(schedule, stage, comm.get(), &trace);
     ASSERT_TRUE(executor.ok()) << executor.error().message();
     StageResult &r = results[static_cast<size_t>(stage)];
     std::vector<StageStepTimes> times;
@@ -172,12 +214,18 @@ std::vector<StageResult> runPipeline(const PipelineSchedule &schedule, int steps
     r.mismatches = fake.mismatches;
     r.reductions = fake.reductions;
     r.optimizerSteps = fake.optimizerSteps;
+    r.weightGradients = fake.weightGradients;
+    r.events = fake.events;
+    for (const TraceSpan &span : trace.spans())
+      ++r.spans[span.category];
   });
   return results;
 }
 
-void expectCorrect(const std::vector<StageResult> &results, int m, int steps) {
+void expectCorrect(const std::vector<StageResult> &results, int m, int steps, int chunks = 0) {
   const int stages = static_cast<int>(results.size());
+  if (chunks == 0)
+    chunks = stages;
   for (int s = 0; s < stages; ++s) {
     const StageResult &r = results[static_cast<size_t>(s)];
     for (const Error &e : r.steps)
@@ -188,7 +236,7 @@ void expectCorrect(const std::vector<StageResult> &results, int m, int steps) {
   }
   ASSERT_EQ(results[0].inputGradients.size(), size_t(m));
   for (int i = 0; i < m; ++i)
-    EXPECT_EQ(results[0].inputGradients.at(i), expectedInputGradient(stages, i)) << i;
+    EXPECT_EQ(results[0].inputGradients.at(i), expectedInputGradient(chunks, i)) << i;
 }
 
 TEST(ScheduleExecutor, OneFOneBOnTwoAndFourStages) {
@@ -202,6 +250,64 @@ TEST(ScheduleExecutor, GPipeOnTwoAndFourStages) {
   for (int stages : {2, 4}) {
     PipelineSchedule s = buildSchedule(TestScheduleKind::GPipe, stages, 4);
     expectCorrect(runPipeline(s, 2, 4, concat("gpipe", stages)), 4, 2);
+  }
+}
+
+TEST(ScheduleExecutor, SeveralChunksPerStage) {
+  // Megatron's interleaved placement (chunk c on stage c % P), ZB-V's V shape (stage 1 holds
+  // chunks 1 and 2 and hands over between them locally) with the B/W split, and one stage
+  // holding two chunks (no communicator at all).
+  struct Case {
+    std::vector<int64_t> placement;
+    int stages;
+    bool split;
+  };
+  for (const Case &c : {Case{{0, 1, 0, 1}, 2, false}, Case{{0, 1, 1, 0}, 2, true},
+                        Case{{0, 1, 2, 3, 3, 2, 1, 0}, 4, true}, Case{{0, 0}, 1, true}}) {
+    const int m = 4, chunks = static_cast<int>(c.placement.size());
+    PipelineSchedule s = buildChunkedGPipe(c.placement, c.stages, m, c.split);
+    // The loader accepts the lists the executor is given here.
+    PipelinePlan plan;
+    plan.stages = c.stages;
+    plan.virtualStages = chunks / c.stages;
+    plan.schedule = c.split ? "zb-v" : "interleaved";
+    plan.chunkLayers.assign(c.placement.size(), 1);
+    plan.chunkStages = c.placement;
+    plan.schedules.push_back(s);
+    Expected<PipelinePlan> read = parsePipeline(pipelineJson(plan));
+    ASSERT_TRUE(read.ok()) << read.error().message();
+    auto results = runPipeline(s, 2, 2, concat("chunks", chunks, c.split), 2000ms, {},
+                               c.placement);
+    expectCorrect(results, m, 2, chunks);
+    for (const StageResult &r : results)
+      EXPECT_EQ(r.weightGradients, c.split ? 2 * m * chunks / c.stages : 0);
+  }
+}
+
+TEST(ScheduleExecutor, ReceivesArePostedBeforeTheyAreNeeded) {
+  // GPipe's last stage: the activation of micro-batch 1 is awaited while micro-batch 0's
+  // forward runs, and the next forward's input is posted before that forward starts.
+  PipelineSchedule s = buildSchedule(TestScheduleKind::GPipe, 2, 4);
+  auto results = runPipeline(s, 1, 4, "early");
+  expectCorrect(results, 4, 1);
+  const std::vector<std::string> &e = results[1].events;
+  auto at = [&](const std::string &event) {
+    return std::find(e.begin(), e.end(), event) - e.begin();
+  };
+  EXPECT_LT(at("post recv_activation 1 1"), at("run forward 1 0"));
+  EXPECT_LT(at("post recv_activation 1 2"), at("run forward 1 1"));
+  EXPECT_LT(at("run forward 1 0"), static_cast<ptrdiff_t>(e.size()));
+}
+
+TEST(ScheduleExecutor, RecordsItsSpans) {
+  PipelineSchedule s = buildSchedule(TestScheduleKind::OneFOneB, 2, 4);
+  auto results = runPipeline(s, 1, 4, "spans");
+  expectCorrect(results, 4, 1);
+  for (const StageResult &r : results) {
+    EXPECT_EQ(r.spans.at("compute"), 8) << "4 forwards, 4 backwards";
+    EXPECT_EQ(r.spans.at("optimizer"), 1);
+    // reduce_gradients, plus one span per wait that found its message not there yet.
+    EXPECT_GE(r.spans.at("communication"), 1);
   }
 }
 
@@ -279,7 +385,7 @@ TEST(ScheduleExecutor, TheInFlightBoundIsEnforced) {
   s.stages[0].inFlight = 1;
   Expected<ScheduleExecutor> executor = ScheduleExecutor::create(s, 0, nullptr);
   ASSERT_TRUE(executor.ok()) << executor.error().message();
-  FakeStage fake(0, 1, 2);
+  FakeStage fake(0, {0}, 2);
   Expected<StageStepTimes> t = executor->runStep(fake);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.error().message(), "stage 0: forward chunk 0 micro-batch 1 would hold 2 "
