@@ -59,9 +59,9 @@ struct InFlight {
 /// The state of one step on one stage.
 class StepRun {
 public:
-  StepRun(const StageTasks &tasks, int stage, Communicator *pipeline, TraceRecorder *trace,
+  StepRun(const StageTasks &tasks, int stage, const PipelineLinks *links, TraceRecorder *trace,
           StageCompute &compute)
-      : tasks_(tasks.tasks), inFlightLimit_(tasks.inFlight), stage_(stage), pipeline_(pipeline),
+      : tasks_(tasks.tasks), inFlightLimit_(tasks.inFlight), stage_(stage), links_(links),
         trace_(trace), compute_(compute) {}
 
   Expected<StageStepTimes> run();
@@ -99,7 +99,7 @@ private:
   const std::vector<ScheduleTask> &tasks_;
   int64_t inFlightLimit_;
   int stage_;
-  Communicator *pipeline_;
+  const PipelineLinks *links_;
   TraceRecorder *trace_;
   StageCompute &compute_;
 
@@ -138,15 +138,13 @@ Error StepRun::releaseSends(const std::optional<MessageBuffer> &buffer) {
 }
 
 Error StepRun::postReceives(size_t current) {
-  for (size_t computes = 0; nextReceive_ < tasks_.size(); ++nextReceive_) {
+  // The receives before the (kReceiveLookahead + 1)-th compute task from `current` on.
+  size_t limit = current;
+  for (size_t computes = 0; limit < tasks_.size(); ++limit)
+    if (isComputeTask(tasks_[limit].op) && ++computes > kReceiveLookahead)
+      break;
+  for (; nextReceive_ < limit; ++nextReceive_) {
     const ScheduleTask &t = tasks_[nextReceive_];
-    // Never past a send not yet posted: a communicator completes point-to-point operations in
-    // the order they were posted, so a receive posted before a send would hold back the
-    // send's completion, which a task before the receive may wait for.
-    if (isSendTask(t.op) && nextReceive_ >= current)
-      return Error::success();
-    if (isComputeTask(t.op) && nextReceive_ >= current && ++computes > kReceiveLookahead)
-      return Error::success();
     if (!isRecvTask(t.op))
       continue;
     Expected<MessageBuffer> buffer = bufferOf(t);
@@ -155,8 +153,9 @@ Error StepRun::postReceives(size_t current) {
     if (held(*buffer))
       return Error::success(); // posted once the buffer is free
     receives_.push_back(InFlight{&t, *buffer,
-                                 pipeline_->startRecv(buffer->data, buffer->count, buffer->type,
-                                                      t.peer)});
+                                 links_->from(t.peer)->startRecv(buffer->data, buffer->count,
+                                                                 buffer->type,
+                                                                 PipelineLinks::kSenderRank)});
   }
   return Error::success();
 }
@@ -235,8 +234,10 @@ Expected<StageStepTimes> StepRun::run() {
       Expected<MessageBuffer> buffer = bufferOf(t);
       if (!buffer)
         return buffer.takeError();
-      sends_.push_back(InFlight{
-          &t, *buffer, pipeline_->startSend(buffer->data, buffer->count, buffer->type, t.peer)});
+      sends_.push_back(InFlight{&t, *buffer,
+                                links_->to(t.peer)->startSend(buffer->data, buffer->count,
+                                                              buffer->type,
+                                                              PipelineLinks::kReceiverRank)});
       break;
     }
     case TaskOp::ReduceGradients: {
@@ -268,21 +269,28 @@ Expected<StageStepTimes> StepRun::run() {
 } // namespace
 
 Expected<ScheduleExecutor> ScheduleExecutor::create(const PipelineSchedule &schedule, int stage,
-                                                    Communicator *pipeline, TraceRecorder *trace) {
+                                                    const PipelineLinks *links,
+                                                    TraceRecorder *trace) {
   int stages = static_cast<int>(schedule.stages.size());
   if (stage < 0 || stage >= stages)
     return makeError("stage ", stage, " is not a stage of the schedule (", stages, " stages)");
-  if (stages > 1 && !pipeline)
-    return makeError("a schedule of ", stages, " stages needs the pipeline group");
-  if (pipeline && (pipeline->size() != stages || pipeline->rank() != stage))
-    return makeError("the pipeline group has ", pipeline->size(), " ranks and this is rank ",
-                     pipeline->rank(), ", but the schedule has ", stages,
-                     " stages and this is stage ", stage);
-  return ScheduleExecutor(schedule.stages[static_cast<size_t>(stage)], stage, pipeline, trace);
+  if (stages > 1 && !links)
+    return makeError("a schedule of ", stages, " stages needs the links between its stages");
+  if (links && (links->stages() != stages || links->stage() != stage))
+    return makeError("the links are stage ", links->stage(), "'s of ", links->stages(),
+                     " stages, but the schedule has ", stages, " stages and this is stage ",
+                     stage);
+  // Every send and receive has its link (links made for other schedules may lack one).
+  for (const ScheduleTask &t : schedule.stages[static_cast<size_t>(stage)].tasks)
+    if ((isSendTask(t.op) && !links->to(t.peer)) || (isRecvTask(t.op) && !links->from(t.peer)))
+      return makeError("stage ", stage, ": no link ", isSendTask(t.op) ? "to" : "from",
+                       " stage ", t.peer, " for ", describe(t),
+                       " (the links were made for other schedules)");
+  return ScheduleExecutor(schedule.stages[static_cast<size_t>(stage)], stage, links, trace);
 }
 
 Expected<StageStepTimes> ScheduleExecutor::runStep(StageCompute &compute) {
-  return StepRun(*tasks_, stage_, pipeline_, trace_, compute).run();
+  return StepRun(*tasks_, stage_, links_, trace_, compute).run();
 }
 
 Expected<std::vector<double>> measureBubbleFractions(Communicator *pipeline,

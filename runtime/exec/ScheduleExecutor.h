@@ -4,12 +4,13 @@
 // The executor runs one stage's list: it calls the stage's compiled functions through a
 // `StageCompute` (forward, backward or its input and weight halves, per chunk and micro-batch;
 // the gradient reduction; the optimizer step) and moves activations and gradients between
-// stages with the pipeline group's Communicator (stage s = rank s of that group):
+// stages over the links made from the pipeline group (PipelineLinks.h: a communicator per
+// direction between two stages, so that no receive waits for a send's completion):
 //
-//   - Receives are posted early: before each task, every receive ahead in the list whose
-//     buffer is free is posted (in list order, which keeps the order of the messages from each
-//     peer), so a message arrives while the stage computes; the task that consumes it waits
-//     for it only then.
+//   - Receives are posted early: before each task, the receives ahead in the list, up to two
+//     compute tasks ahead, whose buffers are free are posted (in list order, which keeps the
+//     order of the messages from each peer), so a message arrives while the stage computes;
+//     the task that consumes it waits for it only then.
 //   - Sends never block the list: a send is posted and the executor goes on. Before a task
 //     writes the buffer of a send still in flight (a StageCompute may reuse a few buffers),
 //     and before the step ends, it waits for that send.
@@ -38,6 +39,7 @@
 #define MTC_RUNTIME_EXEC_SCHEDULEEXECUTOR_H
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/exec/PipelineLinks.h"
 #include "runtime/exec/Trace.h"
 #include "runtime/plan/PipelineSchedule.h"
 #include "runtime/support/Error.h"
@@ -83,11 +85,13 @@ struct StageStepTimes {
 
 class ScheduleExecutor {
 public:
-  /// The executor of stage `stage` of `schedule`. `pipeline` is the group of the stages (rank
-  /// s = stage s; may be null for a one-stage schedule), `trace` an optional recorder; both
-  /// must outlive the executor. Fails when the group does not fit the schedule.
+  /// The executor of stage `stage` of `schedule`. `links` are this stage's links (made for
+  /// schedules including this one; may be null for a one-stage schedule), `trace` an optional
+  /// recorder; the schedule, links and recorder must outlive the executor. Fails when the links
+  /// do not fit the schedule.
   static Expected<ScheduleExecutor> create(const PipelineSchedule &schedule, int stage,
-                                           Communicator *pipeline, TraceRecorder *trace = nullptr);
+                                           const PipelineLinks *links,
+                                           TraceRecorder *trace = nullptr);
 
   /// Runs the stage's list once (one optimizer step). On failure the step is abandoned
   /// (messages in flight are waited for, bounded by the communicator's timeout).
@@ -97,13 +101,13 @@ public:
   const StageTasks &tasks() const { return *tasks_; }
 
 private:
-  ScheduleExecutor(const StageTasks &tasks, int stage, Communicator *pipeline,
+  ScheduleExecutor(const StageTasks &tasks, int stage, const PipelineLinks *links,
                    TraceRecorder *trace)
-      : tasks_(&tasks), stage_(stage), pipeline_(pipeline), trace_(trace) {}
+      : tasks_(&tasks), stage_(stage), links_(links), trace_(trace) {}
 
   const StageTasks *tasks_;
   int stage_;
-  Communicator *pipeline_;
+  const PipelineLinks *links_;
   TraceRecorder *trace_;
 };
 
