@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 
 namespace mtc::rt {
@@ -313,6 +314,20 @@ Expected<std::vector<double>> measureBubbleFractions(Communicator *pipeline,
     if (Error err = pipeline->allGather(&fraction, all.data(), 1, MTC_F64); !err.ok())
       return std::move(err).withContext("measuring the pipeline bubble");
   return all;
+}
+
+std::string describeBubbles(const PipelineSchedule &schedule, std::span<const double> measured) {
+  auto fixed = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", v);
+    return std::string(buf);
+  };
+  std::string out = "pipeline bubble:";
+  for (size_t s = 0; s < measured.size() && s < schedule.stages.size(); ++s)
+    out.append(s ? ", " : " ")
+        .append(concat("stage ", s, ' ', fixed(measured[s]), " (schedule ",
+                       fixed(schedule.stages[s].bubbleFraction), ")"));
+  return out;
 }
 
 } // namespace mtc::rt

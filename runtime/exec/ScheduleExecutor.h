@@ -118,6 +118,10 @@ private:
 Expected<std::vector<double>> measureBubbleFractions(Communicator *pipeline,
                                                      std::span<const StageStepTimes> steps);
 
+/// The log line that puts the measured bubble fractions (one per stage) next to the
+/// schedule's: "pipeline bubble: stage 0 0.262 (schedule 0.273), stage 1 ...".
+std::string describeBubbles(const PipelineSchedule &schedule, std::span<const double> measured);
+
 } // namespace mtc::rt
 
 #endif // MTC_RUNTIME_EXEC_SCHEDULEEXECUTOR_H

@@ -342,6 +342,11 @@ TEST(ScheduleExecutor, MeasuresTheBubble) {
     }
     EXPECT_EQ(r.bubbles, results[0].bubbles) << "every stage learns every stage's fraction";
   }
+  std::string line = describeBubbles(s, results[0].bubbles);
+  EXPECT_TRUE(std::regex_match(line, std::regex("pipeline bubble: stage 0 0\\.[0-9]{3} \\(schedule "
+                                                "0\\.273\\), stage 1 .*, stage 3 0\\.[0-9]{3} "
+                                                "\\(schedule 0\\.273\\)")))
+      << line;
 }
 
 TEST(ScheduleExecutor, APeerThatDiesMidStepIsNamed) {
