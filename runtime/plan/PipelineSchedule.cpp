@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <new>
 
 namespace mtc::rt {
@@ -20,7 +21,7 @@ constexpr std::array<std::string_view, 5> kScheduleNames = {"gpipe", "1f1b", "in
 
 /// Bounds that keep every index in int32 and the checks' tables small: far past any
 /// pipeline that is run (Megatron's largest runs use pp 64 and a few hundred micro-batches).
-constexpr int64_t kMaxStages = 4096;
+constexpr int64_t kMaxStages = 1024;
 constexpr int64_t kMaxChunks = 1 << 16;
 constexpr int64_t kMaxMicroBatches = 1 << 20;
 /// The most (chunk, micro-batch) pairs of one schedule, for the per-pair tables.
@@ -262,14 +263,24 @@ ScheduleTask Reader::readTask(const JsonValue &v, const std::string &path, int64
 
 void Reader::checkStage(const StageTasks &s, const std::string &path, int64_t stage,
                         int64_t m) const {
-  // Position of each (op, chunk, micro-batch) in the list; -1 when absent.
-  const int64_t pairs = chunks() * m;
+  std::string tasksPath = member(path, "tasks");
+  // A forward and a backward per chunk of this stage and micro-batch at least: also what
+  // keeps the table below as small as the list.
+  const int64_t pairs = plan_.virtualStages * m;
+  if (static_cast<int64_t>(s.tasks.size()) < 2 * pairs)
+    fail(tasksPath, concat("stage ", stage, " has ", s.tasks.size(), " tasks, too few for a "
+                           "forward and a backward of each of its ", plan_.virtualStages,
+                           " chunks x ", m, " micro-batches"));
+  // Position of each (op, chunk of this stage, micro-batch) in the list; -1 when absent.
+  std::vector<int64_t> local(static_cast<size_t>(chunks()), -1);
+  for (int64_t c = 0, k = 0; c < chunks(); ++c)
+    if (plan_.chunkStages[static_cast<size_t>(c)] == stage)
+      local[static_cast<size_t>(c)] = k++;
   std::vector<int64_t> at(kNumTaskOps * static_cast<size_t>(pairs), -1);
   auto pos = [&](TaskOp op, int64_t c, int64_t i) -> int64_t & {
     return at[static_cast<size_t>(op) * static_cast<size_t>(pairs) +
-              static_cast<size_t>(c * m + i)];
+              static_cast<size_t>(local[static_cast<size_t>(c)] * m + i)];
   };
-  std::string tasksPath = member(path, "tasks");
   int64_t reduceAt = -1, optimizerAt = -1;
   for (size_t k = 0; k < s.tasks.size(); ++k) {
     const ScheduleTask &t = s.tasks[k];
@@ -403,40 +414,42 @@ void Reader::checkSlots(const PipelineSchedule &s, const std::string &stagesPath
 }
 
 void Reader::checkExchange(const PipelineSchedule &s, const std::string &path) const {
-  // The messages from stage a to stage b, in the order a sends them and b receives them.
-  const size_t p = static_cast<size_t>(plan_.stages);
-  std::vector<std::vector<const ScheduleTask *>> sent(p * p), received(p * p);
-  std::vector<std::vector<size_t>> receivedAt(p * p);
+  // The messages from stage a to stage b (keyed (a, b)), in the order a sends them and b
+  // receives them, with where b receives each.
+  using Channel = std::pair<size_t, size_t>;
+  std::map<Channel, std::vector<const ScheduleTask *>> sent, received;
+  std::map<Channel, std::vector<size_t>> receivedAt;
+  const size_t p = s.stages.size();
   for (size_t st = 0; st < p; ++st)
     for (size_t k = 0; k < s.stages[st].tasks.size(); ++k) {
       const ScheduleTask &t = s.stages[st].tasks[k];
-      if (isSendTask(t.op))
-        sent[st * p + static_cast<size_t>(t.peer)].push_back(&t);
-      else if (isRecvTask(t.op)) {
-        received[static_cast<size_t>(t.peer) * p + st].push_back(&t);
-        receivedAt[static_cast<size_t>(t.peer) * p + st].push_back(k);
+      if (isSendTask(t.op)) {
+        sent[{st, static_cast<size_t>(t.peer)}].push_back(&t);
+      } else if (isRecvTask(t.op)) {
+        received[{static_cast<size_t>(t.peer), st}].push_back(&t);
+        receivedAt[{static_cast<size_t>(t.peer), st}].push_back(k);
       }
     }
-  for (size_t a = 0; a < p; ++a)
-    for (size_t b = 0; b < p; ++b) {
-      // As many as sent: checkStage found one send and one receive per crossing.
-      const auto &out = sent[a * p + b], &in = received[a * p + b];
-      for (size_t k = 0; k < out.size(); ++k) {
-        // send_activation chunk c matches recv_activation chunk c + 1; send_gradient chunk
-        // c matches recv_gradient chunk c - 1.
-        bool activation = out[k]->op == TaskOp::SendActivation;
-        TaskOp want = activation ? TaskOp::RecvActivation : TaskOp::RecvGradient;
-        int32_t chunk = out[k]->chunk + (activation ? 1 : -1);
-        if (in[k]->op != want || in[k]->chunk != chunk || in[k]->microBatch != out[k]->microBatch)
-          fail(element(member(element(member(path, "stages"), b), "tasks"), receivedAt[a * p + b][k]),
-               concat("stage ", b, "'s receive number ", k + 1, " from stage ", a, " is ",
-                      describeTask(*in[k]), ", but the message stage ", a, " sends there is ",
-                      describeTask(*out[k]), " (receives must be in the order of the sends)"));
-      }
+  for (const auto &[channel, out] : sent) {
+    // As many as sent: checkStage found one send and one receive per crossing.
+    const auto &in = received[channel];
+    const auto [a, b] = channel;
+    for (size_t k = 0; k < out.size() && k < in.size(); ++k) {
+      // send_activation chunk c matches recv_activation chunk c + 1; send_gradient chunk c
+      // matches recv_gradient chunk c - 1.
+      bool activation = out[k]->op == TaskOp::SendActivation;
+      TaskOp want = activation ? TaskOp::RecvActivation : TaskOp::RecvGradient;
+      int32_t chunk = out[k]->chunk + (activation ? 1 : -1);
+      if (in[k]->op != want || in[k]->chunk != chunk || in[k]->microBatch != out[k]->microBatch)
+        fail(element(member(element(member(path, "stages"), b), "tasks"), receivedAt[channel][k]),
+             concat("stage ", b, "'s receive number ", k + 1, " from stage ", a, " is ",
+                    describeTask(*in[k]), ", but the message stage ", a, " sends there is ",
+                    describeTask(*out[k]), " (receives must be in the order of the sends)"));
     }
+  }
   // Every stage runs its list; a send never blocks, a receive waits for its message.
   std::vector<size_t> next(p, 0);
-  std::vector<size_t> delivered(p * p, 0), consumed(p * p, 0);
+  std::map<Channel, size_t> delivered, consumed;
   for (bool progress = true; progress;) {
     progress = false;
     for (size_t st = 0; st < p; ++st) {
@@ -444,12 +457,12 @@ void Reader::checkExchange(const PipelineSchedule &s, const std::string &path) c
       while (next[st] < tasks.size()) {
         const ScheduleTask &t = tasks[next[st]];
         if (isRecvTask(t.op)) {
-          size_t channel = static_cast<size_t>(t.peer) * p + st;
+          Channel channel{static_cast<size_t>(t.peer), st};
           if (consumed[channel] == delivered[channel])
             break;
           ++consumed[channel];
         } else if (isSendTask(t.op)) {
-          ++delivered[st * p + static_cast<size_t>(t.peer)];
+          ++delivered[{st, static_cast<size_t>(t.peer)}];
         }
         ++next[st];
         progress = true;

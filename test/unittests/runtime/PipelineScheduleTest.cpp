@@ -125,7 +125,7 @@ TEST_F(PipelineErrors, Shapes) {
   EXPECT_ERROR([](JsonObject &o) { o.set("schedules", JsonArray{}); },
                "pipeline.schedules: is empty");
   EXPECT_ERROR([](JsonObject &o) { o.set("stages", 0); },
-               "pipeline.stages: expected an integer from 1 to 4096, found integer 0");
+               "pipeline.stages: expected an integer from 1 to 1024, found integer 0");
   EXPECT_ERROR([](JsonObject &o) { o.set("virtual_stages", "2"); },
                "pipeline.virtual_stages: expected an integer from 1 to 65536, found string \"2\"");
   EXPECT_ERROR([](JsonObject &o) { o.set("schedule", "zb-h3"); },
@@ -190,6 +190,9 @@ TEST_F(PipelineErrors, CompletenessAndOrderOnAStage) {
   EXPECT_ERROR([](JsonObject &o) { reorder(o, 1, {0, 1, 3, 4, 5, 6, 7, 8, 9}); },
                std::string(kStage1) +
                    ".tasks: stage 1 has no backward (or backward_input) chunk 1 micro-batch 0");
+  EXPECT_ERROR([](JsonObject &o) { reorder(o, 1, {0, 1}); },
+               std::string(kStage1) + ".tasks: stage 1 has 2 tasks, too few for a forward and a "
+                                      "backward of each of its 1 chunks x 2 micro-batches");
   EXPECT_ERROR([](JsonObject &o) { task(o, 0, 2).set("micro_batch", 0); },
                std::string(kStage0) +
                    ".tasks[2]: forward chunk 0 micro-batch 0 appears twice (also tasks[0])");

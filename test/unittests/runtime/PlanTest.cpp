@@ -1284,5 +1284,5 @@ TEST_F(PlanTest, PipelineIsOptionalAndChecked) {
   // The loader's errors name the plan and the field.
   (*pipeline.getObject()).set("stages", 0);
   expectPlanJsonError(edited([&](JsonObject &o) { o.set("pipeline", pipeline); }),
-                      "pipeline.stages: expected an integer from 1 to 4096, found integer 0");
+                      "pipeline.stages: expected an integer from 1 to 1024, found integer 0");
 }
