@@ -317,7 +317,8 @@ Error Run::train(TrainingState &state) {
 Error Run::writeOutputs(const TrainingState &state) {
   if (!options_.save && !options_.exportSafetensors)
     return Error::success();
-  TraceRecorder::Scope span(trace_, "checkpoint", "checkpoint", {{"step", state.step}});
+  TraceRecorder::Scope span(trace_, options_.save ? "checkpoint" : "export", "checkpoint",
+                            {{"step", state.step}});
   // Every data-parallel rank holds the same parameters and state: the leader writes them,
   // whole (the shards of a partitioned plan gathered over the model group first).
   Expected<std::optional<TrainingState>> whole = wholeState(plan_, state, mesh_, job_.leader());

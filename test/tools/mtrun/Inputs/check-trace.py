@@ -30,7 +30,7 @@ def main():
         steps = [e for e in mine if e["name"] == "step"]
         per_step = collections.Counter()
         for e in mine:
-            if e["name"] in ("step", "checkpoint"):
+            if e["name"] in ("step", "checkpoint", "export"):
                 continue
             inside = [s for s in steps
                       if s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1e-3]
