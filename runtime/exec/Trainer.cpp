@@ -306,19 +306,26 @@ Expected<StepStats> Trainer::step() {
         break;
       }
     }
-    DropoutCall dropout{DropoutKey{plan_->seed, step, sampleBegin}};
-    if (Error err =
-            callInMesh(kernels_->forwardBackward(), buffers, "forward_backward", step, &dropout);
-        !err.ok())
-      return err;
+    {
+      TraceRecorder::Scope span(trace_, "forward_backward", "compute", {{"micro_batch", m}});
+      DropoutCall dropout{DropoutKey{plan_->seed, step, sampleBegin}};
+      if (Error err = callInMesh(kernels_->forwardBackward(), buffers, "forward_backward", step,
+                                 &dropout);
+          !err.ok())
+        return err;
+    }
     lossSum += loss;
     if (!first)
       for (size_t j = 0, e = grads_.size(); j < e; ++j)
         grads_[j] += microGrads_[j];
     first = false;
   }
-  if (Error err = reduceOverDataParallel(lossSum, step); !err.ok())
-    return err;
+  {
+    TraceRecorder::Scope span(dataParallel_ ? trace_ : nullptr, "reduce_gradients",
+                              "communication");
+    if (Error err = reduceOverDataParallel(lossSum, step); !err.ok())
+      return err;
+  }
   double meanLoss = lossSum / static_cast<double>(microBatches_);
   if (!std::isfinite(meanLoss))
     return makeError("step ", step + 1, ": the loss is ", meanLoss,
@@ -354,9 +361,12 @@ Expected<StepStats> Trainer::step() {
       break;
     }
   }
-  if (Error err = callInMesh(kernels_->optimizerStep(), buffers, "optimizer_step", step);
-      !err.ok())
-    return err;
+  {
+    TraceRecorder::Scope span(trace_, "optimizer_step", "optimizer");
+    if (Error err = callInMesh(kernels_->optimizerStep(), buffers, "optimizer_step", step);
+        !err.ok())
+      return err;
+  }
   if (!std::isfinite(gradNorm))
     return makeError("step ", step + 1, ": the gradient norm is ", double(gradNorm),
                      " (training diverged)");

@@ -45,6 +45,7 @@
 #include "runtime/exec/GradientSharding.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/MeshCollectives.h"
+#include "runtime/exec/Trace.h"
 #include "runtime/exec/TrainingState.h"
 #include "runtime/plan/Plan.h"
 
@@ -87,6 +88,10 @@ public:
   /// Takes one optimizer step. Fails (leaving the state of the previous step) when the loss
   /// or the gradient norm is not finite, or a collective fails.
   Expected<StepStats> step();
+
+  /// Records each micro-batch's forward_backward, the data-parallel reduction and the
+  /// optimizer step as spans (null: no trace). The recorder must outlive the trainer.
+  void setTrace(TraceRecorder *trace) { trace_ = trace; }
 
   const TrainingState &state() const { return state_; }
   int64_t microBatches() const { return microBatches_; }
@@ -136,6 +141,7 @@ private:
   const KernelLibrary *kernels_;
   const TokenSource *data_;
   Communicator *dataParallel_;
+  TraceRecorder *trace_ = nullptr;
   MeshContext mesh_;
   TrainingState state_;
   TrainingState next_; // the optimizer's outputs

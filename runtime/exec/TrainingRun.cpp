@@ -9,6 +9,7 @@
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/KernelMemory.h"
 #include "runtime/exec/RankMesh.h"
+#include "runtime/exec/Trace.h"
 #include "runtime/exec/Trainer.h"
 #include "runtime/exec/TrainingState.h"
 #include "runtime/support/Safetensors.h"
@@ -115,8 +116,8 @@ std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
 class Run {
 public:
   Run(const Plan &plan, const TrainingRunOptions &options, const RankContext &job,
-      const RankMesh &mesh, TrainingLog &log)
-      : plan_(plan), options_(options), job_(job), mesh_(mesh), log_(log) {}
+      const RankMesh &mesh, TrainingLog &log, TraceRecorder *trace)
+      : plan_(plan), options_(options), job_(job), mesh_(mesh), log_(log), trace_(trace) {}
 
   /// The state at the start: the checkpoint of `options.load` (this rank's shard of it) or
   /// the initial parameters.
@@ -143,6 +144,7 @@ private:
   const RankContext &job_;
   const RankMesh &mesh_;
   TrainingLog &log_;
+  TraceRecorder *trace_; // null without --trace
 };
 
 Expected<TrainingState> Run::startState() {
@@ -166,6 +168,7 @@ Error Run::writeCheckpoint(const TrainingState &whole, int64_t step) {
 }
 
 Error Run::saveDuringRun(const TrainingState &state) {
+  TraceRecorder::Scope span(trace_, "checkpoint", "checkpoint", {{"step", state.step}});
   if (!mesh_.partitioned())
     return job_.leader() ? writeCheckpoint(state, state.step) : Error::success();
   Expected<std::optional<TrainingState>> whole = wholeState(plan_, state, mesh_, job_.leader());
@@ -198,6 +201,7 @@ Error Run::train(TrainingState &state) {
                       mesh_.dataParallel(), mesh_.partitioned() ? &mesh_.context() : nullptr);
   if (!trainer)
     return trainer.takeError();
+  trainer->setTrace(trace_);
 
   print(formatText("model %s: %s parameters, plan %s\n", plan_.model.c_str(),
                    withThousands(plan_.numParameterElements()).c_str(), plan_.dir.c_str()));
@@ -230,7 +234,9 @@ Error Run::train(TrainingState &state) {
   double firstLoss = 0, lastLoss = 0, seconds = 0;
   int64_t tokens = 0;
   while (trainer->state().step < target) {
+    TraceRecorder::Scope stepSpan(trace_, "step", "step", {{"step", trainer->state().step + 1}});
     Expected<StepStats> stats = trainer->step();
+    stepSpan.finish();
     if (!stats) {
       if (job_.leader())
         log_.clearProgress();
@@ -311,6 +317,8 @@ Error Run::train(TrainingState &state) {
 Error Run::writeOutputs(const TrainingState &state) {
   if (!options_.save && !options_.exportSafetensors)
     return Error::success();
+  TraceRecorder::Scope span(trace_, options_.save ? "checkpoint" : "export", "checkpoint",
+                            {{"step", state.step}});
   // Every data-parallel rank holds the same parameters and state: the leader writes them,
   // whole (the shards of a partitioned plan gathered over the model group first).
   Expected<std::optional<TrainingState>> whole = wholeState(plan_, state, mesh_, job_.leader());
@@ -338,7 +346,14 @@ Error runTraining(const Plan &plan, const TrainingRunOptions &options, const Ran
   Expected<RankMesh> mesh = RankMesh::create(plan, job.world.get());
   if (!mesh)
     return mesh.takeError();
-  Run run(plan, options, job, *mesh, log);
+  // Every rank records its timeline; rank 0 writes the job's at the end.
+  std::optional<TraceRecorder> trace;
+  if (options.trace) {
+    trace.emplace(job.rank);
+    if (Error err = trace->start(job.world.get()); !err.ok())
+      return err;
+  }
+  Run run(plan, options, job, *mesh, log, trace ? &*trace : nullptr);
   Expected<TrainingState> state = run.startState();
   if (!state)
     return state.takeError();
@@ -351,7 +366,16 @@ Error runTraining(const Plan &plan, const TrainingRunOptions &options, const Ran
   if (state->step < options.targetSteps)
     if (Error err = run.train(*state); !err.ok())
       return err;
-  return run.writeOutputs(*state);
+  if (Error err = run.writeOutputs(*state); !err.ok())
+    return err;
+  if (!trace)
+    return Error::success();
+  if (Error err = writeJobTrace(*trace, job.world.get(), *options.trace); !err.ok())
+    return err;
+  if (job.leader())
+    log.write(formatText("timeline: %s (a Chrome trace of %d rank%s; open it in Perfetto)\n",
+                         options.trace->c_str(), job.size, job.size == 1 ? "" : "s"));
+  return Error::success();
 }
 
 } // namespace mtc::rt

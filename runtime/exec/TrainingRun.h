@@ -67,6 +67,8 @@ struct TrainingRunOptions {
   std::optional<std::string> metrics;
   /// Write the parameters to this safetensors file at the end.
   std::optional<std::string> exportSafetensors;
+  /// Write the job's timeline to this file at the end (a Chrome trace, Trace.h).
+  std::optional<std::string> trace;
 };
 
 /// Where a run reports. Only the leader's run reports; the others are silent.

@@ -13,6 +13,7 @@
 #include "runtime/fuzz/FuzzSupport.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanSummary.h"
+#include "runtime/plan/ScheduleChart.h"
 #include "runtime/support/Sha256.h"
 
 #include <cstddef>
@@ -55,6 +56,13 @@ void useAcceptedPlan(const Plan &plan) {
     check(state.paramIndex < plan.params.size());
     (void)plan.stateLayout(state);
   }
+  // `mtc inspect --schedule` draws every schedule an accepted pipeline holds.
+  if (plan.pipeline)
+    for (const PipelineSchedule &schedule : plan.pipeline->schedules) {
+      check(plan.pipeline->forMicroBatches(schedule.microBatches).ok());
+      check(!scheduleGrid(*plan.pipeline, schedule).empty());
+      check(!scheduleSvg(*plan.pipeline, schedule).empty());
+    }
 }
 
 } // namespace

@@ -39,6 +39,15 @@ plan gpt-tiny-tp2-sp gpt-tiny --kernels=none --tp 2 --sp
 plan gpt-tiny-dp2-distopt gpt-tiny --kernels=none --dp 2 --use-distributed-optimizer
 plan llama-gqa-tiny-tp2 llama-gqa-tiny --kernels=none --tp 2
 plan mixtral-tiny mixtral-tiny --kernels=none
+# A pipeline schedule (plan.json's "pipeline"): the hand-written 1F1B of mtc inspect's test.
+python3 - "$out/plan-seeds" "$root/test/tools/mtc/Inputs/pipeline-1f1b.json" <<'PY'
+import json, sys
+seeds, pipeline = sys.argv[1], sys.argv[2]
+plan = json.load(open(f"{seeds}/gpt-tiny-x86.plan.json"))
+plan["pipeline"] = json.load(open(pipeline))
+json.dump(plan, open(f"{seeds}/gpt-tiny-pipeline.plan.json", "w"), indent=2)
+PY
+count=$((count + 1))
 echo "make-seed-corpus: $count plan seeds in $out/plan-seeds"
 
 "$bin/checkpoint-fuzzer" -mtc_write_seeds="$out/checkpoint-seeds"

@@ -1202,6 +1202,12 @@ Plan readPlan(const JsonValue &root) {
       plan.x86Kernels = readKernels(*x86, "kernels.x86_64", plan.dims, !plan.mesh.empty());
   if (plan.x86Kernels && !plan.mesh.empty())
     checkLocalDims(plan, "kernels.x86_64");
+  if (const JsonValue *pipeline = o.find("pipeline")) {
+    Expected<PipelinePlan> read = parsePipeline(*pipeline);
+    if (!read)
+      fail(top, read.error().message());
+    plan.pipeline = std::move(*read);
+  }
   return plan;
 }
 

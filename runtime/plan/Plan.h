@@ -20,6 +20,7 @@
 #ifndef MTC_RUNTIME_PLAN_PLAN_H
 #define MTC_RUNTIME_PLAN_PLAN_H
 
+#include "runtime/plan/PipelineSchedule.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/Json.h"
 
@@ -305,6 +306,9 @@ struct Plan {
   Predictions predictions;
   /// The compiled step for x86-64 CPUs (`mtc compile --kernels=x86`), if the plan has one.
   std::optional<KernelsInfo> x86Kernels;
+  /// `pipeline` (PipelineSchedule.h): the stages and each stage's task list per micro-batch
+  /// count. Absent: one stage, the step of the kernels above.
+  std::optional<PipelinePlan> pipeline;
 
   const ParamInfo *findParam(std::string_view name) const;
   const ManifestEntry *findFile(std::string_view name) const;

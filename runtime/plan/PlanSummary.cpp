@@ -63,6 +63,19 @@ std::string mtc::rt::describePlan(const Plan &plan) {
       printf("mesh:        %s (%lld ranks per model copy; data parallel over the rest)\n",
              mesh.c_str(), static_cast<long long>(plan.meshSize()));
   }
+  if (plan.pipeline) {
+    const PipelinePlan &pipeline = *plan.pipeline;
+    std::string layers, counts;
+    for (int64_t l : pipeline.chunkLayers)
+      layers.append(layers.empty() ? "" : "+").append(concat(l));
+    for (const PipelineSchedule &s : pipeline.schedules)
+      counts.append(counts.empty() ? "" : ", ").append(concat(s.microBatches));
+    printf("pipeline:    %s over %lld stages (%lld chunk%s each; layers per chunk %s); schedules "
+           "for %s micro-batches\n",
+           pipeline.schedule.c_str(), static_cast<long long>(pipeline.stages),
+           static_cast<long long>(pipeline.virtualStages), pipeline.virtualStages == 1 ? "" : "s",
+           layers.c_str(), counts.c_str());
+  }
 
   int64_t bytes = 0;
   for (const ParamInfo &p : plan.params)

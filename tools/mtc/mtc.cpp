@@ -20,6 +20,7 @@
 #include "frontend/Parser.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanSummary.h"
+#include "runtime/plan/ScheduleChart.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -186,14 +187,70 @@ cl::SubCommand inspectCommand("inspect", "Verify a plan and describe it");
 cl::opt<std::string> planPath(cl::Positional, cl::desc("<model.plan>"), cl::Required,
                               cl::sub(inspectCommand), cl::cat(compileCategory));
 
+cl::opt<bool> showSchedule("schedule",
+                           cl::desc("Draw the plan's pipeline schedule as a text grid (stages x "
+                                    "time slots) instead of describing the plan"),
+                           cl::sub(inspectCommand), cl::cat(compileCategory));
+cl::opt<std::string> scheduleSvg("svg", cl::desc("With --schedule, also draw it as an SVG file"),
+                                 cl::value_desc("file"), cl::sub(inspectCommand),
+                                 cl::cat(compileCategory));
+cl::opt<unsigned> scheduleMicroBatches(
+    "micro-batches",
+    cl::desc("With --schedule, the schedule for this many micro-batches per step (default: "
+             "the most the plan holds)"),
+    cl::value_desc("M"), cl::sub(inspectCommand), cl::cat(compileCategory));
+
+/// `--schedule`: the grid of the plan's pipeline schedule, and the SVG with --svg.
+int drawSchedule(const mtc::rt::Plan &plan) {
+  if (!plan.pipeline) {
+    WithColor::error(errs(), "mtc") << plan.dir.string()
+                                    << ": the plan has no pipeline schedule (it was compiled "
+                                       "without pipeline parallelism)\n";
+    return 1;
+  }
+  const mtc::rt::PipelinePlan &pipeline = *plan.pipeline;
+  int64_t m = 0;
+  for (const mtc::rt::PipelineSchedule &s : pipeline.schedules)
+    m = std::max(m, s.microBatches);
+  if (scheduleMicroBatches.getNumOccurrences())
+    m = scheduleMicroBatches;
+  mtc::rt::Expected<const mtc::rt::PipelineSchedule *> schedule = pipeline.forMicroBatches(m);
+  if (!schedule) {
+    WithColor::error(errs(), "mtc") << plan.dir.string() << ": "
+                                    << schedule.error().message() << "\n";
+    return 1;
+  }
+  outs() << mtc::rt::scheduleGrid(pipeline, **schedule);
+  if (scheduleSvg.getNumOccurrences()) {
+    std::error_code ec;
+    ToolOutputFile out(scheduleSvg, ec, sys::fs::OF_None);
+    if (ec) {
+      WithColor::error(errs(), "mtc") << "--svg: cannot write '" << scheduleSvg
+                                      << "': " << ec.message() << "\n";
+      return 1;
+    }
+    out.os() << mtc::rt::scheduleSvg(pipeline, **schedule);
+    out.keep();
+  }
+  return 0;
+}
+
 /// The plan's files are verified against MANIFEST by the runtime's own loader, so
 /// `mtc inspect` accepts exactly the plans `mtrun` accepts.
 int inspect() {
+  if (!showSchedule &&
+      (scheduleSvg.getNumOccurrences() || scheduleMicroBatches.getNumOccurrences())) {
+    WithColor::error(errs(), "mtc") << "--svg and --micro-batches draw the schedule: give "
+                                       "--schedule too\n";
+    return 1;
+  }
   mtc::rt::Expected<mtc::rt::Plan> plan = mtc::rt::loadPlan(planPath.getValue());
   if (!plan) {
     WithColor::error(errs(), "mtc") << plan.error().message() << "\n";
     return 1;
   }
+  if (showSchedule)
+    return drawSchedule(*plan);
   outs() << mtc::rt::describePlan(*plan);
   return 0;
 }
@@ -646,7 +703,8 @@ int main(int argc, char **argv) {
       "  mtc compile model.mtl --emit=mt [-o out.mlir]     print the global graph\n"
       "  mtc compile model.mtl --emit=mt-train             print the training step\n"
       "  mtc compile model.mtl --stats                     parameter counts and FLOPs\n"
-      "  mtc inspect model.plan                            verify a plan and describe it\n");
+      "  mtc inspect model.plan                            verify a plan and describe it\n"
+      "  mtc inspect model.plan --schedule [--svg F]       draw its pipeline schedule\n");
   if (compileCommand)
     return compile();
   if (inspectCommand)

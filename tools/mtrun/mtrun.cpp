@@ -48,7 +48,7 @@ struct Options {
   bool info = false;
   std::optional<std::string> exportSafetensors;
   std::optional<std::string> steps, data, save, saveEvery, load, logEvery, metrics, threads;
-  std::optional<std::string> nodes, ranksPerNode, globalBatch, commTimeout;
+  std::optional<std::string> nodes, ranksPerNode, globalBatch, commTimeout, trace;
   bool help = false;
   bool version = false;
 };
@@ -89,6 +89,8 @@ constexpr OptionSpec kOptions[] = {
                        "fail a collective after S seconds without progress (default 60)"),
     MTRUN_VALUE_OPTION("--export-safetensors", exportSafetensors, "FILE",
                        "write the parameters to FILE (safetensors, F32) when done"),
+    MTRUN_VALUE_OPTION("--trace", trace, "FILE",
+                       "write the job's timeline to FILE (Chrome trace JSON, for Perfetto)"),
     {"--info", "", "print a summary of the verified plan (and exit unless asked for more)",
      [](Options &o, std::string_view) { o.info = true; }, [](const Options &o) { return o.info; }},
     {"--help", "", "print this help and exit", [](Options &o, std::string_view) { o.help = true; },
@@ -215,7 +217,8 @@ private:
   bool shown_ = false;
 };
 
-/// Checks that the checkpoint, the export and the metrics can be written, before any step.
+/// Checks that the checkpoint, the export, the metrics and the trace can be written, before
+/// any step.
 Error checkOutputs(const Options &opts) {
   if (opts.save)
     if (Error err = checkOutputDirectory(*opts.save, "--save"); !err.ok())
@@ -225,6 +228,9 @@ Error checkOutputs(const Options &opts) {
       return err;
   if (opts.metrics)
     if (Error err = checkOutputFile(*opts.metrics, "--metrics"); !err.ok())
+      return err;
+  if (opts.trace)
+    if (Error err = checkOutputFile(*opts.trace, "--trace"); !err.ok())
       return err;
   return Error::success();
 }
@@ -382,7 +388,8 @@ int run(int argc, char **argv) {
 
   if (opts->info) {
     std::fputs(describePlan(*plan).c_str(), stdout);
-    bool more = opts->steps || opts->load || opts->save || opts->exportSafetensors || opts->data;
+    bool more = opts->steps || opts->load || opts->save || opts->exportSafetensors || opts->data ||
+                opts->trace;
     if (!more)
       return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
   }
@@ -398,6 +405,7 @@ int run(int argc, char **argv) {
   training.save = opts->save;
   training.metrics = opts->metrics;
   training.exportSafetensors = opts->exportSafetensors;
+  training.trace = opts->trace;
   // The GEMMs of small models lose more to waking OpenBLAS's threads than they gain.
   setGemmThreads(training.threads > 0 ? static_cast<int>(training.threads) : 1);
 

@@ -11,6 +11,7 @@
 
 #include "runtime/support/Sha256.h"
 
+#include "PipelineTestSchedules.h"
 #include "TempDir.h"
 
 #include <gtest/gtest.h>
@@ -1266,4 +1267,25 @@ TEST_F(PlanTest, OptimizerStepBuffersHoldTheOptimizerShards) {
   Expected<Plan> p = loadWithKernelFile(withKernels(tpLocal, shard, shard));
   ASSERT_TRUE(p.ok()) << p.error().message();
   EXPECT_EQ(p->x86Kernels->optimizerStep->inputs[0].dims, p->optimizerLocalDims(p->params[0]));
+}
+
+TEST_F(PlanTest, PipelineIsOptionalAndChecked) {
+  writePlan(validPlan());
+  Expected<Plan> plain = loadPlan(plan());
+  ASSERT_TRUE(plain.ok()) << plain.error().message();
+  EXPECT_FALSE(plain->pipeline) << "a plan without \"pipeline\" runs as one stage";
+
+  JsonValue pipeline = test::pipelineJson(
+      test::buildPipeline(test::TestScheduleKind::OneFOneB, 2, {1, 2, 4}));
+  writePlan(edited([&](JsonObject &o) { o.set("pipeline", pipeline); }));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_TRUE(p->pipeline);
+  EXPECT_EQ(p->pipeline->stages, 2);
+  EXPECT_EQ(p->pipeline->schedules.size(), 3u);
+
+  // The loader's errors name the plan and the field.
+  (*pipeline.getObject()).set("stages", 0);
+  expectPlanJsonError(edited([&](JsonObject &o) { o.set("pipeline", pipeline); }),
+                      "pipeline.stages: expected an integer from 1 to 1024, found integer 0");
 }
