@@ -10,6 +10,7 @@
 #include "compiler/fusion/Passes.h"
 #include "compiler/lowering/Passes.h"
 #include "compiler/optimizer/Passes.h"
+#include "compiler/pipeline/Passes.h"
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/sharding/PartitionOpInterface.h"
 #include "compiler/sharding/Passes.h"
@@ -39,6 +40,7 @@ void mtc::registerAllPasses() {
   fusion::registerFusionPasses();
   optimizer::registerOptimizerPasses();
   lowering::registerLoweringPasses();
+  pipeline::registerPipelinePasses();
   transforms::registerTransformsPasses();
   sharding::registerShardingPasses();
   registerPipelines();
