@@ -32,12 +32,17 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   auto parallel = module->getAttrOfType<DictionaryAttr>("mt.parallel");
   if (!parallel)
     return spec;
-  for (StringRef axis : {"pp", "cp", "ep"})
+  // pp cuts the step into chunk functions before partitioning (mt-pipeline-chunks).
+  for (StringRef axis : {"cp", "ep"})
     if (int64_t n = degree(parallel, axis); n > 1)
       return module.emitError() << axis << " " << n
                                 << " is not supported yet: only tensor (tp, sp) and data "
                                    "parallelism partition the step";
   int64_t tp = degree(parallel, "tp");
+  if (int64_t pp = degree(parallel, "pp"); pp > 1 && tp > 1)
+    return module.emitError() << "pp " << pp << " with tp " << tp
+                              << " is not supported yet: the pipeline chunk functions are "
+                                 "not partitioned";
   auto layout = parallel.getAs<DictionaryAttr>("layout");
   if (layout) {
     for (NamedAttribute entry : layout) {

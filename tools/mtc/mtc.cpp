@@ -9,6 +9,7 @@
 #include "compiler/analysis/ModelStats.h"
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/codegen/CPU/CPUCodegen.h"
+#include "compiler/pipeline/StageCut.h"
 #include "compiler/plan/CallingConvention.h"
 #include "compiler/plan/PlanWriter.h"
 #include "compiler/sharding/Layout.h"
@@ -402,6 +403,11 @@ int compile() {
   FailureOr<mtc::ModelStats> stats = mtc::computeModelStats(*module);
   if (failed(stats))
     return 1;
+  // The pipeline cut is checked before anything is compiled: a split that drops or
+  // invents a layer is an error here, not a surprise in the plan.
+  FailureOr<mtc::pipeline::StageCut> cut = mtc::pipeline::computeStageCut(*module);
+  if (failed(cut))
+    return 1;
 
   // --stats needs the trained step only to predict the workspace of its kernels.
   bool statsWithKernels =
@@ -451,6 +457,10 @@ int compile() {
   }
   if (printStats) {
     mtc::printModelStats(*stats, output->os());
+    if (cut->numChunks() > 1) {
+      output->os() << "\n";
+      mtc::pipeline::printStageCut(*cut, output->os());
+    }
     // Without the training pipeline there is no step to size the buffers of: the memory
     // lines need --kernels=x86 (which also gives the workspace).
     if (statsWithKernels) {
