@@ -1,6 +1,7 @@
 //===- PlanWriter.cpp - writing the plan directory ------------------------===//
 
 #include "compiler/plan/PlanWriter.h"
+#include "compiler/pipeline/StageCut.h"
 
 #include "compiler/plan/CallingConvention.h"
 
@@ -135,6 +136,17 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   plan["dims"] = std::move(dims);
   plan["train"] = train ? attrJson(train) : json::Object();
   plan["parallel"] = parallel ? attrJson(parallel) : json::Object();
+  // Pipeline parallelism: the contract's "pipeline" object (docs/plan-format.md); the
+  // schedules come with the schedule generators.
+  if (FailureOr<pipeline::StageCut> cut = pipeline::computeStageCut(trained);
+      succeeded(cut) && cut->numChunks() > 1)
+    plan["pipeline"] = json::Object{
+        {"stages", cut->options.stages},
+        {"virtual_stages", cut->options.virtualStages},
+        {"schedule", cut->options.schedule.empty() ? "1f1b" : cut->options.schedule},
+        {"chunk_layers", json::Array(cut->chunkLayers)},
+        {"chunk_stages", json::Array(cut->chunkStages)},
+        {"schedules", json::Array()}};
 
   auto forward = trained.lookupSymbol<func::FuncOp>("forward");
   if (std::optional<std::pair<StringRef, int64_t>> vocabulary = findVocabulary(forward)) {
