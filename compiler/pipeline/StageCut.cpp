@@ -100,19 +100,19 @@ int64_t bytesOf(Type type) {
          std::max<int64_t>(1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
 }
 
-/// The cost of `ops` (of one function), parameters counted once per symbol.
+/// The cost of `ops` (of one function): the parameters they read (once per symbol, the
+/// `mt.param_ref` wherever it is), the FLOPs and the values they compute.
 ChunkCost costOf(ArrayRef<Operation *> ops, FlopCounter &flops, ModuleOp module) {
   ChunkCost cost;
   llvm::StringSet<> params;
   for (Operation *op : ops) {
     cost.flops += flops.count(op);
-    if (auto ref = dyn_cast<mt::ParamRefOp>(op)) {
-      if (params.insert(ref.getParam()).second)
+    for (Value operand : op->getOperands())
+      if (auto ref = operand.getDefiningOp<mt::ParamRefOp>();
+          ref && params.insert(ref.getParam()).second)
         if (auto param = module.lookupSymbol<mt::ParamOp>(ref.getParam()))
           cost.paramBytes += bytesOf(param.getTensorType());
-      continue;
-    }
-    if (isa<mt::ConstantOp, mt::IotaOp, mt::RepeatOp>(op))
+    if (isa<mt::ParamRefOp, mt::ConstantOp, mt::IotaOp, mt::RepeatOp>(op))
       continue;
     for (Value result : op->getResults())
       cost.activationBytes += bytesOf(result.getType());
