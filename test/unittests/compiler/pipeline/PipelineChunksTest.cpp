@@ -6,7 +6,8 @@
 // reverse (the activation gradient handed back) must give, in the float64 interpreter,
 // the loss of @forward_backward and every one of its gradients: a layer parameter's
 // from the chunks' slices put back at their `mt.chunk_layers` offsets, a parameter two
-// chunks read (the tied embedding) as the sum of their parts.
+// chunks read (the tied embedding) as the sum of their parts. Dropout is on: a chunk's
+// layers must draw the masks of their global layer instances.
 //
 //===----------------------------------------------------------------------===//
 
@@ -119,6 +120,14 @@ TEST_P(PipelineChunksTest, ChunksComposeToTheWholeStep) {
   auto step = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
   ASSERT_TRUE(step);
   Interpreter interp(*module);
+  // Dropout on, with masks keyed by (site, layer instance) as the runtime keys them: a
+  // chunk's layers must draw the masks of their global instances.
+  interp.setDropoutMode(DropoutMode::DeterministicMasks, [](int64_t tensorId, int64_t element) {
+    uint64_t h = static_cast<uint64_t>(tensorId) * 0x9e3779b97f4a7c15ULL ^
+                 static_cast<uint64_t>(element) * 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 29;
+    return h % 10 != 0;
+  });
   Random rng(7);
   // The step's arguments: tokens and labels in [0, classes), parameters in [-0.5, 0.5).
   auto classes = static_cast<double>(
