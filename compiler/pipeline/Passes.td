@@ -25,6 +25,13 @@ def MTPipelineChunksPass : Pass<"mt-pipeline-chunks", "::mlir::ModuleOp"> {
       whose seed is the loss's), the residuals and the labels where the backward reads
       them -> the gradient of the chunk's input (none for chunk 0), then one gradient per
       parameter the chunk contributes to, named by `mt.grads` as on `@forward_backward`.
+    - `@chunk<c>.backward_input` (B) and `@chunk<c>.backward_weight` (W), the backward in
+      the two halves zero-bubble schedules run apart: B takes what the backward takes and
+      returns the input gradient, then the *stash*: what W reads that B computes (the
+      layers' stash of `@L.bwd.input`, stacked, then values of the loss's or the
+      embedding's backward). W takes the stash, the residuals and parameters it reads and
+      returns the parameter gradients. The layer stack is a repeat of `@L.bwd.input` in B
+      and of `@L.bwd.weight` in W (mt-split-backward's parts, made here when missing).
 
     The layer stack of chunk c is an `mt.repeat` of `@L.fwd` / `@L.bwd` over its
     `count` layers, and a stacked layer parameter is an argument holding the chunk's
@@ -41,7 +48,9 @@ def MTPipelineChunksPass : Pass<"mt-pipeline-chunks", "::mlir::ModuleOp"> {
 
     Arguments and results carry `mt.param = @p` (parameters), `mt.grad = @p`
     (gradients) or `mt.buffer = "<kind>"` with kind tokens, labels, activation, loss,
-    activation_grad or residual, for the plan's calling convention. The module gets
+    activation_grad, residual or stash, for the plan's calling convention; a residual or
+    stash also carries `mt.index = k`, its position among the forward's residual results
+    (the B's stash results), which is how each backward function picks its arguments. The module gets
     `mt.pipeline = {stages, virtual_stages, chunk_layers, chunk_stages, shared_params}`.
 
     Why after autodiff: `@forward_backward` already holds the whole program with its

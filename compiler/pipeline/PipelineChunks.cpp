@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/autodiff/SplitBackward.h"
 #include "compiler/pipeline/Passes.h"
 #include "compiler/pipeline/StageCut.h"
 #include "compiler/transforms/Passes.h"
@@ -46,6 +47,7 @@ constexpr StringLiteral kChunkAttr = "mt.pipeline_chunk";
 constexpr StringLiteral kChunkLayersAttr = "mt.chunk_layers";
 constexpr StringLiteral kFirstInstanceAttr = "mt.first_instance";
 constexpr StringLiteral kPipelineAttr = "mt.pipeline";
+constexpr StringLiteral kIndexAttr = "mt.index";
 constexpr StringLiteral kLayersDim = "layers";
 
 /// Where an op of the step lies; between the repeats, the ops the loss depends on are the
@@ -122,6 +124,13 @@ public:
     return addArgument(value, "residual");
   }
 
+  SmallVector<Value> lookupAll(ArrayRef<Value> values) {
+    SmallVector<Value> mapped;
+    for (Value value : values)
+      mapped.push_back(lookup(value));
+    return mapped;
+  }
+
   void clone(Operation *op) {
     for (Value operand : op->getOperands())
       lookup(operand);
@@ -147,11 +156,24 @@ public:
     return clone;
   }
 
-  /// Creates `@name` before `step` returning `results` with result attributes `attrs`.
-  func::FuncOp finish(StringRef name, ArrayRef<Value> results, ArrayRef<DictionaryAttr> attrs) {
-    SmallVector<Value> mapped;
-    for (Value result : results)
-      mapped.push_back(lookup(result));
+  /// Adds an argument that stands for no step value.
+  Value addArgument(Type type, DictionaryAttr attrs) {
+    argAttrs.push_back(attrs);
+    return body.addArgument(type, step.getLoc());
+  }
+
+  /// Marks the argument standing for external `value` as buffer `kind` number `index`.
+  void annotate(Value value, StringRef kind, int64_t index) {
+    auto arg = cast<BlockArgument>(mapping.lookup(value));
+    NamedAttrList attrs(argAttrs[arg.getArgNumber()]);
+    attrs.set(kBufferAttr, builder.getStringAttr(kind));
+    attrs.set(kIndexAttr, builder.getI64IntegerAttr(index));
+    argAttrs[arg.getArgNumber()] = attrs.getDictionary(step.getContext());
+  }
+
+  /// Creates `@name` before `step` returning `results` (values of this function) with
+  /// result attributes `attrs`.
+  func::FuncOp finish(StringRef name, ArrayRef<Value> mapped, ArrayRef<DictionaryAttr> attrs) {
     func::ReturnOp::create(builder, step.getLoc(), mapped);
     OpBuilder outer(step);
     auto func = func::FuncOp::create(
@@ -193,9 +215,16 @@ private:
                      SmallVectorImpl<std::pair<int64_t, Value>> &parts);
   LogicalResult buildChunk(func::FuncOp step, const StageCut &cut, int64_t chunk,
                            llvm::StringMap<SmallVector<int64_t>> &paramChunks);
+  /// Adds the chunk's backward_input and backward_weight to `funcs`.
+  LogicalResult buildSplitBackward(func::FuncOp step, const StageCut &cut, int64_t chunk,
+                                   ArrayRef<std::pair<Attribute, SmallVector<Value>>> gradientSums,
+                                   const llvm::SetVector<Value> &residuals,
+                                   SmallVectorImpl<func::FuncOp> &funcs);
 
   llvm::DenseMap<Operation *, Part> partOf;
   mt::RepeatOp forwardRepeat, backwardRepeat;
+  /// The B/W split of the backward repeat's layer function.
+  func::FuncOp inputPart, weightPart;
   Value loss;
 };
 
@@ -407,16 +436,181 @@ LogicalResult PipelineChunksPass::buildChunk(func::FuncOp step, const StageCut &
     return forward.externals.front().getDefiningOp()->emitOpError("computes a value that chunk ")
            << chunk << "'s forward reads but that another chunk computes";
 
-  std::string prefix = ("chunk" + Twine(chunk)).str();
-  auto layersAttr = b.getDenseI64ArrayAttr({first, count});
-  func::FuncOp forwardFunc = forward.finish(prefix + ".forward", forwardResults, forwardResultAttrs);
-  func::FuncOp backwardFunc =
-      backward.finish(prefix + ".backward", backwardResults, backwardResultAttrs);
-  backwardFunc->setAttr(kGradsAttr, b.getArrayAttr(grads));
-  for (func::FuncOp func : {forwardFunc, backwardFunc}) {
-    func->setAttr(kChunkAttr, b.getI64IntegerAttr(chunk));
-    func->setAttr(kChunkLayersAttr, layersAttr);
+  for (auto [index, value] : llvm::enumerate(backward.externals)) {
+    backward.annotate(value, "residual", index);
+    forwardResultAttrs[forwardResults.size() - backward.externals.size() + index] =
+        b.getDictionaryAttr({b.getNamedAttr(kBufferAttr, b.getStringAttr("residual")),
+                             b.getNamedAttr(kIndexAttr, b.getI64IntegerAttr(index))});
   }
+
+  std::string prefix = ("chunk" + Twine(chunk)).str();
+  SmallVector<func::FuncOp> funcs;
+  funcs.push_back(forward.finish(prefix + ".forward", forward.lookupAll(forwardResults),
+                                 forwardResultAttrs));
+  funcs.push_back(backward.finish(prefix + ".backward", backward.lookupAll(backwardResults),
+                                  backwardResultAttrs));
+  funcs.back()->setAttr(kGradsAttr, b.getArrayAttr(grads));
+  if (failed(buildSplitBackward(step, cut, chunk, gradientSums, backward.externals, funcs)))
+    return failure();
+  for (func::FuncOp func : funcs) {
+    func->setAttr(kChunkAttr, b.getI64IntegerAttr(chunk));
+    func->setAttr(kChunkLayersAttr, b.getDenseI64ArrayAttr({first, count}));
+  }
+  return success();
+}
+
+LogicalResult PipelineChunksPass::buildSplitBackward(
+    func::FuncOp step, const StageCut &cut, int64_t chunk,
+    ArrayRef<std::pair<Attribute, SmallVector<Value>>> gradientSums,
+    const llvm::SetVector<Value> &residuals, SmallVectorImpl<func::FuncOp> &funcs) {
+  Builder b(step.getContext());
+  int64_t last = cut.numChunks() - 1;
+  int64_t first = cut.chunkFirstLayer[chunk], count = cut.chunkLayers[chunk];
+  unsigned carried = backwardRepeat.getNumCarried();
+  auto attrs = [&](StringRef kind, std::optional<int64_t> index = std::nullopt) {
+    SmallVector<NamedAttribute> list = {b.getNamedAttr(kBufferAttr, b.getStringAttr(kind))};
+    if (index)
+      list.push_back(b.getNamedAttr(kIndexAttr, b.getI64IntegerAttr(*index)));
+    return b.getDictionaryAttr(list);
+  };
+  auto stackedTypes = [&](TypeRange types) {
+    SmallVector<Type> result;
+    for (Type type : types) {
+      auto tensor = cast<mt::NamedTensorType>(type);
+      SmallVector<mt::NamedDim> dims = {{b.getStringAttr(kLayersDim), count}};
+      llvm::append_range(dims, tensor.getDims());
+      result.push_back(tensor.withDims(dims));
+    }
+    return result;
+  };
+  auto repeatAttrs = [&](Operation *op) {
+    op->setAttr(kFirstInstanceAttr, b.getI64IntegerAttr(first));
+  };
+  TypeRange layerStash = inputPart.getResultTypes().drop_front(carried);
+
+  // B: the ops the input gradient needs (none in chunk 0 but the layers').
+  llvm::DenseSet<Operation *> inputOps;
+  if (chunk == last)
+    addSlice(SmallVector<Value>(backwardRepeat.getInputs().take_front(carried)),
+             {Part::LossBackward}, inputOps);
+  // W: the ops the parameter gradients need that B does not compute.
+  llvm::DenseSet<Operation *> weightOps;
+  {
+    SmallVector<Value> roots;
+    for (auto &[symbol, values] : gradientSums)
+      llvm::append_range(roots, values);
+    SmallVector<Part> allowed;
+    if (chunk == last)
+      allowed.push_back(Part::LossBackward);
+    if (chunk == 0)
+      allowed.push_back(Part::After);
+    addSlice(roots, allowed, weightOps);
+    for (Operation *op : inputOps)
+      weightOps.erase(op);
+  }
+
+  FunctionBuilder weight(step, first, count);
+  SmallVector<Value> layerStashArgs;
+  for (auto [index, type] : llvm::enumerate(stackedTypes(layerStash)))
+    layerStashArgs.push_back(weight.addArgument(type, attrs("stash", index)));
+  for (Operation &op : step.getBody().front().without_terminator()) {
+    if (&op == backwardRepeat.getOperation()) {
+      SmallVector<Value> operands;
+      for (Value operand : backwardRepeat.getInputs().drop_front(carried))
+        operands.push_back(weight.lookup(operand));
+      llvm::append_range(operands, layerStashArgs);
+      SmallVector<Type> results;
+      for (Value result : backwardRepeat.getResults().drop_front(carried))
+        results.push_back(sliceLayers(result.getType(), count));
+      auto repeat = mt::RepeatOp::create(
+          weight.builder, backwardRepeat.getLoc(), results,
+          FlatSymbolRefAttr::get(weightPart), operands, b.getI64IntegerAttr(count),
+          b.getI64IntegerAttr(0), backwardRepeat.getStackDimAttr(), backwardRepeat.getReverseAttr());
+      repeatAttrs(repeat);
+      weight.mapping.map(backwardRepeat.getResults().drop_front(carried), repeat.getResults());
+    } else if (weightOps.contains(&op)) {
+      weight.clone(&op);
+    }
+  }
+  SmallVector<Value> weightResults;
+  SmallVector<DictionaryAttr> weightResultAttrs;
+  SmallVector<Attribute> grads;
+  mt::TensorBuilder t(weight.builder, step.getLoc());
+  for (auto &[symbol, values] : gradientSums) {
+    Value sum = weight.lookup(values.front());
+    for (Value value : ArrayRef(values).drop_front())
+      sum = t.add(sum, weight.lookup(value));
+    weightResults.push_back(sum);
+    weightResultAttrs.push_back(
+        b.getDictionaryAttr(b.getNamedAttr(kGradAttr, cast<FlatSymbolRefAttr>(symbol))));
+    grads.push_back(symbol);
+  }
+  // W's externals: B's values (the stash after the layers') or the forward's residuals.
+  llvm::SetVector<Value> stash;
+  for (Value value : weight.externals) {
+    Operation *def = value.getDefiningOp();
+    if (def == backwardRepeat.getOperation() || inputOps.contains(def)) {
+      weight.annotate(value, "stash", layerStash.size() + stash.size());
+      stash.insert(value);
+    } else if (residuals.contains(value)) {
+      weight.annotate(value, "residual", llvm::find(residuals, value) - residuals.begin());
+    } else {
+      return def->emitOpError("is read by chunk ")
+             << chunk << "'s weight gradients but is neither a residual nor computed by its "
+                         "input gradient";
+    }
+  }
+
+  FunctionBuilder input(step, first, count);
+  if (chunk != last)
+    for (Value grad : backwardRepeat.getInputs().take_front(carried))
+      input.addArgument(grad, "activation_grad");
+  SmallVector<Value> layerStashValues;
+  for (Operation &op : step.getBody().front().without_terminator()) {
+    if (&op == backwardRepeat.getOperation()) {
+      SmallVector<Value> operands;
+      for (Value operand : backwardRepeat.getInputs())
+        operands.push_back(input.lookup(operand));
+      SmallVector<Type> results(TypeRange(backwardRepeat.getResultTypes()).take_front(carried));
+      llvm::append_range(results, stackedTypes(layerStash));
+      auto repeat = mt::RepeatOp::create(
+          input.builder, backwardRepeat.getLoc(), results, FlatSymbolRefAttr::get(inputPart),
+          operands, b.getI64IntegerAttr(count), backwardRepeat.getCarriedAttr(),
+          backwardRepeat.getStackDimAttr(), backwardRepeat.getReverseAttr());
+      repeatAttrs(repeat);
+      input.mapping.map(backwardRepeat.getResults().take_front(carried),
+                        repeat.getResults().take_front(carried));
+      llvm::append_range(layerStashValues, repeat.getResults().drop_front(carried));
+    } else if (inputOps.contains(&op)) {
+      input.clone(&op);
+    }
+  }
+  SmallVector<Value> inputResults;
+  SmallVector<DictionaryAttr> inputResultAttrs;
+  if (chunk != 0)
+    for (Value grad : backwardRepeat.getResults().take_front(carried)) {
+      inputResults.push_back(input.lookup(grad));
+      inputResultAttrs.push_back(attrs("activation_grad"));
+    }
+  for (Value value : layerStashValues) {
+    inputResultAttrs.push_back(attrs("stash", inputResults.size() - (chunk != 0 ? carried : 0)));
+    inputResults.push_back(value);
+  }
+  for (Value value : stash) {
+    inputResultAttrs.push_back(attrs("stash", inputResults.size() - (chunk != 0 ? carried : 0)));
+    inputResults.push_back(input.lookup(value));
+  }
+  for (Value value : input.externals) {
+    if (!residuals.contains(value))
+      return value.getDefiningOp()->emitOpError("is read by chunk ")
+             << chunk << "'s input gradient but is not one of its residuals";
+    input.annotate(value, "residual", llvm::find(residuals, value) - residuals.begin());
+  }
+
+  std::string prefix = ("chunk" + Twine(chunk)).str();
+  funcs.push_back(input.finish(prefix + ".backward_input", inputResults, inputResultAttrs));
+  funcs.push_back(weight.finish(prefix + ".backward_weight", weightResults, weightResultAttrs));
+  funcs.back()->setAttr(kGradsAttr, b.getArrayAttr(grads));
   return success();
 }
 
@@ -436,6 +630,33 @@ void PipelineChunksPass::runOnOperation() {
   }
   if (failed(analyze(step)))
     return signalPassFailure();
+  auto layerBackward = module.lookupSymbol<func::FuncOp>(backwardRepeat.getCallee());
+  inputPart = module.lookupSymbol<func::FuncOp>((backwardRepeat.getCallee() + ".input").str());
+  weightPart = module.lookupSymbol<func::FuncOp>((backwardRepeat.getCallee() + ".weight").str());
+  if (!inputPart || !weightPart) {
+    if (!layerBackward) {
+      backwardRepeat.emitOpError("repeats an unknown layer backward");
+      return signalPassFailure();
+    }
+    FailureOr<autodiff::BackwardParts> parts = autodiff::splitLayerBackward(layerBackward);
+    if (failed(parts))
+      return signalPassFailure();
+    inputPart = parts->input;
+    weightPart = parts->weight;
+  }
+  // The parts of the outlined layer backward: B takes its arguments, W those after the
+  // result gradients and then the stash (a split made before outlining has other ones).
+  unsigned carried = backwardRepeat.getNumCarried();
+  ArrayRef<Type> backwardArgs = layerBackward.getArgumentTypes();
+  SmallVector<Type> weightArgs(backwardArgs.drop_front(carried));
+  llvm::append_range(weightArgs, inputPart.getResultTypes().drop_front(carried));
+  if (inputPart.getArgumentTypes() != backwardArgs ||
+      weightPart.getArgumentTypes() != ArrayRef<Type>(weightArgs)) {
+    inputPart.emitOpError("and its weight part do not take the outlined layer backward's "
+                          "arguments: run mt-split-backward after mt-outline-parameters, or "
+                          "let mt-pipeline-chunks split the layer backward");
+    return signalPassFailure();
+  }
   llvm::StringMap<SmallVector<int64_t>> paramChunks;
   for (int64_t chunk = 0; chunk < cut->numChunks(); ++chunk)
     if (failed(buildChunk(step, *cut, chunk, paramChunks)))

@@ -1,7 +1,9 @@
 // RUN: mt-opt %s -split-input-file -verify-diagnostics --mtc-training-pipeline --mt-decompose --mt-outline-parameters --mt-pipeline-chunks | FileCheck %s
 
 // Tests that an even cut gives every chunk two layers, slices the layer parameters at
-// their offsets, and lists the tied embedding (read by chunk 0 and the head) as shared.
+// their offsets, lists the tied embedding (read by chunk 0 and the head) as shared, and
+// splits each backward into backward_input (B: the layers' input gradients, stashing what
+// W reads) and backward_weight (W: the parameter gradients from the stash).
 // CHECK-LABEL: module @even
 // CHECK-SAME: mt.pipeline = {chunk_layers = array<i64: 2, 2>, chunk_stages = array<i64: 0, 1>, shared_params = {wte = array<i64: 0, 1>}, stages = 2 : i64, virtual_stages = 1 : i64}
 // CHECK: func.func @chunk0.forward({{.*}}{mt.buffer = "tokens"}{{.*}}!mt.tensor<[layers=2, hidden=4, ffn=4], f32> {mt.param = @block.w1}
@@ -17,6 +19,12 @@
 // CHECK: mt.repeat @block.fwd{{.*}}count 2 {carried = 1 : i64, mt.first_instance = 2 : i64}
 // CHECK: func.func @chunk1.backward(
 // CHECK-SAME: mt.grads = [@wte, @lnf.g, @block.g, @block.w1, @block.w2]
+// CHECK: func.func @chunk1.backward_input({{.*}}{mt.buffer = "residual", mt.index = 0 : i64}
+// CHECK-SAME: {mt.buffer = "activation_grad"}, {{.*}}{mt.buffer = "stash", mt.index = 0 : i64}
+// CHECK: mt.repeat @block.bwd.input({{.*}}) count 2 {carried = 1 : i64, mt.first_instance = 2 : i64, reverse}
+// CHECK: func.func @chunk1.backward_weight(%{{.*}}{mt.buffer = "stash", mt.index = 0 : i64}
+// CHECK-SAME: mt.grads = [@wte, @lnf.g, @block.g, @block.w1, @block.w2]
+// CHECK: mt.repeat @block.bwd.weight({{.*}}) count 2 {carried = 0 : i64, mt.first_instance = 2 : i64, reverse}
 module @even attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = {pp = 2 : i64}, mt.train = {global_batch = 2 : i64, micro_batch = 2 : i64, optimizer = {kind = "adamw", lr = 1.000000e-03 : f64}, precision = "fp32"}} {
   mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
   mt.param @lnf.g : !mt.tensor<[hidden=4], f32> init ones

@@ -6,7 +6,9 @@
 // reverse (the activation gradient handed back) must give, in the float64 interpreter,
 // the loss of @forward_backward and every one of its gradients: a layer parameter's
 // from the chunks' slices put back at their `mt.chunk_layers` offsets, a parameter two
-// chunks read (the tied embedding) as the sum of their parts. Dropout is on: a chunk's
+// chunks read (the tied embedding) as the sum of their parts; and the same with each
+// backward run as its two halves (backward_input for all chunks, then backward_weight from
+// the stash). Dropout is on: a chunk's
 // layers must draw the masks of their global layer instances.
 //
 //===----------------------------------------------------------------------===//
@@ -154,9 +156,9 @@ TEST_P(PipelineChunksTest, ChunksComposeToTheWholeStep) {
   // Forward through the chunks, then backward.
   auto argumentsOf = [&](mlir::func::FuncOp func, llvm::ArrayRef<int64_t> layers,
                          const std::vector<Tensor> &activation,
-                         const std::vector<Tensor> &residuals) {
+                         const std::vector<Tensor> &residuals, const std::vector<Tensor> &stash) {
     std::vector<Tensor> values;
-    size_t nextActivation = 0, nextResidual = 0;
+    size_t nextActivation = 0;
     for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
       auto tensorType = mlir::cast<mt::NamedTensorType>(type);
       if (auto param = func.getArgAttrOfType<mlir::FlatSymbolRefAttr>(index, "mt.param")) {
@@ -166,26 +168,34 @@ TEST_P(PipelineChunksTest, ChunksComposeToTheWholeStep) {
         continue;
       }
       auto kind = func.getArgAttrOfType<mlir::StringAttr>(index, "mt.buffer").getValue();
+      auto at = func.getArgAttrOfType<mlir::IntegerAttr>(index, "mt.index");
       if (kind == "tokens")
         values.push_back(args[0]);
       else if (kind == "labels")
         values.push_back(args[1]);
       else if (kind == "residual")
-        values.push_back(residuals.at(nextResidual++));
+        values.push_back(residuals.at(at.getInt()));
+      else if (kind == "stash")
+        values.push_back(stash.at(at.getInt()));
       else
         values.push_back(activation.at(nextActivation++));
+      EXPECT_EQ(values.back().type, tensorType) << func.getSymName().str() << " argument " << index;
     }
     return values;
+  };
+  auto lookup = [&](int64_t chunk, llvm::StringRef task) {
+    return module->lookupSymbol<mlir::func::FuncOp>("chunk" + std::to_string(chunk) + "." +
+                                                    task.str());
   };
   std::vector<std::vector<Tensor>> residuals(numChunks);
   std::vector<Tensor> activation;
   Tensor loss;
   for (int64_t chunk = 0; chunk < numChunks; ++chunk) {
-    auto func = module->lookupSymbol<mlir::func::FuncOp>("chunk" + std::to_string(chunk) +
-                                                         ".forward");
+    auto func = lookup(chunk, "forward");
     ASSERT_TRUE(func);
     auto layers = func->getAttrOfType<mlir::DenseI64ArrayAttr>("mt.chunk_layers").asArrayRef();
-    MTC_ASSIGN_OR_FAIL(results, interp.call(func.getSymName(), argumentsOf(func, layers, activation, {})));
+    MTC_ASSIGN_OR_FAIL(results, interp.call(func.getSymName(),
+                                            argumentsOf(func, layers, activation, {}, {})));
     activation.clear();
     for (auto [index, value] : llvm::enumerate(results)) {
       auto kind = func.getResultAttrOfType<mlir::StringAttr>(index, "mt.buffer").getValue();
@@ -198,45 +208,80 @@ TEST_P(PipelineChunksTest, ChunksComposeToTheWholeStep) {
     }
   }
   EXPECT_TRUE(near(loss.data.at(0), whole[0].data.at(0), 1e-12)) << "loss";
+  std::vector<Tensor> lastActivation = activation;
 
-  std::map<std::string, Tensor> grads;
-  for (int64_t chunk = numChunks - 1; chunk >= 0; --chunk) {
-    auto func = module->lookupSymbol<mlir::func::FuncOp>("chunk" + std::to_string(chunk) +
-                                                         ".backward");
-    ASSERT_TRUE(func);
-    auto layers = func->getAttrOfType<mlir::DenseI64ArrayAttr>("mt.chunk_layers").asArrayRef();
-    MTC_ASSIGN_OR_FAIL(results, interp.call(func.getSymName(),
-                                            argumentsOf(func, layers, activation, residuals[chunk])));
-    activation.clear();
+  // Adds gradient results of `func` (after its activation gradients) into `grads`.
+  auto accumulate = [&](mlir::func::FuncOp func, llvm::ArrayRef<int64_t> layers,
+                        llvm::ArrayRef<Tensor> results, std::map<std::string, Tensor> &grads) {
     auto gradSymbols = func->getAttrOfType<mlir::ArrayAttr>("mt.grads");
-    size_t numActivationGrads = results.size() - gradSymbols.size();
-    for (size_t i = 0; i < numActivationGrads; ++i)
-      activation.push_back(results[i]);
-    for (auto [symbol, value] : llvm::zip(gradSymbols, llvm::drop_begin(results, numActivationGrads))) {
+    for (auto [symbol, value] :
+         llvm::zip(gradSymbols, results.drop_front(results.size() - gradSymbols.size()))) {
       std::string name = mlir::cast<mlir::FlatSymbolRefAttr>(symbol).getValue().str();
       const Tensor &param = params.at(name);
       auto [it, inserted] = grads.try_emplace(name, Tensor(param.type));
-      if (value.type == param.type) {
-        for (size_t i = 0; i < value.data.size(); ++i)
-          it->second.data[i] += value.data[i];
-      } else {
-        size_t offset = static_cast<size_t>(layers[0]) * (param.data.size() / param.type.getDims().front().size);
-        for (size_t i = 0; i < value.data.size(); ++i)
-          it->second.data[offset + i] += value.data[i];
-      }
+      size_t offset = 0;
+      if (value.type != param.type)
+        offset = static_cast<size_t>(layers[0]) *
+                 (param.data.size() / param.type.getDims().front().size);
+      for (size_t i = 0; i < value.data.size(); ++i)
+        it->second.data[offset + i] += value.data[i];
     }
+  };
+  auto compare = [&](const std::map<std::string, Tensor> &grads, llvm::StringRef how) {
+    auto stepGrads = step->getAttrOfType<mlir::ArrayAttr>("mt.grads");
+    ASSERT_EQ(grads.size(), stepGrads.size()) << how.str() << ": a parameter has no gradient";
+    for (auto [symbol, expected] : llvm::zip(stepGrads, llvm::drop_begin(whole))) {
+      std::string name = mlir::cast<mlir::FlatSymbolRefAttr>(symbol).getValue().str();
+      const Tensor &got = grads.at(name);
+      ASSERT_EQ(got.data.size(), expected.data.size()) << name;
+      for (size_t i = 0; i < got.data.size(); ++i)
+        ASSERT_TRUE(near(got.data[i], expected.data[i], 1e-9, 1e-12))
+            << how.str() << ": " << name << "[" << i << "]";
+    }
+  };
+
+  // The whole backward of each chunk (BW).
+  std::map<std::string, Tensor> grads;
+  activation.clear();
+  for (int64_t chunk = numChunks - 1; chunk >= 0; --chunk) {
+    auto func = lookup(chunk, "backward");
+    ASSERT_TRUE(func);
+    auto layers = func->getAttrOfType<mlir::DenseI64ArrayAttr>("mt.chunk_layers").asArrayRef();
+    MTC_ASSIGN_OR_FAIL(results, interp.call(func.getSymName(),
+                                            argumentsOf(func, layers, activation, residuals[chunk], {})));
+    size_t numGrads = func->getAttrOfType<mlir::ArrayAttr>("mt.grads").size();
+    activation.assign(results.begin(), results.end() - numGrads);
+    accumulate(func, layers, results, grads);
   }
   EXPECT_TRUE(activation.empty()) << "chunk 0 returned an input gradient";
+  compare(grads, "backward");
 
-  auto stepGrads = step->getAttrOfType<mlir::ArrayAttr>("mt.grads");
-  ASSERT_EQ(grads.size(), stepGrads.size()) << "a parameter has no gradient from any chunk";
-  for (auto [symbol, expected] : llvm::zip(stepGrads, llvm::drop_begin(whole))) {
-    std::string name = mlir::cast<mlir::FlatSymbolRefAttr>(symbol).getValue().str();
-    const Tensor &got = grads.at(name);
-    ASSERT_EQ(got.data.size(), expected.data.size()) << name;
-    for (size_t i = 0; i < got.data.size(); ++i)
-      ASSERT_TRUE(near(got.data[i], expected.data[i], 1e-9, 1e-12)) << name << "[" << i << "]";
+  // The B/W split: every chunk's input gradient first (B), then the weight gradients (W)
+  // from B's stash, in the order a zero-bubble schedule may run them.
+  std::map<std::string, Tensor> splitGrads;
+  std::vector<std::vector<Tensor>> stashes(numChunks);
+  for (int64_t chunk = numChunks - 1; chunk >= 0; --chunk) {
+    auto func = lookup(chunk, "backward_input");
+    ASSERT_TRUE(func);
+    auto layers = func->getAttrOfType<mlir::DenseI64ArrayAttr>("mt.chunk_layers").asArrayRef();
+    MTC_ASSIGN_OR_FAIL(results, interp.call(func.getSymName(),
+                                            argumentsOf(func, layers, activation, residuals[chunk], {})));
+    activation.clear();
+    for (auto [index, value] : llvm::enumerate(results)) {
+      auto kind = func.getResultAttrOfType<mlir::StringAttr>(index, "mt.buffer").getValue();
+      (kind == "stash" ? stashes[chunk] : activation).push_back(value);
+    }
   }
+  EXPECT_TRUE(activation.empty()) << "chunk 0's backward_input returned an input gradient";
+  for (int64_t chunk = 0; chunk < numChunks; ++chunk) {
+    auto func = lookup(chunk, "backward_weight");
+    ASSERT_TRUE(func);
+    auto layers = func->getAttrOfType<mlir::DenseI64ArrayAttr>("mt.chunk_layers").asArrayRef();
+    MTC_ASSIGN_OR_FAIL(results, interp.call(func.getSymName(),
+                                            argumentsOf(func, layers, {}, residuals[chunk], stashes[chunk])));
+    accumulate(func, layers, results, splitGrads);
+  }
+  compare(splitGrads, "backward_input + backward_weight");
 }
 
 INSTANTIATE_TEST_SUITE_P(
