@@ -17,12 +17,13 @@
 #include "compiler/transforms/Passes.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mtp/IR/MTPDialect.h"
+#include "dialects/mts/IR/MTSDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Transforms/Passes.h"
 #include "mlir/IR/DialectRegistry.h"
 
 void mtc::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<mt::MTDialect, mtp::MTPDialect, mlir::func::FuncDialect>();
+  registry.insert<mt::MTDialect, mtp::MTPDialect, mts::MTSDialect, mlir::func::FuncDialect>();
   // What mt-to-linalg and the backends produce, with the bufferization models their
   // pipelines need, so that lit tests run every stage and feed its output back in.
   codegen::registerCodegenDialects(registry);
@@ -39,8 +40,8 @@ void mtc::registerAllPasses() {
   codegen::registerCPUPasses();
   fusion::registerFusionPasses();
   optimizer::registerOptimizerPasses();
-  lowering::registerLoweringPasses();
   pipeline::registerPipelinePasses();
+  lowering::registerLoweringPasses();
   transforms::registerTransformsPasses();
   sharding::registerShardingPasses();
   registerPipelines();
