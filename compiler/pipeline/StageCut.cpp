@@ -229,6 +229,17 @@ FailureOr<StageCut> pipeline::computeStageCut(ModuleOp module) {
     cut.chunkLayers.assign(numChunks, n / numChunks);
   }
 
+  // Parameters the embedding and the head both read.
+  auto readBy = [](ArrayRef<Operation *> ops) {
+    llvm::StringSet<> params;
+    for (Operation *op : ops)
+      for (Value operand : op->getOperands())
+        if (auto ref = operand.getDefiningOp<mt::ParamRefOp>())
+          params.insert(ref.getParam());
+    return params;
+  };
+  llvm::StringSet<> embeddingParams = readBy(before), headParams = readBy(after);
+
   // Placement and costs.
   cut.stageCosts.assign(options->stages, ChunkCost());
   int64_t first = 0;
@@ -247,6 +258,10 @@ FailureOr<StageCut> pipeline::computeStageCut(ModuleOp module) {
     cut.chunkCosts.push_back(cost);
     cut.stageCosts[stage] += cost;
   }
+  if (numChunks > 1 && cut.chunkStages.front() != cut.chunkStages.back())
+    for (auto param : module.getOps<mt::ParamOp>())
+      if (embeddingParams.contains(param.getSymName()) && headParams.contains(param.getSymName()))
+        cut.sharedParams.push_back({param.getSymName().str(), {0, numChunks - 1}});
   return cut;
 }
 

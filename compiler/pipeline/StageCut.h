@@ -59,6 +59,10 @@ struct StageCut {
   llvm::SmallVector<ChunkCost> chunkCosts;
   /// Per stage: the sum of its chunks.
   llvm::SmallVector<ChunkCost> stageCosts;
+  /// Model parameters read both before the layer stack and after it (a tied embedding)
+  /// when chunk 0 and the last chunk run on different stages, with those two chunks: both
+  /// stages hold the parameter and sum its gradient.
+  llvm::SmallVector<std::pair<std::string, llvm::SmallVector<int64_t>>> sharedParams;
 
   int64_t numChunks() const { return static_cast<int64_t>(chunkLayers.size()); }
   /// The largest stage FLOPs over the mean (1 = balanced).
