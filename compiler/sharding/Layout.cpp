@@ -39,10 +39,6 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
                                 << " is not supported yet: only tensor (tp, sp) and data "
                                    "parallelism partition the step";
   int64_t tp = degree(parallel, "tp");
-  if (int64_t pp = degree(parallel, "pp"); pp > 1 && tp > 1)
-    return module.emitError() << "pp " << pp << " with tp " << tp
-                              << " is not supported yet: the pipeline chunk functions are "
-                                 "not partitioned";
   auto layout = parallel.getAs<DictionaryAttr>("layout");
   if (layout) {
     for (NamedAttribute entry : layout) {
