@@ -616,6 +616,9 @@ LogicalResult PipelineChunksPass::buildSplitBackward(
 
 void PipelineChunksPass::runOnOperation() {
   ModuleOp module = getOperation();
+  partOf.clear();
+  forwardRepeat = backwardRepeat = nullptr;
+  inputPart = weightPart = nullptr;
   FailureOr<StageCut> cut = computeStageCut(module);
   if (failed(cut))
     return signalPassFailure();

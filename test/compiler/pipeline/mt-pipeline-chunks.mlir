@@ -259,3 +259,39 @@ module @entries attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 
     return %6 : !mt.tensor<[], f32>
   }
 }
+
+// -----
+
+// Tests that a model parameter read inside the layer (its gradient sums over every chunk's
+// layers) is an error, not a wrong cut.
+module @inside attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = {pp = 2 : i64}, mt.train = {global_batch = 2 : i64, micro_batch = 2 : i64, optimizer = {kind = "adamw", lr = 1.000000e-03 : f64}, precision = "fp32"}} {
+  mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @lnf.g : !mt.tensor<[hidden=4], f32> init ones
+  mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
+  mt.param @block.w1 layer @block : !mt.tensor<[hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  mt.param @block.w2 layer @block : !mt.tensor<[ffn=4, hidden=4], f32> init normal(2.000000e-02)
+  func.func @block(%arg0: !mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32> attributes {mt.layer} {
+    %0 = mt.param_ref @block.g : <[hidden=4], f32>
+    %1 = mt.param_ref @block.w1 : <[hidden=4, ffn=4], f32>
+    %2 = mt.param_ref @block.w2 : <[ffn=4, hidden=4], f32>
+    %s = mt.param_ref @lnf.g : <[hidden=4], f32>
+    %3 = mt.rms_norm %arg0, %0 over hidden : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %4 = mt.contract %3, %1 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4, ffn=4], f32> -> <[batch=2, seq=4, ffn=4], f32>
+    %5 = mt.contract %4, %2 over [ffn] : <[batch=2, seq=4, ffn=4], f32>, <[ffn=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %6 = mt.dropout %5 rate 1.000000e-01 stream 0 : <[batch=2, seq=4, hidden=4], f32>
+    %7 = mt.add %arg0, %6 : <[batch=2, seq=4, hidden=4], f32>, <[batch=2, seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %8 = mt.mul %7, %s : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    return %8 : !mt.tensor<[batch=2, seq=4, hidden=4], f32>
+  }
+  func.func @forward(%arg0: !mt.tensor<[batch=2, seq=4], i32>, %arg1: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
+    %0 = mt.param_ref @wte : <[vocab=8, hidden=4], f32>
+    %1 = mt.param_ref @lnf.g : <[hidden=4], f32>
+    %2 = mt.gather %0, %arg0 over vocab : <[vocab=8, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
+    // expected-error @below {{passes a stacked operand that is neither a layer parameter nor a saved value (a model parameter read inside the layer?), which pipeline parallelism cannot cut by layers}}
+    %3 = mt.repeat @block(%2) count 4 : (!mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32>
+    %4 = mt.rms_norm %3, %1 over hidden : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %5 = mt.contract %4, %0 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[vocab=8, hidden=4], f32> -> <[batch=2, seq=4, vocab=8], f32>
+    %6 = mt.cross_entropy %5, %arg1 over vocab : <[batch=2, seq=4, vocab=8], f32>, <[batch=2, seq=4], i32> -> <[], f32>
+    return %6 : !mt.tensor<[], f32>
+  }
+}

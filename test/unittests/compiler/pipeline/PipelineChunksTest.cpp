@@ -290,6 +290,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt-tiny.mtl", 3, 2, 1, {2, 1}},    // uneven explicit split
                       Case{"gpt-tiny.mtl", 4, 2, 2, {}},        // interleaved: 4 chunks
                       Case{"llama-gqa-tiny.mtl", 3, 3, 1, {}},  // untied head, 3 stages
-                      Case{"llama-gqa-tiny.mtl", 4, 2, 1, {1, 3}}));
+                      Case{"llama-gqa-tiny.mtl", 4, 2, 1, {1, 3}},
+                      Case{"mixtral-tiny.mtl", 2, 2, 1, {}}));  // MoE, aux loss
 
 } // namespace
