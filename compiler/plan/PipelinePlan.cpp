@@ -45,9 +45,9 @@ FailureOr<SmallVector<int64_t>> mtc::chunkResidualBytes(ModuleOp trained) {
   return bytes;
 }
 
-FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline::StageCut &cut,
-                                               int64_t microBatches) {
-  const pipeline::PipelineOptions &options = cut.options;
+/// The schedule's name and kind (see checkPipelineSchedule).
+static FailureOr<std::pair<std::string, mts::ScheduleKind>>
+scheduleKind(ModuleOp trained, const pipeline::PipelineOptions &options) {
   std::string name = options.schedule;
   if (name.empty())
     name = options.virtualStages > 1 ? "interleaved" : "1f1b";
@@ -55,6 +55,20 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
   if (!kind)
     return trained.emitError() << "schedule '" << name << "' has no generator (expected "
                                << mts::scheduleKindNames() << ")";
+  return std::pair{name, *kind};
+}
+
+LogicalResult mtc::checkPipelineSchedule(ModuleOp trained, const pipeline::StageCut &cut) {
+  return success(succeeded(scheduleKind(trained, cut.options)));
+}
+
+FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline::StageCut &cut,
+                                               int64_t microBatches) {
+  const pipeline::PipelineOptions &options = cut.options;
+  FailureOr<std::pair<std::string, mts::ScheduleKind>> named = scheduleKind(trained, options);
+  if (failed(named))
+    return failure();
+  auto [name, kind] = *named;
 
   // One schedule per divisor m of the step's micro-batches (dp ranks divide them); the
   // counts the kind cannot run (interleaved: m not a multiple of pp) are left out.
@@ -69,7 +83,7 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
     tried.push_back(m);
     ScopedDiagnosticHandler quiet(trained.getContext(), [](Diagnostic &) { return success(); });
     FailureOr<mts::ScheduleOp> schedule = pipeline::buildSchedule(
-        builder, trained.getLoc(), *kind, options.stages, options.virtualStages, m);
+        builder, trained.getLoc(), kind, options.stages, options.virtualStages, m);
     if (succeeded(schedule))
       schedules.push_back(*schedule);
   }

@@ -21,6 +21,10 @@ namespace mtc {
 /// chunk functions of `trained` (a module after the training pipeline) built on a copy.
 mlir::FailureOr<llvm::SmallVector<int64_t>> chunkResidualBytes(mlir::ModuleOp trained);
 
+/// The schedule the plan runs: the one the settings name, or 1f1b (interleaved with
+/// virtual stages). Emits an error and fails on a schedule the generators do not know.
+mlir::LogicalResult checkPipelineSchedule(mlir::ModuleOp trained, const pipeline::StageCut &cut);
+
 /// The "pipeline" object of `trained` cut as `cut`, for a step of `microBatches`
 /// micro-batches at dp = 1: a schedule for every divisor m of it that the schedule kind
 /// can run (the plan's schedule, or 1f1b, interleaved with virtual stages). Emits an

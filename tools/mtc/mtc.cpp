@@ -11,6 +11,7 @@
 #include "compiler/codegen/CPU/CPUCodegen.h"
 #include "compiler/pipeline/StageCut.h"
 #include "compiler/plan/CallingConvention.h"
+#include "compiler/plan/PipelinePlan.h"
 #include "compiler/plan/PlanWriter.h"
 #include "compiler/sharding/Layout.h"
 #include "compiler/sharding/Passes.h"
@@ -411,6 +412,9 @@ int compile() {
   // invents a layer is an error here, not a surprise in the plan.
   FailureOr<mtc::pipeline::StageCut> cut = mtc::pipeline::computeStageCut(*module);
   if (failed(cut))
+    return 1;
+  if (emitKind == EmitKind::Plan && !printStats && cut->numChunks() > 1 &&
+      failed(mtc::checkPipelineSchedule(*module, *cut)))
     return 1;
 
   // --stats needs the trained step only to predict the workspace of its kernels.
