@@ -14,54 +14,6 @@ using namespace mtc;
 
 namespace {
 
-/// FLOPs of one call of `func`, with repeated layers expanded; memoised per function.
-class FlopCounter {
-public:
-  explicit FlopCounter(ModuleOp module) : symbols(module) {}
-
-  double count(func::FuncOp func) {
-    if (auto it = memo.find(func); it != memo.end())
-      return it->second;
-    double flops = 0;
-    func.walk([&](Operation *op) {
-      if (auto contract = dyn_cast<mt::ContractOp>(op)) {
-        flops += contractFlops(contract);
-      } else if (auto attention = dyn_cast<mt::AttentionOp>(op)) {
-        flops += attentionFlops(attention);
-      } else if (auto repeat = dyn_cast<mt::RepeatOp>(op)) {
-        if (auto callee = symbols.lookup<func::FuncOp>(repeat.getCallee()))
-          flops += static_cast<double>(repeat.getCount()) * count(callee);
-      }
-    });
-    memo[func] = flops;
-    return flops;
-  }
-
-private:
-  /// 2 x the product of every distinct dimension of both operands: one multiply and one add
-  /// per (output element, contracted index) pair.
-  static double contractFlops(mt::ContractOp op) {
-    auto lhs = cast<mt::NamedTensorType>(op.getLhs().getType());
-    auto rhs = cast<mt::NamedTensorType>(op.getRhs().getType());
-    double product = static_cast<double>(lhs.getNumElements());
-    for (const mt::NamedDim &dim : rhs.getDims())
-      if (!lhs.hasDim(dim.name))
-        product *= static_cast<double>(dim.size);
-    return 2 * product;
-  }
-
-  /// q k^T and p v: 2 x 2 x (query elements) x (key length).
-  static double attentionFlops(mt::AttentionOp op) {
-    auto query = cast<mt::NamedTensorType>(op.getQuery().getType());
-    auto key = cast<mt::NamedTensorType>(op.getKey().getType());
-    return 4.0 * static_cast<double>(query.getNumElements()) *
-           static_cast<double>(key.getDimSize(op.getSeqDim()));
-  }
-
-  SymbolTable symbols;
-  llvm::DenseMap<Operation *, double> memo;
-};
-
 std::string withThousands(int64_t value) {
   std::string digits = std::to_string(value), out;
   for (size_t i = 0; i < digits.size(); ++i) {
@@ -83,6 +35,49 @@ std::string humanCount(double value) {
 }
 
 } // namespace
+
+/// 2 x the product of every distinct dimension of both operands: one multiply and one add
+/// per (output element, contracted index) pair.
+static double contractFlops(mt::ContractOp op) {
+  auto lhs = cast<mt::NamedTensorType>(op.getLhs().getType());
+  auto rhs = cast<mt::NamedTensorType>(op.getRhs().getType());
+  double product = static_cast<double>(lhs.getNumElements());
+  for (const mt::NamedDim &dim : rhs.getDims())
+    if (!lhs.hasDim(dim.name))
+      product *= static_cast<double>(dim.size);
+  return 2 * product;
+}
+
+/// q k^T and p v: 2 x 2 x (query elements) x (key length).
+static double attentionFlops(mt::AttentionOp op) {
+  auto query = cast<mt::NamedTensorType>(op.getQuery().getType());
+  auto key = cast<mt::NamedTensorType>(op.getKey().getType());
+  return 4.0 * static_cast<double>(query.getNumElements()) *
+         static_cast<double>(key.getDimSize(op.getSeqDim()));
+}
+
+double FlopCounter::count(Operation *op) {
+  if (auto contract = dyn_cast<mt::ContractOp>(op))
+    return contractFlops(contract);
+  if (auto attention = dyn_cast<mt::AttentionOp>(op))
+    return attentionFlops(attention);
+  if (auto repeat = dyn_cast<mt::RepeatOp>(op))
+    if (auto callee = symbols.lookup<func::FuncOp>(repeat.getCallee()))
+      return static_cast<double>(repeat.getCount()) * count(callee);
+  return 0;
+}
+
+double FlopCounter::count(func::FuncOp func) {
+  if (auto it = memo.find(func); it != memo.end())
+    return it->second;
+  double flops = 0;
+  func.walk([&](Operation *op) {
+    if (!isa<func::FuncOp>(op))
+      flops += count(op);
+  });
+  memo[func] = flops;
+  return flops;
+}
 
 FailureOr<ModelStats> mtc::computeModelStats(ModuleOp module) {
   auto entry = module.lookupSymbol<func::FuncOp>("forward");

@@ -11,7 +11,10 @@
 #define MTC_COMPILER_ANALYSIS_MODELSTATS_H
 
 #include "dialects/mt/IR/MTDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -35,6 +38,20 @@ struct ModelStats {
   int64_t tokensPerMicroBatch = 0;
   double forwardFlopsPerToken = 0;
   double backwardFlopsPerToken = 0;
+};
+
+/// Forward FLOPs by the convention above: of one op (a repeat counts its calls) or of one
+/// call of a function, with repeated layers expanded; memoised per function.
+class FlopCounter {
+public:
+  explicit FlopCounter(mlir::ModuleOp module) : symbols(module) {}
+
+  double count(mlir::Operation *op);
+  double count(mlir::func::FuncOp func);
+
+private:
+  mlir::SymbolTable symbols;
+  llvm::DenseMap<mlir::Operation *, double> memo;
 };
 
 /// Computes the statistics of a verified `mt` module whose entry function is `forward`.

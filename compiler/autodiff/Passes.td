@@ -45,12 +45,14 @@ def MTSplitBackwardPass : Pass<"mt-split-backward", "::mlir::ModuleOp"> {
 
     - `@L.bwd.input(args of @L.bwd) -> (input gradients, stash...)`: the ops the input
       gradients need, and
-    - `@L.bwd.weight(args of @L.bwd, stash...) -> (parameter gradients)`: the remaining ops
-      the parameter gradients need,
+    - `@L.bwd.weight(args of @L.bwd but the result gradients, stash...) -> (parameter
+      gradients)`: the remaining ops the parameter gradients need,
 
-    where the stash is every value of B that W reads (for a contraction `y = x w`, B
-    computes `dx = dy w^T`, W computes `dw = x^T dy` from the saved `x` and the incoming
-    `dy`, and nothing needs stashing). Every op of `@L.bwd` lands in exactly one part (ops
+    where the stash is every value of B that W reads, and every gradient of the layer's
+    results (the leading arguments of @L.bwd) that W reads: W takes those only through
+    the stash, so that a repeat of W, which carries nothing, gets each call's gradient
+    stacked from B's repeat (for a contraction `y = x w`, B computes `dx = dy w^T` and W
+    computes `dw = x^T dy` from the saved `x` and the stashed incoming `dy`). Every op of `@L.bwd` lands in exactly one part (ops
     needed by both are in B), so B followed by W computes exactly what `@L.bwd` computes.
     Both carry `mt.layer_of`; W carries `mt.param_grads`; `mt.backward_part` is "input" or
     "weight". `@L.bwd` itself stays (the single-stage step uses it).

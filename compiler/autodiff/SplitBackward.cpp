@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/autodiff/Passes.h"
+#include "compiler/autodiff/SplitBackward.h"
 
 #include "dialects/mt/IR/MTDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -56,109 +57,120 @@ struct MTSplitBackwardPass
           !func->hasAttr(kBackwardPartAttr))
         backwards.push_back(func);
     for (func::FuncOp backward : backwards)
-      if (failed(split(backward)))
+      if (failed(mtc::autodiff::splitLayerBackward(backward)))
         return signalPassFailure();
-  }
-
-  LogicalResult split(func::FuncOp backward) {
-    if (!backward.getBody().hasOneBlock())
-      return backward.emitOpError() << "a layer backward must have one block to be split";
-    Block &body = backward.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    auto paramGrads = backward->getAttrOfType<ArrayAttr>(kParamGradsAttr);
-    unsigned numResults = ret.getNumOperands();
-    if (paramGrads.size() > numResults)
-      return backward.emitOpError() << "lists " << paramGrads.size()
-                                    << " parameter gradients but returns " << numResults
-                                    << " values";
-    unsigned numInputGrads = numResults - paramGrads.size();
-    ValueRange inputGrads = ret.getOperands().take_front(numInputGrads);
-    ValueRange weightGrads = ret.getOperands().drop_front(numInputGrads);
-
-    llvm::SmallPtrSet<Operation *, 32> inB, inW;
-    addBackwardSlice(body, inputGrads, inB);
-    addBackwardSlice(body, weightGrads, inW);
-    for (Operation *op : inB)
-      inW.erase(op);
-
-    // The stash: values B defines that W reads or returns, in program order.
-    llvm::SetVector<Value> stash;
-    auto needFromB = [&](Value value) {
-      Operation *def = value.getDefiningOp();
-      if (def && inB.contains(body.findAncestorOpInBlock(*def)))
-        stash.insert(value);
-    };
-    for (Operation &op : body.without_terminator())
-      if (inW.contains(&op))
-        op.walk([&](Operation *nested) {
-          for (Value operand : nested->getOperands())
-            needFromB(operand);
-        });
-    for (Value grad : weightGrads)
-      needFromB(grad);
-
-    OpBuilder builder(backward);
-    builder.setInsertionPointAfter(backward);
-    MLIRContext *context = backward.getContext();
-    auto copyAttrs = [&](func::FuncOp to, StringRef part) {
-      to->setAttr(mtc::mt::MTDialect::kLayerOfAttrName,
-                  backward->getAttr(mtc::mt::MTDialect::kLayerOfAttrName));
-      to->setAttr(kBackwardPartAttr, StringAttr::get(context, part));
-      to.setVisibility(backward.getVisibility());
-    };
-    TypeRange argTypes = backward.getArgumentTypes();
-
-    // B: the original arguments -> input gradients, then the stash.
-    SmallVector<Type> bResults(TypeRange(inputGrads).begin(), TypeRange(inputGrads).end());
-    for (Value value : stash)
-      bResults.push_back(value.getType());
-    auto inputPart = func::FuncOp::create(builder, backward.getLoc(),
-                                          (backward.getSymName() + ".input").str(),
-                                          FunctionType::get(context, argTypes, bResults));
-    copyAttrs(inputPart, "input");
-    {
-      IRMapping map;
-      Block *entry = inputPart.addEntryBlock();
-      map.map(body.getArguments(), entry->getArguments());
-      OpBuilder b = OpBuilder::atBlockEnd(entry);
-      for (Operation &op : body.without_terminator())
-        if (inB.contains(&op))
-          b.clone(op, map);
-      SmallVector<Value> results;
-      for (Value grad : inputGrads)
-        results.push_back(map.lookupOrDefault(grad));
-      for (Value value : stash)
-        results.push_back(map.lookup(value));
-      func::ReturnOp::create(b, ret.getLoc(), results);
-    }
-
-    // W: the original arguments and the stash -> parameter gradients.
-    SmallVector<Type> wArgs(argTypes.begin(), argTypes.end());
-    for (Value value : stash)
-      wArgs.push_back(value.getType());
-    auto weightPart = func::FuncOp::create(
-        builder, backward.getLoc(), (backward.getSymName() + ".weight").str(),
-        FunctionType::get(context, wArgs, TypeRange(weightGrads)));
-    copyAttrs(weightPart, "weight");
-    weightPart->setAttr(kParamGradsAttr, paramGrads);
-    {
-      IRMapping map;
-      Block *entry = weightPart.addEntryBlock();
-      map.map(body.getArguments(), entry->getArguments().take_front(body.getNumArguments()));
-      for (auto [value, arg] :
-           llvm::zip_equal(stash, entry->getArguments().drop_front(body.getNumArguments())))
-        map.map(value, arg);
-      OpBuilder b = OpBuilder::atBlockEnd(entry);
-      for (Operation &op : body.without_terminator())
-        if (inW.contains(&op))
-          b.clone(op, map);
-      SmallVector<Value> results;
-      for (Value grad : weightGrads)
-        results.push_back(map.lookupOrDefault(grad));
-      func::ReturnOp::create(b, ret.getLoc(), results);
-    }
-    return success();
   }
 };
 
 } // namespace
+
+FailureOr<mtc::autodiff::BackwardParts> mtc::autodiff::splitLayerBackward(func::FuncOp backward) {
+  if (!backward.getBody().hasOneBlock())
+    return backward.emitOpError() << "a layer backward must have one block to be split";
+  Block &body = backward.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  auto paramGrads = backward->getAttrOfType<ArrayAttr>(kParamGradsAttr);
+  unsigned numResults = ret.getNumOperands();
+  if (paramGrads.size() > numResults)
+    return backward.emitOpError() << "lists " << paramGrads.size()
+                                  << " parameter gradients but returns " << numResults
+                                  << " values";
+  unsigned numInputGrads = numResults - paramGrads.size();
+  // The leading arguments are the gradients of the layer's results.
+  auto layer = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      backward, backward->getAttrOfType<FlatSymbolRefAttr>(mtc::mt::MTDialect::kLayerOfAttrName));
+  if (!layer || layer.getNumResults() > backward.getNumArguments())
+    return backward.emitOpError() << "is not the backward of a layer function";
+  unsigned numResultGrads = layer.getNumResults();
+  ValueRange inputGrads = ret.getOperands().take_front(numInputGrads);
+  ValueRange weightGrads = ret.getOperands().drop_front(numInputGrads);
+
+  llvm::SmallPtrSet<Operation *, 32> inB, inW;
+  addBackwardSlice(body, inputGrads, inB);
+  addBackwardSlice(body, weightGrads, inW);
+  for (Operation *op : inB)
+    inW.erase(op);
+
+  // The stash: values B defines that W reads or returns, and the result gradients W reads,
+  // in program order. A repeat of W carries nothing, so each call can only get its layer's
+  // result gradient stacked, from B's repeat.
+  llvm::SetVector<Value> stash;
+  auto needFromB = [&](Value value) {
+    Operation *def = value.getDefiningOp();
+    auto arg = dyn_cast<BlockArgument>(value);
+    if ((def && inB.contains(body.findAncestorOpInBlock(*def))) ||
+        (arg && arg.getOwner() == &body && arg.getArgNumber() < numResultGrads))
+      stash.insert(value);
+  };
+  for (Operation &op : body.without_terminator())
+    if (inW.contains(&op))
+      op.walk([&](Operation *nested) {
+        for (Value operand : nested->getOperands())
+          needFromB(operand);
+      });
+  for (Value grad : weightGrads)
+    needFromB(grad);
+
+  OpBuilder builder(backward);
+  builder.setInsertionPointAfter(backward);
+  MLIRContext *context = backward.getContext();
+  auto copyAttrs = [&](func::FuncOp to, StringRef part) {
+    to->setAttr(mtc::mt::MTDialect::kLayerOfAttrName,
+                backward->getAttr(mtc::mt::MTDialect::kLayerOfAttrName));
+    to->setAttr(kBackwardPartAttr, StringAttr::get(context, part));
+    to.setVisibility(backward.getVisibility());
+  };
+  TypeRange argTypes = backward.getArgumentTypes();
+
+  // B: the original arguments -> input gradients, then the stash.
+  SmallVector<Type> bResults(TypeRange(inputGrads).begin(), TypeRange(inputGrads).end());
+  for (Value value : stash)
+    bResults.push_back(value.getType());
+  auto inputPart = func::FuncOp::create(builder, backward.getLoc(),
+                                        (backward.getSymName() + ".input").str(),
+                                        FunctionType::get(context, argTypes, bResults));
+  copyAttrs(inputPart, "input");
+  {
+    IRMapping map;
+    Block *entry = inputPart.addEntryBlock();
+    map.map(body.getArguments(), entry->getArguments());
+    OpBuilder b = OpBuilder::atBlockEnd(entry);
+    for (Operation &op : body.without_terminator())
+      if (inB.contains(&op))
+        b.clone(op, map);
+    SmallVector<Value> results;
+    for (Value grad : inputGrads)
+      results.push_back(map.lookupOrDefault(grad));
+    for (Value value : stash)
+      results.push_back(map.lookup(value));
+    func::ReturnOp::create(b, ret.getLoc(), results);
+  }
+
+  // W: the original arguments but the result gradients, and the stash -> parameter gradients.
+  SmallVector<Type> wArgs(argTypes.drop_front(numResultGrads));
+  for (Value value : stash)
+    wArgs.push_back(value.getType());
+  auto weightPart = func::FuncOp::create(
+      builder, backward.getLoc(), (backward.getSymName() + ".weight").str(),
+      FunctionType::get(context, wArgs, TypeRange(weightGrads)));
+  copyAttrs(weightPart, "weight");
+  weightPart->setAttr(kParamGradsAttr, paramGrads);
+  {
+    IRMapping map;
+    Block *entry = weightPart.addEntryBlock();
+    unsigned numKept = body.getNumArguments() - numResultGrads;
+    map.map(body.getArguments().drop_front(numResultGrads),
+            entry->getArguments().take_front(numKept));
+    for (auto [value, arg] : llvm::zip_equal(stash, entry->getArguments().drop_front(numKept)))
+      map.map(value, arg);
+    OpBuilder b = OpBuilder::atBlockEnd(entry);
+    for (Operation &op : body.without_terminator())
+      if (inW.contains(&op))
+        b.clone(op, map);
+    SmallVector<Value> results;
+    for (Value grad : weightGrads)
+      results.push_back(map.lookupOrDefault(grad));
+    func::ReturnOp::create(b, ret.getLoc(), results);
+  }
+  return BackwardParts{inputPart, weightPart, numResultGrads};
+}

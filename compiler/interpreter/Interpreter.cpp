@@ -334,13 +334,18 @@ Expected<Results> Interpreter::evalDropout(Operation *op, const Tensor &input) {
 
 /// A scan: carried values thread through the calls, stacked operands and results are
 /// sliced and assembled along their leading dimension; call i (run in descending order
-/// with `reverse`) reads parameter instance i.
+/// with `reverse`) is layer instance i, or first + i in a pipeline chunk's repeat
+/// (`mt.first_instance = first`, mt-pipeline-chunks): the parameter instance it reads and
+/// the instance that keys its dropout masks.
 Expected<Results> Interpreter::evalRepeat(Operation *op, ArrayRef<const Tensor *> operands) {
   auto repeat = cast<mt::RepeatOp>(op);
   auto callee = symbols.lookup<func::FuncOp>(repeat.getCallee());
   if (!callee)
     return opError(op, llvm::formatv("no function '@{0}'", repeat.getCallee()));
   int64_t count = static_cast<int64_t>(repeat.getCount());
+  int64_t firstInstance = 0;
+  if (auto first = op->getAttrOfType<IntegerAttr>("mt.first_instance"))
+    firstInstance = first.getInt();
   unsigned carried = repeat.getNumCarried();
   ArrayRef<Type> argTypes = callee.getArgumentTypes();
   if (argTypes.size() != operands.size())
@@ -366,8 +371,8 @@ Expected<Results> Interpreter::evalRepeat(Operation *op, ArrayRef<const Tensor *
       auto begin = operand->data.begin() + call * size;
       args.emplace_back(type, std::vector<double>(begin, begin + size));
     }
-    int64_t outerInstance = std::exchange(dropoutLayerInstance, call);
-    Expected<std::vector<Tensor>> results = callWithInstance(callee, call, args);
+    int64_t outerInstance = std::exchange(dropoutLayerInstance, firstInstance + call);
+    Expected<std::vector<Tensor>> results = callWithInstance(callee, firstInstance + call, args);
     dropoutLayerInstance = outerInstance;
     if (!results)
       return opError(op, llvm::formatv("in call {0} of '@{1}':\n{2}", call, repeat.getCallee(),

@@ -3,7 +3,9 @@
 #ifndef MTC_COMPILER_PIPELINE_PASSES_H
 #define MTC_COMPILER_PIPELINE_PASSES_H
 
+#include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mts/IR/MTSDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

@@ -6,6 +6,71 @@
 include "mlir/Pass/PassBase.td"
 
 //===----------------------------------------------------------------------===//
+// Stage cut and chunk functions
+//===----------------------------------------------------------------------===//
+
+def MTPipelineChunksPass : Pass<"mt-pipeline-chunks", "::mlir::ModuleOp"> {
+  let summary = "Cut the training step into per-chunk forward and backward functions";
+  let description = [{
+    With pipeline parallelism (`pp` x `virtual_stages` > 1 in `mt.parallel`) the layer
+    stack is cut into model chunks (StageCut.h: equal layers per chunk, or the explicit
+    `pipeline_layers`; chunk c runs on stage c % pp, V-shaped for zb-v). For every chunk
+    c this pass adds two public functions, cut out of the outlined `@forward_backward`:
+
+    - `@chunk<c>.forward`: chunk 0 takes the token ids, a later chunk the activation the
+      previous chunk returned; the last chunk also takes the labels and returns the loss,
+      the others return their output activation. After that come the residuals: every
+      value the chunk's backward reads from its forward.
+    - `@chunk<c>.backward`: the gradient of the chunk's output (none for the last chunk,
+      whose seed is the loss's), the residuals and the labels where the backward reads
+      them -> the gradient of the chunk's input (none for chunk 0), then one gradient per
+      parameter the chunk contributes to, named by `mt.grads` as on `@forward_backward`.
+    - `@chunk<c>.backward_input` (B) and `@chunk<c>.backward_weight` (W), the backward in
+      the two halves zero-bubble schedules run apart: B takes what the backward takes and
+      returns the input gradient, then the *stash*: what W reads that B computes (the
+      layers' stash of `@L.bwd.input`, stacked, then values of the loss's or the
+      embedding's backward). W takes the stash, the residuals and parameters it reads and
+      returns the parameter gradients. The layer stack is a repeat of `@L.bwd.input` in B
+      and of `@L.bwd.weight` in W (mt-split-backward's parts, made here when missing).
+
+    The layer stack of chunk c is an `mt.repeat` of `@L.fwd` / `@L.bwd` over its
+    `count` layers, and a stacked layer parameter is an argument holding the chunk's
+    slice of its `layers` dimension: the function attribute `mt.chunk_layers =
+    [first, count]` records where the slice lies in the whole tensor (the runtime and
+    checkpoints keep whole tensors), and the repeat carries `mt.first_instance = first`
+    (the global layer index of its first call, which keys the dropout masks). A
+    parameter the chunk does not read is not an argument; a model parameter read by
+    chunks on different stages (tied embeddings: the embedding in chunk 0 and the head
+    in the last chunk) is an argument of both, each returns its own part of the
+    gradient, and the module attribute `mt.pipeline` lists it under `shared_params`
+    with its chunks: the runtime sums the parts over those stages (Megatron's embedding
+    group) and both copies stay identical because they take the same update.
+
+    Arguments and results carry `mt.param = @p` (parameters), `mt.grad = @p`
+    (gradients) or `mt.buffer = "<kind>"` with kind tokens, labels, activation, loss,
+    activation_grad, residual or stash, for the plan's calling convention; a residual or
+    stash also carries `mt.index = k`, its position among the forward's residual results
+    (the B's stash results), which is how each backward function picks its arguments. The module gets
+    `mt.pipeline = {stages, virtual_stages, chunk_layers, chunk_stages, shared_params}`.
+
+    Why after autodiff: `@forward_backward` already holds the whole program with its
+    saved values chosen by the recompute policy, so cutting it around the layer stack's
+    two repeats is a data-flow partition with nothing to re-derive, and every chunk
+    function has exactly the ops, the VJPs and the recomputation of the single-stage step
+    (cutting before autodiff would need autodiff to accept a seed gradient and an
+    activation input and would differentiate each chunk separately). It runs after
+    mt-outline-parameters, whose explicit parameter arguments are what gets sliced, and
+    before partitioning, so each chunk function is partitioned (tp, sp) and compiled like
+    `@forward_backward`. Without pipeline parallelism the pass does nothing.
+
+    Not supported, each an error: a model parameter read inside a layer (its gradient
+    sums over every chunk's layers), more than one layer stack, a value that crosses
+    chunks other than the activation and its gradient.
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // Schedules
 //===----------------------------------------------------------------------===//
 

@@ -8,6 +8,7 @@
 #include "compiler/codegen/ToLinalg/Passes.h"
 #include "compiler/lowering/Passes.h"
 #include "compiler/optimizer/Passes.h"
+#include "compiler/pipeline/Passes.h"
 #include "compiler/sharding/Passes.h"
 #include "compiler/transforms/Passes.h"
 
@@ -51,6 +52,8 @@ void mtc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
 void mtc::buildPartitionPipeline(OpPassManager &pm) {
   pm.addPass(lowering::createMTDecomposePass());
   pm.addPass(transforms::createMTOutlineParametersPass());
+  // With pipeline parallelism, the chunk functions are partitioned like the whole step.
+  pm.addPass(pipeline::createMTPipelineChunksPass());
   pm.addPass(sharding::createMTPPartitionPass());
   addCleanup(pm);
 }

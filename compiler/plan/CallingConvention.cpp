@@ -34,6 +34,40 @@ std::optional<std::pair<StringRef, StringRef>> outlinedSymbol(DictionaryAttr att
   return std::nullopt;
 }
 
+/// A buffer of a pipeline chunk function, from the attributes mt-pipeline-chunks gives
+/// its arguments and results: a parameter, a gradient, or a buffer of a kind (tokens and
+/// labels are inputs; residuals and stash entries carry their index).
+json::Object chunkBuffer(DictionaryAttr attrs, Type type) {
+  if (auto symbol = outlinedSymbol(attrs))
+    return buffer(symbol->first, symbol->second, type);
+  if (auto grad = attrs ? attrs.getAs<FlatSymbolRefAttr>("mt.grad") : nullptr)
+    return buffer("grad", grad.getValue(), type);
+  StringRef kind = attrs ? attrs.getAs<StringAttr>("mt.buffer").getValue() : "";
+  if (kind == "tokens" || kind == "labels")
+    return buffer("input", kind, type);
+  json::Object object = buffer(kind, kind, type);
+  if (auto index = attrs.getAs<IntegerAttr>("mt.index"))
+    object["index"] = index.getInt();
+  return object;
+}
+
+json::Object describeChunkFunction(func::FuncOp func, int64_t chunk) {
+  json::Array inputs, outputs;
+  for (auto [index, type] : llvm::enumerate(func.getArgumentTypes()))
+    inputs.push_back(chunkBuffer(func.getArgAttrDict(index), type));
+  for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
+    outputs.push_back(chunkBuffer(func.getResultAttrDict(index), type));
+  json::Array layers;
+  if (auto range = func->getAttrOfType<DenseI64ArrayAttr>("mt.chunk_layers"))
+    for (int64_t value : range.asArrayRef())
+      layers.push_back(value);
+  return json::Object{{"symbol", (codegen::kPackedEntryPrefix + func.getSymName()).str()},
+                      {"chunk", chunk},
+                      {"layers", std::move(layers)},
+                      {"inputs", std::move(inputs)},
+                      {"outputs", std::move(outputs)}};
+}
+
 } // namespace
 
 std::string mtc::planDTypeName(Type type) {
@@ -93,5 +127,8 @@ json::Object mtc::describeCallingConvention(ModuleOp module) {
                                    {"inputs", std::move(inputs)},
                                    {"outputs", std::move(outputs)}};
   }
+  for (auto func : module.getOps<func::FuncOp>())
+    if (auto chunk = func->getAttrOfType<IntegerAttr>("mt.pipeline_chunk"))
+      functions[func.getSymName()] = describeChunkFunction(func, chunk.getInt());
   return functions;
 }

@@ -17,7 +17,10 @@ namespace mtc {
 
 /// `{"forward_backward": {"symbol", "inputs": [...], "outputs": [...]}, ...}` for the
 /// outlined step functions of `module`. Each buffer is `{"kind", "name", "dtype", "dims"}`
-/// with kind `input`, `param`, `state`, `grad`, `loss`, `grad_norm` or `lr`.
+/// with kind `input`, `param`, `state`, `grad`, `loss`, `grad_norm` or `lr`. The pipeline
+/// chunk functions (mt-pipeline-chunks) are there too, with their `chunk` and `layers`
+/// ([first, count]) and buffers also of kind `activation`, `activation_grad`, `residual`
+/// or `stash` (the last two with their `index`).
 llvm::json::Object describeCallingConvention(mlir::ModuleOp module);
 
 /// The plan's name of an element type: f32, bf16, f16, f64, i32, i64 (docs/plan-format.md).

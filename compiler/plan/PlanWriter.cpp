@@ -1,6 +1,7 @@
 //===- PlanWriter.cpp - writing the plan directory ------------------------===//
 
 #include "compiler/plan/PlanWriter.h"
+#include "compiler/plan/PipelinePlan.h"
 
 #include "compiler/plan/CallingConvention.h"
 
@@ -159,6 +160,21 @@ std::optional<std::pair<StringRef, int64_t>> findVocabulary(func::FuncOp forward
       consider(lookup.getDim(), cast<mt::NamedTensorType>(lookup.getTable().getType()));
   });
   return vocabulary;
+}
+
+/// The micro-batches of one step at dp = 1: the global batch over the micro-batch (the
+/// first dimension of the entry's token ids), as the runtime splits it.
+int64_t stepMicroBatches(ModuleOp trained) {
+  auto forward = trained.lookupSymbol<func::FuncOp>("forward");
+  if (!forward || forward.getNumArguments() == 0)
+    return 1;
+  int64_t microBatch =
+      cast<mt::NamedTensorType>(forward.getArgumentTypes().front()).getDimSizes().front();
+  int64_t globalBatch = microBatch;
+  if (auto train = trained->getAttrOfType<DictionaryAttr>(mt::MTDialect::kTrainAttrName))
+    if (auto value = train.getAs<IntegerAttr>("global_batch"))
+      globalBatch = value.getInt();
+  return std::max<int64_t>(1, globalBatch / microBatch);
 }
 
 json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
@@ -393,6 +409,17 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
         buildManifestJson(trained, stats, source,
                           kernels ? std::optional<int64_t>(kernels->workspaceBytes) : std::nullopt,
                           kernels ? &kernels->collectiveBytes : nullptr);
+    // Pipeline parallelism: the contract's "pipeline" object (docs/plan-format.md).
+    FailureOr<pipeline::StageCut> cut = pipeline::computeStageCut(trained);
+    if (failed(cut))
+      return llvm::createStringError("the pipeline cut is not possible");
+    if (cut->numChunks() > 1) {
+      FailureOr<json::Object> pipeline =
+          buildPipelineJson(trained, *cut, stepMicroBatches(trained));
+      if (failed(pipeline))
+        return llvm::createStringError("the pipeline schedules cannot be built");
+      manifestJson["pipeline"] = std::move(*pipeline);
+    }
     if (kernels)
       manifestJson["kernels"] = json::Object{
           {"x86_64", json::Object{{"file", "kernels/x86_64.so"},

@@ -26,7 +26,8 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
   if (!parallel)
     return spec;
-  for (StringRef axis : {"pp", "cp", "ep"})
+  // pp cuts the step into chunk functions before partitioning (mt-pipeline-chunks).
+  for (StringRef axis : {"cp", "ep"})
     if (int64_t n = parallel.getDegree(axis); n > 1)
       return module.emitError() << axis << " " << n
                                 << " is not supported yet: only tensor (tp, sp) and data "

@@ -37,6 +37,10 @@ class Partitioner {
 public:
   Partitioner(ModuleOp module, const sharding::ShardingSpec &spec)
       : module(module), spec(spec), context(module.getContext(), spec) {}
+  ~Partitioner() {
+    for (auto &entry : pristine)
+      entry.second->erase();
+  }
 
   LogicalResult run();
 
@@ -150,6 +154,9 @@ private:
     SmallVector<ShardedTensorType> args, results;
   };
   llvm::StringMap<Done> partitioned;
+  /// Every repeated function as it was before partitioning, for the copies a second
+  /// layout needs (the pipeline chunks call the layers with other layouts than the step).
+  llvm::StringMap<func::FuncOp> pristine;
   unsigned clones = 0;
 };
 
@@ -161,7 +168,8 @@ ShardedTensorType Partitioner::entryLayout(Type type, DictionaryAttr attrs, bool
   // gradients and states in their optimizer layout (sharded over dp with the distributed
   // optimizer), parameters whole over dp.
   bool state = attrs && attrs.get(transforms::kStateAttrName);
-  bool param = attrs && attrs.get(transforms::kParamAttrName);
+  // A pipeline chunk's backward names its gradients by result attribute (mt-pipeline-chunks).
+  bool param = attrs && (attrs.get(transforms::kParamAttrName) || attrs.get("mt.grad"));
   if ((grad || state) && optimizer)
     return *sharding::optimizerLayout(spec, named, emitError);
   if (grad || state || param)
@@ -226,6 +234,10 @@ LogicalResult Partitioner::partitionRepeat(mt::RepeatOp op, FunctionState &state
   auto callee = module.lookupSymbol<func::FuncOp>(op.getCallee());
   if (!callee)
     return op.emitOpError() << "calls unknown function @" << op.getCallee();
+  // Its global argument types: a callee partitioned for another call has local ones.
+  func::FuncOp unpartitioned = pristine.lookup(op.getCallee());
+  if (!unpartitioned)
+    unpartitioned = callee;
   unsigned carried = op.getNumCarried();
   StringRef stackDim = op.getStackDimName();
   // The callee's argument layouts: carried values as they are (summed), stacked ones
@@ -240,7 +252,7 @@ LogicalResult Partitioner::partitionRepeat(mt::RepeatOp op, FunctionState &state
     if (i >= carried)
       layout.split.erase(stackDim);
     operandTargets.push_back(context.build(global, layout));
-    args.push_back(context.build(cast<NamedTensorType>(callee.getArgumentTypes()[i]), layout));
+    args.push_back(context.build(cast<NamedTensorType>(unpartitioned.getArgumentTypes()[i]), layout));
   }
   auto key = [&](ArrayRef<ShardedTensorType> a) {
     std::string s;
@@ -272,8 +284,8 @@ LogicalResult Partitioner::partitionRepeat(mt::RepeatOp op, FunctionState &state
   }
   auto it = partitioned.find(callee.getSymName());
   if (it != partitioned.end() && key(it->second.args) != key(args)) {
-    // Called again with other layouts: partition a copy.
-    func::FuncOp copy = callee.clone();
+    // Called again with other layouts: partition a copy of the unpartitioned function.
+    func::FuncOp copy = pristine.lookup(op.getCallee()).clone();
     copy.setSymName((callee.getSymName() + ".p" + Twine(++clones)).str());
     module.push_back(copy);
     op.setCallee(copy.getSymName());
@@ -349,10 +361,22 @@ LogicalResult Partitioner::run() {
                                    << " cannot be laid out on the mesh: ";
         })))
       return failure();
-  for (StringRef name : {"forward", "forward_backward", "optimizer_step"}) {
-    auto func = module.lookupSymbol<func::FuncOp>(name);
-    if (!func)
-      continue;
+  module.walk([&](mt::RepeatOp repeat) {
+    if (auto callee = module.lookupSymbol<func::FuncOp>(repeat.getCallee());
+        callee && !pristine.count(callee.getSymName()))
+      pristine[callee.getSymName()] = callee.clone();
+  });
+  // The entry functions, and the pipeline chunk functions (mt-pipeline-chunks), whose
+  // activations, residuals and stash cross function boundaries replicated.
+  SmallVector<func::FuncOp> entries;
+  for (StringRef name : {"forward", "forward_backward", "optimizer_step"})
+    if (auto func = module.lookupSymbol<func::FuncOp>(name))
+      entries.push_back(func);
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func->hasAttr("mt.pipeline_chunk"))
+      entries.push_back(func);
+  for (func::FuncOp func : entries) {
+    StringRef name = func.getSymName();
     // Gradients: the optimizer step's arguments after (step, grad_scale), the results of
     // forward_backward after the loss, in `mt.grads` order (CallingConvention.cpp).
     auto grads = func->getAttrOfType<ArrayAttr>("mt.grads");

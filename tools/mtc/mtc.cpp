@@ -9,7 +9,9 @@
 #include "compiler/analysis/ModelStats.h"
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/codegen/CPU/CPUCodegen.h"
+#include "compiler/pipeline/StageCut.h"
 #include "compiler/plan/CallingConvention.h"
+#include "compiler/plan/PipelinePlan.h"
 #include "compiler/plan/PlanWriter.h"
 #include "compiler/sharding/Layout.h"
 #include "compiler/sharding/Passes.h"
@@ -292,6 +294,10 @@ FailureOr<int64_t> planArenas(mlir::ModuleOp buffers, mtc::PlanKernels *kernels 
   for (StringRef name : kKernelFunctions)
     if (buffers.lookupSymbol(name))
       functions.push_back(name);
+  // The pipeline chunk functions (mt-pipeline-chunks).
+  for (auto func : buffers.getOps<mlir::func::FuncOp>())
+    if (func->hasAttr("mt.pipeline_chunk"))
+      functions.push_back(func.getSymName());
   FailureOr<SmallVector<mtc::codegen::KernelMemoryPlan>> plans =
       mtc::codegen::planKernelMemory(buffers, functions);
   if (failed(plans))
@@ -607,6 +613,14 @@ int compile() {
   FailureOr<mtc::ModelStats> stats = mtc::computeModelStats(*module);
   if (failed(stats))
     return 1;
+  // The pipeline cut is checked before anything is compiled: a split that drops or
+  // invents a layer is an error here, not a surprise in the plan.
+  FailureOr<mtc::pipeline::StageCut> cut = mtc::pipeline::computeStageCut(*module);
+  if (failed(cut))
+    return 1;
+  if (emitKind == EmitKind::Plan && !printStats && cut->numChunks() > 1 &&
+      failed(mtc::checkPipelineSchedule(*module, *cut)))
+    return 1;
 
   // --stats needs the trained step only to predict the workspace of its kernels.
   bool statsWithKernels =
@@ -655,6 +669,10 @@ int compile() {
   }
   if (printStats) {
     mtc::printModelStats(*stats, output->os());
+    if (cut->numChunks() > 1) {
+      output->os() << "\n";
+      mtc::pipeline::printStageCut(*cut, output->os());
+    }
     // Without the training pipeline there is no step to size the buffers of: the memory
     // lines need --kernels=x86 (which also gives the workspace).
     if (statsWithKernels) {

@@ -10,7 +10,8 @@
 // one function, called N times, whatever the depth.
 //
 // When the module has dropout (declareDropoutFunctions declared kDropoutLayerFunction), each
-// iteration first tells the runtime the instance i it runs, and the scan ends by setting -1,
+// iteration first tells the runtime the instance i it runs (first + i for a pipeline chunk's
+// repeat marked `mt.first_instance = first`), and the scan ends by setting -1,
 // so that every repeat of a layer draws its own masks and a backward scan (`reverse`)
 // redraws the masks of the same instance as its forward. Nested scans are not supported by
 // this protocol (the inner scan's -1 would hide the outer instance).
@@ -64,6 +65,11 @@ struct RepeatLowering : OpConversionPattern<mt::RepeatOp> {
     unsigned carried = op.getNumCarried();
     auto count = static_cast<int64_t>(op.getCount());
     bool reverse = op.getReverse();
+    // A pipeline chunk's repeat runs the layers from `mt.first_instance` on
+    // (mt-pipeline-chunks): their dropout masks are those of the whole stack's calls.
+    int64_t firstInstance = 0;
+    if (auto first = op->getAttrOfType<IntegerAttr>("mt.first_instance"))
+      firstInstance = first.getInt();
     ValueRange inputs = adaptor.getInputs();
     SmallVector<Value> inits(inputs.take_front(carried));
     for (Value result : op.getResults().drop_front(carried))
@@ -82,7 +88,11 @@ struct RepeatLowering : OpConversionPattern<mt::RepeatOp> {
         [&](OpBuilder &b, Location l, Value iv, ValueRange iterArgs) {
           Value instance =
               reverse ? Value(arith::SubIOp::create(b, l, indexConstant(b, l, count - 1), iv)) : iv;
-          setInstance(b, l, arith::IndexCastUIOp::create(b, l, b.getI64Type(), instance));
+          Value layer = arith::IndexCastUIOp::create(b, l, b.getI64Type(), instance);
+          if (firstInstance != 0)
+            layer = arith::AddIOp::create(
+                b, l, layer, arith::ConstantOp::create(b, l, b.getI64IntegerAttr(firstInstance)));
+          setInstance(b, l, layer);
           SmallVector<Value> args(iterArgs.take_front(carried));
           for (auto [position, stacked] : llvm::enumerate(inputs.drop_front(carried))) {
             auto stackedType = cast<RankedTensorType>(stacked.getType());

@@ -1,9 +1,9 @@
 // RUN: mt-opt %s -mt-autodiff -mt-split-backward | FileCheck %s
 
 // Tests the B/W split of a two-projection layer: B computes the input gradient through
-// both projections and stashes the two output gradients; W computes the three parameter
-// gradients from the saved activations, the incoming gradient and the stash. The whole
-// backward stays.
+// both projections and stashes the incoming gradient (W reads it) and the two output
+// gradients; W computes the three parameter gradients from the saved activations and the
+// stash, without the incoming gradient as an argument. The whole backward stays.
 module @layered {
   mt.param @s : !mt.tensor<[hidden=8], f32> init ones
   mt.param @block.w layer @block : !mt.tensor<[hidden=8, ffn=16], f32> init normal(2.000000e-02)
@@ -28,23 +28,23 @@ module @layered {
 // CHECK-LABEL: func.func @block.bwd(
 // CHECK-SAME: mt.param_grads = [@block.w, @block.v, @s]
 
-// B: dy * s, back through v, tanh' and w to dx; returns dx and the stash (dy * s, and the
-// gradient before w).
+// B: dy * s, back through v, tanh' and w to dx; returns dx and the stash (dy, dy * s, and
+// the gradient before w).
 // CHECK-LABEL: func.func @block.bwd.input(
 // CHECK-SAME: %[[DY:[a-z0-9]+]]: !mt.tensor<[batch=2, hidden=8], f32>,
-// CHECK-SAME: -> (!mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[batch=2, ffn=16], f32>)
+// CHECK-SAME: -> (!mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[batch=2, hidden=8], f32>, !mt.tensor<[batch=2, ffn=16], f32>)
 // CHECK-SAME: attributes {mt.backward_part = "input", mt.layer_of = @block}
 // CHECK: %[[DO:.*]] = mt.mul %[[DY]], %{{.*}}
 // CHECK: %[[DG:.*]] = mt.contract %[[DO]], %{{.*}} over [hidden]
 // CHECK: %[[DH:.*]] = mt.mul %[[DG]], %{{.*}}
 // CHECK: %[[DX:.*]] = mt.contract %[[DH]], %{{.*}} over [ffn]
 // CHECK-NOT: over [batch]
-// CHECK: return %[[DX]], %[[DO]], %[[DH]]
+// CHECK: return %[[DX]], %[[DY]], %[[DO]], %[[DH]]
 
 // W: the weight gradients contract over the batch; ds reduces dy * o.
 // CHECK-LABEL: func.func @block.bwd.weight(
-// CHECK-SAME: %[[WDY:[a-z0-9]+]]: !mt.tensor<[batch=2, hidden=8], f32>,
-// CHECK-SAME: %[[STASHDO:[a-z0-9]+]]: !mt.tensor<[batch=2, hidden=8], f32>, %[[STASHDH:[a-z0-9]+]]: !mt.tensor<[batch=2, ffn=16], f32>)
+// CHECK-SAME: %{{[a-z0-9]+}}: !mt.tensor<[batch=2, hidden=8], f32>, %{{[a-z0-9]+}}: !mt.tensor<[batch=2, ffn=16], f32>, %{{[a-z0-9]+}}: !mt.tensor<[batch=2, hidden=8], f32>,
+// CHECK-SAME: %[[WDY:[a-z0-9]+]]: !mt.tensor<[batch=2, hidden=8], f32>, %[[STASHDO:[a-z0-9]+]]: !mt.tensor<[batch=2, hidden=8], f32>, %[[STASHDH:[a-z0-9]+]]: !mt.tensor<[batch=2, ffn=16], f32>)
 // CHECK-SAME: attributes {mt.backward_part = "weight", mt.layer_of = @block, mt.param_grads = [@block.w, @block.v, @s]}
 // CHECK-NOT: mt.param_ref
 // CHECK: %[[PROD:.*]] = mt.mul %[[WDY]], %{{.*}}

@@ -325,9 +325,24 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
 
 // -----
 
-// Tests that pipeline parallelism is refused, not ignored.
-// expected-error @+1 {{pp 2 is not supported yet: only tensor (tp, sp) and data parallelism partition the step}}
+// Tests that a pipeline chunk function (mt-pipeline-chunks) is partitioned like the entry
+// functions: a parameter and its gradient (`mt.grad`) in the parameter's layout, the
+// activations and residuals that cross stages whole (the output gathered).
+// CHECK-LABEL: func.func @chunk0.backward
+// CHECK-SAME: (%{{.*}}: !mt.tensor<[seq=2, hidden=4], f32> {mt.buffer = "residual", mt.index = 0 : i64}, %[[W:.*]]: !mt.tensor<[hidden=4, ffn=2], f32> {mt.param = @w})
+// CHECK-SAME: -> (!mt.tensor<[seq=2, ffn=4], f32> {mt.buffer = "activation_grad"}, !mt.tensor<[hidden=4, ffn=2], f32> {mt.grad = @w})
+// CHECK: %[[Y:.*]] = mt.contract %{{.*}}, %[[W]] over [hidden]
+// CHECK: mtp.all_gather %{{.*}} over "tp" along "ffn"
 module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, pp = 2>} {
+  mt.param @w : !mt.tensor<[hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  func.func @chunk0.backward(%x: !mt.tensor<[seq=2, hidden=4], f32> {mt.buffer = "residual", mt.index = 0 : i64},
+                             %w: !mt.tensor<[hidden=4, ffn=4], f32> {mt.param = @w})
+      -> (!mt.tensor<[seq=2, ffn=4], f32> {mt.buffer = "activation_grad"}, !mt.tensor<[hidden=4, ffn=4], f32> {mt.grad = @w})
+      attributes {mt.pipeline_chunk = 0 : i64} {
+    %y = mt.contract %x, %w over [hidden] : <[seq=2, hidden=4], f32>, <[hidden=4, ffn=4], f32> -> <[seq=2, ffn=4], f32>
+    %g = mt.mul %w, %w : <[hidden=4, ffn=4], f32>, <[hidden=4, ffn=4], f32> -> <[hidden=4, ffn=4], f32>
+    return %y, %g : !mt.tensor<[seq=2, ffn=4], f32>, !mt.tensor<[hidden=4, ffn=4], f32>
+  }
 }
 
 // -----

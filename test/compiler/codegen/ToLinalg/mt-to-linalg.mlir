@@ -599,6 +599,29 @@ func.func @layers(%x: !mt.tensor<[seq=3, hidden=4], f32>, %w: !mt.tensor<[layers
 
 // -----
 
+// Tests that a pipeline chunk's repeat (`mt.first_instance`, mt-pipeline-chunks) tells the
+// runtime the global layer instance first + i of each call, so that its dropout masks are
+// those of the whole layer stack's calls.
+// CHECK-LABEL: func.func @chunk_layers
+// CHECK: scf.for %[[IV:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
+// CHECK: %[[I:.*]] = arith.index_castui %[[IV]] : index to i64
+// CHECK: %[[FIRST:.*]] = arith.constant 3 : i64
+// CHECK: %[[LAYER:.*]] = arith.addi %[[I]], %[[FIRST]] : i64
+// CHECK: func.call @mtc_dropout_layer(%[[LAYER]]) : (i64) -> ()
+// CHECK: func.call @dropout_block(
+func.func @dropout_block(%x: !mt.tensor<[seq=3, hidden=4], f32>) -> !mt.tensor<[seq=3, hidden=4], f32>
+    attributes {mt.layer} {
+  %y = mt.dropout %x rate 1.000000e-01 stream 0 : !mt.tensor<[seq=3, hidden=4], f32>
+  return %y : !mt.tensor<[seq=3, hidden=4], f32>
+}
+func.func @chunk_layers(%x: !mt.tensor<[seq=3, hidden=4], f32>) -> !mt.tensor<[seq=3, hidden=4], f32> {
+  %y = mt.repeat @dropout_block(%x) count 2 {mt.first_instance = 3 : i64}
+      : (!mt.tensor<[seq=3, hidden=4], f32>) -> !mt.tensor<[seq=3, hidden=4], f32>
+  return %y : !mt.tensor<[seq=3, hidden=4], f32>
+}
+
+// -----
+
 // Tests that an op outside the supported set is reported by name and nothing is lowered.
 func.func @unsupported(%x: !mt.tensor<[seq=4, hidden=8], f32>) -> !mt.tensor<[seq=4, hidden=8], f32> {
   %0 = mt.exp %x : !mt.tensor<[seq=4, hidden=8], f32>

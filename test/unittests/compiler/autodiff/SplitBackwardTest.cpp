@@ -2,7 +2,7 @@
 //
 // For the layers of whole example models (GPT, Llama; Mixtral's routing backward needs valid
 // expert indices among its saved values, which random arguments are not): -mt-split-backward's `@L.bwd.input` followed by
-// `@L.bwd.weight` (fed B's stash) must compute exactly what `@L.bwd` computes (the same ops
+// `@L.bwd.weight` (fed B's stash, which holds the result gradients it reads) must compute exactly what `@L.bwd` computes (the same ops
 // on the same values, in the float64 interpreter), and every op of `@L.bwd` must land in
 // exactly one part.
 //
@@ -91,7 +91,12 @@ TEST_P(SplitBackwardTest, InputThenWeightEqualsTheWholeBackward) {
     llvm::Expected<std::vector<Tensor>> b = interp.callLayer(name + ".input", instance, args);
     ASSERT_TRUE(static_cast<bool>(b)) << llvm::toString(b.takeError());
     size_t numInputGrads = whole->size() - weight.getNumResults();
-    std::vector<Tensor> wArgs = args;
+    // W takes @L.bwd's arguments but the gradients of the layer's results (it reads those
+    // it needs from the stash), then the stash.
+    auto layer = module->lookupSymbol<mlir::func::FuncOp>(
+        backward->getAttrOfType<mlir::FlatSymbolRefAttr>("mt.layer_of"));
+    ASSERT_TRUE(layer);
+    std::vector<Tensor> wArgs(args.begin() + layer.getNumResults(), args.end());
     wArgs.insert(wArgs.end(), b->begin() + numInputGrads, b->end());
     llvm::Expected<std::vector<Tensor>> w = interp.callLayer(name + ".weight", instance, wArgs);
     ASSERT_TRUE(static_cast<bool>(w)) << llvm::toString(w.takeError());
