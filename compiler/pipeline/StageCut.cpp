@@ -3,6 +3,7 @@
 #include "compiler/pipeline/StageCut.h"
 
 #include "compiler/analysis/ModelStats.h"
+#include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mt/IR/MTOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
@@ -17,35 +18,16 @@ using namespace mtc::pipeline;
 
 FailureOr<PipelineOptions> pipeline::getPipelineOptions(ModuleOp module) {
   PipelineOptions options;
-  auto parallel = module->getAttrOfType<DictionaryAttr>(mt::MTDialect::kParallelAttrName);
+  mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
   if (!parallel)
     return options;
-  auto positive = [&](StringRef key, int64_t &into) -> LogicalResult {
-    Attribute value = parallel.get(key);
-    if (!value)
-      return success();
-    auto integer = dyn_cast<IntegerAttr>(value);
-    if (!integer || integer.getInt() < 1)
-      return module.emitError() << "mt.parallel: '" << key << "' must be a positive integer";
-    into = integer.getInt();
-    return success();
-  };
-  if (failed(positive("pp", options.stages)) ||
-      failed(positive("virtual_stages", options.virtualStages)))
-    return failure();
-  if (Attribute value = parallel.get("schedule")) {
-    auto schedule = dyn_cast<StringAttr>(value);
-    if (!schedule)
-      return module.emitError() << "mt.parallel: 'schedule' must be a string";
-    options.schedule = schedule.str();
-  }
-  if (Attribute value = parallel.get("pipeline_layers")) {
-    auto layers = dyn_cast<ArrayAttr>(value);
-    if (!layers || !llvm::all_of(layers, [](Attribute a) { return isa<IntegerAttr>(a); }))
-      return module.emitError() << "mt.parallel: 'pipeline_layers' must be a list of integers";
-    for (Attribute layer : layers)
-      options.chunkLayers.push_back(cast<IntegerAttr>(layer).getInt());
-  }
+  // The attribute's verifier has checked the values (degrees >= 1, the split's shape).
+  options.stages = parallel.getPipelineParallel();
+  options.virtualStages = parallel.getNumVirtualStages();
+  if (std::optional<mt::PipelineSchedule> schedule = parallel.getSchedule())
+    options.schedule = mt::stringifyPipelineSchedule(*schedule).str();
+  if (DenseI64ArrayAttr layers = parallel.getPipelineLayers())
+    llvm::append_range(options.chunkLayers, layers.asArrayRef());
   return options;
 }
 

@@ -32,9 +32,9 @@ struct PipelineOptions {
   int64_t numChunks() const { return stages * virtualStages; }
 };
 
-/// Reads `pp`, `virtual_stages`, `schedule` and `pipeline_layers` from the module's
-/// `mt.parallel` (all optional); the only place that knows how they are stored. Fails
-/// with a diagnostic on a value of the wrong kind.
+/// Reads `pp`, the virtual stages (ParallelAttr::getNumVirtualStages: 2 under zb-v),
+/// `schedule` and `pipeline_layers` from the module's typed `#mt.parallel` (all optional;
+/// its verifier checked them).
 mlir::FailureOr<PipelineOptions> getPipelineOptions(mlir::ModuleOp module);
 
 /// What one chunk (or one stage, the sum of its chunks) costs per micro-batch.

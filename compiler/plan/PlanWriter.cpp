@@ -171,9 +171,8 @@ int64_t stepMicroBatches(ModuleOp trained) {
   int64_t microBatch =
       cast<mt::NamedTensorType>(forward.getArgumentTypes().front()).getDimSizes().front();
   int64_t globalBatch = microBatch;
-  if (auto train = trained->getAttrOfType<DictionaryAttr>(mt::MTDialect::kTrainAttrName))
-    if (auto value = train.getAs<IntegerAttr>("global_batch"))
-      globalBatch = value.getInt();
+  if (mt::TrainAttr train = mt::TrainAttr::lookup(trained))
+    globalBatch = train.getGlobalBatch().value_or(microBatch);
   return std::max<int64_t>(1, globalBatch / microBatch);
 }
 

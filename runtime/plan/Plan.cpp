@@ -1157,11 +1157,6 @@ Plan readPlan(const JsonValue &root) {
   plan.parallel = get(o, top, "parallel");
   if (!plan.parallel.isObject())
     typeError("parallel", "an object", plan.parallel);
-  // The schedule executor has not landed: a pipeline plan run as one stage would train a
-  // different program, so it is refused.
-  if (o.find("pipeline"))
-    fail("pipeline", "this mtrun cannot run pipeline-parallel plans yet (no schedule "
-                     "executor); compile without pp");
 
   const JsonArray &inputs = asArray(get(o, top, "inputs"), "inputs");
   for (size_t i = 0; i < inputs.size(); ++i)

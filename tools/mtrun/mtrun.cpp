@@ -338,6 +338,12 @@ int run(int argc, char **argv) {
   Expected<Plan> plan = loadPlan(*opts->plan);
   if (!plan)
     return fail(plan.error());
+  // Training does not run the schedule executor yet: a pipeline plan run as one stage would
+  // train a different program, so it is refused (--info shows it).
+  if (plan->pipeline && !opts->info)
+    return fail(makeError(*opts->plan, ": the plan is pipeline-parallel (pp ", plan->pipeline->stages,
+                          "), which this mtrun cannot train yet (the schedule executor is not "
+                          "connected to the chunk functions); compile without pp"));
   Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
   if (!env)
     return fail(env.error());

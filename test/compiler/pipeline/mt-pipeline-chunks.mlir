@@ -25,7 +25,7 @@
 // CHECK: func.func @chunk1.backward_weight(%{{.*}}{mt.buffer = "stash", mt.index = 0 : i64}
 // CHECK-SAME: mt.grads = [@wte, @lnf.g, @block.g, @block.w1, @block.w2]
 // CHECK: mt.repeat @block.bwd.weight({{.*}}) count 2 {carried = 0 : i64, mt.first_instance = 2 : i64, reverse}
-module @even attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = {pp = 2 : i64}, mt.train = {global_batch = 2 : i64, micro_batch = 2 : i64, optimizer = {kind = "adamw", lr = 1.000000e-03 : f64}, precision = "fp32"}} {
+module @even attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2>, mt.train = #mt.train<global_batch = 2, micro_batch = 2, optimizer = adamw(lr = 1.0e-3), precision = fp32>} {
   mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
   mt.param @lnf.g : !mt.tensor<[hidden=4], f32> init ones
   mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
@@ -63,7 +63,7 @@ module @even attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 :
 // CHECK-SAME: mt.chunk_layers = array<i64: 0, 3>
 // CHECK: func.func @chunk1.forward(
 // CHECK-SAME: mt.chunk_layers = array<i64: 3, 1>
-module @uneven attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = {pipeline_layers = [3, 1], pp = 2 : i64}, mt.train = {global_batch = 2 : i64, micro_batch = 2 : i64, optimizer = {kind = "adamw", lr = 1.000000e-03 : f64}, precision = "fp32"}} {
+module @uneven attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2, pipeline_layers = [3, 1]>, mt.train = #mt.train<global_batch = 2, micro_batch = 2, optimizer = adamw(lr = 1.0e-3), precision = fp32>} {
   mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
   mt.param @lnf.g : !mt.tensor<[hidden=4], f32> init ones
   mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
@@ -98,7 +98,7 @@ module @uneven attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4
 // CHECK-LABEL: module @virtual
 // CHECK-SAME: chunk_layers = array<i64: 1, 1, 1, 1>, chunk_stages = array<i64: 0, 1, 0, 1>, shared_params = {wte = array<i64: 0, 3>}, stages = 2 : i64, virtual_stages = 2 : i64
 // CHECK: func.func @chunk3.backward(
-module @virtual attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = {pp = 2 : i64, virtual_stages = 2 : i64}, mt.train = {global_batch = 2 : i64, micro_batch = 2 : i64, optimizer = {kind = "adamw", lr = 1.000000e-03 : f64}, precision = "fp32"}} {
+module @virtual attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2, schedule = "interleaved", virtual_stages = 2>, mt.train = #mt.train<global_batch = 2, micro_batch = 2, optimizer = adamw(lr = 1.0e-3), precision = fp32>} {
   mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
   mt.param @lnf.g : !mt.tensor<[hidden=4], f32> init ones
   mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
@@ -132,7 +132,7 @@ module @virtual attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 
 // Tests that a layer count pp x virtual_stages does not divide is an error that suggests
 // the FLOP-balanced explicit split.
 // expected-error @+1 {{3 layers do not split into pp 2 x virtual_stages 1 = 2 equal chunks; give the split explicitly, e.g. pipeline_layers [2, 1] (balanced by FLOPs, the embedding and the head counted)}}
-module @nosplit attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = {pp = 2 : i64}, mt.train = {global_batch = 2 : i64, micro_batch = 2 : i64, optimizer = {kind = "adamw", lr = 1.000000e-03 : f64}, precision = "fp32"}} {
+module @nosplit attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2>, mt.train = #mt.train<global_batch = 2, micro_batch = 2, optimizer = adamw(lr = 1.0e-3), precision = fp32>} {
   mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
   mt.param @lnf.g : !mt.tensor<[hidden=4], f32> init ones
   mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
@@ -163,108 +163,9 @@ module @nosplit attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 
 
 // -----
 
-// Tests that an explicit split that does not hold every layer is an error.
-// expected-error @+1 {{pipeline_layers [2, 1] holds 3 layers but the model repeats @block 4 times; the split must hold every layer exactly once}}
-module @nosum attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = {pipeline_layers = [2, 1], pp = 2 : i64}, mt.train = {global_batch = 2 : i64, micro_batch = 2 : i64, optimizer = {kind = "adamw", lr = 1.000000e-03 : f64}, precision = "fp32"}} {
-  mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
-  mt.param @lnf.g : !mt.tensor<[hidden=4], f32> init ones
-  mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
-  mt.param @block.w1 layer @block : !mt.tensor<[hidden=4, ffn=4], f32> init normal(2.000000e-02)
-  mt.param @block.w2 layer @block : !mt.tensor<[ffn=4, hidden=4], f32> init normal(2.000000e-02)
-  func.func @block(%arg0: !mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32> attributes {mt.layer} {
-    %0 = mt.param_ref @block.g : <[hidden=4], f32>
-    %1 = mt.param_ref @block.w1 : <[hidden=4, ffn=4], f32>
-    %2 = mt.param_ref @block.w2 : <[ffn=4, hidden=4], f32>
-    %3 = mt.rms_norm %arg0, %0 over hidden : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
-    %4 = mt.contract %3, %1 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4, ffn=4], f32> -> <[batch=2, seq=4, ffn=4], f32>
-    %5 = mt.contract %4, %2 over [ffn] : <[batch=2, seq=4, ffn=4], f32>, <[ffn=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
-    %6 = mt.dropout %5 rate 1.000000e-01 stream 0 : <[batch=2, seq=4, hidden=4], f32>
-    %7 = mt.add %arg0, %6 : <[batch=2, seq=4, hidden=4], f32>, <[batch=2, seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
-    return %7 : !mt.tensor<[batch=2, seq=4, hidden=4], f32>
-  }
-  func.func @forward(%arg0: !mt.tensor<[batch=2, seq=4], i32>, %arg1: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
-    %0 = mt.param_ref @wte : <[vocab=8, hidden=4], f32>
-    %1 = mt.param_ref @lnf.g : <[hidden=4], f32>
-    %2 = mt.gather %0, %arg0 over vocab : <[vocab=8, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
-    %3 = mt.repeat @block(%2) count 4 : (!mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32>
-    %4 = mt.rms_norm %3, %1 over hidden : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
-    %5 = mt.contract %4, %0 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[vocab=8, hidden=4], f32> -> <[batch=2, seq=4, vocab=8], f32>
-    %6 = mt.cross_entropy %5, %arg1 over vocab : <[batch=2, seq=4, vocab=8], f32>, <[batch=2, seq=4], i32> -> <[], f32>
-    return %6 : !mt.tensor<[], f32>
-  }
-}
-
-// -----
-
-// Tests that an explicit split with an empty chunk is an error.
-// expected-error @+1 {{pipeline_layers [4, 0]: chunk 1 has 0 layers; every chunk needs at least one}}
-module @empty attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = {pipeline_layers = [4, 0], pp = 2 : i64}, mt.train = {global_batch = 2 : i64, micro_batch = 2 : i64, optimizer = {kind = "adamw", lr = 1.000000e-03 : f64}, precision = "fp32"}} {
-  mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
-  mt.param @lnf.g : !mt.tensor<[hidden=4], f32> init ones
-  mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
-  mt.param @block.w1 layer @block : !mt.tensor<[hidden=4, ffn=4], f32> init normal(2.000000e-02)
-  mt.param @block.w2 layer @block : !mt.tensor<[ffn=4, hidden=4], f32> init normal(2.000000e-02)
-  func.func @block(%arg0: !mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32> attributes {mt.layer} {
-    %0 = mt.param_ref @block.g : <[hidden=4], f32>
-    %1 = mt.param_ref @block.w1 : <[hidden=4, ffn=4], f32>
-    %2 = mt.param_ref @block.w2 : <[ffn=4, hidden=4], f32>
-    %3 = mt.rms_norm %arg0, %0 over hidden : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
-    %4 = mt.contract %3, %1 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4, ffn=4], f32> -> <[batch=2, seq=4, ffn=4], f32>
-    %5 = mt.contract %4, %2 over [ffn] : <[batch=2, seq=4, ffn=4], f32>, <[ffn=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
-    %6 = mt.dropout %5 rate 1.000000e-01 stream 0 : <[batch=2, seq=4, hidden=4], f32>
-    %7 = mt.add %arg0, %6 : <[batch=2, seq=4, hidden=4], f32>, <[batch=2, seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
-    return %7 : !mt.tensor<[batch=2, seq=4, hidden=4], f32>
-  }
-  func.func @forward(%arg0: !mt.tensor<[batch=2, seq=4], i32>, %arg1: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
-    %0 = mt.param_ref @wte : <[vocab=8, hidden=4], f32>
-    %1 = mt.param_ref @lnf.g : <[hidden=4], f32>
-    %2 = mt.gather %0, %arg0 over vocab : <[vocab=8, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
-    %3 = mt.repeat @block(%2) count 4 : (!mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32>
-    %4 = mt.rms_norm %3, %1 over hidden : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
-    %5 = mt.contract %4, %0 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[vocab=8, hidden=4], f32> -> <[batch=2, seq=4, vocab=8], f32>
-    %6 = mt.cross_entropy %5, %arg1 over vocab : <[batch=2, seq=4, vocab=8], f32>, <[batch=2, seq=4], i32> -> <[], f32>
-    return %6 : !mt.tensor<[], f32>
-  }
-}
-
-// -----
-
-// Tests that an explicit split with the wrong number of entries is an error.
-// expected-error @+1 {{pipeline_layers [1, 1, 2] has 3 entries; pp 2 x virtual_stages 1 needs 2, one per model chunk}}
-module @entries attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = {pipeline_layers = [1, 1, 2], pp = 2 : i64}, mt.train = {global_batch = 2 : i64, micro_batch = 2 : i64, optimizer = {kind = "adamw", lr = 1.000000e-03 : f64}, precision = "fp32"}} {
-  mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
-  mt.param @lnf.g : !mt.tensor<[hidden=4], f32> init ones
-  mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
-  mt.param @block.w1 layer @block : !mt.tensor<[hidden=4, ffn=4], f32> init normal(2.000000e-02)
-  mt.param @block.w2 layer @block : !mt.tensor<[ffn=4, hidden=4], f32> init normal(2.000000e-02)
-  func.func @block(%arg0: !mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32> attributes {mt.layer} {
-    %0 = mt.param_ref @block.g : <[hidden=4], f32>
-    %1 = mt.param_ref @block.w1 : <[hidden=4, ffn=4], f32>
-    %2 = mt.param_ref @block.w2 : <[ffn=4, hidden=4], f32>
-    %3 = mt.rms_norm %arg0, %0 over hidden : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
-    %4 = mt.contract %3, %1 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4, ffn=4], f32> -> <[batch=2, seq=4, ffn=4], f32>
-    %5 = mt.contract %4, %2 over [ffn] : <[batch=2, seq=4, ffn=4], f32>, <[ffn=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
-    %6 = mt.dropout %5 rate 1.000000e-01 stream 0 : <[batch=2, seq=4, hidden=4], f32>
-    %7 = mt.add %arg0, %6 : <[batch=2, seq=4, hidden=4], f32>, <[batch=2, seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
-    return %7 : !mt.tensor<[batch=2, seq=4, hidden=4], f32>
-  }
-  func.func @forward(%arg0: !mt.tensor<[batch=2, seq=4], i32>, %arg1: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
-    %0 = mt.param_ref @wte : <[vocab=8, hidden=4], f32>
-    %1 = mt.param_ref @lnf.g : <[hidden=4], f32>
-    %2 = mt.gather %0, %arg0 over vocab : <[vocab=8, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
-    %3 = mt.repeat @block(%2) count 4 : (!mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32>
-    %4 = mt.rms_norm %3, %1 over hidden : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
-    %5 = mt.contract %4, %0 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[vocab=8, hidden=4], f32> -> <[batch=2, seq=4, vocab=8], f32>
-    %6 = mt.cross_entropy %5, %arg1 over vocab : <[batch=2, seq=4, vocab=8], f32>, <[batch=2, seq=4], i32> -> <[], f32>
-    return %6 : !mt.tensor<[], f32>
-  }
-}
-
-// -----
-
 // Tests that a model parameter read inside the layer (its gradient sums over every chunk's
 // layers) is an error, not a wrong cut.
-module @inside attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = {pp = 2 : i64}, mt.train = {global_batch = 2 : i64, micro_batch = 2 : i64, optimizer = {kind = "adamw", lr = 1.000000e-03 : f64}, precision = "fp32"}} {
+module @inside attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2>, mt.train = #mt.train<global_batch = 2, micro_batch = 2, optimizer = adamw(lr = 1.0e-3), precision = fp32>} {
   mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
   mt.param @lnf.g : !mt.tensor<[hidden=4], f32> init ones
   mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones

@@ -293,14 +293,6 @@ TEST_F(PlanTest, PredictedWorkspaceAndPeak) {
                       "predictions.memory_bytes.peak: expected a non-negative integer");
 }
 
-TEST_F(PlanTest, PipelinePlansAreRefused) {
-  expectPlanJsonError(edited([](JsonObject &o) {
-                        o.set("pipeline", JsonObject{{"stages", 2}});
-                      }),
-                      "pipeline: this mtrun cannot run pipeline-parallel plans yet (no "
-                      "schedule executor); compile without pp");
-}
-
 TEST_F(PlanTest, PredictedCommunication) {
   writePlan(validPlan());
   Expected<Plan> none = loadPlan(plan());

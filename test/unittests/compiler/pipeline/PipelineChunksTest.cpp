@@ -24,6 +24,7 @@
 #include "frontend/MLIRGen.h"
 #include "frontend/Parser.h"
 
+#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
@@ -104,13 +105,19 @@ TEST_P(PipelineChunksTest, ChunksComposeToTheWholeStep) {
   std::string errors;
   mlir::OwningOpRef<mlir::ModuleOp> module = lower(c, errors);
   ASSERT_TRUE(module) << errors;
-  mlir::Builder b(&context);
-  llvm::SmallVector<mlir::NamedAttribute> parallel = {
-      b.getNamedAttr("pp", b.getI64IntegerAttr(c.pp)),
-      b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(c.virtualStages))};
-  if (!c.split.empty())
-    parallel.push_back(b.getNamedAttr("pipeline_layers", b.getI64ArrayAttr(c.split)));
-  (*module)->setAttr(mt::MTDialect::kParallelAttrName, b.getDictionaryAttr(parallel));
+  std::string parallel = "#mt.parallel<pp = " + std::to_string(c.pp) +
+                         ", virtual_stages = " + std::to_string(c.virtualStages);
+  if (c.virtualStages > 1)
+    parallel += ", schedule = \"interleaved\"";
+  if (!c.split.empty()) {
+    parallel += ", pipeline_layers = [";
+    for (auto [i, layers] : llvm::enumerate(c.split))
+      parallel += (i ? ", " : "") + std::to_string(layers);
+    parallel += "]";
+  }
+  mlir::Attribute parallelAttr = mlir::parseAttribute(parallel + ">", &context);
+  ASSERT_TRUE(parallelAttr) << parallel;
+  (*module)->setAttr(mt::MTDialect::kParallelAttrName, parallelAttr);
 
   mlir::PassManager pm(&context);
   buildTrainingPipeline(pm, TrainingPipelineOptions());
