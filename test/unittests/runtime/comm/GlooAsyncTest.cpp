@@ -279,8 +279,11 @@ TEST(GlooAsyncErrors, PeerDiesDuringAReceiveAndAnAllToAllV) {
               std::string::npos)
         << recvErrors[r].message();
     ASSERT_FALSE(a2aErrors[r].ok()) << "rank " << r;
-    EXPECT_NE(a2aErrors[r].message().find(concat("gloo allToAll (rank ", r, " of 3)")),
-              std::string::npos)
+    // Named by the backend's operation ("gloo allToAll (rank r of 3) ...") when it was
+    // running, or by the call ("gloo allToAllV (rank r of 3): communicator unusable ...")
+    // when the receive's failure came first (about 1 run in 20 under load).
+    EXPECT_TRUE(a2aErrors[r].message().find("gloo allToAll") != std::string::npos &&
+                a2aErrors[r].message().find(concat("(rank ", r, " of 3)")) != std::string::npos)
         << a2aErrors[r].message();
     EXPECT_LT(elapsed[r], 3s) << "rank " << r;
     ASSERT_FALSE(after[r].ok());
