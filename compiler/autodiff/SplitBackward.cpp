@@ -121,6 +121,20 @@ FailureOr<mtc::autodiff::BackwardParts> mtc::autodiff::splitLayerBackward(func::
     to.setVisibility(backward.getVisibility());
   };
   TypeRange argTypes = backward.getArgumentTypes();
+  // Clones the ops of `part` (in program order) into `fn`, whose arguments `map` already
+  // maps, and returns the copies of `results` (a value the part does not compute, an
+  // argument or a stashed value, maps through `map` as well).
+  auto fillPart = [&](func::FuncOp fn, IRMapping &map,
+                      const llvm::SmallPtrSetImpl<Operation *> &part, ValueRange results) {
+    OpBuilder b = OpBuilder::atBlockEnd(&fn.getBody().front());
+    for (Operation &op : body.without_terminator())
+      if (part.contains(&op))
+        b.clone(op, map);
+    SmallVector<Value> returned;
+    for (Value value : results)
+      returned.push_back(map.lookupOrDefault(value));
+    func::ReturnOp::create(b, ret.getLoc(), returned);
+  };
 
   // B: the original arguments -> input gradients, then the stash.
   SmallVector<Type> bResults(TypeRange(inputGrads).begin(), TypeRange(inputGrads).end());
@@ -132,18 +146,10 @@ FailureOr<mtc::autodiff::BackwardParts> mtc::autodiff::splitLayerBackward(func::
   copyAttrs(inputPart, "input");
   {
     IRMapping map;
-    Block *entry = inputPart.addEntryBlock();
-    map.map(body.getArguments(), entry->getArguments());
-    OpBuilder b = OpBuilder::atBlockEnd(entry);
-    for (Operation &op : body.without_terminator())
-      if (inB.contains(&op))
-        b.clone(op, map);
-    SmallVector<Value> results;
-    for (Value grad : inputGrads)
-      results.push_back(map.lookupOrDefault(grad));
-    for (Value value : stash)
-      results.push_back(map.lookup(value));
-    func::ReturnOp::create(b, ret.getLoc(), results);
+    map.map(body.getArguments(), inputPart.addEntryBlock()->getArguments());
+    SmallVector<Value> results(inputGrads.begin(), inputGrads.end());
+    llvm::append_range(results, stash);
+    fillPart(inputPart, map, inB, results);
   }
 
   // W: the original arguments but the result gradients, and the stash -> parameter gradients.
@@ -163,14 +169,7 @@ FailureOr<mtc::autodiff::BackwardParts> mtc::autodiff::splitLayerBackward(func::
             entry->getArguments().take_front(numKept));
     for (auto [value, arg] : llvm::zip_equal(stash, entry->getArguments().drop_front(numKept)))
       map.map(value, arg);
-    OpBuilder b = OpBuilder::atBlockEnd(entry);
-    for (Operation &op : body.without_terminator())
-      if (inW.contains(&op))
-        b.clone(op, map);
-    SmallVector<Value> results;
-    for (Value grad : weightGrads)
-      results.push_back(map.lookupOrDefault(grad));
-    func::ReturnOp::create(b, ret.getLoc(), results);
+    fillPart(weightPart, map, inW, weightGrads);
   }
   return BackwardParts{inputPart, weightPart, numResultGrads};
 }

@@ -636,11 +636,11 @@ void PipelineChunksPass::runOnOperation() {
   auto layerBackward = module.lookupSymbol<func::FuncOp>(backwardRepeat.getCallee());
   inputPart = module.lookupSymbol<func::FuncOp>((backwardRepeat.getCallee() + ".input").str());
   weightPart = module.lookupSymbol<func::FuncOp>((backwardRepeat.getCallee() + ".weight").str());
+  if (!layerBackward) {
+    backwardRepeat.emitOpError("repeats an unknown layer backward");
+    return signalPassFailure();
+  }
   if (!inputPart || !weightPart) {
-    if (!layerBackward) {
-      backwardRepeat.emitOpError("repeats an unknown layer backward");
-      return signalPassFailure();
-    }
     FailureOr<autodiff::BackwardParts> parts = autodiff::splitLayerBackward(layerBackward);
     if (failed(parts))
       return signalPassFailure();

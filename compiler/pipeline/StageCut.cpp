@@ -3,6 +3,7 @@
 #include "compiler/pipeline/StageCut.h"
 
 #include "compiler/analysis/ModelStats.h"
+#include "compiler/pipeline/Schedules.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mt/IR/MTOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -137,10 +138,6 @@ FailureOr<StageCut> pipeline::computeStageCut(ModuleOp module) {
   if (repeats.size() != 1 && numChunks > 1)
     return entry.emitOpError("must apply exactly one layer stack (mt.repeat) to be cut into ")
            << numChunks << " pipeline chunks; it applies " << repeats.size();
-  if (options->schedule == "zb-v" && options->virtualStages != 2)
-    return module.emitError() << "schedule zb-v places two chunks on every stage (V-shaped): "
-                                 "it needs virtual_stages 2, not "
-                              << options->virtualStages;
 
   // The three parts of the entry: before the repeat, the layers, after it.
   FlopCounter flops(module);
@@ -224,12 +221,13 @@ FailureOr<StageCut> pipeline::computeStageCut(ModuleOp module) {
 
   // Placement and costs.
   cut.stageCosts.assign(options->stages, ChunkCost());
+  // The schedules' placement (Megatron's c % P; V-shaped for zb-v), so the plan's chunks
+  // and its schedules agree by construction.
+  cut.chunkStages = placeChunks(
+      mts::symbolizeScheduleKind(options->schedule).value_or(mts::ScheduleKind::OneFOneB),
+      options->stages, options->virtualStages);
   int64_t first = 0;
   for (int64_t chunk = 0; chunk < numChunks; ++chunk) {
-    int64_t stage = chunk % options->stages;
-    if (options->schedule == "zb-v" && chunk >= options->stages)
-      stage = 2 * options->stages - 1 - chunk;
-    cut.chunkStages.push_back(stage);
     cut.chunkFirstLayer.push_back(first);
     first += cut.chunkLayers[chunk];
     ChunkCost cost = times(layerCost, cut.chunkLayers[chunk]);
@@ -238,7 +236,7 @@ FailureOr<StageCut> pipeline::computeStageCut(ModuleOp module) {
     if (chunk == numChunks - 1)
       cost += head;
     cut.chunkCosts.push_back(cost);
-    cut.stageCosts[stage] += cost;
+    cut.stageCosts[cut.chunkStages[chunk]] += cost;
   }
   if (numChunks > 1 && cut.chunkStages.front() != cut.chunkStages.back())
     for (auto param : module.getOps<mt::ParamOp>())

@@ -42,11 +42,12 @@ json::Object chunkBuffer(DictionaryAttr attrs, Type type) {
     return buffer(symbol->first, symbol->second, type);
   if (auto grad = attrs ? attrs.getAs<FlatSymbolRefAttr>("mt.grad") : nullptr)
     return buffer("grad", grad.getValue(), type);
-  StringRef kind = attrs ? attrs.getAs<StringAttr>("mt.buffer").getValue() : "";
+  auto kindAttr = attrs ? attrs.getAs<StringAttr>("mt.buffer") : nullptr;
+  StringRef kind = kindAttr ? kindAttr.getValue() : "";
   if (kind == "tokens" || kind == "labels")
     return buffer("input", kind, type);
   json::Object object = buffer(kind, kind, type);
-  if (auto index = attrs.getAs<IntegerAttr>("mt.index"))
+  if (auto index = attrs ? attrs.getAs<IntegerAttr>("mt.index") : nullptr)
     object["index"] = index.getInt();
   return object;
 }

@@ -5,7 +5,6 @@
 #include "compiler/lowering/Passes.h"
 #include "compiler/pipeline/Passes.h"
 #include "compiler/pipeline/PipelineJSON.h"
-#include "compiler/pipeline/Schedules.h"
 #include "compiler/transforms/Passes.h"
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mts/IR/MTSOps.h"
@@ -45,8 +44,8 @@ FailureOr<SmallVector<int64_t>> mtc::chunkResidualBytes(ModuleOp trained) {
   return bytes;
 }
 
-/// The schedule's name and kind (see checkPipelineSchedule).
-static FailureOr<std::pair<std::string, mts::ScheduleKind>>
+/// The schedule's kind (see checkPipelineSchedule).
+static FailureOr<mts::ScheduleKind>
 scheduleKind(ModuleOp trained, const pipeline::PipelineOptions &options) {
   std::string name = options.schedule;
   if (name.empty())
@@ -55,7 +54,7 @@ scheduleKind(ModuleOp trained, const pipeline::PipelineOptions &options) {
   if (!kind)
     return trained.emitError() << "schedule '" << name << "' has no generator (expected "
                                << mts::scheduleKindNames() << ")";
-  return std::pair{name, *kind};
+  return *kind;
 }
 
 LogicalResult mtc::checkPipelineSchedule(ModuleOp trained, const pipeline::StageCut &cut) {
@@ -65,46 +64,18 @@ LogicalResult mtc::checkPipelineSchedule(ModuleOp trained, const pipeline::Stage
 FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline::StageCut &cut,
                                                int64_t microBatches) {
   const pipeline::PipelineOptions &options = cut.options;
-  FailureOr<std::pair<std::string, mts::ScheduleKind>> named = scheduleKind(trained, options);
-  if (failed(named))
+  FailureOr<mts::ScheduleKind> kind = scheduleKind(trained, options);
+  if (failed(kind))
     return failure();
-  auto [name, kind] = *named;
 
-  // One schedule per divisor m of the step's micro-batches (dp ranks divide them); the
-  // counts the kind cannot run (interleaved: m not a multiple of pp) are left out.
+  // One verified schedule per divisor m of the step's micro-batches (dp ranks divide them),
+  // without the counts the kind cannot run (interleaved: m not a multiple of pp).
   trained.getContext()->getOrLoadDialect<mts::MTSDialect>();
-  OwningOpRef<ModuleOp> scratch = ModuleOp::create(trained.getLoc());
-  OpBuilder builder = OpBuilder::atBlockEnd(scratch->getBody());
-  SmallVector<mts::ScheduleOp> schedules;
-  SmallVector<int64_t> tried;
-  for (int64_t m = 1; m <= microBatches; ++m) {
-    if (microBatches % m != 0)
-      continue;
-    tried.push_back(m);
-    ScopedDiagnosticHandler quiet(trained.getContext(), [](Diagnostic &) { return success(); });
-    FailureOr<mts::ScheduleOp> schedule = pipeline::buildSchedule(
-        builder, trained.getLoc(), kind, options.stages, options.virtualStages, m);
-    if (succeeded(schedule))
-      schedules.push_back(*schedule);
-  }
-  if (schedules.empty()) {
-    InFlightDiagnostic diag = trained.emitError()
-                              << "schedule " << name << " with pp " << options.stages
-                              << " x virtual_stages " << options.virtualStages
-                              << " runs none of the micro-batch counts the step admits (";
-    llvm::interleaveComma(tried, diag);
-    return diag << ")";
-  }
-  FailureOr<json::Object> pipeline = pipeline::pipelineToJSON(schedules, cut.chunkLayers);
+  FailureOr<json::Object> pipeline =
+      pipeline::buildPipelineJSON(trained.getLoc(), *kind, options.stages, options.virtualStages,
+                                  microBatches, cut.chunkLayers);
   if (failed(pipeline))
     return failure();
-  json::Array placed;
-  for (int64_t stage : cut.chunkStages)
-    placed.push_back(stage);
-  if (json::Value(std::move(placed)) != *pipeline->get("chunk_stages"))
-    return trained.emitError() << "schedule " << name
-                               << " places the chunks other than the stage cut";
-
   json::Object shared;
   for (const auto &[param, chunks] : cut.sharedParams) {
     json::Array list;

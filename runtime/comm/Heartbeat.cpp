@@ -2,11 +2,11 @@
 
 #include "runtime/comm/Heartbeat.h"
 
+#include "runtime/support/TemporaryFiles.h"
+
 #include <algorithm>
-#include <array>
 #include <cstdio>
 
-#include <limits.h>
 #include <unistd.h>
 
 namespace mtc::rt {
@@ -23,13 +23,6 @@ std::string seconds(std::chrono::milliseconds d) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(d.count()) / 1000.0);
   return text;
-}
-
-std::string thisHost() {
-  std::array<char, HOST_NAME_MAX + 1> name{};
-  if (::gethostname(name.data(), name.size() - 1) != 0)
-    return "?";
-  return name.data();
 }
 
 } // namespace
@@ -112,7 +105,7 @@ Expected<std::unique_ptr<Heartbeat>> Heartbeat::start(std::shared_ptr<TcpStore> 
   auto beats = store->connectAgain(options.interval);
   if (!beats)
     return beats.takeError().withContext("heartbeat");
-  std::string identity = concat(::getpid(), " ", thisHost());
+  std::string identity = concat(::getpid(), " ", hostName());
   std::unique_ptr<Heartbeat> h(new Heartbeat(std::move(store), std::move(*beats), rank, size,
                                              std::move(options), std::move(identity)));
   if (Error e = h->beat(h->options_.key(rank)); !e.ok())

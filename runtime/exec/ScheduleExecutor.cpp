@@ -26,11 +26,6 @@ double secondsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-/// "recv_activation chunk 1 micro-batch 3".
-std::string describe(const ScheduleTask &t) {
-  return concat(taskOpName(t.op), " chunk ", t.chunk, " micro-batch ", t.microBatch);
-}
-
 /// "F c1 mb3": the short name of a compute task on the timeline.
 std::string spanName(const ScheduleTask &t) {
   std::string_view letter = t.op == TaskOp::Forward         ? "F"
@@ -74,13 +69,13 @@ private:
   }
   /// The failure of a send or receive, naming its peer.
   Error messageError(const ScheduleTask &t, const Error &cause) const {
-    return makeError("stage ", stage_, ": ", describe(t), isSendTask(t.op) ? " to" : " from",
+    return makeError("stage ", stage_, ": ", describeTask(t), isSendTask(t.op) ? " to" : " from",
                      " stage ", t.peer, " failed: ", cause.message());
   }
   Expected<MessageBuffer> bufferOf(const ScheduleTask &t) {
     Expected<MessageBuffer> b = compute_.message(t);
     if (!b)
-      return stageError(concat("the buffer of ", describe(t)), b.error());
+      return stageError(concat("the buffer of ", describeTask(t)), b.error());
     return b;
   }
   /// Whether `buffer` overlaps a buffer the executor holds.
@@ -116,7 +111,7 @@ Error StepRun::wait(InFlight &m) {
     Error err = m.work.wait();
     return err.ok() ? Error::success() : messageError(*m.task, err);
   }
-  TraceRecorder::Scope span(trace_, concat("wait ", describe(*m.task)), "communication",
+  TraceRecorder::Scope span(trace_, concat("wait ", describeTask(*m.task)), "communication",
                             {{"peer", m.task->peer}});
   Clock::time_point begin = Clock::now();
   Error err = m.work.wait();
@@ -190,7 +185,7 @@ Error StepRun::runCompute(const ScheduleTask &t) {
     return err;
 
   if (t.op == TaskOp::Forward && ++activations_ > inFlightLimit_)
-    return makeError("stage ", stage_, ": ", describe(t), " would hold ", activations_,
+    return makeError("stage ", stage_, ": ", describeTask(t), " would hold ", activations_,
                      " activations, more than the schedule's in_flight ", inFlightLimit_);
   if (t.op == TaskOp::Backward || t.op == TaskOp::BackwardInput)
     --activations_;
@@ -202,7 +197,7 @@ Error StepRun::runCompute(const ScheduleTask &t) {
   Clock::time_point end = Clock::now();
   times_.busy += secondsBetween(begin, end);
   times_.computeSpan = secondsBetween(start_, end);
-  return err.ok() ? Error::success() : stageError(describe(t), err);
+  return err.ok() ? Error::success() : stageError(describeTask(t), err);
 }
 
 Expected<StageStepTimes> StepRun::run() {
@@ -224,7 +219,7 @@ Expected<StageStepTimes> StepRun::run() {
       if (Error err = releaseSends(*buffer); !err.ok())
         return err;
       if (held(*buffer))
-        return makeError("stage ", stage_, ": the buffer of ", describe(t),
+        return makeError("stage ", stage_, ": the buffer of ", describeTask(t),
                          " overlaps the buffer of a receive not yet consumed");
       if (Error err = postReceives(current); !err.ok())
         return err;
@@ -285,7 +280,7 @@ Expected<ScheduleExecutor> ScheduleExecutor::create(const PipelineSchedule &sche
   for (const ScheduleTask &t : schedule.stages[static_cast<size_t>(stage)].tasks)
     if ((isSendTask(t.op) && !links->to(t.peer)) || (isRecvTask(t.op) && !links->from(t.peer)))
       return makeError("stage ", stage, ": no link ", isSendTask(t.op) ? "to" : "from",
-                       " stage ", t.peer, " for ", describe(t),
+                       " stage ", t.peer, " for ", describeTask(t),
                        " (the links were made for other schedules)");
   return ScheduleExecutor(schedule.stages[static_cast<size_t>(stage)], stage, links, trace);
 }

@@ -99,13 +99,13 @@ Error writeJobTrace(const TraceRecorder &recorder, Communicator *world,
     if (!text)
       return context(text.takeError());
     Expected<JsonValue> value = parseJson(*text);
-    const JsonObject *o = value ? value->getObject() : nullptr;
-    const JsonValue *rankEvents = o ? o->find("events") : nullptr;
+    JsonObject *o = value ? value->getObject() : nullptr;
+    JsonValue *rankEvents = o ? o->find("events") : nullptr;
     const JsonValue *rankDropped = o ? o->find("dropped") : nullptr;
     if (!rankEvents || !rankEvents->isArray() || !rankDropped || !rankDropped->getInt())
       return context(makeError("rank ", r, " sent a malformed trace"));
-    for (const JsonValue &e : *rankEvents->getArray())
-      events.push_back(e);
+    for (JsonValue &e : *rankEvents->getArray())
+      events.push_back(std::move(e));
     dropped += *rankDropped->getInt();
   }
   JsonObject trace{{"traceEvents", std::move(events)},

@@ -84,13 +84,6 @@ std::vector<int64_t> asIntList(const JsonValue &v, const std::string &path, size
   return out;
 }
 
-/// What a task is, for messages: "backward chunk 1 micro-batch 3".
-std::string describeTask(const ScheduleTask &t) {
-  if (t.op == TaskOp::ReduceGradients || t.op == TaskOp::OptimizerStep)
-    return std::string(taskOpName(t.op));
-  return concat(taskOpName(t.op), " chunk ", t.chunk, " micro-batch ", t.microBatch);
-}
-
 /// The reader of one "pipeline" object.
 class Reader {
 public:
@@ -479,6 +472,12 @@ void Reader::checkExchange(const PipelineSchedule &s, const std::string &path) c
 } // namespace
 
 std::string_view taskOpName(TaskOp op) { return kTaskOpNames[static_cast<size_t>(op)]; }
+
+std::string describeTask(const ScheduleTask &t) {
+  if (t.op == TaskOp::ReduceGradients || t.op == TaskOp::OptimizerStep)
+    return std::string(taskOpName(t.op));
+  return concat(taskOpName(t.op), " chunk ", t.chunk, " micro-batch ", t.microBatch);
+}
 
 std::optional<TaskOp> parseTaskOp(std::string_view name) {
   for (size_t i = 0; i < kTaskOpNames.size(); ++i)

@@ -78,11 +78,15 @@ struct PipelinePlan {
 };
 
 /// Reads and checks plan.json's "pipeline" object (see the file comment). Errors name the
-/// field: "pipeline.schedules[0].stages[1].tasks[4].op: unknown op 'fwd' (...)".
+/// field: "pipeline.schedules[0].stages[1].tasks[4].op: unknown op string \"fwd\"
+/// (expected ...)".
 Expected<PipelinePlan> parsePipeline(const JsonValue &pipeline);
 
 /// "forward", "backward", "backward_input", ..., as in plan.json.
 std::string_view taskOpName(TaskOp);
+/// What a task is, for messages: "backward chunk 1 micro-batch 3" (the step-wide tasks by
+/// their op alone).
+std::string describeTask(const ScheduleTask &task);
 std::optional<TaskOp> parseTaskOp(std::string_view name);
 
 /// F, B, W and BW: the tasks that run a chunk's compiled function.
