@@ -296,12 +296,15 @@ private:
 
   /// Fails `op` with `what`, naming the job's silent ranks when the job has heartbeats (the
   /// peer this rank waited on may only be a neighbour of the rank that stopped); the
-  /// communicator is unusable from now on.
+  /// communicator is unusable from now on. The silent ranks are asked for once (it can take
+  /// a heartbeat's silence threshold), not once per operation that fails after the first.
   void fail(const Operation &op, std::string_view what) {
     failure_->record(concat(op.where, ": ", what));
-    std::string silent = heartbeat_ ? "; " + heartbeat_->explainSilentPeers() : std::string();
+    if (heartbeat_)
+      std::call_once(silentPeersAsked_,
+                     [&] { silentPeers_ = "; " + heartbeat_->explainSilentPeers(); });
     op.work->finish(makeError(op.where, " failed: ", what, " (operation timeout ", timeout_.count(),
-                              " ms; the communicator is unusable now)", silent));
+                              " ms; the communicator is unusable now)", silentPeers_));
   }
 
   /// Runs `op`, which the caller took off the queue setting running_, and ends running_
@@ -403,6 +406,8 @@ private:
   std::shared_ptr<FailureRecord> failure_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<const Heartbeat> heartbeat_; // null: no names for a failure
+  std::once_flag silentPeersAsked_;
+  std::string silentPeers_; // written once, under silentPeersAsked_
   std::mutex mutex_;
   std::condition_variable workerCv_, completerCv_;
   std::deque<Operation> queue_; // started, not run yet

@@ -90,7 +90,8 @@ private:
   Error releaseSends(const std::optional<MessageBuffer> &buffer);
   /// Posts the receives ahead of task `current` whose buffers are free, in list order.
   Error postReceives(size_t current);
-  Error runCompute(const ScheduleTask &t);
+  /// Runs compute task `current`.
+  Error runCompute(size_t current);
 
   const std::vector<ScheduleTask> &tasks_;
   int64_t inFlightLimit_;
@@ -156,7 +157,8 @@ Error StepRun::postReceives(size_t current) {
   return Error::success();
 }
 
-Error StepRun::runCompute(const ScheduleTask &t) {
+Error StepRun::runCompute(size_t current) {
+  const ScheduleTask &t = tasks_[current];
   // Its input: a received activation (forward) or gradient (backward, backward_input).
   std::optional<InFlight> input;
   TaskOp inputOp = t.op == TaskOp::Forward ? TaskOp::RecvActivation : TaskOp::RecvGradient;
@@ -169,11 +171,12 @@ Error StepRun::runCompute(const ScheduleTask &t) {
         receives_.erase(it);
         break;
       }
-  // Its output: the buffer of its send, which a send still in flight may be reading.
+  // Its output: the buffer of its send, which a send still in flight may be reading. The
+  // send comes after the task (the loader checks it), usually right after.
   std::optional<MessageBuffer> output;
   TaskOp outputOp = t.op == TaskOp::Forward ? TaskOp::SendActivation : TaskOp::SendGradient;
   if (t.op != TaskOp::BackwardWeight)
-    for (const ScheduleTask &s : tasks_)
+    for (const ScheduleTask &s : std::span(tasks_).subspan(current + 1))
       if (sameMessage(s, outputOp, t.chunk, t.microBatch)) {
         Expected<MessageBuffer> b = bufferOf(s);
         if (!b)
@@ -249,7 +252,7 @@ Expected<StageStepTimes> StepRun::run() {
       break;
     }
     default:
-      if (Error err = runCompute(t); !err.ok())
+      if (Error err = runCompute(current); !err.ok())
         return err;
       break;
     }

@@ -26,15 +26,21 @@ using namespace mlir;
 
 namespace {
 
+/// The C library functions the runtime replaces, and their replacements.
+constexpr std::pair<StringLiteral, StringLiteral> kRedirected[] = {
+    {"malloc", mtc::codegen::kKernelAllocFunction},
+    {"calloc", mtc::codegen::kKernelCallocFunction},
+    {"aligned_alloc", mtc::codegen::kKernelAlignedAllocFunction},
+    {"free", mtc::codegen::kKernelFreeFunction},
+};
+
 /// The runtime's function that replaces C library function `name`, or "" when the runtime
 /// has none.
 StringRef runtimeReplacement(StringRef name) {
-  return llvm::StringSwitch<StringRef>(name)
-      .Case("malloc", mtc::codegen::kKernelAllocFunction)
-      .Case("calloc", mtc::codegen::kKernelCallocFunction)
-      .Case("aligned_alloc", mtc::codegen::kKernelAlignedAllocFunction)
-      .Case("free", mtc::codegen::kKernelFreeFunction)
-      .Default("");
+  for (const auto &[cName, runtimeName] : kRedirected)
+    if (cName == name)
+      return runtimeName;
+  return "";
 }
 
 bool isUnservedAllocator(StringRef name) {
@@ -52,8 +58,8 @@ struct RedirectAllocationsPass
       return signalPassFailure();
 
     // The C declarations nothing calls any more.
-    for (StringRef name : {"malloc", "calloc", "aligned_alloc", "free"})
-      if (auto function = module.lookupSymbol<LLVM::LLVMFuncOp>(name))
+    for (const auto &redirected : kRedirected)
+      if (auto function = module.lookupSymbol<LLVM::LLVMFuncOp>(redirected.first))
         if (function.isExternal() && SymbolTable::symbolKnownUseEmpty(function, module))
           function.erase();
   }

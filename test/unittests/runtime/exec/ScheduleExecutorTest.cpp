@@ -436,6 +436,23 @@ TEST(ScheduleExecutor, LinksOnlyWhereTheSchedulesSend) {
   EXPECT_EQ(from, to);
 }
 
+TEST(ScheduleExecutor, LinksNeedAGroupOfTheSchedulesStages) {
+  // A 2-stage schedule on a 3-rank pipeline group: refused before any link is made.
+  PipelineSchedule s = buildSchedule(TestScheduleKind::OneFOneB, 2, 2);
+  TestJob job;
+  std::vector<std::string> errors(3);
+  runRanks(3, [&](int rank) {
+    auto comm = job.connect(rank, 3, "mismatch");
+    ASSERT_TRUE(comm);
+    Expected<PipelineLinks> links = PipelineLinks::create(*comm, std::span(&s, 1));
+    ASSERT_FALSE(links.ok());
+    errors[rank] = links.error().message();
+  });
+  for (const std::string &error : errors)
+    EXPECT_EQ(error, "the pipeline group has 3 ranks, but the schedule for 2 micro-batches has "
+                     "2 stages");
+}
+
 TEST(ScheduleExecutor, TheGroupMustFitTheSchedule) {
   PipelineSchedule s = buildSchedule(TestScheduleKind::GPipe, 2, 2);
   Expected<ScheduleExecutor> none = ScheduleExecutor::create(s, 0, nullptr);
