@@ -43,8 +43,9 @@ def MTPipelineChunksPass : Pass<"mt-pipeline-chunks", "::mlir::ModuleOp"> {
     chunks on different stages (tied embeddings: the embedding in chunk 0 and the head
     in the last chunk) is an argument of both, each returns its own part of the
     gradient, and the module attribute `mt.pipeline` lists it under `shared_params`
-    with its chunks: the runtime sums the parts over those stages (Megatron's embedding
-    group) and both copies stay identical because they take the same update.
+    with its chunks (the plan's `pipeline.shared_params` says the same, from the stage
+    cut): the parts are to be summed over those stages (Megatron's embedding group), so
+    both copies stay identical; the runtime does not run pipeline plans yet.
 
     Arguments and results carry `mt.param = @p` (parameters), `mt.grad = @p`
     (gradients) or `mt.buffer = "<kind>"` with kind tokens, labels, activation, loss,
