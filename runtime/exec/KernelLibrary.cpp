@@ -6,16 +6,25 @@
 #include <cstdint>
 #include <dlfcn.h>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 namespace mtc::rt {
 namespace {
 
 /// Checks one buffer of `fn` against the plan's tables; `where` names it for messages.
-/// `optimizerStep`: the buffer is optimizer_step's, whose gradients are laid out by the
-/// optimizer layout (as states always are).
+/// `optimizerStep`: the buffer is an optimizer step's, whose gradients are laid out by the
+/// optimizer layout (as states always are). `layers`: the function is a pipeline chunk's or
+/// stage's, whose layer parameters hold that many layers of the stack.
 Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &where,
-                  bool optimizerStep) {
+                  bool optimizerStep, std::optional<int64_t> layers) {
+  // A layer parameter's local dims, its `layers` dimension resized for a chunk or stage.
+  auto localDims = [&](const ParamInfo &p, const ParamLayout &layout) {
+    std::vector<Dim> local = plan.localDims(p.dims, layout);
+    if (layers && p.layer && !local.empty() && local.front().name == "layers")
+      local.front().size = *layers;
+    return local;
+  };
   auto mismatch = [&](std::string_view table, const std::vector<Dim> &dims) {
     return makeError(where, ": ", bufferKindName(b.kind), " '", b.name, "' is ",
                      formatDims(b.dims), " but the ", table, " table says ", formatDims(dims));
@@ -43,8 +52,8 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
                        "' is not a parameter of the plan");
     const ParamLayout &layout =
         b.kind == BufferKind::Grad && optimizerStep ? p->stateLayout() : p->layout;
-    if (std::vector<Dim> local = plan.localDims(p->dims, layout); local != b.dims)
-      return layout.replicated() ? mismatch("parameter", p->dims) : localMismatch(*p, layout, local);
+    if (std::vector<Dim> local = localDims(*p, layout); local != b.dims)
+      return layout.replicated() ? mismatch("parameter", local) : localMismatch(*p, layout, local);
     break;
   }
   case BufferKind::State: {
@@ -56,15 +65,23 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
       return makeError(where, ": state '", b.name, "' is not in the plan's optimizer state table");
     const ParamInfo &p = plan.params[found->paramIndex];
     const ParamLayout &layout = p.stateLayout();
-    if (std::vector<Dim> local = plan.localDims(p.dims, layout); local != b.dims)
-      return layout.replicated() ? mismatch("state", found->dims) : localMismatch(p, layout, local);
+    if (std::vector<Dim> local = localDims(p, layout); local != b.dims)
+      return layout.replicated() ? mismatch("state", local) : localMismatch(p, layout, local);
     break;
   }
+  case BufferKind::Activation:
+  case BufferKind::ActivationGrad:
+  case BufferKind::Residual:
+  case BufferKind::Stash:
+    // Values passed between a chunk's functions (and stages): the producer's dims are the
+    // consumer's by construction; only their type is checked.
+    break;
   case BufferKind::Loss:
   case BufferKind::Step:
   case BufferKind::GradScale:
   case BufferKind::GradNorm:
   case BufferKind::Lr:
+  case BufferKind::GradSquares:
     if (!b.dims.empty())
       return makeError(where, ": ", bufferKindName(b.kind), " must be a scalar, found ",
                        formatDims(b.dims));
@@ -77,8 +94,11 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
   return Error::success();
 }
 
+/// Resolves `fn` (named `name` in the plan) into `out`; `optimizerStep` and `layers` as for
+/// checkBuffer.
 Error resolve(void *library, const Plan &plan, const std::optional<KernelFunction> &fn,
-              std::string_view name, bool required, LoadedKernel &out) {
+              std::string_view name, bool required, LoadedKernel &out, bool optimizerStep = false,
+              std::optional<int64_t> layers = std::nullopt) {
   std::string where = concat(plan.dir.string(), ": kernels.x86_64.functions.", name);
   if (!fn) {
     if (required)
@@ -87,7 +107,7 @@ Error resolve(void *library, const Plan &plan, const std::optional<KernelFunctio
   }
   for (const auto *side : {&fn->inputs, &fn->outputs})
     for (const KernelBuffer &b : *side)
-      if (Error err = checkBuffer(plan, b, where, name == "optimizer_step"); !err.ok())
+      if (Error err = checkBuffer(plan, b, where, optimizerStep, layers); !err.ok())
         return err;
   void *symbol = ::dlsym(library, fn->symbol.c_str());
   if (!symbol)
@@ -138,19 +158,54 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
                           lib.forwardBackward_);
       !err.ok())
     return err;
-  if (Error err =
-          resolve(library, plan, k.optimizerStep, "optimizer_step", true, lib.optimizerStep_);
+  if (Error err = resolve(library, plan, k.optimizerStep, "optimizer_step", true,
+                          lib.optimizerStep_, /*optimizerStep=*/true);
       !err.ok())
     return err;
   if (Error err = resolve(library, plan, k.forward, "forward", false, lib.forward_); !err.ok())
     return err;
+  std::vector<LoadedKernel *> loaded = {&lib.forward_, &lib.forwardBackward_, &lib.optimizerStep_};
+  // The pipeline's functions: every chunk's and stage's that the plan has (which a stage
+  // needs depends on its schedule; the trainer checks).
+  lib.chunks_.resize(k.chunks.size());
+  for (size_t c = 0; c < k.chunks.size(); ++c) {
+    const ChunkKernels &ck = k.chunks[c];
+    LoadedChunk &lc = lib.chunks_[c];
+    for (auto [fn, role, out] :
+         {std::tuple{&ck.forward, "forward", &lc.forward},
+          std::tuple{&ck.backward, "backward", &lc.backward},
+          std::tuple{&ck.backwardInput, "backward_input", &lc.backwardInput},
+          std::tuple{&ck.backwardWeight, "backward_weight", &lc.backwardWeight}}) {
+      if (Error err = resolve(library, plan, *fn, concat("chunk", c, '.', role), false, *out,
+                              false, ck.numLayers);
+          !err.ok())
+        return err;
+      loaded.push_back(out);
+    }
+  }
+  lib.stages_.resize(k.stages.size());
+  for (size_t s = 0; s < k.stages.size(); ++s) {
+    int64_t layers = 0;
+    for (size_t c = 0; c < k.chunks.size(); ++c)
+      if (plan.pipeline && plan.pipeline->chunkStages[c] == int64_t(s))
+        layers += k.chunks[c].numLayers;
+    for (auto [fn, role, out] :
+         {std::tuple{&k.stages[s].gradSquares, "grad_squares", &lib.stages_[s].gradSquares},
+          std::tuple{&k.stages[s].optimizerStep, "optimizer_step", &lib.stages_[s].optimizerStep}}) {
+      if (Error err = resolve(library, plan, *fn, concat("stage", s, '.', role), false, *out,
+                              /*optimizerStep=*/true, layers);
+          !err.ok())
+        return err;
+      loaded.push_back(out);
+    }
+  }
   int64_t arenaBytes = 0;
-  for (const std::optional<KernelFunction> *fn : {&k.forward, &k.forwardBackward, &k.optimizerStep})
-    if (*fn && (*fn)->arena)
-      arenaBytes = std::max(arenaBytes, (*fn)->arena->bytes);
+  for (const LoadedKernel *kernel : loaded)
+    if (kernel->function && kernel->function->arena)
+      arenaBytes = std::max(arenaBytes, kernel->function->arena->bytes);
   if (arenaBytes > 0) {
     lib.arena_ = std::make_unique<KernelArena>(arenaBytes);
-    for (LoadedKernel *kernel : {&lib.forward_, &lib.forwardBackward_, &lib.optimizerStep_})
+    for (LoadedKernel *kernel : loaded)
       if (kernel->function && kernel->function->arena)
         kernel->arena = lib.arena_.get();
   }

@@ -21,6 +21,7 @@
 
 #include <memory>
 #include <span>
+#include <vector>
 
 namespace mtc::rt {
 
@@ -33,6 +34,16 @@ struct LoadedKernel {
   MtcPackedEntry entry = nullptr;
   /// Where its temporaries live when the plan has an arena for it (the library's).
   const KernelArena *arena = nullptr;
+};
+
+/// A pipeline model chunk's functions (those the plan has; an absent one has no entry).
+struct LoadedChunk {
+  LoadedKernel forward, backward, backwardInput, backwardWeight;
+};
+
+/// A pipeline stage's optimizer functions.
+struct LoadedStage {
+  LoadedKernel gradSquares, optimizerStep;
 };
 
 /// What a kernel call reaches through its kernel context besides its temporaries' arena:
@@ -57,6 +68,10 @@ public:
   const LoadedKernel &optimizerStep() const { return optimizerStep_; }
   /// The forward alone (evaluation), if the plan has it.
   const LoadedKernel *forward() const { return forward_.entry ? &forward_ : nullptr; }
+  /// With pipeline parallelism: the functions of model chunk `c` and of stage `s` (indices
+  /// below the plan's chunk and stage counts; empty vectors without a pipeline).
+  const std::vector<LoadedChunk> &chunks() const { return chunks_; }
+  const std::vector<LoadedStage> &stages() const { return stages_; }
 
   /// Calls `kernel` with `buffers[i]` as the data of the i-th buffer of its inputs then
   /// outputs (row-major, as many elements as the buffer's dims) and a kernel context over
@@ -79,6 +94,8 @@ private:
   std::unique_ptr<Handle> handle_;
   std::unique_ptr<KernelArena> arena_;
   LoadedKernel forward_, forwardBackward_, optimizerStep_;
+  std::vector<LoadedChunk> chunks_;
+  std::vector<LoadedStage> stages_;
 };
 
 } // namespace mtc::rt

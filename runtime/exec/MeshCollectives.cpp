@@ -2,6 +2,8 @@
 
 #include "runtime/exec/MeshCollectives.h"
 
+#include "runtime/exec/KernelLibrary.h"
+
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -156,6 +158,13 @@ MeshCall *MeshCall::of(const MtcKernelContext *context) {
 void MeshCall::recordFailure(Error error) {
   if (error_.ok() && !error.ok())
     error_ = std::move(error);
+}
+
+Error callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
+                 const MeshContext &mesh, DropoutCall *dropout) {
+  MeshCall call(mesh);
+  KernelLibrary::call(kernel, buffers, {&call, dropout});
+  return call.takeError();
 }
 
 } // namespace mtc::rt

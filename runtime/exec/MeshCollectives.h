@@ -52,6 +52,7 @@
 
 #include <cstdint>
 #include <string>
+#include <span>
 #include <vector>
 
 namespace mtc::rt {
@@ -97,6 +98,14 @@ private:
   const MeshContext *mesh_;
   Error error_;
 };
+
+struct DropoutCall;
+struct LoadedKernel;
+
+/// Calls `kernel` (KernelLibrary::call) with a MeshCall over `mesh` and `dropout` (null: none)
+/// in its kernel context; fails with the first collective's error.
+Error callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
+                 const MeshContext &mesh, DropoutCall *dropout);
 
 } // namespace mtc::rt
 

@@ -9,6 +9,44 @@ namespace mtc::rt {
 Expected<RankMesh> RankMesh::create(const Plan &plan, Communicator *world) {
   RankMesh m;
   m.world_ = world;
+  m.rankInStage_ = world ? world->rank() : 0;
+  int64_t stages = plan.pipeline ? plan.pipeline->stages : 1;
+  if (stages > 1) {
+    // Pipeline parallelism is outermost (Megatron's order): the ranks of stage s are the
+    // contiguous block [s * n, (s + 1) * n) of the world, n = world size / stages, and
+    // within it the placement is the one of a plan without a pipeline.
+    int worldSize = world ? world->size() : 1;
+    if (worldSize % stages != 0)
+      return makeError("the plan has ", stages, " pipeline stages, which a job of ", worldSize,
+                       " rank", worldSize == 1 ? "" : "s",
+                       " cannot form (the number of ranks must be a multiple of pp x tp = ",
+                       stages * plan.meshSize(), ")");
+    int perStage = worldSize / static_cast<int>(stages);
+    int rank = world->rank();
+    m.stage_ = rank / perStage;
+    m.stages_ = stages;
+    m.rankInStage_ = rank % perStage;
+    Expected<std::unique_ptr<Communicator>> stageWorld = world->split(m.stage_, rank % perStage);
+    if (!stageWorld)
+      return stageWorld.takeError().withContext("building the pipeline stage's communicator");
+    Expected<std::unique_ptr<Communicator>> pipeline = world->split(rank % perStage, m.stage_);
+    if (!pipeline)
+      return pipeline.takeError().withContext("building the pipeline communicator");
+    m.pipeline_ = pipeline->get();
+    Communicator *stageComm = stageWorld->get();
+    m.owned_.push_back(std::move(*stageWorld));
+    m.owned_.push_back(std::move(*pipeline));
+    if (Error err = m.placeOnMesh(plan, stageComm); !err.ok())
+      return err;
+    return m;
+  }
+  if (Error err = m.placeOnMesh(plan, world); !err.ok())
+    return err;
+  return m;
+}
+
+Error RankMesh::placeOnMesh(const Plan &plan, Communicator *world) {
+  RankMesh &m = *this;
   int worldRank = world ? world->rank() : 0;
   int worldSize = world ? world->size() : 1;
   Expected<MeshPlacement> placement = placePlanRank(plan, worldRank, worldSize);
@@ -21,7 +59,7 @@ Expected<RankMesh> RankMesh::create(const Plan &plan, Communicator *world) {
         MeshAxisGroup{plan.mesh[i].name, plan.mesh[i].size, m.placement_.coordinates[i], nullptr});
   if (!m.partitioned()) {
     m.dataParallel_ = world;
-    return m;
+    return Error::success();
   }
   const std::vector<int64_t> &coords = m.placement_.coordinates;
   // Which copy of the whole mesh this rank is in (0 with a data-parallel axis).
@@ -54,7 +92,7 @@ Expected<RankMesh> RankMesh::create(const Plan &plan, Communicator *world) {
     // optimizer state is split over it, so one copy of the model and state is the world.
     m.dataParallel_ = m.context_.axes[*plan.dataParallelAxis].comm;
     m.modelGroup_ = world;
-    return m;
+    return Error::success();
   }
   if (m.placement_.dpSize > 1) {
     Expected<Communicator *> dp =
@@ -67,7 +105,7 @@ Expected<RankMesh> RankMesh::create(const Plan &plan, Communicator *world) {
   if (!group)
     return group.takeError();
   m.modelGroup_ = *group;
-  return m;
+  return Error::success();
 }
 
 uint64_t RankMesh::bytesSent() const {
@@ -172,6 +210,58 @@ Expected<TrainingState> gatherState(const Plan &plan, const TrainingState &local
     return makeError("out of memory gathering the shards");
   }
   return global;
+}
+
+Expected<std::optional<TrainingState>> gatherStages(const Plan &plan, const TrainingState &stage,
+                                                    const RankMesh &mesh) {
+  Communicator *pipeline = mesh.pipeline();
+  if (!pipeline)
+    return makeError("internal error: no pipeline group to gather the stages over");
+  auto describe = [](int64_t s) { return concat("gathering stage ", s, "'s tensors"); };
+  if (mesh.stage() != 0) {
+    for (const auto *table : {&stage.params, &stage.states})
+      for (const TrainingState::Tensor &t : *table)
+        if (Error err = pipeline->send(t.values.data(), t.values.size(), MTC_F32, 0); !err.ok())
+          return std::move(err).withContext(describe(mesh.stage()));
+    return std::optional<TrainingState>();
+  }
+  TrainingState model;
+  model.step = stage.step;
+  try {
+    for (const ParamInfo &p : plan.params)
+      model.params.push_back({p.name, p.shape(), std::vector<float>(size_t(p.numElements()))});
+    for (const StateInfo &s : plan.states)
+      model.states.push_back(
+          {s.name, dimSizes(s.dims), std::vector<float>(size_t(s.numElements()))});
+    for (int64_t s = 0; s < mesh.stages(); ++s) {
+      Expected<StageHoldings> holdings = stageHoldings(plan, s);
+      if (!holdings)
+        return holdings.takeError();
+      if (s == 0) {
+        if (Error err = putStage(plan, *holdings, stage, model); !err.ok())
+          return err;
+        continue;
+      }
+      // The stage's tables tell the sizes of what it sends.
+      Plan tables = stagePlan(plan, *holdings);
+      TrainingState received;
+      for (const ParamInfo &p : tables.params)
+        received.params.push_back({p.name, p.shape(), std::vector<float>(size_t(p.numElements()))});
+      for (const StateInfo &st : tables.states)
+        received.states.push_back(
+            {st.name, dimSizes(st.dims), std::vector<float>(size_t(st.numElements()))});
+      for (auto *table : {&received.params, &received.states})
+        for (TrainingState::Tensor &t : *table)
+          if (Error err = pipeline->recv(t.values.data(), t.values.size(), MTC_F32, int(s));
+              !err.ok())
+            return std::move(err).withContext(describe(s));
+      if (Error err = putStage(plan, *holdings, received, model); !err.ok())
+        return err;
+    }
+  } catch (const std::bad_alloc &) {
+    return makeError("out of memory gathering the pipeline's stages");
+  }
+  return std::optional<TrainingState>(std::move(model));
 }
 
 } // namespace mtc::rt

@@ -12,6 +12,12 @@
 //   - the model group: the ranks with the same data-parallel index (rank = mesh index), over
 //     which checkpoints and exports gather the shards.
 //
+// With pipeline parallelism (a plan with a "pipeline" of P > 1 stages) the world is first cut
+// into P blocks of consecutive ranks, one per stage (pipeline outermost, as Megatron places
+// it: world rank = tp index + tp x (dp index + dp x stage)); within its stage's block a rank
+// is placed as above, and the ranks at the same place of every stage form the pipeline group
+// (rank = stage), over which the stages exchange activations and gradients.
+//
 // Without a mesh (or a mesh of one rank) nothing is split: the data-parallel group is the
 // world itself, as before tensor parallelism.
 //
@@ -31,12 +37,14 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/exec/MeshCollectives.h"
+#include "runtime/exec/PipelineStage.h"
 #include "runtime/exec/TrainingState.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/Sharding.h"
 #include "runtime/support/Error.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace mtc::rt {
@@ -66,11 +74,24 @@ public:
   bool inFirstModelGroup() const { return firstModelGroup_; }
   /// Whether the model is partitioned (mesh size > 1).
   bool partitioned() const { return placement_.meshSize > 1; }
+  /// With pipeline parallelism: this rank's stage, the number of stages, and the pipeline
+  /// group (the ranks of the same place in every stage; rank = stage). Without: stage 0 of
+  /// 1 and no group.
+  int64_t stage() const { return stage_; }
+  int64_t stages() const { return stages_; }
+  Communicator *pipeline() const { return pipeline_; }
+  /// Whether this rank is the first of its stage (the one that sends the stage's whole
+  /// tensors to rank 0 for checkpoints; every rank of a plan without a pipeline is "first"
+  /// of its single stage only at world rank 0).
+  bool stageLeader() const { return rankInStage_ == 0; }
   /// Bytes this rank sent over the world and every communicator split from it.
   uint64_t bytesSent() const;
 
 private:
   RankMesh() = default;
+  /// Places this rank on the plan's mesh within `world` (the job's, or the stage's under
+  /// pipeline parallelism) and splits the mesh's communicators from it.
+  Error placeOnMesh(const Plan &plan, Communicator *world);
 
   MeshPlacement placement_;
   MeshContext context_;
@@ -78,6 +99,8 @@ private:
   Communicator *dataParallel_ = nullptr;
   Communicator *modelGroup_ = nullptr;
   bool firstModelGroup_ = true;
+  int64_t stage_ = 0, stages_ = 1, rankInStage_ = 0;
+  Communicator *pipeline_ = nullptr;
   std::vector<std::unique_ptr<Communicator>> owned_;
 };
 
@@ -93,6 +116,13 @@ Expected<TrainingState> shardState(const Plan &plan, const TrainingState &global
 /// copy of `local`.
 Expected<TrainingState> gatherState(const Plan &plan, const TrainingState &local,
                                     const RankMesh &mesh);
+
+/// The whole model from the stages of a pipeline: every stage leader (RankMesh::stageLeader)
+/// calls it with its stage's tensors whole over tensor parallelism (stagePlan's tables), and
+/// stage 0's leader (world rank 0) gets the model's whole tensors (plan's tables) while the
+/// others send theirs and get nothing. Collective over the stage leaders' pipeline group.
+Expected<std::optional<TrainingState>> gatherStages(const Plan &plan, const TrainingState &stage,
+                                                    const RankMesh &mesh);
 
 } // namespace mtc::rt
 

@@ -92,11 +92,8 @@ Error Trainer::checkBindings() const {
 
 Error Trainer::callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
                           std::string_view what, int64_t step, DropoutCall *dropout) {
-  MeshCall mesh(mesh_);
-  KernelLibrary::call(kernel, buffers, {&mesh, dropout});
-  if (!mesh.ok())
-    return mesh.takeError().withContext(concat("step ", step + 1, ": ", what));
-  return Error::success();
+  return rt::callInMesh(kernel, buffers, mesh_, dropout)
+      .withContext(concat("step ", step + 1, ": ", what));
 }
 
 Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &forwardBackward,
@@ -160,6 +157,7 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
                      ": forward_backward must take the tokens and labels [batch, seq] first");
   t.microBatchSize_ = fb.inputs[0].dims[0].size;
   t.seqLen_ = fb.inputs[0].dims[1].size;
+  int64_t dpAxisSize = 1;
   if (plan.dataParallelAxis) {
     // The distributed optimizer: data parallelism is the mesh axis, whose communicator this
     // must be.
@@ -169,8 +167,7 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
       return makeError(plan.dir.string(), ": the plan's data-parallel axis '", axis.name,
                        "' has ", axis.size, " ranks, but the trainer's data-parallel group has ",
                        given);
-    t.distributedOptimizer_ = true;
-    t.dpSize_ = axis.size;
+    dpAxisSize = axis.size;
   }
   Expected<int64_t> microBatches =
       countMicroBatches(plan, fb, globalBatch, dataParallel ? dataParallel->size() : 1);
@@ -186,81 +183,29 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     return std::move(err).withContext(plan.dir.string());
   try {
     t.next_ = t.state_;
-    // The gradients that are all-reduced first, then those reduce-scattered (the distributed
-    // optimizer's), each group in table order.
-    size_t n = t.state_.params.size();
-    t.gradOffsets_.assign(n, 0);
-    t.shardOf_.assign(n, std::nullopt);
-    std::vector<std::optional<size_t>> shardDim(n);
-    if (t.distributedOptimizer_)
-      for (size_t i = 0; i < n; ++i)
-        shardDim[i] = plan.dataParallelShardDim(plan.params[i]);
-    size_t total = 0, shardTotal = 0;
-    for (bool sharded : {false, true}) {
-      for (size_t i = 0; i < n; ++i) {
-        if (shardDim[i].has_value() != sharded)
-          continue;
-        t.gradOffsets_[i] = total;
-        const TrainingState::Tensor &p = t.state_.params[i];
-        if (sharded) {
-          size_t elements = p.values.size() / size_t(t.dpSize_);
-          t.shardOf_[i] = t.shardSpecs_.size();
-          t.shardSpecs_.push_back(
-              GradientShardSpec{p.name, p.shape, *shardDim[i], total, shardTotal, elements});
-          shardTotal += elements;
-        }
-        total += p.values.size();
-      }
-      if (!sharded)
-        t.allReducedElements_ = total;
-    }
-    t.grads_.assign(total, 0.0f);
-    if (t.microBatches_ > 1)
-      t.microGrads_.assign(total, 0.0f);
-    // The packed blocks fill the second gradient buffer's reduce-scattered part when there is
-    // one (it is free once the micro-batches are summed); the shards then land in the
-    // reduce-scattered part of grads_, free once packed.
-    if (t.microGrads_.empty() && shardTotal > 0)
-      t.packed_.assign(total - t.allReducedElements_, 0.0f);
     t.tokens_.resize(size_t(t.microBatchSize_ * t.seqLen_));
     t.labels_.resize(t.tokens_.size());
   } catch (const std::bad_alloc &) {
     return makeError("out of memory allocating the training buffers");
   }
+  Expected<GradientBuffer> grads =
+      GradientBuffer::create(plan, t.state_, dpAxisSize, /*withScratch=*/t.microBatches_ > 1);
+  if (!grads)
+    return grads.takeError();
+  t.grads_.emplace(std::move(*grads));
   return t;
 }
 
 int64_t Trainer::bufferBytes() const {
-  return state_.bytes() + next_.bytes() +
-         static_cast<int64_t>((grads_.size() + microGrads_.size() + packed_.size()) *
-                                  sizeof(float) +
-                              (tokens_.size() + labels_.size()) * sizeof(int32_t));
-}
-
-float *Trainer::optimizerGrad(size_t param) {
-  if (const std::optional<size_t> &spec = shardOf_[param])
-    return grads_.data() + allReducedElements_ + shardSpecs_[*spec].shardOffset;
-  return grad(grads_, param);
+  return state_.bytes() + next_.bytes() + grads_->bytes() +
+         static_cast<int64_t>((tokens_.size() + labels_.size()) * sizeof(int32_t));
 }
 
 Error Trainer::reduceOverDataParallel(double &lossSum, int64_t step) {
-  if (distributedOptimizer_ && !shardSpecs_.empty()) {
-    float *packed = packed_.empty() ? microGrads_.data() + allReducedElements_ : packed_.data();
-    // The shards overwrite the start of the (packed, so free) reduce-scattered gradients.
-    if (Error err = reduceScatterGradients(dataParallel_, dpSize_, shardSpecs_, grads_.data(),
-                                           packed, grads_.data() + allReducedElements_);
-        !err.ok())
-      return std::move(err).withContext(concat(
-          "step ", step + 1, ": reduce-scatter of the gradients over the data-parallel ranks"));
-  }
+  if (Error err = grads_->reduce(dataParallel_, step); !err.ok())
+    return err;
   if (!dataParallel_)
     return Error::success();
-  if (allReducedElements_ > 0)
-    if (Error err =
-            dataParallel_->allReduce(grads_.data(), allReducedElements_, MTC_F32, MTC_SUM);
-        !err.ok())
-      return std::move(err).withContext(
-          concat("step ", step + 1, ": all-reduce of the gradients over the data-parallel ranks"));
   if (Error err = dataParallel_->allReduce(&lossSum, 1, MTC_F64, MTC_SUM); !err.ok())
     return std::move(err).withContext(
         concat("step ", step + 1, ": all-reduce of the loss over the data-parallel ranks"));
@@ -287,7 +232,6 @@ Expected<StepStats> Trainer::step() {
         !err.ok())
       return std::move(err).withContext(concat("step ", step + 1));
     // The first micro-batch writes the accumulated gradients directly.
-    std::vector<float> &out = first ? grads_ : microGrads_;
     buffers.clear();
     int inputIndex = 0;
     for (const Binding &b : forwardBackwardBindings_) {
@@ -299,7 +243,7 @@ Expected<StepStats> Trainer::step() {
         buffers.push_back(state_.params[b.index].values.data());
         break;
       case BufferKind::Grad:
-        buffers.push_back(grad(out, b.index));
+        buffers.push_back(first ? grads_->grad(b.index) : grads_->scratch(b.index));
         break;
       default: // the loss (checkBindings allows nothing else)
         buffers.push_back(&loss);
@@ -316,8 +260,7 @@ Expected<StepStats> Trainer::step() {
     }
     lossSum += loss;
     if (!first)
-      for (size_t j = 0, e = grads_.size(); j < e; ++j)
-        grads_[j] += microGrads_[j];
+      grads_->accumulateAll();
     first = false;
   }
   {
@@ -345,7 +288,7 @@ Expected<StepStats> Trainer::step() {
       buffers.push_back(&gradScale);
       break;
     case BufferKind::Grad:
-      buffers.push_back(optimizerGrad(b.index));
+      buffers.push_back(grads_->optimizerGrad(b.index));
       break;
     case BufferKind::Param:
       buffers.push_back(target.params[b.index].values.data());

@@ -42,7 +42,7 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/data/TokenSource.h"
-#include "runtime/exec/GradientSharding.h"
+#include "runtime/exec/GradientBuffer.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/MeshCollectives.h"
 #include "runtime/exec/Trace.h"
@@ -114,12 +114,6 @@ private:
       : plan_(&plan), kernels_(&kernels), data_(&data), dataParallel_(dataParallel),
         state_(std::move(state)) {}
 
-  float *grad(std::vector<float> &storage, size_t param) {
-    return storage.data() + gradOffsets_[param];
-  }
-  /// The gradient optimizer_step takes for `param`: its shard with the distributed optimizer,
-  /// else the whole (all-reduced) gradient.
-  float *optimizerGrad(size_t param);
   /// Sums the gradients (and `lossSum`) over the data-parallel ranks.
   Error reduceOverDataParallel(double &lossSum, int64_t step);
 
@@ -145,22 +139,8 @@ private:
   MeshContext mesh_;
   TrainingState state_;
   TrainingState next_; // the optimizer's outputs
-  /// Every parameter's gradient in one buffer, at gradOffsets_[param]. The gradients that are
-  /// all-reduced come first, in [0, allReducedElements_) (one all-reduce); with the
-  /// distributed optimizer the reduce-scattered ones follow.
-  std::vector<float> grads_, microGrads_;
-  std::vector<size_t> gradOffsets_;
-  size_t allReducedElements_ = 0;
-  /// The distributed optimizer (a data-parallel axis in the plan): the gradients reduce-
-  /// scattered over dataParallel_ (dpSize_ ranks) and where each parameter's spec is (none:
-  /// all-reduced). The rank's shards replace the reduce-scattered gradients in grads_, from
-  /// allReducedElements_ on (at their shardOffset). `packed_` is the scratch for the packed
-  /// blocks when microGrads_ cannot serve (one micro-batch).
-  bool distributedOptimizer_ = false;
-  int64_t dpSize_ = 1;
-  std::vector<GradientShardSpec> shardSpecs_;
-  std::vector<std::optional<size_t>> shardOf_;
-  std::vector<float> packed_;
+  /// The gradients; a scratch buffer for the second and later micro-batches.
+  std::optional<GradientBuffer> grads_;
   std::vector<int32_t> tokens_, labels_;
   std::vector<Binding> forwardBackwardBindings_, optimizerBindings_;
   int64_t microBatches_ = 1, microBatchSize_ = 1, seqLen_ = 1;

@@ -8,6 +8,7 @@
 #include "runtime/exec/CommunicationPrediction.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/KernelMemory.h"
+#include "runtime/exec/PipelineTrainer.h"
 #include "runtime/exec/RankMesh.h"
 #include "runtime/exec/Trace.h"
 #include "runtime/exec/Trainer.h"
@@ -138,6 +139,14 @@ private:
   Error saveDuringRun(const TrainingState &state);
   /// Writes `whole` to `options.save` (the leader only) and tells the log.
   Error writeCheckpoint(const TrainingState &whole, int64_t step);
+  /// The whole model of `state` (this rank's: its shards, of its stage under pipeline
+  /// parallelism) on the leader; nothing elsewhere, and nothing when `state` is whole
+  /// already. Every rank calls it.
+  Expected<std::optional<TrainingState>> wholeModel(const TrainingState &state);
+  /// The step loop over `trainer` (a Trainer or a PipelineTrainer).
+  template <class StepTrainer>
+  Error runSteps(StepTrainer &trainer, TrainingState &state, const TokenSource &data,
+                 const KernelLibrary &kernels, std::optional<MetricsWriter> &metrics);
 
   const Plan &plan_;
   const TrainingRunOptions &options_;
@@ -145,19 +154,45 @@ private:
   const RankMesh &mesh_;
   TrainingLog &log_;
   TraceRecorder *trace_; // null without --trace
+  /// Under pipeline parallelism: this rank's stage and its tables (the state is the stage's).
+  std::optional<StageHoldings> stage_;
+  std::optional<Plan> stagePlan_;
 };
 
 Expected<TrainingState> Run::startState() {
-  // Checkpoints hold whole tensors: every rank reads them and keeps its shard.
+  // Checkpoints hold whole tensors: every rank reads them and keeps its shard (of its stage's
+  // tensors under pipeline parallelism).
   const std::vector<int64_t> &coordinates = mesh_.placement().coordinates;
+  Expected<TrainingState> model = makeError("no state");
   if (options_.load) {
-    Expected<TrainingState> whole = loadCheckpoint(*options_.load, plan_);
-    if (!whole || !mesh_.partitioned())
-      return whole;
-    return shardState(plan_, *whole, coordinates);
+    model = loadCheckpoint(*options_.load, plan_);
+    if (model && mesh_.partitioned())
+      model = shardState(plan_, *model, coordinates);
+  } else {
+    model = mesh_.partitioned() ? TrainingState::initializeShards(plan_, coordinates, options_.threads)
+                                : TrainingState::initialize(plan_, options_.threads);
   }
-  return mesh_.partitioned() ? TrainingState::initializeShards(plan_, coordinates, options_.threads)
-                             : TrainingState::initialize(plan_, options_.threads);
+  if (!model || !plan_.pipeline)
+    return model;
+  Expected<StageHoldings> holdings = stageHoldings(plan_, mesh_.stage());
+  if (!holdings)
+    return holdings.takeError();
+  stage_ = std::move(*holdings);
+  stagePlan_ = stagePlan(plan_, *stage_);
+  return takeStage(plan_, *stage_, *model);
+}
+
+Expected<std::optional<TrainingState>> Run::wholeModel(const TrainingState &state) {
+  if (!stage_)
+    return wholeState(plan_, state, mesh_, job_.leader());
+  // The stage's tensors whole over its mesh on its leader, then the stages on rank 0.
+  Expected<std::optional<TrainingState>> stageWhole =
+      wholeState(*stagePlan_, state, mesh_, mesh_.stageLeader());
+  if (!stageWhole)
+    return stageWhole.takeError();
+  if (!mesh_.stageLeader())
+    return std::optional<TrainingState>();
+  return gatherStages(plan_, *stageWhole ? **stageWhole : state, mesh_);
 }
 
 Error Run::writeCheckpoint(const TrainingState &whole, int64_t step) {
@@ -169,9 +204,7 @@ Error Run::writeCheckpoint(const TrainingState &whole, int64_t step) {
 
 Error Run::saveDuringRun(const TrainingState &state) {
   TraceRecorder::Scope span(trace_, "checkpoint", "checkpoint", {{"step", state.step}});
-  if (!mesh_.partitioned())
-    return job_.leader() ? writeCheckpoint(state, state.step) : Error::success();
-  Expected<std::optional<TrainingState>> whole = wholeState(plan_, state, mesh_, job_.leader());
+  Expected<std::optional<TrainingState>> whole = wholeModel(state);
   if (!whole)
     return whole.takeError().withContext(concat("saving the checkpoint '", *options_.save, "'"));
   if (!job_.leader())
@@ -195,18 +228,48 @@ Error Run::train(TrainingState &state) {
       return writer.takeError();
     metrics.emplace(std::move(*writer));
   }
-  const int64_t first = state.step, target = options_.targetSteps;
-  Expected<Trainer> trainer =
-      Trainer::create(plan_, *kernels, std::move(state), *data, options_.globalBatch,
-                      mesh_.dataParallel(), mesh_.partitioned() ? &mesh_.context() : nullptr);
-  if (!trainer)
-    return trainer.takeError();
-  trainer->setTrace(trace_);
+  if (stage_) {
+    Expected<std::unique_ptr<PipelineTrainer>> trainer = PipelineTrainer::create(
+        plan_, *kernels, std::move(state), *data, options_.globalBatch, mesh_, trace_);
+    if (!trainer)
+      return trainer.takeError();
+    if (Error err = runSteps(**trainer, state, *data, *kernels, metrics); !err.ok())
+      return err;
+    // Each stage's measured bubble next to the schedule's (collective over the stages).
+    Expected<std::vector<double>> bubbles =
+        measureBubbleFractions(mesh_.pipeline(), (*trainer)->stepTimes());
+    if (!bubbles)
+      return bubbles.takeError();
+    print(describeBubbles((*trainer)->schedule(), *bubbles) + "\n");
+  } else {
+    Expected<Trainer> trainer =
+        Trainer::create(plan_, *kernels, std::move(state), *data, options_.globalBatch,
+                        mesh_.dataParallel(), mesh_.partitioned() ? &mesh_.context() : nullptr);
+    if (!trainer)
+      return trainer.takeError();
+    trainer->setTrace(trace_);
+    if (Error err = runSteps(*trainer, state, *data, *kernels, metrics); !err.ok())
+      return err;
+  }
+  if (metrics)
+    return metrics->close();
+  return Error::success();
+}
 
+template <class StepTrainer>
+Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSource &data,
+                    const KernelLibrary &kernels, std::optional<MetricsWriter> &metrics) {
+  const int64_t first = trainer.state().step, target = options_.targetSteps;
   print(formatText("model %s: %s parameters, plan %s\n", plan_.model.c_str(),
                    withThousands(plan_.numParameterElements()).c_str(), plan_.dir.c_str()));
-  print(formatText("data: %s\n", data->describe().c_str()));
-  if (job_.size > 1 && mesh_.partitioned())
+  print(formatText("data: %s\n", data.describe().c_str()));
+  if (job_.size > 1 && stage_)
+    print(formatText("ranks: %d (pp=%lld, %s schedule%s%s, %s over TCP)\n", job_.size,
+                     static_cast<long long>(mesh_.stages()), plan_.pipeline->schedule.c_str(),
+                     mesh_.partitioned() ? " x " : "",
+                     mesh_.partitioned() ? describeMesh(plan_, mesh_).c_str() : "",
+                     std::string(job_.world->backendName()).c_str()));
+  else if (job_.size > 1 && mesh_.partitioned())
     print(formatText("ranks: %d (%s, %s over TCP)\n", job_.size, describeMesh(plan_, mesh_).c_str(),
                      std::string(job_.world->backendName()).c_str()));
   else if (job_.size > 1)
@@ -215,17 +278,18 @@ Error Run::train(TrainingState &state) {
   print(formatText(
       "batch: %lld sequences of %lld tokens (%lld micro-batch%s of %lld); steps %lld -> "
       "%lld\n",
-      static_cast<long long>(trainer->microBatches() * trainer->microBatchSize()),
-      static_cast<long long>(trainer->sequenceLength()),
-      static_cast<long long>(trainer->microBatches()), trainer->microBatches() == 1 ? "" : "es",
-      static_cast<long long>(trainer->microBatchSize()), static_cast<long long>(first),
+      static_cast<long long>(trainer.microBatches() * trainer.microBatchSize()),
+      static_cast<long long>(trainer.sequenceLength()),
+      static_cast<long long>(trainer.microBatches()), trainer.microBatches() == 1 ? "" : "es",
+      static_cast<long long>(trainer.microBatchSize()), static_cast<long long>(first),
       static_cast<long long>(target)));
 
   // The compiler's figure for the same accounting, when the plan has one (plans with kernels)
   // and the run keeps the plan's batch (the prediction assumes it).
   std::string predicted;
+  // (The prediction is of the whole model on one rank: not of a pipeline stage.)
   if (std::optional<int64_t> bytes = plan_.predictions.memoryBytes.peak;
-      bytes && options_.globalBatch == 0)
+      bytes && options_.globalBatch == 0 && !stage_)
     predicted = concat(" (predicted ", mebibytes(*bytes), ")");
   // Bytes this rank sent over the world and every communicator split from it (the mesh
   // axes' collectives in the kernels, the data-parallel all-reduce, gathers of checkpoints).
@@ -233,9 +297,9 @@ Error Run::train(TrainingState &state) {
   uint64_t commBytes = commStart;
   double firstLoss = 0, lastLoss = 0, seconds = 0;
   int64_t tokens = 0;
-  while (trainer->state().step < target) {
-    TraceRecorder::Scope stepSpan(trace_, "step", "step", {{"step", trainer->state().step + 1}});
-    Expected<StepStats> stats = trainer->step();
+  while (trainer.state().step < target) {
+    TraceRecorder::Scope stepSpan(trace_, "step", "step", {{"step", trainer.state().step + 1}});
+    Expected<StepStats> stats = trainer.step();
     stepSpan.finish();
     if (!stats) {
       if (job_.leader())
@@ -248,7 +312,7 @@ Error Run::train(TrainingState &state) {
     seconds += stats->seconds;
     tokens += stats->tokens;
     double tokensPerSecond = stats->seconds > 0 ? double(stats->tokens) / stats->seconds : 0;
-    int64_t peak = trainer->peakBytes();
+    int64_t peak = trainer.peakBytes();
     int64_t rss = peakResidentBytes();
     // Bytes this rank sent in the step's collectives (the communicator's counters).
     uint64_t sent = mesh_.bytesSent();
@@ -280,20 +344,20 @@ Error Run::train(TrainingState &state) {
                      mebibytes(peak).c_str(), predicted.c_str(), mebibytes(rss).c_str()));
     }
     if (options_.save && options_.saveEvery > 0 && stats->step % options_.saveEvery == 0 && !last)
-      if (Error err = saveDuringRun(trainer->state()); !err.ok())
+      if (Error err = saveDuringRun(trainer.state()); !err.ok())
         return err;
     if (job_.leader())
       log_.progress(stats->step, target);
   }
   if (job_.leader())
     log_.clearProgress();
-  const int64_t taken = trainer->state().step - first;
+  const int64_t taken = trainer.state().step - first;
   if (taken > 0)
     print(formatText("trained steps %lld-%lld in %.1f s (%.0f tok/s): loss %.4f -> %.4f%s\n",
                      static_cast<long long>(first + 1), static_cast<long long>(target), seconds,
                      seconds > 0 ? double(tokens) / seconds : 0.0, firstLoss, lastLoss,
-                     bestLossNote(*data).c_str()));
-  if (job_.world && taken > 0)
+                     bestLossNote(data).c_str()));
+  if (job_.world && taken > 0 && !stage_)
     print(formatText(
         mesh_.partitioned()
             ? "communication: %.2f MiB sent by rank 0 per step (the kernels' "
@@ -301,16 +365,14 @@ Error Run::train(TrainingState &state) {
             : "communication: %.2f MiB sent by rank 0 per step (gradients and loss, "
               "ring all-reduce); predicted %.2f MiB\n",
         static_cast<double>(commBytes - commStart) / (1024.0 * 1024.0) / static_cast<double>(taken),
-        predictedCommunicationBytes(plan_, trainer->microBatches(), mesh_.placement().dpSize) /
+        predictedCommunicationBytes(plan_, trainer.microBatches(), mesh_.placement().dpSize) /
             (1024.0 * 1024.0)));
-  if (const KernelArena *arena = kernels->arena(); arena && taken > 0)
+  if (const KernelArena *arena = kernels.arena(); arena && taken > 0)
     print(formatText("temporaries: a %s arena placed by the plan; %lld allocations fell back to "
                      "the heap\n",
                      mebibytes(arena->size()).c_str(),
                      static_cast<long long>(kernelArenaFallbacks())));
-  state = trainer->state();
-  if (metrics)
-    return metrics->close();
+  state = trainer.state();
   return Error::success();
 }
 
@@ -321,7 +383,7 @@ Error Run::writeOutputs(const TrainingState &state) {
                             {{"step", state.step}});
   // Every data-parallel rank holds the same parameters and state: the leader writes them,
   // whole (the shards of a partitioned plan gathered over the model group first).
-  Expected<std::optional<TrainingState>> whole = wholeState(plan_, state, mesh_, job_.leader());
+  Expected<std::optional<TrainingState>> whole = wholeModel(state);
   if (!whole)
     return whole.takeError();
   if (!job_.leader())

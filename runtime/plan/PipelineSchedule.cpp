@@ -151,6 +151,20 @@ PipelinePlan Reader::read(const JsonValue &v) {
            concat("stage ", s, " holds ", held[s], " chunks, expected virtual_stages = ",
                   plan_.virtualStages));
 
+  if (const JsonValue *shared = o.find("shared_params")) {
+    std::string sharedPath = member(top, "shared_params");
+    for (const auto &[name, chunkList] : asObject(*shared, sharedPath)) {
+      std::string path = member(sharedPath, name);
+      const JsonArray &list = asArray(chunkList, path);
+      std::vector<int64_t> chunkIndices =
+          asIntList(chunkList, path, list.size(), 0, chunks() - 1, "the chunks reading it");
+      if (chunkIndices.size() < 2 || !std::is_sorted(chunkIndices.begin(), chunkIndices.end()) ||
+          std::adjacent_find(chunkIndices.begin(), chunkIndices.end()) != chunkIndices.end())
+        fail(path, "must list at least two distinct chunks in ascending order");
+      plan_.sharedParams.push_back({name, std::move(chunkIndices)});
+    }
+  }
+
   std::string schedulesPath = member(top, "schedules");
   const JsonArray &schedules = asArray(get(o, top, "schedules"), schedulesPath);
   if (schedules.empty())
@@ -202,6 +216,8 @@ StageTasks Reader::readStage(const JsonValue &v, const std::string &path, int64_
          concat("expected a number from 0 to 1, found ", describeValue(bubble)));
   s.bubbleFraction = *b;
   s.inFlight = asInt(get(o, path, "in_flight"), member(path, "in_flight"), 0, kMaxPairs);
+  if (const JsonValue *bytes = o.find("activation_bytes"))
+    s.activationBytes = asInt(*bytes, member(path, "activation_bytes"), 0, INT64_MAX);
   std::string tasksPath = member(path, "tasks");
   const JsonArray &tasks = asArray(get(o, path, "tasks"), tasksPath);
   s.tasks.reserve(tasks.size());

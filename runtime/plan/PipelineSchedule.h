@@ -60,6 +60,9 @@ struct ScheduleTask {
 struct StageTasks {
   double bubbleFraction = 0;
   int64_t inFlight = 0;
+  /// `activation_bytes`: the compiler's prediction of the activations the stage holds at once
+  /// (absent: -1).
+  int64_t activationBytes = -1;
   std::vector<ScheduleTask> tasks;
 };
 
@@ -72,6 +75,13 @@ struct PipelinePlan {
   int64_t stages = 1, virtualStages = 1;
   std::string schedule; // as in plan.json
   std::vector<int64_t> chunkLayers, chunkStages;
+  /// `shared_params`: the model parameters several chunks read (a tied embedding), each with
+  /// those chunks (ascending, at least two): their gradient parts are summed.
+  struct SharedParam {
+    std::string name;
+    std::vector<int64_t> chunks;
+  };
+  std::vector<SharedParam> sharedParams;
   std::vector<PipelineSchedule> schedules;
   /// The schedule for m micro-batches, or an error naming the m values there are.
   Expected<const PipelineSchedule *> forMicroBatches(int64_t m) const;

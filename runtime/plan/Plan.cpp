@@ -67,9 +67,10 @@ size_t planDTypeSize(PlanDType dtype) {
 }
 
 namespace {
-constexpr std::string_view kBufferKindNames[] = {"input", "param",      "state",
-                                                 "grad",  "loss",       "step",
-                                                 "grad_scale", "grad_norm", "lr"};
+constexpr std::string_view kBufferKindNames[] = {
+    "input",     "param",      "state",           "grad",     "loss",  "step",
+    "grad_scale", "grad_norm", "lr",              "activation", "activation_grad",
+    "residual",  "stash",      "grad_squares"};
 } // namespace
 
 std::string_view bufferKindName(BufferKind kind) {
@@ -989,10 +990,14 @@ KernelBuffer readKernelBuffer(const JsonValue &v, const std::string &path,
   b.kind = *parsed;
   b.name = asName(get(o, path, "name"), member(path, "name"));
   b.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowI32=*/true);
+  // A pipeline chunk's residuals and stash are partitioned like the values they are.
   bool local = sharded && (b.kind == BufferKind::Param || b.kind == BufferKind::State ||
-                           b.kind == BufferKind::Grad);
+                           b.kind == BufferKind::Grad || b.kind == BufferKind::Residual ||
+                           b.kind == BufferKind::Stash);
   b.dims = readDimList(get(o, path, "dims"), member(path, "dims"),
                        local ? std::vector<Dim>{} : modelDims);
+  if (b.kind == BufferKind::Residual || b.kind == BufferKind::Stash)
+    b.index = asInt(get(o, path, "index"), member(path, "index"), 0, "a non-negative index");
   return b;
 }
 
@@ -1039,9 +1044,83 @@ KernelFunction readKernelFunction(const JsonValue &v, const std::string &path,
   return f;
 }
 
+/// "chunk3.forward" -> {3, "forward"} for `prefix` "chunk"; nothing for another name.
+std::optional<std::pair<int64_t, std::string_view>> splitIndexedName(std::string_view name,
+                                                                     std::string_view prefix) {
+  if (!name.starts_with(prefix))
+    return std::nullopt;
+  std::string_view rest = name.substr(prefix.size());
+  size_t dot = rest.find('.');
+  if (dot == 0 || dot == std::string_view::npos || dot > 9 || !isDecimal(rest.substr(0, dot)))
+    return std::nullopt;
+  return std::pair{static_cast<int64_t>(std::stoll(std::string(rest.substr(0, dot)))),
+                   rest.substr(dot + 1)};
+}
+
+/// The pipeline's chunk and stage functions of `functions` (`chunk<c>.<role>`,
+/// `stage<s>.<role>`): each chunk's `layers` must be its range of the stack in the pipeline's
+/// cut, and a name must not point past the pipeline's chunks or stages.
+void readPipelineKernels(const JsonObject &functions, const std::string &functionsPath,
+                         const PipelinePlan &pipeline, const std::vector<Dim> &modelDims,
+                         bool sharded, KernelsInfo &k) {
+  k.chunks.resize(pipeline.chunkLayers.size());
+  k.stages.resize(size_t(pipeline.stages));
+  int64_t first = 0;
+  for (size_t c = 0; c < k.chunks.size(); ++c) {
+    k.chunks[c].firstLayer = first;
+    k.chunks[c].numLayers = pipeline.chunkLayers[c];
+    first += pipeline.chunkLayers[c];
+  }
+  for (const auto &[name, value] : functions) {
+    std::string path = member(functionsPath, name);
+    if (auto chunk = splitIndexedName(name, "chunk")) {
+      auto [c, role] = *chunk;
+      if (c >= static_cast<int64_t>(k.chunks.size()))
+        fail(path, concat("names chunk ", c, ", but the pipeline has ", k.chunks.size(), " chunks"));
+      ChunkKernels &ck = k.chunks[size_t(c)];
+      std::optional<KernelFunction> *slot = role == "forward"           ? &ck.forward
+                                            : role == "backward"        ? &ck.backward
+                                            : role == "backward_input"  ? &ck.backwardInput
+                                            : role == "backward_weight" ? &ck.backwardWeight
+                                                                        : nullptr;
+      if (!slot)
+        fail(path, concat("unknown chunk function ", quoteForMessage(role),
+                          " (expected forward, backward, backward_input or backward_weight)"));
+      const JsonObject &o = asObject(value, path);
+      if (asInt(get(o, path, "chunk"), member(path, "chunk"), 0, "a chunk index") != c)
+        fail(member(path, "chunk"), concat("must be ", c, ", the chunk the name gives"));
+      const JsonArray &layers = asArray(get(o, path, "layers"), member(path, "layers"));
+      if (layers.size() != 2 ||
+          asInt(layers[0], element(member(path, "layers"), 0), 0, "a layer index") !=
+              ck.firstLayer ||
+          asInt(layers[1], element(member(path, "layers"), 1), 0, "a layer count") !=
+              ck.numLayers)
+        fail(member(path, "layers"), concat("must be [", ck.firstLayer, ", ", ck.numLayers,
+                                            "], the chunk's layers in pipeline.chunk_layers"));
+      *slot = readKernelFunction(value, path, modelDims, sharded);
+    } else if (auto stage = splitIndexedName(name, "stage")) {
+      auto [s, role] = *stage;
+      if (s >= pipeline.stages)
+        fail(path, concat("names stage ", s, ", but the pipeline has ", pipeline.stages, " stages"));
+      StageKernels &sk = k.stages[size_t(s)];
+      std::optional<KernelFunction> *slot = role == "grad_squares"     ? &sk.gradSquares
+                                            : role == "optimizer_step" ? &sk.optimizerStep
+                                                                       : nullptr;
+      if (!slot)
+        fail(path, concat("unknown stage function ", quoteForMessage(role),
+                          " (expected grad_squares or optimizer_step)"));
+      const JsonObject &o = asObject(value, path);
+      if (asInt(get(o, path, "stage"), member(path, "stage"), 0, "a stage index") != s)
+        fail(member(path, "stage"), concat("must be ", s, ", the stage the name gives"));
+      *slot = readKernelFunction(value, path, modelDims, sharded);
+    }
+  }
+}
+
 /// `kernels.x86_64`: the file must be one of MANIFEST's (so it was verified).
 KernelsInfo readKernels(const JsonValue &v, const std::string &path,
-                        const std::vector<Dim> &modelDims, bool sharded) {
+                        const std::vector<Dim> &modelDims, bool sharded,
+                        const std::optional<PipelinePlan> &pipeline) {
   const JsonObject &o = asObject(v, path);
   KernelsInfo k;
   k.file = asName(get(o, path, "file"), member(path, "file"));
@@ -1056,6 +1135,8 @@ KernelsInfo readKernels(const JsonValue &v, const std::string &path,
   read("forward", k.forward);
   read("forward_backward", k.forwardBackward);
   read("optimizer_step", k.optimizerStep);
+  if (pipeline)
+    readPipelineKernels(functions, functionsPath, *pipeline, modelDims, sharded, k);
   return k;
 }
 
@@ -1197,17 +1278,18 @@ Plan readPlan(const JsonValue &root) {
 
   plan.predictions = readPredictions(get(o, top, "predictions"), "predictions");
 
-  if (const JsonValue *kernels = o.find("kernels"))
-    if (const JsonValue *x86 = asObject(*kernels, "kernels").find("x86_64"))
-      plan.x86Kernels = readKernels(*x86, "kernels.x86_64", plan.dims, !plan.mesh.empty());
-  if (plan.x86Kernels && !plan.mesh.empty())
-    checkLocalDims(plan, "kernels.x86_64");
   if (const JsonValue *pipeline = o.find("pipeline")) {
     Expected<PipelinePlan> read = parsePipeline(*pipeline);
     if (!read)
       fail(top, read.error().message());
     plan.pipeline = std::move(*read);
   }
+  if (const JsonValue *kernels = o.find("kernels"))
+    if (const JsonValue *x86 = asObject(*kernels, "kernels").find("x86_64"))
+      plan.x86Kernels =
+          readKernels(*x86, "kernels.x86_64", plan.dims, !plan.mesh.empty(), plan.pipeline);
+  if (plan.x86Kernels && !plan.mesh.empty())
+    checkLocalDims(plan, "kernels.x86_64");
   return plan;
 }
 

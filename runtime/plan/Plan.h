@@ -201,8 +201,27 @@ struct Predictions {
   std::optional<CommunicationBytes> communicationBytes;
 };
 
-/// What a buffer of a compiled step function holds (docs/plan-format.md, "Kernels").
-enum class BufferKind { Input, Param, State, Grad, Loss, Step, GradScale, GradNorm, Lr };
+/// What a buffer of a compiled step function holds (docs/plan-format.md, "Kernels"). The
+/// pipeline's functions add `activation` (a chunk's input or output), `activation_grad` (its
+/// gradient), `residual` (what a chunk's forward keeps for its backward), `stash` (what
+/// backward_input keeps for backward_weight) and `grad_squares` (a stage's part of the squared
+/// gradient norm).
+enum class BufferKind {
+  Input,
+  Param,
+  State,
+  Grad,
+  Loss,
+  Step,
+  GradScale,
+  GradNorm,
+  Lr,
+  Activation,
+  ActivationGrad,
+  Residual,
+  Stash,
+  GradSquares
+};
 
 /// "input", "param", ...
 std::string_view bufferKindName(BufferKind kind);
@@ -214,6 +233,9 @@ struct KernelBuffer {
   std::string name; // the parameter, state or input name; the kind for scalars
   PlanDType dtype = PlanDType::F32;
   std::vector<Dim> dims;
+  /// `index` of a residual or stash buffer: which one of the producing function's outputs of
+  /// that kind it is (-1 for the other kinds).
+  int64_t index = -1;
 
   int64_t numElements() const { return rt::numElements(dims); }
 };
@@ -244,12 +266,27 @@ struct KernelFunction {
   std::optional<KernelArenaPlan> arena;
 };
 
+/// A pipeline model chunk's functions (`chunk<c>.forward`, ...; docs/plan-format.md
+/// "Kernels"): its layers of the stack are [firstLayer, firstLayer + numLayers).
+struct ChunkKernels {
+  int64_t firstLayer = 0, numLayers = 0;
+  std::optional<KernelFunction> forward, backward, backwardInput, backwardWeight;
+};
+
+/// A pipeline stage's optimizer functions (`stage<s>.grad_squares`, `stage<s>.optimizer_step`).
+struct StageKernels {
+  std::optional<KernelFunction> gradSquares, optimizerStep;
+};
+
 /// The plan's compiled step for one target (`kernels.x86_64`).
 struct KernelsInfo {
   std::string file; // relative to the plan directory, listed in MANIFEST
   std::optional<KernelFunction> forward;
   std::optional<KernelFunction> forwardBackward;
   std::optional<KernelFunction> optimizerStep;
+  /// With pipeline parallelism: per model chunk and per stage (empty otherwise).
+  std::vector<ChunkKernels> chunks;
+  std::vector<StageKernels> stages;
 };
 
 /// One MANIFEST line.

@@ -338,27 +338,37 @@ int run(int argc, char **argv) {
   Expected<Plan> plan = loadPlan(*opts->plan);
   if (!plan)
     return fail(plan.error());
-  // Training does not run the schedule executor yet: a pipeline plan run as one stage would
-  // train a different program, so it is refused (--info shows it).
-  if (plan->pipeline && !opts->info)
-    return fail(makeError(*opts->plan, ": the plan is pipeline-parallel (pp ", plan->pipeline->stages,
-                          "), which this mtrun cannot train yet (the schedule executor is not "
-                          "connected to the chunk functions); compile without pp"));
   Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
   if (!env)
     return fail(env.error());
   // Tensor parallelism: the ranks are mesh size x data-parallel degree (exactly the mesh size
   // when data parallelism is a mesh axis, the distributed optimizer); the global batch must
   // split over the data-parallel ranks.
+  // With pipeline parallelism every stage has its block of ranks, and each data-parallel
+  // rank's micro-batches need a schedule in the plan.
   if (!opts->info && (env->launcher == Launcher::None || opts->nodes)) {
-    Expected<MeshPlacement> p = placePlanRank(*plan, 0, requested);
+    int64_t stages = plan->pipeline ? plan->pipeline->stages : 1;
+    if (requested % stages != 0)
+      return fail(makeError(*opts->plan, ": the plan has ", stages, " pipeline stages, which ",
+                            requested, " ranks cannot form (the number of ranks must be a "
+                            "multiple of pp x tp = ",
+                            stages * plan->meshSize(), ")"));
+    Expected<MeshPlacement> p = placePlanRank(*plan, 0, requested / stages);
     if (!p)
       return fail(p.error());
-    if (plan->x86Kernels && plan->x86Kernels->forwardBackward)
-      if (Expected<int64_t> split = countMicroBatches(*plan, *plan->x86Kernels->forwardBackward,
-                                                       *globalBatch, p->dpSize);
-          !split)
+    if (plan->x86Kernels && plan->x86Kernels->forwardBackward) {
+      Expected<int64_t> split = countMicroBatches(*plan, *plan->x86Kernels->forwardBackward,
+                                                  *globalBatch, p->dpSize);
+      if (!split)
         return fail(split.error());
+      if (plan->pipeline)
+        if (Expected<const PipelineSchedule *> schedule =
+                plan->pipeline->forMicroBatches(*split / p->dpSize);
+            !schedule)
+          return fail(makeError(*opts->plan, ": ", *split / p->dpSize,
+                                " micro-batches per data-parallel rank: ",
+                                schedule.error().message()));
+    }
   }
   // Rank 0 writes the outputs (the launcher checks them for its ranks).
   if (env->rank == 0)

@@ -570,7 +570,7 @@ TEST(RankMeshTest, OneRankAndErrors) {
   // No world: fine without a mesh or with a mesh of one rank; a mesh of 2 needs 2 ranks.
   Plan plan = meshPlan({}, {});
   Expected<RankMesh> none = RankMesh::create(plan, nullptr);
-  ASSERT_TRUE(none.ok());
+  ASSERT_TRUE(none.ok()) << none.error().message();
   EXPECT_FALSE(none->partitioned());
   EXPECT_EQ(none->dataParallel(), nullptr);
   EXPECT_EQ(none->bytesSent(), 0u);

@@ -1,0 +1,98 @@
+//===- GradientBuffer.cpp - A step's gradients and their data-parallel reduction -===//
+
+#include "runtime/exec/GradientBuffer.h"
+
+#include <algorithm>
+#include <new>
+
+namespace mtc::rt {
+
+Expected<GradientBuffer> GradientBuffer::create(const Plan &plan, const TrainingState &state,
+                                                int64_t dpSize, bool withScratch) {
+  GradientBuffer g;
+  g.dpSize_ = dpSize;
+  size_t n = state.params.size();
+  try {
+    g.offsets_.assign(n, 0);
+    g.shardOf_.assign(n, std::nullopt);
+    std::vector<std::optional<size_t>> shardDim(n);
+    if (plan.dataParallelAxis)
+      for (size_t i = 0; i < n; ++i)
+        shardDim[i] = plan.dataParallelShardDim(plan.params[i]);
+    size_t total = 0, shardTotal = 0;
+    for (bool sharded : {false, true}) {
+      for (size_t i = 0; i < n; ++i) {
+        if (shardDim[i].has_value() != sharded)
+          continue;
+        g.offsets_[i] = total;
+        const TrainingState::Tensor &p = state.params[i];
+        if (sharded) {
+          size_t elements = p.values.size() / size_t(dpSize);
+          g.shardOf_[i] = g.shardSpecs_.size();
+          g.shardSpecs_.push_back(
+              GradientShardSpec{p.name, p.shape, *shardDim[i], total, shardTotal, elements});
+          shardTotal += elements;
+        }
+        total += p.values.size();
+      }
+      if (!sharded)
+        g.allReducedElements_ = total;
+    }
+    g.grads_.assign(total, 0.0f);
+    if (withScratch)
+      g.scratch_.assign(total, 0.0f);
+    // The packed blocks fill the scratch buffer's reduce-scattered part when there is one (it
+    // is free once the gradients are summed); the shards then land in the reduce-scattered
+    // part of the accumulated gradients, free once packed.
+    if (g.scratch_.empty() && shardTotal > 0)
+      g.packed_.assign(total - g.allReducedElements_, 0.0f);
+  } catch (const std::bad_alloc &) {
+    return makeError("out of memory allocating the gradient buffers");
+  }
+  return g;
+}
+
+void GradientBuffer::clear() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+
+void GradientBuffer::accumulateAll() {
+  for (size_t j = 0, e = grads_.size(); j < e; ++j)
+    grads_[j] += scratch_[j];
+}
+
+void GradientBuffer::accumulate(size_t param, size_t begin, size_t count) {
+  float *to = grad(param) + begin;
+  const float *from = scratch(param) + begin;
+  for (size_t j = 0; j < count; ++j)
+    to[j] += from[j];
+}
+
+float *GradientBuffer::optimizerGrad(size_t param) {
+  if (const std::optional<size_t> &spec = shardOf_[param])
+    return grads_.data() + allReducedElements_ + shardSpecs_[*spec].shardOffset;
+  return grad(param);
+}
+
+Error GradientBuffer::reduce(Communicator *dataParallel, int64_t step) {
+  if (!shardSpecs_.empty()) {
+    float *packed = packed_.empty() ? scratch_.data() + allReducedElements_ : packed_.data();
+    // The shards overwrite the start of the (packed, so free) reduce-scattered gradients.
+    if (Error err = reduceScatterGradients(dataParallel, dpSize_, shardSpecs_, grads_.data(),
+                                           packed, grads_.data() + allReducedElements_);
+        !err.ok())
+      return std::move(err).withContext(concat(
+          "step ", step + 1, ": reduce-scatter of the gradients over the data-parallel ranks"));
+  }
+  if (dataParallel && allReducedElements_ > 0)
+    if (Error err =
+            dataParallel->allReduce(grads_.data(), allReducedElements_, MTC_F32, MTC_SUM);
+        !err.ok())
+      return std::move(err).withContext(
+          concat("step ", step + 1, ": all-reduce of the gradients over the data-parallel ranks"));
+  return Error::success();
+}
+
+int64_t GradientBuffer::bytes() const {
+  return static_cast<int64_t>((grads_.size() + scratch_.size() + packed_.size()) * sizeof(float));
+}
+
+} // namespace mtc::rt

@@ -1,0 +1,502 @@
+//===- PipelineTrainer.cpp - One pipeline stage's training step -----------===//
+
+#include "runtime/exec/PipelineTrainer.h"
+
+#include "runtime/exec/DropoutKey.h"
+#include "runtime/exec/KernelMemory.h"
+#include "runtime/exec/MeshCollectives.h"
+
+#include <chrono>
+#include <cmath>
+#include <new>
+
+namespace mtc::rt {
+
+Expected<std::unique_ptr<PipelineTrainer>>
+PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, TrainingState state,
+                        const TokenSource &data, int64_t globalBatch, const RankMesh &mesh,
+                        TraceRecorder *trace) {
+  if (!plan.pipeline)
+    return makeError(plan.dir.string(), ": the plan has no pipeline");
+  const PipelinePlan &pipeline = *plan.pipeline;
+  std::unique_ptr<PipelineTrainer> t(new PipelineTrainer(plan, kernels, data, mesh));
+  Expected<StageHoldings> holdings = stageHoldings(plan, mesh.stage());
+  if (!holdings)
+    return holdings.takeError();
+  t->holdings_ = std::move(*holdings);
+  t->stagePlan_ = rt::stagePlan(plan, t->holdings_);
+  const Plan &sp = t->stagePlan_;
+  if (state.params.size() != sp.params.size() || state.states.size() != sp.states.size())
+    return makeError(plan.dir.string(), ": the training state does not match stage ",
+                     mesh.stage(), "'s tables");
+  t->state_ = std::move(state);
+  t->step_ = t->state_.step;
+
+  // The batch: micro-batches of the chunks' tokens, dealt over the data-parallel ranks.
+  const std::vector<ChunkKernels> &chunks = plan.x86Kernels->chunks;
+  const KernelFunction *first = chunks.empty() || !chunks.front().forward
+                                    ? nullptr
+                                    : &*chunks.front().forward;
+  const KernelBuffer *tokens = nullptr;
+  if (first)
+    for (const KernelBuffer &b : first->inputs)
+      if (b.kind == BufferKind::Input)
+        tokens = &b;
+  if (!tokens || tokens->dims.size() != 2)
+    return makeError(plan.dir.string(), ": chunk0.forward takes no tokens [batch, seq]");
+  t->microBatchSize_ = tokens->dims[0].size;
+  t->seqLen_ = tokens->dims[1].size;
+  Communicator *dp = mesh.dataParallel();
+  t->dpSize_ = dp ? dp->size() : 1;
+  t->dpIndex_ = dp ? dp->rank() : 0;
+  int64_t global = globalBatch;
+  if (global <= 0)
+    if (const JsonObject *train = plan.train.getObject())
+      if (const JsonValue *v = train->find("global_batch"))
+        global = v->getInt().value_or(0);
+  if (global <= 0)
+    global = t->microBatchSize_;
+  if (global % t->microBatchSize_ != 0 || (global / t->microBatchSize_) % t->dpSize_ != 0)
+    return makeError("the global batch of ", global, " sequences does not split into micro-batches of ",
+                     t->microBatchSize_, " shared evenly by ", t->dpSize_,
+                     " data-parallel ranks (choose a multiple of ",
+                     t->microBatchSize_ * t->dpSize_, ")");
+  t->totalMicroBatches_ = global / t->microBatchSize_;
+  t->microBatches_ = t->totalMicroBatches_ / t->dpSize_;
+  Expected<const PipelineSchedule *> schedule = pipeline.forMicroBatches(t->microBatches_);
+  if (!schedule)
+    return schedule.takeError().withContext(
+        concat(plan.dir.string(), ": ", t->microBatches_, " micro-batches per data-parallel rank"));
+  t->schedule_ = *schedule;
+
+  // The functions this stage's tasks call, and the stage's optimizer.
+  for (const ScheduleTask &task : t->schedule_->stages[size_t(mesh.stage())].tasks) {
+    if (!isComputeTask(task.op))
+      continue;
+    const LoadedChunk &lc = kernels.chunks()[size_t(task.chunk)];
+    const LoadedKernel &k = task.op == TaskOp::Forward          ? lc.forward
+                            : task.op == TaskOp::Backward       ? lc.backward
+                            : task.op == TaskOp::BackwardInput  ? lc.backwardInput
+                                                                : lc.backwardWeight;
+    if (!k.entry)
+      return makeError(plan.dir.string(), ": the plan's kernels have no 'chunk", task.chunk, '.',
+                       taskOpName(task.op), "' function, which stage ", mesh.stage(),
+                       "'s schedule runs");
+  }
+  if (size_t(mesh.stage()) >= kernels.stages().size() ||
+      !kernels.stages()[size_t(mesh.stage())].gradSquares.entry ||
+      !kernels.stages()[size_t(mesh.stage())].optimizerStep.entry)
+    return makeError(plan.dir.string(), ": the plan's kernels have no optimizer functions for "
+                                        "stage ", mesh.stage(), " (stage", mesh.stage(),
+                     ".grad_squares and stage", mesh.stage(), ".optimizer_step)");
+
+  int64_t dpAxisSize = plan.dataParallelAxis ? plan.mesh[*plan.dataParallelAxis].size : 1;
+  Expected<GradientBuffer> grads =
+      GradientBuffer::create(sp, t->state_, dpAxisSize, /*withScratch=*/true);
+  if (!grads)
+    return grads.takeError();
+  t->grads_.emplace(std::move(*grads));
+  try {
+    t->next_ = t->state_;
+  } catch (const std::bad_alloc &) {
+    return makeError("out of memory allocating the optimizer's outputs");
+  }
+
+  // The links between stages, and the group of a shared parameter's stages (collective over
+  // the pipeline group: every stage makes the same splits in the same order).
+  if (Communicator *pipelineGroup = mesh.pipeline()) {
+    Expected<PipelineLinks> links = PipelineLinks::create(*pipelineGroup, pipeline.schedules);
+    if (!links)
+      return links.takeError();
+    t->links_.emplace(std::move(*links));
+    for (const PipelinePlan::SharedParam &shared : pipeline.sharedParams) {
+      std::vector<int64_t> stages;
+      for (int64_t c : shared.chunks)
+        if (std::find(stages.begin(), stages.end(), pipeline.chunkStages[size_t(c)]) ==
+            stages.end())
+          stages.push_back(pipeline.chunkStages[size_t(c)]);
+      if (stages.size() < 2)
+        continue; // one stage holds every reader: its chunks' parts add up locally
+      if (t->sharedGroup_ == nullptr) {
+        bool member = std::find(stages.begin(), stages.end(), mesh.stage()) != stages.end();
+        Expected<std::unique_ptr<Communicator>> group =
+            pipelineGroup->split(member ? 0 : 1, static_cast<int>(mesh.stage()));
+        if (!group)
+          return group.takeError().withContext("building the shared parameters' group");
+        t->sharedGroup_ = std::move(*group);
+        if (!member)
+          break;
+      }
+      if (std::optional<size_t> i = t->paramIndex(shared.name))
+        t->sharedParams_.push_back(*i);
+    }
+  }
+  Expected<ScheduleExecutor> executor = ScheduleExecutor::create(
+      *t->schedule_, static_cast<int>(mesh.stage()), t->links_ ? &*t->links_ : nullptr, trace);
+  if (!executor)
+    return executor.takeError();
+  t->executor_.emplace(std::move(*executor));
+  return t;
+}
+
+std::optional<size_t> PipelineTrainer::paramIndex(std::string_view name) const {
+  for (size_t i = 0; i < stagePlan_.params.size(); ++i)
+    if (stagePlan_.params[i].name == name)
+      return i;
+  return std::nullopt;
+}
+
+Expected<float *> PipelineTrainer::buffer(const Key &key, size_t elements, std::string_view what) {
+  auto it = buffers_.find(key);
+  if (it == buffers_.end()) {
+    if (elements == 0)
+      return makeError("stage ", mesh_->stage(), ": no ", what, " of chunk ", std::get<1>(key),
+                       " micro-batch ", std::get<2>(key),
+                       " has been computed or received (the schedule is inconsistent)");
+    try {
+      it = buffers_.emplace(key, std::vector<float>(elements)).first;
+    } catch (const std::bad_alloc &) {
+      return makeError("stage ", mesh_->stage(), ": out of memory for the ", what, " of chunk ",
+                       std::get<1>(key), " micro-batch ", std::get<2>(key));
+    }
+    liveBytes_ += static_cast<int64_t>(elements * sizeof(float));
+    peakLiveBytes_ = std::max(peakLiveBytes_, liveBytes_);
+  } else if (elements != 0 && it->second.size() != elements) {
+    return makeError("stage ", mesh_->stage(), ": the ", what, " of chunk ", std::get<1>(key),
+                     " micro-batch ", std::get<2>(key), " has ", it->second.size(),
+                     " elements, but a function takes ", elements);
+  }
+  return it->second.data();
+}
+
+void PipelineTrainer::release(const Key &key) {
+  if (auto it = buffers_.find(key); it != buffers_.end()) {
+    liveBytes_ -= static_cast<int64_t>(it->second.size() * sizeof(float));
+    buffers_.erase(it);
+  }
+}
+
+Expected<int32_t *> PipelineTrainer::batch(bool labels, int64_t microBatch) {
+  auto key = std::pair{labels, microBatch};
+  auto it = batches_.find(key);
+  if (it == batches_.end()) {
+    size_t n = size_t(microBatchSize_ * seqLen_);
+    std::vector<int32_t> tokens(n), targets(n);
+    if (Error err = data_->batch(step_, sampleBegin(microBatch), microBatchSize_, seqLen_,
+                                 tokens.data(), targets.data());
+        !err.ok())
+      return std::move(err).withContext(concat("step ", step_ + 1));
+    batches_[{false, microBatch}] = std::move(tokens);
+    batches_[{true, microBatch}] = std::move(targets);
+    it = batches_.find(key);
+  }
+  return it->second.data();
+}
+
+Error PipelineTrainer::callStep(const LoadedKernel &kernel, std::span<void *const> buffers,
+                                std::string_view what) {
+  return callInMesh(kernel, buffers, mesh_->context(), nullptr)
+      .withContext(concat("step ", step_ + 1, ": stage ", mesh_->stage(), ": ", what));
+}
+
+Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask &task,
+                                 std::string_view role) {
+  const KernelFunction &fn = *kernel.function;
+  const int64_t c = task.chunk, i = task.microBatch;
+  const std::vector<int64_t> &chunkStages = plan_->pipeline->chunkStages;
+  const int64_t chunks = static_cast<int64_t>(chunkStages.size());
+  auto local = [&](int64_t other) {
+    return other >= 0 && other < chunks && chunkStages[size_t(other)] == mesh_->stage();
+  };
+  const int64_t layerOffset = holdings_.chunkOffset(c);
+  std::vector<void *> pointers;
+  // The gradients the call writes: (stage parameter, first element, count).
+  std::vector<std::tuple<size_t, size_t, size_t>> written;
+  float loss = 0;
+  bool wroteLoss = false;
+  size_t inputs = fn.inputs.size();
+  for (size_t n = 0; n < inputs + fn.outputs.size(); ++n) {
+    bool output = n >= inputs;
+    const KernelBuffer &b = output ? fn.outputs[n - inputs] : fn.inputs[n];
+    size_t elements = static_cast<size_t>(b.numElements());
+    Expected<float *> data = static_cast<float *>(nullptr);
+    switch (b.kind) {
+    case BufferKind::Param:
+    case BufferKind::Grad: {
+      std::optional<size_t> p = paramIndex(b.name);
+      if (!p)
+        return makeError("stage ", mesh_->stage(), " holds no parameter '", b.name,
+                         "' that chunk", c, '.', role, " takes");
+      const TrainingState::Tensor &tensor = state_.params[*p];
+      size_t begin = stagePlan_.params[*p].layer && holdings_.layers > 0
+                         ? tensor.values.size() / size_t(holdings_.layers) * size_t(layerOffset)
+                         : 0;
+      if (begin + elements > tensor.values.size())
+        return makeError("chunk", c, '.', role, ": ", bufferKindName(b.kind), " '", b.name,
+                         "' does not fit stage ", mesh_->stage(), "'s tensor");
+      if (b.kind == BufferKind::Param) {
+        data = state_.params[*p].values.data() + begin;
+      } else {
+        data = grads_->scratch(*p) + begin;
+        written.emplace_back(*p, begin, elements);
+      }
+      break;
+    }
+    case BufferKind::Input: {
+      Expected<int32_t *> ids = batch(b.name == "labels", i);
+      if (!ids)
+        return ids.takeError();
+      pointers.push_back(*ids);
+      continue;
+    }
+    case BufferKind::Activation:
+      data = !output ? buffer({Held::Input, c, i, 0}, 0, "input activation")
+             : local(c + 1) ? buffer({Held::Input, c + 1, i, 0}, elements, "input activation")
+                            : buffer({Held::Output, c, i, 0}, elements, "output activation");
+      break;
+    case BufferKind::ActivationGrad:
+      data = !output ? buffer({Held::OutputGrad, c, i, 0}, 0, "output gradient")
+             : local(c - 1)
+                 ? buffer({Held::OutputGrad, c - 1, i, 0}, elements, "output gradient")
+                 : buffer({Held::InputGrad, c, i, 0}, elements, "input gradient");
+      break;
+    case BufferKind::Residual:
+      data = buffer({Held::Residual, c, i, b.index}, output ? elements : 0, "residual");
+      break;
+    case BufferKind::Stash:
+      data = buffer({Held::Stash, c, i, b.index}, output ? elements : 0, "stash");
+      break;
+    case BufferKind::Loss:
+      data = &loss;
+      wroteLoss = true;
+      break;
+    default:
+      return makeError("chunk", c, '.', role, ": unexpected buffer of kind ",
+                       bufferKindName(b.kind));
+    }
+    if (!data)
+      return data.takeError();
+    pointers.push_back(*data);
+  }
+  {
+    DropoutCall dropout{DropoutKey{plan_->seed, step_, sampleBegin(i)}};
+    if (Error err = callInMesh(kernel, pointers, mesh_->context(), &dropout); !err.ok())
+      return std::move(err).withContext(
+          concat("step ", step_ + 1, ": stage ", mesh_->stage(), ": chunk", c, '.', role,
+                 " micro-batch ", i));
+  }
+  for (auto [p, begin, count] : written)
+    grads_->accumulate(p, begin, count);
+  if (wroteLoss)
+    lossSum_ += loss;
+  // What no later task of this chunk and micro-batch reads.
+  switch (task.op) {
+  case TaskOp::Forward:
+    release({Held::Input, c, i, 0});
+    break;
+  case TaskOp::BackwardInput:
+    release({Held::OutputGrad, c, i, 0});
+    break;
+  case TaskOp::Backward:
+  case TaskOp::BackwardWeight:
+    release({Held::OutputGrad, c, i, 0});
+    for (Held what : {Held::Residual, Held::Stash})
+      while (true) {
+        auto it = buffers_.lower_bound({what, c, i, 0});
+        if (it == buffers_.end() || std::get<0>(it->first) != what ||
+            std::get<1>(it->first) != c || std::get<2>(it->first) != i)
+          break;
+        release(it->first);
+      }
+    break;
+  default:
+    break;
+  }
+  return Error::success();
+}
+
+Error PipelineTrainer::compute(const ScheduleTask &task) {
+  const LoadedChunk &chunk = kernels_->chunks()[size_t(task.chunk)];
+  switch (task.op) {
+  case TaskOp::Forward:
+    return callChunk(chunk.forward, task, "forward");
+  case TaskOp::Backward:
+    return callChunk(chunk.backward, task, "backward");
+  case TaskOp::BackwardInput:
+    return callChunk(chunk.backwardInput, task, "backward_input");
+  case TaskOp::BackwardWeight:
+    return callChunk(chunk.backwardWeight, task, "backward_weight");
+  default:
+    return makeError("stage ", mesh_->stage(), ": ", describeTask(task), " is not a compute task");
+  }
+}
+
+Expected<MessageBuffer> PipelineTrainer::message(const ScheduleTask &task) {
+  const int64_t c = task.chunk, i = task.microBatch;
+  // The size of chunk c's input (`input`) or output activation, from its forward.
+  auto activationElements = [&](bool input) -> size_t {
+    const KernelFunction &fn = *kernels_->chunks()[size_t(c)].forward.function;
+    for (const KernelBuffer &b : input ? fn.inputs : fn.outputs)
+      if (b.kind == BufferKind::Activation)
+        return static_cast<size_t>(b.numElements());
+    return 0;
+  };
+  Expected<float *> data = static_cast<float *>(nullptr);
+  size_t elements = 0;
+  switch (task.op) {
+  case TaskOp::SendActivation:
+    elements = activationElements(false);
+    data = buffer({Held::Output, c, i, 0}, 0, "output activation");
+    break;
+  case TaskOp::RecvActivation:
+    elements = activationElements(true);
+    data = buffer({Held::Input, c, i, 0}, elements, "input activation");
+    break;
+  case TaskOp::SendGradient:
+    elements = activationElements(true);
+    data = buffer({Held::InputGrad, c, i, 0}, 0, "input gradient");
+    break;
+  case TaskOp::RecvGradient:
+    elements = activationElements(false);
+    data = buffer({Held::OutputGrad, c, i, 0}, elements, "output gradient");
+    break;
+  default:
+    return makeError("stage ", mesh_->stage(), ": ", describeTask(task), " is not a message");
+  }
+  if (!data)
+    return data.takeError();
+  if (elements == 0)
+    return makeError("chunk", c, ".forward has no activation to exchange for ", describeTask(task));
+  return MessageBuffer{*data, elements, MTC_F32};
+}
+
+Error PipelineTrainer::reduceGradients() {
+  // A shared parameter's parts on the stages holding it first (Megatron's embedding group),
+  // then the data-parallel sum.
+  if (sharedGroup_ && !sharedParams_.empty())
+    for (size_t p : sharedParams_)
+      if (Error err = sharedGroup_->allReduce(grads_->grad(p), state_.params[p].values.size(),
+                                              MTC_F32, MTC_SUM);
+          !err.ok())
+        return std::move(err).withContext(concat("step ", step_ + 1, ": all-reduce of shared "
+                                                 "parameter '",
+                                                 state_.params[p].name, "' over its stages"));
+  if (Error err = grads_->reduce(mesh_->dataParallel(), step_); !err.ok())
+    return err;
+  if (Communicator *dp = mesh_->dataParallel())
+    if (Error err = dp->allReduce(&lossSum_, 1, MTC_F64, MTC_SUM); !err.ok())
+      return std::move(err).withContext(
+          concat("step ", step_ + 1, ": all-reduce of the loss over the data-parallel ranks"));
+  return Error::success();
+}
+
+Error PipelineTrainer::optimizerStep() {
+  const LoadedStage &stage = kernels_->stages()[size_t(mesh_->stage())];
+  float gradScale = 1.0f / static_cast<float>(totalMicroBatches_);
+  float stepScalar = static_cast<float>(step_), squares = 0;
+  auto bindGrads = [&](const KernelFunction &fn, std::vector<void *> &out, bool outputs,
+                       const auto &scalar) -> Error {
+    const std::vector<KernelBuffer> &side = outputs ? fn.outputs : fn.inputs;
+    for (const KernelBuffer &b : side) {
+      if (b.kind == BufferKind::Grad || b.kind == BufferKind::Param) {
+        std::optional<size_t> p = paramIndex(b.name);
+        if (!p)
+          return makeError("stage ", mesh_->stage(), " holds no parameter '", b.name, "'");
+        out.push_back(b.kind == BufferKind::Grad ? grads_->optimizerGrad(*p)
+                      : outputs                  ? next_.params[*p].values.data()
+                                                 : state_.params[*p].values.data());
+      } else if (b.kind == BufferKind::State) {
+        size_t s = 0;
+        while (s < stagePlan_.states.size() && stagePlan_.states[s].name != b.name)
+          ++s;
+        if (s == stagePlan_.states.size())
+          return makeError("stage ", mesh_->stage(), " holds no optimizer state '", b.name, "'");
+        out.push_back(outputs ? next_.states[s].values.data() : state_.states[s].values.data());
+      } else if (void *p = scalar(b.kind)) {
+        out.push_back(p);
+      } else {
+        return makeError("stage", mesh_->stage(), " optimizer: unexpected buffer of kind ",
+                         bufferKindName(b.kind));
+      }
+    }
+    return Error::success();
+  };
+  auto scalar = [&](BufferKind kind) -> void * {
+    switch (kind) {
+    case BufferKind::Step:
+      return &stepScalar;
+    case BufferKind::GradScale:
+      return &gradScale;
+    case BufferKind::GradNorm:
+      return &gradNorm_;
+    case BufferKind::Lr:
+      return &lr_;
+    case BufferKind::GradSquares:
+      return &squares;
+    default:
+      return nullptr;
+    }
+  };
+  std::vector<void *> buffers;
+  for (bool outputs : {false, true})
+    if (Error err = bindGrads(*stage.gradSquares.function, buffers, outputs, scalar); !err.ok())
+      return err;
+  if (Error err = callStep(stage.gradSquares, buffers, "grad_squares"); !err.ok())
+    return err;
+  // The squared norm of every stage and the loss (the last stage's) in one all-reduce.
+  double shared[2] = {squares, mesh_->stage() + 1 == mesh_->stages() ? lossSum_ : 0.0};
+  if (Communicator *pipeline = mesh_->pipeline())
+    if (Error err = pipeline->allReduce(shared, 2, MTC_F64, MTC_SUM); !err.ok())
+      return std::move(err).withContext(
+          concat("step ", step_ + 1, ": all-reduce of the gradient norm over the stages"));
+  lossSum_ = shared[1];
+  double meanLoss = lossSum_ / static_cast<double>(totalMicroBatches_);
+  if (!std::isfinite(meanLoss))
+    return makeError("step ", step_ + 1, ": the loss is ", meanLoss,
+                     " (training diverged; try a lower learning rate)");
+  gradNorm_ = static_cast<float>(std::sqrt(shared[0]));
+  buffers.clear();
+  for (bool outputs : {false, true})
+    if (Error err = bindGrads(*stage.optimizerStep.function, buffers, outputs, scalar); !err.ok())
+      return err;
+  if (Error err = callStep(stage.optimizerStep, buffers, "optimizer_step"); !err.ok())
+    return err;
+  if (!std::isfinite(gradNorm_))
+    return makeError("step ", step_ + 1, ": the gradient norm is ", double(gradNorm_),
+                     " (training diverged)");
+  return Error::success();
+}
+
+Expected<StepStats> PipelineTrainer::step() {
+  auto start = std::chrono::steady_clock::now();
+  step_ = state_.step;
+  lossSum_ = 0;
+  grads_->clear();
+  Expected<StageStepTimes> times = executor_->runStep(*this);
+  buffers_.clear();
+  batches_.clear();
+  liveBytes_ = 0;
+  if (!times)
+    return times.takeError();
+  times_.push_back(*times);
+  std::swap(state_.params, next_.params);
+  std::swap(state_.states, next_.states);
+  state_.step = step_ + 1;
+  StepStats stats;
+  stats.step = state_.step;
+  stats.loss = lossSum_ / static_cast<double>(totalMicroBatches_);
+  stats.lr = lr_;
+  stats.gradNorm = gradNorm_;
+  stats.tokens = totalMicroBatches_ * microBatchSize_ * seqLen_;
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+int64_t PipelineTrainer::bufferBytes() const {
+  return state_.bytes() + next_.bytes() + grads_->bytes() + peakLiveBytes_;
+}
+
+int64_t PipelineTrainer::peakBytes() const { return bufferBytes() + kernelPeakBytes(); }
+
+} // namespace mtc::rt

@@ -1,0 +1,132 @@
+//===- PipelineTrainer.h - One pipeline stage's training step -----*- C++ -*-===//
+//
+// The Trainer of a rank of one pipeline stage (docs/runtime.md, "Pipeline parallelism"). Each
+// step runs the stage's task list of the plan's schedule for this rank's m micro-batches
+// (ScheduleExecutor.h) with this class as its StageCompute:
+//
+//   - forward / backward / backward_input / backward_weight of chunk c, micro-batch i call
+//     `chunk<c>.*` on the stage's parameters (a layer parameter's slice of the chunk's
+//     layers, PipelineStage.h), with the dropout key of the global sample the micro-batch
+//     starts at, so masks are those of the single-rank run; the rank's micro-batch i is the
+//     global micro-batch dp index + i x dp, as the Trainer deals them;
+//   - activations, their gradients, the residuals a forward keeps for its backward and the
+//     stash backward_input keeps for backward_weight live in buffers per (chunk, micro-batch)
+//     from the task that writes them to the last task that reads them (a send's until the
+//     step ends, when the executor has waited for it); a chunk's output for the next chunk
+//     on the same stage is written straight into that chunk's input;
+//   - each backward's gradients (the chunk's part) are added into the stage's gradients;
+//   - reduce_gradients sums a shared parameter's gradient over the stages holding it (the
+//     tied embedding's group of the first and last stage), then over the data-parallel ranks
+//     (GradientBuffer.h: all-reduce, or the distributed optimizer's reduce-scatter);
+//   - optimizer_step: `stage<s>.grad_squares` gives the stage's part of the squared gradient
+//     norm, summed over the pipeline group; `stage<s>.optimizer_step` takes the global norm
+//     (clipping covers every stage) and updates the stage's parameters and state.
+//
+// The loss of a step is the last stage's mean over the micro-batches, summed over the
+// data-parallel ranks and then shared with every stage, so every rank reports the same.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_RUNTIME_EXEC_PIPELINETRAINER_H
+#define MTC_RUNTIME_EXEC_PIPELINETRAINER_H
+
+#include "runtime/data/TokenSource.h"
+#include "runtime/exec/GradientBuffer.h"
+#include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/PipelineLinks.h"
+#include "runtime/exec/PipelineStage.h"
+#include "runtime/exec/RankMesh.h"
+#include "runtime/exec/ScheduleExecutor.h"
+#include "runtime/exec/Trainer.h"
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+namespace mtc::rt {
+
+class PipelineTrainer final : public StageCompute {
+public:
+  /// The trainer of this rank's stage (mesh.stage()) of `plan`. `state` is the stage's
+  /// (takeStage of the rank's shards), `globalBatch` as for the Trainer. Collective over the
+  /// pipeline group (it builds the links between stages). `trace` (optional) records every
+  /// task (ScheduleExecutor.h). Everything given must outlive the trainer.
+  static Expected<std::unique_ptr<PipelineTrainer>>
+  create(const Plan &plan, const KernelLibrary &kernels, TrainingState state,
+         const TokenSource &data, int64_t globalBatch, const RankMesh &mesh,
+         TraceRecorder *trace = nullptr);
+
+  Expected<StepStats> step();
+
+  /// The stage's parameters and state (stagePlan()'s tables).
+  const TrainingState &state() const { return state_; }
+  const Plan &stagePlan() const { return stagePlan_; }
+  const StageHoldings &holdings() const { return holdings_; }
+  const PipelineSchedule &schedule() const { return *schedule_; }
+  /// Every step's measured times (for the bubble fractions).
+  const std::vector<StageStepTimes> &stepTimes() const { return times_; }
+  /// The micro-batches of the global batch (those of every data-parallel rank).
+  int64_t microBatches() const { return totalMicroBatches_; }
+  int64_t microBatchSize() const { return microBatchSize_; }
+  int64_t sequenceLength() const { return seqLen_; }
+  /// Bytes of the parameters, state, gradients and the most activation buffers held at once.
+  int64_t bufferBytes() const;
+  /// bufferBytes() plus the kernels' temporaries' high-water mark.
+  int64_t peakBytes() const;
+
+  // StageCompute.
+  Error compute(const ScheduleTask &task) override;
+  Expected<MessageBuffer> message(const ScheduleTask &task) override;
+  Error reduceGradients() override;
+  Error optimizerStep() override;
+
+private:
+  PipelineTrainer(const Plan &plan, const KernelLibrary &kernels, const TokenSource &data,
+                  const RankMesh &mesh)
+      : plan_(&plan), kernels_(&kernels), data_(&data), mesh_(&mesh) {}
+
+  /// What a (chunk, micro-batch) buffer holds. `index`: a residual's or stash entry's.
+  enum class Held { Input, Output, InputGrad, OutputGrad, Residual, Stash, Tokens, Labels };
+  using Key = std::tuple<Held, int64_t, int64_t, int64_t>; // what, chunk, micro-batch, index
+  /// The buffer of `key`, made with `elements` values when it does not exist (0: it must).
+  Expected<float *> buffer(const Key &key, size_t elements, std::string_view what);
+  void release(const Key &key);
+  /// The token ids or labels of the rank's micro-batch `microBatch`.
+  Expected<int32_t *> batch(bool labels, int64_t microBatch);
+  int64_t sampleBegin(int64_t microBatch) const {
+    return (dpIndex_ + microBatch * dpSize_) * microBatchSize_;
+  }
+  Error callChunk(const LoadedKernel &kernel, const ScheduleTask &task, std::string_view role);
+  Error callStep(const LoadedKernel &kernel, std::span<void *const> buffers, std::string_view what);
+  /// The stage's table index of parameter `name`.
+  std::optional<size_t> paramIndex(std::string_view name) const;
+
+  const Plan *plan_;
+  const KernelLibrary *kernels_;
+  const TokenSource *data_;
+  const RankMesh *mesh_;
+  StageHoldings holdings_;
+  Plan stagePlan_;
+  const PipelineSchedule *schedule_ = nullptr;
+  std::optional<PipelineLinks> links_;
+  std::optional<ScheduleExecutor> executor_;
+  /// The group of the stages holding a shared parameter (the tied embedding) when they
+  /// differ, and the shared parameters (stage table indices) summed over it.
+  std::unique_ptr<Communicator> sharedGroup_;
+  std::vector<size_t> sharedParams_;
+  TrainingState state_, next_;
+  std::optional<GradientBuffer> grads_;
+  std::map<Key, std::vector<float>> buffers_;
+  std::map<std::pair<bool, int64_t>, std::vector<int32_t>> batches_;
+  int64_t liveBytes_ = 0, peakLiveBytes_ = 0;
+  std::vector<StageStepTimes> times_;
+  int64_t microBatches_ = 1, totalMicroBatches_ = 1, microBatchSize_ = 1, seqLen_ = 1;
+  int64_t dpIndex_ = 0, dpSize_ = 1;
+  int64_t step_ = 0;
+  double lossSum_ = 0;
+  float gradNorm_ = 0, lr_ = 0;
+};
+
+} // namespace mtc::rt
+
+#endif // MTC_RUNTIME_EXEC_PIPELINETRAINER_H
