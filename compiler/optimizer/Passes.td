@@ -25,7 +25,10 @@ def MTOptimizerPass : Pass<"mt-optimizer", "::mlir::ModuleOp"> {
        norms' gains and biases are not decayed. Decayed parameters are marked
        `mt.weight_decay`.
 
-    Layer parameters are updated as one stacked tensor (all their instances).
+    Layer parameters are updated as one stacked tensor (all their instances). Each
+    gradient argument carries `mt.grad = @param` and the function `mt.optimizer`: it
+    takes gradients and states in their optimizer layout (mtp-partition). The math is
+    OptimizerUpdate.h's, which the pipeline stages' steps (mt-pipeline-optimizer) share.
     Defaults (no `optimizer` setting): PyTorch's AdamW, lr 1e-3, betas (0.9, 0.999),
     eps 1e-8, weight_decay 0.01. An optimizer or schedule `kind` other than those above
     is an error (never replaced by a default).

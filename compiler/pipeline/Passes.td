@@ -71,6 +71,48 @@ def MTPipelineChunksPass : Pass<"mt-pipeline-chunks", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }
 
+def MTPipelineOptimizerPass : Pass<"mt-pipeline-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Add each pipeline stage's gradient squares and optimizer step";
+  let description = [{
+    Under pipeline parallelism each stage holds only its parameters, and the global
+    gradient norm (for clipping) needs the squares of every stage. For every stage s of
+    a module with pipeline chunks (`mt.pipeline`, from mt-pipeline-chunks), this pass adds
+    two public functions with the attributes `mt.pipeline_stage = s` and `mt.optimizer`
+    (gradients and states take their optimizer layout in mtp-partition, as in
+    `@optimizer_step`):
+
+    - `@stage<s>.grad_squares(%grad_scale, %grads...) -> grad_squares`: the f32 sum over
+      the gradients it takes of sum((g * grad_scale)^2), every element of the logical
+      gradient counted once. It takes the gradient of every parameter the stage holds,
+      except a `shared_params` parameter on a stage other than the stage of the lowest
+      chunk listed for it (its gradient is summed over those stages before, so it is
+      counted once).
+    - `@stage<s>.optimizer_step(%step, %grad_scale, %grad_norm, %grads...,
+      %params_and_states...) -> (lr, params_and_states...)`: `@optimizer_step`'s update
+      of the stage's parameters (same learning rate, clip coefficient min(1, clip /
+      (grad_norm + 1e-6)), AdamW or SGD, weight decay), with `%grad_norm` the global norm
+      of the scaled gradients, sqrt of the sum over the stages of their grad_squares,
+      given instead of computed. The gradients come one per parameter the stage holds,
+      in `mt.param` order; the parameters and states as the outlined `@optimizer_step`
+      takes and returns them (symbol order), those of the stage's parameters.
+
+    Scalars carry `mt.buffer` = step, grad_scale, grad_norm, grad_squares or lr;
+    gradients `mt.grad = @p`; parameters and states `mt.param` / `mt.state`.
+
+    A stage holds the parameters its chunk functions take or return a gradient for, in
+    *stage storage*: a layer parameter's leading `layers` dimension holds the layers of
+    the stage's chunks, packed in increasing chunk order (interleaved pp 2 with 2 virtual
+    stages and 4 layers: stage 0 holds chunks 0 and 2, layers 0 and 2, as `layers=2`); a
+    model parameter is held whole by every stage that holds it (the tied embedding: the
+    stages of the first and the last chunk, once when they are one stage as in zb-v).
+
+    It runs after mt-pipeline-chunks (whose `mt.pipeline` and chunk functions say what
+    each stage holds) and before partitioning. Without pipeline chunks the pass does
+    nothing. A parameter no chunk reads is an error (no stage would update it).
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Schedules
 //===----------------------------------------------------------------------===//

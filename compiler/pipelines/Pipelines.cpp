@@ -52,8 +52,10 @@ void mtc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
 void mtc::buildPartitionPipeline(OpPassManager &pm) {
   pm.addPass(lowering::createMTDecomposePass());
   pm.addPass(transforms::createMTOutlineParametersPass());
-  // With pipeline parallelism, the chunk functions are partitioned like the whole step.
+  // With pipeline parallelism, the chunk functions and the stages' optimizer steps are
+  // partitioned like the whole step.
   pm.addPass(pipeline::createMTPipelineChunksPass());
+  pm.addPass(pipeline::createMTPipelineOptimizerPass());
   pm.addPass(sharding::createMTPPartitionPass());
   addCleanup(pm);
 }

@@ -34,10 +34,11 @@ std::optional<std::pair<StringRef, StringRef>> outlinedSymbol(DictionaryAttr att
   return std::nullopt;
 }
 
-/// A buffer of a pipeline chunk function, from the attributes mt-pipeline-chunks gives
-/// its arguments and results: a parameter, a gradient, or a buffer of a kind (tokens and
-/// labels are inputs; residuals and stash entries carry their index).
-json::Object chunkBuffer(DictionaryAttr attrs, Type type) {
+/// A buffer of a pipeline chunk or stage function, from the attributes mt-pipeline-chunks
+/// and mt-pipeline-optimizer give its arguments and results: a parameter, a state, a
+/// gradient, or a buffer of a kind (tokens and labels are inputs; residuals and stash
+/// entries carry their index).
+json::Object pipelineBuffer(DictionaryAttr attrs, Type type) {
   if (auto symbol = outlinedSymbol(attrs))
     return buffer(symbol->first, symbol->second, type);
   if (auto grad = attrs ? attrs.getAs<FlatSymbolRefAttr>("mt.grad") : nullptr)
@@ -52,21 +53,27 @@ json::Object chunkBuffer(DictionaryAttr attrs, Type type) {
   return object;
 }
 
-json::Object describeChunkFunction(func::FuncOp func, int64_t chunk) {
+/// The symbol, inputs and outputs of a pipeline chunk or stage function.
+json::Object describePipelineFunction(func::FuncOp func) {
   json::Array inputs, outputs;
   for (auto [index, type] : llvm::enumerate(func.getArgumentTypes()))
-    inputs.push_back(chunkBuffer(func.getArgAttrDict(index), type));
+    inputs.push_back(pipelineBuffer(func.getArgAttrDict(index), type));
   for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
-    outputs.push_back(chunkBuffer(func.getResultAttrDict(index), type));
+    outputs.push_back(pipelineBuffer(func.getResultAttrDict(index), type));
+  return json::Object{{"symbol", (codegen::kPackedEntryPrefix + func.getSymName()).str()},
+                      {"inputs", std::move(inputs)},
+                      {"outputs", std::move(outputs)}};
+}
+
+json::Object describeChunkFunction(func::FuncOp func, int64_t chunk) {
+  json::Object object = describePipelineFunction(func);
   json::Array layers;
   if (auto range = func->getAttrOfType<DenseI64ArrayAttr>("mt.chunk_layers"))
     for (int64_t value : range.asArrayRef())
       layers.push_back(value);
-  return json::Object{{"symbol", (codegen::kPackedEntryPrefix + func.getSymName()).str()},
-                      {"chunk", chunk},
-                      {"layers", std::move(layers)},
-                      {"inputs", std::move(inputs)},
-                      {"outputs", std::move(outputs)}};
+  object["chunk"] = chunk;
+  object["layers"] = std::move(layers);
+  return object;
 }
 
 } // namespace
@@ -131,5 +138,12 @@ json::Object mtc::describeCallingConvention(ModuleOp module) {
   for (auto func : module.getOps<func::FuncOp>())
     if (auto chunk = func->getAttrOfType<IntegerAttr>("mt.pipeline_chunk"))
       functions[func.getSymName()] = describeChunkFunction(func, chunk.getInt());
+  // The pipeline stages' optimizer functions (mt-pipeline-optimizer).
+  for (auto func : module.getOps<func::FuncOp>())
+    if (auto stage = func->getAttrOfType<IntegerAttr>("mt.pipeline_stage")) {
+      json::Object object = describePipelineFunction(func);
+      object["stage"] = stage.getInt();
+      functions[func.getSymName()] = std::move(object);
+    }
   return functions;
 }

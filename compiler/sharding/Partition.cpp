@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/optimizer/OptimizerUpdate.h"
 #include "compiler/sharding/Layout.h"
 #include "compiler/sharding/PartitionOpInterface.h"
 #include "compiler/sharding/Passes.h"
@@ -366,30 +367,30 @@ LogicalResult Partitioner::run() {
         callee && !pristine.count(callee.getSymName()))
       pristine[callee.getSymName()] = callee.clone();
   });
-  // The entry functions, and the pipeline chunk functions (mt-pipeline-chunks), whose
-  // activations, residuals and stash cross function boundaries replicated.
+  // The entry functions, the pipeline chunk functions (mt-pipeline-chunks), whose
+  // activations, residuals and stash cross function boundaries replicated, and the
+  // optimizer steps (`mt.optimizer`: @optimizer_step and the pipeline stages' functions).
   SmallVector<func::FuncOp> entries;
-  for (StringRef name : {"forward", "forward_backward", "optimizer_step"})
+  for (StringRef name : {"forward", "forward_backward"})
     if (auto func = module.lookupSymbol<func::FuncOp>(name))
       entries.push_back(func);
   for (auto func : module.getOps<func::FuncOp>())
-    if (func->hasAttr("mt.pipeline_chunk"))
+    if (func->hasAttr("mt.pipeline_chunk") || func->hasAttr(optimizer::kOptimizerAttrName))
       entries.push_back(func);
   for (func::FuncOp func : entries) {
-    StringRef name = func.getSymName();
-    // Gradients: the optimizer step's arguments after (step, grad_scale), the results of
+    // Gradients: an optimizer step's arguments marked `mt.grad`, the results of
     // forward_backward after the loss, in `mt.grads` order (CallingConvention.cpp).
     auto grads = func->getAttrOfType<ArrayAttr>("mt.grads");
     size_t numGrads = grads ? grads.size() : 0;
-    bool optimizer = name == "optimizer_step";
+    bool optimizer = func->hasAttr(optimizer::kOptimizerAttrName);
     SmallVector<ShardedTensorType> args;
     for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
-      bool grad = optimizer && i >= 2 && i - 2 < numGrads;
+      bool grad = optimizer && func.getArgAttr(i, "mt.grad");
       args.push_back(entryLayout(type, func.getArgAttrDict(i), grad, optimizer));
     }
     SmallVector<std::optional<ShardedTensorType>> forced;
     for (auto [i, type] : llvm::enumerate(func.getResultTypes())) {
-      bool grad = name == "forward_backward" && i >= 1 && i - 1 < numGrads;
+      bool grad = func.getSymName() == "forward_backward" && i >= 1 && i - 1 < numGrads;
       forced.push_back(entryLayout(type, func.getResultAttrDict(i), grad, optimizer));
     }
     if (failed(partitionFunction(func, args, forced)))

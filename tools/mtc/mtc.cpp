@@ -294,9 +294,10 @@ FailureOr<int64_t> planArenas(mlir::ModuleOp buffers, mtc::PlanKernels *kernels 
   for (StringRef name : kKernelFunctions)
     if (buffers.lookupSymbol(name))
       functions.push_back(name);
-  // The pipeline chunk functions (mt-pipeline-chunks).
+  // The pipeline chunk functions (mt-pipeline-chunks) and the stages' optimizer
+  // functions (mt-pipeline-optimizer).
   for (auto func : buffers.getOps<mlir::func::FuncOp>())
-    if (func->hasAttr("mt.pipeline_chunk"))
+    if (func->hasAttr("mt.pipeline_chunk") || func->hasAttr("mt.pipeline_stage"))
       functions.push_back(func.getSymName());
   FailureOr<SmallVector<mtc::codegen::KernelMemoryPlan>> plans =
       mtc::codegen::planKernelMemory(buffers, functions);

@@ -2,7 +2,8 @@
 
 // Tests that AdamW gets two zero-initialised states per parameter (stacked for a layer
 // parameter), clips to the global norm, decays the contracted weight but not the bias or
-// the gain, and writes every parameter and state back.
+// the gain, and writes every parameter and state back. The step names its gradients
+// (mt.grad) and is marked mt.optimizer (partitioned in the optimizer layout).
 module @adamw attributes {mt.train = #mt.train<optimizer = adamw(lr = 1.0e-3, betas = (0.9, 0.95), weight_decay = 0.1), clip_grad = 1.0>} {
   mt.param @w : !mt.tensor<[hidden=8, ffn=16], f32> init normal(2.000000e-02)
   mt.param @b : !mt.tensor<[ffn=16], f32> init zeros
@@ -30,19 +31,19 @@ module @adamw attributes {mt.train = #mt.train<optimizer = adamw(lr = 1.0e-3, be
 // CHECK-NEXT: mt.param @b : {{.*}} init zeros{{$}}
 // CHECK: mt.state @block.g.exp_avg of @block.g : !mt.tensor<[layers=3, hidden=8], f32>
 // CHECK-LABEL: func.func @optimizer_step(
-// CHECK-SAME: %[[STEP:[^:]*]]: !mt.tensor<[], f32>, %[[SCALE:[^:]*]]: !mt.tensor<[], f32>, %[[GW:[^:]*]]: !mt.tensor<[hidden=8, ffn=16], f32>, %{{[^:]*}}: !mt.tensor<[ffn=16], f32>, %{{[^:]*}}: !mt.tensor<[layers=3, hidden=8], f32>)
+// CHECK-SAME: %[[STEP:[^:]*]]: !mt.tensor<[], f32>, %[[SCALE:[^:]*]]: !mt.tensor<[], f32>, %[[GW:[^:]*]]: !mt.tensor<[hidden=8, ffn=16], f32> {mt.grad = @w}, %{{[^:]*}}: !mt.tensor<[ffn=16], f32> {mt.grad = @b}, %{{[^:]*}}: !mt.tensor<[layers=3, hidden=8], f32> {mt.grad = @block.g})
 // CHECK-SAME: -> (!mt.tensor<[], f32>, !mt.tensor<[], f32>)
-// CHECK-SAME: mt.grads = [@w, @b, @block.g]
+// CHECK-SAME: mt.grads = [@w, @b, @block.g], mt.optimizer
 // CHECK: mt.mul %[[GW]], %[[SCALE]]
 // CHECK: %[[NORM:.*]] = mt.sqrt
 // CHECK: mt.constant 1.000000e+00
 // CHECK: %[[P:.*]] = mt.param_ref @w : <[hidden=8, ffn=16], f32>
 // CHECK: mt.param_ref @w.exp_avg
-// CHECK: mt.assign @w.exp_avg
-// CHECK: mt.assign @w.exp_avg_sq
 // Decoupled weight decay on the matrix:
 // CHECK: mt.constant 1.000000e-01
 // CHECK: mt.mul %{{.*}}, %[[P]]
+// CHECK: mt.assign @w.exp_avg
+// CHECK: mt.assign @w.exp_avg_sq
 // CHECK: mt.assign @w, %{{.*}} : <[hidden=8, ffn=16], f32>
 // CHECK: mt.param_ref @b :
 // CHECK-NOT: mt.constant 1.000000e-01

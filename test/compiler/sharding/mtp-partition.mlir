@@ -114,7 +114,7 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
 // element counts once and one all-reduce sums the total; the updated parameter keeps its
 // split and needs no communication.
 // CHECK-LABEL: func.func @optimizer_step
-// CHECK-SAME: %arg2: !mt.tensor<[heads=2], f32>, %arg3: !mt.tensor<[hidden=4], f32>
+// CHECK-SAME: %arg2: !mt.tensor<[heads=2], f32> {mt.grad = @wq}, %arg3: !mt.tensor<[hidden=4], f32> {mt.grad = @g}
 // CHECK: %[[SQ:.*]] = mt.reduce_sum {{.*}} over [heads] : <[heads=2], f32> -> <[], f32>
 // CHECK: %[[SQ2:.*]] = mt.reduce_sum {{.*}} over [hidden] : <[hidden=4], f32> -> <[], f32>
 // CHECK: %[[W:.*]] = mtp.from_local %[[SQ2]] : <[], f32> -> <[], f32, <[tp = 2]>>
@@ -129,10 +129,11 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @wq : !mt.tensor<[heads=4], f32> init normal(2.000000e-02)
   mt.param @g : !mt.tensor<[hidden=4], f32> init ones
   func.func @optimizer_step(%step: !mt.tensor<[], f32>, %scale: !mt.tensor<[], f32>,
-                            %dwq: !mt.tensor<[heads=4], f32>, %dg: !mt.tensor<[hidden=4], f32>,
+                            %dwq: !mt.tensor<[heads=4], f32> {mt.grad = @wq},
+                            %dg: !mt.tensor<[hidden=4], f32> {mt.grad = @g},
                             %wq: !mt.tensor<[heads=4], f32> {mt.param = @wq})
       -> (!mt.tensor<[], f32>, !mt.tensor<[heads=4], f32> {mt.param = @wq})
-      attributes {mt.grads = [@wq, @g]} {
+      attributes {mt.grads = [@wq, @g], mt.optimizer} {
     %sq1 = mt.mul %dwq, %dwq : <[heads=4], f32>, <[heads=4], f32> -> <[heads=4], f32>
     %n1 = mt.reduce_sum %sq1 over [heads] : <[heads=4], f32> -> <[], f32>
     %sq2 = mt.mul %dg, %dg : <[hidden=4], f32>, <[hidden=4], f32> -> <[hidden=4], f32>
@@ -401,7 +402,7 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 1>} {
 // is sliced, no communication), the squared norms are summed over dp (and tp), and the new
 // parameters are all-gathered over dp.
 // CHECK-LABEL: func.func @optimizer_step
-// CHECK-SAME: %arg2: !mt.tensor<[layers=1, heads=2], f32>, %arg3: !mt.tensor<[hidden=2], f32>
+// CHECK-SAME: %arg2: !mt.tensor<[layers=1, heads=2], f32> {mt.grad = @wq}, %arg3: !mt.tensor<[hidden=2], f32> {mt.grad = @g}
 // CHECK-SAME: %arg4: !mt.tensor<[layers=2, heads=2], f32> {mt.param = @wq}
 // CHECK-SAME: %arg5: !mt.tensor<[layers=1, heads=2], f32> {mt.state = @wq.m}
 // CHECK: mtp.all_reduce {{.*}} over ["dp"] : <[], f32, <[dp = 2, tp = 2]>, partial [dp, tp]>
@@ -417,12 +418,13 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, dp = 2, distr
   mt.state @wq.m of @wq : !mt.tensor<[layers=2, heads=4], f32>
   mt.param @g : !mt.tensor<[hidden=4], f32> init ones
   func.func @optimizer_step(%step: !mt.tensor<[], f32>, %scale: !mt.tensor<[], f32>,
-                            %dwq: !mt.tensor<[layers=2, heads=4], f32>, %dg: !mt.tensor<[hidden=4], f32>,
+                            %dwq: !mt.tensor<[layers=2, heads=4], f32> {mt.grad = @wq},
+                            %dg: !mt.tensor<[hidden=4], f32> {mt.grad = @g},
                             %wq: !mt.tensor<[layers=2, heads=4], f32> {mt.param = @wq},
                             %m: !mt.tensor<[layers=2, heads=4], f32> {mt.state = @wq.m})
       -> (!mt.tensor<[], f32>, !mt.tensor<[layers=2, heads=4], f32> {mt.param = @wq},
           !mt.tensor<[layers=2, heads=4], f32> {mt.state = @wq.m})
-      attributes {mt.grads = [@wq, @g]} {
+      attributes {mt.grads = [@wq, @g], mt.optimizer} {
     %sq1 = mt.mul %dwq, %dwq : <[layers=2, heads=4], f32>, <[layers=2, heads=4], f32> -> <[layers=2, heads=4], f32>
     %n1 = mt.reduce_sum %sq1 over [layers, heads] : <[layers=2, heads=4], f32> -> <[], f32>
     %sq2 = mt.mul %dg, %dg : <[hidden=4], f32>, <[hidden=4], f32> -> <[hidden=4], f32>
@@ -431,6 +433,54 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, dp = 2, distr
     %m2 = mt.add %m, %dwq : <[layers=2, heads=4], f32>, <[layers=2, heads=4], f32> -> <[layers=2, heads=4], f32>
     %w = mt.sub %wq, %m2 : <[layers=2, heads=4], f32>, <[layers=2, heads=4], f32> -> <[layers=2, heads=4], f32>
     return %n, %w, %m2 : !mt.tensor<[], f32>, !mt.tensor<[layers=2, heads=4], f32>, !mt.tensor<[layers=2, heads=4], f32>
+  }
+}
+
+// -----
+
+// Tests that a pipeline stage's optimizer functions (mt.optimizer, any name) take their
+// gradients (mt.grad) and states in the optimizer layout like @optimizer_step: sharded
+// over dp along the stage's layers, the parameter whole over dp; grad_squares sums the
+// shards' squares over dp (and tp) into its replicated result. A function without
+// mt.optimizer (a chunk's backward) keeps its gradient in the parameter layout.
+// CHECK-LABEL: func.func @chunk0.backward
+// CHECK-SAME: -> (!mt.tensor<[layers=2, heads=2], f32> {mt.grad = @wq})
+// CHECK-LABEL: func.func @stage0.grad_squares
+// CHECK-SAME: %arg1: !mt.tensor<[layers=1, heads=2], f32> {mt.grad = @wq}
+// CHECK: mtp.all_reduce {{.*}} over ["dp"]
+// CHECK: return {{.*}} : !mt.tensor<[], f32>
+// CHECK-LABEL: func.func @stage0.optimizer_step
+// CHECK-SAME: %arg3: !mt.tensor<[layers=1, heads=2], f32> {mt.grad = @wq}
+// CHECK-SAME: %arg4: !mt.tensor<[layers=2, heads=2], f32> {mt.param = @wq}
+// CHECK-SAME: %arg5: !mt.tensor<[layers=1, heads=2], f32> {mt.state = @wq.m}
+// CHECK: mtp.all_gather {{.*}} over "dp" along "layers"
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, dp = 2, distributed_optimizer = true>} {
+  mt.param @wq : !mt.tensor<[layers=4, heads=4], f32> init normal(2.000000e-02)
+  mt.state @wq.m of @wq : !mt.tensor<[layers=4, heads=4], f32>
+  func.func @chunk0.backward(%g: !mt.tensor<[layers=2, heads=4], f32>)
+      -> (!mt.tensor<[layers=2, heads=4], f32> {mt.grad = @wq})
+      attributes {mt.pipeline_chunk = 0 : i64, mt.grads = [@wq]} {
+    return %g : !mt.tensor<[layers=2, heads=4], f32>
+  }
+  func.func @stage0.grad_squares(%scale: !mt.tensor<[], f32> {mt.buffer = "grad_scale"},
+                                 %dwq: !mt.tensor<[layers=2, heads=4], f32> {mt.grad = @wq})
+      -> (!mt.tensor<[], f32> {mt.buffer = "grad_squares"})
+      attributes {mt.optimizer, mt.pipeline_stage = 0 : i64} {
+    %sq = mt.mul %dwq, %dwq : <[layers=2, heads=4], f32>, <[layers=2, heads=4], f32> -> <[layers=2, heads=4], f32>
+    %n = mt.reduce_sum %sq over [layers, heads] : <[layers=2, heads=4], f32> -> <[], f32>
+    return %n : !mt.tensor<[], f32>
+  }
+  func.func @stage0.optimizer_step(%step: !mt.tensor<[], f32>, %scale: !mt.tensor<[], f32>,
+                                   %norm: !mt.tensor<[], f32>,
+                                   %dwq: !mt.tensor<[layers=2, heads=4], f32> {mt.grad = @wq},
+                                   %wq: !mt.tensor<[layers=2, heads=4], f32> {mt.param = @wq},
+                                   %m: !mt.tensor<[layers=2, heads=4], f32> {mt.state = @wq.m})
+      -> (!mt.tensor<[], f32>, !mt.tensor<[layers=2, heads=4], f32> {mt.param = @wq},
+          !mt.tensor<[layers=2, heads=4], f32> {mt.state = @wq.m})
+      attributes {mt.optimizer, mt.pipeline_stage = 0 : i64} {
+    %m2 = mt.add %m, %dwq : <[layers=2, heads=4], f32>, <[layers=2, heads=4], f32> -> <[layers=2, heads=4], f32>
+    %w = mt.sub %wq, %m2 : <[layers=2, heads=4], f32>, <[layers=2, heads=4], f32> -> <[layers=2, heads=4], f32>
+    return %step, %w, %m2 : !mt.tensor<[], f32>, !mt.tensor<[layers=2, heads=4], f32>, !mt.tensor<[layers=2, heads=4], f32>
   }
 }
 

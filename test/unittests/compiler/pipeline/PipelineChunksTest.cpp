@@ -15,21 +15,15 @@
 
 #include "../interpreter/InterpreterTestSupport.h"
 
+#include "PipelineTestSupport.h"
+
 #include "compiler/lowering/Passes.h"
 #include "compiler/pipeline/Passes.h"
 #include "compiler/pipelines/Pipelines.h"
-#include "compiler/registration/Registration.h"
 #include "compiler/transforms/Passes.h"
-#include "frontend/Diagnostics.h"
-#include "frontend/MLIRGen.h"
-#include "frontend/Parser.h"
 
-#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/SourceMgr.h"
 
 #include <map>
 #include <string>
@@ -38,60 +32,11 @@
 using namespace mtc;
 using namespace mtc::interp;
 using namespace mtc::interp::testing;
+using namespace mtc::pipeline::testing;
 
 namespace {
 
-struct Case {
-  const char *example;
-  int layers;
-  /// The mt.parallel settings: pp, virtual_stages, pipeline_layers (empty: equal).
-  int pp, virtualStages;
-  std::vector<int64_t> split;
-};
-
-std::ostream &operator<<(std::ostream &os, const Case &c) {
-  os << c.example << " layers=" << c.layers << " pp=" << c.pp << " v=" << c.virtualStages;
-  for (int64_t n : c.split)
-    os << " " << n;
-  return os;
-}
-
-class PipelineChunksTest : public ::testing::TestWithParam<Case> {
-protected:
-  PipelineChunksTest() {
-    mlir::DialectRegistry registry;
-    registerAllDialects(registry);
-    context.appendDialectRegistry(registry);
-  }
-
-  /// examples/<file> with `layers = 2` replaced by `layers`, lowered to mt.
-  mlir::OwningOpRef<mlir::ModuleOp> lower(const Case &c, std::string &errors) {
-    std::string path = std::string(MTC_SOURCE_DIR "/examples/") + c.example;
-    auto file = llvm::MemoryBuffer::getFile(path);
-    if (!file) {
-      errors = "cannot read " + path;
-      return nullptr;
-    }
-    std::string text = (*file)->getBuffer().str();
-    size_t at = text.find("layers = 2");
-    if (at == std::string::npos) {
-      errors = "no 'layers = 2' in " + path;
-      return nullptr;
-    }
-    text.replace(at, 10, "layers = " + std::to_string(c.layers));
-    llvm::SourceMgr sourceMgr;
-    unsigned id = sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, path),
-                                               llvm::SMLoc());
-    llvm::raw_string_ostream os(errors);
-    frontend::Diagnostics diags(sourceMgr, id, os);
-    std::unique_ptr<frontend::Module> ast = frontend::parseModule(sourceMgr, id, diags);
-    if (!ast || diags.numErrors() != 0)
-      return nullptr;
-    return frontend::lowerToMT(*ast, context, diags);
-  }
-
-  mlir::MLIRContext context;
-};
+class PipelineChunksTest : public PipelineTest {};
 
 /// The slice of `whole`'s leading dimension that starts at `first`, typed `type`.
 Tensor sliceOf(const Tensor &whole, mt::NamedTensorType type, int64_t first) {
@@ -105,19 +50,6 @@ TEST_P(PipelineChunksTest, ChunksComposeToTheWholeStep) {
   std::string errors;
   mlir::OwningOpRef<mlir::ModuleOp> module = lower(c, errors);
   ASSERT_TRUE(module) << errors;
-  std::string parallel = "#mt.parallel<pp = " + std::to_string(c.pp) +
-                         ", virtual_stages = " + std::to_string(c.virtualStages);
-  if (c.virtualStages > 1)
-    parallel += ", schedule = \"interleaved\"";
-  if (!c.split.empty()) {
-    parallel += ", pipeline_layers = [";
-    for (auto [i, layers] : llvm::enumerate(c.split))
-      parallel += (i ? ", " : "") + std::to_string(layers);
-    parallel += "]";
-  }
-  mlir::Attribute parallelAttr = mlir::parseAttribute(parallel + ">", &context);
-  ASSERT_TRUE(parallelAttr) << parallel;
-  (*module)->setAttr(mt::MTDialect::kParallelAttrName, parallelAttr);
 
   mlir::PassManager pm(&context);
   buildTrainingPipeline(pm, TrainingPipelineOptions());
