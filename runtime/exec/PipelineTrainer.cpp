@@ -332,6 +332,8 @@ Error PipelineTrainer::compute(const ScheduleTask &task) {
 }
 
 Expected<MessageBuffer> PipelineTrainer::message(const ScheduleTask &task) {
+  // The executor asks for a send's buffer before the task producing it runs (to wait for an
+  // earlier send of the same memory), so every message's buffer is made on first sight.
   const int64_t c = task.chunk, i = task.microBatch;
   // The size of chunk c's input (`input`) or output activation, from its forward.
   auto activationElements = [&](bool input) -> size_t {
@@ -346,7 +348,7 @@ Expected<MessageBuffer> PipelineTrainer::message(const ScheduleTask &task) {
   switch (task.op) {
   case TaskOp::SendActivation:
     elements = activationElements(false);
-    data = buffer({Held::Output, c, i, 0}, 0, "output activation");
+    data = buffer({Held::Output, c, i, 0}, elements, "output activation");
     break;
   case TaskOp::RecvActivation:
     elements = activationElements(true);
@@ -354,7 +356,7 @@ Expected<MessageBuffer> PipelineTrainer::message(const ScheduleTask &task) {
     break;
   case TaskOp::SendGradient:
     elements = activationElements(true);
-    data = buffer({Held::InputGrad, c, i, 0}, 0, "input gradient");
+    data = buffer({Held::InputGrad, c, i, 0}, elements, "input gradient");
     break;
   case TaskOp::RecvGradient:
     elements = activationElements(false);
@@ -363,10 +365,10 @@ Expected<MessageBuffer> PipelineTrainer::message(const ScheduleTask &task) {
   default:
     return makeError("stage ", mesh_->stage(), ": ", describeTask(task), " is not a message");
   }
-  if (!data)
-    return data.takeError();
   if (elements == 0)
     return makeError("chunk", c, ".forward has no activation to exchange for ", describeTask(task));
+  if (!data)
+    return data.takeError();
   return MessageBuffer{*data, elements, MTC_F32};
 }
 
@@ -443,8 +445,10 @@ Error PipelineTrainer::optimizerStep() {
       return err;
   if (Error err = callStep(stage.gradSquares, buffers, "grad_squares"); !err.ok())
     return err;
-  // The squared norm of every stage and the loss (the last stage's) in one all-reduce.
-  double shared[2] = {squares, mesh_->stage() + 1 == mesh_->stages() ? lossSum_ : 0.0};
+  // The squared norm of every stage and the loss (of the stage running the last chunk: the
+  // last stage, or stage 0 in zb-v's V) in one all-reduce.
+  bool lossStage = plan_->pipeline->chunkStages.back() == mesh_->stage();
+  double shared[2] = {squares, lossStage ? lossSum_ : 0.0};
   if (Communicator *pipeline = mesh_->pipeline())
     if (Error err = pipeline->allReduce(shared, 2, MTC_F64, MTC_SUM); !err.ok())
       return std::move(err).withContext(

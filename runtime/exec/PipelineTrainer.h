@@ -22,8 +22,9 @@
 //     norm, summed over the pipeline group; `stage<s>.optimizer_step` takes the global norm
 //     (clipping covers every stage) and updates the stage's parameters and state.
 //
-// The loss of a step is the last stage's mean over the micro-batches, summed over the
-// data-parallel ranks and then shared with every stage, so every rank reports the same.
+// The loss of a step is the mean over the micro-batches of the losses of the stage running
+// the last chunk, summed over the data-parallel ranks and then shared with every stage, so
+// every rank reports the same.
 //
 //===----------------------------------------------------------------------===//
 

@@ -613,9 +613,10 @@ LogicalResult MTDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
   if (!parallel)
     return op->emitOpError() << "'" << name << "' must be a #mt.parallel<...> attribute, got "
                              << attr.getValue();
-  // The split is checked against the layer stack where the module has one.
+  // The split is checked against the layer stack where the module has one: not once the
+  // repeats are lowered to loops (the compiled step's modules keep the attribute).
   if (DenseI64ArrayAttr layers = parallel.getPipelineLayers();
-      layers && module.lookupSymbol<func::FuncOp>("forward"))
+      layers && countLayers(module) > 0)
     if (llvm::Error error = checkPipelineLayers(layers.asArrayRef(), countLayers(module)))
       return op->emitOpError() << "'" << name
                                << "' pipeline_layers: " << llvm::toString(std::move(error));
