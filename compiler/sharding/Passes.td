@@ -59,10 +59,11 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     `gather` or `embedding_grad` (the table's: rows are offset).
 
     **Distributed optimizer** (`distributed_optimizer` with `dp > 1`): `dp` is the mesh's
-    first axis. The optimizer step takes each gradient and state sharded over `dp` along
-    the first dimension `tp` does not split (Layout.h, `optimizerLayout`) and each
-    parameter whole; the rules above then slice the parameter, sum the squared norms over
-    `dp` and all-gather the new parameters.
+    first axis. An optimizer function (`mt.optimizer`: `@optimizer_step` and the pipeline
+    stages' `grad_squares` / `optimizer_step`) takes each gradient (an argument marked
+    `mt.grad`) and state sharded over `dp` along the first dimension `tp` does not split
+    (Layout.h, `optimizerLayout`) and each parameter whole; the rules above then slice
+    the parameter, sum the squared norms over `dp` and all-gather the new parameters.
 
     Not supported, reported as errors: `pp`, `cp`, `ep` above 1, a layout dimension mapped
     to another axis than `tp` (`batch: dp` is the runtime's data parallelism), the
