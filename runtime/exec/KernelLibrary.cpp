@@ -2,6 +2,8 @@
 
 #include "runtime/exec/KernelLibrary.h"
 
+#include "runtime/exec/PipelineStage.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <dlfcn.h>
@@ -69,12 +71,15 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
       return layout.replicated() ? mismatch("state", local) : localMismatch(p, layout, local);
     break;
   }
-  case BufferKind::Activation:
-  case BufferKind::ActivationGrad:
   case BufferKind::Residual:
   case BufferKind::Stash:
-    // Values passed between a chunk's functions (and stages): the producer's dims are the
-    // consumer's by construction; only their type is checked.
+    // Values a chunk's backward reads from its forward, in their own element type (a
+    // router's chosen experts are i32): the runtime only holds them.
+    return Error::success();
+  case BufferKind::Activation:
+  case BufferKind::ActivationGrad:
+    // Values passed between chunks (and stages): the producer's dims are the consumer's by
+    // construction; only their type is checked.
     break;
   case BufferKind::Loss:
   case BufferKind::Step:
@@ -183,17 +188,18 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
       loaded.push_back(out);
     }
   }
+  // A stage's functions take its tensors (PipelineStage.h): checked against its tables.
   lib.stages_.resize(k.stages.size());
   for (size_t s = 0; s < k.stages.size(); ++s) {
-    int64_t layers = 0;
-    for (size_t c = 0; c < k.chunks.size(); ++c)
-      if (plan.pipeline && plan.pipeline->chunkStages[c] == int64_t(s))
-        layers += k.chunks[c].numLayers;
+    Expected<StageHoldings> holdings = stageHoldings(plan, int64_t(s));
+    if (!holdings)
+      return holdings.takeError();
+    Plan tables = stagePlan(plan, *holdings);
     for (auto [fn, role, out] :
          {std::tuple{&k.stages[s].gradSquares, "grad_squares", &lib.stages_[s].gradSquares},
           std::tuple{&k.stages[s].optimizerStep, "optimizer_step", &lib.stages_[s].optimizerStep}}) {
-      if (Error err = resolve(library, plan, *fn, concat("stage", s, '.', role), false, *out,
-                              /*optimizerStep=*/true, layers);
+      if (Error err = resolve(library, tables, *fn, concat("stage", s, '.', role), false, *out,
+                              /*optimizerStep=*/true);
           !err.ok())
         return err;
       loaded.push_back(out);

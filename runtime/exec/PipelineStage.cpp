@@ -64,6 +64,25 @@ Expected<StageHoldings> stageHoldings(const Plan &plan, int64_t stage) {
   return h;
 }
 
+/// The distributed optimizer's layout of a stage's tensor `p` (its stage dims): its layout
+/// plus the first dimension no axis splits whose size the data-parallel degree divides, as
+/// the compiler lays out the stage functions' gradients and states (none divides: whole).
+std::optional<ParamLayout> stageOptimizerLayout(const Plan &plan, const ParamInfo &p) {
+  const int64_t dp = plan.mesh[*plan.dataParallelAxis].size;
+  for (size_t d = 0; d < p.dims.size(); ++d) {
+    bool split = std::any_of(p.layout.splits.begin(), p.layout.splits.end(),
+                             [&](const DimSplit &s) { return s.dim == d; });
+    if (split || p.dims[d].size % dp != 0)
+      continue;
+    ParamLayout layout = p.layout;
+    auto at = std::find_if(layout.splits.begin(), layout.splits.end(),
+                           [&](const DimSplit &s) { return s.dim > d; });
+    layout.splits.insert(at, DimSplit{d, {*plan.dataParallelAxis}});
+    return layout;
+  }
+  return std::nullopt;
+}
+
 Plan stagePlan(const Plan &plan, const StageHoldings &holdings) {
   Plan stage = plan;
   stage.params.clear();
@@ -73,6 +92,8 @@ Plan stagePlan(const Plan &plan, const StageHoldings &holdings) {
     ParamInfo p = plan.params[i];
     if (isLayerParam(p))
       p.dims.front().size = holdings.layers;
+    if (plan.dataParallelAxis)
+      p.optimizerLayout = stageOptimizerLayout(plan, p);
     newIndex[i] = stage.params.size();
     stage.params.push_back(std::move(p));
   }

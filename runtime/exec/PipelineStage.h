@@ -54,7 +54,11 @@ struct StageHoldings {
 Expected<StageHoldings> stageHoldings(const Plan &plan, int64_t stage);
 
 /// `plan` restricted to the stage: the held parameters and their states, in table order, a
-/// layer parameter's (and state's) `layers` dimension the stage's layer count.
+/// layer parameter's (and state's) `layers` dimension the stage's layer count. With the
+/// distributed optimizer a tensor's optimizer layout is derived from the stage's dims (its
+/// layout plus the first dimension no axis splits whose size the data-parallel degree
+/// divides), which is how the stage functions take gradients and states; it can differ
+/// from the whole tensor's (one layer per stage cannot be split over dp2 by `layers`).
 Plan stagePlan(const Plan &plan, const StageHoldings &holdings);
 
 /// The stage's tensors of `model` (a state of `plan`'s tables, whole or a tensor-parallel

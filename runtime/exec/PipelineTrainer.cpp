@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <new>
+#include <utility>
 
 namespace mtc::rt {
 
@@ -214,11 +215,16 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
   std::vector<std::tuple<size_t, size_t, size_t>> written;
   float loss = 0;
   bool wroteLoss = false;
+  // Where the next value of a chunk boundary goes in its message.
+  size_t activationIn = 0, activationOut = 0, gradientIn = 0, gradientOut = 0;
   size_t inputs = fn.inputs.size();
   for (size_t n = 0; n < inputs + fn.outputs.size(); ++n) {
     bool output = n >= inputs;
     const KernelBuffer &b = output ? fn.outputs[n - inputs] : fn.inputs[n];
-    size_t elements = static_cast<size_t>(b.numElements());
+    // Buffers are held as f32 words; a residual may be of another type (i32 expert ids).
+    size_t elements =
+        (static_cast<size_t>(b.numElements()) * planDTypeSize(b.dtype) + sizeof(float) - 1) /
+        sizeof(float);
     Expected<float *> data = static_cast<float *>(nullptr);
     switch (b.kind) {
     case BufferKind::Param:
@@ -249,17 +255,28 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
       pointers.push_back(*ids);
       continue;
     }
-    case BufferKind::Activation:
+    case BufferKind::Activation: {
+      // A chunk boundary may carry several values (a layer's running auxiliary loss beside
+      // the hidden state): one message holds them all, in the functions' order.
+      size_t &at = output ? activationOut : activationIn;
+      size_t words = output ? activationWords(c) : 0; // an input must have arrived
       data = !output ? buffer({Held::Input, c, i, 0}, 0, "input activation")
-             : local(c + 1) ? buffer({Held::Input, c + 1, i, 0}, elements, "input activation")
-                            : buffer({Held::Output, c, i, 0}, elements, "output activation");
+             : local(c + 1) ? buffer({Held::Input, c + 1, i, 0}, words, "input activation")
+                            : buffer({Held::Output, c, i, 0}, words, "output activation");
+      if (data)
+        *data += std::exchange(at, at + elements);
       break;
-    case BufferKind::ActivationGrad:
+    }
+    case BufferKind::ActivationGrad: {
+      size_t &at = output ? gradientOut : gradientIn;
+      size_t words = output ? activationWords(c - 1) : 0;
       data = !output ? buffer({Held::OutputGrad, c, i, 0}, 0, "output gradient")
-             : local(c - 1)
-                 ? buffer({Held::OutputGrad, c - 1, i, 0}, elements, "output gradient")
-                 : buffer({Held::InputGrad, c, i, 0}, elements, "input gradient");
+             : local(c - 1) ? buffer({Held::OutputGrad, c - 1, i, 0}, words, "output gradient")
+                            : buffer({Held::InputGrad, c, i, 0}, words, "input gradient");
+      if (data)
+        *data += std::exchange(at, at + elements);
       break;
+    }
     case BufferKind::Residual:
       data = buffer({Held::Residual, c, i, b.index}, output ? elements : 0, "residual");
       break;
@@ -331,35 +348,36 @@ Error PipelineTrainer::compute(const ScheduleTask &task) {
   }
 }
 
+size_t PipelineTrainer::activationWords(int64_t chunk) const {
+  size_t words = 0;
+  for (const KernelBuffer &b : kernels_->chunks()[size_t(chunk)].forward.function->outputs)
+    if (b.kind == BufferKind::Activation)
+      words += static_cast<size_t>(b.numElements());
+  return words;
+}
+
 Expected<MessageBuffer> PipelineTrainer::message(const ScheduleTask &task) {
   // The executor asks for a send's buffer before the task producing it runs (to wait for an
   // earlier send of the same memory), so every message's buffer is made on first sight.
+  // Chunk c's input is chunk c - 1's output, and a gradient is the size of its activation.
   const int64_t c = task.chunk, i = task.microBatch;
-  // The size of chunk c's input (`input`) or output activation, from its forward.
-  auto activationElements = [&](bool input) -> size_t {
-    const KernelFunction &fn = *kernels_->chunks()[size_t(c)].forward.function;
-    for (const KernelBuffer &b : input ? fn.inputs : fn.outputs)
-      if (b.kind == BufferKind::Activation)
-        return static_cast<size_t>(b.numElements());
-    return 0;
-  };
   Expected<float *> data = static_cast<float *>(nullptr);
   size_t elements = 0;
   switch (task.op) {
   case TaskOp::SendActivation:
-    elements = activationElements(false);
+    elements = activationWords(c);
     data = buffer({Held::Output, c, i, 0}, elements, "output activation");
     break;
   case TaskOp::RecvActivation:
-    elements = activationElements(true);
+    elements = activationWords(c - 1);
     data = buffer({Held::Input, c, i, 0}, elements, "input activation");
     break;
   case TaskOp::SendGradient:
-    elements = activationElements(true);
+    elements = activationWords(c - 1);
     data = buffer({Held::InputGrad, c, i, 0}, elements, "input gradient");
     break;
   case TaskOp::RecvGradient:
-    elements = activationElements(false);
+    elements = activationWords(c);
     data = buffer({Held::OutputGrad, c, i, 0}, elements, "output gradient");
     break;
   default:

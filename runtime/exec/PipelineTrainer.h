@@ -94,6 +94,9 @@ private:
   void release(const Key &key);
   /// The token ids or labels of the rank's micro-batch `microBatch`.
   Expected<int32_t *> batch(bool labels, int64_t microBatch);
+  /// The f32 words of the values chunk `chunk` hands to the next (its forward's
+  /// activation outputs, together one message).
+  size_t activationWords(int64_t chunk) const;
   int64_t sampleBegin(int64_t microBatch) const {
     return (dpIndex_ + microBatch * dpSize_) * microBatchSize_;
   }

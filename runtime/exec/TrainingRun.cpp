@@ -161,25 +161,40 @@ private:
 
 Expected<TrainingState> Run::startState() {
   // Checkpoints hold whole tensors: every rank reads them and keeps its shard (of its stage's
-  // tensors under pipeline parallelism).
+  // tensors under pipeline parallelism, whose optimizer layout is the stage's own).
   const std::vector<int64_t> &coordinates = mesh_.placement().coordinates;
-  Expected<TrainingState> model = makeError("no state");
-  if (options_.load) {
-    model = loadCheckpoint(*options_.load, plan_);
-    if (model && mesh_.partitioned())
-      model = shardState(plan_, *model, coordinates);
-  } else {
-    model = mesh_.partitioned() ? TrainingState::initializeShards(plan_, coordinates, options_.threads)
-                                : TrainingState::initialize(plan_, options_.threads);
+  if (plan_.pipeline) {
+    Expected<StageHoldings> holdings = stageHoldings(plan_, mesh_.stage());
+    if (!holdings)
+      return holdings.takeError();
+    stage_ = std::move(*holdings);
+    stagePlan_ = stagePlan(plan_, *stage_);
   }
-  if (!model || !plan_.pipeline)
+  const Plan &tables = stage_ ? *stagePlan_ : plan_;
+  if (options_.load) {
+    Expected<TrainingState> whole = loadCheckpoint(*options_.load, plan_);
+    if (whole && stage_)
+      whole = takeStage(plan_, *stage_, *whole);
+    if (!whole || !mesh_.partitioned())
+      return whole;
+    return shardState(tables, *whole, coordinates);
+  }
+  Expected<TrainingState> model =
+      mesh_.partitioned() ? TrainingState::initializeShards(plan_, coordinates, options_.threads)
+                          : TrainingState::initialize(plan_, options_.threads);
+  if (!model || !stage_)
     return model;
-  Expected<StageHoldings> holdings = stageHoldings(plan_, mesh_.stage());
-  if (!holdings)
-    return holdings.takeError();
-  stage_ = std::move(*holdings);
-  stagePlan_ = stagePlan(plan_, *stage_);
-  return takeStage(plan_, *stage_, *model);
+  // Parameters are never split over the data-parallel ranks: the stage's are a slice of the
+  // model's. The zero state takes the stage's optimizer layout.
+  Expected<TrainingState> stage = takeStage(plan_, *stage_, *model);
+  if (!stage)
+    return stage;
+  Expected<std::vector<TrainingState::Tensor>> states =
+      TrainingState::zeroStates(tables, mesh_.partitioned() ? coordinates : std::vector<int64_t>{});
+  if (!states)
+    return states.takeError();
+  stage->states = std::move(*states);
+  return stage;
 }
 
 Expected<std::optional<TrainingState>> Run::wholeModel(const TrainingState &state) {

@@ -32,16 +32,26 @@ Expected<TrainingState> TrainingState::initializeShards(const Plan &plan,
     return params.takeError().withContext("initialising the parameters");
   TrainingState state;
   state.params = std::move(*params).release();
+  Expected<std::vector<Tensor>> states = zeroStates(plan, coordinates);
+  if (!states)
+    return states.takeError();
+  state.states = std::move(*states);
+  return state;
+}
+
+Expected<std::vector<TrainingState::Tensor>>
+TrainingState::zeroStates(const Plan &plan, const std::vector<int64_t> &coordinates) {
+  std::vector<Tensor> states;
   try {
     for (const StateInfo &s : plan.states) {
       ShardBox box = optimizerShardBox(plan, plan.params[s.paramIndex], coordinates);
-      state.states.push_back(
+      states.push_back(
           Tensor{s.name, box.localShape, std::vector<float>(size_t(box.localElements()), 0.0f)});
     }
   } catch (const std::bad_alloc &) {
     return makeError("out of memory allocating the optimizer state");
   }
-  return state;
+  return states;
 }
 
 std::vector<TensorRef> TrainingState::paramRefs() const {

@@ -36,6 +36,10 @@ struct TrainingState {
                                                   const std::vector<int64_t> &coordinates,
                                                   unsigned threads = 0);
 
+  /// The zero optimizer state of the rank at mesh `coordinates` (each state in its
+  /// optimizer layout's local shape; whole without a mesh).
+  static Expected<std::vector<Tensor>> zeroStates(const Plan &plan,
+                                                  const std::vector<int64_t> &coordinates);
   /// Borrowed F32 views of the parameters, named as in the .mtl (for export).
   std::vector<TensorRef> paramRefs() const;
   /// Bytes of all tensors together.
