@@ -74,6 +74,9 @@ public:
   int64_t bufferBytes() const;
   /// bufferBytes() plus the kernels' temporaries' high-water mark.
   int64_t peakBytes() const;
+  /// The most bytes of activations, residuals, stash and messages held at once (what the
+  /// schedule's `activation_bytes` predicts, less the messages).
+  int64_t activationPeakBytes() const { return peakLiveBytes_; }
 
   // StageCompute.
   Error compute(const ScheduleTask &task) override;

@@ -143,6 +143,9 @@ private:
   /// parallelism) on the leader; nothing elsewhere, and nothing when `state` is whole
   /// already. Every rank calls it.
   Expected<std::optional<TrainingState>> wholeModel(const TrainingState &state);
+  /// Logs each stage's peak memory and activations against the schedule's prediction
+  /// (collective over the pipeline group).
+  Error reportStageMemory(const PipelineTrainer &trainer);
   /// The step loop over `trainer` (a Trainer or a PipelineTrainer).
   template <class StepTrainer>
   Error runSteps(StepTrainer &trainer, TrainingState &state, const TokenSource &data,
@@ -256,6 +259,8 @@ Error Run::train(TrainingState &state) {
     if (!bubbles)
       return bubbles.takeError();
     print(describeBubbles((*trainer)->schedule(), *bubbles) + "\n");
+    if (Error err = reportStageMemory(**trainer); !err.ok())
+      return err;
   } else {
     Expected<Trainer> trainer =
         Trainer::create(plan_, *kernels, std::move(state), *data, options_.globalBatch,
@@ -268,6 +273,27 @@ Error Run::train(TrainingState &state) {
   }
   if (metrics)
     return metrics->close();
+  return Error::success();
+}
+
+Error Run::reportStageMemory(const PipelineTrainer &trainer) {
+  const int64_t stages = mesh_.stages();
+  // Per stage: the peak, the activations held at once and their prediction.
+  std::vector<int64_t> mine = {trainer.peakBytes(), trainer.activationPeakBytes(),
+                               trainer.schedule().stages[size_t(mesh_.stage())].activationBytes};
+  std::vector<int64_t> all(mine.size() * size_t(stages));
+  if (Error err = mesh_.pipeline()->allGather(mine.data(), all.data(), mine.size(), MTC_I64);
+      !err.ok())
+    return std::move(err).withContext("gathering the stages' memory");
+  std::string line = "pipeline memory:";
+  for (int64_t s = 0; s < stages; ++s) {
+    const int64_t *figures = all.data() + size_t(s) * mine.size();
+    line += concat(s ? "; " : " ", "stage ", s, " peak ", mebibytes(figures[0]),
+                   ", activations ", mebibytes(figures[1]));
+    if (figures[2] >= 0)
+      line += concat(" (predicted ", mebibytes(figures[2]), ")");
+  }
+  print(line + "\n");
   return Error::success();
 }
 
