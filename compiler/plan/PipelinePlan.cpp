@@ -17,7 +17,7 @@ using namespace mlir;
 using namespace mtc;
 namespace json = llvm::json;
 
-FailureOr<SmallVector<int64_t>> mtc::chunkResidualBytes(ModuleOp trained) {
+FailureOr<ChunkSavedBytes> mtc::chunkSavedBytes(ModuleOp trained) {
   OwningOpRef<ModuleOp> module(trained.clone());
   PassManager pm(trained.getContext());
   pm.addPass(lowering::createMTDecomposePass());
@@ -25,23 +25,53 @@ FailureOr<SmallVector<int64_t>> mtc::chunkResidualBytes(ModuleOp trained) {
   pm.addPass(pipeline::createMTPipelineChunksPass());
   if (failed(pm.run(*module)))
     return failure();
-  SmallVector<int64_t> bytes;
+  ChunkSavedBytes saved;
   for (auto func : module->getOps<func::FuncOp>()) {
     auto chunk = func->getAttrOfType<IntegerAttr>("mt.pipeline_chunk");
-    if (!chunk || !func.getSymName().ends_with(".forward"))
+    if (!chunk)
       continue;
+    // A forward's residuals; backward_input's stash (what backward_weight reads).
+    bool forward = func.getSymName().ends_with(".forward");
+    if (!forward && !func.getSymName().ends_with(".backward_input"))
+      continue;
+    SmallVector<int64_t> &bytes = forward ? saved.residual : saved.stash;
     if (bytes.size() <= chunk.getInt())
       bytes.resize(chunk.getInt() + 1, 0);
     for (auto [index, type] : llvm::enumerate(func.getResultTypes())) {
       auto kind = func.getResultAttrOfType<StringAttr>(index, "mt.buffer");
       auto tensor = cast<mt::NamedTensorType>(type);
-      if (kind && kind.getValue() == "residual")
+      if (kind && kind.getValue() == (forward ? "residual" : "stash"))
         bytes[chunk.getInt()] +=
             tensor.getNumElements() *
             std::max<int64_t>(1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
     }
   }
-  return bytes;
+  return saved;
+}
+
+/// The most bytes of residuals and stash a stage holds while it runs `tasks` (plan.json
+/// task objects) in order: a forward keeps its chunk's residuals until the whole backward,
+/// or backward_weight, has run; backward_input keeps the stash until backward_weight.
+static int64_t peakSavedBytes(const json::Array &tasks, const ChunkSavedBytes &saved) {
+  auto of = [](const SmallVector<int64_t> &bytes, int64_t chunk) {
+    return chunk < static_cast<int64_t>(bytes.size()) ? bytes[chunk] : 0;
+  };
+  int64_t live = 0, peak = 0;
+  for (const json::Value &value : tasks) {
+    const json::Object &task = *value.getAsObject();
+    StringRef op = task.getString("op").value_or("");
+    int64_t chunk = task.getInteger("chunk").value_or(0);
+    if (op == "forward")
+      live += of(saved.residual, chunk);
+    else if (op == "backward_input")
+      live += of(saved.stash, chunk);
+    else if (op == "backward")
+      live -= of(saved.residual, chunk);
+    else if (op == "backward_weight")
+      live -= of(saved.residual, chunk) + of(saved.stash, chunk);
+    peak = std::max(peak, live);
+  }
+  return peak;
 }
 
 /// The schedule's kind (see checkPipelineSchedule).
@@ -85,22 +115,19 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
   }
   (*pipeline)["shared_params"] = std::move(shared);
 
-  // Predicted activation memory per stage and schedule: the most (chunk, micro-batch)
-  // pairs in flight times the largest residuals of the stage's chunks.
-  FailureOr<SmallVector<int64_t>> residuals = chunkResidualBytes(trained);
-  if (failed(residuals))
+  // Predicted activation memory per stage and schedule: the most residuals and stash the
+  // stage's task list holds at once.
+  FailureOr<ChunkSavedBytes> saved = chunkSavedBytes(trained);
+  if (failed(saved))
     return failure();
-  SmallVector<int64_t> stageResidual(options.stages, 0);
-  for (auto [chunk, stage] : llvm::enumerate(cut.chunkStages))
-    stageResidual[stage] = std::max(stageResidual[stage], (*residuals)[chunk]);
   json::Array residualBytes;
-  for (int64_t bytes : *residuals)
+  for (int64_t bytes : saved->residual)
     residualBytes.push_back(bytes);
   (*pipeline)["chunk_residual_bytes"] = std::move(residualBytes);
   for (json::Value &entry : *pipeline->getArray("schedules"))
-    for (auto [stage, stageJson] : llvm::enumerate(*entry.getAsObject()->getArray("stages"))) {
+    for (json::Value &stageJson : *entry.getAsObject()->getArray("stages")) {
       json::Object &object = *stageJson.getAsObject();
-      object["activation_bytes"] = *object.getInteger("in_flight") * stageResidual[stage];
+      object["activation_bytes"] = peakSavedBytes(*object.getArray("tasks"), *saved);
     }
   return pipeline;
 }

@@ -17,9 +17,16 @@
 
 namespace mtc {
 
-/// The bytes of the residuals each chunk's forward returns for one micro-batch: the
-/// chunk functions of `trained` (a module after the training pipeline) built on a copy.
-mlir::FailureOr<llvm::SmallVector<int64_t>> chunkResidualBytes(mlir::ModuleOp trained);
+/// What each chunk keeps for one micro-batch between its functions, in bytes (whole
+/// tensors, before tensor parallelism): the residuals its forward returns and the stash its
+/// backward_input returns (indexed by chunk).
+struct ChunkSavedBytes {
+  llvm::SmallVector<int64_t> residual, stash;
+};
+
+/// The chunk functions of `trained` (a module after the training pipeline), built on a
+/// copy, measured.
+mlir::FailureOr<ChunkSavedBytes> chunkSavedBytes(mlir::ModuleOp trained);
 
 /// The schedule the plan runs: the one the settings name, or 1f1b (interleaved with
 /// virtual stages). Emits an error and fails on a schedule the generators do not know.

@@ -160,8 +160,7 @@ Expected<float *> PipelineTrainer::buffer(const Key &key, size_t elements, std::
       return makeError("stage ", mesh_->stage(), ": out of memory for the ", what, " of chunk ",
                        std::get<1>(key), " micro-batch ", std::get<2>(key));
     }
-    liveBytes_ += static_cast<int64_t>(elements * sizeof(float));
-    peakLiveBytes_ = std::max(peakLiveBytes_, liveBytes_);
+    countHeld(key, static_cast<int64_t>(elements * sizeof(float)));
   } else if (elements != 0 && it->second.size() != elements) {
     return makeError("stage ", mesh_->stage(), ": the ", what, " of chunk ", std::get<1>(key),
                      " micro-batch ", std::get<2>(key), " has ", it->second.size(),
@@ -172,9 +171,19 @@ Expected<float *> PipelineTrainer::buffer(const Key &key, size_t elements, std::
 
 void PipelineTrainer::release(const Key &key) {
   if (auto it = buffers_.find(key); it != buffers_.end()) {
-    liveBytes_ -= static_cast<int64_t>(it->second.size() * sizeof(float));
+    countHeld(key, -static_cast<int64_t>(it->second.size() * sizeof(float)));
     buffers_.erase(it);
   }
+}
+
+void PipelineTrainer::countHeld(const Key &key, int64_t bytes) {
+  Held what = std::get<0>(key);
+  if (what == Held::Residual || what == Held::Stash) {
+    savedBytes_ += bytes;
+    peakSavedBytes_ = std::max(peakSavedBytes_, savedBytes_);
+  }
+  heldBytes_ += bytes;
+  peakHeldBytes_ = std::max(peakHeldBytes_, heldBytes_);
 }
 
 Expected<int32_t *> PipelineTrainer::batch(bool labels, int64_t microBatch) {
@@ -497,7 +506,7 @@ Expected<StepStats> PipelineTrainer::step() {
   Expected<StageStepTimes> times = executor_->runStep(*this);
   buffers_.clear();
   batches_.clear();
-  liveBytes_ = 0;
+  heldBytes_ = savedBytes_ = 0;
   if (!times)
     return times.takeError();
   times_.push_back(*times);
@@ -516,7 +525,7 @@ Expected<StepStats> PipelineTrainer::step() {
 }
 
 int64_t PipelineTrainer::bufferBytes() const {
-  return state_.bytes() + next_.bytes() + grads_->bytes() + peakLiveBytes_;
+  return state_.bytes() + next_.bytes() + grads_->bytes() + peakHeldBytes_;
 }
 
 int64_t PipelineTrainer::peakBytes() const { return bufferBytes() + kernelPeakBytes(); }

@@ -70,13 +70,14 @@ public:
   int64_t microBatches() const { return totalMicroBatches_; }
   int64_t microBatchSize() const { return microBatchSize_; }
   int64_t sequenceLength() const { return seqLen_; }
-  /// Bytes of the parameters, state, gradients and the most activation buffers held at once.
+  /// Bytes of the parameters, state, gradients and the most buffers (activations, messages,
+  /// residuals, stash) held at once.
   int64_t bufferBytes() const;
   /// bufferBytes() plus the kernels' temporaries' high-water mark.
   int64_t peakBytes() const;
-  /// The most bytes of activations, residuals, stash and messages held at once (what the
-  /// schedule's `activation_bytes` predicts, less the messages).
-  int64_t activationPeakBytes() const { return peakLiveBytes_; }
+  /// The most bytes of residuals and stash held at once: what the schedule's
+  /// `activation_bytes` predicts (for whole tensors; a tensor-parallel rank's are smaller).
+  int64_t activationPeakBytes() const { return peakSavedBytes_; }
 
   // StageCompute.
   Error compute(const ScheduleTask &task) override;
@@ -95,6 +96,8 @@ private:
   /// The buffer of `key`, made with `elements` values when it does not exist (0: it must).
   Expected<float *> buffer(const Key &key, size_t elements, std::string_view what);
   void release(const Key &key);
+  /// Counts `bytes` more (or fewer) held in buffers of `key`'s kind.
+  void countHeld(const Key &key, int64_t bytes);
   /// The token ids or labels of the rank's micro-batch `microBatch`.
   Expected<int32_t *> batch(bool labels, int64_t microBatch);
   /// The f32 words of the values chunk `chunk` hands to the next (its forward's
@@ -125,7 +128,9 @@ private:
   std::optional<GradientBuffer> grads_;
   std::map<Key, std::vector<float>> buffers_;
   std::map<std::pair<bool, int64_t>, std::vector<int32_t>> batches_;
-  int64_t liveBytes_ = 0, peakLiveBytes_ = 0;
+  /// Bytes held in buffers (messages included), and of those in residuals and stash, now
+  /// and at most.
+  int64_t heldBytes_ = 0, peakHeldBytes_ = 0, savedBytes_ = 0, peakSavedBytes_ = 0;
   std::vector<StageStepTimes> times_;
   int64_t microBatches_ = 1, totalMicroBatches_ = 1, microBatchSize_ = 1, seqLen_ = 1;
   int64_t dpIndex_ = 0, dpSize_ = 1;
