@@ -2,10 +2,8 @@
 
 #include "compiler/plan/PipelinePlan.h"
 
-#include "compiler/lowering/Passes.h"
-#include "compiler/pipeline/Passes.h"
+#include "compiler/pipelines/Pipelines.h"
 #include "compiler/pipeline/PipelineJSON.h"
-#include "compiler/transforms/Passes.h"
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mts/IR/MTSOps.h"
 
@@ -18,11 +16,10 @@ using namespace mtc;
 namespace json = llvm::json;
 
 FailureOr<ChunkSavedBytes> mtc::chunkSavedBytes(ModuleOp trained) {
+  // The functions as the plan gets them (partitioned: a tensor-parallel rank's tensors).
   OwningOpRef<ModuleOp> module(trained.clone());
   PassManager pm(trained.getContext());
-  pm.addPass(lowering::createMTDecomposePass());
-  pm.addPass(transforms::createMTOutlineParametersPass());
-  pm.addPass(pipeline::createMTPipelineChunksPass());
+  buildPartitionPipeline(pm);
   if (failed(pm.run(*module)))
     return failure();
   ChunkSavedBytes saved;
@@ -30,28 +27,40 @@ FailureOr<ChunkSavedBytes> mtc::chunkSavedBytes(ModuleOp trained) {
     auto chunk = func->getAttrOfType<IntegerAttr>("mt.pipeline_chunk");
     if (!chunk)
       continue;
-    // A forward's residuals; backward_input's stash (what backward_weight reads).
-    bool forward = func.getSymName().ends_with(".forward");
-    if (!forward && !func.getSymName().ends_with(".backward_input"))
+    // A forward's residuals, backward_input's stash and the residuals backward_weight reads.
+    StringRef name = func.getSymName();
+    bool forward = name.ends_with(".forward"), weight = name.ends_with(".backward_weight");
+    if (!forward && !weight && !name.ends_with(".backward_input"))
       continue;
-    SmallVector<int64_t> &bytes = forward ? saved.residual : saved.stash;
+    SmallVector<int64_t> &bytes =
+        forward ? saved.residual : weight ? saved.weightResidual : saved.stash;
     if (bytes.size() <= chunk.getInt())
       bytes.resize(chunk.getInt() + 1, 0);
-    for (auto [index, type] : llvm::enumerate(func.getResultTypes())) {
-      auto kind = func.getResultAttrOfType<StringAttr>(index, "mt.buffer");
+    auto count = [&](Type type) {
       auto tensor = cast<mt::NamedTensorType>(type);
-      if (kind && kind.getValue() == (forward ? "residual" : "stash"))
-        bytes[chunk.getInt()] +=
-            tensor.getNumElements() *
-            std::max<int64_t>(1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
+      bytes[chunk.getInt()] +=
+          tensor.getNumElements() *
+          std::max<int64_t>(1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
+    };
+    if (weight) {
+      for (auto [index, type] : llvm::enumerate(func.getArgumentTypes()))
+        if (auto kind = func.getArgAttrOfType<StringAttr>(index, "mt.buffer");
+            kind && kind.getValue() == "residual")
+          count(type);
+      continue;
     }
+    for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
+      if (auto kind = func.getResultAttrOfType<StringAttr>(index, "mt.buffer");
+          kind && kind.getValue() == (forward ? "residual" : "stash"))
+        count(type);
   }
   return saved;
 }
 
 /// The most bytes of residuals and stash a stage holds while it runs `tasks` (plan.json
 /// task objects) in order: a forward keeps its chunk's residuals until the whole backward,
-/// or backward_weight, has run; backward_input keeps the stash until backward_weight.
+/// or until backward_input for those backward_weight does not read and backward_weight for
+/// the others; backward_input keeps the stash until backward_weight.
 static int64_t peakSavedBytes(const json::Array &tasks, const ChunkSavedBytes &saved) {
   auto of = [](const SmallVector<int64_t> &bytes, int64_t chunk) {
     return chunk < static_cast<int64_t>(bytes.size()) ? bytes[chunk] : 0;
@@ -65,11 +74,14 @@ static int64_t peakSavedBytes(const json::Array &tasks, const ChunkSavedBytes &s
       live += of(saved.residual, chunk);
     else if (op == "backward_input")
       live += of(saved.stash, chunk);
+    // What a task frees, it frees after it ran (its inputs live beside its outputs).
+    peak = std::max(peak, live);
+    if (op == "backward_input")
+      live -= of(saved.residual, chunk) - of(saved.weightResidual, chunk);
     else if (op == "backward")
       live -= of(saved.residual, chunk);
     else if (op == "backward_weight")
-      live -= of(saved.residual, chunk) + of(saved.stash, chunk);
-    peak = std::max(peak, live);
+      live -= of(saved.weightResidual, chunk) + of(saved.stash, chunk);
   }
   return peak;
 }

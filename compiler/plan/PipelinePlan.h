@@ -18,10 +18,10 @@
 namespace mtc {
 
 /// What each chunk keeps for one micro-batch between its functions, in bytes (whole
-/// tensors, before tensor parallelism): the residuals its forward returns and the stash its
-/// backward_input returns (indexed by chunk).
+/// tensors, before tensor parallelism): the residuals its forward returns, those of them its
+/// backward_weight reads, and the stash its backward_input returns (indexed by chunk).
 struct ChunkSavedBytes {
-  llvm::SmallVector<int64_t> residual, stash;
+  llvm::SmallVector<int64_t> residual, weightResidual, stash;
 };
 
 /// The chunk functions of `trained` (a module after the training pipeline), built on a

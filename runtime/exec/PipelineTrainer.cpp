@@ -320,9 +320,18 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
   case TaskOp::Forward:
     release({Held::Input, c, i, 0});
     break;
-  case TaskOp::BackwardInput:
+  case TaskOp::BackwardInput: {
     release({Held::OutputGrad, c, i, 0});
+    // The residuals backward_weight does not read.
+    const KernelFunction &weight = *kernels_->chunks()[size_t(c)].backwardWeight.function;
+    for (const KernelBuffer &b : kernels_->chunks()[size_t(c)].forward.function->outputs)
+      if (b.kind == BufferKind::Residual &&
+          std::none_of(weight.inputs.begin(), weight.inputs.end(), [&](const KernelBuffer &w) {
+            return w.kind == BufferKind::Residual && w.index == b.index;
+          }))
+        release({Held::Residual, c, i, b.index});
     break;
+  }
   case TaskOp::Backward:
   case TaskOp::BackwardWeight:
     release({Held::OutputGrad, c, i, 0});
