@@ -1311,12 +1311,14 @@ JsonObject chunkFunction(int64_t c, int64_t first, int64_t n) {
                     {"outputs", JsonArray{}}};
 }
 
+/// `stage<s>.<role>`: returns the stage's squared gradient norm (grad_squares) or the
+/// learning rate (the other roles).
 JsonObject stageFunction(int64_t s, const char *role) {
+  const char *output = std::string_view(role) == "grad_squares" ? "grad_squares" : "lr";
   return JsonObject{{"symbol", concat("_mtc_stage", s, "_", role)},
                     {"stage", s},
                     {"inputs", JsonArray{}},
-                    {"outputs", JsonArray{kernelBuffer("grad_squares", "grad_squares", "f32",
-                                                       JsonArray{})}}};
+                    {"outputs", JsonArray{kernelBuffer(output, output, "f32", JsonArray{})}}};
 }
 
 /// The valid plan cut into 2 stages of one layer each (1F1B for 2 micro-batches), with the
@@ -1383,6 +1385,7 @@ TEST(PipelineKernelsTest, ChunkAndStageFunctionsAreRead) {
     ASSERT_TRUE(k.stages[size_t(s)].optimizerStep);
     EXPECT_EQ(k.stages[size_t(s)].optimizerStep->symbol, concat("_mtc_stage", s, "_optimizer_step"));
     EXPECT_EQ(k.stages[size_t(s)].gradSquares->outputs[0].kind, BufferKind::GradSquares);
+    EXPECT_EQ(k.stages[size_t(s)].optimizerStep->outputs[0].kind, BufferKind::Lr);
   }
   EXPECT_FALSE(k.forwardBackward) << "a pipeline plan's step is its chunks'";
 
