@@ -11,7 +11,8 @@
 //   states  block.b.m, wte.m, block.w.m, lnf.g.m, block.w.v (not in parameter order, so that
 //           a stage's table must re-index them)
 //
-// Every chunk's functions list the layer parameters, a chunk of 0 layers too.
+// Every chunk's functions list the layer parameters (of the chunk's layers), a chunk of 0
+// layers too. The stage functions are left to the tests.
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,8 +98,12 @@ inline Plan toyPipelinePlan(const ToyPipeline &t) {
   for (size_t c = 0; c < chunks; ++c) {
     KernelFunction fn;
     fn.symbol = concat("chunk", c);
+    // A parameter as the chunk takes it: the rank's shard, of the chunk's layers.
     auto reads = [&](const ParamInfo &p) {
-      fn.inputs.push_back(KernelBuffer{BufferKind::Param, p.name, PlanDType::F32, p.dims});
+      std::vector<Dim> dims = plan.localDims(p);
+      if (p.layer)
+        dims.front().size = t.chunkLayers[c];
+      fn.inputs.push_back(KernelBuffer{BufferKind::Param, p.name, PlanDType::F32, dims});
     };
     if (c == 0)
       reads(plan.params[0]);
