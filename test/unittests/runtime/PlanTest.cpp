@@ -1383,7 +1383,8 @@ TEST(PipelineKernelsTest, ChunkAndStageFunctionsAreRead) {
   for (int64_t s = 0; s < 2; ++s) {
     ASSERT_TRUE(k.stages[size_t(s)].gradSquares);
     ASSERT_TRUE(k.stages[size_t(s)].optimizerStep);
-    EXPECT_EQ(k.stages[size_t(s)].optimizerStep->symbol, concat("_mtc_stage", s, "_optimizer_step"));
+    EXPECT_EQ(k.stages[size_t(s)].optimizerStep->symbol,
+              concat("_mtc_stage", s, "_optimizer_step"));
     EXPECT_EQ(k.stages[size_t(s)].gradSquares->outputs[0].kind, BufferKind::GradSquares);
     EXPECT_EQ(k.stages[size_t(s)].optimizerStep->outputs[0].kind, BufferKind::Lr);
   }
@@ -1438,16 +1439,19 @@ TEST(PipelineKernelsTest, ChunkFunctionErrors) {
   EXPECT_EQ(parseError(planWithPipelineKernels(
                 [](JsonObject &f) { functionAt(f, "chunk1.forward").erase("chunk"); })),
             functions + "chunk1.forward: missing key 'chunk'");
-  EXPECT_EQ(parseError(planWithPipelineKernels(
-                [](JsonObject &f) { functionAt(f, "chunk1.backward").set("layers", JsonArray{0, 1}); })),
+  EXPECT_EQ(parseError(planWithPipelineKernels([](JsonObject &f) {
+              functionAt(f, "chunk1.backward").set("layers", JsonArray{0, 1});
+            })),
             functions + "chunk1.backward.layers: must be [1, 1], the chunk's layers in "
                         "pipeline.chunk_layers");
-  EXPECT_EQ(parseError(planWithPipelineKernels(
-                [](JsonObject &f) { functionAt(f, "chunk0.forward").set("layers", JsonArray{0, 2}); })),
+  EXPECT_EQ(parseError(planWithPipelineKernels([](JsonObject &f) {
+              functionAt(f, "chunk0.forward").set("layers", JsonArray{0, 2});
+            })),
             functions + "chunk0.forward.layers: must be [0, 1], the chunk's layers in "
                         "pipeline.chunk_layers");
-  EXPECT_EQ(parseError(planWithPipelineKernels(
-                [](JsonObject &f) { functionAt(f, "chunk0.forward").set("layers", JsonArray{0}); })),
+  EXPECT_EQ(parseError(planWithPipelineKernels([](JsonObject &f) {
+              functionAt(f, "chunk0.forward").set("layers", JsonArray{0});
+            })),
             functions + "chunk0.forward.layers: must be [0, 1], the chunk's layers in "
                         "pipeline.chunk_layers");
   EXPECT_EQ(parseError(planWithPipelineKernels([](JsonObject &f) {

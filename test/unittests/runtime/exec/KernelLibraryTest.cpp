@@ -2,8 +2,9 @@
 //
 // The failures of loading (an object compiled for another kernel context among them), a
 // pipeline plan's chunk and stage functions (checked against the chunk's layers and the
-// stage's tables, PipelineStage.h) and a call's kernel context; calling compiled kernels is covered end to end by the mtrun lit
-// tests (test/tools/mtrun/train.test), which run a real plan's step.
+// stage's tables, PipelineStage.h) and a call's kernel context; calling compiled kernels is
+// covered end to end by the mtrun lit tests (test/tools/mtrun/train.test), which run a real
+// plan's step.
 
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/MeshCollectives.h"
@@ -41,7 +42,7 @@ TEST(KernelLibraryTest, NotASharedObject) {
   TempDir tmp;
   Plan plan = smallPlan();
   plan.dir = tmp.path();
-  plan.x86Kernels = KernelsInfo{"x86_64.so", std::nullopt, std::nullopt, std::nullopt};
+  plan.x86Kernels = KernelsInfo{"x86_64.so", std::nullopt, std::nullopt, std::nullopt, {}, {}};
   std::ofstream(tmp / "x86_64.so") << "not an ELF file";
   std::string message = loadError(plan);
   EXPECT_EQ(message.rfind("'" + (tmp / "x86_64.so").string() + "': cannot load the compiled step: ",
@@ -56,7 +57,7 @@ TEST(KernelLibraryTest, ObjectWithoutAContextVersion) {
   Plan plan = smallPlan();
   plan.dir = "/";
   plan.x86Kernels = KernelsInfo{"lib/x86_64-linux-gnu/libc.so.6", std::nullopt, std::nullopt,
-                                std::nullopt};
+                                std::nullopt, {}, {}};
   EXPECT_EQ(loadError(plan),
             "'/lib/x86_64-linux-gnu/libc.so.6': the compiled step exports no "
             "mtc_kernel_context_version: it was compiled for a kernel ABI without a context "
@@ -68,7 +69,8 @@ TEST(KernelLibraryTest, ObjectOfAnotherContextVersion) {
   Plan plan = smallPlan();
   plan.dir = "/";
   plan.x86Kernels =
-      KernelsInfo{MTC_TOY_MESH_KERNELS_OTHER_CONTEXT, std::nullopt, std::nullopt, std::nullopt};
+      KernelsInfo{MTC_TOY_MESH_KERNELS_OTHER_CONTEXT, std::nullopt, std::nullopt, std::nullopt,
+                  {}, {}};
   EXPECT_EQ(loadError(plan), concat("'", MTC_TOY_MESH_KERNELS_OTHER_CONTEXT,
                                     "': the compiled step was compiled for kernel context "
                                     "version 999, and this runtime passes version 1 (recompile "
@@ -80,7 +82,8 @@ TEST(KernelLibraryTest, MissingFunctionAndBadBuffers) {
   // convention run before the symbol lookup.
   Plan plan = smallPlan();
   plan.dir = "/";
-  plan.x86Kernels = KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, std::nullopt, std::nullopt};
+  plan.x86Kernels =
+      KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, std::nullopt, std::nullopt, {}, {}};
   EXPECT_EQ(loadError(plan), "/: the plan's kernels have no 'forward_backward' function");
 
   KernelFunction fb;
@@ -163,7 +166,8 @@ Plan pipelinePlanOverToyKernels(const mtc::rt::test::ToyPipeline &t) {
     Plan tables = stagePlan(plan, *holdings);
     KernelFunction step{"toy_optimizer_step", {}, {}, {}};
     for (const ParamInfo &p : tables.params) {
-      step.inputs.push_back({BufferKind::Grad, p.name, PlanDType::F32, tables.optimizerLocalDims(p)});
+      step.inputs.push_back(
+          {BufferKind::Grad, p.name, PlanDType::F32, tables.optimizerLocalDims(p)});
       step.inputs.push_back({BufferKind::Param, p.name, PlanDType::F32, tables.localDims(p)});
     }
     for (const StateInfo &st : tables.states)

@@ -117,11 +117,13 @@ TEST(PipelineStageTest, Errors) {
   EXPECT_TRUE(stageHoldings(missing, 0).ok()) << "stage 0 does not run chunk 1";
   Expected<StageHoldings> s1 = stageHoldings(missing, 1);
   ASSERT_FALSE(s1.ok());
-  EXPECT_EQ(s1.error().message(), "pipe.plan: the plan's kernels have no 'chunk1.forward' function");
+  EXPECT_EQ(s1.error().message(),
+            "pipe.plan: the plan's kernels have no 'chunk1.forward' function");
   missing.x86Kernels->chunks.pop_back();
   s1 = stageHoldings(missing, 1);
   ASSERT_FALSE(s1.ok());
-  EXPECT_EQ(s1.error().message(), "pipe.plan: the plan's kernels have no 'chunk1.forward' function");
+  EXPECT_EQ(s1.error().message(),
+            "pipe.plan: the plan's kernels have no 'chunk1.forward' function");
 }
 
 //===----------------------------------------------------------------------===//
