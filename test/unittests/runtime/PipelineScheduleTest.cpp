@@ -252,3 +252,66 @@ TEST_F(PipelineErrors, StartSlots) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(PipelineSchedule, ReadsSharedParamsAndActivationBytes) {
+  JsonValue v = pipelineJson(buildPipeline(TestScheduleKind::OneFOneB, 2, {2}));
+  JsonObject &o = *v.getObject();
+  Expected<PipelinePlan> plain = parsePipeline(v);
+  ASSERT_TRUE(plain.ok()) << plain.error().message();
+  EXPECT_TRUE(plain->sharedParams.empty());
+  EXPECT_EQ(plain->schedules[0].stages[0].activationBytes, -1) << "absent: -1";
+
+  o.set("shared_params", JsonObject{{"wte", JsonArray{0, 1}}, {"pos", JsonArray{0, 1}}});
+  JsonObject &schedule = *(*o.find("schedules")->getArray())[0].getObject();
+  (*schedule.find("stages")->getArray())[0].getObject()->set("activation_bytes", 0);
+  (*schedule.find("stages")->getArray())[1].getObject()->set("activation_bytes", 123456789012);
+  Expected<PipelinePlan> p = parsePipeline(v);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_EQ(p->sharedParams.size(), 2u);
+  // In the object's order.
+  EXPECT_EQ(p->sharedParams[0].name, "wte");
+  EXPECT_EQ(p->sharedParams[0].chunks, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(p->sharedParams[1].name, "pos");
+  EXPECT_EQ(p->schedules[0].stages[0].activationBytes, 0);
+  EXPECT_EQ(p->schedules[0].stages[1].activationBytes, 123456789012);
+}
+
+TEST_F(PipelineErrors, SharedParams) {
+  auto shared = [](JsonValue value) {
+    return [value](JsonObject &o) { o.set("shared_params", value); };
+  };
+  EXPECT_ERROR(shared(JsonArray{"wte"}),
+               "pipeline.shared_params: expected an object, found array [\"wte\"]");
+  EXPECT_ERROR(shared(JsonObject{{"wte", 0}}),
+               "pipeline.shared_params.wte: expected an array, found integer 0");
+  EXPECT_ERROR(shared(JsonObject{{"wte", JsonArray{0, 2}}}),
+               "pipeline.shared_params.wte[1]: expected an integer from 0 to 1, found integer 2");
+  EXPECT_ERROR(shared(JsonObject{{"wte", JsonArray{0, "1"}}}),
+               "pipeline.shared_params.wte[1]: expected an integer from 0 to 1, found string "
+               "\"1\"");
+  const char *order = ": must list at least two distinct chunks in ascending order";
+  EXPECT_ERROR(shared(JsonObject{{"wte", JsonArray{1}}}),
+               std::string("pipeline.shared_params.wte") + order);
+  EXPECT_ERROR(shared(JsonObject{{"wte", JsonArray{}}}),
+               std::string("pipeline.shared_params.wte") + order);
+  EXPECT_ERROR(shared(JsonObject{{"wte", JsonArray{1, 0}}}),
+               std::string("pipeline.shared_params.wte") + order);
+  EXPECT_ERROR(shared(JsonObject{{"ok", JsonArray{0, 1}}, {"wte", JsonArray{1, 1}}}),
+               std::string("pipeline.shared_params.wte") + order);
+}
+
+TEST_F(PipelineErrors, ActivationBytes) {
+  EXPECT_ERROR([](JsonObject &o) { stage(o, 1).set("activation_bytes", -1); },
+               std::string(kStage1) + ".activation_bytes: expected an integer from 0 to "
+                                      "9223372036854775807, found integer -1");
+  EXPECT_ERROR([](JsonObject &o) { stage(o, 0).set("activation_bytes", 1.5); },
+               std::string(kStage0) + ".activation_bytes: expected an integer from 0 to "
+                                      "9223372036854775807, found number 1.5");
+  EXPECT_ERROR([](JsonObject &o) { stage(o, 0).set("activation_bytes", "big"); },
+               std::string(kStage0) + ".activation_bytes: expected an integer from 0 to "
+                                      "9223372036854775807, found string \"big\"");
+}
+
+} // namespace

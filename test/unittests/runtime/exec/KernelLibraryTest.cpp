@@ -1,14 +1,18 @@
 //===- KernelLibraryTest.cpp - Loading a plan's compiled step -------------===//
 //
-// The failures of loading (an object compiled for another kernel context among them) and a
-// call's kernel context; calling compiled kernels is covered end to end by the mtrun lit
-// tests (test/tools/mtrun/train.test), which run a real plan's step.
+// The failures of loading (an object compiled for another kernel context among them), a
+// pipeline plan's chunk and stage functions (checked against the chunk's layers and the
+// stage's tables, PipelineStage.h) and a call's kernel context; calling compiled kernels is
+// covered end to end by the mtrun lit tests (test/tools/mtrun/train.test), which run a real
+// plan's step.
 
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/MeshCollectives.h"
+#include "runtime/exec/PipelineStage.h"
 
 #include "ExecTestPlan.h"
 #include "ToyMeshPlan.h"
+#include "ToyPipelinePlan.h"
 #include "test/unittests/runtime/TempDir.h"
 
 #include <gtest/gtest.h>
@@ -38,7 +42,7 @@ TEST(KernelLibraryTest, NotASharedObject) {
   TempDir tmp;
   Plan plan = smallPlan();
   plan.dir = tmp.path();
-  plan.x86Kernels = KernelsInfo{"x86_64.so", std::nullopt, std::nullopt, std::nullopt};
+  plan.x86Kernels = KernelsInfo{"x86_64.so", std::nullopt, std::nullopt, std::nullopt, {}, {}};
   std::ofstream(tmp / "x86_64.so") << "not an ELF file";
   std::string message = loadError(plan);
   EXPECT_EQ(message.rfind("'" + (tmp / "x86_64.so").string() + "': cannot load the compiled step: ",
@@ -53,7 +57,7 @@ TEST(KernelLibraryTest, ObjectWithoutAContextVersion) {
   Plan plan = smallPlan();
   plan.dir = "/";
   plan.x86Kernels = KernelsInfo{"lib/x86_64-linux-gnu/libc.so.6", std::nullopt, std::nullopt,
-                                std::nullopt};
+                                std::nullopt, {}, {}};
   EXPECT_EQ(loadError(plan),
             "'/lib/x86_64-linux-gnu/libc.so.6': the compiled step exports no "
             "mtc_kernel_context_version: it was compiled for a kernel ABI without a context "
@@ -65,7 +69,8 @@ TEST(KernelLibraryTest, ObjectOfAnotherContextVersion) {
   Plan plan = smallPlan();
   plan.dir = "/";
   plan.x86Kernels =
-      KernelsInfo{MTC_TOY_MESH_KERNELS_OTHER_CONTEXT, std::nullopt, std::nullopt, std::nullopt};
+      KernelsInfo{MTC_TOY_MESH_KERNELS_OTHER_CONTEXT, std::nullopt, std::nullopt, std::nullopt,
+                  {}, {}};
   EXPECT_EQ(loadError(plan), concat("'", MTC_TOY_MESH_KERNELS_OTHER_CONTEXT,
                                     "': the compiled step was compiled for kernel context "
                                     "version 999, and this runtime passes version 1 (recompile "
@@ -77,7 +82,8 @@ TEST(KernelLibraryTest, MissingFunctionAndBadBuffers) {
   // convention run before the symbol lookup.
   Plan plan = smallPlan();
   plan.dir = "/";
-  plan.x86Kernels = KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, std::nullopt, std::nullopt};
+  plan.x86Kernels =
+      KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, std::nullopt, std::nullopt, {}, {}};
   EXPECT_EQ(loadError(plan), "/: the plan's kernels have no 'forward_backward' function");
 
   KernelFunction fb;
@@ -135,4 +141,90 @@ TEST(KernelLibraryTest, CallPassesItsStateInTheKernelContext) {
             "mtc_all_reduce (sum, 1 f64 elements) on world rank 0: mesh axis 3 is out of range "
             "(the plan's mesh has 1 axis)");
   EXPECT_TRUE(meshCall.ok());
+}
+
+namespace {
+
+/// The toy pipeline plan over the toy kernels' object: every function (the whole step's, the
+/// chunks', stage<s>.optimizer_step taking the stage's tensors as `stagePlan` lays them out)
+/// is `toy_forward_backward` or `toy_optimizer_step`, which are only looked up here.
+Plan pipelinePlanOverToyKernels(const mtc::rt::test::ToyPipeline &t) {
+  Plan plan = mtc::rt::test::toyPipelinePlan(t);
+  plan.dir = "/";
+  KernelsInfo &k = *plan.x86Kernels;
+  k.file = MTC_TOY_MESH_KERNELS;
+  k.forwardBackward = KernelFunction{"toy_forward_backward", {}, {}, {}};
+  k.optimizerStep = KernelFunction{"toy_optimizer_step", {}, {}, {}};
+  for (ChunkKernels &c : k.chunks)
+    for (std::optional<KernelFunction> *fn :
+         {&c.forward, &c.backward, &c.backwardInput, &c.backwardWeight})
+      if (*fn)
+        (*fn)->symbol = "toy_forward_backward";
+  for (int64_t s = 0; s < t.stages; ++s) {
+    Expected<StageHoldings> holdings = stageHoldings(plan, s);
+    EXPECT_TRUE(holdings.ok());
+    Plan tables = stagePlan(plan, *holdings);
+    KernelFunction step{"toy_optimizer_step", {}, {}, {}};
+    for (const ParamInfo &p : tables.params) {
+      step.inputs.push_back(
+          {BufferKind::Grad, p.name, PlanDType::F32, tables.optimizerLocalDims(p)});
+      step.inputs.push_back({BufferKind::Param, p.name, PlanDType::F32, tables.localDims(p)});
+    }
+    for (const StateInfo &st : tables.states)
+      step.inputs.push_back({BufferKind::State, st.name, PlanDType::F32,
+                             tables.optimizerLocalDims(tables.params[st.paramIndex])});
+    step.outputs.push_back({BufferKind::Lr, "lr", PlanDType::F32, {}});
+    k.stages[size_t(s)].optimizerStep = std::move(step);
+  }
+  return plan;
+}
+
+} // namespace
+
+TEST(KernelLibraryTest, PipelineChunkAndStageFunctions) {
+  // pp2 x dp2 with the distributed optimizer, one layer per stage: a stage's optimizer_step
+  // takes block.w's gradient and states split on hidden (the whole model's on layers).
+  Plan plan = pipelinePlanOverToyKernels({2, {0, 1}, {1, 1}, false, /*dp=*/2});
+  Expected<KernelLibrary> lib = KernelLibrary::load(plan);
+  ASSERT_TRUE(lib.ok()) << lib.error().message();
+  ASSERT_EQ(lib->chunks().size(), 2u);
+  for (const LoadedChunk &c : lib->chunks()) {
+    EXPECT_TRUE(c.forward.entry);
+    EXPECT_TRUE(c.backward.entry);
+    EXPECT_FALSE(c.backwardInput.entry) << "absent in the plan";
+    EXPECT_FALSE(c.backwardWeight.entry);
+  }
+  EXPECT_EQ(lib->chunks()[1].forward.function, &*plan.x86Kernels->chunks[1].forward);
+  ASSERT_EQ(lib->stages().size(), 2u);
+  for (const LoadedStage &s : lib->stages()) {
+    EXPECT_TRUE(s.optimizerStep.entry);
+    EXPECT_FALSE(s.gradSquares.entry);
+  }
+
+  // A chunk's layer parameter holds the chunk's layers, not the stack's.
+  Plan wholeStack = plan;
+  wholeStack.x86Kernels->chunks[1].forward->inputs[0].dims.front().size = 2;
+  EXPECT_EQ(loadError(wholeStack),
+            "/: kernels.x86_64.functions.chunk1.forward: param 'block.w' is [layers=2, "
+            "hidden=4, ffn=6] but the parameter table says [layers=1, hidden=4, ffn=6]");
+  // A stage's gradient in the whole model's optimizer layout (layers over dp).
+  Plan wholeLayout = plan;
+  KernelBuffer &grad = wholeLayout.x86Kernels->stages[0].optimizerStep->inputs[2];
+  ASSERT_EQ(grad.name, "block.w");
+  grad.dims = plan.optimizerLocalDims(plan.params[1]);
+  EXPECT_EQ(loadError(wholeLayout),
+            "/: kernels.x86_64.functions.stage0.optimizer_step: grad 'block.w' is [layers=1, "
+            "hidden=4, ffn=6] but the optimizer layout of parameter 'block.w' (hidden over dp) "
+            "gives the local dims [layers=1, hidden=2, ffn=6]");
+  // Stage 0 does not hold the final norm.
+  Plan notHeld = plan;
+  notHeld.x86Kernels->stages[0].optimizerStep->inputs.push_back(
+      {BufferKind::Param, "lnf.g", PlanDType::F32, {{"hidden", 4}}});
+  EXPECT_EQ(loadError(notHeld), "/: kernels.x86_64.functions.stage0.optimizer_step: param "
+                                "'lnf.g' is not a parameter of the plan");
+  // A chunk function whose symbol the object lacks.
+  Plan noSymbol = plan;
+  noSymbol.x86Kernels->chunks[0].backward->symbol = "_mtc_chunk0_backward";
+  EXPECT_EQ(loadError(noSymbol), "/: kernels.x86_64.functions.chunk0.backward: the kernel "
+                                 "library has no symbol '_mtc_chunk0_backward'");
 }

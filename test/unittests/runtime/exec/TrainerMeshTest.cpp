@@ -212,7 +212,7 @@ Plan zeroPlan(int64_t dp, int64_t tp, bool distributed, int64_t globalBatch = 4)
                  buffer(BufferKind::Param, "v", v.dims),
                  buffer(BufferKind::State, "w.m", wShard),
                  buffer(BufferKind::State, "v.n", v.dims)};
-  plan.x86Kernels = KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, fb, opt};
+  plan.x86Kernels = KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, fb, opt, {}, {}};
   return plan;
 }
 
