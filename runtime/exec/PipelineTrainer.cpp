@@ -6,6 +6,7 @@
 #include "runtime/exec/KernelMemory.h"
 #include "runtime/exec/MeshCollectives.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <new>
@@ -110,26 +111,30 @@ PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, Training
     if (!links)
       return links.takeError();
     t->links_.emplace(std::move(*links));
+    // One group per set of stages sharing parameters, split in the plan's order on every
+    // stage (a split is collective over the pipeline group).
     for (const PipelinePlan::SharedParam &shared : pipeline.sharedParams) {
       std::vector<int64_t> stages;
       for (int64_t c : shared.chunks)
-        if (std::find(stages.begin(), stages.end(), pipeline.chunkStages[size_t(c)]) ==
-            stages.end())
-          stages.push_back(pipeline.chunkStages[size_t(c)]);
+        stages.push_back(pipeline.chunkStages[size_t(c)]);
+      std::sort(stages.begin(), stages.end());
+      stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
       if (stages.size() < 2)
         continue; // one stage holds every reader: its chunks' parts add up locally
-      if (t->sharedGroup_ == nullptr) {
-        bool member = std::find(stages.begin(), stages.end(), mesh.stage()) != stages.end();
-        Expected<std::unique_ptr<Communicator>> group =
+      auto group = std::find_if(t->sharedGroups_.begin(), t->sharedGroups_.end(),
+                                [&](const SharedGroup &g) { return g.stages == stages; });
+      if (group == t->sharedGroups_.end()) {
+        bool member = std::binary_search(stages.begin(), stages.end(), mesh.stage());
+        Expected<std::unique_ptr<Communicator>> comm =
             pipelineGroup->split(member ? 0 : 1, static_cast<int>(mesh.stage()));
-        if (!group)
-          return group.takeError().withContext("building the shared parameters' group");
-        t->sharedGroup_ = std::move(*group);
-        if (!member)
-          break;
+        if (!comm)
+          return comm.takeError().withContext("building the shared parameters' group");
+        t->sharedGroups_.push_back({stages, member ? std::move(*comm) : nullptr, {}});
+        group = std::prev(t->sharedGroups_.end());
       }
-      if (std::optional<size_t> i = t->paramIndex(shared.name))
-        t->sharedParams_.push_back(*i);
+      if (group->comm)
+        if (std::optional<size_t> i = t->paramIndex(shared.name))
+          group->params.push_back(*i);
     }
   }
   Expected<ScheduleExecutor> executor = ScheduleExecutor::create(
@@ -411,10 +416,10 @@ Expected<MessageBuffer> PipelineTrainer::message(const ScheduleTask &task) {
 Error PipelineTrainer::reduceGradients() {
   // A shared parameter's parts on the stages holding it first (Megatron's embedding group),
   // then the data-parallel sum.
-  if (sharedGroup_ && !sharedParams_.empty())
-    for (size_t p : sharedParams_)
-      if (Error err = sharedGroup_->allReduce(grads_->grad(p), state_.params[p].values.size(),
-                                              MTC_F32, MTC_SUM);
+  for (const SharedGroup &group : sharedGroups_)
+    for (size_t p : group.params)
+      if (Error err = group.comm->allReduce(grads_->grad(p), state_.params[p].values.size(),
+                                            MTC_F32, MTC_SUM);
           !err.ok())
         return std::move(err).withContext(concat("step ", step_ + 1, ": all-reduce of shared "
                                                  "parameter '",

@@ -120,10 +120,15 @@ private:
   const PipelineSchedule *schedule_ = nullptr;
   std::optional<PipelineLinks> links_;
   std::optional<ScheduleExecutor> executor_;
-  /// The group of the stages holding a shared parameter (the tied embedding) when they
-  /// differ, and the shared parameters (stage table indices) summed over it.
-  std::unique_ptr<Communicator> sharedGroup_;
-  std::vector<size_t> sharedParams_;
+  /// The stages holding shared parameters (the tied embedding), when they differ: their
+  /// group (null on a stage outside it) and the parameters (stage table indices) summed
+  /// over it.
+  struct SharedGroup {
+    std::vector<int64_t> stages;
+    std::unique_ptr<Communicator> comm;
+    std::vector<size_t> params;
+  };
+  std::vector<SharedGroup> sharedGroups_;
   TrainingState state_, next_;
   std::optional<GradientBuffer> grads_;
   std::map<Key, std::vector<float>> buffers_;

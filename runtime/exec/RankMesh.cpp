@@ -16,7 +16,7 @@ Expected<RankMesh> RankMesh::create(const Plan &plan, Communicator *world) {
     // contiguous block [s * n, (s + 1) * n) of the world, n = world size / stages, and
     // within it the placement is the one of a plan without a pipeline.
     int worldSize = world ? world->size() : 1;
-    if (worldSize % stages != 0)
+    if (worldSize % (stages * plan.meshSize()) != 0)
       return makeError("the plan has ", stages, " pipeline stages, which a job of ", worldSize,
                        " rank", worldSize == 1 ? "" : "s",
                        " cannot form (the number of ranks must be a multiple of pp x tp = ",

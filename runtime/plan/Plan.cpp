@@ -1284,6 +1284,11 @@ Plan readPlan(const JsonValue &root) {
       fail(top, read.error().message());
     plan.pipeline = std::move(*read);
   }
+  if (plan.pipeline)
+    for (const PipelinePlan::SharedParam &shared : plan.pipeline->sharedParams)
+      if (!plan.findParam(shared.name))
+        fail(member(member("pipeline", "shared_params"), shared.name),
+             concat("no parameter named '", shared.name, "' (a shared parameter is one of params)"));
   if (const JsonValue *kernels = o.find("kernels"))
     if (const JsonValue *x86 = asObject(*kernels, "kernels").find("x86_64"))
       plan.x86Kernels =

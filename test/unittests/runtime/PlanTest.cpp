@@ -1501,12 +1501,9 @@ TEST(PipelineKernelsTest, SharedParamsAndActivationBytesThroughThePlan) {
                            "distinct chunks in ascending order");
 }
 
-// BUG (runtime/plan/Plan.cpp / PipelineSchedule.cpp): `pipeline.shared_params` names are not
-// checked against the parameter table, and PipelineTrainer::create skips a name it does not
-// find (`if (std::optional<size_t> i = t->paramIndex(shared.name))`). A plan whose shared
-// parameter is misspelled loads and trains with the tied gradient's parts never summed over
-// the stages holding it: the copies drift apart silently. The loader should refuse it.
-TEST(PipelineKernelsTest, DISABLED_SharedParamsMustNameAParameter) {
+// A misspelled shared parameter would train with the tied gradient's parts never summed over
+// the stages holding it: the loader refuses it.
+TEST(PipelineKernelsTest, SharedParamsMustNameAParameter) {
   JsonValue v = planWithPipelineKernels();
   JsonObject &pipeline = *v.getObject()->find("pipeline")->getObject();
   pipeline.set("shared_params", JsonObject{{"wtee", JsonArray{0, 1}}});

@@ -129,13 +129,9 @@ TEST(RankMeshTest, PipelineStagesMustShareTheWorld) {
                  "of ranks must be a multiple of pp x tp = 2)");
 }
 
-// BUG (runtime/exec/RankMesh.cpp, RankMesh::create): a world that pp divides but pp x tp does
-// not (6 ranks for pp2 x tp2) passes the pipeline check, and the mesh's check then runs on
-// the stage's 3 ranks: "the plan partitions the model over a mesh of 2 ranks (tp=2), but the
-// job has 3 ranks: the number of ranks must be a multiple of 2" -- the job has 6 ranks, and 6
-// is a multiple of 2. The check should be worldSize % (pp x meshSize), with the message the
-// pipeline check already gives.
-TEST(RankMeshTest, DISABLED_AWorldPpDividesButNotPpTimesTp) {
+// A world that pp divides but pp x tp does not (6 ranks for pp2 x tp2) is refused with the
+// job's size, not the misleading size of one stage's block.
+TEST(RankMeshTest, AWorldPpDividesButNotPpTimesTp) {
   Plan plan = toyPipelinePlan({2, {0, 1}, {1, 1}, false, 0, /*tp=*/2});
   TestJob job;
   std::vector<std::string> errors(6);
