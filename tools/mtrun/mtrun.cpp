@@ -348,10 +348,11 @@ int run(int argc, char **argv) {
   // rank's micro-batches need a schedule in the plan.
   if (!opts->info && (env->launcher == Launcher::None || opts->nodes)) {
     int64_t stages = plan->pipeline ? plan->pipeline->stages : 1;
-    if (requested % (stages * plan->meshSize()) != 0)
-      return fail(makeError(*opts->plan, ": the plan has ", stages, " pipeline stages, which ",
-                            requested, " ranks cannot form (the number of ranks must be a "
-                            "multiple of pp x tp = ",
+    if (stages > 1 && requested % (stages * plan->meshSize()) != 0)
+      return fail(makeError(*opts->plan, ": the plan has ", stages,
+                            " pipeline stages, which a job of ", requested,
+                            requested == 1 ? " rank" : " ranks",
+                            " cannot form (the number of ranks must be a multiple of pp x tp = ",
                             stages * plan->meshSize(), ")"));
     Expected<MeshPlacement> p = placePlanRank(*plan, 0, requested / stages);
     if (!p)
