@@ -429,22 +429,15 @@ static bool checkPipeline(const Settings &parallel,
   if (const ConfigEntry *ppEntry = byKey.lookup("pp"); ppEntry && pp > numLayers)
     diags.error(ppEntry->range, "pp " + llvm::Twine(pp) + " exceeds the " + llvm::Twine(numLayers) +
                                     " layers there are to cut into pipeline stages");
-  if (vs && chunks > 1 && pp == 1)
-    diags.error(vs->range, "'" + vs->key + " " + llvm::Twine(chunks) +
-                               "' needs pipeline parallelism: set pp above 1");
-  if (schedule == mt::PipelineSchedule::Interleaved && chunks < 2)
-    diags.error(scheduleEntry->range,
-                "the interleaved schedule needs virtual stages: set vpp (virtual_stages) "
-                "above 1");
-  if (schedule == mt::PipelineSchedule::ZeroBubbleV && chunks != 2)
-    diags.error(vs->range, "the zb-v schedule runs 2 model chunks per stage (its V shape), "
-                           "not " +
-                               llvm::Twine(chunks));
-  if (vs && chunks > 1 && schedule && *schedule != mt::PipelineSchedule::Interleaved &&
-      *schedule != mt::PipelineSchedule::ZeroBubbleV)
-    diags.error(vs->range, "'" + vs->key + " " + llvm::Twine(chunks) +
-                               "' needs the interleaved (or zb-v) schedule, not " +
-                               mt::stringifyPipelineSchedule(*schedule));
+  auto describe = [&](int64_t n) {
+    return "'" + (vs ? vs->key : std::string("vpp")) + " " + std::to_string(n) + "'";
+  };
+  if (std::optional<mt::PipelineSettingProblem> problem = mt::checkPipelineSchedule(
+          pp, schedule, virtualStages, {"pp", "vpp (virtual_stages)", describe})) {
+    const ConfigEntry *at =
+        problem->at == mt::PipelineSettingProblem::Setting::Schedule ? scheduleEntry : vs;
+    diags.error((at ? at : scheduleEntry)->range, problem->message);
+  }
   if (diags.numErrors() != errors)
     return false;
 

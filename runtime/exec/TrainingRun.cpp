@@ -305,10 +305,12 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
                    withThousands(plan_.numParameterElements()).c_str(), plan_.dir.c_str()));
   print(formatText("data: %s\n", data.describe().c_str()));
   if (job_.size > 1 && stage_)
-    print(formatText("ranks: %d (pp=%lld, %s schedule%s%s, %s over TCP)\n", job_.size,
-                     static_cast<long long>(mesh_.stages()), plan_.pipeline->schedule.c_str(),
-                     mesh_.partitioned() ? " x " : "",
-                     mesh_.partitioned() ? describeMesh(plan_, mesh_).c_str() : "",
+    print(formatText("ranks: %d (pp=%lld x %s, %s schedule, %s over TCP)\n", job_.size,
+                     static_cast<long long>(mesh_.stages()),
+                     mesh_.partitioned()
+                         ? describeMesh(plan_, mesh_).c_str()
+                         : concat("data parallel ", mesh_.placement().dpSize).c_str(),
+                     plan_.pipeline->schedule.c_str(),
                      std::string(job_.world->backendName()).c_str()));
   else if (job_.size > 1 && mesh_.partitioned())
     print(formatText("ranks: %d (%s, %s over TCP)\n", job_.size, describeMesh(plan_, mesh_).c_str(),

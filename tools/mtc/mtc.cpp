@@ -419,21 +419,10 @@ LogicalResult applyPipelineFlags(int64_t numLayers, std::optional<int64_t> &pp,
     return flagError(formatv("pp {0} exceeds the {1} layers there are to cut into pipeline "
                              "stages",
                              stages, numLayers));
-  if (chunks > 1 && stages == 1)
-    return flagError(
-        formatv("{0} virtual stages need pipeline parallelism: set --pp above 1", chunks));
-  if (schedule == PipelineSchedule::Interleaved && chunks < 2)
-    return flagError("the interleaved schedule needs virtual stages: set --virtual-stages "
-                     "above 1");
-  if (schedule == PipelineSchedule::ZeroBubbleV && chunks != 2)
-    return flagError(formatv("the zb-v schedule runs 2 model chunks per stage (its V shape), "
-                             "not {0}",
-                             chunks));
-  if (chunks > 1 && schedule && *schedule != PipelineSchedule::Interleaved &&
-      *schedule != PipelineSchedule::ZeroBubbleV)
-    return flagError(formatv("{0} virtual stages need the interleaved (or zb-v) schedule, not "
-                             "{1}",
-                             chunks, mtc::mt::stringifyPipelineSchedule(*schedule)));
+  auto describe = [](int64_t n) { return "--virtual-stages " + std::to_string(n); };
+  if (std::optional<mtc::mt::PipelineSettingProblem> problem = mtc::mt::checkPipelineSchedule(
+          stages, schedule, virtualStages, {"--pp", "--virtual-stages", describe}))
+    return flagError(problem->message);
 
   if (pipelineLayersFlag.getNumOccurrences()) {
     if (firstStageLayers.getNumOccurrences() || lastStageLayers.getNumOccurrences())

@@ -393,23 +393,12 @@ LogicalResult ParallelAttr::verify(
     if (value && *value < 1)
       return emitError() << name << " must be at least 1, got " << *value;
   int64_t stages = pp.value_or(1);
-  int64_t chunks = virtualStages.value_or(1);
-  if (chunks > 1 && stages == 1)
-    return emitError() << "virtual_stages " << chunks
-                       << " needs pipeline parallelism: set pp above 1";
-  if (schedule == PipelineSchedule::Interleaved && chunks < 2)
-    return emitError() << "the interleaved schedule needs virtual_stages above 1";
-  if (schedule == PipelineSchedule::ZeroBubbleV && virtualStages && chunks != 2)
-    return emitError() << "the zb-v schedule runs 2 model chunks per stage (its V shape), "
-                          "not virtual_stages "
-                       << chunks;
-  if (chunks > 1 && schedule && *schedule != PipelineSchedule::Interleaved &&
-      *schedule != PipelineSchedule::ZeroBubbleV)
-    return emitError() << "virtual_stages " << chunks << " needs the interleaved (or zb-v) "
-                       << "schedule, not " << stringifyPipelineSchedule(*schedule);
+  auto describe = [](int64_t chunks) { return "virtual_stages " + std::to_string(chunks); };
+  if (std::optional<PipelineSettingProblem> problem = checkPipelineSchedule(
+          stages, schedule, virtualStages, {"pp", "virtual_stages", describe}))
+    return emitError() << problem->message;
+  int64_t chunks = virtualStages.value_or(schedule == PipelineSchedule::ZeroBubbleV ? 2 : 1);
   if (pipelineLayers) {
-    if (schedule == PipelineSchedule::ZeroBubbleV && !virtualStages)
-      chunks = 2;
     if (static_cast<int64_t>(pipelineLayers.size()) != stages * chunks)
       return emitError() << "pipeline_layers has " << pipelineLayers.size() << " entries; pp "
                          << stages << " x " << chunks << " virtual stages needs "

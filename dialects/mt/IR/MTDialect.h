@@ -81,6 +81,29 @@ int64_t countLayers(mlir::ModuleOp module);
 /// module, when the layers do not split evenly and no split is given.
 mlir::FailureOr<llvm::SmallVector<int64_t>> getPipelineLayers(mlir::ModuleOp module);
 
+/// How the pipeline settings are spelled where they were given (the .mtl's keys, mtc's
+/// flags, #mt.parallel's fields), for the messages of checkPipelineSchedule.
+struct PipelineSettingNames {
+  llvm::StringRef pp;            // "pp", "--pp"
+  llvm::StringRef virtualStages; // "vpp (virtual_stages)", "--virtual-stages"
+  /// The virtual stages as given: "'vpp 2'", "--virtual-stages 2", "virtual_stages 2".
+  llvm::function_ref<std::string(int64_t)> describeVirtualStages;
+};
+
+/// A rule of the pipeline settings that does not hold: the setting to blame and the message.
+struct PipelineSettingProblem {
+  enum class Setting { VirtualStages, Schedule } at;
+  std::string message;
+};
+
+/// The rules of pp, the schedule and the virtual stages, wherever they are given: virtual
+/// stages need pp above 1 and the interleaved (or zb-v) schedule, interleaved needs
+/// virtual stages, zb-v runs exactly 2 chunks per stage (its default). The chunks per stage
+/// the settings give are virtualStages, else 2 for zb-v, else 1.
+std::optional<PipelineSettingProblem>
+checkPipelineSchedule(int64_t stages, std::optional<PipelineSchedule> schedule,
+                      std::optional<int64_t> virtualStages, const PipelineSettingNames &names);
+
 /// Checks that an explicit split `layers` covers the `numLayers` layers of the model.
 llvm::Error checkPipelineLayers(llvm::ArrayRef<int64_t> layers, int64_t numLayers);
 

@@ -39,6 +39,34 @@ FailureOr<SmallVector<int64_t>> mtc::mt::getPipelineLayers(ModuleOp module) {
   return layers;
 }
 
+std::optional<PipelineSettingProblem>
+mtc::mt::checkPipelineSchedule(int64_t stages, std::optional<PipelineSchedule> schedule,
+                               std::optional<int64_t> virtualStages,
+                               const PipelineSettingNames &names) {
+  using Setting = PipelineSettingProblem::Setting;
+  int64_t chunks = virtualStages.value_or(schedule == PipelineSchedule::ZeroBubbleV ? 2 : 1);
+  auto problem = [](Setting at, const llvm::Twine &message) {
+    return PipelineSettingProblem{at, message.str()};
+  };
+  if (chunks > 1 && stages == 1)
+    return problem(Setting::VirtualStages, names.describeVirtualStages(chunks) +
+                                               " needs pipeline parallelism: set " + names.pp +
+                                               " above 1");
+  if (schedule == PipelineSchedule::Interleaved && chunks < 2)
+    return problem(Setting::Schedule, "the interleaved schedule needs virtual stages: set " +
+                                          names.virtualStages + " above 1");
+  if (schedule == PipelineSchedule::ZeroBubbleV && chunks != 2)
+    return problem(Setting::VirtualStages,
+                   "the zb-v schedule runs 2 model chunks per stage (its V shape), not " +
+                       names.describeVirtualStages(chunks));
+  if (chunks > 1 && schedule && *schedule != PipelineSchedule::Interleaved &&
+      *schedule != PipelineSchedule::ZeroBubbleV)
+    return problem(Setting::VirtualStages, names.describeVirtualStages(chunks) +
+                                               " needs the interleaved (or zb-v) schedule, not " +
+                                               stringifyPipelineSchedule(*schedule));
+  return std::nullopt;
+}
+
 llvm::Error mtc::mt::checkPipelineLayers(ArrayRef<int64_t> layers, int64_t numLayers) {
   int64_t sum = 0;
   for (int64_t count : layers)

@@ -73,7 +73,7 @@ module attributes {mt.parallel = #mt.parallel<pp = 2, schedule = "zero-bubble">}
 // -----
 
 // Tests that the interleaved schedule needs virtual stages.
-// expected-error @+1 {{the interleaved schedule needs virtual_stages above 1}}
+// expected-error @+1 {{the interleaved schedule needs virtual stages: set virtual_stages above 1}}
 module attributes {mt.parallel = #mt.parallel<pp = 2, schedule = interleaved>} {
 }
 
