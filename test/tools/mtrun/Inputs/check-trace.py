@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
 """Checks a Chrome trace written by `mtrun --trace` and summarises it for FileCheck.
 
-  check-trace.py TRACE
+  check-trace.py TRACE [--categories CAT,...]
 
 Fails unless the file is JSON with a "traceEvents" list whose spans ("X" events) have a name,
 a category, a rank (pid), a start and a non-negative duration, and every span of a step lies
-within that rank's "step" span. Prints the ranks, then per rank the spans per step by name.
+within that rank's "step" span. Prints the ranks, then per rank the spans per step by name;
+with --categories only the spans of those categories (a pipeline's "communication" spans of
+waits for a peer come and go with the timing).
 """
 
+import argparse
 import collections
 import json
-import sys
 
 
 def main():
-    with open(sys.argv[1]) as f:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("trace")
+    parser.add_argument("--categories", help="count only the spans of these categories")
+    args = parser.parse_args()
+    with open(args.trace) as f:
         trace = json.load(f)
     events = trace["traceEvents"]
     spans = [e for e in events if e["ph"] == "X"]
@@ -35,7 +41,8 @@ def main():
             inside = [s for s in steps
                       if s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1e-3]
             assert len(inside) == 1, f"{e} is not within one step span"
-            per_step[e["name"]] += 1
+            if args.categories is None or e["cat"] in args.categories.split(","):
+                per_step[e["name"]] += 1
         counts = ", ".join(f"{name} {n / len(steps):g}" for name, n in sorted(per_step.items()))
         print(f"rank {rank}: {len(steps)} steps; per step: {counts}; "
               f"checkpoints {sum(e['name'] == 'checkpoint' for e in mine)}")
