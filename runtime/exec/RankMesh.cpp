@@ -9,51 +9,43 @@ namespace mtc::rt {
 Expected<RankMesh> RankMesh::create(const Plan &plan, Communicator *world) {
   RankMesh m;
   m.world_ = world;
-  m.rankInStage_ = world ? world->rank() : 0;
-  int64_t stages = plan.pipeline ? plan.pipeline->stages : 1;
-  if (stages > 1) {
-    // Pipeline parallelism is outermost (Megatron's order): the ranks of stage s are the
-    // contiguous block [s * n, (s + 1) * n) of the world, n = world size / stages, and
-    // within it the placement is the one of a plan without a pipeline.
-    int worldSize = world ? world->size() : 1;
-    if (worldSize % (stages * plan.meshSize()) != 0)
-      return makeError("the plan has ", stages, " pipeline stages, which a job of ", worldSize,
-                       " rank", worldSize == 1 ? "" : "s",
-                       " cannot form (the number of ranks must be a multiple of pp x tp = ",
-                       stages * plan.meshSize(), ")");
-    int perStage = worldSize / static_cast<int>(stages);
-    int rank = world->rank();
-    m.stage_ = rank / perStage;
-    m.stages_ = stages;
-    m.rankInStage_ = rank % perStage;
-    Expected<std::unique_ptr<Communicator>> stageWorld = world->split(m.stage_, rank % perStage);
-    if (!stageWorld)
-      return stageWorld.takeError().withContext("building the pipeline stage's communicator");
-    Expected<std::unique_ptr<Communicator>> pipeline = world->split(rank % perStage, m.stage_);
-    if (!pipeline)
-      return pipeline.takeError().withContext("building the pipeline communicator");
-    m.pipeline_ = pipeline->get();
-    Communicator *stageComm = stageWorld->get();
-    m.owned_.push_back(std::move(*stageWorld));
-    m.owned_.push_back(std::move(*pipeline));
-    if (Error err = m.placeOnMesh(plan, stageComm); !err.ok())
-      return err;
-    return m;
-  }
-  if (Error err = m.placeOnMesh(plan, world); !err.ok())
-    return err;
-  return m;
-}
-
-Error RankMesh::placeOnMesh(const Plan &plan, Communicator *world) {
-  RankMesh &m = *this;
-  int worldRank = world ? world->rank() : 0;
-  int worldSize = world ? world->size() : 1;
+  const int worldRank = world ? world->rank() : 0;
+  const int worldSize = world ? world->size() : 1;
   Expected<MeshPlacement> placement = placePlanRank(plan, worldRank, worldSize);
   if (!placement)
     return placement.takeError();
   m.placement_ = std::move(*placement);
+  m.stage_ = m.placement_.stage;
+  m.stages_ = plan.pipeline ? plan.pipeline->stages : 1;
+  const int perStage = worldSize / static_cast<int>(m.stages_);
+  m.rankInStage_ = worldRank % perStage;
   m.context_.worldRank = worldRank;
+  Communicator *stageWorld = world;
+  if (m.stages_ > 1) {
+    // The stage's block of the world, within which the mesh is split as without a pipeline,
+    // and the pipeline group: the ranks at this rank's place in every stage.
+    Expected<std::unique_ptr<Communicator>> stage =
+        world->split(static_cast<int>(m.stage_), static_cast<int>(m.rankInStage_));
+    if (!stage)
+      return stage.takeError().withContext("building the pipeline stage's communicator");
+    Expected<std::unique_ptr<Communicator>> pipeline =
+        world->split(static_cast<int>(m.rankInStage_), static_cast<int>(m.stage_));
+    if (!pipeline)
+      return pipeline.takeError().withContext("building the pipeline communicator");
+    stageWorld = stage->get();
+    m.pipeline_ = pipeline->get();
+    m.owned_.push_back(std::move(*stage));
+    m.owned_.push_back(std::move(*pipeline));
+  }
+  if (Error err = m.splitMesh(plan, stageWorld); !err.ok())
+    return err;
+  return m;
+}
+
+Error RankMesh::splitMesh(const Plan &plan, Communicator *world) {
+  RankMesh &m = *this;
+  // The rank in `world`, the block of the stage under pipeline parallelism.
+  const int worldRank = world ? world->rank() : 0;
   for (size_t i = 0; i < plan.mesh.size(); ++i)
     m.context_.axes.push_back(
         MeshAxisGroup{plan.mesh[i].name, plan.mesh[i].size, m.placement_.coordinates[i], nullptr});

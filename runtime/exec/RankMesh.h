@@ -89,9 +89,9 @@ public:
 
 private:
   RankMesh() = default;
-  /// Places this rank on the plan's mesh within `world` (the job's, or the stage's under
-  /// pipeline parallelism) and splits the mesh's communicators from it.
-  Error placeOnMesh(const Plan &plan, Communicator *world);
+  /// Splits the mesh's communicators of this rank's placement from `world` (the job's, or
+  /// the stage's block of it under pipeline parallelism).
+  Error splitMesh(const Plan &plan, Communicator *world);
 
   MeshPlacement placement_;
   MeshContext context_;

@@ -27,7 +27,8 @@ std::vector<int64_t> meshCoordinates(const std::vector<MeshAxis> &mesh, int64_t 
 }
 
 Expected<MeshPlacement> placeRank(const std::vector<MeshAxis> &mesh, int64_t rank,
-                                  int64_t worldSize, std::optional<size_t> dataParallelAxis) {
+                                  int64_t worldSize, std::optional<size_t> dataParallelAxis,
+                                  int64_t stages) {
   MeshPlacement p;
   p.meshSize = meshSizeOf(mesh);
   if (worldSize <= 0 || rank < 0 || rank >= worldSize)
@@ -35,28 +36,39 @@ Expected<MeshPlacement> placeRank(const std::vector<MeshAxis> &mesh, int64_t ran
   std::string axes;
   for (const MeshAxis &a : mesh)
     axes.append(axes.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
+  // Pipeline stages are outermost: stage s is the block [s * n, (s + 1) * n) of the world.
+  std::string meshText = concat("a mesh of ", p.meshSize, " ranks (", axes, ")");
+  std::string layout = stages == 1      ? meshText
+                       : p.meshSize == 1 ? concat(stages, " pipeline stages")
+                                         : concat(stages, " pipeline stages of ", meshText);
+  const int64_t ranksPerCopy = stages * p.meshSize;
+  const char *job = worldSize == 1 ? " rank" : " ranks";
   if (dataParallelAxis) {
     assert(*dataParallelAxis < mesh.size() && "data-parallel axis out of range");
     const MeshAxis &dp = mesh[*dataParallelAxis];
-    if (worldSize != p.meshSize)
-      return makeError("the plan runs on a mesh of ", p.meshSize, " ranks (", axes,
-                       ") whose axis '", dp.name,
+    if (worldSize != ranksPerCopy)
+      return makeError("the plan runs on ", layout, " whose axis '", dp.name,
                        "' is data parallelism (the distributed optimizer shards the optimizer "
                        "state over it), but the job has ",
-                       worldSize, worldSize == 1 ? " rank" : " ranks", ": the number of ranks must be ",
-                       p.meshSize, " (recompile with another data-parallel degree to change it)");
+                       worldSize, job, ": the number of ranks must be ", ranksPerCopy,
+                       " (recompile with another data-parallel degree to change it)");
+  } else if (worldSize % ranksPerCopy != 0) {
+    return makeError("the plan partitions the model over ", layout, ", but the job has ",
+                     worldSize, job,
+                     ": the number of ranks must be a multiple of ", ranksPerCopy,
+                     " (data parallelism takes the rest)");
+  }
+  const int64_t perStage = worldSize / stages;
+  p.stage = rank / perStage;
+  rank %= perStage;
+  if (dataParallelAxis) {
     p.meshIndex = rank;
     p.coordinates = meshCoordinates(mesh, p.meshIndex);
     p.dpIndex = p.coordinates[*dataParallelAxis];
-    p.dpSize = dp.size;
+    p.dpSize = mesh[*dataParallelAxis].size;
     return p;
   }
-  if (worldSize % p.meshSize != 0)
-    return makeError("the plan partitions the model over a mesh of ", p.meshSize, " ranks (",
-                     axes, "), but the job has ", worldSize,
-                     worldSize == 1 ? " rank" : " ranks", ": the number of ranks must be a multiple of ", p.meshSize,
-                     " (data parallelism takes the rest)");
-  p.dpSize = worldSize / p.meshSize;
+  p.dpSize = perStage / p.meshSize;
   p.meshIndex = rank % p.meshSize;
   p.dpIndex = rank / p.meshSize;
   p.coordinates = meshCoordinates(mesh, p.meshIndex);
@@ -64,7 +76,8 @@ Expected<MeshPlacement> placeRank(const std::vector<MeshAxis> &mesh, int64_t ran
 }
 
 Expected<MeshPlacement> placePlanRank(const Plan &plan, int64_t rank, int64_t worldSize) {
-  return placeRank(plan.mesh, rank, worldSize, plan.dataParallelAxis);
+  return placeRank(plan.mesh, rank, worldSize, plan.dataParallelAxis,
+                   plan.pipeline ? plan.pipeline->stages : 1);
 }
 
 int64_t ShardBox::globalElements() const {

@@ -43,7 +43,8 @@ struct MeshPlacement {
   int64_t meshIndex = 0;            // row-major over the coordinates, in [0, meshSize)
   int64_t meshSize = 1;             // the product of the axis sizes
   int64_t dpIndex = 0;              // in [0, dpSize); the coordinate on a data-parallel axis
-  int64_t dpSize = 1;               // worldSize / meshSize; the size of a data-parallel axis
+  int64_t dpSize = 1;               // worldSize / (stages x meshSize); a data-parallel axis' size
+  int64_t stage = 0;                // the pipeline stage, in [0, stages)
 
   friend bool operator==(const MeshPlacement &, const MeshPlacement &) = default;
 };
@@ -57,11 +58,14 @@ std::vector<int64_t> meshCoordinates(const std::vector<MeshAxis> &mesh, int64_t 
 /// Places world rank `rank` of `worldSize` on `mesh`. Fails, with a message for users, when
 /// the world size is not a multiple of the mesh size (or rank is out of range). With
 /// `dataParallelAxis` (an index into `mesh`) data parallelism is that axis: the world size
-/// must equal the mesh size, and dpIndex/dpSize are the coordinate on it and its size.
+/// must equal the mesh size, and dpIndex/dpSize are the coordinate on it and its size. With
+/// `stages` pipeline stages the world is `stages` consecutive blocks, one per stage (the
+/// pipeline outermost), each placed as above: the sizes required are `stages` times as many.
 Expected<MeshPlacement> placeRank(const std::vector<MeshAxis> &mesh, int64_t rank,
                                   int64_t worldSize,
-                                  std::optional<size_t> dataParallelAxis = std::nullopt);
-/// The same for `plan`'s mesh and data-parallel axis.
+                                  std::optional<size_t> dataParallelAxis = std::nullopt,
+                                  int64_t stages = 1);
+/// The same for `plan`'s mesh, data-parallel axis and pipeline stages.
 Expected<MeshPlacement> placePlanRank(const Plan &plan, int64_t rank, int64_t worldSize);
 
 /// The block of a tensor one rank holds: per dim, the global size, the local size and the

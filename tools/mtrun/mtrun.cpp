@@ -344,17 +344,10 @@ int run(int argc, char **argv) {
   // Tensor parallelism: the ranks are mesh size x data-parallel degree (exactly the mesh size
   // when data parallelism is a mesh axis, the distributed optimizer); the global batch must
   // split over the data-parallel ranks.
-  // With pipeline parallelism every stage has its block of ranks, and each data-parallel
-  // rank's micro-batches need a schedule in the plan.
+  // With pipeline parallelism every stage has its block of ranks (placePlanRank checks the
+  // number), and each data-parallel rank's micro-batches need a schedule in the plan.
   if (!opts->info && (env->launcher == Launcher::None || opts->nodes)) {
-    int64_t stages = plan->pipeline ? plan->pipeline->stages : 1;
-    if (stages > 1 && requested % (stages * plan->meshSize()) != 0)
-      return fail(makeError(*opts->plan, ": the plan has ", stages,
-                            " pipeline stages, which a job of ", requested,
-                            requested == 1 ? " rank" : " ranks",
-                            " cannot form (the number of ranks must be a multiple of pp x tp = ",
-                            stages * plan->meshSize(), ")"));
-    Expected<MeshPlacement> p = placePlanRank(*plan, 0, requested / stages);
+    Expected<MeshPlacement> p = placePlanRank(*plan, 0, requested);
     if (!p)
       return fail(p.error());
     if (plan->x86Kernels && plan->x86Kernels->forwardBackward) {

@@ -114,8 +114,8 @@ TEST(RankMeshTest, PipelineStagesMustShareTheWorld) {
   Expected<RankMesh> alone = RankMesh::create(plan, nullptr);
   ASSERT_FALSE(alone.ok());
   EXPECT_EQ(alone.error().message(),
-            "the plan has 2 pipeline stages, which a job of 1 rank cannot form (the number of "
-            "ranks must be a multiple of pp x tp = 2)");
+            "the plan partitions the model over 2 pipeline stages, but the job has 1 rank: the "
+            "number of ranks must be a multiple of 2 (data parallelism takes the rest)");
   TestJob job;
   std::vector<std::string> errors(3);
   runRanks(3, [&](int rank) {
@@ -125,8 +125,8 @@ TEST(RankMeshTest, PipelineStagesMustShareTheWorld) {
     errors[size_t(rank)] = mesh ? "" : mesh.error().message();
   });
   for (const std::string &e : errors)
-    EXPECT_EQ(e, "the plan has 2 pipeline stages, which a job of 3 ranks cannot form (the number "
-                 "of ranks must be a multiple of pp x tp = 2)");
+    EXPECT_EQ(e, "the plan partitions the model over 2 pipeline stages, but the job has 3 ranks: "
+                 "the number of ranks must be a multiple of 2 (data parallelism takes the rest)");
 }
 
 // A world that pp divides but pp x tp does not (6 ranks for pp2 x tp2) is refused with the
@@ -142,8 +142,9 @@ TEST(RankMeshTest, AWorldPpDividesButNotPpTimesTp) {
     errors[size_t(rank)] = mesh ? "" : mesh.error().message();
   });
   for (const std::string &e : errors)
-    EXPECT_EQ(e, "the plan has 2 pipeline stages, which a job of 6 ranks cannot form (the number "
-                 "of ranks must be a multiple of pp x tp = 4)");
+    EXPECT_EQ(e, "the plan partitions the model over 2 pipeline stages of a mesh of 2 ranks "
+                 "(tp=2), but the job has 6 ranks: the number of ranks must be a multiple of 4 "
+                 "(data parallelism takes the rest)");
 }
 
 bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
