@@ -436,8 +436,8 @@ TEST(GlooFailures, ARankThatArrivesButNeverConnectsIsNamed) {
 }
 
 // Every attempt failing on some rank (here: a rank 1 that posts a failed verdict for each
-// attempt and never connects, so rank 0 times out waiting for its address): the ranks give
-// up after three attempts and say why the last one failed, on every rank.
+// attempt and never connects, so rank 0 times out waiting for its address): rank 0 gives up
+// after three attempts and says why each rank's last attempt failed.
 TEST(GlooFailures, ThreeFailedAttemptsEndTheConnecting) {
   TestJob job;
   JobStore peer = job.storeFor(1);
