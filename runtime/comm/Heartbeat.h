@@ -96,8 +96,6 @@ public:
   Heartbeat(const Heartbeat &) = delete;
   Heartbeat &operator=(const Heartbeat &) = delete;
 
-  int rank() const { return rank_; }
-
   /// For the error of a failed operation: the ranks other than this one that are silent,
   /// waiting up to one silence threshold for one to become so; or that every rank has beaten
   /// recently; or that the store (rank 0's process) does not answer.

@@ -114,9 +114,7 @@ Error StepRun::wait(InFlight &m) {
   }
   TraceRecorder::Scope span(trace_, concat("wait ", describeTask(*m.task)), "communication",
                             {{"peer", m.task->peer}});
-  Clock::time_point begin = Clock::now();
   Error err = m.work.wait();
-  times_.waiting += secondsBetween(begin, Clock::now());
   return err.ok() ? Error::success() : messageError(*m.task, err);
 }
 
@@ -261,7 +259,6 @@ Expected<StageStepTimes> StepRun::run() {
     if (Error err = wait(m); !err.ok())
       return err;
   sends_.clear();
-  times_.seconds = secondsBetween(start_, Clock::now());
   return times_;
 }
 

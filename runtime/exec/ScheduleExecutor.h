@@ -77,10 +77,8 @@ public:
 
 /// What one stage measured in one step, in seconds.
 struct StageStepTimes {
-  double seconds = 0;      // the whole step
-  double busy = 0;         // compute tasks
-  double waiting = 0;      // waiting for receives and sends
-  double computeSpan = 0;  // from the step's start to the end of the last compute task
+  double busy = 0;        // compute tasks
+  double computeSpan = 0; // from the step's start to the end of the last compute task
 };
 
 class ScheduleExecutor {
@@ -96,9 +94,6 @@ public:
   /// Runs the stage's list once (one optimizer step). On failure the step is abandoned
   /// (messages in flight are waited for, bounded by the communicator's timeout).
   Expected<StageStepTimes> runStep(StageCompute &compute);
-
-  int stage() const { return stage_; }
-  const StageTasks &tasks() const { return *tasks_; }
 
 private:
   ScheduleExecutor(const StageTasks &tasks, int stage, const PipelineLinks *links,

@@ -91,7 +91,6 @@ public:
     JsonObject args_;
   };
 
-  int rank() const { return rank_; }
   const std::vector<TraceSpan> &spans() const { return spans_; }
   size_t dropped() const { return dropped_; }
 

@@ -2,6 +2,8 @@
 
 #include "runtime/plan/PipelineSchedule.h"
 
+#include "runtime/support/JsonRead.h"
+
 #include <algorithm>
 #include <array>
 #include <map>
@@ -27,60 +29,18 @@ constexpr int64_t kMaxMicroBatches = 1 << 20;
 /// The most (chunk, micro-batch) pairs of one schedule, for the per-pair tables.
 constexpr int64_t kMaxPairs = int64_t(1) << 24;
 
-/// Thrown inside the reader, caught in parsePipeline.
-struct PipelineError {
-  std::string message;
-};
-
-[[noreturn]] void fail(const std::string &path, std::string_view what) {
-  throw PipelineError{concat(path, ": ", what)};
-}
-
-std::string member(const std::string &path, std::string_view key) {
-  return concat(path, '.', key);
-}
-std::string element(const std::string &path, size_t i) { return concat(path, '[', i, ']'); }
-
-std::string describeValue(const JsonValue &v) {
-  std::string text = v.serialize();
-  if (text.size() > 40)
-    text = text.substr(0, 37) + "...";
-  return concat(jsonKindName(v.kind()), ' ', text);
-}
-
-const JsonValue &get(const JsonObject &o, const std::string &path, std::string_view key) {
-  if (const JsonValue *v = o.find(key))
-    return *v;
-  fail(path, concat("missing key '", key, "'"));
-}
-
-const JsonObject &asObject(const JsonValue &v, const std::string &path) {
-  if (const JsonObject *o = v.getObject())
-    return *o;
-  fail(path, concat("expected an object, found ", describeValue(v)));
-}
-
-const JsonArray &asArray(const JsonValue &v, const std::string &path) {
-  if (const JsonArray *a = v.getArray())
-    return *a;
-  fail(path, concat("expected an array, found ", describeValue(v)));
-}
-
-int64_t asInt(const JsonValue &v, const std::string &path, int64_t min, int64_t max) {
-  std::optional<int64_t> i = v.isInt() ? v.getInt() : std::nullopt;
-  if (!i || *i < min || *i > max)
-    fail(path, concat("expected an integer from ", min, " to ", max, ", found ", describeValue(v)));
-  return *i;
-}
+// The reader throws jsonread::JsonReadError; parsePipeline catches it. Its messages name a
+// value of the wrong type by kind and JSON text ("found integer 2").
+using namespace jsonread;
 
 std::vector<int64_t> asIntList(const JsonValue &v, const std::string &path, size_t count,
                                int64_t min, int64_t max, std::string_view countWhat) {
-  const JsonArray &a = asArray(v, path);
+  const JsonArray &a = asArray(v, path, kindAndText);
   if (a.size() != count)
     fail(path, concat("has ", a.size(), " entries, expected ", count, " (", countWhat, ")"));
   std::vector<int64_t> out;
   for (size_t i = 0; i < a.size(); ++i)
-    out.push_back(asInt(a[i], element(path, i), min, max));
+    out.push_back(asInt(a[i], element(path, i), min, max, kindAndText));
   return out;
 }
 
@@ -119,10 +79,10 @@ int64_t Reader::neighbourStage(const ScheduleTask &t) const {
 
 PipelinePlan Reader::read(const JsonValue &v) {
   const std::string top = "pipeline";
-  const JsonObject &o = asObject(v, top);
-  plan_.stages = asInt(get(o, top, "stages"), member(top, "stages"), 1, kMaxStages);
-  plan_.virtualStages =
-      asInt(get(o, top, "virtual_stages"), member(top, "virtual_stages"), 1, kMaxChunks);
+  const JsonObject &o = asObject(v, top, kindAndText);
+  plan_.stages = asInt(get(o, top, "stages"), member(top, "stages"), 1, kMaxStages, kindAndText);
+  plan_.virtualStages = asInt(get(o, top, "virtual_stages"), member(top, "virtual_stages"), 1,
+                              kMaxChunks, kindAndText);
   if (plan_.stages * plan_.virtualStages > kMaxChunks)
     fail(top, concat("stages x virtual_stages = ", plan_.stages * plan_.virtualStages,
                      " chunks, more than the ", kMaxChunks, " this runtime reads"));
@@ -130,9 +90,8 @@ PipelinePlan Reader::read(const JsonValue &v) {
   if (!schedule.isString() ||
       std::find(kScheduleNames.begin(), kScheduleNames.end(), *schedule.getString()) ==
           kScheduleNames.end())
-    fail(member(top, "schedule"),
-         concat("unknown schedule ", describeValue(schedule),
-                " (expected gpipe, 1f1b, interleaved, zb-h1 or zb-v)"));
+    fail(member(top, "schedule"), concat("unknown schedule ", kindAndText(schedule),
+                                         " (expected gpipe, 1f1b, interleaved, zb-h1 or zb-v)"));
   plan_.schedule = *schedule.getString();
 
   const size_t n = static_cast<size_t>(chunks());
@@ -153,9 +112,9 @@ PipelinePlan Reader::read(const JsonValue &v) {
 
   if (const JsonValue *shared = o.find("shared_params")) {
     std::string sharedPath = member(top, "shared_params");
-    for (const auto &[name, chunkList] : asObject(*shared, sharedPath)) {
+    for (const auto &[name, chunkList] : asObject(*shared, sharedPath, kindAndText)) {
       std::string path = member(sharedPath, name);
-      const JsonArray &list = asArray(chunkList, path);
+      const JsonArray &list = asArray(chunkList, path, kindAndText);
       std::vector<int64_t> chunkIndices =
           asIntList(chunkList, path, list.size(), 0, chunks() - 1, "the chunks reading it");
       if (chunkIndices.size() < 2 || !std::is_sorted(chunkIndices.begin(), chunkIndices.end()) ||
@@ -166,7 +125,7 @@ PipelinePlan Reader::read(const JsonValue &v) {
   }
 
   std::string schedulesPath = member(top, "schedules");
-  const JsonArray &schedules = asArray(get(o, top, "schedules"), schedulesPath);
+  const JsonArray &schedules = asArray(get(o, top, "schedules"), schedulesPath, kindAndText);
   if (schedules.empty())
     fail(schedulesPath, "is empty (a pipeline plan holds a schedule for at least one "
                         "micro-batch count)");
@@ -184,16 +143,16 @@ PipelinePlan Reader::read(const JsonValue &v) {
 }
 
 PipelineSchedule Reader::readSchedule(const JsonValue &v, const std::string &path) {
-  const JsonObject &o = asObject(v, path);
+  const JsonObject &o = asObject(v, path, kindAndText);
   PipelineSchedule s;
-  s.microBatches =
-      asInt(get(o, path, "micro_batches"), member(path, "micro_batches"), 1, kMaxMicroBatches);
+  s.microBatches = asInt(get(o, path, "micro_batches"), member(path, "micro_batches"), 1,
+                         kMaxMicroBatches, kindAndText);
   if (s.microBatches * chunks() > kMaxPairs)
     fail(member(path, "micro_batches"),
          concat(s.microBatches, " micro-batches of ", chunks(), " chunks are more than the ",
                 kMaxPairs, " tasks per kind this runtime reads"));
   std::string stagesPath = member(path, "stages");
-  const JsonArray &stages = asArray(get(o, path, "stages"), stagesPath);
+  const JsonArray &stages = asArray(get(o, path, "stages"), stagesPath, kindAndText);
   if (stages.size() != static_cast<size_t>(plan_.stages))
     fail(stagesPath, concat("has ", stages.size(), " entries, expected one per stage (",
                             plan_.stages, ")"));
@@ -207,19 +166,20 @@ PipelineSchedule Reader::readSchedule(const JsonValue &v, const std::string &pat
 
 StageTasks Reader::readStage(const JsonValue &v, const std::string &path, int64_t stage,
                              int64_t m) {
-  const JsonObject &o = asObject(v, path);
+  const JsonObject &o = asObject(v, path, kindAndText);
   StageTasks s;
   const JsonValue &bubble = get(o, path, "bubble_fraction");
   std::optional<double> b = bubble.getNumber();
   if (!b || !(*b >= 0 && *b <= 1))
     fail(member(path, "bubble_fraction"),
-         concat("expected a number from 0 to 1, found ", describeValue(bubble)));
+         concat("expected a number from 0 to 1, found ", kindAndText(bubble)));
   s.bubbleFraction = *b;
-  s.inFlight = asInt(get(o, path, "in_flight"), member(path, "in_flight"), 0, kMaxPairs);
+  s.inFlight =
+      asInt(get(o, path, "in_flight"), member(path, "in_flight"), 0, kMaxPairs, kindAndText);
   if (const JsonValue *bytes = o.find("activation_bytes"))
-    s.activationBytes = asInt(*bytes, member(path, "activation_bytes"), 0, INT64_MAX);
+    s.activationBytes = asInt(*bytes, member(path, "activation_bytes"), 0, INT64_MAX, kindAndText);
   std::string tasksPath = member(path, "tasks");
-  const JsonArray &tasks = asArray(get(o, path, "tasks"), tasksPath);
+  const JsonArray &tasks = asArray(get(o, path, "tasks"), tasksPath, kindAndText);
   s.tasks.reserve(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i)
     s.tasks.push_back(readTask(tasks[i], element(tasksPath, i), stage, m));
@@ -229,33 +189,33 @@ StageTasks Reader::readStage(const JsonValue &v, const std::string &path, int64_
 
 ScheduleTask Reader::readTask(const JsonValue &v, const std::string &path, int64_t stage,
                               int64_t m) {
-  const JsonObject &o = asObject(v, path);
+  const JsonObject &o = asObject(v, path, kindAndText);
   const JsonValue &opValue = get(o, path, "op");
   std::optional<TaskOp> op = opValue.isString() ? parseTaskOp(*opValue.getString()) : std::nullopt;
   if (!op) {
     std::string known;
     for (std::string_view name : kTaskOpNames)
       known.append(known.empty() ? "" : ", ").append(name);
-    fail(member(path, "op"), concat("unknown op ", describeValue(opValue), " (expected ", known,
-                                    ")"));
+    fail(member(path, "op"),
+         concat("unknown op ", kindAndText(opValue), " (expected ", known, ")"));
   }
   ScheduleTask t{*op};
   bool perStep = t.op == TaskOp::ReduceGradients || t.op == TaskOp::OptimizerStep;
   if (!perStep) {
     t.chunk = static_cast<int32_t>(
-        asInt(get(o, path, "chunk"), member(path, "chunk"), 0, chunks() - 1));
+        asInt(get(o, path, "chunk"), member(path, "chunk"), 0, chunks() - 1, kindAndText));
     t.microBatch = static_cast<int32_t>(
-        asInt(get(o, path, "micro_batch"), member(path, "micro_batch"), 0, m - 1));
+        asInt(get(o, path, "micro_batch"), member(path, "micro_batch"), 0, m - 1, kindAndText));
     if (plan_.chunkStages[static_cast<size_t>(t.chunk)] != stage)
       fail(member(path, "chunk"),
            concat(describeTask(t), ": chunk ", t.chunk, " runs on stage ",
                   plan_.chunkStages[static_cast<size_t>(t.chunk)], ", not on stage ", stage));
   }
   if (isComputeTask(t.op))
-    t.start = asInt(get(o, path, "start"), member(path, "start"), 0, int64_t(1) << 40);
+    t.start = asInt(get(o, path, "start"), member(path, "start"), 0, int64_t(1) << 40, kindAndText);
   if (isSendTask(t.op) || isRecvTask(t.op)) {
     t.peer = static_cast<int32_t>(
-        asInt(get(o, path, "peer"), member(path, "peer"), 0, plan_.stages - 1));
+        asInt(get(o, path, "peer"), member(path, "peer"), 0, plan_.stages - 1, kindAndText));
     int64_t expected = neighbourStage(t);
     if (expected < 0)
       fail(path, concat(describeTask(t), ": chunk ", t.chunk, " has no neighbour in that "
@@ -537,7 +497,7 @@ Expected<const PipelineSchedule *> PipelinePlan::forMicroBatches(int64_t m) cons
 Expected<PipelinePlan> parsePipeline(const JsonValue &pipeline) {
   try {
     return Reader().read(pipeline);
-  } catch (const PipelineError &e) {
+  } catch (const JsonReadError &e) {
     return Error::failure(e.message);
   } catch (const std::bad_alloc &) {
     return makeError("pipeline: out of memory");

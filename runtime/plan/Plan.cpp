@@ -2,6 +2,7 @@
 
 #include "runtime/plan/Plan.h"
 
+#include "runtime/support/JsonRead.h"
 #include "runtime/support/RegularFile.h"
 #include "runtime/support/Sha256.h"
 
@@ -249,6 +250,9 @@ std::string Plan::describeLayout(const ParamInfo &param) const {
 
 namespace {
 
+// The readers below throw jsonread::JsonReadError; parsePlanJson catches it.
+using namespace jsonread;
+
 constexpr std::string_view kManifestName = "MANIFEST";
 constexpr std::string_view kPlanJsonName = "plan.json";
 constexpr std::string_view kKernelsPrefix = "kernels/";
@@ -256,27 +260,6 @@ constexpr std::string_view kKernelsPrefix = "kernels/";
 constexpr uint64_t kMaxManifestBytes = 1 << 20;
 /// plan.json is read into memory whole; it holds tables, not tensors.
 constexpr uint64_t kMaxPlanJsonBytes = uint64_t(1) << 30;
-
-/// `text` for a message: quoted, at most 80 bytes, non-printable bytes as \xNN.
-std::string quoteForMessage(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "'";
-  size_t shown = std::min<size_t>(text.size(), 80);
-  for (size_t i = 0; i < shown; ++i) {
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.append("\\x");
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xF]);
-    }
-  }
-  out.push_back('\'');
-  if (shown < text.size())
-    out.append("...");
-  return out;
-}
 
 bool isLowerHex(std::string_view s) {
   return std::all_of(s.begin(), s.end(),
@@ -490,98 +473,12 @@ Error verifyFile(const std::filesystem::path &dir, const std::string &where,
 // plan.json
 //===----------------------------------------------------------------------===//
 
-/// Thrown inside the plan.json reader, caught in parsePlanJson.
-struct PlanJsonError {
-  std::string message; // "<json path>: <what>"
-};
-
-[[noreturn]] void fail(const std::string &path, std::string_view what) {
-  throw PlanJsonError{path.empty() ? std::string(what) : concat(path, ": ", what)};
-}
-
-std::string kindWithArticle(const JsonValue &v) {
-  switch (v.kind()) {
-  case JsonValue::Kind::Null:
-    return "null";
-  case JsonValue::Kind::Bool:
-    return v.getBool().value_or(false) ? "true" : "false";
-  case JsonValue::Kind::Int:
-    return concat("the integer ", *v.getInt());
-  case JsonValue::Kind::Double:
-    return concat("the number ", *v.getNumber());
-  case JsonValue::Kind::String:
-    return concat("the string ", quoteForMessage(*v.getString()));
-  case JsonValue::Kind::Array:
-    return "an array";
-  case JsonValue::Kind::Object:
-    return "an object";
-  }
-  return "a value";
-}
-
-[[noreturn]] void typeError(const std::string &path, std::string_view expected,
-                            const JsonValue &found) {
-  fail(path, concat("expected ", expected, ", found ", kindWithArticle(found)));
-}
-
-std::string member(const std::string &path, std::string_view key) {
-  return path.empty() ? std::string(key) : concat(path, '.', key);
-}
-
-std::string element(const std::string &path, size_t index) { return concat(path, '[', index, ']'); }
-
-/// Typed accessors; `path` names the value for messages.
-const JsonObject &asObject(const JsonValue &v, const std::string &path) {
-  if (const JsonObject *o = v.getObject())
-    return *o;
-  typeError(path, "an object", v);
-}
-
-const JsonArray &asArray(const JsonValue &v, const std::string &path) {
-  if (const JsonArray *a = v.getArray())
-    return *a;
-  typeError(path, "an array", v);
-}
-
-const std::string &asString(const JsonValue &v, const std::string &path) {
-  if (const std::string *s = v.getString())
-    return *s;
-  typeError(path, "a string", v);
-}
-
+/// A non-empty string.
 std::string asName(const JsonValue &v, const std::string &path) {
   const std::string &s = asString(v, path);
   if (s.empty())
     fail(path, "expected a non-empty name, found the empty string");
   return s;
-}
-
-int64_t asInt(const JsonValue &v, const std::string &path, int64_t min, std::string_view what) {
-  std::optional<int64_t> i = v.getInt();
-  if (!i || *i < min)
-    typeError(path, what, v);
-  return *i;
-}
-
-double asNumber(const JsonValue &v, const std::string &path) {
-  std::optional<double> d = v.getNumber();
-  if (!d)
-    typeError(path, "a number", v);
-  return *d;
-}
-
-bool asBool(const JsonValue &v, const std::string &path) {
-  std::optional<bool> b = v.getBool();
-  if (!b)
-    typeError(path, "true or false", v);
-  return *b;
-}
-
-/// The member `key` of object `o` at `path` (required).
-const JsonValue &get(const JsonObject &o, const std::string &path, std::string_view key) {
-  if (const JsonValue *v = o.find(key))
-    return *v;
-  fail(path, concat("missing key '", key, "'"));
 }
 
 PlanDType asDType(const JsonValue &v, const std::string &path, bool allowI32) {
@@ -1306,7 +1203,7 @@ Expected<Plan> parsePlanJson(std::string_view text, std::string_view where) {
     return root.takeError().withContext(where);
   try {
     return readPlan(*root);
-  } catch (const PlanJsonError &e) {
+  } catch (const jsonread::JsonReadError &e) {
     return makeError(where, ": ", e.message);
   } catch (const std::bad_alloc &) {
     return makeError(where, ": out of memory");

@@ -416,6 +416,57 @@ TEST(GlooFailures, DeadPeerMakesTheOthersFail) {
   }
 }
 
+// A rank that arrives but never connects (its process died or stopped right after the
+// rendezvous) and so never posts its verdict on the attempt: the others name it instead of
+// waiting for it forever.
+TEST(GlooFailures, ARankThatArrivesButNeverConnectsIsNamed) {
+  TestJob job;
+  JobStore ghost = job.storeFor(1);
+  ASSERT_TRUE(ghost.client->trySet("ghost/arrived/1", {'2'}).ok()); // as waitForRanks does
+  GlooOptions o = job.options("ghost", 200ms);
+  o.rendezvousTimeout = 200ms; // the verdicts are awaited 200 + 2 x 200 ms
+  auto start = std::chrono::steady_clock::now();
+  auto comm = GlooCommunicator::create(job.storeFor(0), 0, 2, o);
+  ASSERT_FALSE(comm.ok());
+  const std::string &m = comm.error().message();
+  EXPECT_EQ(m.rfind("gloo: connecting rank 0 of 2 (prefix 'ghost'): ", 0), 0u) << m;
+  const std::string tail = "; rank(s) 1 did not finish connecting within 600 ms";
+  EXPECT_TRUE(m.size() > tail.size() && m.ends_with(tail)) << m;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+// Every attempt failing on some rank (here: a rank 1 that posts a failed verdict for each
+// attempt and never connects, so rank 0 times out waiting for its address): rank 0 gives up
+// after three attempts and says why each rank's last attempt failed.
+TEST(GlooFailures, ThreeFailedAttemptsEndTheConnecting) {
+  TestJob job;
+  JobStore peer = job.storeFor(1);
+  ASSERT_TRUE(peer.client->trySet("retry/arrived/1", {'2'}).ok());
+  const std::string why = "refused by the test";
+  for (const char *attempt : {"retry", "retry/attempt2", "retry/attempt3"}) {
+    ASSERT_TRUE(peer.client->trySet(concat(attempt, "/failed/1"), {why.begin(), why.end()}).ok());
+    ASSERT_TRUE(peer.client->trySet(concat(attempt, "/done/1"), {}).ok());
+  }
+  GlooOptions o = job.options("retry", 200ms);
+  o.rendezvousTimeout = 200ms;
+  auto start = std::chrono::steady_clock::now();
+  auto comm = GlooCommunicator::create(job.storeFor(0), 0, 2, o);
+  ASSERT_FALSE(comm.ok());
+  const std::string &m = comm.error().message();
+  EXPECT_EQ(m.rfind("gloo: connecting rank 0 of 2 (prefix 'retry'): 3 attempts to connect "
+                    "failed (a stray client on a port? a rank that died?); the last: rank 0: ",
+                    0),
+            0u)
+      << m;
+  EXPECT_TRUE(m.ends_with("; rank 1: refused by the test")) << m;
+  // The third attempt ran under its own prefix, and there was no fourth.
+  auto attempts = peer.client->ages({"retry/attempt3/done/0", "retry/attempt4/done/0"}, 1000ms);
+  ASSERT_TRUE(attempts.ok()) << attempts.error().message();
+  EXPECT_TRUE((*attempts)[0].has_value());
+  EXPECT_FALSE((*attempts)[1].has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
 TEST(GlooFailures, BadArguments) {
   TestJob job;
   EXPECT_FALSE(GlooCommunicator::create(job.storeFor(0), 2, 2, job.options("bad")).ok());

@@ -57,8 +57,7 @@ int connectTo(const char *address, uint16_t port) {
 
 using Clock = std::chrono::steady_clock;
 
-/// The listening port of rank `rank`'s first pair, from the addresses its Gloo context
-/// published u/// How a 2-rank job under `kPrefix` went: each rank's error ("" when it created its
+/// How a 2-rank job under `kPrefix` went: each rank's error ("" when it created its
 /// communicator and summed correctly) and whether it took a second attempt to connect.
 struct JobOutcome {
   std::string rank0, rank1;

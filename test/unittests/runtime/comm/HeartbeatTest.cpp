@@ -151,6 +151,21 @@ TEST(Heartbeat, AGoneStoreDoesNotDisturbTheRanks) {
   EXPECT_LT(Clock::now() - ending, 3s);
 }
 
+// A heartbeat beats on a connection of its own: when the store's server is gone (or refuses
+// one more connection), starting it is an error that says so; mtrun then warns and runs on
+// without one.
+TEST(Heartbeat, StartingWithoutAStoreServerIsAnError) {
+  TestJob job;
+  JobStore store = job.storeFor(1);
+  job.server.reset();
+  const Clock::time_point start = Clock::now();
+  auto h = Heartbeat::start(store.client, 1, 2, fastBeats());
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.error().message().rfind("heartbeat: ", 0), 0u) << h.error().message();
+  EXPECT_GT(h.error().message().size(), std::string("heartbeat: ").size());
+  EXPECT_LT(Clock::now() - start, 3s);
+}
+
 TEST(Heartbeat, BadArgumentsAreErrors) {
   TestJob job;
   JobStore s = job.storeFor(1);

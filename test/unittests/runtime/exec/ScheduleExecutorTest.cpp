@@ -390,6 +390,33 @@ TEST(ScheduleExecutor, AStoppedPeerFailsWithinTheTimeout) {
   EXPECT_LT(results[0].took, 1s);
 }
 
+TEST(ScheduleExecutor, AReceiveIntoTheBufferOfAnUnconsumedOneIsRefused) {
+  // GPipe's last stage with both receives first (a list the loader accepts), and a fake that
+  // hands out one buffer for every micro-batch's activation (ring 1): the second receive
+  // would overwrite the first before its forward reads it.
+  PipelineSchedule s = buildSchedule(TestScheduleKind::GPipe, 2, 2);
+  std::vector<ScheduleTask> &last = s.stages[1].tasks;
+  ASSERT_EQ(last[1].op, TaskOp::Forward);
+  ASSERT_EQ(last[2].op, TaskOp::RecvActivation);
+  std::swap(last[1], last[2]); // recv mb0, recv mb1, forward mb0, forward mb1, ...
+  PipelinePlan plan;
+  plan.stages = 2;
+  plan.virtualStages = 1;
+  plan.schedule = "gpipe";
+  plan.chunkLayers = {1, 1};
+  plan.chunkStages = {0, 1};
+  plan.schedules.push_back(s);
+  Expected<PipelinePlan> read = parsePipeline(pipelineJson(plan));
+  ASSERT_TRUE(read.ok()) << read.error().message();
+  auto results = runPipeline(s, 1, 1, "overlap", 500ms);
+  ASSERT_EQ(results[1].steps.size(), 1u);
+  EXPECT_EQ(results[1].steps[0].message(),
+            "stage 1: the buffer of recv_activation chunk 1 micro-batch 1 overlaps the buffer of "
+            "a receive not yet consumed");
+  // With a buffer per micro-batch the same list runs.
+  expectCorrect(runPipeline(s, 1, 2, "nooverlap"), 2, 1);
+}
+
 TEST(ScheduleExecutor, TheInFlightBoundIsEnforced) {
   // One stage running GPipe holds both micro-batches' activations; a list that promises one
   // is refused at the second forward.

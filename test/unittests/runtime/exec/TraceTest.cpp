@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 using namespace mtc::rt;
 using namespace mtc::rt::test;
 
@@ -70,6 +72,48 @@ TEST(Trace, RankZeroWritesEveryRanksSpans) {
     EXPECT_EQ(*spans.back()->find("name")->getString(), concat("span ", r));
   }
   EXPECT_EQ(*trace->getObject()->find("otherData")->getObject()->find("ranks")->getInt(), 3);
+}
+
+// Rank 0 checks what each rank sends before it merges it: a part that is not JSON, lacks its
+// events or dropped count, or announces a negative length is an error, and no file is written.
+TEST(Trace, AMalformedPartFromARankIsAnError) {
+  struct Case {
+    const char *name;
+    int64_t length; // as announced; the text follows unless it is negative
+    std::string text;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"text", 11, "not a trace", "rank 1 sent a malformed trace"},
+      {"nodropped", 13, R"({"events":[]})", "rank 1 sent a malformed trace"},
+      {"noevents", 13, R"({"dropped":0})", "rank 1 sent a malformed trace"},
+      {"negative", -5, "", "rank 1 announced a trace of -5 bytes"},
+  };
+  for (const Case &c : cases) {
+    TestJob job;
+    TempDir dir;
+    const std::filesystem::path file = dir.path() / "trace.json";
+    Error rank0;
+    runRanks(2, [&](int rank) {
+      auto comm = job.connect(rank, 2, concat("malformed-", c.name));
+      ASSERT_TRUE(comm);
+      if (rank == 0) {
+        rank0 = writeJobTrace(TraceRecorder(0), comm.get(), file);
+        return;
+      }
+      // Rank 1 speaks the parts' framing (length, then the text in 8-byte words) by hand.
+      int64_t length = c.length;
+      ASSERT_TRUE(comm->send(&length, 1, MTC_I64, 0).ok());
+      if (length < 0)
+        return;
+      std::vector<int64_t> words((c.text.size() + 7) / 8, 0);
+      std::memcpy(words.data(), c.text.data(), c.text.size());
+      ASSERT_TRUE(comm->send(words.data(), words.size(), MTC_I64, 0).ok());
+    });
+    ASSERT_FALSE(rank0.ok()) << c.name;
+    EXPECT_EQ(rank0.message(), concat("writing the trace '", file.string(), "': ", c.error));
+    EXPECT_FALSE(std::filesystem::exists(file)) << c.name;
+  }
 }
 
 TEST(Trace, AnUnwritableFileIsAnError) {
