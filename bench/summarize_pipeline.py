@@ -43,7 +43,8 @@ def parse_log(path):
 
 
 def trace_bubbles(path, stages):
-    """Each stage's bubble, 1 - busy / span, over the steps after the first and over all steps.
+    """Each stage's bubble, 1 - busy / span, over the steps after the first and over all steps,
+    and its busy milliseconds per step after the first.
 
     As mtrun measures it: a step's span is the longest of the stages' compute spans (from the
     stage's step start to the end of its last compute task); busy is the time in compute tasks.
@@ -64,14 +65,19 @@ def trace_bubbles(path, stages):
                 break
     steps = sorted({step for _, step in starts})
 
+    def busy_us(rank, counted):
+        return sum(busy.get((rank, s), 0.0) for s in counted)
+
     def fractions(counted):
         spans = [max(span_end.get((r, s), starts[(r, s)][0]) - starts[(r, s)][0]
                      for r in range(stages)) for s in counted]
         total = sum(spans)
-        return [max(0.0, 1.0 - sum(busy.get((r, s), 0.0) for s in counted) / total) if total else 0.0
+        return [max(0.0, 1.0 - busy_us(r, counted) / total) if total else 0.0
                 for r in range(stages)]
 
-    return fractions(steps[1:]), fractions(steps)
+    counted = steps[1:]
+    busy_ms = [busy_us(r, counted) / 1e3 / len(counted) for r in range(stages)]
+    return fractions(counted), fractions(steps), busy_ms
 
 
 def summarize_config(directory, name):
@@ -103,9 +109,8 @@ def summarize_config(directory, name):
         entry["failed"] = f"the plan has no {pipeline['schedule']} schedule for {m} micro-batches"
         return entry
     entry["bubble_theory"] = [s["bubble_fraction"] for s in theory["stages"]]
-    entry["bubble_measured"], bubble_all = trace_bubbles(
+    entry["bubble_measured"], entry["bubble_trace_all_steps"], entry["busy_ms"] = trace_bubbles(
         os.path.join(directory, "trace.json"), stages)
-    entry["bubble_trace_all_steps"] = bubble_all
     for stage, memory in zip(theory["stages"], entry.get("memory", [])):
         memory["activations_predicted_mib"] = stage["activation_bytes"] / MIB
     return entry
@@ -117,23 +122,23 @@ def stages(values, fmt):
 
 def markdown(entries, reference):
     rows = [
-        "| config | ms/step | tokens/s | x one rank | bubble per stage | theory | peak MiB per stage "
-        "| activations MiB | predicted |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| config | ms/step | tokens/s | x one rank | compute ms/step per stage | bubble per stage "
+        "| theory | peak MiB per stage | activations MiB | predicted |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in entries:
         if "failed" in e:
-            rows.append(f"| {e['name']} | failed: {e['failed']} | | | | | | | |")
+            rows.append(f"| {e['name']} | failed: {e['failed']} | | | | | | | | |")
             continue
         speedup = f"{reference / e['step_ms_median']:.2f}" if reference else ""
         if e["pp"] == 1:
             rows.append(f"| {e['name']} | {e['step_ms_median']:.0f} | {e['tokens_per_s_median']:.0f} "
-                        f"| {speedup} | | | {e['rank0_peak_mib']:.1f} | | |")
+                        f"| {speedup} | | | | {e['rank0_peak_mib']:.1f} | | |")
             continue
         memory = e.get("memory", [])
         rows.append(
             f"| {e['name']} | {e['step_ms_median']:.0f} | {e['tokens_per_s_median']:.0f} | {speedup} "
-            f"| {stages(e['bubble_measured'], '{:.3f}')} | {stages(e['bubble_theory'], '{:.3f}')} "
+            f"| {stages(e['busy_ms'], '{:.0f}')} | {stages(e['bubble_measured'], '{:.3f}')} | {stages(e['bubble_theory'], '{:.3f}')} "
             f"| {stages([s['peak_mib'] for s in memory], '{:.1f}')} "
             f"| {stages([s['activations_mib'] for s in memory], '{:.1f}')} "
             f"| {stages([s['activations_predicted_mib'] for s in memory], '{:.1f}')} |")
