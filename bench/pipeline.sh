@@ -6,7 +6,7 @@
 #                     [--pp "2 4"] [--schedules "gpipe 1f1b interleaved zb-h1 zb-v"]
 #                     [--out bench/out-pipeline]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 model=bench/pipeline-gpt.mtl
 steps=10
@@ -32,6 +32,12 @@ done
 [[ -f $model ]] || { echo "bench/pipeline.sh: no model file '$model'" >&2; exit 1; }
 [[ $steps =~ ^[0-9]+$ && $steps -ge 2 ]] ||
   { echo "bench/pipeline.sh: --steps must be at least 2 (the first step is not counted)" >&2; exit 1; }
+[[ $threads =~ ^[1-9][0-9]*$ ]] ||
+  { echo "bench/pipeline.sh: --threads must be a positive integer, not '$threads'" >&2; exit 1; }
+for pp in $pps; do
+  [[ $pp =~ ^[1-9][0-9]*$ && $pp -ge 2 ]] ||
+    { echo "bench/pipeline.sh: a pipeline degree in --pp must be at least 2, not '$pp'" >&2; exit 1; }
+done
 for schedule in $schedules; do
   case "$schedule" in
     gpipe|1f1b|interleaved|zb-h1|zb-v) ;;
