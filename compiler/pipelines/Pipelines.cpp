@@ -74,6 +74,8 @@ void mtc::buildCPUBufferizePipeline(OpPassManager &pm) {
 }
 
 void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
+  // On the module mtc plans the plan's `arena` on (the bufferize pipeline's output).
+  pm.addPass(codegen::createWorkspaceViewsPass());
   pm.addPass(codegen::createThreadKernelContextPass());
   pm.addPass(codegen::createReductionLoopOrderPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
