@@ -92,6 +92,7 @@ void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(codegen::createWorkspaceAliasScopesPass());
   pm.addPass(codegen::createRedirectAllocationsPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());

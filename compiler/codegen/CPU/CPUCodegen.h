@@ -117,6 +117,10 @@ inline constexpr llvm::StringLiteral kKernelWorkspaceFunction = MTC_ABI_KERNEL_W
 inline constexpr llvm::StringLiteral kKernelWorkspaceReleaseFunction =
     MTC_ABI_KERNEL_WORKSPACE_RELEASE;
 
+/// The attribute of the address of a block of the workspace (mtc-workspace-views): the byte
+/// ranges [begin, end) it may take, for mtc-workspace-alias-scopes.
+inline constexpr llvm::StringLiteral kWorkspaceRangesAttrName = "mtc.workspace_ranges";
+
 struct CPUCodegenOptions {
   /// Target CPU: "native" (the host CPU and its features, the default: plans are run where
   /// they are compiled) or an LLVM CPU name such as "x86-64-v3" for a portable object.

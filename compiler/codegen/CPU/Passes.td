@@ -161,7 +161,10 @@ def WorkspaceViewsPass : Pass<"mtc-workspace-views", "::mlir::ModuleOp"> {
     `func.call @mtc_kernel_workspace(%bytes) : (i64) -> !llvm.ptr` with the bytes its views
     reach (an `!llvm.ptr` made a `memref<Nxi8>` through an LLVM descriptor and
     `builtin.unrealized_conversion_cast`, which reconcile-unrealized-casts removes), and
-    hands it back before each return (`mtc_kernel_workspace_release`); both are runtime
+    hands it back before each return (`mtc_kernel_workspace_release`). A block's address
+    is an `llvm.getelementptr` of the workspace with `mtc.workspace_ranges`, the byte
+    ranges it may take (for mtc-workspace-alias-scopes), made a `memref<Sxi8>` the view
+    reads at offset 0. Both functions are runtime
     imports of the kernel ABI (runtime/exec/KernelABI.h), declared here without the
     context, which mtc-thread-kernel-context adds. The functions one call runs share the
     workspace: their offsets are planned together.
@@ -193,6 +196,27 @@ def ThreadKernelContextPass : Pass<"mtc-thread-kernel-context", "::mlir::ModuleO
     object) are left alone. A use of a threaded function other than a call is an error.
     The C interfaces convert-func-to-llvm then emits (`_mlir_ciface_f`) take the context
     first too, and so the packed entry points (compiler/codegen/CPU/CPUCodegen.h).
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def WorkspaceAliasScopesPass : Pass<"mtc-workspace-alias-scopes", "::mlir::ModuleOp"> {
+  let summary = "Tell LLVM which blocks of the workspace never share a byte";
+  let description = [{
+    After finalize-memref-to-llvm. The temporaries mtc-workspace-views places are offsets of
+    one pointer, so LLVM's alias analysis no longer knows that two of them are apart (it
+    did when each came from its own malloc): a row sum reading one and accumulating into
+    another keeps the accumulator in memory, and loops are not vectorised. Each address of
+    a block (an `llvm.getelementptr` with `mtc.workspace_ranges`, the byte ranges of the
+    workspace it may take) gets an alias scope, in one domain; every load, store and
+    memory intrinsic whose pointers all derive from such addresses (through
+    getelementptr, the descriptors' insertvalue/extractvalue and casts) gets their scopes
+    and, as `noalias`, the scopes of every block whose ranges share no byte with theirs.
+    Blocks that take the same bytes at different times are never said to be apart, so the
+    scopes hold for the whole of a call, in any order LLVM moves the accesses. Accesses
+    through the memref arguments of an entry function (public, called by no function of
+    the module: buffers of the runtime's, never in the workspace) share one more scope,
+    apart from every block but not from each other. The ranges attribute is removed.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }

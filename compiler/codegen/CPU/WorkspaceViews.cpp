@@ -2,10 +2,12 @@
 //
 // Compiles the workspace plan (compiler/codegen/CPU/Workspace.h: planKernelMemory, the plan
 // mtc writes into the plan's `arena`) into the code: every placed memref.alloc becomes a
-// memref.view of the workspace at its offset (a select among its offsets by the phase of its
-// loop when a loop carries it into the next iteration), the deallocations of placed
-// allocations go, and each function with views asks the runtime for the workspace at its
-// entry and hands it back before it returns.
+// memref.view of its block of the workspace, the address at its offset (a select among its
+// offsets by the phase of its loop when a loop carries it into the next iteration), the
+// deallocations of placed allocations go, and each function with views asks the runtime for
+// the workspace at its entry and hands it back before it returns. Each block's address
+// keeps the byte ranges it may take (kWorkspaceRangesAttrName) for
+// mtc-workspace-alias-scopes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,16 +82,25 @@ struct WorkspaceViewsPass
       Value base =
           func::CallOp::create(builder, loc, *acquire, ValueRange{constant(builder, i64, bytes)})
               .getResult(0);
-      Value workspace = asMemRef(builder, loc, base, bytes);
       func.walk([&](func::ReturnOp ret) {
         OpBuilder before(ret);
         func::CallOp::create(before, ret.getLoc(), *release, ValueRange{base});
       });
       for (memref::AllocOp alloc : allocs) {
+        const WorkspacePlan::Placement &placement = plan->placements.at(alloc);
         OpBuilder before(alloc);
-        Value offset = offsetOf(before, alloc, plan->placements.at(alloc).offsets);
-        auto view = memref::ViewOp::create(before, alloc.getLoc(), alloc.getType(), workspace,
-                                           offset, ValueRange{});
+        Location at = alloc.getLoc();
+        auto address = LLVM::GEPOp::create(before, at, pointer, before.getI8Type(), base,
+                                           ValueRange{offsetOf(before, alloc, placement.offsets)});
+        SmallVector<int64_t> ranges;
+        for (int64_t offset : placement.offsets)
+          llvm::append_range(ranges, ArrayRef<int64_t>{offset, offset + placement.bytes});
+        address->setAttr(mtc::codegen::kWorkspaceRangesAttrName,
+                         DenseI64ArrayAttr::get(context, ranges));
+        Value block = asMemRef(before, at, address, placement.bytes);
+        auto view = memref::ViewOp::create(before, at, alloc.getType(), block,
+                                           arith::ConstantIndexOp::create(before, at, 0),
+                                           ValueRange{});
         alloc.replaceAllUsesWith(view.getResult());
         alloc.erase();
         views.insert(view.getResult());
@@ -137,7 +148,7 @@ struct WorkspaceViewsPass
     return func;
   }
 
-  /// The workspace at `base` as a `memref<bytes x i8>`: the LLVM descriptor
+  /// The `bytes` at `base` as a `memref<bytes x i8>`: the LLVM descriptor
   /// finalize-memref-to-llvm gives that type, cast to it.
   static Value asMemRef(OpBuilder &builder, Location loc, Value base, int64_t bytes) {
     MLIRContext *context = builder.getContext();
@@ -161,14 +172,14 @@ struct WorkspaceViewsPass
     return UnrealizedConversionCastOp::create(builder, loc, type, descriptor).getResult(0);
   }
 
-  /// The byte offset of `alloc`'s block: its one offset, or the offset of the phase of its
-  /// innermost loop's iteration.
+  /// The byte offset of `alloc`'s block (an i64): its one offset, or the offset of the
+  /// phase of its innermost loop's iteration.
   static Value offsetOf(OpBuilder &builder, memref::AllocOp alloc, ArrayRef<int64_t> offsets) {
     Location loc = alloc.getLoc();
-    auto index = [&](int64_t value) -> Value {
-      return arith::ConstantIndexOp::create(builder, loc, value);
+    auto i64 = [&](int64_t value) -> Value {
+      return arith::ConstantIntOp::create(builder, loc, value, 64);
     };
-    Value offset = index(offsets.front());
+    Value offset = i64(offsets.front());
     if (offsets.size() == 1)
       return offset;
     auto loop = alloc->getParentOfType<scf::ForOp>();
@@ -176,11 +187,12 @@ struct WorkspaceViewsPass
         builder, loc,
         arith::SubIOp::create(builder, loc, loop.getInductionVar(), loop.getLowerBound()),
         loop.getStep());
-    Value phase = arith::RemUIOp::create(builder, loc, iteration, index(offsets.size()));
+    Value phase = arith::RemUIOp::create(
+        builder, loc, iteration, arith::ConstantIndexOp::create(builder, loc, offsets.size()));
     for (auto [k, other] : llvm::enumerate(offsets.drop_front())) {
-      Value isPhase =
-          arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, phase, index(k + 1));
-      offset = arith::SelectOp::create(builder, loc, isPhase, index(other), offset);
+      Value isPhase = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, phase,
+                                            arith::ConstantIndexOp::create(builder, loc, k + 1));
+      offset = arith::SelectOp::create(builder, loc, isPhase, i64(other), offset);
     }
     return offset;
   }

@@ -1,0 +1,160 @@
+//===- WorkspaceAliasScopes.cpp - blocks of the workspace kept apart ------===//
+//
+// The temporaries of a function are offsets of one workspace pointer (mtc-workspace-views),
+// which LLVM's alias analysis cannot tell apart where the indices differ. This pass gives
+// each block's address an alias scope and says, on every access that reaches only such
+// blocks, which scopes it never aliases: those whose byte ranges share nothing with its own.
+// The criterion is spatial, not temporal, so it holds in any order of the accesses. The
+// buffers the runtime passes to an entry function are never in the workspace: accesses
+// through them get one more scope, apart from every block.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/CPU/CPUCodegen.h"
+#include "compiler/codegen/CPU/Passes.h"
+#include "compiler/codegen/CPU/Workspace.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+namespace mtc::codegen {
+#define GEN_PASS_DEF_WORKSPACEALIASSCOPESPASS
+#include "compiler/codegen/CPU/Passes.h.inc"
+} // namespace mtc::codegen
+
+using namespace mlir;
+
+namespace {
+
+/// The address of a block of the workspace `pointer` derives from, through getelementptr,
+/// the descriptors' insertvalue/extractvalue and casts; `entry` for an argument of an entry
+/// function (a buffer of the runtime's, never in the workspace); null when it derives from
+/// anything else (an argument of a function the module calls, a value carried by a loop, a
+/// load).
+Operation *blockOf(Value pointer, Operation *entry,
+                   const llvm::DenseSet<Operation *> &entryFunctions) {
+  Value value = pointer;
+  for (;;) {
+    Operation *op = value.getDefiningOp();
+    if (!op) {
+      Operation *owner = cast<BlockArgument>(value).getOwner()->getParentOp();
+      bool isEntryArgument = value.getParentBlock()->isEntryBlock() &&
+                             entryFunctions.contains(owner) && isa<MemRefType>(value.getType());
+      return isEntryArgument ? entry : nullptr;
+    }
+    if (op->hasAttr(mtc::codegen::kWorkspaceRangesAttrName))
+      return op;
+    if (auto gep = dyn_cast<LLVM::GEPOp>(op)) {
+      value = gep.getBase();
+      continue;
+    }
+    if (auto cast = dyn_cast<UnrealizedConversionCastOp>(op); cast && cast.getNumOperands() == 1) {
+      value = cast.getOperand(0);
+      continue;
+    }
+    auto extract = dyn_cast<LLVM::ExtractValueOp>(op);
+    if (!extract)
+      return nullptr;
+    // The value inserted at that position of the descriptor.
+    ArrayRef<int64_t> position = extract.getPosition();
+    Value aggregate = extract.getContainer();
+    for (;;) {
+      Operation *def = aggregate.getDefiningOp();
+      if (!def) {
+        // A descriptor that is an argument: the pointers it holds are the argument's.
+        value = aggregate;
+        break;
+      }
+      if (auto insert = dyn_cast_or_null<LLVM::InsertValueOp>(def)) {
+        if (insert.getPosition() == position) {
+          value = insert.getValue();
+          break;
+        }
+        aggregate = insert.getContainer();
+        continue;
+      }
+      if (auto cast = dyn_cast_or_null<UnrealizedConversionCastOp>(def);
+          cast && cast.getNumOperands() == 1) {
+        aggregate = cast.getOperand(0);
+        continue;
+      }
+      return nullptr;
+    }
+  }
+}
+
+/// Whether two lists of [begin, end) ranges share a byte.
+bool overlap(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  for (size_t i = 0; i + 1 < a.size(); i += 2)
+    for (size_t j = 0; j + 1 < b.size(); j += 2)
+      if (a[i] < b[j + 1] && b[j] < a[i + 1])
+        return true;
+  return false;
+}
+
+struct WorkspaceAliasScopesPass
+    : public mtc::codegen::impl::WorkspaceAliasScopesPassBase<WorkspaceAliasScopesPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *context = &getContext();
+    StringRef rangesName = mtc::codegen::kWorkspaceRangesAttrName;
+
+    // The blocks' addresses, in order, and the accesses reaching only blocks.
+    llvm::MapVector<Operation *, ArrayRef<int64_t>> ranges;
+    module.walk([&](LLVM::GEPOp gep) {
+      if (auto attr = gep->getAttrOfType<DenseI64ArrayAttr>(rangesName))
+        ranges[gep] = attr.asArrayRef();
+    });
+    if (ranges.empty())
+      return;
+    llvm::DenseSet<Operation *> entryFunctions;
+    for (func::FuncOp func : mtc::codegen::workspaceEntries(module))
+      entryFunctions.insert(func);
+    // The runtime's buffers the entry functions take, one scope apart from every block.
+    Operation *entry = module;
+    SmallVector<std::pair<LLVM::AliasAnalysisOpInterface, SmallVector<Operation *, 2>>> accesses;
+    module.walk([&](LLVM::AliasAnalysisOpInterface access) {
+      SmallVector<Operation *, 2> blocks;
+      for (Value pointer : access.getAccessedOperands()) {
+        Operation *block = blockOf(pointer, entry, entryFunctions);
+        if (!block)
+          return;
+        if (!llvm::is_contained(blocks, block))
+          blocks.push_back(block);
+      }
+      if (!blocks.empty())
+        accesses.emplace_back(access, std::move(blocks));
+    });
+
+    auto domain = LLVM::AliasScopeDomainAttr::get(
+        context, StringAttr::get(context, "mtc.workspace: the blocks of the temporaries"));
+    DenseMap<Operation *, LLVM::AliasScopeAttr> scopes;
+    for (auto [index, block] : llvm::enumerate(ranges))
+      scopes[block.first] = LLVM::AliasScopeAttr::get(
+          domain, StringAttr::get(context, "block " + llvm::Twine(index)));
+    scopes[entry] = LLVM::AliasScopeAttr::get(domain, StringAttr::get(context, "arguments"));
+    // The runtime's buffers are apart from every block, not from each other.
+    auto isApart = [&](Operation *block, Operation *other) {
+      if (block == entry || other == entry)
+        return block != other;
+      return !overlap(ranges[block], ranges[other]);
+    };
+    SmallVector<Operation *> all = llvm::to_vector(llvm::make_first_range(ranges));
+    all.push_back(entry);
+    for (auto &[access, blocks] : accesses) {
+      SmallVector<Attribute> own, apart;
+      for (Operation *block : blocks)
+        own.push_back(scopes[block]);
+      for (Operation *other : all)
+        if (llvm::all_of(blocks, [&](Operation *block) { return isApart(block, other); }))
+          apart.push_back(scopes[other]);
+      access.setAliasScopes(ArrayAttr::get(context, own));
+      if (!apart.empty())
+        access.setNoAliasScopes(ArrayAttr::get(context, apart));
+    }
+    for (auto &entry : ranges)
+      entry.first->removeAttr(rangesName);
+  }
+};
+
+} // namespace
