@@ -117,8 +117,9 @@ inline constexpr llvm::StringLiteral kKernelWorkspaceFunction = MTC_ABI_KERNEL_W
 inline constexpr llvm::StringLiteral kKernelWorkspaceReleaseFunction =
     MTC_ABI_KERNEL_WORKSPACE_RELEASE;
 
-/// The attribute of the address of a block of the workspace (mtc-workspace-views): the byte
-/// ranges [begin, end) it may take, for mtc-workspace-alias-scopes.
+/// The attribute of a block of the workspace (on the insertion of its aligned pointer into
+/// the descriptor mtc-workspace-views builds): the byte ranges [begin, end) it may take, for
+/// mtc-workspace-alias-scopes.
 inline constexpr llvm::StringLiteral kWorkspaceRangesAttrName = "mtc.workspace_ranges";
 
 struct CPUCodegenOptions {

@@ -161,10 +161,11 @@ def WorkspaceViewsPass : Pass<"mtc-workspace-views", "::mlir::ModuleOp"> {
     `func.call @mtc_kernel_workspace(%bytes) : (i64) -> !llvm.ptr` with the bytes its views
     reach (an `!llvm.ptr` made a `memref<Nxi8>` through an LLVM descriptor and
     `builtin.unrealized_conversion_cast`, which reconcile-unrealized-casts removes), and
-    hands it back before each return (`mtc_kernel_workspace_release`). A block's address
-    is an `llvm.getelementptr` of the workspace with `mtc.workspace_ranges`, the byte
-    ranges it may take (for mtc-workspace-alias-scopes), made a `memref<Sxi8>` the view
-    reads at offset 0. Both functions are runtime
+    hands it back before each return (`mtc_kernel_workspace_release`). A block is the
+    workspace's pointer plus its offset (`llvm.getelementptr`) made a `memref<Sxi8>`, which
+    the view reads at offset 0; the `llvm.insertvalue` of its aligned pointer into its
+    descriptor carries `mtc.workspace_ranges`, the byte ranges the block may take, for
+    mtc-workspace-alias-scopes. Both functions are runtime
     imports of the kernel ABI (runtime/exec/KernelABI.h), declared here without the
     context, which mtc-thread-kernel-context adds. The functions one call runs share the
     workspace: their offsets are planned together.
@@ -206,11 +207,11 @@ def WorkspaceAliasScopesPass : Pass<"mtc-workspace-alias-scopes", "::mlir::Modul
     After finalize-memref-to-llvm. The temporaries mtc-workspace-views places are offsets of
     one pointer, so LLVM's alias analysis no longer knows that two of them are apart (it
     did when each came from its own malloc): a row sum reading one and accumulating into
-    another keeps the accumulator in memory, and loops are not vectorised. Each address of
-    a block (an `llvm.getelementptr` with `mtc.workspace_ranges`, the byte ranges of the
-    workspace it may take) gets an alias scope, in one domain; every load, store and
-    memory intrinsic whose pointers all derive from such addresses (through
-    getelementptr, the descriptors' insertvalue/extractvalue and casts) gets their scopes
+    another keeps the accumulator in memory, and loops are not vectorised. Each block (the
+    op with `mtc.workspace_ranges`, the byte ranges of the workspace it may take) gets an
+    alias scope, in one domain; every load, store and
+    memory intrinsic whose pointers all derive from such blocks (through getelementptr,
+    the descriptors' insertvalue/extractvalue and casts) gets their scopes
     and, as `noalias`, the scopes of every block whose ranges share no byte with theirs.
     Blocks that take the same bytes at different times are never said to be apart, so the
     scopes hold for the whole of a call, in any order LLVM moves the accesses. Accesses

@@ -59,6 +59,8 @@ public:
   SmallVector<codegen::TracedAllocation> trace;
   /// Every deallocation run so far, with the allocation ops it freed (null: none).
   llvm::MapVector<Operation *, llvm::SmallSetVector<Operation *, 2>> frees;
+  /// The allocation ops whose memrefs went through an op the simulation does not model.
+  llvm::SetVector<Operation *> escaped;
 
   /// Simulates one call of `func` (callees at every call), appending to `trace`; returns
   /// the call's peak.
@@ -132,8 +134,10 @@ private:
       run.peak = std::max(run.peak, run.live + *calleePeak);
       return success();
     }
-    if (op->getNumRegions() == 0 || !matters(op))
+    if (op->getNumRegions() == 0 || !matters(op)) {
+      escape(op, run);
       return success();
+    }
     if (auto loop = dyn_cast<scf::ForOp>(op))
       return runLoop(loop, run);
     if (auto branch = dyn_cast<scf::IfOp>(op)) {
@@ -156,6 +160,18 @@ private:
     }
     return op->emitError("cannot predict the kernels' workspace: unexpected allocations "
                          "inside this operation");
+  }
+
+  /// `op` is not modelled: when it makes memrefs (which may then point anywhere), every
+  /// allocation it or an op inside it reads escapes.
+  void escape(Operation *op, Run &run) {
+    if (llvm::none_of(op->getResultTypes(), llvm::IsaPred<BaseMemRefType>))
+      return;
+    op->walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands())
+        if (auto it = run.buffer.find(operand); it != run.buffer.end())
+          escaped.insert(trace[run.traceIndex[it->second]].op);
+    });
   }
 
   LogicalResult allocate(memref::AllocOp alloc, Run &run) {
@@ -226,7 +242,8 @@ FailureOr<codegen::SimulatedCall> mtc::codegen::simulateTemporaries(ModuleOp mod
   FailureOr<int64_t> peak = simulator.peakOf(func);
   if (failed(peak))
     return failure();
-  return SimulatedCall{std::move(simulator.trace), *peak, std::move(simulator.frees)};
+  return SimulatedCall{std::move(simulator.trace), *peak, std::move(simulator.frees),
+                       std::move(simulator.escaped)};
 }
 
 static int64_t roundedToWorkspaceAlignment(int64_t bytes) {
@@ -334,6 +351,7 @@ mtc::codegen::planKernelMemory(ModuleOp bufferizedModule, SmallVectorImpl<func::
   SmallVector<Entry> entries;
   SmallVector<TracedAllocation> trace;
   llvm::MapVector<Operation *, llvm::SmallSetVector<Operation *, 2>> frees;
+  llvm::SetVector<Operation *> escaped;
   int64_t clock = 0;
   for (func::FuncOp func : workspaceEntries(bufferizedModule)) {
     FailureOr<SimulatedCall> call = simulateTemporaries(bufferizedModule, func);
@@ -354,6 +372,7 @@ mtc::codegen::planKernelMemory(ModuleOp bufferizedModule, SmallVectorImpl<func::
     clock = last;
     for (auto &[dealloc, freed] : call->frees)
       frees[dealloc].insert(freed.begin(), freed.end());
+    escaped.insert(call->escaped.begin(), call->escaped.end());
   }
 
   // Which ops can be placed, and in how many phases.
@@ -363,7 +382,8 @@ mtc::codegen::planKernelMemory(ModuleOp bufferizedModule, SmallVectorImpl<func::
   DenseMap<Operation *, int64_t> phases;
   for (auto &[op, blocks] : blocksOf) {
     std::optional<int64_t> count = phasesOf(trace, blocks);
-    if (count && cast<memref::AllocOp>(op).getAlignment().value_or(0) <= kWorkspaceAlignment)
+    if (count && cast<memref::AllocOp>(op).getAlignment().value_or(0) <= kWorkspaceAlignment &&
+        !escaped.contains(op))
       phases[op] = *count;
   }
   // A deallocation that may free something not placed stays, and would free a placed

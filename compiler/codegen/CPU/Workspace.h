@@ -53,12 +53,15 @@ struct TracedAllocation {
 
 /// One simulated call of a function: every allocation it makes, in the order the compiled
 /// code makes them (callees' included), with when each is freed; the most bytes live at
-/// once; and every memref.dealloc it runs with the memref.alloc ops its operand points into
-/// there (null: into none of them).
+/// once; every memref.dealloc it runs with the memref.alloc ops its operand points into
+/// there (null: into none of them); and the memref.alloc ops whose memrefs an op the
+/// simulation does not model reads while making memrefs of its own (a select of two
+/// buffers, a branch that yields them without allocating): where those end is unknown.
 struct SimulatedCall {
   llvm::SmallVector<TracedAllocation> allocations;
   int64_t peakBytes = 0;
   llvm::MapVector<mlir::Operation *, llvm::SmallSetVector<mlir::Operation *, 2>> frees;
+  llvm::SetVector<mlir::Operation *> escaped;
 };
 
 /// Simulates one call of `func` (a function of `module`, on memrefs after the buffer
@@ -115,9 +118,9 @@ llvm::SmallVector<mlir::func::FuncOp> workspaceEntries(mlir::ModuleOp module);
 /// the calls one after the other in one trace, and the trace packed by planArena with one
 /// group per memref.alloc op (per phase, see Placement), so that an op's offset is the same
 /// in every call and every function that reaches it. An op whose blocks cannot share one
-/// offset (or a few by phase), with an alignment above kWorkspaceAlignment, or freed by a
-/// memref.dealloc that may also free something else, is not placed (the runtime allocator
-/// serves it); its blocks still get offsets in the functions' plans. An entry that cannot
+/// offset (or a few by phase), with an alignment above kWorkspaceAlignment, that escapes
+/// the simulation (SimulatedCall::escaped), or freed by a memref.dealloc that may also free
+/// something else, is not placed (the runtime allocator serves it); its blocks still get offsets in the functions' plans. An entry that cannot
 /// be simulated fails the plan with its diagnostic, or with `unplanned` is appended there
 /// and left out.
 mlir::FailureOr<WorkspacePlan>

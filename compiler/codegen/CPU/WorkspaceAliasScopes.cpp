@@ -2,7 +2,7 @@
 //
 // The temporaries of a function are offsets of one workspace pointer (mtc-workspace-views),
 // which LLVM's alias analysis cannot tell apart where the indices differ. This pass gives
-// each block's address an alias scope and says, on every access that reaches only such
+// each block an alias scope and says, on every access that reaches only such
 // blocks, which scopes it never aliases: those whose byte ranges share nothing with its own.
 // The criterion is spatial, not temporal, so it holds in any order of the accesses. The
 // buffers the runtime passes to an entry function are never in the workspace: accesses
@@ -26,8 +26,8 @@ using namespace mlir;
 
 namespace {
 
-/// The address of a block of the workspace `pointer` derives from, through getelementptr,
-/// the descriptors' insertvalue/extractvalue and casts; `entry` for an argument of an entry
+/// The block of the workspace (the op with its ranges) `pointer` derives from, through
+/// getelementptr, the descriptors' insertvalue/extractvalue and casts; `entry` for an argument of an entry
 /// function (a buffer of the runtime's, never in the workspace); null when it derives from
 /// anything else (an argument of a function the module calls, a value carried by a loop, a
 /// load).
@@ -67,6 +67,8 @@ Operation *blockOf(Value pointer, Operation *entry,
       }
       if (auto insert = dyn_cast_or_null<LLVM::InsertValueOp>(def)) {
         if (insert.getPosition() == position) {
+          if (insert->hasAttr(mtc::codegen::kWorkspaceRangesAttrName))
+            return insert;
           value = insert.getValue();
           break;
         }
@@ -99,11 +101,11 @@ struct WorkspaceAliasScopesPass
     MLIRContext *context = &getContext();
     StringRef rangesName = mtc::codegen::kWorkspaceRangesAttrName;
 
-    // The blocks' addresses, in order, and the accesses reaching only blocks.
+    // The blocks, in order, and the accesses reaching only blocks.
     llvm::MapVector<Operation *, ArrayRef<int64_t>> ranges;
-    module.walk([&](LLVM::GEPOp gep) {
-      if (auto attr = gep->getAttrOfType<DenseI64ArrayAttr>(rangesName))
-        ranges[gep] = attr.asArrayRef();
+    module.walk([&](Operation *op) {
+      if (auto attr = op->getAttrOfType<DenseI64ArrayAttr>(rangesName))
+        ranges[op] = attr.asArrayRef();
     });
     if (ranges.empty())
       return;

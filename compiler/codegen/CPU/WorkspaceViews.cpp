@@ -5,9 +5,9 @@
 // memref.view of its block of the workspace, the address at its offset (a select among its
 // offsets by the phase of its loop when a loop carries it into the next iteration), the
 // deallocations of placed allocations go, and each function with views asks the runtime for
-// the workspace at its entry and hands it back before it returns. Each block's address
-// keeps the byte ranges it may take (kWorkspaceRangesAttrName) for
-// mtc-workspace-alias-scopes.
+// the workspace at its entry and hands it back before it returns. Each block keeps the byte
+// ranges it may take (kWorkspaceRangesAttrName, on the insertion of its aligned pointer
+// into its descriptor, which no lowering folds away) for mtc-workspace-alias-scopes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,9 +95,8 @@ struct WorkspaceViewsPass
         SmallVector<int64_t> ranges;
         for (int64_t offset : placement.offsets)
           llvm::append_range(ranges, ArrayRef<int64_t>{offset, offset + placement.bytes});
-        address->setAttr(mtc::codegen::kWorkspaceRangesAttrName,
-                         DenseI64ArrayAttr::get(context, ranges));
-        Value block = asMemRef(before, at, address, placement.bytes);
+        Value block = asMemRef(before, at, address, placement.bytes,
+                               DenseI64ArrayAttr::get(context, ranges));
         auto view = memref::ViewOp::create(before, at, alloc.getType(), block,
                                            arith::ConstantIndexOp::create(before, at, 0),
                                            ValueRange{});
@@ -149,8 +148,10 @@ struct WorkspaceViewsPass
   }
 
   /// The `bytes` at `base` as a `memref<bytes x i8>`: the LLVM descriptor
-  /// finalize-memref-to-llvm gives that type, cast to it.
-  static Value asMemRef(OpBuilder &builder, Location loc, Value base, int64_t bytes) {
+  /// finalize-memref-to-llvm gives that type, cast to it; the insertion of its aligned
+  /// pointer carries `ranges`.
+  static Value asMemRef(OpBuilder &builder, Location loc, Value base, int64_t bytes,
+                        DenseI64ArrayAttr ranges) {
     MLIRContext *context = builder.getContext();
     Type i64 = builder.getI64Type();
     Type sizes = LLVM::LLVMArrayType::get(i64, 1);
@@ -165,6 +166,7 @@ struct WorkspaceViewsPass
     Value descriptor = LLVM::PoisonOp::create(builder, loc, descriptorType);
     descriptor = field(descriptor, base, {0});
     descriptor = field(descriptor, base, {1});
+    descriptor.getDefiningOp()->setAttr(mtc::codegen::kWorkspaceRangesAttrName, ranges);
     descriptor = field(descriptor, constant(0), {2});
     descriptor = field(descriptor, constant(bytes), {3, 0});
     descriptor = field(descriptor, constant(1), {4, 0});

@@ -57,13 +57,14 @@ TEST(KernelABITest, CodesKeepTheirValues) {
 }
 
 TEST(KernelABITest, AContextIsReadOnlyWhenItIsOfThisVersion) {
-  int mesh = 0, dropout = 0, arena = 0;
-  MtcKernelContext context = mtc_kernel_context(&mesh, &dropout, &arena);
+  int mesh = 0, dropout = 0, workspace = 0;
+  MtcKernelContext context = mtc_kernel_context(&mesh, &dropout, &workspace, sizeof workspace);
   EXPECT_EQ(context.size, sizeof(MtcKernelContext));
   EXPECT_EQ(context.version, MTC_KERNEL_CONTEXT_VERSION);
   EXPECT_EQ(context.mesh, &mesh);
   EXPECT_EQ(context.dropout, &dropout);
-  EXPECT_EQ(context.arena, &arena);
+  EXPECT_EQ(context.workspace, &workspace);
+  EXPECT_EQ(context.workspace_bytes, sizeof workspace);
   EXPECT_EQ(mtc_kernel_context_checked(&context), &context);
   EXPECT_EQ(mtc_kernel_context_checked(nullptr), nullptr);
   MtcKernelContext older = context;
