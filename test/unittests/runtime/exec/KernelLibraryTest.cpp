@@ -63,13 +63,15 @@ TEST(KernelLibraryTest, ObjectWithoutAContextVersion) {
 }
 
 TEST(KernelLibraryTest, ObjectOfAnotherContextVersion) {
+  // Version 1: an object whose temporaries the runtime matched to the plan's offsets in
+  // order, compiled before the workspace's offsets were compiled in.
   Plan plan = smallPlan();
   plan.dir = "/";
   plan.x86Kernels =
       KernelsInfo{MTC_TOY_MESH_KERNELS_OTHER_CONTEXT, std::nullopt, std::nullopt, std::nullopt};
   EXPECT_EQ(loadError(plan), concat("'", MTC_TOY_MESH_KERNELS_OTHER_CONTEXT,
                                     "': the compiled step was compiled for kernel context "
-                                    "version 999, and this runtime passes version 2 (recompile "
+                                    "version 1, and this runtime passes version 2 (recompile "
                                     "the plan with this mtc)"));
 }
 
