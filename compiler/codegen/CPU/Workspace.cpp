@@ -382,8 +382,11 @@ mtc::codegen::planKernelMemory(ModuleOp bufferizedModule, SmallVectorImpl<func::
   DenseMap<Operation *, int64_t> phases;
   for (auto &[op, blocks] : blocksOf) {
     std::optional<int64_t> count = phasesOf(trace, blocks);
+    // Phases are computed from the loop's index induction variable.
+    auto loop = op->getParentOfType<scf::ForOp>();
+    bool phased = count && *count > 1;
     if (count && cast<memref::AllocOp>(op).getAlignment().value_or(0) <= kWorkspaceAlignment &&
-        !escaped.contains(op))
+        !escaped.contains(op) && (!phased || loop.getInductionVar().getType().isIndex()))
       phases[op] = *count;
   }
   // A deallocation that may free something not placed stays, and would free a placed

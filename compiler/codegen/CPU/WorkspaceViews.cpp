@@ -76,12 +76,9 @@ struct WorkspaceViewsPass
       }
       auto builder = OpBuilder::atBlockBegin(&func.getBody().front());
       Location loc = func.getLoc();
-      auto constant = [&](OpBuilder &b, Type type, int64_t value) -> Value {
-        return arith::ConstantOp::create(b, loc, type, b.getIntegerAttr(type, value));
-      };
-      Value base =
-          func::CallOp::create(builder, loc, *acquire, ValueRange{constant(builder, i64, bytes)})
-              .getResult(0);
+      Value base = func::CallOp::create(builder, loc, *acquire,
+                                        ValueRange{arith::ConstantIntOp::create(builder, loc, bytes, 64)})
+                       .getResult(0);
       func.walk([&](func::ReturnOp ret) {
         OpBuilder before(ret);
         func::CallOp::create(before, ret.getLoc(), *release, ValueRange{base});
