@@ -217,7 +217,9 @@ def WorkspaceAliasScopesPass : Pass<"mtc-workspace-alias-scopes", "::mlir::Modul
     scopes hold for the whole of a call, in any order LLVM moves the accesses. Accesses
     through the memref arguments of an entry function (public, called by no function of
     the module: buffers of the runtime's, never in the workspace) share one more scope,
-    apart from every block but not from each other. The ranges attribute is removed.
+    apart from every block but not from each other; those through the memref arguments of
+    another function get a scope of that function's, apart from the function's own blocks
+    (allocated while the arguments are live). The ranges attribute is removed.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }

@@ -6,7 +6,10 @@
 // blocks, which scopes it never aliases: those whose byte ranges share nothing with its own.
 // The criterion is spatial, not temporal, so it holds in any order of the accesses. The
 // buffers the runtime passes to an entry function are never in the workspace: accesses
-// through them get one more scope, apart from every block.
+// through them get one more scope, apart from every block. The arguments of a function the
+// module calls get a scope of that function's, apart from its own blocks, which are
+// allocated while the arguments are live (LLVM's inliner gives each inlined copy its own
+// scopes, so the claim stays within one call).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,10 +30,10 @@ using namespace mlir;
 namespace {
 
 /// The block of the workspace (the op with its ranges) `pointer` derives from, through
-/// getelementptr, the descriptors' insertvalue/extractvalue and casts; `entry` for an argument of an entry
-/// function (a buffer of the runtime's, never in the workspace); null when it derives from
-/// anything else (an argument of a function the module calls, a value carried by a loop, a
-/// load).
+/// getelementptr, the descriptors' insertvalue/extractvalue and casts; for a memref argument
+/// of a function, `entry` when the function is an entry function (a buffer of the runtime's,
+/// never in the workspace), else the function; null when it derives from anything else (a
+/// value carried by a loop, a load).
 Operation *blockOf(Value pointer, Operation *entry,
                    const llvm::DenseSet<Operation *> &entryFunctions) {
   Value value = pointer;
@@ -38,9 +41,10 @@ Operation *blockOf(Value pointer, Operation *entry,
     Operation *op = value.getDefiningOp();
     if (!op) {
       Operation *owner = cast<BlockArgument>(value).getOwner()->getParentOp();
-      bool isEntryArgument = value.getParentBlock()->isEntryBlock() &&
-                             entryFunctions.contains(owner) && isa<MemRefType>(value.getType());
-      return isEntryArgument ? entry : nullptr;
+      if (!value.getParentBlock()->isEntryBlock() || !isa<func::FuncOp>(owner) ||
+          !isa<MemRefType>(value.getType()))
+        return nullptr;
+      return entryFunctions.contains(owner) ? entry : owner;
     }
     if (op->hasAttr(mtc::codegen::kWorkspaceRangesAttrName))
       return op;
@@ -135,14 +139,31 @@ struct WorkspaceAliasScopesPass
       scopes[block.first] = LLVM::AliasScopeAttr::get(
           domain, StringAttr::get(context, "block " + llvm::Twine(index)));
     scopes[entry] = LLVM::AliasScopeAttr::get(domain, StringAttr::get(context, "arguments"));
-    // The runtime's buffers are apart from every block, not from each other.
-    auto isApart = [&](Operation *block, Operation *other) {
-      if (block == entry || other == entry)
-        return block != other;
-      return !overlap(ranges[block], ranges[other]);
-    };
     SmallVector<Operation *> all = llvm::to_vector(llvm::make_first_range(ranges));
     all.push_back(entry);
+    for (auto &[access, blocks] : accesses)
+      for (Operation *block : blocks)
+        if (auto func = dyn_cast<func::FuncOp>(block); func && !scopes.contains(func)) {
+          scopes[func] = LLVM::AliasScopeAttr::get(
+              domain, StringAttr::get(context, "arguments of " + func.getSymName()));
+          all.push_back(func);
+        }
+    // The runtime's buffers are apart from every block; the arguments of a function the
+    // module calls (the caller's blocks, or the runtime's buffers) from the function's own
+    // blocks, allocated while the arguments are live; arguments not from each other.
+    auto isArguments = [&](Operation *op) { return op == entry || isa<func::FuncOp>(op); };
+    auto isApart = [&](Operation *block, Operation *other) {
+      if (isArguments(block) && isArguments(other))
+        return false;
+      if (block == entry || other == entry)
+        return true;
+      if (isArguments(block) || isArguments(other)) {
+        Operation *function = isArguments(block) ? block : other;
+        Operation *own = isArguments(block) ? other : block;
+        return own->getParentOfType<func::FuncOp>() == function;
+      }
+      return !overlap(ranges[block], ranges[other]);
+    };
     for (auto &[access, blocks] : accesses) {
       SmallVector<Attribute> own, apart;
       for (Operation *block : blocks)

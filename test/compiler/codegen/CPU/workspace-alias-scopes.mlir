@@ -51,10 +51,15 @@ func.func @step(%ws: !llvm.ptr, %x: memref<16xf32>, %i: i64, %v: f32) {
 // -----
 
 // Tests that the arguments of a function the module calls (which may be the caller's
-// blocks) get no scope, while its own blocks do.
+// blocks) get a scope of that function's, apart from its own blocks only (allocated while
+// the arguments are live), and that its blocks are apart from those arguments and from the
+// entry functions' arguments.
+// CHECK-DAG: #[[LARGS:alias_scope[0-9]*]] = #llvm.alias_scope<{{.*}}description = "arguments of layer">
+// CHECK-DAG: #[[T:alias_scope[0-9]*]] = #llvm.alias_scope<{{.*}}description = "block 0">
+// CHECK-DAG: #[[ARGS:alias_scope[0-9]*]] = #llvm.alias_scope<{{.*}}description = "arguments">
 // CHECK-LABEL: func.func private @layer
-// CHECK: llvm.store %{{.*}} : f32, !llvm.ptr
-// CHECK: llvm.store %{{.*}} {alias_scopes = [#{{[a-z_0-9]+}}], noalias_scopes = [#{{[a-z_0-9]+}}]} : f32, !llvm.ptr
+// CHECK: llvm.store %{{.*}} {alias_scopes = [#[[LARGS]]], noalias_scopes = [#[[T]]]} : f32, !llvm.ptr
+// CHECK: llvm.store %{{.*}} {alias_scopes = [#[[T]]], noalias_scopes = [#[[ARGS]], #[[LARGS]]]} : f32, !llvm.ptr
 // CHECK-LABEL: func.func @entry
 !desc = !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
 func.func private @layer(%ws: !llvm.ptr, %y: memref<16xf32>, %v: f32) {
