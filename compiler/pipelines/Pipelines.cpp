@@ -76,6 +76,8 @@ void mtc::buildCPUBufferizePipeline(OpPassManager &pm) {
 }
 
 void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
+  // On the module mtc plans the plan's `arena` on (the bufferize pipeline's output).
+  pm.addPass(codegen::createWorkspaceViewsPass());
   pm.addPass(codegen::createThreadKernelContextPass());
   pm.addPass(codegen::createReductionLoopOrderPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
@@ -92,6 +94,7 @@ void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(codegen::createWorkspaceAliasScopesPass());
   pm.addPass(codegen::createRedirectAllocationsPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());

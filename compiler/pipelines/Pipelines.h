@@ -60,8 +60,10 @@ void buildToLinalgPipeline(mlir::OpPassManager &pm);
 /// module planKernelMemory reads.
 void buildCPUBufferizePipeline(mlir::OpPassManager &pm);
 
-/// The CPU backend's second half, buffers to the LLVM dialect (the sequence measured with
-/// mlir-opt-22, with the backend's own loop order and math approximations).
+/// The CPU backend's second half, buffers to the LLVM dialect: the temporaries placed in the
+/// workspace (mtc-workspace-views, the plan planKernelMemory reads off the first half's
+/// output), then the sequence measured with mlir-opt-22, with the backend's own loop order
+/// and math approximations.
 void buildCPUToLLVMPipeline(mlir::OpPassManager &pm);
 
 /// Both halves of the CPU backend: linalg on tensors to the LLVM dialect, what

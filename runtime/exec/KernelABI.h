@@ -13,8 +13,9 @@
  *                   (MeshCollectives.h: semantics, error handling)
  *   GEMM            _mlir_ciface_mtc_batch_matmul_f32 (Gemm.h)
  *   dropout         mtc_dropout_key, mtc_dropout_layer (DropoutKey.h)
+ *   workspace       mtc_kernel_workspace, mtc_kernel_workspace_release (KernelMemory.h)
  *   allocation      mtc_kernel_alloc, mtc_kernel_calloc, mtc_kernel_aligned_alloc,
- *                   mtc_kernel_free (KernelMemory.h)
+ *                   mtc_kernel_free (KernelMemory.h): what the compiler could not place
  * Exported by the object, per public function f of the plan:
  *   _mlir_ciface_f(context, descriptor *...)   one memref descriptor per argument, then results
  *   _mtc_packed_f(context, void **descriptors) the same, descriptors packed in one array
@@ -25,12 +26,22 @@
  * The kernel context. Every function the object exports and every runtime import but the
  * dropout decision takes an `MtcKernelContext *` first: the runtime's state of the call in
  * progress (this rank's mesh and its communicators, the dropout key and layer instance, the
- * arena of the temporaries). The caller builds one per call (KernelLibrary::call); the
+ * workspace of the temporaries). The caller builds one per call (KernelLibrary::call); the
  * compiled code passes it on unread to every call it makes (mtc-thread-kernel-context), so
- * two calls on two threads, or two functions of one rank with their own arenas, never share
- * state. Nothing is per-thread. A null context, or one whose size and version are not this
- * header's, reads as "no state": collectives copy nothing and write zeros, the mesh
+ * two calls on two threads, or two functions of one rank with their own workspaces, never
+ * share state. Nothing is per-thread. A null context, or one whose size and version are not
+ * this header's, reads as "no state": collectives copy nothing and write zeros, the mesh
  * coordinate is 0, dropout keeps every element, temporaries come from the heap.
+ *
+ * The workspace. The compiler places the temporaries of each function at fixed offsets in
+ * one workspace (compiler/codegen/CPU/Workspace.h; mtc-workspace-views compiles the offsets
+ * in as views, and the plan's `arena.bytes` says how large it must be). The caller passes
+ * it in the context (`workspace`, `workspace_bytes`: 64-byte aligned, null/0 for none); the
+ * compiled code reads it through mtc_kernel_workspace, not from the field, so that a call
+ * without one (a null context, a workspace smaller than the function's views reach) still
+ * runs, on a block the runtime allocates and mtc_kernel_workspace_release frees. Functions
+ * of one call (a step and the layers it calls) share the workspace: their offsets are
+ * planned together.
  *
  *===----------------------------------------------------------------------===*/
 
@@ -62,6 +73,8 @@ extern "C" {
 #define MTC_ABI_KERNEL_CALLOC "mtc_kernel_calloc"
 #define MTC_ABI_KERNEL_ALIGNED_ALLOC "mtc_kernel_aligned_alloc"
 #define MTC_ABI_KERNEL_FREE "mtc_kernel_free"
+#define MTC_ABI_KERNEL_WORKSPACE "mtc_kernel_workspace"
+#define MTC_ABI_KERNEL_WORKSPACE_RELEASE "mtc_kernel_workspace_release"
 /* The GEMM as the compiler declares it (a func.func with llvm.emit_c_interface); the
  * object imports MTC_ABI_C_INTERFACE_PREFIX MTC_ABI_BATCH_MATMUL_F32. */
 #define MTC_ABI_BATCH_MATMUL_F32 "mtc_batch_matmul_f32"
@@ -86,35 +99,41 @@ extern "C" {
   X(mtc_kernel_alloc)                                                                          \
   X(mtc_kernel_calloc)                                                                         \
   X(mtc_kernel_aligned_alloc)                                                                  \
-  X(mtc_kernel_free)
+  X(mtc_kernel_free)                                                                           \
+  X(mtc_kernel_workspace)                                                                      \
+  X(mtc_kernel_workspace_release)
 
 /*===----------------------------------------------------------------------===*
  * The kernel context: what one call of a compiled function reaches the runtime through.
  * The compiled code never reads it; the pointers are the runtime's own objects, opaque
- * here (null: the call has none). The GPU executor will add the call's stream (a new
- * field, a new version).
+ * here (null: the call has none), but for the workspace, plain memory. The GPU executor
+ * will add the call's stream (a new field, a new version).
  *===----------------------------------------------------------------------===*/
 
 /* Bumped whenever MtcKernelContext or a signature below changes; 0 is "no context" (objects
- * compiled before the context existed). */
-#define MTC_KERNEL_CONTEXT_VERSION 1u
+ * compiled before the context existed), 1 the context with an arena the runtime served
+ * allocations from in order (before the workspace's offsets were compiled in). */
+#define MTC_KERNEL_CONTEXT_VERSION 2u
 
 typedef struct MtcKernelContext {
   uint32_t size;    /* sizeof(MtcKernelContext) where it was built */
   uint32_t version; /* MTC_KERNEL_CONTEXT_VERSION where it was built */
   void *mesh;       /* mtc::rt::MeshCall: the rank's mesh axes and the call's first failure */
   void *dropout;    /* mtc::rt::DropoutCall: the key and the current layer instance */
-  void *arena;      /* mtc::rt::KernelArenaCall: where the planned temporaries go */
+  void *workspace;   /* where the placed temporaries live: 64-byte aligned, null for none */
+  uint64_t workspace_bytes; /* its size */
 } MtcKernelContext;
 
-/* A context over the three (each may be null). */
-static inline MtcKernelContext mtc_kernel_context(void *mesh, void *dropout, void *arena) {
+/* A context over these (each pointer may be null). */
+static inline MtcKernelContext mtc_kernel_context(void *mesh, void *dropout, void *workspace,
+                                                  uint64_t workspace_bytes) {
   MtcKernelContext context;
   context.size = (uint32_t)sizeof(MtcKernelContext);
   context.version = MTC_KERNEL_CONTEXT_VERSION;
   context.mesh = mesh;
   context.dropout = dropout;
-  context.arena = arena;
+  context.workspace = workspace;
+  context.workspace_bytes = workspace ? workspace_bytes : 0;
   return context;
 }
 
@@ -173,10 +192,20 @@ int32_t mtc_dropout_keep_element(uint64_t seed, uint32_t tensor_id, uint64_t ind
                                  float keep_prob);
 
 /*===----------------------------------------------------------------------===*
+ * Workspace (runtime/exec/KernelMemory.h): the base of the workspace for a function whose
+ * views reach `bytes` bytes, 64-byte aligned: the context's when it holds them, else a block
+ * of the runtime's (null when out of memory); and its hand-back before the function returns
+ * (frees such a block, does nothing to the context's).
+ *===----------------------------------------------------------------------===*/
+
+void *mtc_kernel_workspace(MtcKernelContext *context, size_t bytes);
+void mtc_kernel_workspace_release(MtcKernelContext *context, void *workspace);
+
+/*===----------------------------------------------------------------------===*
  * Allocation (runtime/exec/KernelMemory.h): the C library's malloc, calloc, aligned_alloc
  * and free, with the call's context in front (mtc-redirect-allocations rewrites the object's
- * calls of the C functions to these). A block is freed with the context it was allocated
- * with.
+ * calls of the C functions to these), for the temporaries the compiler could not place in
+ * the workspace. A block is freed with the context it was allocated with.
  *===----------------------------------------------------------------------===*/
 
 void *mtc_kernel_alloc(MtcKernelContext *context, size_t size);

@@ -242,11 +242,16 @@ void KernelLibrary::call(const LoadedKernel &kernel, std::span<void *const> buff
       }
       pointers.push_back(d.data());
     }
-  std::optional<KernelArenaCall> arena;
-  if (kernel.arena)
-    arena.emplace(*kernel.arena, *fn.arena);
-  MtcKernelContext context =
-      mtc_kernel_context(state.mesh, state.dropout, arena ? &*arena : nullptr);
+  // The workspace: the function's arena bytes of the library's arena (the compiled code
+  // takes a block of the heap if that does not hold its views).
+  void *workspace = nullptr;
+  int64_t workspaceBytes = 0;
+  if (kernel.arena && kernel.arena->data()) {
+    workspace = kernel.arena->data();
+    workspaceBytes = std::min(fn.arena->bytes, kernel.arena->size());
+  }
+  MtcKernelContext context = mtc_kernel_context(state.mesh, state.dropout, workspace,
+                                                static_cast<uint64_t>(workspaceBytes));
   kernel.entry(&context, pointers.data());
 }
 

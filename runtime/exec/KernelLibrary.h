@@ -75,13 +75,14 @@ public:
 
   /// Calls `kernel` with `buffers[i]` as the data of the i-th buffer of its inputs then
   /// outputs (row-major, as many elements as the buffer's dims) and a kernel context over
-  /// `state` and the library's arena, where the plan places the temporaries
-  /// (KernelMemory.h). Outputs must not alias inputs. The calls of one library share its
-  /// arena, so they must not overlap in time (each rank of a process loads its own library).
+  /// `state` whose workspace is the function's arena bytes of the library's arena, where
+  /// the compiled code places the temporaries (KernelMemory.h). Outputs must not alias
+  /// inputs. The calls of one library share its arena, so they must not overlap in time
+  /// (each rank of a process loads its own library).
   static void call(const LoadedKernel &kernel, std::span<void *const> buffers,
                    const KernelCallState &state = {});
-  /// The arena the functions' planned temporaries share (the largest plan; they run one at
-  /// a time on the thread that calls them), or null when the plan has none.
+  /// The arena the functions' workspaces share (the largest plan; they run one at a time on
+  /// the thread that calls them), or null when the plan has none.
   const KernelArena *arena() const { return arena_.get(); }
 
 private:

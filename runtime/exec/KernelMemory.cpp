@@ -1,6 +1,7 @@
 //===- KernelMemory.cpp - The allocator compiled kernels call -------------===//
 
 #include "runtime/exec/KernelMemory.h"
+#include "runtime/plan/Plan.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -46,45 +47,57 @@ void *allocate(size_t align, size_t size) {
   return pointer;
 }
 
-/// From the call's arena, else the heap.
-void *allocateForKernel(const MtcKernelContext *context, size_t align, size_t size) {
-  if (mtc::rt::KernelArenaCall *arena = mtc::rt::KernelArenaCall::of(context))
-    if (void *pointer = arena->allocate(align, size))
-      return pointer;
+/// From the heap, counted as a block the workspace did not hold.
+void *allocateForKernel(size_t align, size_t size) {
+  arenaFallbacks.fetch_add(1, std::memory_order_relaxed);
   return allocate(align, size);
+}
+
+void release(void *pointer) {
+  Header header = static_cast<Header *>(pointer)[-1];
+  record(-static_cast<int64_t>(header.size));
+  std::free(static_cast<char *>(pointer) - header.offset);
 }
 
 } // namespace
 
-extern "C" void *mtc_kernel_alloc(MtcKernelContext *context, size_t size) {
-  return allocateForKernel(context, kMinAlign, size);
+extern "C" void *mtc_kernel_workspace(MtcKernelContext *context, size_t bytes) {
+  const MtcKernelContext *checked = mtc_kernel_context_checked(context);
+  if (checked && checked->workspace && checked->workspace_bytes >= bytes)
+    return checked->workspace;
+  return allocateForKernel(kArenaAlign, bytes);
 }
 
-extern "C" void *mtc_kernel_calloc(MtcKernelContext *context, size_t count, size_t size) {
+extern "C" void mtc_kernel_workspace_release(MtcKernelContext *context, void *workspace) {
+  const MtcKernelContext *checked = mtc_kernel_context_checked(context);
+  if (!workspace || (checked && workspace == checked->workspace))
+    return;
+  release(workspace);
+}
+
+extern "C" void *mtc_kernel_alloc(MtcKernelContext *, size_t size) {
+  return allocateForKernel(kMinAlign, size);
+}
+
+extern "C" void *mtc_kernel_calloc(MtcKernelContext *, size_t count, size_t size) {
   if (size != 0 && count > SIZE_MAX / size)
     return nullptr;
-  void *pointer = allocateForKernel(context, kMinAlign, count * size);
+  void *pointer = allocateForKernel(kMinAlign, count * size);
   if (pointer)
     std::memset(pointer, 0, count * size);
   return pointer;
 }
 
-extern "C" void *mtc_kernel_aligned_alloc(MtcKernelContext *context, size_t align, size_t size) {
+extern "C" void *mtc_kernel_aligned_alloc(MtcKernelContext *, size_t align, size_t size) {
   // C11 aligned_alloc: the alignment must be a power of two.
   if (align == 0 || (align & (align - 1)) != 0)
     return nullptr;
-  return allocateForKernel(context, align < kMinAlign ? kMinAlign : align, size);
+  return allocateForKernel(align < kMinAlign ? kMinAlign : align, size);
 }
 
-extern "C" void mtc_kernel_free(MtcKernelContext *context, void *pointer) {
-  if (!pointer)
-    return;
-  if (mtc::rt::KernelArenaCall *arena = mtc::rt::KernelArenaCall::of(context);
-      arena && arena->release(pointer))
-    return;
-  Header header = static_cast<Header *>(pointer)[-1];
-  record(-static_cast<int64_t>(header.size));
-  std::free(static_cast<char *>(pointer) - header.offset);
+extern "C" void mtc_kernel_free(MtcKernelContext *, void *pointer) {
+  if (pointer)
+    release(pointer);
 }
 
 namespace mtc::rt {
@@ -103,52 +116,6 @@ KernelArena::~KernelArena() {
     return;
   record(-bytes_);
   std::free(data_);
-}
-
-KernelArenaCall::KernelArenaCall(const KernelArena &arena, const KernelArenaPlan &plan)
-    : base_(arena.data()), bytes_(arena.size()), plan_(plan.allocations) {}
-
-KernelArenaCall *KernelArenaCall::of(const MtcKernelContext *context) {
-  const MtcKernelContext *checked = mtc_kernel_context_checked(context);
-  return checked ? static_cast<KernelArenaCall *>(checked->arena) : nullptr;
-}
-
-void *KernelArenaCall::allocate(size_t align, size_t size) {
-  auto fallBack = [&]() -> void * {
-    ++fellBack_;
-    arenaFallbacks.fetch_add(1, std::memory_order_relaxed);
-    return nullptr;
-  };
-  if (next_ >= plan_.size())
-    return fallBack();
-  const ArenaAllocation &planned = plan_[next_++];
-  // Empty blocks come from the heap (an arena pointer one past its end could not be told
-  // from the next block's).
-  if (size == 0)
-    return nullptr;
-  int64_t begin = planned.offset, end = planned.offset + planned.size;
-  bool fits = base_ && static_cast<int64_t>(size) == planned.size && align <= kArenaAlign &&
-              end <= bytes_;
-  if (fits) {
-    // A planned block whose life has not ended yet (the plan assumed a free that did not
-    // happen) keeps its bytes.
-    auto after = live_.upper_bound(begin);
-    fits = (after == live_.end() || after->first >= end) &&
-           (after == live_.begin() || std::prev(after)->second <= begin);
-  }
-  if (!fits)
-    return fallBack();
-  live_[begin] = end;
-  ++served_;
-  return base_ + begin;
-}
-
-bool KernelArenaCall::release(void *pointer) {
-  char *p = static_cast<char *>(pointer);
-  if (!base_ || p < base_ || p >= base_ + bytes_)
-    return false;
-  live_.erase(p - base_);
-  return true;
 }
 
 int64_t kernelArenaFallbacks() { return arenaFallbacks.load(std::memory_order_relaxed); }

@@ -9,6 +9,7 @@
 #include "compiler/analysis/ModelStats.h"
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/codegen/CPU/CPUCodegen.h"
+#include "compiler/codegen/CPU/Workspace.h"
 #include "compiler/pipeline/StageCut.h"
 #include "compiler/plan/CallingConvention.h"
 #include "compiler/plan/PipelinePlan.h"
@@ -257,10 +258,6 @@ int inspect() {
   return 0;
 }
 
-/// The compiled functions the runtime calls, one at a time: each gets an arena, and the
-/// workspace is the largest (the runtime holds one arena of that size).
-constexpr llvm::StringRef kKernelFunctions[] = {"forward", "forward_backward", "optimizer_step"};
-
 /// Runs the pass pipeline `build` on `module`; diagnostics go to the context.
 LogicalResult runPipeline(mlir::ModuleOp module, void (*build)(mlir::OpPassManager &)) {
   mlir::PassManager pm(module.getContext());
@@ -286,34 +283,28 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
   return module;
 }
 
-/// Plans the arenas of the step functions of `buffers` (lowerStep's output after
-/// mtc-cpu-bufferize-pipeline): the workspace is the largest. With `kernels`, each
-/// function's entry in the calling convention gets its "arena" (docs/plan-format.md).
+/// Plans the arenas of the functions the runtime calls (one at a time), in `buffers`
+/// (lowerStep's output after mtc-cpu-bufferize-pipeline): the workspace is the largest (the
+/// runtime holds one arena of that size). With `kernels`, each function's entry in the
+/// calling convention gets its "arena" (docs/plan-format.md).
 FailureOr<int64_t> planArenas(mlir::ModuleOp buffers, mtc::PlanKernels *kernels = nullptr) {
-  SmallVector<StringRef> functions;
-  for (StringRef name : kKernelFunctions)
-    if (buffers.lookupSymbol(name))
-      functions.push_back(name);
-  // The pipeline chunk functions (mt-pipeline-chunks) and the stages' optimizer
-  // functions (mt-pipeline-optimizer).
-  for (auto func : buffers.getOps<mlir::func::FuncOp>())
-    if (func->hasAttr("mt.pipeline_chunk") || func->hasAttr("mt.pipeline_stage"))
-      functions.push_back(func.getSymName());
-  FailureOr<SmallVector<mtc::codegen::KernelMemoryPlan>> plans =
-      mtc::codegen::planKernelMemory(buffers, functions);
-  if (failed(plans))
+  // The plan mtc-workspace-views compiles in (mtc-cpu-to-llvm-pipeline's first pass, on
+  // this module): every entry function, the pipeline chunks' included.
+  FailureOr<mtc::codegen::WorkspacePlan> plan = mtc::codegen::planKernelMemory(buffers);
+  if (failed(plan))
     return failure();
   int64_t workspace = 0;
-  for (const mtc::codegen::KernelMemoryPlan &plan : *plans) {
-    workspace = std::max(workspace, plan.arenaBytes);
-    json::Object *entry = kernels ? kernels->callingConvention.getObject(plan.function) : nullptr;
+  for (const mtc::codegen::KernelMemoryPlan &function : plan->functions) {
+    workspace = std::max(workspace, function.arenaBytes);
+    json::Object *entry =
+        kernels ? kernels->callingConvention.getObject(function.function) : nullptr;
     if (!entry)
       continue;
     json::Array allocations;
-    for (auto [size, offset] : llvm::zip_equal(plan.sizes, plan.offsets))
+    for (auto [size, offset] : llvm::zip_equal(function.sizes, function.offsets))
       allocations.push_back(json::Array{size, offset});
-    (*entry)["arena"] = json::Object{{"bytes", plan.arenaBytes},
-                                     {"peak_bytes", plan.peakBytes},
+    (*entry)["arena"] = json::Object{{"bytes", function.arenaBytes},
+                                     {"peak_bytes", function.peakBytes},
                                      {"allocations", std::move(allocations)}};
   }
   return workspace;

@@ -9,7 +9,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/CPU/CPUCodegen.h"
-#include "compiler/codegen/CPU/Workspace.h"
 #include "compiler/codegen/Common/DiagnosticCollector.h"
 #include "compiler/codegen/Common/Passes.h"
 #include "compiler/codegen/ToLinalg/MTToLinalg.h"
@@ -226,7 +225,7 @@ Error linkDropoutKeep(llvm::Module &module) {
 /// an allocator like the C library's, with the context as an extra first parameter: a new
 /// block aliases nothing, and an allocation nothing uses is removed with its free, as LLVM
 /// does for malloc. They read the context and update the runtime's state behind it, which
-/// is not the kernels' memory.
+/// is not the kernels' memory; so do the workspace's functions.
 void describeAllocationFunctions(llvm::Module &module) {
   llvm::LLVMContext &context = module.getContext();
   auto describe = [&](llvm::StringRef name, llvm::AllocFnKind kind,
@@ -262,31 +261,20 @@ void describeAllocationFunctions(llvm::Module &module) {
   }
   if (llvm::Function *f = describe(codegen::kKernelFreeFunction, Kind::Free, allocation))
     f->addParamAttr(1, llvm::Attribute::AllocatedPointer);
+  // The workspace (mtc-workspace-views) is no new block: the caller's views may lie in it,
+  // so its pointer is not noalias; it is 64-byte aligned, which the views' offsets keep.
+  for (llvm::StringRef name :
+       {codegen::kKernelWorkspaceFunction, codegen::kKernelWorkspaceReleaseFunction})
+    if (llvm::Function *f = module.getFunction(name)) {
+      f->addFnAttr(llvm::Attribute::NoUnwind);
+      f->addFnAttr(llvm::Attribute::WillReturn);
+      f->setMemoryEffects(allocation);
+      if (!f->getReturnType()->isVoidTy())
+        f->addRetAttr(llvm::Attribute::getWithAlignment(context, llvm::Align(64)));
+    }
 }
 
 } // namespace
-
-FailureOr<SmallVector<codegen::KernelMemoryPlan>>
-codegen::planKernelMemory(ModuleOp bufferizedModule, ArrayRef<StringRef> functions) {
-  SmallVector<KernelMemoryPlan> plans;
-  for (StringRef name : functions) {
-    auto func = bufferizedModule.lookupSymbol<func::FuncOp>(name);
-    if (!func)
-      return bufferizedModule.emitError("no function '") << name << "' to plan the memory of";
-    FailureOr<SimulatedCall> call = simulateTemporaries(bufferizedModule, func);
-    if (failed(call))
-      return failure();
-    ArenaPlan arena = planArena(call->allocations);
-    KernelMemoryPlan &plan = plans.emplace_back();
-    plan.function = name.str();
-    plan.arenaBytes = arena.bytes;
-    plan.peakBytes = call->peakBytes;
-    plan.sizes = llvm::map_to_vector(call->allocations,
-                                     [](const TracedAllocation &a) { return a.bytes; });
-    plan.offsets = std::move(arena.offsets);
-  }
-  return plans;
-}
 
 Expected<std::string> codegen::compileToObject(ModuleOp llvmDialectModule,
                                                const CPUCodegenOptions &options) {

@@ -4,8 +4,8 @@
 // shared object, entirely in-process except for the final link. Its MLIR part is a pass
 // pipeline (compiler/pipelines/: mtc-cpu-bufferize-pipeline, then mtc-cpu-to-llvm-pipeline,
 // together mtc-cpu-pipeline; the passes are compiler/codegen/CPU/Passes.td); this header is
-// what follows on LLVM IR (compileToObject, compileToSharedObject) and the memory plan read
-// off the bufferized module (planKernelMemory).
+// what follows on LLVM IR (compileToObject, compileToSharedObject); the memory plan read off
+// the bufferized module is Workspace.h's.
 //
 // Calling convention. Every public function `@f` is exported as `_mlir_ciface_f`, which
 // takes the kernel context (an `MtcKernelContext *`, runtime/exec/KernelABI.h: the caller's
@@ -27,18 +27,27 @@
 // an explicit argument of every function (mtc-thread-kernel-context), so nothing the
 // runtime does for one call is per-thread.
 //
-// Temporaries. Intermediate buffers are allocated and freed before the function returns
-// through four external functions the process loading the object defines
-// (runtime/exec/KernelMemory.h), with the C library's semantics and the context in front:
-// kKernelAllocFunction (malloc), kKernelCallocFunction (calloc),
+// Temporaries. Intermediate buffers live in one workspace per call that the caller passes
+// in the kernel context (runtime/exec/KernelABI.h). The compiler plans where each lives
+// (compiler/codegen/CPU/Workspace.h: planKernelMemory, which mtc also writes into the
+// plan's `arena`), and mtc-workspace-views compiles the plan in: each placed memref.alloc
+// becomes a memref.view of the workspace at its offset, and its frees disappear. A function
+// with placed temporaries asks for the workspace once per call, giving the bytes its views
+// reach, and hands it back before it returns:
+//
+//   void *mtc_kernel_workspace(MtcKernelContext *context, size_t bytes);  // 64-byte aligned
+//   void mtc_kernel_workspace_release(MtcKernelContext *context, void *workspace);
+//
+// The runtime returns the context's workspace when it holds `bytes`, else a block of its
+// own (counted, freed by the release). Allocations the planner cannot place (none in the
+// example models) are still allocated and freed through four external functions the process
+// loading the object defines (runtime/exec/KernelMemory.h), with the C library's semantics
+// and the context in front: kKernelAllocFunction (malloc), kKernelCallocFunction (calloc),
 // kKernelAlignedAllocFunction (aligned_alloc) and kKernelFreeFunction (free).
 // mtc-redirect-allocations rewrites the C library's calls finalize-memref-to-llvm emits into
 // these; the backend then describes them to LLVM as the allocator they are (allockind,
 // allocsize, a noalias result), so that LLVM's optimisations still remove allocations
-// nothing uses. The runtime serves the calls in order from the arena of the call (the
-// context's) that planKernelMemory plans and measures the high-water mark. (An allocation
-// LLVM removed as dead would shift that order; the runtime then falls back to the heap and
-// counts it. None do in the example models.)
+// nothing uses.
 //
 //   void *mtc_kernel_alloc(MtcKernelContext *context, size_t size);
 //   void *mtc_kernel_calloc(MtcKernelContext *context, size_t count, size_t size);
@@ -103,6 +112,16 @@ inline constexpr llvm::StringLiteral kKernelCallocFunction = MTC_ABI_KERNEL_CALL
 inline constexpr llvm::StringLiteral kKernelAlignedAllocFunction = MTC_ABI_KERNEL_ALIGNED_ALLOC;
 inline constexpr llvm::StringLiteral kKernelFreeFunction = MTC_ABI_KERNEL_FREE;
 
+/// The workspace's functions the object imports (see the file comment).
+inline constexpr llvm::StringLiteral kKernelWorkspaceFunction = MTC_ABI_KERNEL_WORKSPACE;
+inline constexpr llvm::StringLiteral kKernelWorkspaceReleaseFunction =
+    MTC_ABI_KERNEL_WORKSPACE_RELEASE;
+
+/// The attribute of a block of the workspace (on the insertion of its aligned pointer into
+/// the descriptor mtc-workspace-views builds): the byte ranges [begin, end) it may take, for
+/// mtc-workspace-alias-scopes.
+inline constexpr llvm::StringLiteral kWorkspaceRangesAttrName = "mtc.workspace_ranges";
+
 struct CPUCodegenOptions {
   /// Target CPU: "native" (the host CPU and its features, the default: plans are run where
   /// they are compiled) or an LLVM CPU name such as "x86-64-v3" for a portable object.
@@ -125,25 +144,6 @@ llvm::Error compileToSharedObject(mlir::ModuleOp llvmDialectModule, llvm::String
 /// that no C library allocation remains, object emission.
 llvm::Expected<std::string> compileToObject(mlir::ModuleOp llvmDialectModule,
                                             const CPUCodegenOptions &options = {});
-
-/// Where the temporaries of one compiled function live: the allocations one call makes, in
-/// the order it makes them, each at its offset in one arena of `arenaBytes`.
-struct KernelMemoryPlan {
-  std::string function;
-  int64_t arenaBytes = 0;
-  /// The most bytes live at once (the arena is at least this, more where it fragments).
-  int64_t peakBytes = 0;
-  llvm::SmallVector<int64_t> sizes, offsets;
-};
-
-/// The memory plan of each of the compiled `functions` of `bufferizedModule` (the output of
-/// mtc-cpu-bufferize-pipeline, which mtc-cpu-to-llvm-pipeline then lowers to LLVM): its
-/// temporaries simulated (compiler/codegen/CPU/Workspace.h; the sizes are what the object
-/// passes to the allocation functions) and packed into an arena (planArena). Fails with a
-/// diagnostic when a function is missing or an allocation has no size known at compile
-/// time.
-mlir::FailureOr<llvm::SmallVector<KernelMemoryPlan>>
-planKernelMemory(mlir::ModuleOp bufferizedModule, llvm::ArrayRef<llvm::StringRef> functions);
 
 } // namespace mtc::codegen
 

@@ -145,19 +145,81 @@ def ApproximateMathPass : Pass<"mtc-approximate-math"> {
   ];
 }
 
+def WorkspaceViewsPass : Pass<"mtc-workspace-views", "::mlir::ModuleOp"> {
+  let summary = "Place the temporaries at the planner's offsets in one workspace";
+  let description = [{
+    The first step after bufferization (mtc-cpu-bufferize-pipeline's output, the module
+    mtc plans the plan's `arena` on). Plans the temporaries of every entry function (public,
+    with a body, called by no function of the module) with planKernelMemory
+    (compiler/codegen/CPU/Workspace.h): one workspace, each `memref.alloc` op at one offset
+    in every call, or at one offset per phase of its innermost `scf.for` (iteration modulo
+    the phases) when the loop carries its buffer into the next iteration. Then each placed
+    `memref.alloc` becomes a `memref.view` of the workspace at its offset and the
+    `memref.dealloc`s that free only placed allocations are erased.
+
+    A function with placed allocations asks for the workspace at its entry,
+    `func.call @mtc_kernel_workspace(%bytes) : (i64) -> !llvm.ptr` with the bytes its views
+    reach (an `!llvm.ptr` made a `memref<Nxi8>` through an LLVM descriptor and
+    `builtin.unrealized_conversion_cast`, which reconcile-unrealized-casts removes), and
+    hands it back before each return (`mtc_kernel_workspace_release`). A block is the
+    workspace's pointer plus its offset (`llvm.getelementptr`) made a `memref<Sxi8>`, which
+    the view reads at offset 0; the `llvm.insertvalue` of its aligned pointer into its
+    descriptor carries `mtc.workspace_ranges`, the byte ranges the block may take, for
+    mtc-workspace-alias-scopes. Both functions are runtime
+    imports of the kernel ABI (runtime/exec/KernelABI.h), declared here without the
+    context, which mtc-thread-kernel-context adds. The functions one call runs share the
+    workspace: their offsets are planned together.
+
+    Allocations the planner cannot place (an entry it cannot simulate: a dynamic size, a
+    loop with bounds not known at compile time; an op whose blocks need more than four
+    phases; an alignment above 64; a buffer a deallocation frees along with one of those)
+    stay `memref.alloc`, which mtc-redirect-allocations sends to the runtime's allocator.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
 def ThreadKernelContextPass : Pass<"mtc-thread-kernel-context", "::mlir::ModuleOp"> {
   let summary = "Pass the kernel context to every function and runtime import";
   let description = [{
     On buffers, before the lowering to LLVM. Every function with a body gets a first
     argument `!llvm.ptr {mtc.kernel_context}`, the runtime's state of the call in progress
-    (the rank's mesh, the arena, the dropout key), and so do the declarations of the
+    (the rank's mesh, the workspace, the dropout key), and so do the declarations of the
     runtime imports of the kernel ABI (runtime/exec/KernelABI.h: `mtc_all_reduce`,
     `mtc_all_gather`, `mtc_reduce_scatter`, `mtc_mesh_coordinate`, `mtc_dropout_key`,
-    `mtc_dropout_layer`, `mtc_batch_matmul_f32`). Every call of such a function passes the
+    `mtc_dropout_layer`, `mtc_batch_matmul_f32`, `mtc_kernel_workspace`,
+    `mtc_kernel_workspace_release`). Every call of such a function passes the
     caller's context first. Other declarations (`mtc_dropout_keep_element`, linked into the
     object) are left alone. A use of a threaded function other than a call is an error.
     The C interfaces convert-func-to-llvm then emits (`_mlir_ciface_f`) take the context
     first too, and so the packed entry points (compiler/codegen/CPU/CPUCodegen.h).
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def WorkspaceAliasScopesPass : Pass<"mtc-workspace-alias-scopes", "::mlir::ModuleOp"> {
+  let summary = "Tell LLVM which blocks of the workspace never share a byte";
+  let description = [{
+    After finalize-memref-to-llvm. The temporaries mtc-workspace-views places are offsets of
+    one pointer, so LLVM's alias analysis no longer knows that two of them are apart (it
+    did when each came from its own malloc): a row sum reading one and accumulating into
+    another keeps the accumulator in memory, and loops are not vectorised. Each block (the
+    op with `mtc.workspace_ranges`, the byte ranges of the workspace it may take) gets an
+    alias scope, in one domain; every load, store and
+    memory intrinsic whose pointers all derive from such blocks (through getelementptr,
+    the descriptors' insertvalue/extractvalue and casts) gets their scopes
+    and, as `noalias`, the scopes of every block whose ranges share no byte with theirs.
+    Blocks that take the same bytes at different times are never said to be apart, so the
+    scopes hold for the whole of a call, in any order LLVM moves the accesses. Accesses
+    through the memref arguments of an entry function (public, called by no function of
+    the module: buffers of the runtime's, never in the workspace) share one more scope,
+    apart from every block but not from each other; those through the memref arguments of
+    another function get a scope of that function's, apart from the function's own blocks
+    (allocated while the arguments are live). The ranges attribute is removed.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
@@ -170,7 +232,7 @@ def RedirectAllocationsPass : Pass<"mtc-redirect-allocations", "::mlir::ModuleOp
     ABI's `mtc_kernel_alloc`, `mtc_kernel_calloc`, `mtc_kernel_aligned_alloc` and
     `mtc_kernel_free` (runtime/exec/KernelABI.h) with the calling function's kernel context
     (its first argument, `mtc.kernel_context`) in front: the runtime serves the temporaries
-    of each call from that call's arena. The C declarations nothing calls any more are
+    mtc-workspace-views did not place from the heap. The C declarations nothing calls any more are
     erased. A call of `realloc`, `posix_memalign`, `memalign` or `valloc`, which the runtime
     does not provide, and an allocation in a function without a context are errors.
   }];

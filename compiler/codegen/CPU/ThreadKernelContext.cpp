@@ -3,7 +3,7 @@
 // Gives every function with a body a first argument, the kernel context (an `!llvm.ptr` to
 // the runtime's per-call state), and passes it on: to the functions of the module it calls,
 // and as the first argument of every call of a runtime import of the kernel ABI
-// (runtime/exec/KernelABI.h: collectives, GEMM, dropout key and layer), whose declarations
+// (runtime/exec/KernelABI.h: collectives, GEMM, dropout key and layer, workspace), whose declarations
 // get the parameter too. Functions linked into the object (mtc_dropout_keep_element) and
 // other external declarations are left alone.
 //
@@ -32,7 +32,7 @@ bool takesContext(StringRef name) {
   static const llvm::StringSet<> imports = {
       MTC_ABI_ALL_REDUCE,      MTC_ABI_ALL_GATHER,  MTC_ABI_REDUCE_SCATTER,
       MTC_ABI_MESH_COORDINATE, MTC_ABI_DROPOUT_KEY, MTC_ABI_DROPOUT_LAYER,
-      MTC_ABI_BATCH_MATMUL_F32};
+      MTC_ABI_BATCH_MATMUL_F32, MTC_ABI_KERNEL_WORKSPACE, MTC_ABI_KERNEL_WORKSPACE_RELEASE};
   return imports.contains(name);
 }
 

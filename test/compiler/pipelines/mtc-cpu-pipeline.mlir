@@ -6,22 +6,26 @@
 
 // Tests that the CPU backend takes linalg on tensors to the LLVM dialect alone (the
 // exported C interface calls the runtime's GEMM), that every function takes the kernel
-// context first and passes it to the runtime (GEMM, allocations), that it is its two halves
-// one after the other, and that every step of it is a pass --mlir-print-ir-after-all shows,
-// in order.
+// context first and passes it to the runtime (GEMM, workspace), that the temporaries are
+// blocks of the workspace (no allocation left) whose accesses LLVM is told are apart from
+// the arguments', that it is its two halves one after the other, and that every step of it
+// is a pass --mlir-print-ir-after-all shows, in order.
 // CHECK-NOT: memref.
 // CHECK-NOT: linalg.
 // CHECK-NOT: @malloc
-// CHECK-DAG: llvm.func @mtc_kernel_alloc(!llvm.ptr, i64) -> !llvm.ptr
-// CHECK-DAG: llvm.func @mtc_kernel_free(!llvm.ptr, !llvm.ptr)
+// CHECK-NOT: @mtc_kernel_alloc
+// CHECK-DAG: llvm.func @mtc_kernel_workspace(!llvm.ptr {mtc.kernel_context}, i64) -> !llvm.ptr
+// CHECK-DAG: llvm.func @mtc_kernel_workspace_release(!llvm.ptr {mtc.kernel_context}, !llvm.ptr)
 // CHECK-LABEL: llvm.func private @mtc_batch_matmul_f32(
 // CHECK-SAME: %[[GCTX:[^:]*]]: !llvm.ptr {mtc.kernel_context},
 // CHECK: llvm.call @_mlir_ciface_mtc_batch_matmul_f32(%[[GCTX]],
 // CHECK-LABEL: llvm.func @step(
 // CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr {mtc.kernel_context},
-// CHECK: llvm.call @mtc_kernel_alloc(%[[CTX]],
+// CHECK: %[[WS:.*]] = llvm.call @mtc_kernel_workspace(%[[CTX]],
+// CHECK: llvm.store {{.*}} {alias_scopes = [#[[BLOCK:.*]]], noalias_scopes = [#[[ARGS:.*]]]}
 // CHECK: llvm.call @mtc_batch_matmul_f32(%[[CTX]],
-// CHECK: llvm.call @mtc_kernel_free(%[[CTX]],
+// CHECK: llvm.store {{.*}} {alias_scopes = [#[[ARGS]]], noalias_scopes = [#[[BLOCK]]]}
+// CHECK: llvm.call @mtc_kernel_workspace_release(%[[CTX]], %[[WS]])
 // CHECK-LABEL: llvm.func @_mlir_ciface_step(
 // CHECK-SAME: %[[CCTX:[^:]*]]: !llvm.ptr {mtc.kernel_context},
 // CHECK: llvm.call @step(%[[CCTX]],
@@ -42,11 +46,13 @@
 // STEPS: IR Dump After BatchMatmulToCallsPass (mtc-batch-matmul-to-calls)
 // STEPS: IR Dump After OwnershipBasedBufferDeallocationPass (ownership-based-buffer-deallocation)
 // STEPS: IR Dump After EarlyDeallocationPass (mtc-early-deallocation)
+// STEPS: IR Dump After WorkspaceViewsPass (mtc-workspace-views)
 // STEPS: IR Dump After ThreadKernelContextPass (mtc-thread-kernel-context)
 // STEPS: IR Dump After ReductionLoopOrderPass (mtc-reduction-loop-order)
 // STEPS: IR Dump After ConvertLinalgToLoopsPass (convert-linalg-to-loops)
 // STEPS: IR Dump After ApproximateMathPass (mtc-approximate-math)
 // STEPS: IR Dump After FinalizeMemRefToLLVMConversionPass (finalize-memref-to-llvm)
+// STEPS: IR Dump After WorkspaceAliasScopesPass (mtc-workspace-alias-scopes)
 // STEPS: IR Dump After RedirectAllocationsPass (mtc-redirect-allocations)
 // STEPS: IR Dump After ConvertFuncToLLVMPass (convert-func-to-llvm)
 // STEPS: IR Dump After ReconcileUnrealizedCastsPass (reconcile-unrealized-casts)

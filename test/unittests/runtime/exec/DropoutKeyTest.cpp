@@ -33,11 +33,11 @@ std::vector<int64_t> expectedKey(const DropoutKey &key, int64_t stream, int64_t 
 TEST(DropoutKeyTest, NoDropoutCallMeansNoDropout) {
   EXPECT_EQ(mtc_dropout_key(nullptr, 3, MTC_DROPOUT_KEY_ACTIVE), 0);
   mtc_dropout_layer(nullptr, 2); // nothing to set
-  MtcKernelContext noDropout = mtc_kernel_context(nullptr, nullptr, nullptr);
+  MtcKernelContext noDropout = mtc_kernel_context(nullptr, nullptr, nullptr, 0);
   EXPECT_EQ(mtc_dropout_key(&noDropout, 3, MTC_DROPOUT_KEY_ACTIVE), 0);
   // A context of another version of the ABI is not read.
   DropoutCall call{DropoutKey{1, 2, 3}};
-  MtcKernelContext otherVersion = mtc_kernel_context(nullptr, &call, nullptr);
+  MtcKernelContext otherVersion = mtc_kernel_context(nullptr, &call, nullptr, 0);
   otherVersion.version = 0;
   EXPECT_EQ(mtc_dropout_key(&otherVersion, 3, MTC_DROPOUT_KEY_ACTIVE), 0);
   mtc_dropout_layer(&otherVersion, 2);
@@ -56,8 +56,8 @@ TEST(DropoutKeyTest, KeyWordsAreTheRunsSeedStepSampleAndSite) {
 
 TEST(DropoutKeyTest, EachCallReadsItsOwnKey) {
   DropoutCall first{DropoutKey{11, 4, 0}}, second{DropoutKey{11, 5, 8}};
-  MtcKernelContext a = mtc_kernel_context(nullptr, &first, nullptr);
-  MtcKernelContext b = mtc_kernel_context(nullptr, &second, nullptr);
+  MtcKernelContext a = mtc_kernel_context(nullptr, &first, nullptr, 0);
+  MtcKernelContext b = mtc_kernel_context(nullptr, &second, nullptr, 0);
   EXPECT_EQ(kernelKey(&a, 2), expectedKey(first.key, 2, -1));
   EXPECT_EQ(kernelKey(&b, 2), expectedKey(second.key, 2, -1));
   EXPECT_NE(kernelKey(&a, 2), kernelKey(&b, 2));
@@ -66,8 +66,8 @@ TEST(DropoutKeyTest, EachCallReadsItsOwnKey) {
 TEST(DropoutKeyTest, LayerInstanceIsSetByKernelsInTheirCallOnly) {
   DropoutKey key{3, 1, 0};
   DropoutCall call{key}, other{key};
-  MtcKernelContext context = mtc_kernel_context(nullptr, &call, nullptr);
-  MtcKernelContext otherContext = mtc_kernel_context(nullptr, &other, nullptr);
+  MtcKernelContext context = mtc_kernel_context(nullptr, &call, nullptr, 0);
+  MtcKernelContext otherContext = mtc_kernel_context(nullptr, &other, nullptr, 0);
   EXPECT_EQ(kernelKey(&context, 4), expectedKey(key, 4, -1)) << "a call starts outside layers";
   mtc_dropout_layer(&context, 1);
   EXPECT_EQ(call.instance, 1);

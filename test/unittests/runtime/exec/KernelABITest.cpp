@@ -40,10 +40,10 @@ TEST(KernelABITest, TheNamesTheCompilerEmitsAreTheImportedSymbols) {
   for (std::string name :
        {MTC_ABI_ALL_REDUCE, MTC_ABI_ALL_GATHER, MTC_ABI_REDUCE_SCATTER, MTC_ABI_MESH_COORDINATE,
         MTC_ABI_DROPOUT_KEY, MTC_ABI_DROPOUT_LAYER, MTC_ABI_KERNEL_ALLOC, MTC_ABI_KERNEL_CALLOC,
-        MTC_ABI_KERNEL_ALIGNED_ALLOC, MTC_ABI_KERNEL_FREE,
-        MTC_ABI_C_INTERFACE_PREFIX MTC_ABI_BATCH_MATMUL_F32})
+        MTC_ABI_KERNEL_ALIGNED_ALLOC, MTC_ABI_KERNEL_FREE, MTC_ABI_KERNEL_WORKSPACE,
+        MTC_ABI_KERNEL_WORKSPACE_RELEASE, MTC_ABI_C_INTERFACE_PREFIX MTC_ABI_BATCH_MATMUL_F32})
     EXPECT_EQ(imports.count(name), 1u) << name;
-  EXPECT_EQ(imports.size(), 11u);
+  EXPECT_EQ(imports.size(), 13u);
 }
 
 TEST(KernelABITest, CodesKeepTheirValues) {
@@ -57,13 +57,14 @@ TEST(KernelABITest, CodesKeepTheirValues) {
 }
 
 TEST(KernelABITest, AContextIsReadOnlyWhenItIsOfThisVersion) {
-  int mesh = 0, dropout = 0, arena = 0;
-  MtcKernelContext context = mtc_kernel_context(&mesh, &dropout, &arena);
+  int mesh = 0, dropout = 0, workspace = 0;
+  MtcKernelContext context = mtc_kernel_context(&mesh, &dropout, &workspace, sizeof workspace);
   EXPECT_EQ(context.size, sizeof(MtcKernelContext));
   EXPECT_EQ(context.version, MTC_KERNEL_CONTEXT_VERSION);
   EXPECT_EQ(context.mesh, &mesh);
   EXPECT_EQ(context.dropout, &dropout);
-  EXPECT_EQ(context.arena, &arena);
+  EXPECT_EQ(context.workspace, &workspace);
+  EXPECT_EQ(context.workspace_bytes, sizeof workspace);
   EXPECT_EQ(mtc_kernel_context_checked(&context), &context);
   EXPECT_EQ(mtc_kernel_context_checked(nullptr), nullptr);
   MtcKernelContext older = context;

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 
 using namespace mtc::rt;
@@ -61,11 +62,13 @@ TEST(KernelLibraryTest, ObjectWithoutAContextVersion) {
   EXPECT_EQ(loadError(plan),
             "'/lib/x86_64-linux-gnu/libc.so.6': the compiled step exports no "
             "mtc_kernel_context_version: it was compiled for a kernel ABI without a context "
-            "(version 0), and this runtime passes kernel context version 1 (recompile the plan "
+            "(version 0), and this runtime passes kernel context version 2 (recompile the plan "
             "with this mtc)");
 }
 
 TEST(KernelLibraryTest, ObjectOfAnotherContextVersion) {
+  // Version 1: an object whose temporaries the runtime matched to the plan's offsets in
+  // order, compiled before the workspace's offsets were compiled in.
   Plan plan = smallPlan();
   plan.dir = "/";
   plan.x86Kernels =
@@ -73,7 +76,7 @@ TEST(KernelLibraryTest, ObjectOfAnotherContextVersion) {
                   {}, {}};
   EXPECT_EQ(loadError(plan), concat("'", MTC_TOY_MESH_KERNELS_OTHER_CONTEXT,
                                     "': the compiled step was compiled for kernel context "
-                                    "version 999, and this runtime passes version 1 (recompile "
+                                    "version 1, and this runtime passes version 2 (recompile "
                                     "the plan with this mtc)"));
 }
 
@@ -227,4 +230,42 @@ TEST(KernelLibraryTest, PipelineChunkAndStageFunctions) {
   noSymbol.x86Kernels->chunks[0].backward->symbol = "_mtc_chunk0_backward";
   EXPECT_EQ(loadError(noSymbol), "/: kernels.x86_64.functions.chunk0.backward: the kernel "
                                  "library has no symbol '_mtc_chunk0_backward'");
+}
+
+TEST(KernelLibraryTest, CallPassesTheFunctionsArenaBytesAsItsWorkspace) {
+  // toy_workspace_forward_backward asks for 256 bytes and reports the address it got.
+  auto addressIn = [](const std::vector<float> &grad) {
+    uint32_t halves[2];
+    std::memcpy(&halves[0], &grad[0], 4);
+    std::memcpy(&halves[1], &grad[1], 4);
+    return static_cast<uintptr_t>(halves[0]) | (static_cast<uintptr_t>(halves[1]) << 32);
+  };
+  std::vector<int32_t> tokens{2, 0, 0, 0}, labels(4);
+  std::vector<float> w(8, 0.5f), grad(8);
+  float loss = -1;
+  std::vector<void *> buffers{tokens.data(), labels.data(), w.data(), &loss, grad.data()};
+
+  Plan plan = mtc::rt::test::toyPlan(1, "toy_workspace_forward_backward");
+  plan.x86Kernels->forwardBackward->arena = KernelArenaPlan{512, 256, {{256, 0}}};
+  Expected<KernelLibrary> lib = KernelLibrary::load(plan);
+  ASSERT_TRUE(lib.ok()) << lib.error().message();
+  ASSERT_NE(lib->arena(), nullptr);
+  int64_t fallbacks = kernelArenaFallbacks();
+  KernelLibrary::call(lib->forwardBackward(), buffers);
+  EXPECT_EQ(addressIn(grad), reinterpret_cast<uintptr_t>(lib->arena()->data()));
+  EXPECT_EQ(grad[2], 3.0f) << "the workspace held the gradient";
+  EXPECT_EQ(kernelArenaFallbacks(), fallbacks);
+
+  // A plan whose arena is smaller than the function's views reach: a block of the heap,
+  // counted, and freed by the release.
+  Plan small = mtc::rt::test::toyPlan(1, "toy_workspace_forward_backward");
+  small.x86Kernels->forwardBackward->arena = KernelArenaPlan{128, 128, {{128, 0}}};
+  Expected<KernelLibrary> smallLib = KernelLibrary::load(small);
+  ASSERT_TRUE(smallLib.ok()) << smallLib.error().message();
+  int64_t live = kernelLiveBytes();
+  KernelLibrary::call(smallLib->forwardBackward(), buffers);
+  EXPECT_NE(addressIn(grad), reinterpret_cast<uintptr_t>(smallLib->arena()->data()));
+  EXPECT_EQ(grad[2], 3.0f);
+  EXPECT_EQ(kernelArenaFallbacks(), fallbacks + 1);
+  EXPECT_EQ(kernelLiveBytes(), live) << "the heap block is freed";
 }

@@ -122,107 +122,63 @@ TEST_F(KernelMemoryTest, ThreadsShareTheCounters) {
   EXPECT_LE(peak(), 4 * 64);
 }
 
-namespace {
-
-KernelArenaPlan arenaPlan(std::vector<ArenaAllocation> allocations, int64_t bytes) {
-  KernelArenaPlan plan;
-  plan.bytes = bytes;
-  plan.allocations = std::move(allocations);
-  return plan;
-}
-
-bool inArena(const KernelArena &arena, const void *pointer) {
-  auto p = static_cast<const char *>(pointer);
-  return p >= arena.data() && p < arena.data() + arena.size();
-}
-
-} // namespace
-
-TEST_F(KernelMemoryTest, ArenaServesThePlanInOrderAndCountsOnce) {
+TEST_F(KernelMemoryTest, TheContextsWorkspaceServesWhatFitsInIt) {
   KernelArena arena(4096);
   ASSERT_NE(arena.data(), nullptr);
   EXPECT_TRUE(alignedTo(arena.data(), 64));
   EXPECT_EQ(live(), 4096) << "the arena is counted while it exists";
-  // Two blocks that share bytes at different times, and a third beside them.
-  KernelArenaPlan plan = arenaPlan({{1000, 0}, {200, 1024}, {800, 0}}, 4096);
-  {
-    KernelArenaCall call(arena, plan);
-    MtcKernelContext context = mtc_kernel_context(nullptr, nullptr, &call);
-    void *a = mtc_kernel_alloc(&context, 1000);
-    void *b = mtc_kernel_aligned_alloc(&context, 64, 200);
-    EXPECT_EQ(a, arena.data());
-    EXPECT_EQ(b, arena.data() + 1024);
-    mtc_kernel_free(&context, a);
-    void *c = mtc_kernel_calloc(&context, 100, 8);
-    EXPECT_EQ(c, arena.data()) << "the bytes a freed block had";
-    EXPECT_EQ(static_cast<char *>(c)[799], 0) << "calloc still zeroes";
-    mtc_kernel_free(&context, b);
-    mtc_kernel_free(&context, c);
-    EXPECT_EQ(call.served(), 3);
-    EXPECT_EQ(call.fellBack(), 0);
-    EXPECT_EQ(live(), 4096) << "planned blocks add nothing to the count";
-  }
-  void *heap = mtc_kernel_alloc(nullptr, 16);
-  EXPECT_FALSE(inArena(arena, heap)) << "no context: the heap";
-  mtc_kernel_free(nullptr, heap);
+  int64_t fallbacks = kernelArenaFallbacks();
+  MtcKernelContext context = mtc_kernel_context(nullptr, nullptr, arena.data(), 4096);
+  // Every function of the call gets the same workspace (their offsets are planned together).
+  void *outer = mtc_kernel_workspace(&context, 4096);
+  void *inner = mtc_kernel_workspace(&context, 1000);
+  EXPECT_EQ(outer, arena.data());
+  EXPECT_EQ(inner, arena.data());
+  mtc_kernel_workspace_release(&context, inner);
+  mtc_kernel_workspace_release(&context, outer);
+  EXPECT_EQ(live(), 4096) << "the workspace adds nothing to the count";
+  EXPECT_EQ(kernelArenaFallbacks(), fallbacks);
 }
 
-TEST_F(KernelMemoryTest, ArenaFallsBackWhereThePlanDoesNotHold) {
-  KernelArena arena(2048);
-  KernelArenaPlan plan = arenaPlan({{512, 0}, {256, 256}, {128, 1024}}, 2048);
-  int64_t fallbacksBefore = kernelArenaFallbacks();
-  KernelArenaCall call(arena, plan);
-  MtcKernelContext context = mtc_kernel_context(nullptr, nullptr, &call);
-  void *a = mtc_kernel_alloc(&context, 512);
-  EXPECT_EQ(a, arena.data());
-  // The plan expected a's life over: its bytes are still in use, so the heap.
-  void *b = mtc_kernel_alloc(&context, 256);
-  EXPECT_FALSE(inArena(arena, b));
-  // A size the plan did not predict.
-  void *c = mtc_kernel_alloc(&context, 100);
-  EXPECT_FALSE(inArena(arena, c));
-  // Past the end of the plan.
-  void *d = mtc_kernel_alloc(&context, 64);
-  EXPECT_FALSE(inArena(arena, d));
-  // An alignment the arena's offsets do not give.
-  KernelArenaPlan wide = arenaPlan({{64, 0}}, 2048);
-  {
-    KernelArenaCall inner(arena, wide);
-    MtcKernelContext innerContext = mtc_kernel_context(nullptr, nullptr, &inner);
-    void *e = mtc_kernel_aligned_alloc(&innerContext, 4096, 64);
-    EXPECT_FALSE(inArena(arena, e));
-    EXPECT_TRUE(alignedTo(e, 4096));
-    mtc_kernel_free(&innerContext, e);
-  }
-  EXPECT_EQ(call.served(), 1);
-  EXPECT_EQ(call.fellBack(), 3);
-  EXPECT_EQ(kernelArenaFallbacks() - fallbacksBefore, 4);
-  for (void *p : {a, b, c, d})
-    mtc_kernel_free(&context, p);
-  EXPECT_EQ(live(), 2048);
-}
-
-TEST_F(KernelMemoryTest, OnlyTheCallsContextReachesItsArena) {
+TEST_F(KernelMemoryTest, AWorkspaceTheContextDoesNotHoldComesFromTheHeap) {
   KernelArena arena(1024);
-  KernelArenaPlan plan = arenaPlan({{64, 0}}, 1024);
-  KernelArenaCall call(arena, plan);
-  MtcKernelContext context = mtc_kernel_context(nullptr, nullptr, &call);
-  // Another thread with no context, and a context of another version of the ABI, get the
-  // heap; the arena's plan is not advanced by them.
-  void *other = nullptr;
-  std::thread([&] { other = mtc_kernel_alloc(nullptr, 64); }).join();
-  EXPECT_FALSE(inArena(arena, other)) << "another call has no arena";
-  mtc_kernel_free(nullptr, other);
+  int64_t fallbacks = kernelArenaFallbacks();
+  MtcKernelContext context = mtc_kernel_context(nullptr, nullptr, arena.data(), 1024);
   MtcKernelContext otherVersion = context;
   otherVersion.version = MTC_KERNEL_CONTEXT_VERSION + 1;
-  void *stale = mtc_kernel_alloc(&otherVersion, 64);
-  EXPECT_FALSE(inArena(arena, stale)) << "a context of another version is not read";
-  mtc_kernel_free(&otherVersion, stale);
-  // The call's own allocation from another thread still gets the call's arena.
-  void *mine = nullptr;
-  std::thread([&] { mine = mtc_kernel_alloc(&context, 64); }).join();
-  EXPECT_EQ(mine, arena.data());
-  mtc_kernel_free(&context, mine);
-  EXPECT_EQ(call.served(), 1);
-  EXPECT_EQ(call.fellBack(), 0);
+  MtcKernelContext none = mtc_kernel_context(nullptr, nullptr, nullptr, 4096);
+  EXPECT_EQ(none.workspace_bytes, 0u) << "no workspace holds no bytes";
+  // Too large for the context's, a context of another version (not read), none, no context.
+  std::vector<std::pair<MtcKernelContext *, void *>> blocks;
+  for (MtcKernelContext *c : {&context, &otherVersion, &none, static_cast<MtcKernelContext *>(nullptr)}) {
+    void *block = mtc_kernel_workspace(c, c == &context ? 2048 : 512);
+    ASSERT_NE(block, nullptr);
+    EXPECT_NE(block, arena.data());
+    EXPECT_TRUE(alignedTo(block, 64));
+    std::memset(block, 1, 512);
+    blocks.emplace_back(c, block);
+  }
+  EXPECT_EQ(kernelArenaFallbacks() - fallbacks, 4);
+  EXPECT_EQ(live(), 1024 + 2048 + 3 * 512);
+  for (auto [c, block] : blocks)
+    mtc_kernel_workspace_release(c, block);
+  EXPECT_EQ(live(), 1024) << "the release frees the heap's blocks";
+  mtc_kernel_workspace_release(&context, nullptr);
+}
+
+TEST_F(KernelMemoryTest, TemporariesTheCompilerDidNotPlaceCountAsFallbacks) {
+  KernelArena arena(1024);
+  MtcKernelContext context = mtc_kernel_context(nullptr, nullptr, arena.data(), 1024);
+  int64_t fallbacks = kernelArenaFallbacks();
+  void *a = mtc_kernel_alloc(&context, 64);
+  void *b = mtc_kernel_calloc(nullptr, 4, 16);
+  auto inArena = [&](void *p) {
+    return static_cast<char *>(p) >= arena.data() && static_cast<char *>(p) < arena.data() + 1024;
+  };
+  EXPECT_FALSE(inArena(a)) << "the heap, not the workspace";
+  EXPECT_FALSE(inArena(b));
+  EXPECT_EQ(kernelArenaFallbacks() - fallbacks, 2);
+  mtc_kernel_free(&context, a);
+  mtc_kernel_free(nullptr, b);
+  EXPECT_EQ(live(), 1024);
 }

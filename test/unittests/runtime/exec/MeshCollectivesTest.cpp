@@ -77,7 +77,7 @@ TEST_P(MeshCollectives, AllReduceSum) {
     ASSERT_TRUE(comm);
     MeshContext mesh = oneAxis(comm.get(), rank);
     MeshCall scope(mesh);
-    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr, 0);
     std::vector<float> in = inputOf<float>(rank, count);
     f32[rank].assign(count, -1.0f);
     mtc_all_reduce(&context, 0, MTC_F32, MTC_SUM, in.data(), f32[rank].data(), int64_t(count));
@@ -117,7 +117,7 @@ TEST_P(MeshCollectives, AllReduceMax) {
     ASSERT_TRUE(comm);
     MeshContext mesh = oneAxis(comm.get(), rank);
     MeshCall scope(mesh);
-    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr, 0);
     std::vector<float> in = inputOf<float>(rank, count);
     if (rank == n - 1)
       in[5] = nan; // a NaN wins
@@ -158,7 +158,7 @@ TEST_P(MeshCollectives, AllGatherAndReduceScatterBlocks) {
     ASSERT_TRUE(comm);
     MeshContext mesh = oneAxis(comm.get(), rank);
     MeshCall scope(mesh);
-    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr, 0);
     coordinate[rank] = mtc_mesh_coordinate(&context, 0);
     std::vector<float> in = inputOf<float>(rank, count);
     gathered[rank].assign(count * n, -1.0f);
@@ -221,7 +221,7 @@ TEST_P(MeshCollectives, StickyErrorWhenAPeerStopsAnswering) {
     MeshContext mesh = oneAxis(comm.get(), rank + 10); // world rank 10 + r in messages
     {
       MeshCall scope(mesh);
-      MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr);
+      MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr, 0);
       std::vector<float> in(100, 1.0f);
       first[rank].assign(100, 7.0f);
       mtc_all_reduce(&context, 0, MTC_F32, MTC_SUM, in.data(), first[rank].data(), 100);
@@ -273,7 +273,7 @@ TEST(MeshCollectivesTest, DeadPeerFailsTheCall) {
     dead.wait();
     MeshContext mesh = oneAxis(comm.get(), 0);
     MeshCall scope(mesh);
-    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr, 0);
     std::vector<double> in(16, 1.0);
     mtc_reduce_scatter(&context, 0, MTC_F64, in.data(), out.data(), 8);
     message = scope.error().message();
@@ -291,10 +291,10 @@ TEST(MeshCollectivesTest, WithoutAMeshZerosAndCoordinateZero) {
   MeshContext mesh;
   mesh.axes = {MeshAxisGroup{"tp", 1, 3, nullptr}};
   MeshCall meshCall(mesh);
-  MtcKernelContext noMesh = mtc_kernel_context(nullptr, nullptr, nullptr);
-  MtcKernelContext otherVersion = mtc_kernel_context(&meshCall, nullptr, nullptr);
+  MtcKernelContext noMesh = mtc_kernel_context(nullptr, nullptr, nullptr, 0);
+  MtcKernelContext otherVersion = mtc_kernel_context(&meshCall, nullptr, nullptr, 0);
   otherVersion.version = MTC_KERNEL_CONTEXT_VERSION + 1;
-  MtcKernelContext otherSize = mtc_kernel_context(&meshCall, nullptr, nullptr);
+  MtcKernelContext otherSize = mtc_kernel_context(&meshCall, nullptr, nullptr, 0);
   otherSize.size -= 8;
   for (MtcKernelContext *context :
        {(MtcKernelContext *)nullptr, &noMesh, &otherVersion, &otherSize}) {
@@ -311,7 +311,7 @@ TEST(MeshCollectivesTest, WithoutAMeshZerosAndCoordinateZero) {
     EXPECT_EQ(mtc_mesh_coordinate(context, 3), 0);
   }
   EXPECT_TRUE(meshCall.ok()) << "a context of another version is not read";
-  MtcKernelContext good = mtc_kernel_context(&meshCall, nullptr, nullptr);
+  MtcKernelContext good = mtc_kernel_context(&meshCall, nullptr, nullptr, 0);
   EXPECT_EQ(mtc_mesh_coordinate(&good, 0), 3);
 }
 
@@ -321,7 +321,7 @@ TEST(MeshCollectivesTest, AxesOfOneRankCopyAndCallsAreIndependent) {
   mesh.worldRank = 3;
   mesh.axes = {MeshAxisGroup{"tp", 1, 0, nullptr}, MeshAxisGroup{"cp", 1, 0, nullptr}};
   MeshCall first(mesh);
-  MtcKernelContext context = mtc_kernel_context(&first, nullptr, nullptr);
+  MtcKernelContext context = mtc_kernel_context(&first, nullptr, nullptr, 0);
   std::vector<float> in{1, -2, 3}, out(3);
   mtc_all_reduce(&context, 1, MTC_F32, MTC_MAX, in.data(), out.data(), 3);
   EXPECT_EQ(out, in);
@@ -335,7 +335,7 @@ TEST(MeshCollectivesTest, AxesOfOneRankCopyAndCallsAreIndependent) {
   MeshContext other;
   other.axes = {MeshAxisGroup{"tp", 1, 0, nullptr}};
   MeshCall second(other);
-  MtcKernelContext secondContext = mtc_kernel_context(&second, nullptr, nullptr);
+  MtcKernelContext secondContext = mtc_kernel_context(&second, nullptr, nullptr, 0);
   mtc_mesh_coordinate(&secondContext, 1); // out of range for its mesh: fails that call only
   EXPECT_FALSE(second.ok());
   EXPECT_TRUE(first.ok()) << first.error().message();
@@ -350,7 +350,7 @@ TEST(MeshCollectivesTest, BadArgumentsFailTheCall) {
   std::vector<float> in(4, 1.0f), out(4, 9.0f);
   auto firstError = [&](auto call) {
     MeshCall meshCall(mesh);
-    MtcKernelContext context = mtc_kernel_context(&meshCall, nullptr, nullptr);
+    MtcKernelContext context = mtc_kernel_context(&meshCall, nullptr, nullptr, 0);
     out.assign(4, 9.0f);
     call(&context);
     std::string message = meshCall.error().message();
@@ -454,7 +454,7 @@ void runMesh(TestJob &job, int n, const Plan &plan, std::vector<Seen> &seen,
     const MeshContext &ctx = mesh->context();
     EXPECT_EQ(ctx.worldRank, rank);
     MeshCall scope(ctx);
-    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr, 0);
     for (size_t a = 0; a < ctx.axes.size(); ++a) {
       const MeshAxisGroup &g = ctx.axes[a];
       EXPECT_EQ(g.name, plan.mesh[a].name);

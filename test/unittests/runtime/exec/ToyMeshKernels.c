@@ -15,6 +15,9 @@
  *                                          lr = 0.1, w - lr * g * scale, m + g * scale
  * The sums over the whole tensor all-reduce each shard's partial sum (f64) over mesh axis 0.
  * bad_forward_backward also calls a collective on an axis the mesh does not have.
+ * workspace_forward_backward asks for a workspace of 256 bytes (as compiled functions with
+ * temporaries do), writes the grad's elements into it and back, hands it back, and returns
+ * its address in the first two elements of the grad (uint32 halves, for the test to compare).
  *
  *===----------------------------------------------------------------------===*/
 
@@ -22,6 +25,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifndef MTC_TOY_CONTEXT_VERSION
 #define MTC_TOY_CONTEXT_VERSION MTC_KERNEL_CONTEXT_VERSION
@@ -155,4 +159,19 @@ void toy_zero_optimizer_step(MtcKernelContext *context, void **d) {
     v2[i] = v[i] - 0.1f * gv[i] * scale;
     n2[i] = n[i] + gv[i] * scale;
   }
+}
+
+void toy_workspace_forward_backward(MtcKernelContext *context, void **d) {
+  toy_forward_backward(context, d);
+  float *g = f32(d[4]);
+  float *workspace = (float *)mtc_kernel_workspace(context, 256);
+  for (int i = 0; i < 8; ++i)
+    workspace[i] = g[i];
+  for (int i = 0; i < 8; ++i)
+    g[i] = workspace[i];
+  uint64_t address = (uint64_t)(uintptr_t)workspace;
+  uint32_t halves[2] = {(uint32_t)address, (uint32_t)(address >> 32)};
+  memcpy(&g[0], &halves[0], 4);
+  memcpy(&g[1], &halves[1], 4);
+  mtc_kernel_workspace_release(context, workspace);
 }

@@ -121,3 +121,149 @@ TEST(ArenaPlanTest, TraceFollowsLoopsAndCalls) {
   EXPECT_GT((*trace)[3].begin, (*trace)[0].end);
   EXPECT_EQ((*trace)[3].end, (*trace)[3].begin + 1) << "never freed: live to the end";
 }
+
+TEST(ArenaPlanTest, AGroupSharesOneOffset) {
+  // a [1, 3) and b [5, 7) of one group; c [2, 6) overlaps both in time.
+  TracedAllocation trace[] = {{100, 1, 3}, {300, 2, 6}, {100, 5, 7}};
+  unsigned groups[] = {0, 1, 0};
+  ArenaPlan plan = mtc::codegen::planArena(trace, groups);
+  EXPECT_EQ(plan.offsets[0], plan.offsets[2]);
+  EXPECT_EQ(plan.offsets[1], 0) << "the largest first";
+  EXPECT_EQ(plan.offsets[0], 320) << "clear of c, which lives with each of the group";
+  EXPECT_EQ(plan.bytes, 448);
+}
+
+namespace {
+
+/// A module of hand-written memref functions, parsed.
+struct ParsedModule {
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module;
+  explicit ParsedModule(llvm::StringRef source) {
+    context.loadDialect<arith::ArithDialect, func::FuncDialect, memref::MemRefDialect,
+                        scf::SCFDialect>();
+    module = parseSourceString<ModuleOp>(source, &context);
+  }
+  Operation *allocNamed(llvm::StringRef name) {
+    Operation *found = nullptr;
+    module->walk([&](memref::AllocOp alloc) {
+      if (alloc->hasAttr(name))
+        found = alloc;
+    });
+    return found;
+  }
+};
+
+} // namespace
+
+TEST(ArenaPlanTest, ALoopCarriedBufferTakesTwoOffsetsInTurn) {
+  // %next is allocated in every iteration and frees the previous one's after it: two live
+  // at once, so the iterations alternate between two offsets. %t lives inside an iteration.
+  ParsedModule parsed(R"mlir(
+    func.func @step() {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c3 = arith.constant 3 : index
+      %false = arith.constant false
+      %true = arith.constant true
+      %first = memref.alloc() {first} : memref<16xf32>
+      %r:2 = scf.for %i = %c0 to %c3 step %c1 iter_args(%cur = %first, %owned = %true)
+          -> (memref<16xf32>, i1) {
+        %t = memref.alloc() {temp} : memref<4xf32>
+        memref.dealloc %t : memref<4xf32>
+        %next = memref.alloc() {next} : memref<16xf32>
+        scf.if %owned {
+          memref.dealloc %cur : memref<16xf32>
+        }
+        scf.yield %next, %true : memref<16xf32>, i1
+      }
+      memref.dealloc %r#0 : memref<16xf32>
+      return
+    }
+  )mlir");
+  ASSERT_TRUE(parsed.module);
+  FailureOr<mtc::codegen::WorkspacePlan> plan = mtc::codegen::planKernelMemory(*parsed.module);
+  ASSERT_TRUE(succeeded(plan));
+  ASSERT_EQ(plan->functions.size(), 1u);
+  EXPECT_EQ(plan->functions[0].function, "step");
+  const auto &placements = plan->placements;
+  ASSERT_TRUE(placements.contains(parsed.allocNamed("next")));
+  ASSERT_TRUE(placements.contains(parsed.allocNamed("temp")));
+  llvm::ArrayRef<int64_t> next = placements.at(parsed.allocNamed("next")).offsets;
+  ASSERT_EQ(next.size(), 2u) << "one offset per phase";
+  EXPECT_NE(next[0], next[1]);
+  EXPECT_EQ(placements.at(parsed.allocNamed("temp")).offsets.size(), 1u);
+  EXPECT_EQ(plan->freesOfPlaced.size(), 3u) << "every dealloc frees only placed blocks";
+  // The plan's list: first, then per iteration temp and next.
+  EXPECT_EQ(plan->functions[0].offsets.size(), 7u);
+}
+
+TEST(ArenaPlanTest, AFreeOnAConditionKnownOnlyAtRunTimeEndsNoLife) {
+  ParsedModule parsed(R"mlir(
+    func.func @step(%c: i1) {
+      %a = memref.alloc() {a} : memref<16xf32>
+      scf.if %c {
+        memref.dealloc %a : memref<16xf32>
+      }
+      %b = memref.alloc() {b} : memref<16xf32>
+      memref.dealloc %b : memref<16xf32>
+      return
+    }
+  )mlir");
+  ASSERT_TRUE(parsed.module);
+  auto step = parsed.module->lookupSymbol<func::FuncOp>("step");
+  FailureOr<mtc::codegen::SimulatedCall> call = mtc::codegen::simulateTemporaries(*parsed.module, step);
+  ASSERT_TRUE(succeeded(call));
+  EXPECT_EQ(call->peakBytes, 128) << "a may still be live when b is allocated";
+  FailureOr<mtc::codegen::WorkspacePlan> plan = mtc::codegen::planKernelMemory(*parsed.module);
+  ASSERT_TRUE(succeeded(plan));
+  EXPECT_NE(plan->placements.at(parsed.allocNamed("a")).offsets[0],
+            plan->placements.at(parsed.allocNamed("b")).offsets[0]);
+}
+
+TEST(ArenaPlanTest, ACalleeOfTwoEntriesHasOneOffsetAndWhatCannotBePlacedStays) {
+  // @layer runs under both entries; @other frees a block of unknown origin with a placed one
+  // (so neither is placed), and @dynamic cannot be simulated.
+  ParsedModule parsed(R"mlir(
+    func.func private @layer() {
+      %t = memref.alloc() {layer} : memref<32xf32>
+      memref.dealloc %t : memref<32xf32>
+      return
+    }
+    func.func @one() {
+      %a = memref.alloc() {one} : memref<64xf32>
+      func.call @layer() : () -> ()
+      memref.dealloc %a : memref<64xf32>
+      return
+    }
+    func.func @two(%arg: memref<8xf32>, %c: i1) {
+      %b = memref.alloc() {two} : memref<8xf32>
+      func.call @layer() : () -> ()
+      %m = arith.select %c, %b, %arg : memref<8xf32>
+      memref.dealloc %m : memref<8xf32>
+      return
+    }
+    func.func @dynamic(%n: index) {
+      %d = memref.alloc(%n) {dynamic} : memref<?xf32>
+      memref.dealloc %d : memref<?xf32>
+      return
+    }
+  )mlir");
+  ASSERT_TRUE(parsed.module);
+  // @dynamic's diagnostic, which the pass does not report either.
+  ScopedDiagnosticHandler quiet(&parsed.context, [](Diagnostic &) { return success(); });
+  llvm::SmallVector<func::FuncOp> unplanned;
+  FailureOr<mtc::codegen::WorkspacePlan> plan =
+      mtc::codegen::planKernelMemory(*parsed.module, &unplanned);
+  ASSERT_TRUE(succeeded(plan));
+  ASSERT_EQ(unplanned.size(), 1u);
+  EXPECT_EQ(unplanned[0].getSymName(), "dynamic");
+  ASSERT_EQ(plan->functions.size(), 2u) << "the entries: @one and @two";
+  EXPECT_TRUE(plan->placements.contains(parsed.allocNamed("layer")));
+  EXPECT_TRUE(plan->placements.contains(parsed.allocNamed("one")));
+  EXPECT_FALSE(plan->placements.contains(parsed.allocNamed("two")))
+      << "its free may free an argument too";
+  EXPECT_FALSE(plan->placements.contains(parsed.allocNamed("dynamic")));
+  // Without `unplanned` the entry that cannot be simulated fails the plan.
+  EXPECT_TRUE(failed(mtc::codegen::planKernelMemory(*parsed.module)));
+}

@@ -200,7 +200,7 @@ protected:
         (std::filesystem::temp_directory_path() / "mtc-codegen-test-XXXXXX").string();
     ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << "mkdtemp failed";
     directory = pattern;
-    kernelContext = mtc_kernel_context(nullptr, &dropout, nullptr);
+    kernelContext = mtc_kernel_context(nullptr, &dropout, nullptr, 0);
   }
 
   void TearDown() override {
@@ -365,7 +365,8 @@ protected:
   std::string directory;
   void *library = nullptr;
   /// The key the runtime hands the kernels while a test runs (the first micro-batch), in
-  /// the kernel context every call gets (no mesh; temporaries from the heap).
+  /// the kernel context every call gets (no mesh; no workspace: each function's from the
+  /// heap).
   rt::DropoutCall dropout{rt::DropoutKey{kDropoutSeed, kDropoutStep, 0}};
   MtcKernelContext kernelContext{};
   /// Compiles the training step of an example model and checks `forward_backward` (see the
