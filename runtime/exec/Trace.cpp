@@ -72,7 +72,9 @@ Expected<std::string> receiveText(Communicator &world, int from) {
   int64_t length = 0;
   if (Error err = world.recv(&length, 1, MTC_I64, from); !err.ok())
     return err;
-  if (length < 0)
+  // A rank's part holds at most kMaxTraceSpans spans (each well under 1 KiB of JSON).
+  constexpr int64_t kMaxPartBytes = int64_t(kMaxTraceSpans) * 1024;
+  if (length < 0 || length > kMaxPartBytes)
     return makeError("rank ", from, " announced a trace of ", length, " bytes");
   std::vector<int64_t> words((static_cast<size_t>(length) + 7) / 8, 0);
   if (Error err = world.recv(words.data(), words.size(), MTC_I64, from); !err.ok())

@@ -75,11 +75,12 @@ TEST(Trace, RankZeroWritesEveryRanksSpans) {
 }
 
 // Rank 0 checks what each rank sends before it merges it: a part that is not JSON, lacks its
-// events or dropped count, or announces a negative length is an error, and no file is written.
+// events or dropped count, or announces a negative or impossibly large length is an error,
+// and no file is written.
 TEST(Trace, AMalformedPartFromARankIsAnError) {
   struct Case {
     const char *name;
-    int64_t length; // as announced; the text follows unless it is negative
+    int64_t length; // as announced; the text follows unless it is empty
     std::string text;
     std::string error;
   };
@@ -88,6 +89,8 @@ TEST(Trace, AMalformedPartFromARankIsAnError) {
       {"nodropped", 13, R"({"events":[]})", "rank 1 sent a malformed trace"},
       {"noevents", 13, R"({"dropped":0})", "rank 1 sent a malformed trace"},
       {"negative", -5, "", "rank 1 announced a trace of -5 bytes"},
+      // More than any recorder's part: refused before rank 0 allocates it.
+      {"huge", int64_t(1) << 60, "", "rank 1 announced a trace of 1152921504606846976 bytes"},
   };
   for (const Case &c : cases) {
     TestJob job;
@@ -104,7 +107,7 @@ TEST(Trace, AMalformedPartFromARankIsAnError) {
       // Rank 1 speaks the parts' framing (length, then the text in 8-byte words) by hand.
       int64_t length = c.length;
       ASSERT_TRUE(comm->send(&length, 1, MTC_I64, 0).ok());
-      if (length < 0)
+      if (length < 0 || c.text.empty())
         return;
       std::vector<int64_t> words((c.text.size() + 7) / 8, 0);
       std::memcpy(words.data(), c.text.data(), c.text.size());
