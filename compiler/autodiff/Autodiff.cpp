@@ -34,7 +34,6 @@ namespace {
 
 constexpr StringLiteral kStackDim = "layers";
 constexpr StringLiteral kParamGradsAttr = "mt.param_grads";
-constexpr StringLiteral kGradsAttr = "mt.grads";
 
 enum class Recompute { None, Selective, Full };
 
@@ -365,7 +364,7 @@ LogicalResult AutodiffPass::differentiateEntry(func::FuncOp entry) {
   }
   auto step = func::FuncOp::create(builder, loc, "forward_backward",
                                    builder.getFunctionType(type.getInputs(), results));
-  step->setAttr(kGradsAttr, builder.getArrayAttr(gradSymbols));
+  step->setAttr(mt::MTDialect::kGradsAttrName, builder.getArrayAttr(gradSymbols));
   Block *body = step.addEntryBlock();
   builder.setInsertionPointToStart(body);
 

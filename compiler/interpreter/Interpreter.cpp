@@ -344,7 +344,7 @@ Expected<Results> Interpreter::evalRepeat(Operation *op, ArrayRef<const Tensor *
     return opError(op, llvm::formatv("no function '@{0}'", repeat.getCallee()));
   int64_t count = static_cast<int64_t>(repeat.getCount());
   int64_t firstInstance = 0;
-  if (auto first = op->getAttrOfType<IntegerAttr>("mt.first_instance"))
+  if (auto first = op->getAttrOfType<IntegerAttr>(mt::MTDialect::kFirstInstanceAttrName))
     firstInstance = first.getInt();
   unsigned carried = repeat.getNumCarried();
   ArrayRef<Type> argTypes = callee.getArgumentTypes();

@@ -93,10 +93,10 @@ void OptimizerPass::runOnOperation() {
   SmallVector<Attribute> symbols;
   for (mt::ParamOp param : params)
     symbols.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
-  step->setAttr("mt.grads", builder.getArrayAttr(symbols));
+  step->setAttr(mt::MTDialect::kGradsAttrName, builder.getArrayAttr(symbols));
   step->setAttr(kOptimizerAttrName, builder.getUnitAttr());
   for (auto [index, symbol] : llvm::enumerate(symbols))
-    step.setArgAttr(2 + index, "mt.grad", symbol);
+    step.setArgAttr(2 + index, mt::MTDialect::kGradAttrName, symbol);
   Block *body = step.addEntryBlock();
   builder.setInsertionPointToStart(body);
   TensorBuilder t(builder, loc);

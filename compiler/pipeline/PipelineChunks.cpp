@@ -40,14 +40,6 @@ using namespace mtc::pipeline;
 
 namespace {
 
-constexpr StringLiteral kBufferAttr = "mt.buffer";
-constexpr StringLiteral kGradAttr = "mt.grad";
-constexpr StringLiteral kGradsAttr = "mt.grads";
-constexpr StringLiteral kChunkAttr = "mt.pipeline_chunk";
-constexpr StringLiteral kChunkLayersAttr = "mt.chunk_layers";
-constexpr StringLiteral kFirstInstanceAttr = "mt.first_instance";
-constexpr StringLiteral kPipelineAttr = "mt.pipeline";
-constexpr StringLiteral kIndexAttr = "mt.index";
 constexpr StringLiteral kLayersDim = "layers";
 
 /// Where an op of the step lies; between the repeats, the ops the loss depends on are the
@@ -92,7 +84,7 @@ public:
     if (isa_and_nonnull<mt::RepeatOp>(value.getDefiningOp()) && isStacked(type))
       type = sliceLayers(type, numLayers);
     if (!kind.empty())
-      attrs.set(kBufferAttr, builder.getStringAttr(kind));
+      attrs.set(mt::MTDialect::kBufferAttrName, builder.getStringAttr(kind));
     Value arg = body.addArgument(type, value.getLoc());
     argAttrs.push_back(attrs.getDictionary(step.getContext()));
     mapping.map(value, arg);
@@ -151,7 +143,7 @@ public:
         builder, repeat.getLoc(), results, repeat.getCalleeAttr(), operands,
         builder.getI64IntegerAttr(numLayers), repeat.getCarriedAttr(),
         repeat.getStackDimAttr(), repeat.getReverseAttr());
-    clone->setAttr(kFirstInstanceAttr, builder.getI64IntegerAttr(firstLayer));
+    clone->setAttr(mt::MTDialect::kFirstInstanceAttrName, builder.getI64IntegerAttr(firstLayer));
     mapping.map(repeat.getResults(), clone.getResults());
     return clone;
   }
@@ -166,8 +158,8 @@ public:
   void annotate(Value value, StringRef kind, int64_t index) {
     auto arg = cast<BlockArgument>(mapping.lookup(value));
     NamedAttrList attrs(argAttrs[arg.getArgNumber()]);
-    attrs.set(kBufferAttr, builder.getStringAttr(kind));
-    attrs.set(kIndexAttr, builder.getI64IntegerAttr(index));
+    attrs.set(mt::MTDialect::kBufferAttrName, builder.getStringAttr(kind));
+    attrs.set(mt::MTDialect::kIndexAttrName, builder.getI64IntegerAttr(index));
     argAttrs[arg.getArgNumber()] = attrs.getDictionary(step.getContext());
   }
 
@@ -323,9 +315,9 @@ LogicalResult PipelineChunksPass::buildChunk(func::FuncOp step, const StageCut &
   int64_t first = cut.chunkFirstLayer[chunk], count = cut.chunkLayers[chunk];
   unsigned carried = forwardRepeat.getNumCarried();
   auto returned = step.getBody().front().getTerminator()->getOperands();
-  auto gradSymbols = step->getAttrOfType<ArrayAttr>(kGradsAttr);
+  auto gradSymbols = step->getAttrOfType<ArrayAttr>(mt::MTDialect::kGradsAttrName);
   auto bufferAttrs = [&](StringRef kind) {
-    return b.getDictionaryAttr(b.getNamedAttr(kBufferAttr, b.getStringAttr(kind)));
+    return b.getDictionaryAttr(b.getNamedAttr(mt::MTDialect::kBufferAttrName, b.getStringAttr(kind)));
   };
 
   // The backward first: its externals are the residuals its forward returns.
@@ -383,7 +375,7 @@ LogicalResult PipelineChunksPass::buildChunk(func::FuncOp step, const StageCut &
     backward.mapping.map(values.front(), sum);
     backwardResults.push_back(values.front());
     backwardResultAttrs.push_back(
-        b.getDictionaryAttr(b.getNamedAttr(kGradAttr, cast<FlatSymbolRefAttr>(symbol))));
+        b.getDictionaryAttr(b.getNamedAttr(mt::MTDialect::kGradAttrName, cast<FlatSymbolRefAttr>(symbol))));
     grads.push_back(symbol);
   }
   // Residuals: what the backward reads from this chunk's forward.
@@ -439,8 +431,8 @@ LogicalResult PipelineChunksPass::buildChunk(func::FuncOp step, const StageCut &
   for (auto [index, value] : llvm::enumerate(backward.externals)) {
     backward.annotate(value, "residual", index);
     forwardResultAttrs[forwardResults.size() - backward.externals.size() + index] =
-        b.getDictionaryAttr({b.getNamedAttr(kBufferAttr, b.getStringAttr("residual")),
-                             b.getNamedAttr(kIndexAttr, b.getI64IntegerAttr(index))});
+        b.getDictionaryAttr({b.getNamedAttr(mt::MTDialect::kBufferAttrName, b.getStringAttr("residual")),
+                             b.getNamedAttr(mt::MTDialect::kIndexAttrName, b.getI64IntegerAttr(index))});
   }
 
   std::string prefix = ("chunk" + Twine(chunk)).str();
@@ -449,12 +441,12 @@ LogicalResult PipelineChunksPass::buildChunk(func::FuncOp step, const StageCut &
                                  forwardResultAttrs));
   funcs.push_back(backward.finish(prefix + ".backward", backward.lookupAll(backwardResults),
                                   backwardResultAttrs));
-  funcs.back()->setAttr(kGradsAttr, b.getArrayAttr(grads));
+  funcs.back()->setAttr(mt::MTDialect::kGradsAttrName, b.getArrayAttr(grads));
   if (failed(buildSplitBackward(step, cut, chunk, gradientSums, backward.externals, funcs)))
     return failure();
   for (func::FuncOp func : funcs) {
-    func->setAttr(kChunkAttr, b.getI64IntegerAttr(chunk));
-    func->setAttr(kChunkLayersAttr, b.getDenseI64ArrayAttr({first, count}));
+    func->setAttr(mt::MTDialect::kPipelineChunkAttrName, b.getI64IntegerAttr(chunk));
+    func->setAttr(mt::MTDialect::kChunkLayersAttrName, b.getDenseI64ArrayAttr({first, count}));
   }
   return success();
 }
@@ -468,9 +460,9 @@ LogicalResult PipelineChunksPass::buildSplitBackward(
   int64_t first = cut.chunkFirstLayer[chunk], count = cut.chunkLayers[chunk];
   unsigned carried = backwardRepeat.getNumCarried();
   auto attrs = [&](StringRef kind, std::optional<int64_t> index = std::nullopt) {
-    SmallVector<NamedAttribute> list = {b.getNamedAttr(kBufferAttr, b.getStringAttr(kind))};
+    SmallVector<NamedAttribute> list = {b.getNamedAttr(mt::MTDialect::kBufferAttrName, b.getStringAttr(kind))};
     if (index)
-      list.push_back(b.getNamedAttr(kIndexAttr, b.getI64IntegerAttr(*index)));
+      list.push_back(b.getNamedAttr(mt::MTDialect::kIndexAttrName, b.getI64IntegerAttr(*index)));
     return b.getDictionaryAttr(list);
   };
   auto stackedTypes = [&](TypeRange types) {
@@ -484,7 +476,7 @@ LogicalResult PipelineChunksPass::buildSplitBackward(
     return result;
   };
   auto repeatAttrs = [&](Operation *op) {
-    op->setAttr(kFirstInstanceAttr, b.getI64IntegerAttr(first));
+    op->setAttr(mt::MTDialect::kFirstInstanceAttrName, b.getI64IntegerAttr(first));
   };
   TypeRange layerStash = inputPart.getResultTypes().drop_front(carried);
 
@@ -542,7 +534,7 @@ LogicalResult PipelineChunksPass::buildSplitBackward(
       sum = t.add(sum, weight.lookup(value));
     weightResults.push_back(sum);
     weightResultAttrs.push_back(
-        b.getDictionaryAttr(b.getNamedAttr(kGradAttr, cast<FlatSymbolRefAttr>(symbol))));
+        b.getDictionaryAttr(b.getNamedAttr(mt::MTDialect::kGradAttrName, cast<FlatSymbolRefAttr>(symbol))));
     grads.push_back(symbol);
   }
   // W's externals: B's values (the stash after the layers') or the forward's residuals.
@@ -610,7 +602,7 @@ LogicalResult PipelineChunksPass::buildSplitBackward(
   std::string prefix = ("chunk" + Twine(chunk)).str();
   funcs.push_back(input.finish(prefix + ".backward_input", inputResults, inputResultAttrs));
   funcs.push_back(weight.finish(prefix + ".backward_weight", weightResults, weightResultAttrs));
-  funcs.back()->setAttr(kGradsAttr, b.getArrayAttr(grads));
+  funcs.back()->setAttr(mt::MTDialect::kGradsAttrName, b.getArrayAttr(grads));
   return success();
 }
 
@@ -626,7 +618,7 @@ void PipelineChunksPass::runOnOperation() {
     return;
   auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
   if (!step || !module->hasAttr(transforms::kOutlinedAttrName) ||
-      !step->getAttrOfType<ArrayAttr>(kGradsAttr)) {
+      !step->getAttrOfType<ArrayAttr>(mt::MTDialect::kGradsAttrName)) {
     module.emitError("mt-pipeline-chunks cuts the outlined training step: run it after "
                      "mt-autodiff and mt-outline-parameters");
     return signalPassFailure();
@@ -667,7 +659,7 @@ void PipelineChunksPass::runOnOperation() {
 
   Builder b(&getContext());
   SmallVector<NamedAttribute> shared;
-  for (Attribute symbol : step->getAttrOfType<ArrayAttr>(kGradsAttr)) {
+  for (Attribute symbol : step->getAttrOfType<ArrayAttr>(mt::MTDialect::kGradsAttrName)) {
     StringRef name = cast<FlatSymbolRefAttr>(symbol).getValue();
     SmallVector<int64_t> chunks = paramChunks.lookup(name);
     llvm::SmallSetVector<int64_t, 4> stages;
@@ -676,7 +668,7 @@ void PipelineChunksPass::runOnOperation() {
     if (stages.size() > 1)
       shared.push_back(b.getNamedAttr(name, b.getDenseI64ArrayAttr(chunks)));
   }
-  module->setAttr(kPipelineAttr,
+  module->setAttr(mt::MTDialect::kPipelineAttrName,
                   b.getDictionaryAttr({
                       b.getNamedAttr("stages", b.getI64IntegerAttr(cut->options.stages)),
                       b.getNamedAttr("virtual_stages",

@@ -28,12 +28,6 @@ using namespace mtc::optimizer;
 
 namespace {
 
-constexpr StringLiteral kBufferAttr = "mt.buffer";
-constexpr StringLiteral kGradAttr = "mt.grad";
-constexpr StringLiteral kGradsAttr = "mt.grads";
-constexpr StringLiteral kChunkAttr = "mt.pipeline_chunk";
-constexpr StringLiteral kStageAttr = "mt.pipeline_stage";
-constexpr StringLiteral kPipelineAttr = "mt.pipeline";
 constexpr StringLiteral kLayersDim = "layers";
 
 /// One argument or result of a function under construction.
@@ -97,7 +91,7 @@ func::FuncOp PipelineOptimizerPass::createFunction(StringRef name, int64_t index
     func.setArgAttrs(i, slot.attrs);
   for (auto [i, slot] : llvm::enumerate(results))
     func.setResultAttrs(i, slot.attrs);
-  func->setAttr(kStageAttr, builder.getI64IntegerAttr(index));
+  func->setAttr(mt::MTDialect::kPipelineStageAttrName, builder.getI64IntegerAttr(index));
   func->setAttr(kOptimizerAttrName, builder.getUnitAttr());
   func.addEntryBlock();
   return func;
@@ -111,15 +105,15 @@ static DictionaryAttr attrsOf(Builder &b, StringRef name, Attribute value) {
 void PipelineOptimizerPass::buildGradSquares(int64_t index, const Stage &stage) {
   Builder b(module.getContext());
   auto scalar = mt::NamedTensorType::getScalar(b.getF32Type());
-  SmallVector<Slot> args = {{scalar, attrsOf(b, kBufferAttr, b.getStringAttr("grad_scale"))}};
+  SmallVector<Slot> args = {{scalar, attrsOf(b, mt::MTDialect::kBufferAttrName, b.getStringAttr("grad_scale"))}};
   for (auto [op, counted] : stage.params)
     if (mt::ParamOp param = op; counted)
       args.push_back({stageType(gradTypes.lookup(param.getSymName()),
                                 param.getLayer().has_value(), stage.layers),
-                      attrsOf(b, kGradAttr, FlatSymbolRefAttr::get(param.getSymNameAttr()))});
+                      attrsOf(b, mt::MTDialect::kGradAttrName, FlatSymbolRefAttr::get(param.getSymNameAttr()))});
   func::FuncOp func = createFunction(
       "grad_squares", index, args,
-      {{scalar, attrsOf(b, kBufferAttr, b.getStringAttr("grad_squares"))}});
+      {{scalar, attrsOf(b, mt::MTDialect::kBufferAttrName, b.getStringAttr("grad_squares"))}});
   Block &body = func.getBody().front();
   OpBuilder builder = OpBuilder::atBlockBegin(&body);
   mt::TensorBuilder t(builder, module.getLoc());
@@ -133,7 +127,7 @@ void PipelineOptimizerPass::buildGradSquares(int64_t index, const Stage &stage) 
 void PipelineOptimizerPass::buildOptimizerStep(int64_t index, const Stage &stage) {
   Builder b(module.getContext());
   auto scalar = mt::NamedTensorType::getScalar(b.getF32Type());
-  auto buffer = [&](StringRef kind) { return attrsOf(b, kBufferAttr, b.getStringAttr(kind)); };
+  auto buffer = [&](StringRef kind) { return attrsOf(b, mt::MTDialect::kBufferAttrName, b.getStringAttr(kind)); };
   SmallVector<Slot> args = {{scalar, buffer("step")},
                             {scalar, buffer("grad_scale")},
                             {scalar, buffer("grad_norm")}};
@@ -143,7 +137,7 @@ void PipelineOptimizerPass::buildOptimizerStep(int64_t index, const Stage &stage
     held[param.getSymName()] = param;
     args.push_back({stageType(gradTypes.lookup(param.getSymName()),
                               param.getLayer().has_value(), stage.layers),
-                    attrsOf(b, kGradAttr, FlatSymbolRefAttr::get(param.getSymNameAttr()))});
+                    attrsOf(b, mt::MTDialect::kGradAttrName, FlatSymbolRefAttr::get(param.getSymNameAttr()))});
   }
   // The parameters and states as the outlined whole-model step takes and returns them
   // (symbol order), those of the held parameters, in stage storage.
@@ -217,7 +211,7 @@ void PipelineOptimizerPass::buildOptimizerStep(int64_t index, const Stage &stage
 
 void PipelineOptimizerPass::runOnOperation() {
   module = getOperation();
-  auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  auto pipeline = module->getAttrOfType<DictionaryAttr>(mt::MTDialect::kPipelineAttrName);
   if (!pipeline)
     return; // no pipeline chunks: the whole-model step is the only one
   wholeStep = module.lookupSymbol<func::FuncOp>("optimizer_step");
@@ -228,7 +222,7 @@ void PipelineOptimizerPass::runOnOperation() {
     return signalPassFailure();
   }
   for (auto func : module.getOps<func::FuncOp>())
-    if (func->hasAttr(kStageAttr)) {
+    if (func->hasAttr(mt::MTDialect::kPipelineStageAttrName)) {
       func.emitOpError("is a pipeline stage function already: the module has its stages' "
                        "optimizer steps");
       return signalPassFailure();
@@ -242,7 +236,7 @@ void PipelineOptimizerPass::runOnOperation() {
       llvm::any_of(chunkStages.asArrayRef(), [&](int64_t stage) {
         return stage < 0 || stage >= numStages.getInt();
       })) {
-    module.emitError("'") << kPipelineAttr
+    module.emitError("'") << mt::MTDialect::kPipelineAttrName
                           << "' must give chunk_layers and chunk_stages (one stage in [0, "
                              "stages) per chunk), stages and shared_params";
     return signalPassFailure();
@@ -255,7 +249,7 @@ void PipelineOptimizerPass::runOnOperation() {
   // The whole model's gradient types, from the whole step's gradient arguments.
   gradTypes.clear();
   for (auto [i, type] : llvm::enumerate(wholeStep.getArgumentTypes()))
-    if (auto grad = wholeStep.getArgAttrOfType<FlatSymbolRefAttr>(i, kGradAttr))
+    if (auto grad = wholeStep.getArgAttrOfType<FlatSymbolRefAttr>(i, mt::MTDialect::kGradAttrName))
       gradTypes[grad.getValue()] = type;
 
   // What each stage holds: the parameters its chunks take or return a gradient for.
@@ -264,7 +258,7 @@ void PipelineOptimizerPass::runOnOperation() {
   for (auto [layers, stage] : llvm::zip_equal(chunkLayers.asArrayRef(), chunkStages.asArrayRef()))
     stages[stage].layers += layers;
   for (auto func : module.getOps<func::FuncOp>()) {
-    auto chunk = func->getAttrOfType<IntegerAttr>(kChunkAttr);
+    auto chunk = func->getAttrOfType<IntegerAttr>(mt::MTDialect::kPipelineChunkAttrName);
     if (!chunk)
       continue;
     if (chunk.getInt() < 0 || chunk.getInt() >= chunkStages.size()) {
@@ -276,7 +270,7 @@ void PipelineOptimizerPass::runOnOperation() {
     for (unsigned i = 0; i < func.getNumArguments(); ++i)
       if (auto param = func.getArgAttrOfType<FlatSymbolRefAttr>(i, transforms::kParamAttrName))
         held.insert(param.getValue());
-    if (auto grads = func->getAttrOfType<ArrayAttr>(kGradsAttr))
+    if (auto grads = func->getAttrOfType<ArrayAttr>(mt::MTDialect::kGradsAttrName))
       for (auto symbol : grads.getAsRange<FlatSymbolRefAttr>())
         held.insert(symbol.getValue());
   }

@@ -41,14 +41,14 @@ std::optional<std::pair<StringRef, StringRef>> outlinedSymbol(DictionaryAttr att
 json::Object pipelineBuffer(DictionaryAttr attrs, Type type) {
   if (auto symbol = outlinedSymbol(attrs))
     return buffer(symbol->first, symbol->second, type);
-  if (auto grad = attrs ? attrs.getAs<FlatSymbolRefAttr>("mt.grad") : nullptr)
+  if (auto grad = attrs ? attrs.getAs<FlatSymbolRefAttr>(mt::MTDialect::kGradAttrName) : nullptr)
     return buffer("grad", grad.getValue(), type);
-  auto kindAttr = attrs ? attrs.getAs<StringAttr>("mt.buffer") : nullptr;
+  auto kindAttr = attrs ? attrs.getAs<StringAttr>(mt::MTDialect::kBufferAttrName) : nullptr;
   StringRef kind = kindAttr ? kindAttr.getValue() : "";
   if (kind == "tokens" || kind == "labels")
     return buffer("input", kind, type);
   json::Object object = buffer(kind, kind, type);
-  if (auto index = attrs ? attrs.getAs<IntegerAttr>("mt.index") : nullptr)
+  if (auto index = attrs ? attrs.getAs<IntegerAttr>(mt::MTDialect::kIndexAttrName) : nullptr)
     object["index"] = index.getInt();
   return object;
 }
@@ -68,7 +68,7 @@ json::Object describePipelineFunction(func::FuncOp func) {
 json::Object describeChunkFunction(func::FuncOp func, int64_t chunk) {
   json::Object object = describePipelineFunction(func);
   json::Array layers;
-  if (auto range = func->getAttrOfType<DenseI64ArrayAttr>("mt.chunk_layers"))
+  if (auto range = func->getAttrOfType<DenseI64ArrayAttr>(mt::MTDialect::kChunkLayersAttrName))
     for (int64_t value : range.asArrayRef())
       layers.push_back(value);
   object["chunk"] = chunk;
@@ -100,7 +100,7 @@ json::Object mtc::describeCallingConvention(ModuleOp module) {
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)
       continue;
-    auto grads = func->getAttrOfType<ArrayAttr>("mt.grads");
+    auto grads = func->getAttrOfType<ArrayAttr>(mt::MTDialect::kGradsAttrName);
     json::Array inputs, outputs;
     for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
       if (auto symbol = outlinedSymbol(func.getArgAttrDict(index))) {
@@ -136,11 +136,11 @@ json::Object mtc::describeCallingConvention(ModuleOp module) {
                                    {"outputs", std::move(outputs)}};
   }
   for (auto func : module.getOps<func::FuncOp>())
-    if (auto chunk = func->getAttrOfType<IntegerAttr>("mt.pipeline_chunk"))
+    if (auto chunk = func->getAttrOfType<IntegerAttr>(mt::MTDialect::kPipelineChunkAttrName))
       functions[func.getSymName()] = describeChunkFunction(func, chunk.getInt());
   // The pipeline stages' optimizer functions (mt-pipeline-optimizer).
   for (auto func : module.getOps<func::FuncOp>())
-    if (auto stage = func->getAttrOfType<IntegerAttr>("mt.pipeline_stage")) {
+    if (auto stage = func->getAttrOfType<IntegerAttr>(mt::MTDialect::kPipelineStageAttrName)) {
       json::Object object = describePipelineFunction(func);
       object["stage"] = stage.getInt();
       functions[func.getSymName()] = std::move(object);

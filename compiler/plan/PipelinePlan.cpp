@@ -24,7 +24,7 @@ FailureOr<ChunkSavedBytes> mtc::chunkSavedBytes(ModuleOp trained) {
     return failure();
   ChunkSavedBytes saved;
   for (auto func : module->getOps<func::FuncOp>()) {
-    auto chunk = func->getAttrOfType<IntegerAttr>("mt.pipeline_chunk");
+    auto chunk = func->getAttrOfType<IntegerAttr>(mt::MTDialect::kPipelineChunkAttrName);
     if (!chunk)
       continue;
     // A forward's residuals, backward_input's stash and the residuals backward_weight reads.
@@ -44,13 +44,13 @@ FailureOr<ChunkSavedBytes> mtc::chunkSavedBytes(ModuleOp trained) {
     };
     if (weight) {
       for (auto [index, type] : llvm::enumerate(func.getArgumentTypes()))
-        if (auto kind = func.getArgAttrOfType<StringAttr>(index, "mt.buffer");
+        if (auto kind = func.getArgAttrOfType<StringAttr>(index, mt::MTDialect::kBufferAttrName);
             kind && kind.getValue() == "residual")
           count(type);
       continue;
     }
     for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
-      if (auto kind = func.getResultAttrOfType<StringAttr>(index, "mt.buffer");
+      if (auto kind = func.getResultAttrOfType<StringAttr>(index, mt::MTDialect::kBufferAttrName);
           kind && kind.getValue() == (forward ? "residual" : "stash"))
         count(type);
   }

@@ -170,7 +170,7 @@ ShardedTensorType Partitioner::entryLayout(Type type, DictionaryAttr attrs, bool
   // optimizer), parameters whole over dp.
   bool state = attrs && attrs.get(transforms::kStateAttrName);
   // A pipeline chunk's backward names its gradients by result attribute (mt-pipeline-chunks).
-  bool param = attrs && (attrs.get(transforms::kParamAttrName) || attrs.get("mt.grad"));
+  bool param = attrs && (attrs.get(transforms::kParamAttrName) || attrs.get(mt::MTDialect::kGradAttrName));
   if ((grad || state) && optimizer)
     return *sharding::optimizerLayout(spec, named, emitError);
   if (grad || state || param)
@@ -375,17 +375,17 @@ LogicalResult Partitioner::run() {
     if (auto func = module.lookupSymbol<func::FuncOp>(name))
       entries.push_back(func);
   for (auto func : module.getOps<func::FuncOp>())
-    if (func->hasAttr("mt.pipeline_chunk") || func->hasAttr(optimizer::kOptimizerAttrName))
+    if (func->hasAttr(mt::MTDialect::kPipelineChunkAttrName) || func->hasAttr(optimizer::kOptimizerAttrName))
       entries.push_back(func);
   for (func::FuncOp func : entries) {
     // Gradients: an optimizer step's arguments marked `mt.grad`, the results of
     // forward_backward after the loss, in `mt.grads` order (CallingConvention.cpp).
-    auto grads = func->getAttrOfType<ArrayAttr>("mt.grads");
+    auto grads = func->getAttrOfType<ArrayAttr>(mt::MTDialect::kGradsAttrName);
     size_t numGrads = grads ? grads.size() : 0;
     bool optimizer = func->hasAttr(optimizer::kOptimizerAttrName);
     SmallVector<ShardedTensorType> args;
     for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
-      bool grad = optimizer && func.getArgAttr(i, "mt.grad");
+      bool grad = optimizer && func.getArgAttr(i, mt::MTDialect::kGradAttrName);
       args.push_back(entryLayout(type, func.getArgAttrDict(i), grad, optimizer));
     }
     SmallVector<std::optional<ShardedTensorType>> forced;

@@ -136,7 +136,7 @@ int run(MLIRContext &context) {
 
   auto forward = module->lookupSymbol<func::FuncOp>("forward");
   auto step_ = module->lookupSymbol<func::FuncOp>("forward_backward");
-  auto gradSymbols = step_->getAttrOfType<ArrayAttr>("mt.grads");
+  auto gradSymbols = step_->getAttrOfType<ArrayAttr>(mt::MTDialect::kGradsAttrName);
 
   interp::Interpreter interpreter(*module);
   if (withDropout)

@@ -68,7 +68,7 @@ struct RepeatLowering : OpConversionPattern<mt::RepeatOp> {
     // A pipeline chunk's repeat runs the layers from `mt.first_instance` on
     // (mt-pipeline-chunks): their dropout masks are those of the whole stack's calls.
     int64_t firstInstance = 0;
-    if (auto first = op->getAttrOfType<IntegerAttr>("mt.first_instance"))
+    if (auto first = op->getAttrOfType<IntegerAttr>(mt::MTDialect::kFirstInstanceAttrName))
       firstInstance = first.getInt();
     ValueRange inputs = adaptor.getInputs();
     SmallVector<Value> inits(inputs.take_front(carried));

@@ -37,6 +37,22 @@ def MT_Dialect : Dialect {
     /// Symbol attribute on functions derived from a layer body (its forward with saved
     /// activations, its backward): they read the same parameter instances.
     static constexpr ::llvm::StringLiteral kLayerOfAttrName = "mt.layer_of";
+    /// The training step's functions: the parameters, in order, whose gradients a step
+    /// function returns or an optimizer step takes (`mt.grads`, on the function), and the
+    /// parameter of one gradient argument or result (`mt.grad`).
+    static constexpr ::llvm::StringLiteral kGradsAttrName = "mt.grads";
+    static constexpr ::llvm::StringLiteral kGradAttrName = "mt.grad";
+    /// Pipeline functions (compiler/pipeline/): what a buffer argument or result is
+    /// (`mt.buffer`: "activation", "residual", ...; `mt.index` of a residual or stash entry),
+    /// the chunk or stage a function belongs to, a chunk's [first, count] layers, the first
+    /// layer instance of a chunk's repeat, and the module's cut (`mt.pipeline`).
+    static constexpr ::llvm::StringLiteral kBufferAttrName = "mt.buffer";
+    static constexpr ::llvm::StringLiteral kIndexAttrName = "mt.index";
+    static constexpr ::llvm::StringLiteral kPipelineChunkAttrName = "mt.pipeline_chunk";
+    static constexpr ::llvm::StringLiteral kPipelineStageAttrName = "mt.pipeline_stage";
+    static constexpr ::llvm::StringLiteral kChunkLayersAttrName = "mt.chunk_layers";
+    static constexpr ::llvm::StringLiteral kFirstInstanceAttrName = "mt.first_instance";
+    static constexpr ::llvm::StringLiteral kPipelineAttrName = "mt.pipeline";
     /// The layer whose parameter instances `func` reads, if any.
     static std::optional<::llvm::StringRef> getLayerOf(::mlir::func::FuncOp func);
   private:
