@@ -51,19 +51,11 @@ PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, Training
   Communicator *dp = mesh.dataParallel();
   t->dpSize_ = dp ? dp->size() : 1;
   t->dpIndex_ = dp ? dp->rank() : 0;
-  int64_t global = globalBatch;
-  if (global <= 0)
-    if (const JsonObject *train = plan.train.getObject())
-      if (const JsonValue *v = train->find("global_batch"))
-        global = v->getInt().value_or(0);
-  if (global <= 0)
-    global = t->microBatchSize_;
-  if (global % t->microBatchSize_ != 0 || (global / t->microBatchSize_) % t->dpSize_ != 0)
-    return makeError("the global batch of ", global, " sequences does not split into micro-batches of ",
-                     t->microBatchSize_, " shared evenly by ", t->dpSize_,
-                     " data-parallel ranks (choose a multiple of ",
-                     t->microBatchSize_ * t->dpSize_, ")");
-  t->totalMicroBatches_ = global / t->microBatchSize_;
+  Expected<int64_t> microBatches =
+      countMicroBatches(plan, *kernels.forwardBackward().function, globalBatch, t->dpSize_);
+  if (!microBatches)
+    return microBatches.takeError();
+  t->totalMicroBatches_ = *microBatches;
   t->microBatches_ = t->totalMicroBatches_ / t->dpSize_;
   Expected<const PipelineSchedule *> schedule = pipeline.forMicroBatches(t->microBatches_);
   if (!schedule)
