@@ -110,7 +110,8 @@ Plan stagePlan(const Plan &plan, const StageHoldings &holdings) {
 
 Expected<TrainingState> takeStage(const Plan &plan, const StageHoldings &holdings,
                                   const TrainingState &model) {
-  if (model.params.size() != plan.params.size() || model.states.size() != plan.states.size())
+  if (model.params.size() != plan.params.size() ||
+      (!model.states.empty() && model.states.size() != plan.states.size()))
     return makeError("the state does not match the plan's tables");
   TrainingState stage;
   stage.step = model.step;
@@ -132,7 +133,7 @@ Expected<TrainingState> takeStage(const Plan &plan, const StageHoldings &holding
       held[i] = true;
       stage.params.push_back(take(model.params[i], plan.params[i]));
     }
-    for (size_t i = 0; i < plan.states.size(); ++i)
+    for (size_t i = 0; i < model.states.size(); ++i)
       if (held[plan.states[i].paramIndex])
         stage.states.push_back(take(model.states[i], plan.params[plan.states[i].paramIndex]));
   } catch (const std::bad_alloc &) {

@@ -62,7 +62,10 @@ Expected<StageHoldings> stageHoldings(const Plan &plan, int64_t stage);
 Plan stagePlan(const Plan &plan, const StageHoldings &holdings);
 
 /// The stage's tensors of `model` (a state of `plan`'s tables, whole or a tensor-parallel
-/// rank's shards), in the tables of `stagePlan(plan, holdings)`.
+/// rank's shards), in the tables of `stagePlan(plan, holdings)`. A `model` without optimizer
+/// states (a fresh start, whose zero state the stage makes in its own layout) gives a stage
+/// without them. The optimizer states must not be split over a data-parallel axis (the
+/// stage's optimizer layout is not the model's): take them whole, then shard.
 Expected<TrainingState> takeStage(const Plan &plan, const StageHoldings &holdings,
                                   const TrainingState &model);
 

@@ -14,25 +14,22 @@
 
 namespace mtc::rt {
 
-Expected<std::unique_ptr<PipelineTrainer>>
-PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, TrainingState state,
-                        const TokenSource &data, int64_t globalBatch, const RankMesh &mesh,
-                        TraceRecorder *trace) {
-  if (!plan.pipeline)
-    return makeError(plan.dir.string(), ": the plan has no pipeline");
+Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
+  const Plan &plan = *plan_;
+  const KernelLibrary &kernels = *kernels_;
+  const RankMesh &mesh = *mesh_;
   const PipelinePlan &pipeline = *plan.pipeline;
-  std::unique_ptr<PipelineTrainer> t(new PipelineTrainer(plan, kernels, data, mesh));
   Expected<StageHoldings> holdings = stageHoldings(plan, mesh.stage());
   if (!holdings)
     return holdings.takeError();
-  t->holdings_ = std::move(*holdings);
-  t->stagePlan_ = rt::stagePlan(plan, t->holdings_);
-  const Plan &sp = t->stagePlan_;
+  holdings_ = std::move(*holdings);
+  stagePlan_ = rt::stagePlan(plan, holdings_);
+  const Plan &sp = stagePlan_;
   if (state.params.size() != sp.params.size() || state.states.size() != sp.states.size())
     return makeError(plan.dir.string(), ": the training state does not match stage ",
                      mesh.stage(), "'s tables");
-  t->state_ = std::move(state);
-  t->step_ = t->state_.step;
+  state_ = std::move(state);
+  step_ = state_.step;
 
   // The batch: micro-batches of the chunks' tokens, dealt over the data-parallel ranks.
   const std::vector<ChunkKernels> &chunks = plan.x86Kernels->chunks;
@@ -46,25 +43,25 @@ PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, Training
         tokens = &b;
   if (!tokens || tokens->dims.size() != 2)
     return makeError(plan.dir.string(), ": chunk0.forward takes no tokens [batch, seq]");
-  t->microBatchSize_ = tokens->dims[0].size;
-  t->seqLen_ = tokens->dims[1].size;
+  microBatchSize_ = tokens->dims[0].size;
+  seqLen_ = tokens->dims[1].size;
   Communicator *dp = mesh.dataParallel();
-  t->dpSize_ = dp ? dp->size() : 1;
-  t->dpIndex_ = dp ? dp->rank() : 0;
+  dpSize_ = dp ? dp->size() : 1;
+  dpIndex_ = dp ? dp->rank() : 0;
   Expected<int64_t> microBatches =
-      countMicroBatches(plan, *kernels.forwardBackward().function, globalBatch, t->dpSize_);
+      countMicroBatches(plan, *kernels.forwardBackward().function, globalBatch, dpSize_);
   if (!microBatches)
     return microBatches.takeError();
-  t->totalMicroBatches_ = *microBatches;
-  t->microBatches_ = t->totalMicroBatches_ / t->dpSize_;
-  Expected<const PipelineSchedule *> schedule = pipeline.forMicroBatches(t->microBatches_);
+  totalMicroBatches_ = *microBatches;
+  microBatches_ = totalMicroBatches_ / dpSize_;
+  Expected<const PipelineSchedule *> schedule = pipeline.forMicroBatches(microBatches_);
   if (!schedule)
     return schedule.takeError().withContext(
-        concat(plan.dir.string(), ": ", t->microBatches_, " micro-batches per data-parallel rank"));
-  t->schedule_ = *schedule;
+        concat(plan.dir.string(), ": ", microBatches_, " micro-batches per data-parallel rank"));
+  schedule_ = *schedule;
 
   // The functions this stage's tasks call, and the stage's optimizer.
-  for (const ScheduleTask &task : t->schedule_->stages[size_t(mesh.stage())].tasks) {
+  for (const ScheduleTask &task : schedule_->stages[size_t(mesh.stage())].tasks) {
     if (!isComputeTask(task.op))
       continue;
     const LoadedChunk &lc = kernels.chunks()[size_t(task.chunk)];
@@ -86,15 +83,41 @@ PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, Training
 
   int64_t dpAxisSize = plan.dataParallelAxis ? plan.mesh[*plan.dataParallelAxis].size : 1;
   Expected<GradientBuffer> grads =
-      GradientBuffer::create(sp, t->state_, dpAxisSize, /*withScratch=*/true);
+      GradientBuffer::create(sp, state_, dpAxisSize, /*withScratch=*/true);
   if (!grads)
     return grads.takeError();
-  t->grads_.emplace(std::move(*grads));
+  grads_.emplace(std::move(*grads));
   try {
-    t->next_ = t->state_;
+    next_ = state_;
   } catch (const std::bad_alloc &) {
     return makeError("out of memory allocating the optimizer's outputs");
   }
+
+  return Error::success();
+}
+
+Expected<std::unique_ptr<PipelineTrainer>>
+PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, TrainingState state,
+                        const TokenSource &data, int64_t globalBatch, const RankMesh &mesh,
+                        TraceRecorder *trace) {
+  if (!plan.pipeline)
+    return makeError(plan.dir.string(), ": the plan has no pipeline");
+  const PipelinePlan &pipeline = *plan.pipeline;
+  std::unique_ptr<PipelineTrainer> t(new PipelineTrainer(plan, kernels, data, mesh));
+  Error prepared = t->prepare(std::move(state), globalBatch);
+  // What follows is collective over the pipeline group: a stage that could not prepare
+  // (its plan data, its memory) says so first, so that the others do not wait for it.
+  if (Communicator *group = mesh.pipeline()) {
+    int32_t ready = prepared.ok() ? 1 : 0;
+    if (Error err = group->allReduce(&ready, 1, MTC_I32, MTC_MIN); !err.ok())
+      return prepared.ok() ? std::move(err).withContext("setting up the pipeline")
+                           : std::move(prepared);
+    if (prepared.ok() && !ready)
+      return makeError("stage ", mesh.stage(), ": another pipeline stage could not set up its "
+                                               "step (its ranks say why)");
+  }
+  if (!prepared.ok())
+    return prepared;
 
   // The links between stages, and the group of a shared parameter's stages (collective over
   // the pipeline group: every stage makes the same splits in the same order).

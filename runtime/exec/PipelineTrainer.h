@@ -90,6 +90,10 @@ private:
                   const RankMesh &mesh)
       : plan_(&plan), kernels_(&kernels), data_(&data), mesh_(&mesh) {}
 
+  /// Everything create does before its collectives: the stage's tables, the batch, the
+  /// schedule, the functions its tasks call, the gradient and optimizer buffers.
+  Error prepare(TrainingState state, int64_t globalBatch);
+
   /// What a (chunk, micro-batch) buffer holds. `index`: a residual's or stash entry's.
   enum class Held { Input, Output, InputGrad, OutputGrad, Residual, Stash, Tokens, Labels };
   using Key = std::tuple<Held, int64_t, int64_t, int64_t>; // what, chunk, micro-batch, index

@@ -188,7 +188,8 @@ Expected<TrainingState> Run::startState() {
   if (!model || !stage_)
     return model;
   // Parameters are never split over the data-parallel ranks: the stage's are a slice of the
-  // model's. The zero state takes the stage's optimizer layout.
+  // model's. The zero state is made in the stage's optimizer layout.
+  model->states.clear();
   Expected<TrainingState> stage = takeStage(plan_, *stage_, *model);
   if (!stage)
     return stage;
@@ -281,10 +282,12 @@ Error Run::reportStageMemory(const PipelineTrainer &trainer) {
   // Per stage: the peak, the activations held at once and their prediction.
   std::vector<int64_t> mine = {trainer.peakBytes(), trainer.activationPeakBytes(),
                                trainer.schedule().stages[size_t(mesh_.stage())].activationBytes};
-  std::vector<int64_t> all(mine.size() * size_t(stages));
-  if (Error err = mesh_.pipeline()->allGather(mine.data(), all.data(), mine.size(), MTC_I64);
-      !err.ok())
-    return std::move(err).withContext("gathering the stages' memory");
+  std::vector<int64_t> all = mine;
+  if (Communicator *pipeline = mesh_.pipeline()) {
+    all.resize(mine.size() * size_t(stages));
+    if (Error err = pipeline->allGather(mine.data(), all.data(), mine.size(), MTC_I64); !err.ok())
+      return std::move(err).withContext("gathering the stages' memory");
+  }
   std::string line = "pipeline memory:";
   for (int64_t s = 0; s < stages; ++s) {
     const int64_t *figures = all.data() + size_t(s) * mine.size();
