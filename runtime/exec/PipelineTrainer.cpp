@@ -250,10 +250,7 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
   for (size_t n = 0; n < inputs + fn.outputs.size(); ++n) {
     bool output = n >= inputs;
     const KernelBuffer &b = output ? fn.outputs[n - inputs] : fn.inputs[n];
-    // Buffers are held as f32 words; a residual may be of another type (i32 expert ids).
-    size_t elements =
-        (static_cast<size_t>(b.numElements()) * planDTypeSize(b.dtype) + sizeof(float) - 1) /
-        sizeof(float);
+    size_t elements = wordsOf(b);
     Expected<float *> data = static_cast<float *>(nullptr);
     switch (b.kind) {
     case BufferKind::Param:
@@ -284,26 +281,29 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
       pointers.push_back(*ids);
       continue;
     }
-    case BufferKind::Activation: {
-      // A chunk boundary may carry several values (a layer's running auxiliary loss beside
-      // the hidden state): one message holds them all, in the functions' order.
-      size_t &at = output ? activationOut : activationIn;
-      size_t words = output ? activationWords(c) : 0; // an input must have arrived
-      data = !output ? buffer({Held::Input, c, i, 0}, 0, "input activation")
-             : local(c + 1) ? buffer({Held::Input, c + 1, i, 0}, words, "input activation")
-                            : buffer({Held::Output, c, i, 0}, words, "output activation");
-      if (data)
-        *data += std::exchange(at, at + elements);
-      break;
-    }
+    case BufferKind::Activation:
     case BufferKind::ActivationGrad: {
-      size_t &at = output ? gradientOut : gradientIn;
-      size_t words = output ? activationWords(c - 1) : 0;
-      data = !output ? buffer({Held::OutputGrad, c, i, 0}, 0, "output gradient")
-             : local(c - 1) ? buffer({Held::OutputGrad, c - 1, i, 0}, words, "output gradient")
-                            : buffer({Held::InputGrad, c, i, 0}, words, "input gradient");
-      if (data)
+      // A chunk boundary may carry several values (a layer's running auxiliary loss beside
+      // the hidden state): one message holds them all, in the functions' order. An input
+      // must have arrived; an output is made the size of the boundary's values.
+      bool gradient = b.kind == BufferKind::ActivationGrad;
+      size_t &at = gradient ? (output ? gradientOut : gradientIn)
+                            : (output ? activationOut : activationIn);
+      Key key = !gradient ? (!output       ? Key{Held::Input, c, i, 0}
+                             : local(c + 1) ? Key{Held::Input, c + 1, i, 0}
+                                            : Key{Held::Output, c, i, 0})
+                          : (!output       ? Key{Held::OutputGrad, c, i, 0}
+                             : local(c - 1) ? Key{Held::OutputGrad, c - 1, i, 0}
+                                            : Key{Held::InputGrad, c, i, 0});
+      std::string_view what = gradient ? "activation gradient" : "activation";
+      data = buffer(key, output ? activationWords(gradient ? c - 1 : c) : 0, what);
+      if (data) {
+        if (at + elements > buffers_.find(key)->second.size())
+          return makeError("chunk", c, '.', role, ": its ", what, "s do not fit the ",
+                           buffers_.find(key)->second.size(),
+                           " words the neighbouring chunk's exchange with it holds");
         *data += std::exchange(at, at + elements);
+      }
       break;
     }
     case BufferKind::Residual:
@@ -386,11 +386,16 @@ Error PipelineTrainer::compute(const ScheduleTask &task) {
   }
 }
 
+size_t PipelineTrainer::wordsOf(const KernelBuffer &b) {
+  return (static_cast<size_t>(b.numElements()) * planDTypeSize(b.dtype) + sizeof(float) - 1) /
+         sizeof(float);
+}
+
 size_t PipelineTrainer::activationWords(int64_t chunk) const {
   size_t words = 0;
   for (const KernelBuffer &b : kernels_->chunks()[size_t(chunk)].forward.function->outputs)
     if (b.kind == BufferKind::Activation)
-      words += static_cast<size_t>(b.numElements());
+      words += wordsOf(b);
   return words;
 }
 

@@ -104,6 +104,9 @@ private:
   void countHeld(const Key &key, int64_t bytes);
   /// The token ids or labels of the rank's micro-batch `microBatch`.
   Expected<int32_t *> batch(bool labels, int64_t microBatch);
+  /// Buffers are held as f32 words: those of `b` (a residual may be of another type, as a
+  /// router's i32 expert ids).
+  static size_t wordsOf(const KernelBuffer &b);
   /// The f32 words of the values chunk `chunk` hands to the next (its forward's
   /// activation outputs, together one message).
   size_t activationWords(int64_t chunk) const;
