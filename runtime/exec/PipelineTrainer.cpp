@@ -31,27 +31,17 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
   state_ = std::move(state);
   step_ = state_.step;
 
-  // The batch: micro-batches of the chunks' tokens, dealt over the data-parallel ranks.
-  const std::vector<ChunkKernels> &chunks = plan.x86Kernels->chunks;
-  const KernelFunction *first = chunks.empty() || !chunks.front().forward
-                                    ? nullptr
-                                    : &*chunks.front().forward;
-  const KernelBuffer *tokens = nullptr;
-  if (first)
-    for (const KernelBuffer &b : first->inputs)
-      if (b.kind == BufferKind::Input)
-        tokens = &b;
-  if (!tokens || tokens->dims.size() != 2)
-    return makeError(plan.dir.string(), ": chunk0.forward takes no tokens [batch, seq]");
-  microBatchSize_ = tokens->dims[0].size;
-  seqLen_ = tokens->dims[1].size;
+  // The batch: micro-batches of the step's tokens, dealt over the data-parallel ranks, as
+  // the single-stage trainer deals them (countMicroBatches reads the same function).
+  const KernelFunction &step = *kernels.forwardBackward().function;
   Communicator *dp = mesh.dataParallel();
   dpSize_ = dp ? dp->size() : 1;
   dpIndex_ = dp ? dp->rank() : 0;
-  Expected<int64_t> microBatches =
-      countMicroBatches(plan, *kernels.forwardBackward().function, globalBatch, dpSize_);
+  Expected<int64_t> microBatches = countMicroBatches(plan, step, globalBatch, dpSize_);
   if (!microBatches)
     return microBatches.takeError();
+  microBatchSize_ = step.inputs[0].dims[0].size; // [batch, seq], as countMicroBatches checked
+  seqLen_ = step.inputs[0].dims[1].size;
   totalMicroBatches_ = *microBatches;
   microBatches_ = totalMicroBatches_ / dpSize_;
   Expected<const PipelineSchedule *> schedule = pipeline.forMicroBatches(microBatches_);

@@ -98,7 +98,8 @@ Error Trainer::callInMesh(const LoadedKernel &kernel, std::span<void *const> buf
 
 Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &forwardBackward,
                                     int64_t globalBatch, int64_t dataParallelSize) {
-  if (forwardBackward.inputs.empty() || forwardBackward.inputs[0].dims.empty())
+  if (forwardBackward.inputs.empty() || forwardBackward.inputs[0].kind != BufferKind::Input ||
+      forwardBackward.inputs[0].dims.size() != 2)
     return makeError(plan.dir.string(), ": forward_backward takes no batch of tokens");
   int64_t microBatchSize = forwardBackward.inputs[0].dims[0].size;
   int64_t global =

@@ -64,7 +64,8 @@ struct StepStats {
 };
 
 /// The micro-batches of one step: the global batch (`globalBatch` samples, 0: the plan's
-/// `global_batch`) in micro-batches of `forwardBackward`'s batch, which must divide it, shared
+/// `global_batch`) in micro-batches of `forwardBackward`'s batch (its first input must be the
+/// token ids [batch, seq], else an error), which must divide it, shared
 /// evenly by `dataParallelSize` ranks. Known from the plan alone, so that a launcher refuses a
 /// batch its ranks cannot share before it starts any.
 Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &forwardBackward,
