@@ -24,6 +24,11 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
     return holdings.takeError();
   holdings_ = std::move(*holdings);
   stagePlan_ = rt::stagePlan(plan, holdings_);
+  // Every call binds its buffers by name: index the stage's tables once.
+  for (size_t i = 0; i < stagePlan_.params.size(); ++i)
+    paramIndex_.emplace(stagePlan_.params[i].name, i);
+  for (size_t i = 0; i < stagePlan_.states.size(); ++i)
+    stateIndex_.emplace(stagePlan_.states[i].name, i);
   const Plan &sp = stagePlan_;
   if (state.params.size() != sp.params.size() || state.states.size() != sp.states.size())
     return makeError(plan.dir.string(), ": the training state does not match stage ",
@@ -138,7 +143,7 @@ PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, Training
         group = std::prev(t->sharedGroups_.end());
       }
       if (group->comm)
-        if (std::optional<size_t> i = t->paramIndex(shared.name))
+        if (std::optional<size_t> i = indexIn(t->paramIndex_, shared.name))
           group->params.push_back(*i);
     }
   }
@@ -150,11 +155,9 @@ PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, Training
   return t;
 }
 
-std::optional<size_t> PipelineTrainer::paramIndex(std::string_view name) const {
-  for (size_t i = 0; i < stagePlan_.params.size(); ++i)
-    if (stagePlan_.params[i].name == name)
-      return i;
-  return std::nullopt;
+std::optional<size_t> PipelineTrainer::indexIn(const NameIndex &index, std::string_view name) {
+  auto it = index.find(name);
+  return it == index.end() ? std::nullopt : std::optional<size_t>(it->second);
 }
 
 Expected<float *> PipelineTrainer::buffer(const Key &key, size_t elements, std::string_view what) {
@@ -245,7 +248,7 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
     switch (b.kind) {
     case BufferKind::Param:
     case BufferKind::Grad: {
-      std::optional<size_t> p = paramIndex(b.name);
+      std::optional<size_t> p = indexIn(paramIndex_, b.name);
       if (!p)
         return makeError("stage ", mesh_->stage(), " holds no parameter '", b.name,
                          "' that chunk", c, '.', role, " takes");
@@ -452,19 +455,17 @@ Error PipelineTrainer::optimizerStep() {
     const std::vector<KernelBuffer> &side = outputs ? fn.outputs : fn.inputs;
     for (const KernelBuffer &b : side) {
       if (b.kind == BufferKind::Grad || b.kind == BufferKind::Param) {
-        std::optional<size_t> p = paramIndex(b.name);
+        std::optional<size_t> p = indexIn(paramIndex_, b.name);
         if (!p)
           return makeError("stage ", mesh_->stage(), " holds no parameter '", b.name, "'");
         out.push_back(b.kind == BufferKind::Grad ? grads_->optimizerGrad(*p)
                       : outputs                  ? next_.params[*p].values.data()
                                                  : state_.params[*p].values.data());
       } else if (b.kind == BufferKind::State) {
-        size_t s = 0;
-        while (s < stagePlan_.states.size() && stagePlan_.states[s].name != b.name)
-          ++s;
-        if (s == stagePlan_.states.size())
+        std::optional<size_t> s = indexIn(stateIndex_, b.name);
+        if (!s)
           return makeError("stage ", mesh_->stage(), " holds no optimizer state '", b.name, "'");
-        out.push_back(outputs ? next_.states[s].values.data() : state_.states[s].values.data());
+        out.push_back(outputs ? next_.states[*s].values.data() : state_.states[*s].values.data());
       } else if (void *p = scalar(b.kind)) {
         out.push_back(p);
       } else {

@@ -115,8 +115,10 @@ private:
   }
   Error callChunk(const LoadedKernel &kernel, const ScheduleTask &task, std::string_view role);
   Error callStep(const LoadedKernel &kernel, std::span<void *const> buffers, std::string_view what);
-  /// The stage's table index of parameter `name`.
-  std::optional<size_t> paramIndex(std::string_view name) const;
+  /// The stage's parameters and optimizer states by name (every call binds its buffers by
+  /// name), and the index of `name` in one of them.
+  using NameIndex = std::map<std::string, size_t, std::less<>>;
+  static std::optional<size_t> indexIn(const NameIndex &index, std::string_view name);
 
   const Plan *plan_;
   const KernelLibrary *kernels_;
@@ -136,6 +138,7 @@ private:
     std::vector<size_t> params;
   };
   std::vector<SharedGroup> sharedGroups_;
+  NameIndex paramIndex_, stateIndex_;
   TrainingState state_, next_;
   std::optional<GradientBuffer> grads_;
   std::map<Key, std::vector<float>> buffers_;
