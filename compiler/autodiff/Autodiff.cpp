@@ -32,7 +32,6 @@ using mtc::mt::TensorBuilder;
 
 namespace {
 
-constexpr StringLiteral kStackDim = "layers";
 constexpr StringLiteral kParamGradsAttr = "mt.param_grads";
 
 enum class Recompute { None, Selective, Full };
@@ -42,7 +41,7 @@ mt::NamedTensorType tensorType(Value value) { return cast<mt::NamedTensorType>(v
 /// `type` with the stacking dimension in front.
 mt::NamedTensorType stacked(Type type, int64_t count, MLIRContext *context) {
   auto tensor = cast<mt::NamedTensorType>(type);
-  SmallVector<mt::NamedDim> dims = {{StringAttr::get(context, kStackDim), count}};
+  SmallVector<mt::NamedDim> dims = {{StringAttr::get(context, mt::MTDialect::kLayersDimName), count}};
   llvm::append_range(dims, tensor.getDims());
   return tensor.withDims(dims);
 }
@@ -182,7 +181,7 @@ LogicalResult AutodiffPass::repeatVJP(mt::RepeatOp repeat, GradientMap &grads,
        llvm::zip(layer.params, backward.getResults().drop_front(carried))) {
     auto param = symbols->lookup<mt::ParamOp>(symbol.getValue());
     // A model parameter read inside the layer accumulates over the instances.
-    Value folded = param.getLayer() ? grad : t.reduceSum(grad, {kStackDim});
+    Value folded = param.getLayer() ? grad : t.reduceSum(grad, {mt::MTDialect::kLayersDimName});
     Value &slot = paramGrads[param.getSymName()];
     slot = slot ? t.add(slot, folded) : folded;
   }
@@ -446,9 +445,9 @@ void AutodiffPass::runOnOperation() {
     return signalPassFailure();
   }
   for (auto param : module.getOps<mt::ParamOp>())
-    if (param.getTensorType().hasDim(kStackDim)) {
+    if (param.getTensorType().hasDim(mt::MTDialect::kLayersDimName)) {
       param.emitOpError("has a dimension named '")
-          << kStackDim << "', which autodiff reserves for the layer stack";
+          << mt::MTDialect::kLayersDimName << "', which autodiff reserves for the layer stack";
       return signalPassFailure();
     }
 

@@ -27,7 +27,6 @@ using namespace mtc::interp::eval;
 static constexpr unsigned kMaxCallDepth = 64;
 
 /// The name of the dimension that stacks the instances of a layer parameter.
-static constexpr llvm::StringLiteral kLayersDim = "layers";
 
 static llvm::Error makeError(const Twine &message) {
   return llvm::createStringError(message.str());
@@ -74,11 +73,11 @@ Expected<mt::NamedTensorType> Interpreter::getParamValueType(StringRef name) con
     return makeError(llvm::formatv("parameter '@{0}' belongs to layer '@{1}', which no "
                                    "mt.repeat calls, so it has no instances",
                                    name, *layer));
-  if (type.hasDim(kLayersDim))
+  if (type.hasDim(mt::MTDialect::kLayersDimName))
     return makeError(llvm::formatv("layer parameter '@{0}' {1} already has a dimension "
                                    "'{2}', which its instances need",
-                                   name, type.dimsToString(), kLayersDim));
-  SmallVector<mt::NamedDim> dims = {{StringAttr::get(type.getContext(), kLayersDim), instances}};
+                                   name, type.dimsToString(), mt::MTDialect::kLayersDimName));
+  SmallVector<mt::NamedDim> dims = {{StringAttr::get(type.getContext(), mt::MTDialect::kLayersDimName), instances}};
   dims.append(type.getDims());
   return type.withDims(dims);
 }

@@ -61,7 +61,7 @@ void OptimizerPass::runOnOperation() {
     mt::NamedTensorType type = param.getTensorType();
     if (std::optional<StringRef> layer = param.getLayer()) {
       SmallVector<mt::NamedDim> dims = {
-          {StringAttr::get(&getContext(), "layers"), instances.lookup(*layer)}};
+          {StringAttr::get(&getContext(), mt::MTDialect::kLayersDimName), instances.lookup(*layer)}};
       llvm::append_range(dims, type.getDims());
       type = type.withDims(dims);
     }

@@ -40,7 +40,6 @@ using namespace mtc::pipeline;
 
 namespace {
 
-constexpr StringLiteral kLayersDim = "layers";
 
 /// Where an op of the step lies; between the repeats, the ops the loss depends on are the
 /// last chunk's forward, the others its backward.
@@ -56,7 +55,7 @@ Type sliceLayers(Type type, int64_t count) {
 
 bool isStacked(Type type) {
   auto tensor = dyn_cast<mt::NamedTensorType>(type);
-  return tensor && tensor.getRank() > 0 && tensor.getDims().front().name == kLayersDim;
+  return tensor && tensor.getRank() > 0 && tensor.getDims().front().name == mt::MTDialect::kLayersDimName;
 }
 
 /// One function under construction: its body, the map from step values to its values,
@@ -469,7 +468,7 @@ LogicalResult PipelineChunksPass::buildSplitBackward(
     SmallVector<Type> result;
     for (Type type : types) {
       auto tensor = cast<mt::NamedTensorType>(type);
-      SmallVector<mt::NamedDim> dims = {{b.getStringAttr(kLayersDim), count}};
+      SmallVector<mt::NamedDim> dims = {{b.getStringAttr(mt::MTDialect::kLayersDimName), count}};
       llvm::append_range(dims, tensor.getDims());
       result.push_back(tensor.withDims(dims));
     }

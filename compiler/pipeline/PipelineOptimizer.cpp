@@ -28,7 +28,6 @@ using namespace mtc::optimizer;
 
 namespace {
 
-constexpr StringLiteral kLayersDim = "layers";
 
 /// One argument or result of a function under construction.
 struct Slot {
@@ -67,7 +66,7 @@ private:
 
 Type PipelineOptimizerPass::stageType(Type type, bool layered, int64_t layers) const {
   auto tensor = cast<mt::NamedTensorType>(type);
-  if (!layered || tensor.getRank() == 0 || tensor.getDims().front().name != kLayersDim)
+  if (!layered || tensor.getRank() == 0 || tensor.getDims().front().name != mt::MTDialect::kLayersDimName)
     return type;
   SmallVector<mt::NamedDim> dims(tensor.getDims());
   dims.front().size = layers;

@@ -16,7 +16,7 @@ static bool splitsAParameter(ModuleOp module, const llvm::StringMap<std::string>
   return llvm::any_of(module.getOps<mt::ParamOp>(), [&](mt::ParamOp param) {
     auto type = cast<mt::NamedTensorType>(param.getType());
     return llvm::any_of(type.getDimNames(), [&](StringAttr dim) {
-      return dim.getValue() != "layers" && dimAxis.count(dim.getValue());
+      return dim.getValue() != mt::MTDialect::kLayersDimName && dimAxis.count(dim.getValue());
     });
   });
 }
@@ -106,7 +106,7 @@ sharding::parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
   NamedAttrList split;
   for (const mt::NamedDim &dim : type.getDims()) {
     auto it = spec.dimAxis.find(dim.name.getValue());
-    if (it == spec.dimAxis.end() || dim.name.getValue() == "layers")
+    if (it == spec.dimAxis.end() || dim.name.getValue() == mt::MTDialect::kLayersDimName)
       continue;
     split.set(dim.name, ArrayAttr::get(ctx, {StringAttr::get(ctx, it->second)}));
   }

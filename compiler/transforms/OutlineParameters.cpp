@@ -38,7 +38,6 @@ using mt::NamedTensorType;
 namespace {
 
 /// The dimension that stacks the instances of a layer parameter outside its layer.
-constexpr StringLiteral kLayersDim = "layers";
 
 /// `type` with a leading dimension `dim` of size `size`.
 NamedTensorType stackedType(NamedTensorType type, StringRef dim, int64_t size) {
@@ -197,7 +196,7 @@ NamedTensorType Outliner::valueType(func::FuncOp func, unsigned s) const {
   int64_t count = instances.lookup(*symbol.layer);
   if (count == 0)
     return {};
-  return stackedType(symbol.type, kLayersDim, count);
+  return stackedType(symbol.type, mt::MTDialect::kLayersDimName, count);
 }
 
 std::string Outliner::whyUnreadable(func::FuncOp func, unsigned s) const {
@@ -250,10 +249,10 @@ LogicalResult Outliner::checkRepeatOperand(mt::RepeatOp repeat, func::FuncOp cal
                                   << *symbol.layer << "' itself, whose parameter '@" << name
                                   << "' it reads: nested repeats of a layer are not supported";
     int64_t layerInstances = outer.getDimSizes().front();
-    if (stackDim != kLayersDim || count != layerInstances)
+    if (stackDim != mt::MTDialect::kLayersDimName || count != layerInstances)
       return repeat.emitOpError() << "'@" << callee.getSymName() << "' reads layer parameter '@"
                                   << name << "', whose " << layerInstances
-                                  << " instances are stacked along '" << kLayersDim
+                                  << " instances are stacked along '" << mt::MTDialect::kLayersDimName
                                   << "', but the repeat makes " << count << " calls stacked along '"
                                   << stackDim << "'";
     return success();

@@ -37,6 +37,8 @@ def MT_Dialect : Dialect {
     /// Symbol attribute on functions derived from a layer body (its forward with saved
     /// activations, its backward): they read the same parameter instances.
     static constexpr ::llvm::StringLiteral kLayerOfAttrName = "mt.layer_of";
+    /// The dimension that stacks a layer parameter's instances (`[layers=n, ...]`).
+    static constexpr ::llvm::StringLiteral kLayersDimName = "layers";
     /// The training step's functions: the parameters, in order, whose gradients a step
     /// function returns or an optimizer step takes (`mt.grads`, on the function), and the
     /// parameter of one gradient argument or result (`mt.grad`).
