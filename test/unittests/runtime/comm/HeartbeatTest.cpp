@@ -133,18 +133,21 @@ TEST(Heartbeat, AGoneStoreDoesNotDisturbTheRanks) {
   });
   ASSERT_TRUE(comms[0] && comms[1]);
   job.server.reset();
+  // Both ranks run the same number of rounds (a deadline per rank would leave one rank
+  // waiting in a collective its peer never enters); each round sleeps, so together they last
+  // at least four silence thresholds.
+  const Clock::duration pause = 10ms;
+  const int rounds = static_cast<int>(4 * o.silenceThreshold() / pause) + 1;
   runRanks(2, [&](int rank) {
-    const Clock::time_point until = Clock::now() + 4 * o.silenceThreshold();
-    int rounds = 0;
-    while (Clock::now() < until) {
+    const Clock::time_point start = Clock::now();
+    for (int round = 0; round < rounds; ++round) {
       float x = static_cast<float>(rank + 1);
       Error e = comms[static_cast<size_t>(rank)]->allReduce(&x, 1, MTC_F32, MTC_SUM);
       ASSERT_TRUE(e.ok()) << e.message();
       ASSERT_EQ(x, 3.0f);
-      ++rounds;
-      std::this_thread::sleep_for(10ms);
+      std::this_thread::sleep_for(pause);
     }
-    EXPECT_GT(rounds, 10);
+    EXPECT_GE(Clock::now() - start, 4 * o.silenceThreshold());
   });
   const Clock::time_point ending = Clock::now();
   comms.clear();
