@@ -27,25 +27,31 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   if (!parallel)
     return spec;
   // pp cuts the step into chunk functions before partitioning (mt-pipeline-chunks).
-  for (StringRef axis : {"cp", "ep"})
-    if (int64_t n = parallel.getDegree(axis); n > 1)
-      return module.emitError() << axis << " " << n
-                                << " is not supported yet: only tensor (tp, sp) and data "
-                                   "parallelism partition the step";
   int64_t tp = parallel.getTensorParallel();
+  int64_t ep = parallel.getDegree("ep"), cp = parallel.getDegree("cp");
+  // The dimension each of ep and cp splits: Megatron's unless the layout names another.
+  std::string expertDim = ep > 1 ? "experts" : "", contextDim = cp > 1 ? "seq" : "";
   DictionaryAttr layout = parallel.getLayout();
   if (layout) {
     for (NamedAttribute entry : layout) {
+      StringRef dim = entry.getName().getValue();
       StringRef axis = cast<StringAttr>(entry.getValue()).getValue();
       if (axis == "tp") {
-        spec.dimAxis[entry.getName().getValue()] = "tp";
+        spec.dimAxis[dim] = "tp";
         continue;
       }
-      if (axis == "dp" && entry.getName().getValue() == "batch")
+      if (axis == "dp" && dim == "batch")
         continue; // the runtime's data parallelism
-      return module.emitError() << "layout '" << entry.getName().getValue() << ": " << axis
-                                << "' is not supported yet: layouts map dimensions to tp "
-                                   "(and batch to dp)";
+      if (axis == "ep" || axis == "cp") {
+        if (parallel.getDegree(axis) <= 1)
+          return module.emitError() << "layout '" << dim << ": " << axis << "' names an axis of "
+                                    << "degree 1: set " << axis << " above 1";
+        (axis == "ep" ? expertDim : contextDim) = dim.str();
+        continue;
+      }
+      return module.emitError() << "layout '" << dim << ": " << axis
+                                << "' is not supported yet: layouts map dimensions to tp, ep "
+                                   "(the experts) and cp (the sequence), and batch to dp";
     }
   } else {
     for (StringRef dim : kMegatronTensorParallelDims)
@@ -58,7 +64,10 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   if (shardState && dp <= 1)
     return module.emitError() << "the distributed optimizer shards the optimizer state over "
                                  "data-parallel ranks: set dp above 1";
-  if (tp <= 1 && !shardState)
+  if (cp > 1 && tp > 1 && parallel.isSequenceParallel())
+    return module.emitError() << "cp " << cp << " with sequence parallelism is not supported "
+                                 "yet: the sequence would be split over both cp and tp";
+  if (tp <= 1 && !shardState && ep <= 1 && cp <= 1)
     return ShardingSpec{};
   if (tp > 1 && !splitsAParameter(module, spec.dimAxis)) {
     // Every rank would hold and compute the whole model: tp copies of one, not a split.
@@ -78,20 +87,40 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
     return diag << "; name this model's dimensions to split with --layout '<dim>:tp,...' (or "
                    "`layout { <dim>: tp }` in parallel {})";
   }
+  if (ep > 1 && !splitsAParameter(module, {{expertDim, "ep"}}))
+    return module.emitError() << "ep " << ep << " shards nothing: no parameter has the "
+                              << "dimension '" << expertDim << "' of the experts";
   MLIRContext *ctx = module.getContext();
   ctx->getOrLoadDialect<mtp::MTPDialect>(); // the plan writer asks without running a pass
+  // Megatron's order, the last axis fastest: dp, ep, cp, tp.
   SmallVector<StringAttr> names;
   SmallVector<int64_t> sizes;
+  auto addAxis = [&](StringRef name, int64_t size) {
+    names.push_back(StringAttr::get(ctx, name));
+    sizes.push_back(size);
+  };
   if (shardState) {
-    names.push_back(StringAttr::get(ctx, "dp"));
-    sizes.push_back(dp);
+    addAxis("dp", dp);
     spec.dataParallelAxis = "dp";
   }
+  if (ep > 1) {
+    addAxis("ep", ep);
+    spec.expertAxis = "ep";
+    spec.dimAxis[expertDim] = "ep";
+    spec.activationAxis["batch"] = "ep";
+  }
+  if (cp > 1) {
+    addAxis("cp", cp);
+    spec.activationAxis[contextDim] = "cp";
+  }
   if (tp > 1) {
-    names.push_back(StringAttr::get(ctx, "tp"));
-    sizes.push_back(tp);
+    addAxis("tp", tp);
   } else {
-    spec.dimAxis.clear();
+    for (auto it = spec.dimAxis.begin(); it != spec.dimAxis.end();)
+      if (it->second == "tp")
+        spec.dimAxis.erase(it++);
+      else
+        ++it;
   }
   spec.mesh = mtp::MeshAttr::get(ctx, names, sizes);
   if (parallel.isSequenceParallel())
@@ -104,10 +133,20 @@ sharding::parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
                           function_ref<InFlightDiagnostic()> emitError) {
   MLIRContext *ctx = type.getContext();
   NamedAttrList split;
-  for (const mt::NamedDim &dim : type.getDims()) {
+  // The first dimension after `layers`: the experts of an expert weight.
+  SmallVector<mt::NamedDim> dims = type.getDims();
+  StringRef leading;
+  for (const mt::NamedDim &dim : dims)
+    if (dim.name.getValue() != mt::MTDialect::kLayersDimName) {
+      leading = dim.name.getValue();
+      break;
+    }
+  for (const mt::NamedDim &dim : dims) {
     auto it = spec.dimAxis.find(dim.name.getValue());
     if (it == spec.dimAxis.end() || dim.name.getValue() == mt::MTDialect::kLayersDimName)
       continue;
+    if (it->second == spec.expertAxis && dim.name.getValue() != leading)
+      continue; // a router: every expert-parallel rank routes its own tokens
     split.set(dim.name, ArrayAttr::get(ctx, {StringAttr::get(ctx, it->second)}));
   }
   auto layout = mtp::ShardedTensorType::getChecked(emitError, ctx, type, spec.mesh,

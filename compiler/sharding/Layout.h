@@ -41,15 +41,26 @@ struct ShardingSpec {
   /// The distributed optimizer: the mesh's data-parallel axis ("dp"), over which the
   /// optimizer step shards the optimizer state (empty when off).
   std::string dataParallelAxis;
+  /// Expert parallelism: the axis ("ep") splitting `experts` in expert weights (parameters
+  /// whose first dimension after `layers` is `experts`; a router [hidden, experts] stays
+  /// whole) (empty when off).
+  std::string expertAxis;
+  /// Dimension -> the axis splitting it in the step's data from the entry on: `batch -> ep`
+  /// (each expert-parallel rank routes its own part of the micro-batch, as Megatron's
+  /// expert-parallel ranks are data-parallel ranks) and `seq -> cp` (context parallelism).
+  /// The entry functions' data arguments arrive whole and are sliced at the entry (no
+  /// communication).
+  llvm::StringMap<std::string> activationAxis;
 };
 
 /// The spec `module`'s `mt.parallel` attribute gives. Fails, with a diagnostic on the
-/// module, on what the partitioner does not support (pp, cp or ep above 1, a layout entry
-/// on another axis than tp, other than `batch: dp`).
+/// module, on what the partitioner does not support (a layout entry on another axis than
+/// tp, other than `batch: dp`, `experts: ep` and `seq: cp`; cp with sequence parallelism).
 mlir::FailureOr<ShardingSpec> getShardingSpec(mlir::ModuleOp module);
 
 /// The layout of a parameter of global type `type` (also of its states and gradient):
-/// every dimension the spec maps is split over its axis; `layers` never is. Fails, through
+/// every dimension the spec maps is split over its axis; `layers` never is, and `experts`
+/// only where it leads (expert weights, not the router). Fails, through
 /// `emitError`, when an axis does not divide its dimension.
 mlir::FailureOr<mtp::ShardedTensorType>
 parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,

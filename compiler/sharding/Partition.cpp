@@ -125,11 +125,13 @@ private:
   // Functions
   //===--------------------------------------------------------------------===//
 
-  /// Partitions `func` for arguments laid out as `args`; results listed in `forced` are
-  /// brought to those layouts. Returns the result layouts.
+  /// Partitions `func` for arguments laid out as `args`; arguments listed in `sliced` are
+  /// brought to those layouts at the entry, results listed in `forced` to theirs at the
+  /// exit. Returns the result layouts.
   FailureOr<SmallVector<ShardedTensorType>>
   partitionFunction(func::FuncOp func, ArrayRef<ShardedTensorType> args,
-                    ArrayRef<std::optional<ShardedTensorType>> forced);
+                    ArrayRef<std::optional<ShardedTensorType>> forced,
+                    ArrayRef<std::optional<ShardedTensorType>> sliced = {});
 
   /// What partitioning one function tracks: every value's layout, and the values already
   /// brought to another layout (several consumers share one collective).
@@ -146,6 +148,11 @@ private:
 
   /// The layout an entry function's argument or result must have.
   ShardedTensorType entryLayout(Type type, DictionaryAttr attrs, bool grad, bool optimizer);
+  /// The layout the step computes a data argument (`layout`, whole) on: the data's splits
+  /// (batch over ep, seq over cp) of the dimensions it has; null when it keeps `layout`.
+  /// Fails where an axis does not divide its dimension.
+  FailureOr<std::optional<ShardedTensorType>> dataLayout(func::FuncOp func, unsigned index,
+                                                         ShardedTensorType layout);
 
   ModuleOp module;
   const sharding::ShardingSpec &spec;
@@ -176,6 +183,26 @@ ShardedTensorType Partitioner::entryLayout(Type type, DictionaryAttr attrs, bool
   if (grad || state || param)
     return *sharding::parameterLayout(spec, named, emitError);
   return context.replicated(named);
+}
+
+FailureOr<std::optional<ShardedTensorType>>
+Partitioner::dataLayout(func::FuncOp func, unsigned index, ShardedTensorType layout) {
+  auto global = cast<NamedTensorType>(layout.getGlobal());
+  Layout data;
+  for (const auto &entry : spec.activationAxis) {
+    if (!global.hasDim(entry.first()))
+      continue;
+    if (!context.divisible(global, entry.first(), entry.second))
+      return func.emitError() << entry.second << " " << context.axisSize(entry.second)
+                              << " does not divide " << entry.first() << " = "
+                              << global.getDimSize(entry.first()) << " of argument #" << index
+                              << " of @" << func.getSymName()
+                              << (entry.first() == "batch" ? " (the micro-batch)" : "");
+    data.split[entry.first()] = entry.second;
+  }
+  if (data.split.empty())
+    return std::optional<ShardedTensorType>();
+  return std::optional<ShardedTensorType>(context.build(global, data));
 }
 
 Value Partitioner::reshardOperand(Operation *op, Value operand, ShardedTensorType target,
@@ -315,19 +342,29 @@ LogicalResult Partitioner::partitionRepeat(mt::RepeatOp op, FunctionState &state
 
 FailureOr<SmallVector<ShardedTensorType>>
 Partitioner::partitionFunction(func::FuncOp func, ArrayRef<ShardedTensorType> args,
-                               ArrayRef<std::optional<ShardedTensorType>> forced) {
+                               ArrayRef<std::optional<ShardedTensorType>> forced,
+                               ArrayRef<std::optional<ShardedTensorType>> sliced) {
   if (!func.getBody().hasOneBlock())
     return func.emitOpError() << "has several blocks; the partitioner takes one";
   FunctionState state;
   ValueLayouts &layouts = state.layouts;
   Block &body = func.getBody().front();
-  for (auto [arg, layout] : llvm::zip(body.getArguments(), args)) {
-    arg.setType(layout.getLocalType());
-    layouts.set(arg, layout);
-  }
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
+  OpBuilder entry = OpBuilder::atBlockBegin(&body);
+  for (auto [i, arg, layout] : llvm::enumerate(body.getArguments(), args)) {
+    arg.setType(layout.getLocalType());
+    layouts.set(arg, layout);
+    if (i >= sliced.size() || !sliced[i] || *sliced[i] == layout)
+      continue;
+    // The data argument arrives whole; each rank keeps its part from here on.
+    SmallVector<OpOperand *> uses = llvm::map_to_vector(arg.getUses(), [](OpOperand &use) { return &use; });
+    Value local = reshard(entry, arg.getLoc(), arg, layout, *sliced[i]);
+    layouts.set(local, *sliced[i]);
+    for (OpOperand *use : uses)
+      use->set(local);
+  }
   for (Operation *op : ops) {
     for (Value v : op->getOperands())
       if (!layouts.contains(v))
@@ -384,16 +421,29 @@ LogicalResult Partitioner::run() {
     size_t numGrads = grads ? grads.size() : 0;
     bool optimizer = func->hasAttr(optimizer::kOptimizerAttrName);
     SmallVector<ShardedTensorType> args;
+    SmallVector<std::optional<ShardedTensorType>> sliced;
     for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
       bool grad = optimizer && func.getArgAttr(i, mt::MTDialect::kGradAttrName);
       args.push_back(entryLayout(type, func.getArgAttrDict(i), grad, optimizer));
+      // Data: what is whole on every rank although no parameter, state or gradient.
+      sliced.emplace_back();
+      if (optimizer || !args.back().getSplit().empty())
+        continue;
+      DictionaryAttr attrs = func.getArgAttrDict(i);
+      if (attrs && (attrs.get(transforms::kParamAttrName) || attrs.get(transforms::kStateAttrName) ||
+                    attrs.get(mt::MTDialect::kGradAttrName)))
+        continue;
+      FailureOr<std::optional<ShardedTensorType>> data = dataLayout(func, i, args.back());
+      if (failed(data))
+        return failure();
+      sliced.back() = *data;
     }
     SmallVector<std::optional<ShardedTensorType>> forced;
     for (auto [i, type] : llvm::enumerate(func.getResultTypes())) {
       bool grad = func.getSymName() == "forward_backward" && i >= 1 && i - 1 < numGrads;
       forced.push_back(entryLayout(type, func.getResultAttrDict(i), grad, optimizer));
     }
-    if (failed(partitionFunction(func, args, forced)))
+    if (failed(partitionFunction(func, args, forced, sliced)))
       return failure();
   }
   cast<mtp::MTPDialect>(spec.mesh.getDialect()).getMeshAttrHelper().setAttr(module, spec.mesh);

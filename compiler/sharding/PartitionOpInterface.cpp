@@ -86,7 +86,7 @@ bool PartitionContext::divisible(NamedTensorType type, StringRef dim, StringRef 
 }
 
 int PartitionContext::priority(StringRef dim) const {
-  if (spec.dimAxis.count(dim))
+  if (spec.dimAxis.count(dim) || spec.activationAxis.count(dim))
     return 2;
   return dim == spec.sequenceDim ? 1 : 0;
 }

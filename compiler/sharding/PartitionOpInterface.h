@@ -63,7 +63,8 @@ public:
   /// Whether `type` has `dim` and `axis` divides it.
   bool divisible(mt::NamedTensorType type, llvm::StringRef dim, llvm::StringRef axis) const;
   /// Which split survives when one axis would split two dimensions of a tensor: layout
-  /// dimensions, then `seq` under sequence parallelism, then the rest.
+  /// dimensions (and the data's: batch under ep, seq under cp), then `seq` under sequence
+  /// parallelism, then the rest.
   int priority(llvm::StringRef dim) const;
 
   /// How a partial operand of global type `type` is summed when its consumer cannot take

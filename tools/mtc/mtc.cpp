@@ -110,6 +110,20 @@ cl::opt<unsigned> dataParallel("dp",
                                         "takes it from the world size)"),
                                cl::value_desc("N"), cl::sub(compileCommand),
                                cl::cat(parallelCategory));
+cl::opt<unsigned> expertParallel("ep",
+                                 cl::desc("Expert-parallel degree: the experts are split over "
+                                          "ep ranks, each routing its part of the micro-batch"),
+                                 cl::value_desc("N"), cl::sub(compileCommand),
+                                 cl::cat(parallelCategory));
+cl::alias expertParallelLong("expert-model-parallel-size", cl::desc("Alias for --ep"),
+                             cl::aliasopt(expertParallel), cl::cat(parallelCategory));
+cl::opt<unsigned> contextParallel("cp",
+                                  cl::desc("Context-parallel degree: the sequence is split "
+                                           "over cp ranks through every layer"),
+                                  cl::value_desc("N"), cl::sub(compileCommand),
+                                  cl::cat(parallelCategory));
+cl::alias contextParallelLong("context-parallel-size", cl::desc("Alias for --cp"),
+                              cl::aliasopt(contextParallel), cl::cat(parallelCategory));
 cl::opt<bool> sequenceParallel("sp",
                                cl::desc("Sequence parallelism: seq split over tp in the norm "
                                         "and dropout regions"),
@@ -462,6 +476,7 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
                        pipelineLayersFlag.getNumOccurrences() ||
                        firstStageLayers.getNumOccurrences() || lastStageLayers.getNumOccurrences();
   if (tensorParallel.getNumOccurrences() == 0 && dataParallel.getNumOccurrences() == 0 &&
+      expertParallel.getNumOccurrences() == 0 && contextParallel.getNumOccurrences() == 0 &&
       !sequenceParallel && layoutFlag.getNumOccurrences() == 0 && !distributedOptimizer &&
       !pipelineFlags)
     return success();
@@ -473,12 +488,20 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   if (!model || model.getAutoSearch())
     model = mtc::mt::ParallelAttr::get(ctx);
   std::optional<int64_t> tp = model.getTp(), dp = model.getDp(), pp = model.getPp(),
+                         ep = model.getEp(), cp = model.getCp(),
                          virtualStages = model.getVirtualStages();
   std::optional<bool> sp = model.getSp(), distributed = model.getDistributedOptimizer();
   std::optional<mtc::mt::PipelineSchedule> schedule = model.getSchedule();
   mlir::DictionaryAttr layoutAttr = model.getLayout();
   mlir::DenseI64ArrayAttr pipelineLayers = model.getPipelineLayers();
-  if (failed(readDegree(tensorParallel, tp)) || failed(readDegree(dataParallel, dp)))
+  if (failed(readDegree(tensorParallel, tp)) || failed(readDegree(dataParallel, dp)) ||
+      failed(readDegree(expertParallel, ep)) || failed(readDegree(contextParallel, cp)))
+    return failure();
+  if (expertParallel.getNumOccurrences() &&
+      failed(checkDivides(dims, "--ep", ep.value_or(1), {"experts"})))
+    return failure();
+  if (contextParallel.getNumOccurrences() &&
+      failed(checkDivides(dims, "--cp", cp.value_or(1), {"seq"})))
     return failure();
   if (pipelineFlags && failed(applyPipelineFlags(mtc::mt::countLayers(module), pp, schedule,
                                                  virtualStages, pipelineLayers, ctx)))
@@ -530,7 +553,7 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   // What the checks above leave to the attribute's verifier is reported at the model.
   auto parallel = mtc::mt::ParallelAttr::getChecked(
       [&] { return mlir::emitError(module.getLoc()); }, ctx, /*autoSearch=*/false, tp, pp, dp,
-      model.getCp(), model.getEp(), sp, schedule, virtualStages, model.getMicroBatches(),
+      cp, ep, sp, schedule, virtualStages, model.getMicroBatches(),
       model.getRecompute(), distributed, layoutAttr, pipelineLayers);
   if (!parallel)
     return failure();
