@@ -94,7 +94,24 @@ private:
       v = mtp::ToPartialOp::create(b, loc, next, v, axis);
       cur = next;
     }
-    // Then gather what the target does not split that way, and slice what it splits more.
+    // The other dimension whose split the target extends by `axis` next, if any: an axis
+    // leaving one dimension for it moves there by one all_to_all, instead of an all_gather
+    // of the whole dimension and an all_slice of the other.
+    auto moveTarget = [&](StringRef axis, StringRef leaving) -> std::optional<StringRef> {
+      if (cur.isPartialOver(axis))
+        return std::nullopt;
+      for (NamedAttribute entry : to.getSplit()) {
+        StringRef name = entry.getName().getValue();
+        SmallVector<StringRef> target = to.getSplitAxes(name);
+        SmallVector<StringRef> have = cur.getSplitAxes(name);
+        if (name != leaving && have.size() < target.size() && target[have.size()] == axis &&
+            llvm::equal(have, ArrayRef(target).take_front(have.size())))
+          return name;
+      }
+      return std::nullopt;
+    };
+    // Then gather (or move) what the target does not split that way, and slice what it
+    // splits more.
     for (const mt::NamedDim &dim : cur.getGlobal().getDims()) {
       StringRef name = dim.name.getValue();
       SmallVector<StringRef> target = to.getSplitAxes(name);
@@ -103,7 +120,14 @@ private:
                                !llvm::equal(have, ArrayRef(target).take_front(have.size())))) {
         StringRef axis = have.pop_back_val();
         ShardedTensorType next = cur.withSplit(name, have);
-        v = mtp::AllGatherOp::create(b, loc, next, v, axis, name);
+        if (std::optional<StringRef> into = moveTarget(axis, name)) {
+          SmallVector<StringRef> axes = cur.getSplitAxes(*into);
+          axes.push_back(axis);
+          next = next.withSplit(*into, axes);
+          v = mtp::AllToAllOp::create(b, loc, next, v, axis, name, *into);
+        } else {
+          v = mtp::AllGatherOp::create(b, loc, next, v, axis, name);
+        }
         cur = next;
       }
     }
