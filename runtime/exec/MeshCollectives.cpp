@@ -222,6 +222,25 @@ extern "C" void mtc_reduce_scatter(MtcKernelContext *context, int64_t axis, int6
   zeroFill(out, dtype, count);
 }
 
+extern "C" void mtc_all_to_all(MtcKernelContext *context, int64_t axis, int64_t dtype,
+                               const void *in, void *out, int64_t count) {
+  MeshCall *meshCall = MeshCall::of(context);
+  Call call(meshCall, "mtc_all_to_all", "exchange of blocks", axis, dtype, count);
+  if (call.run([&](const MeshAxisGroup &g) {
+        if (g.size == 1) {
+          std::memcpy(out, in, size_t(count) * elementSize(dtype));
+          return Error::success();
+        }
+        return g.comm->allToAll(in, out, size_t(count), elementTypeOf(dtype));
+      }))
+    return;
+  // Every block is zeroed when the axis (so their number) is known.
+  int64_t outCount = count;
+  if (meshCall && axis >= 0 && axis < static_cast<int64_t>(meshCall->mesh().axes.size()))
+    outCount = count * meshCall->mesh().axes[size_t(axis)].size;
+  zeroFill(out, dtype, outCount);
+}
+
 extern "C" int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis) {
   MeshCall *meshCall = MeshCall::of(context);
   if (!meshCall)
