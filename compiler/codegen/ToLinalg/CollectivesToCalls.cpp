@@ -16,9 +16,9 @@
 // The runtime's gathers and scatters move contiguous blocks, one per rank: a dimension
 // gathered or scattered other than the outermost is transposed to the front first and
 // back after; an all-to-all splits the dimension it scatters into (rank, part) and
-// transposes both its dimensions to the front (AllToAllLowering). `all_slice` needs no communication: an `extract_slice` at this rank's
-// coordinate (kMeshCoordinateFunction), and `to_partial` a select on it. `from_local` /
-// `to_local` are nothing on builtin tensors.
+// transposes both its dimensions to the front (AllToAllLowering). `all_slice` needs no
+// communication: an `extract_slice` at this rank's coordinate (kMeshCoordinateFunction), and
+// `to_partial` a select on it. `from_local` / `to_local` are nothing on builtin tensors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -223,10 +223,9 @@ struct AllToAllLowering : OpConversionPattern<mtp::AllToAllOp> {
         order.push_back(d);
     Value blocks = transposed(rewriter, loc, expanded, order);
 
-    Value received = callCollective(rewriter, loc, kAllToAllFunction,
-                                    axisIndex(type.getMesh(), op.getOver()), std::nullopt,
-                                    blocks, cast<RankedTensorType>(blocks.getType()),
-                                    inputType.getNumElements() / parts);
+    Value received = callCollective(
+        rewriter, loc, kAllToAllFunction, axisIndex(type.getMesh(), op.getOver()), std::nullopt,
+        blocks, cast<RankedTensorType>(blocks.getType()), inputType.getNumElements() / parts);
     SmallVector<ReassociationIndices> merge = {{0, 1}};
     for (int64_t d = 2; d <= rank; ++d)
       merge.push_back({d});

@@ -5,7 +5,9 @@
 // (../comm/CommTestUtil.h), each call with a MeshCall over its rank's communicator in its
 // kernel context (as the Trainer calls kernels). Each rank passes its shard of a whole
 // tensor whose values are known and must get back exactly its shard of the result layout:
-// the compiler's transposes and the runtime's block exchange agree end to end.
+// the compiler's transposes and the runtime's block exchange agree end to end, and the
+// communicator counts the bytes the compiler predicts for the call (CommunicationVolume.cpp:
+// (n - 1) / n of the local input).
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,8 +37,7 @@ public:
   /// The descriptor of the values where they are now.
   void *descriptor() {
     auto data = reinterpret_cast<int64_t>(values.data());
-    words = {data,     data,     0, sizes[0], sizes[1], sizes[2], sizes[1] * sizes[2],
-             sizes[2], 1};
+    words = {data, data, 0, sizes[0], sizes[1], sizes[2], sizes[1] * sizes[2], sizes[2], 1};
     return words.data();
   }
 
@@ -71,6 +72,7 @@ protected:
     ASSERT_NE(function, nullptr) << "no packed entry for " << name;
     std::vector<Buffer3> results(size_t(n), Buffer3{out});
     std::vector<std::string> errors(static_cast<size_t>(n));
+    std::vector<uint64_t> bytes(static_cast<size_t>(n));
     runRanks(n, [&](int rank) {
       auto comm = job.connect(rank, n, name);
       ASSERT_TRUE(comm);
@@ -87,9 +89,13 @@ protected:
       void *descriptors[] = {shard.descriptor(), results[size_t(rank)].descriptor()};
       function(&context, descriptors);
       errors[size_t(rank)] = call.error().message();
+      bytes[size_t(rank)] = comm->counters().bytesSentBy(CollectiveKind::AllToAll);
     });
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
+      EXPECT_EQ(bytes[size_t(r)],
+                uint64_t(n - 1) * uint64_t(in[0] * in[1] * in[2]) * sizeof(float) / uint64_t(n))
+          << "rank " << r;
       for (int64_t i = 0; i < out[0]; ++i)
         for (int64_t j = 0; j < out[1]; ++j)
           for (int64_t k = 0; k < out[2]; ++k)
