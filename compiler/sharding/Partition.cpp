@@ -94,17 +94,16 @@ private:
       v = mtp::ToPartialOp::create(b, loc, next, v, axis);
       cur = next;
     }
-    // The other dimension whose split the target extends by `axis` next, if any: an axis
-    // leaving one dimension for it moves there by one all_to_all, instead of an all_gather
-    // of the whole dimension and an all_slice of the other.
-    auto moveTarget = [&](StringRef axis, StringRef leaving) -> std::optional<StringRef> {
-      if (cur.isPartialOver(axis))
-        return std::nullopt;
+    // The dimension whose split the target extends by `axis` next, if any (not the one
+    // `axis` leaves: that one's split is no prefix of its target's): the axis moves there
+    // by one all_to_all, instead of an all_gather of the dimension it leaves and an
+    // all_slice of the other.
+    auto moveTarget = [&](StringRef axis) -> std::optional<StringRef> {
       for (NamedAttribute entry : to.getSplit()) {
         StringRef name = entry.getName().getValue();
         SmallVector<StringRef> target = to.getSplitAxes(name);
         SmallVector<StringRef> have = cur.getSplitAxes(name);
-        if (name != leaving && have.size() < target.size() && target[have.size()] == axis &&
+        if (have.size() < target.size() && target[have.size()] == axis &&
             llvm::equal(have, ArrayRef(target).take_front(have.size())))
           return name;
       }
@@ -120,7 +119,7 @@ private:
                                !llvm::equal(have, ArrayRef(target).take_front(have.size())))) {
         StringRef axis = have.pop_back_val();
         ShardedTensorType next = cur.withSplit(name, have);
-        if (std::optional<StringRef> into = moveTarget(axis, name)) {
+        if (std::optional<StringRef> into = moveTarget(axis)) {
           SmallVector<StringRef> axes = cur.getSplitAxes(*into);
           axes.push_back(axis);
           next = next.withSplit(*into, axes);
