@@ -523,3 +523,29 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, sp = true>} {
     return %l : !mt.tensor<[], f32>
   }
 }
+
+// -----
+
+// Tests the same move under a layout that maps two dimensions to tp (an expert dispatch):
+// the tokens take the capacity split of the positions they are added to; the expert
+// contraction splits experts (tied in priority, experts come first in its result), so the
+// tokens move from their capacity slot to their expert's rank by one all_to_all.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[D:.*]] = mt.add {{.*}} -> <[experts=2, capacity=2, hidden=4], f32>
+// CHECK-NEXT: %[[V:.*]] = mtp.from_local %[[D]] : {{.*}} -> <[experts=2, capacity=4, hidden=4], f32, <[tp = 2]>, split {capacity = [tp]}>
+// CHECK-NEXT: %[[A:.*]] = mtp.all_to_all %[[V]] over "tp" from "capacity" to "experts" : {{.*}} -> <[experts=2, capacity=4, hidden=4], f32, <[tp = 2]>, split {experts = [tp]}>
+// CHECK-NEXT: %[[L:.*]] = mtp.to_local %[[A]] : {{.*}} -> <[experts=1, capacity=4, hidden=4], f32>
+// CHECK-NEXT: mt.contract %[[L]], %arg2 over [hidden] : <[experts=1, capacity=4, hidden=4], f32>, <[experts=1, hidden=4, ffn=8], f32> -> <[experts=1, capacity=4, ffn=8], f32>
+// CHECK-NOT: mtp.all_gather
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, layout = {experts: tp, capacity: tp}>} {
+  mt.param @pos : !mt.tensor<[capacity=4, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @w1 : !mt.tensor<[experts=2, hidden=4, ffn=8], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[experts=2, capacity=4, hidden=4], f32>,
+                     %pos: !mt.tensor<[capacity=4, hidden=4], f32> {mt.param = @pos},
+                     %w1: !mt.tensor<[experts=2, hidden=4, ffn=8], f32> {mt.param = @w1}) -> !mt.tensor<[], f32> {
+    %d = mt.add %x, %pos : <[experts=2, capacity=4, hidden=4], f32>, <[capacity=4, hidden=4], f32> -> <[experts=2, capacity=4, hidden=4], f32>
+    %h = mt.contract %d, %w1 over [hidden] : <[experts=2, capacity=4, hidden=4], f32>, <[experts=2, hidden=4, ffn=8], f32> -> <[experts=2, capacity=4, ffn=8], f32>
+    %l = mt.reduce_sum %h over [experts, capacity, ffn] : <[experts=2, capacity=4, ffn=8], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
