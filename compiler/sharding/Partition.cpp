@@ -94,7 +94,23 @@ private:
       v = mtp::ToPartialOp::create(b, loc, next, v, axis);
       cur = next;
     }
-    // Then gather what the target does not split that way, and slice what it splits more.
+    // The dimension whose split the target extends by `axis` next, if any (not the one
+    // `axis` leaves: that one's split is no prefix of its target's): the axis moves there
+    // by one all_to_all, instead of an all_gather of the dimension it leaves and an
+    // all_slice of the other.
+    auto moveTarget = [&](StringRef axis) -> std::optional<StringRef> {
+      for (NamedAttribute entry : to.getSplit()) {
+        StringRef name = entry.getName().getValue();
+        SmallVector<StringRef> target = to.getSplitAxes(name);
+        SmallVector<StringRef> have = cur.getSplitAxes(name);
+        if (have.size() < target.size() && target[have.size()] == axis &&
+            llvm::equal(have, ArrayRef(target).take_front(have.size())))
+          return name;
+      }
+      return std::nullopt;
+    };
+    // Then gather (or move) what the target does not split that way, and slice what it
+    // splits more.
     for (const mt::NamedDim &dim : cur.getGlobal().getDims()) {
       StringRef name = dim.name.getValue();
       SmallVector<StringRef> target = to.getSplitAxes(name);
@@ -103,7 +119,14 @@ private:
                                !llvm::equal(have, ArrayRef(target).take_front(have.size())))) {
         StringRef axis = have.pop_back_val();
         ShardedTensorType next = cur.withSplit(name, have);
-        v = mtp::AllGatherOp::create(b, loc, next, v, axis, name);
+        if (std::optional<StringRef> into = moveTarget(axis)) {
+          SmallVector<StringRef> axes = cur.getSplitAxes(*into);
+          axes.push_back(axis);
+          next = next.withSplit(*into, axes);
+          v = mtp::AllToAllOp::create(b, loc, next, v, axis, name, *into);
+        } else {
+          v = mtp::AllGatherOp::create(b, loc, next, v, axis, name);
+        }
         cur = next;
       }
     }

@@ -38,7 +38,9 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     - operands that disagree on a dimension are sliced to the split (`all_slice`, no
       communication); when one axis would split two dimensions of one tensor (or split
       one and sum another), the dimension of lower priority is gathered (`all_gather`):
-      layout dimensions outrank `seq` under `sp`, which outranks the rest;
+      layout dimensions outrank `seq` under `sp`, which outranks the rest; an axis that
+      leaves a value's dimension for another dimension of it moves there by one
+      `all_to_all` (not a gather of the one and a slice of the other);
     - vocabulary parallelism: `reduce_max` over a split dimension leaves partial maxima,
       combined at once by `mtp.all_reduce ... reduction = max`; `gather` of a table split
       along the indexed dimension reads only this rank's rows (partial sums); when the

@@ -9,7 +9,8 @@
  * codes never change meaning once given; new ones are appended.
  *
  * Imported by the object (defined by the runtime, runtime/exec/):
- *   collectives     mtc_all_reduce, mtc_all_gather, mtc_reduce_scatter, mtc_mesh_coordinate
+ *   collectives     mtc_all_reduce, mtc_all_gather, mtc_reduce_scatter, mtc_all_to_all,
+ *                   mtc_mesh_coordinate
  *                   (MeshCollectives.h: semantics, error handling)
  *   GEMM            _mlir_ciface_mtc_batch_matmul_f32 (Gemm.h)
  *   dropout         mtc_dropout_key, mtc_dropout_layer (DropoutKey.h)
@@ -66,6 +67,7 @@ extern "C" {
 #define MTC_ABI_ALL_GATHER "mtc_all_gather"
 #define MTC_ABI_REDUCE_SCATTER "mtc_reduce_scatter"
 #define MTC_ABI_MESH_COORDINATE "mtc_mesh_coordinate"
+#define MTC_ABI_ALL_TO_ALL "mtc_all_to_all"
 #define MTC_ABI_DROPOUT_KEY "mtc_dropout_key"
 #define MTC_ABI_DROPOUT_LAYER "mtc_dropout_layer"
 #define MTC_ABI_DROPOUT_KEEP_ELEMENT "mtc_dropout_keep_element"
@@ -93,6 +95,7 @@ extern "C" {
   X(mtc_all_gather)                                                                            \
   X(mtc_reduce_scatter)                                                                        \
   X(mtc_mesh_coordinate)                                                                       \
+  X(mtc_all_to_all)                                                                            \
   X(_mlir_ciface_mtc_batch_matmul_f32)                                                         \
   X(mtc_dropout_key)                                                                           \
   X(mtc_dropout_layer)                                                                         \
@@ -159,6 +162,9 @@ void mtc_all_gather(MtcKernelContext *context, int64_t axis, int64_t dtype, cons
 void mtc_reduce_scatter(MtcKernelContext *context, int64_t axis, int64_t dtype, const void *in,
                         void *out, int64_t count);
 int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis);
+/* Block c (`count` elements) of `in` goes to coordinate c; block c of `out` comes from it. */
+void mtc_all_to_all(MtcKernelContext *context, int64_t axis, int64_t dtype, const void *in,
+                    void *out, int64_t count);
 
 /*===----------------------------------------------------------------------===*
  * GEMM (runtime/exec/Gemm.h): c[i] += a[i] x b[i] on rank-3 f32 memref descriptors

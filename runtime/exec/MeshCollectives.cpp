@@ -118,6 +118,16 @@ void zeroFill(void *out, int64_t dtype, int64_t count) {
     std::memset(out, 0, size_t(count) * elementSize(dtype));
 }
 
+/// Zeroes the output of a failed gather or exchange: its size(axis) blocks of `count`
+/// elements, or the first block when the axis (so their number) is unknown.
+void zeroFillBlocks(const MeshCall *meshCall, int64_t axis, void *out, int64_t dtype,
+                    int64_t count) {
+  int64_t blocks = 1;
+  if (meshCall && axis >= 0 && axis < static_cast<int64_t>(meshCall->mesh().axes.size()))
+    blocks = meshCall->mesh().axes[size_t(axis)].size;
+  zeroFill(out, dtype, count * blocks);
+}
+
 /// The communicator's code of a checked `dtype` (the kernels pass the same codes).
 MtcElementType elementTypeOf(int64_t dtype) { return static_cast<MtcElementType>(dtype); }
 
@@ -200,11 +210,7 @@ extern "C" void mtc_all_gather(MtcKernelContext *context, int64_t axis, int64_t 
         return g.comm->allGather(in, out, size_t(count), elementTypeOf(dtype));
       }))
     return;
-  // The whole result is zeroed when the axis (so its size) is known.
-  int64_t outCount = count;
-  if (meshCall && axis >= 0 && axis < static_cast<int64_t>(meshCall->mesh().axes.size()))
-    outCount = count * meshCall->mesh().axes[size_t(axis)].size;
-  zeroFill(out, dtype, outCount);
+  zeroFillBlocks(meshCall, axis, out, dtype, count);
 }
 
 extern "C" void mtc_reduce_scatter(MtcKernelContext *context, int64_t axis, int64_t dtype,
@@ -220,6 +226,21 @@ extern "C" void mtc_reduce_scatter(MtcKernelContext *context, int64_t axis, int6
       }))
     return;
   zeroFill(out, dtype, count);
+}
+
+extern "C" void mtc_all_to_all(MtcKernelContext *context, int64_t axis, int64_t dtype,
+                               const void *in, void *out, int64_t count) {
+  MeshCall *meshCall = MeshCall::of(context);
+  Call call(meshCall, "mtc_all_to_all", "exchange of blocks", axis, dtype, count);
+  if (call.run([&](const MeshAxisGroup &g) {
+        if (g.size == 1) {
+          std::memcpy(out, in, size_t(count) * elementSize(dtype));
+          return Error::success();
+        }
+        return g.comm->allToAll(in, out, size_t(count), elementTypeOf(dtype));
+      }))
+    return;
+  zeroFillBlocks(meshCall, axis, out, dtype, count);
 }
 
 extern "C" int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis) {

@@ -2,7 +2,7 @@
 //
 // A plan compiled with tensor parallelism (`mtc compile --kernels=x86 --tp N`) holds per-rank
 // programs that communicate along the plan's mesh axes (docs/plan-format.md, "Mesh and
-// layouts") through four C functions of the kernel ABI (runtime/exec/KernelABI.h), which the
+// layouts") through five C functions of the kernel ABI (runtime/exec/KernelABI.h), which the
 // runtime defines here and executables that link the executor export (like mtc_dropout_key):
 //
 //   void mtc_all_reduce(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t op,
@@ -19,12 +19,17 @@
 //                           const void *in, void *out, int64_t count)
 //       count = elements of `out`; in holds size(axis) * count; out = the sum over the group
 //       of block number (my coordinate) of every rank's `in`.
+//   void mtc_all_to_all(MtcKernelContext *context, int64_t axis, int64_t dtype,
+//                       const void *in, void *out, int64_t count)
+//       count = elements of one block; in and out hold size(axis) * count: block c of `in`
+//       goes to the rank with coordinate c, block c of `out` is what that rank sent this
+//       one (the communicator's allToAll; this rank sends (size - 1) * count elements).
 //   int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis)
 //       this rank's coordinate along the axis.
 //
 // dtype MTC_F32 or MTC_F64 (the communicator's codes, runtime/comm/CollectiveTypes.h, which
 // the ABI reuses). Every combination works: the communicator's typed all-reduce,
-// all-gather and reduce-scatter carry both. `axis` indexes plan.mesh.axes. An axis of size 1 needs
+// all-gather, reduce-scatter and all-to-all carry both. `axis` indexes plan.mesh.axes. An axis of size 1 needs
 // no communicator: the collectives copy.
 //
 // The mesh of the call in progress is the `MeshCall` in the call's kernel context
@@ -32,12 +37,12 @@
 // cannot return errors, so a failing collective (a communicator error or timeout, an axis out
 // of range, an unknown dtype or op, a negative count) records the first error in the
 // MeshCall; it and every later collective of the same call write zeros to their output and
-// communicate nothing (the first `count` elements for mtc_all_gather when the axis is out of
-// range, its extent being unknown). After the kernel returns the Trainer checks the MeshCall
+// communicate nothing (the first `count` elements for mtc_all_gather and mtc_all_to_all when
+// the axis is out of range, their extent being unknown). After the kernel returns the Trainer checks the MeshCall
 // and fails the step with the message, which names the function, the axis and the rank.
 //
 // Without a MeshCall (a null context or mesh, or a context of another ABI version: a kernel
-// called outside the Trainer) nothing is communicated: the three collectives write `count`
+// called outside the Trainer) nothing is communicated: the four collectives write `count`
 // zeros to `out` and mtc_mesh_coordinate returns 0; there is nothing to report to, so nothing
 // else happens.
 //

@@ -15,9 +15,10 @@
 //
 // The runtime's gathers and scatters move contiguous blocks, one per rank: a dimension
 // gathered or scattered other than the outermost is transposed to the front first and
-// back after. `all_slice` needs no communication: an `extract_slice` at this rank's
-// coordinate (kMeshCoordinateFunction), and `to_partial` a select on it. `from_local` /
-// `to_local` are nothing on builtin tensors.
+// back after; an all-to-all splits the dimension it scatters into (rank, part) and
+// transposes both its dimensions to the front (AllToAllLowering). `all_slice` needs no
+// communication: an `extract_slice` at this rank's coordinate (kMeshCoordinateFunction), and
+// `to_partial` a select on it. `from_local` / `to_local` are nothing on builtin tensors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -179,6 +180,61 @@ struct BlockCollectiveLowering : OpConversionPattern<Op> {
   }
 };
 
+/// all_to_all: block j of the operand along `to` goes to coordinate j, and the block from
+/// coordinate i lands at position i along `from`. The runtime exchanges contiguous blocks
+/// laid out alike on both sides, so the operand's `to` is split into (coordinate, part)
+/// and transposed to [coordinate, from, the others in order]; what arrives is [source,
+/// from, the others], whose first two dimensions collapse into the whole `from` at the
+/// front, transposed back into place.
+struct AllToAllLowering : OpConversionPattern<mtp::AllToAllOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(mtp::AllToAllOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<mtp::ShardedTensorType>(op.getInput().getType());
+    auto inputType = cast<RankedTensorType>(adaptor.getInput().getType());
+    Location loc = op.getLoc();
+    Type element = inputType.getElementType();
+    int64_t rank = inputType.getRank();
+    int64_t from = *type.getGlobal().getDimIndex(op.getFrom());
+    int64_t to = *type.getGlobal().getDimIndex(op.getTo());
+    int64_t parts = *type.getMesh().getAxisSize(op.getOver());
+
+    // Dimension d of the operand is expandedDim(d) of the expanded tensor, whose `to` is
+    // (coordinate, part) at (to, to + 1).
+    auto expandedDim = [&](int64_t d) { return d > to ? d + 1 : d; };
+    SmallVector<int64_t> expandedShape;
+    SmallVector<ReassociationIndices> split;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t size = inputType.getDimSize(d);
+      ReassociationIndices &group = split.emplace_back();
+      group.push_back(static_cast<int64_t>(expandedShape.size()));
+      if (d == to) {
+        expandedShape.push_back(parts);
+        group.push_back(static_cast<int64_t>(expandedShape.size()));
+        size /= parts;
+      }
+      expandedShape.push_back(size);
+    }
+    Value expanded = tensor::ExpandShapeOp::create(
+        rewriter, loc, RankedTensorType::get(expandedShape, element), adaptor.getInput(), split);
+    SmallVector<int64_t> order = {to, expandedDim(from)};
+    for (int64_t d = 0; d <= rank; ++d)
+      if (d != to && d != expandedDim(from))
+        order.push_back(d);
+    Value blocks = transposed(rewriter, loc, expanded, order);
+
+    Value received = callCollective(
+        rewriter, loc, kAllToAllFunction, axisIndex(type.getMesh(), op.getOver()), std::nullopt,
+        blocks, cast<RankedTensorType>(blocks.getType()), inputType.getNumElements() / parts);
+    SmallVector<ReassociationIndices> merge = {{0, 1}};
+    for (int64_t d = 2; d <= rank; ++d)
+      merge.push_back({d});
+    Value front = tensor::CollapseShapeOp::create(rewriter, loc, received, merge);
+    rewriter.replaceOp(op, transposed(rewriter, loc, front, frontPermutation(from, rank).second));
+    return success();
+  }
+};
+
 /// to_partial: the value where this rank's coordinate is 0, zero elsewhere.
 struct ToPartialLowering : OpConversionPattern<mtp::ToPartialOp> {
   using OpConversionPattern::OpConversionPattern;
@@ -260,6 +316,7 @@ LogicalResult codegen::lowering::declareMeshFunctions(ModuleOp module) {
       {kAllReduceFunction, builder.getFunctionType({i64, i64, i64, i64, i64, i64}, {})},
       {kAllGatherFunction, builder.getFunctionType({i64, i64, i64, i64, i64}, {})},
       {kReduceScatterFunction, builder.getFunctionType({i64, i64, i64, i64, i64}, {})},
+      {kAllToAllFunction, builder.getFunctionType({i64, i64, i64, i64, i64}, {})},
       {kMeshCoordinateFunction, builder.getFunctionType({i64}, {i64})},
   };
   return declareRuntimeFunctions(module, declarations, "the runtime's collectives");
@@ -270,7 +327,7 @@ void codegen::lowering::populateCollectivePatterns(const TypeConverter &types,
   patterns.add<LocalViewLowering<mtp::FromLocalOp>, LocalViewLowering<mtp::ToLocalOp>,
                AllReduceLowering,
                BlockCollectiveLowering<mtp::AllGatherOp, true>,
-               BlockCollectiveLowering<mtp::ReduceScatterOp, false>, AllSliceLowering,
-               ToPartialLowering>(
+               BlockCollectiveLowering<mtp::ReduceScatterOp, false>, AllToAllLowering,
+               AllSliceLowering, ToPartialLowering>(
       types, patterns.getContext());
 }

@@ -554,3 +554,62 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, dp = 2, distr
 // expected-error @+1 {{the distributed optimizer shards the optimizer state over data-parallel ranks: set dp above 1}}
 module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, distributed_optimizer = true>} {
 }
+
+// -----
+
+// Tests that moving a split from one dimension to another is one all_to_all: with sequence
+// parallelism the reduce-scattered activation is split along seq; the row-parallel output
+// projection splits heads (which outranks seq) over the same axis, so its operand's tp
+// moves from seq to heads, not an all_gather of the sequence and an all_slice of the heads.
+// CHECK-LABEL: func.func @forward
+// CHECK: mtp.reduce_scatter {{.*}} over "tp" along "seq"
+// CHECK: %[[S:.*]] = mt.split %{{.*}} hidden into [heads, head_dim] : <[seq=2, hidden=4], f32> -> <[seq=2, heads=2, head_dim=2], f32>
+// CHECK-NEXT: %[[V:.*]] = mtp.from_local %[[S]] : <[seq=2, heads=2, head_dim=2], f32> -> <[seq=4, heads=2, head_dim=2], f32, <[tp = 2]>, split {seq = [tp]}>
+// CHECK-NEXT: %[[A:.*]] = mtp.all_to_all %[[V]] over "tp" from "seq" to "heads" : <[seq=4, heads=2, head_dim=2], f32, <[tp = 2]>, split {seq = [tp]}> -> <[seq=4, heads=2, head_dim=2], f32, <[tp = 2]>, split {heads = [tp]}>
+// CHECK-NEXT: %[[L:.*]] = mtp.to_local %[[A]] : {{.*}} -> <[seq=4, heads=1, head_dim=2], f32>
+// CHECK-NEXT: mt.contract %[[L]], %arg3 over [heads, head_dim] : <[seq=4, heads=1, head_dim=2], f32>, <[heads=1, head_dim=2, hidden=4], f32> -> <[seq=4, hidden=4], f32>
+// CHECK-NOT: mtp.all_gather
+// CHECK-NOT: mtp.all_slice
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, sp = true>} {
+  mt.param @w2 : !mt.tensor<[ffn=8, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @b2 : !mt.tensor<[hidden=4], f32> init zeros
+  mt.param @wo : !mt.tensor<[heads=2, head_dim=2, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[seq=4, ffn=8], f32>,
+                     %w2: !mt.tensor<[ffn=8, hidden=4], f32> {mt.param = @w2},
+                     %b2: !mt.tensor<[hidden=4], f32> {mt.param = @b2},
+                     %wo: !mt.tensor<[heads=2, head_dim=2, hidden=4], f32> {mt.param = @wo}) -> !mt.tensor<[], f32> {
+    %y = mt.contract %x, %w2 over [ffn] : <[seq=4, ffn=8], f32>, <[ffn=8, hidden=4], f32> -> <[seq=4, hidden=4], f32>
+    %z = mt.add %y, %b2 : <[seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[seq=4, hidden=4], f32>
+    %s = mt.split %z hidden into [heads, head_dim] : <[seq=4, hidden=4], f32> -> <[seq=4, heads=2, head_dim=2], f32>
+    %o = mt.contract %s, %wo over [heads, head_dim] : <[seq=4, heads=2, head_dim=2], f32>, <[heads=2, head_dim=2, hidden=4], f32> -> <[seq=4, hidden=4], f32>
+    %l = mt.reduce_sum %o over [seq, hidden] : <[seq=4, hidden=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests the same move under a layout that maps two dimensions to tp (an expert dispatch):
+// the tokens take the capacity split of the positions they are added to; the expert
+// contraction splits experts (tied in priority, experts come first in its result), so the
+// tokens move from their capacity slot to their expert's rank by one all_to_all.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[D:.*]] = mt.add {{.*}} -> <[experts=2, capacity=2, hidden=4], f32>
+// CHECK-NEXT: %[[V:.*]] = mtp.from_local %[[D]] : {{.*}} -> <[experts=2, capacity=4, hidden=4], f32, <[tp = 2]>, split {capacity = [tp]}>
+// CHECK-NEXT: %[[A:.*]] = mtp.all_to_all %[[V]] over "tp" from "capacity" to "experts" : {{.*}} -> <[experts=2, capacity=4, hidden=4], f32, <[tp = 2]>, split {experts = [tp]}>
+// CHECK-NEXT: %[[L:.*]] = mtp.to_local %[[A]] : {{.*}} -> <[experts=1, capacity=4, hidden=4], f32>
+// CHECK-NEXT: mt.contract %[[L]], %arg2 over [hidden] : <[experts=1, capacity=4, hidden=4], f32>, <[experts=1, hidden=4, ffn=8], f32> -> <[experts=1, capacity=4, ffn=8], f32>
+// CHECK-NOT: mtp.all_gather
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, layout = {experts: tp, capacity: tp}>} {
+  mt.param @pos : !mt.tensor<[capacity=4, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @w1 : !mt.tensor<[experts=2, hidden=4, ffn=8], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[experts=2, capacity=4, hidden=4], f32>,
+                     %pos: !mt.tensor<[capacity=4, hidden=4], f32> {mt.param = @pos},
+                     %w1: !mt.tensor<[experts=2, hidden=4, ffn=8], f32> {mt.param = @w1}) -> !mt.tensor<[], f32> {
+    %d = mt.add %x, %pos : <[experts=2, capacity=4, hidden=4], f32>, <[capacity=4, hidden=4], f32> -> <[experts=2, capacity=4, hidden=4], f32>
+    %h = mt.contract %d, %w1 over [hidden] : <[experts=2, capacity=4, hidden=4], f32>, <[experts=2, hidden=4, ffn=8], f32> -> <[experts=2, capacity=4, ffn=8], f32>
+    %l = mt.reduce_sum %h over [experts, capacity, ffn] : <[experts=2, capacity=4, ffn=8], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}

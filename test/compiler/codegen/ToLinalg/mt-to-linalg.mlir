@@ -671,6 +671,35 @@ func.func @collectives(%x: !mt.tensor<[s=4, h=3], f32>) -> !mt.tensor<[s=2, h=3]
 
 // -----
 
+// Tests an all-to-all moving tp (the mesh's second axis, 4 ranks) from s to h: the
+// operand's h is split into (destination coordinate, part) and transposed to [coordinate,
+// s, b, part], so block c (3 x 5 x 2 = 30 elements) is what coordinate c gets; what arrives
+// is [source, s, b, part], whose first two dimensions collapse into the whole s (source c's
+// rows at c * 5), transposed back to [b, s, h].
+// CHECK-DAG: func.func private @mtc_all_to_all(i64, i64, i64, i64, i64)
+// CHECK-LABEL: func.func @all_to_all
+// CHECK-SAME: (%[[X:.*]]: tensor<3x5x8xf32>) -> tensor<3x20x2xf32>
+// CHECK: %[[E:.*]] = tensor.expand_shape %[[X]] {{\[}}[0], [1], [2, 3]] output_shape [3, 5, 4, 2] : tensor<3x5x8xf32> into tensor<3x5x4x2xf32>
+// CHECK: %[[BLOCKS:.*]] = linalg.transpose ins(%[[E]] : tensor<3x5x4x2xf32>) outs(%{{.*}} : tensor<4x5x3x2xf32>) permutation = [2, 1, 0, 3]
+// CHECK: %[[IN:.*]] = bufferization.to_buffer %[[BLOCKS]] read_only : tensor<4x5x3x2xf32> to memref<4x5x3x2xf32>
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<4x5x3x2xf32>
+// CHECK: %[[TP:.*]] = arith.constant 1 : i64
+// CHECK: %[[F32:.*]] = arith.constant 0 : i64
+// CHECK: %[[COUNT:.*]] = arith.constant 30 : i64
+// CHECK: call @mtc_all_to_all(%[[TP]], %[[F32]], %{{.*}}, %{{.*}}, %[[COUNT]]) : (i64, i64, i64, i64, i64) -> ()
+// CHECK: %[[R:.*]] = bufferization.to_tensor %[[OUT]] restrict writable : memref<4x5x3x2xf32> to tensor<4x5x3x2xf32>
+// CHECK: %[[S:.*]] = tensor.collapse_shape %[[R]] {{\[}}[0, 1], [2], [3]] : tensor<4x5x3x2xf32> into tensor<20x3x2xf32>
+// CHECK: %[[Y:.*]] = linalg.transpose ins(%[[S]] : tensor<20x3x2xf32>) outs(%{{.*}} : tensor<3x20x2xf32>) permutation = [1, 0, 2]
+// CHECK: return %[[Y]] : tensor<3x20x2xf32>
+func.func @all_to_all(%x: !mt.tensor<[b=3, s=5, h=8], f32>) -> !mt.tensor<[b=3, s=20, h=2], f32> {
+  %p = mtp.from_local %x : !mt.tensor<[b=3, s=5, h=8], f32> -> !mtp.tensor<[b=3, s=20, h=8], f32, <[dp = 2, tp = 4]>, split {s = [tp]}>
+  %a = mtp.all_to_all %p over "tp" from "s" to "h" : !mtp.tensor<[b=3, s=20, h=8], f32, <[dp = 2, tp = 4]>, split {s = [tp]}> -> !mtp.tensor<[b=3, s=20, h=8], f32, <[dp = 2, tp = 4]>, split {h = [tp]}>
+  %l = mtp.to_local %a : !mtp.tensor<[b=3, s=20, h=8], f32, <[dp = 2, tp = 4]>, split {h = [tp]}> -> !mt.tensor<[b=3, s=20, h=2], f32>
+  return %l : !mt.tensor<[b=3, s=20, h=2], f32>
+}
+
+// -----
+
 // Tests a dropout of a split tensor: its elements are numbered as in the whole tensor, the
 // split dimension's index offset by this rank's coordinate times the local size, the
 // strides those of the whole tensor.

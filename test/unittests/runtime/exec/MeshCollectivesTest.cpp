@@ -1,8 +1,9 @@
 //===- MeshCollectivesTest.cpp - The kernels' collectives and the rank mesh -===//
 //
-// Ranks as threads over loopback (../comm/CommTestUtil.h). The four C functions compiled
+// Ranks as threads over loopback (../comm/CommTestUtil.h). The five C functions compiled
 // kernels import run with a MeshCall in their kernel context on 2 and 4 ranks: sums (f32,
-// f64) bitwise equal on every rank, max, gather and reduce-scatter block order, coordinates;
+// f64) bitwise equal on every rank, max, gather, reduce-scatter and all-to-all block order
+// (and the all-to-all's bytes as the compiler predicts them), coordinates;
 // the sticky error after a peer dies or stops answering (zeros, no more communication, one
 // message naming the function, the axis and the rank); calls without a mesh (no context, a
 // context of another version), two calls at once, and bad arguments. RankMesh:
@@ -199,6 +200,50 @@ TEST_P(MeshCollectives, AllGatherAndReduceScatterBlocks) {
   }
 }
 
+TEST_P(MeshCollectives, AllToAllMovesBlockCToCoordinateC) {
+  const int n = this->n();
+  const size_t count = 37; // elements per block
+  std::vector<std::vector<float>> out(n);
+  std::vector<std::vector<double>> out64(n);
+  std::vector<uint64_t> bytes(n);
+  std::vector<bool> untouched(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "alltoall");
+    ASSERT_TRUE(comm);
+    MeshContext mesh = oneAxis(comm.get(), rank);
+    MeshCall scope(mesh);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr, 0);
+    // Element i of block c of rank r: 1000 r + 10 c + i % 7.
+    std::vector<float> in(count * n);
+    std::vector<double> in64(count * n);
+    for (int c = 0; c < n; ++c)
+      for (size_t i = 0; i < count; ++i)
+        in[c * count + i] = in64[c * count + i] = 1000.0 * rank + 10.0 * c + double(i % 7);
+    const std::vector<float> before = in;
+    out[rank].assign(count * n, -1.0f);
+    mtc_all_to_all(&context, 0, MTC_F32, in.data(), out[rank].data(), int64_t(count));
+    out64[rank].assign(count * n, -1.0);
+    mtc_all_to_all(&context, 0, MTC_F64, in64.data(), out64[rank].data(), int64_t(count));
+    EXPECT_TRUE(scope.ok()) << scope.error().message();
+    untouched[rank] = in == before;
+    bytes[rank] = comm->counters().bytesSentBy(CollectiveKind::AllToAll);
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(untouched[r]) << "rank " << r << ": the input is not touched";
+    // Block s of rank r's output is block r of rank s's input.
+    for (int s = 0; s < n; ++s)
+      for (size_t i = 0; i < count; ++i) {
+        double expected = 1000.0 * s + 10.0 * r + double(i % 7);
+        ASSERT_EQ(out[r][s * count + i], float(expected)) << "rank " << r << " block " << s;
+        ASSERT_EQ(out64[r][s * count + i], expected) << "rank " << r << " block " << s;
+      }
+    // What the compiler predicts for mtp.all_to_all (compiler/sharding/CommunicationVolume.cpp):
+    // (n - 1) / n of the local input's bytes, per call.
+    uint64_t localBytes = count * n * (sizeof(float) + sizeof(double));
+    EXPECT_EQ(bytes[r], (n - 1) * localBytes / n) << "rank " << r;
+  }
+}
+
 /// The last rank stays alive but stops participating: the others' first collective fails
 /// within the timeout; it and every later one of the scope write zeros without waiting, and
 /// the scope holds the first failure.
@@ -208,7 +253,7 @@ TEST_P(MeshCollectives, StickyErrorWhenAPeerStopsAnswering) {
   std::shared_future<void> done = othersDone.get_future().share();
   std::atomic<int> finished{0};
   std::vector<std::string> messages(n);
-  std::vector<std::vector<float>> first(n), gathered(n), scattered(n);
+  std::vector<std::vector<float>> first(n), gathered(n), scattered(n), exchanged(n);
   std::vector<std::chrono::steady_clock::duration> later(n);
   runRanks(n, [&](int rank) {
     auto comm = job.connect(rank, n, "silent", 500ms);
@@ -232,6 +277,8 @@ TEST_P(MeshCollectives, StickyErrorWhenAPeerStopsAnswering) {
       std::vector<float> rs(100 * n, 1.0f);
       scattered[rank].assign(100, 7.0f);
       mtc_reduce_scatter(&context, 0, MTC_F32, rs.data(), scattered[rank].data(), 100);
+      exchanged[rank].assign(100 * n, 7.0f);
+      mtc_all_to_all(&context, 0, MTC_F32, rs.data(), exchanged[rank].data(), 100);
       later[rank] = std::chrono::steady_clock::now() - start;
       messages[rank] = scope.error().message();
       Error taken = scope.takeError();
@@ -251,6 +298,7 @@ TEST_P(MeshCollectives, StickyErrorWhenAPeerStopsAnswering) {
     EXPECT_EQ(first[r], std::vector<float>(100, 0.0f)) << "rank " << r;
     EXPECT_EQ(gathered[r], std::vector<float>(100 * size_t(n), 0.0f)) << "rank " << r;
     EXPECT_EQ(scattered[r], std::vector<float>(100, 0.0f)) << "rank " << r;
+    EXPECT_EQ(exchanged[r], std::vector<float>(100 * size_t(n), 0.0f)) << "rank " << r;
     EXPECT_LT(later[r], 100ms) << "later collectives must not communicate";
   }
 }
@@ -307,6 +355,9 @@ TEST(MeshCollectivesTest, WithoutAMeshZerosAndCoordinateZero) {
     std::vector<double> in64(4, 3.0), out64(4, 9.0);
     mtc_reduce_scatter(context, 0, MTC_F64, in64.data(), out64.data(), 4);
     EXPECT_EQ(out64, std::vector<double>(4, 0.0));
+    out.assign(6, 9.0f);
+    mtc_all_to_all(context, 0, MTC_F32, in.data(), out.data(), 2);
+    EXPECT_EQ(out, (std::vector<float>{0, 0, 9, 9, 9, 9})) << "count elements";
     EXPECT_EQ(mtc_mesh_coordinate(context, 0), 0);
     EXPECT_EQ(mtc_mesh_coordinate(context, 3), 0);
   }
@@ -329,6 +380,9 @@ TEST(MeshCollectivesTest, AxesOfOneRankCopyAndCallsAreIndependent) {
   mtc_all_gather(&context, 0, MTC_F64, in64.data(), out64.data(), 2);
   EXPECT_EQ(out64, in64);
   mtc_reduce_scatter(&context, 1, MTC_F64, in64.data(), out64.data(), 2);
+  EXPECT_EQ(out64, in64);
+  out64.assign(2, 0.0);
+  mtc_all_to_all(&context, 0, MTC_F64, in64.data(), out64.data(), 2);
   EXPECT_EQ(out64, in64);
   EXPECT_EQ(mtc_mesh_coordinate(&context, 1), 0);
   // A second call in progress at the same time, on the same thread, with another mesh.
@@ -382,6 +436,17 @@ TEST(MeshCollectivesTest, BadArgumentsFailTheCall) {
             }),
             "mtc_reduce_scatter (sum, -1 f32 elements) over mesh axis 'tp' (world rank 5, "
             "coordinate 0 of 1): negative element count -1");
+  EXPECT_EQ(firstError([&](MtcKernelContext *c) {
+              mtc_all_to_all(c, 3, MTC_F32, in.data(), out.data(), 2);
+            }),
+            "mtc_all_to_all (exchange of blocks, 2 f32 elements) on world rank 5: mesh axis 3 "
+            "is out of range (the plan's mesh has 1 axis)");
+  EXPECT_EQ(out, (std::vector<float>{0, 0, 9, 9})) << "count elements: the axis is unknown";
+  EXPECT_EQ(firstError([&](MtcKernelContext *c) {
+              mtc_all_to_all(c, 0, MTC_F32, in.data(), out.data(), -2);
+            }),
+            "mtc_all_to_all (exchange of blocks, -2 f32 elements) over mesh axis 'tp' (world "
+            "rank 5, coordinate 0 of 1): negative element count -2");
   EXPECT_EQ(firstError([&](MtcKernelContext *c) { mtc_mesh_coordinate(c, -1); }),
             "mtc_mesh_coordinate on world rank 5: mesh axis -1 is out of range (the plan's mesh "
             "has 1 axis)");
