@@ -151,7 +151,7 @@ static inline const MtcKernelContext *mtc_kernel_context_checked(const MtcKernel
 
 /*===----------------------------------------------------------------------===*
  * Collectives (runtime/exec/MeshCollectives.h). `axis` is the position of the mesh axis in
- * the plan's mesh, `dtype` an MtcElementType (f32 and f64 today), `op` an MtcReduction
+ * the plan's mesh, `dtype` an MtcElementType (f32, f64, i32, i64 today), `op` an MtcReduction
  * (sum and max today); buffers are contiguous and row-major, passed as addresses.
  *===----------------------------------------------------------------------===*/
 

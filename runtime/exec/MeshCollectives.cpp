@@ -4,18 +4,30 @@
 
 #include "runtime/exec/KernelLibrary.h"
 
+#include "runtime/comm/ElementTypes.h"
+
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <exception>
 #include <new>
 
 namespace mtc::rt {
 namespace {
 
-size_t elementSize(int64_t dtype) { return dtype == MTC_F64 ? sizeof(double) : sizeof(float); }
+/// The element types compiled kernels communicate: floating-point activations and
+/// gradients, and integer token ids and routing indices.
+bool isKernelDtype(int64_t dtype) {
+  return dtype == MTC_F32 || dtype == MTC_F64 || dtype == MTC_I32 || dtype == MTC_I64;
+}
+
+size_t elementSize(int64_t dtype) {
+  return isKernelDtype(dtype) ? rt::elementSize(static_cast<MtcElementType>(dtype)) : 0;
+}
 
 std::string_view dtypeName(int64_t dtype) {
-  return dtype == MTC_F32 ? "f32" : dtype == MTC_F64 ? "f64" : "an unknown dtype";
+  return isKernelDtype(dtype) ? elementTypeName(static_cast<MtcElementType>(dtype))
+                              : "an unknown dtype";
 }
 
 /// The reduction in coordinate order of `size` blocks of `count` elements (a NaN wins).
@@ -24,8 +36,12 @@ template <class T> void maxOfBlocks(const T *blocks, int64_t size, int64_t count
     T m = blocks[i];
     for (int64_t c = 1; c < size; ++c) {
       T v = blocks[c * count + i];
-      if (v > m || std::isnan(v))
-        m = std::isnan(m) ? m : v;
+      if constexpr (std::is_floating_point_v<T>) {
+        if (v > m || std::isnan(v))
+          m = std::isnan(m) ? m : v;
+      } else if (v > m) {
+        m = v;
+      }
     }
     out[i] = m;
   }
@@ -51,8 +67,8 @@ public:
                   mesh.axes.size() == 1 ? " axis)" : " axes)"));
       return nullptr;
     }
-    if (dtype_ != MTC_F32 && dtype_ != MTC_F64) {
-      fail(concat("unknown dtype ", dtype_, " (0 = f32, 1 = f64)"));
+    if (!isKernelDtype(dtype_)) {
+      fail(concat("unknown dtype ", dtype_, " (0 = f32, 1 = f64, 4 = i32, 5 = i64)"));
       return nullptr;
     }
     if (count_ < 0) {
@@ -114,7 +130,7 @@ private:
 };
 
 void zeroFill(void *out, int64_t dtype, int64_t count) {
-  if (out && count > 0 && (dtype == MTC_F32 || dtype == MTC_F64))
+  if (out && count > 0 && isKernelDtype(dtype))
     std::memset(out, 0, size_t(count) * elementSize(dtype));
 }
 
@@ -144,11 +160,24 @@ Error allReduce(const MeshAxisGroup &g, int64_t dtype, int64_t op, const void *i
   std::vector<double> gathered(n * size_t(g.size)); // room for f64, aligned for it
   if (Error err = g.comm->allGather(in, gathered.data(), n, elementTypeOf(dtype)); !err.ok())
     return err;
-  if (dtype == MTC_F32)
-    maxOfBlocks(reinterpret_cast<const float *>(gathered.data()), g.size, count,
-                static_cast<float *>(out));
-  else
-    maxOfBlocks(gathered.data(), g.size, count, static_cast<double *>(out));
+  auto maxAs = [&](auto *typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    maxOfBlocks(reinterpret_cast<const T *>(gathered.data()), g.size, count, typed);
+  };
+  switch (dtype) {
+  case MTC_F32:
+    maxAs(static_cast<float *>(out));
+    break;
+  case MTC_F64:
+    maxAs(static_cast<double *>(out));
+    break;
+  case MTC_I32:
+    maxAs(static_cast<int32_t *>(out));
+    break;
+  default:
+    maxAs(static_cast<int64_t *>(out));
+    break;
+  }
   return Error::success();
 }
 

@@ -27,9 +27,10 @@
 //   int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis)
 //       this rank's coordinate along the axis.
 //
-// dtype MTC_F32 or MTC_F64 (the communicator's codes, runtime/comm/CollectiveTypes.h, which
-// the ABI reuses). Every combination works: the communicator's typed all-reduce,
-// all-gather, reduce-scatter and all-to-all carry both. `axis` indexes plan.mesh.axes. An axis of size 1 needs
+// dtype MTC_F32, MTC_F64, or MTC_I32 / MTC_I64 for token ids and routing indices (the
+// communicator's codes, runtime/comm/CollectiveTypes.h, which the ABI reuses). Every
+// combination works: the communicator's typed all-reduce, all-gather, reduce-scatter and
+// all-to-all carry all four (integer sums wrap). `axis` indexes plan.mesh.axes. An axis of size 1 needs
 // no communicator: the collectives copy.
 //
 // The mesh of the call in progress is the `MeshCall` in the call's kernel context

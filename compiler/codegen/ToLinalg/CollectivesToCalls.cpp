@@ -58,13 +58,18 @@ Value i64Constant(OpBuilder &b, Location loc, int64_t value) {
   return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(value));
 }
 
-/// The kernel ABI's element type code of the runtime's collectives (MTC_F32, MTC_F64); other
-/// types get MTC_NUM_ELEMENT_TYPES, which the runtime rejects with an error naming it.
+/// The kernel ABI's element type code of the runtime's collectives (MTC_F32, MTC_F64, and
+/// MTC_I32/MTC_I64 for token ids and routing indices); other types get
+/// MTC_NUM_ELEMENT_TYPES, which the runtime rejects with an error naming it.
 int64_t dtypeCode(Type element) {
   if (element.isF32())
     return MTC_F32;
   if (element.isF64())
     return MTC_F64;
+  if (element.isInteger(32))
+    return MTC_I32;
+  if (element.isInteger(64))
+    return MTC_I64;
   return MTC_NUM_ELEMENT_TYPES;
 }
 

@@ -787,3 +787,22 @@ func.func @to_partial(%x: !mt.tensor<[s=4], f32>) -> !mt.tensor<[s=4], f32> {
   %l = mtp.to_local %p : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mt.tensor<[s=4], f32>
   return %l : !mt.tensor<[s=4], f32>
 }
+
+// -----
+
+// Tests that integer tensors (routing indices, token ids) are communicated with their own
+// dtype codes: i32 is MTC_I32 (4), i64 is MTC_I64 (5).
+// CHECK-LABEL: func.func @integer_collectives
+// CHECK: %[[I32:.*]] = arith.constant 4 : i64
+// CHECK: call @mtc_all_gather(%{{.*}}, %[[I32]],
+// CHECK: %[[I64:.*]] = arith.constant 5 : i64
+// CHECK: call @mtc_all_reduce(%{{.*}}, %[[I64]],
+func.func @integer_collectives(%x: !mt.tensor<[s=2], i32>, %y: !mt.tensor<[s=2], i64>) -> (!mt.tensor<[s=4], i32>, !mt.tensor<[s=2], i64>) {
+  %p = mtp.from_local %x : !mt.tensor<[s=2], i32> -> !mtp.tensor<[s=4], i32, <[tp = 2]>, split {s = [tp]}>
+  %g = mtp.all_gather %p over "tp" along "s" : !mtp.tensor<[s=4], i32, <[tp = 2]>, split {s = [tp]}> -> !mtp.tensor<[s=4], i32, <[tp = 2]>>
+  %l = mtp.to_local %g : !mtp.tensor<[s=4], i32, <[tp = 2]>> -> !mt.tensor<[s=4], i32>
+  %q = mtp.from_local %y : !mt.tensor<[s=2], i64> -> !mtp.tensor<[s=2], i64, <[tp = 2]>, partial [tp]>
+  %r = mtp.all_reduce %q over ["tp"] : !mtp.tensor<[s=2], i64, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=2], i64, <[tp = 2]>>
+  %m = mtp.to_local %r : !mtp.tensor<[s=2], i64, <[tp = 2]>> -> !mt.tensor<[s=2], i64>
+  return %l, %m : !mt.tensor<[s=4], i32>, !mt.tensor<[s=2], i64>
+}

@@ -244,6 +244,45 @@ TEST_P(MeshCollectives, AllToAllMovesBlockCToCoordinateC) {
   }
 }
 
+// Integer tensors (token ids, routing indices) travel as they are: gathered, exchanged and
+// reduced (sum, max) exactly, also beyond what an f32 holds.
+TEST_P(MeshCollectives, IntegersAreGatheredExchangedAndReduced) {
+  const int n = this->n();
+  const int64_t big = (int64_t(1) << 40) + 3; // not representable in f32 or i32
+  std::vector<std::vector<int32_t>> gathered(n), exchanged(n);
+  std::vector<std::vector<int64_t>> summed(n), maxima(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "integers");
+    ASSERT_TRUE(comm);
+    MeshContext mesh = oneAxis(comm.get(), rank);
+    MeshCall scope(mesh);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr, 0);
+    std::vector<int32_t> ids(n);
+    for (int c = 0; c < n; ++c)
+      ids[c] = 100 * rank + c;
+    gathered[rank].assign(n * n, -1);
+    mtc_all_gather(&context, 0, MTC_I32, ids.data(), gathered[rank].data(), n);
+    exchanged[rank].assign(n, -1);
+    mtc_all_to_all(&context, 0, MTC_I32, ids.data(), exchanged[rank].data(), 1);
+    std::vector<int64_t> wide = {big + rank, -rank};
+    summed[rank].assign(2, 0);
+    mtc_all_reduce(&context, 0, MTC_I64, MTC_SUM, wide.data(), summed[rank].data(), 2);
+    maxima[rank].assign(2, 0);
+    mtc_all_reduce(&context, 0, MTC_I64, MTC_MAX, wide.data(), maxima[rank].data(), 2);
+    EXPECT_TRUE(scope.ok()) << scope.error().message();
+  });
+  for (int r = 0; r < n; ++r) {
+    for (int s = 0; s < n; ++s) {
+      for (int c = 0; c < n; ++c)
+        EXPECT_EQ(gathered[r][s * n + c], 100 * s + c) << "rank " << r;
+      EXPECT_EQ(exchanged[r][s], 100 * s + r) << "rank " << r << ": block r of rank s";
+    }
+    EXPECT_EQ(summed[r][0], n * big + n * (n - 1) / 2);
+    EXPECT_EQ(summed[r][1], -n * (n - 1) / 2);
+    EXPECT_EQ(maxima[r], (std::vector<int64_t>{big + n - 1, 0}));
+  }
+}
+
 /// The last rank stays alive but stops participating: the others' first collective fails
 /// within the timeout; it and every later one of the scope write zeros without waiting, and
 /// the scope holds the first failure.
@@ -427,9 +466,9 @@ TEST(MeshCollectivesTest, BadArgumentsFailTheCall) {
             "mtc_all_reduce (unknown op, 4 f32 elements) over mesh axis 'tp' (world rank 5, "
             "coordinate 0 of 1): unknown reduction 7 (0 = sum, 1 = max)");
   EXPECT_EQ(
-      firstError([&](MtcKernelContext *c) { mtc_all_gather(c, 0, 4, in.data(), out.data(), 4); }),
+      firstError([&](MtcKernelContext *c) { mtc_all_gather(c, 0, 2, in.data(), out.data(), 4); }),
       "mtc_all_gather (concatenation, 4 an unknown dtype elements) over mesh axis 'tp' "
-      "(world rank 5, coordinate 0 of 1): unknown dtype 4 (0 = f32, 1 = f64)");
+      "(world rank 5, coordinate 0 of 1): unknown dtype 2 (0 = f32, 1 = f64, 4 = i32, 5 = i64)");
   EXPECT_EQ(out, std::vector<float>(4, 9.0f)) << "an unknown dtype has no size to zero";
   EXPECT_EQ(firstError([&](MtcKernelContext *c) {
               mtc_reduce_scatter(c, 0, MTC_F32, in.data(), out.data(), -1);
