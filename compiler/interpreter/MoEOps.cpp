@@ -1,4 +1,4 @@
-//===- MoEOps.cpp - top-k, expert routing and the load-balancing loss -----===//
+//===- MoEOps.cpp - top-k, expert routing and the router losses -----------===//
 
 #include "compiler/interpreter/OpEval.h"
 
@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 using namespace mlir;
@@ -376,4 +377,30 @@ Expected<Results> eval::evalOp(mt::LoadBalancingLossGradOp op, Operands in) {
           factor * row[e] * (stats->f[e] - mean);
   }
   return Results{std::move(result)};
+}
+
+//===----------------------------------------------------------------------===//
+// Router z-loss
+//===----------------------------------------------------------------------===//
+
+/// Mean over the positions of logsumexp(logits over dim)^2, the log-sum-exp stable.
+Expected<Results> eval::evalOp(mt::ZLossOp op, Operands in) {
+  const Tensor &logits = *in[0];
+  int64_t size = logits.type.getDimSize(op.getDim());
+  int64_t stride = stridesAlong(logits.type, Space().append(op.getDim(), size))[0];
+  Space positions = Space::of(logits.type, {op.getDim()});
+  double total = 0;
+  forEachPoint<1>(positions, {stridesAlong(logits.type, positions)},
+                  [&](const std::array<int64_t, 1> &at) {
+                    double max = -std::numeric_limits<double>::infinity();
+                    for (int64_t e = 0; e < size; ++e)
+                      max = std::max(max, logits.data[at[0] + e * stride]);
+                    double sum = 0;
+                    for (int64_t e = 0; e < size; ++e)
+                      sum += std::exp(logits.data[at[0] + e * stride] - max);
+                    double lse = max + std::log(sum);
+                    total += lse * lse;
+                  });
+  return Results{Tensor(typeOf(op.getResult()),
+                        {total / static_cast<double>(positions.getNumElements())})};
 }

@@ -162,6 +162,7 @@ llvm::Expected<Results> evalOp(mt::CombineOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::CombineGradOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::LoadBalancingLossOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::LoadBalancingLossGradOp op, Operands in);
+llvm::Expected<Results> evalOp(mt::ZLossOp op, Operands in);
 
 } // namespace mtc::interp::eval
 

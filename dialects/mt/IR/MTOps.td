@@ -506,14 +506,30 @@ def MT_DispatchOp : MT_Op<"dispatch", [Pure]> {
     dropped). The result is (`expert_dim`, `capacity_dim`, feature dimensions of `input`),
     where `input` has the token dimensions plus the feature dimensions and
     `capacity = ceil(capacity_factor * tokens * k / experts)`.
+
+    Without `capacity_factor` the routing is dropless: `capacity = tokens`, the most one
+    expert can receive when a token names an expert at most once (as mt.topk's indices do),
+    so no choice is ever dropped. With static shapes this costs `experts / k` times the
+    memory of exact-fit routing (capacity factor 1) for the result and for everything the
+    experts compute from it.
+
+    ```mlir
+    %d = mt.dispatch %x, %i k topk to experts capacity capacity factor 1.25 : ...
+    %d = mt.dispatch %x, %i k topk to experts capacity capacity dropless : ...
+    ```
   }];
   let arguments = (ins MT_Tensor:$input, MT_Tensor:$indices, StrAttr:$k_dim,
-                       StrAttr:$expert_dim, StrAttr:$capacity_dim, F64Attr:$capacity_factor);
+                       StrAttr:$expert_dim, StrAttr:$capacity_dim,
+                       OptionalAttr<F64Attr>:$capacity_factor);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = [{
     $input `,` $indices `k` custom<DimName>($k_dim) `to` custom<DimName>($expert_dim)
-    `capacity` custom<DimName>($capacity_dim) `factor` $capacity_factor attr-dict `:`
-    type($input) `,` type($indices) `->` type($result)
+    `capacity` custom<DimName>($capacity_dim) (`factor` $capacity_factor^):(`dropless`)?
+    attr-dict `:` type($input) `,` type($indices) `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// True when no capacity factor limits the experts (capacity = tokens).
+    bool isDropless() { return !getCapacityFactor(); }
   }];
   let hasVerifier = 1;
 }
@@ -550,6 +566,23 @@ def MT_LoadBalancingLossOp : MT_Op<"load_balancing_loss", [Pure, InferTypeOpAdap
   let assemblyFormat = [{
     $logits `,` $indices `over` custom<DimName>($expert_dim) `k` custom<DimName>($k_dim)
     attr-dict `:` type($logits) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_ZLossOp : MT_Op<"z_loss", [Pure, InferTypeOpAdaptor]> {
+  let summary = "router z-loss: the mean squared log-partition of the logits";
+  let description = [{
+    ST-MoE's router z-loss (Megatron's `--moe-z-loss-coeff`): the mean over every position
+    (all dimensions but `dim`) of `logsumexp(logits over dim)^2`, with the log-sum-exp in the
+    stable form `max + log(sum(exp(logits - max)))`. A scalar of the logits' element type.
+    mt-decompose rewrites it (and its gradient, `2 * lse * softmax(logits) * loss_grad /
+    positions`, which autodiff writes with the core ops) into the core ops.
+  }];
+  let arguments = (ins MT_Tensor:$logits, StrAttr:$dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $logits `over` custom<DimName>($dim) attr-dict `:` type($logits) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -914,6 +914,69 @@ TEST_F(CPUCodegenTest, RoutingAndLoadBalancing) {
   runAndCompare("moe_layouts", -2, 2, /*seed=*/4);
 }
 
+TEST_F(CPUCodegenTest, DroplessRoutingKeepsEveryChoice) {
+  // Zero logits tie everywhere, so top-2 sends all 6 tokens to experts 0 and 1: the most
+  // uneven routing. Dropless capacity is the token count, so both experts take all 6 and no
+  // choice is dropped; @random_routing checks the same ops under ordinary routing.
+  compile(R"mlir(
+    func.func @tied(%x: !mt.tensor<[tokens=6, hidden=4], f32>,
+                    %logits: !mt.tensor<[tokens=6, experts=4], f32>,
+                    %w: !mt.tensor<[tokens=6, k=2], f32>, %g: !mt.tensor<[tokens=6, hidden=4], f32>)
+        -> (!mt.tensor<[experts=4, capacity=6, hidden=4], f32>,
+            !mt.tensor<[tokens=6, hidden=4], f32>,
+            !mt.tensor<[experts=4, capacity=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], f32>) {
+      %zero = mt.sub %logits, %logits : !mt.tensor<[tokens=6, experts=4], f32>,
+          !mt.tensor<[tokens=6, experts=4], f32> -> !mt.tensor<[tokens=6, experts=4], f32>
+      %v, %i = mt.topk %zero over experts k k : !mt.tensor<[tokens=6, experts=4], f32>
+          -> !mt.tensor<[tokens=6, k=2], f32>, !mt.tensor<[tokens=6, k=2], i32>
+      %d = mt.dispatch %x, %i k k to experts capacity capacity dropless
+          : !mt.tensor<[tokens=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>
+          -> !mt.tensor<[experts=4, capacity=6, hidden=4], f32>
+      %c = mt.combine %d, %i, %w k k from experts capacity capacity
+          : !mt.tensor<[experts=4, capacity=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>,
+            !mt.tensor<[tokens=6, k=2], f32> -> !mt.tensor<[tokens=6, hidden=4], f32>
+      %ig, %wg = mt.combine_grad %d, %i, %w, %g k k from experts capacity capacity
+          : !mt.tensor<[experts=4, capacity=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>,
+            !mt.tensor<[tokens=6, k=2], f32>, !mt.tensor<[tokens=6, hidden=4], f32>
+          -> !mt.tensor<[experts=4, capacity=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], f32>
+      return %d, %c, %ig, %wg : !mt.tensor<[experts=4, capacity=6, hidden=4], f32>,
+          !mt.tensor<[tokens=6, hidden=4], f32>,
+          !mt.tensor<[experts=4, capacity=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], f32>
+    }
+    func.func @random_routing(%x: !mt.tensor<[tokens=6, hidden=4], f32>,
+                              %logits: !mt.tensor<[tokens=6, experts=4], f32>,
+                              %w: !mt.tensor<[tokens=6, k=2], f32>)
+        -> (!mt.tensor<[experts=4, capacity=6, hidden=4], f32>,
+            !mt.tensor<[tokens=6, hidden=4], f32>) {
+      %v, %i = mt.topk %logits over experts k k : !mt.tensor<[tokens=6, experts=4], f32>
+          -> !mt.tensor<[tokens=6, k=2], f32>, !mt.tensor<[tokens=6, k=2], i32>
+      %d = mt.dispatch %x, %i k k to experts capacity capacity dropless
+          : !mt.tensor<[tokens=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>
+          -> !mt.tensor<[experts=4, capacity=6, hidden=4], f32>
+      %c = mt.combine %d, %i, %w k k from experts capacity capacity
+          : !mt.tensor<[experts=4, capacity=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>,
+            !mt.tensor<[tokens=6, k=2], f32> -> !mt.tensor<[tokens=6, hidden=4], f32>
+      return %d, %c : !mt.tensor<[experts=4, capacity=6, hidden=4], f32>,
+          !mt.tensor<[tokens=6, hidden=4], f32>
+    }
+  )mlir");
+  std::vector<std::vector<double>> results = runAndCompare("tied");
+  ASSERT_EQ(results.size(), 4u);
+  // Experts 0 and 1 hold every token (slot t is token t), experts 2 and 3 none.
+  for (size_t expert = 0; expert < 4; ++expert) {
+    for (size_t slot = 0; slot < 6; ++slot) {
+      bool filled = false;
+      for (size_t f = 0; f < 4; ++f)
+        filled |= results[0][(expert * 6 + slot) * 4 + f] != 0;
+      EXPECT_EQ(filled, expert < 2) << "expert " << expert << " slot " << slot;
+    }
+  }
+  // Every choice is kept, so every weight has a gradient.
+  for (double weightGrad : results[3])
+    EXPECT_NE(weightGrad, 0);
+  runAndCompare("random_routing", -2, 2, /*seed=*/5);
+}
+
 //===----------------------------------------------------------------------===//
 // Layers
 //===----------------------------------------------------------------------===//
