@@ -573,6 +573,8 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
     SmallVector<llvm::StringRef> keywords = {"experts", "k"};
     if (isDispatch)
       keywords.push_back("capacity_factor");
+    else if (!isCombine)
+      keywords.push_back("convention");
     size_t positional = isCombine ? 3 : 2;
     // dispatch's optional third argument is the flag `dropless`.
     if (!args.check(positional, isDispatch ? 3 : positional, keywords))
@@ -587,10 +589,21 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
                                    "has room for all the tokens");
     }
     SmallVector<Value> operands;
-    static const char *roles[3][3] = {{"input", "indices", ""},
+    // load_balancing_loss takes the router's logits in Switch's convention (it applies the
+    // softmax) and its probabilities in Megatron's.
+    bool megatron = false;
+    if (const Expr *convention = args.keyword("convention")) {
+      if (convention->kind != Expr::Kind::Name ||
+          (convention->name != "switch" && convention->name != "megatron"))
+        return fail(convention->range, "'convention' is 'switch' (router logits, the default) "
+                                       "or 'megatron' (router probabilities)");
+      megatron = convention->name == "megatron";
+    }
+    static const char *roles[4][3] = {{"input", "indices", ""},
                                       {"expert outputs", "indices", "weights"},
-                                      {"router logits", "indices", ""}};
-    unsigned role = isDispatch ? 0 : isCombine ? 1 : 2;
+                                      {"router logits", "indices", ""},
+                                      {"router probabilities", "indices", ""}};
+    unsigned role = isDispatch ? 0 : isCombine ? 1 : megatron ? 3 : 2;
     for (size_t i = 0; i < positional; ++i) {
       // Operand 1 holds the expert indices; the others are activations.
       Value operand = i == 1 ? tensorArg(*call.args[i], roles[role][i], call)
@@ -621,9 +634,9 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
       return combined ? Val::of(combined) : Val();
     }
     if (!isDispatch) {
-      Value loss = createInferred<mt::LoadBalancingLossOp>(call.range, operands[0], operands[1],
-                                                           builder.getStringAttr(*expertDim),
-                                                           builder.getStringAttr(*kDim));
+      Value loss = createInferred<mt::LoadBalancingLossOp>(
+          call.range, operands[0], operands[1], builder.getStringAttr(*expertDim),
+          builder.getStringAttr(*kDim), megatron ? builder.getUnitAttr() : UnitAttr());
       return loss ? Val::of(loss) : Val();
     }
     // The capacity is derived: ceil(factor * tokens * k / experts), or the token count when

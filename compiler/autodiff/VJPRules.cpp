@@ -371,7 +371,7 @@ LogicalResult vjp(mt::CombineOp op, TensorBuilder &t, ValueRange g, Grads &out) 
 LogicalResult vjp(mt::LoadBalancingLossOp op, TensorBuilder &t, ValueRange g, Grads &out) {
   out.assign({mt::LoadBalancingLossGradOp::create(t.builder(), t.location(), op.getLogits(),
                                                   op.getIndices(), g[0], op.getExpertDimAttr(),
-                                                  op.getKDimAttr())
+                                                  op.getKDimAttr(), op.getProbabilitiesAttr())
                   .getResult(),
               Value()});
   return success();

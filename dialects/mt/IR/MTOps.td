@@ -556,16 +556,21 @@ def MT_CombineOp : MT_Op<"combine", [Pure, InferTypeOpAdaptor]> {
 def MT_LoadBalancingLossOp : MT_Op<"load_balancing_loss", [Pure, InferTypeOpAdaptor]> {
   let summary = "auxiliary loss that balances expert load";
   let description = [{
-    Switch Transformer's `E * sum_e f_e * P_e`: `f_e` is the fraction of routing choices
-    that picked expert e, `P_e` the mean router probability (softmax of `logits` over
-    `expert_dim`) of expert e. A scalar of the logits' element type.
+    Switch Transformer's `E * sum_e f_e * P_e` over the T tokens routed by `indices` (T
+    tokens times k choices): `f_e = count_e / (T * k)` is the fraction of routing choices
+    that picked expert e, `P_e = sum_t p[t, e] / T` the mean router probability of expert
+    e. The probabilities `p` are the softmax of `logits` over `expert_dim`, or, with
+    `probabilities`, the operand itself: the router's scores as Megatron-Core's
+    `switch_load_balancing_loss_func` takes them (the softmax, or sigmoid scores normalised
+    to sum 1, computed before). A scalar of the logits' element type.
   }];
   let arguments = (ins MT_Tensor:$logits, MT_Tensor:$indices, StrAttr:$expert_dim,
-                       StrAttr:$k_dim);
+                       StrAttr:$k_dim, UnitAttr:$probabilities);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = [{
     $logits `,` $indices `over` custom<DimName>($expert_dim) `k` custom<DimName>($k_dim)
-    attr-dict `:` type($logits) `,` type($indices) `->` type($result)
+    (`probabilities` $probabilities^)? attr-dict `:` type($logits) `,` type($indices) `->`
+    type($result)
   }];
   let hasVerifier = 1;
 }
@@ -717,15 +722,17 @@ def MT_LoadBalancingLossGradOp : MT_Op<"load_balancing_loss_grad", [Pure, InferT
   let summary = "backward of mt.load_balancing_loss";
   let description = [{
     The gradient with respect to the router logits (the routing fractions `f_e` are
-    piecewise constant and contribute none), in the logits' type.
+    piecewise constant and contribute none), in the logits' type. With `probabilities`, the
+    gradient with respect to the probabilities the forward op took: `loss_grad * E / T *
+    f_e` for every token.
   }];
   let arguments = (ins MT_Tensor:$logits, MT_Tensor:$indices, MT_Tensor:$loss_grad,
-                       StrAttr:$expert_dim, StrAttr:$k_dim);
+                       StrAttr:$expert_dim, StrAttr:$k_dim, UnitAttr:$probabilities);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = [{
     $logits `,` $indices `,` $loss_grad `over` custom<DimName>($expert_dim) `k`
-    custom<DimName>($k_dim) attr-dict `:` type($logits) `,` type($indices) `,`
-    type($loss_grad) `->` type($result)
+    custom<DimName>($k_dim) (`probabilities` $probabilities^)? attr-dict `:` type($logits)
+    `,` type($indices) `,` type($loss_grad) `->` type($result)
   }];
   let hasVerifier = 1;
 }
