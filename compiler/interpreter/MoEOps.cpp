@@ -401,13 +401,7 @@ Expected<Results> eval::evalOp(mt::ZLossOp op, Operands in) {
   double total = 0;
   forEachPoint<1>(positions, {stridesAlong(logits.type, positions)},
                   [&](const std::array<int64_t, 1> &at) {
-                    double max = -std::numeric_limits<double>::infinity();
-                    for (int64_t e = 0; e < size; ++e)
-                      max = std::max(max, logits.data[at[0] + e * stride]);
-                    double sum = 0;
-                    for (int64_t e = 0; e < size; ++e)
-                      sum += std::exp(logits.data[at[0] + e * stride] - max);
-                    double lse = max + std::log(sum);
+                    double lse = logSumExp(logits, at[0], stride, size);
                     total += lse * lse;
                   });
   return Results{Tensor(typeOf(op.getResult()),

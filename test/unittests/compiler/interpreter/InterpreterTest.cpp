@@ -651,12 +651,12 @@ TEST_F(InterpreterTest, LoadBalancingLossFromProbabilitiesByHand) {
   )mlir");
   ASSERT_TRUE(module);
   Interpreter interp(module);
-  // Megatron's convention takes the probabilities as given (here not even normalised, as
-  // no softmax is applied): choices (2, 1) and (0, 1) give counts (1, 2, 1), f = counts /
-  // (T * k) = (0.25, 0.5, 0.25); P = (0.4, 0.3, 0.3); loss = 3 * (0.1 + 0.15 + 0.075) =
-  // 0.975. The gradient is loss_grad * E / T * f_e for every token: 2 * 1.5 * f.
-  MTC_ASSIGN_OR_FAIL(out, interp.call("f", {tensor("[t=2, e=3], f64", {0.2, 0.3, 0.5, 0.6, 0.3, 0.1}),
-                                            tensor("[t=2, k=2], i32", {2, 1, 0, 1}),
+  // Megatron's convention takes the probabilities as given (a softmax of them would give
+  // another value): choices (2, 1) and (0, 1) give counts (1, 2, 1), f = counts / (T * k) =
+  // (0.25, 0.5, 0.25); P = (0.4, 0.3, 0.3); loss = 3 * (0.1 + 0.15 + 0.075) = 0.975. The
+  // gradient is loss_grad * E / T * f_e for every token: 2 * 1.5 * f.
+  Tensor probabilities = tensor("[t=2, e=3], f64", {0.2, 0.3, 0.5, 0.6, 0.3, 0.1});
+  MTC_ASSIGN_OR_FAIL(out, interp.call("f", {probabilities, tensor("[t=2, k=2], i32", {2, 1, 0, 1}),
                                             tensor("[], f64", {2})}));
   EXPECT_TRUE(near(out[0].data[0], 0.975));
   std::vector<double> grad = {0.75, 1.5, 0.75, 0.75, 1.5, 0.75};
