@@ -554,19 +554,56 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
     return renamed ? Val::of(renamed) : Val();
   }
 
+  if (name == "z_loss") {
+    if (!args.check(1, 1, {"over"}))
+      return {};
+    Value logits = floatTensorArg(*call.args[0], "router logits", call);
+    if (!logits)
+      return {};
+    const Expr *over = args.keyword("over");
+    std::optional<std::string> dim = over ? dimName(*over, "'over'") : std::string("experts");
+    if (!dim || !requireDim(logits, *dim, over ? over->range : call.range, "router logits"))
+      return {};
+    Value loss = createInferred<mt::ZLossOp>(call.range, logits, builder.getStringAttr(*dim));
+    return loss ? Val::of(loss) : Val();
+  }
+
   if (name == "dispatch" || name == "combine" || name == "load_balancing_loss") {
     bool isDispatch = name == "dispatch", isCombine = name == "combine";
     SmallVector<llvm::StringRef> keywords = {"experts", "k"};
     if (isDispatch)
       keywords.push_back("capacity_factor");
+    else if (!isCombine)
+      keywords.push_back("convention");
     size_t positional = isCombine ? 3 : 2;
-    if (!args.check(positional, positional, keywords))
+    // dispatch's optional third argument is the flag `dropless`.
+    if (!args.check(positional, isDispatch ? 3 : positional, keywords))
       return {};
+    bool dropless = isDispatch && call.args.size() == 3;
+    if (dropless) {
+      const Expr &flag = *call.args[2];
+      if (flag.kind != Expr::Kind::Name || flag.name != "dropless")
+        return fail(flag.range, "the third argument of 'dispatch' can only be 'dropless'");
+      if (const Expr *factor = args.keyword("capacity_factor"))
+        return fail(factor->range, "a dropless dispatch has no capacity factor: every expert "
+                                   "has room for all the tokens");
+    }
     SmallVector<Value> operands;
-    static const char *roles[3][3] = {{"input", "indices", ""},
+    // load_balancing_loss takes the router's logits in Switch's convention (it applies the
+    // softmax) and its probabilities in Megatron's.
+    bool megatron = false;
+    if (const Expr *convention = args.keyword("convention")) {
+      if (convention->kind != Expr::Kind::Name ||
+          (convention->name != "switch" && convention->name != "megatron"))
+        return fail(convention->range, "'convention' is 'switch' (router logits, the default) "
+                                       "or 'megatron' (router probabilities)");
+      megatron = convention->name == "megatron";
+    }
+    static const char *roles[4][3] = {{"input", "indices", ""},
                                       {"expert outputs", "indices", "weights"},
-                                      {"router logits", "indices", ""}};
-    unsigned role = isDispatch ? 0 : isCombine ? 1 : 2;
+                                      {"router logits", "indices", ""},
+                                      {"router probabilities", "indices", ""}};
+    unsigned role = isDispatch ? 0 : isCombine ? 1 : megatron ? 3 : 2;
     for (size_t i = 0; i < positional; ++i) {
       // Operand 1 holds the expert indices; the others are activations.
       Value operand = i == 1 ? tensorArg(*call.args[i], roles[role][i], call)
@@ -597,24 +634,30 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
       return combined ? Val::of(combined) : Val();
     }
     if (!isDispatch) {
-      Value loss = createInferred<mt::LoadBalancingLossOp>(call.range, operands[0], operands[1],
-                                                           builder.getStringAttr(*expertDim),
-                                                           builder.getStringAttr(*kDim));
+      Value loss = createInferred<mt::LoadBalancingLossOp>(
+          call.range, operands[0], operands[1], builder.getStringAttr(*expertDim),
+          builder.getStringAttr(*kDim), megatron ? builder.getUnitAttr() : UnitAttr());
       return loss ? Val::of(loss) : Val();
     }
-    std::optional<double> factor =
-        constantArg(args.keyword("capacity_factor"), 1.25, "'capacity_factor'");
-    if (!factor)
-      return {};
-    if (!(*factor > 0))
-      return fail(args.keyword("capacity_factor")->range, "'capacity_factor' must be positive");
-    // The capacity is derived: ceil(factor * tokens * k / experts); the expert count comes
-    // from the dims {} declaration, so the result type is given, not inferred.
+    // The capacity is derived: ceil(factor * tokens * k / experts), or the token count when
+    // dropless; the expert count comes from the dims {} declaration, so the result type is
+    // given, not inferred.
     mt::NamedTensorType indices = typeOf(operands[1]);
     int64_t k = indices.getDimSize(*kDim);
     int64_t tokens = indices.getNumElements() / k;
-    auto capacity = static_cast<int64_t>(
-        std::ceil(*factor * static_cast<double>(tokens * k) / static_cast<double>(*experts)));
+    int64_t capacity = tokens;
+    FloatAttr factorAttr;
+    if (!dropless) {
+      std::optional<double> factor =
+          constantArg(args.keyword("capacity_factor"), 1.25, "'capacity_factor'");
+      if (!factor)
+        return {};
+      if (!(*factor > 0))
+        return fail(args.keyword("capacity_factor")->range, "'capacity_factor' must be positive");
+      capacity = static_cast<int64_t>(
+          std::ceil(*factor * static_cast<double>(tokens * k) / static_cast<double>(*experts)));
+      factorAttr = builder.getF64FloatAttr(*factor);
+    }
     SmallVector<mt::NamedDim> resultDims = {{builder.getStringAttr(*expertDim), *experts},
                                             {builder.getStringAttr("capacity"), capacity}};
     // The input's feature dims: all but the token dims (the indices' dims except k).
@@ -628,7 +671,7 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
     auto op =
         mt::DispatchOp::create(builder, location, *type, operands[0], operands[1],
                                builder.getStringAttr(*kDim), builder.getStringAttr(*expertDim),
-                               builder.getStringAttr("capacity"), builder.getF64FloatAttr(*factor));
+                               builder.getStringAttr("capacity"), factorAttr);
     if (failed(withErrorsAt(call.range, [&](auto) { return mlir::verify(op, false); }))) {
       op->erase();
       return {};

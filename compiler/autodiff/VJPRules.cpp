@@ -371,9 +371,21 @@ LogicalResult vjp(mt::CombineOp op, TensorBuilder &t, ValueRange g, Grads &out) 
 LogicalResult vjp(mt::LoadBalancingLossOp op, TensorBuilder &t, ValueRange g, Grads &out) {
   out.assign({mt::LoadBalancingLossGradOp::create(t.builder(), t.location(), op.getLogits(),
                                                   op.getIndices(), g[0], op.getExpertDimAttr(),
-                                                  op.getKDimAttr())
+                                                  op.getKDimAttr(), op.getProbabilitiesAttr())
                   .getResult(),
               Value()});
+  return success();
+}
+
+LogicalResult vjp(mt::ZLossOp op, TensorBuilder &t, ValueRange g, Grads &out) {
+  // d mean(lse^2) / dx = 2 * lse * softmax(x) / positions.
+  Value logits = op.getLogits();
+  mt::NamedTensorType type = t.typeOf(logits);
+  double positions =
+      static_cast<double>(type.getNumElements() / type.getDimSize(op.getDim()));
+  Value scale = t.mul(t.logSumExp(logits, op.getDim()), t.div(g[0], t.scalar(positions / 2, g[0])));
+  Value softmax = mt::SoftmaxOp::create(t.builder(), t.location(), logits, op.getDimAttr());
+  out.assign({t.transposeTo(t.mul(softmax, scale), type)});
   return success();
 }
 
@@ -405,6 +417,7 @@ void mtc::autodiff::registerVJPRules(DialectRegistry &registry) {
            mt::ContractOp, mt::ReduceSumOp, mt::ReduceMeanOp, mt::ReduceMaxOp, mt::SoftmaxOp,
            mt::LayerNormOp, mt::RMSNormOp, mt::RopeOp, mt::AttentionOp, mt::GatherOp,
            mt::CrossEntropyOp, mt::DropoutOp, mt::SplitOp, mt::MergeOp, mt::RenameOp,
-           mt::TopKOp, mt::DispatchOp, mt::CombineOp, mt::LoadBalancingLossOp>(context);
+           mt::TopKOp, mt::DispatchOp, mt::CombineOp, mt::LoadBalancingLossOp,
+           mt::ZLossOp>(context);
   });
 }

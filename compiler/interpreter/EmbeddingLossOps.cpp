@@ -77,14 +77,13 @@ static llvm::Error forEachPosition(Operation *op, const Tensor &logits, const Te
   return error;
 }
 
-/// log(sum_c exp(x_c)) over the lane, stable.
-static double logSumExp(const Tensor &logits, int64_t base, int64_t stride, int64_t classes) {
+double eval::logSumExp(const Tensor &tensor, int64_t base, int64_t stride, int64_t size) {
   double max = -std::numeric_limits<double>::infinity();
-  for (int64_t c = 0; c < classes; ++c)
-    max = std::max(max, logits.data[base + c * stride]);
+  for (int64_t c = 0; c < size; ++c)
+    max = std::max(max, tensor.data[base + c * stride]);
   double sum = 0;
-  for (int64_t c = 0; c < classes; ++c)
-    sum += std::exp(logits.data[base + c * stride] - max);
+  for (int64_t c = 0; c < size; ++c)
+    sum += std::exp(tensor.data[base + c * stride] - max);
   return max + std::log(sum);
 }
 

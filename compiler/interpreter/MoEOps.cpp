@@ -1,4 +1,4 @@
-//===- MoEOps.cpp - top-k, expert routing and the load-balancing loss -----===//
+//===- MoEOps.cpp - top-k, expert routing and the router losses -----------===//
 
 #include "compiler/interpreter/OpEval.h"
 
@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 using namespace mlir;
@@ -290,16 +291,19 @@ Expected<Results> eval::evalOp(mt::CombineGradOp op, Operands in) {
 namespace {
 
 /// The router statistics: probabilities p[t * E + e] = softmax over experts of token t's
-/// logits, f[e] = fraction of the (token, k) choices that picked e, with tokens in the
-/// logits' order. Checks what load_balancing_loss_grad's verifier does not.
+/// logits (the operand itself when it holds `probabilities`), f[e] = fraction of the
+/// (token, k) choices that picked e, with tokens in the logits' order. Checks what
+/// load_balancing_loss_grad's verifier does not.
 struct RouterStats {
   int64_t tokens, experts;
   SmallVector<int64_t> logitTokens;
   int64_t expertStride;
   SmallVector<double> p, f;
 
-  static Expected<RouterStats> compute(Operation *op, const Tensor &logits, const Tensor &indices,
-                                       StringRef expertDim, StringRef kDim) {
+  template <typename LoadBalancingLossLikeOp>
+  static Expected<RouterStats> compute(LoadBalancingLossLikeOp op, const Tensor &logits,
+                                       const Tensor &indices) {
+    StringRef expertDim = op.getExpertDim(), kDim = op.getKDim();
     if (!logits.type.hasDim(expertDim) || !hasIntegerElements(indices.type) ||
         !indices.type.hasDim(kDim))
       return opError(op, llvm::formatv("logits {0} need the dimension '{1}' and integer "
@@ -321,6 +325,8 @@ struct RouterStats {
       double max = -std::numeric_limits<double>::infinity();
       for (int64_t e = 0; e < stats.experts; ++e)
         max = std::max(max, row[e] = logits.data[stats.logitTokens[t] + e * stats.expertStride]);
+      if (op.getProbabilities())
+        continue;
       double sum = 0;
       for (int64_t e = 0; e < stats.experts; ++e)
         sum += row[e] = std::exp(row[e] - max);
@@ -344,8 +350,7 @@ struct RouterStats {
 
 /// E * sum_e f_e * P_e with P_e the mean over tokens of p[t, e].
 Expected<Results> eval::evalOp(mt::LoadBalancingLossOp op, Operands in) {
-  Expected<RouterStats> stats =
-      RouterStats::compute(op, *in[0], *in[1], op.getExpertDim(), op.getKDim());
+  Expected<RouterStats> stats = RouterStats::compute(op, *in[0], *in[1]);
   if (!stats)
     return stats.takeError();
   double loss = 0;
@@ -357,16 +362,21 @@ Expected<Results> eval::evalOp(mt::LoadBalancingLossOp op, Operands in) {
 }
 
 /// f is piecewise constant, so d loss / d logit[t, e] = loss_grad * E / T *
-/// p[t, e] * (f_e - sum_e' f_e' p[t, e']).
+/// p[t, e] * (f_e - sum_e' f_e' p[t, e']), and d loss / d p[t, e] = loss_grad * E / T * f_e
+/// when the op took the probabilities.
 Expected<Results> eval::evalOp(mt::LoadBalancingLossGradOp op, Operands in) {
-  Expected<RouterStats> stats =
-      RouterStats::compute(op, *in[0], *in[1], op.getExpertDim(), op.getKDim());
+  Expected<RouterStats> stats = RouterStats::compute(op, *in[0], *in[1]);
   if (!stats)
     return stats.takeError();
   double factor =
       in[2]->data[0] * static_cast<double>(stats->experts) / static_cast<double>(stats->tokens);
   Tensor result(typeOf(op.getResult()));
   for (int64_t t = 0; t < stats->tokens; ++t) {
+    if (op.getProbabilities()) {
+      for (int64_t e = 0; e < stats->experts; ++e)
+        result.data[stats->logitTokens[t] + e * stats->expertStride] = factor * stats->f[e];
+      continue;
+    }
     const double *row = &stats->p[t * stats->experts];
     double mean = 0;
     for (int64_t e = 0; e < stats->experts; ++e)
@@ -376,4 +386,24 @@ Expected<Results> eval::evalOp(mt::LoadBalancingLossGradOp op, Operands in) {
           factor * row[e] * (stats->f[e] - mean);
   }
   return Results{std::move(result)};
+}
+
+//===----------------------------------------------------------------------===//
+// Router z-loss
+//===----------------------------------------------------------------------===//
+
+/// Mean over the positions of logsumexp(logits over dim)^2, the log-sum-exp stable.
+Expected<Results> eval::evalOp(mt::ZLossOp op, Operands in) {
+  const Tensor &logits = *in[0];
+  int64_t size = logits.type.getDimSize(op.getDim());
+  int64_t stride = stridesAlong(logits.type, Space().append(op.getDim(), size))[0];
+  Space positions = Space::of(logits.type, {op.getDim()});
+  double total = 0;
+  forEachPoint<1>(positions, {stridesAlong(logits.type, positions)},
+                  [&](const std::array<int64_t, 1> &at) {
+                    double lse = logSumExp(logits, at[0], stride, size);
+                    total += lse * lse;
+                  });
+  return Results{Tensor(typeOf(op.getResult()),
+                        {total / static_cast<double>(positions.getNumElements())})};
 }

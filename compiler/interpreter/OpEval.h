@@ -91,6 +91,10 @@ void forEachPoint(const Space &space, const std::array<Strides, N> &strides, Fn 
 llvm::Expected<int64_t> readIndex(mlir::Operation *op, double value, int64_t size,
                                   llvm::StringRef what);
 
+/// log(sum_c exp(data[base + c * stride])) over c < size, stable (the maximum subtracted
+/// first). Cross-entropy and the router z-loss share it.
+double logSumExp(const Tensor &tensor, int64_t base, int64_t stride, int64_t size);
+
 /// The rows of a table along `dim`: `rowOffsets` are the offsets of the other dimensions
 /// (in the table's order) of row 0 and row r starts at r * `rowStride`. Gather and its
 /// adjoint embedding_grad share it.
@@ -162,6 +166,7 @@ llvm::Expected<Results> evalOp(mt::CombineOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::CombineGradOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::LoadBalancingLossOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::LoadBalancingLossGradOp op, Operands in);
+llvm::Expected<Results> evalOp(mt::ZLossOp op, Operands in);
 
 } // namespace mtc::interp::eval
 

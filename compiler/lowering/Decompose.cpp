@@ -102,12 +102,6 @@ public:
 
   static NamedTensorType typeOf(Value value) { return TensorBuilder::typeOf(value); }
 
-  Value exp(Value value) { return mt::ExpOp::create(b, loc, value); }
-
-  Value reduceMax(Value value, StringRef dim) {
-    return mt::ReduceMaxOp::create(b, loc, value, b.getStrArrayAttr({dim}));
-  }
-
   /// `value` with its dimension `from` called `to`.
   Value rename(Value value, StringRef from, StringAttr to) {
     return mt::RenameOp::create(b, loc, value, b.getStringAttr(from), to);
@@ -140,9 +134,18 @@ public:
     return t.transposeTo(value, cast<NamedTensorType>(target));
   }
 
+  /// The mean of `value` over all its dimensions (itself when it is a scalar): the mean
+  /// over the positions of a per-position loss.
+  Value meanOverPositions(Value value) {
+    SmallVector<StringRef> positions;
+    for (StringAttr name : typeOf(value).getDimNames())
+      positions.push_back(name.getValue());
+    return positions.empty() ? value : t.reduceMean(value, positions);
+  }
+
   /// Stable softmax along `dim`: exp(x - max) / sum(exp(x - max)).
   Value softmax(Value x, StringRef dim) {
-    Value e = exp(t.sub(x, reduceMax(x, dim)));
+    Value e = t.exp(t.sub(x, t.reduceMax(x, {dim})));
     return t.div(e, t.reduceSum(e, {dim}));
   }
 
@@ -344,17 +347,10 @@ SmallVector<Value> decompose(Decomposer &d, mt::CrossEntropyOp op) {
   TensorBuilder &t = d.tensors();
   Value x = op.getLogits();
   StringRef dim = op.getDim();
-  Value max = d.reduceMax(x, dim);
-  Value logSumExp = t.add(t.log(t.reduceSum(d.exp(t.sub(x, max)), {dim})), max);
+  Value logSumExp = t.logSumExp(x, dim);
   Value picked = t.reduceSum(t.mul(x, d.oneHot(x, op.getLabels(), dim)), {dim});
   Value loss = t.sub(logSumExp, picked);
-  // The mean over the positions (none when the logits have only the class dimension).
-  SmallVector<StringRef> positions;
-  for (StringAttr name : Decomposer::typeOf(loss).getDimNames())
-    positions.push_back(name.getValue());
-  if (!positions.empty())
-    loss = t.reduceMean(loss, positions);
-  return {d.conform(loss, op.getType())};
+  return {d.conform(d.meanOverPositions(loss), op.getType())};
 }
 
 SmallVector<Value> decompose(Decomposer &d, mt::CrossEntropyGradOp op) {
@@ -368,6 +364,16 @@ SmallVector<Value> decompose(Decomposer &d, mt::CrossEntropyGradOp op) {
   Value factor = t.div(lossGrad, t.scalar(positions, x));
   Value delta = t.sub(d.softmax(x, dim), d.oneHot(x, op.getLabels(), dim));
   return {d.conform(t.mul(delta, factor), op.getType())};
+}
+
+//===----------------------------------------------------------------------===//
+// Router z-loss
+//===----------------------------------------------------------------------===//
+
+SmallVector<Value> decompose(Decomposer &d, mt::ZLossOp op) {
+  TensorBuilder &t = d.tensors();
+  Value logSumExp = t.logSumExp(op.getLogits(), op.getDim());
+  return {d.conform(d.meanOverPositions(t.mul(logSumExp, logSumExp)), op.getType())};
 }
 
 //===----------------------------------------------------------------------===//
@@ -386,7 +392,7 @@ void DecomposePass::runOnOperation() {
   for (auto func : module.getOps<func::FuncOp>())
     func.walk([&](Operation *op) {
       if (isa<mt::SoftmaxOp, mt::LayerNormOp, mt::RMSNormOp, mt::AttentionOp, mt::AttentionGradOp,
-              mt::CrossEntropyOp, mt::CrossEntropyGradOp>(op))
+              mt::CrossEntropyOp, mt::CrossEntropyGradOp, mt::ZLossOp>(op))
         composite.push_back(op);
     });
   for (Operation *op : composite) {
@@ -395,7 +401,8 @@ void DecomposePass::runOnOperation() {
     SmallVector<Value> replacements =
         TypeSwitch<Operation *, SmallVector<Value>>(op)
             .Case<mt::SoftmaxOp, mt::LayerNormOp, mt::RMSNormOp, mt::AttentionOp,
-                  mt::AttentionGradOp, mt::CrossEntropyOp, mt::CrossEntropyGradOp>(
+                  mt::AttentionGradOp, mt::CrossEntropyOp, mt::CrossEntropyGradOp,
+                  mt::ZLossOp>(
                 [&](auto concrete) { return decompose(d, concrete); });
     for (auto [result, replacement] : llvm::zip_equal(op->getResults(), replacements))
       if (result.getType() != replacement.getType()) {

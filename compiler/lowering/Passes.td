@@ -32,6 +32,7 @@ def MTDecomposePass : Pass<"mt-decompose", "::mlir::ModuleOp"> {
     - `mt.cross_entropy`: `mean(logsumexp(x) - sum(x * onehot(labels)))`, logsumexp in the
       stable form; `mt.cross_entropy_grad`: `(softmax(x) - onehot(labels)) * loss_grad /
       positions`.
+    - `mt.z_loss`: `mean(logsumexp(x)^2)` over the positions, logsumexp in the stable form.
 
     The one-hot of the labels is `mt.topk_grad` scattering ones at the labels (a unit `k`
     dimension `<dim>_label` is added to both); the positions of the causal mask are

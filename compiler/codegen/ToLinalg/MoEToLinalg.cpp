@@ -23,7 +23,8 @@
 // Load balancing: f_e (the fraction of choices that picked e) is a generic counting matches
 // over the indices; the softmax over experts is three reductions (max, sum of exp, then the
 // loss or the per-token mean sum_e f_e p_e for the gradient), all in the logits' element
-// type.
+// type. When the op takes the probabilities themselves there is no softmax: the loss is one
+// reduction and the gradient E / T * f_e broadcast over the tokens.
 //
 //===----------------------------------------------------------------------===//
 
@@ -404,17 +405,20 @@ struct CombineGradLowering : OpConversionPattern<mt::CombineGradOp> {
 };
 
 /// The router statistics of load_balancing_loss(_grad) as tensors: f[e] (fraction of the
-/// choices that picked e), and per token the max and the sum of exp(logit - max) over the
-/// experts.
+/// choices that picked e), and, unless the operand holds the probabilities, per token the
+/// max and the sum of exp(logit - max) over the experts.
 struct RouterStats {
   NamedTensorType logitsType, tokensType, expertType;
   Value f, max, sum;
   int64_t tokens, experts;
+  bool probabilities;
 
   static RouterStats compute(OpBuilder &b, Location loc, Value logits,
                              NamedTensorType logitsType, Value indices,
-                             NamedTensorType indicesType, StringAttr expertDim) {
+                             NamedTensorType indicesType, StringAttr expertDim,
+                             bool probabilities) {
     RouterStats stats;
+    stats.probabilities = probabilities;
     Type element = logitsType.getElementType();
     stats.logitsType = logitsType;
     stats.tokensType = without(logitsType, {expertDim.getValue()});
@@ -449,6 +453,8 @@ struct RouterStats {
                                 nb, l, args[0], scalarConstant(nb, l, element, choices))});
                       })
                   .getResult(0);
+    if (probabilities)
+      return stats;
 
     // Per token: the max over experts, then the sum of exp(x - max).
     SmallVector<StringAttr> space = spaceOf(stats.tokensType, {expertDim});
@@ -475,13 +481,21 @@ struct RouterStats {
     return stats;
   }
 
-  /// Inputs of a generic over (tokens, expert): logits, max, sum, f.
+  /// Inputs of a generic over (tokens, expert): logits, max, sum, f; or the probabilities
+  /// and f.
   SmallVector<std::pair<Value, NamedTensorType>> inputs(Value logits) const {
+    if (probabilities)
+      return {{logits, logitsType}, {f, expertType}};
     return {{logits, logitsType}, {max, tokensType}, {sum, tokensType}, {f, expertType}};
   }
 
-  /// p = exp(x - max) / sum from the block arguments of inputs().
-  static Value probability(OpBuilder &b, Location loc, ValueRange args) {
+  /// The position of f among the block arguments of inputs() (the last input).
+  unsigned fArgument() const { return probabilities ? 1 : 3; }
+
+  /// p from the block arguments of inputs(): the operand, or exp(x - max) / sum.
+  Value probability(OpBuilder &b, Location loc, ValueRange args) const {
+    if (probabilities)
+      return args[0];
     Value e = math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, args[0], args[1]));
     return arith::DivFOp::create(b, loc, e, args[2]);
   }
@@ -495,17 +509,18 @@ struct LoadBalancingLossLowering : OpConversionPattern<mt::LoadBalancingLossOp> 
     Location loc = op.getLoc();
     NamedTensorType resultType = namedType(op.getResult());
     Type element = resultType.getElementType();
-    RouterStats stats = RouterStats::compute(rewriter, loc, adaptor.getLogits(),
-                                             namedType(op.getLogits()), adaptor.getIndices(),
-                                             namedType(op.getIndices()), op.getExpertDimAttr());
+    RouterStats stats = RouterStats::compute(
+        rewriter, loc, adaptor.getLogits(), namedType(op.getLogits()), adaptor.getIndices(),
+        namedType(op.getIndices()), op.getExpertDimAttr(), op.getProbabilities());
     SmallVector<StringAttr> space = spaceOf(stats.tokensType, {op.getExpertDimAttr()});
+    unsigned f = stats.fArgument();
     Value total = generic(rewriter, loc, space, space.size(), stats.inputs(adaptor.getLogits()),
                           {{zeros(rewriter, loc, resultType), resultType}},
                           [&](OpBuilder &b, Location l, ValueRange args) {
-                            Value term = arith::MulFOp::create(
-                                b, l, args[3], RouterStats::probability(b, l, args));
+                            Value term = arith::MulFOp::create(b, l, args[f],
+                                                               stats.probability(b, l, args));
                             linalg::YieldOp::create(
-                                b, l, ValueRange{arith::AddFOp::create(b, l, args[4], term)});
+                                b, l, ValueRange{arith::AddFOp::create(b, l, args[f + 1], term)});
                           })
                       .getResult(0);
     double scale = static_cast<double>(stats.experts) / static_cast<double>(stats.tokens);
@@ -523,7 +538,8 @@ struct LoadBalancingLossLowering : OpConversionPattern<mt::LoadBalancingLossOp> 
   }
 };
 
-/// loss_grad * E / T * p[t, e] * (f[e] - sum_e' f[e'] p[t, e']).
+/// loss_grad * E / T * p[t, e] * (f[e] - sum_e' f[e'] p[t, e']), or loss_grad * E / T * f[e]
+/// for the probabilities.
 struct LoadBalancingLossGradLowering : OpConversionPattern<mt::LoadBalancingLossGradOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(mt::LoadBalancingLossGradOp op, OpAdaptor adaptor,
@@ -533,30 +549,46 @@ struct LoadBalancingLossGradLowering : OpConversionPattern<mt::LoadBalancingLoss
     NamedTensorType resultType = namedType(op.getResult());
     Type element = resultType.getElementType();
     Value logits = adaptor.getLogits();
-    RouterStats stats =
-        RouterStats::compute(rewriter, loc, logits, logitsType, adaptor.getIndices(),
-                             namedType(op.getIndices()), op.getExpertDimAttr());
+    RouterStats stats = RouterStats::compute(rewriter, loc, logits, logitsType,
+                                             adaptor.getIndices(), namedType(op.getIndices()),
+                                             op.getExpertDimAttr(), op.getProbabilities());
+    double scale = static_cast<double>(stats.experts) / static_cast<double>(stats.tokens);
+    SmallVector<StringAttr> resultSpace(resultType.getDimNames());
+    if (op.getProbabilities()) {
+      Value grad =
+          generic(rewriter, loc, resultSpace, 0,
+                  {{stats.f, stats.expertType},
+                   {adaptor.getLossGrad(), namedType(op.getLossGrad())}},
+                  {{emptyTensor(rewriter, loc, resultType), resultType}},
+                  [&](OpBuilder &b, Location l, ValueRange args) {
+                    Value factor = arith::MulFOp::create(b, l, args[1],
+                                                         scalarConstant(b, l, element, scale));
+                    linalg::YieldOp::create(
+                        b, l, ValueRange{arith::MulFOp::create(b, l, factor, args[0])});
+                  })
+              .getResult(0);
+      rewriter.replaceOp(op, grad);
+      return success();
+    }
     SmallVector<StringAttr> space = spaceOf(stats.tokensType, {op.getExpertDimAttr()});
     Value mean = generic(rewriter, loc, space, 1, stats.inputs(logits),
                          {{zeros(rewriter, loc, stats.tokensType), stats.tokensType}},
                          [&](OpBuilder &b, Location l, ValueRange args) {
-                           Value term = arith::MulFOp::create(
-                               b, l, args[3], RouterStats::probability(b, l, args));
+                           Value term =
+                               arith::MulFOp::create(b, l, args[3], stats.probability(b, l, args));
                            linalg::YieldOp::create(
                                b, l, ValueRange{arith::AddFOp::create(b, l, args[4], term)});
                          })
                      .getResult(0);
-    double scale = static_cast<double>(stats.experts) / static_cast<double>(stats.tokens);
     SmallVector<std::pair<Value, NamedTensorType>> inputs = stats.inputs(logits);
     inputs.push_back({mean, stats.tokensType});
     inputs.push_back({adaptor.getLossGrad(), namedType(op.getLossGrad())});
-    SmallVector<StringAttr> resultSpace(resultType.getDimNames());
     Value grad = generic(rewriter, loc, resultSpace, 0, inputs,
                          {{emptyTensor(rewriter, loc, resultType), resultType}},
                          [&](OpBuilder &b, Location l, ValueRange args) {
                            Value factor = arith::MulFOp::create(
                                b, l, args[5], scalarConstant(b, l, element, scale));
-                           Value p = RouterStats::probability(b, l, args);
+                           Value p = stats.probability(b, l, args);
                            Value difference = arith::SubFOp::create(b, l, args[3], args[4]);
                            Value value = arith::MulFOp::create(
                                b, l, arith::MulFOp::create(b, l, factor, p), difference);

@@ -795,9 +795,11 @@ LogicalResult DispatchOp::verify() {
   if (getExpertDim() == getCapacityDim())
     return emitOpError() << "expert and capacity dimensions must differ, got '"
                          << getExpertDim() << "' for both";
-  double factor = getCapacityFactor().convertToDouble();
-  if (!(factor > 0) || !std::isfinite(factor))
-    return emitOpError() << "capacity factor must be positive and finite, got " << factor;
+  std::optional<double> factor;
+  if (getCapacityFactor())
+    factor = getCapacityFactor()->convertToDouble();
+  if (factor && (!(*factor > 0) || !std::isfinite(*factor)))
+    return emitOpError() << "capacity factor must be positive and finite, got " << *factor;
   NamedTensorType tokens = tokenDimsOf(indices, getKDim());
   SmallVector<NamedDim> features;
   for (const NamedDim &dim : input.getDims()) {
@@ -820,12 +822,16 @@ LogicalResult DispatchOp::verify() {
                          << " lacks the expert dimension '" << getExpertDim() << "'";
   int64_t experts = result.getDimSize(getExpertDim());
   int64_t k = indices.getDimSize(getKDim());
-  double exactCapacity =
-      std::ceil(factor * static_cast<double>(tokens.getNumElements() * k) / experts);
-  if (exactCapacity >= 0x1p62)
-    return emitOpError() << "capacity factor " << factor << " gives a capacity too large "
-                         << "to represent";
-  int64_t capacity = static_cast<int64_t>(exactCapacity);
+  // Dropless routing sizes every expert for all the tokens.
+  int64_t capacity = tokens.getNumElements();
+  if (factor) {
+    double exactCapacity =
+        std::ceil(*factor * static_cast<double>(tokens.getNumElements() * k) / experts);
+    if (exactCapacity >= 0x1p62)
+      return emitOpError() << "capacity factor " << *factor << " gives a capacity too large "
+                           << "to represent";
+    capacity = static_cast<int64_t>(exactCapacity);
+  }
   SmallVector<NamedDim> dims = {{getExpertDimAttr(), experts},
                                 {getCapacityDimAttr(), capacity}};
   dims.append(features);
@@ -913,6 +919,26 @@ LogicalResult LoadBalancingLossOp::inferReturnTypes(MLIRContext *context,
 
 LogicalResult LoadBalancingLossOp::verify() {
   return verifyInferredResult(*this, inferLoadBalancingLossType(*this, opErrors(*this)));
+}
+
+/// A scalar of the logits' element type; the logits are floating point with the dimension
+/// `dim`.
+template <typename ZLossOpOrAdaptor>
+static FailureOr<NamedTensorType> inferZLossType(ZLossOpOrAdaptor op, EmitErrorFn emitError) {
+  NamedTensorType logits = tensorOf(op.getLogits());
+  if (failed(requireFloat(emitError, logits, "logits")) ||
+      failed(requireDim(emitError, logits, op.getDim(), "logits")))
+    return failure();
+  return NamedTensorType::getScalar(logits.getElementType());
+}
+
+LogicalResult ZLossOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return addInferred(inferZLossType(adaptor, InferenceErrors(context, location)), types);
+}
+
+LogicalResult ZLossOp::verify() {
+  return verifyInferredResult(*this, inferZLossType(*this, opErrors(*this)));
 }
 
 //===----------------------------------------------------------------------===//

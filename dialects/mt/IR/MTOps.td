@@ -506,14 +506,30 @@ def MT_DispatchOp : MT_Op<"dispatch", [Pure]> {
     dropped). The result is (`expert_dim`, `capacity_dim`, feature dimensions of `input`),
     where `input` has the token dimensions plus the feature dimensions and
     `capacity = ceil(capacity_factor * tokens * k / experts)`.
+
+    Without `capacity_factor` the routing is dropless: `capacity = tokens`, the most one
+    expert can receive when a token names an expert at most once (as mt.topk's indices do),
+    so no choice is ever dropped. With static shapes this costs `experts / k` times the
+    memory of exact-fit routing (capacity factor 1) for the result and for everything the
+    experts compute from it.
+
+    ```mlir
+    %d = mt.dispatch %x, %i k topk to experts capacity capacity factor 1.25 : ...
+    %d = mt.dispatch %x, %i k topk to experts capacity capacity dropless : ...
+    ```
   }];
   let arguments = (ins MT_Tensor:$input, MT_Tensor:$indices, StrAttr:$k_dim,
-                       StrAttr:$expert_dim, StrAttr:$capacity_dim, F64Attr:$capacity_factor);
+                       StrAttr:$expert_dim, StrAttr:$capacity_dim,
+                       OptionalAttr<F64Attr>:$capacity_factor);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = [{
     $input `,` $indices `k` custom<DimName>($k_dim) `to` custom<DimName>($expert_dim)
-    `capacity` custom<DimName>($capacity_dim) `factor` $capacity_factor attr-dict `:`
-    type($input) `,` type($indices) `->` type($result)
+    `capacity` custom<DimName>($capacity_dim) (`factor` $capacity_factor^):(`dropless`)?
+    attr-dict `:` type($input) `,` type($indices) `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// True when no capacity factor limits the experts (capacity = tokens).
+    bool isDropless() { return !getCapacityFactor(); }
   }];
   let hasVerifier = 1;
 }
@@ -540,16 +556,38 @@ def MT_CombineOp : MT_Op<"combine", [Pure, InferTypeOpAdaptor]> {
 def MT_LoadBalancingLossOp : MT_Op<"load_balancing_loss", [Pure, InferTypeOpAdaptor]> {
   let summary = "auxiliary loss that balances expert load";
   let description = [{
-    Switch Transformer's `E * sum_e f_e * P_e`: `f_e` is the fraction of routing choices
-    that picked expert e, `P_e` the mean router probability (softmax of `logits` over
-    `expert_dim`) of expert e. A scalar of the logits' element type.
+    Switch Transformer's `E * sum_e f_e * P_e` over the T tokens routed by `indices` (T
+    tokens times k choices): `f_e = count_e / (T * k)` is the fraction of routing choices
+    that picked expert e, `P_e = sum_t p[t, e] / T` the mean router probability of expert
+    e. The probabilities `p` are the softmax of `logits` over `expert_dim`, or, with
+    `probabilities`, the operand itself: the router's scores as Megatron-Core's
+    `switch_load_balancing_loss_func` takes them (the softmax, or sigmoid scores normalised
+    to sum 1, computed before). A scalar of the logits' element type.
   }];
   let arguments = (ins MT_Tensor:$logits, MT_Tensor:$indices, StrAttr:$expert_dim,
-                       StrAttr:$k_dim);
+                       StrAttr:$k_dim, UnitAttr:$probabilities);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = [{
     $logits `,` $indices `over` custom<DimName>($expert_dim) `k` custom<DimName>($k_dim)
-    attr-dict `:` type($logits) `,` type($indices) `->` type($result)
+    (`probabilities` $probabilities^)? attr-dict `:` type($logits) `,` type($indices) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MT_ZLossOp : MT_Op<"z_loss", [Pure, InferTypeOpAdaptor]> {
+  let summary = "router z-loss: the mean squared log-partition of the logits";
+  let description = [{
+    ST-MoE's router z-loss (Megatron's `--moe-z-loss-coeff`): the mean over every position
+    (all dimensions but `dim`) of `logsumexp(logits over dim)^2`, with the log-sum-exp in the
+    stable form `max + log(sum(exp(logits - max)))`. A scalar of the logits' element type.
+    mt-decompose rewrites it (and its gradient, `2 * lse * softmax(logits) * loss_grad /
+    positions`, which autodiff writes with the core ops) into the core ops.
+  }];
+  let arguments = (ins MT_Tensor:$logits, StrAttr:$dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $logits `over` custom<DimName>($dim) attr-dict `:` type($logits) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -684,15 +722,17 @@ def MT_LoadBalancingLossGradOp : MT_Op<"load_balancing_loss_grad", [Pure, InferT
   let summary = "backward of mt.load_balancing_loss";
   let description = [{
     The gradient with respect to the router logits (the routing fractions `f_e` are
-    piecewise constant and contribute none), in the logits' type.
+    piecewise constant and contribute none), in the logits' type. With `probabilities`, the
+    gradient with respect to the probabilities the forward op took: `loss_grad * E / T *
+    f_e` for every token.
   }];
   let arguments = (ins MT_Tensor:$logits, MT_Tensor:$indices, MT_Tensor:$loss_grad,
-                       StrAttr:$expert_dim, StrAttr:$k_dim);
+                       StrAttr:$expert_dim, StrAttr:$k_dim, UnitAttr:$probabilities);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = [{
     $logits `,` $indices `,` $loss_grad `over` custom<DimName>($expert_dim) `k`
-    custom<DimName>($k_dim) attr-dict `:` type($logits) `,` type($indices) `,`
-    type($loss_grad) `->` type($result)
+    custom<DimName>($k_dim) (`probabilities` $probabilities^)? attr-dict `:` type($logits)
+    `,` type($indices) `,` type($loss_grad) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -29,6 +29,7 @@ Value TensorBuilder::greater(Value lhs, Value rhs) {
   return mt::GreaterOp::create(b, loc, lhs, rhs);
 }
 Value TensorBuilder::neg(Value value) { return mt::NegOp::create(b, loc, value); }
+Value TensorBuilder::exp(Value value) { return mt::ExpOp::create(b, loc, value); }
 Value TensorBuilder::log(Value value) { return mt::LogOp::create(b, loc, value); }
 Value TensorBuilder::sigmoid(Value value) { return mt::SigmoidOp::create(b, loc, value); }
 Value TensorBuilder::rsqrt(Value value) { return mt::RsqrtOp::create(b, loc, value); }
@@ -52,6 +53,15 @@ Value TensorBuilder::reduceSum(Value value, ArrayRef<StringRef> over) {
 
 Value TensorBuilder::reduceMean(Value value, ArrayRef<StringRef> over) {
   return mt::ReduceMeanOp::create(b, loc, value, b.getStrArrayAttr(over));
+}
+
+Value TensorBuilder::reduceMax(Value value, ArrayRef<StringRef> over) {
+  return mt::ReduceMaxOp::create(b, loc, value, b.getStrArrayAttr(over));
+}
+
+Value TensorBuilder::logSumExp(Value value, StringRef dim) {
+  Value max = reduceMax(value, {dim});
+  return add(log(reduceSum(exp(sub(value, max)), {dim})), max);
 }
 
 Value TensorBuilder::contract(Value lhs, Value rhs, ArrayRef<StringRef> over) {

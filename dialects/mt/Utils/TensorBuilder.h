@@ -34,6 +34,7 @@ public:
   mlir::Value pow(mlir::Value lhs, mlir::Value rhs);
   mlir::Value greater(mlir::Value lhs, mlir::Value rhs);
   mlir::Value neg(mlir::Value value);
+  mlir::Value exp(mlir::Value value);
   mlir::Value log(mlir::Value value);
   mlir::Value sigmoid(mlir::Value value);
   mlir::Value rsqrt(mlir::Value value);
@@ -46,6 +47,9 @@ public:
 
   mlir::Value reduceSum(mlir::Value value, llvm::ArrayRef<llvm::StringRef> over);
   mlir::Value reduceMean(mlir::Value value, llvm::ArrayRef<llvm::StringRef> over);
+  mlir::Value reduceMax(mlir::Value value, llvm::ArrayRef<llvm::StringRef> over);
+  /// log(sum(exp(value) over dim)) in the stable form max + log(sum(exp(value - max))).
+  mlir::Value logSumExp(mlir::Value value, llvm::StringRef dim);
   mlir::Value contract(mlir::Value lhs, mlir::Value rhs, llvm::ArrayRef<llvm::StringRef> over);
 
   /// `value` with exactly `target`'s dimensions in `target`'s order (a no-op when it already

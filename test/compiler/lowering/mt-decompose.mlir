@@ -249,6 +249,28 @@ func.func @cross_entropy_grad(%x: !mt.tensor<[b=2, v=5, s=3], f32>, %l: !mt.tens
 
 // -----
 
+// Tests that z_loss becomes the mean over the positions of the square of logsumexp, in
+// the stable form (the maximum subtracted before exponentiating).
+func.func @z_loss(%x: !mt.tensor<[b=2, e=4, s=3], f32>) -> !mt.tensor<[], f32> {
+  %0 = mt.z_loss %x over e : !mt.tensor<[b=2, e=4, s=3], f32> -> !mt.tensor<[], f32>
+  return %0 : !mt.tensor<[], f32>
+}
+// CHECK-LABEL: func.func @z_loss(
+// CHECK-SAME: %[[X:[^:]*]]:
+// CHECK-NOT: mt.z_loss
+// CHECK: %[[MAX:.*]] = mt.reduce_max %[[X]] over [e]
+// CHECK: %[[SHIFT:.*]] = mt.sub %[[X]], %[[MAX]]
+// CHECK: %[[E:.*]] = mt.exp %[[SHIFT]]
+// CHECK: %[[SUM:.*]] = mt.reduce_sum %[[E]] over [e]
+// CHECK: %[[LOG:.*]] = mt.log %[[SUM]]
+// CHECK: %[[LSE:.*]] = mt.add %[[LOG]], %[[MAX]]
+// CHECK: %[[SQ:.*]] = mt.mul %[[LSE]], %[[LSE]]
+// CHECK: %[[LOSS:.*]] = mt.reduce_mean %[[SQ]] over [b, s] : <[b=2, s=3], f32> -> <[], f32>
+// CHECK-NOT: mt.z_loss
+// CHECK: return %[[LOSS]]
+
+// -----
+
 // Tests that ops without a composition are left alone.
 func.func @untouched(%x: !mt.tensor<[b=2, h=4], f32>) -> !mt.tensor<[b=2, h=4], f32> {
   %0 = mt.gelu %x : !mt.tensor<[b=2, h=4], f32>

@@ -1126,6 +1126,16 @@ func.func @dispatch_capacity(%x: !mt.tensor<[tokens=8, hidden=4], f32>, %i: !mt.
 
 // -----
 
+// Tests that a dropless dispatch's capacity is the token count (8), not the exact fit
+// tokens * k / experts (4).
+func.func @dispatch_dropless_capacity(%x: !mt.tensor<[tokens=8, hidden=4], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>) {
+  // expected-error @+1 {{'mt.dispatch' op result type '!mt.tensor<[expert=4, cap=4, hidden=4], f32>' does not match the expected '!mt.tensor<[expert=4, cap=8, hidden=4], f32>'}}
+  %0 = mt.dispatch %x, %i k k to expert capacity cap dropless : !mt.tensor<[tokens=8, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], i32> -> !mt.tensor<[expert=4, cap=4, hidden=4], f32>
+  return
+}
+
+// -----
+
 // Tests that dispatch's indices are integers.
 func.func @dispatch_float_indices(%x: !mt.tensor<[tokens=8, hidden=4], f32>, %i: !mt.tensor<[tokens=8, k=2], f32>) {
   // expected-error @+1 {{'mt.dispatch' op expects integer indices, got element type 'f32'}}
@@ -1337,6 +1347,33 @@ func.func @lbl_float_indices(%l: !mt.tensor<[tokens=8, expert=4], f32>, %i: !mt.
 func.func @lbl_indices_lack_k(%l: !mt.tensor<[tokens=8, expert=4], f32>, %i: !mt.tensor<[tokens=8], i32>) {
   // expected-error @+1 {{'mt.load_balancing_loss' op indices [tokens=8] has no dimension 'k'}}
   %0 = mt.load_balancing_loss %l, %i over expert k k : !mt.tensor<[tokens=8, expert=4], f32>, !mt.tensor<[tokens=8], i32> -> !mt.tensor<[], f32>
+  return
+}
+
+// -----
+
+// Tests that the z-loss's logits have the dimension it reduces.
+func.func @z_loss_missing_dim(%l: !mt.tensor<[tokens=8, e=4], f32>) {
+  // expected-error @+1 {{'mt.z_loss' op logits [tokens=8, e=4] has no dimension 'expert'}}
+  %0 = mt.z_loss %l over expert : !mt.tensor<[tokens=8, e=4], f32> -> !mt.tensor<[], f32>
+  return
+}
+
+// -----
+
+// Tests that the z-loss takes floating-point logits.
+func.func @z_loss_integer_logits(%l: !mt.tensor<[tokens=8, expert=4], i32>) {
+  // expected-error @+1 {{'mt.z_loss' op expects floating-point logits, got element type 'i32'}}
+  %0 = mt.z_loss %l over expert : !mt.tensor<[tokens=8, expert=4], i32> -> !mt.tensor<[], f32>
+  return
+}
+
+// -----
+
+// Tests that the z-loss is a scalar of the logits' element type.
+func.func @z_loss_result_type(%l: !mt.tensor<[tokens=8, expert=4], f32>) {
+  // expected-error @+1 {{'mt.z_loss' op result type '!mt.tensor<[tokens=8], f32>' does not match the expected '!mt.tensor<[], f32>'}}
+  %0 = mt.z_loss %l over expert : !mt.tensor<[tokens=8, expert=4], f32> -> !mt.tensor<[tokens=8], f32>
   return
 }
 

@@ -253,6 +253,31 @@ TEST_F(GradientCheckTest, LoadBalancingLossGrad) {
   expectGradient(interp, "fwd", inputs, 0, {lossGrad}, grad[0]);
 }
 
+TEST_F(GradientCheckTest, LoadBalancingLossGradFromProbabilities) {
+  mlir::ModuleOp module = parse(R"mlir(
+    func.func @fwd(%p: !mt.tensor<[e=4, t=3], f64>, %i: !mt.tensor<[kk=2, t=3], i32>)
+        -> !mt.tensor<[], f64> {
+      %0 = mt.load_balancing_loss %p, %i over e k kk probabilities
+          : !mt.tensor<[e=4, t=3], f64>, !mt.tensor<[kk=2, t=3], i32> -> !mt.tensor<[], f64>
+      return %0 : !mt.tensor<[], f64>
+    }
+    func.func @bwd(%p: !mt.tensor<[e=4, t=3], f64>, %i: !mt.tensor<[kk=2, t=3], i32>,
+                   %g: !mt.tensor<[], f64>) -> !mt.tensor<[e=4, t=3], f64> {
+      %0 = mt.load_balancing_loss_grad %p, %i, %g over e k kk probabilities
+          : !mt.tensor<[e=4, t=3], f64>, !mt.tensor<[kk=2, t=3], i32>, !mt.tensor<[], f64>
+          -> !mt.tensor<[e=4, t=3], f64>
+      return %0 : !mt.tensor<[e=4, t=3], f64>
+    }
+  )mlir");
+  ASSERT_TRUE(module);
+  Interpreter interp(module);
+  std::vector<Tensor> inputs = {random("[e=4, t=3], f64", 0, 1),
+                                tensor("[kk=2, t=3], i32", {0, 0, 3, 1, 2, 0})};
+  Tensor lossGrad = tensor("[], f64", {0.9});
+  MTC_ASSIGN_OR_FAIL(grad, interp.call("bwd", {inputs[0], inputs[1], lossGrad}));
+  expectGradient(interp, "fwd", inputs, 0, {lossGrad}, grad[0]);
+}
+
 TEST_F(GradientCheckTest, GeluGradBothForms) {
   mlir::ModuleOp module = parse(R"mlir(
     func.func @exact(%x: !mt.tensor<[n=9], f32>) -> !mt.tensor<[n=9], f32> {

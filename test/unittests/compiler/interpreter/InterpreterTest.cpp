@@ -637,6 +637,52 @@ TEST_F(InterpreterTest, LoadBalancingLossByHand) {
   EXPECT_TRUE(near(out[0].data[0], 1.25));
 }
 
+TEST_F(InterpreterTest, LoadBalancingLossFromProbabilitiesByHand) {
+  mlir::ModuleOp module = parse(R"mlir(
+    func.func @f(%p: !mt.tensor<[t=2, e=3], f64>, %i: !mt.tensor<[t=2, k=2], i32>,
+                 %g: !mt.tensor<[], f64>) -> (!mt.tensor<[], f64>, !mt.tensor<[t=2, e=3], f64>) {
+      %0 = mt.load_balancing_loss %p, %i over e k k probabilities
+          : !mt.tensor<[t=2, e=3], f64>, !mt.tensor<[t=2, k=2], i32> -> !mt.tensor<[], f64>
+      %1 = mt.load_balancing_loss_grad %p, %i, %g over e k k probabilities
+          : !mt.tensor<[t=2, e=3], f64>, !mt.tensor<[t=2, k=2], i32>, !mt.tensor<[], f64>
+          -> !mt.tensor<[t=2, e=3], f64>
+      return %0, %1 : !mt.tensor<[], f64>, !mt.tensor<[t=2, e=3], f64>
+    }
+  )mlir");
+  ASSERT_TRUE(module);
+  Interpreter interp(module);
+  // Megatron's convention takes the probabilities as given (a softmax of them would give
+  // another value): choices (2, 1) and (0, 1) give counts (1, 2, 1), f = counts / (T * k) =
+  // (0.25, 0.5, 0.25); P = (0.4, 0.3, 0.3); loss = 3 * (0.1 + 0.15 + 0.075) = 0.975. The
+  // gradient is loss_grad * E / T * f_e for every token: 2 * 1.5 * f.
+  Tensor probabilities = tensor("[t=2, e=3], f64", {0.2, 0.3, 0.5, 0.6, 0.3, 0.1});
+  MTC_ASSIGN_OR_FAIL(out, interp.call("f", {probabilities, tensor("[t=2, k=2], i32", {2, 1, 0, 1}),
+                                            tensor("[], f64", {2})}));
+  EXPECT_TRUE(near(out[0].data[0], 0.975));
+  std::vector<double> grad = {0.75, 1.5, 0.75, 0.75, 1.5, 0.75};
+  for (size_t i = 0; i < grad.size(); ++i)
+    EXPECT_TRUE(near(out[1].data[i], grad[i])) << "element " << i;
+}
+
+TEST_F(InterpreterTest, ZLossByHand) {
+  mlir::ModuleOp module = parse(R"mlir(
+    func.func @f(%x: !mt.tensor<[e=3, t=2], f64>) -> !mt.tensor<[], f64> {
+      %0 = mt.z_loss %x over e : !mt.tensor<[e=3, t=2], f64> -> !mt.tensor<[], f64>
+      return %0 : !mt.tensor<[], f64>
+    }
+  )mlir");
+  ASSERT_TRUE(module);
+  Interpreter interp(module);
+  // Token 0: logits (0, 0, 0), logsumexp = ln 3. Token 1: (1000, 1000 + ln 2, 1000),
+  // logsumexp = 1000 + ln 4 (exp(1000) overflows: only the stable form gets it).
+  // z = ((ln 3)^2 + (1000 + ln 4)^2) / 2.
+  double big = 1000;
+  MTC_ASSIGN_OR_FAIL(out, interp.call("f", {tensor("[e=3, t=2], f64",
+                                                   {0, big, 0, big + std::log(2.0), 0, big})}));
+  double lse0 = std::log(3.0), lse1 = big + std::log(4.0);
+  EXPECT_TRUE(near(out[0].data[0], (lse0 * lse0 + lse1 * lse1) / 2));
+}
+
 //===----------------------------------------------------------------------===//
 // Dropout
 //===----------------------------------------------------------------------===//

@@ -47,7 +47,8 @@ protected:
     ASSERT_TRUE(mlir::succeeded(pm.run(module)));
     module.walk([](mlir::Operation *op) {
       EXPECT_FALSE((llvm::isa<mt::SoftmaxOp, mt::LayerNormOp, mt::RMSNormOp, mt::AttentionOp,
-                              mt::AttentionGradOp, mt::CrossEntropyOp, mt::CrossEntropyGradOp>(op)))
+                              mt::AttentionGradOp, mt::CrossEntropyOp, mt::CrossEntropyGradOp,
+                              mt::ZLossOp>(op)))
           << "left after decomposition: " << op->getName().getStringRef().str();
     });
   }
@@ -276,6 +277,23 @@ TEST_F(DecomposeTest, CrossEntropyOfOnePosition) {
   Tensor label = tensor("[], i64", {4});
   expectSameAfterDecompose(source, "fwd", {logits, label});
   expectSameAfterDecompose(source, "bwd", {logits, label, tensor("[], f32", {0.25})});
+}
+
+TEST_F(DecomposeTest, ZLoss) {
+  // Logits of magnitude up to 300: exp overflows float64's range past ~709 only with the
+  // maximum not subtracted, and the square of the log-sum-exp must keep every digit.
+  llvm::StringRef source = R"mlir(
+    func.func @f(%x: !mt.tensor<[b=2, e=5, s=3], f64>) -> !mt.tensor<[], f64> {
+      %0 = mt.z_loss %x over e : !mt.tensor<[b=2, e=5, s=3], f64> -> !mt.tensor<[], f64>
+      return %0 : !mt.tensor<[], f64>
+    }
+    func.func @one(%x: !mt.tensor<[e=4], f32>) -> !mt.tensor<[], f32> {
+      %0 = mt.z_loss %x over e : !mt.tensor<[e=4], f32> -> !mt.tensor<[], f32>
+      return %0 : !mt.tensor<[], f32>
+    }
+  )mlir";
+  expectSameAfterDecompose(source, "f", {random("[b=2, e=5, s=3], f64", -300, 300)});
+  expectSameAfterDecompose(source, "one", {random("[e=4], f32", -3, 3)});
 }
 
 //===----------------------------------------------------------------------===//

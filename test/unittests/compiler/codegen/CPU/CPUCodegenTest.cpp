@@ -914,6 +914,99 @@ TEST_F(CPUCodegenTest, RoutingAndLoadBalancing) {
   runAndCompare("moe_layouts", -2, 2, /*seed=*/4);
 }
 
+TEST_F(CPUCodegenTest, LoadBalancingFromProbabilities) {
+  // Megatron's convention: the operand is the probabilities (here sigmoid scores, not
+  // normalised), with no softmax in the kernel; the indices lead with k and list the token
+  // dimensions in another order than the probabilities.
+  compile(R"mlir(
+    func.func @megatron(%x: !mt.tensor<[batch=2, experts=4, seq=3], f32>,
+                        %ls: !mt.tensor<[], f32>)
+        -> (!mt.tensor<[], f32>, !mt.tensor<[batch=2, experts=4, seq=3], f32>) {
+      %p = mt.sigmoid %x : !mt.tensor<[batch=2, experts=4, seq=3], f32>
+      %v, %i = mt.topk %x over experts k k : !mt.tensor<[batch=2, experts=4, seq=3], f32>
+          -> !mt.tensor<[batch=2, k=2, seq=3], f32>, !mt.tensor<[batch=2, k=2, seq=3], i32>
+      %t = mt.transpose %i : !mt.tensor<[batch=2, k=2, seq=3], i32>
+          to !mt.tensor<[k=2, seq=3, batch=2], i32>
+      %l = mt.load_balancing_loss %p, %t over experts k k probabilities
+          : !mt.tensor<[batch=2, experts=4, seq=3], f32>, !mt.tensor<[k=2, seq=3, batch=2], i32>
+          -> !mt.tensor<[], f32>
+      %lg = mt.load_balancing_loss_grad %p, %t, %ls over experts k k probabilities
+          : !mt.tensor<[batch=2, experts=4, seq=3], f32>, !mt.tensor<[k=2, seq=3, batch=2], i32>,
+            !mt.tensor<[], f32> -> !mt.tensor<[batch=2, experts=4, seq=3], f32>
+      return %l, %lg : !mt.tensor<[], f32>, !mt.tensor<[batch=2, experts=4, seq=3], f32>
+    }
+  )mlir");
+  std::vector<std::vector<double>> results = runAndCompare("megatron", -2, 2, /*seed=*/6);
+  ASSERT_EQ(results.size(), 2u);
+  // The gradient E / T * f_e * loss_grad is the same for every token: compare the two
+  // batch rows of each (expert, seq) lane.
+  for (size_t at = 0; at < 12; ++at)
+    EXPECT_EQ(results[1][at], results[1][12 + at]) << "element " << at;
+}
+
+TEST_F(CPUCodegenTest, DroplessRoutingKeepsEveryChoice) {
+  // Zero logits tie everywhere, so top-2 sends all 6 tokens to experts 0 and 1: the most
+  // uneven routing. Dropless capacity is the token count, so both experts take all 6 and no
+  // choice is dropped; @random_routing checks the same ops under ordinary routing.
+  compile(R"mlir(
+    func.func @tied(%x: !mt.tensor<[tokens=6, hidden=4], f32>,
+                    %logits: !mt.tensor<[tokens=6, experts=4], f32>,
+                    %w: !mt.tensor<[tokens=6, k=2], f32>, %g: !mt.tensor<[tokens=6, hidden=4], f32>)
+        -> (!mt.tensor<[experts=4, capacity=6, hidden=4], f32>,
+            !mt.tensor<[tokens=6, hidden=4], f32>,
+            !mt.tensor<[experts=4, capacity=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], f32>) {
+      %zero = mt.sub %logits, %logits : !mt.tensor<[tokens=6, experts=4], f32>,
+          !mt.tensor<[tokens=6, experts=4], f32> -> !mt.tensor<[tokens=6, experts=4], f32>
+      %v, %i = mt.topk %zero over experts k k : !mt.tensor<[tokens=6, experts=4], f32>
+          -> !mt.tensor<[tokens=6, k=2], f32>, !mt.tensor<[tokens=6, k=2], i32>
+      %d = mt.dispatch %x, %i k k to experts capacity capacity dropless
+          : !mt.tensor<[tokens=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>
+          -> !mt.tensor<[experts=4, capacity=6, hidden=4], f32>
+      %c = mt.combine %d, %i, %w k k from experts capacity capacity
+          : !mt.tensor<[experts=4, capacity=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>,
+            !mt.tensor<[tokens=6, k=2], f32> -> !mt.tensor<[tokens=6, hidden=4], f32>
+      %ig, %wg = mt.combine_grad %d, %i, %w, %g k k from experts capacity capacity
+          : !mt.tensor<[experts=4, capacity=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>,
+            !mt.tensor<[tokens=6, k=2], f32>, !mt.tensor<[tokens=6, hidden=4], f32>
+          -> !mt.tensor<[experts=4, capacity=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], f32>
+      return %d, %c, %ig, %wg : !mt.tensor<[experts=4, capacity=6, hidden=4], f32>,
+          !mt.tensor<[tokens=6, hidden=4], f32>,
+          !mt.tensor<[experts=4, capacity=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], f32>
+    }
+    func.func @random_routing(%x: !mt.tensor<[tokens=6, hidden=4], f32>,
+                              %logits: !mt.tensor<[tokens=6, experts=4], f32>,
+                              %w: !mt.tensor<[tokens=6, k=2], f32>)
+        -> (!mt.tensor<[experts=4, capacity=6, hidden=4], f32>,
+            !mt.tensor<[tokens=6, hidden=4], f32>) {
+      %v, %i = mt.topk %logits over experts k k : !mt.tensor<[tokens=6, experts=4], f32>
+          -> !mt.tensor<[tokens=6, k=2], f32>, !mt.tensor<[tokens=6, k=2], i32>
+      %d = mt.dispatch %x, %i k k to experts capacity capacity dropless
+          : !mt.tensor<[tokens=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>
+          -> !mt.tensor<[experts=4, capacity=6, hidden=4], f32>
+      %c = mt.combine %d, %i, %w k k from experts capacity capacity
+          : !mt.tensor<[experts=4, capacity=6, hidden=4], f32>, !mt.tensor<[tokens=6, k=2], i32>,
+            !mt.tensor<[tokens=6, k=2], f32> -> !mt.tensor<[tokens=6, hidden=4], f32>
+      return %d, %c : !mt.tensor<[experts=4, capacity=6, hidden=4], f32>,
+          !mt.tensor<[tokens=6, hidden=4], f32>
+    }
+  )mlir");
+  std::vector<std::vector<double>> results = runAndCompare("tied");
+  ASSERT_EQ(results.size(), 4u);
+  // Experts 0 and 1 hold every token (slot t is token t), experts 2 and 3 none.
+  for (size_t expert = 0; expert < 4; ++expert) {
+    for (size_t slot = 0; slot < 6; ++slot) {
+      bool filled = false;
+      for (size_t f = 0; f < 4; ++f)
+        filled |= results[0][(expert * 6 + slot) * 4 + f] != 0;
+      EXPECT_EQ(filled, expert < 2) << "expert " << expert << " slot " << slot;
+    }
+  }
+  // Every choice is kept, so every weight has a gradient.
+  for (double weightGrad : results[3])
+    EXPECT_NE(weightGrad, 0);
+  runAndCompare("random_routing", -2, 2, /*seed=*/5);
+}
+
 //===----------------------------------------------------------------------===//
 // Layers
 //===----------------------------------------------------------------------===//
