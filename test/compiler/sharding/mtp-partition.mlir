@@ -542,6 +542,45 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, pp = 2>} {
 
 // -----
 
+// Tests that under ep a pipeline chunk's residuals and stash, which stay on the rank, keep the
+// data's split over ep (batch) across its functions: the forward returns its part of the
+// residual (no gather; the integer routing indices could not be gathered), the backward
+// takes it split, while the activation sent to the next stage leaves whole.
+// CHECK-LABEL: func.func @chunk0.forward
+// CHECK-SAME: -> (!mt.tensor<[batch=4, hidden=4], f32> {mt.buffer = "activation"}, !mt.tensor<[batch=2, hidden=4], i32> {mt.buffer = "residual", mt.index = 0 : i64}, !mt.tensor<[batch=2, hidden=4], f32> {mt.buffer = "stash", mt.index = 0 : i64})
+// CHECK-NOT: i32, <[ep = 2]>, split {batch = [ep]}> -> <[batch=4, hidden=4], i32
+// CHECK: mtp.all_gather {{.*}} over "ep" along "batch" : <[batch=4, hidden=4], f32
+// CHECK-NOT: mtp.all_gather
+// CHECK: return
+// CHECK-LABEL: func.func @chunk0.backward
+// CHECK-SAME: (%{{.*}}: !mt.tensor<[batch=2, hidden=4], i32> {mt.buffer = "residual", mt.index = 0 : i64}, %{{.*}}: !mt.tensor<[batch=2, hidden=4], f32> {mt.buffer = "stash", mt.index = 0 : i64}
+// CHECK-NOT: mtp.all_slice
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<ep = 2, pp = 2>} {
+  mt.param @w : !mt.tensor<[experts=4, hidden=4], f32> init normal(2.000000e-02)
+  func.func @chunk0.forward(%x: !mt.tensor<[batch=4, hidden=4], f32> {mt.buffer = "tokens"},
+                            %i: !mt.tensor<[batch=4, hidden=4], i32> {mt.buffer = "labels"},
+                            %w: !mt.tensor<[experts=4, hidden=4], f32> {mt.param = @w})
+      -> (!mt.tensor<[batch=4, hidden=4], f32> {mt.buffer = "activation"},
+          !mt.tensor<[batch=4, hidden=4], i32> {mt.buffer = "residual", mt.index = 0 : i64},
+          !mt.tensor<[batch=4, hidden=4], f32> {mt.buffer = "stash", mt.index = 0 : i64})
+      attributes {mt.pipeline_chunk = 0 : i64} {
+    %y = mt.mul %x, %x : <[batch=4, hidden=4], f32>, <[batch=4, hidden=4], f32> -> <[batch=4, hidden=4], f32>
+    return %y, %i, %y : !mt.tensor<[batch=4, hidden=4], f32>, !mt.tensor<[batch=4, hidden=4], i32>, !mt.tensor<[batch=4, hidden=4], f32>
+  }
+  func.func @chunk0.backward(%i: !mt.tensor<[batch=4, hidden=4], i32> {mt.buffer = "residual", mt.index = 0 : i64},
+                             %s: !mt.tensor<[batch=4, hidden=4], f32> {mt.buffer = "stash", mt.index = 0 : i64},
+                             %w: !mt.tensor<[experts=4, hidden=4], f32> {mt.param = @w})
+      -> !mt.tensor<[], f32> attributes {mt.pipeline_chunk = 0 : i64} {
+    %c = mt.cast %i : <[batch=4, hidden=4], i32> to <[batch=4, hidden=4], f32>
+    %p = mt.mul %c, %s : <[batch=4, hidden=4], f32>, <[batch=4, hidden=4], f32> -> <[batch=4, hidden=4], f32>
+    %l = mt.reduce_sum %p over [batch, hidden] : <[batch=4, hidden=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
 // Tests that a tensor-parallel degree whose layout (Megatron's) splits no parameter is
 // refused, naming the dimensions it looked for and how to name others.
 // expected-error @+1 {{tp 2 shards nothing: no parameter has a dimension of Megatron's layout (ffn, heads, kv_heads, vocab); name this model's dimensions to split with --layout '<dim>:tp,...' (or `layout { <dim>: tp }` in parallel {})}}
