@@ -561,7 +561,8 @@ struct TopKGradModel : PartitionOpInterface::ExternalModel<TopKGradModel, mt::To
 };
 
 /// The routing group of a rank under expert parallelism: the token dimension (of `indices`,
-/// whose other dimension is `kDim`) that `layout` splits over the expert axis. Each
+/// whose other dimension is `kDim`) that the first of `layouts` to split one splits over
+/// the expert axis. Each
 /// expert-parallel rank routes its own tokens, within the capacity its own tokens give
 /// (Megatron's semantics, and the reference's: one rank whose micro-batch is a rank's
 /// part). A split over another axis (seq over tp under sequence parallelism) would change
@@ -697,9 +698,11 @@ struct CombineGradModel
       group.reset();
     StringRef axis = group ? StringRef(group->axis) : StringRef();
     llvm::StringMap<std::string> features;
-    for (auto [i, value] : llvm::enumerate(std::array<Value, 2>{op.getInput(), op.getResultGrad()}))
-      carryFeatureSplits(summed(context, value, in[i == 0 ? 0 : 3]), indicesType,
-                         {op.getExpertDim(), op.getCapacityDim()}, axis, features);
+    SmallVector<StringRef, 2> slots = {op.getExpertDim(), op.getCapacityDim()};
+    carryFeatureSplits(summed(context, op.getInput(), in[0]), indicesType, slots, axis,
+                       features);
+    carryFeatureSplits(summed(context, op.getResultGrad(), in[3]), indicesType, slots, axis,
+                       features);
     Layout input = Layout::restrict(features, inputType);
     Layout tokens, resultGrad = Layout::restrict(features, typeOf(op.getResultGrad()));
     if (group) {
