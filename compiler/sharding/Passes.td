@@ -47,8 +47,17 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       layout splits the table of an `embedding_grad` (and the gradient does not use that
       axis) each rank accumulates only its rows; otherwise the table is gathered, or the
       gradient left partial;
-    - ops without a sharded form (constants, `iota`, `rope`, `topk`, `topk_grad`, the MoE
-      routing ops) run replicated: their operands are gathered and summed first.
+    - expert parallelism's routing (`ep > 1`, the batch split over `ep`): each rank routes
+      its own tokens. `topk` keeps the batch's split over `ep` (any other split is
+      gathered on its scores), `topk_grad` every row split; `dispatch` turns the tokens'
+      split over `ep` into the capacity's (each rank fills its share of every expert's
+      slots; a capacity `ep` does not divide is an error), and the expert contraction
+      moves the slots to the experts' ranks (`experts` outranks `capacity`); `combine` and
+      `combine_grad` bring them back (`combine` keeps partial expert outputs partial);
+      `load_balancing_loss` is partial over `ep`, each rank's loss scaled by 1/ep, and its
+      gradient scales the loss gradient alike. Other token splits are gathered first;
+    - ops without a sharded form (constants, `iota`, `rope`) run replicated: their
+      operands are gathered and summed first.
     - `mt.repeat` partitions its layer function once for the layouts of its operands;
       a carried value keeps the layout the layer gives it (the caller slices the first
       one), so consecutive layers need no resharding.
