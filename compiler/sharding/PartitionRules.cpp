@@ -138,7 +138,8 @@ struct DropoutModel : PartitionOpInterface::ExternalModel<DropoutModel, mt::Drop
 
 /// A contracted split becomes a partial sum of the result; the result keeps the splits of
 /// its operands' other dimensions. At most one operand stays partial, and its axes split
-/// nothing of the other.
+/// nothing of the other; partial sums over a data axis are reduce-scattered first
+/// (scatterDataPartials).
 struct ContractModel : PartitionOpInterface::ExternalModel<ContractModel, mt::ContractOp> {
   FailureOr<PartitionRule> getPartitionRule(Operation *operation,
                                             const PartitionContext &context,
@@ -147,7 +148,8 @@ struct ContractModel : PartitionOpInterface::ExternalModel<ContractModel, mt::Co
     NamedTensorType lhsType = typeOf(op.getLhs()), rhsType = typeOf(op.getRhs());
     NamedTensorType resultType = typeOf(op.getResult());
     SmallVector<StringRef> over = names(op.getOver());
-    Layout lhs = in[0], rhs = in[1];
+    Layout lhs = context.scatterDataPartials(lhsType, in[0]);
+    Layout rhs = context.scatterDataPartials(rhsType, in[1]);
     auto clashes = [](const Layout &partial, const Layout &other) {
       for (const auto &entry : other.split)
         if (llvm::is_contained(partial.partial, entry.second))
@@ -371,6 +373,32 @@ struct MergeModel : PartitionOpInterface::ExternalModel<MergeModel, mt::MergeOp>
 };
 
 //===----------------------------------------------------------------------===//
+// Rotary position embedding
+//===----------------------------------------------------------------------===//
+
+/// rope: rows rotate independently, so splits (and partial sums: the rotation is linear;
+/// those over a data axis are reduce-scattered first) carry, except on the rotated
+/// dimension, whose pairs (2i, 2i+1) and angles need it whole. A split position dimension
+/// (the sequence under cp) rotates by the global positions: the lowering offsets them by
+/// this rank's part (the input's laid-out type).
+struct RopeModel : PartitionOpInterface::ExternalModel<RopeModel, mt::RopeOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    Layout input = context.scatterDataPartials(typeOf(op->getOperand(0)), in[0]);
+    input.split.erase(cast<mt::RopeOp>(op).getDim());
+    return carry(input);
+  }
+  LogicalResult buildLocalOp(Operation *operation, const PartitionContext &,
+                             ValueLayouts &layouts) const {
+    auto op = cast<mt::RopeOp>(operation);
+    ShardedTensorType input = layouts.lookup(op.getInput());
+    if (!input.getSplitAxes(op.getPosition()).empty())
+      mtp::setLocalLayout(op, input);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
 // Embedding lookup and its gradient
 //===----------------------------------------------------------------------===//
 
@@ -502,7 +530,7 @@ struct EmbeddingGradModel
 //===----------------------------------------------------------------------===//
 
 /// Whole operands, whole results: constants, iota, and the ops whose sharded form is not
-/// written yet (rope, topk, topk_grad, the MoE routing ops, and the composite ops
+/// written yet (topk, topk_grad, the MoE routing ops, and the composite ops
 /// mt-decompose rewrites before partitioning).
 template <typename OpTy>
 struct ReplicatedModel : PartitionOpInterface::ExternalModel<ReplicatedModel<OpTy>, OpTy> {
@@ -537,7 +565,8 @@ void mtc::sharding::registerPartitionRules(DialectRegistry &registry) {
     mt::MergeOp::attachInterface<MergeModel>(*context);
     mt::GatherOp::attachInterface<GatherModel>(*context);
     mt::EmbeddingGradOp::attachInterface<EmbeddingGradModel>(*context);
-    attach<ReplicatedModel, mt::ConstantOp, mt::IotaOp, mt::RopeOp, mt::TopKOp,
+    mt::RopeOp::attachInterface<RopeModel>(*context);
+    attach<ReplicatedModel, mt::ConstantOp, mt::IotaOp, mt::TopKOp,
            mt::TopKGradOp, mt::DispatchOp, mt::CombineOp, mt::CombineGradOp,
            mt::LoadBalancingLossOp, mt::LoadBalancingLossGradOp, mt::SoftmaxOp,
            mt::LayerNormOp, mt::RMSNormOp, mt::AttentionOp, mt::AttentionGradOp,
