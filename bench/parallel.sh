@@ -2,18 +2,20 @@
 # Step time and communication of one model under each parallel layout, at a fixed global
 # batch, on this host's CPU ranks (bench/README.md, "Parallel layouts").
 #
-#   bench/parallel.sh [--model examples/gpt-tiny.mtl] [--global-batch 32] [--steps 12]
-#                     [--threads 1] [--out DIR]
+#   bench/parallel.sh [--layouts dense|moe|context] [--model M] [--global-batch N]
+#                     [--steps 12] [--threads 1] [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-model=examples/gpt-tiny.mtl
-global_batch=32
+layout_set=dense
+model=
+global_batch=
 steps=12
 threads=1
 out=
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --layouts) layout_set=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --global-batch) global_batch=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
@@ -32,16 +34,43 @@ if [[ -z $out ]]; then
 fi
 
 # name | compile flags | mtrun ranks
-layouts=(
-  "one||--nodes 1"
-  "dp2||--nodes 2"
-  "dp4||--nodes 2 --ranks-per-node 2"
-  "tp2|--tp 2|--nodes 2"
-  "tp2+sp|--tp 2 --sp|--nodes 2"
-  "tp4|--tp 4|--nodes 4"
-  "tp2xdp2|--tp 2|--nodes 2 --ranks-per-node 2"
-  "tp2xdp2+sp+distopt|--tp 2 --sp --dp 2 --use-distributed-optimizer|--nodes 2 --ranks-per-node 2"
-)
+case "$layout_set" in
+  dense)
+    : "${model:=examples/gpt-tiny.mtl}" "${global_batch:=32}"
+    layouts=(
+      "one||--nodes 1"
+      "dp2||--nodes 2"
+      "dp4||--nodes 2 --ranks-per-node 2"
+      "tp2|--tp 2|--nodes 2"
+      "tp2+sp|--tp 2 --sp|--nodes 2"
+      "tp4|--tp 4|--nodes 4"
+      "tp2xdp2|--tp 2|--nodes 2 --ranks-per-node 2"
+      "tp2xdp2+sp+distopt|--tp 2 --sp --dp 2 --use-distributed-optimizer|--nodes 2 --ranks-per-node 2"
+    ) ;;
+  moe)
+    : "${model:=examples/mixtral-tiny.mtl}" "${global_batch:=16}"
+    layouts=(
+      "one||--nodes 1"
+      "dp2||--nodes 2"
+      "ep2|--ep 2|--nodes 2"
+      "ep4|--ep 4|--nodes 4"
+      "ep2xtp2+sp|--ep 2 --tp 2 --sp|--nodes 4"
+      "ep2xdp2|--ep 2|--nodes 4"
+      "ep2xpp2|--ep 2 --pp 2|--nodes 4"
+    ) ;;
+  context)
+    : "${model:=bench/context-gpt.mtl}" "${global_batch:=8}"
+    layouts=(
+      "one||--nodes 1"
+      "dp2||--nodes 2"
+      "cp2|--cp 2|--nodes 2"
+      "cp4|--cp 4|--nodes 4"
+      "cp2xtp2|--cp 2 --tp 2|--nodes 4"
+      "cp2xdp2|--cp 2|--nodes 4"
+      "cp2xpp2|--cp 2 --pp 2|--nodes 4"
+    ) ;;
+  *) echo "bench/parallel.sh: --layouts must be dense, moe or context, not '$layout_set'" >&2; exit 1 ;;
+esac
 
 declare -A compiled
 for layout in "${layouts[@]}"; do

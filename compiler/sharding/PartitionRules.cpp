@@ -3,7 +3,7 @@
 // One external model of PartitionOpInterface per rule family, attached to the ops it
 // serves: elementwise ops (by how they treat partial sums), contractions, reductions,
 // ops that only move or add dimensions, reshapes, the embedding lookup and its gradient,
-// and the ops that run replicated. Passes.td (`mtp-partition`) describes the rules.
+// the mixture-of-experts routing, and the ops that run replicated. Passes.td (`mtp-partition`) describes the rules.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,8 @@
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mtp/IR/MTPOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -207,6 +209,19 @@ struct ContractModel : PartitionOpInterface::ExternalModel<ContractModel, mt::Co
 // Reductions
 //===----------------------------------------------------------------------===//
 
+/// `value` times `factor`, built at `b`'s insertion point, in `value`'s layout: the local
+/// part of a mean over parts the layout splits.
+Value scaleBy(OpBuilder &b, Location loc, Value value, double factor,
+              const PartitionContext &context, ValueLayouts &layouts) {
+  NamedTensorType type = typeOf(value);
+  Value scale = mt::ConstantOp::create(b, loc, NamedTensorType::getScalar(type.getElementType()),
+                                       b.getF64FloatAttr(factor));
+  layouts.set(scale, context.replicated(scale.getType()));
+  Value scaled = mt::MulOp::create(b, loc, type, value, scale);
+  layouts.set(scaled, layouts.lookup(value));
+  return scaled;
+}
+
 /// reduce_sum / reduce_mean (linear: partial sums stay, a reduced split becomes one) and
 /// reduce_max (sums partial operands first; a reduced split leaves partial maxima).
 PartitionRule reduce(Operation *op, const PartitionContext &context, ArrayAttr over,
@@ -256,14 +271,9 @@ struct ReduceMeanModel
       return success();
     OpBuilder b(op->getContext());
     b.setInsertionPointAfter(op);
-    NamedTensorType type = typeOf(mean.getResult());
-    Value scale = mt::ConstantOp::create(b, op->getLoc(),
-                                         NamedTensorType::getScalar(type.getElementType()),
-                                         b.getF64FloatAttr(1.0 / static_cast<double>(parts)));
-    layouts.set(scale, context.replicated(scale.getType()));
-    auto scaled = mt::MulOp::create(b, op->getLoc(), type, mean.getResult(), scale);
-    mean.getResult().replaceAllUsesExcept(scaled.getResult(), scaled);
-    layouts.set(scaled.getResult(), layouts.lookup(mean.getResult()));
+    Value scaled = scaleBy(b, op->getLoc(), mean.getResult(), 1.0 / static_cast<double>(parts),
+                           context, layouts);
+    mean.getResult().replaceAllUsesExcept(scaled, scaled.getDefiningOp());
     return success();
   }
 };
@@ -526,12 +536,318 @@ struct EmbeddingGradModel
 };
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+/// `layout` with its partial sums summed (reduce-scattered along a dimension of `wanted`
+/// where one fits).
+Layout summed(const PartitionContext &context, Value value, const Layout &layout,
+              const llvm::StringMap<std::string> &wanted = {}) {
+  return layout.isPartial() ? context.resolvePartial(typeOf(value), layout, wanted) : layout;
+}
+
+/// topk, topk_grad: every row (a point of the other dimensions) picks its k alone, so the
+/// other dimensions' splits carry; the dimension the k are picked from, and k, are whole.
+/// The values are not linear in the input: partial sums are summed first.
+struct TopKModel : PartitionOpInterface::ExternalModel<TopKModel, mt::TopKOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto topk = cast<mt::TopKOp>(op);
+    Layout operand = summed(context, topk.getInput(), in[0]);
+    operand.split.erase(topk.getDim());
+    Layout result;
+    result.split = operand.split;
+    PartitionRule rule;
+    rule.operands.push_back(operand);
+    rule.results = {result, result};
+    return rule;
+  }
+};
+
+struct TopKGradModel : PartitionOpInterface::ExternalModel<TopKGradModel, mt::TopKGradOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto grad = cast<mt::TopKGradOp>(op);
+    Layout values = summed(context, grad.getValuesGrad(), in[0], in[1].split);
+    SmallVector<StringRef> rows = dimNames(typeOf(grad.getResult()));
+    llvm::erase(rows, grad.getDim());
+    llvm::StringMap<std::string> split = context.unionSplits({values, in[1]}, rows, {});
+    PartitionRule rule;
+    rule.operands = {Layout::restrict(split, typeOf(grad.getValuesGrad())),
+                     Layout::restrict(split, typeOf(grad.getIndices()))};
+    rule.results.push_back(Layout::restrict(split, typeOf(grad.getResult())));
+    return rule;
+  }
+};
+
+/// The routing group of a rank under expert parallelism: the token dimension (of `indices`,
+/// whose other dimension is `kDim`) that `layout` splits over the expert axis. Each
+/// expert-parallel rank routes its own tokens, within the capacity its own tokens give
+/// (Megatron's semantics, and the reference's: one rank whose micro-batch is a rank's
+/// part). A split over another axis (seq over tp under sequence parallelism) would change
+/// which tokens compete for an expert's slots: the rules gather it.
+struct RoutingGroup {
+  std::string tokenDim;
+  std::string axis;
+};
+
+std::optional<RoutingGroup> routingGroup(const PartitionContext &context,
+                                         ArrayRef<Layout> layouts, NamedTensorType indices,
+                                         StringRef kDim) {
+  StringRef axis = context.getSpec().expertAxis;
+  if (axis.empty())
+    return std::nullopt;
+  for (const Layout &layout : layouts)
+    for (StringRef dim : dimNames(indices))
+      if (dim != kDim && layout.axisOf(dim) == axis)
+        return RoutingGroup{dim.str(), axis.str()};
+  return std::nullopt;
+}
+
+/// The splits of `layout` on feature dimensions (those `indices` lacks, other than `skip`),
+/// except over `axis` (the routing group's).
+void carryFeatureSplits(const Layout &layout, NamedTensorType indices,
+                        ArrayRef<StringRef> skip, StringRef axis,
+                        llvm::StringMap<std::string> &split) {
+  for (const auto &entry : layout.split)
+    if (!indices.hasDim(entry.first()) && !llvm::is_contained(skip, entry.first()) &&
+        entry.second != axis && !split.count(entry.first()))
+      split[entry.first()] = entry.second;
+}
+
+/// dispatch: each rank of a routing group fills its own share of every expert's slots with
+/// its own tokens: the token dimension's split becomes the capacity dimension's split over
+/// the same axis (no communication here; the expert contraction then moves the slots to the
+/// ranks holding their experts, as Megatron's all-to-all). Other token splits are gathered;
+/// feature splits carry. The local op computes each rank's capacity from its own tokens,
+/// which must be its equal share of the whole capacity (checked in buildLocalOp).
+struct DispatchModel : PartitionOpInterface::ExternalModel<DispatchModel, mt::DispatchOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *operation,
+                                            const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto op = cast<mt::DispatchOp>(operation);
+    NamedTensorType indicesType = typeOf(op.getIndices());
+    NamedTensorType resultType = typeOf(op.getResult());
+    Layout input = summed(context, op.getInput(), in[0]);
+    std::optional<RoutingGroup> group =
+        routingGroup(context, {in[1], input}, indicesType, op.getKDim());
+    if (group && !context.divisible(resultType, op.getCapacityDim(), group->axis))
+      return op.emitOpError() << "cannot split the capacity "
+                              << resultType.getDimSize(op.getCapacityDim())
+                              << " of each expert evenly over the "
+                              << context.axisSize(group->axis) << " ranks of '" << group->axis
+                              << "' that route their own tokens; choose a micro-batch or "
+                                 "capacity factor whose capacity they divide";
+    llvm::StringMap<std::string> features;
+    carryFeatureSplits(input, indicesType, {}, group ? StringRef(group->axis) : StringRef(),
+                       features);
+    PartitionRule rule;
+    Layout inputTarget = Layout::restrict(features, typeOf(op.getInput()));
+    Layout indicesTarget, result = Layout::restrict(features, resultType);
+    if (group) {
+      inputTarget.split[group->tokenDim] = group->axis;
+      indicesTarget.split[group->tokenDim] = group->axis;
+      result.split[op.getCapacityDim()] = group->axis;
+    }
+    rule.operands = {inputTarget, indicesTarget};
+    rule.results.push_back(result);
+    return rule;
+  }
+
+  /// The local op derives its capacity from the rank's tokens, its result type from the
+  /// split: they agree only where the capacity of a rank's tokens is the whole capacity
+  /// over the group's size (the rounding of the capacity can make them differ).
+  LogicalResult buildLocalOp(Operation *op, const PartitionContext &context,
+                             ValueLayouts &layouts) const {
+    ShardedTensorType result = layouts.lookup(op->getResult(0));
+    StringRef capacityDim = cast<mt::DispatchOp>(op).getCapacityDim();
+    SmallVector<StringRef> axes = result.getSplitAxes(capacityDim);
+    if (axes.empty())
+      return success();
+    std::string reason;
+    {
+      ScopedDiagnosticHandler capture(op->getContext(), [&](Diagnostic &diag) {
+        reason = diag.str();
+        return success();
+      });
+      if (succeeded(verify(op, /*verifyRecursively=*/false)))
+        return success();
+    }
+    auto global = cast<NamedTensorType>(result.getGlobal());
+    int64_t parts = context.axisSize(axes.front());
+    return op->emitOpError() << "cannot route each of the " << parts << " ranks of '"
+                             << axes.front() << "' within its share "
+                             << global.getDimSize(capacityDim) / parts << " of the capacity "
+                             << global.getDimSize(capacityDim)
+                             << " of each expert: the capacity of its own tokens differs ("
+                             << reason << "); choose a micro-batch or capacity factor whose "
+                             << "capacity splits evenly";
+  }
+};
+
+/// combine: the inverse of dispatch. The tokens' split over the routing group's axis becomes
+/// the capacity's split of the expert outputs (each rank combines the slots its tokens
+/// filled: the expert outputs come back from the experts' ranks); other token splits are
+/// gathered, feature splits carry. The result is linear in the expert outputs: their
+/// partial sums stay (summed once on the tokens, not on every slot).
+struct CombineModel : PartitionOpInterface::ExternalModel<CombineModel, mt::CombineOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *operation,
+                                            const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto op = cast<mt::CombineOp>(operation);
+    NamedTensorType inputType = typeOf(op.getInput());
+    NamedTensorType indicesType = typeOf(op.getIndices());
+    NamedTensorType resultType = typeOf(op.getResult());
+    std::optional<RoutingGroup> group =
+        routingGroup(context, {in[1], in[2]}, indicesType, op.getKDim());
+    if (group && !context.divisible(inputType, op.getCapacityDim(), group->axis))
+      group.reset();
+    SmallVector<std::string, 1> partial = in[0].partial;
+    if (group && llvm::is_contained(partial, group->axis))
+      partial.clear();
+    llvm::StringMap<std::string> features;
+    carryFeatureSplits(in[0], indicesType, {op.getExpertDim(), op.getCapacityDim()},
+                       group ? StringRef(group->axis) : StringRef(), features);
+    for (auto it = features.begin(); it != features.end();)
+      if (llvm::is_contained(partial, it->second))
+        features.erase(it++);
+      else
+        ++it;
+    Layout input = Layout::restrict(features, inputType);
+    input.partial = partial;
+    Layout tokens, result = Layout::restrict(features, resultType);
+    result.partial = partial;
+    if (group) {
+      input.split[op.getCapacityDim()] = group->axis;
+      tokens.split[group->tokenDim] = group->axis;
+      result.split[group->tokenDim] = group->axis;
+    }
+    PartitionRule rule;
+    rule.operands = {input, tokens, tokens};
+    rule.results.push_back(result);
+    return rule;
+  }
+};
+
+/// combine_grad: combine's layouts, the output gradient laid out as combine's result; each
+/// gradient in its operand's layout. Partial sums are summed first.
+struct CombineGradModel
+    : PartitionOpInterface::ExternalModel<CombineGradModel, mt::CombineGradOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *operation,
+                                            const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto op = cast<mt::CombineGradOp>(operation);
+    NamedTensorType inputType = typeOf(op.getInput());
+    NamedTensorType indicesType = typeOf(op.getIndices());
+    std::optional<RoutingGroup> group =
+        routingGroup(context, {in[1], in[2], in[3]}, indicesType, op.getKDim());
+    if (group && !context.divisible(inputType, op.getCapacityDim(), group->axis))
+      group.reset();
+    StringRef axis = group ? StringRef(group->axis) : StringRef();
+    llvm::StringMap<std::string> features;
+    for (auto [i, value] : llvm::enumerate(std::array<Value, 2>{op.getInput(), op.getResultGrad()}))
+      carryFeatureSplits(summed(context, value, in[i == 0 ? 0 : 3]), indicesType,
+                         {op.getExpertDim(), op.getCapacityDim()}, axis, features);
+    Layout input = Layout::restrict(features, inputType);
+    Layout tokens, resultGrad = Layout::restrict(features, typeOf(op.getResultGrad()));
+    if (group) {
+      input.split[op.getCapacityDim()] = group->axis;
+      tokens.split[group->tokenDim] = group->axis;
+      resultGrad.split[group->tokenDim] = group->axis;
+    }
+    PartitionRule rule;
+    rule.operands = {input, tokens, tokens, resultGrad};
+    rule.results = {input, tokens};
+    return rule;
+  }
+};
+
+/// load_balancing_loss and its gradient: each rank of a routing group balances its own
+/// tokens (the routing fractions and mean probabilities of its part, as it routed them):
+/// the loss is partial over the group's axis, each rank's loss scaled by 1 / parts so that
+/// the sum is the mean over the groups (the reference's mean over micro-batches); the
+/// gradient's is scaled alike. Other token splits are gathered (the loss is not linear in
+/// the tokens).
+PartitionRule loadBalancing(const PartitionContext &context, ArrayRef<Layout> in,
+                            NamedTensorType indices, StringRef kDim,
+                            std::optional<RoutingGroup> &group) {
+  group = routingGroup(context, in.take_front(2), indices, kDim);
+  Layout tokens;
+  if (group)
+    tokens.split[group->tokenDim] = group->axis;
+  PartitionRule rule;
+  rule.operands = {tokens, tokens};
+  return rule;
+}
+
+struct LoadBalancingLossModel
+    : PartitionOpInterface::ExternalModel<LoadBalancingLossModel, mt::LoadBalancingLossOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *operation,
+                                            const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto op = cast<mt::LoadBalancingLossOp>(operation);
+    std::optional<RoutingGroup> group;
+    PartitionRule rule =
+        loadBalancing(context, in, typeOf(op.getIndices()), op.getKDim(), group);
+    Layout result;
+    if (group)
+      result.partial.push_back(group->axis);
+    rule.results.push_back(result);
+    return rule;
+  }
+  LogicalResult buildLocalOp(Operation *op, const PartitionContext &context,
+                             ValueLayouts &layouts) const {
+    Value loss = op->getResult(0);
+    SmallVector<StringRef> axes = layouts.lookup(loss).getPartialAxes();
+    if (axes.empty())
+      return success();
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    Value scaled = scaleBy(b, op->getLoc(), loss,
+                           1.0 / static_cast<double>(context.axisSize(axes.front())), context,
+                           layouts);
+    loss.replaceAllUsesExcept(scaled, scaled.getDefiningOp());
+    return success();
+  }
+};
+
+struct LoadBalancingLossGradModel
+    : PartitionOpInterface::ExternalModel<LoadBalancingLossGradModel,
+                                          mt::LoadBalancingLossGradOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *operation,
+                                            const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto op = cast<mt::LoadBalancingLossGradOp>(operation);
+    std::optional<RoutingGroup> group;
+    PartitionRule rule =
+        loadBalancing(context, in, typeOf(op.getIndices()), op.getKDim(), group);
+    rule.operands.push_back(Layout{}); // the loss's gradient, whole
+    rule.results.push_back(rule.operands.front());
+    return rule;
+  }
+  LogicalResult buildLocalOp(Operation *operation, const PartitionContext &context,
+                             ValueLayouts &layouts) const {
+    auto op = cast<mt::LoadBalancingLossGradOp>(operation);
+    Layout logits = Layout::of(layouts.lookup(op.getLogits()));
+    std::optional<RoutingGroup> group = routingGroup(context, {logits},
+                                                     typeOf(op.getIndices()), op.getKDim());
+    if (!group)
+      return success();
+    OpBuilder b(op);
+    Value scaled = scaleBy(b, op.getLoc(), op.getLossGrad(),
+                           1.0 / static_cast<double>(context.axisSize(group->axis)), context,
+                           layouts);
+    op.getLossGradMutable().assign(scaled);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
 // Ops without a sharded form
 //===----------------------------------------------------------------------===//
 
 /// Whole operands, whole results: constants, iota, and the ops whose sharded form is not
-/// written yet (topk, topk_grad, the MoE routing ops, and the composite ops
-/// mt-decompose rewrites before partitioning).
+/// written yet (the composite ops mt-decompose rewrites before partitioning).
 template <typename OpTy>
 struct ReplicatedModel : PartitionOpInterface::ExternalModel<ReplicatedModel<OpTy>, OpTy> {
   FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &,
@@ -566,9 +882,14 @@ void mtc::sharding::registerPartitionRules(DialectRegistry &registry) {
     mt::GatherOp::attachInterface<GatherModel>(*context);
     mt::EmbeddingGradOp::attachInterface<EmbeddingGradModel>(*context);
     mt::RopeOp::attachInterface<RopeModel>(*context);
-    attach<ReplicatedModel, mt::ConstantOp, mt::IotaOp, mt::TopKOp,
-           mt::TopKGradOp, mt::DispatchOp, mt::CombineOp, mt::CombineGradOp,
-           mt::LoadBalancingLossOp, mt::LoadBalancingLossGradOp, mt::SoftmaxOp,
+    mt::TopKOp::attachInterface<TopKModel>(*context);
+    mt::TopKGradOp::attachInterface<TopKGradModel>(*context);
+    mt::DispatchOp::attachInterface<DispatchModel>(*context);
+    mt::CombineOp::attachInterface<CombineModel>(*context);
+    mt::CombineGradOp::attachInterface<CombineGradModel>(*context);
+    mt::LoadBalancingLossOp::attachInterface<LoadBalancingLossModel>(*context);
+    mt::LoadBalancingLossGradOp::attachInterface<LoadBalancingLossGradModel>(*context);
+    attach<ReplicatedModel, mt::ConstantOp, mt::IotaOp, mt::SoftmaxOp,
            mt::LayerNormOp, mt::RMSNormOp, mt::AttentionOp, mt::AttentionGradOp,
            mt::CrossEntropyOp, mt::CrossEntropyGradOp>(context);
   });

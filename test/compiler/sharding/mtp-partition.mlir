@@ -34,6 +34,70 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
 
 // -----
 
+// Tests context parallelism's data: the entry function's data argument arrives whole and
+// each rank keeps its part of the sequence (all_slice, no communication) before the first
+// op; the parameter is not split over cp; a mean over the split sequence is a partial mean,
+// scaled by 1/cp and summed once.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %arg0: !mt.tensor<[batch=2, seq=8, hidden=4], f32>
+// CHECK-SAME: %arg1: !mt.tensor<[hidden=4, ffn=4], f32> {mt.param = @w}
+// CHECK: %[[X:.*]] = mtp.from_local %arg0
+// CHECK: %[[S:.*]] = mtp.all_slice %[[X]] over "cp" along "seq" {{.*}} -> <[batch=2, seq=8, hidden=4], f32, <[cp = 2]>, split {seq = [cp]}>
+// CHECK: %[[L:.*]] = mtp.to_local %[[S]] {{.*}} -> <[batch=2, seq=4, hidden=4], f32>
+// CHECK: mt.contract %[[L]], %arg1 over [hidden] {{.*}} -> <[batch=2, seq=4, ffn=4], f32>
+// CHECK: mt.reduce_mean
+// CHECK: mt.mul
+// CHECK: mtp.all_reduce {{.*}} over ["cp"]
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2>} {
+  mt.param @w : !mt.tensor<[hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[batch=2, seq=8, hidden=4], f32>,
+                     %w: !mt.tensor<[hidden=4, ffn=4], f32> {mt.param = @w}) -> !mt.tensor<[], f32> {
+    %h = mt.contract %x, %w over [hidden] : <[batch=2, seq=8, hidden=4], f32>, <[hidden=4, ffn=4], f32> -> <[batch=2, seq=8, ffn=4], f32>
+    %l = mt.reduce_mean %h over [batch, seq, ffn] : <[batch=2, seq=8, ffn=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests expert parallelism's parameters and data: the expert weight (experts leading) is
+// split over ep, the router ([hidden, experts]) stays whole, and the micro-batch is split
+// over ep at the entry.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %arg1: !mt.tensor<[hidden=4, experts=4], f32> {mt.param = @router}
+// CHECK-SAME: %arg2: !mt.tensor<[experts=2, hidden=4], f32> {mt.param = @w}
+// CHECK: mtp.all_slice {{.*}} over "ep" along "batch" {{.*}} -> <[batch=4, hidden=4], f32, <[ep = 2]>, split {batch = [ep]}>
+// CHECK: mt.contract {{.*}}, %arg1 over [hidden] {{.*}} -> <[batch=2, experts=4], f32>
+module attributes {mt.outlined, mt.parallel = #mt.parallel<ep = 2>} {
+  mt.param @router : !mt.tensor<[hidden=4, experts=4], f32> init normal(2.000000e-02)
+  mt.param @w : !mt.tensor<[experts=4, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[batch=4, hidden=4], f32>,
+                     %router: !mt.tensor<[hidden=4, experts=4], f32> {mt.param = @router},
+                     %w: !mt.tensor<[experts=4, hidden=4], f32> {mt.param = @w}) -> !mt.tensor<[], f32> {
+    %logits = mt.contract %x, %router over [hidden] : <[batch=4, hidden=4], f32>, <[hidden=4, experts=4], f32> -> <[batch=4, experts=4], f32>
+    %y = mt.contract %logits, %w over [experts] : <[batch=4, experts=4], f32>, <[experts=4, hidden=4], f32> -> <[batch=4, hidden=4], f32>
+    %l = mt.reduce_sum %y over [batch, hidden] : <[batch=4, hidden=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that an expert-parallel degree that does not divide the micro-batch is an error
+// naming the argument.
+module attributes {mt.outlined, mt.parallel = #mt.parallel<ep = 2>} {
+  mt.param @w : !mt.tensor<[experts=4, hidden=4], f32> init normal(2.000000e-02)
+  // expected-error @+1 {{ep 2 does not divide batch = 3 of argument #0 of @forward (the micro-batch)}}
+  func.func @forward(%x: !mt.tensor<[batch=3, experts=4], f32>,
+                     %w: !mt.tensor<[experts=4, hidden=4], f32> {mt.param = @w}) -> !mt.tensor<[batch=3, hidden=4], f32> {
+    %y = mt.contract %x, %w over [experts] : <[batch=3, experts=4], f32>, <[experts=4, hidden=4], f32> -> <[batch=3, hidden=4], f32>
+    return %y : !mt.tensor<[batch=3, hidden=4], f32>
+  }
+}
+
+// -----
+
 // Tests sequence parallelism: the row-parallel contraction's partial sums are
 // reduce-scattered along seq (the bias add and dropout run on a quarter of the sequence
 // each), a sum of partial values stays partial until then, and the next column-parallel
