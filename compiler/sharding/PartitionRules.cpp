@@ -464,7 +464,8 @@ struct GatherModel : PartitionOpInterface::ExternalModel<GatherModel, mt::Gather
 /// embedding_grad: a sum over the index positions, so splits of the positions become
 /// partial sums; the table's other dimensions keep the gradient's splits, the indexed one
 /// is whole. Vocabulary parallelism: when the layout splits the table's indexed dimension
-/// and the gradient does not use that axis, each rank accumulates only the rows it holds.
+/// and the gradient does not use that axis, each rank accumulates only the rows it holds
+/// (from its positions: split positions leave partial sums there too).
 struct EmbeddingGradModel
     : PartitionOpInterface::ExternalModel<EmbeddingGradModel, mt::EmbeddingGradOp> {
   FailureOr<PartitionRule> getPartitionRule(Operation *operation,
@@ -481,20 +482,18 @@ struct EmbeddingGradModel
         context.divisible(resultType, op.getDim(), mapped->second) &&
         !llvm::is_contained(grad.partial, mapped->second) &&
         llvm::none_of(grad.split, [&](const auto &e) { return e.second == mapped->second; })) {
+      // Split positions (the sequence under cp; never over the table's axis, checked
+      // above) make this rank's rows partial sums over their axis, as below.
       Layout result;
       result.partial = grad.partial;
-      for (const auto &entry : grad.split)
-        if (!indicesType.hasDim(entry.first()) && resultType.hasDim(entry.first()))
+      for (const auto &entry : grad.split) {
+        if (indicesType.hasDim(entry.first()))
+          result.partial.push_back(entry.second);
+        else if (resultType.hasDim(entry.first()))
           result.split[entry.first()] = entry.second;
+      }
       result.split[op.getDim()] = mapped->second;
-      // Positions are whole here (their splits would make the result partial over an
-      // axis the table might also use): gather them.
-      Layout g;
-      g.partial = grad.partial;
-      for (const auto &entry : grad.split)
-        if (!indicesType.hasDim(entry.first()))
-          g.split[entry.first()] = entry.second;
-      rule.operands = {Layout{}, g};
+      rule.operands = {Layout::restrict(grad.split, indicesType), grad};
       rule.results.push_back(result);
       return rule;
     }

@@ -20,6 +20,10 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     `kv_heads`, `ffn` and `vocab` to `tp`. Token ids, the loss, the step scalars and
     everything else that enters or leaves the step are replicated. With `sp on`, `seq` is
     split over `tp` wherever nothing needs it whole (the norm and dropout regions).
+    Context parallelism (`cp > 1`) splits the data's `seq` over `cp`: the entry
+    functions' data arguments (token ids, labels, a pipeline chunk's activations) arrive
+    whole and are sliced at the entry (no communication), and `seq` outranks the other
+    dimensions for the axis.
 
     **Propagation, one op at a time in program order.** Each value gets the layout its
     producer gives it; each op first brings its operands to the layouts it can compute on.
@@ -45,7 +49,15 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       layout splits the table of an `embedding_grad` (and the gradient does not use that
       axis) each rank accumulates only its rows; otherwise the table is gathered, or the
       gradient left partial;
-    - ops without a sharded form (constants, `iota`, `rope`, `topk`, `topk_grad`, the MoE
+    - `rope` carries its operand's splits and partial sums but on the rotated dimension
+      (gathered: its pairs need it whole); a split position dimension gets `mtp.layout`,
+      so each rank rotates by its global positions;
+    - partial sums over `cp` of a tensor with `seq` (the key and value gradients of
+      attention, summed over the ranks' query parts) are reduce-scattered along `seq`
+      before a contraction or `rope` computes on them: with the rules above this derives
+      Megatron's all-gather context parallelism (k and v gathered along `seq_kv`, their
+      gradients reduce-scattered, q, the scores and the output split);
+    - ops without a sharded form (constants, `iota`, `topk`, `topk_grad`, the MoE
       routing ops) run replicated: their operands are gathered and summed first.
     - `mt.repeat` partitions its layer function once for the layouts of its operands;
       a carried value keeps the layout the layer gives it (the caller slices the first
@@ -65,7 +77,7 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     (Layout.h, `optimizerLayout`) and each parameter whole; the rules above then slice
     the parameter, sum the squared norms over `dp` and all-gather the new parameters.
 
-    Not supported, reported as errors: `pp`, `cp`, `ep` above 1, a layout dimension mapped
+    Not supported, reported as errors: `pp`, `ep` above 1, `cp` with `sp`, a layout dimension mapped
     to another axis than `tp` (`batch: dp` is the runtime's data parallelism), the
     distributed optimizer without `dp > 1`, `tp > 1` with a layout that splits no
     parameter, a module that is not outlined, an op without a partition rule.

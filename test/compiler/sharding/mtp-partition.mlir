@@ -248,6 +248,29 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2>} {
 
 // -----
 
+// Tests the vocabulary-parallel embedding gradient under cp x tp: the positions stay
+// split over cp (the token ids and the gradient are sliced at the entry, nothing is
+// gathered), each rank accumulates its rows of the table from its part of the sequence,
+// and the partial sums over cp are all-reduced into the parameter's layout.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-NOT: mtp.all_gather
+// CHECK: %[[E:.*]] = mt.embedding_grad %{{.*}}, %{{.*}} over vocab {mtp.layout = !mtp.tensor<[vocab=16, hidden=4], f32, <[cp = 2, tp = 2]>, split {vocab = [tp]}, partial [cp]>} : <[seq=4], i32>, <[seq=4, hidden=4], f32> -> <[vocab=8, hidden=4], f32>
+// CHECK: %[[P:.*]] = mtp.from_local %[[E]]
+// CHECK-NEXT: mtp.all_reduce %[[P]] over ["cp"] : <[vocab=16, hidden=4], f32, <[cp = 2, tp = 2]>, split {vocab = [tp]}, partial [cp]> -> <[vocab=16, hidden=4], f32, <[cp = 2, tp = 2]>, split {vocab = [tp]}>
+// CHECK-NOT: mtp.all_gather
+// CHECK: return {{.*}} : !mt.tensor<[], f32>, !mt.tensor<[vocab=8, hidden=4], f32>
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, cp = 2>} {
+  mt.param @wte : !mt.tensor<[vocab=16, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward_backward(%tokens: !mt.tensor<[seq=8], i32>, %g: !mt.tensor<[seq=8, hidden=4], f32>)
+      -> (!mt.tensor<[], f32>, !mt.tensor<[vocab=16, hidden=4], f32>) attributes {mt.grads = [@wte]} {
+    %l = mt.reduce_sum %g over [seq, hidden] : <[seq=8, hidden=4], f32> -> <[], f32>
+    %e = mt.embedding_grad %tokens, %g over vocab : <[seq=8], i32>, <[seq=8, hidden=4], f32> -> <[vocab=16, hidden=4], f32>
+    return %l, %e : !mt.tensor<[], f32>, !mt.tensor<[vocab=16, hidden=4], f32>
+  }
+}
+
+// -----
+
 // Tests the vocabulary split (Megatron's vocabulary-parallel embedding and loss): the
 // lookup reads only this rank's rows of the table (mtp.layout tells the lowering which) and
 // its partial sums are all-reduced; the logits stay split; their maximum over the split
