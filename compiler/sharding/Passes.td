@@ -77,10 +77,11 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     (Layout.h, `optimizerLayout`) and each parameter whole; the rules above then slice
     the parameter, sum the squared norms over `dp` and all-gather the new parameters.
 
-    Not supported, reported as errors: `pp`, `ep` above 1, `cp` with `sp`, a layout dimension mapped
-    to another axis than `tp` (`batch: dp` is the runtime's data parallelism), the
-    distributed optimizer without `dp > 1`, `tp > 1` with a layout that splits no
-    parameter, a module that is not outlined, an op without a partition rule.
+    Not supported, reported as errors: `cp` with `sp`, a layout dimension mapped to
+    another axis than `tp`, `ep` (the experts) or `cp` (the sequence) (`batch: dp` is the
+    runtime's data parallelism), the distributed optimizer without `dp > 1`, `tp > 1` with
+    a layout that splits no parameter, a module that is not outlined, an op without a
+    partition rule.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mtc::mtp::MTPDialect",
                            "::mlir::func::FuncDialect"];
