@@ -324,10 +324,26 @@ Expected<Results> Interpreter::evalDropout(Operation *op, const Tensor &input) {
   double scale = 1 / (1 - dropout.getRate().convertToDouble());
   int64_t tensorId = mtc_dropout_tensor_id(static_cast<int64_t>(dropout.getStream()),
                                            dropoutLayerInstance);
+  // The counter of an element: its sample (its `batch` coordinate) in the high bits, its
+  // row-major offset over the other dimensions below (Philox.h, MTC_DROPOUT_SAMPLE_STRIDE).
+  int64_t samples = 1, inner = 1; // the batch's size, the elements after it per sample
+  bool seenBatch = false;
+  for (const mt::NamedDim &dim : input.type.getDims()) {
+    if (dim.name.getValue() == mt::MTDialect::kBatchDimName) {
+      samples = dim.size;
+      seenBatch = true;
+    } else if (seenBatch) {
+      inner *= dim.size;
+    }
+  }
   Tensor result(input.type);
-  for (auto [element, value] : llvm::enumerate(input.data))
-    result.data[element] =
-        dropoutKeep(tensorId, static_cast<int64_t>(element)) ? value * scale : 0.0;
+  for (auto [element, value] : llvm::enumerate(input.data)) {
+    auto e = static_cast<int64_t>(element);
+    int64_t sample = e / inner % samples;
+    int64_t rest = e / (inner * samples) * inner + e % inner;
+    int64_t counter = sample * MTC_DROPOUT_SAMPLE_STRIDE + rest;
+    result.data[element] = dropoutKeep(tensorId, counter) ? value * scale : 0.0;
+  }
   return Results{std::move(result)};
 }
 

@@ -22,8 +22,9 @@
 // until set. `mt.assign` overwrites a parameter or state; `getParam` reads it back.
 //
 // Dropout. `DropoutMode::Identity` (the default, used by gradient checks) returns the input
-// unchanged. `DropoutMode::DeterministicMasks` keeps element e (its row-major offset in
-// the op's type) of the op's site when `keep(id, e)` is true, scaling kept elements by
+// unchanged. `DropoutMode::DeterministicMasks` keeps the element of counter e (its `batch`
+// coordinate times MTC_DROPOUT_SAMPLE_STRIDE plus its row-major offset over the op type's
+// other dimensions, Philox.h) of the op's site when `keep(id, e)` is true, scaling kept elements by
 // 1/(1-rate), where id = mtc_dropout_tensor_id(site stream, layer instance) (Philox.h; the
 // instance of the innermost `mt.repeat` call in progress, -1 outside): the masks of one
 // step, supplied by the caller (e.g. from the runtime's Philox generator) so that the
@@ -104,8 +105,9 @@ llvm::Expected<Tensor> reorder(const Tensor &tensor, mt::NamedTensorType target)
 /// What `mt.dropout` does (see the file comment).
 enum class DropoutMode { Identity, DeterministicMasks };
 
-/// Whether element `element` (row-major offset in the op's type) of the dropout site with
-/// tensor id `tensorId` (its stream and layer instance, see the file comment) is kept.
+/// Whether the element of counter `element` (its sample in the high bits, its offset in the
+/// sample below; see the file comment) of the dropout site with tensor id `tensorId` (its
+/// stream and layer instance) is kept.
 using DropoutKeepFn = std::function<bool(int64_t tensorId, int64_t element)>;
 
 class Interpreter {

@@ -150,9 +150,11 @@ private:
   ShardedTensorType entryLayout(Type type, DictionaryAttr attrs, bool grad, bool optimizer);
   /// The layout the step computes a data argument (`layout`, whole) on: the data's splits
   /// (batch over ep, seq over cp) of the dimensions it has; null when it keeps `layout`.
-  /// Fails where an axis does not divide its dimension.
+  /// Fails where an axis does not divide its dimension (of the argument, or of the result
+  /// `index` where `result` is set).
   FailureOr<std::optional<ShardedTensorType>> dataLayout(func::FuncOp func, unsigned index,
-                                                         ShardedTensorType layout);
+                                                         ShardedTensorType layout,
+                                                         bool result = false);
 
   ModuleOp module;
   const sharding::ShardingSpec &spec;
@@ -167,6 +169,16 @@ private:
   llvm::StringMap<func::FuncOp> pristine;
   unsigned clones = 0;
 };
+
+/// Whether a pipeline chunk's argument or result with attributes `attrs` is saved between a
+/// chunk's functions on one rank (residuals, the stash): unlike the activations sent to the
+/// next stage, and the data every rank loads, it never needs to be whole, so it keeps the
+/// data's splits (batch over ep): gathering it would move every saved activation, and the
+/// collectives cannot move the routing's integer indices.
+static bool isSavedOnRank(DictionaryAttr attrs) {
+  auto kind = attrs ? attrs.getAs<StringAttr>(mt::MTDialect::kBufferAttrName) : StringAttr();
+  return kind && (kind.getValue() == "residual" || kind.getValue() == "stash");
+}
 
 ShardedTensorType Partitioner::entryLayout(Type type, DictionaryAttr attrs, bool grad,
                                            bool optimizer) {
@@ -186,7 +198,8 @@ ShardedTensorType Partitioner::entryLayout(Type type, DictionaryAttr attrs, bool
 }
 
 FailureOr<std::optional<ShardedTensorType>>
-Partitioner::dataLayout(func::FuncOp func, unsigned index, ShardedTensorType layout) {
+Partitioner::dataLayout(func::FuncOp func, unsigned index, ShardedTensorType layout,
+                        bool result) {
   auto global = cast<NamedTensorType>(layout.getGlobal());
   Layout data;
   for (const auto &entry : spec.activationAxis) {
@@ -195,7 +208,8 @@ Partitioner::dataLayout(func::FuncOp func, unsigned index, ShardedTensorType lay
     if (!context.divisible(global, entry.first(), entry.second))
       return func.emitError() << entry.second << " " << context.axisSize(entry.second)
                               << " does not divide " << entry.first() << " = "
-                              << global.getDimSize(entry.first()) << " of argument #" << index
+                              << global.getDimSize(entry.first())
+                              << (result ? " of result #" : " of argument #") << index
                               << " of @" << func.getSymName()
                               << (entry.first() == "batch" ? " (the micro-batch)" : "");
     data.split[entry.first()] = entry.second;
@@ -436,12 +450,24 @@ LogicalResult Partitioner::run() {
       FailureOr<std::optional<ShardedTensorType>> data = dataLayout(func, i, args.back());
       if (failed(data))
         return failure();
-      sliced.back() = *data;
+      // What a chunk saves for its backward stays on the rank: it arrives split already.
+      if (*data && isSavedOnRank(attrs))
+        args.back() = **data;
+      else
+        sliced.back() = *data;
     }
     SmallVector<std::optional<ShardedTensorType>> forced;
     for (auto [i, type] : llvm::enumerate(func.getResultTypes())) {
       bool grad = func.getSymName() == "forward_backward" && i >= 1 && i - 1 < numGrads;
       forced.push_back(entryLayout(type, func.getResultAttrDict(i), grad, optimizer));
+      if (!optimizer && isSavedOnRank(func.getResultAttrDict(i))) {
+        FailureOr<std::optional<ShardedTensorType>> data =
+            dataLayout(func, i, *forced.back(), /*result=*/true);
+        if (failed(data))
+          return failure();
+        if (*data)
+          forced.back() = **data;
+      }
     }
     if (failed(partitionFunction(func, args, forced, sliced)))
       return failure();

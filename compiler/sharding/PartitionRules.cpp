@@ -12,8 +12,6 @@
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mtp/IR/MTPOps.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -546,14 +544,22 @@ Layout summed(const PartitionContext &context, Value value, const Layout &layout
 }
 
 /// topk, topk_grad: every row (a point of the other dimensions) picks its k alone, so the
-/// other dimensions' splits carry; the dimension the k are picked from, and k, are whole.
-/// The values are not linear in the input: partial sums are summed first.
+/// other dimensions' splits could all carry; the dimension the k are picked from, and k,
+/// are whole. topk keeps only the split over the expert axis, though: its indices are
+/// integers, which the collectives do not move (f32 and f64 only), and the routing ops
+/// take them split over that axis alone (routingGroup below), so any other split (seq over
+/// tp under sequence parallelism) is gathered here, on the scores. The values are not
+/// linear in the input: partial sums are summed first.
 struct TopKModel : PartitionOpInterface::ExternalModel<TopKModel, mt::TopKOp> {
   FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
                                             ArrayRef<Layout> in) const {
     auto topk = cast<mt::TopKOp>(op);
     Layout operand = summed(context, topk.getInput(), in[0]);
-    operand.split.erase(topk.getDim());
+    for (auto it = operand.split.begin(); it != operand.split.end();)
+      if (it->first() == topk.getDim() || it->second != context.getSpec().expertAxis)
+        operand.split.erase(it++);
+      else
+        ++it;
     Layout result;
     result.split = operand.split;
     PartitionRule rule;
@@ -563,6 +569,8 @@ struct TopKModel : PartitionOpInterface::ExternalModel<TopKModel, mt::TopKOp> {
   }
 };
 
+/// topk_grad carries every row split (the indices are sliced, never gathered, where the
+/// values' gradient is split further).
 struct TopKGradModel : PartitionOpInterface::ExternalModel<TopKGradModel, mt::TopKGradOp> {
   FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
                                             ArrayRef<Layout> in) const {
@@ -580,7 +588,8 @@ struct TopKGradModel : PartitionOpInterface::ExternalModel<TopKGradModel, mt::To
 };
 
 /// The routing group of a rank under expert parallelism: the token dimension (of `indices`,
-/// whose other dimension is `kDim`) that `layout` splits over the expert axis. Each
+/// whose other dimension is `kDim`) that the first of `layouts` to split one splits over
+/// the expert axis. Each
 /// expert-parallel rank routes its own tokens, within the capacity its own tokens give
 /// (Megatron's semantics, and the reference's: one rank whose micro-batch is a rank's
 /// part). A split over another axis (seq over tp under sequence parallelism) would change
@@ -618,8 +627,10 @@ void carryFeatureSplits(const Layout &layout, NamedTensorType indices,
 /// its own tokens: the token dimension's split becomes the capacity dimension's split over
 /// the same axis (no communication here; the expert contraction then moves the slots to the
 /// ranks holding their experts, as Megatron's all-to-all). Other token splits are gathered;
-/// feature splits carry. The local op computes each rank's capacity from its own tokens,
-/// which must be its equal share of the whole capacity (checked in buildLocalOp).
+/// feature splits carry. The local op computes each rank's capacity from its own tokens:
+/// with n ranks and a capacity ceil(n * a) the axis divides, ceil(a) is exactly its share
+/// (ceil(n * a) = n * m implies m - 1/n < a <= m), so the split capacity is the local one
+/// wherever n divides it; where it does not, the ranks' capacities cannot add up to it.
 struct DispatchModel : PartitionOpInterface::ExternalModel<DispatchModel, mt::DispatchOp> {
   FailureOr<PartitionRule> getPartitionRule(Operation *operation,
                                             const PartitionContext &context,
@@ -651,36 +662,6 @@ struct DispatchModel : PartitionOpInterface::ExternalModel<DispatchModel, mt::Di
     rule.operands = {inputTarget, indicesTarget};
     rule.results.push_back(result);
     return rule;
-  }
-
-  /// The local op derives its capacity from the rank's tokens, its result type from the
-  /// split: they agree only where the capacity of a rank's tokens is the whole capacity
-  /// over the group's size (the rounding of the capacity can make them differ).
-  LogicalResult buildLocalOp(Operation *op, const PartitionContext &context,
-                             ValueLayouts &layouts) const {
-    ShardedTensorType result = layouts.lookup(op->getResult(0));
-    StringRef capacityDim = cast<mt::DispatchOp>(op).getCapacityDim();
-    SmallVector<StringRef> axes = result.getSplitAxes(capacityDim);
-    if (axes.empty())
-      return success();
-    std::string reason;
-    {
-      ScopedDiagnosticHandler capture(op->getContext(), [&](Diagnostic &diag) {
-        reason = diag.str();
-        return success();
-      });
-      if (succeeded(verify(op, /*verifyRecursively=*/false)))
-        return success();
-    }
-    auto global = cast<NamedTensorType>(result.getGlobal());
-    int64_t parts = context.axisSize(axes.front());
-    return op->emitOpError() << "cannot route each of the " << parts << " ranks of '"
-                             << axes.front() << "' within its share "
-                             << global.getDimSize(capacityDim) / parts << " of the capacity "
-                             << global.getDimSize(capacityDim)
-                             << " of each expert: the capacity of its own tokens differs ("
-                             << reason << "); choose a micro-batch or capacity factor whose "
-                             << "capacity splits evenly";
   }
 };
 
@@ -744,9 +725,11 @@ struct CombineGradModel
       group.reset();
     StringRef axis = group ? StringRef(group->axis) : StringRef();
     llvm::StringMap<std::string> features;
-    for (auto [i, value] : llvm::enumerate(std::array<Value, 2>{op.getInput(), op.getResultGrad()}))
-      carryFeatureSplits(summed(context, value, in[i == 0 ? 0 : 3]), indicesType,
-                         {op.getExpertDim(), op.getCapacityDim()}, axis, features);
+    SmallVector<StringRef, 2> slots = {op.getExpertDim(), op.getCapacityDim()};
+    carryFeatureSplits(summed(context, op.getInput(), in[0]), indicesType, slots, axis,
+                       features);
+    carryFeatureSplits(summed(context, op.getResultGrad(), in[3]), indicesType, slots, axis,
+                       features);
     Layout input = Layout::restrict(features, inputType);
     Layout tokens, resultGrad = Layout::restrict(features, typeOf(op.getResultGrad()));
     if (group) {

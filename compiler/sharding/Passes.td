@@ -57,8 +57,17 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       before a contraction or `rope` computes on them: with the rules above this derives
       Megatron's all-gather context parallelism (k and v gathered along `seq_kv`, their
       gradients reduce-scattered, q, the scores and the output split);
-    - ops without a sharded form (constants, `iota`, `topk`, `topk_grad`, the MoE
-      routing ops) run replicated: their operands are gathered and summed first.
+    - expert parallelism's routing (`ep > 1`, the batch split over `ep`): each rank routes
+      its own tokens. `topk` keeps the batch's split over `ep` (any other split is
+      gathered on its scores), `topk_grad` every row split; `dispatch` turns the tokens'
+      split over `ep` into the capacity's (each rank fills its share of every expert's
+      slots; a capacity `ep` does not divide is an error), and the expert contraction
+      moves the slots to the experts' ranks (`experts` outranks `capacity`); `combine` and
+      `combine_grad` bring them back (`combine` keeps partial expert outputs partial);
+      `load_balancing_loss` is partial over `ep`, each rank's loss scaled by 1/ep, and its
+      gradient scales the loss gradient alike. Other token splits are gathered first;
+    - ops without a sharded form (constants, `iota`) run replicated: their operands are
+      gathered and summed first.
     - `mt.repeat` partitions its layer function once for the layouts of its operands;
       a carried value keeps the layout the layer gives it (the caller slices the first
       one), so consecutive layers need no resharding.

@@ -20,7 +20,8 @@ int64_t dropoutKeyWord(const DropoutKey &key, int64_t stream, int64_t instance, 
   case MTC_DROPOUT_KEY_STEP:
     return static_cast<uint32_t>(key.step + 1);
   case MTC_DROPOUT_KEY_INDEX_BASE:
-    return static_cast<int64_t>(static_cast<uint64_t>(key.sampleBegin) << 40);
+    return static_cast<int64_t>(static_cast<uint64_t>(key.sampleBegin) *
+                                static_cast<uint64_t>(MTC_DROPOUT_SAMPLE_STRIDE));
   case MTC_DROPOUT_KEY_ACTIVE:
     return 1;
   default:

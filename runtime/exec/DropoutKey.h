@@ -8,18 +8,23 @@
 //                           int64_t word);                    // word: mtc_dropout_key_word
 //   void    mtc_dropout_layer(MtcKernelContext *context, int64_t instance);
 //
-// (runtime/exec/KernelABI.h) and the runtime defines both here. The kernel keeps element
-// `element` of dropout site `stream` iff
+// (runtime/exec/KernelABI.h) and the runtime defines both here. The kernel keeps the element
+// of dropout site `stream` at sample coordinate `b` (along `batch`, global under a split) and
+// row-major offset `rest` over the tensor's other dimensions iff
 //
 //     mtc_dropout_keep(seed, mtc_dropout_tensor_id(stream, instance),
-//                      element + (first sample of the micro-batch) * 2^40, step + 1, 1 - rate)
+//                      (sampleBegin + b) * 2^40 + rest, step + 1, 1 - rate)
 //
-// (runtime/support/Philox.h) and scales it by 1 / (1 - rate), or by 0 when dropped.
+// (runtime/support/Philox.h, MTC_DROPOUT_SAMPLE_STRIDE = 2^40; sampleBegin is the first global
+// sample of the micro-batch, the key's index base is sampleBegin * 2^40) and scales it by
+// 1 / (1 - rate), or by 0 when dropped. A sample's mask is therefore the same whatever
+// micro-batch holds it and whichever rank computes it: a run with micro-batches of B / ep
+// draws the masks an expert-parallel run with micro-batches of B does. A tensor without a
+// `batch` dimension is one sample's (b = 0).
 // `step + 1` keeps dropout counters apart from parameter initialisation (counter step 0). The
 // layer instance (set by a scan before each repeat of a layer, -1 when it ends; see
-// compiler/codegen/ToLinalg/MTToLinalg.h) gives every repeat its own masks, and the micro-batch's
-// first global sample in the high bits every micro-batch, while a forward and its backward
-// (one call) agree.
+// compiler/codegen/ToLinalg/MTToLinalg.h) gives every repeat its own masks, and the global
+// sample in the high bits every sample, while a forward and its backward (one call) agree.
 //
 // The key of the call in progress and its current layer instance are the `DropoutCall` of
 // the call's kernel context (MtcKernelContext::dropout), which the Trainer builds for every

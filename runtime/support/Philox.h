@@ -151,14 +151,21 @@ MTC_PHILOX_FN uint32_t mtc_dropout_tensor_id(int64_t stream, int64_t layer_insta
   return ((uint32_t)stream & 0xFFFFFu) | ((uint32_t)(layer_instance + 1) << 20);
 }
 
+/* A dropout element's counter is its global sample (the micro-batch's first sample plus its
+ * `batch` coordinate) times this stride plus its row-major offset over the tensor's other
+ * dimensions: a sample's mask does not depend on how the global batch is cut into
+ * micro-batches or split over ranks. */
+#define MTC_DROPOUT_SAMPLE_STRIDE ((int64_t)1 << 40)
+
 /* The words of a dropout key, what the compiled kernels ask the runtime for once per dropout
  * op (mtc_dropout_key, runtime/exec/DropoutKey.h) before deciding every element with
- * mtc_dropout_keep(seed, tensor id, index base + element offset, step, keep_prob). */
+ * mtc_dropout_keep(seed, tensor id, index base + element counter, step, keep_prob). */
 enum mtc_dropout_key_word {
   MTC_DROPOUT_KEY_SEED = 0,       /* the run's seed */
   MTC_DROPOUT_KEY_TENSOR_ID = 1,  /* mtc_dropout_tensor_id(stream, layer instance) */
   MTC_DROPOUT_KEY_STEP = 2,       /* the counter's step word: the training step + 1 */
-  MTC_DROPOUT_KEY_INDEX_BASE = 3, /* added to the element's offset: micro-batch's first sample << 40 */
+  MTC_DROPOUT_KEY_INDEX_BASE = 3, /* added to the element's counter: the micro-batch's first
+                                   * sample times MTC_DROPOUT_SAMPLE_STRIDE */
   MTC_DROPOUT_KEY_ACTIVE = 4,     /* 0: no dropout in this call (every element kept, unscaled) */
   MTC_DROPOUT_KEY_WORDS = 5
 };

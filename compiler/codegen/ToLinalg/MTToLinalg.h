@@ -37,9 +37,11 @@ namespace mtc::codegen::lowering {
 /// the one implementation shared by the runtime, generated code, the interpreter and the
 /// tests: the CPU backend links it into the object from LLVM bitcode compiled from
 /// compiler/codegen/CPU/DropoutKeep.c, where LLVM inlines and vectorises it. An element at
-/// row-major offset `e` in the op's (global) type is kept iff
-/// `mtc_dropout_keep_element(seed, tensor_id, index_base + e, step, 1 - rate)` and then
-/// scaled by 1 / (1 - rate), else zeroed; with `active` 0 every element is kept unscaled.
+/// `batch` coordinate `b` and row-major offset `e` over the other dimensions of the op's
+/// (global) type has the counter `c = b * MTC_DROPOUT_SAMPLE_STRIDE + e` (its sample in the
+/// high bits) and is kept iff `mtc_dropout_keep_element(seed, tensor_id, index_base + c,
+/// step, 1 - rate)` and then scaled by 1 / (1 - rate), else zeroed; with `active` 0 every
+/// element is kept unscaled.
 ///
 /// Functions called inside a kernel body (only kDropoutKeepFunction) are pure: fusion may
 /// duplicate or drop such calls (compiler/fusion/FuseElementwise.cpp).

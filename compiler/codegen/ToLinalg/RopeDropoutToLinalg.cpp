@@ -16,7 +16,9 @@
 // `mt.dropout` reads the key of its site from the runtime once (kDropoutKeyFunction, five
 // calls before the kernel) and decides every element in the kernel with
 // kDropoutKeepFunction, Philox linked into the object (see MTToLinalg.h for the contract):
-// the element's row-major offset in the op's (global) type is its counter. The product is
+// the element's counter is its global sample (its `batch` coordinate) times 2^40 plus its
+// row-major offset over the other dimensions of the op's (global) type, so that a sample's
+// mask does not depend on the micro-batch it is in (runtime/exec/DropoutKey.h). The product is
 // computed in f32 (f64 for f64 tensors). Rate 0 keeps every element (Philox's u < 1 always
 // holds) and lowers to nothing.
 //
@@ -154,16 +156,20 @@ struct DropoutLowering : OpConversionPattern<mt::DropoutOp> {
     auto keep = static_cast<float>(1.0 - rate);
     Value result = buildPointwise(
         rewriter, loc, type, adaptor.getInput(), [&](OpBuilder &b, Location l, Value x) {
-          // The row-major offset of the element in the (global) tensor.
+          // The element's counter: its sample (its global `batch` coordinate) times 2^40
+          // plus its row-major offset over the other dimensions of the (global) tensor.
           Value offset = indexConstant(b, l, 0);
           int64_t stride = 1;
           for (unsigned d = type.getRank(); d-- > 0;) {
             Value index = linalg::IndexOp::create(b, l, d);
             if (starts[d])
               index = arith::AddIOp::create(b, l, index, starts[d]);
+            bool isBatch = type.getDimNames()[d].getValue() == mt::MTDialect::kBatchDimName;
+            int64_t scale = isBatch ? MTC_DROPOUT_SAMPLE_STRIDE : stride;
             offset = arith::AddIOp::create(
-                b, l, offset, arith::MulIOp::create(b, l, index, indexConstant(b, l, stride)));
-            stride *= global.getDimSizes()[d];
+                b, l, offset, arith::MulIOp::create(b, l, index, indexConstant(b, l, scale)));
+            if (!isBatch)
+              stride *= global.getDimSizes()[d];
           }
           Value args[] = {
               seed, tensorId,

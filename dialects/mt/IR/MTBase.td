@@ -39,6 +39,9 @@ def MT_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kLayerOfAttrName = "mt.layer_of";
     /// The dimension that stacks a layer parameter's instances (`[layers=n, ...]`).
     static constexpr ::llvm::StringLiteral kLayersDimName = "layers";
+    /// The dimension of a micro-batch's samples (the data's leading dimension): dropout
+    /// keys its masks on the global sample along it (runtime/exec/DropoutKey.h).
+    static constexpr ::llvm::StringLiteral kBatchDimName = "batch";
     /// The training step's functions: the parameters, in order, whose gradients a step
     /// function returns or an optimizer step takes (`mt.grads`, on the function), and the
     /// parameter of one gradient argument or result (`mt.grad`).

@@ -526,6 +526,136 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
 
 // -----
 
+// Tests expert parallelism's routing (ep 2): the router's logits keep the batch's split
+// through topk; dispatch fills each rank's share of every expert's slots with its own
+// tokens (capacity 4 of 8 tokens is 2 of each rank's 4), the expert contraction moves the
+// slots to the experts' ranks, and combine brings them back to their tokens; the
+// load-balancing loss of each rank's tokens is halved and summed over ep.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[V:.*]], %[[I:.*]] = mt.topk {{.*}} over experts k topk : <[batch=2, seq=2, experts=4], f32> -> <[batch=2, seq=2, topk=2], f32>, <[batch=2, seq=2, topk=2], i32>
+// CHECK: %[[D:.*]] = mt.dispatch %{{.*}}, %[[I]] {{.*}} : <[batch=2, seq=2, hidden=4], f32>, <[batch=2, seq=2, topk=2], i32> -> <[experts=4, capacity=2, hidden=4], f32>
+// CHECK: mtp.from_local %[[D]] {{.*}} -> <[experts=4, capacity=4, hidden=4], f32, <[ep = 2]>, split {capacity = [ep]}>
+// CHECK: mt.contract {{.*}} : <[experts=2, capacity=4, hidden=4], f32>, <[experts=2, hidden=4, ffn=4], f32> -> <[experts=2, capacity=4, ffn=4], f32>
+// CHECK: mtp.to_local {{.*}} split {capacity = [ep]}> -> <[experts=4, capacity=2, ffn=4], f32>
+// CHECK: mt.combine {{.*}}, %[[I]], %[[V]] {{.*}} : <[experts=4, capacity=2, ffn=4], f32>, <[batch=2, seq=2, topk=2], i32>, <[batch=2, seq=2, topk=2], f32> -> <[batch=2, seq=2, ffn=4], f32>
+// CHECK: %[[LB:.*]] = mt.load_balancing_loss {{.*}} : <[batch=2, seq=2, experts=4], f32>, <[batch=2, seq=2, topk=2], i32> -> <[], f32>
+// CHECK: %[[HALF:.*]] = mt.constant 5.000000e-01
+// CHECK: mt.mul %[[LB]], %[[HALF]]
+// CHECK: mtp.all_reduce {{.*}} over ["ep"]
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<ep = 2>} {
+  mt.param @router : !mt.tensor<[hidden=4, experts=4], f32> init normal(2.000000e-02)
+  mt.param @w1 : !mt.tensor<[experts=4, hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[batch=4, seq=2, hidden=4], f32>,
+                     %router: !mt.tensor<[hidden=4, experts=4], f32> {mt.param = @router},
+                     %w1: !mt.tensor<[experts=4, hidden=4, ffn=4], f32> {mt.param = @w1}) -> !mt.tensor<[], f32> {
+    %logits = mt.contract %x, %router over [hidden] : <[batch=4, seq=2, hidden=4], f32>, <[hidden=4, experts=4], f32> -> <[batch=4, seq=2, experts=4], f32>
+    %v, %i = mt.topk %logits over experts k topk : <[batch=4, seq=2, experts=4], f32> -> <[batch=4, seq=2, topk=2], f32>, <[batch=4, seq=2, topk=2], i32>
+    %d = mt.dispatch %x, %i k topk to experts capacity capacity factor 1.000000e+00 : <[batch=4, seq=2, hidden=4], f32>, <[batch=4, seq=2, topk=2], i32> -> <[experts=4, capacity=4, hidden=4], f32>
+    %y = mt.contract %d, %w1 over [hidden] : <[experts=4, capacity=4, hidden=4], f32>, <[experts=4, hidden=4, ffn=4], f32> -> <[experts=4, capacity=4, ffn=4], f32>
+    %c = mt.combine %y, %i, %v k topk from experts capacity capacity : <[experts=4, capacity=4, ffn=4], f32>, <[batch=4, seq=2, topk=2], i32>, <[batch=4, seq=2, topk=2], f32> -> <[batch=4, seq=2, ffn=4], f32>
+    %s = mt.reduce_sum %c over [batch, seq, ffn] : <[batch=4, seq=2, ffn=4], f32> -> <[], f32>
+    %lb = mt.load_balancing_loss %logits, %i over experts k topk : <[batch=4, seq=2, experts=4], f32>, <[batch=4, seq=2, topk=2], i32> -> <[], f32>
+    %t = mt.add %s, %lb : <[], f32>, <[], f32> -> <[], f32>
+    return %t : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests the routing's backward under ep 2: combine_grad takes the expert outputs' slots of
+// each rank's tokens (the capacity split) with its tokens' output gradient; topk_grad keeps
+// the batch's split; the load-balancing loss's gradient scales the (whole) loss gradient by
+// 1/2 before the op, as the loss was.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: mtp.all_slice {{.*}} over "ep" along "capacity"
+// CHECK: %{{.*}}, %[[WG:.*]] = mt.combine_grad {{.*}} : <[experts=4, capacity=2, ffn=4], f32>, <[batch=2, seq=2, topk=2], i32>, <[batch=2, seq=2, topk=2], f32>, <[batch=2, seq=2, ffn=4], f32> -> <[experts=4, capacity=2, ffn=4], f32>, <[batch=2, seq=2, topk=2], f32>
+// CHECK: mt.topk_grad %[[WG]], {{.*}} : <[batch=2, seq=2, topk=2], f32>, <[batch=2, seq=2, topk=2], i32> -> <[batch=2, seq=2, experts=4], f32>
+// CHECK: %[[HALF:.*]] = mt.constant 5.000000e-01
+// CHECK: %[[G:.*]] = mt.mul %arg5, %[[HALF]]
+// CHECK: mt.load_balancing_loss_grad {{.*}}, %[[G]] over experts k topk : <[batch=2, seq=2, experts=4], f32>, <[batch=2, seq=2, topk=2], i32>, <[], f32> -> <[batch=2, seq=2, experts=4], f32>
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<ep = 2>} {
+  mt.param @w1 : !mt.tensor<[experts=4, hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  func.func @forward_backward(%y: !mt.tensor<[experts=4, capacity=4, ffn=4], f32>,
+                              %i: !mt.tensor<[batch=4, seq=2, topk=2], i32>,
+                              %v: !mt.tensor<[batch=4, seq=2, topk=2], f32>,
+                              %dc: !mt.tensor<[batch=4, seq=2, ffn=4], f32>,
+                              %logits: !mt.tensor<[batch=4, seq=2, experts=4], f32>,
+                              %dl: !mt.tensor<[], f32>,
+                              %w1: !mt.tensor<[experts=4, hidden=4, ffn=4], f32> {mt.param = @w1}) -> !mt.tensor<[], f32> {
+    %dy, %dv = mt.combine_grad %y, %i, %v, %dc k topk from experts capacity capacity : <[experts=4, capacity=4, ffn=4], f32>, <[batch=4, seq=2, topk=2], i32>, <[batch=4, seq=2, topk=2], f32>, <[batch=4, seq=2, ffn=4], f32> -> <[experts=4, capacity=4, ffn=4], f32>, <[batch=4, seq=2, topk=2], f32>
+    %dx = mt.topk_grad %dv, %i over experts k topk : <[batch=4, seq=2, topk=2], f32>, <[batch=4, seq=2, topk=2], i32> -> <[batch=4, seq=2, experts=4], f32>
+    %dlb = mt.load_balancing_loss_grad %logits, %i, %dl over experts k topk : <[batch=4, seq=2, experts=4], f32>, <[batch=4, seq=2, topk=2], i32>, <[], f32> -> <[batch=4, seq=2, experts=4], f32>
+    %a = mt.add %dx, %dlb : <[batch=4, seq=2, experts=4], f32>, <[batch=4, seq=2, experts=4], f32> -> <[batch=4, seq=2, experts=4], f32>
+    %s = mt.reduce_sum %a over [batch, seq, experts] : <[batch=4, seq=2, experts=4], f32> -> <[], f32>
+    %t = mt.reduce_sum %dy over [experts, capacity, ffn] : <[experts=4, capacity=4, ffn=4], f32> -> <[], f32>
+    %u = mt.add %s, %t : <[], f32>, <[], f32> -> <[], f32>
+    return %u : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests the routing under ep 2 with tensor and sequence parallelism: the sequence, split over
+// tp by the row-parallel contraction's reduce-scatter, is gathered for the routing (it would
+// change which tokens compete for the slots): on the router's scores before topk, whose
+// integer indices the collectives do not move, and on the tokens before dispatch. The
+// batch's split over ep carries to the capacity. The expert weights are split over ep
+// (experts) and tp (ffn).
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %arg3: !mt.tensor<[experts=2, hidden=4, ffn=2], f32> {mt.param = @w1}
+// CHECK: mtp.reduce_scatter {{.*}} over "tp" along "seq"
+// CHECK: mtp.all_gather {{.*}} over "tp" along "seq" : <[batch=4, seq=4, experts=4], f32
+// CHECK: mt.topk {{.*}} : <[batch=2, seq=4, experts=4], f32> -> <[batch=2, seq=4, topk=2], f32>, <[batch=2, seq=4, topk=2], i32>
+// CHECK: mtp.all_gather {{.*}} over "tp" along "seq" : <[batch=4, seq=4, hidden=4], f32
+// CHECK: mt.dispatch {{.*}} : <[batch=2, seq=4, hidden=4], f32>, <[batch=2, seq=4, topk=2], i32> -> <[experts=4, capacity=4, hidden=4], f32>
+// CHECK: mt.contract {{.*}} : <[experts=2, capacity=8, hidden=4], f32>, <[experts=2, hidden=4, ffn=2], f32> -> <[experts=2, capacity=8, ffn=2], f32>
+// CHECK: mt.load_balancing_loss {{.*}} : <[batch=2, seq=4, experts=4], f32>, <[batch=2, seq=4, topk=2], i32> -> <[], f32>
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, ep = 2, sp = true>} {
+  mt.param @wa : !mt.tensor<[hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  mt.param @wb : !mt.tensor<[ffn=4, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @w1 : !mt.tensor<[experts=4, hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  mt.param @router : !mt.tensor<[hidden=4, experts=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[batch=4, seq=4, hidden=4], f32>,
+                     %wa: !mt.tensor<[hidden=4, ffn=4], f32> {mt.param = @wa},
+                     %wb: !mt.tensor<[ffn=4, hidden=4], f32> {mt.param = @wb},
+                     %w1: !mt.tensor<[experts=4, hidden=4, ffn=4], f32> {mt.param = @w1},
+                     %router: !mt.tensor<[hidden=4, experts=4], f32> {mt.param = @router}) -> !mt.tensor<[], f32> {
+    %a = mt.contract %x, %wa over [hidden] : <[batch=4, seq=4, hidden=4], f32>, <[hidden=4, ffn=4], f32> -> <[batch=4, seq=4, ffn=4], f32>
+    %b = mt.contract %a, %wb over [ffn] : <[batch=4, seq=4, ffn=4], f32>, <[ffn=4, hidden=4], f32> -> <[batch=4, seq=4, hidden=4], f32>
+    %h = mt.add %b, %x : <[batch=4, seq=4, hidden=4], f32>, <[batch=4, seq=4, hidden=4], f32> -> <[batch=4, seq=4, hidden=4], f32>
+    %logits = mt.contract %h, %router over [hidden] : <[batch=4, seq=4, hidden=4], f32>, <[hidden=4, experts=4], f32> -> <[batch=4, seq=4, experts=4], f32>
+    %v, %i = mt.topk %logits over experts k topk : <[batch=4, seq=4, experts=4], f32> -> <[batch=4, seq=4, topk=2], f32>, <[batch=4, seq=4, topk=2], i32>
+    %d = mt.dispatch %h, %i k topk to experts capacity capacity factor 1.000000e+00 : <[batch=4, seq=4, hidden=4], f32>, <[batch=4, seq=4, topk=2], i32> -> <[experts=4, capacity=8, hidden=4], f32>
+    %y = mt.contract %d, %w1 over [hidden] : <[experts=4, capacity=8, hidden=4], f32>, <[experts=4, hidden=4, ffn=4], f32> -> <[experts=4, capacity=8, ffn=4], f32>
+    %s = mt.reduce_sum %y over [experts, capacity, ffn] : <[experts=4, capacity=8, ffn=4], f32> -> <[], f32>
+    %lb = mt.load_balancing_loss %logits, %i over experts k topk : <[batch=4, seq=4, experts=4], f32>, <[batch=4, seq=4, topk=2], i32> -> <[], f32>
+    %t = mt.add %s, %lb : <[], f32>, <[], f32> -> <[], f32>
+    return %t : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that a capacity the expert-parallel ranks cannot share evenly is an error: 10
+// tokens, top-1 of 4 experts give each expert 3 slots, which 2 ranks routing 5 tokens each
+// cannot split.
+module attributes {mt.outlined, mt.parallel = #mt.parallel<ep = 2>} {
+  mt.param @w1 : !mt.tensor<[experts=4, hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[batch=2, seq=5, hidden=4], f32>,
+                     %i: !mt.tensor<[batch=2, seq=5, topk=1], i32>,
+                     %w1: !mt.tensor<[experts=4, hidden=4, ffn=4], f32> {mt.param = @w1}) -> !mt.tensor<[], f32> {
+    // expected-error @+1 {{'mt.dispatch' op cannot split the capacity 3 of each expert evenly over the 2 ranks of 'ep' that route their own tokens; choose a micro-batch or capacity factor whose capacity they divide}}
+    %d = mt.dispatch %x, %i k topk to experts capacity capacity factor 1.000000e+00 : <[batch=2, seq=5, hidden=4], f32>, <[batch=2, seq=5, topk=1], i32> -> <[experts=4, capacity=3, hidden=4], f32>
+    %y = mt.contract %d, %w1 over [hidden] : <[experts=4, capacity=3, hidden=4], f32>, <[experts=4, hidden=4, ffn=4], f32> -> <[experts=4, capacity=3, ffn=4], f32>
+    %s = mt.reduce_sum %y over [experts, capacity, ffn] : <[experts=4, capacity=3, ffn=4], f32> -> <[], f32>
+    return %s : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
 // Tests that a pipeline chunk function (mt-pipeline-chunks) is partitioned like the entry
 // functions: a parameter and its gradient (`mt.grad`) in the parameter's layout, the
 // activations and residuals that cross stages whole (the output gathered).
@@ -543,6 +673,45 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, pp = 2>} {
     %y = mt.contract %x, %w over [hidden] : <[seq=2, hidden=4], f32>, <[hidden=4, ffn=4], f32> -> <[seq=2, ffn=4], f32>
     %g = mt.mul %w, %w : <[hidden=4, ffn=4], f32>, <[hidden=4, ffn=4], f32> -> <[hidden=4, ffn=4], f32>
     return %y, %g : !mt.tensor<[seq=2, ffn=4], f32>, !mt.tensor<[hidden=4, ffn=4], f32>
+  }
+}
+
+// -----
+
+// Tests that under ep a pipeline chunk's residuals and stash, which stay on the rank, keep the
+// data's split over ep (batch) across its functions: the forward returns its part of the
+// residual (no gather; the integer routing indices could not be gathered), the backward
+// takes it split, while the activation sent to the next stage leaves whole.
+// CHECK-LABEL: func.func @chunk0.forward
+// CHECK-SAME: -> (!mt.tensor<[batch=4, hidden=4], f32> {mt.buffer = "activation"}, !mt.tensor<[batch=2, hidden=4], i32> {mt.buffer = "residual", mt.index = 0 : i64}, !mt.tensor<[batch=2, hidden=4], f32> {mt.buffer = "stash", mt.index = 0 : i64})
+// CHECK-NOT: i32, <[ep = 2]>, split {batch = [ep]}> -> <[batch=4, hidden=4], i32
+// CHECK: mtp.all_gather {{.*}} over "ep" along "batch" : <[batch=4, hidden=4], f32
+// CHECK-NOT: mtp.all_gather
+// CHECK: return
+// CHECK-LABEL: func.func @chunk0.backward
+// CHECK-SAME: (%{{.*}}: !mt.tensor<[batch=2, hidden=4], i32> {mt.buffer = "residual", mt.index = 0 : i64}, %{{.*}}: !mt.tensor<[batch=2, hidden=4], f32> {mt.buffer = "stash", mt.index = 0 : i64}
+// CHECK-NOT: mtp.all_slice
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<ep = 2, pp = 2>} {
+  mt.param @w : !mt.tensor<[experts=4, hidden=4], f32> init normal(2.000000e-02)
+  func.func @chunk0.forward(%x: !mt.tensor<[batch=4, hidden=4], f32> {mt.buffer = "tokens"},
+                            %i: !mt.tensor<[batch=4, hidden=4], i32> {mt.buffer = "labels"},
+                            %w: !mt.tensor<[experts=4, hidden=4], f32> {mt.param = @w})
+      -> (!mt.tensor<[batch=4, hidden=4], f32> {mt.buffer = "activation"},
+          !mt.tensor<[batch=4, hidden=4], i32> {mt.buffer = "residual", mt.index = 0 : i64},
+          !mt.tensor<[batch=4, hidden=4], f32> {mt.buffer = "stash", mt.index = 0 : i64})
+      attributes {mt.pipeline_chunk = 0 : i64} {
+    %y = mt.mul %x, %x : <[batch=4, hidden=4], f32>, <[batch=4, hidden=4], f32> -> <[batch=4, hidden=4], f32>
+    return %y, %i, %y : !mt.tensor<[batch=4, hidden=4], f32>, !mt.tensor<[batch=4, hidden=4], i32>, !mt.tensor<[batch=4, hidden=4], f32>
+  }
+  func.func @chunk0.backward(%i: !mt.tensor<[batch=4, hidden=4], i32> {mt.buffer = "residual", mt.index = 0 : i64},
+                             %s: !mt.tensor<[batch=4, hidden=4], f32> {mt.buffer = "stash", mt.index = 0 : i64},
+                             %w: !mt.tensor<[experts=4, hidden=4], f32> {mt.param = @w})
+      -> !mt.tensor<[], f32> attributes {mt.pipeline_chunk = 0 : i64} {
+    %c = mt.cast %i : <[batch=4, hidden=4], i32> to <[batch=4, hidden=4], f32>
+    %p = mt.mul %c, %s : <[batch=4, hidden=4], f32>, <[batch=4, hidden=4], f32> -> <[batch=4, hidden=4], f32>
+    %l = mt.reduce_sum %p over [batch, hidden] : <[batch=4, hidden=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
   }
 }
 

@@ -777,11 +777,18 @@ TEST_F(CPUCodegenTest, DropoutMatchesPhiloxMasks) {
   // Inputs in [1, 2): a dropped element (0) is never confused with a kept one.
   std::vector<std::vector<double>> results = runAndCompare("dropout", 1, 2);
   ASSERT_EQ(results.size(), 3u);
+  // The counter of element i: its sample (batch coordinate, 128 elements each) in the high
+  // bits, its offset in the sample below; without `batch` (%h) the offset alone.
   int64_t kept = 0;
   for (size_t i = 0; i < results[0].size(); ++i) {
-    EXPECT_EQ(results[0][i] != 0, dropoutKeeps(3, static_cast<int64_t>(i), 0.25)) << i;
+    auto e = static_cast<int64_t>(i);
+    EXPECT_EQ(results[0][i] != 0,
+              dropoutKeeps(3, e / 128 * MTC_DROPOUT_SAMPLE_STRIDE + e % 128, 0.25))
+        << i;
     kept += results[0][i] != 0;
   }
+  for (size_t i = 0; i < results[1].size(); ++i)
+    EXPECT_EQ(results[1][i] != 0, dropoutKeeps(4, static_cast<int64_t>(i), 0.5)) << i;
   // 256 elements at keep probability 0.75: far from all or none.
   EXPECT_GT(kept, 150);
   EXPECT_LT(kept, 240);
