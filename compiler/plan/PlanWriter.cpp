@@ -108,6 +108,10 @@ json::Object parallelJson(mt::ParallelAttr parallel) {
   json.set("pp", parallel.getPp());
   json.set("dp", parallel.getDp());
   json.set("cp", parallel.getCp());
+  // How context parallelism exchanges keys and values: the partitioner derives the
+  // all-gather variant (the only one; mtc refuses the others).
+  if (parallel.getCp().value_or(1) > 1)
+    json.set("cp_comm_type", json::Value("all_gather"));
   json.set("ep", parallel.getEp());
   json.set("sp", parallel.getSp());
   if (parallel.getSchedule())

@@ -111,6 +111,19 @@ Layout PartitionContext::resolvePartial(NamedTensorType type, const Layout &layo
   return result;
 }
 
+Layout PartitionContext::scatterDataPartials(NamedTensorType type, const Layout &layout) const {
+  Layout result = layout;
+  for (const auto &entry : spec.activationAxis) {
+    StringRef dim = entry.first(), axis = entry.second;
+    bool used = llvm::any_of(result.split, [&](const auto &e) { return e.second == axis; });
+    if (!llvm::is_contained(result.partial, axis) || used || !divisible(type, dim, axis))
+      continue;
+    llvm::erase(result.partial, axis);
+    result.split[dim] = axis.str();
+  }
+  return result;
+}
+
 llvm::StringMap<std::string> PartitionContext::unionSplits(ArrayRef<Layout> layouts,
                                                            ArrayRef<StringRef> dims,
                                                            ArrayRef<std::string> reserved) const {

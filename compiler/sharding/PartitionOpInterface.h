@@ -73,6 +73,14 @@ public:
   Layout resolvePartial(mt::NamedTensorType type, const Layout &layout,
                         const llvm::StringMap<std::string> &wanted) const;
 
+  /// `layout` (of a value of global type `type`) with its partial sums over an axis that
+  /// splits a dimension of the data (`seq` over cp) reduce-scattered along that dimension
+  /// where `type` has it: the key and value gradients of context-parallel attention, summed
+  /// over the ranks' query parts, go back to this rank's part of the sequence before
+  /// anything computes on them (rather than every rank computing on the whole sequence).
+  /// Other partial sums stay.
+  Layout scatterDataPartials(mt::NamedTensorType type, const Layout &layout) const;
+
   /// Splits of the union of `layouts` restricted to the dimensions `dims` (first operand
   /// first), one axis per tensor: on a clash the lower-priority dimension loses. Axes in
   /// `reserved` (partial sums the result keeps) split nothing.

@@ -138,7 +138,8 @@ struct DropoutModel : PartitionOpInterface::ExternalModel<DropoutModel, mt::Drop
 
 /// A contracted split becomes a partial sum of the result; the result keeps the splits of
 /// its operands' other dimensions. At most one operand stays partial, and its axes split
-/// nothing of the other.
+/// nothing of the other; partial sums over a data axis are reduce-scattered first
+/// (scatterDataPartials).
 struct ContractModel : PartitionOpInterface::ExternalModel<ContractModel, mt::ContractOp> {
   FailureOr<PartitionRule> getPartitionRule(Operation *operation,
                                             const PartitionContext &context,
@@ -147,7 +148,8 @@ struct ContractModel : PartitionOpInterface::ExternalModel<ContractModel, mt::Co
     NamedTensorType lhsType = typeOf(op.getLhs()), rhsType = typeOf(op.getRhs());
     NamedTensorType resultType = typeOf(op.getResult());
     SmallVector<StringRef> over = names(op.getOver());
-    Layout lhs = in[0], rhs = in[1];
+    Layout lhs = context.scatterDataPartials(lhsType, in[0]);
+    Layout rhs = context.scatterDataPartials(rhsType, in[1]);
     auto clashes = [](const Layout &partial, const Layout &other) {
       for (const auto &entry : other.split)
         if (llvm::is_contained(partial.partial, entry.second))
@@ -379,6 +381,32 @@ struct MergeModel : PartitionOpInterface::ExternalModel<MergeModel, mt::MergeOp>
 };
 
 //===----------------------------------------------------------------------===//
+// Rotary position embedding
+//===----------------------------------------------------------------------===//
+
+/// rope: rows rotate independently, so splits (and partial sums: the rotation is linear;
+/// those over a data axis are reduce-scattered first) carry, except on the rotated
+/// dimension, whose pairs (2i, 2i+1) and angles need it whole. A split position dimension
+/// (the sequence under cp) rotates by the global positions: the lowering offsets them by
+/// this rank's part (the input's laid-out type).
+struct RopeModel : PartitionOpInterface::ExternalModel<RopeModel, mt::RopeOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    Layout input = context.scatterDataPartials(typeOf(op->getOperand(0)), in[0]);
+    input.split.erase(cast<mt::RopeOp>(op).getDim());
+    return carry(input);
+  }
+  LogicalResult buildLocalOp(Operation *operation, const PartitionContext &,
+                             ValueLayouts &layouts) const {
+    auto op = cast<mt::RopeOp>(operation);
+    ShardedTensorType input = layouts.lookup(op.getInput());
+    if (!input.getSplitAxes(op.getPosition()).empty())
+      mtp::setLocalLayout(op, input);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
 // Embedding lookup and its gradient
 //===----------------------------------------------------------------------===//
 
@@ -434,7 +462,8 @@ struct GatherModel : PartitionOpInterface::ExternalModel<GatherModel, mt::Gather
 /// embedding_grad: a sum over the index positions, so splits of the positions become
 /// partial sums; the table's other dimensions keep the gradient's splits, the indexed one
 /// is whole. Vocabulary parallelism: when the layout splits the table's indexed dimension
-/// and the gradient does not use that axis, each rank accumulates only the rows it holds.
+/// and the gradient does not use that axis, each rank accumulates only the rows it holds
+/// (from its positions: split positions leave partial sums there too).
 struct EmbeddingGradModel
     : PartitionOpInterface::ExternalModel<EmbeddingGradModel, mt::EmbeddingGradOp> {
   FailureOr<PartitionRule> getPartitionRule(Operation *operation,
@@ -451,20 +480,18 @@ struct EmbeddingGradModel
         context.divisible(resultType, op.getDim(), mapped->second) &&
         !llvm::is_contained(grad.partial, mapped->second) &&
         llvm::none_of(grad.split, [&](const auto &e) { return e.second == mapped->second; })) {
+      // Split positions (the sequence under cp; never over the table's axis, checked
+      // above) make this rank's rows partial sums over their axis, as below.
       Layout result;
       result.partial = grad.partial;
-      for (const auto &entry : grad.split)
-        if (!indicesType.hasDim(entry.first()) && resultType.hasDim(entry.first()))
+      for (const auto &entry : grad.split) {
+        if (indicesType.hasDim(entry.first()))
+          result.partial.push_back(entry.second);
+        else if (resultType.hasDim(entry.first()))
           result.split[entry.first()] = entry.second;
+      }
       result.split[op.getDim()] = mapped->second;
-      // Positions are whole here (their splits would make the result partial over an
-      // axis the table might also use): gather them.
-      Layout g;
-      g.partial = grad.partial;
-      for (const auto &entry : grad.split)
-        if (!indicesType.hasDim(entry.first()))
-          g.split[entry.first()] = entry.second;
-      rule.operands = {Layout{}, g};
+      rule.operands = {Layout::restrict(grad.split, indicesType), grad};
       rule.results.push_back(result);
       return rule;
     }
@@ -802,7 +829,7 @@ struct LoadBalancingLossGradModel
 //===----------------------------------------------------------------------===//
 
 /// Whole operands, whole results: constants, iota, and the ops whose sharded form is not
-/// written yet (rope, and the composite ops mt-decompose rewrites before partitioning).
+/// written yet (the composite ops mt-decompose rewrites before partitioning).
 template <typename OpTy>
 struct ReplicatedModel : PartitionOpInterface::ExternalModel<ReplicatedModel<OpTy>, OpTy> {
   FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &,
@@ -836,6 +863,7 @@ void mtc::sharding::registerPartitionRules(DialectRegistry &registry) {
     mt::MergeOp::attachInterface<MergeModel>(*context);
     mt::GatherOp::attachInterface<GatherModel>(*context);
     mt::EmbeddingGradOp::attachInterface<EmbeddingGradModel>(*context);
+    mt::RopeOp::attachInterface<RopeModel>(*context);
     mt::TopKOp::attachInterface<TopKModel>(*context);
     mt::TopKGradOp::attachInterface<TopKGradModel>(*context);
     mt::DispatchOp::attachInterface<DispatchModel>(*context);
@@ -843,7 +871,7 @@ void mtc::sharding::registerPartitionRules(DialectRegistry &registry) {
     mt::CombineGradOp::attachInterface<CombineGradModel>(*context);
     mt::LoadBalancingLossOp::attachInterface<LoadBalancingLossModel>(*context);
     mt::LoadBalancingLossGradOp::attachInterface<LoadBalancingLossGradModel>(*context);
-    attach<ReplicatedModel, mt::ConstantOp, mt::IotaOp, mt::RopeOp, mt::SoftmaxOp,
+    attach<ReplicatedModel, mt::ConstantOp, mt::IotaOp, mt::SoftmaxOp,
            mt::LayerNormOp, mt::RMSNormOp, mt::AttentionOp, mt::AttentionGradOp,
            mt::CrossEntropyOp, mt::CrossEntropyGradOp>(context);
   });

@@ -20,6 +20,10 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     `kv_heads`, `ffn` and `vocab` to `tp`. Token ids, the loss, the step scalars and
     everything else that enters or leaves the step are replicated. With `sp on`, `seq` is
     split over `tp` wherever nothing needs it whole (the norm and dropout regions).
+    Context parallelism (`cp > 1`) splits the data's `seq` over `cp`: the entry
+    functions' data arguments (token ids, labels, a pipeline chunk's activations) arrive
+    whole and are sliced at the entry (no communication), and `seq` outranks the other
+    dimensions for the axis.
 
     **Propagation, one op at a time in program order.** Each value gets the layout its
     producer gives it; each op first brings its operands to the layouts it can compute on.
@@ -47,6 +51,14 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       layout splits the table of an `embedding_grad` (and the gradient does not use that
       axis) each rank accumulates only its rows; otherwise the table is gathered, or the
       gradient left partial;
+    - `rope` carries its operand's splits and partial sums but on the rotated dimension
+      (gathered: its pairs need it whole); a split position dimension gets `mtp.layout`,
+      so each rank rotates by its global positions;
+    - partial sums over `cp` of a tensor with `seq` (the key and value gradients of
+      attention, summed over the ranks' query parts) are reduce-scattered along `seq`
+      before a contraction or `rope` computes on them: with the rules above this derives
+      Megatron's all-gather context parallelism (k and v gathered along `seq_kv`, their
+      gradients reduce-scattered, q, the scores and the output split);
     - expert parallelism's routing (`ep > 1`, the batch split over `ep`): each rank routes
       its own tokens. `topk` keeps the batch's split over `ep` (any other split is
       gathered on its scores), `topk_grad` every row split; `dispatch` turns the tokens'
@@ -56,8 +68,8 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       `combine_grad` bring them back (`combine` keeps partial expert outputs partial);
       `load_balancing_loss` is partial over `ep`, each rank's loss scaled by 1/ep, and its
       gradient scales the loss gradient alike. Other token splits are gathered first;
-    - ops without a sharded form (constants, `iota`, `rope`) run replicated: their
-      operands are gathered and summed first.
+    - ops without a sharded form (constants, `iota`) run replicated: their operands are
+      gathered and summed first.
     - `mt.repeat` partitions its layer function once for the layouts of its operands;
       a carried value keeps the layout the layer gives it (the caller slices the first
       one), so consecutive layers need no resharding.
@@ -76,10 +88,11 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     (Layout.h, `optimizerLayout`) and each parameter whole; the rules above then slice
     the parameter, sum the squared norms over `dp` and all-gather the new parameters.
 
-    Not supported, reported as errors: `pp`, `cp`, `ep` above 1, a layout dimension mapped
-    to another axis than `tp` (`batch: dp` is the runtime's data parallelism), the
-    distributed optimizer without `dp > 1`, `tp > 1` with a layout that splits no
-    parameter, a module that is not outlined, an op without a partition rule.
+    Not supported, reported as errors: `cp` with `sp`, a layout dimension mapped to
+    another axis than `tp`, `ep` (the experts) or `cp` (the sequence) (`batch: dp` is the
+    runtime's data parallelism), the distributed optimizer without `dp > 1`, `tp > 1` with
+    a layout that splits no parameter, a module that is not outlined, an op without a
+    partition rule.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mtc::mtp::MTPDialect",
                            "::mlir::func::FuncDialect"];

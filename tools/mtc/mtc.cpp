@@ -124,6 +124,13 @@ cl::opt<unsigned> contextParallel("cp",
                                   cl::cat(parallelCategory));
 cl::alias contextParallelLong("context-parallel-size", cl::desc("Alias for --cp"),
                               cl::aliasopt(contextParallel), cl::cat(parallelCategory));
+cl::opt<std::string> contextParallelCommType(
+    "cp-comm-type",
+    cl::desc("How context-parallel attention exchanges keys and values (Megatron's flag): "
+             "all_gather, the default (keys and values all-gathered along the sequence, their "
+             "gradients reduce-scattered); p2p, a2a and a2a+p2p are not supported yet"),
+    cl::value_desc("all_gather"), cl::init("all_gather"), cl::sub(compileCommand),
+    cl::cat(parallelCategory));
 cl::opt<bool> sequenceParallel("sp",
                                cl::desc("Sequence parallelism: seq split over tp in the norm "
                                         "and dropout regions"),
@@ -467,9 +474,26 @@ LogicalResult applyPipelineFlags(int64_t numLayers, std::optional<int64_t> &pp,
   return success();
 }
 
+/// --cp-comm-type: the all-gather exchange is the one the partitioner derives from the
+/// layouts; Megatron's others (ring attention over send/recv, all-to-all) are not written.
+LogicalResult checkContextParallelCommType() {
+  StringRef type = contextParallelCommType;
+  if (type == "all_gather")
+    return success();
+  if (type == "p2p" || type == "a2a" || type == "a2a+p2p")
+    return flagError("--cp-comm-type " + type +
+                     " is not supported yet: context parallelism all-gathers keys and values "
+                     "(all_gather); ring attention (p2p) and all-to-all (a2a) do not exist yet");
+  return flagError("--cp-comm-type '" + type +
+                   "' is not a context-parallel communication type: all_gather, p2p, a2a or "
+                   "a2a+p2p");
+}
+
 /// The command line's parallel flags replace the model's `parallel {}` settings, with the
 /// checks the frontend makes of the block.
 LogicalResult applyParallelFlags(mlir::ModuleOp module) {
+  if (failed(checkContextParallelCommType()))
+    return failure();
   bool pipelineFlags = pipelineParallel.getNumOccurrences() || scheduleFlag.getNumOccurrences() ||
                        virtualStagesFlag.getNumOccurrences() ||
                        layersPerVirtualStage.getNumOccurrences() ||

@@ -10,7 +10,8 @@
 //
 //     even i: x_i cos(a) - x_{i+1} sin(a)       odd i: x_{i-1} sin(a) + x_i cos(a)
 //
-// with the angle negated under `inverse`.
+// with the angle negated under `inverse`. On a part of a tensor split along the position
+// dimension (context parallelism), the positions are offset by where the part starts.
 //
 // `mt.dropout` reads the key of its site from the runtime once (kDropoutKeyFunction, five
 // calls before the kernel) and decides every element in the kernel with
@@ -64,12 +65,19 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
     double sign = op.getInverse() ? -1.0 : 1.0;
     Type element = type.getElementType();
     Value input = adaptor.getInput();
+    // A rank's part of a sequence split over ranks rotates by its global positions: they
+    // start at `positionStart` (the op's `mtp.layout`).
+    Value positionStart;
+    if (mtp::ShardedTensorType sharded = mtp::getLocalLayout(op))
+      positionStart = partStart(rewriter, op.getLoc(), sharded, op.getPosition());
     Value result = buildPointwise(
         rewriter, op.getLoc(), type, input, [&](OpBuilder &b, Location l, Value own) {
           SmallVector<Value> coords;
           for (unsigned d = 0; d < rank; ++d)
             coords.push_back(linalg::IndexOp::create(b, l, d));
           Value i = coords[dim], positionIndex = coords[positionDim];
+          if (positionStart)
+            positionIndex = arith::AddIOp::create(b, l, positionIndex, positionStart);
           Value one = indexConstant(b, l, 1);
           coords[dim] = arith::XOrIOp::create(b, l, i, one);
           Value partner = tensor::ExtractOp::create(b, l, input, coords);

@@ -136,6 +136,141 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 4, sp = true>} {
 
 // -----
 
+// Tests that rope carries a heads split under tp (each rank rotates its heads; Megatron's
+// layout has no collective before attention) and needs no offset: the positions are whole.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: mtp.all_gather
+// CHECK: %[[Q:.*]] = mt.contract %arg0, %arg1 over [hidden] {{.*}} -> <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NEXT: %[[R:.*]] = mt.rope %[[Q]] over head_dim position seq : <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NEXT: mt.contract %[[R]], %arg2 over [heads, head_dim] : <[seq=4, heads=2, head_dim=4], f32>, <[heads=2, head_dim=4, hidden=4], f32> -> <[seq=4, hidden=4], f32>
+// CHECK: mtp.all_reduce {{.*}} over ["tp"]
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
+  mt.param @wq : !mt.tensor<[hidden=4, heads=4, head_dim=4], f32> init normal(2.000000e-02)
+  mt.param @wo : !mt.tensor<[heads=4, head_dim=4, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[seq=4, hidden=4], f32>,
+                     %wq: !mt.tensor<[hidden=4, heads=4, head_dim=4], f32> {mt.param = @wq},
+                     %wo: !mt.tensor<[heads=4, head_dim=4, hidden=4], f32> {mt.param = @wo}) -> !mt.tensor<[], f32> {
+    %q = mt.contract %x, %wq over [hidden] : <[seq=4, hidden=4], f32>, <[hidden=4, heads=4, head_dim=4], f32> -> <[seq=4, heads=4, head_dim=4], f32>
+    %r = mt.rope %q over head_dim position seq : <[seq=4, heads=4, head_dim=4], f32>
+    %y = mt.contract %r, %wo over [heads, head_dim] : <[seq=4, heads=4, head_dim=4], f32>, <[heads=4, head_dim=4, hidden=4], f32> -> <[seq=4, hidden=4], f32>
+    %l = mt.reduce_sum %y over [seq, hidden] : <[seq=4, hidden=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that rope rotates pairs of its rotated dimension, so a layout splitting it (here
+// head_dim over tp) has it gathered first.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Q:.*]] = mt.contract %arg0, %arg1 over [hidden] {{.*}} -> <[seq=4, head_dim=2], f32>
+// CHECK: mtp.all_gather {{.*}} over "tp" along "head_dim" : <[seq=4, head_dim=4], f32, <[tp = 2]>, split {head_dim = [tp]}> -> <[seq=4, head_dim=4], f32, <[tp = 2]>>
+// CHECK: mt.rope {{.*}} over head_dim position seq : <[seq=4, head_dim=4], f32>
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, layout = {head_dim: tp}>} {
+  mt.param @wq : !mt.tensor<[hidden=4, head_dim=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[seq=4, hidden=4], f32>,
+                     %wq: !mt.tensor<[hidden=4, head_dim=4], f32> {mt.param = @wq}) -> !mt.tensor<[], f32> {
+    %q = mt.contract %x, %wq over [hidden] : <[seq=4, hidden=4], f32>, <[hidden=4, head_dim=4], f32> -> <[seq=4, head_dim=4], f32>
+    %r = mt.rope %q over head_dim position seq : <[seq=4, head_dim=4], f32>
+    %l = mt.reduce_sum %r over [seq, head_dim] : <[seq=4, head_dim=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests context parallelism's attention scores (the all-gather variant): the data arrive
+// whole and are sliced along seq at the entry; q and k are rotated on this rank's part of
+// the sequence, at its global positions (mtp.layout gives the lowering the offset); the
+// contraction of q (seq split) with k (seq_kv split) clashes on cp and gathers k along
+// seq_kv, the lower-priority dimension, so the scores keep the query split.
+// CHECK-LABEL: func.func @forward
+// CHECK: mtp.all_slice {{.*}} over "cp" along "seq" : <[seq=8, hidden=4], f32, <[cp = 2]>> -> <[seq=8, hidden=4], f32, <[cp = 2]>, split {seq = [cp]}>
+// CHECK: %[[Q:.*]] = mt.contract {{.*}} over [hidden] {{.*}} -> <[seq=4, head_dim=4], f32>
+// CHECK-NEXT: %[[QR:.*]] = mt.rope %[[Q]] over head_dim position seq {mtp.layout = !mtp.tensor<[seq=8, head_dim=4], f32, <[cp = 2]>, split {seq = [cp]}>} : <[seq=4, head_dim=4], f32>
+// CHECK: %[[K:.*]] = mt.rope {{.*}} {mtp.layout = !mtp.tensor<[seq=8, head_dim=4], f32, <[cp = 2]>, split {seq = [cp]}>} : <[seq=4, head_dim=4], f32>
+// CHECK-NEXT: %[[KV:.*]] = mt.rename %[[K]] seq to seq_kv : <[seq=4, head_dim=4], f32> -> <[seq_kv=4, head_dim=4], f32>
+// CHECK-NEXT: %[[V:.*]] = mtp.from_local %[[KV]]
+// CHECK-NEXT: mtp.all_gather %[[V]] over "cp" along "seq_kv" : <[seq_kv=8, head_dim=4], f32, <[cp = 2]>, split {seq_kv = [cp]}> -> <[seq_kv=8, head_dim=4], f32, <[cp = 2]>>
+// CHECK: mt.contract %[[QR]], {{.*}} over [head_dim] : <[seq=4, head_dim=4], f32>, <[seq_kv=8, head_dim=4], f32> -> <[seq=4, seq_kv=8], f32>
+// CHECK: mtp.all_reduce {{.*}} over ["cp"] : <[], f32, <[cp = 2]>, partial [cp]>
+// CHECK-NEXT: mtp.to_local
+// CHECK-NEXT: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2>} {
+  mt.param @wq : !mt.tensor<[hidden=4, head_dim=4], f32> init normal(2.000000e-02)
+  mt.param @wk : !mt.tensor<[hidden=4, head_dim=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[seq=8, hidden=4], f32>,
+                     %wq: !mt.tensor<[hidden=4, head_dim=4], f32> {mt.param = @wq},
+                     %wk: !mt.tensor<[hidden=4, head_dim=4], f32> {mt.param = @wk}) -> !mt.tensor<[], f32> {
+    %q = mt.contract %x, %wq over [hidden] : <[seq=8, hidden=4], f32>, <[hidden=4, head_dim=4], f32> -> <[seq=8, head_dim=4], f32>
+    %qr = mt.rope %q over head_dim position seq : <[seq=8, head_dim=4], f32>
+    %k = mt.contract %x, %wk over [hidden] : <[seq=8, hidden=4], f32>, <[hidden=4, head_dim=4], f32> -> <[seq=8, head_dim=4], f32>
+    %kr = mt.rope %k over head_dim position seq : <[seq=8, head_dim=4], f32>
+    %kv = mt.rename %kr seq to seq_kv : <[seq=8, head_dim=4], f32> -> <[seq_kv=8, head_dim=4], f32>
+    %s = mt.contract %qr, %kv over [head_dim] : <[seq=8, head_dim=4], f32>, <[seq_kv=8, head_dim=4], f32> -> <[seq=8, seq_kv=8], f32>
+    %l = mt.reduce_sum %s over [seq, seq_kv] : <[seq=8, seq_kv=8], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests context parallelism's key gradient: contracting the score gradient (query split
+// over cp) with the query over seq leaves partial sums over the whole key sequence; the
+// rename carries them, and one reduce-scatter along seq brings them back to this rank's
+// part before anything computes on them (the inverse rope at its global positions, the
+// contraction with the weight), not an all-reduce and whole-sequence compute.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[DK:.*]] = mt.contract {{.*}} over [seq] : <[seq=4, seq_kv=8], f32>, <[seq=4, head_dim=4], f32> -> <[seq_kv=8, head_dim=4], f32>
+// CHECK-NEXT: %[[R:.*]] = mt.rename %[[DK]] seq_kv to seq : <[seq_kv=8, head_dim=4], f32> -> <[seq=8, head_dim=4], f32>
+// CHECK-NEXT: %[[P:.*]] = mtp.from_local %[[R]] : <[seq=8, head_dim=4], f32> -> <[seq=8, head_dim=4], f32, <[cp = 2]>, partial [cp]>
+// CHECK-NEXT: %[[S:.*]] = mtp.reduce_scatter %[[P]] over "cp" along "seq" : <[seq=8, head_dim=4], f32, <[cp = 2]>, partial [cp]> -> <[seq=8, head_dim=4], f32, <[cp = 2]>, split {seq = [cp]}>
+// CHECK-NEXT: %[[L:.*]] = mtp.to_local %[[S]]
+// CHECK-NEXT: mt.rope %[[L]] over head_dim position seq inverse {mtp.layout = !mtp.tensor<[seq=8, head_dim=4], f32, <[cp = 2]>, split {seq = [cp]}>} : <[seq=4, head_dim=4], f32>
+// CHECK-NEXT: mt.contract %[[L]], %arg2 over [head_dim] : <[seq=4, head_dim=4], f32>, <[hidden=4, head_dim=4], f32> -> <[seq=4, hidden=4], f32>
+// CHECK-NOT: mtp.reduce_scatter
+// CHECK-NOT: mtp.all_gather
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2>} {
+  mt.param @wk : !mt.tensor<[hidden=4, head_dim=4], f32> init normal(2.000000e-02)
+  func.func @forward(%ds: !mt.tensor<[seq=8, seq_kv=8], f32>, %q: !mt.tensor<[seq=8, head_dim=4], f32>,
+                     %wk: !mt.tensor<[hidden=4, head_dim=4], f32> {mt.param = @wk}) -> !mt.tensor<[], f32> {
+    %dk = mt.contract %ds, %q over [seq] : <[seq=8, seq_kv=8], f32>, <[seq=8, head_dim=4], f32> -> <[seq_kv=8, head_dim=4], f32>
+    %r = mt.rename %dk seq_kv to seq : <[seq_kv=8, head_dim=4], f32> -> <[seq=8, head_dim=4], f32>
+    %dkr = mt.rope %r over head_dim position seq inverse : <[seq=8, head_dim=4], f32>
+    %dx = mt.contract %r, %wk over [head_dim] : <[seq=8, head_dim=4], f32>, <[hidden=4, head_dim=4], f32> -> <[seq=8, hidden=4], f32>
+    %a = mt.reduce_sum %dkr over [seq, head_dim] : <[seq=8, head_dim=4], f32> -> <[], f32>
+    %b = mt.reduce_sum %dx over [seq, hidden] : <[seq=8, hidden=4], f32> -> <[], f32>
+    %l = mt.add %a, %b : <[], f32>, <[], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests the vocabulary-parallel embedding gradient under cp x tp: the positions stay
+// split over cp (the token ids and the gradient are sliced at the entry, nothing is
+// gathered), each rank accumulates its rows of the table from its part of the sequence,
+// and the partial sums over cp are all-reduced into the parameter's layout.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-NOT: mtp.all_gather
+// CHECK: %[[E:.*]] = mt.embedding_grad %{{.*}}, %{{.*}} over vocab {mtp.layout = !mtp.tensor<[vocab=16, hidden=4], f32, <[cp = 2, tp = 2]>, split {vocab = [tp]}, partial [cp]>} : <[seq=4], i32>, <[seq=4, hidden=4], f32> -> <[vocab=8, hidden=4], f32>
+// CHECK: %[[P:.*]] = mtp.from_local %[[E]]
+// CHECK-NEXT: mtp.all_reduce %[[P]] over ["cp"] : <[vocab=16, hidden=4], f32, <[cp = 2, tp = 2]>, split {vocab = [tp]}, partial [cp]> -> <[vocab=16, hidden=4], f32, <[cp = 2, tp = 2]>, split {vocab = [tp]}>
+// CHECK-NOT: mtp.all_gather
+// CHECK: return {{.*}} : !mt.tensor<[], f32>, !mt.tensor<[vocab=8, hidden=4], f32>
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, cp = 2>} {
+  mt.param @wte : !mt.tensor<[vocab=16, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward_backward(%tokens: !mt.tensor<[seq=8], i32>, %g: !mt.tensor<[seq=8, hidden=4], f32>)
+      -> (!mt.tensor<[], f32>, !mt.tensor<[vocab=16, hidden=4], f32>) attributes {mt.grads = [@wte]} {
+    %l = mt.reduce_sum %g over [seq, hidden] : <[seq=8, hidden=4], f32> -> <[], f32>
+    %e = mt.embedding_grad %tokens, %g over vocab : <[seq=8], i32>, <[seq=8, hidden=4], f32> -> <[vocab=16, hidden=4], f32>
+    return %l, %e : !mt.tensor<[], f32>, !mt.tensor<[vocab=16, hidden=4], f32>
+  }
+}
+
+// -----
+
 // Tests the vocabulary split (Megatron's vocabulary-parallel embedding and loss): the
 // lookup reads only this rank's rows of the table (mtp.layout tells the lowering which) and
 // its partial sums are all-reduced; the logits stay split; their maximum over the split
@@ -369,20 +504,21 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
 
 // -----
 
-// Tests an op without a sharded form (rope): its operand, split along heads by the
+// Tests an op without a sharded form (softmax, which mt-decompose removes before
+// partitioning in the pipeline): its operand, split along heads by the
 // column-parallel contraction, is gathered first, and it runs on the whole tensor.
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[Q:.*]] = mt.contract {{.*}} -> <[seq=4, heads=1, head_dim=2], f32>
 // CHECK-NEXT: %[[V:.*]] = mtp.from_local %[[Q]] : <[seq=4, heads=1, head_dim=2], f32> -> <[seq=4, heads=2, head_dim=2], f32, <[tp = 2]>, split {heads = [tp]}>
 // CHECK-NEXT: %[[G:.*]] = mtp.all_gather %[[V]] over "tp" along "heads"
 // CHECK-NEXT: %[[W:.*]] = mtp.to_local %[[G]] : {{.*}} -> <[seq=4, heads=2, head_dim=2], f32>
-// CHECK-NEXT: mt.rope %[[W]] over head_dim position seq : <[seq=4, heads=2, head_dim=2], f32>
+// CHECK-NEXT: mt.softmax %[[W]] over head_dim : <[seq=4, heads=2, head_dim=2], f32>
 module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   mt.param @wq : !mt.tensor<[hidden=4, heads=2, head_dim=2], f32> init normal(2.000000e-02)
   func.func @forward(%x: !mt.tensor<[seq=4, hidden=4], f32>,
                      %wq: !mt.tensor<[hidden=4, heads=2, head_dim=2], f32> {mt.param = @wq}) -> !mt.tensor<[], f32> {
     %q = mt.contract %x, %wq over [hidden] : <[seq=4, hidden=4], f32>, <[hidden=4, heads=2, head_dim=2], f32> -> <[seq=4, heads=2, head_dim=2], f32>
-    %r = mt.rope %q over head_dim position seq : <[seq=4, heads=2, head_dim=2], f32>
+    %r = mt.softmax %q over head_dim : <[seq=4, heads=2, head_dim=2], f32>
     %s = mt.reduce_sum %r over [seq, heads, head_dim] : <[seq=4, heads=2, head_dim=2], f32> -> <[], f32>
     return %s : !mt.tensor<[], f32>
   }

@@ -380,6 +380,30 @@ func.func @rope(%x: !mt.tensor<[seq=4, heads=2, head_dim=6], f32>)
 
 // -----
 
+// Tests a rope of a part of the sequence (context parallelism): the position is the
+// index offset by where this rank's part starts (its cp coordinate times the local
+// sequence), so each rank rotates by global positions; the rotated dimension is whole.
+// CHECK-LABEL: func.func @split_rope
+// CHECK: %[[C:.*]] = call @mtc_mesh_coordinate(%{{.*}}) : (i64) -> i64
+// CHECK: %[[CI:.*]] = arith.index_cast %[[C]] : i64 to index
+// CHECK: %[[PART:.*]] = arith.addi %{{.*}}, %[[CI]] : index
+// CHECK: %[[LOCAL:.*]] = arith.constant 4 : index
+// CHECK: %[[START:.*]] = arith.muli %[[PART]], %[[LOCAL]] : index
+// CHECK: linalg.generic
+// CHECK: %[[P:.*]] = linalg.index 0 : index
+// CHECK: %[[I:.*]] = linalg.index 2 : index
+// CHECK: %[[POS:.*]] = arith.addi %[[P]], %[[START]] : index
+// CHECK: %[[POS64:.*]] = arith.index_castui %[[POS]] : index to i64
+// CHECK: arith.uitofp %[[POS64]] : i64 to f64
+// CHECK: math.cos
+func.func @split_rope(%x: !mt.tensor<[seq=4, heads=2, head_dim=6], f32>)
+    -> !mt.tensor<[seq=4, heads=2, head_dim=6], f32> {
+  %0 = mt.rope %x over head_dim position seq {mtp.layout = !mtp.tensor<[seq=8, heads=2, head_dim=6], f32, <[cp = 2]>, split {seq = [cp]}>} : !mt.tensor<[seq=4, heads=2, head_dim=6], f32>
+  return %0 : !mt.tensor<[seq=4, heads=2, head_dim=6], f32>
+}
+
+// -----
+
 // Tests that dropout reads the five words of its site's key from mtc_dropout_key once, then
 // decides each element with mtc_dropout_keep_element(seed, tensor id, index base + row-major
 // offset, step, keep probability) and scales by 1/(1-rate), 0, or 1 when the key is inactive;
