@@ -84,7 +84,9 @@ for layout in "${layouts[@]}"; do
   # shellcheck disable=SC2086
   build/bin/mtrun "$plan" $ranks --steps "$steps" --global-batch "$global_batch" \
     --threads "$threads" --metrics "$out/$name.jsonl" >"$out/$name.log"
-  echo "$name|$(grep -o 'predicted [0-9.]* MiB' "$out/$name.log" || echo 'predicted 0.00 MiB')"
+  # mtrun predicts the bytes of one-stage plans only (the communication line); "-" otherwise.
+  echo "$name|$(grep '^communication:' "$out/$name.log" | grep -o 'predicted [0-9.]* MiB' ||
+                echo 'predicted - MiB')"
 done | python3 -c '
 import json, statistics, sys
 out = sys.argv[1]
