@@ -654,8 +654,13 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
         return {};
       if (!(*factor > 0))
         return fail(args.keyword("capacity_factor")->range, "'capacity_factor' must be positive");
-      capacity = static_cast<int64_t>(
-          std::ceil(*factor * static_cast<double>(tokens * k) / static_cast<double>(*experts)));
+      double exact =
+          std::ceil(*factor * static_cast<double>(tokens * k) / static_cast<double>(*experts));
+      // Checked before the conversion, which is undefined beyond int64_t.
+      if (!(exact < 0x1p62))
+        return fail(args.keyword("capacity_factor")->range,
+                    "'capacity_factor' gives a capacity too large to allocate");
+      capacity = static_cast<int64_t>(exact);
       factorAttr = builder.getF64FloatAttr(*factor);
     }
     SmallVector<mt::NamedDim> resultDims = {{builder.getStringAttr(*expertDim), *experts},

@@ -21,6 +21,21 @@ static bool splitsAParameter(ModuleOp module, const llvm::StringMap<std::string>
   });
 }
 
+/// The first dimension of `type` after `layers`: `experts` in an expert weight.
+static StringRef leadingDim(mt::NamedTensorType type) {
+  for (StringAttr dim : type.getDimNames())
+    if (dim.getValue() != mt::MTDialect::kLayersDimName)
+      return dim.getValue();
+  return {};
+}
+
+/// Whether some parameter of `module` leads with `expertDim` (is split over ep).
+static bool hasExpertWeight(ModuleOp module, StringRef expertDim) {
+  return llvm::any_of(module.getOps<mt::ParamOp>(), [&](mt::ParamOp param) {
+    return leadingDim(cast<mt::NamedTensorType>(param.getType())) == expertDim;
+  });
+}
+
 FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   ShardingSpec spec;
   mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
@@ -87,9 +102,14 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
     return diag << "; name this model's dimensions to split with --layout '<dim>:tp,...' (or "
                    "`layout { <dim>: tp }` in parallel {})";
   }
-  if (ep > 1 && !splitsAParameter(module, {{expertDim, "ep"}}))
-    return module.emitError() << "ep " << ep << " shards nothing: no parameter has the "
-                              << "dimension '" << expertDim << "' of the experts";
+  if (ep > 1 && !hasExpertWeight(module, expertDim))
+    return module.emitError() << "ep " << ep << " shards nothing: no parameter leads with the "
+                              << "dimension '" << expertDim << "' of the experts (expert weights "
+                              << "are laid out [" << expertDim << ", ...])";
+  if (auto it = spec.dimAxis.find(expertDim); ep > 1 && it != spec.dimAxis.end())
+    return module.emitError() << "layout '" << expertDim << ": " << it->second
+                              << "' and ep " << ep << " both split the experts: map '"
+                              << expertDim << "' to one axis";
   MLIRContext *ctx = module.getContext();
   ctx->getOrLoadDialect<mtp::MTPDialect>(); // the plan writer asks without running a pass
   // Megatron's order, the last axis fastest: dp, ep, cp, tp.
@@ -133,15 +153,8 @@ sharding::parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
                           function_ref<InFlightDiagnostic()> emitError) {
   MLIRContext *ctx = type.getContext();
   NamedAttrList split;
-  // The first dimension after `layers`: the experts of an expert weight.
-  SmallVector<mt::NamedDim> dims = type.getDims();
-  StringRef leading;
-  for (const mt::NamedDim &dim : dims)
-    if (dim.name.getValue() != mt::MTDialect::kLayersDimName) {
-      leading = dim.name.getValue();
-      break;
-    }
-  for (const mt::NamedDim &dim : dims) {
+  StringRef leading = leadingDim(type);
+  for (const mt::NamedDim &dim : type.getDims()) {
     auto it = spec.dimAxis.find(dim.name.getValue());
     if (it == spec.dimAxis.end() || dim.name.getValue() == mt::MTDialect::kLayersDimName)
       continue;

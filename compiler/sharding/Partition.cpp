@@ -196,8 +196,8 @@ private:
 /// Whether a pipeline chunk's argument or result with attributes `attrs` is saved between a
 /// chunk's functions on one rank (residuals, the stash): unlike the activations sent to the
 /// next stage, and the data every rank loads, it never needs to be whole, so it keeps the
-/// data's splits (batch over ep): gathering it would move every saved activation, and the
-/// collectives cannot move the routing's integer indices.
+/// data's splits (batch over ep): gathering it would move every saved activation (the
+/// routing's indices among them) for nothing.
 static bool isSavedOnRank(DictionaryAttr attrs) {
   auto kind = attrs ? attrs.getAs<StringAttr>(mt::MTDialect::kBufferAttrName) : StringAttr();
   return kind && (kind.getValue() == "residual" || kind.getValue() == "stash");

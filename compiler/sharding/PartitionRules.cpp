@@ -543,23 +543,46 @@ Layout summed(const PartitionContext &context, Value value, const Layout &layout
   return layout.isPartial() ? context.resolvePartial(typeOf(value), layout, wanted) : layout;
 }
 
+/// The routing group of a rank under expert parallelism: the token dimension of `indices`
+/// (whose other dimension is `kDim`) that the spec splits over the expert axis in the data
+/// (batch). Each expert-parallel rank routes its own tokens, within the capacity its own
+/// tokens give (Megatron's semantics, and the reference's: one rank whose micro-batch is a
+/// rank's part). The group is the spec's, not whatever split the operands arrive with, so
+/// that topk, dispatch, combine and the balancing loss agree on it; any other token split
+/// (seq over tp under sequence parallelism) would change which tokens compete for an
+/// expert's slots, so the rules gather it.
+struct RoutingGroup {
+  std::string tokenDim;
+  std::string axis;
+};
+
+std::optional<RoutingGroup> routingGroup(const PartitionContext &context,
+                                         NamedTensorType indices, StringRef kDim) {
+  const ShardingSpec &spec = context.getSpec();
+  if (spec.expertAxis.empty())
+    return std::nullopt;
+  for (const auto &entry : spec.activationAxis)
+    if (entry.second == spec.expertAxis && entry.first() != kDim &&
+        context.divisible(indices, entry.first(), entry.second))
+      return RoutingGroup{entry.first().str(), entry.second};
+  return std::nullopt;
+}
+
 /// topk, topk_grad: every row (a point of the other dimensions) picks its k alone, so the
 /// other dimensions' splits could all carry; the dimension the k are picked from, and k,
-/// are whole. topk keeps only the split over the expert axis, though: its indices are
-/// integers, which the collectives do not move (f32 and f64 only), and the routing ops
-/// take them split over that axis alone (routingGroup below), so any other split (seq over
-/// tp under sequence parallelism) is gathered here, on the scores. The values are not
-/// linear in the input: partial sums are summed first.
+/// are whole. topk computes on the routing group's split alone (routingGroup), which the
+/// routing ops after it take: any other split is gathered here, on the scores, rather than
+/// later on the integer indices. The values are not linear in the input: partial sums are
+/// summed first.
 struct TopKModel : PartitionOpInterface::ExternalModel<TopKModel, mt::TopKOp> {
   FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
                                             ArrayRef<Layout> in) const {
     auto topk = cast<mt::TopKOp>(op);
     Layout operand = summed(context, topk.getInput(), in[0]);
-    for (auto it = operand.split.begin(); it != operand.split.end();)
-      if (it->first() == topk.getDim() || it->second != context.getSpec().expertAxis)
-        operand.split.erase(it++);
-      else
-        ++it;
+    operand.split.clear();
+    if (std::optional<RoutingGroup> group =
+            routingGroup(context, typeOf(topk.getIndices()), topk.getKDim()))
+      operand.split[group->tokenDim] = group->axis;
     Layout result;
     result.split = operand.split;
     PartitionRule rule;
@@ -587,29 +610,18 @@ struct TopKGradModel : PartitionOpInterface::ExternalModel<TopKGradModel, mt::To
   }
 };
 
-/// The routing group of a rank under expert parallelism: the token dimension (of `indices`,
-/// whose other dimension is `kDim`) that the first of `layouts` to split one splits over
-/// the expert axis. Each
-/// expert-parallel rank routes its own tokens, within the capacity its own tokens give
-/// (Megatron's semantics, and the reference's: one rank whose micro-batch is a rank's
-/// part). A split over another axis (seq over tp under sequence parallelism) would change
-/// which tokens compete for an expert's slots: the rules gather it.
-struct RoutingGroup {
-  std::string tokenDim;
-  std::string axis;
-};
-
-std::optional<RoutingGroup> routingGroup(const PartitionContext &context,
-                                         ArrayRef<Layout> layouts, NamedTensorType indices,
-                                         StringRef kDim) {
-  StringRef axis = context.getSpec().expertAxis;
-  if (axis.empty())
-    return std::nullopt;
-  for (const Layout &layout : layouts)
-    for (StringRef dim : dimNames(indices))
-      if (dim != kDim && layout.axisOf(dim) == axis)
-        return RoutingGroup{dim.str(), axis.str()};
-  return std::nullopt;
+/// Fails, on `op`, where the ranks of `group` cannot share each expert's capacity (of
+/// `slots`, a dispatched tensor) evenly: their capacities would not add up to it.
+LogicalResult checkGroupCapacity(Operation *op, const PartitionContext &context,
+                                 const RoutingGroup &group, NamedTensorType slots,
+                                 StringRef capacityDim) {
+  if (context.divisible(slots, capacityDim, group.axis))
+    return success();
+  return op->emitOpError() << "cannot split the capacity " << slots.getDimSize(capacityDim)
+                           << " of each expert evenly over the " << context.axisSize(group.axis)
+                           << " ranks of '" << group.axis
+                           << "' that route their own tokens; choose a micro-batch or "
+                              "capacity factor whose capacity they divide";
 }
 
 /// The splits of `layout` on feature dimensions (those `indices` lacks, other than `skip`),
@@ -639,15 +651,9 @@ struct DispatchModel : PartitionOpInterface::ExternalModel<DispatchModel, mt::Di
     NamedTensorType indicesType = typeOf(op.getIndices());
     NamedTensorType resultType = typeOf(op.getResult());
     Layout input = summed(context, op.getInput(), in[0]);
-    std::optional<RoutingGroup> group =
-        routingGroup(context, {in[1], input}, indicesType, op.getKDim());
-    if (group && !context.divisible(resultType, op.getCapacityDim(), group->axis))
-      return op.emitOpError() << "cannot split the capacity "
-                              << resultType.getDimSize(op.getCapacityDim())
-                              << " of each expert evenly over the "
-                              << context.axisSize(group->axis) << " ranks of '" << group->axis
-                              << "' that route their own tokens; choose a micro-batch or "
-                                 "capacity factor whose capacity they divide";
+    std::optional<RoutingGroup> group = routingGroup(context, indicesType, op.getKDim());
+    if (group && failed(checkGroupCapacity(op, context, *group, resultType, op.getCapacityDim())))
+      return failure();
     llvm::StringMap<std::string> features;
     carryFeatureSplits(input, indicesType, {}, group ? StringRef(group->axis) : StringRef(),
                        features);
@@ -678,10 +684,9 @@ struct CombineModel : PartitionOpInterface::ExternalModel<CombineModel, mt::Comb
     NamedTensorType inputType = typeOf(op.getInput());
     NamedTensorType indicesType = typeOf(op.getIndices());
     NamedTensorType resultType = typeOf(op.getResult());
-    std::optional<RoutingGroup> group =
-        routingGroup(context, {in[1], in[2]}, indicesType, op.getKDim());
-    if (group && !context.divisible(inputType, op.getCapacityDim(), group->axis))
-      group.reset();
+    std::optional<RoutingGroup> group = routingGroup(context, indicesType, op.getKDim());
+    if (group && failed(checkGroupCapacity(op, context, *group, inputType, op.getCapacityDim())))
+      return failure();
     SmallVector<std::string, 1> partial = in[0].partial;
     if (group && llvm::is_contained(partial, group->axis))
       partial.clear();
@@ -719,10 +724,9 @@ struct CombineGradModel
     auto op = cast<mt::CombineGradOp>(operation);
     NamedTensorType inputType = typeOf(op.getInput());
     NamedTensorType indicesType = typeOf(op.getIndices());
-    std::optional<RoutingGroup> group =
-        routingGroup(context, {in[1], in[2], in[3]}, indicesType, op.getKDim());
-    if (group && !context.divisible(inputType, op.getCapacityDim(), group->axis))
-      group.reset();
+    std::optional<RoutingGroup> group = routingGroup(context, indicesType, op.getKDim());
+    if (group && failed(checkGroupCapacity(op, context, *group, inputType, op.getCapacityDim())))
+      return failure();
     StringRef axis = group ? StringRef(group->axis) : StringRef();
     llvm::StringMap<std::string> features;
     SmallVector<StringRef, 2> slots = {op.getExpertDim(), op.getCapacityDim()};
@@ -737,9 +741,14 @@ struct CombineGradModel
       tokens.split[group->tokenDim] = group->axis;
       resultGrad.split[group->tokenDim] = group->axis;
     }
+    // The weights' gradient sums over the features: a feature split leaves partial sums.
+    Layout weightsGrad = tokens;
+    for (const auto &entry : features)
+      if (!llvm::is_contained(weightsGrad.partial, entry.second))
+        weightsGrad.partial.push_back(entry.second);
     PartitionRule rule;
     rule.operands = {input, tokens, tokens, resultGrad};
-    rule.results = {input, tokens};
+    rule.results = {input, weightsGrad};
     return rule;
   }
 };
@@ -750,10 +759,9 @@ struct CombineGradModel
 /// the sum is the mean over the groups (the reference's mean over micro-batches); the
 /// gradient's is scaled alike. Other token splits are gathered (the loss is not linear in
 /// the tokens).
-PartitionRule loadBalancing(const PartitionContext &context, ArrayRef<Layout> in,
-                            NamedTensorType indices, StringRef kDim,
+PartitionRule loadBalancing(const PartitionContext &context, NamedTensorType indices, StringRef kDim,
                             std::optional<RoutingGroup> &group) {
-  group = routingGroup(context, in.take_front(2), indices, kDim);
+  group = routingGroup(context, indices, kDim);
   Layout tokens;
   if (group)
     tokens.split[group->tokenDim] = group->axis;
@@ -770,7 +778,7 @@ struct LoadBalancingLossModel
     auto op = cast<mt::LoadBalancingLossOp>(operation);
     std::optional<RoutingGroup> group;
     PartitionRule rule =
-        loadBalancing(context, in, typeOf(op.getIndices()), op.getKDim(), group);
+        loadBalancing(context, typeOf(op.getIndices()), op.getKDim(), group);
     Layout result;
     if (group)
       result.partial.push_back(group->axis);
@@ -802,7 +810,7 @@ struct LoadBalancingLossGradModel
     auto op = cast<mt::LoadBalancingLossGradOp>(operation);
     std::optional<RoutingGroup> group;
     PartitionRule rule =
-        loadBalancing(context, in, typeOf(op.getIndices()), op.getKDim(), group);
+        loadBalancing(context, typeOf(op.getIndices()), op.getKDim(), group);
     rule.operands.push_back(Layout{}); // the loss's gradient, whole
     rule.results.push_back(rule.operands.front());
     return rule;
@@ -810,9 +818,8 @@ struct LoadBalancingLossGradModel
   LogicalResult buildLocalOp(Operation *operation, const PartitionContext &context,
                              ValueLayouts &layouts) const {
     auto op = cast<mt::LoadBalancingLossGradOp>(operation);
-    Layout logits = Layout::of(layouts.lookup(op.getLogits()));
-    std::optional<RoutingGroup> group = routingGroup(context, {logits},
-                                                     typeOf(op.getIndices()), op.getKDim());
+    std::optional<RoutingGroup> group =
+        routingGroup(context, typeOf(op.getIndices()), op.getKDim());
     if (!group)
       return success();
     OpBuilder b(op);
