@@ -396,7 +396,8 @@ Partitioner::partitionFunction(func::FuncOp func, ArrayRef<ShardedTensorType> ar
     if (i >= sliced.size() || !sliced[i] || *sliced[i] == layout)
       continue;
     // The data argument arrives whole; each rank keeps its part from here on.
-    SmallVector<OpOperand *> uses = llvm::map_to_vector(arg.getUses(), [](OpOperand &use) { return &use; });
+    SmallVector<OpOperand *> uses =
+        llvm::map_to_vector(arg.getUses(), [](OpOperand &use) { return &use; });
     Value local = reshard(entry, arg.getLoc(), arg, layout, *sliced[i]);
     layouts.set(local, *sliced[i]);
     for (OpOperand *use : uses)
@@ -467,7 +468,8 @@ LogicalResult Partitioner::run() {
       if (optimizer || !args.back().getSplit().empty())
         continue;
       DictionaryAttr attrs = func.getArgAttrDict(i);
-      if (attrs && (attrs.get(transforms::kParamAttrName) || attrs.get(transforms::kStateAttrName) ||
+      if (attrs && (attrs.get(transforms::kParamAttrName) ||
+                    attrs.get(transforms::kStateAttrName) ||
                     attrs.get(mt::MTDialect::kGradAttrName)))
         continue;
       FailureOr<std::optional<ShardedTensorType>> data = dataLayout(func, i, args.back());

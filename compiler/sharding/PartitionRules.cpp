@@ -3,7 +3,8 @@
 // One external model of PartitionOpInterface per rule family, attached to the ops it
 // serves: elementwise ops (by how they treat partial sums), contractions, reductions,
 // ops that only move or add dimensions, reshapes, the embedding lookup and its gradient,
-// the mixture-of-experts routing, and the ops that run replicated. Passes.td (`mtp-partition`) describes the rules.
+// the mixture-of-experts routing, and the ops that run replicated. Passes.td
+// (`mtp-partition`) describes the rules.
 //
 //===----------------------------------------------------------------------===//
 
@@ -556,6 +557,7 @@ struct RoutingGroup {
   std::string axis;
 };
 
+/// (`indices` may be the operand's local type: only its dimension names are read.)
 std::optional<RoutingGroup> routingGroup(const PartitionContext &context,
                                          NamedTensorType indices, StringRef kDim) {
   const ShardingSpec &spec = context.getSpec();
@@ -563,7 +565,7 @@ std::optional<RoutingGroup> routingGroup(const PartitionContext &context,
     return std::nullopt;
   for (const auto &entry : spec.activationAxis)
     if (entry.second == spec.expertAxis && entry.first() != kDim &&
-        context.divisible(indices, entry.first(), entry.second))
+        indices.hasDim(entry.first()))
       return RoutingGroup{entry.first().str(), entry.second};
   return std::nullopt;
 }
@@ -611,13 +613,17 @@ struct TopKGradModel : PartitionOpInterface::ExternalModel<TopKGradModel, mt::To
 };
 
 /// Fails, on `op`, where the ranks of `group` cannot share each expert's capacity (of
-/// `slots`, a dispatched tensor) evenly: their capacities would not add up to it.
+/// `slots`, a dispatched tensor: a result's global type, or an operand's local type laid out
+/// as `layout`) evenly: their capacities would not add up to it.
 LogicalResult checkGroupCapacity(Operation *op, const PartitionContext &context,
                                  const RoutingGroup &group, NamedTensorType slots,
-                                 StringRef capacityDim) {
-  if (context.divisible(slots, capacityDim, group.axis))
+                                 StringRef capacityDim, const Layout &layout = {}) {
+  int64_t capacity = slots.getDimSize(capacityDim);
+  if (std::optional<StringRef> axis = layout.axisOf(capacityDim))
+    capacity *= context.axisSize(*axis);
+  if (capacity % context.axisSize(group.axis) == 0)
     return success();
-  return op->emitOpError() << "cannot split the capacity " << slots.getDimSize(capacityDim)
+  return op->emitOpError() << "cannot split the capacity " << capacity
                            << " of each expert evenly over the " << context.axisSize(group.axis)
                            << " ranks of '" << group.axis
                            << "' that route their own tokens; choose a micro-batch or "
@@ -652,7 +658,8 @@ struct DispatchModel : PartitionOpInterface::ExternalModel<DispatchModel, mt::Di
     NamedTensorType resultType = typeOf(op.getResult());
     Layout input = summed(context, op.getInput(), in[0]);
     std::optional<RoutingGroup> group = routingGroup(context, indicesType, op.getKDim());
-    if (group && failed(checkGroupCapacity(op, context, *group, resultType, op.getCapacityDim())))
+    if (group &&
+        failed(checkGroupCapacity(op, context, *group, resultType, op.getCapacityDim())))
       return failure();
     llvm::StringMap<std::string> features;
     carryFeatureSplits(input, indicesType, {}, group ? StringRef(group->axis) : StringRef(),
@@ -685,7 +692,8 @@ struct CombineModel : PartitionOpInterface::ExternalModel<CombineModel, mt::Comb
     NamedTensorType indicesType = typeOf(op.getIndices());
     NamedTensorType resultType = typeOf(op.getResult());
     std::optional<RoutingGroup> group = routingGroup(context, indicesType, op.getKDim());
-    if (group && failed(checkGroupCapacity(op, context, *group, inputType, op.getCapacityDim())))
+    if (group && failed(checkGroupCapacity(op, context, *group, inputType, op.getCapacityDim(),
+                                           in[0])))
       return failure();
     SmallVector<std::string, 1> partial = in[0].partial;
     if (group && llvm::is_contained(partial, group->axis))
@@ -725,7 +733,8 @@ struct CombineGradModel
     NamedTensorType inputType = typeOf(op.getInput());
     NamedTensorType indicesType = typeOf(op.getIndices());
     std::optional<RoutingGroup> group = routingGroup(context, indicesType, op.getKDim());
-    if (group && failed(checkGroupCapacity(op, context, *group, inputType, op.getCapacityDim())))
+    if (group && failed(checkGroupCapacity(op, context, *group, inputType, op.getCapacityDim(),
+                                           in[0])))
       return failure();
     StringRef axis = group ? StringRef(group->axis) : StringRef();
     llvm::StringMap<std::string> features;
@@ -759,8 +768,8 @@ struct CombineGradModel
 /// the sum is the mean over the groups (the reference's mean over micro-batches); the
 /// gradient's is scaled alike. Other token splits are gathered (the loss is not linear in
 /// the tokens).
-PartitionRule loadBalancing(const PartitionContext &context, NamedTensorType indices, StringRef kDim,
-                            std::optional<RoutingGroup> &group) {
+PartitionRule loadBalancing(const PartitionContext &context, NamedTensorType indices,
+                            StringRef kDim, std::optional<RoutingGroup> &group) {
   group = routingGroup(context, indices, kDim);
   Layout tokens;
   if (group)

@@ -563,6 +563,32 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<ep = 2>} {
 
 // -----
 
+// Tests that combine_grad's routing-weight gradient, a sum over the features, is partial
+// over the axis splitting them (ffn over tp here): one all_reduce sums it before a consumer
+// that needs it whole (exp), while the slots' gradient keeps the ffn split.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[DY:.*]], %[[WG:.*]] = mt.combine_grad {{.*}} -> <[experts=4, capacity=4, ffn=2], f32>, <[batch=4, seq=2, topk=2], f32>
+// CHECK: mtp.from_local %[[WG]] : <[batch=4, seq=2, topk=2], f32> -> <[batch=4, seq=2, topk=2], f32, <[tp = 2]>, partial [tp]>
+// CHECK: mtp.all_reduce {{.*}} over ["tp"]
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, layout = {ffn: tp}>} {
+  mt.param @w1 : !mt.tensor<[experts=4, hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  mt.param @w2 : !mt.tensor<[hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  func.func @forward_backward(%routed: !mt.tensor<[experts=4, capacity=4, hidden=4], f32>,
+                              %i: !mt.tensor<[batch=4, seq=2, topk=2], i32>,
+                              %v: !mt.tensor<[batch=4, seq=2, topk=2], f32>,
+                              %x: !mt.tensor<[batch=4, seq=2, hidden=4], f32>,
+                              %w1: !mt.tensor<[experts=4, hidden=4, ffn=4], f32> {mt.param = @w1},
+                              %w2: !mt.tensor<[hidden=4, ffn=4], f32> {mt.param = @w2}) -> !mt.tensor<[batch=4, seq=2, topk=2], f32> {
+    %y = mt.contract %routed, %w1 over [hidden] : <[experts=4, capacity=4, hidden=4], f32>, <[experts=4, hidden=4, ffn=4], f32> -> <[experts=4, capacity=4, ffn=4], f32>
+    %dc = mt.contract %x, %w2 over [hidden] : <[batch=4, seq=2, hidden=4], f32>, <[hidden=4, ffn=4], f32> -> <[batch=4, seq=2, ffn=4], f32>
+    %dy, %dv = mt.combine_grad %y, %i, %v, %dc k topk from experts capacity capacity : <[experts=4, capacity=4, ffn=4], f32>, <[batch=4, seq=2, topk=2], i32>, <[batch=4, seq=2, topk=2], f32>, <[batch=4, seq=2, ffn=4], f32> -> <[experts=4, capacity=4, ffn=4], f32>, <[batch=4, seq=2, topk=2], f32>
+    %e = mt.exp %dv : <[batch=4, seq=2, topk=2], f32>
+    return %e : !mt.tensor<[batch=4, seq=2, topk=2], f32>
+  }
+}
+
+// -----
+
 // Tests the routing's backward under ep 2: combine_grad takes the expert outputs' slots of
 // each rank's tokens (the capacity split) with its tokens' output gradient; topk_grad keeps
 // the batch's split; the load-balancing loss's gradient scales the (whole) loss gradient by
