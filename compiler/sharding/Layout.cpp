@@ -55,7 +55,7 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
         spec.dimAxis[dim] = "tp";
         continue;
       }
-      if (axis == "dp" && dim == "batch")
+      if (axis == "dp" && dim == mt::MTDialect::kBatchDimName)
         continue; // the runtime's data parallelism
       if (axis == "ep" || axis == "cp") {
         if (parallel.getDegree(axis) <= 1)
@@ -127,7 +127,7 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
     addAxis("ep", ep);
     spec.expertAxis = "ep";
     spec.dimAxis[expertDim] = "ep";
-    spec.activationAxis["batch"] = "ep";
+    spec.activationAxis[mt::MTDialect::kBatchDimName] = "ep";
   }
   if (cp > 1) {
     addAxis("cp", cp);

@@ -55,7 +55,9 @@ struct ShardingSpec {
 
 /// The spec `module`'s `mt.parallel` attribute gives. Fails, with a diagnostic on the
 /// module, on what the partitioner does not support (a layout entry on another axis than
-/// tp, other than `batch: dp`, `experts: ep` and `seq: cp`; cp with sequence parallelism).
+/// tp, ep (the experts' dimension) or cp (the sequence's), other than `batch: dp`; an ep or
+/// cp entry whose degree is 1; cp with sequence parallelism; an ep without expert weights or
+/// with the experts mapped to another axis too).
 mlir::FailureOr<ShardingSpec> getShardingSpec(mlir::ModuleOp module);
 
 /// The layout of a parameter of global type `type` (also of its states and gradient):

@@ -203,6 +203,15 @@ static bool isSavedOnRank(DictionaryAttr attrs) {
   return kind && (kind.getValue() == "residual" || kind.getValue() == "stash");
 }
 
+/// Whether an entry function's argument or result with attributes `attrs` is model state:
+/// a parameter, an optimizer state or a gradient (a pipeline chunk's backward names its
+/// gradients by result attribute, mt-pipeline-chunks). Everything else is data.
+static bool isModelState(DictionaryAttr attrs) {
+  return attrs && (attrs.get(transforms::kParamAttrName) ||
+                   attrs.get(transforms::kStateAttrName) ||
+                   attrs.get(mt::MTDialect::kGradAttrName));
+}
+
 ShardedTensorType Partitioner::entryLayout(Type type, DictionaryAttr attrs, bool grad,
                                            bool optimizer) {
   auto named = cast<NamedTensorType>(type);
@@ -211,11 +220,9 @@ ShardedTensorType Partitioner::entryLayout(Type type, DictionaryAttr attrs, bool
   // gradients and states in their optimizer layout (sharded over dp with the distributed
   // optimizer), parameters whole over dp.
   bool state = attrs && attrs.get(transforms::kStateAttrName);
-  // A pipeline chunk's backward names its gradients by result attribute (mt-pipeline-chunks).
-  bool param = attrs && (attrs.get(transforms::kParamAttrName) || attrs.get(mt::MTDialect::kGradAttrName));
   if ((grad || state) && optimizer)
     return *sharding::optimizerLayout(spec, named, emitError);
-  if (grad || state || param)
+  if (grad || isModelState(attrs))
     return *sharding::parameterLayout(spec, named, emitError);
   return context.replicated(named);
 }
@@ -234,7 +241,9 @@ Partitioner::dataLayout(func::FuncOp func, unsigned index, ShardedTensorType lay
                               << global.getDimSize(entry.first())
                               << (result ? " of result #" : " of argument #") << index
                               << " of @" << func.getSymName()
-                              << (entry.first() == "batch" ? " (the micro-batch)" : "");
+                              << (entry.first() == mt::MTDialect::kBatchDimName
+                                      ? " (the micro-batch)"
+                                      : "");
     data.split[entry.first()] = entry.second;
   }
   if (data.split.empty())
@@ -463,14 +472,10 @@ LogicalResult Partitioner::run() {
     for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
       bool grad = optimizer && func.getArgAttr(i, mt::MTDialect::kGradAttrName);
       args.push_back(entryLayout(type, func.getArgAttrDict(i), grad, optimizer));
-      // Data: what is whole on every rank although no parameter, state or gradient.
+      // Data: whole on every rank, and no parameter, state or gradient.
       sliced.emplace_back();
-      if (optimizer || !args.back().getSplit().empty())
-        continue;
       DictionaryAttr attrs = func.getArgAttrDict(i);
-      if (attrs && (attrs.get(transforms::kParamAttrName) ||
-                    attrs.get(transforms::kStateAttrName) ||
-                    attrs.get(mt::MTDialect::kGradAttrName)))
+      if (optimizer || isModelState(attrs))
         continue;
       FailureOr<std::optional<ShardedTensorType>> data = dataLayout(func, i, args.back());
       if (failed(data))
