@@ -34,7 +34,7 @@ TEST_P(GlooAsync, TwoOperationsInFlightWhileTheCallerWorks) {
   const size_t count = 100000;
   std::vector<std::vector<float>> sums(n);
   std::vector<std::vector<int64_t>> gathered(n);
-  std::vector<bool> pendingAtStart(n);
+  std::vector<char> pendingAtStart(n); // not vector<bool>: the ranks write concurrently
   std::vector<Clock::duration> startTook(n);
   runRanks(n, [&](int rank) {
     auto comm = job.connect(rank, n, "overlap");

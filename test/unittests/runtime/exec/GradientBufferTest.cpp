@@ -118,7 +118,7 @@ void checkReduce(bool withScratch) {
   TestJob job;
   std::vector<std::vector<float>> b(2), d(2), a(2), c(2);
   std::vector<std::ptrdiff_t> aAt(2), cAt(2);
-  std::vector<bool> same(2);
+  std::vector<char> same(2); // not vector<bool>: the ranks write their entries concurrently
   runRanks(2, [&](int rank) {
     auto dp = job.connect(rank, 2, concat("grads", withScratch));
     ASSERT_TRUE(dp);

@@ -206,7 +206,7 @@ TEST_P(MeshCollectives, AllToAllMovesBlockCToCoordinateC) {
   std::vector<std::vector<float>> out(n);
   std::vector<std::vector<double>> out64(n);
   std::vector<uint64_t> bytes(n);
-  std::vector<bool> untouched(n);
+  std::vector<char> untouched(n); // not vector<bool>: the ranks write concurrently
   runRanks(n, [&](int rank) {
     auto comm = job.connect(rank, n, "alltoall");
     ASSERT_TRUE(comm);
