@@ -79,9 +79,6 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   if (shardState && dp <= 1)
     return module.emitError() << "the distributed optimizer shards the optimizer state over "
                                  "data-parallel ranks: set dp above 1";
-  if (cp > 1 && tp > 1 && parallel.isSequenceParallel())
-    return module.emitError() << "cp " << cp << " with sequence parallelism is not supported "
-                                 "yet: the sequence would be split over both cp and tp";
   if (tp <= 1 && !shardState && ep <= 1 && cp <= 1)
     return ShardingSpec{};
   if (tp > 1 && !splitsAParameter(module, spec.dimAxis)) {

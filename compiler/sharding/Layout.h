@@ -35,8 +35,8 @@ struct ShardingSpec {
   /// Dimension -> the axis splitting it in parameters and wherever else nothing needs
   /// it whole (Megatron: heads, kv_heads, ffn, vocab -> tp).
   llvm::StringMap<std::string> dimAxis;
-  /// Sequence parallelism: `seq` split over `tp` in the norm and dropout regions (empty
-  /// when off).
+  /// Sequence parallelism: `seq` split over `tp` in the norm and dropout regions, inside
+  /// its split over `cp` under context parallelism (`seq = [cp, tp]`) (empty when off).
   std::string sequenceDim;
   /// The distributed optimizer: the mesh's data-parallel axis ("dp"), over which the
   /// optimizer step shards the optimizer state (empty when off).
@@ -56,8 +56,8 @@ struct ShardingSpec {
 /// The spec `module`'s `mt.parallel` attribute gives. Fails, with a diagnostic on the
 /// module, on what the partitioner does not support (a layout entry on another axis than
 /// tp, ep (the experts' dimension) or cp (the sequence's), other than `batch: dp`; an ep or
-/// cp entry whose degree is 1; cp with sequence parallelism; an ep without expert weights or
-/// with the experts mapped to another axis too).
+/// cp entry whose degree is 1; an ep without expert weights or with the experts mapped to
+/// another axis too).
 mlir::FailureOr<ShardingSpec> getShardingSpec(mlir::ModuleOp module);
 
 /// The layout of a parameter of global type `type` (also of its states and gradient):

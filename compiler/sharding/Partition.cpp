@@ -244,7 +244,7 @@ Partitioner::dataLayout(func::FuncOp func, unsigned index, ShardedTensorType lay
                               << (entry.first() == mt::MTDialect::kBatchDimName
                                       ? " (the micro-batch)"
                                       : "");
-    data.split[entry.first()] = entry.second;
+    data.split[entry.first()] = {entry.second};
   }
   if (data.split.empty())
     return std::optional<ShardedTensorType>();

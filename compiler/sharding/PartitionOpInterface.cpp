@@ -18,17 +18,15 @@ using mtp::ShardedTensorType;
 
 Layout Layout::of(ShardedTensorType type) {
   Layout layout;
-  for (NamedAttribute entry : type.getSplit()) {
-    SmallVector<StringRef> axes = type.getSplitAxes(entry.getName());
-    if (!axes.empty())
-      layout.split[entry.getName().getValue()] = axes.back().str();
-  }
+  for (NamedAttribute entry : type.getSplit())
+    for (StringRef axis : type.getSplitAxes(entry.getName()))
+      layout.split[entry.getName().getValue()].push_back(axis.str());
   for (StringRef axis : type.getPartialAxes())
     layout.partial.push_back(axis.str());
   return layout;
 }
 
-Layout Layout::restrict(const llvm::StringMap<std::string> &split, NamedTensorType type) {
+Layout Layout::restrict(const llvm::StringMap<Axes> &split, NamedTensorType type) {
   Layout layout;
   for (const auto &entry : split)
     if (type.hasDim(entry.first()))
@@ -36,11 +34,34 @@ Layout Layout::restrict(const llvm::StringMap<std::string> &split, NamedTensorTy
   return layout;
 }
 
-std::optional<StringRef> Layout::axisOf(StringRef dim) const {
+ArrayRef<std::string> Layout::axesOf(StringRef dim) const {
   auto it = split.find(dim);
   if (it == split.end())
-    return std::nullopt;
-  return StringRef(it->second);
+    return {};
+  return it->second;
+}
+
+bool Layout::splits(StringRef axis) const {
+  return llvm::any_of(split, [&](const auto &e) { return llvm::is_contained(e.second, axis); });
+}
+
+void Layout::truncate(StringRef dim, StringRef axis) {
+  auto it = split.find(dim);
+  if (it == split.end())
+    return;
+  const auto *at = llvm::find(it->second, axis);
+  it->second.erase(at, it->second.end());
+  if (it->second.empty())
+    split.erase(it);
+}
+
+bool sharding::extends(ArrayRef<std::string> axes, ArrayRef<std::string> prefix) {
+  return prefix.size() <= axes.size() && llvm::equal(prefix, axes.take_front(prefix.size()));
+}
+
+void sharding::mergeSplit(Axes &into, ArrayRef<std::string> axes) {
+  if (extends(axes, into))
+    into.assign(axes.begin(), axes.end());
 }
 
 PartitionRule PartitionRule::replicated(Operation *op) {
@@ -63,9 +84,14 @@ SmallVector<StringRef> sharding::dimNames(NamedTensorType type) {
 
 ShardedTensorType PartitionContext::build(NamedTensorType global, const Layout &layout) const {
   NamedAttrList split;
-  for (const mt::NamedDim &dim : global.getDims())
-    if (auto axis = layout.axisOf(dim.name.getValue()))
-      split.set(dim.name, ArrayAttr::get(context, {StringAttr::get(context, *axis)}));
+  for (const mt::NamedDim &dim : global.getDims()) {
+    ArrayRef<std::string> axes = layout.axesOf(dim.name.getValue());
+    if (axes.empty())
+      continue;
+    SmallVector<Attribute> names = llvm::map_to_vector(
+        axes, [&](const std::string &axis) -> Attribute { return StringAttr::get(context, axis); });
+    split.set(dim.name, ArrayAttr::get(context, names));
+  }
   SmallVector<Attribute> partial;
   for (const std::string &axis : layout.partial)
     partial.push_back(StringAttr::get(context, axis));
@@ -85,28 +111,54 @@ bool PartitionContext::divisible(NamedTensorType type, StringRef dim, StringRef 
   return type.hasDim(dim) && type.getDimSize(dim) % axisSize(axis) == 0;
 }
 
-int PartitionContext::priority(StringRef dim) const {
-  if (spec.dimAxis.count(dim) || spec.activationAxis.count(dim))
+bool PartitionContext::splittable(NamedTensorType type, StringRef dim,
+                                  ArrayRef<std::string> axes) const {
+  int64_t parts = 1;
+  for (const std::string &axis : axes)
+    parts *= axisSize(axis);
+  return type.hasDim(dim) && type.getDimSize(dim) % parts == 0;
+}
+
+int PartitionContext::priority(StringRef dim, StringRef axis) const {
+  auto mapped = [&](const llvm::StringMap<std::string> &dimAxis) {
+    auto it = dimAxis.find(dim);
+    return it != dimAxis.end() && it->second == axis;
+  };
+  if (mapped(spec.dimAxis) || mapped(spec.activationAxis))
     return 2;
-  return dim == spec.sequenceDim ? 1 : 0;
+  return dim == spec.sequenceDim && axis == "tp" ? 1 : 0;
+}
+
+Axes PartitionContext::dataAxes(StringRef dim) const {
+  auto it = spec.activationAxis.find(dim);
+  if (it == spec.activationAxis.end())
+    return {};
+  return {it->second};
 }
 
 Layout PartitionContext::resolvePartial(NamedTensorType type, const Layout &layout,
-                                        const llvm::StringMap<std::string> &wanted) const {
+                                        const llvm::StringMap<Axes> &wanted) const {
   Layout result = layout;
   result.partial.clear();
   for (const std::string &axis : layout.partial) {
+    // A dimension whose wanted split is this one's and `axis` inside it.
     std::optional<StringRef> along;
-    for (const auto &entry : wanted)
-      if (entry.second == axis && !layout.axisOf(entry.first()) &&
-          divisible(type, entry.first(), axis))
+    for (const auto &entry : wanted) {
+      ArrayRef<std::string> want = entry.second, have = layout.axesOf(entry.first());
+      if (!want.empty() && want.back() == axis && llvm::equal(have, want.drop_back()) &&
+          splittable(type, entry.first(), want))
         along = entry.first();
-    if (!along && !spec.sequenceDim.empty() && axis == "tp" &&
-        !layout.axisOf(spec.sequenceDim) && divisible(type, spec.sequenceDim, axis))
-      along = spec.sequenceDim;
-    bool used = llvm::any_of(result.split, [&](const auto &e) { return e.second == axis; });
-    if (along && !used)
-      result.split[*along] = axis;
+    }
+    // Sequence parallelism: tp inside the sequence's data split.
+    if (!along && !spec.sequenceDim.empty() && axis == "tp") {
+      Axes seq = dataAxes(spec.sequenceDim);
+      seq.push_back(axis);
+      if (llvm::equal(layout.axesOf(spec.sequenceDim), ArrayRef(seq).drop_back()) &&
+          splittable(type, spec.sequenceDim, seq))
+        along = spec.sequenceDim;
+    }
+    if (along && !result.splits(axis))
+      result.split[*along].push_back(axis);
   }
   return result;
 }
@@ -115,42 +167,46 @@ Layout PartitionContext::scatterDataPartials(NamedTensorType type, const Layout 
   Layout result = layout;
   for (const auto &entry : spec.activationAxis) {
     StringRef dim = entry.first(), axis = entry.second;
-    bool used = llvm::any_of(result.split, [&](const auto &e) { return e.second == axis; });
-    if (!llvm::is_contained(result.partial, axis) || used || !divisible(type, dim, axis))
+    // The data's axis is the outermost of its dimension: only a whole one takes it.
+    if (!llvm::is_contained(result.partial, axis) || result.splits(axis) ||
+        !result.axesOf(dim).empty() || !divisible(type, dim, axis))
       continue;
     llvm::erase(result.partial, axis);
-    result.split[dim] = axis.str();
+    result.split[dim] = {axis.str()};
   }
   return result;
 }
 
-llvm::StringMap<std::string> PartitionContext::unionSplits(ArrayRef<Layout> layouts,
-                                                           ArrayRef<StringRef> dims,
-                                                           ArrayRef<std::string> reserved) const {
-  llvm::StringMap<std::string> split;
+llvm::StringMap<Axes> PartitionContext::unionSplits(ArrayRef<Layout> layouts,
+                                                    ArrayRef<StringRef> dims,
+                                                    ArrayRef<std::string> reserved) const {
+  Layout split;
   for (const Layout &layout : layouts)
     for (const auto &entry : layout.split)
-      if (llvm::is_contained(dims, entry.first()) && !split.count(entry.first()))
-        split[entry.first()] = entry.second;
+      if (llvm::is_contained(dims, entry.first())) {
+        auto [it, inserted] = split.split.try_emplace(entry.first(), entry.second);
+        if (!inserted)
+          mergeSplit(it->second, entry.second);
+      }
   for (const std::string &axis : reserved)
-    for (auto it = split.begin(); it != split.end();)
-      if (it->second == axis)
-        split.erase(it++);
-      else
-        ++it;
-  // One dimension per axis: keep the highest priority (the first on ties).
+    for (StringRef dim : dims)
+      split.truncate(dim, axis);
+  // One dimension per axis: the highest priority keeps it (the first on ties); the others
+  // are cut before it.
   llvm::StringMap<std::string> winner; // axis -> dim
-  for (StringRef dim : dims) {
-    auto it = split.find(dim);
-    if (it == split.end())
-      continue;
-    auto [w, inserted] = winner.try_emplace(it->second, dim.str());
-    if (!inserted && priority(dim) > priority(w->second))
-      w->second = dim.str();
-  }
-  llvm::StringMap<std::string> result;
   for (StringRef dim : dims)
-    if (auto it = split.find(dim); it != split.end() && winner[it->second] == dim)
-      result[dim] = it->second;
+    for (const std::string &axis : split.axesOf(dim)) {
+      auto [w, inserted] = winner.try_emplace(axis, dim.str());
+      if (!inserted && priority(dim, axis) > priority(w->second, axis))
+        w->second = dim.str();
+    }
+  for (const auto &entry : winner)
+    for (StringRef dim : dims)
+      if (dim != entry.second)
+        split.truncate(dim, entry.first());
+  llvm::StringMap<Axes> result;
+  for (StringRef dim : dims)
+    if (ArrayRef<std::string> axes = split.axesOf(dim); !axes.empty())
+      result[dim] = Axes(axes.begin(), axes.end());
   return result;
 }

@@ -23,20 +23,35 @@
 
 namespace mtc::sharding {
 
-/// A layout being decided: the axis splitting each dimension (at most one per dimension:
-/// the specs never split one dimension over both `dp` and `tp`) and the axes over which
-/// values are partial sums.
+/// The mesh axes splitting one dimension, outermost first: `seq = [cp, tp]` is split into
+/// cp parts, each of them into tp parts (rank (c, t) holds part c * tp + t).
+using Axes = llvm::SmallVector<std::string, 1>;
+
+/// A layout being decided: the axes splitting each dimension (an axis splits at most one
+/// dimension of a tensor) and the axes over which values are partial sums.
 struct Layout {
-  llvm::StringMap<std::string> split;
+  llvm::StringMap<Axes> split;
   llvm::SmallVector<std::string, 1> partial;
 
   static Layout of(mtp::ShardedTensorType type);
   /// The splits of `split` on dimensions of `type`, no partial sums.
-  static Layout restrict(const llvm::StringMap<std::string> &split, mt::NamedTensorType type);
+  static Layout restrict(const llvm::StringMap<Axes> &split, mt::NamedTensorType type);
 
-  std::optional<llvm::StringRef> axisOf(llvm::StringRef dim) const;
+  /// The axes splitting `dim`, outermost first; empty where it is whole.
+  llvm::ArrayRef<std::string> axesOf(llvm::StringRef dim) const;
+  /// Whether `axis` splits some dimension.
+  bool splits(llvm::StringRef axis) const;
+  /// Cuts `dim`'s split before `axis` (the axes inside it go too: they split parts of
+  /// `axis`'s); nothing when `axis` does not split `dim`.
+  void truncate(llvm::StringRef dim, llvm::StringRef axis);
   bool isPartial() const { return !partial.empty(); }
 };
+
+/// Whether `axes` extends `prefix` (or equals it): `[cp, tp]` extends `[cp]` and `[]`.
+bool extends(llvm::ArrayRef<std::string> axes, llvm::ArrayRef<std::string> prefix);
+/// `into` merged with `axes`, where one extends the other: the longer split; otherwise
+/// `into` as it is.
+void mergeSplit(Axes &into, llvm::ArrayRef<std::string> axes);
 
 /// A rule's decision for one op: the layout each operand is brought to and each result's.
 struct PartitionRule {
@@ -62,16 +77,24 @@ public:
   int64_t axisSize(llvm::StringRef axis) const;
   /// Whether `type` has `dim` and `axis` divides it.
   bool divisible(mt::NamedTensorType type, llvm::StringRef dim, llvm::StringRef axis) const;
-  /// Which split survives when one axis would split two dimensions of a tensor: layout
-  /// dimensions (and the data's: batch under ep, seq under cp), then `seq` under sequence
-  /// parallelism, then the rest.
-  int priority(llvm::StringRef dim) const;
+  /// Whether `type` has `dim` and the product of the sizes of `axes` divides it.
+  bool splittable(mt::NamedTensorType type, llvm::StringRef dim,
+                  llvm::ArrayRef<std::string> axes) const;
+  /// Which split survives when `axis` would split two dimensions of a tensor: a dimension
+  /// the spec maps to `axis` (the layout's, and the data's: batch over ep, seq over cp),
+  /// then `seq` over tp under sequence parallelism, then the rest.
+  int priority(llvm::StringRef dim, llvm::StringRef axis) const;
+  /// The axes the data split `dim` over from the entry on (`seq = [cp]` under cp; empty
+  /// where none does).
+  Axes dataAxes(llvm::StringRef dim) const;
 
   /// How a partial operand of global type `type` is summed when its consumer cannot take
   /// partial sums: reduce-scatter along a dimension of `wanted` (the splits the consumer's
-  /// other operands have) or, with sequence parallelism, along `seq`; all-reduce otherwise.
+  /// other operands have) whose split is the operand's and the partial axis inside it, or,
+  /// with sequence parallelism, along `seq` (tp inside the data's axes: `[cp, tp]` under
+  /// cp); all-reduce otherwise.
   Layout resolvePartial(mt::NamedTensorType type, const Layout &layout,
-                        const llvm::StringMap<std::string> &wanted) const;
+                        const llvm::StringMap<Axes> &wanted) const;
 
   /// `layout` (of a value of global type `type`) with its partial sums over an axis that
   /// splits a dimension of the data (`seq` over cp) reduce-scattered along that dimension
@@ -81,10 +104,12 @@ public:
   /// Other partial sums stay.
   Layout scatterDataPartials(mt::NamedTensorType type, const Layout &layout) const;
 
-  /// Splits of the union of `layouts` restricted to the dimensions `dims` (first operand
-  /// first), one axis per tensor: on a clash the lower-priority dimension loses. Axes in
-  /// `reserved` (partial sums the result keeps) split nothing.
-  llvm::StringMap<std::string> unionSplits(llvm::ArrayRef<Layout> layouts,
+  /// Splits of the union of `layouts` restricted to the dimensions `dims`: a dimension's
+  /// split is the longest of the operands' where each extends the other, the first
+  /// operand's otherwise. Each axis splits one dimension: on a clash the lower-priority
+  /// dimension's split is cut before the axis (Layout::truncate). Axes in `reserved`
+  /// (partial sums the result keeps) split nothing.
+  llvm::StringMap<Axes> unionSplits(llvm::ArrayRef<Layout> layouts,
                                            llvm::ArrayRef<llvm::StringRef> dims,
                                            llvm::ArrayRef<std::string> reserved) const;
 

@@ -74,21 +74,25 @@ PartitionRule elementwise(Operation *op, const PartitionContext &context, ArrayR
   // A kept partial axis may not also split a dimension of an operand.
   if (keep)
     for (const Layout &layout : in)
-      for (const auto &entry : layout.split)
-        if (llvm::is_contained(partialAxes, entry.second))
+      for (const std::string &axis : partialAxes)
+        if (layout.splits(axis))
           keep = false;
   SmallVector<Layout> operands(in.begin(), in.end());
   if (!keep) {
-    llvm::StringMap<std::string> wanted;
+    // The splits the operands have (the last operand's where two disagree).
+    llvm::StringMap<Axes> wanted;
     for (const Layout &layout : in)
-      for (const auto &entry : layout.split)
-        wanted[entry.first()] = entry.second;
+      for (const auto &entry : layout.split) {
+        Axes &want = wanted[entry.first()];
+        if (!extends(want, entry.second))
+          want = entry.second;
+      }
     for (auto [i, layout] : llvm::enumerate(operands))
       if (layout.isPartial())
         layout = context.resolvePartial(typeOf(op->getOperand(i)), layout, wanted);
     partialAxes.clear();
   }
-  llvm::StringMap<std::string> split = context.unionSplits(operands, dims, partialAxes);
+  llvm::StringMap<Axes> split = context.unionSplits(operands, dims, partialAxes);
   PartitionRule rule;
   for (Value operand : op->getOperands()) {
     Layout target = Layout::restrict(split, typeOf(operand));
@@ -152,10 +156,9 @@ struct ContractModel : PartitionOpInterface::ExternalModel<ContractModel, mt::Co
     Layout lhs = context.scatterDataPartials(lhsType, in[0]);
     Layout rhs = context.scatterDataPartials(rhsType, in[1]);
     auto clashes = [](const Layout &partial, const Layout &other) {
-      for (const auto &entry : other.split)
-        if (llvm::is_contained(partial.partial, entry.second))
-          return true;
-      return other.isPartial();
+      return other.isPartial() || llvm::any_of(partial.partial, [&](const std::string &axis) {
+               return other.splits(axis);
+             });
     };
     if (rhs.isPartial() && clashes(rhs, lhs))
       rhs = context.resolvePartial(rhsType, rhs, lhs.split);
@@ -167,24 +170,29 @@ struct ContractModel : PartitionOpInterface::ExternalModel<ContractModel, mt::Co
     // split becomes a partial sum of the result).
     SmallVector<StringRef> dims = dimNames(resultType);
     llvm::append_range(dims, over);
-    llvm::StringMap<std::string> split;
+    llvm::StringMap<Axes> split;
     while (true) {
       split = context.unionSplits({lhs, rhs}, dims, partial);
       // A contracted split and a result split on the same axis clash (split and partial
-      // in one tensor): gather the lower-priority one.
-      std::optional<StringRef> loser;
+      // in one tensor): gather the lower-priority one from that axis inwards.
+      std::optional<std::pair<StringRef, std::string>> loser;
       for (StringRef c : over) {
         auto it = split.find(c);
         if (it == split.end())
           continue;
-        for (StringRef r : dimNames(resultType))
-          if (auto jt = split.find(r); jt != split.end() && jt->second == it->second)
-            loser = context.priority(c) < context.priority(r) ? c : r;
+        for (StringRef r : dimNames(resultType)) {
+          auto jt = split.find(r);
+          if (jt == split.end())
+            continue;
+          for (const std::string &axis : jt->second)
+            if (llvm::is_contained(it->second, axis))
+              loser = {context.priority(c, axis) < context.priority(r, axis) ? c : r, axis};
+        }
       }
       if (!loser)
         break;
-      lhs.split.erase(*loser);
-      rhs.split.erase(*loser);
+      lhs.truncate(loser->first, loser->second);
+      rhs.truncate(loser->first, loser->second);
     }
     PartitionRule rule;
     Layout lhsTarget = Layout::restrict(split, lhsType);
@@ -198,7 +206,7 @@ struct ContractModel : PartitionOpInterface::ExternalModel<ContractModel, mt::Co
     result.partial = partial;
     for (StringRef c : over)
       if (auto it = split.find(c); it != split.end())
-        result.partial.push_back(it->second);
+        llvm::append_range(result.partial, it->second);
     rule.results.push_back(result);
     return rule;
   }
@@ -232,8 +240,7 @@ PartitionRule reduce(Operation *op, const PartitionContext &context, ArrayAttr o
   Layout result;
   result.partial = operand.partial;
   for (StringRef dim : names(over))
-    if (auto axis = operand.axisOf(dim))
-      result.partial.push_back(axis->str());
+    llvm::append_range(result.partial, operand.axesOf(dim));
   for (const auto &entry : operand.split)
     if (resultType.hasDim(entry.first()))
       result.split[entry.first()] = entry.second;
@@ -264,8 +271,8 @@ struct ReduceMeanModel
     Layout input = Layout::of(layouts.lookup(mean.getInput()));
     int64_t parts = 1;
     for (StringRef dim : names(mean.getOver()))
-      if (auto axis = input.axisOf(dim))
-        parts *= context.axisSize(*axis);
+      for (const std::string &axis : input.axesOf(dim))
+        parts *= context.axisSize(axis);
     if (parts == 1)
       return success();
     OpBuilder b(op->getContext());
@@ -347,10 +354,10 @@ PartitionRule reshape(Operation *op, const PartitionContext &context, const Layo
   NamedTensorType resultType = typeOf(op->getResult(0));
   Layout operand = in, result;
   result.partial = in.partial;
-  std::optional<StringRef> axis = operand.axisOf(from.front());
+  Axes axes(operand.axesOf(from.front()));
   bool innerSplit = llvm::any_of(from.drop_front(),
-                                 [&](StringRef d) { return operand.axisOf(d).has_value(); });
-  bool kept = axis && !innerSplit && context.divisible(resultType, to.front(), *axis);
+                                 [&](StringRef d) { return !operand.axesOf(d).empty(); });
+  bool kept = !axes.empty() && !innerSplit && context.splittable(resultType, to.front(), axes);
   if (!kept)
     for (StringRef d : from)
       operand.split.erase(d);
@@ -358,7 +365,7 @@ PartitionRule reshape(Operation *op, const PartitionContext &context, const Layo
     if (!llvm::is_contained(from, entry.first()))
       result.split[entry.first()] = entry.second;
   if (kept)
-    result.split[to.front()] = axis->str();
+    result.split[to.front()] = axes;
   PartitionRule rule;
   rule.operands.push_back(operand);
   rule.results.push_back(result);
@@ -425,25 +432,23 @@ struct GatherModel : PartitionOpInterface::ExternalModel<GatherModel, mt::Gather
     NamedTensorType resultType = typeOf(op.getResult());
     const Layout &indices = in[1];
     Layout table = in[0].isPartial() ? context.resolvePartial(tableType, in[0], {}) : in[0];
-    std::optional<StringRef> rowsAxis = table.axisOf(op.getDim());
+    Axes rowsAxes(table.axesOf(op.getDim()));
     PartitionRule rule;
-    if (rowsAxis && llvm::none_of(indices.split, [&](const auto &e) {
-          return e.second == *rowsAxis;
-        })) {
+    if (!rowsAxes.empty() &&
+        llvm::none_of(rowsAxes, [&](const std::string &a) { return indices.splits(a); })) {
       Layout others = table;
       others.split.erase(op.getDim());
-      llvm::StringMap<std::string> split =
-          context.unionSplits({indices, others}, dimNames(resultType), {rowsAxis->str()});
+      llvm::StringMap<Axes> split =
+          context.unionSplits({indices, others}, dimNames(resultType), rowsAxes);
       rule.operands = {Layout::restrict(split, tableType), Layout::restrict(split, indicesType)};
-      rule.operands[0].split[op.getDim()] = rowsAxis->str();
+      rule.operands[0].split[op.getDim()] = rowsAxes;
       Layout result = Layout::restrict(split, resultType);
-      result.partial.push_back(rowsAxis->str());
+      llvm::append_range(result.partial, rowsAxes);
       rule.results.push_back(result);
       return rule;
     }
     table.split.erase(op.getDim());
-    llvm::StringMap<std::string> split =
-        context.unionSplits({indices, table}, dimNames(resultType), {});
+    llvm::StringMap<Axes> split = context.unionSplits({indices, table}, dimNames(resultType), {});
     rule.operands = {Layout::restrict(split, tableType), Layout::restrict(split, indicesType)};
     rule.results.push_back(Layout::restrict(split, resultType));
     return rule;
@@ -480,18 +485,18 @@ struct EmbeddingGradModel
     if (mapped != dimAxis.end() &&
         context.divisible(resultType, op.getDim(), mapped->second) &&
         !llvm::is_contained(grad.partial, mapped->second) &&
-        llvm::none_of(grad.split, [&](const auto &e) { return e.second == mapped->second; })) {
+        !grad.splits(mapped->second)) {
       // Split positions (the sequence under cp; never over the table's axis, checked
       // above) make this rank's rows partial sums over their axis, as below.
       Layout result;
       result.partial = grad.partial;
       for (const auto &entry : grad.split) {
         if (indicesType.hasDim(entry.first()))
-          result.partial.push_back(entry.second);
+          llvm::append_range(result.partial, entry.second);
         else if (resultType.hasDim(entry.first()))
           result.split[entry.first()] = entry.second;
       }
-      result.split[op.getDim()] = mapped->second;
+      result.split[op.getDim()] = {mapped->second};
       rule.operands = {Layout::restrict(grad.split, indicesType), grad};
       rule.results.push_back(result);
       return rule;
@@ -502,21 +507,27 @@ struct EmbeddingGradModel
     llvm::StringSet<> usedAxes;
     for (const std::string &a : g.partial)
       usedAxes.insert(a);
-    // Position splits first (they become partial), then the table's dimensions.
+    // Position splits first (they become partial), then the table's dimensions; a split
+    // over an axis already used is gathered from that axis inwards.
     for (StringRef dim : dimNames(indicesType))
-      if (auto axis = g.axisOf(dim)) {
-        if (usedAxes.insert(*axis).second)
-          result.partial.push_back(axis->str());
-        else
-          g.split.erase(dim);
+      for (const std::string &axis : Axes(g.axesOf(dim))) {
+        if (!usedAxes.insert(axis).second) {
+          g.truncate(dim, axis);
+          break;
+        }
+        result.partial.push_back(axis);
       }
-    for (StringRef dim : dimNames(resultType))
-      if (auto axis = g.axisOf(dim); axis && !indicesType.hasDim(dim)) {
-        if (usedAxes.count(*axis))
-          g.split.erase(dim);
-        else
-          result.split[dim] = axis->str();
-      }
+    for (StringRef dim : dimNames(resultType)) {
+      if (indicesType.hasDim(dim))
+        continue;
+      for (const std::string &axis : Axes(g.axesOf(dim)))
+        if (usedAxes.count(axis)) {
+          g.truncate(dim, axis);
+          break;
+        }
+      if (ArrayRef<std::string> axes = g.axesOf(dim); !axes.empty())
+        result.split[dim] = Axes(axes.begin(), axes.end());
+    }
     rule.operands = {Layout::restrict(g.split, indicesType), g};
     rule.results.push_back(result);
     return rule;
@@ -540,7 +551,7 @@ struct EmbeddingGradModel
 /// `layout` with its partial sums summed (reduce-scattered along a dimension of `wanted`
 /// where one fits).
 Layout summed(const PartitionContext &context, Value value, const Layout &layout,
-              const llvm::StringMap<std::string> &wanted = {}) {
+              const llvm::StringMap<Axes> &wanted = {}) {
   return layout.isPartial() ? context.resolvePartial(typeOf(value), layout, wanted) : layout;
 }
 
@@ -584,7 +595,7 @@ struct TopKModel : PartitionOpInterface::ExternalModel<TopKModel, mt::TopKOp> {
     operand.split.clear();
     if (std::optional<RoutingGroup> group =
             routingGroup(context, typeOf(topk.getIndices()), topk.getKDim()))
-      operand.split[group->tokenDim] = group->axis;
+      operand.split[group->tokenDim] = {group->axis};
     Layout result;
     result.split = operand.split;
     PartitionRule rule;
@@ -603,7 +614,7 @@ struct TopKGradModel : PartitionOpInterface::ExternalModel<TopKGradModel, mt::To
     Layout values = summed(context, grad.getValuesGrad(), in[0], in[1].split);
     SmallVector<StringRef> rows = dimNames(typeOf(grad.getResult()));
     llvm::erase(rows, grad.getDim());
-    llvm::StringMap<std::string> split = context.unionSplits({values, in[1]}, rows, {});
+    llvm::StringMap<Axes> split = context.unionSplits({values, in[1]}, rows, {});
     PartitionRule rule;
     rule.operands = {Layout::restrict(split, typeOf(grad.getValuesGrad())),
                      Layout::restrict(split, typeOf(grad.getIndices()))};
@@ -619,8 +630,8 @@ LogicalResult checkGroupCapacity(Operation *op, const PartitionContext &context,
                                  const RoutingGroup &group, NamedTensorType slots,
                                  StringRef capacityDim, const Layout &layout = {}) {
   int64_t capacity = slots.getDimSize(capacityDim);
-  if (std::optional<StringRef> axis = layout.axisOf(capacityDim))
-    capacity *= context.axisSize(*axis);
+  for (const std::string &axis : layout.axesOf(capacityDim))
+    capacity *= context.axisSize(axis);
   if (capacity % context.axisSize(group.axis) == 0)
     return success();
   return op->emitOpError() << "cannot split the capacity " << capacity
@@ -634,10 +645,10 @@ LogicalResult checkGroupCapacity(Operation *op, const PartitionContext &context,
 /// except over `axis` (the routing group's).
 void carryFeatureSplits(const Layout &layout, NamedTensorType indices,
                         ArrayRef<StringRef> skip, StringRef axis,
-                        llvm::StringMap<std::string> &split) {
+                        llvm::StringMap<Axes> &split) {
   for (const auto &entry : layout.split)
     if (!indices.hasDim(entry.first()) && !llvm::is_contained(skip, entry.first()) &&
-        entry.second != axis && !split.count(entry.first()))
+        !llvm::is_contained(entry.second, axis) && !split.count(entry.first()))
       split[entry.first()] = entry.second;
 }
 
@@ -661,16 +672,16 @@ struct DispatchModel : PartitionOpInterface::ExternalModel<DispatchModel, mt::Di
     if (group &&
         failed(checkGroupCapacity(op, context, *group, resultType, op.getCapacityDim())))
       return failure();
-    llvm::StringMap<std::string> features;
+    llvm::StringMap<Axes> features;
     carryFeatureSplits(input, indicesType, {}, group ? StringRef(group->axis) : StringRef(),
                        features);
     PartitionRule rule;
     Layout inputTarget = Layout::restrict(features, typeOf(op.getInput()));
     Layout indicesTarget, result = Layout::restrict(features, resultType);
     if (group) {
-      inputTarget.split[group->tokenDim] = group->axis;
-      indicesTarget.split[group->tokenDim] = group->axis;
-      result.split[op.getCapacityDim()] = group->axis;
+      inputTarget.split[group->tokenDim] = {group->axis};
+      indicesTarget.split[group->tokenDim] = {group->axis};
+      result.split[op.getCapacityDim()] = {group->axis};
     }
     rule.operands = {inputTarget, indicesTarget};
     rule.results.push_back(result);
@@ -698,11 +709,12 @@ struct CombineModel : PartitionOpInterface::ExternalModel<CombineModel, mt::Comb
     SmallVector<std::string, 1> partial = in[0].partial;
     if (group && llvm::is_contained(partial, group->axis))
       partial.clear();
-    llvm::StringMap<std::string> features;
+    llvm::StringMap<Axes> features;
     carryFeatureSplits(in[0], indicesType, {op.getExpertDim(), op.getCapacityDim()},
                        group ? StringRef(group->axis) : StringRef(), features);
     for (auto it = features.begin(); it != features.end();)
-      if (llvm::is_contained(partial, it->second))
+      if (llvm::any_of(it->second,
+                       [&](const std::string &a) { return llvm::is_contained(partial, a); }))
         features.erase(it++);
       else
         ++it;
@@ -711,9 +723,9 @@ struct CombineModel : PartitionOpInterface::ExternalModel<CombineModel, mt::Comb
     Layout tokens, result = Layout::restrict(features, resultType);
     result.partial = partial;
     if (group) {
-      input.split[op.getCapacityDim()] = group->axis;
-      tokens.split[group->tokenDim] = group->axis;
-      result.split[group->tokenDim] = group->axis;
+      input.split[op.getCapacityDim()] = {group->axis};
+      tokens.split[group->tokenDim] = {group->axis};
+      result.split[group->tokenDim] = {group->axis};
     }
     PartitionRule rule;
     rule.operands = {input, tokens, tokens};
@@ -737,7 +749,7 @@ struct CombineGradModel
                                            in[0])))
       return failure();
     StringRef axis = group ? StringRef(group->axis) : StringRef();
-    llvm::StringMap<std::string> features;
+    llvm::StringMap<Axes> features;
     SmallVector<StringRef, 2> slots = {op.getExpertDim(), op.getCapacityDim()};
     carryFeatureSplits(summed(context, op.getInput(), in[0]), indicesType, slots, axis,
                        features);
@@ -746,15 +758,16 @@ struct CombineGradModel
     Layout input = Layout::restrict(features, inputType);
     Layout tokens, resultGrad = Layout::restrict(features, typeOf(op.getResultGrad()));
     if (group) {
-      input.split[op.getCapacityDim()] = group->axis;
-      tokens.split[group->tokenDim] = group->axis;
-      resultGrad.split[group->tokenDim] = group->axis;
+      input.split[op.getCapacityDim()] = {group->axis};
+      tokens.split[group->tokenDim] = {group->axis};
+      resultGrad.split[group->tokenDim] = {group->axis};
     }
     // The weights' gradient sums over the features: a feature split leaves partial sums.
     Layout weightsGrad = tokens;
     for (const auto &entry : features)
-      if (!llvm::is_contained(weightsGrad.partial, entry.second))
-        weightsGrad.partial.push_back(entry.second);
+      for (const std::string &axis : entry.second)
+        if (!llvm::is_contained(weightsGrad.partial, axis))
+          weightsGrad.partial.push_back(axis);
     PartitionRule rule;
     rule.operands = {input, tokens, tokens, resultGrad};
     rule.results = {input, weightsGrad};
@@ -773,7 +786,7 @@ PartitionRule loadBalancing(const PartitionContext &context, NamedTensorType ind
   group = routingGroup(context, indices, kDim);
   Layout tokens;
   if (group)
-    tokens.split[group->tokenDim] = group->axis;
+    tokens.split[group->tokenDim] = {group->axis};
   PartitionRule rule;
   rule.operands = {tokens, tokens};
   return rule;
