@@ -944,3 +944,119 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, layout = {exp
     return %l : !mt.tensor<[], f32>
   }
 }
+
+// -----
+
+// Tests sequence parallelism under context parallelism (cp 2 x tp 2, sp): the sequence is
+// split over cp from the entry and, in the sp regions, each cp part over tp as well
+// (seq = [cp, tp]). The row-parallel output is reduce-scattered over tp along the cp part
+// it has, the residual (split over cp only) is sliced over tp to meet it, dropout numbers
+// its mask by the two-axis layout, the column-parallel contraction all-gathers only tp
+// (cp stays), and a mean over the [cp, tp]-split sequence is partial over both axes.
+// CHECK-LABEL: func.func @forward
+// CHECK: mtp.all_slice {{.*}} over "cp" along "seq" : <[seq=8, hidden=4], f32, <[cp = 2, tp = 2]>> -> <[seq=8, hidden=4], f32, <[cp = 2, tp = 2]>, split {seq = [cp]}>
+// CHECK: mt.contract {{.*}} over [ffn] : <[seq=4, ffn=4], f32>, <[ffn=4, hidden=4], f32> -> <[seq=4, hidden=4], f32>
+// CHECK-NEXT: mtp.from_local
+// CHECK-NEXT: %[[RS:.*]] = mtp.reduce_scatter {{.*}} over "tp" along "seq" : <[seq=8, hidden=4], f32, <[cp = 2, tp = 2]>, split {seq = [cp]}, partial [tp]> -> <[seq=8, hidden=4], f32, <[cp = 2, tp = 2]>, split {seq = [cp, tp]}>
+// CHECK: mtp.all_slice {{.*}} over "tp" along "seq" : <[seq=8, hidden=4], f32, <[cp = 2, tp = 2]>, split {seq = [cp]}> -> <[seq=8, hidden=4], f32, <[cp = 2, tp = 2]>, split {seq = [cp, tp]}>
+// CHECK: %[[Z:.*]] = mt.add {{.*}} : <[seq=2, hidden=4], f32>, <[seq=2, hidden=4], f32> -> <[seq=2, hidden=4], f32>
+// CHECK-NEXT: %[[D:.*]] = mt.dropout %[[Z]] rate 1.000000e-01 stream 0 {mtp.layout = !mtp.tensor<[seq=8, hidden=4], f32, <[cp = 2, tp = 2]>, split {seq = [cp, tp]}>} : <[seq=2, hidden=4], f32>
+// CHECK-NEXT: mtp.from_local %[[D]]
+// CHECK-NEXT: mtp.all_gather {{.*}} over "tp" along "seq" : <[seq=8, hidden=4], f32, <[cp = 2, tp = 2]>, split {seq = [cp, tp]}> -> <[seq=8, hidden=4], f32, <[cp = 2, tp = 2]>, split {seq = [cp]}>
+// CHECK-NEXT: mtp.to_local
+// CHECK-NEXT: mt.contract {{.*}} over [hidden] : <[seq=4, hidden=4], f32>, <[hidden=4, ffn=4], f32> -> <[seq=4, ffn=4], f32>
+// CHECK-NEXT: mt.reduce_mean %[[D]] over [seq, hidden] : <[seq=2, hidden=4], f32> -> <[], f32>
+// CHECK-NEXT: mt.constant 2.500000e-01
+// CHECK: mtp.all_reduce {{.*}} over ["cp"] : <[], f32, <[cp = 2, tp = 2]>, partial [cp, tp]>
+// CHECK-NEXT: mtp.all_reduce {{.*}} over ["tp"] : <[], f32, <[cp = 2, tp = 2]>, partial [tp]>
+// CHECK-NOT: mtp.all_gather
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, cp = 2, sp = true>} {
+  mt.param @w1 : !mt.tensor<[hidden=4, ffn=8], f32> init normal(2.000000e-02)
+  mt.param @w2 : !mt.tensor<[ffn=8, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[seq=8, hidden=4], f32>,
+                     %w1: !mt.tensor<[hidden=4, ffn=8], f32> {mt.param = @w1},
+                     %w2: !mt.tensor<[ffn=8, hidden=4], f32> {mt.param = @w2}) -> !mt.tensor<[], f32> {
+    %h = mt.contract %x, %w1 over [hidden] : <[seq=8, hidden=4], f32>, <[hidden=4, ffn=8], f32> -> <[seq=8, ffn=8], f32>
+    %g = mt.gelu %h : <[seq=8, ffn=8], f32>
+    %y = mt.contract %g, %w2 over [ffn] : <[seq=8, ffn=8], f32>, <[ffn=8, hidden=4], f32> -> <[seq=8, hidden=4], f32>
+    %z = mt.add %y, %x : <[seq=8, hidden=4], f32>, <[seq=8, hidden=4], f32> -> <[seq=8, hidden=4], f32>
+    %d = mt.dropout %z rate 1.000000e-01 stream 0 : <[seq=8, hidden=4], f32>
+    %h2 = mt.contract %d, %w1 over [hidden] : <[seq=8, hidden=4], f32>, <[hidden=4, ffn=8], f32> -> <[seq=8, ffn=8], f32>
+    %a = mt.reduce_mean %d over [seq, hidden] : <[seq=8, hidden=4], f32> -> <[], f32>
+    %b = mt.reduce_sum %h2 over [seq, ffn] : <[seq=8, ffn=8], f32> -> <[], f32>
+    %l = mt.add %a, %b : <[], f32>, <[], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests the weight gradients of the sp region under cp 2 x tp 2: the column-parallel
+// weight's gradient contracts the [cp, tp]-split sequence with a gradient split along
+// ffn over tp; ffn outranks seq for tp, so seq gives up tp alone (all-gathered over tp,
+// still split over cp) and the result is partial over cp. The norm weight's gradient, a
+// sum over the [cp, tp]-split sequence, is partial over both and all-reduced over each.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[N:.*]] = mt.mul {{.*}} : <[seq=2, hidden=4], f32>, <[hidden=4], f32> -> <[seq=2, hidden=4], f32>
+// CHECK: mtp.from_local %[[N]]
+// CHECK-NEXT: mtp.all_gather {{.*}} over "tp" along "seq" : <[seq=8, hidden=4], f32, <[cp = 2, tp = 2]>, split {seq = [cp, tp]}> -> <[seq=8, hidden=4], f32, <[cp = 2, tp = 2]>, split {seq = [cp]}>
+// CHECK-NEXT: %[[G:.*]] = mtp.to_local
+// CHECK-NEXT: %[[DW:.*]] = mt.contract %[[G]], {{.*}} over [seq] : <[seq=4, hidden=4], f32>, <[seq=4, ffn=4], f32> -> <[hidden=4, ffn=4], f32>
+// CHECK-NEXT: %[[DG:.*]] = mt.reduce_sum %[[N]] over [seq] : <[seq=2, hidden=4], f32> -> <[hidden=4], f32>
+// CHECK: mtp.from_local %[[DW]] : <[hidden=4, ffn=4], f32> -> <[hidden=4, ffn=8], f32, <[cp = 2, tp = 2]>, split {ffn = [tp]}, partial [cp]>
+// CHECK-NEXT: mtp.all_reduce {{.*}} over ["cp"]
+// CHECK: mtp.from_local %[[DG]] : <[hidden=4], f32> -> <[hidden=4], f32, <[cp = 2, tp = 2]>, partial [cp, tp]>
+// CHECK-NEXT: mtp.all_reduce {{.*}} over ["cp"]
+// CHECK-NEXT: mtp.all_reduce {{.*}} over ["tp"]
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, cp = 2, sp = true>} {
+  mt.param @g : !mt.tensor<[hidden=4], f32> init ones
+  mt.param @w1 : !mt.tensor<[hidden=4, ffn=8], f32> init normal(2.000000e-02)
+  mt.param @w2 : !mt.tensor<[ffn=8, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward_backward(%x: !mt.tensor<[seq=8, hidden=4], f32>, %a: !mt.tensor<[seq=8, ffn=8], f32>,
+                              %g: !mt.tensor<[hidden=4], f32> {mt.param = @g},
+                              %w1: !mt.tensor<[hidden=4, ffn=8], f32> {mt.param = @w1},
+                              %w2: !mt.tensor<[ffn=8, hidden=4], f32> {mt.param = @w2})
+      -> (!mt.tensor<[], f32>, !mt.tensor<[hidden=4, ffn=8], f32>, !mt.tensor<[hidden=4], f32>)
+      attributes {mt.grads = [@w1, @g]} {
+    %y = mt.contract %a, %w2 over [ffn] : <[seq=8, ffn=8], f32>, <[ffn=8, hidden=4], f32> -> <[seq=8, hidden=4], f32>
+    %r = mt.add %y, %x : <[seq=8, hidden=4], f32>, <[seq=8, hidden=4], f32> -> <[seq=8, hidden=4], f32>
+    %n = mt.mul %r, %g : <[seq=8, hidden=4], f32>, <[hidden=4], f32> -> <[seq=8, hidden=4], f32>
+    %dh = mt.contract %x, %w1 over [hidden] : <[seq=8, hidden=4], f32>, <[hidden=4, ffn=8], f32> -> <[seq=8, ffn=8], f32>
+    %dw = mt.contract %n, %dh over [seq] : <[seq=8, hidden=4], f32>, <[seq=8, ffn=8], f32> -> <[hidden=4, ffn=8], f32>
+    %dg = mt.reduce_sum %n over [seq] : <[seq=8, hidden=4], f32> -> <[hidden=4], f32>
+    %l = mt.reduce_sum %dh over [seq, ffn] : <[seq=8, ffn=8], f32> -> <[], f32>
+    return %l, %dw, %dg : !mt.tensor<[], f32>, !mt.tensor<[hidden=4, ffn=8], f32>, !mt.tensor<[hidden=4], f32>
+  }
+}
+
+// -----
+
+// Tests that under cp 2 x tp 2 with sp an axis moving from a two-axis split is its inner
+// one: the output projection splits heads over tp, so tp leaves the sequence's [cp, tp]
+// split for heads by one all_to_all and the sequence keeps its cp part.
+// CHECK-LABEL: func.func @forward
+// CHECK: mtp.reduce_scatter {{.*}} over "tp" along "seq"
+// CHECK: mt.split %{{.*}} hidden into [heads, head_dim] : <[seq=2, hidden=4], f32> -> <[seq=2, heads=2, head_dim=2], f32>
+// CHECK-NEXT: mtp.from_local
+// CHECK-NEXT: mtp.all_to_all {{.*}} over "tp" from "seq" to "heads" : <[seq=8, heads=2, head_dim=2], f32, <[cp = 2, tp = 2]>, split {seq = [cp, tp]}> -> <[seq=8, heads=2, head_dim=2], f32, <[cp = 2, tp = 2]>, split {heads = [tp], seq = [cp]}>
+// CHECK-NEXT: mtp.to_local
+// CHECK-NEXT: mt.contract {{.*}} over [heads, head_dim] : <[seq=4, heads=1, head_dim=2], f32>, <[heads=1, head_dim=2, hidden=4], f32> -> <[seq=4, hidden=4], f32>
+// CHECK-NOT: mtp.all_gather
+// CHECK-NOT: mtp.all_slice
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, cp = 2, sp = true>} {
+  mt.param @w2 : !mt.tensor<[ffn=8, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @wo : !mt.tensor<[heads=2, head_dim=2, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[seq=8, ffn=8], f32>,
+                     %w2: !mt.tensor<[ffn=8, hidden=4], f32> {mt.param = @w2},
+                     %wo: !mt.tensor<[heads=2, head_dim=2, hidden=4], f32> {mt.param = @wo}) -> !mt.tensor<[], f32> {
+    %y = mt.contract %x, %w2 over [ffn] : <[seq=8, ffn=8], f32>, <[ffn=8, hidden=4], f32> -> <[seq=8, hidden=4], f32>
+    %z = mt.gelu %y : <[seq=8, hidden=4], f32>
+    %s = mt.split %z hidden into [heads, head_dim] : <[seq=8, hidden=4], f32> -> <[seq=8, heads=2, head_dim=2], f32>
+    %o = mt.contract %s, %wo over [heads, head_dim] : <[seq=8, heads=2, head_dim=2], f32>, <[heads=2, head_dim=2, hidden=4], f32> -> <[seq=8, hidden=4], f32>
+    %l = mt.reduce_sum %o over [seq, hidden] : <[seq=8, hidden=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
