@@ -19,7 +19,8 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     every dimension the layout maps to an axis: Megatron's default maps `heads`,
     `kv_heads`, `ffn` and `vocab` to `tp`. Token ids, the loss, the step scalars and
     everything else that enters or leaves the step are replicated. With `sp on`, `seq` is
-    split over `tp` wherever nothing needs it whole (the norm and dropout regions).
+    split over `tp` wherever nothing needs it whole (the norm and dropout regions); under
+    context parallelism each of its cp parts is (`seq = [cp, tp]`).
     Context parallelism (`cp > 1`) splits the data's `seq` over `cp`: the entry
     functions' data arguments (token ids, labels, a pipeline chunk's activations) arrive
     whole and are sliced at the entry (no communication), and `seq` outranks the other
@@ -38,11 +39,16 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       partial: the whole terms become partial (`to_partial`: coordinate 0 keeps them, no
       communication), and one all-reduce sums the total;
     - any other consumer sums them first: `all_reduce`, or `reduce_scatter` along a
-      dimension the consumer wants split (with `sp on`, along `seq`);
+      dimension the consumer wants split by the operand's split and the partial axis
+      inside it (with `sp on`, along `seq`, tp inside its data split: `[cp, tp]` under cp);
     - operands that disagree on a dimension are sliced to the split (`all_slice`, no
       communication); when one axis would split two dimensions of one tensor (or split
-      one and sum another), the dimension of lower priority is gathered (`all_gather`):
-      layout dimensions outrank `seq` under `sp`, which outranks the rest; an axis that
+      one and sum another), the dimension of lower priority is gathered from that axis
+      inwards (`all_gather`; `seq = [cp, tp]` losing tp keeps cp). Priority is per axis:
+      a dimension the spec maps to the axis (the layout's; the data's batch over ep and
+      seq over cp) outranks `seq` over `tp` under `sp`, which outranks the rest. Where
+      the operands' splits of a dimension extend one another, the longer one is taken
+      (`[cp, tp]` over `[cp]`: a slice); an axis that
       leaves a value's dimension for another dimension of it moves there by one
       `all_to_all` (not a gather of the one and a slice of the other);
     - vocabulary parallelism: `reduce_max` over a split dimension leaves partial maxima,
@@ -88,7 +94,7 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     (Layout.h, `optimizerLayout`) and each parameter whole; the rules above then slice
     the parameter, sum the squared norms over `dp` and all-gather the new parameters.
 
-    Not supported, reported as errors: `cp` with `sp`, a layout dimension mapped to
+    Not supported, reported as errors: a layout dimension mapped to
     another axis than `tp`, `ep` (the experts) or `cp` (the sequence) (`batch: dp` is the
     runtime's data parallelism), the distributed optimizer without `dp > 1`, `tp > 1` with
     a layout that splits no parameter, a module that is not outlined, an op without a
