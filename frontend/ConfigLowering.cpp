@@ -93,6 +93,7 @@ const std::vector<SettingSchema> &parallelSchema() {
       {"dp", ValueKind::PositiveInt},
       {"cp", ValueKind::PositiveInt},
       {"ep", ValueKind::PositiveInt},
+      {"etp", ValueKind::PositiveInt},
       {"sp", ValueKind::Switch},
       // `zero-bubble` (the name older files use) is Qi et al.'s ZB-H1, the zero-bubble
       // schedule at 1F1B's memory.
@@ -581,7 +582,8 @@ mt::ParallelAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
   }
   return mt::ParallelAttr::get(&context, /*autoSearch=*/false, parallel.integer("tp"),
                                parallel.integer("pp"), parallel.integer("dp"),
-                               parallel.integer("cp"), parallel.integer("ep"), parallel.flag("sp"),
+                               parallel.integer("cp"), parallel.integer("ep"),
+                               parallel.integer("etp"), parallel.flag("sp"),
                                schedule, virtualStages, parallel.integer("micro_batches"),
                                parallel.word("recompute", mt::symbolizeRecomputePolicy),
                                parallel.flag("distributed_optimizer"), layoutAttr, pipelineLayers);

@@ -113,6 +113,7 @@ json::Object parallelJson(mt::ParallelAttr parallel) {
   if (parallel.getCp().value_or(1) > 1)
     json.set("cp_comm_type", json::Value("all_gather"));
   json.set("ep", parallel.getEp());
+  json.set("etp", parallel.getEtp());
   json.set("sp", parallel.getSp());
   if (parallel.getSchedule())
     json.set("schedule", mt::stringifyPipelineSchedule(*parallel.getSchedule()));

@@ -79,6 +79,13 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   if (shardState && dp <= 1)
     return module.emitError() << "the distributed optimizer shards the optimizer state over "
                                  "data-parallel ranks: set dp above 1";
+  // Expert tensor parallelism: the expert weights split over tp like the dense layers
+  // (etp = tp) or whole (etp = 1). Megatron's other degrees fold the experts onto ranks
+  // of their own (an expert-tensor-parallel group inside tp x dp), which the mesh has not.
+  if (int64_t etp = parallel.getExpertTensorParallel(); etp != tp && etp != 1)
+    return module.emitError() << "etp " << etp << " is not supported: the expert weights are "
+                              << "split over tp like the dense ones (etp = tp = " << tp
+                              << ") or whole on every tensor-parallel rank (etp = 1)";
   if (tp <= 1 && !shardState && ep <= 1 && cp <= 1)
     return ShardingSpec{};
   if (tp > 1 && !splitsAParameter(module, spec.dimAxis)) {
@@ -140,6 +147,8 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
         ++it;
   }
   spec.mesh = mtp::MeshAttr::get(ctx, names, sizes);
+  spec.expertDim = expertDim.empty() ? "experts" : expertDim;
+  spec.splitExpertWeights = parallel.getExpertTensorParallel() == tp;
   if (parallel.isSequenceParallel())
     spec.sequenceDim = "seq";
   return spec;
@@ -151,12 +160,15 @@ sharding::parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
   MLIRContext *ctx = type.getContext();
   NamedAttrList split;
   StringRef leading = leadingDim(type);
+  bool expertWeight = leading == spec.expertDim;
   for (const mt::NamedDim &dim : type.getDims()) {
     auto it = spec.dimAxis.find(dim.name.getValue());
     if (it == spec.dimAxis.end() || dim.name.getValue() == mt::MTDialect::kLayersDimName)
       continue;
     if (it->second == spec.expertAxis && dim.name.getValue() != leading)
       continue; // a router: every expert-parallel rank routes its own tokens
+    if (it->second == "tp" && expertWeight && !spec.splitExpertWeights)
+      continue; // etp 1
     split.set(dim.name, ArrayAttr::get(ctx, {StringAttr::get(ctx, it->second)}));
   }
   auto layout = mtp::ShardedTensorType::getChecked(emitError, ctx, type, spec.mesh,

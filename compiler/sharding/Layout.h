@@ -45,6 +45,12 @@ struct ShardingSpec {
   /// whose first dimension after `layers` is `experts`; a router [hidden, experts] stays
   /// whole) (empty when off).
   std::string expertAxis;
+  /// The dimension of the experts (`experts`, or the one a layout maps to ep): expert
+  /// weights are the parameters leading with it (after `layers`).
+  std::string expertDim;
+  /// Expert tensor parallelism (etp = tp, Megatron's default): the expert weights are split
+  /// over tp like the dense ones. Off (etp = 1): they are whole on every tp rank.
+  bool splitExpertWeights = true;
   /// Dimension -> the axis splitting it in the step's data from the entry on: `batch -> ep`
   /// (each expert-parallel rank routes its own part of the micro-batch, as Megatron's
   /// expert-parallel ranks are data-parallel ranks) and `seq -> cp` (context parallelism).
@@ -57,12 +63,13 @@ struct ShardingSpec {
 /// module, on what the partitioner does not support (a layout entry on another axis than
 /// tp, ep (the experts' dimension) or cp (the sequence's), other than `batch: dp`; an ep or
 /// cp entry whose degree is 1; an ep without expert weights or with the experts mapped to
-/// another axis too).
+/// another axis too; an expert tensor-parallel degree other than tp and 1).
 mlir::FailureOr<ShardingSpec> getShardingSpec(mlir::ModuleOp module);
 
 /// The layout of a parameter of global type `type` (also of its states and gradient):
-/// every dimension the spec maps is split over its axis; `layers` never is, and `experts`
-/// only where it leads (expert weights, not the router). Fails, through
+/// every dimension the spec maps is split over its axis; `layers` never is, `experts`
+/// only where it leads (expert weights, not the router), and an expert weight's dimensions
+/// not over tp under etp 1. Fails, through
 /// `emitError`, when an axis does not divide its dimension.
 mlir::FailureOr<mtp::ShardedTensorType>
 parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,

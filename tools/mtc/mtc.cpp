@@ -117,6 +117,14 @@ cl::opt<unsigned> expertParallel("ep",
                                  cl::cat(parallelCategory));
 cl::alias expertParallelLong("expert-model-parallel-size", cl::desc("Alias for --ep"),
                              cl::aliasopt(expertParallel), cl::cat(parallelCategory));
+cl::opt<unsigned> expertTensorParallel(
+    "etp",
+    cl::desc("Tensor-parallel degree of the expert weights: tp (the default: split like the "
+             "dense layers) or 1 (whole on every tensor-parallel rank)"),
+    cl::value_desc("N"), cl::sub(compileCommand), cl::cat(parallelCategory));
+cl::alias expertTensorParallelLong("expert-tensor-parallel-size", cl::desc("Alias for --etp"),
+                                   cl::aliasopt(expertTensorParallel),
+                                   cl::cat(parallelCategory));
 cl::opt<unsigned> contextParallel("cp",
                                   cl::desc("Context-parallel degree: the sequence is split "
                                            "over cp ranks through every layer"),
@@ -501,6 +509,7 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
                        firstStageLayers.getNumOccurrences() || lastStageLayers.getNumOccurrences();
   if (tensorParallel.getNumOccurrences() == 0 && dataParallel.getNumOccurrences() == 0 &&
       expertParallel.getNumOccurrences() == 0 && contextParallel.getNumOccurrences() == 0 &&
+      expertTensorParallel.getNumOccurrences() == 0 &&
       !sequenceParallel && layoutFlag.getNumOccurrences() == 0 && !distributedOptimizer &&
       !pipelineFlags)
     return success();
@@ -512,14 +521,15 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   if (!model || model.getAutoSearch())
     model = mtc::mt::ParallelAttr::get(ctx);
   std::optional<int64_t> tp = model.getTp(), dp = model.getDp(), pp = model.getPp(),
-                         ep = model.getEp(), cp = model.getCp(),
+                         ep = model.getEp(), etp = model.getEtp(), cp = model.getCp(),
                          virtualStages = model.getVirtualStages();
   std::optional<bool> sp = model.getSp(), distributed = model.getDistributedOptimizer();
   std::optional<mtc::mt::PipelineSchedule> schedule = model.getSchedule();
   mlir::DictionaryAttr layoutAttr = model.getLayout();
   mlir::DenseI64ArrayAttr pipelineLayers = model.getPipelineLayers();
   if (failed(readDegree(tensorParallel, tp)) || failed(readDegree(dataParallel, dp)) ||
-      failed(readDegree(expertParallel, ep)) || failed(readDegree(contextParallel, cp)))
+      failed(readDegree(expertParallel, ep)) || failed(readDegree(contextParallel, cp)) ||
+      failed(readDegree(expertTensorParallel, etp)))
     return failure();
   if (expertParallel.getNumOccurrences() &&
       failed(checkDivides(dims, "--ep", ep.value_or(1), {"experts"})))
@@ -577,7 +587,7 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   // What the checks above leave to the attribute's verifier is reported at the model.
   auto parallel = mtc::mt::ParallelAttr::getChecked(
       [&] { return mlir::emitError(module.getLoc()); }, ctx, /*autoSearch=*/false, tp, pp, dp,
-      cp, ep, sp, schedule, virtualStages, model.getMicroBatches(),
+      cp, ep, etp, sp, schedule, virtualStages, model.getMicroBatches(),
       model.getRecompute(), distributed, layoutAttr, pipelineLayers);
   if (!parallel)
     return failure();

@@ -376,11 +376,12 @@ static constexpr StringRef kMeshAxes[] = {"dp", "tp", "pp", "cp", "ep"};
 LogicalResult ParallelAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, bool autoSearch, std::optional<int64_t> tp,
     std::optional<int64_t> pp, std::optional<int64_t> dp, std::optional<int64_t> cp,
-    std::optional<int64_t> ep, std::optional<bool> sp, std::optional<PipelineSchedule> schedule,
+    std::optional<int64_t> ep, std::optional<int64_t> etp, std::optional<bool> sp,
+    std::optional<PipelineSchedule> schedule,
     std::optional<int64_t> virtualStages, std::optional<int64_t> microBatches,
     std::optional<RecomputePolicy> recompute, std::optional<bool> distributedOptimizer,
     DictionaryAttr layout, DenseI64ArrayAttr pipelineLayers) {
-  if (autoSearch && (tp || pp || dp || cp || ep || sp || schedule || virtualStages ||
+  if (autoSearch && (tp || pp || dp || cp || ep || etp || sp || schedule || virtualStages ||
                      microBatches || recompute || distributedOptimizer || layout || pipelineLayers))
     return emitError() << "a searched strategy ('auto') takes no other parallel setting";
   for (auto [name, value] : {std::pair<StringRef, std::optional<int64_t>>{"tp", tp},
@@ -388,6 +389,7 @@ LogicalResult ParallelAttr::verify(
                              {"dp", dp},
                              {"cp", cp},
                              {"ep", ep},
+                             {"etp", etp},
                              {"virtual_stages", virtualStages},
                              {"micro_batches", microBatches}})
     if (value && *value < 1)
@@ -423,6 +425,7 @@ static constexpr StringRef kParallelKeys[] = {"tp",
                                               "dp",
                                               "cp",
                                               "ep",
+                                              "etp",
                                               "sp",
                                               "schedule",
                                               "virtual_stages",
@@ -442,7 +445,7 @@ Attribute ParallelAttr::parse(AsmParser &parser, Type) {
       return {};
     return ParallelAttr::get(ctx, /*autoSearch=*/true);
   }
-  std::optional<int64_t> tp, pp, dp, cp, ep, virtualStages, microBatches;
+  std::optional<int64_t> tp, pp, dp, cp, ep, etp, virtualStages, microBatches;
   std::optional<bool> sp, distributedOptimizer;
   std::optional<PipelineSchedule> schedule;
   std::optional<RecomputePolicy> recompute;
@@ -486,6 +489,7 @@ Attribute ParallelAttr::parse(AsmParser &parser, Type) {
                                    : key == "dp"             ? dp
                                    : key == "cp"             ? cp
                                    : key == "ep"             ? ep
+                                   : key == "etp"            ? etp
                                    : key == "virtual_stages" ? virtualStages
                                                              : microBatches;
     return parseInt(parser, slot);
@@ -497,7 +501,7 @@ Attribute ParallelAttr::parse(AsmParser &parser, Type) {
       return {};
   }
   return ParallelAttr::getChecked([&] { return parser.emitError(loc); }, ctx,
-                                  /*autoSearch=*/false, tp, pp, dp, cp, ep, sp, schedule,
+                                  /*autoSearch=*/false, tp, pp, dp, cp, ep, etp, sp, schedule,
                                   virtualStages, microBatches, recompute, distributedOptimizer,
                                   layout, pipelineLayers);
 }
@@ -514,6 +518,7 @@ void ParallelAttr::print(AsmPrinter &printer) const {
   fields.field("dp", getDp());
   fields.field("cp", getCp());
   fields.field("ep", getEp());
+  fields.field("etp", getEtp());
   fields.field("sp", getSp());
   if (getSchedule())
     fields.word("schedule", stringifyPipelineSchedule(*getSchedule()));

@@ -152,8 +152,8 @@ def MT_ParallelAttr : AttrDef<MT_Dialect, "Parallel"> {
   let mnemonic = "parallel";
   let summary = "the `parallel {}` settings (module attribute `mt.parallel`)";
   let description = [{
-    Degrees of the mesh axes (`tp`, `pp`, `dp`, `cp`, `ep`; absent: 1), sequence
-    parallelism, the pipeline schedule and its virtual stages, micro-batches per step,
+    Degrees of the mesh axes (`tp`, `pp`, `dp`, `cp`, `ep`; absent: 1), the expert weights'
+    tensor-parallel degree (`etp`; absent: `tp`), sequence parallelism, the pipeline schedule and its virtual stages, micro-batches per step,
     the recompute policy, the distributed optimizer, a layout (dimension -> mesh axis;
     absent: Megatron's) and an explicit split of the layers into pipeline chunks.
 
@@ -175,6 +175,7 @@ def MT_ParallelAttr : AttrDef<MT_Dialect, "Parallel"> {
                         OptionalParameter<"std::optional<int64_t>", "data-parallel degree (default: from the world size)">:$dp,
                         OptionalParameter<"std::optional<int64_t>", "context-parallel degree">:$cp,
                         OptionalParameter<"std::optional<int64_t>", "expert-parallel degree">:$ep,
+                        OptionalParameter<"std::optional<int64_t>", "tensor-parallel degree of the expert weights (default: tp)">:$etp,
                         OptionalParameter<"std::optional<bool>", "sequence parallelism over tp">:$sp,
                         OptionalParameter<"std::optional<::mtc::mt::PipelineSchedule>", "pipeline schedule (default: 1f1b, interleaved with virtual stages)">:$schedule,
                         OptionalParameter<"std::optional<int64_t>", "model chunks per pipeline stage (`vpp`)">:$virtual_stages,
@@ -190,7 +191,7 @@ def MT_ParallelAttr : AttrDef<MT_Dialect, "Parallel"> {
     static ParallelAttr lookup(::mlir::ModuleOp module);
     /// No setting (`#mt.parallel<>`), or a searched strategy (`#mt.parallel<auto>`).
     static ParallelAttr get(::mlir::MLIRContext *context, bool autoSearch = false) {
-      return get(context, autoSearch, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});
+      return get(context, autoSearch, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});
     }
 
     /// The degree of mesh axis `axis` ("tp", "pp", "dp", "cp" or "ep"; 1 unless set).
@@ -198,6 +199,8 @@ def MT_ParallelAttr : AttrDef<MT_Dialect, "Parallel"> {
     int64_t getTensorParallel() const { return getTp().value_or(1); }
     int64_t getPipelineParallel() const { return getPp().value_or(1); }
     int64_t getDataParallel() const { return getDp().value_or(1); }
+    /// The tensor-parallel degree of the expert weights: `etp`, else `tp`.
+    int64_t getExpertTensorParallel() const { return getEtp().value_or(getTensorParallel()); }
     bool isSequenceParallel() const { return getSp().value_or(false); }
     bool usesDistributedOptimizer() const { return getDistributedOptimizer().value_or(false); }
     /// Model chunks per pipeline stage: `virtual_stages`, else 2 under zb-v (its V

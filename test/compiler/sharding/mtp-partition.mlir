@@ -1060,3 +1060,41 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, cp = 2, sp = 
     return %l : !mt.tensor<[], f32>
   }
 }
+
+// -----
+
+// Tests expert tensor parallelism 1 (etp = 1 under tp 2, ep 2): an expert weight (leading
+// with experts) is split over ep only, its ffn whole on every tensor-parallel rank, so the
+// expert contraction computes whole rows (nothing partial over tp); a dense weight keeps
+// Megatron's ffn split over tp.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %arg1: !mt.tensor<[hidden=4, ffn=4], f32> {mt.param = @w}
+// CHECK-SAME: %arg2: !mt.tensor<[experts=1, hidden=4, ffn=8], f32> {mt.param = @we}
+// CHECK: mt.contract %arg0, %arg1 over [hidden] {{.*}} -> <[experts=2, capacity=4, ffn=4], f32>
+// CHECK: mtp.all_slice {{.*}} over "ep" along "experts"
+// CHECK: %[[E:.*]] = mt.contract {{.*}}, %arg2 over [hidden] : <[experts=1, capacity=4, hidden=4], f32>, <[experts=1, hidden=4, ffn=8], f32> -> <[experts=1, capacity=4, ffn=8], f32>
+// CHECK: %[[S:.*]] = mt.reduce_sum %[[E]]
+// CHECK: mtp.from_local %[[S]] : <[], f32> -> <[], f32, <[ep = 2, tp = 2]>, partial [ep]>
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, ep = 2, etp = 1>} {
+  mt.param @w : !mt.tensor<[hidden=4, ffn=8], f32> init normal(2.000000e-02)
+  mt.param @we : !mt.tensor<[experts=2, hidden=4, ffn=8], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[experts=2, capacity=4, hidden=4], f32>,
+                     %w: !mt.tensor<[hidden=4, ffn=8], f32> {mt.param = @w},
+                     %we: !mt.tensor<[experts=2, hidden=4, ffn=8], f32> {mt.param = @we}) -> !mt.tensor<[], f32> {
+    %d = mt.contract %x, %w over [hidden] : <[experts=2, capacity=4, hidden=4], f32>, <[hidden=4, ffn=8], f32> -> <[experts=2, capacity=4, ffn=8], f32>
+    %e = mt.contract %x, %we over [hidden] : <[experts=2, capacity=4, hidden=4], f32>, <[experts=2, hidden=4, ffn=8], f32> -> <[experts=2, capacity=4, ffn=8], f32>
+    %a = mt.reduce_sum %d over [experts, capacity, ffn] : <[experts=2, capacity=4, ffn=8], f32> -> <[], f32>
+    %b = mt.reduce_sum %e over [experts, capacity, ffn] : <[experts=2, capacity=4, ffn=8], f32> -> <[], f32>
+    %l = mt.add %a, %b : <[], f32>, <[], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that an expert tensor-parallel degree other than tp and 1 is refused.
+// expected-error @+1 {{etp 2 is not supported: the expert weights are split over tp like the dense ones (etp = tp = 4) or whole on every tensor-parallel rank (etp = 1)}}
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 4, ep = 2, etp = 2>} {
+  mt.param @we : !mt.tensor<[experts=2, hidden=4, ffn=8], f32> init normal(2.000000e-02)
+}

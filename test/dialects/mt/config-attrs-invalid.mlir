@@ -64,6 +64,13 @@ module attributes {mt.parallel = #mt.parallel<pp = 0>} {
 
 // -----
 
+// Tests that the expert weights' tensor-parallel degree is a degree too.
+// expected-error @+1 {{etp must be at least 1, got 0}}
+module attributes {mt.parallel = #mt.parallel<tp = 2, etp = 0>} {
+}
+
+// -----
+
 // Tests that a schedule the dialect does not know is refused (the DSL's 'zero-bubble' is
 // an alias the frontend resolves to zb-h1; the IR holds only the five names).
 // expected-error @+1 {{unknown pipeline schedule 'zero-bubble'}}

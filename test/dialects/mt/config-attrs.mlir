@@ -35,10 +35,10 @@ module @outer {
 // Tests that #mt.parallel round-trips every field: degrees, switches, a schedule word that
 // is no keyword (quoted), a layout and an explicit pipeline split.
 // CHECK-LABEL: module @parallel_all
-// CHECK-SAME: mt.parallel = #mt.parallel<tp = 2, pp = 2, dp = 2, cp = 2, ep = 2, sp = true, schedule = "zb-h1", micro_batches = 8, recompute = selective, distributed_optimizer = true, layout = {ffn: tp, heads: tp}, pipeline_layers = [3, 1]>
+// CHECK-SAME: mt.parallel = #mt.parallel<tp = 2, pp = 2, dp = 2, cp = 2, ep = 2, etp = 1, sp = true, schedule = "zb-h1", micro_batches = 8, recompute = selective, distributed_optimizer = true, layout = {ffn: tp, heads: tp}, pipeline_layers = [3, 1]>
 module @parallel_all attributes {mt.parallel = #mt.parallel<pipeline_layers = [3, 1],
     layout = {heads: tp, ffn: tp}, distributed_optimizer = true, recompute = "selective",
-    micro_batches = 8, schedule = "zb-h1", sp = true, ep = 2, cp = 2, dp = 2, pp = 2, tp = 2>} {
+    micro_batches = 8, schedule = "zb-h1", sp = true, etp = 1, ep = 2, cp = 2, dp = 2, pp = 2, tp = 2>} {
 }
 
 // -----
