@@ -580,11 +580,10 @@ mt::ParallelAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
     virtualStages.reset();
     pipelineLayers = {};
   }
-  return mt::ParallelAttr::get(&context, /*autoSearch=*/false, parallel.integer("tp"),
-                               parallel.integer("pp"), parallel.integer("dp"),
-                               parallel.integer("cp"), parallel.integer("ep"),
-                               parallel.integer("etp"), parallel.flag("sp"),
-                               schedule, virtualStages, parallel.integer("micro_batches"),
-                               parallel.word("recompute", mt::symbolizeRecomputePolicy),
-                               parallel.flag("distributed_optimizer"), layoutAttr, pipelineLayers);
+  return mt::ParallelAttr::get(
+      &context, /*autoSearch=*/false, parallel.integer("tp"), parallel.integer("pp"),
+      parallel.integer("dp"), parallel.integer("cp"), parallel.integer("ep"),
+      parallel.integer("etp"), parallel.flag("sp"), schedule, virtualStages,
+      parallel.integer("micro_batches"), parallel.word("recompute", mt::symbolizeRecomputePolicy),
+      parallel.flag("distributed_optimizer"), layoutAttr, pipelineLayers);
 }

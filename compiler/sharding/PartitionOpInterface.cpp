@@ -59,11 +59,6 @@ bool sharding::extends(ArrayRef<std::string> axes, ArrayRef<std::string> prefix)
   return prefix.size() <= axes.size() && llvm::equal(prefix, axes.take_front(prefix.size()));
 }
 
-void sharding::mergeSplit(Axes &into, ArrayRef<std::string> axes) {
-  if (extends(axes, into))
-    into.assign(axes.begin(), axes.end());
-}
-
 PartitionRule PartitionRule::replicated(Operation *op) {
   PartitionRule rule;
   rule.operands.resize(op->getNumOperands());
@@ -184,9 +179,10 @@ llvm::StringMap<Axes> PartitionContext::unionSplits(ArrayRef<Layout> layouts,
   for (const Layout &layout : layouts)
     for (const auto &entry : layout.split)
       if (llvm::is_contained(dims, entry.first())) {
+        // The longer split where one extends the other (a slice), the first otherwise.
         auto [it, inserted] = split.split.try_emplace(entry.first(), entry.second);
-        if (!inserted)
-          mergeSplit(it->second, entry.second);
+        if (!inserted && extends(entry.second, it->second))
+          it->second = entry.second;
       }
   for (const std::string &axis : reserved)
     for (StringRef dim : dims)

@@ -49,9 +49,6 @@ struct Layout {
 
 /// Whether `axes` extends `prefix` (or equals it): `[cp, tp]` extends `[cp]` and `[]`.
 bool extends(llvm::ArrayRef<std::string> axes, llvm::ArrayRef<std::string> prefix);
-/// `into` merged with `axes`, where one extends the other: the longer split; otherwise
-/// `into` as it is.
-void mergeSplit(Axes &into, llvm::ArrayRef<std::string> axes);
 
 /// A rule's decision for one op: the layout each operand is brought to and each result's.
 struct PartitionRule {
@@ -110,8 +107,8 @@ public:
   /// dimension's split is cut before the axis (Layout::truncate). Axes in `reserved`
   /// (partial sums the result keeps) split nothing.
   llvm::StringMap<Axes> unionSplits(llvm::ArrayRef<Layout> layouts,
-                                           llvm::ArrayRef<llvm::StringRef> dims,
-                                           llvm::ArrayRef<std::string> reserved) const;
+                                    llvm::ArrayRef<llvm::StringRef> dims,
+                                    llvm::ArrayRef<std::string> reserved) const;
 
 private:
   mlir::MLIRContext *context;

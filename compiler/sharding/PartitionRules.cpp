@@ -355,8 +355,8 @@ PartitionRule reshape(Operation *op, const PartitionContext &context, const Layo
   Layout operand = in, result;
   result.partial = in.partial;
   Axes axes(operand.axesOf(from.front()));
-  bool innerSplit = llvm::any_of(from.drop_front(),
-                                 [&](StringRef d) { return !operand.axesOf(d).empty(); });
+  bool innerSplit =
+      llvm::any_of(from.drop_front(), [&](StringRef d) { return !operand.axesOf(d).empty(); });
   bool kept = !axes.empty() && !innerSplit && context.splittable(resultType, to.front(), axes);
   if (!kept)
     for (StringRef d : from)
@@ -482,10 +482,8 @@ struct EmbeddingGradModel
     const llvm::StringMap<std::string> &dimAxis = context.getSpec().dimAxis;
     auto mapped = dimAxis.find(op.getDim());
     PartitionRule rule;
-    if (mapped != dimAxis.end() &&
-        context.divisible(resultType, op.getDim(), mapped->second) &&
-        !llvm::is_contained(grad.partial, mapped->second) &&
-        !grad.splits(mapped->second)) {
+    if (mapped != dimAxis.end() && context.divisible(resultType, op.getDim(), mapped->second) &&
+        !llvm::is_contained(grad.partial, mapped->second) && !grad.splits(mapped->second)) {
       // Split positions (the sequence under cp; never over the table's axis, checked
       // above) make this rank's rows partial sums over their axis, as below.
       Layout result;
@@ -643,9 +641,8 @@ LogicalResult checkGroupCapacity(Operation *op, const PartitionContext &context,
 
 /// The splits of `layout` on feature dimensions (those `indices` lacks, other than `skip`),
 /// except over `axis` (the routing group's).
-void carryFeatureSplits(const Layout &layout, NamedTensorType indices,
-                        ArrayRef<StringRef> skip, StringRef axis,
-                        llvm::StringMap<Axes> &split) {
+void carryFeatureSplits(const Layout &layout, NamedTensorType indices, ArrayRef<StringRef> skip,
+                        StringRef axis, llvm::StringMap<Axes> &split) {
   for (const auto &entry : layout.split)
     if (!indices.hasDim(entry.first()) && !llvm::is_contained(skip, entry.first()) &&
         !llvm::is_contained(entry.second, axis) && !split.count(entry.first()))

@@ -123,8 +123,7 @@ cl::opt<unsigned> expertTensorParallel(
              "dense layers) or 1 (whole on every tensor-parallel rank)"),
     cl::value_desc("N"), cl::sub(compileCommand), cl::cat(parallelCategory));
 cl::alias expertTensorParallelLong("expert-tensor-parallel-size", cl::desc("Alias for --etp"),
-                                   cl::aliasopt(expertTensorParallel),
-                                   cl::cat(parallelCategory));
+                                   cl::aliasopt(expertTensorParallel), cl::cat(parallelCategory));
 cl::opt<unsigned> contextParallel("cp",
                                   cl::desc("Context-parallel degree: the sequence is split "
                                            "over cp ranks through every layer"),
@@ -509,9 +508,8 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
                        firstStageLayers.getNumOccurrences() || lastStageLayers.getNumOccurrences();
   if (tensorParallel.getNumOccurrences() == 0 && dataParallel.getNumOccurrences() == 0 &&
       expertParallel.getNumOccurrences() == 0 && contextParallel.getNumOccurrences() == 0 &&
-      expertTensorParallel.getNumOccurrences() == 0 &&
-      !sequenceParallel && layoutFlag.getNumOccurrences() == 0 && !distributedOptimizer &&
-      !pipelineFlags)
+      expertTensorParallel.getNumOccurrences() == 0 && !sequenceParallel &&
+      layoutFlag.getNumOccurrences() == 0 && !distributedOptimizer && !pipelineFlags)
     return success();
   mlir::MLIRContext *ctx = module.getContext();
   mlir::Builder b(ctx);
@@ -586,9 +584,9 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   }
   // What the checks above leave to the attribute's verifier is reported at the model.
   auto parallel = mtc::mt::ParallelAttr::getChecked(
-      [&] { return mlir::emitError(module.getLoc()); }, ctx, /*autoSearch=*/false, tp, pp, dp,
-      cp, ep, etp, sp, schedule, virtualStages, model.getMicroBatches(),
-      model.getRecompute(), distributed, layoutAttr, pipelineLayers);
+      [&] { return mlir::emitError(module.getLoc()); }, ctx, /*autoSearch=*/false, tp, pp, dp, cp,
+      ep, etp, sp, schedule, virtualStages, model.getMicroBatches(), model.getRecompute(),
+      distributed, layoutAttr, pipelineLayers);
   if (!parallel)
     return failure();
   module->setAttr(mtc::mt::MTDialect::kParallelAttrName, parallel);

@@ -377,10 +377,10 @@ LogicalResult ParallelAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, bool autoSearch, std::optional<int64_t> tp,
     std::optional<int64_t> pp, std::optional<int64_t> dp, std::optional<int64_t> cp,
     std::optional<int64_t> ep, std::optional<int64_t> etp, std::optional<bool> sp,
-    std::optional<PipelineSchedule> schedule,
-    std::optional<int64_t> virtualStages, std::optional<int64_t> microBatches,
-    std::optional<RecomputePolicy> recompute, std::optional<bool> distributedOptimizer,
-    DictionaryAttr layout, DenseI64ArrayAttr pipelineLayers) {
+    std::optional<PipelineSchedule> schedule, std::optional<int64_t> virtualStages,
+    std::optional<int64_t> microBatches, std::optional<RecomputePolicy> recompute,
+    std::optional<bool> distributedOptimizer, DictionaryAttr layout,
+    DenseI64ArrayAttr pipelineLayers) {
   if (autoSearch && (tp || pp || dp || cp || ep || etp || sp || schedule || virtualStages ||
                      microBatches || recompute || distributedOptimizer || layout || pipelineLayers))
     return emitError() << "a searched strategy ('auto') takes no other parallel setting";
