@@ -54,7 +54,7 @@ public:
         } else if (auto shift = dyn_cast<mtp::ShiftOp>(op)) {
           // The local block, once; without rotating, coordinate 0 (the rank the runtime
           // reports) sends only forward (runtime/exec/MeshCollectives.h).
-          if (shift.getRotate() || shift.getOffset() > 0)
+          if (shift.getRotate() || static_cast<int64_t>(shift.getOffset()) > 0)
             bytes += localBytes(shift.getInput().getType());
         } else if (auto repeat = dyn_cast<mt::RepeatOp>(op)) {
           bytes += repeat.getCount() * of(repeat.getCallee());

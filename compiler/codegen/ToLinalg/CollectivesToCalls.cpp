@@ -253,7 +253,7 @@ struct ShiftLowering : OpConversionPattern<mtp::ShiftOp> {
     auto resultType = cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     rewriter.replaceOp(op, callCollective(rewriter, op.getLoc(), kShiftFunction,
                                           axisIndex(type.getMesh(), op.getOver()),
-                                          {op.getOffset(), op.getRotate() ? 1 : 0},
+                                          {static_cast<int64_t>(op.getOffset()), op.getRotate() ? 1 : 0},
                                           adaptor.getInput(), resultType,
                                           resultType.getNumElements()));
     return success();
