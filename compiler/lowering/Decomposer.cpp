@@ -110,12 +110,10 @@ Value Decomposer::oneHot(Value logits, Value labels, StringRef dim) {
   return mt::TopKGradOp::create(b, loc, logitsType, ones, indices, b.getStringAttr(dim), k);
 }
 
-mt::IotaOp Decomposer::positions(StringAttr dim, int64_t size, Type elementType,
-                                 int64_t extent) {
+mt::IotaOp Decomposer::positions(StringAttr dim, int64_t size, Type elementType, int64_t extent) {
   if (!mt::IotaOp::holdsPositions(elementType, extent ? extent : size))
     elementType = b.getF32Type();
-  return mt::IotaOp::create(b, loc, NamedTensorType::get({NamedDim{dim, size}}, elementType),
-                            dim);
+  return mt::IotaOp::create(b, loc, NamedTensorType::get({NamedDim{dim, size}}, elementType), dim);
 }
 
 //===----------------------------------------------------------------------===//
@@ -144,8 +142,7 @@ Value AttentionForm::splitHeads(Decomposer &d, Value value) const {
   if (!isGrouped())
     return value;
   NamedTensorType type = Decomposer::typeOf(value);
-  return d.split(value, heads,
-                 {{kvHeads, type.getDimSize(heads) / groupSize}, {group, groupSize}});
+  return d.split(value, heads, {{kvHeads, type.getDimSize(heads) / groupSize}, {group, groupSize}});
 }
 
 Value AttentionForm::mergeHeads(Decomposer &d, Value value) const {

@@ -47,9 +47,7 @@ public:
   mlir::OpBuilder &builder() { return b; }
   mlir::Location location() const { return loc; }
 
-  static mt::NamedTensorType typeOf(mlir::Value value) {
-    return mt::TensorBuilder::typeOf(value);
-  }
+  static mt::NamedTensorType typeOf(mlir::Value value) { return mt::TensorBuilder::typeOf(value); }
 
   /// `value` with its dimension `from` called `to`.
   mlir::Value rename(mlir::Value value, llvm::StringRef from, mlir::StringAttr to);

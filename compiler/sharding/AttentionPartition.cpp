@@ -91,8 +91,8 @@ class Ring {
 public:
   Ring(Decomposer &d, const PartitionContext &context, ValueLayouts &layouts,
        const AttentionForm &form, StringRef axis, Value key, Value value)
-      : d(d), t(d.tensors()), context(context), layouts(layouts), form(form), axis(axis),
-        key(key), value(value) {
+      : d(d), t(d.tensors()), context(context), layouts(layouts), form(form), axis(axis), key(key),
+        value(value) {
     steps = context.axisSize(axis);
     if (form.causal)
       buildPositions();
@@ -198,8 +198,7 @@ private:
     Layout split;
     split.split[form.seq.getValue()] = axis.str();
     ShardedTensorType layout = context.build(
-        NamedTensorType::get({NamedDim{form.seq, length}}, iota.getType().getElementType()),
-        split);
+        NamedTensorType::get({NamedDim{form.seq, length}}, iota.getType().getElementType()), split);
     mtp::setLocalLayout(iota, layout);
     layouts.set(iota, layout);
     queryPositions = keyPositions = iota;
@@ -239,8 +238,7 @@ void replace(Operation *op, ArrayRef<Value> replacements, ValueLayouts &layouts)
 //===----------------------------------------------------------------------===//
 
 struct AttentionModel : PartitionOpInterface::ExternalModel<AttentionModel, mt::AttentionOp> {
-  FailureOr<PartitionRule> getPartitionRule(Operation *operation,
-                                            const PartitionContext &context,
+  FailureOr<PartitionRule> getPartitionRule(Operation *operation, const PartitionContext &context,
                                             ArrayRef<Layout> in) const {
     AttentionLayouts l = AttentionLayouts::of(cast<mt::AttentionOp>(operation), context, in);
     PartitionRule rule;
@@ -271,11 +269,9 @@ struct AttentionModel : PartitionOpInterface::ExternalModel<AttentionModel, mt::
 
 struct AttentionGradModel
     : PartitionOpInterface::ExternalModel<AttentionGradModel, mt::AttentionGradOp> {
-  FailureOr<PartitionRule> getPartitionRule(Operation *operation,
-                                            const PartitionContext &context,
+  FailureOr<PartitionRule> getPartitionRule(Operation *operation, const PartitionContext &context,
                                             ArrayRef<Layout> in) const {
-    AttentionLayouts l =
-        AttentionLayouts::of(cast<mt::AttentionGradOp>(operation), context, in);
+    AttentionLayouts l = AttentionLayouts::of(cast<mt::AttentionGradOp>(operation), context, in);
     PartitionRule rule;
     rule.operands = {l.query, l.key, l.key, l.query};
     rule.results = {l.query, l.key, l.key};

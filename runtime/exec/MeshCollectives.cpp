@@ -274,8 +274,8 @@ extern "C" void mtc_all_to_all(MtcKernelContext *context, int64_t axis, int64_t 
 
 extern "C" void mtc_shift(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t offset,
                           int64_t rotate, const void *in, void *out, int64_t count) {
-  Call call(MeshCall::of(context), "mtc_shift", concat("shift by ", offset, rotate ? " around the ring" : ""),
-            axis, dtype, count);
+  Call call(MeshCall::of(context), "mtc_shift",
+            concat("shift by ", offset, rotate ? " around the ring" : ""), axis, dtype, count);
   if (call.run([&](const MeshAxisGroup &g) {
         if (offset == 0 || offset >= g.size || -offset >= g.size)
           return makeError("offset ", offset, " is not a step to another rank along an axis of ",
