@@ -73,7 +73,7 @@ TEST(CommunicationVolumeTest, AllToAllSendsEveryBlockButItsOwn) {
 // block, a rotating one back, and one that does not rotate, backwards: coordinate 0
 // (whose figures mtrun reports) has no rank before it to send to.
 constexpr llvm::StringLiteral kShifts = R"mlir(
-func.func @layer(%x: !mt.tensor<[s=2, h=4], f32>) -> !mt.tensor<[s=2, h=4], f32> {
+func.func @layer(%x: !mt.tensor<[s=2, h=4], f32>) -> !mt.tensor<[s=2, h=4], f32> attributes {mt.layer} {
   %p = mtp.from_local %x : !mt.tensor<[s=2, h=4], f32> -> !mtp.tensor<[s=8, h=4], f32, <[cp = 4]>, split {s = [cp]}>
   %a = mtp.shift %p over "cp" offset 1 rotate : !mtp.tensor<[s=8, h=4], f32, <[cp = 4]>, split {s = [cp]}>
   %b = mtp.shift %a over "cp" offset -1 rotate : !mtp.tensor<[s=8, h=4], f32, <[cp = 4]>, split {s = [cp]}>
