@@ -103,7 +103,7 @@ public:
   struct Blocks {
     Value key, value, positions;
   };
-  Blocks first() const { return {key, value, keyPositions}; }
+  Blocks first() const { return {key, value, positions}; }
   Blocks next(const Blocks &blocks) {
     return {shift(blocks.key), shift(blocks.value),
             blocks.positions ? shift(blocks.positions) : Value()};
@@ -117,7 +117,7 @@ public:
       return s;
     Type element = Decomposer::typeOf(s).getElementType();
     Value keyPos = form.asKeyValue(d, blocks.positions);
-    return t.add(s, form.causalBias(d, queryPositions, keyPos, element));
+    return t.add(s, form.causalBias(d, positions, keyPos, element));
   }
 
   /// The online softmax over every block: the running maximum, normaliser and unnormalised
@@ -186,8 +186,8 @@ private:
   }
 
   /// The global positions of this rank's part of the sequence: an iota of the part whose
-  /// `mtp.layout` makes the lowering start it where the part does. The query's are those;
-  /// the key block's travel with it.
+  /// `mtp.layout` makes the lowering start it where the part does. They are the query's,
+  /// and its own key block's, which they travel with.
   void buildPositions() {
     ShardedTensorType keyLayout = layouts.lookup(key);
     NamedTensorType global = keyLayout.getGlobal();
@@ -201,7 +201,7 @@ private:
         NamedTensorType::get({NamedDim{form.seq, length}}, iota.getType().getElementType()), split);
     mtp::setLocalLayout(iota, layout);
     layouts.set(iota, layout);
-    queryPositions = keyPositions = iota;
+    positions = iota;
   }
 
   Decomposer &d;
@@ -211,7 +211,7 @@ private:
   const AttentionForm &form;
   StringRef axis;
   Value key, value;
-  Value queryPositions, keyPositions;
+  Value positions;
   int64_t steps;
 };
 
