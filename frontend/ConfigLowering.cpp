@@ -107,6 +107,7 @@ const std::vector<SettingSchema> &parallelSchema() {
       {"micro_batches", ValueKind::PositiveInt},
       {"recompute", ValueKind::Word, {"none", "selective", "full"}},
       {"distributed_optimizer", ValueKind::Switch},
+      {"cp_comm_type", ValueKind::Word, {"all_gather", "p2p"}},
   };
   return schema;
 }
@@ -585,5 +586,6 @@ mt::ParallelAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
       parallel.integer("dp"), parallel.integer("cp"), parallel.integer("ep"),
       parallel.integer("etp"), parallel.flag("sp"), schedule, virtualStages,
       parallel.integer("micro_batches"), parallel.word("recompute", mt::symbolizeRecomputePolicy),
-      parallel.flag("distributed_optimizer"), layoutAttr, pipelineLayers);
+      parallel.flag("distributed_optimizer"), layoutAttr, pipelineLayers,
+      parallel.word("cp_comm_type", mt::symbolizeContextParallelCommType));
 }

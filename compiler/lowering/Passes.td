@@ -39,6 +39,10 @@ def MTDecomposePass : Pass<"mt-decompose", "::mlir::ModuleOp"> {
     `mt.iota` (computed in f32 when the scores' type cannot hold every position exactly).
     New dimension names are fresh: they clash with no dimension of the rewritten op's
     operands, and a name that already exists in the module is reused only with its size.
+
+    Under ring attention (the module's `mt.parallel` has `cp` above 1 and `cp_comm_type =
+    p2p`) `mt.attention` and `mt.attention_grad` stay whole: their partition rule builds
+    the block steps of the ring from the same pieces (`mtp-partition`).
   }];
   let dependentDialects = ["::mtc::mt::MTDialect"];
 }

@@ -108,10 +108,13 @@ json::Object parallelJson(mt::ParallelAttr parallel) {
   json.set("pp", parallel.getPp());
   json.set("dp", parallel.getDp());
   json.set("cp", parallel.getCp());
-  // How context parallelism exchanges keys and values: the partitioner derives the
-  // all-gather variant (the only one; mtc refuses the others).
+  // How context parallelism exchanges keys and values: all-gathered (the default) or
+  // around a ring (p2p).
   if (parallel.getCp().value_or(1) > 1)
-    json.set("cp_comm_type", json::Value("all_gather"));
+    json.set("cp_comm_type",
+             json::Value(mt::stringifyContextParallelCommType(
+                             parallel.getCpCommType().value_or(mt::ContextParallelCommType::AllGather))
+                             .str()));
   json.set("ep", parallel.getEp());
   json.set("etp", parallel.getEtp());
   json.set("sp", parallel.getSp());

@@ -51,6 +51,11 @@ public:
         } else if (auto a = dyn_cast<mtp::AllToAllOp>(op)) {
           int64_t n = groupSize(a.getInput().getType(), a.getOver());
           bytes += (n - 1) * localBytes(a.getInput().getType()) / n;
+        } else if (auto shift = dyn_cast<mtp::ShiftOp>(op)) {
+          // The local block, once; without rotating, coordinate 0 (the rank the runtime
+          // reports) sends only forward (runtime/exec/MeshCollectives.h).
+          if (shift.getRotate() || static_cast<int64_t>(shift.getOffset()) > 0)
+            bytes += localBytes(shift.getInput().getType());
         } else if (auto repeat = dyn_cast<mt::RepeatOp>(op)) {
           bytes += repeat.getCount() * of(repeat.getCallee());
         } else if (auto call = dyn_cast<func::CallOp>(op)) {

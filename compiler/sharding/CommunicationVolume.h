@@ -4,7 +4,8 @@
 // partitioned step (after mtp-partition), counted as the ring algorithms do (the runtime's
 // Gloo backend uses them): an all-reduce over n ranks sends 2 (n - 1) / n of the buffer, an
 // all-gather (n - 1) times its local part, a reduce-scatter (n - 1) times the part it keeps,
-// an all-to-all (n - 1) / n of its local buffer (every block but the one it keeps).
+// an all-to-all (n - 1) / n of its local buffer (every block but the one it keeps), a shift
+// its local buffer once.
 // Scans count their layer function once per repeat.
 //
 //===----------------------------------------------------------------------===//

@@ -129,8 +129,12 @@ private:
 /// The names of `type`'s dimensions, in order.
 llvm::SmallVector<llvm::StringRef> dimNames(mt::NamedTensorType type);
 
-/// Attaches the partition rules of the `mt` ops (PartitionRules.cpp).
+/// Attaches the partition rules of the `mt` ops (PartitionRules.cpp, and attention's,
+/// registerAttentionPartitionRules).
 void registerPartitionRules(mlir::DialectRegistry &registry);
+/// Attaches ring attention's rules to `mt.attention` and `mt.attention_grad`
+/// (AttentionPartition.cpp).
+void registerAttentionPartitionRules(mlir::DialectRegistry &registry);
 
 } // namespace mtc::sharding
 

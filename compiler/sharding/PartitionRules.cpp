@@ -898,7 +898,7 @@ void mtc::sharding::registerPartitionRules(DialectRegistry &registry) {
     mt::LoadBalancingLossOp::attachInterface<LoadBalancingLossModel>(*context);
     mt::LoadBalancingLossGradOp::attachInterface<LoadBalancingLossGradModel>(*context);
     attach<ReplicatedModel, mt::ConstantOp, mt::IotaOp, mt::SoftmaxOp,
-           mt::LayerNormOp, mt::RMSNormOp, mt::AttentionOp, mt::AttentionGradOp,
-           mt::CrossEntropyOp, mt::CrossEntropyGradOp>(context);
+           mt::LayerNormOp, mt::RMSNormOp, mt::CrossEntropyOp, mt::CrossEntropyGradOp>(context);
   });
+  registerAttentionPartitionRules(registry);
 }

@@ -66,6 +66,14 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       before a contraction or `rope` computes on them: with the rules above this derives
       Megatron's all-gather context parallelism (k and v gathered along `seq_kv`, their
       gradients reduce-scattered, q, the scores and the output split);
+    - ring attention (`cp_comm_type = p2p`: mt-decompose leaves attention whole):
+      `attention` and `attention_grad` (AttentionPartition.cpp) keep q, k and v split
+      along `seq` over the query's axis and become the unrolled steps of the ring: k and
+      v (and, when causal, their global positions) move one rank on by `mtp.shift ...
+      offset 1 rotate` before each of the cp - 1 steps after the first, the blocks'
+      scores merged by online softmax; the backward recomputes the log-sum-exp by the
+      same steps, then passes the blocks again with their key and value gradients, which
+      take one more step home;
     - expert parallelism's routing (`ep > 1`, the batch split over `ep`): each rank routes
       its own tokens. `topk` keeps the batch's split over `ep` (any other split is
       gathered on its scores), `topk_grad` every row split; `dispatch` turns the tokens'

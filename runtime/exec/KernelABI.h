@@ -10,7 +10,7 @@
  *
  * Imported by the object (defined by the runtime, runtime/exec/):
  *   collectives     mtc_all_reduce, mtc_all_gather, mtc_reduce_scatter, mtc_all_to_all,
- *                   mtc_mesh_coordinate
+ *                   mtc_shift, mtc_mesh_coordinate
  *                   (MeshCollectives.h: semantics, error handling)
  *   GEMM            _mlir_ciface_mtc_batch_matmul_f32 (Gemm.h)
  *   dropout         mtc_dropout_key, mtc_dropout_layer (DropoutKey.h)
@@ -68,6 +68,7 @@ extern "C" {
 #define MTC_ABI_REDUCE_SCATTER "mtc_reduce_scatter"
 #define MTC_ABI_MESH_COORDINATE "mtc_mesh_coordinate"
 #define MTC_ABI_ALL_TO_ALL "mtc_all_to_all"
+#define MTC_ABI_SHIFT "mtc_shift"
 #define MTC_ABI_DROPOUT_KEY "mtc_dropout_key"
 #define MTC_ABI_DROPOUT_LAYER "mtc_dropout_layer"
 #define MTC_ABI_DROPOUT_KEEP_ELEMENT "mtc_dropout_keep_element"
@@ -96,6 +97,7 @@ extern "C" {
   X(mtc_reduce_scatter)                                                                        \
   X(mtc_mesh_coordinate)                                                                       \
   X(mtc_all_to_all)                                                                            \
+  X(mtc_shift)                                                                                 \
   X(_mlir_ciface_mtc_batch_matmul_f32)                                                         \
   X(mtc_dropout_key)                                                                           \
   X(mtc_dropout_layer)                                                                         \
@@ -165,6 +167,11 @@ int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis);
 /* Block c (`count` elements) of `in` goes to coordinate c; block c of `out` comes from it. */
 void mtc_all_to_all(MtcKernelContext *context, int64_t axis, int64_t dtype, const void *in,
                     void *out, int64_t count);
+/* `in` goes to the coordinate `offset` steps further along the axis, `out` comes from the one
+ * `offset` steps before (modulo the axis size when `rotate` is non-zero; otherwise nothing
+ * is sent past the ends and `out` is zero where no rank is before). */
+void mtc_shift(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t offset,
+               int64_t rotate, const void *in, void *out, int64_t count);
 
 /*===----------------------------------------------------------------------===*
  * GEMM (runtime/exec/Gemm.h): c[i] += a[i] x b[i] on rank-3 f32 memref descriptors

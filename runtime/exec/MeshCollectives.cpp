@@ -272,6 +272,36 @@ extern "C" void mtc_all_to_all(MtcKernelContext *context, int64_t axis, int64_t 
   zeroFillBlocks(meshCall, axis, out, dtype, count);
 }
 
+extern "C" void mtc_shift(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t offset,
+                          int64_t rotate, const void *in, void *out, int64_t count) {
+  Call call(MeshCall::of(context), "mtc_shift",
+            concat("shift by ", offset, rotate ? " around the ring" : ""), axis, dtype, count);
+  if (call.run([&](const MeshAxisGroup &g) {
+        if (offset == 0 || offset >= g.size || -offset >= g.size)
+          return makeError("offset ", offset, " is not a step to another rank along an axis of ",
+                           g.size);
+        int64_t dst = g.coordinate + offset, src = g.coordinate - offset;
+        if (rotate) {
+          dst = ((dst % g.size) + g.size) % g.size;
+          src = ((src % g.size) + g.size) % g.size;
+        }
+        bool sends = dst >= 0 && dst < g.size, receives = src >= 0 && src < g.size;
+        size_t n = size_t(count);
+        MtcElementType type = elementTypeOf(dtype);
+        if (sends && receives)
+          return g.comm->sendRecv(in, n, int(dst), out, n, int(src), type);
+        if (!receives)
+          zeroFill(out, dtype, count);
+        if (sends)
+          return g.comm->send(in, n, type, int(dst));
+        if (receives)
+          return g.comm->recv(out, n, type, int(src));
+        return Error::success();
+      }))
+    return;
+  zeroFill(out, dtype, count);
+}
+
 extern "C" int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis) {
   MeshCall *meshCall = MeshCall::of(context);
   if (!meshCall)

@@ -2,7 +2,7 @@
 //
 // A plan compiled with tensor parallelism (`mtc compile --kernels=x86 --tp N`) holds per-rank
 // programs that communicate along the plan's mesh axes (docs/plan-format.md, "Mesh and
-// layouts") through five C functions of the kernel ABI (runtime/exec/KernelABI.h), which the
+// layouts") through six C functions of the kernel ABI (runtime/exec/KernelABI.h), which the
 // runtime defines here and executables that link the executor export (like mtc_dropout_key):
 //
 //   void mtc_all_reduce(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t op,
@@ -24,6 +24,14 @@
 //       count = elements of one block; in and out hold size(axis) * count: block c of `in`
 //       goes to the rank with coordinate c, block c of `out` is what that rank sent this
 //       one (the communicator's allToAll; this rank sends (size - 1) * count elements).
+//   void mtc_shift(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t offset,
+//                  int64_t rotate, const void *in, void *out, int64_t count)
+//       count = elements of `in` and `out`: `in` goes to coordinate (c + offset) and `out`
+//       is what coordinate (c - offset) sent, modulo the axis size when `rotate` is non-zero
+//       (a ring: ring attention's key and value blocks); without it a rank with no such
+//       peer sends nothing or receives zeros. 0 < |offset| < size. One send-receive pair
+//       (the communicator's sendRecv: every rank starts both halves before waiting, so the
+//       ring cannot deadlock); this rank sends `count` elements (none past an end).
 //   int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis)
 //       this rank's coordinate along the axis.
 //
@@ -43,7 +51,7 @@
 // and fails the step with the message, which names the function, the axis and the rank.
 //
 // Without a MeshCall (a null context or mesh, or a context of another ABI version: a kernel
-// called outside the Trainer) nothing is communicated: the four collectives write `count`
+// called outside the Trainer) nothing is communicated: the five collectives write `count`
 // zeros to `out` and mtc_mesh_coordinate returns 0; there is nothing to report to, so nothing
 // else happens.
 //

@@ -135,8 +135,9 @@ cl::opt<std::string> contextParallelCommType(
     "cp-comm-type",
     cl::desc("How context-parallel attention exchanges keys and values (Megatron's flag): "
              "all_gather, the default (keys and values all-gathered along the sequence, their "
-             "gradients reduce-scattered); p2p, a2a and a2a+p2p are not supported yet"),
-    cl::value_desc("all_gather"), cl::init("all_gather"), cl::sub(compileCommand),
+             "gradients reduce-scattered); p2p, ring attention (key and value blocks passed "
+             "around the cp ring); a2a and a2a+p2p are not supported yet"),
+    cl::value_desc("all_gather|p2p"), cl::init("all_gather"), cl::sub(compileCommand),
     cl::cat(parallelCategory));
 cl::opt<bool> sequenceParallel("sp",
                                cl::desc("Sequence parallelism: seq split over tp in the norm "
@@ -481,16 +482,17 @@ LogicalResult applyPipelineFlags(int64_t numLayers, std::optional<int64_t> &pp,
   return success();
 }
 
-/// --cp-comm-type: the all-gather exchange is the one the partitioner derives from the
-/// layouts; Megatron's others (ring attention over send/recv, all-to-all) are not written.
+/// --cp-comm-type: the all-gather exchange (the partitioner derives it from the layouts) or
+/// ring attention (attention's partition rule); Megatron's all-to-all ones are not written.
 LogicalResult checkContextParallelCommType() {
   StringRef type = contextParallelCommType;
-  if (type == "all_gather")
+  if (mtc::mt::symbolizeContextParallelCommType(type))
     return success();
-  if (type == "p2p" || type == "a2a" || type == "a2a+p2p")
+  if (type == "a2a" || type == "a2a+p2p")
     return flagError("--cp-comm-type " + type +
                      " is not supported yet: context parallelism all-gathers keys and values "
-                     "(all_gather); ring attention (p2p) and all-to-all (a2a) do not exist yet");
+                     "(all_gather) or passes them around a ring (p2p); all-to-all (a2a) does "
+                     "not exist yet");
   return flagError("--cp-comm-type '" + type +
                    "' is not a context-parallel communication type: all_gather, p2p, a2a or "
                    "a2a+p2p");
@@ -509,7 +511,8 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   if (tensorParallel.getNumOccurrences() == 0 && dataParallel.getNumOccurrences() == 0 &&
       expertParallel.getNumOccurrences() == 0 && contextParallel.getNumOccurrences() == 0 &&
       expertTensorParallel.getNumOccurrences() == 0 && !sequenceParallel &&
-      layoutFlag.getNumOccurrences() == 0 && !distributedOptimizer && !pipelineFlags)
+      layoutFlag.getNumOccurrences() == 0 && !distributedOptimizer && !pipelineFlags &&
+      contextParallelCommType.getNumOccurrences() == 0)
     return success();
   mlir::MLIRContext *ctx = module.getContext();
   mlir::Builder b(ctx);
@@ -525,6 +528,9 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   std::optional<mtc::mt::PipelineSchedule> schedule = model.getSchedule();
   mlir::DictionaryAttr layoutAttr = model.getLayout();
   mlir::DenseI64ArrayAttr pipelineLayers = model.getPipelineLayers();
+  std::optional<mtc::mt::ContextParallelCommType> cpCommType = model.getCpCommType();
+  if (contextParallelCommType.getNumOccurrences())
+    cpCommType = mtc::mt::symbolizeContextParallelCommType(contextParallelCommType);
   if (failed(readDegree(tensorParallel, tp)) || failed(readDegree(dataParallel, dp)) ||
       failed(readDegree(expertParallel, ep)) || failed(readDegree(contextParallel, cp)) ||
       failed(readDegree(expertTensorParallel, etp)))
@@ -586,7 +592,7 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   auto parallel = mtc::mt::ParallelAttr::getChecked(
       [&] { return mlir::emitError(module.getLoc()); }, ctx, /*autoSearch=*/false, tp, pp, dp, cp,
       ep, etp, sp, schedule, virtualStages, model.getMicroBatches(), model.getRecompute(),
-      distributed, layoutAttr, pipelineLayers);
+      distributed, layoutAttr, pipelineLayers, cpCommType);
   if (!parallel)
     return failure();
   module->setAttr(mtc::mt::MTDialect::kParallelAttrName, parallel);

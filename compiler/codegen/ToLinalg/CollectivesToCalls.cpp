@@ -16,7 +16,8 @@
 // The runtime's gathers and scatters move contiguous blocks, one per rank: a dimension
 // gathered or scattered other than the outermost is transposed to the front first and
 // back after; an all-to-all splits the dimension it scatters into (rank, part) and
-// transposes both its dimensions to the front (AllToAllLowering). `all_slice` needs no
+// transposes both its dimensions to the front (AllToAllLowering); a shift sends the whole
+// local buffer (ShiftLowering). `all_slice` needs no
 // communication: an `extract_slice` at this rank's coordinate (kMeshCoordinateFunction), and
 // `to_partial` a select on it. `from_local` / `to_local` are nothing on builtin tensors.
 //
@@ -79,10 +80,12 @@ Value addressOf(OpBuilder &b, Location loc, Value memref) {
   return arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
 }
 
-/// Calls `function(axis, dtype, [op,] in, out, count)` with `input` (a ranked tensor) and
-/// a fresh buffer of `resultType`, which it returns as a tensor.
+/// Calls `function(axis, dtype, options..., in, out, count)` with `input` (a ranked tensor)
+/// and a fresh buffer of `resultType`, which it returns as a tensor. `options` are the
+/// integer arguments of the function between the dtype and the buffers (a reduction, a
+/// shift's offset).
 Value callCollective(OpBuilder &b, Location loc, StringRef function, int64_t axis,
-                     std::optional<int64_t> reduceOp, Value input, RankedTensorType resultType,
+                     ArrayRef<int64_t> options, Value input, RankedTensorType resultType,
                      int64_t count) {
   auto inType = cast<RankedTensorType>(input.getType());
   auto inMemref = MemRefType::get(inType.getShape(), inType.getElementType());
@@ -91,8 +94,8 @@ Value callCollective(OpBuilder &b, Location loc, StringRef function, int64_t axi
   Value out = memref::AllocOp::create(b, loc, outMemref);
   SmallVector<Value> args = {i64Constant(b, loc, axis),
                              i64Constant(b, loc, dtypeCode(inType.getElementType()))};
-  if (reduceOp)
-    args.push_back(i64Constant(b, loc, *reduceOp));
+  for (int64_t option : options)
+    args.push_back(i64Constant(b, loc, option));
   args.append({addressOf(b, loc, in), addressOf(b, loc, out), i64Constant(b, loc, count)});
   func::CallOp::create(b, loc, function, TypeRange{}, args);
   return bufferization::ToTensorOp::create(b, loc, resultType, out, /*restrict=*/true,
@@ -122,7 +125,7 @@ Value blockCollective(OpBuilder &b, Location loc, StringRef function, int64_t ax
   SmallVector<int64_t> shape;
   for (int64_t i : toFront)
     shape.push_back(resultType.getShape()[i]);
-  Value result = callCollective(b, loc, function, axis, std::nullopt, front,
+  Value result = callCollective(b, loc, function, axis, {}, front,
                                 RankedTensorType::get(shape, resultType.getElementType()), count);
   return transposed(b, loc, result, back);
 }
@@ -154,7 +157,7 @@ struct AllReduceLowering : OpConversionPattern<mtp::AllReduceOp> {
     for (Attribute axis : op.getOver())
       value = callCollective(rewriter, op.getLoc(), kAllReduceFunction,
                              axisIndex(type.getMesh(), cast<StringAttr>(axis).getValue()),
-                             reduction, value, resultType, resultType.getNumElements());
+                             {reduction}, value, resultType, resultType.getNumElements());
     rewriter.replaceOp(op, value);
     return success();
   }
@@ -229,13 +232,30 @@ struct AllToAllLowering : OpConversionPattern<mtp::AllToAllOp> {
     Value blocks = transposed(rewriter, loc, expanded, order);
 
     Value received = callCollective(
-        rewriter, loc, kAllToAllFunction, axisIndex(type.getMesh(), op.getOver()), std::nullopt,
+        rewriter, loc, kAllToAllFunction, axisIndex(type.getMesh(), op.getOver()), {},
         blocks, cast<RankedTensorType>(blocks.getType()), inputType.getNumElements() / parts);
     SmallVector<ReassociationIndices> merge = {{0, 1}};
     for (int64_t d = 2; d <= rank; ++d)
       merge.push_back({d});
     Value front = tensor::CollapseShapeOp::create(rewriter, loc, received, merge);
     rewriter.replaceOp(op, transposed(rewriter, loc, front, frontPermutation(from, rank).second));
+    return success();
+  }
+};
+
+/// shift: the whole local buffer to the rank `offset` further along the axis (the result
+/// has the operand's type).
+struct ShiftLowering : OpConversionPattern<mtp::ShiftOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(mtp::ShiftOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<mtp::ShardedTensorType>(op.getInput().getType());
+    auto resultType = cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
+    rewriter.replaceOp(op, callCollective(rewriter, op.getLoc(), kShiftFunction,
+                                          axisIndex(type.getMesh(), op.getOver()),
+                                          {static_cast<int64_t>(op.getOffset()), op.getRotate() ? 1 : 0},
+                                          adaptor.getInput(), resultType,
+                                          resultType.getNumElements()));
     return success();
   }
 };
@@ -322,6 +342,7 @@ LogicalResult codegen::lowering::declareMeshFunctions(ModuleOp module) {
       {kAllGatherFunction, builder.getFunctionType({i64, i64, i64, i64, i64}, {})},
       {kReduceScatterFunction, builder.getFunctionType({i64, i64, i64, i64, i64}, {})},
       {kAllToAllFunction, builder.getFunctionType({i64, i64, i64, i64, i64}, {})},
+      {kShiftFunction, builder.getFunctionType({i64, i64, i64, i64, i64, i64, i64}, {})},
       {kMeshCoordinateFunction, builder.getFunctionType({i64}, {i64})},
   };
   return declareRuntimeFunctions(module, declarations, "the runtime's collectives");
@@ -333,6 +354,6 @@ void codegen::lowering::populateCollectivePatterns(const TypeConverter &types,
                AllReduceLowering,
                BlockCollectiveLowering<mtp::AllGatherOp, true>,
                BlockCollectiveLowering<mtp::ReduceScatterOp, false>, AllToAllLowering,
-               AllSliceLowering, ToPartialLowering>(
+               ShiftLowering, AllSliceLowering, ToPartialLowering>(
       types, patterns.getContext());
 }

@@ -70,11 +70,15 @@ inline constexpr llvm::StringLiteral kDropoutLayerFunction = MTC_ABI_DROPOUT_LAY
 ///     void mtc_all_to_all(int64_t axis, int64_t dtype, const void *in, void *out,
 ///                         int64_t count); // per block: block c of `in` to coordinate c,
 ///                                         // block c of `out` from coordinate c
+///     void mtc_shift(int64_t axis, int64_t dtype, int64_t offset, int64_t rotate,
+///                    const void *in, void *out, int64_t count); // `in` to coordinate
+///                                         // c + offset, `out` from c - offset
 ///     int64_t mtc_mesh_coordinate(int64_t axis);
 inline constexpr llvm::StringLiteral kAllReduceFunction = MTC_ABI_ALL_REDUCE;
 inline constexpr llvm::StringLiteral kAllGatherFunction = MTC_ABI_ALL_GATHER;
 inline constexpr llvm::StringLiteral kReduceScatterFunction = MTC_ABI_REDUCE_SCATTER;
 inline constexpr llvm::StringLiteral kAllToAllFunction = MTC_ABI_ALL_TO_ALL;
+inline constexpr llvm::StringLiteral kShiftFunction = MTC_ABI_SHIFT;
 inline constexpr llvm::StringLiteral kMeshCoordinateFunction = MTC_ABI_MESH_COORDINATE;
 
 inline mt::NamedTensorType namedType(mlir::Value value) {

@@ -10,6 +10,8 @@
 
 #include "compiler/codegen/ToLinalg/MTToLinalg.h"
 
+#include "dialects/mtp/IR/MTPOps.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -92,7 +94,9 @@ struct MergeLowering : OpConversionPattern<mt::MergeOp> {
 };
 
 /// result[i] = i, converted to the element type (exact: the verifier checks the type
-/// holds every position).
+/// holds every position). On a rank's part of a split dimension (the op's `mtp.layout`:
+/// ring attention's positions of a query or key block) the positions are global: they
+/// start where the part does.
 struct IotaLowering : OpConversionPattern<mt::IotaOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(mt::IotaOp op, OpAdaptor,
@@ -100,6 +104,9 @@ struct IotaLowering : OpConversionPattern<mt::IotaOp> {
     Location loc = op.getLoc();
     NamedTensorType type = namedType(op.getResult());
     Type element = type.getElementType();
+    Value start;
+    if (mtp::ShardedTensorType sharded = mtp::getLocalLayout(op))
+      start = partStart(rewriter, loc, sharded, op.getDim());
     auto generic = linalg::GenericOp::create(
         rewriter, loc, TypeRange{builtinType(type)}, ValueRange{},
         ValueRange{emptyTensor(rewriter, loc, type)},
@@ -107,6 +114,8 @@ struct IotaLowering : OpConversionPattern<mt::IotaOp> {
         ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
         [&](OpBuilder &b, Location l, ValueRange) {
           Value index = linalg::IndexOp::create(b, l, 0);
+          if (start)
+            index = arith::AddIOp::create(b, l, index, start);
           Type integer = isa<IntegerType>(element) ? element : b.getI64Type();
           Value value = arith::IndexCastOp::create(b, l, integer, index);
           linalg::YieldOp::create(b, l, convertScalar(b, l, value, element));

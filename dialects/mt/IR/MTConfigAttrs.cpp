@@ -380,9 +380,10 @@ LogicalResult ParallelAttr::verify(
     std::optional<PipelineSchedule> schedule, std::optional<int64_t> virtualStages,
     std::optional<int64_t> microBatches, std::optional<RecomputePolicy> recompute,
     std::optional<bool> distributedOptimizer, DictionaryAttr layout,
-    DenseI64ArrayAttr pipelineLayers) {
+    DenseI64ArrayAttr pipelineLayers, std::optional<ContextParallelCommType> cpCommType) {
   if (autoSearch && (tp || pp || dp || cp || ep || etp || sp || schedule || virtualStages ||
-                     microBatches || recompute || distributedOptimizer || layout || pipelineLayers))
+                     microBatches || recompute || distributedOptimizer || layout ||
+                     pipelineLayers || cpCommType))
     return emitError() << "a searched strategy ('auto') takes no other parallel setting";
   for (auto [name, value] : {std::pair<StringRef, std::optional<int64_t>>{"tp", tp},
                              {"pp", pp},
@@ -433,7 +434,8 @@ static constexpr StringRef kParallelKeys[] = {"tp",
                                               "recompute",
                                               "distributed_optimizer",
                                               "layout",
-                                              "pipeline_layers"};
+                                              "pipeline_layers",
+                                              "cp_comm_type"};
 
 Attribute ParallelAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
@@ -449,6 +451,7 @@ Attribute ParallelAttr::parse(AsmParser &parser, Type) {
   std::optional<bool> sp, distributedOptimizer;
   std::optional<PipelineSchedule> schedule;
   std::optional<RecomputePolicy> recompute;
+  std::optional<ContextParallelCommType> cpCommType;
   DictionaryAttr layout;
   DenseI64ArrayAttr pipelineLayers;
   auto value = [&](StringRef key, SMLoc) -> ParseResult {
@@ -460,6 +463,9 @@ Attribute ParallelAttr::parse(AsmParser &parser, Type) {
       return parseWord(parser, symbolizePipelineSchedule, "pipeline schedule", schedule);
     if (key == "recompute")
       return parseWord(parser, symbolizeRecomputePolicy, "recompute policy", recompute);
+    if (key == "cp_comm_type")
+      return parseWord(parser, symbolizeContextParallelCommType,
+                       "context-parallel communication type", cpCommType);
     if (key == "layout") {
       // {heads: tp, ffn: tp}, as in the DSL.
       NamedAttrList pairs;
@@ -503,7 +509,7 @@ Attribute ParallelAttr::parse(AsmParser &parser, Type) {
   return ParallelAttr::getChecked([&] { return parser.emitError(loc); }, ctx,
                                   /*autoSearch=*/false, tp, pp, dp, cp, ep, etp, sp, schedule,
                                   virtualStages, microBatches, recompute, distributedOptimizer,
-                                  layout, pipelineLayers);
+                                  layout, pipelineLayers, cpCommType);
 }
 
 void ParallelAttr::print(AsmPrinter &printer) const {
@@ -541,6 +547,8 @@ void ParallelAttr::print(AsmPrinter &printer) const {
     llvm::interleaveComma(layers.asArrayRef(), printer);
     printer << ']';
   }
+  if (getCpCommType())
+    fields.word("cp_comm_type", stringifyContextParallelCommType(*getCpCommType()));
   printer << '>';
 }
 

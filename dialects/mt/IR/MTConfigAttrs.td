@@ -57,6 +57,15 @@ def MT_PipelineSchedule : I32EnumAttr<"PipelineSchedule", "pipeline schedule", [
   let genSpecializedAttr = 0;
 }
 
+def MT_ContextParallelCommType
+    : I32EnumAttr<"ContextParallelCommType", "context-parallel communication type", [
+    I32EnumAttrCase<"AllGather", 0, "all_gather">,
+    I32EnumAttrCase<"P2P", 1, "p2p">,
+  ]> {
+  let cppNamespace = "::mtc::mt";
+  let genSpecializedAttr = 0;
+}
+
 def MT_RecomputePolicy : I32EnumAttr<"RecomputePolicy", "activation recomputation", [
     I32EnumAttrCase<"None", 0, "none">,
     I32EnumAttrCase<"Selective", 1, "selective">,
@@ -155,7 +164,9 @@ def MT_ParallelAttr : AttrDef<MT_Dialect, "Parallel"> {
     Degrees of the mesh axes (`tp`, `pp`, `dp`, `cp`, `ep`; absent: 1), the expert weights'
     tensor-parallel degree (`etp`; absent: `tp`), sequence parallelism, the pipeline schedule and its virtual stages, micro-batches per step,
     the recompute policy, the distributed optimizer, a layout (dimension -> mesh axis;
-    absent: Megatron's) and an explicit split of the layers into pipeline chunks.
+    absent: Megatron's), an explicit split of the layers into pipeline chunks and how
+    context-parallel attention exchanges keys and values (`cp_comm_type`: `all_gather`,
+    the default, or `p2p`, ring attention).
 
     `pipeline_layers` lists the layers of each model chunk in model order: with `pp` stages
     and `v` virtual stages there are `pp * v` chunks, chunk `c` on stage `c mod pp`
@@ -183,7 +194,8 @@ def MT_ParallelAttr : AttrDef<MT_Dialect, "Parallel"> {
                         OptionalParameter<"std::optional<::mtc::mt::RecomputePolicy>", "activation recomputation (default: none)">:$recompute,
                         OptionalParameter<"std::optional<bool>", "optimizer state sharded over dp">:$distributed_optimizer,
                         OptionalParameter<"::mlir::DictionaryAttr", "dimension -> mesh axis (default: Megatron's)">:$layout,
-                        OptionalParameter<"::mlir::DenseI64ArrayAttr", "layers of each model chunk, in model order">:$pipeline_layers);
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr", "layers of each model chunk, in model order">:$pipeline_layers,
+                        OptionalParameter<"std::optional<::mtc::mt::ContextParallelCommType>", "how context-parallel attention exchanges keys and values (default: all_gather)">:$cp_comm_type);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -191,7 +203,7 @@ def MT_ParallelAttr : AttrDef<MT_Dialect, "Parallel"> {
     static ParallelAttr lookup(::mlir::ModuleOp module);
     /// No setting (`#mt.parallel<>`), or a searched strategy (`#mt.parallel<auto>`).
     static ParallelAttr get(::mlir::MLIRContext *context, bool autoSearch = false) {
-      return get(context, autoSearch, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});
+      return get(context, autoSearch, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});
     }
 
     /// The degree of mesh axis `axis` ("tp", "pp", "dp", "cp" or "ep"; 1 unless set).
@@ -203,6 +215,11 @@ def MT_ParallelAttr : AttrDef<MT_Dialect, "Parallel"> {
     int64_t getExpertTensorParallel() const { return getEtp().value_or(getTensorParallel()); }
     bool isSequenceParallel() const { return getSp().value_or(false); }
     bool usesDistributedOptimizer() const { return getDistributedOptimizer().value_or(false); }
+    /// Whether context-parallel attention is ring attention (`cp_comm_type = p2p` with
+    /// cp > 1): mt-decompose leaves attention whole for its partition rule.
+    bool usesRingAttention() const {
+      return getCp().value_or(1) > 1 && getCpCommType() == ContextParallelCommType::P2P;
+    }
     /// Model chunks per pipeline stage: `virtual_stages`, else 2 under zb-v (its V
     /// shape), else 1.
     int64_t getNumVirtualStages() const;

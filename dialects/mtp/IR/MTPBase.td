@@ -30,6 +30,7 @@ def MTP_Dialect : Dialect {
     | `reduce_scatter over a along d` | partial over a | `d` split over a (appended) |
     | `all_gather over a along d` | `d` split over a (last) | `d` not split over a |
     | `all_to_all over a from d to e` | `d` split over a (last) | `e` split over a (appended) |
+    | `shift over a offset k` | this rank's part | the part of the rank k before along a |
     | `send`/`recv over a shift k` | point to point along axis a (pipeline stages) | |
 
     Two attributes of the dialect annotate ops of others: `mtp.mesh` on a partitioned

@@ -205,6 +205,11 @@ LogicalResult AllToAllOp::verify() {
                      getResult().getType());
 }
 
+LogicalResult ShiftOp::verify() {
+  return checkPointToPoint(*this, cast<ShardedTensorType>(getInput().getType()), getOver(),
+                           getOffset());
+}
+
 LogicalResult SendOp::verify() {
   return checkPointToPoint(*this, cast<ShardedTensorType>(getInput().getType()), getOver(),
                            getShift());

@@ -115,6 +115,24 @@ def MTP_AllToAllOp : MTP_LayoutChangeOp<"all_to_all", (ins StrAttr:$from, StrAtt
   }];
 }
 
+def MTP_ShiftOp : MTP_CollectiveOp<"shift", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "pass every rank's part `offset` steps along a mesh axis";
+  let description = [{
+    `%y = mtp.shift %x over "cp" offset 1 rotate : T`: every rank sends its `%x` to the
+    rank `offset` steps further along `cp` and receives, as `%y`, what the rank `offset`
+    steps before it sent. With `rotate` the axis is a ring (the last rank sends to the
+    first); without it the ranks with no such peer send nothing and receive zeros. `%y`
+    has `%x`'s type: the layout says how the parts are cut, not which rank's part a rank
+    holds (ring attention passes key and value blocks around the context-parallel ring
+    this way; upstream's `shard.shift` is the model). `offset` is non-zero and smaller
+    than the axis in magnitude.
+  }];
+  let arguments = (ins MTP_ShardedTensorType:$input, StrAttr:$over, I64Attr:$offset,
+                       UnitAttr:$rotate);
+  let results = (outs MTP_ShardedTensorType:$result);
+  let assemblyFormat = "$input `over` $over `offset` $offset (`rotate` $rotate^)? attr-dict `:` type($input)";
+}
+
 def MTP_SendOp : MTP_CollectiveOp<"send", [MemoryEffects<[MemWrite]>]> {
   let summary = "send a tensor to the rank `shift` steps along a mesh axis";
   let description = [{

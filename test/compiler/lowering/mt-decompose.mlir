@@ -281,3 +281,20 @@ func.func @untouched(%x: !mt.tensor<[b=2, h=4], f32>) -> !mt.tensor<[b=2, h=4], 
 // CHECK-NEXT: mt.gelu
 // CHECK-NEXT: mt.dropout
 // CHECK-NEXT: return
+
+// -----
+
+// Tests that under ring attention (cp 2, cp_comm_type p2p) attention and its backward stay
+// whole for their partition rule, while the other composite ops are decomposed.
+// CHECK-LABEL: func.func @ring_attention(
+// CHECK: mt.attention
+// CHECK: mt.attention_grad
+// CHECK-NOT: mt.softmax
+module attributes {mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  func.func @ring_attention(%q: !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, %do: !mt.tensor<[seq=4, heads=2, head_dim=2], f32>) -> (!mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32>) {
+    %o = mt.attention %q, %q, %q dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32>
+    %dq, %dk, %dv = mt.attention_grad %q, %q, %q, %do dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32> -> !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32>
+    %s = mt.softmax %o over head_dim : !mt.tensor<[seq=4, heads=2, head_dim=2], f32>
+    return %s, %dk, %dv : !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32>
+  }
+}

@@ -1098,3 +1098,78 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, ep = 2, etp =
 module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 4, ep = 2, etp = 2>} {
   mt.param @we : !mt.tensor<[experts=2, hidden=4, ffn=8], f32> init normal(2.000000e-02)
 }
+
+// -----
+
+// Tests ring attention (cp_comm_type p2p) under cp 2: each rank keeps its query block; its
+// own key and value block is step 0, then the key and value blocks and their global
+// positions (an iota of this rank's part of the sequence) move one rank around the ring,
+// and the second block's scores are merged into the running maximum, normaliser and
+// output (online softmax). The causal mask compares global positions.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Q:.*]] = mtp.to_local {{.*}} -> <[seq=4, heads=2, head_dim=4], f32>
+// CHECK: %[[K:.*]] = mtp.to_local {{.*}} -> <[seq=4, heads=2, head_dim=4], f32>
+// CHECK: %[[V:.*]] = mtp.to_local {{.*}} -> <[seq=4, heads=2, head_dim=4], f32>
+// CHECK: %[[POS:.*]] = mt.iota dim seq {mtp.layout = !mtp.tensor<[seq=8], f32, <[cp = 2]>, split {seq = [cp]}>} : <[seq=4], f32>
+// CHECK: %[[S0:.*]] = mt.add {{.*}} -> <[seq=4, heads=2, seq_kv=4], f32>
+// CHECK: %[[M0:.*]] = mt.reduce_max %[[S0]] over [seq_kv]
+// CHECK: %[[KS:.*]] = mtp.from_local %[[K]] : <[seq=4, heads=2, head_dim=4], f32> -> <[seq=8, heads=2, head_dim=4], f32, <[cp = 2]>, split {seq = [cp]}>
+// CHECK-NEXT: mtp.shift %[[KS]] over "cp" offset 1 rotate
+// CHECK: %[[VS:.*]] = mtp.from_local %[[V]]
+// CHECK-NEXT: mtp.shift %[[VS]] over "cp" offset 1 rotate
+// CHECK: %[[PS:.*]] = mtp.from_local %[[POS]] : <[seq=4], f32> -> <[seq=8], f32, <[cp = 2]>, split {seq = [cp]}>
+// CHECK-NEXT: %[[PSH:.*]] = mtp.shift %[[PS]] over "cp" offset 1 rotate
+// CHECK-NEXT: %[[P1:.*]] = mtp.to_local %[[PSH]]
+// CHECK: %[[KP1:.*]] = mt.rename %[[P1]] seq to seq_kv
+// CHECK-NEXT: mt.greater %[[KP1]], %[[POS]] : <[seq_kv=4], f32>, <[seq=4], f32>
+// CHECK: %[[M1:.*]] = mt.reduce_max {{.*}} over [seq_kv]
+// CHECK-NEXT: %[[M:.*]] = mt.max %[[M0]], %[[M1]]
+// CHECK-NEXT: %[[D:.*]] = mt.sub %[[M0]], %[[M]]
+// CHECK-NEXT: %[[R:.*]] = mt.exp %[[D]]
+// CHECK: %[[L:.*]] = mt.add {{.*}} -> <[seq=4, heads=2], f32>
+// CHECK: %[[O:.*]] = mt.add {{.*}} -> <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NEXT: mt.div %[[O]], %[[L]]
+// CHECK-NOT: mtp.shift
+// CHECK-NOT: mtp.all_gather
+// CHECK: mtp.all_reduce {{.*}} over ["cp"]
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  func.func @forward(%q: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>,
+                     %k: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>,
+                     %v: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>) -> !mt.tensor<[], f32> {
+    %o = mt.attention %q, %k, %v dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, heads=2, head_dim=4], f32>
+    %l = mt.reduce_sum %o over [seq, heads, head_dim] : <[seq=8, heads=2, head_dim=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests ring attention's backward under cp 2 (grouped-query, not causal, so no positions
+// travel): the forward's two steps again (key and value shifted once), then the gradient
+// steps from this rank's own block: the key and value blocks shift once more, the key and
+// value gradient blocks computed at step 0 travel with them and take one more step home
+// after the last; the query gradient stays.
+// CHECK-LABEL: func.func @forward
+// CHECK-COUNT-2: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2]>, split {seq = [cp]}>
+// CHECK-NOT: mt.iota
+// CHECK: mt.log
+// CHECK-COUNT-4: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2]>, split {seq = [cp]}>
+// CHECK: %[[DK:.*]] = mtp.shift {{.*}} over "cp" offset 1 rotate
+// CHECK-NEXT: %[[DKL:.*]] = mtp.to_local %[[DK]]
+// CHECK: %[[DV:.*]] = mtp.shift {{.*}} over "cp" offset 1 rotate
+// CHECK-NEXT: %[[DVL:.*]] = mtp.to_local %[[DV]]
+// CHECK-NOT: mtp.shift
+// CHECK: mt.reduce_sum %[[DKL]]
+// CHECK: mt.reduce_sum %[[DVL]]
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  func.func @forward(%q: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>,
+                     %k: !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>,
+                     %v: !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>,
+                     %do: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>) -> (!mt.tensor<[], f32>, !mt.tensor<[], f32>, !mt.tensor<[], f32>) {
+    %dq, %dk, %dv = mt.attention_grad %q, %k, %v, %do dims(seq, heads, kv_heads, head_dim) scale 0.5 : !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, !mt.tensor<[seq=8, heads=2, head_dim=4], f32> -> !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>
+    %lq = mt.reduce_sum %dq over [seq, heads, head_dim] : <[seq=8, heads=2, head_dim=4], f32> -> <[], f32>
+    %lk = mt.reduce_sum %dk over [seq, kv_heads, head_dim] : <[seq=8, kv_heads=1, head_dim=4], f32> -> <[], f32>
+    %lv = mt.reduce_sum %dv over [seq, kv_heads, head_dim] : <[seq=8, kv_heads=1, head_dim=4], f32> -> <[], f32>
+    return %lq, %lk, %lv : !mt.tensor<[], f32>, !mt.tensor<[], f32>, !mt.tensor<[], f32>
+  }
+}

@@ -88,6 +88,22 @@ func.func @all_to_all_same_dim(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, split {s 
 
 // -----
 
+func.func @shift_no_peer(%x: !mtp.tensor<[s=4], f32, <[cp = 2]>, split {s = [cp]}>) {
+  // expected-error @+1 {{shift -2 is not a step to another rank along 'cp' of size 2}}
+  %y = mtp.shift %x over "cp" offset -2 rotate : !mtp.tensor<[s=4], f32, <[cp = 2]>, split {s = [cp]}>
+  return
+}
+
+// -----
+
+func.func @shift_no_axis(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>>) {
+  // expected-error @+1 {{the mesh has no axis 'cp'}}
+  %y = mtp.shift %x over "cp" offset 1 rotate : !mtp.tensor<[s=4], f32, <[tp = 2]>>
+  return
+}
+
+// -----
+
 func.func @send_no_peer(%x: !mtp.tensor<[s=4], f32, <[pp = 2]>>) {
   // expected-error @+1 {{shift 2 is not a step to another rank along 'pp' of size 2}}
   mtp.send %x over "pp" shift 2 : !mtp.tensor<[s=4], f32, <[pp = 2]>>

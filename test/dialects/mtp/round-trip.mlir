@@ -68,6 +68,18 @@ func.func @all_to_all_and_p2p(%x: !mtp.tensor<[seq=64, heads=8], f32, <[pp = 2, 
   return %z : !mtp.tensor<[seq=64, heads=8], f32, <[pp = 2, cp = 4]>, split {heads = [cp]}>
 }
 
+// Tests the ring shift of ring attention (every rank's block one rank further around cp,
+// the type unchanged) and a shift back that stops at the ends.
+// CHECK-LABEL: func.func @shift
+// CHECK: %[[Y:.*]] = mtp.shift %arg0 over "cp" offset 1 rotate : <[seq=64, heads=8], f32, <[cp = 4]>, split {seq = [cp]}>
+// CHECK: mtp.shift %[[Y]] over "cp" offset -2 : <[seq=64, heads=8], f32, <[cp = 4]>, split {seq = [cp]}>
+func.func @shift(%x: !mtp.tensor<[seq=64, heads=8], f32, <[cp = 4]>, split {seq = [cp]}>)
+    -> !mtp.tensor<[seq=64, heads=8], f32, <[cp = 4]>, split {seq = [cp]}> {
+  %y = mtp.shift %x over "cp" offset 1 rotate : !mtp.tensor<[seq=64, heads=8], f32, <[cp = 4]>, split {seq = [cp]}>
+  %z = mtp.shift %y over "cp" offset -2 : !mtp.tensor<[seq=64, heads=8], f32, <[cp = 4]>, split {seq = [cp]}>
+  return %z : !mtp.tensor<[seq=64, heads=8], f32, <[cp = 4]>, split {seq = [cp]}>
+}
+
 // Tests all_slice (a replicated dimension becomes split, no communication) and the casts
 // between a rank's local mt tensor and its laid-out view.
 // CHECK-LABEL: func.func @slice_and_local_views

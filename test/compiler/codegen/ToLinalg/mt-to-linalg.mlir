@@ -724,6 +724,48 @@ func.func @all_to_all(%x: !mt.tensor<[b=3, s=5, h=8], f32>) -> !mt.tensor<[b=3, 
 
 // -----
 
+// Tests a ring shift over cp (the mesh's second axis): the whole local buffer goes to the
+// runtime's mtc_shift with the axis, the dtype, the offset and rotate, and comes back in a
+// fresh buffer of the same shape.
+// CHECK-DAG: func.func private @mtc_shift(i64, i64, i64, i64, i64, i64, i64)
+// CHECK-LABEL: func.func @shift
+// CHECK-SAME: (%[[X:.*]]: tensor<5x3xf32>) -> tensor<5x3xf32>
+// CHECK: %[[IN:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<5x3xf32> to memref<5x3xf32>
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<5x3xf32>
+// CHECK: %[[CP:.*]] = arith.constant 1 : i64
+// CHECK: %[[F32:.*]] = arith.constant 0 : i64
+// CHECK: %[[OFFSET:.*]] = arith.constant 1 : i64
+// CHECK: %[[ROTATE:.*]] = arith.constant 1 : i64
+// CHECK: %[[COUNT:.*]] = arith.constant 15 : i64
+// CHECK: call @mtc_shift(%[[CP]], %[[F32]], %[[OFFSET]], %[[ROTATE]], %{{.*}}, %{{.*}}, %[[COUNT]]) : (i64, i64, i64, i64, i64, i64, i64) -> ()
+// CHECK: %[[R:.*]] = bufferization.to_tensor %[[OUT]] restrict writable : memref<5x3xf32> to tensor<5x3xf32>
+// CHECK: return %[[R]] : tensor<5x3xf32>
+func.func @shift(%x: !mt.tensor<[s=5, h=3], f32>) -> !mt.tensor<[s=5, h=3], f32> {
+  %p = mtp.from_local %x : !mt.tensor<[s=5, h=3], f32> -> !mtp.tensor<[s=10, h=3], f32, <[tp = 2, cp = 2]>, split {s = [cp]}>
+  %y = mtp.shift %p over "cp" offset 1 rotate : !mtp.tensor<[s=10, h=3], f32, <[tp = 2, cp = 2]>, split {s = [cp]}>
+  %l = mtp.to_local %y : !mtp.tensor<[s=10, h=3], f32, <[tp = 2, cp = 2]>, split {s = [cp]}> -> !mt.tensor<[s=5, h=3], f32>
+  return %l : !mt.tensor<[s=5, h=3], f32>
+}
+
+// -----
+
+// Tests positions of a rank's part of a split sequence (ring attention's): the iota starts
+// at this rank's coordinate along cp times the local size.
+// CHECK-LABEL: func.func @split_iota
+// CHECK: %[[C:.*]] = call @mtc_mesh_coordinate(%{{.*}}) : (i64) -> i64
+// CHECK: %[[CI:.*]] = arith.index_cast %[[C]] : i64 to index
+// CHECK: %[[START:.*]] = arith.muli %{{.*}}, %{{.*}} : index
+// CHECK: linalg.generic
+// CHECK: %[[I:.*]] = linalg.index 0 : index
+// CHECK: %[[G:.*]] = arith.addi %[[I]], %[[START]] : index
+// CHECK: arith.index_cast %[[G]] : index to i64
+func.func @split_iota() -> !mt.tensor<[seq=4], f32> {
+  %0 = mt.iota dim seq {mtp.layout = !mtp.tensor<[seq=8], f32, <[cp = 2]>, split {seq = [cp]}>} : !mt.tensor<[seq=4], f32>
+  return %0 : !mt.tensor<[seq=4], f32>
+}
+
+// -----
+
 // Tests a dropout of a split tensor: its elements are numbered as in the whole tensor, the
 // split dimension's index offset by this rank's coordinate times the local size, the
 // strides those of the whole tensor.

@@ -3,7 +3,8 @@
 // predictCollectiveBytes counts what one rank sends as the runtime's
 // communicators count it (CommunicationCounters, runtime/comm/Communicator.h):
 // an all-to-all of `count` elements per block over n ranks sends the n - 1
-// blocks that leave the rank, (n - 1) / n of its local buffer.
+// blocks that leave the rank, (n - 1) / n of its local buffer; a shift sends its
+// local buffer once (coordinate 0 sends nothing backwards unless it rotates).
 // MeshCollectivesTest checks the runtime's side of the same figures.
 //
 //===----------------------------------------------------------------------===//
@@ -66,6 +67,36 @@ TEST(CommunicationVolumeTest, AllToAllSendsEveryBlockButItsOwn) {
   EXPECT_EQ(bytes.forwardBackward, 720);
   EXPECT_EQ(bytes.optimizerStep, countedAllToAll(2, 4, 8));
   EXPECT_EQ(bytes.optimizerStep, 32);
+}
+
+// Ring attention's shifts in a layer run 3 times: a rotating one of a [2, 4] f32
+// block, a rotating one back, and one that does not rotate, backwards: coordinate 0
+// (whose figures mtrun reports) has no rank before it to send to.
+constexpr llvm::StringLiteral kShifts = R"mlir(
+func.func @layer(%x: !mt.tensor<[s=2, h=4], f32>) -> !mt.tensor<[s=2, h=4], f32> attributes {mt.layer} {
+  %p = mtp.from_local %x : !mt.tensor<[s=2, h=4], f32> -> !mtp.tensor<[s=8, h=4], f32, <[cp = 4]>, split {s = [cp]}>
+  %a = mtp.shift %p over "cp" offset 1 rotate : !mtp.tensor<[s=8, h=4], f32, <[cp = 4]>, split {s = [cp]}>
+  %b = mtp.shift %a over "cp" offset -1 rotate : !mtp.tensor<[s=8, h=4], f32, <[cp = 4]>, split {s = [cp]}>
+  %c = mtp.shift %b over "cp" offset -1 : !mtp.tensor<[s=8, h=4], f32, <[cp = 4]>, split {s = [cp]}>
+  %l = mtp.to_local %c : !mtp.tensor<[s=8, h=4], f32, <[cp = 4]>, split {s = [cp]}> -> !mt.tensor<[s=2, h=4], f32>
+  return %l : !mt.tensor<[s=2, h=4], f32>
+}
+func.func @forward_backward(%x: !mt.tensor<[s=2, h=4], f32>) -> !mt.tensor<[s=2, h=4], f32> {
+  %y = mt.repeat @layer(%x) count 3 {carried = 1 : i64} : (!mt.tensor<[s=2, h=4], f32>) -> !mt.tensor<[s=2, h=4], f32>
+  return %y : !mt.tensor<[s=2, h=4], f32>
+}
+)mlir";
+
+TEST(CommunicationVolumeTest, ShiftSendsTheLocalBlockOnce) {
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(kShifts, &context);
+  ASSERT_TRUE(module);
+  sharding::CollectiveBytes bytes = sharding::predictCollectiveBytes(*module);
+  EXPECT_EQ(bytes.forwardBackward, 3 * 2 * (2 * 4 * 4));
+  EXPECT_EQ(bytes.optimizerStep, 0);
 }
 
 } // namespace

@@ -17,3 +17,11 @@ func.func @all_to_all_capacity_to_experts(%x: !mt.tensor<[experts=4, capacity=3,
   %l = mtp.to_local %a : !mtp.tensor<[experts=4, capacity=12, hidden=2], f32, <[ep = 4]>, split {experts = [ep]}> -> !mt.tensor<[experts=1, capacity=12, hidden=2], f32>
   return %l : !mt.tensor<[experts=1, capacity=12, hidden=2], f32>
 }
+
+// Ring attention's exchange: every rank's part of s one rank further around cp (4 ranks).
+func.func @shift_around_cp(%x: !mt.tensor<[b=3, s=2, h=4], f32>) -> !mt.tensor<[b=3, s=2, h=4], f32> {
+  %p = mtp.from_local %x : !mt.tensor<[b=3, s=2, h=4], f32> -> !mtp.tensor<[b=3, s=8, h=4], f32, <[cp = 4]>, split {s = [cp]}>
+  %y = mtp.shift %p over "cp" offset 1 rotate : !mtp.tensor<[b=3, s=8, h=4], f32, <[cp = 4]>, split {s = [cp]}>
+  %l = mtp.to_local %y : !mtp.tensor<[b=3, s=8, h=4], f32, <[cp = 4]>, split {s = [cp]}> -> !mt.tensor<[b=3, s=2, h=4], f32>
+  return %l : !mt.tensor<[b=3, s=2, h=4], f32>
+}

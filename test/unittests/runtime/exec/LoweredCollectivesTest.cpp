@@ -7,7 +7,7 @@
 // tensor whose values are known and must get back exactly its shard of the result layout:
 // the compiler's transposes and the runtime's block exchange agree end to end, and the
 // communicator counts the bytes the compiler predicts for the call (CommunicationVolume.cpp:
-// (n - 1) / n of the local input).
+// (n - 1) / n of the local input for an all-to-all, the local input for a ring shift).
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,11 +63,13 @@ protected:
   }
 
   /// Calls `name` on `n` ranks along one mesh axis called `axis`: rank r's input is
-  /// `input(r, i, j, k)` over `in`, and its result must be `expected(r, i, j, k)` over `out`.
+  /// `input(r, i, j, k)` over `in`, and its result must be `expected(r, i, j, k)` over `out`;
+  /// each rank sends `sent` bytes by collectives of `kind`.
   void expectOnRanks(const std::string &name, int n, const std::string &axis,
                      std::array<int64_t, 3> in, std::array<int64_t, 3> out,
                      std::function<float(int, int64_t, int64_t, int64_t)> input,
-                     std::function<float(int, int64_t, int64_t, int64_t)> expected) {
+                     std::function<float(int, int64_t, int64_t, int64_t)> expected,
+                     CollectiveKind kind, uint64_t sent) {
     MtcPackedEntry function = entry(name);
     ASSERT_NE(function, nullptr) << "no packed entry for " << name;
     std::vector<Buffer3> results(size_t(n), Buffer3{out});
@@ -89,13 +91,11 @@ protected:
       void *descriptors[] = {shard.descriptor(), results[size_t(rank)].descriptor()};
       function(&context, descriptors);
       errors[size_t(rank)] = call.error().message();
-      bytes[size_t(rank)] = comm->counters().bytesSentBy(CollectiveKind::AllToAll);
+      bytes[size_t(rank)] = comm->counters().bytesSentBy(kind);
     });
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
-      EXPECT_EQ(bytes[size_t(r)],
-                uint64_t(n - 1) * uint64_t(in[0] * in[1] * in[2]) * sizeof(float) / uint64_t(n))
-          << "rank " << r;
+      EXPECT_EQ(bytes[size_t(r)], sent) << "rank " << r;
       for (int64_t i = 0; i < out[0]; ++i)
         for (int64_t j = 0; j < out[1]; ++j)
           for (int64_t k = 0; k < out[2]; ++k)
@@ -110,12 +110,18 @@ protected:
 
 float whole(int64_t i, int64_t j, int64_t k) { return float(100 * i + 10 * j + k); }
 
+/// What an all-to-all of a local [a, b, c] f32 tensor sends on n ranks.
+uint64_t allToAllBytes(int n, std::array<int64_t, 3> local) {
+  return uint64_t(n - 1) * uint64_t(local[0] * local[1] * local[2]) * sizeof(float) / uint64_t(n);
+}
+
 TEST_F(LoweredCollectives, AllToAllMovesTheSplitFromOneInnerDimensionToAnother) {
   // [b=3, s=4, h=4] split along s over 2 ranks -> split along h.
   expectOnRanks(
       "all_to_all_s_to_h", 2, "tp", {3, 2, 4}, {3, 4, 2},
       [](int r, int64_t b, int64_t s, int64_t h) { return whole(b, r * 2 + s, h); },
-      [](int r, int64_t b, int64_t s, int64_t h) { return whole(b, s, r * 2 + h); });
+      [](int r, int64_t b, int64_t s, int64_t h) { return whole(b, s, r * 2 + h); },
+      CollectiveKind::AllToAll, allToAllBytes(2, {3, 2, 4}));
 }
 
 TEST_F(LoweredCollectives, AllToAllDispatchesCapacityToTheOutermostExperts) {
@@ -123,7 +129,18 @@ TEST_F(LoweredCollectives, AllToAllDispatchesCapacityToTheOutermostExperts) {
   expectOnRanks(
       "all_to_all_capacity_to_experts", 4, "ep", {4, 3, 2}, {1, 12, 2},
       [](int r, int64_t e, int64_t c, int64_t h) { return whole(e, r * 3 + c, h); },
-      [](int r, int64_t e, int64_t c, int64_t h) { return whole(r + e, c, h); });
+      [](int r, int64_t e, int64_t c, int64_t h) { return whole(r + e, c, h); },
+      CollectiveKind::AllToAll, allToAllBytes(4, {4, 3, 2}));
+}
+
+TEST_F(LoweredCollectives, ShiftPassesEachRanksPartToTheNextAroundTheRing) {
+  // [b=3, s=8, h=4] split along s over 4 ranks: rank r gets the part of rank r - 1 (mod 4),
+  // sending its whole part once.
+  expectOnRanks(
+      "shift_around_cp", 4, "cp", {3, 2, 4}, {3, 2, 4},
+      [](int r, int64_t b, int64_t s, int64_t h) { return whole(b, r * 2 + s, h); },
+      [](int r, int64_t b, int64_t s, int64_t h) { return whole(b, ((r + 3) % 4) * 2 + s, h); },
+      CollectiveKind::SendRecv, 3 * 2 * 4 * sizeof(float));
 }
 
 } // namespace

@@ -1,9 +1,9 @@
 //===- MeshCollectivesTest.cpp - The kernels' collectives and the rank mesh -===//
 //
-// Ranks as threads over loopback (../comm/CommTestUtil.h). The five C functions compiled
+// Ranks as threads over loopback (../comm/CommTestUtil.h). The six C functions compiled
 // kernels import run with a MeshCall in their kernel context on 2 and 4 ranks: sums (f32,
 // f64) bitwise equal on every rank, max, gather, reduce-scatter and all-to-all block order
-// (and the all-to-all's bytes as the compiler predicts them), coordinates;
+// (and the all-to-all's bytes as the compiler predicts them), the ring shift, coordinates;
 // the sticky error after a peer dies or stops answering (zeros, no more communication, one
 // message naming the function, the axis and the rank); calls without a mesh (no context, a
 // context of another version), two calls at once, and bad arguments. RankMesh:
@@ -241,6 +241,76 @@ TEST_P(MeshCollectives, AllToAllMovesBlockCToCoordinateC) {
     // (n - 1) / n of the local input's bytes, per call.
     uint64_t localBytes = count * n * (sizeof(float) + sizeof(double));
     EXPECT_EQ(bytes[r], (n - 1) * localBytes / n) << "rank " << r;
+  }
+}
+
+// Ring attention's exchange: every rank's block goes `offset` ranks further around the ring
+// (f32 and f64, offsets 1 and -1), or, without rotating, stops at the ends (zeros arrive
+// where no rank is before). Each rotating shift sends the block once.
+TEST_P(MeshCollectives, ShiftPassesBlocksAroundTheRing) {
+  const int n = this->n();
+  const size_t count = 37;
+  std::vector<std::vector<float>> next(n), previous(n), open(n);
+  std::vector<std::vector<double>> next64(n);
+  std::vector<uint64_t> bytes(n);
+  std::vector<char> ok(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "shift");
+    ASSERT_TRUE(comm);
+    MeshContext mesh = oneAxis(comm.get(), rank);
+    MeshCall scope(mesh);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr, 0);
+    std::vector<float> in(count);
+    std::vector<double> in64(count);
+    for (size_t i = 0; i < count; ++i)
+      in[i] = in64[i] = 1000.0 * rank + double(i);
+    next[rank].assign(count, -1.0f);
+    mtc_shift(&context, 0, MTC_F32, 1, 1, in.data(), next[rank].data(), int64_t(count));
+    bytes[rank] = comm->counters().bytesSentBy(CollectiveKind::SendRecv);
+    next64[rank].assign(count, -1.0);
+    mtc_shift(&context, 0, MTC_F64, 1, 1, in64.data(), next64[rank].data(), int64_t(count));
+    previous[rank].assign(count, -1.0f);
+    mtc_shift(&context, 0, MTC_F32, -1, 1, in.data(), previous[rank].data(), int64_t(count));
+    open[rank].assign(count, -1.0f);
+    mtc_shift(&context, 0, MTC_F32, 1, 0, in.data(), open[rank].data(), int64_t(count));
+    ok[rank] = scope.ok();
+    EXPECT_TRUE(scope.ok()) << scope.error().message();
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(ok[r]);
+    int from = (r + n - 1) % n, back = (r + 1) % n;
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(next[r][i], float(1000.0 * from + double(i))) << "rank " << r;
+      ASSERT_EQ(next64[r][i], 1000.0 * from + double(i)) << "rank " << r;
+      ASSERT_EQ(previous[r][i], float(1000.0 * back + double(i))) << "rank " << r;
+      ASSERT_EQ(open[r][i], r == 0 ? 0.0f : float(1000.0 * (r - 1) + double(i))) << "rank " << r;
+    }
+    // What the compiler predicts for a rotating mtp.shift: the local block's bytes.
+    EXPECT_EQ(bytes[r], count * sizeof(float)) << "rank " << r;
+  }
+}
+
+// A shift by as many ranks as the axis has reaches no other rank: an error naming it.
+TEST_P(MeshCollectives, ShiftRefusesAnOffsetBeyondTheAxis) {
+  const int n = this->n();
+  std::vector<std::string> messages(n);
+  std::vector<std::vector<float>> out(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "shift-bad");
+    ASSERT_TRUE(comm);
+    MeshContext mesh = oneAxis(comm.get(), rank);
+    MeshCall scope(mesh);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr, 0);
+    std::vector<float> in(3, 1.0f);
+    out[rank].assign(3, -1.0f);
+    mtc_shift(&context, 0, MTC_F32, n, 1, in.data(), out[rank].data(), 3);
+    messages[rank] = scope.error().message();
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_NE(messages[r].find("mtc_shift"), std::string::npos) << messages[r];
+    EXPECT_NE(messages[r].find("is not a step to another rank"), std::string::npos)
+        << messages[r];
+    EXPECT_EQ(out[r], std::vector<float>(3, 0.0f)) << "rank " << r;
   }
 }
 
