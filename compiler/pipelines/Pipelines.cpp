@@ -45,6 +45,7 @@ void mtc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   autodiff::MTAutodiffPassOptions autodiffOptions;
   autodiffOptions.recompute = options.recompute;
   pm.addPass(autodiff::createMTAutodiffPass(autodiffOptions));
+  pm.addPass(transforms::createMTExpertLoadPass());
   pm.addPass(optimizer::createMTOptimizerPass());
   addCleanup(pm);
 }

@@ -590,6 +590,22 @@ func.func @load_balancing(%l: !mt.tensor<[tokens=4, experts=3], f32>, %i: !mt.te
 
 // -----
 
+// Tests that expert_load counts every choice in i64: one generic over the experts reducing
+// over the indices, adding one where the (clamped) index names the expert.
+// CHECK-LABEL: func.func @expert_load
+// CHECK: %[[ZERO:.*]] = linalg.fill ins(%{{.*}} : i64) outs(%{{.*}} : tensor<3xi64>)
+// CHECK: %[[COUNTS:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction", "reduction"]} ins(%{{.*}} : tensor<4x2xi32>) outs(%[[ZERO]] : tensor<3xi64>)
+// CHECK: arith.cmpi eq
+// CHECK: arith.addi %{{.*}}, %{{.*}} : i64
+// CHECK: arith.select
+// CHECK: return %[[COUNTS]] : tensor<3xi64>
+func.func @expert_load(%i: !mt.tensor<[tokens=4, k=2], i32>) -> !mt.tensor<[experts=3], i64> {
+  %0 = mt.expert_load %i k k to experts : !mt.tensor<[tokens=4, k=2], i32> -> !mt.tensor<[experts=3], i64>
+  return %0 : !mt.tensor<[experts=3], i64>
+}
+
+// -----
+
 // Tests that repeat is an scf.for over the instances (descending with reverse) carrying the
 // carried values and an accumulator per stacked result, slicing the stacked operands,
 // calling the converted layer and inserting its stacked results.
