@@ -375,6 +375,12 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
                         {"peak_bytes", peak},
                         {"peak_rss_bytes", rss},
                         {"comm_bytes_sent", static_cast<int64_t>(stepBytes)}};
+      if (!stats->tokensPerExpert.empty()) {
+        JsonArray layers;
+        for (const std::vector<int64_t> &counts : stats->tokensPerExpert)
+          layers.push_back(JsonArray(counts.begin(), counts.end()));
+        record.insert("tokens_per_expert", std::move(layers));
+      }
       if (Error err = metrics->write(record); !err.ok())
         return err;
     }
