@@ -482,12 +482,22 @@ std::string asName(const JsonValue &v, const std::string &path) {
   return s;
 }
 
-PlanDType asDType(const JsonValue &v, const std::string &path, bool allowIntegers) {
+/// Which integer dtypes a tensor may have besides the floating-point ones: none
+/// (parameters, states), i32 token ids (the plan's inputs), or also i64 counts (kernel
+/// buffers: an MoE step's tokens per expert).
+enum class Integers { None, TokenIds, TokenIdsAndCounts };
+
+PlanDType asDType(const JsonValue &v, const std::string &path, Integers integers) {
   const std::string &s = asString(v, path);
   std::optional<PlanDType> d = parsePlanDType(s);
-  if (!d || (!allowIntegers && (*d == PlanDType::I32 || *d == PlanDType::I64)))
+  bool allowed = d && (*d == PlanDType::I32   ? integers != Integers::None
+                       : *d == PlanDType::I64 ? integers == Integers::TokenIdsAndCounts
+                                              : true);
+  if (!allowed)
     fail(path, concat("unknown dtype ", quoteForMessage(s), " (expected f32, bf16, f16 or f64",
-                      allowIntegers ? ", or i32 for token ids, i64 for counts)" : ")"));
+                      integers == Integers::None        ? ")"
+                      : integers == Integers::TokenIds ? ", or i32 for token ids)"
+                                                        : ", or i32 for token ids, i64 for counts)"));
   return *d;
 }
 
@@ -795,7 +805,7 @@ ParamInfo readParam(const JsonValue &v, const std::string &path, size_t index,
     fail(member(path, "instances"),
          concat("a model parameter (no 'layer') has 1 instance, found ", p.instances));
   }
-  p.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowIntegers=*/false);
+  p.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), Integers::None);
   p.init = readInit(get(o, path, "init"), member(path, "init"));
   p.weightDecay = asBool(get(o, path, "weight_decay"), member(path, "weight_decay"));
   if (const JsonValue *layout = o.find("layout"))
@@ -829,7 +839,7 @@ StateInfo readState(const JsonValue &v, const std::string &path,
   if (s.dims != it->dims)
     fail(member(path, "dims"), concat(formatDims(s.dims), " differ from the dims of parameter '",
                                       it->name, "' ", formatDims(it->dims)));
-  s.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowIntegers=*/false);
+  s.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), Integers::None);
   return s;
 }
 
@@ -838,7 +848,7 @@ InputInfo readInput(const JsonValue &v, const std::string &path,
   const JsonObject &o = asObject(v, path);
   InputInfo in;
   in.name = asName(get(o, path, "name"), member(path, "name"));
-  in.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowIntegers=*/true);
+  in.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), Integers::TokenIds);
   in.dims = readDimList(get(o, path, "dims"), member(path, "dims"), modelDims);
   return in;
 }
@@ -887,7 +897,7 @@ KernelBuffer readKernelBuffer(const JsonValue &v, const std::string &path,
     fail(member(path, "kind"), concat("unknown buffer kind ", quoteForMessage(kind)));
   b.kind = *parsed;
   b.name = asName(get(o, path, "name"), member(path, "name"));
-  b.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowIntegers=*/true);
+  b.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), Integers::TokenIdsAndCounts);
   // A pipeline chunk's residuals and stash are partitioned like the values they are.
   bool local = sharded && (b.kind == BufferKind::Param || b.kind == BufferKind::State ||
                            b.kind == BufferKind::Grad || b.kind == BufferKind::Residual ||

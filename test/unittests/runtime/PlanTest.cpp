@@ -633,6 +633,9 @@ TEST_F(PlanTest, ParamErrors) {
                       "params[0]: missing key 'dtype'");
   expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 0).set("dtype", "i32"); }),
                       "params[0].dtype: unknown dtype 'i32' (expected f32, bf16, f16 or f64)");
+  // i64 is for counts in kernel buffers (an MoE step's tokens per expert), never a parameter.
+  expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 0).set("dtype", "i64"); }),
+                      "params[0].dtype: unknown dtype 'i64' (expected f32, bf16, f16 or f64)");
   expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 0).set("dims", "x"); }),
                       "params[0].dims: expected an array, found the string 'x'");
   expectPlanJsonError(edited([](JsonObject &o) {
