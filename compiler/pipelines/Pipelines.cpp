@@ -58,6 +58,7 @@ void mtc::buildPartitionPipeline(OpPassManager &pm) {
   pm.addPass(pipeline::createMTPipelineChunksPass());
   pm.addPass(pipeline::createMTPipelineOptimizerPass());
   pm.addPass(sharding::createMTPPartitionPass());
+  pm.addNestedPass<func::FuncOp>(sharding::createMTPFilledAllToAllPass());
   addCleanup(pm);
 }
 
