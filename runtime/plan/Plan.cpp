@@ -881,6 +881,9 @@ Predictions readPredictions(const JsonValue &v, const std::string &path) {
     const JsonObject &comm = asObject(get(o, path, "communication_bytes"), commPath);
     p.communicationBytes = Predictions::CommunicationBytes{
         readCount(comm, commPath, "forward_backward"), readCount(comm, commPath, "optimizer_step")};
+    if (comm.find("upper_bound"))
+      p.communicationBytes->upperBound =
+          asBool(get(comm, commPath, "upper_bound"), member(commPath, "upper_bound"));
   }
   return p;
 }

@@ -197,6 +197,9 @@ struct Predictions {
   struct CommunicationBytes {
     int64_t forwardBackward = 0; // per micro-batch
     int64_t optimizerStep = 0;
+    /// At most what the step sends (`upper_bound`: it moves only the filled slots of
+    /// dropless expert routing, which depend on the data).
+    bool upperBound = false;
   };
   std::optional<CommunicationBytes> communicationBytes;
 };

@@ -740,6 +740,33 @@ func.func @all_to_all(%x: !mt.tensor<[b=3, s=5, h=8], f32>) -> !mt.tensor<[b=3, 
 
 // -----
 
+// Tests the all-to-all of expert slots with filled counts, both ways over ep 2 (4 experts,
+// 6 slots per rank, 3 features): there the blocks are [destination, slot, expert of its
+// part, feature] (a = 3 slots, b = 2 experts), back [destination, expert, slot of its part,
+// feature] (a = 2 experts, b = 3 slots); each call gets the counts' buffer, a scratch buffer
+// of the blocks' size and the row of 3 features.
+// CHECK-DAG: func.func private @mtc_all_to_all_filled(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// CHECK-LABEL: func.func @all_to_all_filled
+// CHECK-SAME: (%[[X:.*]]: tensor<4x3x3xf32>, %[[N:.*]]: tensor<4xi64>)
+// CHECK: %[[BLOCKS:.*]] = linalg.transpose {{.*}} outs(%{{.*}} : tensor<2x3x2x3xf32>) permutation = [0, 2, 1, 3]
+// CHECK: %[[IN:.*]] = bufferization.to_buffer %[[BLOCKS]] read_only : tensor<2x3x2x3xf32> to memref<2x3x2x3xf32>
+// CHECK: %[[COUNTS:.*]] = bufferization.to_buffer %[[N]] read_only : tensor<4xi64> to memref<4xi64>
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<2x3x2x3xf32>
+// CHECK: %[[SCRATCH:.*]] = memref.alloc() : memref<2x3x2x3xf32>
+// CHECK: call @mtc_all_to_all_filled(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c1_i64{{(_[0-9]+)?}}, %c3_i64{{(_[0-9]+)?}}, %c2_i64{{(_[0-9]+)?}}, %c3_i64{{(_[0-9]+)?}}) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
+// CHECK: linalg.transpose {{.*}} outs(%{{.*}} : tensor<2x2x3x3xf32>) permutation = [1, 0, 2, 3]
+// CHECK: call @mtc_all_to_all_filled(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c0_i64{{(_[0-9]+)?}}, %c2_i64{{(_[0-9]+)?}}, %c3_i64{{(_[0-9]+)?}}, %c3_i64{{(_[0-9]+)?}})
+// CHECK: return %{{.*}} : tensor<4x3x3xf32>
+func.func @all_to_all_filled(%x: !mt.tensor<[experts=4, capacity=3, hidden=3], f32>, %n: !mt.tensor<[experts=4], i64>) -> !mt.tensor<[experts=4, capacity=3, hidden=3], f32> {
+  %p = mtp.from_local %x : !mt.tensor<[experts=4, capacity=3, hidden=3], f32> -> !mtp.tensor<[experts=4, capacity=6, hidden=3], f32, <[ep = 2]>, split {capacity = [ep]}>
+  %a = mtp.all_to_all %p over "ep" from "capacity" to "experts" filled(%n : !mt.tensor<[experts=4], i64>) : !mtp.tensor<[experts=4, capacity=6, hidden=3], f32, <[ep = 2]>, split {capacity = [ep]}> -> !mtp.tensor<[experts=4, capacity=6, hidden=3], f32, <[ep = 2]>, split {experts = [ep]}>
+  %b = mtp.all_to_all %a over "ep" from "experts" to "capacity" filled(%n : !mt.tensor<[experts=4], i64>) : !mtp.tensor<[experts=4, capacity=6, hidden=3], f32, <[ep = 2]>, split {experts = [ep]}> -> !mtp.tensor<[experts=4, capacity=6, hidden=3], f32, <[ep = 2]>, split {capacity = [ep]}>
+  %l = mtp.to_local %b : !mtp.tensor<[experts=4, capacity=6, hidden=3], f32, <[ep = 2]>, split {capacity = [ep]}> -> !mt.tensor<[experts=4, capacity=3, hidden=3], f32>
+  return %l : !mt.tensor<[experts=4, capacity=3, hidden=3], f32>
+}
+
+// -----
+
 // Tests a dropout of a split tensor: its elements are numbered as in the whole tensor, the
 // split dimension's index offset by this rank's coordinate times the local size, the
 // strides those of the whole tensor.
