@@ -542,7 +542,8 @@ def MT_ExpertLoadOp : MT_Op<"expert_load", [Pure]> {
     `tokens_per_expert`. The count is taken before any capacity limit: choices an
     `mt.dispatch` with a capacity factor drops are counted, so the counts over the experts
     always add up to tokens * k. The result has the one dimension `expert_dim` and an integer
-    element type. Not differentiable: mt-expert-load adds it after autodiff.
+    element type. Not differentiable: the compiler adds it after autodiff (mt-expert-load,
+    for the metrics; mtp-filled-all-to-all, for the slots dropless routing fills).
 
     ```mlir
     %n = mt.expert_load %i k topk to experts
