@@ -217,9 +217,9 @@ Expected<Results> Interpreter::evalOp(Operation *op, ArrayRef<const Tensor *> op
             mt::RenameOp, mt::ContractOp, mt::ReduceSumOp, mt::ReduceMeanOp, mt::ReduceMaxOp,
             mt::SoftmaxOp, mt::LayerNormOp, mt::RMSNormOp, mt::RopeOp, mt::AttentionOp,
             mt::AttentionGradOp, mt::GatherOp, mt::EmbeddingGradOp, mt::CrossEntropyOp,
-            mt::CrossEntropyGradOp, mt::TopKOp, mt::TopKGradOp, mt::DispatchOp, mt::CombineOp,
-            mt::CombineGradOp, mt::LoadBalancingLossOp, mt::LoadBalancingLossGradOp,
-            mt::ZLossOp>(
+            mt::CrossEntropyGradOp, mt::TopKOp, mt::TopKGradOp, mt::DispatchOp, mt::ExpertLoadOp,
+            mt::CombineOp, mt::CombineGradOp, mt::LoadBalancingLossOp,
+            mt::LoadBalancingLossGradOp, mt::ZLossOp>(
           [&](auto typed) { return eval::evalOp(typed, operands); })
       .Case<mt::ParamRefOp>([&](auto) { return evalParamRef(op); })
       .Case<mt::AssignOp>([&](auto) { return evalAssign(op, *operands[0]); })

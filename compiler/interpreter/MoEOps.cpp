@@ -226,6 +226,19 @@ Expected<Results> eval::evalOp(mt::DispatchOp op, Operands in) {
   return Results{std::move(result)};
 }
 
+/// Counts every choice, before any capacity: the routing without a capacity limit.
+Expected<Results> eval::evalOp(mt::ExpertLoadOp op, Operands in) {
+  Tensor result(typeOf(op.getResult()));
+  int64_t experts = result.type.getDimSize(op.getExpertDim());
+  Expected<Routing> routing = Routing::compute(op, *in[0], op.getKDim(), experts,
+                                               std::numeric_limits<int64_t>::max());
+  if (!routing)
+    return routing.takeError();
+  for (int64_t expert : routing->expert)
+    result.data[expert] += 1;
+  return Results{std::move(result)};
+}
+
 /// Each token's output: the sum over its accepted choices of weight * expert slot.
 Expected<Results> eval::evalOp(mt::CombineOp op, Operands in) {
   const Tensor &input = *in[0], &indices = *in[1], &weights = *in[2];

@@ -162,6 +162,7 @@ llvm::Expected<Results> evalOp(mt::CrossEntropyGradOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::TopKOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::TopKGradOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::DispatchOp op, Operands in);
+llvm::Expected<Results> evalOp(mt::ExpertLoadOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::CombineOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::CombineGradOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::LoadBalancingLossOp op, Operands in);

@@ -45,6 +45,7 @@ void mtc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   autodiff::MTAutodiffPassOptions autodiffOptions;
   autodiffOptions.recompute = options.recompute;
   pm.addPass(autodiff::createMTAutodiffPass(autodiffOptions));
+  pm.addPass(transforms::createMTExpertLoadPass());
   pm.addPass(optimizer::createMTOptimizerPass());
   addCleanup(pm);
 }
@@ -57,6 +58,7 @@ void mtc::buildPartitionPipeline(OpPassManager &pm) {
   pm.addPass(pipeline::createMTPipelineChunksPass());
   pm.addPass(pipeline::createMTPipelineOptimizerPass());
   pm.addPass(sharding::createMTPPartitionPass());
+  pm.addNestedPass<func::FuncOp>(sharding::createMTPFilledAllToAllPass());
   addCleanup(pm);
 }
 

@@ -122,6 +122,11 @@ json::Object mtc::describeCallingConvention(ModuleOp module) {
         outputs.push_back(buffer(symbol->first, symbol->second, type));
         continue;
       }
+      // A statistic the step returns after its gradients (mt-expert-load's counts).
+      if (auto kind = func.getResultAttrOfType<StringAttr>(index, mt::MTDialect::kBufferAttrName)) {
+        outputs.push_back(buffer(kind.getValue(), kind.getValue(), type));
+        continue;
+      }
       if (name == "optimizer_step")
         outputs.push_back(index == 0 ? buffer("grad_norm", "grad_norm", type)
                                      : buffer("lr", "lr", type));

@@ -318,10 +318,13 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
       {"flops_per_token", json::Object{{"forward", stats.forwardFlopsPerToken},
                                        {"backward", stats.backwardFlopsPerToken}}},
       {"memory_bytes", std::move(memoryJson)}};
-  if (collectives)
-    (*plan["predictions"].getAsObject())["communication_bytes"] =
-        json::Object{{"forward_backward", collectives->forwardBackward},
-                     {"optimizer_step", collectives->optimizerStep}};
+  if (collectives) {
+    json::Object bytes{{"forward_backward", collectives->forwardBackward},
+                       {"optimizer_step", collectives->optimizerStep}};
+    if (collectives->upperBound)
+      bytes["upper_bound"] = true;
+    (*plan["predictions"].getAsObject())["communication_bytes"] = std::move(bytes);
+  }
   return plan;
 }
 

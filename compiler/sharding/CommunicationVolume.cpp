@@ -51,6 +51,12 @@ public:
         } else if (auto a = dyn_cast<mtp::AllToAllOp>(op)) {
           int64_t n = groupSize(a.getInput().getType(), a.getOver());
           bytes += (n - 1) * localBytes(a.getInput().getType()) / n;
+          // Filled expert slots: the counts' exchange, then at most every slot (all filled).
+          if (Value filled = a.getFilled()) {
+            auto counts = cast<mt::NamedTensorType>(filled.getType());
+            bytes += (n - 1) * (counts.getNumElements() / n) * 8;
+            upperBound = true;
+          }
         } else if (auto shift = dyn_cast<mtp::ShiftOp>(op)) {
           // The local block, once; without rotating, coordinate 0 (the rank the runtime
           // reports) sends only forward (runtime/exec/MeshCollectives.h).
@@ -66,6 +72,9 @@ public:
     return bytes;
   }
 
+  /// Whether a count is at most what the step sends (it moves filled expert slots only).
+  bool upperBound = false;
+
 private:
   ModuleOp module;
   llvm::StringMap<int64_t> memo;
@@ -75,5 +84,7 @@ private:
 
 sharding::CollectiveBytes sharding::predictCollectiveBytes(ModuleOp module) {
   Counter counter(module);
-  return {counter.of("forward_backward"), counter.of("optimizer_step")};
+  CollectiveBytes bytes{counter.of("forward_backward"), counter.of("optimizer_step")};
+  bytes.upperBound = counter.upperBound;
+  return bytes;
 }

@@ -4,8 +4,9 @@
 // partitioned step (after mtp-partition), counted as the ring algorithms do (the runtime's
 // Gloo backend uses them): an all-reduce over n ranks sends 2 (n - 1) / n of the buffer, an
 // all-gather (n - 1) times its local part, a reduce-scatter (n - 1) times the part it keeps,
-// an all-to-all (n - 1) / n of its local buffer (every block but the one it keeps), a shift
-// its local buffer once.
+// an all-to-all (n - 1) / n of its local buffer (every block but the one it keeps); one of
+// filled expert slots as many at most, plus (n - 1) / n of the counts (i64 per expert); a
+// shift its local buffer once.
 // Scans count their layer function once per repeat.
 //
 //===----------------------------------------------------------------------===//
@@ -23,6 +24,10 @@ namespace mtc::sharding {
 struct CollectiveBytes {
   int64_t forwardBackward = 0; // per micro-batch
   int64_t optimizerStep = 0;
+  /// The step moves only the filled slots of dropless expert routing (mtp.all_to_all with
+  /// filled counts), which depend on the data: the figures are for every slot filled (plus
+  /// the counts' exchange), an upper bound.
+  bool upperBound = false;
 };
 
 /// The figures for `module`'s `forward_backward` and `optimizer_step` (0 where absent or

@@ -850,6 +850,29 @@ struct LoadBalancingLossGradModel
   }
 };
 
+/// expert_load: each rank of a routing group counts the choices of its own tokens, so the
+/// counts are partial over the group's axis (a sum: the derived all-reduce totals them
+/// where a consumer needs them whole). Other token splits are gathered, as for the loss.
+struct ExpertLoadModel
+    : PartitionOpInterface::ExternalModel<ExpertLoadModel, mt::ExpertLoadOp> {
+  FailureOr<PartitionRule> getPartitionRule(Operation *operation,
+                                            const PartitionContext &context,
+                                            ArrayRef<Layout> in) const {
+    auto op = cast<mt::ExpertLoadOp>(operation);
+    std::optional<RoutingGroup> group =
+        routingGroup(context, typeOf(op.getIndices()), op.getKDim());
+    Layout tokens, counts;
+    if (group) {
+      tokens.split[group->tokenDim] = {group->axis};
+      counts.partial.push_back(group->axis);
+    }
+    PartitionRule rule;
+    rule.operands.push_back(tokens);
+    rule.results.push_back(counts);
+    return rule;
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Ops without a sharded form
 //===----------------------------------------------------------------------===//
@@ -897,6 +920,7 @@ void mtc::sharding::registerPartitionRules(DialectRegistry &registry) {
     mt::CombineGradOp::attachInterface<CombineGradModel>(*context);
     mt::LoadBalancingLossOp::attachInterface<LoadBalancingLossModel>(*context);
     mt::LoadBalancingLossGradOp::attachInterface<LoadBalancingLossGradModel>(*context);
+    mt::ExpertLoadOp::attachInterface<ExpertLoadModel>(*context);
     attach<ReplicatedModel, mt::ConstantOp, mt::IotaOp, mt::SoftmaxOp,
            mt::LayerNormOp, mt::RMSNormOp, mt::CrossEntropyOp, mt::CrossEntropyGradOp>(context);
   });

@@ -113,6 +113,30 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def MTPFilledAllToAllPass : Pass<"mtp-filled-all-to-all", "::mlir::func::FuncOp"> {
+  let summary = "Move only the filled slots of dropless expert routing between ranks";
+  let description = [{
+    On a partitioned function: every `mtp.all_to_all` that moves the split of an axis
+    between the expert and the slot (capacity) dimension of the function's dropless
+    routing gets the filled counts of its slots, so that it sends only those (an
+    all-to-all-v) instead of every slot. Dropless routing sizes every expert for all the
+    tokens of a rank, so most slots are empty: the static all-to-all moves `experts / k`
+    times the exact-fit rows.
+
+    The routing of the function is its `mt.dispatch`, `mt.combine` and `mt.combine_grad`
+    ops with that expert and slot dimension: all of them must route by the same indices,
+    and be dropless on the rank (local capacity = local tokens: each expert can take every
+    token). The slots each rank fills for an expert are then the prefix of its part of the
+    slot dimension that its own tokens take (first come, first served), counted by an
+    `mt.expert_load` of its indices. The all-to-all qualifies when the two dimensions lead
+    its operand, the slot dimension is split over the moved axis alone on the routing side
+    and the expert dimension is whole there; otherwise it stays as it is. Rows past the
+    counts arrive as zeros: what dispatch and combine_grad leave there, and what combine
+    and dispatch's gradient never read.
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect", "::mtc::mtp::MTPDialect"];
+}
+
 def MTPadVocabularyPass : Pass<"mt-pad-vocabulary", "::mlir::ModuleOp"> {
   let summary = "Pad a vocabulary that tp does not divide, with the padded classes masked";
   let description = [{

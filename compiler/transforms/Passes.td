@@ -50,4 +50,25 @@ def MTOutlineParametersPass : Pass<"mt-outline-parameters", "::mlir::ModuleOp"> 
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }
 
+def MTExpertLoadPass : Pass<"mt-expert-load", "::mlir::ModuleOp"> {
+  let summary = "Return the tokens each expert is routed, per MoE layer, from the step";
+  let description = [{
+    Makes `forward_backward` (after mt-autodiff) also return how many tokens each MoE layer
+    routes to each expert, the statistic Megatron-Core logs as `tokens_per_expert`.
+
+    Every `mt.dispatch` of a layer forward that `forward_backward` repeats gets an
+    `mt.expert_load` of its indices (i64 counts over its expert dimension, taken before any
+    capacity drops a choice), returned by the layer forward as a stacked result after its
+    existing ones; the `mt.repeat` stacks it over the layers (`[layers, experts]`), and
+    `forward_backward` returns each such stack after its gradients, with the result
+    attribute `mt.buffer = "expert_load"` (the plan's buffer kind). A layer with several
+    dispatches gives one stack per dispatch, in program order; stacks of several repeats
+    follow in the order of the repeats.
+
+    Left alone: a module without a dispatch in its repeated layers (a dense model), and one
+    with pipeline parallelism (`pp` > 1), whose chunk functions do not carry the counts yet.
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // MTC_COMPILER_TRANSFORMS_PASSES_TD

@@ -20,7 +20,13 @@ double predictedCommunicationBytes(const Plan &plan, int64_t microBatches,
     }
     double fraction =
         static_cast<double>(dataParallelSize - 1) / static_cast<double>(dataParallelSize);
-    bytes += fraction * reduceScattered + 2.0 * fraction * (allReduced + sizeof(double));
+    // The tokens per expert (i64) are all-reduced beside the loss.
+    double counts = 0;
+    if (plan.x86Kernels && plan.x86Kernels->forwardBackward)
+      for (const KernelBuffer &b : plan.x86Kernels->forwardBackward->outputs)
+        if (b.kind == BufferKind::ExpertLoad)
+          counts += static_cast<double>(b.numElements() * sizeof(int64_t));
+    bytes += fraction * reduceScattered + 2.0 * fraction * (allReduced + sizeof(double) + counts);
   }
   return bytes;
 }

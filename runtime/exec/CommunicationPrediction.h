@@ -20,7 +20,8 @@ namespace mtc::rt {
 /// micro-batches shared by `dataParallelSize` ranks: the compiler's prediction per
 /// forward_backward call times the micro-batches this rank runs, plus its prediction for
 /// optimizer_step (when the plan has them), plus, with more than one data-parallel rank, ring
-/// all-reduces of the rank-local gradients and the f64 loss (2 (dp - 1) / dp of their bytes)
+/// all-reduces of the rank-local gradients, the f64 loss and the i64 tokens per expert of an
+/// MoE model (2 (dp - 1) / dp of their bytes)
 /// and, with the distributed optimizer, the reduce-scatter of each gradient whose optimizer
 /// layout splits a dimension over the data-parallel axis ((dp - 1) / dp of its rank-local
 /// bytes).

@@ -10,7 +10,7 @@
  *
  * Imported by the object (defined by the runtime, runtime/exec/):
  *   collectives     mtc_all_reduce, mtc_all_gather, mtc_reduce_scatter, mtc_all_to_all,
- *                   mtc_shift, mtc_mesh_coordinate
+ *                   mtc_shift, mtc_all_to_all_filled, mtc_mesh_coordinate
  *                   (MeshCollectives.h: semantics, error handling)
  *   GEMM            _mlir_ciface_mtc_batch_matmul_f32 (Gemm.h)
  *   dropout         mtc_dropout_key, mtc_dropout_layer (DropoutKey.h)
@@ -69,6 +69,7 @@ extern "C" {
 #define MTC_ABI_MESH_COORDINATE "mtc_mesh_coordinate"
 #define MTC_ABI_ALL_TO_ALL "mtc_all_to_all"
 #define MTC_ABI_SHIFT "mtc_shift"
+#define MTC_ABI_ALL_TO_ALL_FILLED "mtc_all_to_all_filled"
 #define MTC_ABI_DROPOUT_KEY "mtc_dropout_key"
 #define MTC_ABI_DROPOUT_LAYER "mtc_dropout_layer"
 #define MTC_ABI_DROPOUT_KEEP_ELEMENT "mtc_dropout_keep_element"
@@ -98,6 +99,7 @@ extern "C" {
   X(mtc_mesh_coordinate)                                                                       \
   X(mtc_all_to_all)                                                                            \
   X(mtc_shift)                                                                                 \
+  X(mtc_all_to_all_filled)                                                                     \
   X(_mlir_ciface_mtc_batch_matmul_f32)                                                         \
   X(mtc_dropout_key)                                                                           \
   X(mtc_dropout_layer)                                                                         \
@@ -172,6 +174,11 @@ void mtc_all_to_all(MtcKernelContext *context, int64_t axis, int64_t dtype, cons
  * is sent past the ends and `out` is zero where no rank is before). */
 void mtc_shift(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t offset,
                int64_t rotate, const void *in, void *out, int64_t count);
+/* mtc_all_to_all of expert slots moving only the filled ones (MeshCollectives.h): blocks
+ * [size(axis)][a][b][row]; `counts` this rank's filled slots per expert. */
+void mtc_all_to_all_filled(MtcKernelContext *context, int64_t axis, int64_t dtype,
+                           const void *in, void *out, void *scratch, const int64_t *counts,
+                           int64_t slots_first, int64_t a, int64_t b, int64_t row);
 
 /*===----------------------------------------------------------------------===*
  * GEMM (runtime/exec/Gemm.h): c[i] += a[i] x b[i] on rank-3 f32 memref descriptors

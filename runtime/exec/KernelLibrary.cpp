@@ -81,6 +81,12 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
     // Values passed between chunks (and stages): the producer's dims are the consumer's by
     // construction; only their type is checked.
     break;
+  case BufferKind::ExpertLoad:
+    // Counts of tokens, not model values: i64 rows of expert counts.
+    if (b.dtype != PlanDType::I64 || b.dims.size() != 2)
+      return makeError(where, ": expert_load must be i64 counts [layers, experts], found ",
+                       planDTypeName(b.dtype), " ", formatDims(b.dims));
+    return Error::success();
   case BufferKind::Loss:
   case BufferKind::Step:
   case BufferKind::GradScale:

@@ -6,11 +6,13 @@
 
 #include "runtime/comm/ElementTypes.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <exception>
 #include <new>
+#include <vector>
 
 namespace mtc::rt {
 namespace {
@@ -300,6 +302,112 @@ extern "C" void mtc_shift(MtcKernelContext *context, int64_t axis, int64_t dtype
       }))
     return;
   zeroFill(out, dtype, count);
+}
+
+namespace {
+
+/// mtc_all_to_all_filled's rows: block p of `parts`, each [a][b] rows of `row` elements;
+/// `filled(p, x, y)` whether the row at (x, y) of block p holds a slot that was filled.
+struct SlotRows {
+  int64_t parts, a, b, row;
+  bool slotsFirst;
+  /// Filled slots per (block, expert of the block's part).
+  const int64_t *counts;
+  int64_t expertsPerPart() const { return slotsFirst ? b : a; }
+  bool filled(int64_t p, int64_t x, int64_t y) const {
+    int64_t expert = slotsFirst ? y : x, slot = slotsFirst ? x : y;
+    return slot < counts[p * expertsPerPart() + expert];
+  }
+  int64_t rowOffset(int64_t p, int64_t x, int64_t y) const { return ((p * a + x) * b + y) * row; }
+};
+
+/// Copies the filled rows of every block of `from` (laid out as `rows`) to `packed`, block
+/// after block; the elements each block packed in `elements`.
+void packFilled(const SlotRows &rows, const char *from, char *packed, size_t elementSize,
+                std::vector<size_t> &elements) {
+  size_t at = 0, rowBytes = size_t(rows.row) * elementSize;
+  for (int64_t p = 0; p < rows.parts; ++p) {
+    size_t begin = at;
+    for (int64_t x = 0; x < rows.a; ++x)
+      for (int64_t y = 0; y < rows.b; ++y)
+        if (rows.filled(p, x, y)) {
+          std::memcpy(packed + at, from + size_t(rows.rowOffset(p, x, y)) * elementSize, rowBytes);
+          at += rowBytes;
+        }
+    elements[size_t(p)] = (at - begin) / elementSize;
+  }
+}
+
+/// The inverse in place: `data` holds the filled rows packed at its start; each moves to
+/// its place, every other row becomes zero. Backwards, so that a row never lands on
+/// packed rows not moved yet (a row's place is at or after its packed position).
+void unpackFilled(const SlotRows &rows, char *data, size_t elementSize, size_t packedBytes) {
+  size_t at = packedBytes, rowBytes = size_t(rows.row) * elementSize;
+  for (int64_t p = rows.parts; p-- > 0;)
+    for (int64_t x = rows.a; x-- > 0;)
+      for (int64_t y = rows.b; y-- > 0;) {
+        char *place = data + size_t(rows.rowOffset(p, x, y)) * elementSize;
+        if (rows.filled(p, x, y)) {
+          at -= rowBytes;
+          std::memmove(place, data + at, rowBytes);
+        } else {
+          std::memset(place, 0, rowBytes);
+        }
+      }
+}
+
+} // namespace
+
+extern "C" void mtc_all_to_all_filled(MtcKernelContext *context, int64_t axis, int64_t dtype,
+                                      const void *in, void *out, void *scratch,
+                                      const int64_t *counts, int64_t slotsFirst, int64_t a,
+                                      int64_t b, int64_t row) {
+  MeshCall *meshCall = MeshCall::of(context);
+  int64_t count = a * b * row;
+  Call call(meshCall, "mtc_all_to_all_filled", "exchange of filled expert slots", axis, dtype,
+            count);
+  if (call.run([&](const MeshAxisGroup &g) -> Error {
+        if (a < 0 || b < 0 || row < 0)
+          return makeError("negative block shape [", a, ", ", b, ", ", row, "]");
+        size_t parts = size_t(g.size), perPart = size_t(slotsFirst ? b : a);
+        // Filled slots, clamped to the slots a block holds.
+        int64_t slots = slotsFirst ? a : b;
+        std::vector<int64_t> mine(parts * perPart), theirs(mine.size());
+        for (size_t e = 0; e < mine.size(); ++e)
+          mine[e] = std::clamp<int64_t>(counts[e], 0, slots);
+        if (g.size == 1)
+          theirs = mine;
+        else if (Error err = g.comm->allToAll(mine.data(), theirs.data(), perPart, MTC_I64);
+                 !err.ok())
+          return err;
+        // Sent: this rank's slots (to the experts' ranks) by its own counts, or its experts'
+        // slots (back) by the counts of the ranks they came from; received the other way.
+        SlotRows sent{int64_t(parts), a, b, row, slotsFirst != 0,
+                      slotsFirst ? mine.data() : theirs.data()};
+        SlotRows received = sent;
+        received.counts = slotsFirst ? theirs.data() : mine.data();
+        size_t size = elementSize(dtype);
+        std::vector<size_t> sendCounts(parts), recvCounts(parts);
+        packFilled(sent, static_cast<const char *>(in), static_cast<char *>(scratch), size,
+                   sendCounts);
+        size_t recvTotal = 0;
+        for (size_t p = 0; p < parts; ++p) {
+          for (int64_t x = 0; x < a; ++x)
+            for (int64_t y = 0; y < b; ++y)
+              recvCounts[p] += received.filled(int64_t(p), x, y) ? size_t(row) : 0;
+          recvTotal += recvCounts[p];
+        }
+        if (g.size == 1)
+          std::memcpy(out, scratch, sendCounts[0] * size);
+        else if (Error err = g.comm->allToAllV(scratch, sendCounts, out, recvCounts,
+                                               elementTypeOf(dtype));
+                 !err.ok())
+          return err;
+        unpackFilled(received, static_cast<char *>(out), size, recvTotal * size);
+        return Error::success();
+      }))
+    return;
+  zeroFillBlocks(meshCall, axis, out, dtype, count);
 }
 
 extern "C" int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis) {

@@ -32,6 +32,19 @@
 //       peer sends nothing or receives zeros. 0 < |offset| < size. One send-receive pair
 //       (the communicator's sendRecv: every rank starts both halves before waiting, so the
 //       ring cannot deadlock); this rank sends `count` elements (none past an end).
+//   void mtc_all_to_all_filled(MtcKernelContext *context, int64_t axis, int64_t dtype,
+//                              const void *in, void *out, void *scratch,
+//                              const int64_t *counts, int64_t slots_first, int64_t a,
+//                              int64_t b, int64_t row)
+//       mtc_all_to_all of expert slots (mtp.all_to_all with filled counts): in and out are
+//       size(axis) blocks [a][b][row], scratch (for packing) as large as in. With
+//       slots_first the blocks are [slot][expert] (a slots of this rank's part, b experts
+//       of the destination's part: from the ranks routing tokens to the experts' ranks),
+//       else [expert][slot] (a experts of this rank's, b slots of the destination's part:
+//       back). counts[e] (size(axis) * experts-per-rank entries) is how many slots this rank
+//       filled for expert e on its token side: a prefix of its slots. A small all-to-all
+//       of the counts tells every rank what the others filled; then only the filled rows
+//       travel (the communicator's allToAllV) and every other row of `out` is zero.
 //   int64_t mtc_mesh_coordinate(MtcKernelContext *context, int64_t axis)
 //       this rank's coordinate along the axis.
 //

@@ -5,6 +5,7 @@
 #include "runtime/exec/DropoutKey.h"
 #include "runtime/exec/KernelMemory.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <new>
@@ -44,6 +45,9 @@ Error Trainer::bind(const KernelFunction &fn, std::vector<Binding> &out) const {
         if (!i)
           return makeError("kernel buffer state '", b.name, "' names no optimizer state");
         binding.index = *i;
+      } else if (b.kind == BufferKind::ExpertLoad) {
+        binding.index = static_cast<size_t>(std::count_if(
+            out.begin(), out.end(), [](const Binding &o) { return o.kind == BufferKind::ExpertLoad; }));
       }
       out.push_back(binding);
     }
@@ -56,7 +60,8 @@ Error Trainer::checkBindings() const {
     BufferKind kind = forwardBackwardBindings_[i].kind;
     bool input = i < inputsOf(kernels_->forwardBackward());
     if (input ? kind != BufferKind::Input && kind != BufferKind::Param
-              : kind != BufferKind::Loss && kind != BufferKind::Grad)
+              : kind != BufferKind::Loss && kind != BufferKind::Grad &&
+                    kind != BufferKind::ExpertLoad)
       return makeError("forward_backward: unexpected ", input ? "input" : "output", " buffer of kind ",
                        bufferKindName(kind));
   }
@@ -183,6 +188,14 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
   if (Error err = t.checkBindings(); !err.ok())
     return std::move(err).withContext(plan.dir.string());
   try {
+    for (const KernelBuffer &b : fb.outputs)
+      if (b.kind == BufferKind::ExpertLoad) {
+        // KernelLibrary checked the shape: i64 [layers, experts].
+        ExpertLoad load{b.dims[0].size, b.dims[1].size, {}, {}};
+        load.counts.resize(static_cast<size_t>(b.numElements()));
+        load.sum.resize(load.counts.size());
+        t.expertLoad_.push_back(std::move(load));
+      }
     t.next_ = t.state_;
     t.tokens_.resize(size_t(t.microBatchSize_ * t.seqLen_));
     t.labels_.resize(t.tokens_.size());
@@ -210,6 +223,11 @@ Error Trainer::reduceOverDataParallel(double &lossSum, int64_t step) {
   if (Error err = dataParallel_->allReduce(&lossSum, 1, MTC_F64, MTC_SUM); !err.ok())
     return std::move(err).withContext(
         concat("step ", step + 1, ": all-reduce of the loss over the data-parallel ranks"));
+  for (ExpertLoad &load : expertLoad_)
+    if (Error err = dataParallel_->allReduce(load.sum.data(), load.sum.size(), MTC_I64, MTC_SUM);
+        !err.ok())
+      return std::move(err).withContext(concat(
+          "step ", step + 1, ": all-reduce of the tokens per expert over the data-parallel ranks"));
   return Error::success();
 }
 
@@ -226,6 +244,8 @@ Expected<StepStats> Trainer::step() {
   int dpRank = dataParallel_ ? dataParallel_->rank() : 0;
   int dpSize = dataParallel_ ? dataParallel_->size() : 1;
   bool first = true;
+  for (ExpertLoad &load : expertLoad_)
+    std::fill(load.sum.begin(), load.sum.end(), 0);
   for (int64_t m = dpRank; m < microBatches_; m += dpSize) {
     int64_t sampleBegin = m * microBatchSize_;
     if (Error err = data_->batch(step, sampleBegin, microBatchSize_, seqLen_, tokens_.data(),
@@ -246,6 +266,9 @@ Expected<StepStats> Trainer::step() {
       case BufferKind::Grad:
         buffers.push_back(first ? grads_->grad(b.index) : grads_->scratch(b.index));
         break;
+      case BufferKind::ExpertLoad:
+        buffers.push_back(expertLoad_[b.index].counts.data());
+        break;
       default: // the loss (checkBindings allows nothing else)
         buffers.push_back(&loss);
         break;
@@ -260,6 +283,9 @@ Expected<StepStats> Trainer::step() {
         return err;
     }
     lossSum += loss;
+    for (ExpertLoad &load : expertLoad_)
+      for (size_t i = 0; i < load.sum.size(); ++i)
+        load.sum[i] += load.counts[i];
     if (!first)
       grads_->accumulateAll();
     first = false;
@@ -326,6 +352,10 @@ Expected<StepStats> Trainer::step() {
   stats.tokens = microBatches_ * microBatchSize_ * seqLen_;
   stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const ExpertLoad &load : expertLoad_)
+    for (int64_t layer = 0; layer < load.layers; ++layer)
+      stats.tokensPerExpert.emplace_back(load.sum.begin() + layer * load.experts,
+                                         load.sum.begin() + (layer + 1) * load.experts);
   return stats;
 }
 

@@ -61,6 +61,10 @@ struct StepStats {
   double gradNorm = 0;  // before clipping
   int64_t tokens = 0;   // tokens of the global batch
   double seconds = 0;   // wall time of the step
+  /// Tokens routed to each expert (before any capacity drops one), per MoE layer, summed
+  /// over the global batch: the rows of forward_backward's `expert_load` outputs in their
+  /// order. Empty for a dense model (and for pipeline plans, which do not count them yet).
+  std::vector<std::vector<int64_t>> tokensPerExpert;
 };
 
 /// The micro-batches of one step: the global batch (`globalBatch` samples, 0: the plan's
@@ -115,13 +119,13 @@ private:
       : plan_(&plan), kernels_(&kernels), data_(&data), dataParallel_(dataParallel),
         state_(std::move(state)) {}
 
-  /// Sums the gradients (and `lossSum`) over the data-parallel ranks.
+  /// Sums the gradients, `lossSum` and the expert counts over the data-parallel ranks.
   Error reduceOverDataParallel(double &lossSum, int64_t step);
 
   /// Where the i-th buffer of a kernel call points, per buffer kind and table index.
   struct Binding {
     BufferKind kind;
-    size_t index; // into params / states / grads; unused for scalars and inputs
+    size_t index; // into params / states / grads / expertLoad_; unused for scalars, inputs
   };
   Error bind(const KernelFunction &fn, std::vector<Binding> &out) const;
   /// The buffer kinds each function may take, and that the optimizer writes every
@@ -143,6 +147,13 @@ private:
   /// The gradients; a scratch buffer for the second and later micro-batches.
   std::optional<GradientBuffer> grads_;
   std::vector<int32_t> tokens_, labels_;
+  /// forward_backward's `expert_load` outputs: a micro-batch's counts, and their sums over
+  /// the step's micro-batches (then over the data-parallel ranks), row-major [layers, experts].
+  struct ExpertLoad {
+    int64_t layers = 0, experts = 0;
+    std::vector<int64_t> counts, sum;
+  };
+  std::vector<ExpertLoad> expertLoad_;
   std::vector<Binding> forwardBackwardBindings_, optimizerBindings_;
   int64_t microBatches_ = 1, microBatchSize_ = 1, seqLen_ = 1;
 };

@@ -375,6 +375,12 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
                         {"peak_bytes", peak},
                         {"peak_rss_bytes", rss},
                         {"comm_bytes_sent", static_cast<int64_t>(stepBytes)}};
+      if (!stats->tokensPerExpert.empty()) {
+        JsonArray layers;
+        for (const std::vector<int64_t> &counts : stats->tokensPerExpert)
+          layers.push_back(JsonArray(counts.begin(), counts.end()));
+        record.insert("tokens_per_expert", std::move(layers));
+      }
       if (Error err = metrics->write(record); !err.ok())
         return err;
     }
@@ -403,16 +409,22 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
                      static_cast<long long>(first + 1), static_cast<long long>(target), seconds,
                      seconds > 0 ? double(tokens) / seconds : 0.0, firstLoss, lastLoss,
                      bestLossNote(data).c_str()));
-  if (job_.world && taken > 0 && !stage_)
+  if (job_.world && taken > 0 && !stage_) {
+    // Dropless expert slots travel only when filled: the plan's figure is every slot.
+    bool upperBound = plan_.predictions.communicationBytes &&
+                      plan_.predictions.communicationBytes->upperBound;
     print(formatText(
         mesh_.partitioned()
             ? "communication: %.2f MiB sent by rank 0 per step (the kernels' "
-              "collectives, gradients and loss); predicted %.2f MiB\n"
+              "collectives, gradients and loss); predicted %s%.2f MiB%s\n"
             : "communication: %.2f MiB sent by rank 0 per step (gradients and loss, "
-              "ring all-reduce); predicted %.2f MiB\n",
+              "ring all-reduce); predicted %s%.2f MiB%s\n",
         static_cast<double>(commBytes - commStart) / (1024.0 * 1024.0) / static_cast<double>(taken),
+        upperBound ? "at most " : "",
         predictedCommunicationBytes(plan_, trainer.microBatches(), mesh_.placement().dpSize) /
-            (1024.0 * 1024.0)));
+            (1024.0 * 1024.0),
+        upperBound ? " (dropless expert slots move only where filled)" : ""));
+  }
   if (const KernelArena *arena = kernels.arena(); arena && taken > 0)
     print(formatText("temporaries: a %s arena placed by the plan; %lld allocations fell back to "
                      "the heap\n",

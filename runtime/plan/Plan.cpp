@@ -28,12 +28,13 @@ struct PlanDTypeInfo {
   size_t size;
 };
 
-constexpr std::array<PlanDTypeInfo, 5> kPlanDTypes = {{
+constexpr std::array<PlanDTypeInfo, 6> kPlanDTypes = {{
     {PlanDType::F32, "f32", 4},
     {PlanDType::BF16, "bf16", 2},
     {PlanDType::F16, "f16", 2},
     {PlanDType::F64, "f64", 8},
     {PlanDType::I32, "i32", 4},
+    {PlanDType::I64, "i64", 8},
 }};
 
 constexpr std::array<std::pair<InitKind, std::string_view>, 5> kInitKinds = {{
@@ -71,7 +72,7 @@ namespace {
 constexpr std::string_view kBufferKindNames[] = {
     "input",     "param",      "state",           "grad",     "loss",  "step",
     "grad_scale", "grad_norm", "lr",              "activation", "activation_grad",
-    "residual",  "stash",      "grad_squares"};
+    "residual",  "stash",      "grad_squares", "expert_load"};
 } // namespace
 
 std::string_view bufferKindName(BufferKind kind) {
@@ -481,12 +482,22 @@ std::string asName(const JsonValue &v, const std::string &path) {
   return s;
 }
 
-PlanDType asDType(const JsonValue &v, const std::string &path, bool allowI32) {
+/// Which integer dtypes a tensor may have besides the floating-point ones: none
+/// (parameters, states), i32 token ids (the plan's inputs), or also i64 counts (kernel
+/// buffers: an MoE step's tokens per expert).
+enum class Integers { None, TokenIds, TokenIdsAndCounts };
+
+PlanDType asDType(const JsonValue &v, const std::string &path, Integers integers) {
   const std::string &s = asString(v, path);
   std::optional<PlanDType> d = parsePlanDType(s);
-  if (!d || (!allowI32 && *d == PlanDType::I32))
+  bool allowed = d && (*d == PlanDType::I32   ? integers != Integers::None
+                       : *d == PlanDType::I64 ? integers == Integers::TokenIdsAndCounts
+                                              : true);
+  if (!allowed)
     fail(path, concat("unknown dtype ", quoteForMessage(s), " (expected f32, bf16, f16 or f64",
-                      allowI32 ? ", or i32 for token ids)" : ")"));
+                      integers == Integers::None        ? ")"
+                      : integers == Integers::TokenIds ? ", or i32 for token ids)"
+                                                        : ", or i32 for token ids, i64 for counts)"));
   return *d;
 }
 
@@ -794,7 +805,7 @@ ParamInfo readParam(const JsonValue &v, const std::string &path, size_t index,
     fail(member(path, "instances"),
          concat("a model parameter (no 'layer') has 1 instance, found ", p.instances));
   }
-  p.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowI32=*/false);
+  p.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), Integers::None);
   p.init = readInit(get(o, path, "init"), member(path, "init"));
   p.weightDecay = asBool(get(o, path, "weight_decay"), member(path, "weight_decay"));
   if (const JsonValue *layout = o.find("layout"))
@@ -828,7 +839,7 @@ StateInfo readState(const JsonValue &v, const std::string &path,
   if (s.dims != it->dims)
     fail(member(path, "dims"), concat(formatDims(s.dims), " differ from the dims of parameter '",
                                       it->name, "' ", formatDims(it->dims)));
-  s.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowI32=*/false);
+  s.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), Integers::None);
   return s;
 }
 
@@ -837,7 +848,7 @@ InputInfo readInput(const JsonValue &v, const std::string &path,
   const JsonObject &o = asObject(v, path);
   InputInfo in;
   in.name = asName(get(o, path, "name"), member(path, "name"));
-  in.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowI32=*/true);
+  in.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), Integers::TokenIds);
   in.dims = readDimList(get(o, path, "dims"), member(path, "dims"), modelDims);
   return in;
 }
@@ -870,6 +881,9 @@ Predictions readPredictions(const JsonValue &v, const std::string &path) {
     const JsonObject &comm = asObject(get(o, path, "communication_bytes"), commPath);
     p.communicationBytes = Predictions::CommunicationBytes{
         readCount(comm, commPath, "forward_backward"), readCount(comm, commPath, "optimizer_step")};
+    if (comm.find("upper_bound"))
+      p.communicationBytes->upperBound =
+          asBool(get(comm, commPath, "upper_bound"), member(commPath, "upper_bound"));
   }
   return p;
 }
@@ -886,7 +900,7 @@ KernelBuffer readKernelBuffer(const JsonValue &v, const std::string &path,
     fail(member(path, "kind"), concat("unknown buffer kind ", quoteForMessage(kind)));
   b.kind = *parsed;
   b.name = asName(get(o, path, "name"), member(path, "name"));
-  b.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), /*allowI32=*/true);
+  b.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), Integers::TokenIdsAndCounts);
   // A pipeline chunk's residuals and stash are partitioned like the values they are.
   bool local = sharded && (b.kind == BufferKind::Param || b.kind == BufferKind::State ||
                            b.kind == BufferKind::Grad || b.kind == BufferKind::Residual ||

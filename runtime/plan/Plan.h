@@ -45,7 +45,7 @@ inline constexpr std::string_view kPlanFormatName = "mtc-plan";
 inline constexpr int64_t kMaxTrainSteps = (int64_t(1) << 31) - 1;
 
 /// Element types of plan tensors: `f32`, `bf16`, `f16`, `f64` for values, `i32` for token ids.
-enum class PlanDType { F32, BF16, F16, F64, I32 };
+enum class PlanDType { F32, BF16, F16, F64, I32, I64 };
 
 /// "f32", "bf16", ...
 std::string_view planDTypeName(PlanDType dtype);
@@ -197,6 +197,9 @@ struct Predictions {
   struct CommunicationBytes {
     int64_t forwardBackward = 0; // per micro-batch
     int64_t optimizerStep = 0;
+    /// At most what the step sends (`upper_bound`: it moves only the filled slots of
+    /// dropless expert routing, which depend on the data).
+    bool upperBound = false;
   };
   std::optional<CommunicationBytes> communicationBytes;
 };
@@ -205,7 +208,9 @@ struct Predictions {
 /// pipeline's functions add `activation` (a chunk's input or output), `activation_grad` (its
 /// gradient), `residual` (what a chunk's forward keeps for its backward), `stash` (what
 /// backward_input keeps for backward_weight) and `grad_squares` (a stage's part of the squared
-/// gradient norm).
+/// gradient norm). forward_backward may also return `expert_load`: the tokens each MoE
+/// layer routed to each expert (i64 [layers, experts], the sum over the ranks of its routing
+/// group).
 enum class BufferKind {
   Input,
   Param,
@@ -220,7 +225,8 @@ enum class BufferKind {
   ActivationGrad,
   Residual,
   Stash,
-  GradSquares
+  GradSquares,
+  ExpertLoad
 };
 
 /// "input", "param", ...

@@ -190,7 +190,8 @@ def ThreadKernelContextPass : Pass<"mtc-thread-kernel-context", "::mlir::ModuleO
     argument `!llvm.ptr {mtc.kernel_context}`, the runtime's state of the call in progress
     (the rank's mesh, the workspace, the dropout key), and so do the declarations of the
     runtime imports of the kernel ABI (runtime/exec/KernelABI.h: `mtc_all_reduce`,
-    `mtc_all_gather`, `mtc_reduce_scatter`, `mtc_all_to_all`, `mtc_shift`, `mtc_mesh_coordinate`,
+    `mtc_all_gather`, `mtc_reduce_scatter`, `mtc_all_to_all`, `mtc_all_to_all_filled`,
+    `mtc_shift`, `mtc_mesh_coordinate`,
     `mtc_dropout_key`, `mtc_dropout_layer`, `mtc_batch_matmul_f32`, `mtc_kernel_workspace`,
     `mtc_kernel_workspace_release`). Every call of such a function passes the
     caller's context first. Other declarations (`mtc_dropout_keep_element`, linked into the

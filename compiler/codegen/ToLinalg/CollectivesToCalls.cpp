@@ -16,8 +16,10 @@
 // The runtime's gathers and scatters move contiguous blocks, one per rank: a dimension
 // gathered or scattered other than the outermost is transposed to the front first and
 // back after; an all-to-all splits the dimension it scatters into (rank, part) and
-// transposes both its dimensions to the front (AllToAllLowering); a shift sends the whole
-// local buffer (ShiftLowering). `all_slice` needs no
+// transposes both its dimensions to the front (AllToAllLowering); one of expert slots with
+// filled counts calls the runtime's all-to-all of filled slots on the same blocks, with a
+// scratch buffer for the rows it packs; a shift sends the whole local buffer
+// (ShiftLowering). `all_slice` needs no
 // communication: an `extract_slice` at this rank's coordinate (kMeshCoordinateFunction), and
 // `to_partial` a select on it. `from_local` / `to_local` are nothing on builtin tensors.
 //
@@ -99,6 +101,32 @@ Value callCollective(OpBuilder &b, Location loc, StringRef function, int64_t axi
   args.append({addressOf(b, loc, in), addressOf(b, loc, out), i64Constant(b, loc, count)});
   func::CallOp::create(b, loc, function, TypeRange{}, args);
   return bufferization::ToTensorOp::create(b, loc, resultType, out, /*restrict=*/true,
+                                           /*writable=*/true);
+}
+
+/// Calls mtc_all_to_all_filled(axis, dtype, in, out, scratch, counts, slots_first, a, b,
+/// row) on `blocks` ([parts, a, b, ...] elements, `row` per (a, b)) with the filled
+/// `counts`; the scratch it packs the sent rows in is a fresh buffer of the blocks' size
+/// (placed with the function's other temporaries). Returns the received blocks.
+Value callFilledAllToAll(OpBuilder &b, Location loc, int64_t axis, Value blocks, Value counts,
+                         bool slotsFirst, int64_t a, int64_t bSize, int64_t row) {
+  auto type = cast<RankedTensorType>(blocks.getType());
+  auto memrefType = MemRefType::get(type.getShape(), type.getElementType());
+  auto countsType = cast<RankedTensorType>(counts.getType());
+  Value in = bufferization::ToBufferOp::create(b, loc, memrefType, blocks, /*read_only=*/true);
+  Value countsBuffer = bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get(countsType.getShape(), countsType.getElementType()), counts,
+      /*read_only=*/true);
+  Value out = memref::AllocOp::create(b, loc, memrefType);
+  Value scratch = memref::AllocOp::create(b, loc, memrefType);
+  func::CallOp::create(b, loc, kAllToAllFilledFunction, TypeRange{},
+                       ValueRange{i64Constant(b, loc, axis),
+                                  i64Constant(b, loc, dtypeCode(type.getElementType())),
+                                  addressOf(b, loc, in), addressOf(b, loc, out),
+                                  addressOf(b, loc, scratch), addressOf(b, loc, countsBuffer),
+                                  i64Constant(b, loc, slotsFirst), i64Constant(b, loc, a),
+                                  i64Constant(b, loc, bSize), i64Constant(b, loc, row)});
+  return bufferization::ToTensorOp::create(b, loc, type, out, /*restrict=*/true,
                                            /*writable=*/true);
 }
 
@@ -231,9 +259,24 @@ struct AllToAllLowering : OpConversionPattern<mtp::AllToAllOp> {
         order.push_back(d);
     Value blocks = transposed(rewriter, loc, expanded, order);
 
-    Value received = callCollective(
-        rewriter, loc, kAllToAllFunction, axisIndex(type.getMesh(), op.getOver()), {},
-        blocks, cast<RankedTensorType>(blocks.getType()), inputType.getNumElements() / parts);
+    Value received;
+    if (Value filled = adaptor.getFilled()) {
+      // Expert slots: the blocks are [parts, from, to's part, features], the verifier having
+      // put `from` and `to` in front.
+      auto blocksType = cast<RankedTensorType>(blocks.getType());
+      StringRef expertDim = namedType(op.getFilled()).getDimNames().front().getValue();
+      int64_t row = 1;
+      for (int64_t d = 3; d < blocksType.getRank(); ++d)
+        row *= blocksType.getDimSize(d);
+      received = callFilledAllToAll(rewriter, loc, axisIndex(type.getMesh(), op.getOver()),
+                                    blocks, filled, /*slotsFirst=*/op.getTo() == expertDim,
+                                    blocksType.getDimSize(1), blocksType.getDimSize(2), row);
+    } else {
+      received = callCollective(rewriter, loc, kAllToAllFunction,
+                                axisIndex(type.getMesh(), op.getOver()), {}, blocks,
+                                cast<RankedTensorType>(blocks.getType()),
+                                inputType.getNumElements() / parts);
+    }
     SmallVector<ReassociationIndices> merge = {{0, 1}};
     for (int64_t d = 2; d <= rank; ++d)
       merge.push_back({d});
@@ -343,6 +386,8 @@ LogicalResult codegen::lowering::declareMeshFunctions(ModuleOp module) {
       {kReduceScatterFunction, builder.getFunctionType({i64, i64, i64, i64, i64}, {})},
       {kAllToAllFunction, builder.getFunctionType({i64, i64, i64, i64, i64}, {})},
       {kShiftFunction, builder.getFunctionType({i64, i64, i64, i64, i64, i64, i64}, {})},
+      {kAllToAllFilledFunction,
+       builder.getFunctionType({i64, i64, i64, i64, i64, i64, i64, i64, i64, i64}, {})},
       {kMeshCoordinateFunction, builder.getFunctionType({i64}, {i64})},
   };
   return declareRuntimeFunctions(module, declarations, "the runtime's collectives");

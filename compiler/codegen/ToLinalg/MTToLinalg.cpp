@@ -628,8 +628,8 @@ bool isSupported(Operation *op) {
              // TopKToLinalg.cpp
              mt::TopKOp, mt::TopKGradOp,
              // MoEToLinalg.cpp
-             mt::DispatchOp, mt::CombineOp, mt::CombineGradOp, mt::LoadBalancingLossOp,
-             mt::LoadBalancingLossGradOp,
+             mt::DispatchOp, mt::ExpertLoadOp, mt::CombineOp, mt::CombineGradOp,
+             mt::LoadBalancingLossOp, mt::LoadBalancingLossGradOp,
              // ScanToSCF.cpp
              mt::RepeatOp>(op);
 }

@@ -79,6 +79,11 @@ inline constexpr llvm::StringLiteral kAllGatherFunction = MTC_ABI_ALL_GATHER;
 inline constexpr llvm::StringLiteral kReduceScatterFunction = MTC_ABI_REDUCE_SCATTER;
 inline constexpr llvm::StringLiteral kAllToAllFunction = MTC_ABI_ALL_TO_ALL;
 inline constexpr llvm::StringLiteral kShiftFunction = MTC_ABI_SHIFT;
+/// void mtc_all_to_all_filled(int64_t axis, int64_t dtype, const void *in, void *out,
+///                            void *scratch, const int64_t *counts, int64_t slots_first,
+///                            int64_t a, int64_t b, int64_t row);
+/// mtp.all_to_all with filled counts: blocks [parts][a][b][row] (MeshCollectives.h).
+inline constexpr llvm::StringLiteral kAllToAllFilledFunction = MTC_ABI_ALL_TO_ALL_FILLED;
 inline constexpr llvm::StringLiteral kMeshCoordinateFunction = MTC_ABI_MESH_COORDINATE;
 
 inline mt::NamedTensorType namedType(mlir::Value value) {

@@ -20,8 +20,11 @@
 //                 its expert row; the input's gradient a choice loop writing w * gradient
 //                 into each accepted choice's row (each slot holds at most one choice).
 //
-// Load balancing: f_e (the fraction of choices that picked e) is a generic counting matches
-// over the indices; the softmax over experts is three reductions (max, sum of exp, then the
+// Counting: mt.expert_load is a generic counting the choices that name each expert over the
+// indices (every choice: the count comes before any capacity).
+//
+// Load balancing: f_e (the fraction of choices that picked e) is that count over the
+// number of choices; the softmax over experts is three reductions (max, sum of exp, then the
 // loss or the per-token mean sum_e f_e p_e for the gradient), all in the logits' element
 // type. When the op takes the probabilities themselves there is no softmax: the loss is one
 // reduction and the gradient E / T * f_e broadcast over the tokens.
@@ -106,6 +109,30 @@ linalg::GenericOp generic(OpBuilder &b, Location loc, ArrayRef<StringAttr> space
 Value loopIndex(OpBuilder &b, Location loc, ArrayRef<StringAttr> space, StringAttr name) {
   return linalg::IndexOp::create(b, loc,
                                  static_cast<uint64_t>(llvm::find(space, name) - space.begin()));
+}
+
+/// counts[e] = #{choices of `indices` naming expert e}, in `countsType` (the expert
+/// dimension alone; integer or floating-point elements): a generic reducing over the
+/// indices. mt.expert_load is this; the load-balancing loss's f_e divides it.
+Value countChoices(OpBuilder &b, Location loc, Value indices, NamedTensorType indicesType,
+                   NamedTensorType countsType) {
+  int64_t experts = countsType.getDimSizes().front();
+  Type element = countsType.getElementType();
+  SmallVector<StringAttr> space = spaceOf(countsType, indicesType.getDimNames());
+  return generic(b, loc, space, /*reductions=*/indicesType.getRank(), {{indices, indicesType}},
+                 {{zeros(b, loc, countsType), countsType}},
+                 [&](OpBuilder &nb, Location l, ValueRange args) {
+                   Value expert = clampedIndex(nb, l, args[0], experts);
+                   Value match = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, expert,
+                                                       linalg::IndexOp::create(nb, l, 0));
+                   Value one = scalarConstant(nb, l, element, 1);
+                   Value next = isa<FloatType>(element)
+                                    ? arith::AddFOp::create(nb, l, args[1], one).getResult()
+                                    : arith::AddIOp::create(nb, l, args[1], one).getResult();
+                   linalg::YieldOp::create(
+                       nb, l, ValueRange{arith::SelectOp::create(nb, l, match, next, args[1])});
+                 })
+      .getResult(0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -404,6 +431,17 @@ struct CombineGradLowering : OpConversionPattern<mt::CombineGradOp> {
   }
 };
 
+/// The counts of every choice, before any capacity (no slot assignment).
+struct ExpertLoadLowering : OpConversionPattern<mt::ExpertLoadOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(mt::ExpertLoadOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, countChoices(rewriter, op.getLoc(), adaptor.getIndices(),
+                                        namedType(op.getIndices()), namedType(op.getResult())));
+    return success();
+  }
+};
+
 /// The router statistics of load_balancing_loss(_grad) as tensors: f[e] (fraction of the
 /// choices that picked e), and, unless the operand holds the probabilities, per token the
 /// max and the sum of exp(logit - max) over the experts.
@@ -427,22 +465,8 @@ struct RouterStats {
     stats.tokens = stats.tokensType.getNumElements();
     stats.experts = logitsType.getDimSize(expertDim);
 
-    // counts[e] = #{choices with index e}, then f = counts / choices.
-    int64_t experts = stats.experts;
-    SmallVector<StringAttr> countSpace = spaceOf(stats.expertType, indicesType.getDimNames());
-    Value counts =
-        generic(b, loc, countSpace, /*reductions=*/indicesType.getRank(),
-                {{indices, indicesType}}, {{zeros(b, loc, stats.expertType), stats.expertType}},
-                [&](OpBuilder &nb, Location l, ValueRange args) {
-                  Value expert = clampedIndex(nb, l, args[0], experts);
-                  Value match = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, expert,
-                                                      linalg::IndexOp::create(nb, l, 0));
-                  Value one = arith::AddFOp::create(nb, l, args[1],
-                                                    scalarConstant(nb, l, element, 1));
-                  linalg::YieldOp::create(
-                      nb, l, ValueRange{arith::SelectOp::create(nb, l, match, one, args[1])});
-                })
-            .getResult(0);
+    // f = counts / choices.
+    Value counts = countChoices(b, loc, indices, indicesType, stats.expertType);
     double choices = static_cast<double>(indicesType.getNumElements());
     stats.f = generic(b, loc, stats.expertType.getDimNames(), 0, {{counts, stats.expertType}},
                       {{emptyTensor(b, loc, stats.expertType), stats.expertType}},
@@ -604,6 +628,7 @@ struct LoadBalancingLossGradLowering : OpConversionPattern<mt::LoadBalancingLoss
 
 void codegen::lowering::populateMoEPatterns(const TypeConverter &types,
                                             RewritePatternSet &patterns) {
-  patterns.add<DispatchLowering, CombineLowering, CombineGradLowering, LoadBalancingLossLowering,
-               LoadBalancingLossGradLowering>(types, patterns.getContext());
+  patterns.add<DispatchLowering, ExpertLoadLowering, CombineLowering, CombineGradLowering,
+               LoadBalancingLossLowering, LoadBalancingLossGradLowering>(types,
+                                                                         patterns.getContext());
 }

@@ -838,6 +838,20 @@ LogicalResult DispatchOp::verify() {
   return checkResult(*this, input.withDims(dims), result);
 }
 
+LogicalResult ExpertLoadOp::verify() {
+  NamedTensorType indices = tensorOf(getIndices()), result = tensorOf(getResult());
+  if (failed(requireInteger(opErrors(*this), indices, "indices")) ||
+      failed(requireDim(opErrors(*this), indices, getKDim(), "indices")) ||
+      failed(requireAbsent(opErrors(*this), indices, getExpertDim(), "indices")) ||
+      failed(requireInteger(opErrors(*this), result, "result")))
+    return failure();
+  if (result.getRank() != 1 || !result.hasDim(getExpertDim()))
+    return emitOpError() << "result " << result.dimsToString()
+                         << " must have the expert dimension '" << getExpertDim()
+                         << "' alone";
+  return success();
+}
+
 /// The rules of mt.combine on its operands, which mt.combine_grad shares; the result type
 /// they imply: the token dimensions, then the input's feature dimensions.
 template <typename CombineLikeOp>

@@ -534,6 +534,31 @@ def MT_DispatchOp : MT_Op<"dispatch", [Pure]> {
   let hasVerifier = 1;
 }
 
+def MT_ExpertLoadOp : MT_Op<"expert_load", [Pure]> {
+  let summary = "how many routing choices name each expert";
+  let description = [{
+    Counts, for each expert, the routing choices of `indices` (token dimensions plus
+    `k_dim`) that name it: the tokens routed to the expert, as Megatron-Core's
+    `tokens_per_expert`. The count is taken before any capacity limit: choices an
+    `mt.dispatch` with a capacity factor drops are counted, so the counts over the experts
+    always add up to tokens * k. The result has the one dimension `expert_dim` and an integer
+    element type. Not differentiable: the compiler adds it after autodiff (mt-expert-load,
+    for the metrics; mtp-filled-all-to-all, for the slots dropless routing fills).
+
+    ```mlir
+    %n = mt.expert_load %i k topk to experts
+        : !mt.tensor<[batch=2, seq=4, topk=2], i32> -> !mt.tensor<[experts=8], i64>
+    ```
+  }];
+  let arguments = (ins MT_Tensor:$indices, StrAttr:$k_dim, StrAttr:$expert_dim);
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = [{
+    $indices `k` custom<DimName>($k_dim) `to` custom<DimName>($expert_dim) attr-dict `:`
+    type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def MT_CombineOp : MT_Op<"combine", [Pure, InferTypeOpAdaptor]> {
   let summary = "gather expert outputs back to tokens";
   let description = [{

@@ -201,6 +201,24 @@ LogicalResult AllToAllOp::verify() {
   toAxes.push_back(axis);
   if (failed(checkDivisible(*this, type, to, toAxes)))
     return failure();
+  if (Value filled = getFilled()) {
+    auto counts = cast<mt::NamedTensorType>(filled.getType());
+    auto element = dyn_cast<IntegerType>(counts.getElementType());
+    mt::NamedTensorType global = type.getGlobal();
+    StringRef experts = counts.getRank() == 1 ? counts.getDimNames().front().getValue() : "";
+    if (!element || element.getWidth() != 64 || (experts != from && experts != to) ||
+        counts.getDimSizes().front() != global.getDimSize(experts))
+      return emitOpError() << "filled counts " << counts
+                           << " must be i64 over the whole expert dimension, '" << from
+                           << "' or '" << to << "'";
+    // The runtime moves blocks [slots, experts, row] or [experts, slots, row].
+    SmallVector<mt::NamedDim> dims = global.getDims();
+    if (dims.size() < 2 || !llvm::is_contained({from, to}, dims[0].name.getValue()) ||
+        !llvm::is_contained({from, to}, dims[1].name.getValue()))
+      return emitOpError() << "with filled counts moves expert slots, which lead the operand: "
+                           << global.dimsToString() << " does not start with '" << from
+                           << "' and '" << to << "'";
+  }
   return checkResult(*this, type.withSplit(from, fromAxes).withSplit(to, toAxes),
                      getResult().getType());
 }

@@ -106,13 +106,31 @@ def MTP_ToPartialOp : MTP_LayoutChangeOp<"to_partial"> {
   }];
 }
 
-def MTP_AllToAllOp : MTP_LayoutChangeOp<"all_to_all", (ins StrAttr:$from, StrAttr:$to),
-                                        "`from` $from `to` $to"> {
+def MTP_AllToAllOp
+    : MTP_LayoutChangeOp<"all_to_all",
+                         (ins StrAttr:$from, StrAttr:$to, Optional<MTP_LocalTensor>:$filled),
+                         "`from` $from `to` $to (`filled` `(` $filled^ `:` type($filled) `)`)?"> {
   let summary = "move the split of an axis from one dimension to another";
   let description = [{
     `%y = mtp.all_to_all %x over "tp" from "seq" to "heads" : T -> U`: `seq` is split
     over `tp` (innermost) in `%x`; in `%y` it is not, and `heads` is (appended).
+
+    With `filled(%n : !mt.tensor<[experts=E], i64>)` the operand holds expert slots: of
+    `from` and `to`, the one `%n` names is the expert dimension (E, global), the other the
+    slot dimension, and the two lead the operand. `%n` is this rank's count of the slots it
+    filled for each expert, as the ranks splitting the slot dimension hold them (a rank
+    routing its own tokens: mt.expert_load of its indices); the filled slots of an expert
+    are a prefix of each such rank's part of the slot dimension (mt.dispatch fills them
+    first come, first served). Only those slots travel (an all-to-all-v, after a small
+    all-to-all of the counts); every other slot of the result is zero. The expert dimension
+    is whole on the operand's slot side.
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input, "::llvm::StringRef":$over,
+                   "::llvm::StringRef":$from, "::llvm::StringRef":$to), [{
+      build($_builder, $_state, result, input, over, from, to, ::mlir::Value());
+    }]>
+  ];
 }
 
 def MTP_ShiftOp : MTP_CollectiveOp<"shift", [Pure, AllTypesMatch<["input", "result"]>]> {

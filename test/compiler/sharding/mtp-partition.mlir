@@ -1173,3 +1173,46 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type 
     return %lq, %lk, %lv : !mt.tensor<[], f32>, !mt.tensor<[], f32>, !mt.tensor<[], f32>
   }
 }
+
+// -----
+
+// Tests that expert_load under ep 2 counts each rank's own tokens (the batch split of the
+// routing group): the counts are partial over ep, and one i64 all_reduce sums them where the
+// step returns them whole.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[V:.*]], %[[I:.*]] = mt.topk {{.*}} -> <[batch=2, seq=2, topk=2], f32>, <[batch=2, seq=2, topk=2], i32>
+// CHECK: %[[N:.*]] = mt.expert_load %[[I]] k topk to experts : <[batch=2, seq=2, topk=2], i32> -> <[experts=4], i64>
+// CHECK: %[[P:.*]] = mtp.from_local %[[N]] : {{.*}} -> <[experts=4], i64, <[ep = 2]>, partial [ep]>
+// CHECK: %[[S:.*]] = mtp.all_reduce %[[P]] over ["ep"]
+// CHECK: %[[W:.*]] = mtp.to_local %[[S]] : {{.*}} -> <[experts=4], i64>
+// CHECK: return %{{.*}}, %[[W]]
+module attributes {mt.outlined, mt.parallel = #mt.parallel<ep = 2>} {
+  mt.param @router : !mt.tensor<[hidden=4, experts=4], f32> init normal(2.000000e-02)
+  mt.param @w1 : !mt.tensor<[experts=4, hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[batch=4, seq=2, hidden=4], f32>,
+                     %router: !mt.tensor<[hidden=4, experts=4], f32> {mt.param = @router})
+      -> (!mt.tensor<[], f32>, !mt.tensor<[experts=4], i64>) {
+    %logits = mt.contract %x, %router over [hidden] : <[batch=4, seq=2, hidden=4], f32>, <[hidden=4, experts=4], f32> -> <[batch=4, seq=2, experts=4], f32>
+    %v, %i = mt.topk %logits over experts k topk : <[batch=4, seq=2, experts=4], f32> -> <[batch=4, seq=2, topk=2], f32>, <[batch=4, seq=2, topk=2], i32>
+    %n = mt.expert_load %i k topk to experts : <[batch=4, seq=2, topk=2], i32> -> <[experts=4], i64>
+    %s = mt.reduce_sum %v over [batch, seq, topk] : <[batch=4, seq=2, topk=2], f32> -> <[], f32>
+    return %s, %n : !mt.tensor<[], f32>, !mt.tensor<[experts=4], i64>
+  }
+}
+
+// -----
+
+// Tests that expert_load without expert parallelism counts every token on every rank: its
+// indices are whole (tp 2 splits nothing of the routing) and so are the counts, with no
+// collective.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[N:.*]] = mt.expert_load %{{.*}} k topk to experts : <[batch=4, seq=2, topk=2], i32> -> <[experts=4], i64>
+// CHECK-NOT: mtp.all_reduce
+// CHECK: return %[[N]]
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
+  mt.param @w1 : !mt.tensor<[experts=4, hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  func.func @forward(%i: !mt.tensor<[batch=4, seq=2, topk=2], i32>) -> !mt.tensor<[experts=4], i64> {
+    %n = mt.expert_load %i k topk to experts : <[batch=4, seq=2, topk=2], i32> -> <[experts=4], i64>
+    return %n : !mt.tensor<[experts=4], i64>
+  }
+}

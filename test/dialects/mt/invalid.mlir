@@ -1117,6 +1117,51 @@ func.func @topk_indices_type(%x: !mt.tensor<[tokens=8, expert=4], f32>) {
 
 // -----
 
+// Tests that expert_load's indices are integers.
+func.func @expert_load_float_indices(%i: !mt.tensor<[tokens=8, k=2], f32>) {
+  // expected-error @+1 {{'mt.expert_load' op expects integer indices, got element type 'f32'}}
+  %0 = mt.expert_load %i k k to expert : !mt.tensor<[tokens=8, k=2], f32> -> !mt.tensor<[expert=4], i64>
+  return
+}
+
+// -----
+
+// Tests that expert_load's indices have the k dimension.
+func.func @expert_load_indices_lack_k(%i: !mt.tensor<[tokens=8], i32>) {
+  // expected-error @+1 {{'mt.expert_load' op indices [tokens=8] has no dimension 'k'}}
+  %0 = mt.expert_load %i k k to expert : !mt.tensor<[tokens=8], i32> -> !mt.tensor<[expert=4], i64>
+  return
+}
+
+// -----
+
+// Tests that expert_load's expert dimension is not one of the indices'.
+func.func @expert_load_expert_in_indices(%i: !mt.tensor<[expert=8, k=2], i32>) {
+  // expected-error @+1 {{'mt.expert_load' op new dimension 'expert' already exists in the indices [expert=8, k=2]}}
+  %0 = mt.expert_load %i k k to expert : !mt.tensor<[expert=8, k=2], i32> -> !mt.tensor<[expert=4], i64>
+  return
+}
+
+// -----
+
+// Tests that expert_load counts in integers.
+func.func @expert_load_float_result(%i: !mt.tensor<[tokens=8, k=2], i32>) {
+  // expected-error @+1 {{'mt.expert_load' op expects integer result, got element type 'f32'}}
+  %0 = mt.expert_load %i k k to expert : !mt.tensor<[tokens=8, k=2], i32> -> !mt.tensor<[expert=4], f32>
+  return
+}
+
+// -----
+
+// Tests that expert_load's result has the expert dimension and nothing else.
+func.func @expert_load_result_dims(%i: !mt.tensor<[tokens=8, k=2], i32>) {
+  // expected-error @+1 {{'mt.expert_load' op result [layers=2, expert=4] must have the expert dimension 'expert' alone}}
+  %0 = mt.expert_load %i k k to expert : !mt.tensor<[tokens=8, k=2], i32> -> !mt.tensor<[layers=2, expert=4], i64>
+  return
+}
+
+// -----
+
 // Tests that dispatch's capacity is ceil(factor * tokens * k / experts) = ceil(1.25 * 8 * 2 / 4) = 5.
 func.func @dispatch_capacity(%x: !mt.tensor<[tokens=8, hidden=4], f32>, %i: !mt.tensor<[tokens=8, k=2], i32>) {
   // expected-error @+1 {{'mt.dispatch' op result type '!mt.tensor<[expert=4, cap=4, hidden=4], f32>' does not match the expected '!mt.tensor<[expert=4, cap=5, hidden=4], f32>'}}

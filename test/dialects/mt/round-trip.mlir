@@ -326,7 +326,8 @@ func.func @reshape(%x: !mt.tensor<[batch=2, hidden=8, seq=4], f32>) {
 
 // Tests that the mixture-of-experts ops round-trip: topk routing, dispatch to
 // capacity-limited expert buffers (capacity = ceil(1.25 * 8 * 2 / 4) = 5) and dropless ones
-// (capacity = 8 tokens), combine back, the balancing loss and the z-loss.
+// (capacity = 8 tokens), combine back, the balancing loss, the z-loss and the counts of
+// tokens per expert.
 // CHECK-LABEL: func.func @moe
 // CHECK: mt.topk %{{.*}} over expert k k : <[tokens=8, expert=4], f32> -> <[tokens=8, k=2], f32>, <[tokens=8, k=2], i32>
 // CHECK: mt.dispatch %{{.*}}, %{{.*}} k k to expert capacity cap factor 1.250000e+00 : <[tokens=8, hidden=4], f32>, <[tokens=8, k=2], i32> -> <[expert=4, cap=5, hidden=4], f32>
@@ -334,6 +335,7 @@ func.func @reshape(%x: !mt.tensor<[batch=2, hidden=8, seq=4], f32>) {
 // CHECK: mt.dispatch %{{.*}}, %{{.*}} k k to expert capacity cap dropless : <[tokens=8, hidden=4], f32>, <[tokens=8, k=2], i32> -> <[expert=4, cap=8, hidden=4], f32>
 // CHECK: mt.load_balancing_loss %{{.*}}, %{{.*}} over expert k k : <[tokens=8, expert=4], f32>, <[tokens=8, k=2], i32> -> <[], f32>
 // CHECK: mt.z_loss %{{.*}} over expert : <[tokens=8, expert=4], f32> -> <[], f32>
+// CHECK: mt.expert_load %{{.*}} k k to expert : <[tokens=8, k=2], i32> -> <[expert=4], i64>
 func.func @moe(%x: !mt.tensor<[tokens=8, hidden=4], f32>, %logits: !mt.tensor<[tokens=8, expert=4], f32>) {
   %w, %i = mt.topk %logits over expert k k : !mt.tensor<[tokens=8, expert=4], f32> -> !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8, k=2], i32>
   %d = mt.dispatch %x, %i k k to expert capacity cap factor 1.25 : !mt.tensor<[tokens=8, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], i32> -> !mt.tensor<[expert=4, cap=5, hidden=4], f32>
@@ -341,6 +343,7 @@ func.func @moe(%x: !mt.tensor<[tokens=8, hidden=4], f32>, %logits: !mt.tensor<[t
   %dropless = mt.dispatch %x, %i k k to expert capacity cap dropless : !mt.tensor<[tokens=8, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], i32> -> !mt.tensor<[expert=4, cap=8, hidden=4], f32>
   %l = mt.load_balancing_loss %logits, %i over expert k k : !mt.tensor<[tokens=8, expert=4], f32>, !mt.tensor<[tokens=8, k=2], i32> -> !mt.tensor<[], f32>
   %z = mt.z_loss %logits over expert : !mt.tensor<[tokens=8, expert=4], f32> -> !mt.tensor<[], f32>
+  %n = mt.expert_load %i k k to expert : !mt.tensor<[tokens=8, k=2], i32> -> !mt.tensor<[expert=4], i64>
   return
 }
 

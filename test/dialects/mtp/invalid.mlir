@@ -250,3 +250,27 @@ func.func @to_partial_twice(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]
   %y = mtp.to_partial %x over "tp" : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>
   return
 }
+
+// -----
+
+func.func @all_to_all_filled_float(%x: !mtp.tensor<[experts=4, capacity=8], f32, <[ep = 2]>, split {capacity = [ep]}>, %n: !mt.tensor<[experts=4], f32>) {
+  // expected-error @+1 {{filled counts '!mt.tensor<[experts=4], f32>' must be i64 over the whole expert dimension, 'capacity' or 'experts'}}
+  %y = mtp.all_to_all %x over "ep" from "capacity" to "experts" filled(%n : !mt.tensor<[experts=4], f32>) : !mtp.tensor<[experts=4, capacity=8], f32, <[ep = 2]>, split {capacity = [ep]}> -> !mtp.tensor<[experts=4, capacity=8], f32, <[ep = 2]>, split {experts = [ep]}>
+  return
+}
+
+// -----
+
+func.func @all_to_all_filled_local_experts(%x: !mtp.tensor<[experts=4, capacity=8], f32, <[ep = 2]>, split {capacity = [ep]}>, %n: !mt.tensor<[experts=2], i64>) {
+  // expected-error @+1 {{filled counts '!mt.tensor<[experts=2], i64>' must be i64 over the whole expert dimension, 'capacity' or 'experts'}}
+  %y = mtp.all_to_all %x over "ep" from "capacity" to "experts" filled(%n : !mt.tensor<[experts=2], i64>) : !mtp.tensor<[experts=4, capacity=8], f32, <[ep = 2]>, split {capacity = [ep]}> -> !mtp.tensor<[experts=4, capacity=8], f32, <[ep = 2]>, split {experts = [ep]}>
+  return
+}
+
+// -----
+
+func.func @all_to_all_filled_slots_not_leading(%x: !mtp.tensor<[hidden=2, experts=4, capacity=8], f32, <[ep = 2]>, split {capacity = [ep]}>, %n: !mt.tensor<[experts=4], i64>) {
+  // expected-error @+1 {{with filled counts moves expert slots, which lead the operand: [hidden=2, experts=4, capacity=8] does not start with 'capacity' and 'experts'}}
+  %y = mtp.all_to_all %x over "ep" from "capacity" to "experts" filled(%n : !mt.tensor<[experts=4], i64>) : !mtp.tensor<[hidden=2, experts=4, capacity=8], f32, <[ep = 2]>, split {capacity = [ep]}> -> !mtp.tensor<[hidden=2, experts=4, capacity=8], f32, <[ep = 2]>, split {experts = [ep]}>
+  return
+}

@@ -80,6 +80,19 @@ func.func @shift(%x: !mtp.tensor<[seq=64, heads=8], f32, <[cp = 4]>, split {seq 
   return %z : !mtp.tensor<[seq=64, heads=8], f32, <[cp = 4]>, split {seq = [cp]}>
 }
 
+// Tests the all-to-all of expert slots that moves only the filled ones (counts per expert).
+// CHECK-LABEL: func.func @all_to_all_filled
+// CHECK: mtp.all_to_all %arg0 over "ep" from "capacity" to "experts" filled(%arg1 : !mt.tensor<[experts=4], i64>)
+// CHECK-SAME: -> <[experts=4, capacity=8, hidden=2], f32, <[ep = 2]>, split {experts = [ep]}>
+func.func @all_to_all_filled(%x: !mtp.tensor<[experts=4, capacity=8, hidden=2], f32, <[ep = 2]>, split {capacity = [ep]}>,
+                             %n: !mt.tensor<[experts=4], i64>)
+    -> !mtp.tensor<[experts=4, capacity=8, hidden=2], f32, <[ep = 2]>, split {experts = [ep]}> {
+  %y = mtp.all_to_all %x over "ep" from "capacity" to "experts" filled(%n : !mt.tensor<[experts=4], i64>)
+      : !mtp.tensor<[experts=4, capacity=8, hidden=2], f32, <[ep = 2]>, split {capacity = [ep]}>
+      -> !mtp.tensor<[experts=4, capacity=8, hidden=2], f32, <[ep = 2]>, split {experts = [ep]}>
+  return %y : !mtp.tensor<[experts=4, capacity=8, hidden=2], f32, <[ep = 2]>, split {experts = [ep]}>
+}
+
 // Tests all_slice (a replicated dimension becomes split, no communication) and the casts
 // between a rank's local mt tensor and its laid-out view.
 // CHECK-LABEL: func.func @slice_and_local_views

@@ -309,6 +309,27 @@ TEST_F(PlanTest, PredictedCommunication) {
   ASSERT_TRUE(p->predictions.communicationBytes);
   EXPECT_EQ(p->predictions.communicationBytes->forwardBackward, 1481984);
   EXPECT_EQ(p->predictions.communicationBytes->optimizerStep, 44);
+  EXPECT_FALSE(p->predictions.communicationBytes->upperBound);
+  // Dropless expert slots travel only where filled: the figures are an upper bound.
+  writePlan(edited([](JsonObject &o) {
+    JsonObject comm;
+    comm.set("forward_backward", 1481984);
+    comm.set("optimizer_step", 44);
+    comm.set("upper_bound", true);
+    at(o, "predictions").set("communication_bytes", std::move(comm));
+  }));
+  Expected<Plan> bound = loadPlan(plan());
+  ASSERT_TRUE(bound.ok()) << bound.error().message();
+  EXPECT_TRUE(bound->predictions.communicationBytes->upperBound);
+  expectPlanJsonError(edited([](JsonObject &o) {
+                        JsonObject comm;
+                        comm.set("forward_backward", 1);
+                        comm.set("optimizer_step", 1);
+                        comm.set("upper_bound", 1);
+                        at(o, "predictions").set("communication_bytes", std::move(comm));
+                      }),
+                      "predictions.communication_bytes.upper_bound: expected true or false, "
+                      "found the integer 1");
   expectPlanJsonError(edited([](JsonObject &o) {
                         JsonObject comm;
                         comm.set("forward_backward", 1);
@@ -633,6 +654,9 @@ TEST_F(PlanTest, ParamErrors) {
                       "params[0]: missing key 'dtype'");
   expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 0).set("dtype", "i32"); }),
                       "params[0].dtype: unknown dtype 'i32' (expected f32, bf16, f16 or f64)");
+  // i64 is for counts in kernel buffers (an MoE step's tokens per expert), never a parameter.
+  expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 0).set("dtype", "i64"); }),
+                      "params[0].dtype: unknown dtype 'i64' (expected f32, bf16, f16 or f64)");
   expectPlanJsonError(edited([](JsonObject &o) { paramAt(o, 0).set("dims", "x"); }),
                       "params[0].dims: expected an array, found the string 'x'");
   expectPlanJsonError(edited([](JsonObject &o) {

@@ -590,6 +590,22 @@ func.func @load_balancing(%l: !mt.tensor<[tokens=4, experts=3], f32>, %i: !mt.te
 
 // -----
 
+// Tests that expert_load counts every choice in i64: one generic over the experts reducing
+// over the indices, adding one where the (clamped) index names the expert.
+// CHECK-LABEL: func.func @expert_load
+// CHECK: %[[ZERO:.*]] = linalg.fill ins(%{{.*}} : i64) outs(%{{.*}} : tensor<3xi64>)
+// CHECK: %[[COUNTS:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction", "reduction"]} ins(%{{.*}} : tensor<4x2xi32>) outs(%[[ZERO]] : tensor<3xi64>)
+// CHECK: arith.cmpi eq
+// CHECK: arith.addi %{{.*}}, %{{.*}} : i64
+// CHECK: arith.select
+// CHECK: return %[[COUNTS]] : tensor<3xi64>
+func.func @expert_load(%i: !mt.tensor<[tokens=4, k=2], i32>) -> !mt.tensor<[experts=3], i64> {
+  %0 = mt.expert_load %i k k to experts : !mt.tensor<[tokens=4, k=2], i32> -> !mt.tensor<[experts=3], i64>
+  return %0 : !mt.tensor<[experts=3], i64>
+}
+
+// -----
+
 // Tests that repeat is an scf.for over the instances (descending with reverse) carrying the
 // carried values and an accumulator per stacked result, slicing the stacked operands,
 // calling the converted layer and inserting its stacked results.
@@ -762,6 +778,33 @@ func.func @shift(%x: !mt.tensor<[s=5, h=3], f32>) -> !mt.tensor<[s=5, h=3], f32>
 func.func @split_iota() -> !mt.tensor<[seq=4], f32> {
   %0 = mt.iota dim seq {mtp.layout = !mtp.tensor<[seq=8], f32, <[cp = 2]>, split {seq = [cp]}>} : !mt.tensor<[seq=4], f32>
   return %0 : !mt.tensor<[seq=4], f32>
+}
+
+// -----
+
+// Tests the all-to-all of expert slots with filled counts, both ways over ep 2 (4 experts,
+// 6 slots per rank, 3 features): there the blocks are [destination, slot, expert of its
+// part, feature] (a = 3 slots, b = 2 experts), back [destination, expert, slot of its part,
+// feature] (a = 2 experts, b = 3 slots); each call gets the counts' buffer, a scratch buffer
+// of the blocks' size and the row of 3 features.
+// CHECK-DAG: func.func private @mtc_all_to_all_filled(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// CHECK-LABEL: func.func @all_to_all_filled
+// CHECK-SAME: (%[[X:.*]]: tensor<4x3x3xf32>, %[[N:.*]]: tensor<4xi64>)
+// CHECK: %[[BLOCKS:.*]] = linalg.transpose {{.*}} outs(%{{.*}} : tensor<2x3x2x3xf32>) permutation = [0, 2, 1, 3]
+// CHECK: %[[IN:.*]] = bufferization.to_buffer %[[BLOCKS]] read_only : tensor<2x3x2x3xf32> to memref<2x3x2x3xf32>
+// CHECK: %[[COUNTS:.*]] = bufferization.to_buffer %[[N]] read_only : tensor<4xi64> to memref<4xi64>
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<2x3x2x3xf32>
+// CHECK: %[[SCRATCH:.*]] = memref.alloc() : memref<2x3x2x3xf32>
+// CHECK: call @mtc_all_to_all_filled(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c1_i64{{(_[0-9]+)?}}, %c3_i64{{(_[0-9]+)?}}, %c2_i64{{(_[0-9]+)?}}, %c3_i64{{(_[0-9]+)?}}) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
+// CHECK: linalg.transpose {{.*}} outs(%{{.*}} : tensor<2x2x3x3xf32>) permutation = [1, 0, 2, 3]
+// CHECK: call @mtc_all_to_all_filled(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c0_i64{{(_[0-9]+)?}}, %c2_i64{{(_[0-9]+)?}}, %c3_i64{{(_[0-9]+)?}}, %c3_i64{{(_[0-9]+)?}})
+// CHECK: return %{{.*}} : tensor<4x3x3xf32>
+func.func @all_to_all_filled(%x: !mt.tensor<[experts=4, capacity=3, hidden=3], f32>, %n: !mt.tensor<[experts=4], i64>) -> !mt.tensor<[experts=4, capacity=3, hidden=3], f32> {
+  %p = mtp.from_local %x : !mt.tensor<[experts=4, capacity=3, hidden=3], f32> -> !mtp.tensor<[experts=4, capacity=6, hidden=3], f32, <[ep = 2]>, split {capacity = [ep]}>
+  %a = mtp.all_to_all %p over "ep" from "capacity" to "experts" filled(%n : !mt.tensor<[experts=4], i64>) : !mtp.tensor<[experts=4, capacity=6, hidden=3], f32, <[ep = 2]>, split {capacity = [ep]}> -> !mtp.tensor<[experts=4, capacity=6, hidden=3], f32, <[ep = 2]>, split {experts = [ep]}>
+  %b = mtp.all_to_all %a over "ep" from "experts" to "capacity" filled(%n : !mt.tensor<[experts=4], i64>) : !mtp.tensor<[experts=4, capacity=6, hidden=3], f32, <[ep = 2]>, split {experts = [ep]}> -> !mtp.tensor<[experts=4, capacity=6, hidden=3], f32, <[ep = 2]>, split {capacity = [ep]}>
+  %l = mtp.to_local %b : !mtp.tensor<[experts=4, capacity=6, hidden=3], f32, <[ep = 2]>, split {capacity = [ep]}> -> !mt.tensor<[experts=4, capacity=3, hidden=3], f32>
+  return %l : !mt.tensor<[experts=4, capacity=3, hidden=3], f32>
 }
 
 // -----

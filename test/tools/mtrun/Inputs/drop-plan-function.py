@@ -11,14 +11,12 @@ import os
 import sys
 
 
-def main():
-    plan, names = sys.argv[1], sys.argv[2:]
+def rewrite_plan(plan, edit):
+    """Applies `edit` to the plan's plan.json document and re-hashes it in MANIFEST."""
     path = os.path.join(plan, "plan.json")
     with open(path) as f:
         doc = json.load(f)
-    functions = doc["kernels"]["x86_64"]["functions"]
-    for name in names:
-        del functions[name]
+    edit(doc)
     text = json.dumps(doc, indent=1, sort_keys=True).encode()
     with open(path, "wb") as f:
         f.write(text)
@@ -33,6 +31,17 @@ def main():
         out.append(line)
     with open(manifest, "w") as f:
         f.write("\n".join(out) + "\n")
+
+
+def main():
+    plan, names = sys.argv[1], sys.argv[2:]
+
+    def drop(doc):
+        functions = doc["kernels"]["x86_64"]["functions"]
+        for name in names:
+            del functions[name]
+
+    rewrite_plan(plan, drop)
 
 
 if __name__ == "__main__":

@@ -885,6 +885,27 @@ static bool contains(const std::string &text, llvm::StringRef part) {
   return llvm::StringRef(text).contains(part);
 }
 
+TEST_F(InterpreterTest, ExpertLoadCountsEveryChoiceBeforeCapacity) {
+  mlir::ModuleOp module = parse(R"mlir(
+    func.func @load(%i: !mt.tensor<[t=4, choice=2], i32>) -> !mt.tensor<[experts=3], i64> {
+      %0 = mt.expert_load %i k choice to experts
+          : !mt.tensor<[t=4, choice=2], i32> -> !mt.tensor<[experts=3], i64>
+      return %0 : !mt.tensor<[experts=3], i64>
+    }
+  )mlir");
+  ASSERT_TRUE(module);
+  Interpreter interp(module);
+  // The choices of DispatchAndCombineDropOverflowingChoices: expert 0 is named 4 times (a
+  // dispatch of capacity 2 drops two of them), experts 1 and 2 twice each.
+  MTC_ASSIGN_OR_FAIL(out, interp.call("load", {tensor("[t=4, choice=2], i32",
+                                                       {0, 1, 0, 2, 0, 1, 2, 0})}));
+  EXPECT_EQ(out[0].data, (std::vector<double>{4, 2, 2}));
+  // An index naming no expert is an error, as for dispatch.
+  std::string outOfRange =
+      errorOf(interp.call("load", {tensor("[t=4, choice=2], i32", {0, 1, 0, 3, 0, 1, 2, 0})}));
+  EXPECT_TRUE(contains(outOfRange, "expert index")) << outOfRange;
+}
+
 TEST_F(InterpreterTest, ErrorsAreReturnedNotCrashes) {
   context.allowUnregisteredDialects();
   mlir::ModuleOp module = parse(R"mlir(

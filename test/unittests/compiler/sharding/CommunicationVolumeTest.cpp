@@ -67,6 +67,29 @@ TEST(CommunicationVolumeTest, AllToAllSendsEveryBlockButItsOwn) {
   EXPECT_EQ(bytes.forwardBackward, 720);
   EXPECT_EQ(bytes.optimizerStep, countedAllToAll(2, 4, 8));
   EXPECT_EQ(bytes.optimizerStep, 32);
+  EXPECT_FALSE(bytes.upperBound);
+}
+
+// An all-to-all of filled expert slots sends at most the static one's bytes plus the
+// exchange of the counts (the 2 counts of the other rank's experts, i64): the figure is an
+// upper bound.
+TEST(CommunicationVolumeTest, FilledSlotsAreAnUpperBound) {
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+func.func @forward_backward(%x: !mt.tensor<[experts=4, capacity=2], f32>, %n: !mt.tensor<[experts=4], i64>) -> !mt.tensor<[experts=2, capacity=4], f32> {
+  %p = mtp.from_local %x : !mt.tensor<[experts=4, capacity=2], f32> -> !mtp.tensor<[experts=4, capacity=4], f32, <[ep = 2]>, split {capacity = [ep]}>
+  %a = mtp.all_to_all %p over "ep" from "capacity" to "experts" filled(%n : !mt.tensor<[experts=4], i64>) : !mtp.tensor<[experts=4, capacity=4], f32, <[ep = 2]>, split {capacity = [ep]}> -> !mtp.tensor<[experts=4, capacity=4], f32, <[ep = 2]>, split {experts = [ep]}>
+  %l = mtp.to_local %a : !mtp.tensor<[experts=4, capacity=4], f32, <[ep = 2]>, split {experts = [ep]}> -> !mt.tensor<[experts=2, capacity=4], f32>
+  return %l : !mt.tensor<[experts=2, capacity=4], f32>
+}
+)mlir",
+                                                                                       &context);
+  ASSERT_TRUE(module);
+  sharding::CollectiveBytes bytes = sharding::predictCollectiveBytes(*module);
+  EXPECT_EQ(bytes.forwardBackward, countedAllToAll(2, 4, 4) + countedAllToAll(2, 2, 8));
+  EXPECT_TRUE(bytes.upperBound);
 }
 
 // Ring attention's shifts in a layer run 3 times: a rotating one of a [2, 4] f32

@@ -314,6 +314,89 @@ TEST_P(MeshCollectives, ShiftRefusesAnOffsetBeyondTheAxis) {
   }
 }
 
+// The all-to-all of expert slots moves only the filled ones, there (tokens' ranks to the
+// experts' ranks: blocks [slot][expert]) and back (blocks [expert][slot]): 3 slots per rank
+// and 2 experts per rank, rank r having filled (r + e) % 5 slots of expert e (4 is more than
+// its 3 slots: clamped). Slots past the counts hold garbage that must not arrive: they are
+// zero in the output. The bytes sent are the counts' exchange and the filled rows.
+TEST_P(MeshCollectives, AllToAllFilledMovesOnlyFilledSlots) {
+  const int n = this->n();
+  const int64_t slots = 3, perRank = 2, row = 2, experts = perRank * n;
+  auto filledBy = [&](int rank, int64_t expert) {
+    return std::min<int64_t>((rank + expert) % 5, slots);
+  };
+  auto there = [](int from, int to, int64_t s, int64_t e, int64_t i) {
+    return float(1000 * from + 100 * to + 10 * s + 2 * e + i);
+  };
+  auto back = [](int from, int to, int64_t e, int64_t s, int64_t i) {
+    return float(-1000 * from - 100 * to - 10 * e - 2 * s - i);
+  };
+  const size_t count = size_t(n * slots * perRank * row);
+  std::vector<std::vector<float>> out(n), returned(n);
+  std::vector<uint64_t> bytes(n);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "alltoallfilled");
+    ASSERT_TRUE(comm);
+    MeshContext mesh = oneAxis(comm.get(), rank);
+    MeshCall scope(mesh);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr, 0);
+    std::vector<int64_t> counts(static_cast<size_t>(experts));
+    for (int64_t e = 0; e < experts; ++e)
+      counts[size_t(e)] = (rank + e) % 5;
+    // There: block p [slot][expert of p's part].
+    std::vector<float> in(count), scratch(count);
+    for (int p = 0; p < n; ++p)
+      for (int64_t s = 0; s < slots; ++s)
+        for (int64_t e = 0; e < perRank; ++e)
+          for (int64_t i = 0; i < row; ++i)
+            in[size_t(((p * slots + s) * perRank + e) * row + i)] =
+                s < filledBy(rank, p * perRank + e) ? there(rank, p, s, e, i) : 777.0f;
+    out[rank].assign(count, -1.0f);
+    mtc_all_to_all_filled(&context, 0, MTC_F32, in.data(), out[rank].data(), scratch.data(),
+                          counts.data(), /*slots_first=*/1, slots, perRank, row);
+    // Back: block p [expert of this rank][slot of p's part].
+    std::vector<float> in2(count);
+    for (int p = 0; p < n; ++p)
+      for (int64_t e = 0; e < perRank; ++e)
+        for (int64_t s = 0; s < slots; ++s)
+          for (int64_t i = 0; i < row; ++i)
+            in2[size_t(((p * perRank + e) * slots + s) * row + i)] =
+                s < filledBy(p, rank * perRank + e) ? back(rank, p, e, s, i) : 777.0f;
+    returned[rank].assign(count, -1.0f);
+    mtc_all_to_all_filled(&context, 0, MTC_F32, in2.data(), returned[rank].data(),
+                          scratch.data(), counts.data(), /*slots_first=*/0, perRank, slots, row);
+    EXPECT_TRUE(scope.ok()) << scope.error().message();
+    bytes[rank] = comm->counters().bytesSentBy(CollectiveKind::AllToAll);
+  });
+  for (int r = 0; r < n; ++r) {
+    for (int p = 0; p < n; ++p)
+      for (int64_t s = 0; s < slots; ++s)
+        for (int64_t e = 0; e < perRank; ++e)
+          for (int64_t i = 0; i < row; ++i) {
+            // There: from token rank p, the slots it filled for expert r * perRank + e.
+            bool filled = s < filledBy(p, r * perRank + e);
+            ASSERT_EQ(out[r][size_t(((p * slots + s) * perRank + e) * row + i)],
+                      filled ? there(p, r, s, e, i) : 0.0f)
+                << "rank " << r << " from " << p << " slot " << s << " expert " << e;
+            // Back: from experts rank p, the slots this rank filled for its expert e.
+            bool mine = s < filledBy(r, p * perRank + e);
+            ASSERT_EQ(returned[r][size_t(((p * perRank + e) * slots + s) * row + i)],
+                      mine ? back(p, r, e, s, i) : 0.0f)
+                << "rank " << r << " back from " << p << " expert " << e << " slot " << s;
+          }
+    // Per call, the counts to every other rank; then the filled rows this rank sent
+    // (there: its own to p's experts; back: p's to this rank's experts, counted as p's).
+    uint64_t sentRows = 0;
+    for (int p = 0; p < n; ++p)
+      if (p != r)
+        for (int64_t s = 0; s < slots; ++s)
+          for (int64_t e = 0; e < perRank; ++e)
+            sentRows += (s < filledBy(r, p * perRank + e)) + (s < filledBy(p, r * perRank + e));
+    EXPECT_EQ(bytes[r], 2 * (n - 1) * perRank * sizeof(int64_t) + sentRows * row * sizeof(float))
+        << "rank " << r;
+  }
+}
+
 // Integer tensors (token ids, routing indices) travel as they are: gathered, exchanged and
 // reduced (sum, max) exactly, also beyond what an f32 holds.
 TEST_P(MeshCollectives, IntegersAreGatheredExchangedAndReduced) {

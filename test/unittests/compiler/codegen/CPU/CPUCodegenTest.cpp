@@ -41,6 +41,7 @@
 #include <cstring>
 #include <filesystem>
 #include <numbers>
+#include <numeric>
 #include <utility>
 #include <optional>
 #include <string>
@@ -919,6 +920,50 @@ TEST_F(CPUCodegenTest, RoutingAndLoadBalancing) {
     EXPECT_TRUE(filled) << "slot " << slot;
   }
   runAndCompare("moe_layouts", -2, 2, /*seed=*/4);
+}
+
+TEST_F(CPUCodegenTest, ExpertLoadCountsEveryChoice) {
+  // 6 tokens x 2 choices over 4 experts: the counts add up to the 12 choices whatever a
+  // dispatch's capacity would drop. @tied (zero logits) puts every token on experts 0 and 1;
+  // @layouts counts i64 indices with k leading and two token dimensions.
+  compile(R"mlir(
+    func.func @load(%logits: !mt.tensor<[tokens=6, experts=4], f32>)
+        -> !mt.tensor<[experts=4], i64> {
+      %v, %i = mt.topk %logits over experts k k : !mt.tensor<[tokens=6, experts=4], f32>
+          -> !mt.tensor<[tokens=6, k=2], f32>, !mt.tensor<[tokens=6, k=2], i32>
+      %n = mt.expert_load %i k k to experts
+          : !mt.tensor<[tokens=6, k=2], i32> -> !mt.tensor<[experts=4], i64>
+      return %n : !mt.tensor<[experts=4], i64>
+    }
+    func.func @tied(%logits: !mt.tensor<[tokens=6, experts=4], f32>)
+        -> !mt.tensor<[experts=4], i64> {
+      %zero = mt.sub %logits, %logits : !mt.tensor<[tokens=6, experts=4], f32>,
+          !mt.tensor<[tokens=6, experts=4], f32> -> !mt.tensor<[tokens=6, experts=4], f32>
+      %v, %i = mt.topk %zero over experts k k : !mt.tensor<[tokens=6, experts=4], f32>
+          -> !mt.tensor<[tokens=6, k=2], f32>, !mt.tensor<[tokens=6, k=2], i32>
+      %n = mt.expert_load %i k k to experts
+          : !mt.tensor<[tokens=6, k=2], i32> -> !mt.tensor<[experts=4], i64>
+      return %n : !mt.tensor<[experts=4], i64>
+    }
+    func.func @layouts(%logits: !mt.tensor<[batch=2, seq=3, experts=4], f32>)
+        -> !mt.tensor<[experts=4], i64> {
+      %v, %i = mt.topk %logits over experts k k : !mt.tensor<[batch=2, seq=3, experts=4], f32>
+          -> !mt.tensor<[batch=2, seq=3, k=2], f32>, !mt.tensor<[batch=2, seq=3, k=2], i64>
+      %t = mt.transpose %i : !mt.tensor<[batch=2, seq=3, k=2], i64>
+          to !mt.tensor<[k=2, batch=2, seq=3], i64>
+      %n = mt.expert_load %t k k to experts
+          : !mt.tensor<[k=2, batch=2, seq=3], i64> -> !mt.tensor<[experts=4], i64>
+      return %n : !mt.tensor<[experts=4], i64>
+    }
+  )mlir");
+  for (llvm::StringRef name : {"load", "layouts"}) {
+    std::vector<std::vector<double>> counts = runAndCompare(name, -2, 2, /*seed=*/3);
+    ASSERT_EQ(counts.size(), 1u);
+    EXPECT_EQ(std::accumulate(counts[0].begin(), counts[0].end(), 0.0), 12) << name.str();
+  }
+  std::vector<std::vector<double>> tied = runAndCompare("tied");
+  ASSERT_EQ(tied.size(), 1u);
+  EXPECT_EQ(tied[0], (std::vector<double>{6, 6, 0, 0}));
 }
 
 TEST_F(CPUCodegenTest, LoadBalancingFromProbabilities) {
