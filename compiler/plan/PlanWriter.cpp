@@ -314,10 +314,13 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
       {"flops_per_token", json::Object{{"forward", stats.forwardFlopsPerToken},
                                        {"backward", stats.backwardFlopsPerToken}}},
       {"memory_bytes", std::move(memoryJson)}};
-  if (collectives)
-    (*plan["predictions"].getAsObject())["communication_bytes"] =
-        json::Object{{"forward_backward", collectives->forwardBackward},
-                     {"optimizer_step", collectives->optimizerStep}};
+  if (collectives) {
+    json::Object bytes{{"forward_backward", collectives->forwardBackward},
+                       {"optimizer_step", collectives->optimizerStep}};
+    for (const auto &[function, sent] : collectives->pipelineFunctions)
+      bytes[function] = sent;
+    (*plan["predictions"].getAsObject())["communication_bytes"] = std::move(bytes);
+  }
   return plan;
 }
 
@@ -418,7 +421,9 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
       return llvm::createStringError("the pipeline cut is not possible");
     if (cut->numChunks() > 1) {
       FailureOr<json::Object> pipeline =
-          buildPipelineJson(trained, *cut, stepMicroBatches(trained));
+          buildPipelineJson(trained, *cut, stepMicroBatches(trained),
+                            kernels ? std::optional<int64_t>(kernels->workspaceBytes)
+                                    : std::nullopt);
       if (failed(pipeline))
         return llvm::createStringError("the pipeline schedules cannot be built");
       manifestJson["pipeline"] = std::move(*pipeline);

@@ -869,7 +869,11 @@ Predictions readPredictions(const JsonValue &v, const std::string &path) {
     std::string commPath = member(path, "communication_bytes");
     const JsonObject &comm = asObject(get(o, path, "communication_bytes"), commPath);
     p.communicationBytes = Predictions::CommunicationBytes{
-        readCount(comm, commPath, "forward_backward"), readCount(comm, commPath, "optimizer_step")};
+        readCount(comm, commPath, "forward_backward"), readCount(comm, commPath, "optimizer_step"),
+        {}};
+    for (const auto &[function, bytes] : comm)
+      if (function != "forward_backward" && function != "optimizer_step")
+        p.communicationBytes->pipelineFunctions[function] = readCount(comm, commPath, function);
   }
   return p;
 }
