@@ -46,6 +46,9 @@ case "$layout_set" in
       "tp4|--tp 4|--nodes 4"
       "tp2xdp2|--tp 2|--nodes 2 --ranks-per-node 2"
       "tp2xdp2+sp+distopt|--tp 2 --sp --dp 2 --use-distributed-optimizer|--nodes 2 --ranks-per-node 2"
+      "pp2|--pp 2|--nodes 2"
+      "pp2xdp2|--pp 2|--nodes 2 --ranks-per-node 2"
+      "pp2xtp2|--pp 2 --tp 2|--nodes 4"
     ) ;;
   moe)
     : "${model:=examples/mixtral-tiny.mtl}" "${global_batch:=16}"
@@ -84,9 +87,11 @@ for layout in "${layouts[@]}"; do
   # shellcheck disable=SC2086
   build/bin/mtrun "$plan" $ranks --steps "$steps" --global-batch "$global_batch" \
     --threads "$threads" --metrics "$out/$name.jsonl" >"$out/$name.log"
-  # mtrun predicts the bytes of one-stage plans only (the communication line); "-" otherwise.
-  echo "$name|$(grep '^communication:' "$out/$name.log" | grep -o 'predicted [0-9.]* MiB' ||
-                echo 'predicted - MiB')"
+  # mtrun predicts rank 0's bytes on its communication line, a pipeline plan's per stage on
+  # the pipeline communication line (rank 0 runs stage 0: the first); "-" on one rank.
+  predicted=$(grep -E '^(pipeline )?communication:' "$out/$name.log" |
+                grep -o -m1 'predicted [0-9.]* MiB' | head -n 1 || true)
+  echo "$name|${predicted:-predicted - MiB}"
 done | python3 -c '
 import json, statistics, sys
 out = sys.argv[1]
