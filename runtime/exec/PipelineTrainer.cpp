@@ -289,7 +289,8 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
                              : local(c - 1) ? Key{Held::OutputGrad, c - 1, i, 0}
                                             : Key{Held::InputGrad, c, i, 0});
       std::string_view what = gradient ? "activation gradient" : "activation";
-      data = buffer(key, output ? chunkActivationWords(*plan_->x86Kernels, gradient ? c - 1 : c) : 0, what);
+      size_t words = output ? chunkActivationWords(*plan_->x86Kernels, gradient ? c - 1 : c) : 0;
+      data = buffer(key, words, what);
       if (data) {
         if (at + elements > buffers_.find(key)->second.size())
           return makeError("chunk", c, '.', role, ": its ", what, "s do not fit the ",
