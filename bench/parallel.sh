@@ -46,9 +46,6 @@ case "$layout_set" in
       "tp4|--tp 4|--nodes 4"
       "tp2xdp2|--tp 2|--nodes 2 --ranks-per-node 2"
       "tp2xdp2+sp+distopt|--tp 2 --sp --dp 2 --use-distributed-optimizer|--nodes 2 --ranks-per-node 2"
-      "pp2|--pp 2|--nodes 2"
-      "pp2xdp2|--pp 2|--nodes 2 --ranks-per-node 2"
-      "pp2xtp2|--pp 2 --tp 2|--nodes 4"
     ) ;;
   moe)
     : "${model:=examples/mixtral-tiny.mtl}" "${global_batch:=16}"
