@@ -86,9 +86,11 @@ for layout in "${layouts[@]}"; do
   # shellcheck disable=SC2086
   build/bin/mtrun "$plan" $ranks --steps "$steps" --global-batch "$global_batch" \
     --threads "$threads" --metrics "$out/$name.jsonl" >"$out/$name.log"
-  # mtrun predicts the bytes of one-stage plans only (the communication line); "-" otherwise.
-  echo "$name|$(grep '^communication:' "$out/$name.log" | grep -o 'predicted [0-9.]* MiB' ||
-                echo 'predicted - MiB')"
+  # mtrun predicts rank 0's bytes on its communication line, a pipeline plan's per stage on
+  # the pipeline communication line (rank 0 runs stage 0: the first); "-" on one rank.
+  predicted=$(grep -E '^(pipeline )?communication:' "$out/$name.log" |
+                grep -o -m1 'predicted [0-9.]* MiB' | head -n 1 || true)
+  echo "$name|${predicted:-predicted - MiB}"
 done | python3 -c '
 import json, statistics, sys
 out = sys.argv[1]

@@ -22,7 +22,8 @@ MIB = 1024 * 1024
 BATCH_RE = re.compile(r"^batch: (\d+) sequences of (\d+) tokens \((\d+) micro-batch(?:es)? of (\d+)\)")
 BUBBLE_RE = re.compile(r"stage (\d+) ([0-9.]+) \(schedule ([0-9.]+)\)")
 MEMORY_RE = re.compile(
-    r"stage (\d+) peak ([0-9.]+) MiB, activations ([0-9.]+) MiB(?: \(predicted ([0-9.]+) MiB\))?")
+    r"stage (\d+) peak ([0-9.]+) MiB(?: \(predicted ([0-9.]+) MiB\))?, "
+    r"activations ([0-9.]+) MiB(?: \(predicted ([0-9.]+) MiB\))?")
 
 
 def parse_log(path):
@@ -37,7 +38,8 @@ def parse_log(path):
         elif line.startswith("pipeline memory:"):
             found["memory"] = [{
                 "peak_mib": float(m.group(2)),
-                "activations_mib": float(m.group(3)),
+                "peak_predicted_mib": float(m.group(3)) if m.group(3) else None,
+                "activations_mib": float(m.group(4)),
             } for m in MEMORY_RE.finditer(line)]
     return found
 
@@ -123,23 +125,24 @@ def stages(values, fmt):
 def markdown(entries, reference):
     rows = [
         "| config | ms/step | tokens/s | x one rank | compute ms/step per stage | bubble per stage "
-        "| theory | peak MiB per stage | activations MiB | predicted |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| theory | peak MiB per stage | predicted | activations MiB | predicted |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in entries:
         if "failed" in e:
-            rows.append(f"| {e['name']} | failed: {e['failed']} | | | | | | | | |")
+            rows.append(f"| {e['name']} | failed: {e['failed']} | | | | | | | | | |")
             continue
         speedup = f"{reference / e['step_ms_median']:.2f}" if reference else ""
         if e["pp"] == 1:
             rows.append(f"| {e['name']} | {e['step_ms_median']:.0f} | {e['tokens_per_s_median']:.0f} "
-                        f"| {speedup} | | | | {e['rank0_peak_mib']:.1f} | | |")
+                        f"| {speedup} | | | | {e['rank0_peak_mib']:.1f} | | | |")
             continue
         memory = e.get("memory", [])
         rows.append(
             f"| {e['name']} | {e['step_ms_median']:.0f} | {e['tokens_per_s_median']:.0f} | {speedup} "
             f"| {stages(e['busy_ms'], '{:.0f}')} | {stages(e['bubble_measured'], '{:.3f}')} | {stages(e['bubble_theory'], '{:.3f}')} "
             f"| {stages([s['peak_mib'] for s in memory], '{:.1f}')} "
+            f"| {stages([s['peak_predicted_mib'] or 0 for s in memory], '{:.1f}')} "
             f"| {stages([s['activations_mib'] for s in memory], '{:.1f}')} "
             f"| {stages([s['activations_predicted_mib'] for s in memory], '{:.1f}')} |")
     return "\n".join(rows) + "\n"

@@ -3,7 +3,7 @@
 // With pipeline parallelism the plan holds the contract's "pipeline" object: the stage
 // cut (StageCut.h), one schedule per micro-batch count the runtime may run
 // (PipelineJSON.h), the parameters two stages share, and per stage the predicted memory
-// of the activations it holds (docs/plan-format.md).
+// of the activations it holds and its predicted peak (docs/plan-format.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,18 +15,24 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
 
+#include <optional>
+
 namespace mtc {
 
-/// What each chunk keeps for one micro-batch between its functions, in bytes (whole
-/// tensors, before tensor parallelism): the residuals its forward returns, those of them its
-/// backward_weight reads, and the stash its backward_input returns (indexed by chunk).
-struct ChunkSavedBytes {
-  llvm::SmallVector<int64_t> residual, weightResidual, stash;
+/// The bytes of the buffers a pipeline stage holds, from the partitioned chunk and stage
+/// functions (a rank's tensors). Per chunk, for one micro-batch: the residuals its forward
+/// returns, those of them its backward_weight reads, the stash its backward_input returns,
+/// and the activations its forward hands to the next chunk (one message). Per stage: its
+/// parameters and optimizer state (the arguments of `stage<s>.optimizer_step`). Each
+/// buffer counts in whole f32 words, as the runtime holds it.
+struct PipelineBufferBytes {
+  llvm::SmallVector<int64_t> residual, weightResidual, stash, activation;
+  llvm::SmallVector<int64_t> stageParameters, stageOptimizerState;
 };
 
-/// The chunk functions of `trained` (a module after the training pipeline), built on a
-/// copy, measured.
-mlir::FailureOr<ChunkSavedBytes> chunkSavedBytes(mlir::ModuleOp trained);
+/// The chunk and stage functions of `trained` (a module after the training pipeline),
+/// built on a copy and partitioned, measured.
+mlir::FailureOr<PipelineBufferBytes> pipelineBufferBytes(mlir::ModuleOp trained);
 
 /// The schedule the plan runs: the one the settings name, or 1f1b (interleaved with
 /// virtual stages). Emits an error and fails on a schedule the generators do not know.
@@ -34,11 +40,14 @@ mlir::LogicalResult checkPipelineSchedule(mlir::ModuleOp trained, const pipeline
 
 /// The "pipeline" object of `trained` cut as `cut`, for a step of `microBatches`
 /// micro-batches at dp = 1: a schedule for every divisor m of it that the schedule kind
-/// can run (the plan's schedule, or 1f1b, interleaved with virtual stages). Emits an
-/// error and fails on a schedule the generators do not know or that runs none of them.
+/// can run (the plan's schedule, or 1f1b, interleaved with virtual stages), each stage with
+/// its predicted activations and, given the compiled kernels' `workspace` (the runtime's
+/// arena), its predicted peak bytes. Emits an error and fails on a schedule the generators
+/// do not know or that runs none of them.
 mlir::FailureOr<llvm::json::Object> buildPipelineJson(mlir::ModuleOp trained,
                                                       const pipeline::StageCut &cut,
-                                                      int64_t microBatches);
+                                                      int64_t microBatches,
+                                                      std::optional<int64_t> workspace);
 
 } // namespace mtc
 

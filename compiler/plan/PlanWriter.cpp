@@ -323,6 +323,8 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
                        {"optimizer_step", collectives->optimizerStep}};
     if (collectives->upperBound)
       bytes["upper_bound"] = true;
+    for (const auto &[function, sent] : collectives->pipelineFunctions)
+      bytes[function] = sent;
     (*plan["predictions"].getAsObject())["communication_bytes"] = std::move(bytes);
   }
   return plan;
@@ -425,7 +427,9 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
       return llvm::createStringError("the pipeline cut is not possible");
     if (cut->numChunks() > 1) {
       FailureOr<json::Object> pipeline =
-          buildPipelineJson(trained, *cut, stepMicroBatches(trained));
+          buildPipelineJson(trained, *cut, stepMicroBatches(trained),
+                            kernels ? std::optional<int64_t>(kernels->workspaceBytes)
+                                    : std::nullopt);
       if (failed(pipeline))
         return llvm::createStringError("the pipeline schedules cannot be built");
       manifestJson["pipeline"] = std::move(*pipeline);

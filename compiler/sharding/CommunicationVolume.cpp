@@ -84,7 +84,11 @@ private:
 
 sharding::CollectiveBytes sharding::predictCollectiveBytes(ModuleOp module) {
   Counter counter(module);
-  CollectiveBytes bytes{counter.of("forward_backward"), counter.of("optimizer_step")};
+  CollectiveBytes bytes{counter.of("forward_backward"), counter.of("optimizer_step"), {}};
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func->hasAttr(mt::MTDialect::kPipelineChunkAttrName) ||
+        func->hasAttr(mt::MTDialect::kPipelineStageAttrName))
+      bytes.pipelineFunctions[func.getSymName().str()] = counter.of(func.getSymName());
   bytes.upperBound = counter.upperBound;
   return bytes;
 }

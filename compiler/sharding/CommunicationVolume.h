@@ -17,6 +17,8 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 namespace mtc::sharding {
 
@@ -24,14 +26,17 @@ namespace mtc::sharding {
 struct CollectiveBytes {
   int64_t forwardBackward = 0; // per micro-batch
   int64_t optimizerStep = 0;
+  /// Per call of each pipeline function (`chunk<c>.forward`, ..., `stage<s>.optimizer_step`),
+  /// by name; empty without pipeline parallelism.
+  std::map<std::string, int64_t> pipelineFunctions;
   /// The step moves only the filled slots of dropless expert routing (mtp.all_to_all with
   /// filled counts), which depend on the data: the figures are for every slot filled (plus
   /// the counts' exchange), an upper bound.
   bool upperBound = false;
 };
 
-/// The figures for `module`'s `forward_backward` and `optimizer_step` (0 where absent or
-/// not partitioned).
+/// The figures for `module`'s `forward_backward` and `optimizer_step` and its pipeline
+/// chunks' and stages' functions (0 where absent or not partitioned).
 CollectiveBytes predictCollectiveBytes(mlir::ModuleOp module);
 
 } // namespace mtc::sharding

@@ -2,7 +2,38 @@
 
 #include "runtime/exec/CommunicationPrediction.h"
 
+#include "runtime/exec/PipelineStage.h"
+
+#include <algorithm>
+
 namespace mtc::rt {
+
+namespace {
+
+/// What a ring all-reduce of `bytes` over `ranks` ranks sends from each.
+double ringAllReduceBytes(double bytes, int64_t ranks) {
+  return 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks) * bytes;
+}
+
+double localBytes(const Plan &tables, const ParamInfo &param) {
+  return static_cast<double>(numElements(tables.localDims(param)) * sizeof(float));
+}
+
+} // namespace
+
+double dataParallelReductionBytes(const Plan &tables, int64_t dataParallelSize) {
+  if (dataParallelSize <= 1)
+    return 0;
+  double allReduced = 0, reduceScattered = 0;
+  for (const ParamInfo &param : tables.params)
+    // The gradient as the kernels return it: the parameter's rank-local shard.
+    (tables.dataParallelShardDim(param) ? reduceScattered : allReduced) +=
+        localBytes(tables, param);
+  double fraction =
+      static_cast<double>(dataParallelSize - 1) / static_cast<double>(dataParallelSize);
+  return fraction * reduceScattered + ringAllReduceBytes(allReduced + sizeof(double),
+                                                         dataParallelSize);
+}
 
 double predictedCommunicationBytes(const Plan &plan, int64_t microBatches,
                                    int64_t dataParallelSize) {
@@ -11,24 +42,67 @@ double predictedCommunicationBytes(const Plan &plan, int64_t microBatches,
     bytes += static_cast<double>(microBatches / dataParallelSize) *
                  static_cast<double>(compiled->forwardBackward) +
              static_cast<double>(compiled->optimizerStep);
-  if (dataParallelSize > 1) {
-    double allReduced = 0, reduceScattered = 0;
-    for (const ParamInfo &param : plan.params) {
-      // The gradient as the kernels return it: the parameter's rank-local shard.
-      double gradient = static_cast<double>(numElements(plan.localDims(param)) * sizeof(float));
-      (plan.dataParallelShardDim(param) ? reduceScattered : allReduced) += gradient;
-    }
-    double fraction =
-        static_cast<double>(dataParallelSize - 1) / static_cast<double>(dataParallelSize);
-    // The tokens per expert (i64) are all-reduced beside the loss.
+  bytes += dataParallelReductionBytes(plan, dataParallelSize);
+  // The tokens per expert of an MoE model (i64) are all-reduced beside the loss.
+  if (dataParallelSize > 1 && plan.x86Kernels && plan.x86Kernels->forwardBackward) {
     double counts = 0;
-    if (plan.x86Kernels && plan.x86Kernels->forwardBackward)
-      for (const KernelBuffer &b : plan.x86Kernels->forwardBackward->outputs)
-        if (b.kind == BufferKind::ExpertLoad)
-          counts += static_cast<double>(b.numElements() * sizeof(int64_t));
-    bytes += fraction * reduceScattered + 2.0 * fraction * (allReduced + sizeof(double) + counts);
+    for (const KernelBuffer &b : plan.x86Kernels->forwardBackward->outputs)
+      if (b.kind == BufferKind::ExpertLoad)
+        counts += static_cast<double>(b.numElements() * sizeof(int64_t));
+    bytes += ringAllReduceBytes(counts, dataParallelSize);
   }
   return bytes;
+}
+
+std::optional<double> predictedStageCommunicationBytes(const Plan &plan, const Plan &stageTables,
+                                                       const PipelineSchedule &schedule,
+                                                       int64_t stage, int64_t dataParallelSize) {
+  const auto &compiled = plan.predictions.communicationBytes;
+  if (!compiled || !plan.pipeline || !plan.x86Kernels || stage < 0 ||
+      static_cast<size_t>(stage) >= schedule.stages.size())
+    return std::nullopt;
+  auto functionBytes = [&](const std::string &name) -> std::optional<double> {
+    auto it = compiled->pipelineFunctions.find(name);
+    if (it == compiled->pipelineFunctions.end())
+      return std::nullopt;
+    return static_cast<double>(it->second);
+  };
+  const KernelsInfo &kernels = *plan.x86Kernels;
+  double bytes = 0;
+  for (const ScheduleTask &task : schedule.stages[size_t(stage)].tasks) {
+    if (isComputeTask(task.op)) {
+      std::optional<double> call =
+          functionBytes(concat("chunk", task.chunk, '.', taskOpName(task.op)));
+      if (!call)
+        return std::nullopt;
+      bytes += *call;
+    } else if (task.op == TaskOp::SendActivation || task.op == TaskOp::SendGradient) {
+      int64_t producer = task.op == TaskOp::SendActivation ? task.chunk : task.chunk - 1;
+      bytes += static_cast<double>(chunkActivationWords(kernels, producer) * sizeof(float));
+    }
+  }
+  const PipelinePlan &pipeline = *plan.pipeline;
+  for (const PipelinePlan::SharedParam &shared : pipeline.sharedParams) {
+    std::vector<int64_t> stages;
+    for (int64_t chunk : shared.chunks)
+      stages.push_back(pipeline.chunkStages[size_t(chunk)]);
+    std::sort(stages.begin(), stages.end());
+    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+    if (stages.size() < 2 || !std::binary_search(stages.begin(), stages.end(), stage))
+      continue;
+    for (const ParamInfo &param : stageTables.params)
+      if (param.name == shared.name)
+        bytes += ringAllReduceBytes(localBytes(stageTables, param),
+                                    static_cast<int64_t>(stages.size()));
+  }
+  bytes += dataParallelReductionBytes(stageTables, dataParallelSize);
+  for (const char *role : {"grad_squares", "optimizer_step"}) {
+    std::optional<double> call = functionBytes(concat("stage", stage, '.', role));
+    if (!call)
+      return std::nullopt;
+    bytes += *call;
+  }
+  return bytes + ringAllReduceBytes(2 * sizeof(double), pipeline.stages);
 }
 
 } // namespace mtc::rt

@@ -39,4 +39,13 @@ Expected<PipelineLinks> PipelineLinks::create(Communicator &pipeline,
   return links;
 }
 
+uint64_t PipelineLinks::bytesSent() const {
+  uint64_t total = 0;
+  for (const auto *side : {&to_, &from_})
+    for (const std::unique_ptr<Communicator> &link : *side)
+      if (link)
+        total += link->counters().totalBytesSent();
+  return total;
+}
+
 } // namespace mtc::rt

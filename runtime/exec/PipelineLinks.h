@@ -46,6 +46,9 @@ public:
   /// The link carrying `peer`'s messages to this stage (the peer is its rank 0), or null.
   Communicator *from(int peer) const { return from_[static_cast<size_t>(peer)].get(); }
 
+  /// Bytes this stage has sent over its links (its communicators' counters).
+  uint64_t bytesSent() const;
+
   /// The sender's and the receiver's rank on a link.
   static constexpr int kSenderRank = 0, kReceiverRank = 1;
 

@@ -188,4 +188,20 @@ Error putStage(const Plan &plan, const StageHoldings &holdings, const TrainingSt
   return Error::success();
 }
 
+size_t heldWords(const KernelBuffer &b) {
+  return (static_cast<size_t>(b.numElements()) * planDTypeSize(b.dtype) + sizeof(float) - 1) /
+         sizeof(float);
+}
+
+size_t chunkActivationWords(const KernelsInfo &kernels, int64_t chunk) {
+  if (chunk < 0 || static_cast<size_t>(chunk) >= kernels.chunks.size() ||
+      !kernels.chunks[size_t(chunk)].forward)
+    return 0;
+  size_t words = 0;
+  for (const KernelBuffer &b : kernels.chunks[size_t(chunk)].forward->outputs)
+    if (b.kind == BufferKind::Activation)
+      words += heldWords(b);
+  return words;
+}
+
 } // namespace mtc::rt

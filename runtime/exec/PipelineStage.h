@@ -74,6 +74,14 @@ Expected<TrainingState> takeStage(const Plan &plan, const StageHoldings &holding
 Error putStage(const Plan &plan, const StageHoldings &holdings, const TrainingState &stage,
                TrainingState &model);
 
+/// The f32 words a stage holds a buffer of `b` in (a residual may be of another type, as a
+/// router's i32 expert ids).
+size_t heldWords(const KernelBuffer &b);
+
+/// The f32 words of the values chunk `chunk` of `kernels` hands to the next (its forward's
+/// activation outputs, together one message); 0 for a chunk without them.
+size_t chunkActivationWords(const KernelsInfo &kernels, int64_t chunk);
+
 } // namespace mtc::rt
 
 #endif // MTC_RUNTIME_EXEC_PIPELINESTAGE_H

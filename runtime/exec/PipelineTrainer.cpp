@@ -243,7 +243,7 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
   for (size_t n = 0; n < inputs + fn.outputs.size(); ++n) {
     bool output = n >= inputs;
     const KernelBuffer &b = output ? fn.outputs[n - inputs] : fn.inputs[n];
-    size_t elements = wordsOf(b);
+    size_t elements = heldWords(b);
     Expected<float *> data = static_cast<float *>(nullptr);
     switch (b.kind) {
     case BufferKind::Param:
@@ -289,7 +289,8 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
                              : local(c - 1) ? Key{Held::OutputGrad, c - 1, i, 0}
                                             : Key{Held::InputGrad, c, i, 0});
       std::string_view what = gradient ? "activation gradient" : "activation";
-      data = buffer(key, output ? activationWords(gradient ? c - 1 : c) : 0, what);
+      size_t words = output ? chunkActivationWords(*plan_->x86Kernels, gradient ? c - 1 : c) : 0;
+      data = buffer(key, words, what);
       if (data) {
         if (at + elements > buffers_.find(key)->second.size())
           return makeError("chunk", c, '.', role, ": its ", what, "s do not fit the ",
@@ -379,19 +380,6 @@ Error PipelineTrainer::compute(const ScheduleTask &task) {
   }
 }
 
-size_t PipelineTrainer::wordsOf(const KernelBuffer &b) {
-  return (static_cast<size_t>(b.numElements()) * planDTypeSize(b.dtype) + sizeof(float) - 1) /
-         sizeof(float);
-}
-
-size_t PipelineTrainer::activationWords(int64_t chunk) const {
-  size_t words = 0;
-  for (const KernelBuffer &b : kernels_->chunks()[size_t(chunk)].forward.function->outputs)
-    if (b.kind == BufferKind::Activation)
-      words += wordsOf(b);
-  return words;
-}
-
 Expected<MessageBuffer> PipelineTrainer::message(const ScheduleTask &task) {
   // The executor asks for a send's buffer before the task producing it runs (to wait for an
   // earlier send of the same memory), so every message's buffer is made on first sight.
@@ -401,19 +389,19 @@ Expected<MessageBuffer> PipelineTrainer::message(const ScheduleTask &task) {
   size_t elements = 0;
   switch (task.op) {
   case TaskOp::SendActivation:
-    elements = activationWords(c);
+    elements = chunkActivationWords(*plan_->x86Kernels, c);
     data = buffer({Held::Output, c, i, 0}, elements, "output activation");
     break;
   case TaskOp::RecvActivation:
-    elements = activationWords(c - 1);
+    elements = chunkActivationWords(*plan_->x86Kernels, c - 1);
     data = buffer({Held::Input, c, i, 0}, elements, "input activation");
     break;
   case TaskOp::SendGradient:
-    elements = activationWords(c - 1);
+    elements = chunkActivationWords(*plan_->x86Kernels, c - 1);
     data = buffer({Held::InputGrad, c, i, 0}, elements, "input gradient");
     break;
   case TaskOp::RecvGradient:
-    elements = activationWords(c);
+    elements = chunkActivationWords(*plan_->x86Kernels, c);
     data = buffer({Held::OutputGrad, c, i, 0}, elements, "output gradient");
     break;
   default:
@@ -551,6 +539,14 @@ Expected<StepStats> PipelineTrainer::step() {
 
 int64_t PipelineTrainer::bufferBytes() const {
   return state_.bytes() + next_.bytes() + grads_->bytes() + peakHeldBytes_;
+}
+
+uint64_t PipelineTrainer::bytesSent() const {
+  uint64_t total = links_ ? links_->bytesSent() : 0;
+  for (const SharedGroup &group : sharedGroups_)
+    if (group.comm)
+      total += group.comm->counters().totalBytesSent();
+  return total;
 }
 
 int64_t PipelineTrainer::peakBytes() const { return bufferBytes() + kernelPeakBytes(); }

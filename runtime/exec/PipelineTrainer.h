@@ -75,6 +75,9 @@ public:
   int64_t bufferBytes() const;
   /// bufferBytes() plus the kernels' temporaries' high-water mark.
   int64_t peakBytes() const;
+  /// Bytes this rank has sent over the communicators the trainer made: the links between
+  /// stages and the shared parameters' groups (the mesh's are RankMesh::bytesSent).
+  uint64_t bytesSent() const;
   /// The most bytes of residuals and stash held at once: what the schedule's
   /// `activation_bytes` predicts (for whole tensors; a tensor-parallel rank's are smaller).
   int64_t activationPeakBytes() const { return peakSavedBytes_; }
@@ -104,12 +107,6 @@ private:
   void countHeld(const Key &key, int64_t bytes);
   /// The token ids or labels of the rank's micro-batch `microBatch`.
   Expected<int32_t *> batch(bool labels, int64_t microBatch);
-  /// Buffers are held as f32 words: those of `b` (a residual may be of another type, as a
-  /// router's i32 expert ids).
-  static size_t wordsOf(const KernelBuffer &b);
-  /// The f32 words of the values chunk `chunk` hands to the next (its forward's
-  /// activation outputs, together one message).
-  size_t activationWords(int64_t chunk) const;
   int64_t sampleBegin(int64_t microBatch) const {
     return (dpIndex_ + microBatch * dpSize_) * microBatchSize_;
   }

@@ -143,9 +143,15 @@ private:
   /// parallelism) on the leader; nothing elsewhere, and nothing when `state` is whole
   /// already. Every rank calls it.
   Expected<std::optional<TrainingState>> wholeModel(const TrainingState &state);
-  /// Logs each stage's peak memory and activations against the schedule's prediction
-  /// (collective over the pipeline group).
-  Error reportStageMemory(const PipelineTrainer &trainer);
+  /// Logs each stage's peak memory and activations, and the bytes each stage sent per step
+  /// (`sentPerStep_`), against the plan's predictions (collective over the pipeline group).
+  Error reportStages(const PipelineTrainer &trainer);
+  /// Bytes this rank has sent: over the mesh's communicators, and under pipeline parallelism
+  /// over the links and groups of its stage too.
+  uint64_t bytesSent(const Trainer &) const { return mesh_.bytesSent(); }
+  uint64_t bytesSent(const PipelineTrainer &trainer) const {
+    return mesh_.bytesSent() + trainer.bytesSent();
+  }
   /// The step loop over `trainer` (a Trainer or a PipelineTrainer).
   template <class StepTrainer>
   Error runSteps(StepTrainer &trainer, TrainingState &state, const TokenSource &data,
@@ -160,6 +166,8 @@ private:
   /// Under pipeline parallelism: this rank's stage and its tables (the state is the stage's).
   std::optional<StageHoldings> stage_;
   std::optional<Plan> stagePlan_;
+  /// The bytes this rank sent per step in the steps it ran (0 before).
+  double sentPerStep_ = 0;
 };
 
 Expected<TrainingState> Run::startState() {
@@ -260,7 +268,7 @@ Error Run::train(TrainingState &state) {
     if (!bubbles)
       return bubbles.takeError();
     print(describeBubbles((*trainer)->schedule(), *bubbles) + "\n");
-    if (Error err = reportStageMemory(**trainer); !err.ok())
+    if (Error err = reportStages(**trainer); !err.ok())
       return err;
   } else {
     Expected<Trainer> trainer =
@@ -277,26 +285,39 @@ Error Run::train(TrainingState &state) {
   return Error::success();
 }
 
-Error Run::reportStageMemory(const PipelineTrainer &trainer) {
+Error Run::reportStages(const PipelineTrainer &trainer) {
   const int64_t stages = mesh_.stages();
-  // Per stage: the peak, the activations held at once and their prediction.
-  std::vector<int64_t> mine = {trainer.peakBytes(), trainer.activationPeakBytes(),
-                               trainer.schedule().stages[size_t(mesh_.stage())].activationBytes};
-  std::vector<int64_t> all = mine;
+  const StageTasks &tasks = trainer.schedule().stages[size_t(mesh_.stage())];
+  // Per stage: the peak and its prediction, the activations held at once and theirs, the
+  // bytes sent per step and theirs (-1: no prediction).
+  std::optional<double> predictedSent = predictedStageCommunicationBytes(
+      plan_, trainer.stagePlan(), trainer.schedule(), mesh_.stage(), mesh_.placement().dpSize);
+  std::vector<double> mine = {static_cast<double>(trainer.peakBytes()),
+                              static_cast<double>(tasks.peakBytes),
+                              static_cast<double>(trainer.activationPeakBytes()),
+                              static_cast<double>(tasks.activationBytes), sentPerStep_,
+                              predictedSent.value_or(-1)};
+  std::vector<double> all = mine;
   if (Communicator *pipeline = mesh_.pipeline()) {
     all.resize(mine.size() * size_t(stages));
-    if (Error err = pipeline->allGather(mine.data(), all.data(), mine.size(), MTC_I64); !err.ok())
-      return std::move(err).withContext("gathering the stages' memory");
+    if (Error err = pipeline->allGather(mine.data(), all.data(), mine.size(), MTC_F64); !err.ok())
+      return std::move(err).withContext("gathering the stages' memory and communication");
   }
-  std::string line = "pipeline memory:";
+  auto predicted = [](double figure, const std::string &text) {
+    return figure >= 0 ? concat(" (predicted ", text, ")") : std::string();
+  };
+  std::string memory = "pipeline memory:", sent = "pipeline communication:";
   for (int64_t s = 0; s < stages; ++s) {
-    const int64_t *figures = all.data() + size_t(s) * mine.size();
-    line += concat(s ? "; " : " ", "stage ", s, " peak ", mebibytes(figures[0]),
-                   ", activations ", mebibytes(figures[1]));
-    if (figures[2] >= 0)
-      line += concat(" (predicted ", mebibytes(figures[2]), ")");
+    const double *figures = all.data() + size_t(s) * mine.size();
+    auto mib = [&](size_t i) { return mebibytes(static_cast<int64_t>(figures[i])); };
+    memory += concat(s ? "; " : " ", "stage ", s, " peak ", mib(0), predicted(figures[1], mib(1)),
+                     ", activations ", mib(2), predicted(figures[3], mib(3)));
+    auto sentMib = [&](size_t i) { return formatText("%.2f MiB", figures[i] / (1024.0 * 1024.0)); };
+    sent += concat(s ? "; " : " ", "stage ", s, " ", sentMib(4), predicted(figures[5], sentMib(5)));
   }
-  print(line + "\n");
+  print(memory + "\n");
+  if (job_.world)
+    print(sent + " sent per rank per step\n");
   return Error::success();
 }
 
@@ -339,7 +360,7 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
     predicted = concat(" (predicted ", mebibytes(*bytes), ")");
   // Bytes this rank sent over the world and every communicator split from it (the mesh
   // axes' collectives in the kernels, the data-parallel all-reduce, gathers of checkpoints).
-  const uint64_t commStart = mesh_.bytesSent();
+  const uint64_t commStart = bytesSent(trainer);
   uint64_t commBytes = commStart;
   double firstLoss = 0, lastLoss = 0, seconds = 0;
   int64_t tokens = 0;
@@ -361,7 +382,7 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
     int64_t peak = trainer.peakBytes();
     int64_t rss = peakResidentBytes();
     // Bytes this rank sent in the step's collectives (the communicator's counters).
-    uint64_t sent = mesh_.bytesSent();
+    uint64_t sent = bytesSent(trainer);
     uint64_t stepBytes = sent - commBytes;
     commBytes = sent;
     if (metrics) {
@@ -404,6 +425,8 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
   if (job_.leader())
     log_.clearProgress();
   const int64_t taken = trainer.state().step - first;
+  if (taken > 0)
+    sentPerStep_ = static_cast<double>(commBytes - commStart) / static_cast<double>(taken);
   if (taken > 0)
     print(formatText("trained steps %lld-%lld in %.1f s (%.0f tok/s): loss %.4f -> %.4f%s\n",
                      static_cast<long long>(first + 1), static_cast<long long>(target), seconds,

@@ -178,6 +178,8 @@ StageTasks Reader::readStage(const JsonValue &v, const std::string &path, int64_
       asInt(get(o, path, "in_flight"), member(path, "in_flight"), 0, kMaxPairs, kindAndText);
   if (const JsonValue *bytes = o.find("activation_bytes"))
     s.activationBytes = asInt(*bytes, member(path, "activation_bytes"), 0, INT64_MAX, kindAndText);
+  if (const JsonValue *bytes = o.find("peak_bytes"))
+    s.peakBytes = asInt(*bytes, member(path, "peak_bytes"), 0, INT64_MAX, kindAndText);
   std::string tasksPath = member(path, "tasks");
   const JsonArray &tasks = asArray(get(o, path, "tasks"), tasksPath, kindAndText);
   s.tasks.reserve(tasks.size());

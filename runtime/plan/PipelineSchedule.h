@@ -63,6 +63,9 @@ struct StageTasks {
   /// `activation_bytes`: the compiler's prediction of the activations the stage holds at once
   /// (absent: -1).
   int64_t activationBytes = -1;
+  /// `peak_bytes`: the compiler's prediction of the stage's peak memory per rank
+  /// (PipelineTrainer::peakBytes; absent, as in a plan without kernels: -1).
+  int64_t peakBytes = -1;
   std::vector<ScheduleTask> tasks;
 };
 

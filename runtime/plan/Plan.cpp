@@ -880,7 +880,12 @@ Predictions readPredictions(const JsonValue &v, const std::string &path) {
     std::string commPath = member(path, "communication_bytes");
     const JsonObject &comm = asObject(get(o, path, "communication_bytes"), commPath);
     p.communicationBytes = Predictions::CommunicationBytes{
-        readCount(comm, commPath, "forward_backward"), readCount(comm, commPath, "optimizer_step")};
+        readCount(comm, commPath, "forward_backward"), readCount(comm, commPath, "optimizer_step"),
+        {}};
+    for (const auto &[function, bytes] : comm)
+      if (function != "forward_backward" && function != "optimizer_step" &&
+          function != "upper_bound")
+        p.communicationBytes->pipelineFunctions[function] = readCount(comm, commPath, function);
     if (comm.find("upper_bound"))
       p.communicationBytes->upperBound =
           asBool(get(comm, commPath, "upper_bound"), member(commPath, "upper_bound"));

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -197,6 +198,9 @@ struct Predictions {
   struct CommunicationBytes {
     int64_t forwardBackward = 0; // per micro-batch
     int64_t optimizerStep = 0;
+    /// With pipeline parallelism: per call of each chunk and stage function, by name
+    /// (`chunk0.forward`, ..., `stage1.optimizer_step`).
+    std::map<std::string, int64_t, std::less<>> pipelineFunctions;
     /// At most what the step sends (`upper_bound`: it moves only the filled slots of
     /// dropless expert routing, which depend on the data).
     bool upperBound = false;

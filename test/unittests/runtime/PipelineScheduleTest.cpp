@@ -255,18 +255,20 @@ TEST_F(PipelineErrors, StartSlots) {
 
 namespace {
 
-TEST(PipelineSchedule, ReadsSharedParamsAndActivationBytes) {
+TEST(PipelineSchedule, ReadsSharedParamsActivationAndPeakBytes) {
   JsonValue v = pipelineJson(buildPipeline(TestScheduleKind::OneFOneB, 2, {2}));
   JsonObject &o = *v.getObject();
   Expected<PipelinePlan> plain = parsePipeline(v);
   ASSERT_TRUE(plain.ok()) << plain.error().message();
   EXPECT_TRUE(plain->sharedParams.empty());
   EXPECT_EQ(plain->schedules[0].stages[0].activationBytes, -1) << "absent: -1";
+  EXPECT_EQ(plain->schedules[0].stages[0].peakBytes, -1) << "absent: -1";
 
   o.set("shared_params", JsonObject{{"wte", JsonArray{0, 1}}, {"pos", JsonArray{0, 1}}});
   JsonObject &schedule = *(*o.find("schedules")->getArray())[0].getObject();
   (*schedule.find("stages")->getArray())[0].getObject()->set("activation_bytes", 0);
   (*schedule.find("stages")->getArray())[1].getObject()->set("activation_bytes", 123456789012);
+  (*schedule.find("stages")->getArray())[1].getObject()->set("peak_bytes", 16629312);
   Expected<PipelinePlan> p = parsePipeline(v);
   ASSERT_TRUE(p.ok()) << p.error().message();
   ASSERT_EQ(p->sharedParams.size(), 2u);
@@ -276,6 +278,8 @@ TEST(PipelineSchedule, ReadsSharedParamsAndActivationBytes) {
   EXPECT_EQ(p->sharedParams[1].name, "pos");
   EXPECT_EQ(p->schedules[0].stages[0].activationBytes, 0);
   EXPECT_EQ(p->schedules[0].stages[1].activationBytes, 123456789012);
+  EXPECT_EQ(p->schedules[0].stages[0].peakBytes, -1);
+  EXPECT_EQ(p->schedules[0].stages[1].peakBytes, 16629312);
 }
 
 TEST_F(PipelineErrors, SharedParams) {
@@ -311,6 +315,15 @@ TEST_F(PipelineErrors, ActivationBytes) {
                                       "9223372036854775807, found number 1.5");
   EXPECT_ERROR([](JsonObject &o) { stage(o, 0).set("activation_bytes", "big"); },
                std::string(kStage0) + ".activation_bytes: expected an integer from 0 to "
+                                      "9223372036854775807, found string \"big\"");
+}
+
+TEST_F(PipelineErrors, PeakBytes) {
+  EXPECT_ERROR([](JsonObject &o) { stage(o, 1).set("peak_bytes", -1); },
+               std::string(kStage1) + ".peak_bytes: expected an integer from 0 to "
+                                      "9223372036854775807, found integer -1");
+  EXPECT_ERROR([](JsonObject &o) { stage(o, 0).set("peak_bytes", "big"); },
+               std::string(kStage0) + ".peak_bytes: expected an integer from 0 to "
                                       "9223372036854775807, found string \"big\"");
 }
 

@@ -302,6 +302,7 @@ TEST_F(PlanTest, PredictedCommunication) {
     JsonObject comm;
     comm.set("forward_backward", 1481984);
     comm.set("optimizer_step", 44);
+    comm.set("chunk1.forward", 4096);
     at(o, "predictions").set("communication_bytes", std::move(comm));
   }));
   Expected<Plan> p = loadPlan(plan());
@@ -309,6 +310,9 @@ TEST_F(PlanTest, PredictedCommunication) {
   ASSERT_TRUE(p->predictions.communicationBytes);
   EXPECT_EQ(p->predictions.communicationBytes->forwardBackward, 1481984);
   EXPECT_EQ(p->predictions.communicationBytes->optimizerStep, 44);
+  // A pipeline function's figure, by name.
+  EXPECT_EQ(p->predictions.communicationBytes->pipelineFunctions,
+            (std::map<std::string, int64_t, std::less<>>{{"chunk1.forward", 4096}}));
   EXPECT_FALSE(p->predictions.communicationBytes->upperBound);
   // Dropless expert slots travel only where filled: the figures are an upper bound.
   writePlan(edited([](JsonObject &o) {
@@ -330,6 +334,15 @@ TEST_F(PlanTest, PredictedCommunication) {
                       }),
                       "predictions.communication_bytes.upper_bound: expected true or false, "
                       "found the integer 1");
+  expectPlanJsonError(edited([](JsonObject &o) {
+                        JsonObject comm;
+                        comm.set("forward_backward", 1);
+                        comm.set("optimizer_step", 1);
+                        comm.set("stage0.optimizer_step", -3);
+                        at(o, "predictions").set("communication_bytes", std::move(comm));
+                      }),
+                      "predictions.communication_bytes.stage0.optimizer_step: expected a "
+                      "non-negative integer");
   expectPlanJsonError(edited([](JsonObject &o) {
                         JsonObject comm;
                         comm.set("forward_backward", 1);
