@@ -117,7 +117,7 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   MLIRContext *ctx = module.getContext();
   ctx->getOrLoadDialect<mtp::MTPDialect>(); // the plan writer asks without running a pass
   // Megatron's order, the last axis fastest: dp, ep, cp, tp.
-  SmallVector<StringAttr> names;
+  SmallVector<StringAttr> names, twoChunk;
   SmallVector<int64_t> sizes;
   auto addAxis = [&](StringRef name, int64_t size) {
     names.push_back(StringAttr::get(ctx, name));
@@ -136,6 +136,10 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   if (cp > 1) {
     addAxis("cp", cp);
     spec.activationAxis[contextDim] = "cp";
+    // Ring attention balances causal work as Megatron does: rank c holds the sequence's
+    // chunks c and 2 cp - 1 - c.
+    if (parallel.usesRingAttention())
+      twoChunk.push_back(names.back());
   }
   if (tp > 1) {
     addAxis("tp", tp);
@@ -146,7 +150,7 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
       else
         ++it;
   }
-  spec.mesh = mtp::MeshAttr::get(ctx, names, sizes);
+  spec.mesh = mtp::MeshAttr::get(ctx, names, sizes, twoChunk);
   spec.expertDim = expertDim.empty() ? "experts" : expertDim;
   spec.splitExpertWeights = parallel.getExpertTensorParallel() == tp;
   if (parallel.isSequenceParallel())

@@ -158,6 +158,37 @@ Value blockCollective(OpBuilder &b, Location loc, StringRef function, int64_t ax
   return transposed(b, loc, result, back);
 }
 
+/// `value` with its chunks along `dim` (`order.size()` equal ones) reordered: chunk i of
+/// the result is chunk order[i] of `value`.
+Value reorderChunks(OpBuilder &b, Location loc, Value value, int64_t dim,
+                    ArrayRef<int64_t> order) {
+  auto type = cast<RankedTensorType>(value.getType());
+  int64_t chunk = type.getDimSize(dim) / static_cast<int64_t>(order.size());
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
+  for (int64_t size : type.getShape())
+    sizes.push_back(b.getIndexAttr(size));
+  sizes[dim] = b.getIndexAttr(chunk);
+  Value result = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  for (auto [to, from] : llvm::enumerate(order)) {
+    offsets[dim] = b.getIndexAttr(from * chunk);
+    Value piece = tensor::ExtractSliceOp::create(b, loc, value, offsets, sizes, strides);
+    offsets[dim] = b.getIndexAttr(static_cast<int64_t>(to) * chunk);
+    result = tensor::InsertSliceOp::create(b, loc, piece, result, offsets, sizes, strides);
+  }
+  return result;
+}
+
+/// Where the 2n chunks of a part cut by a `two_chunk` axis of size `parts` are when the
+/// ranks' blocks lie side by side (rank c's: its chunks c and 2n - 1 - c): block order
+/// position 2c holds chunk c, 2c + 1 chunk 2n - 1 - c.
+SmallVector<int64_t> twoChunkBlockOrder(int64_t parts) {
+  SmallVector<int64_t> order;
+  for (int64_t c = 0; c < parts; ++c)
+    order.append({c, 2 * parts - 1 - c});
+  return order;
+}
+
 /// from_local / to_local: the same buffer either way.
 template <typename Op>
 struct LocalViewLowering : OpConversionPattern<Op> {
@@ -208,10 +239,26 @@ struct BlockCollectiveLowering : OpConversionPattern<Op> {
     }
     int64_t dim = *type.getGlobal().getDimIndex(op.getAlong());
     int64_t count = Gather ? inputType.getNumElements() : resultType.getNumElements();
-    rewriter.replaceOp(op, blockCollective(rewriter, op.getLoc(),
-                                           Gather ? kAllGatherFunction : kReduceScatterFunction,
-                                           axisIndex(type.getMesh(), op.getOver()),
-                                           adaptor.getInput(), dim, resultType, count));
+    // Over a `two_chunk` axis the ranks' blocks side by side are the chunks in block order
+    // (twoChunkBlockOrder): a gather puts them back in place after the call, a scatter
+    // takes them out of place before it.
+    mtp::MeshAttr mesh = type.getMesh();
+    SmallVector<int64_t> blockOrder;
+    if (mesh.isTwoChunk(op.getOver()))
+      blockOrder = twoChunkBlockOrder(*mesh.getAxisSize(op.getOver()));
+    Value input = adaptor.getInput();
+    if (!Gather && !blockOrder.empty())
+      input = reorderChunks(rewriter, op.getLoc(), input, dim, blockOrder);
+    Value result = blockCollective(rewriter, op.getLoc(),
+                                   Gather ? kAllGatherFunction : kReduceScatterFunction,
+                                   axisIndex(mesh, op.getOver()), input, dim, resultType, count);
+    if (Gather && !blockOrder.empty()) {
+      SmallVector<int64_t> inPlace(blockOrder.size());
+      for (auto [position, chunk] : llvm::enumerate(blockOrder))
+        inPlace[chunk] = static_cast<int64_t>(position);
+      result = reorderChunks(rewriter, op.getLoc(), result, dim, inPlace);
+    }
+    rewriter.replaceOp(op, result);
     return success();
   }
 };
@@ -234,6 +281,9 @@ struct AllToAllLowering : OpConversionPattern<mtp::AllToAllOp> {
     int64_t from = *type.getGlobal().getDimIndex(op.getFrom());
     int64_t to = *type.getGlobal().getDimIndex(op.getTo());
     int64_t parts = *type.getMesh().getAxisSize(op.getOver());
+    if (type.getMesh().isTwoChunk(op.getOver()))
+      return op.emitOpError() << "over the two_chunk axis '" << op.getOver()
+                              << "': an all-to-all of chunked parts is not supported";
 
     // Dimension d of the operand is expandedDim(d) of the expanded tensor, whose `to` is
     // (coordinate, part) at (to, to + 1).
@@ -332,16 +382,41 @@ struct AllSliceLowering : OpConversionPattern<mtp::AllSliceOp> {
     auto resultType = cast<RankedTensorType>(getTypeConverter()->convertType(op.getType()));
     Location loc = op.getLoc();
     int64_t dim = *type.getGlobal().getDimIndex(op.getAlong());
-    Value coordinate = meshCoordinate(rewriter, loc, axisIndex(type.getMesh(), op.getOver()));
+    mtp::MeshAttr mesh = type.getMesh();
+    Value coordinate = meshCoordinate(rewriter, loc, axisIndex(mesh, op.getOver()));
     SmallVector<OpFoldResult> offsets(resultType.getRank(), rewriter.getIndexAttr(0));
     SmallVector<OpFoldResult> sizes, strides(resultType.getRank(), rewriter.getIndexAttr(1));
     for (int64_t size : resultType.getShape())
       sizes.push_back(rewriter.getIndexAttr(size));
-    offsets[dim] = arith::MulIOp::create(rewriter, loc, coordinate,
-                                         indexConstant(rewriter, loc, resultType.getDimSize(dim)))
-                       .getResult();
-    rewriter.replaceOpWithNewOp<tensor::ExtractSliceOp>(op, resultType, adaptor.getInput(),
-                                                        offsets, sizes, strides);
+    if (!mesh.isTwoChunk(op.getOver())) {
+      offsets[dim] = arith::MulIOp::create(
+                         rewriter, loc, coordinate,
+                         indexConstant(rewriter, loc, resultType.getDimSize(dim)))
+                         .getResult();
+      rewriter.replaceOpWithNewOp<tensor::ExtractSliceOp>(op, resultType, adaptor.getInput(),
+                                                          offsets, sizes, strides);
+      return success();
+    }
+    // Chunks c and 2n - 1 - c of h positions, side by side.
+    int64_t parts = *mesh.getAxisSize(op.getOver());
+    int64_t chunk = resultType.getDimSize(dim) / 2;
+    sizes[dim] = rewriter.getIndexAttr(chunk);
+    Value result = tensor::EmptyOp::create(rewriter, loc, resultType.getShape(),
+                                           resultType.getElementType());
+    Value chunkIndices[] = {
+        coordinate, arith::SubIOp::create(rewriter, loc,
+                                          indexConstant(rewriter, loc, 2 * parts - 1), coordinate)};
+    for (auto [half, chunkIndex] : llvm::enumerate(chunkIndices)) {
+      offsets[dim] = arith::MulIOp::create(rewriter, loc, chunkIndex,
+                                           indexConstant(rewriter, loc, chunk))
+                         .getResult();
+      Value piece = tensor::ExtractSliceOp::create(rewriter, loc, adaptor.getInput(), offsets,
+                                                   sizes, strides);
+      SmallVector<OpFoldResult> at(resultType.getRank(), rewriter.getIndexAttr(0));
+      at[dim] = rewriter.getIndexAttr(static_cast<int64_t>(half) * chunk);
+      result = tensor::InsertSliceOp::create(rewriter, loc, piece, result, at, sizes, strides);
+    }
+    rewriter.replaceOp(op, result);
     return success();
   }
 };
@@ -368,6 +443,60 @@ Value codegen::lowering::partStart(OpBuilder &b, Location loc, mtp::ShardedTenso
         meshCoordinate(b, loc, axisIndex(layout.getMesh(), axis)));
   return arith::MulIOp::create(b, loc, part,
                                indexConstant(b, loc, layout.getLocalType().getDimSize(dim)));
+}
+
+bool codegen::lowering::isTwoChunkSplit(mtp::ShardedTensorType layout, StringRef dim) {
+  return llvm::any_of(layout.getSplitAxes(dim),
+                      [&](StringRef axis) { return layout.getMesh().isTwoChunk(axis); });
+}
+
+codegen::lowering::PartPositions::PartPositions(OpBuilder &b, Location loc,
+                                                mtp::ShardedTensorType layout, StringRef dim) {
+  if (!isTwoChunkSplit(layout, dim)) {
+    start = partStart(b, loc, layout, dim);
+    return;
+  }
+  mtp::MeshAttr mesh = layout.getMesh();
+  int64_t extent = layout.getGlobal().getDimSize(dim);
+  for (StringRef axis : layout.getSplitAxes(dim)) {
+    int64_t parts = *mesh.getAxisSize(axis);
+    Value coordinate = meshCoordinate(b, loc, axisIndex(mesh, axis));
+    extent /= parts;
+    Level &level = levels.emplace_back();
+    if (!mesh.isTwoChunk(axis)) {
+      level.pieceSize = extent;
+      level.lowStart =
+          arith::MulIOp::create(b, loc, coordinate, indexConstant(b, loc, extent));
+      continue;
+    }
+    // Chunks of half the part: this rank's are c and 2n - 1 - c.
+    int64_t chunk = extent / 2;
+    level.pieceSize = chunk;
+    level.lowStart = arith::MulIOp::create(b, loc, coordinate, indexConstant(b, loc, chunk));
+    Value mirrored = arith::SubIOp::create(b, loc, indexConstant(b, loc, 2 * parts - 2),
+                                           coordinate);
+    level.highStart = arith::MulIOp::create(b, loc, mirrored, indexConstant(b, loc, chunk));
+  }
+  std::reverse(levels.begin(), levels.end());
+}
+
+Value codegen::lowering::PartPositions::at(OpBuilder &b, Location loc, Value local) const {
+  if (start)
+    return arith::AddIOp::create(b, loc, local, start);
+  Value position = local;
+  for (const Level &level : levels) {
+    Value low = arith::AddIOp::create(b, loc, position, level.lowStart);
+    if (!level.highStart) {
+      position = low;
+      continue;
+    }
+    // (2n - 1 - c) h + i - h = (2n - 2 - c) h + i.
+    Value high = arith::AddIOp::create(b, loc, position, level.highStart);
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, position,
+                                        indexConstant(b, loc, level.pieceSize));
+    position = arith::SelectOp::create(b, loc, first, low, high);
+  }
+  return position;
 }
 
 LogicalResult codegen::lowering::declareMeshFunctions(ModuleOp module) {

@@ -36,10 +36,14 @@ namespace {
 
 /// Where this rank's rows of a table split along `dim` start (the op's `mtp.layout`), or
 /// null for a whole table.
-Value partOf(OpBuilder &b, Operation *op, StringRef dim) {
+FailureOr<Value> partOf(OpBuilder &b, Operation *op, StringRef dim) {
   mtp::ShardedTensorType layout = mtp::getLocalLayout(op);
   if (!layout)
-    return nullptr;
+    return Value();
+  if (isTwoChunkSplit(layout, dim))
+    return op->emitOpError() << "on a table whose '" << dim
+                             << "' is split in two chunks per rank (a two_chunk axis): "
+                                "not supported, its rows are not one range";
   return partStart(b, op->getLoc(), layout, dim);
 }
 
@@ -73,7 +77,10 @@ struct GatherLowering : OpConversionPattern<mt::GatherOp> {
     ArrayRef<StringAttr> space = resultType.getDimNames();
     int64_t rows = tableType.getDimSize(op.getDim());
     Value table = adaptor.getTable();
-    Value start = partOf(rewriter, op, op.getDim());
+    FailureOr<Value> part = partOf(rewriter, op, op.getDim());
+    if (failed(part))
+      return failure();
+    Value start = *part;
     SmallVector<AffineMap> maps{mapInto(space, namedType(op.getIndices())),
                                 mapInto(space, resultType)};
     SmallVector<utils::IteratorType> iterators(space.size(), utils::IteratorType::parallel);
@@ -131,7 +138,10 @@ struct EmbeddingGradLowering : OpConversionPattern<mt::EmbeddingGradOp> {
       steps.push_back(indexConstant(rewriter, loc, 1));
     }
     Value indices = adaptor.getIndices(), grad = adaptor.getGrad();
-    Value start = partOf(rewriter, op, op.getDim());
+    FailureOr<Value> part = partOf(rewriter, op, op.getDim());
+    if (failed(part))
+      return failure();
+    Value start = *part;
     scf::LoopNest nest = scf::buildLoopNest(
         rewriter, loc, lbs, ubs, steps, ValueRange{zero},
         [&](OpBuilder &b, Location l, ValueRange ivs, ValueRange acc) -> scf::ValueVector {

@@ -158,9 +158,41 @@ mlir::LogicalResult declareMeshFunctions(mlir::ModuleOp module);
 /// an index.
 mlir::Value meshCoordinate(mlir::OpBuilder &builder, mlir::Location loc, int64_t axis);
 /// Where this rank's part of dimension `dim` of a tensor laid out as `layout` starts in the
-/// whole dimension (0 when `dim` is not split), as an index.
+/// whole dimension (0 when `dim` is not split), as an index. Only for a contiguous part: no
+/// axis splitting `dim` is `two_chunk` (see PartPositions).
 mlir::Value partStart(mlir::OpBuilder &builder, mlir::Location loc,
                       mtp::ShardedTensorType layout, llvm::StringRef dim);
+/// Whether an axis splitting dimension `dim` of `layout` is `two_chunk`, so this rank's part
+/// is not one contiguous range of the whole dimension.
+bool isTwoChunkSplit(mtp::ShardedTensorType layout, llvm::StringRef dim);
+
+/// The global positions of the elements of this rank's part of dimension `dim` of a tensor
+/// laid out as `layout`: the part's start plus the local index for a contiguous split.
+/// Under a `two_chunk` axis of size n (Megatron's causal load balancing) the part being
+/// split is cut in 2n chunks of h positions and coordinate c holds chunks c and 2n - 1 - c:
+/// local index i < h lies at c h + i of that part, the others at (2n - 1 - c) h + i - h.
+/// Axes nest (outermost first), so the position is built from the innermost axis outwards.
+/// The coordinates are read where the object is built (outside loop bodies); `at` emits
+/// only index arithmetic.
+class PartPositions {
+public:
+  PartPositions(mlir::OpBuilder &builder, mlir::Location loc, mtp::ShardedTensorType layout,
+                llvm::StringRef dim);
+  /// The global position of local index `local` (an index).
+  mlir::Value at(mlir::OpBuilder &builder, mlir::Location loc, mlir::Value local) const;
+
+private:
+  /// One axis splitting the dimension, innermost first: the part it splits is cut into
+  /// pieces of `pieceSize` positions; this rank's first piece starts at `lowStart`, and
+  /// under `two_chunk` local positions from `pieceSize` on are offset by `highStart`.
+  struct Level {
+    int64_t pieceSize;
+    mlir::Value lowStart, highStart;
+  };
+  llvm::SmallVector<Level> levels;
+  /// Without `two_chunk`: where the part starts (the one offset of every position).
+  mlir::Value start;
+};
 
 /// Declares each (name, type) of `declarations` as an external function of `module` (the
 /// runtime defines them), once; fails if a name is taken by anything else, saying it is

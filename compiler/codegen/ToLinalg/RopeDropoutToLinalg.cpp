@@ -65,19 +65,19 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
     double sign = op.getInverse() ? -1.0 : 1.0;
     Type element = type.getElementType();
     Value input = adaptor.getInput();
-    // A rank's part of a sequence split over ranks rotates by its global positions: they
-    // start at `positionStart` (the op's `mtp.layout`).
-    Value positionStart;
+    // A rank's part of a sequence split over ranks rotates by its global positions (the
+    // op's `mtp.layout`).
+    std::optional<PartPositions> positions;
     if (mtp::ShardedTensorType sharded = mtp::getLocalLayout(op))
-      positionStart = partStart(rewriter, op.getLoc(), sharded, op.getPosition());
+      positions.emplace(rewriter, op.getLoc(), sharded, op.getPosition());
     Value result = buildPointwise(
         rewriter, op.getLoc(), type, input, [&](OpBuilder &b, Location l, Value own) {
           SmallVector<Value> coords;
           for (unsigned d = 0; d < rank; ++d)
             coords.push_back(linalg::IndexOp::create(b, l, d));
           Value i = coords[dim], positionIndex = coords[positionDim];
-          if (positionStart)
-            positionIndex = arith::AddIOp::create(b, l, positionIndex, positionStart);
+          if (positions)
+            positionIndex = positions->at(b, l, positionIndex);
           Value one = indexConstant(b, l, 1);
           coords[dim] = arith::XOrIOp::create(b, l, i, one);
           Value partner = tensor::ExtractOp::create(b, l, input, coords);
@@ -125,14 +125,14 @@ struct DropoutLowering : OpConversionPattern<mt::DropoutOp> {
     Type compute = element.isF64() ? element : rewriter.getF32Type();
     auto stream = static_cast<int64_t>(op.getStream());
     // A rank's part of a split tensor numbers its elements as the whole tensor does: the
-    // masks do not depend on the layout. Dimension d of the part starts at `starts[d]`.
+    // masks do not depend on the layout. Dimension d of the part is at `positions[d]`.
     mtp::ShardedTensorType sharded = mtp::getLocalLayout(op);
     NamedTensorType global = type;
-    SmallVector<Value> starts(type.getRank());
+    SmallVector<std::optional<PartPositions>> positions(type.getRank());
     if (sharded) {
       global = sharded.getGlobal();
       for (unsigned d = 0; d < type.getRank(); ++d)
-        starts[d] = partStart(rewriter, op.getLoc(), sharded, type.getDimNames()[d].getValue());
+        positions[d].emplace(rewriter, op.getLoc(), sharded, type.getDimNames()[d].getValue());
     }
     // The key of this site in the call in progress (the layer instance is current here).
     Location loc = op.getLoc();
@@ -162,8 +162,8 @@ struct DropoutLowering : OpConversionPattern<mt::DropoutOp> {
           int64_t stride = 1;
           for (unsigned d = type.getRank(); d-- > 0;) {
             Value index = linalg::IndexOp::create(b, l, d);
-            if (starts[d])
-              index = arith::AddIOp::create(b, l, index, starts[d]);
+            if (positions[d])
+              index = positions[d]->at(b, l, index);
             bool isBatch = type.getDimNames()[d].getValue() == mt::MTDialect::kBatchDimName;
             int64_t scale = isBatch ? MTC_DROPOUT_SAMPLE_STRIDE : stride;
             offset = arith::AddIOp::create(

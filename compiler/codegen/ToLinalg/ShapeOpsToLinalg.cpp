@@ -95,8 +95,8 @@ struct MergeLowering : OpConversionPattern<mt::MergeOp> {
 
 /// result[i] = i, converted to the element type (exact: the verifier checks the type
 /// holds every position). On a rank's part of a split dimension (the op's `mtp.layout`:
-/// ring attention's positions of a query or key block) the positions are global: they
-/// start where the part does.
+/// ring attention's positions of a query or key block) the positions are global: those
+/// the part holds (PartPositions).
 struct IotaLowering : OpConversionPattern<mt::IotaOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(mt::IotaOp op, OpAdaptor,
@@ -104,9 +104,9 @@ struct IotaLowering : OpConversionPattern<mt::IotaOp> {
     Location loc = op.getLoc();
     NamedTensorType type = namedType(op.getResult());
     Type element = type.getElementType();
-    Value start;
+    std::optional<PartPositions> positions;
     if (mtp::ShardedTensorType sharded = mtp::getLocalLayout(op))
-      start = partStart(rewriter, loc, sharded, op.getDim());
+      positions.emplace(rewriter, loc, sharded, op.getDim());
     auto generic = linalg::GenericOp::create(
         rewriter, loc, TypeRange{builtinType(type)}, ValueRange{},
         ValueRange{emptyTensor(rewriter, loc, type)},
@@ -114,8 +114,8 @@ struct IotaLowering : OpConversionPattern<mt::IotaOp> {
         ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
         [&](OpBuilder &b, Location l, ValueRange) {
           Value index = linalg::IndexOp::create(b, l, 0);
-          if (start)
-            index = arith::AddIOp::create(b, l, index, start);
+          if (positions)
+            index = positions->at(b, l, index);
           Type integer = isa<IntegerType>(element) ? element : b.getI64Type();
           Value value = arith::IndexCastOp::create(b, l, integer, index);
           linalg::YieldOp::create(b, l, convertScalar(b, l, value, element));

@@ -12,11 +12,25 @@ def MTP_MeshAttr : AttrDef<MTP_Dialect, "Mesh"> {
   let description = [{
     `#mtp.mesh<[dp = 2, tp = 4]>`: 8 devices, rank r at coordinates (r / 4, r % 4) (the
     last axis varies fastest). Axis names are unique; sizes are positive.
+
+    An axis marked `two_chunk` (`[cp = 2 two_chunk]`) cuts a dimension it splits in two
+    chunks per coordinate, Megatron's load balancing of causal attention: along an axis of
+    size n, the part being split is cut in 2n equal chunks and coordinate c holds chunks c
+    and 2n - 1 - c, in that order. Every rank then holds as many early positions as late
+    ones. The split's sizes are those of a contiguous split; what changes is which global
+    positions a part holds (codegen::lowering::PartPositions).
   }];
   let parameters = (ins
     ArrayRefParameter<"::mlir::StringAttr", "axis names">:$axisNames,
-    ArrayRefParameter<"int64_t", "axis sizes">:$axisSizes
+    ArrayRefParameter<"int64_t", "axis sizes">:$axisSizes,
+    OptionalArrayRefParameter<"::mlir::StringAttr", "axes cutting in two chunks">:$twoChunkAxes
   );
+  let builders = [
+    AttrBuilder<(ins "::llvm::ArrayRef<::mlir::StringAttr>":$axisNames,
+                     "::llvm::ArrayRef<int64_t>":$axisSizes), [{
+      return $_get($_ctxt, axisNames, axisSizes, ::llvm::ArrayRef<::mlir::StringAttr>());
+    }]>
+  ];
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -24,6 +38,8 @@ def MTP_MeshAttr : AttrDef<MTP_Dialect, "Mesh"> {
     std::optional<int64_t> getAxisSize(::llvm::StringRef name) const;
     /// Devices in the mesh (the product of the sizes).
     int64_t getNumDevices() const;
+    /// Whether axis `name` cuts what it splits in two chunks per coordinate.
+    bool isTwoChunk(::llvm::StringRef name) const;
   }];
 }
 

@@ -98,14 +98,32 @@ static ParseResult parseAxisList(AsmParser &parser, SmallVectorImpl<StringAttr> 
   });
 }
 
-Attribute MeshAttr::parse(AsmParser &parser, Type) {
-  SmallVector<StringAttr> names;
+/// `<[a = 2, b = 4 two_chunk]>`: a mesh's body, as a mesh attribute or inside a sharded
+/// tensor type.
+static MeshAttr parseMesh(AsmParser &parser) {
+  SmallVector<StringAttr> names, twoChunk;
   SmallVector<int64_t> sizes;
   SMLoc loc = parser.getCurrentLocation();
-  if (parser.parseLess() || parseAxisList(parser, names, sizes) || parser.parseGreater())
+  if (parser.parseLess() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
+        std::string name;
+        int64_t size;
+        if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
+            parser.parseInteger(size))
+          return failure();
+        names.push_back(parser.getBuilder().getStringAttr(name));
+        sizes.push_back(size);
+        if (succeeded(parser.parseOptionalKeyword("two_chunk")))
+          twoChunk.push_back(names.back());
+        return success();
+      }) ||
+      parser.parseGreater())
     return {};
-  return getChecked([&] { return parser.emitError(loc); }, parser.getContext(), names, sizes);
+  return MeshAttr::getChecked([&] { return parser.emitError(loc); }, parser.getContext(), names,
+                              sizes, twoChunk);
 }
+
+Attribute MeshAttr::parse(AsmParser &parser, Type) { return parseMesh(parser); }
 
 void MeshAttr::print(AsmPrinter &printer) const {
   printer << "<[";
@@ -113,12 +131,15 @@ void MeshAttr::print(AsmPrinter &printer) const {
                         [&](auto axis) {
                           printer.printKeywordOrString(std::get<0>(axis).getValue());
                           printer << " = " << std::get<1>(axis);
+                          if (isTwoChunk(std::get<0>(axis).getValue()))
+                            printer << " two_chunk";
                         });
   printer << "]>";
 }
 
 LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                               ArrayRef<StringAttr> names, ArrayRef<int64_t> sizes) {
+                               ArrayRef<StringAttr> names, ArrayRef<int64_t> sizes,
+                               ArrayRef<StringAttr> twoChunk) {
   if (names.size() != sizes.size())
     return emitError() << "a mesh needs one size per axis";
   if (names.empty())
@@ -131,7 +152,14 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "mesh axis '" << name.getValue() << "' has size " << size
                          << "; sizes are positive";
   }
+  for (StringAttr name : twoChunk)
+    if (!llvm::is_contained(names, name))
+      return emitError() << "two_chunk axis '" << name.getValue() << "' is not a mesh axis";
   return success();
+}
+
+bool MeshAttr::isTwoChunk(StringRef name) const {
+  return llvm::any_of(getTwoChunkAxes(), [&](StringAttr axis) { return axis.getValue() == name; });
 }
 
 std::optional<int64_t> MeshAttr::getAxisSize(StringRef name) const {
@@ -188,17 +216,13 @@ Type ShardedTensorType::parse(AsmParser &parser) {
   SmallVector<StringAttr> dimNames;
   SmallVector<int64_t> dimSizes;
   Type elementType;
-  SmallVector<StringAttr> axisNamesList;
-  SmallVector<int64_t> axisSizes;
   if (parser.parseLess() || parseAxisList(parser, dimNames, dimSizes) || parser.parseComma() ||
-      parser.parseType(elementType) || parser.parseComma() || parser.parseLess() ||
-      parseAxisList(parser, axisNamesList, axisSizes) || parser.parseGreater())
+      parser.parseType(elementType) || parser.parseComma())
     return {};
   auto global = mt::NamedTensorType::getChecked([&] { return parser.emitError(loc); }, ctx,
                                                 ArrayRef<StringAttr>(dimNames),
                                                 ArrayRef<int64_t>(dimSizes), elementType);
-  auto mesh = MeshAttr::getChecked([&] { return parser.emitError(loc); }, ctx, axisNamesList,
-                                   axisSizes);
+  MeshAttr mesh = parseMesh(parser);
   if (!global || !mesh)
     return {};
   SmallVector<NamedAttribute> split;
@@ -281,15 +305,20 @@ LogicalResult ShardedTensorType::verify(function_ref<InFlightDiagnostic()> emitE
     if (!axes)
       return emitError() << "split of '" << dim << "': expected a list of mesh axes";
     int64_t parts = 1;
+    bool twoChunk = false;
     for (Attribute axis : axes) {
       if (failed(use(axis, ("split of '" + dim + "'").str())))
         return failure();
-      parts *= *mesh.getAxisSize(cast<StringAttr>(axis).getValue());
+      StringRef name = cast<StringAttr>(axis).getValue();
+      twoChunk |= mesh.isTwoChunk(name);
+      parts *= *mesh.getAxisSize(name) * (mesh.isTwoChunk(name) ? 2 : 1);
     }
     int64_t size = global.getDimSize(dim);
     if (size % parts != 0)
       return emitError() << "dimension '" << dim << "' of size " << size
-                         << " cannot be split into " << parts << " equal parts";
+                         << " cannot be split into " << parts << " equal "
+                         << (twoChunk ? "chunks (two per coordinate of a two_chunk axis)"
+                                      : "parts");
   }
   for (Attribute axis : partial)
     if (failed(use(axis, "partial")))
