@@ -1110,14 +1110,14 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 4, ep = 2, etp =
 // CHECK: %[[Q:.*]] = mtp.to_local {{.*}} -> <[seq=4, heads=2, head_dim=4], f32>
 // CHECK: %[[K:.*]] = mtp.to_local {{.*}} -> <[seq=4, heads=2, head_dim=4], f32>
 // CHECK: %[[V:.*]] = mtp.to_local {{.*}} -> <[seq=4, heads=2, head_dim=4], f32>
-// CHECK: %[[POS:.*]] = mt.iota dim seq {mtp.layout = !mtp.tensor<[seq=8], f32, <[cp = 2]>, split {seq = [cp]}>} : <[seq=4], f32>
+// CHECK: %[[POS:.*]] = mt.iota dim seq {mtp.layout = !mtp.tensor<[seq=8], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>} : <[seq=4], f32>
 // CHECK: %[[S0:.*]] = mt.add {{.*}} -> <[seq=4, heads=2, seq_kv=4], f32>
 // CHECK: %[[M0:.*]] = mt.reduce_max %[[S0]] over [seq_kv]
-// CHECK: %[[KS:.*]] = mtp.from_local %[[K]] : <[seq=4, heads=2, head_dim=4], f32> -> <[seq=8, heads=2, head_dim=4], f32, <[cp = 2]>, split {seq = [cp]}>
+// CHECK: %[[KS:.*]] = mtp.from_local %[[K]] : <[seq=4, heads=2, head_dim=4], f32> -> <[seq=8, heads=2, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
 // CHECK-NEXT: mtp.shift %[[KS]] over "cp" offset 1 rotate
 // CHECK: %[[VS:.*]] = mtp.from_local %[[V]]
 // CHECK-NEXT: mtp.shift %[[VS]] over "cp" offset 1 rotate
-// CHECK: %[[PS:.*]] = mtp.from_local %[[POS]] : <[seq=4], f32> -> <[seq=8], f32, <[cp = 2]>, split {seq = [cp]}>
+// CHECK: %[[PS:.*]] = mtp.from_local %[[POS]] : <[seq=4], f32> -> <[seq=8], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
 // CHECK-NEXT: %[[PSH:.*]] = mtp.shift %[[PS]] over "cp" offset 1 rotate
 // CHECK-NEXT: %[[P1:.*]] = mtp.to_local %[[PSH]]
 // CHECK: %[[KP1:.*]] = mt.rename %[[P1]] seq to seq_kv
@@ -1150,10 +1150,10 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type 
 // value gradient blocks computed at step 0 travel with them and take one more step home
 // after the last; the query gradient stays.
 // CHECK-LABEL: func.func @forward
-// CHECK-COUNT-2: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2]>, split {seq = [cp]}>
+// CHECK-COUNT-2: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
 // CHECK-NOT: mt.iota
 // CHECK: mt.log
-// CHECK-COUNT-4: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2]>, split {seq = [cp]}>
+// CHECK-COUNT-4: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
 // CHECK: %[[DK:.*]] = mtp.shift {{.*}} over "cp" offset 1 rotate
 // CHECK-NEXT: %[[DKL:.*]] = mtp.to_local %[[DK]]
 // CHECK: %[[DV:.*]] = mtp.shift {{.*}} over "cp" offset 1 rotate

@@ -33,6 +33,12 @@ func.func private @mesh_twice(!mtp.tensor<[heads=4], f32, <[tp = 2, tp = 2]>>)
 
 // -----
 
+// Tests that a dimension split by a two_chunk axis of size 2 needs 4 equal chunks.
+// expected-error @+1 {{dimension 'seq' of size 6 cannot be split into 4 equal chunks (two per coordinate of a two_chunk axis)}}
+func.func private @two_chunk_indivisible(!mtp.tensor<[seq=6], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>)
+
+// -----
+
 // expected-error @+1 {{mesh axis 'dp' has size 0; sizes are positive}}
 func.func private @mesh_zero(!mtp.tensor<[heads=4], f32, <[dp = 0]>>)
 

@@ -161,3 +161,12 @@ func.func @to_partial(%x: !mtp.tensor<[s=4], f32, <[tp = 2]>>)
   %y = mtp.to_partial %x over "tp" : !mtp.tensor<[s=4], f32, <[tp = 2]>> -> !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>
   return %y : !mtp.tensor<[s=4], f32, <[tp = 2]>, partial [tp]>
 }
+
+// Tests a two_chunk mesh axis (Megatron's causal load balancing: coordinate c of cp holds
+// chunks c and 2 cp - 1 - c of what cp splits), in a mesh attribute and a laid-out type.
+// CHECK-LABEL: func.func private @two_chunk
+// CHECK-SAME: !mtp.tensor<[seq=16, hidden=4], f32, <[dp = 2, cp = 2 two_chunk, tp = 2]>, split {seq = [cp, tp]}>
+// CHECK: module attributes {mtp.mesh = #mtp.mesh<[cp = 4 two_chunk]>}
+func.func private @two_chunk(!mtp.tensor<[seq=16, hidden=4], f32, <[dp = 2, cp = 2 two_chunk, tp = 2]>, split {seq = [cp, tp]}>)
+module attributes {mtp.mesh = #mtp.mesh<[cp = 4 two_chunk]>} {
+}

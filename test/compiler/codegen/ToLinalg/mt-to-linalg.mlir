@@ -915,3 +915,96 @@ func.func @integer_collectives(%x: !mt.tensor<[s=2], i32>, %y: !mt.tensor<[s=2],
   %m = mtp.to_local %r : !mtp.tensor<[s=2], i64, <[tp = 2]>> -> !mt.tensor<[s=2], i64>
   return %l, %m : !mt.tensor<[s=4], i32>, !mt.tensor<[s=2], i64>
 }
+
+// -----
+
+// Tests positions of a rank's part of a sequence split by a two_chunk axis (cp 2: 4 chunks
+// of 2 positions, coordinate c holding chunks c and 3 - c): local index i < 2 is at 2c + i,
+// the others at (3 - c) 2 + i - 2 = (2 - c) 2 + i.
+// CHECK-LABEL: func.func @two_chunk_iota
+// CHECK: %[[C:.*]] = call @mtc_mesh_coordinate(%{{.*}}) : (i64) -> i64
+// CHECK: %[[CI:.*]] = arith.index_cast %[[C]] : i64 to index
+// CHECK: %[[LOW:.*]] = arith.muli %[[CI]], %[[TWO:.*]] : index
+// CHECK: %[[MIRROR:.*]] = arith.subi %{{.*}}, %[[CI]] : index
+// CHECK: %[[HIGH:.*]] = arith.muli %[[MIRROR]], %{{.*}} : index
+// CHECK: linalg.generic
+// CHECK: %[[I:.*]] = linalg.index 0 : index
+// CHECK: %[[A:.*]] = arith.addi %[[I]], %[[LOW]] : index
+// CHECK: %[[B:.*]] = arith.addi %[[I]], %[[HIGH]] : index
+// CHECK: %[[FIRST:.*]] = arith.cmpi ult, %[[I]], %{{.*}} : index
+// CHECK: %[[G:.*]] = arith.select %[[FIRST]], %[[A]], %[[B]] : index
+// CHECK: arith.index_cast %[[G]] : index to i64
+func.func @two_chunk_iota() -> !mt.tensor<[seq=4], f32> {
+  %0 = mt.iota dim seq {mtp.layout = !mtp.tensor<[seq=8], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>} : !mt.tensor<[seq=4], f32>
+  return %0 : !mt.tensor<[seq=4], f32>
+}
+
+// -----
+
+// Tests the collectives along a sequence split by a two_chunk axis (cp 2, 4 chunks of 2
+// rows): all_slice takes chunks c and 3 - c side by side; the all-gather's blocks arrive as
+// chunks 0, 3, 1, 2 and are put back in order (result chunk j from gathered chunk 0, 2, 3,
+// 1); the reduce-scatter's operand is put in block order first (chunks 0, 3, 1, 2).
+// CHECK-LABEL: func.func @two_chunk_collectives
+// CHECK: %[[C:.*]] = call @mtc_mesh_coordinate(%{{.*}}) : (i64) -> i64
+// CHECK: %[[CI:.*]] = arith.index_cast %[[C]] : i64 to index
+// CHECK: %[[MIRROR:.*]] = arith.subi %{{.*}}, %[[CI]] : index
+// CHECK: %[[LOW:.*]] = arith.muli %[[CI]], %{{.*}} : index
+// CHECK: %[[A:.*]] = tensor.extract_slice %{{.*}}[%[[LOW]], 0] [2, 3] [1, 1] : tensor<8x3xf32> to tensor<2x3xf32>
+// CHECK: %[[S0:.*]] = tensor.insert_slice %[[A]] into %{{.*}}[0, 0] [2, 3] [1, 1] : tensor<2x3xf32> into tensor<4x3xf32>
+// CHECK: %[[HIGH:.*]] = arith.muli %[[MIRROR]], %{{.*}} : index
+// CHECK: %[[B:.*]] = tensor.extract_slice %{{.*}}[%[[HIGH]], 0] [2, 3] [1, 1] : tensor<8x3xf32> to tensor<2x3xf32>
+// CHECK: tensor.insert_slice %[[B]] into %[[S0]][2, 0] [2, 3] [1, 1] : tensor<2x3xf32> into tensor<4x3xf32>
+// CHECK: call @mtc_all_gather(
+// CHECK: %[[G:.*]] = bufferization.to_tensor
+// CHECK: tensor.extract_slice %[[G]][0, 0] [2, 3]
+// CHECK: tensor.insert_slice {{.*}}[0, 0] [2, 3]
+// CHECK: tensor.extract_slice %[[G]][4, 0] [2, 3]
+// CHECK: tensor.insert_slice {{.*}}[2, 0] [2, 3]
+// CHECK: tensor.extract_slice %[[G]][6, 0] [2, 3]
+// CHECK: tensor.insert_slice {{.*}}[4, 0] [2, 3]
+// CHECK: tensor.extract_slice %[[G]][2, 0] [2, 3]
+// CHECK: %[[W:.*]] = tensor.insert_slice {{.*}}[6, 0] [2, 3]
+// CHECK: tensor.extract_slice %[[W]][0, 0] [2, 3]
+// CHECK: tensor.insert_slice {{.*}}[0, 0] [2, 3]
+// CHECK: tensor.extract_slice %[[W]][6, 0] [2, 3]
+// CHECK: tensor.insert_slice {{.*}}[2, 0] [2, 3]
+// CHECK: tensor.extract_slice %[[W]][2, 0] [2, 3]
+// CHECK: tensor.insert_slice {{.*}}[4, 0] [2, 3]
+// CHECK: tensor.extract_slice %[[W]][4, 0] [2, 3]
+// CHECK: tensor.insert_slice {{.*}}[6, 0] [2, 3]
+// CHECK: call @mtc_reduce_scatter(
+func.func @two_chunk_collectives(%x: !mt.tensor<[s=8, h=3], f32>) -> !mt.tensor<[s=4, h=3], f32> {
+  %w = mtp.from_local %x : !mt.tensor<[s=8, h=3], f32> -> !mtp.tensor<[s=8, h=3], f32, <[cp = 2 two_chunk]>>
+  %s = mtp.all_slice %w over "cp" along "s" : !mtp.tensor<[s=8, h=3], f32, <[cp = 2 two_chunk]>> -> !mtp.tensor<[s=8, h=3], f32, <[cp = 2 two_chunk]>, split {s = [cp]}>
+  %g = mtp.all_gather %s over "cp" along "s" : !mtp.tensor<[s=8, h=3], f32, <[cp = 2 two_chunk]>, split {s = [cp]}> -> !mtp.tensor<[s=8, h=3], f32, <[cp = 2 two_chunk]>>
+  %l = mtp.to_local %g : !mtp.tensor<[s=8, h=3], f32, <[cp = 2 two_chunk]>> -> !mt.tensor<[s=8, h=3], f32>
+  %p = mtp.from_local %l : !mt.tensor<[s=8, h=3], f32> -> !mtp.tensor<[s=8, h=3], f32, <[cp = 2 two_chunk]>, partial [cp]>
+  %r = mtp.reduce_scatter %p over "cp" along "s" : !mtp.tensor<[s=8, h=3], f32, <[cp = 2 two_chunk]>, partial [cp]> -> !mtp.tensor<[s=8, h=3], f32, <[cp = 2 two_chunk]>, split {s = [cp]}>
+  %o = mtp.to_local %r : !mtp.tensor<[s=8, h=3], f32, <[cp = 2 two_chunk]>, split {s = [cp]}> -> !mt.tensor<[s=4, h=3], f32>
+  return %o : !mt.tensor<[s=4, h=3], f32>
+}
+
+// -----
+
+// Tests that a lookup in a table split by a two_chunk axis along the indexed dimension is
+// an error: the rank's rows are two ranges, not one.
+func.func @two_chunk_gather(%table: !mt.tensor<[vocab=4, hidden=2], f32>, %ids: !mt.tensor<[seq=3], i32>) -> !mt.tensor<[seq=3, hidden=2], f32> {
+  // expected-error @+2 {{'mt.gather' op on a table whose 'vocab' is split in two chunks per rank (a two_chunk axis): not supported, its rows are not one range}}
+  // expected-error @+1 {{failed to legalize operation 'mt.gather'}}
+  %x = mt.gather %table, %ids over vocab {mtp.layout = !mtp.tensor<[vocab=8, hidden=2], f32, <[cp = 2 two_chunk]>, split {vocab = [cp]}>} : <[vocab=4, hidden=2], f32>, <[seq=3], i32> -> <[seq=3, hidden=2], f32>
+  return %x : !mt.tensor<[seq=3, hidden=2], f32>
+}
+
+// -----
+
+// Tests that an all-to-all over a two_chunk axis is an error: its blocks would have to be
+// chunk pairs.
+func.func @two_chunk_all_to_all(%x: !mt.tensor<[s=4, h=8], f32>) -> !mt.tensor<[s=8, h=4], f32> {
+  %p = mtp.from_local %x : !mt.tensor<[s=4, h=8], f32> -> !mtp.tensor<[s=8, h=8], f32, <[cp = 2 two_chunk]>, split {s = [cp]}>
+  // expected-error @+2 {{'mtp.all_to_all' op over the two_chunk axis 'cp': an all-to-all of chunked parts is not supported}}
+  // expected-error @+1 {{failed to legalize operation 'mtp.all_to_all'}}
+  %a = mtp.all_to_all %p over "cp" from "s" to "h" : !mtp.tensor<[s=8, h=8], f32, <[cp = 2 two_chunk]>, split {s = [cp]}> -> !mtp.tensor<[s=8, h=8], f32, <[cp = 2 two_chunk]>, split {h = [cp]}>
+  %l = mtp.to_local %a : !mtp.tensor<[s=8, h=8], f32, <[cp = 2 two_chunk]>, split {h = [cp]}> -> !mt.tensor<[s=8, h=4], f32>
+  return %l : !mt.tensor<[s=8, h=4], f32>
+}
