@@ -96,7 +96,21 @@ public:
     steps = context.axisSize(axis);
     if (form.causal)
       buildPositions();
+    balanced = form.causal && steps > 1 && layouts.lookup(key).getMesh().isTwoChunk(axis);
+    if (balanced)
+      buildHalves();
   }
+
+  /// Whether the steps after the first skip the masked halves of their blocks: causal
+  /// attention over a two_chunk split (this rank's chunks c and 2n - 1 - c, h positions
+  /// each). The block held at step t > 0 comes from s = (c - t) mod n: when s < c (c >= t)
+  /// all of this rank's queries see the block's first chunk and none its second; when
+  /// s > c only the second query chunk sees the block, all of it. Both cases are two
+  /// [h, h] pairs of query and key chunks without a mask: (second query chunk, first key
+  /// chunk), and (first, first) when s < c else (second, second). The second pair is
+  /// chosen by a 0/1 weight w = [c >= t] blending the candidates (w x + (1 - w) y, exact
+  /// on finite values), so every rank runs the same shapes.
+  bool isBalanced() const { return balanced; }
 
   /// The blocks held at step `step` (0: this rank's own) in `key`, `value` and `positions`,
   /// shifted one further from those of the step before.
@@ -127,28 +141,96 @@ public:
   };
   Softmax forward() {
     StringRef kvSeq = form.kvSeq.getValue();
-    Softmax state;
     Blocks blocks = first();
-    for (int64_t step = 0; step < steps; ++step) {
-      if (step)
-        blocks = next(blocks);
-      Value s = scores(blocks);
-      Value v = asKeyValue(blocks.value);
-      Value blockMax = t.reduceMax(s, {kvSeq});
-      if (!step) {
-        Value p = t.exp(t.sub(s, blockMax));
-        state = {blockMax, t.reduceSum(p, {kvSeq}), t.contract(p, v, {kvSeq})};
-        continue;
-      }
-      Value max = t.max(state.max, blockMax);
-      Value rescale = t.exp(t.sub(state.max, max));
-      Value p = t.exp(t.sub(s, max));
-      state.sum = t.add(t.mul(state.sum, rescale), t.reduceSum(p, {kvSeq}));
-      state.out = t.add(t.mul(state.out, rescale), t.contract(p, v, {kvSeq}));
-      state.max = max;
+    Softmax state = start(scores(blocks), asKeyValue(blocks.value));
+    for (int64_t step = 1; step < steps; ++step) {
+      blocks = next(blocks);
+      update(state, scores(blocks), asKeyValue(blocks.value), kvSeq);
     }
     return state;
   }
+
+  /// The balanced ring's online softmax (isBalanced), by query chunk: after the whole
+  /// first block, each further step's two chunk pairs.
+  struct HalvedSoftmax {
+    Softmax first, second;
+  };
+  HalvedSoftmax balancedForward() {
+    Blocks blocks = first();
+    Softmax whole = start(scores(blocks), asKeyValue(blocks.value));
+    HalvedSoftmax state = {pickState(whole, firstChunk), pickState(whole, secondChunk)};
+    blocks.positions = Value(); // the chunk pairs need no mask
+    for (int64_t step = 1; step < steps; ++step) {
+      blocks = next(blocks);
+      StepChunks c = chunksAt(step, blocks);
+      update(state.second, chunkScores(c.q[1], c.k[0]), c.v[0], kvHalf);
+      Softmax chosen = blendState(state.first, state.second, c.w);
+      update(chosen, chunkScores(c.q[2], c.k[2]), c.v[2], kvHalf);
+      state.first = blendState(chosen, state.first, c.w);
+      state.second = blendState(state.second, chosen, c.w);
+    }
+    return state;
+  }
+
+  /// The chunks a balanced step works on: the query's (first, second, chosen) and the
+  /// held block's keys and values (first, second, chosen), and the weight w choosing.
+  struct StepChunks {
+    Value q[3], k[3], v[3], w;
+  };
+  StepChunks chunksAt(int64_t step, const Blocks &blocks) {
+    StepChunks c;
+    c.w = weightAt(step);
+    c.q[0] = queryChunks[0];
+    c.q[1] = queryChunks[1];
+    c.q[2] = blend(c.q[0], c.q[1], c.w);
+    Value k = asKeyValue(blocks.key), v = asKeyValue(blocks.value);
+    StringRef kvSeq = form.kvSeq.getValue();
+    c.k[0] = pick(k, kvSeq, kvHalf, firstChunk);
+    c.k[1] = pick(k, kvSeq, kvHalf, secondChunk);
+    c.k[2] = blend(c.k[0], c.k[1], c.w);
+    c.v[0] = pick(v, kvSeq, kvHalf, firstChunk);
+    c.v[1] = pick(v, kvSeq, kvHalf, secondChunk);
+    c.v[2] = blend(c.v[0], c.v[1], c.w);
+    return c;
+  }
+
+  /// scale * q.k of a query chunk and a key chunk (no mask: the pairs are fully visible).
+  Value chunkScores(Value q, Value k) {
+    Value s = t.contract(q, k, {form.headDim.getValue()});
+    return t.mul(s, t.scalar(form.scale, s));
+  }
+
+  /// Chunk `mask` (firstChunk or secondChunk) of `x` along `dim`, as dimension `half`.
+  Value pick(Value x, StringRef dim, StringAttr half, Value mask) {
+    int64_t size = Decomposer::typeOf(x).getDimSize(dim);
+    Value split = d.split(x, dim, {NamedDim{chunk, 2}, NamedDim{half, size / 2}});
+    return t.reduceSum(t.mul(split, mask), {chunk.getValue()});
+  }
+  /// The inverse of pick: `first` and `second` (chunks along `half`) side by side along
+  /// `into`.
+  Value stack(Value first, Value second, StringAttr half, StringAttr into) {
+    Value both = t.add(t.mul(first, firstChunk), t.mul(second, secondChunk));
+    SmallVector<NamedDim> dims;
+    for (const NamedDim &dim : Decomposer::typeOf(first).getDims()) {
+      if (dim.name == half)
+        dims.push_back({chunk, 2});
+      dims.push_back(dim);
+    }
+    both = d.conform(both, Decomposer::typeOf(both).withDims(dims));
+    return d.merge(both, {chunk.getValue(), half.getValue()}, into);
+  }
+  /// w x + (1 - w) y.
+  Value blend(Value x, Value y, Value w) {
+    return t.add(t.mul(x, w), t.mul(y, t.sub(t.scalar(1.0, w), w)));
+  }
+
+  /// The 0/1 mask of chunk `which` (0: the first) along the chunks' dimension.
+  Value chunkMask(unsigned which) const { return which ? secondChunk : firstChunk; }
+
+  /// The query chunks' dimension, and the key and value chunks'.
+  StringAttr queryHalf, kvHalf;
+  /// The query's chunks (form.q's, as queryHalf).
+  Value queryChunks[2];
 
   /// A travelling block with its sequence called `kvSeq` (this rank's own key and value
   /// are the form's already).
@@ -177,6 +259,58 @@ public:
   }
 
 private:
+  /// The online softmax after a first block's scores `s` with values `v`.
+  Softmax start(Value s, Value v) {
+    StringRef kvSeq = form.kvSeq.getValue();
+    Value blockMax = t.reduceMax(s, {kvSeq});
+    Value p = t.exp(t.sub(s, blockMax));
+    return {blockMax, t.reduceSum(p, {kvSeq}), t.contract(p, v, {kvSeq})};
+  }
+  /// `state` merged with a further block's scores `s` and values `v` (keys along `kvDim`).
+  void update(Softmax &state, Value s, Value v, StringRef kvDim) {
+    Value max = t.max(state.max, t.reduceMax(s, {kvDim}));
+    Value rescale = t.exp(t.sub(state.max, max));
+    Value p = t.exp(t.sub(s, max));
+    state.sum = t.add(t.mul(state.sum, rescale), t.reduceSum(p, {kvDim}));
+    state.out = t.add(t.mul(state.out, rescale), t.contract(p, v, {kvDim}));
+    state.max = max;
+  }
+  Softmax pickState(const Softmax &whole, Value mask) {
+    StringRef seq = form.seq.getValue();
+    return {pick(whole.max, seq, queryHalf, mask), pick(whole.sum, seq, queryHalf, mask),
+            pick(whole.out, seq, queryHalf, mask)};
+  }
+  Softmax blendState(const Softmax &x, const Softmax &y, Value w) {
+    return {blend(x.max, y.max, w), blend(x.sum, y.sum, w), blend(x.out, y.out, w)};
+  }
+  /// w = 1 when the block held at `step` comes from a rank before this one (c >= step),
+  /// from this rank's first position c h (the least of its part).
+  Value weightAt(int64_t step) {
+    double firstOfStep = static_cast<double>(step * chunkSize) - 0.5;
+    Value w = t.greater(firstPosition, t.scalar(firstOfStep, firstPosition));
+    return d.conform(w, Decomposer::typeOf(w).withElementType(
+                            Decomposer::typeOf(form.q).getElementType()));
+  }
+
+  /// The names and masks of the balanced steps.
+  void buildHalves() {
+    NamedTensorType qType = Decomposer::typeOf(form.q), kType = Decomposer::typeOf(form.k);
+    chunkSize = qType.getDimSize(form.seq.getValue()) / 2;
+    DimNames &names = d.dimNames();
+    chunk = names.fresh(d.context(), form.seq.getValue() + "_chunk", 2, {qType, kType});
+    queryHalf = names.fresh(d.context(), form.seq.getValue() + "_half", chunkSize,
+                            {qType, kType}, {chunk.getValue()});
+    kvHalf = names.fresh(d.context(), form.kvSeq.getValue() + "_half", chunkSize,
+                         {qType, kType}, {chunk.getValue(), queryHalf.getValue()});
+    Type element = qType.getElementType();
+    Value index = d.positions(chunk, 2, element);
+    secondChunk = d.conform(index, Decomposer::typeOf(index).withElementType(element));
+    firstChunk = t.sub(t.scalar(1.0, secondChunk), secondChunk);
+    queryChunks[0] = pick(form.q, form.seq.getValue(), queryHalf, firstChunk);
+    queryChunks[1] = pick(form.q, form.seq.getValue(), queryHalf, secondChunk);
+    firstPosition = t.neg(t.reduceMax(t.neg(positions), {form.seq.getValue()}));
+  }
+
   /// The laid-out type of a block that travels: the key's or value's (their layouts are
   /// one), or the key positions'.
   ShardedTensorType layoutOf(Value local) const {
@@ -213,6 +347,12 @@ private:
   Value key, value;
   Value positions;
   int64_t steps;
+  bool balanced = false;
+  /// Positions per chunk, the chunks' dimension and its 0/1 masks, this rank's first
+  /// position (balanced only).
+  int64_t chunkSize = 0;
+  StringAttr chunk;
+  Value firstChunk, secondChunk, firstPosition;
 };
 
 /// The axis splitting the query's sequence, if any.
@@ -260,8 +400,16 @@ struct AttentionModel : PartitionOpInterface::ExternalModel<AttentionModel, mt::
     }
     AttentionForm form = AttentionForm::of(d, op);
     Ring ring(d, context, layouts, form, *axis, op.getKey(), op.getValue());
-    Ring::Softmax softmax = ring.forward();
-    Value out = d.tensors().div(softmax.out, softmax.sum);
+    TensorBuilder &t = d.tensors();
+    Value out;
+    if (ring.isBalanced()) {
+      Ring::HalvedSoftmax softmax = ring.balancedForward();
+      out = ring.stack(t.div(softmax.first.out, softmax.first.sum),
+                       t.div(softmax.second.out, softmax.second.sum), ring.queryHalf, form.seq);
+    } else {
+      Ring::Softmax softmax = ring.forward();
+      out = t.div(softmax.out, softmax.sum);
+    }
     replace(op, {d.conform(form.mergeHeads(d, out), op.getType())}, layouts);
     return success();
   }
@@ -296,11 +444,39 @@ struct AttentionGradModel
     SmallVector<StringRef> perKeyHead = form.queryDimsPerKeyHead();
 
     // The forward's statistics: the log-sum-exp of every query row, and the output.
-    Ring::Softmax softmax = ring.forward();
-    Value logSumExp = t.add(softmax.max, t.log(softmax.sum));
-    Value out = t.div(softmax.out, softmax.sum);
+    auto logSumExpOf = [&](const Ring::Softmax &softmax) {
+      return t.add(softmax.max, t.log(softmax.sum));
+    };
+    Value logSumExp, out;
+    if (ring.isBalanced()) {
+      Ring::HalvedSoftmax halves = ring.balancedForward();
+      logSumExp = ring.stack(logSumExpOf(halves.first), logSumExpOf(halves.second),
+                             ring.queryHalf, form.seq);
+      out = ring.stack(t.div(halves.first.out, halves.first.sum),
+                       t.div(halves.second.out, halves.second.sum), ring.queryHalf, form.seq);
+    } else {
+      Ring::Softmax softmax = ring.forward();
+      logSumExp = logSumExpOf(softmax);
+      out = t.div(softmax.out, softmax.sum);
+    }
     Value dout = form.splitHeads(d, op.getResultGrad());
     Value rowDot = t.reduceSum(t.mul(dout, out), {form.headDim.getValue()});
+
+    // The gradients from the scores `s` of query rows `q` (with their output gradient,
+    // log-sum-exp and row dot) against keys `k` and values `v` along `kvDim`.
+    struct Gradients {
+      Value dq, dk, dv;
+    };
+    auto gradients = [&](Value s, Value q, Value k, Value v, Value doutRows, Value lseRows,
+                         Value rowDotRows, StringRef kvDim,
+                         ArrayRef<StringRef> perKey) -> Gradients {
+      Value p = t.exp(t.sub(s, lseRows));
+      Value dp = t.contract(doutRows, v, {form.headDim.getValue()});
+      Value ds = t.mul(p, t.sub(dp, rowDotRows));
+      ds = t.mul(ds, t.scalar(form.scale, ds));
+      return {t.contract(ds, k, {kvDim}), t.contract(ds, q, perKey),
+              t.contract(p, doutRows, perKey)};
+    };
 
     // A key or value gradient block as the key is laid out (it travels like it).
     NamedTensorType keyType = typeOf(op.getKey());
@@ -309,22 +485,59 @@ struct AttentionGradModel
     };
     Value dq, dk, dv;
     Ring::Blocks blocks = ring.first();
-    for (int64_t step = 0; step < ring.numSteps(); ++step) {
+    int64_t wholeSteps = ring.isBalanced() ? 1 : ring.numSteps();
+    for (int64_t step = 0; step < wholeSteps; ++step) {
       if (step)
         blocks = ring.next(blocks);
-      Value p = t.exp(t.sub(ring.scores(blocks), logSumExp));
-      Value v = ring.asKeyValue(blocks.value);
-      Value k = ring.asKeyValue(blocks.key);
-      Value dvBlock = asKeyBlock(t.contract(p, dout, perKeyHead));
-      Value dp = t.contract(dout, v, {form.headDim.getValue()});
-      Value ds = t.mul(p, t.sub(dp, rowDot));
-      ds = t.mul(ds, t.scalar(form.scale, ds));
-      Value dqBlock = t.contract(ds, k, {kvSeq});
-      Value dkBlock = asKeyBlock(t.contract(ds, form.q, perKeyHead));
-      dq = step ? t.add(dq, dqBlock) : dqBlock;
+      Gradients g = gradients(ring.scores(blocks), form.q, ring.asKeyValue(blocks.key),
+                              ring.asKeyValue(blocks.value), dout, logSumExp, rowDot, kvSeq,
+                              perKeyHead);
+      dq = step ? t.add(dq, g.dq) : g.dq;
       // The gradients of the block held here arrive from the rank that held it before.
-      dk = step ? t.add(ring.shift(dk), dkBlock) : dkBlock;
-      dv = step ? t.add(ring.shift(dv), dvBlock) : dvBlock;
+      dk = step ? t.add(ring.shift(dk), asKeyBlock(g.dk)) : asKeyBlock(g.dk);
+      dv = step ? t.add(ring.shift(dv), asKeyBlock(g.dv)) : asKeyBlock(g.dv);
+    }
+    if (ring.isBalanced()) {
+      // The further steps by chunk pairs (Ring::isBalanced): the query gradient by query
+      // chunk, the key and value gradients of the held block by key chunk, stacked to
+      // travel.
+      StringRef seq = form.seq.getValue();
+      SmallVector<StringRef> perKeyHalf = {ring.queryHalf.getValue()};
+      if (form.isGrouped())
+        perKeyHalf.push_back(form.group.getValue());
+      auto chunksOf = [&](Value rows, unsigned which) {
+        return ring.pick(rows, seq, ring.queryHalf, ring.chunkMask(which));
+      };
+      Value doutChunks[] = {chunksOf(dout, 0), chunksOf(dout, 1)};
+      Value lseChunks[] = {chunksOf(logSumExp, 0), chunksOf(logSumExp, 1)};
+      Value rowDotChunks[] = {chunksOf(rowDot, 0), chunksOf(rowDot, 1)};
+      Value dqChunks[2];
+      blocks.positions = Value(); // the chunk pairs need no mask
+      for (int64_t step = 1; step < ring.numSteps(); ++step) {
+        blocks = ring.next(blocks);
+        Ring::StepChunks c = ring.chunksAt(step, blocks);
+        StringRef kvHalf = ring.kvHalf.getValue();
+        Gradients always =
+            gradients(ring.chunkScores(c.q[1], c.k[0]), c.q[1], c.k[0], c.v[0], doutChunks[1],
+                      lseChunks[1], rowDotChunks[1], kvHalf, perKeyHalf);
+        Gradients chosen = gradients(
+            ring.chunkScores(c.q[2], c.k[2]), c.q[2], c.k[2], c.v[2],
+            ring.blend(doutChunks[0], doutChunks[1], c.w),
+            ring.blend(lseChunks[0], lseChunks[1], c.w),
+            ring.blend(rowDotChunks[0], rowDotChunks[1], c.w), kvHalf, perKeyHalf);
+        Value notW = t.sub(t.scalar(1.0, c.w), c.w);
+        Value dqFirst = t.mul(chosen.dq, c.w);
+        Value dqSecond = t.add(always.dq, t.mul(chosen.dq, notW));
+        dqChunks[0] = step > 1 ? t.add(dqChunks[0], dqFirst) : dqFirst;
+        dqChunks[1] = step > 1 ? t.add(dqChunks[1], dqSecond) : dqSecond;
+        auto keyBlock = [&](Value alwaysGrad, Value chosenGrad) {
+          return asKeyBlock(ring.stack(t.add(alwaysGrad, t.mul(chosenGrad, c.w)),
+                                       t.mul(chosenGrad, notW), ring.kvHalf, form.kvSeq));
+        };
+        dk = t.add(ring.shift(dk), keyBlock(always.dk, chosen.dk));
+        dv = t.add(ring.shift(dv), keyBlock(always.dv, chosen.dv));
+      }
+      dq = t.add(dq, ring.stack(dqChunks[0], dqChunks[1], ring.queryHalf, form.seq));
     }
     // One more step takes each block's gradients to the rank that owns the block.
     dk = ring.shift(dk);

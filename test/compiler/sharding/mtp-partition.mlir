@@ -1101,34 +1101,44 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 4, ep = 2, etp =
 
 // -----
 
-// Tests ring attention (cp_comm_type p2p) under cp 2: each rank keeps its query block; its
-// own key and value block is step 0, then the key and value blocks and their global
-// positions (an iota of this rank's part of the sequence) move one rank around the ring,
-// and the second block's scores are merged into the running maximum, normaliser and
-// output (online softmax). The causal mask compares global positions.
+// Tests ring attention (cp_comm_type p2p) under cp 2 with causal attention: the sequence is
+// split in two chunks per rank (the mesh's cp is two_chunk: rank c holds chunks c and 3 - c).
+// Each rank keeps its query block; its own key and value block is step 0, computed whole
+// under the causal mask of the global positions (an iota of this rank's part). Then the
+// key and value blocks move one rank around the ring (their positions no longer travel),
+// and the step computes two unmasked [2, 2] chunk pairs: (second query chunk, first key
+// chunk) always, and the pair a 0/1 weight chooses from this rank's first position
+// (first with first when the block's rank is before this one, second with second when
+// after), merged into the running maximum, normaliser and output of each query chunk
+// (online softmax); the output's chunks are stacked back into the sequence.
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[Q:.*]] = mtp.to_local {{.*}} -> <[seq=4, heads=2, head_dim=4], f32>
 // CHECK: %[[K:.*]] = mtp.to_local {{.*}} -> <[seq=4, heads=2, head_dim=4], f32>
 // CHECK: %[[V:.*]] = mtp.to_local {{.*}} -> <[seq=4, heads=2, head_dim=4], f32>
 // CHECK: %[[POS:.*]] = mt.iota dim seq {mtp.layout = !mtp.tensor<[seq=8], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>} : <[seq=4], f32>
-// CHECK: %[[S0:.*]] = mt.add {{.*}} -> <[seq=4, heads=2, seq_kv=4], f32>
-// CHECK: %[[M0:.*]] = mt.reduce_max %[[S0]] over [seq_kv]
-// CHECK: %[[KS:.*]] = mtp.from_local %[[K]] : <[seq=4, heads=2, head_dim=4], f32> -> <[seq=8, heads=2, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
-// CHECK-NEXT: mtp.shift %[[KS]] over "cp" offset 1 rotate
-// CHECK: %[[VS:.*]] = mtp.from_local %[[V]]
-// CHECK-NEXT: mtp.shift %[[VS]] over "cp" offset 1 rotate
-// CHECK: %[[PS:.*]] = mtp.from_local %[[POS]] : <[seq=4], f32> -> <[seq=8], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
-// CHECK-NEXT: %[[PSH:.*]] = mtp.shift %[[PS]] over "cp" offset 1 rotate
-// CHECK-NEXT: %[[P1:.*]] = mtp.to_local %[[PSH]]
-// CHECK: %[[KP1:.*]] = mt.rename %[[P1]] seq to seq_kv
-// CHECK-NEXT: mt.greater %[[KP1]], %[[POS]] : <[seq_kv=4], f32>, <[seq=4], f32>
-// CHECK: %[[M1:.*]] = mt.reduce_max {{.*}} over [seq_kv]
-// CHECK-NEXT: %[[M:.*]] = mt.max %[[M0]], %[[M1]]
-// CHECK-NEXT: %[[D:.*]] = mt.sub %[[M0]], %[[M]]
-// CHECK-NEXT: %[[R:.*]] = mt.exp %[[D]]
-// CHECK: %[[L:.*]] = mt.add {{.*}} -> <[seq=4, heads=2], f32>
-// CHECK: %[[O:.*]] = mt.add {{.*}} -> <[seq=4, heads=2, head_dim=4], f32>
-// CHECK-NEXT: mt.div %[[O]], %[[L]]
+// CHECK: %[[SECOND:.*]] = mt.iota dim seq_chunk : <[seq_chunk=2], f32>
+// CHECK: %[[FIRST:.*]] = mt.sub %{{.*}}, %[[SECOND]]
+// CHECK: %[[QS:.*]] = mt.split %[[Q]] seq into [seq_chunk, seq_half]
+// CHECK-NEXT: %[[QM:.*]] = mt.mul %[[QS]], %[[FIRST]]
+// CHECK-NEXT: %[[Q0:.*]] = mt.reduce_sum %[[QM]] over [seq_chunk] : {{.*}} -> <[seq_half=2, heads=2, head_dim=4], f32>
+// CHECK: %[[Q1:.*]] = mt.reduce_sum {{.*}} over [seq_chunk] : {{.*}} -> <[seq_half=2, heads=2, head_dim=4], f32>
+// CHECK: %[[NEG:.*]] = mt.neg %[[POS]]
+// CHECK-NEXT: %[[NMAX:.*]] = mt.reduce_max %[[NEG]] over [seq]
+// CHECK-NEXT: %[[FIRSTPOS:.*]] = mt.neg %[[NMAX]] : <[], f32>
+// CHECK: mt.greater %{{.*}}, %[[POS]] : <[seq_kv=4], f32>, <[seq=4], f32>
+// CHECK: mtp.shift {{.*}} over "cp" offset 1 rotate : <[seq=8, heads=2, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK: mtp.shift {{.*}} over "cp" offset 1 rotate : <[seq=8, heads=2, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK-NOT: mtp.shift
+// CHECK: %[[HALFWAY:.*]] = mt.constant 1.500000e+00
+// CHECK-NEXT: %[[W:.*]] = mt.greater %[[FIRSTPOS]], %[[HALFWAY]] : <[], f32>, <[], f32> -> <[], f32>
+// CHECK: %[[QW:.*]] = mt.add {{.*}} : <[seq_half=2, heads=2, head_dim=4], f32>, <[seq_half=2, heads=2, head_dim=4], f32>
+// CHECK: %[[K0:.*]] = mt.reduce_sum {{.*}} over [seq_chunk] : {{.*}} -> <[seq_kv_half=2, heads=2, head_dim=4], f32>
+// CHECK: %[[KW:.*]] = mt.add {{.*}} : <[seq_kv_half=2, heads=2, head_dim=4], f32>, <[seq_kv_half=2, heads=2, head_dim=4], f32>
+// CHECK: mt.contract %[[Q1]], %[[K0]] over [head_dim] : <[seq_half=2, heads=2, head_dim=4], f32>, <[seq_kv_half=2, heads=2, head_dim=4], f32> -> <[seq_half=2, heads=2, seq_kv_half=2], f32>
+// CHECK-NOT: mt.greater
+// CHECK: mt.contract %[[QW]], %[[KW]] over [head_dim] : <[seq_half=2, heads=2, head_dim=4], f32>, <[seq_kv_half=2, heads=2, head_dim=4], f32> -> <[seq_half=2, heads=2, seq_kv_half=2], f32>
+// CHECK-NOT: mt.greater
+// CHECK: mt.merge %{{.*}} [seq_chunk, seq_half] into seq : <[seq_chunk=2, seq_half=2, heads=2, head_dim=4], f32> -> <[seq=4, heads=2, head_dim=4], f32>
 // CHECK-NOT: mtp.shift
 // CHECK-NOT: mtp.all_gather
 // CHECK: mtp.all_reduce {{.*}} over ["cp"]
@@ -1214,5 +1224,47 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
   func.func @forward(%i: !mt.tensor<[batch=4, seq=2, topk=2], i32>) -> !mt.tensor<[experts=4], i64> {
     %n = mt.expert_load %i k topk to experts : <[batch=4, seq=2, topk=2], i32> -> <[experts=4], i64>
     return %n : !mt.tensor<[experts=4], i64>
+  }
+}
+
+// -----
+
+// Tests ring attention's backward with causal grouped-query attention under cp 2 (the
+// two_chunk split): the forward's steps again by chunk pairs (key and value shifted once,
+// positions not), the log-sum-exp and output stacked back into the sequence; the gradient
+// of this rank's own block whole under the mask; then, with the key and value blocks
+// shifted once more, the two chunk pairs without a mask: (second query chunk, first key
+// chunk) and the pair the weight chooses, each giving dq, dk and dv by chunks; the key and
+// value gradients' chunks are stacked into a block to travel (shifted before the step's
+// contribution is added, and once more home), the query gradient's chunks stacked into
+// the sequence.
+// CHECK-LABEL: func.func @forward
+// CHECK: mt.greater %{{.*}}, %{{.*}} : <[seq_kv=4], f32>, <[seq=4], f32>
+// CHECK-COUNT-2: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK: %[[W:.*]] = mt.greater %{{.*}}, %{{.*}} : <[], f32>, <[], f32> -> <[], f32>
+// CHECK: mt.merge %{{.*}} [seq_chunk, seq_half] into seq : <[seq_chunk=2, seq_half=2, kv_heads=1, heads_group=2], f32>
+// CHECK: mt.merge %{{.*}} [seq_chunk, seq_half] into seq : <[seq_chunk=2, seq_half=2, kv_heads=1, heads_group=2, head_dim=4], f32>
+// CHECK: mt.greater %{{.*}}, %{{.*}} : <[seq_kv=4], f32>, <[seq=4], f32>
+// CHECK-COUNT-2: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK: mt.greater %{{.*}}, %{{.*}} : <[], f32>, <[], f32> -> <[], f32>
+// CHECK-NOT: <[seq_kv=4], f32>, <[seq=4], f32>
+// CHECK: mt.contract {{.*}} over [seq_half, heads_group] : <[seq_half=2, kv_heads=1, heads_group=2, seq_kv_half=2], f32>, {{.*}} -> <[kv_heads=1, seq_kv_half=2, head_dim=4], f32>
+// CHECK: mtp.shift {{.*}} over "cp" offset 1 rotate
+// CHECK: mt.merge %{{.*}} [seq_chunk, seq_kv_half] into seq_kv : <[kv_heads=1, seq_chunk=2, seq_kv_half=2, head_dim=4], f32> -> <[kv_heads=1, seq_kv=4, head_dim=4], f32>
+// CHECK: mtp.shift {{.*}} over "cp" offset 1 rotate
+// CHECK: mt.merge %{{.*}} [seq_chunk, seq_kv_half] into seq_kv
+// CHECK: mt.merge %{{.*}} [seq_chunk, seq_half] into seq : <[seq_chunk=2, seq_half=2, kv_heads=1, heads_group=2, head_dim=4], f32> -> <[seq=4, kv_heads=1, heads_group=2, head_dim=4], f32>
+// CHECK-COUNT-2: mtp.shift {{.*}} over "cp" offset 1 rotate
+// CHECK-NOT: mtp.shift
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  func.func @forward(%q: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>,
+                     %k: !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>,
+                     %v: !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>,
+                     %do: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>) -> (!mt.tensor<[], f32>, !mt.tensor<[], f32>, !mt.tensor<[], f32>) {
+    %dq, %dk, %dv = mt.attention_grad %q, %k, %v, %do dims(seq, heads, kv_heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, !mt.tensor<[seq=8, heads=2, head_dim=4], f32> -> !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>
+    %lq = mt.reduce_sum %dq over [seq, heads, head_dim] : <[seq=8, heads=2, head_dim=4], f32> -> <[], f32>
+    %lk = mt.reduce_sum %dk over [seq, kv_heads, head_dim] : <[seq=8, kv_heads=1, head_dim=4], f32> -> <[], f32>
+    %lv = mt.reduce_sum %dv over [seq, kv_heads, head_dim] : <[seq=8, kv_heads=1, head_dim=4], f32> -> <[], f32>
+    return %lq, %lk, %lv : !mt.tensor<[], f32>, !mt.tensor<[], f32>, !mt.tensor<[], f32>
   }
 }
