@@ -18,9 +18,11 @@
 //             value blocks and take one more step home after the last.
 //
 // The positions of the causal mask are global: the query block's are an `mt.iota` of the
-// sequence's part this rank holds (its `mtp.layout`: the lowering offsets them), and each
-// key block travels with its own positions. Where the sequence is not split, the local op is
-// the whole op's decomposition.
+// sequence's part this rank holds (its `mtp.layout`: the lowering maps them), and each key
+// block travels with its own positions. Under the two_chunk split (the mesh's cp under
+// p2p) causal steps after the first compute only the unmasked halves of their blocks
+// (Ring::isBalanced), and no positions travel. Where the sequence is not split, the local
+// op is the whole op's decomposition.
 //
 //===----------------------------------------------------------------------===//
 
