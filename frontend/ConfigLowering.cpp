@@ -528,6 +528,12 @@ mt::ParallelAttr mtc::frontend::lowerParallelBlock(const ConfigBlock *block,
     requireDivides("ep", "experts", *ep, degree("ep"));
   if (const ConfigEntry *cp = byKey.lookup("cp"); cp && degree("cp") > 1)
     requireDivides("cp", "seq", *cp, degree("cp"));
+  // Ring attention balances causal work by cutting the sequence in 2 cp chunks.
+  if (const ConfigEntry *ring = byKey.lookup("cp_comm_type");
+      ring && degree("cp") > 1 &&
+      parallel.word("cp_comm_type", mt::symbolizeContextParallelCommType) ==
+          mt::ContextParallelCommType::P2P)
+    requireDivides("cp_comm_type p2p cuts seq in 2 x cp chunks:", "seq", *ring, 2 * degree("cp"));
   if (const ConfigEntry *sp = byKey.lookup("sp")) {
     bool on = parallel.flag("sp").value_or(false);
     if (on && degree("tp") == 1)

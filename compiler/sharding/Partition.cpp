@@ -243,6 +243,11 @@ Partitioner::dataLayout(func::FuncOp func, unsigned index, ShardedTensorType lay
                               << " of @" << func.getSymName()
                               << (entry.first() == mt::MTDialect::kBatchDimName
                                       ? " (the micro-batch)"
+                                      : "")
+                              << (spec.mesh.isTwoChunk(entry.second)
+                                      ? " in 2 chunks per rank (ring attention's load "
+                                        "balancing cuts it in 2 x " +
+                                            entry.second + " chunks)"
                                       : "");
     data.split[entry.first()] = {entry.second};
   }
