@@ -71,6 +71,10 @@ struct AttentionLayouts {
       dims.push_back(op.getKvHeadsDim());
     llvm::StringMap<Axes> split = context.unionSplits(summed, dims, {});
     split.erase(op.getHeadDim());
+    // The ring runs over one axis: a sequence split over more (seq = [cp, tp] under sp with
+    // heads whole over tp) keeps its outermost one, the others are gathered.
+    if (auto seq = split.find(op.getSeqDim()); seq != split.end() && seq->second.size() > 1)
+      seq->second.resize(1);
     auto heads = split.find(op.getHeadsDim()), kvHeads = split.find(op.getKvHeadsDim());
     bool sameHeads = (heads == split.end()) == (kvHeads == split.end()) &&
                      (heads == split.end() || heads->second == kvHeads->second);

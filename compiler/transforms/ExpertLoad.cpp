@@ -13,6 +13,7 @@
 #include "dialects/mt/IR/MTOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
 
 namespace mtc::transforms {
 #define GEN_PASS_DEF_MTEXPERTLOADPASS
@@ -76,12 +77,17 @@ struct ExpertLoadPass : transforms::impl::MTExpertLoadPassBase<ExpertLoadPass> {
 
     MLIRContext *context = &getContext();
     SmallVector<Value> loads;
+    // A layer repeated by more than one mt.repeat returns its counts once: its count types
+    // are those of its first rewrite.
+    llvm::DenseMap<Operation *, SmallVector<Type>> counted;
     for (auto repeat : llvm::to_vector(step.getBody().front().getOps<mt::RepeatOp>())) {
       auto layer = module.lookupSymbol<func::FuncOp>(repeat.getCallee());
       if (!layer || !layer.getBody().hasOneBlock())
         continue;
-      SmallVector<Type> countTypes;
-      countDispatches(layer, countTypes);
+      auto [known, first] = counted.try_emplace(layer);
+      if (first)
+        countDispatches(layer, known->second);
+      SmallVector<Type> countTypes = known->second;
       if (countTypes.empty())
         continue;
       // The same repeat with the counts stacked after its results.
@@ -95,11 +101,11 @@ struct ExpertLoadPass : transforms::impl::MTExpertLoadPassBase<ExpertLoadPass> {
         resultTypes.push_back(counts.withDims(dims));
       }
       OpBuilder b(repeat);
-      auto counted = mt::RepeatOp::create(b, repeat.getLoc(), resultTypes, repeat.getInputs(),
-                                          repeat->getAttrs());
-      repeat.replaceAllUsesWith(counted.getResults().take_front(repeat.getNumResults()));
+      auto withCounts = mt::RepeatOp::create(b, repeat.getLoc(), resultTypes,
+                                             repeat.getInputs(), repeat->getAttrs());
+      repeat.replaceAllUsesWith(withCounts.getResults().take_front(repeat.getNumResults()));
       repeat.erase();
-      llvm::append_range(loads, counted.getResults().take_back(countTypes.size()));
+      llvm::append_range(loads, withCounts.getResults().take_back(countTypes.size()));
     }
     Builder b(context);
     appendResults(step, loads,

@@ -2,7 +2,7 @@
 //
 // A plan compiled with tensor parallelism (`mtc compile --kernels=x86 --tp N`) holds per-rank
 // programs that communicate along the plan's mesh axes (docs/plan-format.md, "Mesh and
-// layouts") through six C functions of the kernel ABI (runtime/exec/KernelABI.h), which the
+// layouts") through seven C functions of the kernel ABI (runtime/exec/KernelABI.h), which the
 // runtime defines here and executables that link the executor export (like mtc_dropout_key):
 //
 //   void mtc_all_reduce(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t op,
@@ -64,7 +64,7 @@
 // and fails the step with the message, which names the function, the axis and the rank.
 //
 // Without a MeshCall (a null context or mesh, or a context of another ABI version: a kernel
-// called outside the Trainer) nothing is communicated: the five collectives write `count`
+// called outside the Trainer) nothing is communicated: the six collectives write `count`
 // zeros to `out` and mtc_mesh_coordinate returns 0; there is nothing to report to, so nothing
 // else happens.
 //

@@ -306,6 +306,13 @@ Error Run::reportStages(const PipelineTrainer &trainer) {
   auto predicted = [](double figure, const std::string &text) {
     return figure >= 0 ? concat(" (predicted ", text, ")") : std::string();
   };
+  // Dropless expert slots travel only when filled: the plan's figures count every slot.
+  const bool upperBound =
+      plan_.predictions.communicationBytes && plan_.predictions.communicationBytes->upperBound;
+  auto predictedBound = [&](double figure, const std::string &text) {
+    return figure >= 0 && upperBound ? concat(" (predicted at most ", text, ")")
+                                     : predicted(figure, text);
+  };
   std::string memory = "pipeline memory:", sent = "pipeline communication:";
   for (int64_t s = 0; s < stages; ++s) {
     const double *figures = all.data() + size_t(s) * mine.size();
@@ -313,7 +320,8 @@ Error Run::reportStages(const PipelineTrainer &trainer) {
     memory += concat(s ? "; " : " ", "stage ", s, " peak ", mib(0), predicted(figures[1], mib(1)),
                      ", activations ", mib(2), predicted(figures[3], mib(3)));
     auto sentMib = [&](size_t i) { return formatText("%.2f MiB", figures[i] / (1024.0 * 1024.0)); };
-    sent += concat(s ? "; " : " ", "stage ", s, " ", sentMib(4), predicted(figures[5], sentMib(5)));
+    sent += concat(s ? "; " : " ", "stage ", s, " ", sentMib(4),
+                   predictedBound(figures[5], sentMib(5)));
   }
   print(memory + "\n");
   if (job_.world)

@@ -101,3 +101,29 @@ module {
     return %l : !mt.tensor<[], f32>
   }
 }
+
+// -----
+
+// Tests that a layer two repeats call returns its counts once (one expert_load per
+// dispatch), each repeat stacking them over its own layers.
+// CHECK-LABEL: func.func @block.fwd
+// CHECK-SAME: -> (!mt.tensor<[tokens=4, hidden=4], f32>, !mt.tensor<[experts=4], i64>)
+// CHECK-COUNT-1: mt.expert_load
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-SAME: -> (!mt.tensor<[], f32>, !mt.tensor<[layers=2, experts=4], i64> {mt.buffer = "expert_load"}, !mt.tensor<[layers=3, experts=4], i64> {mt.buffer = "expert_load"})
+// CHECK: %[[A:.*]]:2 = mt.repeat @block.fwd(%{{.*}}) count 2
+// CHECK: %[[B:.*]]:2 = mt.repeat @block.fwd(%[[A]]#0) count 3
+// CHECK: return %{{.*}}, %[[A]]#1, %[[B]]#1
+module {
+  func.func @block.fwd(%x: !mt.tensor<[tokens=4, hidden=4], f32>) -> !mt.tensor<[tokens=4, hidden=4], f32> attributes {mt.layer_of = @block} {
+    %v, %i = mt.topk %x over hidden k k : <[tokens=4, hidden=4], f32> -> <[tokens=4, k=2], f32>, <[tokens=4, k=2], i32>
+    %d = mt.dispatch %x, %i k k to experts capacity cap dropless : <[tokens=4, hidden=4], f32>, <[tokens=4, k=2], i32> -> <[experts=4, cap=4, hidden=4], f32>
+    return %x : !mt.tensor<[tokens=4, hidden=4], f32>
+  }
+  func.func @forward_backward(%x: !mt.tensor<[tokens=4, hidden=4], f32>) -> !mt.tensor<[], f32> {
+    %y = mt.repeat @block.fwd(%x) count 2 {carried = 1 : i64} : (!mt.tensor<[tokens=4, hidden=4], f32>) -> !mt.tensor<[tokens=4, hidden=4], f32>
+    %z = mt.repeat @block.fwd(%y) count 3 {carried = 1 : i64} : (!mt.tensor<[tokens=4, hidden=4], f32>) -> !mt.tensor<[tokens=4, hidden=4], f32>
+    %l = mt.reduce_sum %z over [tokens, hidden] : <[tokens=4, hidden=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
