@@ -83,11 +83,7 @@ std::optional<double> predictedStageCommunicationBytes(const Plan &plan, const P
   }
   const PipelinePlan &pipeline = *plan.pipeline;
   for (const PipelinePlan::SharedParam &shared : pipeline.sharedParams) {
-    std::vector<int64_t> stages;
-    for (int64_t chunk : shared.chunks)
-      stages.push_back(pipeline.chunkStages[size_t(chunk)]);
-    std::sort(stages.begin(), stages.end());
-    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+    std::vector<int64_t> stages = pipeline.stagesOf(shared);
     if (stages.size() < 2 || !std::binary_search(stages.begin(), stages.end(), stage))
       continue;
     for (const ParamInfo &param : stageTables.params)

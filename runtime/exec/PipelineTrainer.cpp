@@ -124,11 +124,7 @@ PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, Training
     // One group per set of stages sharing parameters, split in the plan's order on every
     // stage (a split is collective over the pipeline group).
     for (const PipelinePlan::SharedParam &shared : pipeline.sharedParams) {
-      std::vector<int64_t> stages;
-      for (int64_t c : shared.chunks)
-        stages.push_back(pipeline.chunkStages[size_t(c)]);
-      std::sort(stages.begin(), stages.end());
-      stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+      std::vector<int64_t> stages = pipeline.stagesOf(shared);
       if (stages.size() < 2)
         continue; // one stage holds every reader: its chunks' parts add up locally
       auto group = std::find_if(t->sharedGroups_.begin(), t->sharedGroups_.end(),

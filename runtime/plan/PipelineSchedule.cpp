@@ -484,6 +484,15 @@ int64_t peakInFlight(const std::vector<ScheduleTask> &tasks) {
   return peak;
 }
 
+std::vector<int64_t> PipelinePlan::stagesOf(const SharedParam &shared) const {
+  std::vector<int64_t> stages;
+  for (int64_t chunk : shared.chunks)
+    stages.push_back(chunkStages[size_t(chunk)]);
+  std::sort(stages.begin(), stages.end());
+  stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  return stages;
+}
+
 Expected<const PipelineSchedule *> PipelinePlan::forMicroBatches(int64_t m) const {
   std::string have;
   for (const PipelineSchedule &s : schedules) {

@@ -86,6 +86,8 @@ struct PipelinePlan {
   };
   std::vector<SharedParam> sharedParams;
   std::vector<PipelineSchedule> schedules;
+  /// The stages holding a chunk of `shared`, ascending, each once.
+  std::vector<int64_t> stagesOf(const SharedParam &shared) const;
   /// The schedule for m micro-batches, or an error naming the m values there are.
   Expected<const PipelineSchedule *> forMicroBatches(int64_t m) const;
 };
