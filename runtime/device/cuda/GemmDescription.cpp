@@ -3,6 +3,7 @@
 #include "runtime/device/cuda/GemmDescription.h"
 
 #include <functional>
+#include <limits>
 
 namespace mtc::rt::cuda {
 
@@ -42,8 +43,8 @@ Error validateGemm(const GemmDescription &d) {
   };
   if (d.m <= 0 || d.n <= 0 || d.k <= 0)
     return fail("m, n and k must be positive");
-  if (d.batch <= 0)
-    return fail("batch ", d.batch, " must be positive");
+  if (d.batch <= 0 || d.batch > std::numeric_limits<int32_t>::max())
+    return fail("batch ", d.batch, " must be positive and fit in 32 bits");
   if (d.dtype != MTC_F32 && d.dtype != MTC_BF16 && d.dtype != MTC_F16)
     return fail("element type code ", static_cast<int32_t>(d.dtype),
                 " is not f32, bf16 or f16");

@@ -94,12 +94,18 @@ Expected<KernelModule> KernelModule::load(std::span<const std::byte> image, std:
                  " bytes)"));
       !e.ok())
     return e;
-  return KernelModule(library, *kind, std::move(label));
+  // Owned from here on, so that an early return unloads it.
+  KernelModule module(library, *kind, std::move(label));
+  if (Error e = cudaStatus(cudaLibraryGetKernelCount(&module.kernelCount_, library),
+                           concat("reading the kernels of ", module.label_));
+      !e.ok())
+    return e;
+  return module;
 }
 
 KernelModule::KernelModule(KernelModule &&other) noexcept
     : library_(std::exchange(other.library_, nullptr)), kind_(other.kind_),
-      label_(std::move(other.label_)) {}
+      label_(std::move(other.label_)), kernelCount_(other.kernelCount_) {}
 
 KernelModule &KernelModule::operator=(KernelModule &&other) noexcept {
   if (this != &other) {
@@ -108,6 +114,7 @@ KernelModule &KernelModule::operator=(KernelModule &&other) noexcept {
     library_ = std::exchange(other.library_, nullptr);
     kind_ = other.kind_;
     label_ = std::move(other.label_);
+    kernelCount_ = other.kernelCount_;
   }
   return *this;
 }

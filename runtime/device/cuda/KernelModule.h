@@ -7,6 +7,11 @@
 // `kernel(name)` looks a kernel up; a name the image does not define is an error naming it.
 // A Kernel is a handle into its module: the module must outlive it.
 //
+// CUDA loads libraries lazily by default (CUDA_MODULE_LOADING=LAZY): load() counts the
+// image's kernels, which makes the driver read it, but compiling a kernel for the device
+// may still wait for its first lookup or launch, so an image the driver cannot use can also
+// fail there (cudaErrorInvalidPtx, cudaErrorNoKernelImageForDevice), as an Error all the same.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_DEVICE_CUDA_KERNELMODULE_H
@@ -78,6 +83,8 @@ public:
 
   KernelImageKind kind() const { return kind_; }
   const std::string &label() const { return label_; }
+  /// The number of kernels the image defines.
+  unsigned kernelCount() const { return kernelCount_; }
 
 private:
   KernelModule(cudaLibrary_t library, KernelImageKind kind, std::string label)
@@ -86,6 +93,7 @@ private:
   cudaLibrary_t library_ = nullptr;
   KernelImageKind kind_;
   std::string label_;
+  unsigned kernelCount_ = 0;
 };
 
 } // namespace mtc::rt::cuda

@@ -45,7 +45,9 @@ TEST(GemmDescription, InvalidDescriptionsAreNamed) {
   EXPECT_EQ(message(d), "GEMM 4x8x16: TF32 applies to f32 products only");
   d = GemmDescription::dense(4, 8, 16);
   d.batch = 0;
-  EXPECT_EQ(message(d), "GEMM 4x8x16: batch 0 must be positive");
+  EXPECT_EQ(message(d), "GEMM 4x8x16: batch 0 must be positive and fit in 32 bits");
+  d.batch = int64_t(1) << 31;
+  EXPECT_FALSE(validateGemm(d).ok());
 }
 
 TEST(GemmDescription, BatchStrides) {
