@@ -88,14 +88,15 @@ cublasLtEpilogue_t cublasEpilogue(GemmEpilogue epilogue) {
     return CUBLASLT_EPILOGUE_GELU;
   case GemmEpilogue::BiasGelu:
     return CUBLASLT_EPILOGUE_GELU_BIAS;
+  // cuBLASLt's A is our B and the other way round (GemmDescription.h).
+  case GemmEpilogue::BiasGradA:
+    return CUBLASLT_EPILOGUE_BGRADB;
+  case GemmEpilogue::BiasGradB:
+    return CUBLASLT_EPILOGUE_BGRADA;
   case GemmEpilogue::None:
     break;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
-}
-
-bool hasBias(GemmEpilogue epilogue) {
-  return epilogue == GemmEpilogue::Bias || epilogue == GemmEpilogue::BiasGelu;
 }
 
 template <class T>
@@ -144,11 +145,11 @@ struct CublasLtGemm::Impl {
       cublasLtDestroy(handle);
   }
 
-  Expected<PreparedGemm *> prepare(const GemmCacheKey &key, const void *bias);
+  Expected<PreparedGemm *> prepare(const GemmCacheKey &key, const void *vector);
 };
 
 Expected<PreparedGemm *> CublasLtGemm::Impl::prepare(const GemmCacheKey &key,
-                                                     const void *bias) {
+                                                     const void *vector) {
   if (auto it = cache.find(key); it != cache.end()) {
     ++hits;
     return it->second.get();
@@ -177,10 +178,10 @@ Expected<PreparedGemm *> CublasLtGemm::Impl::prepare(const GemmCacheKey &key,
                                  "setting the epilogue");
       !e.ok())
     return e;
-  if (hasBias(d.epilogue)) {
-    // The heuristic reads the bias pointer's alignment; the real one is set on every run.
+  if (vector) {
+    // The heuristic reads the vector's alignment; the pointer is set again on every run.
     if (Error e = setDescAttribute(prepared->desc.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                   bias, "setting the bias");
+                                   vector, "setting the bias vector");
         !e.ok())
       return e;
   }
@@ -267,18 +268,23 @@ Error CublasLtGemm::run(const GemmDescription &d, const GemmOperands &operands,
   auto what = [&] { return concat("GEMM ", d.m, "x", d.n, "x", d.k); };
   if (!operands.a || !operands.b || !operands.c)
     return makeError(what(), ": A, B and C must be device pointers (one is null)");
-  if (hasBias(d.epilogue) && !operands.bias)
+  if (readsBias(d.epilogue) && !operands.bias)
     return makeError(what(), ": the bias epilogue needs a bias vector");
+  if (writesBiasGradient(d.epilogue) && !operands.biasGradient)
+    return makeError(what(), ": the bias-gradient epilogue needs a vector to write");
 
-  const void *bias = hasBias(d.epilogue) ? operands.bias : nullptr;
-  GemmCacheKey key{d, operandAlignment({operands.a, operands.b, operands.c, bias})};
-  Expected<PreparedGemm *> prepared = impl_->prepare(key, bias);
+  // The bias and the bias gradient are both cuBLASLt's bias pointer.
+  const void *vector = readsBias(d.epilogue)            ? operands.bias
+                       : writesBiasGradient(d.epilogue) ? operands.biasGradient
+                                                        : nullptr;
+  GemmCacheKey key{d, operandAlignment({operands.a, operands.b, operands.c, vector})};
+  Expected<PreparedGemm *> prepared = impl_->prepare(key, vector);
   if (!prepared)
     return prepared.takeError().withContext(what());
   PreparedGemm &p = **prepared;
-  if (bias) {
-    if (Error e = setDescAttribute(p.desc.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias,
-                                   "setting the bias");
+  if (vector) {
+    if (Error e = setDescAttribute(p.desc.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector,
+                                   "setting the bias vector");
         !e.ok())
       return std::move(e).withContext(what());
   }

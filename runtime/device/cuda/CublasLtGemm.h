@@ -10,7 +10,8 @@
 //
 // fp32 products use CUBLAS_COMPUTE_32F (full fp32, TF32 off) unless the description allows
 // TF32; bf16 and f16 accumulate in fp32. Epilogues: bias (a row vector of length n), GELU
-// (tanh approximation), both. Not thread-safe: one instance per thread that issues GEMMs.
+// (tanh approximation), both, and the bias gradients (GemmDescription.h). Not thread-safe:
+// one instance per thread that issues GEMMs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,13 +42,15 @@ struct GemmCacheKeyHash {
   size_t operator()(const GemmCacheKey &key) const;
 };
 
-/// Device pointers of one product. `bias` is required by the bias epilogues, ignored
-/// otherwise. C is read (beta != 0) and written in place.
+/// Device pointers of one product. `bias` is read by the bias epilogues, `biasGradient`
+/// written by the bias-gradient ones; each is required by those and ignored otherwise. C is
+/// read (beta != 0) and written in place.
 struct GemmOperands {
   const void *a = nullptr;
   const void *b = nullptr;
   void *c = nullptr;
   const void *bias = nullptr;
+  void *biasGradient = nullptr;
   float alpha = 1.0f;
   float beta = 0.0f;
 };

@@ -25,6 +25,14 @@ GemmDescription GemmDescription::dense(int64_t m, int64_t n, int64_t k, bool tra
   return d;
 }
 
+bool readsBias(GemmEpilogue epilogue) {
+  return epilogue == GemmEpilogue::Bias || epilogue == GemmEpilogue::BiasGelu;
+}
+
+bool writesBiasGradient(GemmEpilogue epilogue) {
+  return epilogue == GemmEpilogue::BiasGradA || epilogue == GemmEpilogue::BiasGradB;
+}
+
 size_t GemmDescriptionHash::operator()(const GemmDescription &d) const {
   size_t h = 0;
   auto mix = [&h](uint64_t v) {
@@ -50,8 +58,10 @@ Error validateGemm(const GemmDescription &d) {
                 " is not f32, bf16 or f16");
   if (d.allowTf32 && d.dtype != MTC_F32)
     return fail("TF32 applies to f32 products only");
-  if (d.epilogue > GemmEpilogue::BiasGelu)
+  if (d.epilogue > GemmEpilogue::BiasGradB)
     return fail("unknown epilogue code ", static_cast<int>(d.epilogue));
+  if (writesBiasGradient(d.epilogue) && d.batch != 1)
+    return fail("a bias-gradient epilogue needs batch 1, not ", d.batch);
   // Stored shapes, row-major: rows x cols, ld >= cols.
   int64_t rowsA = d.transA ? d.k : d.m, colsA = d.transA ? d.m : d.k;
   int64_t rowsB = d.transB ? d.n : d.k, colsB = d.transB ? d.k : d.n;

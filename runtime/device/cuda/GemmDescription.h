@@ -17,7 +17,8 @@
 // (toColumnMajor computes this.) cuBLASLt's ORDER_ROW layouts would avoid the swap but few of
 // its kernels support them; the swap reaches all of them at no cost. A bias epilogue adds a
 // vector along cuBLASLt's rows of D, which are our columns: a bias of length n added to every
-// row of C, the linear layer's bias.
+// row of C, the linear layer's bias. For the same reason cuBLASLt's BGRADA (a reduction of its
+// A over k) is the sum of our op(B) over k, and BGRADB the sum of our op(A).
 //
 // GemmDescription is the full description of a product, the key of CublasLtGemm's heuristic
 // cache: two GEMMs with equal descriptions run the same cuBLASLt algorithm.
@@ -35,9 +36,17 @@
 
 namespace mtc::rt::cuda {
 
-/// What cuBLASLt applies to the product before writing C. cuBLASLt's GELU is the tanh
-/// approximation: use it only for a model whose gelu is that approximation.
-enum class GemmEpilogue : uint8_t { None, Bias, Gelu, BiasGelu };
+/// What cuBLASLt does besides the product. Bias, Gelu, BiasGelu change what is written to C
+/// (a bias vector of length n added to every row, then GELU); cuBLASLt's GELU is the tanh
+/// approximation, so use it only for a model whose gelu is that approximation. BiasGradA and
+/// BiasGradB also write a vector: the sum over k of op(A) (length m) or of op(B) (length n),
+/// i.e. a linear layer's bias gradient computed with its weight gradient (dW = X^T dY with
+/// B = dY: BiasGradB). They need batch 1.
+enum class GemmEpilogue : uint8_t { None, Bias, Gelu, BiasGelu, BiasGradA, BiasGradB };
+
+/// Whether the epilogue reads a bias vector, or writes a bias gradient.
+bool readsBias(GemmEpilogue epilogue);
+bool writesBiasGradient(GemmEpilogue epilogue);
 
 struct GemmDescription {
   int64_t m = 0, n = 0, k = 0;

@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -40,6 +41,7 @@ TEST(CublasLtGemm, WithoutADeviceCreationIsAnErrorValue) {
 struct HostGemm {
   std::vector<float> a, b, c, bias;
   std::vector<double> expected, magnitude; // reference and sum of |terms| per element
+  std::vector<double> gradient, gradientMagnitude; // a bias-gradient epilogue's vector
 };
 
 double geluTanh(double x) {
@@ -90,6 +92,20 @@ HostGemm makeProblem(const GemmDescription &d, float alpha, float beta, unsigned
         h.expected[at] = r;
         h.magnitude[at] = mag;
       }
+  // The bias gradients: the sum over k of op(A) (a row per i) or of op(B) (a column per j).
+  if (d.epilogue == GemmEpilogue::BiasGradA || d.epilogue == GemmEpilogue::BiasGradB) {
+    bool ofA = d.epilogue == GemmEpilogue::BiasGradA;
+    int64_t length = ofA ? d.m : d.n;
+    h.gradient.assign(size_t(length), 0.0);
+    h.gradientMagnitude.assign(size_t(length), 0.0);
+    for (int64_t i = 0; i < length; ++i)
+      for (int64_t l = 0; l < d.k; ++l) {
+        double x = ofA ? h.a[d.transA ? l * d.lda + i : i * d.lda + l]
+                       : h.b[d.transB ? i * d.ldb + l : l * d.ldb + i];
+        h.gradient[i] += x;
+        h.gradientMagnitude[i] += std::fabs(x);
+      }
+  }
   return h;
 }
 
@@ -112,7 +128,8 @@ protected:
   double relativeError(const GemmDescription &d, float alpha = 1.0f, float beta = 0.0f,
                        unsigned seed = 1) {
     HostGemm h = makeProblem(d, alpha, beta, seed);
-    int64_t bytes = int64_t(h.a.size() + h.b.size() + h.c.size() + h.bias.size()) * 4 + 4096;
+    int64_t bytes =
+        int64_t(h.a.size() + h.b.size() + h.c.size() + 2 * h.bias.size() + d.m) * 4 + 8192;
     Expected<DeviceArena> arena = DeviceArena::create(device(), bytes);
     EXPECT_TRUE(arena.ok()) << arena.error().message();
     if (!arena)
@@ -122,6 +139,7 @@ protected:
     void *b = *arena->allocate(int64_t(h.b.size()) * 4);
     void *c = *arena->allocate(int64_t(h.c.size()) * 4);
     void *bias = *arena->allocate(int64_t(h.bias.size()) * 4);
+    void *gradient = *arena->allocate(std::max(d.m, d.n) * 4);
     EXPECT_EQ(cudaMemcpy(a, h.a.data(), h.a.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(b, h.b.data(), h.b.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(c, h.c.data(), h.c.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
@@ -131,6 +149,7 @@ protected:
     ops.b = b;
     ops.c = c;
     ops.bias = bias;
+    ops.biasGradient = gradient;
     ops.alpha = alpha;
     ops.beta = beta;
     Error run = gemm_->run(d, ops, *stream_);
@@ -143,6 +162,14 @@ protected:
     double worst = 0;
     for (size_t i = 0; i < back.size(); ++i)
       worst = std::max(worst, std::fabs(back[i] - h.expected[i]) / (h.magnitude[i] + 1e-30));
+    if (!h.gradient.empty()) {
+      std::vector<float> grad(h.gradient.size());
+      EXPECT_EQ(cudaMemcpy(grad.data(), gradient, grad.size() * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      for (size_t i = 0; i < grad.size(); ++i)
+        worst = std::max(worst, std::fabs(grad[i] - h.gradient[i]) /
+                                    (h.gradientMagnitude[i] + 1e-30));
+    }
     return worst;
   }
 
@@ -188,6 +215,18 @@ TEST_F(CublasLtGemmOnGpu, BiasAndGeluEpilogues) {
   }
 }
 
+// A linear layer's weight and bias gradients in one call: with x [tokens, in] and
+// dy [tokens, out], dW [in, out] = x^T dy and db = the sum of dy over tokens (BiasGradB);
+// for a weight stored [out, in], dW = dy^T x and db the sum of op(A) (BiasGradA).
+TEST_F(CublasLtGemmOnGpu, BiasGradientEpilogues) {
+  GemmDescription inOut = GemmDescription::dense(48, 64, 96, /*transA=*/true, false);
+  inOut.epilogue = GemmEpilogue::BiasGradB;
+  EXPECT_LE(relativeError(inOut), 1e-5);
+  GemmDescription outIn = GemmDescription::dense(64, 48, 96, /*transA=*/true, false);
+  outIn.epilogue = GemmEpilogue::BiasGradA;
+  EXPECT_LE(relativeError(outIn), 1e-5);
+}
+
 TEST_F(CublasLtGemmOnGpu, Tf32WhenAllowed) {
   GemmDescription d = GemmDescription::dense(128, 128, 512);
   d.allowTf32 = true;
@@ -225,6 +264,12 @@ TEST_F(CublasLtGemmOnGpu, BadCallsAreErrors) {
   Error noBias = gemm_->run(d, ops, *stream_);
   ASSERT_FALSE(noBias.ok());
   EXPECT_EQ(noBias.message(), "GEMM 4x4x4: the bias epilogue needs a bias vector");
+
+  d.epilogue = GemmEpilogue::BiasGradB;
+  Error noGradient = gemm_->run(d, ops, *stream_);
+  ASSERT_FALSE(noGradient.ok());
+  EXPECT_EQ(noGradient.message(),
+            "GEMM 4x4x4: the bias-gradient epilogue needs a vector to write");
 
   d = GemmDescription::dense(4, 4, 4);
   d.ldc = 2;

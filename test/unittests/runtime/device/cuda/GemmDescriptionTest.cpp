@@ -44,6 +44,12 @@ TEST(GemmDescription, InvalidDescriptionsAreNamed) {
   d.allowTf32 = true;
   EXPECT_EQ(message(d), "GEMM 4x8x16: TF32 applies to f32 products only");
   d = GemmDescription::dense(4, 8, 16);
+  d.batch = 2;
+  d.epilogue = GemmEpilogue::BiasGradB;
+  EXPECT_EQ(message(d), "GEMM 4x8x16: a bias-gradient epilogue needs batch 1, not 2");
+  d.epilogue = GemmEpilogue(9);
+  EXPECT_EQ(message(d), "GEMM 4x8x16: unknown epilogue code 9");
+  d = GemmDescription::dense(4, 8, 16);
   d.batch = 0;
   EXPECT_EQ(message(d), "GEMM 4x8x16: batch 0 must be positive and fit in 32 bits");
   d.batch = int64_t(1) << 31;
@@ -105,6 +111,17 @@ TEST(GemmDescription, CacheKeyCoversEveryField) {
   GemmCacheKey aligned{base, 256}, unaligned{base, 4};
   EXPECT_FALSE(aligned == unaligned);
   EXPECT_NE(GemmCacheKeyHash()(aligned), GemmCacheKeyHash()(unaligned));
+}
+
+TEST(GemmDescription, EpilogueVectors) {
+  EXPECT_TRUE(readsBias(GemmEpilogue::Bias));
+  EXPECT_TRUE(readsBias(GemmEpilogue::BiasGelu));
+  EXPECT_FALSE(readsBias(GemmEpilogue::Gelu));
+  EXPECT_FALSE(readsBias(GemmEpilogue::BiasGradB));
+  EXPECT_TRUE(writesBiasGradient(GemmEpilogue::BiasGradA));
+  EXPECT_TRUE(writesBiasGradient(GemmEpilogue::BiasGradB));
+  EXPECT_FALSE(writesBiasGradient(GemmEpilogue::Bias));
+  EXPECT_FALSE(writesBiasGradient(GemmEpilogue::None));
 }
 
 TEST(GemmDescription, OperandAlignment) {
