@@ -19,8 +19,8 @@ Expected<int64_t> ArenaLayout::allocate(int64_t bytes, int64_t alignment) {
   int64_t offset = (next_ + alignment - 1) & ~(alignment - 1);
   if (offset > capacity_ || bytes > capacity_ - offset)
     return makeError("device arena: ", bytes, " bytes (aligned to ", alignment,
-                     ") do not fit: ", capacity_ - std::min(offset, capacity_), " of ",
-                     capacity_, " bytes left");
+                     ") do not fit: ", capacity_ - std::min(offset, capacity_), " of ", capacity_,
+                     " bytes left");
   next_ = offset + bytes;
   highWater_ = std::max(highWater_, next_);
   return offset;
@@ -28,8 +28,7 @@ Expected<int64_t> ArenaLayout::allocate(int64_t bytes, int64_t alignment) {
 
 Error ArenaLayout::checkRange(int64_t offset, int64_t bytes) const {
   if (offset < 0 || bytes < 0)
-    return makeError("device arena: range at offset ", offset, " of ", bytes,
-                     " bytes is negative");
+    return makeError("device arena: range at offset ", offset, " of ", bytes, " bytes is negative");
   if (offset > capacity_ || bytes > capacity_ - offset)
     return makeError("device arena: range at offset ", offset, " of ", bytes,
                      " bytes ends past the arena's ", capacity_, " bytes");

@@ -102,24 +102,23 @@ cublasLtEpilogue_t cublasEpilogue(GemmEpilogue epilogue) {
 template <class T>
 Error setDescAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
                        const T &value, const char *what) {
-  return cublasStatus(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value),
-                      what);
+  return cublasStatus(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value), what);
 }
 
-Error makeLayout(MatrixLayout &layout, cudaDataType_t type, int64_t rows, int64_t cols,
-                 int64_t ld, int64_t batch, int64_t stride) {
-  if (Error e = cublasStatus(cublasLtMatrixLayoutCreate(&layout.handle, type, uint64_t(rows),
-                                                        uint64_t(cols), ld),
-                             "creating a matrix layout");
+Error makeLayout(MatrixLayout &layout, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld,
+                 int64_t batch, int64_t stride) {
+  if (Error e = cublasStatus(
+          cublasLtMatrixLayoutCreate(&layout.handle, type, uint64_t(rows), uint64_t(cols), ld),
+          "creating a matrix layout");
       !e.ok())
     return e;
   if (batch == 1)
     return Error::success();
   int32_t count = static_cast<int32_t>(batch);
-  if (Error e = cublasStatus(cublasLtMatrixLayoutSetAttribute(layout.handle,
-                                                              CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                              &count, sizeof count),
-                             "setting a layout's batch count");
+  if (Error e =
+          cublasStatus(cublasLtMatrixLayoutSetAttribute(
+                           layout.handle, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+                       "setting a layout's batch count");
       !e.ok())
     return e;
   return cublasStatus(cublasLtMatrixLayoutSetAttribute(layout.handle,
@@ -148,8 +147,7 @@ struct CublasLtGemm::Impl {
   Expected<PreparedGemm *> prepare(const GemmCacheKey &key, const void *vector);
 };
 
-Expected<PreparedGemm *> CublasLtGemm::Impl::prepare(const GemmCacheKey &key,
-                                                     const void *vector) {
+Expected<PreparedGemm *> CublasLtGemm::Impl::prepare(const GemmCacheKey &key, const void *vector) {
   if (auto it = cache.find(key); it != cache.end()) {
     ++hits;
     return it->second.get();
@@ -180,8 +178,8 @@ Expected<PreparedGemm *> CublasLtGemm::Impl::prepare(const GemmCacheKey &key,
     return e;
   if (vector) {
     // The heuristic reads the vector's alignment; the pointer is set again on every run.
-    if (Error e = setDescAttribute(prepared->desc.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                   vector, "setting the bias vector");
+    if (Error e = setDescAttribute(prepared->desc.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector,
+                                   "setting the bias vector");
         !e.ok())
       return e;
   }
@@ -202,17 +200,15 @@ Expected<PreparedGemm *> CublasLtGemm::Impl::prepare(const GemmCacheKey &key,
       !e.ok())
     return e;
   uint64_t maxWorkspace = static_cast<uint64_t>(workspaceBytes);
-  if (Error e = cublasStatus(
-          cublasLtMatmulPreferenceSetAttribute(preference.handle,
-                                               CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                               &maxWorkspace, sizeof maxWorkspace),
-          "setting the workspace size");
+  if (Error e = cublasStatus(cublasLtMatmulPreferenceSetAttribute(
+                                 preference.handle, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                 &maxWorkspace, sizeof maxWorkspace),
+                             "setting the workspace size");
       !e.ok())
     return e;
-  for (auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+  for (auto attribute :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     uint32_t alignment = key.alignment;
     if (Error e = cublasStatus(cublasLtMatmulPreferenceSetAttribute(preference.handle, attribute,
                                                                     &alignment, sizeof alignment),
@@ -223,10 +219,10 @@ Expected<PreparedGemm *> CublasLtGemm::Impl::prepare(const GemmCacheKey &key,
 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  if (Error e = cublasStatus(cublasLtMatmulAlgoGetHeuristic(
-                                 handle, prepared->desc.handle, prepared->a.handle,
-                                 prepared->b.handle, prepared->c.handle, prepared->c.handle,
-                                 preference.handle, 1, &result, &found),
+  if (Error e = cublasStatus(cublasLtMatmulAlgoGetHeuristic(handle, prepared->desc.handle,
+                                                            prepared->a.handle, prepared->b.handle,
+                                                            prepared->c.handle, prepared->c.handle,
+                                                            preference.handle, 1, &result, &found),
                              "asking cuBLASLt's heuristic for an algorithm");
       !e.ok())
     return e;
@@ -252,9 +248,9 @@ Expected<CublasLtGemm> CublasLtGemm::create(const CublasLtGemmOptions &options) 
     return e;
   impl->workspaceBytes = options.workspaceBytes;
   if (options.workspaceBytes > 0) {
-    if (Error e = cudaStatus(cudaMalloc(&impl->workspace, size_t(options.workspaceBytes)),
-                             concat("allocating the cuBLASLt workspace (",
-                                    options.workspaceBytes, " bytes)"));
+    if (Error e = cudaStatus(
+            cudaMalloc(&impl->workspace, size_t(options.workspaceBytes)),
+            concat("allocating the cuBLASLt workspace (", options.workspaceBytes, " bytes)"));
         !e.ok())
       return e;
   }
@@ -290,10 +286,9 @@ Error CublasLtGemm::run(const GemmDescription &d, const GemmOperands &operands,
   }
   // The column-major product's A is our B and its B our A (GemmDescription.h).
   return cublasStatus(cublasLtMatmul(impl_->handle, p.desc.handle, &operands.alpha, operands.b,
-                                     p.a.handle, operands.a, p.b.handle, &operands.beta,
-                                     operands.c, p.c.handle, operands.c, p.c.handle, &p.algo,
-                                     impl_->workspace, size_t(impl_->workspaceBytes),
-                                     stream.handle()),
+                                     p.a.handle, operands.a, p.b.handle, &operands.beta, operands.c,
+                                     p.c.handle, operands.c, p.c.handle, &p.algo, impl_->workspace,
+                                     size_t(impl_->workspaceBytes), stream.handle()),
                       what());
 }
 

@@ -71,8 +71,7 @@ public:
 
   /// Enqueues the product on `stream`. Errors: an invalid description (validateGemm), a
   /// missing operand, no algorithm for it, or cuBLASLt's failure.
-  Error run(const GemmDescription &description, const GemmOperands &operands,
-            const Stream &stream);
+  Error run(const GemmDescription &description, const GemmOperands &operands, const Stream &stream);
 
   /// Prepared products held, and how many run() calls found theirs in the cache.
   size_t cachedProducts() const;

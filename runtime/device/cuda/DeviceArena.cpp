@@ -28,7 +28,8 @@ Expected<DeviceArena> DeviceArena::create(const CudaDevice &device, int64_t byte
 }
 
 DeviceArena::DeviceArena(DeviceArena &&other) noexcept
-    : base_(std::exchange(other.base_, nullptr)), layout_(std::exchange(other.layout_, ArenaLayout(0))) {}
+    : base_(std::exchange(other.base_, nullptr)),
+      layout_(std::exchange(other.layout_, ArenaLayout(0))) {}
 
 DeviceArena &DeviceArena::operator=(DeviceArena &&other) noexcept {
   if (this != &other) {

@@ -7,8 +7,8 @@
 
 namespace mtc::rt::cuda {
 
-GemmDescription GemmDescription::dense(int64_t m, int64_t n, int64_t k, bool transA,
-                                       bool transB, MtcElementType dtype) {
+GemmDescription GemmDescription::dense(int64_t m, int64_t n, int64_t k, bool transA, bool transB,
+                                       MtcElementType dtype) {
   GemmDescription d;
   d.m = m;
   d.n = n;
@@ -54,8 +54,7 @@ Error validateGemm(const GemmDescription &d) {
   if (d.batch <= 0 || d.batch > std::numeric_limits<int32_t>::max())
     return fail("batch ", d.batch, " must be positive and fit in 32 bits");
   if (d.dtype != MTC_F32 && d.dtype != MTC_BF16 && d.dtype != MTC_F16)
-    return fail("element type code ", static_cast<int32_t>(d.dtype),
-                " is not f32, bf16 or f16");
+    return fail("element type code ", static_cast<int32_t>(d.dtype), " is not f32, bf16 or f16");
   if (d.allowTf32 && d.dtype != MTC_F32)
     return fail("TF32 applies to f32 products only");
   if (d.epilogue > GemmEpilogue::BiasGradB)

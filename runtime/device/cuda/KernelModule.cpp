@@ -49,8 +49,8 @@ Error checkLaunchShape(const LaunchShape &shape) {
   static constexpr char kAxes[] = {'x', 'y', 'z'};
   for (int i = 0; i < 3; ++i) {
     if (shape.grid[i] == 0 || shape.block[i] == 0)
-      return makeError("launch: grid and block sizes must be at least 1 (", kAxes[i],
-                       ": grid ", shape.grid[i], ", block ", shape.block[i], ")");
+      return makeError("launch: grid and block sizes must be at least 1 (", kAxes[i], ": grid ",
+                       shape.grid[i], ", block ", shape.block[i], ")");
   }
   uint64_t threads = uint64_t(shape.block[0]) * shape.block[1] * shape.block[2];
   if (threads > 1024 || shape.block[0] > 1024 || shape.block[1] > 1024 || shape.block[2] > 64)
@@ -88,10 +88,10 @@ Expected<KernelModule> KernelModule::load(std::span<const std::byte> image, std:
     code = ptx.c_str();
   }
   cudaLibrary_t library = nullptr;
-  if (Error e = cudaStatus(
-          cudaLibraryLoadData(&library, code, nullptr, nullptr, 0, nullptr, nullptr, 0),
-          concat("loading ", label, " (", kernelImageKindName(*kind), ", ", image.size(),
-                 " bytes)"));
+  if (Error e =
+          cudaStatus(cudaLibraryLoadData(&library, code, nullptr, nullptr, 0, nullptr, nullptr, 0),
+                     concat("loading ", label, " (", kernelImageKindName(*kind), ", ", image.size(),
+                            " bytes)"));
       !e.ok())
     return e;
   // Owned from here on, so that an early return unloads it.

@@ -40,7 +40,7 @@ TEST(CublasLtGemm, WithoutADeviceCreationIsAnErrorValue) {
 /// Host copies of a product's operands and the reference result.
 struct HostGemm {
   std::vector<float> a, b, c, bias;
-  std::vector<double> expected, magnitude; // reference and sum of |terms| per element
+  std::vector<double> expected, magnitude;         // reference and sum of |terms| per element
   std::vector<double> gradient, gradientMagnitude; // a bias-gradient epilogue's vector
 };
 
@@ -167,8 +167,8 @@ protected:
       EXPECT_EQ(cudaMemcpy(grad.data(), gradient, grad.size() * 4, cudaMemcpyDeviceToHost),
                 cudaSuccess);
       for (size_t i = 0; i < grad.size(); ++i)
-        worst = std::max(worst, std::fabs(grad[i] - h.gradient[i]) /
-                                    (h.gradientMagnitude[i] + 1e-30));
+        worst =
+            std::max(worst, std::fabs(grad[i] - h.gradient[i]) / (h.gradientMagnitude[i] + 1e-30));
     }
     return worst;
   }
@@ -268,8 +268,7 @@ TEST_F(CublasLtGemmOnGpu, BadCallsAreErrors) {
   d.epilogue = GemmEpilogue::BiasGradB;
   Error noGradient = gemm_->run(d, ops, *stream_);
   ASSERT_FALSE(noGradient.ok());
-  EXPECT_EQ(noGradient.message(),
-            "GEMM 4x4x4: the bias-gradient epilogue needs a vector to write");
+  EXPECT_EQ(noGradient.message(), "GEMM 4x4x4: the bias-gradient epilogue needs a vector to write");
 
   d = GemmDescription::dense(4, 4, 4);
   d.ldc = 2;

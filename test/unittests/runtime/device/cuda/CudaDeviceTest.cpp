@@ -38,9 +38,9 @@ TEST_F(CudaDeviceProperties, ReportsWhatTheDeviceIs) {
   EXPECT_GE(device().computeMajor(), 7); // CUDA 13 supports sm_75 and newer
   EXPECT_GT(device().multiprocessors(), 0);
   EXPECT_GT(device().totalMemoryBytes(), int64_t(1) << 30);
-  EXPECT_NE(device().describe().find(concat("sm_", device().computeMajor(),
-                                            device().computeMinor())),
-            std::string::npos)
+  EXPECT_NE(
+      device().describe().find(concat("sm_", device().computeMajor(), device().computeMinor())),
+      std::string::npos)
       << device().describe();
   Expected<DeviceMemory> memory = device().memory();
   ASSERT_TRUE(memory.ok()) << memory.error().message();

@@ -69,13 +69,12 @@ TEST_F(StreamsOnGpu, AnEventOrdersTwoStreams) {
   Expected<Event> start = Event::create(/*timing=*/true);
   ASSERT_TRUE(produced.ok() && start.ok());
   ASSERT_TRUE(start->record(streams->compute).ok());
-  ASSERT_EQ(cudaMemcpyAsync(a, host.data(), kBytes, cudaMemcpyHostToDevice,
-                            streams->compute.handle()),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpyAsync(a, host.data(), kBytes, cudaMemcpyHostToDevice, streams->compute.handle()),
+      cudaSuccess);
   ASSERT_TRUE(produced->record(streams->compute).ok());
   ASSERT_TRUE(streams->collectives.waitFor(*produced).ok());
-  ASSERT_EQ(cudaMemcpyAsync(b, a, kBytes, cudaMemcpyDeviceToDevice,
-                            streams->collectives.handle()),
+  ASSERT_EQ(cudaMemcpyAsync(b, a, kBytes, cudaMemcpyDeviceToDevice, streams->collectives.handle()),
             cudaSuccess);
   ASSERT_TRUE(streams->collectives.synchronize().ok());
   ASSERT_EQ(cudaMemcpy(back.data(), b, kBytes, cudaMemcpyDeviceToHost), cudaSuccess);

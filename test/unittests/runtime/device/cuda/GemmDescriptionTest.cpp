@@ -83,13 +83,20 @@ TEST(GemmDescription, CacheKeyCoversEveryField) {
   GemmDescription base = GemmDescription::dense(64, 128, 256);
   base.batch = 2;
   std::vector<std::function<void(GemmDescription &)>> changes = {
-      [](auto &d) { d.m += 1; },        [](auto &d) { d.n += 1; },
-      [](auto &d) { d.k += 1; },        [](auto &d) { d.transA = !d.transA; },
-      [](auto &d) { d.transB = !d.transB; }, [](auto &d) { d.lda += 1; },
-      [](auto &d) { d.ldb += 1; },      [](auto &d) { d.ldc += 1; },
-      [](auto &d) { d.batch += 1; },    [](auto &d) { d.strideA += 1; },
-      [](auto &d) { d.strideB += 1; },  [](auto &d) { d.strideC += 1; },
-      [](auto &d) { d.dtype = MTC_BF16; }, [](auto &d) { d.allowTf32 = true; },
+      [](auto &d) { d.m += 1; },
+      [](auto &d) { d.n += 1; },
+      [](auto &d) { d.k += 1; },
+      [](auto &d) { d.transA = !d.transA; },
+      [](auto &d) { d.transB = !d.transB; },
+      [](auto &d) { d.lda += 1; },
+      [](auto &d) { d.ldb += 1; },
+      [](auto &d) { d.ldc += 1; },
+      [](auto &d) { d.batch += 1; },
+      [](auto &d) { d.strideA += 1; },
+      [](auto &d) { d.strideB += 1; },
+      [](auto &d) { d.strideC += 1; },
+      [](auto &d) { d.dtype = MTC_BF16; },
+      [](auto &d) { d.allowTf32 = true; },
       [](auto &d) { d.epilogue = GemmEpilogue::Bias; },
   };
   std::unordered_set<GemmDescription, GemmDescriptionHash> keys{base};
@@ -164,7 +171,7 @@ TEST(GemmDescription, RowMajorMapsToTheTransposedColumnMajorProduct) {
   ColumnMajorGemm ct = toColumnMajor(t);
   EXPECT_FALSE(ct.transA);
   EXPECT_TRUE(ct.transB); // our transposed A is cuBLASLt's transposed B
-  EXPECT_EQ(ct.rowsB, 3);  // A stored k x m row-major = m x k column-major
+  EXPECT_EQ(ct.rowsB, 3); // A stored k x m row-major = m x k column-major
   EXPECT_EQ(ct.colsB, 7);
   EXPECT_EQ(ct.ldb, 3);
   EXPECT_EQ(ct.strideA, 200);

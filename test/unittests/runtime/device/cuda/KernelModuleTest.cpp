@@ -36,7 +36,9 @@ std::vector<std::byte> readFile(const std::filesystem::path &path) {
 
 TEST(KernelImage, KindFromTheFirstBytes) {
   EXPECT_EQ(*classifyKernelImage(readFile(MTC_TEST_VECTOR_ADD_PTX)), KernelImageKind::Ptx);
-  EXPECT_EQ(*classifyKernelImage(bytesOf(std::string_view("\x7f" "ELF\x02\x01", 6))),
+  EXPECT_EQ(*classifyKernelImage(bytesOf(std::string_view("\x7f"
+                                                          "ELF\x02\x01",
+                                                          6))),
             KernelImageKind::Cubin);
   EXPECT_EQ(*classifyKernelImage(bytesOf(std::string_view("\x50\xed\x55\xba\x01\x00", 6))),
             KernelImageKind::Fatbin);
