@@ -62,7 +62,8 @@ struct CublasLtGemmOptions {
 
 class CublasLtGemm {
 public:
-  /// Creates the handle and allocates the workspace on the current device.
+  /// Creates the handle and allocates the workspace on the current device (the one whose
+  /// streams run() is given). A moved-from CublasLtGemm must not be used.
   static Expected<CublasLtGemm> create(const CublasLtGemmOptions &options = {});
 
   CublasLtGemm(CublasLtGemm &&) noexcept;

@@ -17,7 +17,8 @@ Expected<int> visibleDeviceCount() {
     // The failed call leaves the status as the thread's last error; clear it so that it
     // does not surface in an unrelated later check.
     (void)cudaGetLastError();
-    return cudaStatus(status, "no CUDA device: cudaGetDeviceCount");
+    return cudaStatus(status, meansNoDevice(status) ? "no CUDA device: cudaGetDeviceCount"
+                                                    : "counting the CUDA devices");
   }
   if (count <= 0)
     return makeError("no CUDA device: cudaGetDeviceCount found 0 devices");

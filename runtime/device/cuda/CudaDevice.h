@@ -31,7 +31,7 @@
 namespace mtc::rt::cuda {
 
 /// The number of CUDA devices this process sees; an Error starting with "no CUDA device"
-/// when there is none or the driver cannot be used (the status says which).
+/// when there is none or the driver cannot be used (meansNoDevice; the status says which).
 Expected<int> visibleDeviceCount();
 
 /// The device of local rank `localRank` among `deviceCount` visible devices: the only one

@@ -63,15 +63,18 @@ Error checkLaunchShape(const LaunchShape &shape) {
 }
 
 Error Kernel::launch(const LaunchShape &shape, const Stream &stream, void **args) const {
-  std::string what = concat("launching kernel '", name_, "'");
+  // The message is built only on failure: launches are the executor's hot path.
+  auto what = [&] { return concat("launching kernel '", name_, "'"); };
   if (Error e = checkLaunchShape(shape); !e.ok())
-    return std::move(e).withContext(what);
+    return std::move(e).withContext(what());
   dim3 grid(shape.grid[0], shape.grid[1], shape.grid[2]);
   dim3 block(shape.block[0], shape.block[1], shape.block[2]);
   // A cudaKernel_t is accepted where cudaLaunchKernel takes a function (CUDA >= 12.0).
-  return cudaStatus(cudaLaunchKernel(reinterpret_cast<const void *>(kernel_), grid, block, args,
-                                     shape.dynamicSharedBytes, stream.handle()),
-                    what);
+  cudaError_t status = cudaLaunchKernel(reinterpret_cast<const void *>(kernel_), grid, block, args,
+                                        shape.dynamicSharedBytes, stream.handle());
+  if (status != cudaSuccess)
+    return cudaStatus(status, what());
+  return Error::success();
 }
 
 Expected<KernelModule> KernelModule::load(std::span<const std::byte> image, std::string label) {
