@@ -13,13 +13,9 @@ namespace mtc::rt::cuda {
 Expected<int> visibleDeviceCount() {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    // The failed call leaves the status as the thread's last error; clear it so that it
-    // does not surface in an unrelated later check.
-    (void)cudaGetLastError();
+  if (status != cudaSuccess)
     return cudaStatus(status, meansNoDevice(status) ? "no CUDA device: cudaGetDeviceCount"
                                                     : "counting the CUDA devices");
-  }
   if (count <= 0)
     return makeError("no CUDA device: cudaGetDeviceCount found 0 devices");
   return count;

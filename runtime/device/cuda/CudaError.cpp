@@ -9,6 +9,9 @@ namespace mtc::rt::cuda {
 Error cudaStatus(cudaError_t status, std::string_view what) {
   if (status == cudaSuccess)
     return Error::success();
+  // The failed call also left `status` as the thread's last error; clear it (a no-op for a
+  // sticky error), so that it does not resurface in a later, unrelated cudaGetLastError.
+  (void)cudaGetLastError();
   return makeError(what, ": ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ")");
 }
 

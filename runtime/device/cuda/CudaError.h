@@ -19,7 +19,8 @@
 
 namespace mtc::rt::cuda {
 
-/// Success for cudaSuccess, otherwise "<what>: <cudaErrorName> (<description>)".
+/// Success for cudaSuccess, otherwise "<what>: <cudaErrorName> (<description>)" (and the
+/// thread's last CUDA error is cleared).
 Error cudaStatus(cudaError_t status, std::string_view what);
 
 /// Success for CUBLAS_STATUS_SUCCESS (0), otherwise "<what>: <CUBLAS_STATUS_...> (<description>)".

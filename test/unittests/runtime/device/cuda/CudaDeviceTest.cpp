@@ -46,7 +46,7 @@ TEST_F(CudaDeviceProperties, ReportsWhatTheDeviceIs) {
   ASSERT_TRUE(memory.ok()) << memory.error().message();
   EXPECT_GT(memory->freeBytes, 0);
   EXPECT_LE(memory->freeBytes, memory->totalBytes);
-  EXPECT_EQ(memory->totalBytes, device().totalMemoryBytes());
+  EXPECT_LE(memory->totalBytes, device().totalMemoryBytes());
 }
 
 } // namespace
