@@ -12,6 +12,7 @@
 
 #include "runtime/device/cuda/DeviceArena.h"
 #include "runtime/device/cuda/Stream.h"
+#include "runtime/support/Safetensors.h"
 
 #include "CudaTestSupport.h"
 
@@ -54,7 +55,7 @@ HostGemm makeProblem(const GemmDescription &d, float alpha, float beta, unsigned
   auto fill = [&](size_t n) {
     std::vector<float> v(n);
     for (float &x : v)
-      x = value(rng);
+      x = d.dtype == MTC_BF16 ? bf16ToFloat(floatToBf16(value(rng))) : value(rng);
     return v;
   };
   int64_t rowsA = d.transA ? d.k : d.m, rowsB = d.transB ? d.n : d.k;
@@ -128,28 +129,42 @@ protected:
   double relativeError(const GemmDescription &d, float alpha = 1.0f, float beta = 0.0f,
                        unsigned seed = 1) {
     HostGemm h = makeProblem(d, alpha, beta, seed);
+    // bf16 operands travel as their 16 bits (makeProblem made every value a bf16 one).
+    bool bf16 = d.dtype == MTC_BF16;
+    int64_t elementBytes = bf16 ? 2 : 4;
+    int64_t gradientLength = std::max(d.m, d.n);
     int64_t bytes =
-        int64_t(h.a.size() + h.b.size() + h.c.size() + 2 * h.bias.size() + d.m) * 4 + 8192;
+        int64_t(h.a.size() + h.b.size() + h.c.size() + h.bias.size() + gradientLength) * 4 + 8192;
     Expected<DeviceArena> arena = DeviceArena::create(device(), bytes);
     EXPECT_TRUE(arena.ok()) << arena.error().message();
     if (!arena)
       return INFINITY;
+    auto upload = [&](const std::vector<float> &values) -> void * {
+      void *p = *arena->allocate(int64_t(values.size()) * elementBytes);
+      std::vector<uint16_t> halves;
+      for (float v : values)
+        halves.push_back(floatToBf16(v).bits);
+      const void *from = bf16 ? static_cast<const void *>(halves.data()) : values.data();
+      EXPECT_EQ(cudaMemcpy(p, from, values.size() * elementBytes, cudaMemcpyHostToDevice),
+                cudaSuccess);
+      return p;
+    };
+    auto download = [&](const void *p, size_t count) {
+      std::vector<float> values(count);
+      std::vector<uint16_t> halves(count);
+      void *to = bf16 ? static_cast<void *>(halves.data()) : values.data();
+      EXPECT_EQ(cudaMemcpy(to, p, count * elementBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      if (bf16)
+        for (size_t i = 0; i < count; ++i)
+          values[i] = bf16ToFloat(BFloat16{halves[i]});
+      return values;
+    };
     GemmOperands ops;
-    void *a = *arena->allocate(int64_t(h.a.size()) * 4);
-    void *b = *arena->allocate(int64_t(h.b.size()) * 4);
-    void *c = *arena->allocate(int64_t(h.c.size()) * 4);
-    void *bias = *arena->allocate(int64_t(h.bias.size()) * 4);
-    void *gradient = *arena->allocate(std::max(d.m, d.n) * 4);
-    EXPECT_EQ(cudaMemcpy(a, h.a.data(), h.a.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(b, h.b.data(), h.b.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(c, h.c.data(), h.c.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(bias, h.bias.data(), h.bias.size() * 4, cudaMemcpyHostToDevice),
-              cudaSuccess);
-    ops.a = a;
-    ops.b = b;
-    ops.c = c;
-    ops.bias = bias;
-    ops.biasGradient = gradient;
+    ops.a = upload(h.a);
+    ops.b = upload(h.b);
+    ops.c = upload(h.c);
+    ops.bias = upload(h.bias);
+    ops.biasGradient = *arena->allocate(gradientLength * elementBytes);
     ops.alpha = alpha;
     ops.beta = beta;
     Error run = gemm_->run(d, ops, *stream_);
@@ -157,15 +172,12 @@ protected:
     if (!run.ok())
       return INFINITY;
     EXPECT_TRUE(stream_->synchronize().ok());
-    std::vector<float> back(h.c.size());
-    EXPECT_EQ(cudaMemcpy(back.data(), c, back.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::vector<float> back = download(ops.c, h.c.size());
     double worst = 0;
     for (size_t i = 0; i < back.size(); ++i)
       worst = std::max(worst, std::fabs(back[i] - h.expected[i]) / (h.magnitude[i] + 1e-30));
     if (!h.gradient.empty()) {
-      std::vector<float> grad(h.gradient.size());
-      EXPECT_EQ(cudaMemcpy(grad.data(), gradient, grad.size() * 4, cudaMemcpyDeviceToHost),
-                cudaSuccess);
+      std::vector<float> grad = download(ops.biasGradient, h.gradient.size());
       for (size_t i = 0; i < grad.size(); ++i)
         worst =
             std::max(worst, std::fabs(grad[i] - h.gradient[i]) / (h.gradientMagnitude[i] + 1e-30));
@@ -225,6 +237,19 @@ TEST_F(CublasLtGemmOnGpu, BiasGradientEpilogues) {
   GemmDescription outIn = GemmDescription::dense(64, 48, 96, /*transA=*/true, false);
   outIn.epilogue = GemmEpilogue::BiasGradA;
   EXPECT_LE(relativeError(outIn), 1e-5);
+}
+
+// bf16 operands and result, fp32 accumulation: rounding the result to bf16 (8 significant
+// bits) costs up to 2^-8 of it; one unit in the last place (2^-7) is allowed, for kernels
+// that round partial sums.
+TEST_F(CublasLtGemmOnGpu, Bf16WithinItsRounding) {
+  for (bool ta : {false, true}) {
+    GemmDescription d = GemmDescription::dense(64, 96, 128, ta, !ta, MTC_BF16);
+    EXPECT_LE(relativeError(d), 7.9e-3) << "transA " << ta;
+  }
+  GemmDescription bias = GemmDescription::dense(32, 64, 48, false, false, MTC_BF16);
+  bias.epilogue = GemmEpilogue::Bias;
+  EXPECT_LE(relativeError(bias), 7.9e-3);
 }
 
 TEST_F(CublasLtGemmOnGpu, Tf32WhenAllowed) {
