@@ -247,8 +247,9 @@ Expected<PipelineExpertLoad> pipelineExpertLoad(const KernelsInfo &kernels) {
     }
     if (c > 0 && experts != load.experts)
       return makeError("chunk", c, ".forward returns ", experts.size(),
-                       " expert_load outputs of experts ", formatSizes(experts), ", but chunk0.forward ",
-                       load.experts.size(), " of experts ", formatSizes(load.experts));
+                       " expert_load outputs of experts ", formatSizes(experts),
+                       ", but chunk0.forward ", load.experts.size(), " of experts ",
+                       formatSizes(load.experts));
     load.experts = std::move(experts);
     load.layers += chunk.numLayers;
   }

@@ -89,15 +89,15 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
   grads_.emplace(std::move(*grads));
   try {
     next_ = state_;
-    expertLoadSum_.resize(expertLoad_.size());
-    for (int64_t experts : expertLoad_.experts) {
-      int64_t rows = 0;
-      for (const StageHoldings::Chunk &chunk : holdings_.chunks)
-        rows = std::max(rows, chunk.numLayers);
+    // One forward's counts: the rows of the stage's largest chunk.
+    int64_t rows = 0;
+    for (const StageHoldings::Chunk &chunk : holdings_.chunks)
+      rows = std::max(rows, chunk.numLayers);
+    for (int64_t experts : expertLoad_.experts)
       expertLoadCounts_.emplace_back(static_cast<size_t>(rows * experts));
-    }
+    expertLoadSum_.resize(expertLoad_.size());
   } catch (const std::bad_alloc &) {
-    return makeError("out of memory allocating the optimizer's outputs");
+    return makeError("out of memory allocating the optimizer's outputs and the tokens per expert");
   }
 
   return Error::success();
@@ -532,9 +532,9 @@ Error PipelineTrainer::optimizerStep() {
       return err;
   if (Error err = callStep(stage.gradSquares, buffers, "grad_squares"); !err.ok())
     return err;
-  // The squared norm of every stage and the loss (of the stage running the last chunk: the
-  // last stage, or stage 0 in zb-v's V) in one all-reduce.
-  // With them the tokens per expert: the stage's rows, zeros in the others'.
+  // The squared norm of every stage, the loss (of the stage running the last chunk: the
+  // last stage, or stage 0 in zb-v's V) and the tokens per expert (each stage's rows, zeros
+  // in the others') in one all-reduce.
   bool lossStage = plan_->pipeline->chunkStages.back() == mesh_->stage();
   std::vector<double> shared = {squares, lossStage ? lossSum_ : 0.0};
   shared.insert(shared.end(), expertLoadSum_.begin(), expertLoadSum_.end());
