@@ -253,6 +253,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt-tiny.mtl", 4, 2, 2, {}},        // interleaved: 4 chunks
                       Case{"llama-gqa-tiny.mtl", 3, 3, 1, {}},  // untied head, 3 stages
                       Case{"llama-gqa-tiny.mtl", 4, 2, 1, {1, 3}},
-                      Case{"mixtral-tiny.mtl", 2, 2, 1, {}}));  // MoE, aux loss
+                      Case{"mixtral-tiny.mtl", 2, 2, 1, {}},    // MoE, aux loss
+                      Case{"mixtral-tiny.mtl", 4, 2, 2, {}}));  // MoE interleaved
 
 } // namespace
