@@ -20,7 +20,10 @@ def MTPipelineChunksPass : Pass<"mt-pipeline-chunks", "::mlir::ModuleOp"> {
     - `@chunk<c>.forward`: chunk 0 takes the token ids, a later chunk the activation the
       previous chunk returned; the last chunk also takes the labels and returns the loss,
       the others return their output activation. After that come the residuals: every
-      value the chunk's backward reads from its forward.
+      value the chunk's backward reads from its forward; then, for an MoE model, the
+      tokens per expert of the chunk's layers (`mt.buffer = "expert_load"`, i64
+      `[layers, experts]` with the chunk's `count` rows, one per `expert_load` result of
+      `@forward_backward`, which mt-expert-load stacked over the whole layer stack).
     - `@chunk<c>.backward`: the gradient of the chunk's output (none for the last chunk,
       whose seed is the loss's), the residuals and the labels where the backward reads
       them -> the gradient of the chunk's input (none for chunk 0), then one gradient per
@@ -66,7 +69,8 @@ def MTPipelineChunksPass : Pass<"mt-pipeline-chunks", "::mlir::ModuleOp"> {
 
     Not supported, each an error: a model parameter read inside a layer (its gradient
     sums over every chunk's layers), more than one layer stack, a value that crosses
-    chunks other than the activation and its gradient.
+    chunks other than the activation and its gradient, tokens per expert that the
+    forward repeat does not stack.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }

@@ -41,6 +41,9 @@ using namespace mtc::pipeline;
 namespace {
 
 
+/// The buffer kind of mt-expert-load's counts.
+constexpr StringLiteral kExpertLoadBuffer = "expert_load";
+
 /// Where an op of the step lies; between the repeats, the ops the loss depends on are the
 /// last chunk's forward, the others its backward.
 enum class Part { Before, ForwardRepeat, LossForward, LossBackward, BackwardRepeat, After };
@@ -217,6 +220,9 @@ private:
   /// The B/W split of the backward repeat's layer function.
   func::FuncOp inputPart, weightPart;
   Value loss;
+  /// The step's `expert_load` results (mt-expert-load's tokens per expert, stacked over the
+  /// layers by the forward repeat): each chunk's forward returns its layers' rows.
+  SmallVector<Value> expertLoads;
 };
 
 LogicalResult PipelineChunksPass::analyze(func::FuncOp step) {
@@ -245,6 +251,18 @@ LogicalResult PipelineChunksPass::analyze(func::FuncOp step) {
     }
   }
   loss = body.getTerminator()->getOperand(0);
+  for (OpOperand &result : body.getTerminator()->getOpOperands()) {
+    auto kind = step.getResultAttrOfType<StringAttr>(result.getOperandNumber(),
+                                                     mt::MTDialect::kBufferAttrName);
+    if (!kind || kind.getValue() != kExpertLoadBuffer)
+      continue;
+    if (result.get().getDefiningOp() != forwardRepeat.getOperation())
+      return step.emitOpError("returns tokens per expert (result ")
+             << result.getOperandNumber()
+             << ") that the layer stack's forward repeat does not stack, which pipeline "
+                "parallelism cannot cut by layers";
+    expertLoads.push_back(result.get());
+  }
   llvm::DenseSet<Operation *> lossOps;
   addSlice({loss}, {Part::LossBackward}, lossOps);
   for (Operation *op : lossOps)
@@ -404,9 +422,14 @@ LogicalResult PipelineChunksPass::buildChunk(func::FuncOp step, const StageCut &
       forwardResultAttrs.push_back(bufferAttrs("activation"));
     }
   }
+  size_t residualsBegin = forwardResults.size();
   for (Value value : backward.externals) {
     forwardResults.push_back(value);
     forwardResultAttrs.push_back(bufferAttrs("residual"));
+  }
+  for (Value load : expertLoads) {
+    forwardResults.push_back(load);
+    forwardResultAttrs.push_back(bufferAttrs(kExpertLoadBuffer));
   }
   llvm::DenseSet<Operation *> forwardOps;
   {
@@ -429,7 +452,7 @@ LogicalResult PipelineChunksPass::buildChunk(func::FuncOp step, const StageCut &
 
   for (auto [index, value] : llvm::enumerate(backward.externals)) {
     backward.annotate(value, "residual", index);
-    forwardResultAttrs[forwardResults.size() - backward.externals.size() + index] =
+    forwardResultAttrs[residualsBegin + index] =
         b.getDictionaryAttr({b.getNamedAttr(mt::MTDialect::kBufferAttrName, b.getStringAttr("residual")),
                              b.getNamedAttr(mt::MTDialect::kIndexAttrName, b.getI64IntegerAttr(index))});
   }
@@ -610,6 +633,7 @@ void PipelineChunksPass::runOnOperation() {
   partOf.clear();
   forwardRepeat = backwardRepeat = nullptr;
   inputPart = weightPart = nullptr;
+  expertLoads.clear();
   FailureOr<StageCut> cut = computeStageCut(module);
   if (failed(cut))
     return signalPassFailure();

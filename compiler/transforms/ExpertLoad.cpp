@@ -71,9 +71,6 @@ struct ExpertLoadPass : transforms::impl::MTExpertLoadPassBase<ExpertLoadPass> {
                        "'forward_backward': run it after mt-autodiff");
       return signalPassFailure();
     }
-    if (mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
-        parallel && parallel.getPipelineParallel() > 1)
-      return;
 
     MLIRContext *context = &getContext();
     SmallVector<Value> loads;

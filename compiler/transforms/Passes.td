@@ -65,8 +65,9 @@ def MTExpertLoadPass : Pass<"mt-expert-load", "::mlir::ModuleOp"> {
     dispatches gives one stack per dispatch, in program order; stacks of several repeats
     follow in the order of the repeats.
 
-    Left alone: a module without a dispatch in its repeated layers (a dense model), and one
-    with pipeline parallelism (`pp` > 1), whose chunk functions do not carry the counts yet.
+    Left alone: a module without a dispatch in its repeated layers (a dense model). Under
+    pipeline parallelism mt-pipeline-chunks hands each chunk's forward the rows of its own
+    layers.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }

@@ -98,7 +98,22 @@ std::optional<double> predictedStageCommunicationBytes(const Plan &plan, const P
       return std::nullopt;
     bytes += *call;
   }
-  return bytes + ringAllReduceBytes(2 * sizeof(double), pipeline.stages);
+  // The tokens per expert, as f64: the stage's rows beside the loss over the data-parallel
+  // ranks, every stage's beside the squared norm and the loss over the pipeline group.
+  Expected<PipelineExpertLoad> expertLoad = pipelineExpertLoad(kernels);
+  if (!expertLoad)
+    return std::nullopt;
+  int64_t stageLayers = 0;
+  for (size_t c = 0; c < kernels.chunks.size() && c < pipeline.chunkStages.size(); ++c)
+    if (pipeline.chunkStages[c] == stage)
+      stageLayers += kernels.chunks[c].numLayers;
+  double stageCounts = 0;
+  for (int64_t experts : expertLoad->experts)
+    stageCounts += static_cast<double>(stageLayers * experts);
+  if (dataParallelSize > 1)
+    bytes += ringAllReduceBytes(stageCounts * sizeof(double), dataParallelSize);
+  return bytes + ringAllReduceBytes((2 + static_cast<double>(expertLoad->size())) * sizeof(double),
+                                    pipeline.stages);
 }
 
 } // namespace mtc::rt

@@ -45,11 +45,15 @@ double predictedCommunicationBytes(const Plan &plan, int64_t microBatches,
 ///   - dataParallelReductionBytes of the stage's parameters,
 ///   - the compiler's prediction for `stage<s>.grad_squares` and `stage<s>.optimizer_step`,
 ///     and the pipeline group's all-reduce of two f64 (the squared norm and the loss) over
-///     its P stages (2 (P - 1) / P x 16 bytes).
+///     its P stages (2 (P - 1) / P x 16 bytes),
+///   - for an MoE model the tokens per expert (PipelineExpertLoad), as f64: the rows of the
+///     stage's layers in the data-parallel all-reduce of the loss (2 (dp - 1) / dp of their
+///     bytes), the rows of every layer in the pipeline group's (2 (P - 1) / P of them).
 /// Every rank of a stage sends the same: the mesh axes' collectives are symmetric, and each
 /// rank exchanges its messages with the rank at its place of the neighbouring stage. None
 /// when the plan has no prediction for one of the functions the stage calls (a plan without
-/// kernels, or compiled before mtc predicted them).
+/// kernels, or compiled before mtc predicted them), and when the chunk forwards disagree on
+/// their tokens per expert.
 std::optional<double> predictedStageCommunicationBytes(const Plan &plan, const Plan &stageTables,
                                                        const PipelineSchedule &schedule,
                                                        int64_t stage, int64_t dataParallelSize);

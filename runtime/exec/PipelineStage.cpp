@@ -204,4 +204,56 @@ size_t chunkActivationWords(const KernelsInfo &kernels, int64_t chunk) {
   return words;
 }
 
+namespace {
+
+std::string formatSizes(const std::vector<int64_t> &sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i)
+    out += concat(i ? ", " : "", sizes[i]);
+  return out + "]";
+}
+
+} // namespace
+
+size_t PipelineExpertLoad::size() const {
+  size_t values = 0;
+  for (int64_t e : experts)
+    values += static_cast<size_t>(layers * e);
+  return values;
+}
+
+size_t PipelineExpertLoad::rowOffset(size_t output, int64_t layer) const {
+  size_t offset = 0;
+  for (size_t o = 0; o < output; ++o)
+    offset += static_cast<size_t>(layers * experts[o]);
+  return offset + static_cast<size_t>(layer * experts[output]);
+}
+
+Expected<PipelineExpertLoad> pipelineExpertLoad(const KernelsInfo &kernels) {
+  PipelineExpertLoad load;
+  for (size_t c = 0; c < kernels.chunks.size(); ++c) {
+    const ChunkKernels &chunk = kernels.chunks[c];
+    if (!chunk.forward)
+      return makeError("the plan's kernels have no 'chunk", c, ".forward' function");
+    std::vector<int64_t> experts;
+    for (const KernelBuffer &b : chunk.forward->outputs) {
+      if (b.kind != BufferKind::ExpertLoad)
+        continue;
+      if (b.dims.size() != 2 || b.dims[0].size != chunk.numLayers)
+        return makeError("chunk", c, ".forward: expert_load ", formatDims(b.dims),
+                         " is not the tokens per expert of the chunk's ", chunk.numLayers,
+                         " layers");
+      experts.push_back(b.dims[1].size);
+    }
+    if (c > 0 && experts != load.experts)
+      return makeError("chunk", c, ".forward returns ", experts.size(),
+                       " expert_load outputs of experts ", formatSizes(experts),
+                       ", but chunk0.forward ", load.experts.size(), " of experts ",
+                       formatSizes(load.experts));
+    load.experts = std::move(experts);
+    load.layers += chunk.numLayers;
+  }
+  return load;
+}
+
 } // namespace mtc::rt

@@ -82,6 +82,24 @@ size_t heldWords(const KernelBuffer &b);
 /// activation outputs, together one message); 0 for a chunk without them.
 size_t chunkActivationWords(const KernelsInfo &kernels, int64_t chunk);
 
+/// The tokens per expert of a pipeline plan's MoE layers (docs/plan-format.md, "Pipeline"):
+/// every chunk's forward returns, per `expert_load` output of forward_backward (one per
+/// dispatch of the layer), the rows [count, experts] of its own layers. Laid out as the
+/// single-stage step returns them: output after output, each [layers, experts] over the whole
+/// layer stack, row-major.
+struct PipelineExpertLoad {
+  int64_t layers = 0;            // of the whole stack
+  std::vector<int64_t> experts;  // per output, in the chunk forwards' order; empty: dense
+  /// Values of every output together.
+  size_t size() const;
+  /// Where row `layer` of output `output` starts.
+  size_t rowOffset(size_t output, int64_t layer) const;
+};
+
+/// The tokens per expert the chunk forwards of `kernels` return. Fails when the chunks
+/// disagree on the outputs (their number or experts) or a chunk's rows are not its layers.
+Expected<PipelineExpertLoad> pipelineExpertLoad(const KernelsInfo &kernels);
+
 } // namespace mtc::rt
 
 #endif // MTC_RUNTIME_EXEC_PIPELINESTAGE_H

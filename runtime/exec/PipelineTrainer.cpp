@@ -76,6 +76,11 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
                                         "stage ", mesh.stage(), " (stage", mesh.stage(),
                      ".grad_squares and stage", mesh.stage(), ".optimizer_step)");
 
+  Expected<PipelineExpertLoad> expertLoad = pipelineExpertLoad(*plan.x86Kernels);
+  if (!expertLoad)
+    return expertLoad.takeError().withContext(plan.dir.string());
+  expertLoad_ = std::move(*expertLoad);
+
   int64_t dpAxisSize = plan.dataParallelAxis ? plan.mesh[*plan.dataParallelAxis].size : 1;
   Expected<GradientBuffer> grads =
       GradientBuffer::create(sp, state_, dpAxisSize, /*withScratch=*/true);
@@ -84,8 +89,15 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
   grads_.emplace(std::move(*grads));
   try {
     next_ = state_;
+    // One forward's counts: the rows of the stage's largest chunk.
+    int64_t rows = 0;
+    for (const StageHoldings::Chunk &chunk : holdings_.chunks)
+      rows = std::max(rows, chunk.numLayers);
+    for (int64_t experts : expertLoad_.experts)
+      expertLoadCounts_.emplace_back(static_cast<size_t>(rows * experts));
+    expertLoadSum_.resize(expertLoad_.size());
   } catch (const std::bad_alloc &) {
-    return makeError("out of memory allocating the optimizer's outputs");
+    return makeError("out of memory allocating the optimizer's outputs and the tokens per expert");
   }
 
   return Error::success();
@@ -231,6 +243,7 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
   std::vector<void *> pointers;
   // The gradients the call writes: (stage parameter, first element, count).
   std::vector<std::tuple<size_t, size_t, size_t>> written;
+  size_t expertLoads = 0; // the call's expert_load outputs so far
   float loss = 0;
   bool wroteLoss = false;
   // Where the next value of a chunk boundary goes in its message.
@@ -270,6 +283,12 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
       pointers.push_back(*ids);
       continue;
     }
+    case BufferKind::ExpertLoad:
+      // pipelineExpertLoad checked that the forwards return the counts of their layers.
+      if (!output || expertLoads >= expertLoadCounts_.size())
+        return makeError("chunk", c, '.', role, ": unexpected expert_load buffer");
+      pointers.push_back(expertLoadCounts_[expertLoads++].data());
+      continue;
     case BufferKind::Activation:
     case BufferKind::ActivationGrad: {
       // A chunk boundary may carry several values (a layer's running auxiliary loss beside
@@ -325,6 +344,14 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
     grads_->accumulate(p, begin, count);
   if (wroteLoss)
     lossSum_ += loss;
+  // The counts of the chunk's layers, into their rows of the whole stack.
+  const ChunkKernels &chunkKernels = plan_->x86Kernels->chunks[size_t(c)];
+  for (size_t load = 0; load < expertLoads; ++load) {
+    int64_t *sum = expertLoadSum_.data() + expertLoad_.rowOffset(load, chunkKernels.firstLayer);
+    const std::vector<int64_t> &counts = expertLoadCounts_[load];
+    for (int64_t n = 0; n < chunkKernels.numLayers * expertLoad_.experts[load]; ++n)
+      sum[n] += counts[size_t(n)];
+  }
   // What no later task of this chunk and micro-batch reads.
   switch (task.op) {
   case TaskOp::Forward:
@@ -423,11 +450,35 @@ Error PipelineTrainer::reduceGradients() {
                                                  state_.params[p].name, "' over its stages"));
   if (Error err = grads_->reduce(mesh_->dataParallel(), step_); !err.ok())
     return err;
-  if (Communicator *dp = mesh_->dataParallel())
-    if (Error err = dp->allReduce(&lossSum_, 1, MTC_F64, MTC_SUM); !err.ok())
-      return std::move(err).withContext(
-          concat("step ", step_ + 1, ": all-reduce of the loss over the data-parallel ranks"));
+  Communicator *dp = mesh_->dataParallel();
+  if (!dp)
+    return Error::success();
+  // The loss and the stage's tokens per expert in one all-reduce (f64 holds the counts
+  // exactly: they are far below 2^53).
+  std::vector<double> sums = {lossSum_};
+  std::vector<std::pair<size_t, size_t>> ranges = stageExpertLoadRanges();
+  for (auto [first, values] : ranges)
+    sums.insert(sums.end(), expertLoadSum_.begin() + ptrdiff_t(first),
+                expertLoadSum_.begin() + ptrdiff_t(first + values));
+  if (Error err = dp->allReduce(sums.data(), sums.size(), MTC_F64, MTC_SUM); !err.ok())
+    return std::move(err).withContext(concat(
+        "step ", step_ + 1,
+        ": all-reduce of the loss and the tokens per expert over the data-parallel ranks"));
+  lossSum_ = sums[0];
+  size_t at = 1;
+  for (auto [first, values] : ranges)
+    for (size_t n = 0; n < values; ++n)
+      expertLoadSum_[first + n] = static_cast<int64_t>(sums[at++]);
   return Error::success();
+}
+
+std::vector<std::pair<size_t, size_t>> PipelineTrainer::stageExpertLoadRanges() const {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (size_t load = 0; load < expertLoad_.experts.size(); ++load)
+    for (const StageHoldings::Chunk &chunk : holdings_.chunks)
+      ranges.emplace_back(expertLoad_.rowOffset(load, chunk.firstLayer),
+                          static_cast<size_t>(chunk.numLayers * expertLoad_.experts[load]));
+  return ranges;
 }
 
 Error PipelineTrainer::optimizerStep() {
@@ -481,15 +532,26 @@ Error PipelineTrainer::optimizerStep() {
       return err;
   if (Error err = callStep(stage.gradSquares, buffers, "grad_squares"); !err.ok())
     return err;
-  // The squared norm of every stage and the loss (of the stage running the last chunk: the
-  // last stage, or stage 0 in zb-v's V) in one all-reduce.
+  // The squared norm of every stage, the loss (of the stage running the last chunk: the
+  // last stage, or stage 0 in zb-v's V) and the tokens per expert (each stage's rows, zeros
+  // in the others') in one all-reduce.
   bool lossStage = plan_->pipeline->chunkStages.back() == mesh_->stage();
-  double shared[2] = {squares, lossStage ? lossSum_ : 0.0};
+  std::vector<double> shared = {squares, lossStage ? lossSum_ : 0.0};
+  shared.insert(shared.end(), expertLoadSum_.begin(), expertLoadSum_.end());
   if (Communicator *pipeline = mesh_->pipeline())
-    if (Error err = pipeline->allReduce(shared, 2, MTC_F64, MTC_SUM); !err.ok())
+    if (Error err = pipeline->allReduce(shared.data(), shared.size(), MTC_F64, MTC_SUM);
+        !err.ok())
       return std::move(err).withContext(
           concat("step ", step_ + 1, ": all-reduce of the gradient norm over the stages"));
   lossSum_ = shared[1];
+  tokensPerExpert_.clear();
+  for (size_t load = 0; load < expertLoad_.experts.size(); ++load)
+    for (int64_t layer = 0; layer < expertLoad_.layers; ++layer) {
+      auto row = shared.begin() + 2 + ptrdiff_t(expertLoad_.rowOffset(load, layer));
+      std::vector<int64_t> &counts = tokensPerExpert_.emplace_back();
+      for (auto it = row; it != row + expertLoad_.experts[load]; ++it)
+        counts.push_back(static_cast<int64_t>(*it));
+    }
   double meanLoss = lossSum_ / static_cast<double>(totalMicroBatches_);
   if (!std::isfinite(meanLoss))
     return makeError("step ", step_ + 1, ": the loss is ", meanLoss,
@@ -511,6 +573,7 @@ Expected<StepStats> PipelineTrainer::step() {
   auto start = std::chrono::steady_clock::now();
   step_ = state_.step;
   lossSum_ = 0;
+  std::fill(expertLoadSum_.begin(), expertLoadSum_.end(), 0);
   grads_->clear();
   Expected<StageStepTimes> times = executor_->runStep(*this);
   buffers_.clear();
@@ -530,6 +593,7 @@ Expected<StepStats> PipelineTrainer::step() {
   stats.tokens = totalMicroBatches_ * microBatchSize_ * seqLen_;
   stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats.tokensPerExpert = tokensPerExpert_;
   return stats;
 }
 

@@ -24,7 +24,11 @@
 //
 // The loss of a step is the mean over the micro-batches of the losses of the stage running
 // the last chunk, summed over the data-parallel ranks and then shared with every stage, so
-// every rank reports the same.
+// every rank reports the same. So are the tokens per expert of an MoE model: each forward
+// returns the counts of its chunk's layers, which the stage adds up over its micro-batches
+// into the rows of those layers (PipelineExpertLoad), sums over the data-parallel ranks
+// beside the loss and shares with every stage in the pipeline group's all-reduce of the
+// gradient norm, where each stage contributes its rows and zeros for the others.
 //
 //===----------------------------------------------------------------------===//
 
@@ -148,6 +152,15 @@ private:
   int64_t dpIndex_ = 0, dpSize_ = 1;
   int64_t step_ = 0;
   double lossSum_ = 0;
+  /// The tokens per expert: where each row lies, the sums of the step's micro-batches (the
+  /// stage's rows; after the optimizer step every stage's), one forward's counts per
+  /// expert_load output, and the step's rows as StepStats reports them.
+  PipelineExpertLoad expertLoad_;
+  std::vector<int64_t> expertLoadSum_;
+  std::vector<std::vector<int64_t>> expertLoadCounts_;
+  std::vector<std::vector<int64_t>> tokensPerExpert_;
+  /// The positions of the stage's rows in expertLoadSum_, as (first value, values).
+  std::vector<std::pair<size_t, size_t>> stageExpertLoadRanges() const;
   float gradNorm_ = 0, lr_ = 0;
 };
 

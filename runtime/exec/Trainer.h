@@ -63,7 +63,8 @@ struct StepStats {
   double seconds = 0;   // wall time of the step
   /// Tokens routed to each expert (before any capacity drops one), per MoE layer, summed
   /// over the global batch: the rows of forward_backward's `expert_load` outputs in their
-  /// order. Empty for a dense model (and for pipeline plans, which do not count them yet).
+  /// order (for a pipeline plan, PipelineTrainer's rows of every stage). Empty for a dense
+  /// model.
   std::vector<std::vector<int64_t>> tokensPerExpert;
 };
 

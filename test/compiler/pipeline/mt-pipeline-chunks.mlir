@@ -196,3 +196,53 @@ module @inside attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4
     return %6 : !mt.tensor<[], f32>
   }
 }
+
+// -----
+
+// Tests that the tokens per expert of an MoE layer stack (mt-expert-load's counts, stacked
+// over the four layers) are returned by each chunk's forward for its own two layers, after
+// its residuals, and by no backward.
+// CHECK-LABEL: module @moe
+// CHECK: func.func @chunk0.forward(
+// CHECK-SAME: {mt.buffer = "residual", mt.index = 6 : i64}, !mt.tensor<[layers=2, experts=4], i64> {mt.buffer = "expert_load"})
+// CHECK-SAME: mt.chunk_layers = array<i64: 0, 2>
+// CHECK: %[[FWD0:.*]]:9 = mt.repeat @block.fwd({{.*}}) count 2 {carried = 1 : i64, mt.first_instance = 0 : i64}
+// CHECK: return %[[FWD0]]#0, {{.*}}, %[[FWD0]]#8 :
+// CHECK-NOT: expert_load
+// CHECK: func.func @chunk1.forward(
+// CHECK-SAME: {mt.buffer = "residual", mt.index = 8 : i64}, !mt.tensor<[layers=2, experts=4], i64> {mt.buffer = "expert_load"})
+// CHECK-SAME: mt.chunk_layers = array<i64: 2, 2>
+// CHECK: %[[FWD1:.*]]:9 = mt.repeat @block.fwd({{.*}}) count 2 {carried = 1 : i64, mt.first_instance = 2 : i64}
+// CHECK: return {{.*}}, %[[FWD1]]#8 :
+// CHECK-NOT: expert_load
+// CHECK: func.func @forward_backward(
+module @moe attributes {mt.dims = {batch = 2 : i64, experts = 4 : i64, ffn = 4 : i64, hidden = 4 : i64, seq = 4 : i64, topk = 2 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2>, mt.train = #mt.train<optimizer = adamw(lr = 1.000000e-03), global_batch = 2, micro_batch = 2, precision = fp32, seed = 1>} {
+  mt.param @embed : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @head : !mt.tensor<[hidden=4, vocab=8], f32> init normal(2.000000e-02)
+  mt.param @block.router layer @block : !mt.tensor<[hidden=4, experts=4], f32> init normal(2.000000e-02)
+  mt.param @block.w1 layer @block : !mt.tensor<[experts=4, hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  mt.param @block.w2 layer @block : !mt.tensor<[experts=4, ffn=4, hidden=4], f32> init normal(2.000000e-02)
+  func.func @block(%arg0: !mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32> attributes {mt.layer} {
+    %0 = mt.param_ref @block.router : <[hidden=4, experts=4], f32>
+    %1 = mt.param_ref @block.w1 : <[experts=4, hidden=4, ffn=4], f32>
+    %2 = mt.param_ref @block.w2 : <[experts=4, ffn=4, hidden=4], f32>
+    %3 = mt.contract %arg0, %0 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4, experts=4], f32> -> <[batch=2, seq=4, experts=4], f32>
+    %values, %indices = mt.topk %3 over experts k topk : <[batch=2, seq=4, experts=4], f32> -> <[batch=2, seq=4, topk=2], f32>, <[batch=2, seq=4, topk=2], i32>
+    %4 = mt.dispatch %arg0, %indices k topk to experts capacity capacity factor 1.000000e+00 : <[batch=2, seq=4, hidden=4], f32>, <[batch=2, seq=4, topk=2], i32> -> <[experts=4, capacity=4, hidden=4], f32>
+    %5 = mt.contract %4, %1 over [hidden] : <[experts=4, capacity=4, hidden=4], f32>, <[experts=4, hidden=4, ffn=4], f32> -> <[experts=4, capacity=4, ffn=4], f32>
+    %6 = mt.gelu %5 approximate : <[experts=4, capacity=4, ffn=4], f32>
+    %7 = mt.contract %6, %2 over [ffn] : <[experts=4, capacity=4, ffn=4], f32>, <[experts=4, ffn=4, hidden=4], f32> -> <[experts=4, capacity=4, hidden=4], f32>
+    %8 = mt.combine %7, %indices, %values k topk from experts capacity capacity : <[experts=4, capacity=4, hidden=4], f32>, <[batch=2, seq=4, topk=2], i32>, <[batch=2, seq=4, topk=2], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %9 = mt.add %arg0, %8 : <[batch=2, seq=4, hidden=4], f32>, <[batch=2, seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    return %9 : !mt.tensor<[batch=2, seq=4, hidden=4], f32>
+  }
+  func.func @forward(%arg0: !mt.tensor<[batch=2, seq=4], i32>, %arg1: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
+    %0 = mt.param_ref @embed : <[vocab=8, hidden=4], f32>
+    %1 = mt.param_ref @head : <[hidden=4, vocab=8], f32>
+    %2 = mt.gather %0, %arg0 over vocab : <[vocab=8, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
+    %3 = mt.repeat @block(%2) count 4 : (!mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32>
+    %4 = mt.contract %3, %1 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4, vocab=8], f32> -> <[batch=2, seq=4, vocab=8], f32>
+    %5 = mt.cross_entropy %4, %arg1 over vocab : <[batch=2, seq=4, vocab=8], f32>, <[batch=2, seq=4], i32> -> <[], f32>
+    return %5 : !mt.tensor<[], f32>
+  }
+}

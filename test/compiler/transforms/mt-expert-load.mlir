@@ -72,12 +72,12 @@ module {
 
 // -----
 
-// Tests that a pipeline-parallel step (pp 2) is left alone: its chunks do not carry the
-// counts yet.
+// Tests that a pipeline-parallel step (pp 2) is counted like any other: mt-pipeline-chunks
+// later hands each chunk's forward the rows of its layers.
 // CHECK-LABEL: func.func @block.fwd
-// CHECK-NOT: mt.expert_load
+// CHECK: mt.expert_load
 // CHECK-LABEL: func.func @forward_backward
-// CHECK-SAME: -> !mt.tensor<[], f32>
+// CHECK-SAME: -> (!mt.tensor<[], f32>, !mt.tensor<[layers=2, experts=4], i64> {mt.buffer = "expert_load"})
 module attributes {mt.parallel = #mt.parallel<pp = 2>} {
   func.func @block.fwd(%x: !mt.tensor<[tokens=4, hidden=4], f32>) -> !mt.tensor<[tokens=4, hidden=4], f32> attributes {mt.layer_of = @block} {
     %v, %i = mt.topk %x over hidden k k : <[tokens=4, hidden=4], f32> -> <[tokens=4, k=2], f32>, <[tokens=4, k=2], i32>

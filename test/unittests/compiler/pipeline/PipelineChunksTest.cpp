@@ -8,7 +8,8 @@
 // from the chunks' slices put back at their `mt.chunk_layers` offsets, a parameter two
 // chunks read (the tied embedding) as the sum of their parts; and the same with each
 // backward run as its two halves (backward_input for all chunks, then backward_weight from
-// the stash). Dropout is on: a chunk's
+// the stash); an MoE model's tokens per expert from the chunk forwards' rows put back at
+// their layers. Dropout is on: a chunk's
 // layers must draw the masks of their global layer instances.
 //
 //===----------------------------------------------------------------------===//
@@ -126,6 +127,16 @@ TEST_P(PipelineChunksTest, ChunksComposeToTheWholeStep) {
     return module->lookupSymbol<mlir::func::FuncOp>("chunk" + std::to_string(chunk) + "." +
                                                     task.str());
   };
+  // An MoE model's tokens per expert (the step's expert_load results): the chunks' rows put
+  // back at their layers must be the whole step's.
+  std::vector<Tensor> expertLoads, chunkExpertLoads;
+  for (auto [index, value] : llvm::enumerate(whole))
+    if (auto kind = step.getResultAttrOfType<mlir::StringAttr>(index, "mt.buffer");
+        kind && kind.getValue() == "expert_load") {
+      expertLoads.push_back(value);
+      chunkExpertLoads.push_back(Tensor(value.type));
+    }
+  EXPECT_EQ(expertLoads.empty(), !llvm::StringRef(c.example).starts_with("mixtral"));
   std::vector<std::vector<Tensor>> residuals(numChunks);
   std::vector<Tensor> activation;
   Tensor loss;
@@ -136,17 +147,29 @@ TEST_P(PipelineChunksTest, ChunksComposeToTheWholeStep) {
     MTC_ASSIGN_OR_FAIL(results, interp.call(func.getSymName(),
                                             argumentsOf(func, layers, activation, {}, {})));
     activation.clear();
+    size_t nextExpertLoad = 0;
     for (auto [index, value] : llvm::enumerate(results)) {
       auto kind = func.getResultAttrOfType<mlir::StringAttr>(index, "mt.buffer").getValue();
-      if (kind == "residual")
+      if (kind == "residual") {
         residuals[chunk].push_back(value);
-      else if (kind == "loss")
+      } else if (kind == "loss") {
         loss = value;
-      else
+      } else if (kind == "expert_load") {
+        ASSERT_LT(nextExpertLoad, chunkExpertLoads.size()) << func.getSymName().str();
+        Tensor &into = chunkExpertLoads[nextExpertLoad++];
+        size_t row = into.data.size() / into.type.getDims().front().size;
+        ASSERT_EQ(value.data.size(), static_cast<size_t>(layers[1]) * row);
+        std::copy(value.data.begin(), value.data.end(),
+                  into.data.begin() + static_cast<ptrdiff_t>(layers[0] * row));
+      } else {
         activation.push_back(value);
+      }
     }
+    EXPECT_EQ(nextExpertLoad, chunkExpertLoads.size()) << func.getSymName().str();
   }
   EXPECT_TRUE(near(loss.data.at(0), whole[0].data.at(0), 1e-12)) << "loss";
+  for (size_t i = 0; i < expertLoads.size(); ++i)
+    EXPECT_EQ(chunkExpertLoads[i].data, expertLoads[i].data) << "tokens per expert " << i;
   std::vector<Tensor> lastActivation = activation;
 
   // Adds gradient results of `func` (after its activation gradients) into `grads`.
@@ -230,6 +253,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt-tiny.mtl", 4, 2, 2, {}},        // interleaved: 4 chunks
                       Case{"llama-gqa-tiny.mtl", 3, 3, 1, {}},  // untied head, 3 stages
                       Case{"llama-gqa-tiny.mtl", 4, 2, 1, {1, 3}},
-                      Case{"mixtral-tiny.mtl", 2, 2, 1, {}}));  // MoE, aux loss
+                      Case{"mixtral-tiny.mtl", 2, 2, 1, {}},    // MoE, aux loss
+                      Case{"mixtral-tiny.mtl", 4, 2, 2, {}}));  // MoE interleaved
 
 } // namespace

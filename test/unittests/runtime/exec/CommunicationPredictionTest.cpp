@@ -5,7 +5,7 @@
 // tensor-parallel shards, and the distributed optimizer's reduce-scatter.
 // predictedStageCommunicationBytes on a two-stage pipeline: the chunk functions' figures per
 // task, the messages, the tied embedding's sum over its stages, the stage's data-parallel
-// reduction and the optimizer step.
+// reduction, the optimizer step and an MoE model's tokens per expert.
 //
 //===----------------------------------------------------------------------===//
 
@@ -130,6 +130,25 @@ TEST(CommunicationPredictionTest, StageReducesItsOwnGradientsOverDataParallelRan
   double stage0 = 2 * 100 + 2 * 200 + 2 * 32 + kWteBytes + 3 + 7 + kNormAndLossBytes;
   EXPECT_EQ(stageBytes(plan, 0, 2), stage0 + (96 + 96 + 12 + kLossBytes));
   EXPECT_EQ(stageBytes(plan, 0, 4), stage0 + 1.5 * (96 + 96 + 12 + kLossBytes));
+}
+
+TEST(CommunicationPredictionTest, StageSharesItsTokensPerExpert) {
+  Plan plan = pipelinePlan();
+  for (ChunkKernels &chunk : plan.x86Kernels->chunks)
+    chunk.forward->outputs.push_back(KernelBuffer{BufferKind::ExpertLoad, "expert_load",
+                                                  PlanDType::I64,
+                                                  {{"layers", 1}, {"experts", 8}}});
+  // Every layer's 8 counts (2 layers) beside the norm and the loss over the 2 stages, as f64.
+  double stage0 = 2 * 100 + 2 * 200 + 2 * 32 + kWteBytes + 3 + 7 + kNormAndLossBytes + 2 * 8 * 8;
+  EXPECT_EQ(stageBytes(plan, 0, 1), stage0);
+  // Over 2 data-parallel ranks, the stage's layer (8 counts) beside the loss.
+  EXPECT_EQ(stageBytes(plan, 0, 2), stage0 + (96 + 96 + 12 + kLossBytes) + 8 * 8);
+  // Chunks that disagree on their counts: no prediction.
+  plan.x86Kernels->chunks[1].forward->outputs.pop_back();
+  Expected<StageHoldings> holdings = stageHoldings(plan, 0);
+  ASSERT_TRUE(holdings) << holdings.error().message();
+  EXPECT_FALSE(predictedStageCommunicationBytes(plan, stagePlan(plan, *holdings),
+                                                plan.pipeline->schedules[0], 0, 1));
 }
 
 TEST(CommunicationPredictionTest, StageWithoutTheCompilersFiguresHasNoPrediction) {

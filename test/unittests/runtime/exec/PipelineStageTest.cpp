@@ -342,5 +342,72 @@ TEST(PipelineStageTest, TakeAndPutErrors) {
             "stage 1 sent fewer optimizer states than it holds");
 }
 
+//===----------------------------------------------------------------------===//
+// pipelineExpertLoad
+//===----------------------------------------------------------------------===//
+
+/// Adds to every chunk's forward an expert_load output per entry of `experts`, of the
+/// chunk's layers.
+void addExpertLoads(Plan &plan, const std::vector<int64_t> &experts) {
+  for (ChunkKernels &chunk : plan.x86Kernels->chunks)
+    for (int64_t e : experts)
+      chunk.forward->outputs.push_back(KernelBuffer{BufferKind::ExpertLoad, "expert_load",
+                                                    PlanDType::I64,
+                                                    {{"layers", chunk.numLayers}, {"experts", e}}});
+}
+
+TEST(PipelineStageTest, ExpertLoadRowsOfEveryChunkInTheStack) {
+  // Interleaved pp2 x v2 over 5 layers (2, 1, 1, 1): two dispatches per layer.
+  Plan plan = toyPipelinePlan({2, {0, 1, 0, 1}, {2, 1, 1, 1}});
+  addExpertLoads(plan, {4, 3});
+  Expected<PipelineExpertLoad> load = pipelineExpertLoad(*plan.x86Kernels);
+  ASSERT_TRUE(load) << load.error().message();
+  EXPECT_EQ(load->layers, 5);
+  EXPECT_EQ(load->experts, (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(load->size(), size_t(5 * 4 + 5 * 3));
+  // Output after output, each [layers, experts].
+  EXPECT_EQ(load->rowOffset(0, 0), size_t(0));
+  EXPECT_EQ(load->rowOffset(0, 3), size_t(12));
+  EXPECT_EQ(load->rowOffset(1, 0), size_t(20));
+  EXPECT_EQ(load->rowOffset(1, 4), size_t(32));
+}
+
+TEST(PipelineStageTest, DenseModelHasNoExpertLoad) {
+  Plan plan = toyPipelinePlan({});
+  Expected<PipelineExpertLoad> load = pipelineExpertLoad(*plan.x86Kernels);
+  ASSERT_TRUE(load) << load.error().message();
+  EXPECT_TRUE(load->experts.empty());
+  EXPECT_EQ(load->layers, 2);
+  EXPECT_EQ(load->size(), size_t(0));
+}
+
+TEST(PipelineStageTest, ExpertLoadErrors) {
+  Plan plan = toyPipelinePlan({2, {0, 1}, {2, 1}});
+  addExpertLoads(plan, {4});
+  Plan fewer = plan;
+  fewer.x86Kernels->chunks[1].forward->outputs.pop_back();
+  Expected<PipelineExpertLoad> load = pipelineExpertLoad(*fewer.x86Kernels);
+  ASSERT_FALSE(load);
+  EXPECT_EQ(load.error().message(), "chunk1.forward returns 0 expert_load outputs of experts [], "
+                                    "but chunk0.forward 1 of experts [4]");
+  Plan otherExperts = plan;
+  otherExperts.x86Kernels->chunks[1].forward->outputs.back().dims[1].size = 8;
+  load = pipelineExpertLoad(*otherExperts.x86Kernels);
+  ASSERT_FALSE(load);
+  EXPECT_EQ(load.error().message(), "chunk1.forward returns 1 expert_load outputs of experts [8], "
+                                    "but chunk0.forward 1 of experts [4]");
+  Plan otherRows = plan;
+  otherRows.x86Kernels->chunks[0].forward->outputs.back().dims[0].size = 3;
+  load = pipelineExpertLoad(*otherRows.x86Kernels);
+  ASSERT_FALSE(load);
+  EXPECT_EQ(load.error().message(), "chunk0.forward: expert_load [layers=3, experts=4] is not "
+                                    "the tokens per expert of the chunk's 2 layers");
+  Plan missing = plan;
+  missing.x86Kernels->chunks[1].forward.reset();
+  load = pipelineExpertLoad(*missing.x86Kernels);
+  ASSERT_FALSE(load);
+  EXPECT_EQ(load.error().message(), "the plan's kernels have no 'chunk1.forward' function");
+}
+
 } // namespace
 } // namespace mtc::rt::test
