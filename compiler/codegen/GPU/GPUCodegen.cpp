@@ -1,11 +1,12 @@
 //===- GPUCodegen.cpp - linalg functions to PTX ---------------------------===//
 //
-// bufferize (mtc-bufferize-pipeline, shared with the CPU backend) -> linalg to parallel
+// bufferize (mtc-bufferize-pipeline, shared with the CPU backend; a step comes bufferized by
+// mtc-gpu-bufferize-pipeline) -> linalg to parallel
 // loops -> one 1-D thread grid per op -> gpu.launch -> kernel outlining -> one gpu.module
 // -> NVVM -> PTX (gpu-module-to-binary, format=isa).
 // The MLIR part follows the sequence measured with mlir-opt-22 and upstream's
 // gpu-lower-to-nvvm-pipeline, run through the C++ pass API; the host side of the module is
-// dropped (see GPUCodegen.h).
+// dropped (compileStepKernels describes its launches and calls first; see GPUCodegen.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +51,14 @@
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
+
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
 
@@ -188,14 +197,14 @@ LogicalResult tileForThreads(ModuleOp module, int64_t blockSize) {
   return success();
 }
 
-/// Every loop and memory access must have become a kernel.
+/// Every parallel loop and memory access must have become a kernel; sequential loops of
+/// calls (a layer repeated) stay on the host.
 LogicalResult checkAllOnDevice(ModuleOp module) {
   WalkResult result = module.walk([](func::FuncOp func) {
     return func.walk<WalkOrder::PreOrder>([](Operation *op) {
       if (isa<gpu::LaunchOp>(op))
         return WalkResult::skip();
-      if (isa<scf::ParallelOp, scf::ForOp, memref::LoadOp, memref::StoreOp, linalg::LinalgOp>(
-              op)) {
+      if (isa<scf::ParallelOp, memref::LoadOp, memref::StoreOp, linalg::LinalgOp>(op)) {
         op->emitError("was not mapped to a GPU kernel");
         return WalkResult::interrupt();
       }
@@ -258,39 +267,19 @@ std::string cudaToolkitPath(const codegen::GPUCodegenOptions &options) {
   return NVVM::getCUDAToolkitPath().str();
 }
 
-} // namespace
-
-Expected<std::string> codegen::compileToPTX(ModuleOp linalgModule, llvm::StringRef chip,
-                                            const GPUCodegenOptions &options) {
-  unsigned arch = 0;
-  if (!chip.starts_with("sm_") || chip.drop_front(3).getAsInteger(10, arch) || arch < 50)
-    return errorf("unknown GPU architecture '" + chip + "'; expected sm_80, sm_90, ...");
-  if (options.blockSize < 1 || options.blockSize > 1024)
-    return errorf("the block size must be between 1 and 1024 threads");
-
-  MLIRContext *context = linalgModule.getContext();
-  DialectRegistry registry;
-  registerGPUDialects(registry);
-  context->appendDialectRegistry(registry);
-  // The steps between pass pipelines build ops of these dialects.
-  context->loadDialect<arith::ArithDialect, gpu::GPUDialect, linalg::LinalgDialect,
-                       scf::SCFDialect>();
-
-  OwningOpRef<ModuleOp> module(linalgModule.clone());
-  codegen::DiagnosticCollector diagnostics(context);
-
-  if (failed(runPipeline(*module, buildBufferizePassPipeline)))
-    return diagnostics.error("bufferization failed");
-
-  prepareLinalgOps(*module);
-  if (failed(runPipeline(*module, [](OpPassManager &pm) {
+/// Buffers (after bufferization) to host functions launching the kernels of one
+/// gpu.module named kKernelModuleName, in place.
+Error outlineKernels(ModuleOp module, const codegen::GPUCodegenOptions &options,
+                     const codegen::DiagnosticCollector &diagnostics) {
+  prepareLinalgOps(module);
+  if (failed(runPipeline(module, [](OpPassManager &pm) {
         pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
       })))
     return diagnostics.error("lowering linalg to parallel loops failed");
-  if (failed(tileForThreads(*module, options.blockSize)))
+  if (failed(tileForThreads(module, options.blockSize)))
     return diagnostics.error("tiling parallel loops for GPU threads failed");
 
-  if (failed(runPipeline(*module, [](OpPassManager &pm) {
+  if (failed(runPipeline(module, [](OpPassManager &pm) {
         pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass());
         pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
         // Folds the launch sizes to constants (before, it would fold away the one-thread
@@ -299,19 +288,25 @@ Expected<std::string> codegen::compileToPTX(ModuleOp linalgModule, llvm::StringR
         pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
         pm.addNestedPass<func::FuncOp>(createCSEPass());
       })) ||
-      failed(checkAllOnDevice(*module)))
+      failed(checkAllOnDevice(module)))
     return diagnostics.error("mapping parallel loops to GPU kernels failed");
 
-  if (failed(runPipeline(*module,
+  if (failed(runPipeline(module,
                          [](OpPassManager &pm) {
                            pm.addPass(createGpuLaunchSinkIndexComputationsPass());
                            pm.addPass(createGpuKernelOutliningPass());
                          })) ||
-      failed(mergeKernelModules(*module)))
+      failed(mergeKernelModules(module)))
     return diagnostics.error("outlining GPU kernels failed");
+  return Error::success();
+}
 
+/// The outlined kernels of `module` (outlineKernels' output, changed) to PTX for `chip`.
+Expected<std::string> lowerKernelsToPTX(ModuleOp module, llvm::StringRef chip,
+                                        const codegen::GPUCodegenOptions &options,
+                                        const codegen::DiagnosticCollector &diagnostics) {
   std::string toolkit = cudaToolkitPath(options);
-  if (failed(runPipeline(*module, [&](OpPassManager &pm) {
+  if (failed(runPipeline(module, [&](OpPassManager &pm) {
         GpuNVVMAttachTargetOptions target;
         target.chip = chip.str();
         // PTX ISA 8.0: sm_90 needs at least 7.8, NVPTX's default (6.0) aborts.
@@ -342,7 +337,7 @@ Expected<std::string> codegen::compileToPTX(ModuleOp linalgModule, llvm::StringR
     return diagnostics.error("lowering kernels to PTX for " + chip + " failed");
 
   auto binary = dyn_cast_or_null<gpu::BinaryOp>(
-      SymbolTable::lookupSymbolIn(module->getOperation(), kKernelModuleName));
+      SymbolTable::lookupSymbolIn(module.getOperation(), kKernelModuleName));
   if (!binary || binary.getObjects().size() != 1)
     return errorf("gpu-module-to-binary produced no PTX");
   auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
@@ -353,4 +348,173 @@ Expected<std::string> codegen::compileToPTX(ModuleOp linalgModule, llvm::StringR
                              toolkit +
                              "/nvvm/libdevice'? (set CUDA_ROOT or GPUCodegenOptions::cudaPath)");
   return ptx;
+}
+
+/// What a launch passes in `value`: an argument of `function`, a temporary, or a view.
+codegen::GPUKernelBuffer describeBuffer(Value value, func::FuncOp function) {
+  codegen::GPUKernelBuffer buffer{codegen::GPUKernelBuffer::Kind::View};
+  if (auto type = dyn_cast<MemRefType>(value.getType()); type && type.hasStaticShape())
+    buffer.bytes = type.getNumElements() * llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+  if (auto argument = dyn_cast<BlockArgument>(value);
+      argument && argument.getOwner() == &function.getBody().front()) {
+    buffer.kind = codegen::GPUKernelBuffer::Kind::Argument;
+    buffer.argument = argument.getArgNumber();
+  } else if (isa_and_nonnull<memref::AllocOp, memref::AllocaOp>(value.getDefiningOp())) {
+    buffer.kind = codegen::GPUKernelBuffer::Kind::Temporary;
+  }
+  return buffer;
+}
+
+/// Each host function's launches and calls.
+LogicalResult describeHost(ModuleOp module, codegen::GPUStepKernels &kernels) {
+  for (auto function : module.getOps<func::FuncOp>()) {
+    if (function.isExternal())
+      continue;
+    std::vector<std::string> &calls = kernels.calls.emplace_back(function.getSymName().str(),
+                                                                 std::vector<std::string>{})
+                                          .second;
+    WalkResult result = function.walk([&](Operation *op) {
+      if (auto call = dyn_cast<func::CallOp>(op)) {
+        if (!llvm::is_contained(calls, call.getCallee()))
+          calls.push_back(call.getCallee().str());
+        return WalkResult::advance();
+      }
+      auto launch = dyn_cast<gpu::LaunchFuncOp>(op);
+      if (!launch)
+        return WalkResult::advance();
+      codegen::GPUKernelLaunch &described = kernels.launches.emplace_back();
+      described.kernel = launch.getKernelName().str();
+      described.function = function.getSymName().str();
+      gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
+      gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
+      Value sizes[2][3] = {{grid.x, grid.y, grid.z}, {block.x, block.y, block.z}};
+      for (int d = 0; d < 3; ++d) {
+        std::optional<int64_t> g = getConstantIntValue(sizes[0][d]),
+                               b = getConstantIntValue(sizes[1][d]);
+        if (!g || !b) {
+          launch.emitError("has a launch size that is not a constant");
+          return WalkResult::interrupt();
+        }
+        described.grid[d] = *g;
+        described.block[d] = *b;
+      }
+      for (Value operand : launch.getKernelOperands())
+        described.buffers.push_back(describeBuffer(operand, function));
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      return failure();
+  }
+  return success();
+}
+
+MLIRContext *prepareContext(ModuleOp module) {
+  MLIRContext *context = module.getContext();
+  DialectRegistry registry;
+  registerGPUDialects(registry);
+  context->appendDialectRegistry(registry);
+  // The steps between pass pipelines build ops of these dialects.
+  context->loadDialect<arith::ArithDialect, gpu::GPUDialect, linalg::LinalgDialect,
+                       scf::SCFDialect>();
+  return context;
+}
+
+Error checkBlockSize(const codegen::GPUCodegenOptions &options) {
+  if (options.blockSize < 1 || options.blockSize > 1024)
+    return errorf("the block size must be between 1 and 1024 threads");
+  return Error::success();
+}
+
+} // namespace
+
+Error codegen::checkGPUArchitecture(llvm::StringRef chip) {
+  if (llvm::is_contained(kGPUArchitectures, chip))
+    return Error::success();
+  return errorf("unknown CUDA architecture '" + chip + "'; expected one of " +
+                llvm::join(kGPUArchitectures, ", "));
+}
+
+Expected<std::string> codegen::compileToPTX(ModuleOp linalgModule, llvm::StringRef chip,
+                                            const GPUCodegenOptions &options) {
+  if (Error err = checkGPUArchitecture(chip))
+    return std::move(err);
+  if (Error err = checkBlockSize(options))
+    return std::move(err);
+  MLIRContext *context = prepareContext(linalgModule);
+  OwningOpRef<ModuleOp> module(linalgModule.clone());
+  codegen::DiagnosticCollector diagnostics(context);
+  if (failed(runPipeline(*module, buildBufferizePassPipeline)))
+    return diagnostics.error("bufferization failed");
+  if (Error err = outlineKernels(*module, options, diagnostics))
+    return std::move(err);
+  return lowerKernelsToPTX(*module, chip, options, diagnostics);
+}
+
+Expected<codegen::GPUStepKernels>
+codegen::compileStepKernels(ModuleOp buffers, llvm::ArrayRef<std::string> chips,
+                            const GPUCodegenOptions &options) {
+  for (const std::string &chip : chips)
+    if (Error err = checkGPUArchitecture(chip))
+      return std::move(err);
+  if (Error err = checkBlockSize(options))
+    return std::move(err);
+  MLIRContext *context = prepareContext(buffers);
+  OwningOpRef<ModuleOp> module(buffers.clone());
+  codegen::DiagnosticCollector diagnostics(context);
+  if (Error err = outlineKernels(*module, options, diagnostics))
+    return std::move(err);
+  GPUStepKernels kernels;
+  if (failed(describeHost(*module, kernels)))
+    return diagnostics.error("describing the kernel launches failed");
+  for (const std::string &chip : chips) {
+    OwningOpRef<ModuleOp> forChip(module->clone());
+    Expected<std::string> ptx = lowerKernelsToPTX(*forChip, chip, options, diagnostics);
+    if (!ptx)
+      return ptx.takeError();
+    kernels.ptx.emplace_back(chip, std::move(*ptx));
+  }
+  return kernels;
+}
+
+std::string codegen::findPtxas(const GPUCodegenOptions &options) {
+  llvm::SmallString<256> inToolkit(cudaToolkitPath(options));
+  if (!inToolkit.empty()) {
+    llvm::sys::path::append(inToolkit, "bin", "ptxas");
+    if (llvm::sys::fs::can_execute(inToolkit))
+      return inToolkit.str().str();
+  }
+  if (llvm::ErrorOr<std::string> onPath = llvm::sys::findProgramByName("ptxas"))
+    return *onPath;
+  return "";
+}
+
+Expected<std::string> codegen::assembleCubin(llvm::StringRef ptx, llvm::StringRef chip,
+                                             llvm::StringRef ptxas) {
+  llvm::SmallString<128> ptxPath, cubinPath;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("mtc-kernels", "ptx", ptxPath))
+    return errorf("cannot create a temporary file: " + ec.message());
+  llvm::scope_exit removePtx([&] { llvm::sys::fs::remove(ptxPath); });
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("mtc-kernels", "cubin", cubinPath))
+    return errorf("cannot create a temporary file: " + ec.message());
+  llvm::scope_exit removeCubin([&] { llvm::sys::fs::remove(cubinPath); });
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(ptxPath, ec);
+    if (ec)
+      return errorf("cannot write " + ptxPath + ": " + ec.message());
+    os << ptx;
+  }
+  std::string message;
+  llvm::StringRef args[] = {ptxas, "-arch", chip, ptxPath, "-o", cubinPath};
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, /*Env=*/std::nullopt, /*Redirects=*/{},
+                                     /*SecondsToWait=*/0, /*MemoryLimit=*/0, &message);
+  if (rc != 0)
+    return errorf(ptxas + " failed to assemble the PTX for " + chip +
+                  (message.empty() ? llvm::Twine("") : ": " + message) + " (exit status " +
+                  llvm::Twine(rc) + ")");
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> cubin =
+      llvm::MemoryBuffer::getFile(cubinPath);
+  if (!cubin)
+    return errorf("cannot read the cubin " + cubinPath + ": " + cubin.getError().message());
+  return (*cubin)->getBuffer().str();
 }
