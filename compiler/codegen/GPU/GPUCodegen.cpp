@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/GPU/GPUCodegen.h"
+#include "compiler/codegen/GPU/DropoutKeep.h"
 
 #include "compiler/codegen/Common/DiagnosticCollector.h"
 #include "compiler/codegen/Common/Passes.h"
@@ -37,20 +38,25 @@
 #include "mlir/Dialect/LLVMIR/Transforms/OptimizeForNVVM.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVM/NVVM/Utils.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
+#include "mlir/Transforms/RegionUtils.h"
 
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
@@ -105,29 +111,66 @@ LogicalResult runPipeline(ModuleOp module, llvm::function_ref<void(OpPassManager
   return pm.run(module);
 }
 
+/// Wraps `op` in a one-iteration `scf.parallel`: the kernel of a single thread.
+void wrapInOneThread(IRRewriter &rewriter, Operation *op) {
+  Location loc = op->getLoc();
+  rewriter.setInsertionPoint(op);
+  Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+  Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  auto loop =
+      scf::ParallelOp::create(rewriter, loc, ValueRange{zero}, ValueRange{one}, ValueRange{one});
+  op->moveBefore(loop.getBody()->getTerminator());
+}
+
+/// Whether `loop` is a sequential loop of the host that reads or writes memory itself (a
+/// scatter-add over tokens) and calls nothing: it runs as one kernel of a single thread.
+bool isSerialKernel(scf::ForOp loop) {
+  if (loop->getParentOfType<scf::ForOp>() || loop->getParentOfType<scf::ParallelOp>())
+    return false;
+  bool accessesMemory = false, calls = false;
+  loop.walk([&](Operation *op) {
+    accessesMemory |= isa<memref::LoadOp, memref::StoreOp>(op) &&
+                      !op->getParentOfType<linalg::LinalgOp>();
+    calls |= isa<func::CallOp>(op);
+  });
+  return accessesMemory && !calls;
+}
+
 /// Gives every linalg op its own parallel loop, so that each becomes a kernel: copies
 /// become `linalg.copy`, and an op without parallel dimensions (a full reduction, a scalar)
-/// is wrapped in a one-iteration `scf.parallel`, the kernel of a single thread.
-void prepareLinalgOps(ModuleOp module) {
+/// is wrapped in a one-iteration `scf.parallel`, the kernel of a single thread. A serial
+/// loop of the host (isSerialKernel) becomes one single-thread kernel, the linalg ops in it
+/// sequential loops.
+LogicalResult prepareLinalgOps(ModuleOp module) {
   IRRewriter rewriter(module.getContext());
   module.walk([&](memref::CopyOp copy) {
     rewriter.setInsertionPoint(copy);
     rewriter.replaceOpWithNewOp<linalg::CopyOp>(copy, copy.getSource(), copy.getTarget());
   });
+  SmallVector<scf::ForOp> serialLoops;
+  module.walk([&](scf::ForOp loop) {
+    if (isSerialKernel(loop))
+      serialLoops.push_back(loop);
+  });
+  for (scf::ForOp loop : serialLoops) {
+    SmallVector<linalg::LinalgOp> inside;
+    loop.walk([&](linalg::LinalgOp op) { inside.push_back(op); });
+    for (linalg::LinalgOp op : inside) {
+      rewriter.setInsertionPoint(op);
+      if (failed(linalg::linalgOpToLoops(rewriter, op)))
+        return op.emitError("cannot be lowered to loops in a single-thread kernel");
+      rewriter.eraseOp(op);
+    }
+    wrapInOneThread(rewriter, loop);
+  }
   SmallVector<linalg::LinalgOp> scalarOps;
   module.walk([&](linalg::LinalgOp op) {
     if (op.getNumParallelLoops() == 0)
       scalarOps.push_back(op);
   });
-  for (linalg::LinalgOp op : scalarOps) {
-    Location loc = op.getLoc();
-    rewriter.setInsertionPoint(op);
-    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
-    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
-    auto loop = scf::ParallelOp::create(rewriter, loc, ValueRange{zero}, ValueRange{one},
-                                        ValueRange{one});
-    op->moveBefore(loop.getBody()->getTerminator());
-  }
+  for (linalg::LinalgOp op : scalarOps)
+    wrapInOneThread(rewriter, op);
+  return success();
 }
 
 /// Rewrites a normalised static parallel loop over (n_0, ..., n_k) into one over
@@ -205,7 +248,7 @@ LogicalResult checkAllOnDevice(ModuleOp module) {
       if (isa<gpu::LaunchOp>(op))
         return WalkResult::skip();
       if (isa<scf::ParallelOp, memref::LoadOp, memref::StoreOp, linalg::LinalgOp>(op)) {
-        op->emitError("was not mapped to a GPU kernel");
+        op->emitError() << "'" << op->getName() << "' was not mapped to a GPU kernel";
         return WalkResult::interrupt();
       }
       return WalkResult::advance();
@@ -214,8 +257,34 @@ LogicalResult checkAllOnDevice(ModuleOp module) {
   return failure(result.wasInterrupted());
 }
 
+/// Moves the views of buffers a launch uses (a layer's parameter, a slice at the loop's
+/// offset of the stacked parameters) into it, so that a kernel takes whole buffers, which
+/// the bare-pointer convention passes, and the offsets as scalars.
+void sinkViewsIntoLaunches(ModuleOp module) {
+  module.walk([](gpu::LaunchOp launch) {
+    Region &body = launch.getBody();
+    for (bool changed = true; changed;) {
+      changed = false;
+      llvm::SetVector<Value> above;
+      getUsedValuesDefinedAbove(body, above);
+      for (Value value : above) {
+        Operation *view = value.getDefiningOp();
+        if (!isa_and_nonnull<ViewLikeOpInterface>(view) || !isPure(view) ||
+            view->getNumRegions() != 0)
+          continue;
+        OpBuilder builder = OpBuilder::atBlockBegin(&body.front());
+        Operation *copy = builder.clone(*view);
+        for (auto [old, sunk] : llvm::zip_equal(view->getResults(), copy->getResults()))
+          replaceAllUsesInRegionWith(old, sunk, body);
+        changed = true;
+      }
+    }
+  });
+}
+
 /// Moves every outlined kernel into one gpu.module and names them `<func>_kernel_<i>`, in
-/// the order in which each function launches them.
+/// the order in which each function launches them (characters PTX does not allow in a
+/// name as '_'; the symbol table renames a clash).
 LogicalResult mergeKernelModules(ModuleOp module) {
   MLIRContext *context = module.getContext();
   SymbolTable symbols(module);
@@ -240,7 +309,11 @@ LogicalResult mergeKernelModules(ModuleOp module) {
         return WalkResult::interrupt();
       }
       auto moved = cast<gpu::GPUFuncOp>(kernel->clone());
+      // PTX names are letters, digits, '_' and '$': a layer's `block.fwd` is `block_fwd`.
       std::string name = (func.getSymName() + "_kernel_" + llvm::Twine(index++)).str();
+      for (char &c : name)
+        if (!llvm::isAlnum(c) && c != '_' && c != '$')
+          c = '_';
       moved.setName(name);
       mergedSymbols.insert(moved);
       launch.setKernelAttr(SymbolRefAttr::get(context, kKernelModuleName,
@@ -250,8 +323,20 @@ LogicalResult mergeKernelModules(ModuleOp module) {
     if (result.wasInterrupted())
       return failure();
   }
-  for (gpu::GPUModuleOp old : oldModules)
+  // The functions the kernels call: the dropout decision, copied by the outlining.
+  for (gpu::GPUModuleOp old : oldModules) {
+    for (auto callee : old.getOps<func::FuncOp>())
+      if (!mergedSymbols.lookup(callee.getSymName()))
+        mergedSymbols.insert(callee.clone());
     old.erase();
+  }
+  for (auto kernel : merged.getOps<gpu::GPUFuncOp>())
+    for (Type t : kernel.getArgumentTypes()) if (auto m = dyn_cast<MemRefType>(t); m && (!m.getLayout().isIdentity() || !m.hasStaticShape())) { llvm::errs() << kernel.getName() << " " << t << "\n"; }
+  if (failed(codegen::defineDropoutKeep(merged)))
+    return failure();
+  for (auto callee : merged.getOps<func::FuncOp>())
+    if (callee.isExternal())
+      return callee.emitError("is called in a GPU kernel but has no definition for the GPU");
   return success();
 }
 
@@ -271,7 +356,8 @@ std::string cudaToolkitPath(const codegen::GPUCodegenOptions &options) {
 /// gpu.module named kKernelModuleName, in place.
 Error outlineKernels(ModuleOp module, const codegen::GPUCodegenOptions &options,
                      const codegen::DiagnosticCollector &diagnostics) {
-  prepareLinalgOps(module);
+  if (failed(prepareLinalgOps(module)))
+    return diagnostics.error("preparing linalg ops for GPU kernels failed");
   if (failed(runPipeline(module, [](OpPassManager &pm) {
         pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
       })))
@@ -291,6 +377,7 @@ Error outlineKernels(ModuleOp module, const codegen::GPUCodegenOptions &options,
       failed(checkAllOnDevice(module)))
     return diagnostics.error("mapping parallel loops to GPU kernels failed");
 
+  sinkViewsIntoLaunches(module);
   if (failed(runPipeline(module,
                          [](OpPassManager &pm) {
                            pm.addPass(createGpuLaunchSinkIndexComputationsPass());
@@ -316,6 +403,8 @@ Expected<std::string> lowerKernelsToPTX(ModuleOp module, llvm::StringRef chip,
 
         OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
         kernels.addPass(createStripDebugInfoPass());
+        // The views kernels compute (sinkViewsIntoLaunches) as offsets of their buffers.
+        kernels.addPass(memref::createExpandStridedMetadataPass());
         kernels.addPass(createLowerAffinePass());
         kernels.addPass(createSCFToControlFlowPass());
         // f16/bf16 transcendental functions are computed in f32 (libdevice has no others).
@@ -431,7 +520,7 @@ Error codegen::checkGPUArchitecture(llvm::StringRef chip) {
   if (llvm::is_contained(kGPUArchitectures, chip))
     return Error::success();
   return errorf("unknown CUDA architecture '" + chip + "'; expected one of " +
-                llvm::join(kGPUArchitectures, ", "));
+                llvm::join(llvm::ArrayRef(kGPUArchitectures), ", "));
 }
 
 Expected<std::string> codegen::compileToPTX(ModuleOp linalgModule, llvm::StringRef chip,
