@@ -407,15 +407,17 @@ std::string cudaFileName(llvm::StringRef chip, llvm::StringRef extension) {
   return ("kernels/" + chip + "." + extension).str();
 }
 
-json::Object describeBuffer(const codegen::GPUKernelBuffer &buffer) {
-  using Kind = codegen::GPUKernelBuffer::Kind;
-  switch (buffer.kind) {
+json::Object describeArgument(const codegen::GPUKernelArgument &argument) {
+  using Kind = codegen::GPUKernelArgument::Kind;
+  switch (argument.kind) {
   case Kind::Argument:
-    return json::Object{{"kind", "arg"}, {"index", buffer.argument}, {"bytes", buffer.bytes}};
+    return json::Object{{"kind", "arg"}, {"index", argument.argument}, {"bytes", argument.bytes}};
   case Kind::Temporary:
-    return json::Object{{"kind", "temp"}, {"bytes", buffer.bytes}};
+    return json::Object{{"kind", "temp"}, {"bytes", argument.bytes}};
   case Kind::View:
-    return json::Object{{"kind", "view"}, {"bytes", buffer.bytes}};
+    return json::Object{{"kind", "view"}, {"bytes", argument.bytes}};
+  case Kind::Scalar:
+    return json::Object{{"kind", "scalar"}, {"type", argument.scalarType}};
   }
   llvm_unreachable("every buffer kind is described");
 }
@@ -433,15 +435,15 @@ json::Object buildCudaKernelsJson(const PlanCudaKernels &cuda) {
   for (const auto &[function, calls] : cuda.step.calls)
     functions[function] = json::Object{{"calls", json::Array(calls)}, {"launches", json::Array()}};
   for (const codegen::GPUKernelLaunch &launch : cuda.step.launches) {
-    json::Array buffers;
-    for (const codegen::GPUKernelBuffer &buffer : launch.buffers)
-      buffers.push_back(describeBuffer(buffer));
+    json::Array arguments;
+    for (const codegen::GPUKernelArgument &argument : launch.arguments)
+      arguments.push_back(describeArgument(argument));
     // step.calls lists every function that launches kernels.
     functions.getObject(launch.function)->getArray("launches")->push_back(json::Object{
         {"kernel", launch.kernel},
         {"grid", json::Array{launch.grid[0], launch.grid[1], launch.grid[2]}},
         {"block", json::Array{launch.block[0], launch.block[1], launch.block[2]}},
-        {"buffers", std::move(buffers)}});
+        {"args", std::move(arguments)}});
   }
   return json::Object{{"block_size", cuda.blockSize},
                       {"binaries", std::move(binaries)},

@@ -1068,21 +1068,26 @@ KernelsInfo readKernels(const JsonValue &v, const std::string &path,
 /// forward_backward's gradients, the optimizer layout (Plan::stateLayout) for states and
 /// optimizer_step's gradients. Buffers naming no table entry are left to KernelLibrary, which
 /// rejects them.
-CudaLaunchBuffer readCudaLaunchBuffer(const JsonValue &v, const std::string &path) {
+CudaLaunchArgument readCudaLaunchArgument(const JsonValue &v, const std::string &path) {
   const JsonObject &o = asObject(v, path);
-  CudaLaunchBuffer b;
+  CudaLaunchArgument a;
   const std::string &kind = asString(get(o, path, "kind"), member(path, "kind"));
-  if (kind == "arg") {
-    b.kind = CudaLaunchBuffer::Kind::Argument;
-    b.index = asInt(get(o, path, "index"), member(path, "index"), 0, "a non-negative index");
-  } else if (kind == "temp") {
-    b.kind = CudaLaunchBuffer::Kind::Temporary;
-  } else if (kind != "view") {
-    fail(member(path, "kind"),
-         concat("unknown launch buffer kind ", quoteForMessage(kind), " (arg, temp or view)"));
+  if (kind == "scalar") {
+    a.kind = CudaLaunchArgument::Kind::Scalar;
+    a.scalarType = asName(get(o, path, "type"), member(path, "type"));
+    return a;
   }
-  b.bytes = readCount(o, path, "bytes");
-  return b;
+  if (kind == "arg") {
+    a.kind = CudaLaunchArgument::Kind::Argument;
+    a.index = asInt(get(o, path, "index"), member(path, "index"), 0, "a non-negative index");
+  } else if (kind == "temp") {
+    a.kind = CudaLaunchArgument::Kind::Temporary;
+  } else if (kind != "view") {
+    fail(member(path, "kind"), concat("unknown launch argument kind ", quoteForMessage(kind),
+                                      " (arg, temp, view or scalar)"));
+  }
+  a.bytes = readCount(o, path, "bytes");
+  return a;
 }
 
 /// `grid` or `block`: three positive sizes.
@@ -1106,10 +1111,10 @@ CudaLaunch readCudaLaunch(const JsonValue &v, const std::string &path) {
   launch.block = readLaunchSize(o, path, "block");
   if (launch.block[0] * launch.block[1] * launch.block[2] > 1024)
     fail(member(path, "block"), "has more than 1024 threads");
-  std::string buffersPath = member(path, "buffers");
-  const JsonArray &buffers = asArray(get(o, path, "buffers"), buffersPath);
-  for (size_t i = 0; i < buffers.size(); ++i)
-    launch.buffers.push_back(readCudaLaunchBuffer(buffers[i], element(buffersPath, i)));
+  std::string argsPath = member(path, "args");
+  const JsonArray &args = asArray(get(o, path, "args"), argsPath);
+  for (size_t i = 0; i < args.size(); ++i)
+    launch.args.push_back(readCudaLaunchArgument(args[i], element(argsPath, i)));
   return launch;
 }
 

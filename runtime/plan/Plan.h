@@ -300,20 +300,23 @@ struct KernelsInfo {
   std::vector<StageKernels> stages;
 };
 
-/// A buffer a CUDA kernel launch passes (`kernels.cuda.functions.<f>.launches[i].buffers`).
-struct CudaLaunchBuffer {
-  enum class Kind { Argument, Temporary, View };
+/// What a CUDA kernel launch passes for one parameter
+/// (`kernels.cuda.functions.<f>.launches[i].args`): a buffer or a scalar.
+struct CudaLaunchArgument {
+  enum class Kind { Argument, Temporary, View, Scalar };
   Kind kind = Kind::View;
   /// The function argument's position (Kind::Argument), else -1.
   int64_t index = -1;
   int64_t bytes = 0;
+  /// A scalar's MLIR type ("index", "i64", ...).
+  std::string scalarType;
 };
 
 /// One kernel launch of a step function, in the order the function runs them.
 struct CudaLaunch {
   std::string kernel;
   std::array<int64_t, 3> grid{}, block{};
-  std::vector<CudaLaunchBuffer> buffers;
+  std::vector<CudaLaunchArgument> args;
 };
 
 /// A step function's CUDA side: its launches, and the functions it calls (GEMMs,

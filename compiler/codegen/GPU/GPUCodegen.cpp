@@ -140,7 +140,7 @@ bool isSerialKernel(scf::ForOp loop) {
 /// become `linalg.copy`, and an op without parallel dimensions (a full reduction, a scalar)
 /// is wrapped in a one-iteration `scf.parallel`, the kernel of a single thread. A serial
 /// loop of the host (isSerialKernel) becomes one single-thread kernel, the linalg ops in it
-/// sequential loops.
+/// sequential loops and its allocations hoisted before it.
 LogicalResult prepareLinalgOps(ModuleOp module) {
   IRRewriter rewriter(module.getContext());
   module.walk([&](memref::CopyOp copy) {
@@ -153,6 +153,15 @@ LogicalResult prepareLinalgOps(ModuleOp module) {
       serialLoops.push_back(loop);
   });
   for (scf::ForOp loop : serialLoops) {
+    // A kernel cannot allocate (malloc is not linked into the PTX): the loop's scratch
+    // buffers are allocated once before it, on the host, and reused by every iteration.
+    SmallVector<memref::AllocOp> allocations;
+    loop.walk([&](memref::AllocOp alloc) { allocations.push_back(alloc); });
+    for (memref::AllocOp alloc : allocations) {
+      if (!alloc->getOperands().empty())
+        return alloc.emitError("has a dynamic size in a loop that runs as a GPU kernel");
+      alloc->moveBefore(loop);
+    }
     SmallVector<linalg::LinalgOp> inside;
     loop.walk([&](linalg::LinalgOp op) { inside.push_back(op); });
     for (linalg::LinalgOp op : inside) {
@@ -439,19 +448,28 @@ Expected<std::string> lowerKernelsToPTX(ModuleOp module, llvm::StringRef chip,
   return ptx;
 }
 
-/// What a launch passes in `value`: an argument of `function`, a temporary, or a view.
-codegen::GPUKernelBuffer describeBuffer(Value value, func::FuncOp function) {
-  codegen::GPUKernelBuffer buffer{codegen::GPUKernelBuffer::Kind::View};
-  if (auto type = dyn_cast<MemRefType>(value.getType()); type && type.hasStaticShape())
-    buffer.bytes = type.getNumElements() * llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+/// What a launch passes in `value`: an argument of `function`, a temporary, another view,
+/// or a scalar.
+codegen::GPUKernelArgument describeArgument(Value value, func::FuncOp function) {
+  using Kind = codegen::GPUKernelArgument::Kind;
+  codegen::GPUKernelArgument described{Kind::View};
+  auto type = dyn_cast<MemRefType>(value.getType());
+  if (!type) {
+    described.kind = Kind::Scalar;
+    llvm::raw_string_ostream os(described.scalarType);
+    value.getType().print(os);
+    return described;
+  }
+  if (type.hasStaticShape())
+    described.bytes = type.getNumElements() * llvm::divideCeil(type.getElementTypeBitWidth(), 8);
   if (auto argument = dyn_cast<BlockArgument>(value);
       argument && argument.getOwner() == &function.getBody().front()) {
-    buffer.kind = codegen::GPUKernelBuffer::Kind::Argument;
-    buffer.argument = argument.getArgNumber();
+    described.kind = Kind::Argument;
+    described.argument = argument.getArgNumber();
   } else if (isa_and_nonnull<memref::AllocOp, memref::AllocaOp>(value.getDefiningOp())) {
-    buffer.kind = codegen::GPUKernelBuffer::Kind::Temporary;
+    described.kind = Kind::Temporary;
   }
-  return buffer;
+  return described;
 }
 
 /// Each host function's launches and calls.
@@ -488,7 +506,7 @@ LogicalResult describeHost(ModuleOp module, codegen::GPUStepKernels &kernels) {
         described.block[d] = *b;
       }
       for (Value operand : launch.getKernelOperands())
-        described.buffers.push_back(describeBuffer(operand, function));
+        described.arguments.push_back(describeArgument(operand, function));
       return WalkResult::advance();
     });
     if (result.wasInterrupted())

@@ -58,15 +58,18 @@ llvm::Error checkGPUArchitecture(llvm::StringRef chip);
 llvm::Expected<std::string> compileToPTX(mlir::ModuleOp linalgModule, llvm::StringRef chip,
                                          const GPUCodegenOptions &options = {});
 
-/// A buffer a kernel launch passes: a host function's argument, a temporary it allocates,
-/// or a view of either.
-struct GPUKernelBuffer {
-  enum class Kind { Argument, Temporary, View };
+/// What a kernel launch passes for one kernel parameter: a buffer (the host function's
+/// argument, a temporary it allocates, or another view) or a scalar (a loop index, a
+/// dropout key word).
+struct GPUKernelArgument {
+  enum class Kind { Argument, Temporary, View, Scalar };
   Kind kind;
-  /// The argument's position (Kind::Argument), else -1.
+  /// The function argument's position (Kind::Argument), else -1.
   int64_t argument = -1;
-  /// The bytes the buffer's type spans.
+  /// The bytes the buffer's type spans (0 for a scalar or a dynamic shape).
   int64_t bytes = 0;
+  /// A scalar's type ("index", "i64", "f32", ...).
+  std::string scalarType;
 };
 
 /// One launch of a host function, in the order the function runs them.
@@ -75,7 +78,7 @@ struct GPUKernelLaunch {
   std::string function;
   std::array<int64_t, 3> grid = {1, 1, 1};
   std::array<int64_t, 3> block = {1, 1, 1};
-  std::vector<GPUKernelBuffer> buffers;
+  std::vector<GPUKernelArgument> arguments;
 };
 
 /// The kernels of a step and the PTX of each chip.
