@@ -339,8 +339,6 @@ LogicalResult mergeKernelModules(ModuleOp module) {
         mergedSymbols.insert(callee.clone());
     old.erase();
   }
-  for (auto kernel : merged.getOps<gpu::GPUFuncOp>())
-    for (Type t : kernel.getArgumentTypes()) if (auto m = dyn_cast<MemRefType>(t); m && (!m.getLayout().isIdentity() || !m.hasStaticShape())) { llvm::errs() << kernel.getName() << " " << t << "\n"; }
   if (failed(codegen::defineDropoutKeep(merged)))
     return failure();
   for (auto callee : merged.getOps<func::FuncOp>())
