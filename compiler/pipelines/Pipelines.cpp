@@ -114,6 +114,12 @@ void mtc::buildCPUStepPipeline(OpPassManager &pm) {
   buildCPUPipeline(pm);
 }
 
+void mtc::buildGPUBufferizePipeline(OpPassManager &pm) {
+  pm.addPass(codegen::createEraseMTDeclarationsPass());
+  codegen::buildBufferizePassPipeline(pm);
+  pm.addPass(codegen::createBatchMatmulToCallsPass());
+}
+
 void mtc::registerPipelines() {
   PassPipelineRegistration<TrainingPipelineOptions>(
       "mtc-training-pipeline", "From the frontend's mt module to the training step",
@@ -139,6 +145,10 @@ void mtc::registerPipelines() {
   PassPipelineRegistration<>("mtc-cpu-pipeline",
                              "CPU backend: linalg on tensors to the LLVM dialect",
                              buildCPUPipeline);
+  PassPipelineRegistration<>(
+      "mtc-gpu-bufferize-pipeline",
+      "GPU backend: linalg on tensors to buffers with f32 batched products as GEMM calls",
+      buildGPUBufferizePipeline);
   PassPipelineRegistration<>("mtc-cpu-step-pipeline",
                              "From the training step to the LLVM dialect for the CPU",
                              buildCPUStepPipeline);

@@ -10,6 +10,7 @@
 //     -> linalg on tensors          buildToLinalgPipeline      [mtc-to-linalg-pipeline]
 //     -> buffers (CPU backend)      buildCPUBufferizePipeline  [mtc-cpu-bufferize-pipeline]
 //     -> LLVM dialect               buildCPUToLLVMPipeline     [mtc-cpu-to-llvm-pipeline]
+//     -> buffers (GPU backend)      buildGPUBufferizePipeline  [mtc-gpu-bufferize-pipeline]
 //
 // `mtc compile --kernels=x86` runs them one after the other because it reads the module
 // between stages: the calling convention and the collectives after partitioning, the arena
@@ -73,6 +74,12 @@ void buildCPUPipeline(mlir::OpPassManager &pm);
 /// From the training step to the LLVM dialect for the CPU: buildPartitionPipeline,
 /// buildToLinalgPipeline, buildCPUPipeline.
 void buildCPUStepPipeline(mlir::OpPassManager &pm);
+
+/// The GPU backend's buffers, what codegen::compileStepKernels takes: the module-level `mt`
+/// declarations erased, the shared bufferization (mtc-bufferize-pipeline), and f32 batched
+/// products as calls of the runtime's GEMM (mtc-batch-matmul-to-calls, as on the CPU: on a
+/// GPU the call is meant for cuBLASLt), so that GEMMs do not become naive kernels.
+void buildGPUBufferizePipeline(mlir::OpPassManager &pm);
 
 /// Registers every pipeline above for mt-opt.
 void registerPipelines();

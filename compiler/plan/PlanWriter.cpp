@@ -400,6 +400,58 @@ void mtc::printMemoryPrediction(const MemoryPrediction &memory, llvm::raw_ostrea
   line("peak", memory.buffers() + memory.workspace.value_or(0));
 }
 
+namespace {
+
+/// `kernels/<chip>.<extension>`.
+std::string cudaFileName(llvm::StringRef chip, llvm::StringRef extension) {
+  return ("kernels/" + chip + "." + extension).str();
+}
+
+json::Object describeArgument(const codegen::GPUKernelArgument &argument) {
+  using Kind = codegen::GPUKernelArgument::Kind;
+  switch (argument.kind) {
+  case Kind::Argument:
+    return json::Object{{"kind", "arg"}, {"index", argument.argument}, {"bytes", argument.bytes}};
+  case Kind::Temporary:
+    return json::Object{{"kind", "temp"}, {"bytes", argument.bytes}};
+  case Kind::View:
+    return json::Object{{"kind", "view"}, {"bytes", argument.bytes}};
+  case Kind::Scalar:
+    return json::Object{{"kind", "scalar"}, {"type", argument.scalarType}};
+  }
+  llvm_unreachable("every buffer kind is described");
+}
+
+/// `kernels.cuda` (docs/plan-format.md, "Kernels").
+json::Object buildCudaKernelsJson(const PlanCudaKernels &cuda) {
+  json::Array binaries;
+  for (const auto &[chip, ptx] : cuda.step.ptx) {
+    json::Object binary{{"chip", chip}, {"ptx", cudaFileName(chip, "ptx")}};
+    if (llvm::any_of(cuda.cubins, [&](const auto &cubin) { return cubin.first == chip; }))
+      binary["cubin"] = cudaFileName(chip, "cubin");
+    binaries.push_back(std::move(binary));
+  }
+  json::Object functions;
+  for (const auto &[function, calls] : cuda.step.calls)
+    functions[function] = json::Object{{"calls", json::Array(calls)}, {"launches", json::Array()}};
+  for (const codegen::GPUKernelLaunch &launch : cuda.step.launches) {
+    json::Array arguments;
+    for (const codegen::GPUKernelArgument &argument : launch.arguments)
+      arguments.push_back(describeArgument(argument));
+    // step.calls lists every function that launches kernels.
+    functions.getObject(launch.function)->getArray("launches")->push_back(json::Object{
+        {"kernel", launch.kernel},
+        {"grid", json::Array{launch.grid[0], launch.grid[1], launch.grid[2]}},
+        {"block", json::Array{launch.block[0], launch.block[1], launch.block[2]}},
+        {"args", std::move(arguments)}});
+  }
+  return json::Object{{"block_size", cuda.blockSize},
+                      {"binaries", std::move(binaries)},
+                      {"functions", std::move(functions)}};
+}
+
+} // namespace
+
 llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const PlanSource &source,
                            llvm::StringRef path, const PlanKernels *kernels) {
   if (!trained.lookupSymbol<func::FuncOp>("forward") ||
@@ -417,9 +469,12 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
 
   std::string planJson;
   {
+    // The workspace is the x86 kernels' arena; the CUDA step has no memory plan yet.
+    std::optional<int64_t> workspace =
+        kernels && kernels->x86SharedObject ? std::optional<int64_t>(kernels->workspaceBytes)
+                                            : std::nullopt;
     json::Object manifestJson =
-        buildManifestJson(trained, stats, source,
-                          kernels ? std::optional<int64_t>(kernels->workspaceBytes) : std::nullopt,
+        buildManifestJson(trained, stats, source, workspace,
                           kernels ? &kernels->collectiveBytes : nullptr);
     // Pipeline parallelism: the contract's "pipeline" object (docs/plan-format.md).
     FailureOr<pipeline::StageCut> cut = pipeline::computeStageCut(trained);
@@ -427,17 +482,21 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
       return llvm::createStringError("the pipeline cut is not possible");
     if (cut->numChunks() > 1) {
       FailureOr<json::Object> pipeline =
-          buildPipelineJson(trained, *cut, stepMicroBatches(trained),
-                            kernels ? std::optional<int64_t>(kernels->workspaceBytes)
-                                    : std::nullopt);
+          buildPipelineJson(trained, *cut, stepMicroBatches(trained), workspace);
       if (failed(pipeline))
         return llvm::createStringError("the pipeline schedules cannot be built");
       manifestJson["pipeline"] = std::move(*pipeline);
     }
-    if (kernels)
-      manifestJson["kernels"] = json::Object{
-          {"x86_64", json::Object{{"file", "kernels/x86_64.so"},
-                                  {"functions", json::Object(kernels->callingConvention)}}}};
+    if (kernels) {
+      json::Object targets;
+      if (kernels->x86SharedObject)
+        targets["x86_64"] =
+            json::Object{{"file", "kernels/x86_64.so"},
+                         {"functions", json::Object(kernels->callingConvention)}};
+      if (kernels->cuda)
+        targets["cuda"] = buildCudaKernelsJson(*kernels->cuda);
+      manifestJson["kernels"] = std::move(targets);
+    }
     llvm::raw_string_ostream os(planJson);
     os << llvm::formatv("{0:2}", json::Value(std::move(manifestJson))) << "\n";
   }
@@ -448,8 +507,18 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
   }
   SmallVector<std::pair<StringRef, StringRef>> files = {{"plan.json", planJson},
                                                         {"program.mlir", program}};
-  if (kernels)
-    files.push_back({"kernels/x86_64.so", kernels->x86SharedObject});
+  // Owns the names of the CUDA files while `files` refers to them.
+  std::vector<std::string> cudaFileNames;
+  if (kernels && kernels->x86SharedObject)
+    files.push_back({"kernels/x86_64.so", *kernels->x86SharedObject});
+  if (kernels && kernels->cuda) {
+    const PlanCudaKernels &cuda = *kernels->cuda;
+    cudaFileNames.reserve(cuda.step.ptx.size() + cuda.cubins.size());
+    for (const auto &[chip, ptx] : cuda.step.ptx)
+      files.push_back({cudaFileNames.emplace_back(cudaFileName(chip, "ptx")), ptx});
+    for (const auto &[chip, cubin] : cuda.cubins)
+      files.push_back({cudaFileNames.emplace_back(cudaFileName(chip, "cubin")), cubin});
+  }
   std::string manifest = "mtc-plan 2\n";
   for (auto [name, bytes] : files)
     manifest += llvm::formatv("{0} {1} {2}\n", sha256Hex(bytes), bytes.size(), name).str();

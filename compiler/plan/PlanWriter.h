@@ -10,6 +10,7 @@
 #define MTC_COMPILER_PLAN_PLANWRITER_H
 
 #include "compiler/analysis/ModelStats.h"
+#include "compiler/codegen/GPU/GPUCodegen.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 #include "compiler/sharding/CommunicationVolume.h"
@@ -26,13 +27,23 @@ struct PlanSource {
   std::string compilerVersion;
 };
 
-/// Compiled step functions: the bytes of `kernels/x86_64.so`, how to call them
-/// (CallingConvention.h, with each function's planned "arena") and the largest arena
-/// (CPUCodegen.h, planKernelMemory).
+/// The CUDA kernels of the step (`--target=cuda`): the launches and calls of each function
+/// and, per chip, the PTX and the cubin `ptxas` assembled (absent without ptxas).
+struct PlanCudaKernels {
+  codegen::GPUStepKernels step;
+  int64_t blockSize = 0;
+  /// (chip, cubin), the chips of step.ptx that have one.
+  std::vector<std::pair<std::string, std::string>> cubins;
+};
+
+/// Compiled step functions: for x86 (`--target=x86`) the bytes of `kernels/x86_64.so`,
+/// how to call them (CallingConvention.h, with each function's planned "arena") and the
+/// largest arena (CPUCodegen.h, planKernelMemory); for CUDA the kernels above.
 struct PlanKernels {
-  std::string x86SharedObject;
+  std::optional<std::string> x86SharedObject;
   llvm::json::Object callingConvention;
   int64_t workspaceBytes = 0;
+  std::optional<PlanCudaKernels> cuda;
   /// What one rank sends in the step's collectives (compiler/sharding).
   sharding::CollectiveBytes collectiveBytes;
 };

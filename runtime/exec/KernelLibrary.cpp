@@ -138,9 +138,14 @@ KernelLibrary::Handle::~Handle() {
 KernelLibrary::~KernelLibrary() = default;
 
 Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
+  if (!plan.x86Kernels && plan.cudaKernels)
+    return makeError(plan.dir.string(),
+                     ": the plan has CUDA kernels only, no x86 kernels (kernels/x86_64.so) for "
+                     "this CPU, and mtrun cannot run CUDA kernels yet: compile it with "
+                     "`mtc compile --target=x86,cuda`");
   if (!plan.x86Kernels)
     return makeError(plan.dir.string(), ": the plan has no compiled step for this CPU (compile "
-                                        "it with `mtc compile --kernels=x86`)");
+                                        "it with `mtc compile --target=x86`)");
   std::filesystem::path file = plan.dir / plan.x86Kernels->file;
   KernelLibrary lib;
   lib.handle_ = std::make_unique<Handle>();

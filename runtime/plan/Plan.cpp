@@ -148,6 +148,13 @@ const ParamInfo *Plan::findParam(std::string_view name) const {
   return nullptr;
 }
 
+size_t CudaKernelsInfo::numLaunches() const {
+  size_t n = 0;
+  for (const CudaFunction &f : functions)
+    n += f.launches.size();
+  return n;
+}
+
 const ManifestEntry *Plan::findFile(std::string_view name) const {
   for (const ManifestEntry &f : files)
     if (f.name == name)
@@ -1061,6 +1068,106 @@ KernelsInfo readKernels(const JsonValue &v, const std::string &path,
 /// forward_backward's gradients, the optimizer layout (Plan::stateLayout) for states and
 /// optimizer_step's gradients. Buffers naming no table entry are left to KernelLibrary, which
 /// rejects them.
+CudaLaunchArgument readCudaLaunchArgument(const JsonValue &v, const std::string &path) {
+  const JsonObject &o = asObject(v, path);
+  CudaLaunchArgument a;
+  const std::string &kind = asString(get(o, path, "kind"), member(path, "kind"));
+  if (kind == "scalar") {
+    a.kind = CudaLaunchArgument::Kind::Scalar;
+    a.scalarType = asName(get(o, path, "type"), member(path, "type"));
+    return a;
+  }
+  if (kind == "arg") {
+    a.kind = CudaLaunchArgument::Kind::Argument;
+    a.index = asInt(get(o, path, "index"), member(path, "index"), 0, "a non-negative index");
+  } else if (kind == "temp") {
+    a.kind = CudaLaunchArgument::Kind::Temporary;
+  } else if (kind != "view") {
+    fail(member(path, "kind"), concat("unknown launch argument kind ", quoteForMessage(kind),
+                                      " (arg, temp, view or scalar)"));
+  }
+  a.bytes = readCount(o, path, "bytes");
+  return a;
+}
+
+/// `grid` or `block`: three positive sizes.
+std::array<int64_t, 3> readLaunchSize(const JsonObject &o, const std::string &path,
+                                      std::string_view key) {
+  std::string sizePath = member(path, key);
+  const JsonArray &list = asArray(get(o, path, key), sizePath);
+  if (list.size() != 3)
+    fail(sizePath, concat("must be [x, y, z], found ", list.size(), " sizes"));
+  std::array<int64_t, 3> size{};
+  for (size_t d = 0; d < 3; ++d)
+    size[d] = asInt(list[d], element(sizePath, d), 1, "a positive size");
+  return size;
+}
+
+CudaLaunch readCudaLaunch(const JsonValue &v, const std::string &path) {
+  const JsonObject &o = asObject(v, path);
+  CudaLaunch launch;
+  launch.kernel = asName(get(o, path, "kernel"), member(path, "kernel"));
+  launch.grid = readLaunchSize(o, path, "grid");
+  launch.block = readLaunchSize(o, path, "block");
+  if (launch.block[0] * launch.block[1] * launch.block[2] > 1024)
+    fail(member(path, "block"), "has more than 1024 threads");
+  std::string argsPath = member(path, "args");
+  const JsonArray &args = asArray(get(o, path, "args"), argsPath);
+  for (size_t i = 0; i < args.size(); ++i)
+    launch.args.push_back(readCudaLaunchArgument(args[i], element(argsPath, i)));
+  return launch;
+}
+
+/// A `kernels/` file of plan.json that MANIFEST must list (loadPlan checks that).
+std::string readKernelFileName(const JsonObject &o, const std::string &path,
+                               std::string_view key) {
+  std::string name = asName(get(o, path, key), member(path, key));
+  if (!isSafePlanFileName(name))
+    fail(member(path, key), concat(quoteForMessage(name), " is not a plan file name"));
+  return name;
+}
+
+/// `kernels.cuda`.
+CudaKernelsInfo readCudaKernels(const JsonValue &v, const std::string &path) {
+  const JsonObject &o = asObject(v, path);
+  CudaKernelsInfo k;
+  k.blockSize = asInt(get(o, path, "block_size"), member(path, "block_size"), 1, 1024);
+  std::string binariesPath = member(path, "binaries");
+  const JsonArray &binaries = asArray(get(o, path, "binaries"), binariesPath);
+  if (binaries.empty())
+    fail(binariesPath, "lists no chip");
+  for (size_t i = 0; i < binaries.size(); ++i) {
+    std::string binaryPath = element(binariesPath, i);
+    const JsonObject &b = asObject(binaries[i], binaryPath);
+    CudaBinary binary;
+    binary.chip = asName(get(b, binaryPath, "chip"), member(binaryPath, "chip"));
+    for (const CudaBinary &other : k.binaries)
+      if (other.chip == binary.chip)
+        fail(member(binaryPath, "chip"), concat("lists ", binary.chip, " twice"));
+    binary.ptxFile = readKernelFileName(b, binaryPath, "ptx");
+    if (b.find("cubin"))
+      binary.cubinFile = readKernelFileName(b, binaryPath, "cubin");
+    k.binaries.push_back(std::move(binary));
+  }
+  std::string functionsPath = member(path, "functions");
+  for (const auto &[name, value] : asObject(get(o, path, "functions"), functionsPath)) {
+    std::string functionPath = member(functionsPath, name);
+    const JsonObject &f = asObject(value, functionPath);
+    CudaFunction function;
+    function.name = name;
+    std::string callsPath = member(functionPath, "calls");
+    const JsonArray &calls = asArray(get(f, functionPath, "calls"), callsPath);
+    for (size_t i = 0; i < calls.size(); ++i)
+      function.calls.push_back(asName(calls[i], element(callsPath, i)));
+    std::string launchesPath = member(functionPath, "launches");
+    const JsonArray &launches = asArray(get(f, functionPath, "launches"), launchesPath);
+    for (size_t i = 0; i < launches.size(); ++i)
+      function.launches.push_back(readCudaLaunch(launches[i], element(launchesPath, i)));
+    k.functions.push_back(std::move(function));
+  }
+  return k;
+}
+
 void checkLocalDims(const Plan &plan, const std::string &path) {
   const KernelsInfo &k = *plan.x86Kernels;
   auto check = [&](const std::optional<KernelFunction> &fn, std::string_view name) {
@@ -1205,10 +1312,14 @@ Plan readPlan(const JsonValue &root) {
       if (!plan.findParam(shared.name))
         fail(member(member("pipeline", "shared_params"), shared.name),
              concat("no parameter named '", shared.name, "' (a shared parameter is one of params)"));
-  if (const JsonValue *kernels = o.find("kernels"))
-    if (const JsonValue *x86 = asObject(*kernels, "kernels").find("x86_64"))
+  if (const JsonValue *kernels = o.find("kernels")) {
+    const JsonObject &targets = asObject(*kernels, "kernels");
+    if (const JsonValue *x86 = targets.find("x86_64"))
       plan.x86Kernels =
           readKernels(*x86, "kernels.x86_64", plan.dims, !plan.mesh.empty(), plan.pipeline);
+    if (const JsonValue *cuda = targets.find("cuda"))
+      plan.cudaKernels = readCudaKernels(*cuda, "kernels.cuda");
+  }
   if (plan.x86Kernels && !plan.mesh.empty())
     checkLocalDims(plan, "kernels.x86_64");
   return plan;
@@ -1261,12 +1372,21 @@ Expected<Plan> loadPlan(const std::filesystem::path &dir) {
   Expected<Plan> plan = parsePlanJson(planJson, concat(where, '/', kPlanJsonName));
   if (!plan)
     return plan.takeError();
-  if (plan->x86Kernels) {
+  std::vector<const std::string *> kernelFiles;
+  if (plan->x86Kernels)
+    kernelFiles.push_back(&plan->x86Kernels->file);
+  if (plan->cudaKernels)
+    for (const CudaBinary &binary : plan->cudaKernels->binaries) {
+      kernelFiles.push_back(&binary.ptxFile);
+      if (binary.cubinFile)
+        kernelFiles.push_back(&*binary.cubinFile);
+    }
+  for (const std::string *file : kernelFiles) {
     bool listed = false;
     for (const ManifestEntry &entry : manifest->second)
-      listed = listed || entry.name == plan->x86Kernels->file;
+      listed = listed || entry.name == *file;
     if (!listed)
-      return makeError(where, ": plan.json names the kernel file '", plan->x86Kernels->file,
+      return makeError(where, ": plan.json names the kernel file '", *file,
                        "', which MANIFEST does not list");
   }
   plan->dir = dir;

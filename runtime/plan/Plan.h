@@ -24,6 +24,7 @@
 #include "runtime/support/Error.h"
 #include "runtime/support/Json.h"
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -299,6 +300,51 @@ struct KernelsInfo {
   std::vector<StageKernels> stages;
 };
 
+/// What a CUDA kernel launch passes for one parameter
+/// (`kernels.cuda.functions.<f>.launches[i].args`): a buffer or a scalar.
+struct CudaLaunchArgument {
+  enum class Kind { Argument, Temporary, View, Scalar };
+  Kind kind = Kind::View;
+  /// The function argument's position (Kind::Argument), else -1.
+  int64_t index = -1;
+  int64_t bytes = 0;
+  /// A scalar's MLIR type ("index", "i64", ...).
+  std::string scalarType;
+};
+
+/// One kernel launch of a step function, in the order the function runs them.
+struct CudaLaunch {
+  std::string kernel;
+  std::array<int64_t, 3> grid{}, block{};
+  std::vector<CudaLaunchArgument> args;
+};
+
+/// A step function's CUDA side: its launches, and the functions it calls (GEMMs,
+/// collectives, layers), which stay on the host.
+struct CudaFunction {
+  std::string name;
+  std::vector<std::string> calls;
+  std::vector<CudaLaunch> launches;
+};
+
+/// The kernels of one chip: PTX, and the cubin ptxas assembled when the plan was compiled
+/// (absent when it was not found).
+struct CudaBinary {
+  std::string chip;
+  std::string ptxFile;
+  std::optional<std::string> cubinFile;
+};
+
+/// The plan's CUDA kernels (`kernels.cuda`, `mtc compile --target=cuda`). Nothing in the
+/// runtime launches them yet.
+struct CudaKernelsInfo {
+  int64_t blockSize = 0;
+  std::vector<CudaBinary> binaries;
+  std::vector<CudaFunction> functions;
+
+  size_t numLaunches() const;
+};
+
 /// One MANIFEST line.
 struct ManifestEntry {
   std::string name;   // relative to the plan directory
@@ -353,6 +399,8 @@ struct Plan {
   Predictions predictions;
   /// The compiled step for x86-64 CPUs (`mtc compile --kernels=x86`), if the plan has one.
   std::optional<KernelsInfo> x86Kernels;
+  /// The step's CUDA kernels (`mtc compile --target=cuda`), if the plan has them.
+  std::optional<CudaKernelsInfo> cudaKernels;
   /// `pipeline` (PipelineSchedule.h): the stages and each stage's task list per micro-batch
   /// count. Absent: one stage, the step of the kernels above.
   std::optional<PipelinePlan> pipeline;

@@ -120,5 +120,20 @@ std::string mtc::rt::describePlan(const Plan &plan) {
     printf("peak memory: %s per rank (the compiled step's temporaries %s)\n",
            humanBytes(double(*pr.memoryBytes.peak)).c_str(),
            humanBytes(double(*pr.memoryBytes.workspace)).c_str());
+  if (plan.x86Kernels)
+    printf("x86 kernels: %s\n", plan.x86Kernels->file.c_str());
+  if (plan.cudaKernels) {
+    const CudaKernelsInfo &cuda = *plan.cudaKernels;
+    size_t launching = 0;
+    for (const CudaFunction &f : cuda.functions)
+      launching += f.launches.empty() ? 0 : 1;
+    printf("gpu kernels: %zu CUDA kernels in %zu functions (blocks of up to %lld threads); no "
+           "executor launches them yet\n",
+           cuda.numLaunches(), launching, static_cast<long long>(cuda.blockSize));
+    for (const CudaBinary &b : cuda.binaries)
+      printf("  %-6s %s%s\n", b.chip.c_str(), b.ptxFile.c_str(),
+             b.cubinFile ? concat(", ", *b.cubinFile).c_str()
+                         : " (PTX only: no ptxas when compiled; the driver compiles it on load)");
+  }
   return out;
 }

@@ -10,6 +10,7 @@
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/codegen/CPU/CPUCodegen.h"
 #include "compiler/codegen/CPU/Workspace.h"
+#include "compiler/codegen/GPU/GPUCodegen.h"
 #include "compiler/pipeline/StageCut.h"
 #include "compiler/plan/CallingConvention.h"
 #include "compiler/plan/PipelinePlan.h"
@@ -70,22 +71,40 @@ cl::opt<EmitKind> emitKind(
                           "the training step: forward_backward, layer fwd/bwd, optimizer_step")),
     cl::sub(compileCommand), cl::cat(compileCategory));
 
-enum class KernelTarget { None, X86 };
-/// A plan that mtrun can train where it was compiled: the x86 step on an x86-64 host.
-KernelTarget hostKernelTarget() {
-  return Triple(sys::getProcessTriple()).getArch() == Triple::x86_64 ? KernelTarget::X86
-                                                                     : KernelTarget::None;
-}
-cl::opt<KernelTarget> kernelTarget(
-    "kernels", cl::desc("Compiled step functions to put in the plan (default: x86 on an x86-64 "
-                        "host, else none)"),
-    cl::init(hostKernelTarget()),
+enum class KernelTarget { None, X86, Cuda };
+cl::list<KernelTarget> kernelTargets(
+    "target",
+    cl::desc("Compiled step functions to put in the plan, comma-separated (default: x86 on an "
+             "x86-64 host, else none)"),
+    cl::CommaSeparated,
     cl::values(clEnumValN(KernelTarget::None, "none",
                           "none: the plan describes the model, mtrun cannot train it"),
                clEnumValN(KernelTarget::X86, "x86",
                           "kernels/x86_64.so: the whole step for this CPU, and its calling "
-                          "convention in plan.json")),
+                          "convention in plan.json"),
+               clEnumValN(KernelTarget::Cuda, "cuda",
+                          "kernels/<chip>.ptx (and .cubin where ptxas is found) for each "
+                          "--cuda-arch: every kernel of the step, and its launches in "
+                          "plan.json (no GPU executor runs them yet)")),
     cl::sub(compileCommand), cl::cat(compileCategory));
+cl::alias kernelTargetsOld("kernels", cl::desc("Alias for --target"), cl::aliasopt(kernelTargets),
+                           cl::cat(compileCategory));
+
+cl::list<std::string> cudaArchitectures(
+    "cuda-arch",
+    cl::desc("NVIDIA architectures of the CUDA kernels, comma-separated (default: "
+             "sm_80,sm_90)"),
+    cl::value_desc("sm_NN,..."), cl::CommaSeparated, cl::sub(compileCommand),
+    cl::cat(compileCategory));
+
+/// Whether the plan gets `target`'s kernels: those listed, or without --target a plan
+/// that mtrun can train where it was compiled (the x86 step on an x86-64 host).
+bool hasTarget(KernelTarget target) {
+  if (kernelTargets.getNumOccurrences() == 0)
+    return target == KernelTarget::X86 &&
+           Triple(sys::getProcessTriple()).getArch() == Triple::x86_64;
+  return llvm::is_contained(kernelTargets, target);
+}
 
 cl::opt<std::string> recompute(
     "recompute", cl::desc("Activation recomputation in the layers' backward: none, selective "
@@ -95,7 +114,7 @@ cl::opt<std::string> recompute(
 cl::opt<bool> printStats("stats",
                          cl::desc("Print parameter counts per tensor and in total, FLOPs per "
                                   "token and the memory per rank, instead of the IR (with "
-                                  "--kernels=x86, the peak memory, compiling the step to "
+                                  "--target=x86, the peak memory, compiling the step to "
                                   "buffers but not to machine code)"),
                          cl::sub(compileCommand), cl::cat(compileCategory));
 
@@ -287,6 +306,39 @@ int inspect() {
   return 0;
 }
 
+/// "mtc: error: ..." for a bad flag value (or another error outside MLIR diagnostics).
+LogicalResult flagError(const Twine &message) {
+  WithColor::error(errs(), "mtc") << message << "\n";
+  return failure();
+}
+
+/// --cuda-arch's chips (sm_80 and sm_90 by default).
+std::vector<std::string> cudaChips() {
+  if (cudaArchitectures.getNumOccurrences() == 0)
+    return {"sm_80", "sm_90"};
+  return std::vector<std::string>(cudaArchitectures.begin(), cudaArchitectures.end());
+}
+
+/// --target and --cuda-arch agree: `none` alone, --cuda-arch only with cuda and only known
+/// chips, each once.
+LogicalResult checkTargetFlags() {
+  if (hasTarget(KernelTarget::None) && kernelTargets.size() > 1)
+    return flagError("--target=none cannot be combined with other targets");
+  if (cudaArchitectures.getNumOccurrences() == 0)
+    return success();
+  if (!hasTarget(KernelTarget::Cuda))
+    return flagError("--cuda-arch chooses the chips of the CUDA kernels: give --target=cuda "
+                     "(or x86,cuda) too");
+  std::vector<std::string> chips = cudaChips();
+  for (auto [i, chip] : llvm::enumerate(chips)) {
+    if (Error err = mtc::codegen::checkGPUArchitecture(chip))
+      return flagError("--cuda-arch: " + toString(std::move(err)));
+    if (llvm::is_contained(ArrayRef(chips).take_front(i), chip))
+      return flagError("--cuda-arch lists " + chip + " twice");
+  }
+  return success();
+}
+
 /// Runs the pass pipeline `build` on `module`; diagnostics go to the context.
 LogicalResult runPipeline(mlir::ModuleOp module, void (*build)(mlir::OpPassManager &)) {
   mlir::PassManager pm(module.getContext());
@@ -339,36 +391,74 @@ FailureOr<int64_t> planArenas(mlir::ModuleOp buffers, mtc::PlanKernels *kernels 
   return workspace;
 }
 
-/// The training step compiled for the CPU, one stage after the other: lowerStep, the
-/// buffers (mtc-cpu-bufferize-pipeline) whose arenas are planned, the LLVM dialect
-/// (mtc-cpu-to-llvm-pipeline), then a shared object.
-FailureOr<mtc::PlanKernels> compileKernels(mlir::ModuleOp trained) {
-  mtc::PlanKernels kernels;
-  mlir::OwningOpRef<mlir::ModuleOp> module = lowerStep(trained, &kernels);
-  if (!module || failed(runPipeline(*module, mtc::buildCPUBufferizePipeline)))
+/// The training step compiled for the CPU, one stage after the other (`step`, lowerStep's
+/// output, is changed): the buffers (mtc-cpu-bufferize-pipeline) whose arenas are planned,
+/// the LLVM dialect (mtc-cpu-to-llvm-pipeline), then a shared object.
+LogicalResult compileX86Kernels(mlir::ModuleOp step, mtc::PlanKernels &kernels) {
+  if (failed(runPipeline(step, mtc::buildCPUBufferizePipeline)))
     return failure();
-  FailureOr<int64_t> workspace = planArenas(*module, &kernels);
+  FailureOr<int64_t> workspace = planArenas(step, &kernels);
   if (failed(workspace))
     return failure();
   kernels.workspaceBytes = *workspace;
-  if (failed(runPipeline(*module, mtc::buildCPUToLLVMPipeline)))
+  if (failed(runPipeline(step, mtc::buildCPUToLLVMPipeline)))
     return failure();
   SmallString<128> path;
-  if (std::error_code ec = sys::fs::createTemporaryFile("mtc-kernels", "so", path)) {
-    WithColor::error(errs(), "mtc") << "cannot create a temporary file: " << ec.message() << "\n";
-    return failure();
-  }
+  if (std::error_code ec = sys::fs::createTemporaryFile("mtc-kernels", "so", path))
+    return flagError("cannot create a temporary file: " + ec.message());
   llvm::scope_exit cleanup([&] { sys::fs::remove(path); });
-  if (Error err = mtc::codegen::compileToSharedObject(*module, path)) {
-    WithColor::error(errs(), "mtc") << toString(std::move(err)) << "\n";
-    return failure();
-  }
+  if (Error err = mtc::codegen::compileToSharedObject(step, path))
+    return flagError(toString(std::move(err)));
   ErrorOr<std::unique_ptr<MemoryBuffer>> bytes = MemoryBuffer::getFile(path);
-  if (!bytes) {
-    WithColor::error(errs(), "mtc") << "cannot read " << path << "\n";
-    return failure();
-  }
+  if (!bytes)
+    return flagError("cannot read " + path);
   kernels.x86SharedObject = (*bytes)->getBuffer().str();
+  return success();
+}
+
+/// The training step's CUDA kernels (`step`, lowerStep's output, is changed): the buffers
+/// (mtc-gpu-bufferize-pipeline), PTX for each --cuda-arch, and a cubin of each where ptxas
+/// is found (a note, not an error, where it is not).
+LogicalResult compileCudaKernels(mlir::ModuleOp step, mtc::PlanKernels &kernels) {
+  if (failed(runPipeline(step, mtc::buildGPUBufferizePipeline)))
+    return failure();
+  mtc::codegen::GPUCodegenOptions options;
+  Expected<mtc::codegen::GPUStepKernels> compiled =
+      mtc::codegen::compileStepKernels(step, cudaChips(), options);
+  if (!compiled)
+    return flagError(toString(compiled.takeError()));
+  mtc::PlanCudaKernels &cuda = kernels.cuda.emplace();
+  cuda.step = std::move(*compiled);
+  cuda.blockSize = options.blockSize;
+  std::string ptxas = mtc::codegen::findPtxas(options);
+  if (ptxas.empty()) {
+    WithColor::note(errs(), "mtc") << "no ptxas found (CUDA toolkit): the plan's CUDA kernels "
+                                      "are PTX only, for the driver to compile when loaded\n";
+    return success();
+  }
+  for (const auto &[chip, ptx] : cuda.step.ptx) {
+    Expected<std::string> cubin = mtc::codegen::assembleCubin(ptx, chip, ptxas);
+    if (!cubin)
+      return flagError(toString(cubin.takeError()));
+    cuda.cubins.emplace_back(chip, std::move(*cubin));
+  }
+  return success();
+}
+
+/// The training step compiled for each --target: lowered once (lowerStep), then by each
+/// backend from its own copy.
+FailureOr<mtc::PlanKernels> compileKernels(mlir::ModuleOp trained) {
+  mtc::PlanKernels kernels;
+  mlir::OwningOpRef<mlir::ModuleOp> step = lowerStep(trained, &kernels);
+  if (!step)
+    return failure();
+  if (hasTarget(KernelTarget::Cuda)) {
+    mlir::OwningOpRef<mlir::ModuleOp> copy(step->clone());
+    if (failed(compileCudaKernels(*copy, kernels)))
+      return failure();
+  }
+  if (hasTarget(KernelTarget::X86) && failed(compileX86Kernels(*step, kernels)))
+    return failure();
   return kernels;
 }
 
@@ -385,12 +475,6 @@ LogicalResult checkDivides(mlir::DictionaryAttr dims, StringRef flag, int64_t fa
       ok = false;
     }
   return success(ok);
-}
-
-/// "mtc: error: ..." for a bad flag value.
-LogicalResult flagError(const Twine &message) {
-  WithColor::error(errs(), "mtc") << message << "\n";
-  return failure();
 }
 
 /// A degree flag's value: at least 1.
@@ -617,7 +701,7 @@ LogicalResult checkTrainablePrecision(const mtc::frontend::Module &ast,
     diags.error(entry.value->range,
                 "precision " + entry.value->name +
                     " cannot be trained yet: mtrun trains fp32 models only (mixed precision "
-                    "is not supported); use 'precision fp32', or --kernels=none or "
+                    "is not supported); use 'precision fp32', or --target=none or "
                     "--emit=mt-train to compile without the trainable step");
     return failure();
   }
@@ -650,7 +734,9 @@ int compile() {
   mlir::OwningOpRef<mlir::ModuleOp> module = mtc::frontend::lowerToMT(*ast, context, diags);
   if (!module)
     return 1;
-  if (emitKind == EmitKind::Plan && !printStats && kernelTarget == KernelTarget::X86 &&
+  if (failed(checkTargetFlags()))
+    return 1;
+  if (emitKind == EmitKind::Plan && !printStats && hasTarget(KernelTarget::X86) &&
       failed(checkTrainablePrecision(*ast, diags)))
     return 1;
 
@@ -671,7 +757,7 @@ int compile() {
 
   // --stats needs the trained step only to predict the workspace of its kernels.
   bool statsWithKernels =
-      printStats && kernelTarget == KernelTarget::X86 && kernelTarget.getNumOccurrences() > 0;
+      printStats && hasTarget(KernelTarget::X86) && kernelTargets.getNumOccurrences() > 0;
   if ((emitKind != EmitKind::MT && !printStats) || statsWithKernels) {
     std::string policy = recompute;
     if (policy.empty())
@@ -693,7 +779,7 @@ int compile() {
     mtc::PlanSource source{inputFile, sourceMgr.getMemoryBuffer(bufferId)->getBuffer().str(),
                            versionText()};
     std::optional<mtc::PlanKernels> kernels;
-    if (kernelTarget == KernelTarget::X86) {
+    if (hasTarget(KernelTarget::X86) || hasTarget(KernelTarget::Cuda)) {
       FailureOr<mtc::PlanKernels> compiled = compileKernels(*module);
       if (failed(compiled))
         return 1;

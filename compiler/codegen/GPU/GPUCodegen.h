@@ -12,8 +12,11 @@
 // (min(N, blockSize), 1, 1) for N output elements; reductions run sequentially inside each
 // thread. Every kernel carries its block size as `.maxntid` in the PTX.
 //
-// The host side (which kernel runs when, on which buffers) is not emitted yet: the
-// runtime's stage programs will launch kernels (docs/architecture.md, "Codegen").
+// A training step (compileStepKernels) compiles the same way from its buffers, with the
+// host side kept only as a description: each function's launches (kernel, grid, block, the
+// buffers passed) and the functions it calls (GEMMs through mtc_batch_matmul_f32,
+// collectives, the layers). No host code is emitted and nothing launches the kernels yet
+// (docs/architecture.md, "Codegen").
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,7 +26,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
+#include <array>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mtc::codegen {
 
@@ -39,11 +45,67 @@ struct GPUCodegenOptions {
   std::string cudaPath;
 };
 
+/// The architectures the PTX (ISA 8.0) can target.
+inline constexpr const char *kGPUArchitectures[] = {"sm_70", "sm_75", "sm_80", "sm_86",
+                                                    "sm_87", "sm_89", "sm_90"};
+
+/// An error naming `chip` unless it is one of kGPUArchitectures.
+llvm::Error checkGPUArchitecture(llvm::StringRef chip);
+
 /// Compiles `linalgModule` (left unchanged: the backend works on a clone) to PTX for `chip`
-/// ("sm_80" or "sm_90"; any "sm_NN" NVPTX knows is accepted) and returns the PTX text. The
-/// PTX ISA version is 8.0 (`+ptx80`), which every supported chip accepts.
+/// (one of kGPUArchitectures) and returns the PTX text. The PTX ISA version is 8.0
+/// (`+ptx80`), which every supported chip accepts. Every linalg op becomes a kernel.
 llvm::Expected<std::string> compileToPTX(mlir::ModuleOp linalgModule, llvm::StringRef chip,
                                          const GPUCodegenOptions &options = {});
+
+/// What a kernel launch passes for one kernel parameter: a buffer (the host function's
+/// argument, a temporary it allocates, or another view) or a scalar (a loop index, a
+/// dropout key word).
+struct GPUKernelArgument {
+  enum class Kind { Argument, Temporary, View, Scalar };
+  Kind kind;
+  /// The function argument's position (Kind::Argument), else -1.
+  int64_t argument = -1;
+  /// The bytes the buffer's type spans (0 for a scalar or a dynamic shape).
+  int64_t bytes = 0;
+  /// A scalar's type ("index", "i64", "f32", ...).
+  std::string scalarType;
+};
+
+/// One launch of a host function, in the order the function runs them.
+struct GPUKernelLaunch {
+  std::string kernel;
+  std::string function;
+  std::array<int64_t, 3> grid = {1, 1, 1};
+  std::array<int64_t, 3> block = {1, 1, 1};
+  std::vector<GPUKernelArgument> arguments;
+};
+
+/// The kernels of a step and the PTX of each chip.
+struct GPUStepKernels {
+  std::vector<GPUKernelLaunch> launches;
+  /// Per host function (every function of the step, in module order): the functions it
+  /// calls, each once, in the order of their first call.
+  std::vector<std::pair<std::string, std::vector<std::string>>> calls;
+  /// (chip, PTX) in the order of `chips`.
+  std::vector<std::pair<std::string, std::string>> ptx;
+};
+
+/// Compiles the kernels of `buffers` (left unchanged), a step after
+/// mtc-gpu-bufferize-pipeline, to PTX for each of `chips`: every linalg op of every
+/// function becomes a kernel; calls (GEMMs, collectives, other functions) stay on the host
+/// and are listed.
+llvm::Expected<GPUStepKernels> compileStepKernels(mlir::ModuleOp buffers,
+                                                  llvm::ArrayRef<std::string> chips,
+                                                  const GPUCodegenOptions &options = {});
+
+/// The `ptxas` of the toolkit (GPUCodegenOptions::cudaPath's rules, then $PATH); empty if
+/// there is none.
+std::string findPtxas(const GPUCodegenOptions &options = {});
+
+/// Assembles `ptx` for `chip` with `ptxas` into a cubin and returns its bytes.
+llvm::Expected<std::string> assembleCubin(llvm::StringRef ptx, llvm::StringRef chip,
+                                          llvm::StringRef ptxas);
 
 } // namespace mtc::codegen
 

@@ -24,7 +24,7 @@
 // PTX-NEXT: )
 // PTX-NEXT: .maxntid 32, 1, 1
 
-// ARCH: error: unknown GPU architecture 'sm_9x'
+// ARCH: error: unknown CUDA architecture 'sm_9x'
 // NOOUT: error: --target=x86 writes a shared object: give its path with -o
 func.func @scale(%x: !mt.tensor<[seq=4, hidden=8], f32>, %g: !mt.tensor<[hidden=8], f32>)
     -> !mt.tensor<[seq=4, hidden=8], f32> {

@@ -889,6 +889,154 @@ TEST_F(PlanTest, KernelFileNameIsChecked) {
                       "kernels.x86_64.file: '../x86_64.so' is not a plan file name");
 }
 
+namespace {
+
+/// The valid plan with a `kernels.cuda` section: sm_80 with PTX and cubin, sm_90 with PTX
+/// only, and forward_backward launching one kernel on its argument 2, a temporary and a
+/// scalar, and calling the GEMM.
+JsonValue planWithCudaKernels() {
+  JsonValue v = validPlan();
+  JsonArray args{JsonObject{{"kind", "arg"}, {"index", 2}, {"bytes", 512}},
+                 JsonObject{{"kind", "temp"}, {"bytes", 64}},
+                 JsonObject{{"kind", "scalar"}, {"type", "index"}}};
+  JsonObject launch{{"kernel", "forward_backward_kernel_0"},
+                    {"grid", JsonArray{2, 1, 1}},
+                    {"block", JsonArray{256, 1, 1}},
+                    {"args", std::move(args)}};
+  JsonObject forwardBackward{{"calls", JsonArray{"mtc_batch_matmul_f32"}},
+                             {"launches", JsonArray{std::move(launch)}}};
+  v.getObject()->set(
+      "kernels",
+      JsonObject{{"cuda",
+                  JsonObject{{"block_size", 256},
+                             {"binaries",
+                              JsonArray{JsonObject{{"chip", "sm_80"},
+                                                   {"ptx", "kernels/sm_80.ptx"},
+                                                   {"cubin", "kernels/sm_80.cubin"}},
+                                        JsonObject{{"chip", "sm_90"}, {"ptx", "kernels/sm_90.ptx"}}}},
+                             {"functions",
+                              JsonObject{{"forward_backward", std::move(forwardBackward)}}}}}});
+  return v;
+}
+
+/// The cuda section of `v` (planWithCudaKernels) to edit.
+JsonObject &cudaSection(JsonValue &v) {
+  return *v.getObject()->find("kernels")->getObject()->find("cuda")->getObject();
+}
+
+JsonObject &firstLaunch(JsonValue &v) {
+  JsonObject &fb = *cudaSection(v).find("functions")->getObject()->find("forward_backward")
+                        ->getObject();
+  return *(*fb.find("launches")->getArray())[0].getObject();
+}
+
+} // namespace
+
+class CudaPlanTest : public PlanTest {
+protected:
+  /// Writes `json` with the CUDA files planWithCudaKernels names, each listed in MANIFEST
+  /// unless it is `unlisted`, and loads the plan.
+  Expected<Plan> loadWithCudaFiles(const JsonValue &json, std::string_view unlisted = {}) {
+    writePlan(json);
+    std::filesystem::create_directories(plan() / "kernels");
+    std::string manifest = "mtc-plan 2\n" + manifestLine("plan.json", planJson_);
+    for (const char *name : {"kernels/sm_80.ptx", "kernels/sm_80.cubin", "kernels/sm_90.ptx"}) {
+      std::string bytes = std::string("contents of ") + name;
+      writeBytes(plan() / name, bytes);
+      if (name != unlisted)
+        manifest += manifestLine(name, bytes);
+    }
+    writeManifest(manifest);
+    return loadPlan(plan());
+  }
+};
+
+TEST_F(CudaPlanTest, CudaKernelsAreRead) {
+  Expected<Plan> p = loadWithCudaFiles(planWithCudaKernels());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_FALSE(p->x86Kernels.has_value());
+  ASSERT_TRUE(p->cudaKernels.has_value());
+  const CudaKernelsInfo &cuda = *p->cudaKernels;
+  EXPECT_EQ(cuda.blockSize, 256);
+  ASSERT_EQ(cuda.binaries.size(), 2u);
+  EXPECT_EQ(cuda.binaries[0].chip, "sm_80");
+  EXPECT_EQ(cuda.binaries[0].ptxFile, "kernels/sm_80.ptx");
+  EXPECT_EQ(cuda.binaries[0].cubinFile, std::optional<std::string>("kernels/sm_80.cubin"));
+  EXPECT_FALSE(cuda.binaries[1].cubinFile.has_value());
+  ASSERT_EQ(cuda.functions.size(), 1u);
+  const CudaFunction &fb = cuda.functions[0];
+  EXPECT_EQ(fb.name, "forward_backward");
+  EXPECT_EQ(fb.calls, std::vector<std::string>{"mtc_batch_matmul_f32"});
+  ASSERT_EQ(fb.launches.size(), 1u);
+  EXPECT_EQ(cuda.numLaunches(), 1u);
+  const CudaLaunch &launch = fb.launches[0];
+  EXPECT_EQ(launch.kernel, "forward_backward_kernel_0");
+  EXPECT_EQ(launch.grid, (std::array<int64_t, 3>{2, 1, 1}));
+  EXPECT_EQ(launch.block, (std::array<int64_t, 3>{256, 1, 1}));
+  ASSERT_EQ(launch.args.size(), 3u);
+  EXPECT_EQ(launch.args[0].kind, CudaLaunchArgument::Kind::Argument);
+  EXPECT_EQ(launch.args[0].index, 2);
+  EXPECT_EQ(launch.args[0].bytes, 512);
+  EXPECT_EQ(launch.args[1].kind, CudaLaunchArgument::Kind::Temporary);
+  EXPECT_EQ(launch.args[2].kind, CudaLaunchArgument::Kind::Scalar);
+  EXPECT_EQ(launch.args[2].scalarType, "index");
+  // The summary lists them, and which chip has no cubin.
+  std::string summary = describePlan(*p);
+  EXPECT_CONTAINS(summary, "gpu kernels: 1 CUDA kernels in 1 functions (blocks of up to 256 "
+                           "threads); no executor launches them yet");
+  EXPECT_CONTAINS(summary, "sm_80  kernels/sm_80.ptx, kernels/sm_80.cubin");
+  EXPECT_CONTAINS(summary, "sm_90  kernels/sm_90.ptx (PTX only");
+}
+
+TEST_F(CudaPlanTest, CudaFilesMustBeListedAndIntact) {
+  for (const char *name : {"kernels/sm_80.ptx", "kernels/sm_80.cubin", "kernels/sm_90.ptx"}) {
+    Expected<Plan> p = loadWithCudaFiles(planWithCudaKernels(), name);
+    ASSERT_FALSE(p.ok()) << name;
+    EXPECT_EQ(p.error().message(), where() + ": plan.json names the kernel file '" + name +
+                                       "', which MANIFEST does not list");
+  }
+  // A truncated cubin is refused like any MANIFEST entry.
+  ASSERT_TRUE(loadWithCudaFiles(planWithCudaKernels()).ok());
+  writeBytes(plan() / "kernels" / "sm_80.cubin", "contents");
+  EXPECT_CONTAINS(loadError(), "kernels/sm_80.cubin is 8 bytes, MANIFEST says 31");
+}
+
+TEST_F(CudaPlanTest, CudaSectionErrors) {
+  const std::string launch = "kernels.cuda.functions.forward_backward.launches[0]";
+  auto expectError = [&](const std::function<void(JsonValue &)> &edit, const std::string &what) {
+    JsonValue v = planWithCudaKernels();
+    edit(v);
+    writePlan(v);
+    EXPECT_CONTAINS(loadError(), what);
+  };
+  expectError([](JsonValue &v) { cudaSection(v).set("binaries", JsonArray{}); },
+              "kernels.cuda.binaries: lists no chip");
+  expectError(
+      [](JsonValue &v) {
+        cudaSection(v).set("binaries", JsonArray{JsonObject{{"chip", "sm_80"}, {"ptx", "../a.ptx"}}});
+      },
+      "kernels.cuda.binaries[0].ptx: '../a.ptx' is not a plan file name");
+  expectError(
+      [](JsonValue &v) {
+        JsonObject sm80{{"chip", "sm_80"}, {"ptx", "kernels/sm_80.ptx"}};
+        cudaSection(v).set("binaries", JsonArray{sm80, sm80});
+      },
+      "kernels.cuda.binaries[1].chip: lists sm_80 twice");
+  expectError([](JsonValue &v) { cudaSection(v).set("block_size", 2048); },
+              "kernels.cuda.block_size: expected an integer from 1 to 1024");
+  expectError([](JsonValue &v) { firstLaunch(v).set("grid", JsonArray{2, 1}); },
+              launch + ".grid: must be [x, y, z], found 2 sizes");
+  expectError([](JsonValue &v) { firstLaunch(v).set("block", JsonArray{0, 1, 1}); },
+              launch + ".block[0]: expected a positive size");
+  expectError([](JsonValue &v) { firstLaunch(v).set("block", JsonArray{64, 32, 1}); },
+              launch + ".block: has more than 1024 threads");
+  expectError(
+      [](JsonValue &v) {
+        (*firstLaunch(v).find("args")->getArray())[0] = JsonObject{{"kind", "texture"}};
+      },
+      launch + ".args[0].kind: unknown launch argument kind 'texture' (arg, temp, view or scalar)");
+}
+
 TEST(BufferKindTest, NamesRoundTrip) {
   for (BufferKind kind : {BufferKind::Input, BufferKind::Param, BufferKind::State, BufferKind::Grad,
                           BufferKind::Loss, BufferKind::Step, BufferKind::GradScale,

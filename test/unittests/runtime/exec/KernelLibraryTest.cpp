@@ -36,7 +36,7 @@ std::string loadError(const Plan &plan) {
 
 TEST(KernelLibraryTest, PlanWithoutKernels) {
   EXPECT_EQ(loadError(smallPlan()), "small.plan: the plan has no compiled step for this CPU "
-                                    "(compile it with `mtc compile --kernels=x86`)");
+                                    "(compile it with `mtc compile --target=x86`)");
 }
 
 TEST(KernelLibraryTest, NotASharedObject) {

@@ -17,10 +17,25 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "compiler/codegen/GPU/DropoutKeep.h"
+#include "runtime/support/Philox.h"
+
+#include "mlir/Pass/Pass.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
+#include <random>
 #include <string>
 
 using namespace mtc;
@@ -118,13 +133,79 @@ TEST_F(GPUCodegenTest, Errors) {
   llvm::Expected<std::string> badChip = codegen::compileToPTX(*module, "gfx90a");
   ASSERT_FALSE(static_cast<bool>(badChip));
   EXPECT_EQ(llvm::toString(badChip.takeError()),
-            "unknown GPU architecture 'gfx90a'; expected sm_80, sm_90, ...");
+            "unknown CUDA architecture 'gfx90a'; expected one of sm_70, sm_75, sm_80, sm_86, "
+            "sm_87, sm_89, sm_90");
+  llvm::Expected<codegen::GPUStepKernels> badStepChip =
+      codegen::compileStepKernels(*module, {"sm_80", "sm_100"});
+  ASSERT_FALSE(static_cast<bool>(badStepChip));
+  EXPECT_NE(llvm::toString(badStepChip.takeError()).find("'sm_100'"), std::string::npos);
 
   codegen::GPUCodegenOptions options;
   options.blockSize = 2048;
   llvm::Expected<std::string> badBlock = codegen::compileToPTX(*module, "sm_90", options);
   ASSERT_FALSE(static_cast<bool>(badBlock));
   EXPECT_NE(llvm::toString(badBlock.takeError()).find("between 1 and 1024"), std::string::npos);
+}
+
+/// The GPU kernels' dropout decision (DropoutKeep.cpp, arith ops) decides every element as
+/// the runtime's Philox (runtime/support/Philox.h) does: compiled here for the CPU from the
+/// same ops, under another name, and compared on many counters and keep probabilities.
+TEST_F(GPUCodegenTest, DropoutDecisionMatchesPhilox) {
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadDialect<mlir::gpu::GPUDialect, mlir::arith::ArithDialect, mlir::LLVM::LLVMDialect>();
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    gpu.module @kernels {
+      func.func private @mtc_dropout_keep_element(i64, i32, i64, i32, f32) -> i32
+    }
+  )mlir", &context);
+  ASSERT_TRUE(module);
+  auto kernels = *module->getOps<mlir::gpu::GPUModuleOp>().begin();
+  ASSERT_TRUE(mlir::succeeded(codegen::defineDropoutKeep(kernels)));
+  auto keep = *kernels.getOps<mlir::func::FuncOp>().begin();
+  ASSERT_FALSE(keep.isExternal());
+
+  // The definition on the host as `gpu_dropout_keep` (the CPU object links its own
+  // mtc_dropout_keep_element).
+  mlir::OwningOpRef<mlir::ModuleOp> host = mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
+  auto copy = llvm::cast<mlir::func::FuncOp>(keep->clone());
+  copy.setName("gpu_dropout_keep");
+  copy.setPublic();
+  host->push_back(copy);
+  mlir::PassManager pm(&context);
+  pm.addPass(mlir::createArithToLLVMConversionPass());
+  pm.addPass(mlir::createConvertFuncToLLVMPass());
+  pm.addPass(mlir::createReconcileUnrealizedCastsPass());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*host)));
+  llvm::SmallString<128> path;
+  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("dropout-keep", "so", path));
+  llvm::scope_exit remove([&] { llvm::sys::fs::remove(path); });
+  llvm::Error error = codegen::compileToSharedObject(*host, path);
+  ASSERT_FALSE(static_cast<bool>(error)) << llvm::toString(std::move(error));
+  void *library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(library, nullptr) << ::dlerror();
+  llvm::scope_exit close([&] { ::dlclose(library); });
+  using KeepFunction = int32_t (*)(uint64_t, uint32_t, uint64_t, uint32_t, float);
+  auto compiled = reinterpret_cast<KeepFunction>(::dlsym(library, "gpu_dropout_keep"));
+  ASSERT_NE(compiled, nullptr) << ::dlerror();
+
+  std::mt19937_64 random(7);
+  const float probabilities[] = {0.0f, 0.1f, 0.5f, 0.9f, 1.0f};
+  int kept = 0;
+  for (int i = 0; i < 20000; ++i) {
+    uint64_t seed = random(), index = random();
+    auto tensor = static_cast<uint32_t>(random()), step = static_cast<uint32_t>(random());
+    float probability = probabilities[i % 5];
+    int32_t expected = mtc_dropout_keep(seed, tensor, index, step, probability);
+    ASSERT_EQ(compiled(seed, tensor, index, step, probability), expected)
+        << "seed " << seed << " tensor " << tensor << " index " << index << " step " << step
+        << " keep " << probability;
+    kept += expected;
+  }
+  // Both outcomes were compared: 0.1 to 0.9 keep some elements and drop others.
+  EXPECT_GT(kept, 4000);
+  EXPECT_LT(kept, 16000);
 }
 
 } // namespace
