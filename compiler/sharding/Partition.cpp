@@ -235,20 +235,24 @@ Partitioner::dataLayout(func::FuncOp func, unsigned index, ShardedTensorType lay
   for (const auto &entry : spec.activationAxis) {
     if (!global.hasDim(entry.first()))
       continue;
-    if (!context.divisible(global, entry.first(), entry.second))
-      return func.emitError() << entry.second << " " << context.axisSize(entry.second)
-                              << " does not divide " << entry.first() << " = "
-                              << global.getDimSize(entry.first())
-                              << (result ? " of result #" : " of argument #") << index
-                              << " of @" << func.getSymName()
-                              << (entry.first() == mt::MTDialect::kBatchDimName
-                                      ? " (the micro-batch)"
-                                      : "")
-                              << (spec.mesh.isTwoChunk(entry.second)
-                                      ? " in 2 chunks per rank (ring attention's load "
-                                        "balancing cuts it in 2 x " +
-                                            entry.second + " chunks)"
-                                      : "");
+    if (!context.divisible(global, entry.first(), entry.second)) {
+      bool twoChunk = spec.mesh.isTwoChunk(entry.second);
+      InFlightDiagnostic diag = func.emitError();
+      if (twoChunk)
+        diag << "2 x " << entry.second << " = ";
+      else
+        diag << entry.second << " ";
+      diag << spec.mesh.getPieces(entry.second) << " does not divide "
+           << entry.first() << " = " << global.getDimSize(entry.first())
+           << (result ? " of result #" : " of argument #") << index << " of @"
+           << func.getSymName();
+      if (entry.first() == mt::MTDialect::kBatchDimName)
+        diag << " (the micro-batch)";
+      if (twoChunk)
+        diag << " (ring attention's load balancing cuts it in 2 chunks per " << entry.second
+             << " rank)";
+      return diag;
+    }
     data.split[entry.first()] = {entry.second};
   }
   if (data.split.empty())

@@ -102,20 +102,15 @@ int64_t PartitionContext::axisSize(StringRef axis) const {
   return *spec.mesh.getAxisSize(axis);
 }
 
-/// The equal pieces `axis` cuts a dimension into: two per coordinate of a two_chunk axis.
-static int64_t piecesOf(mtp::MeshAttr mesh, StringRef axis) {
-  return *mesh.getAxisSize(axis) * (mesh.isTwoChunk(axis) ? 2 : 1);
-}
-
 bool PartitionContext::divisible(NamedTensorType type, StringRef dim, StringRef axis) const {
-  return type.hasDim(dim) && type.getDimSize(dim) % piecesOf(spec.mesh, axis) == 0;
+  return type.hasDim(dim) && type.getDimSize(dim) % spec.mesh.getPieces(axis) == 0;
 }
 
 bool PartitionContext::splittable(NamedTensorType type, StringRef dim,
                                   ArrayRef<std::string> axes) const {
   int64_t parts = 1;
   for (const std::string &axis : axes)
-    parts *= piecesOf(spec.mesh, axis);
+    parts *= spec.mesh.getPieces(axis);
   return type.hasDim(dim) && type.getDimSize(dim) % parts == 0;
 }
 

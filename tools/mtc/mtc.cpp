@@ -627,7 +627,7 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
     return failure();
   // Ring attention balances causal work by cutting the sequence in 2 cp chunks.
   if (cp.value_or(1) > 1 && cpCommType == mtc::mt::ContextParallelCommType::P2P &&
-      failed(checkDivides(dims, "--cp-comm-type p2p cuts seq in 2 x cp chunks:", 2 * *cp,
+      failed(checkDivides(dims, "ring attention (cp_comm_type p2p) cuts seq in 2 x cp chunks:", 2 * *cp,
                           {"seq"})))
     return failure();
   if (pipelineFlags && failed(applyPipelineFlags(mtc::mt::countLayers(module), pp, schedule,

@@ -40,6 +40,9 @@ def MTP_MeshAttr : AttrDef<MTP_Dialect, "Mesh"> {
     int64_t getNumDevices() const;
     /// Whether axis `name` cuts what it splits in two chunks per coordinate.
     bool isTwoChunk(::llvm::StringRef name) const;
+    /// The equal pieces axis `name` cuts a dimension into: its size, twice that for a
+    /// two_chunk axis (two chunks per coordinate). The axis must be on the mesh.
+    int64_t getPieces(::llvm::StringRef name) const;
   }];
 }
 

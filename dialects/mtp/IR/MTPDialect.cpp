@@ -152,10 +152,22 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "mesh axis '" << name.getValue() << "' has size " << size
                          << "; sizes are positive";
   }
-  for (StringAttr name : twoChunk)
-    if (!llvm::is_contained(names, name))
+  // In mesh order and without repeats, so that equal meshes are one attribute.
+  ptrdiff_t previous = -1;
+  for (StringAttr name : twoChunk) {
+    ptrdiff_t position = llvm::find(names, name) - names.begin();
+    if (position == static_cast<ptrdiff_t>(names.size()))
       return emitError() << "two_chunk axis '" << name.getValue() << "' is not a mesh axis";
+    if (position <= previous)
+      return emitError() << "two_chunk axes must be listed once each in mesh order, found '"
+                         << name.getValue() << "' again or out of order";
+    previous = position;
+  }
   return success();
+}
+
+int64_t MeshAttr::getPieces(StringRef name) const {
+  return *getAxisSize(name) * (isTwoChunk(name) ? 2 : 1);
 }
 
 bool MeshAttr::isTwoChunk(StringRef name) const {
@@ -311,7 +323,7 @@ LogicalResult ShardedTensorType::verify(function_ref<InFlightDiagnostic()> emitE
         return failure();
       StringRef name = cast<StringAttr>(axis).getValue();
       twoChunk |= mesh.isTwoChunk(name);
-      parts *= *mesh.getAxisSize(name) * (mesh.isTwoChunk(name) ? 2 : 1);
+      parts *= mesh.getPieces(name);
     }
     int64_t size = global.getDimSize(dim);
     if (size % parts != 0)

@@ -1274,7 +1274,7 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type 
 // Tests that under ring attention a sequence that does not divide into 2 cp chunks is an
 // error naming the argument and the chunks (the mesh's cp is two_chunk).
 module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
-  // expected-error @+1 {{cp 2 does not divide seq = 6 of argument #0 of @forward in 2 chunks per rank (ring attention's load balancing cuts it in 2 x cp chunks)}}
+  // expected-error @+1 {{2 x cp = 4 does not divide seq = 6 of argument #0 of @forward (ring attention's load balancing cuts it in 2 chunks per cp rank)}}
   func.func @forward(%x: !mt.tensor<[seq=6, hidden=4], f32>) -> !mt.tensor<[], f32> {
     %l = mt.reduce_sum %x over [seq, hidden] : <[seq=6, hidden=4], f32> -> <[], f32>
     return %l : !mt.tensor<[], f32>
