@@ -149,6 +149,8 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   spec.mesh = mtp::MeshAttr::get(ctx, names, sizes);
   spec.expertDim = expertDim.empty() ? "experts" : expertDim;
   spec.splitExpertWeights = parallel.getExpertTensorParallel() == tp;
+  if (ep > 1 && tp > 1 && !spec.splitExpertWeights)
+    spec.foldedAxis = "tp";
   if (parallel.isSequenceParallel())
     spec.sequenceDim = "seq";
   return spec;
@@ -168,8 +170,11 @@ sharding::parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
     if (it->second == spec.expertAxis && dim.name.getValue() != leading)
       continue; // a router: every expert-parallel rank routes its own tokens
     if (it->second == "tp" && expertWeight && !spec.splitExpertWeights)
-      continue; // etp 1
-    split.set(dim.name, ArrayAttr::get(ctx, {StringAttr::get(ctx, it->second)}));
+      continue; // etp 1: the experts are split over tp instead
+    SmallVector<Attribute, 2> axes = {StringAttr::get(ctx, it->second)};
+    if (expertWeight && dim.name.getValue() == leading && !spec.foldedAxis.empty())
+      axes.push_back(StringAttr::get(ctx, spec.foldedAxis));
+    split.set(dim.name, ArrayAttr::get(ctx, axes));
   }
   auto layout = mtp::ShardedTensorType::getChecked(emitError, ctx, type, spec.mesh,
                                                    split.getDictionary(ctx),

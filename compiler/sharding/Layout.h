@@ -51,6 +51,11 @@ struct ShardingSpec {
   /// Expert tensor parallelism (etp = tp, Megatron's default): the expert weights are split
   /// over tp like the dense ones. Off (etp = 1): they are whole on every tp rank.
   bool splitExpertWeights = true;
+  /// Megatron's parallel folding (etp = 1 under tp > 1): the tensor-parallel axis ("tp")
+  /// folded into expert parallelism, splitting the experts inside their split over ep
+  /// (`experts = [ep, tp]`): each rank holds experts / (ep * tp) whole experts and computes
+  /// only theirs (empty when off).
+  std::string foldedAxis;
   /// Dimension -> the axis splitting it in the step's data from the entry on: `batch -> ep`
   /// (each expert-parallel rank routes its own part of the micro-batch, as Megatron's
   /// expert-parallel ranks are data-parallel ranks) and `seq -> cp` (context parallelism).
