@@ -120,8 +120,7 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   if (fold && experts % (ep * tp) != 0)
     return module.emitError() << "etp 1 folds tp into expert parallelism: the " << experts
                               << " experts cannot be split over ep x tp = " << ep << " x " << tp
-                              << " ranks; choose ep and tp whose product divides them, or "
-                                 "--etp "
+                              << " ranks; choose ep and tp whose product divides them, or --etp "
                               << tp << " (the expert weights split over tp like the dense ones)";
   if (auto it = spec.dimAxis.find(expertDim); ep > 1 && it != spec.dimAxis.end())
     return module.emitError() << "layout '" << expertDim << ": " << it->second

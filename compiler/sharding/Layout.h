@@ -75,8 +75,8 @@ mlir::FailureOr<ShardingSpec> getShardingSpec(mlir::ModuleOp module);
 /// The layout of a parameter of global type `type` (also of its states and gradient):
 /// every dimension the spec maps is split over its axis; `layers` never is, `experts`
 /// only where it leads (expert weights, not the router), and an expert weight's dimensions
-/// not over tp under etp 1 (its experts over [ep, tp] instead: the spec's foldedAxis). Fails, through
-/// `emitError`, when an axis does not divide its dimension.
+/// not over tp under etp 1 (its experts over [ep, tp] instead: the spec's foldedAxis).
+/// Fails, through `emitError`, when an axis does not divide its dimension.
 mlir::FailureOr<mtp::ShardedTensorType>
 parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
                 llvm::function_ref<mlir::InFlightDiagnostic()> emitError);

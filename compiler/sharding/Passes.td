@@ -107,8 +107,9 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     Not supported, reported as errors: a layout dimension mapped to
     another axis than `tp`, `ep` (the experts) or `cp` (the sequence) (`batch: dp` is the
     runtime's data parallelism), the distributed optimizer without `dp > 1`, `tp > 1` with
-    a layout that splits no parameter, an `etp` other than `tp` and 1 (or 1 where ep x tp does not divide the experts), a module that is not
-    outlined, an op without a partition rule.
+    a layout that splits no parameter, an `etp` other than `tp` and 1 (or 1 where ep x tp
+    does not divide the experts), a module that is not outlined, an op without a partition
+    rule.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mtc::mtp::MTPDialect",
                            "::mlir::func::FuncDialect"];
