@@ -55,6 +55,7 @@ case "$layout_set" in
       "ep2|--ep 2|--nodes 2"
       "ep4|--ep 4|--nodes 4"
       "ep2xtp2+sp|--ep 2 --tp 2 --sp|--nodes 4"
+      "ep2xtp2+sp+etp1|--ep 2 --tp 2 --sp --etp 1|--nodes 4"
       "ep2xdp2|--ep 2|--nodes 4"
       "ep2xpp2|--ep 2 --pp 2|--nodes 4"
     ) ;;

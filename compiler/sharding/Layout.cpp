@@ -29,11 +29,12 @@ static StringRef leadingDim(mt::NamedTensorType type) {
   return {};
 }
 
-/// Whether some parameter of `module` leads with `expertDim` (is split over ep).
-static bool hasExpertWeight(ModuleOp module, StringRef expertDim) {
-  return llvm::any_of(module.getOps<mt::ParamOp>(), [&](mt::ParamOp param) {
-    return leadingDim(cast<mt::NamedTensorType>(param.getType())) == expertDim;
-  });
+/// The first parameter of `module` leading with `expertDim` (split over ep), if any.
+static mt::ParamOp findExpertWeight(ModuleOp module, StringRef expertDim) {
+  for (mt::ParamOp param : module.getOps<mt::ParamOp>())
+    if (leadingDim(cast<mt::NamedTensorType>(param.getType())) == expertDim)
+      return param;
+  return {};
 }
 
 FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
@@ -80,12 +81,13 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
     return module.emitError() << "the distributed optimizer shards the optimizer state over "
                                  "data-parallel ranks: set dp above 1";
   // Expert tensor parallelism: the expert weights split over tp like the dense layers
-  // (etp = tp) or whole (etp = 1). Megatron's other degrees fold the experts onto ranks
-  // of their own (an expert-tensor-parallel group inside tp x dp), which the mesh has not.
+  // (etp = tp) or whole, with tp folded into expert parallelism (etp = 1: the experts
+  // split over [ep, tp]). Megatron's other degrees fold part of tp (an expert-tensor-parallel
+  // group inside tp), which needs the tp axis cut in two.
   if (int64_t etp = parallel.getExpertTensorParallel(); etp != tp && etp != 1)
     return module.emitError() << "etp " << etp << " is not supported: the expert weights are "
                               << "split over tp like the dense ones (etp = tp = " << tp
-                              << ") or whole on every tensor-parallel rank (etp = 1)";
+                              << ") or whole, tp folded into expert parallelism (etp = 1)";
   if (tp <= 1 && !shardState && ep <= 1 && cp <= 1)
     return ShardingSpec{};
   if (tp > 1 && !splitsAParameter(module, spec.dimAxis)) {
@@ -106,10 +108,20 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
     return diag << "; name this model's dimensions to split with --layout '<dim>:tp,...' (or "
                    "`layout { <dim>: tp }` in parallel {})";
   }
-  if (ep > 1 && !hasExpertWeight(module, expertDim))
+  mt::ParamOp expertWeight = ep > 1 ? findExpertWeight(module, expertDim) : mt::ParamOp();
+  if (ep > 1 && !expertWeight)
     return module.emitError() << "ep " << ep << " shards nothing: no parameter leads with the "
                               << "dimension '" << expertDim << "' of the experts (expert weights "
                               << "are laid out [" << expertDim << ", ...])";
+  // Parallel folding (etp 1 under tp > 1): the experts are split over ep x tp.
+  bool fold = ep > 1 && tp > 1 && parallel.getExpertTensorParallel() == 1;
+  int64_t experts =
+      expertWeight ? cast<mt::NamedTensorType>(expertWeight.getType()).getDimSize(expertDim) : 0;
+  if (fold && experts % (ep * tp) != 0)
+    return module.emitError() << "etp 1 folds tp into expert parallelism: the " << experts
+                              << " experts cannot be split over ep x tp = " << ep << " x " << tp
+                              << " ranks; choose ep and tp whose product divides them, or --etp "
+                              << tp << " (the expert weights split over tp like the dense ones)";
   if (auto it = spec.dimAxis.find(expertDim); ep > 1 && it != spec.dimAxis.end())
     return module.emitError() << "layout '" << expertDim << ": " << it->second
                               << "' and ep " << ep << " both split the experts: map '"
@@ -153,6 +165,8 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   spec.mesh = mtp::MeshAttr::get(ctx, names, sizes, twoChunk);
   spec.expertDim = expertDim.empty() ? "experts" : expertDim;
   spec.splitExpertWeights = parallel.getExpertTensorParallel() == tp;
+  if (fold)
+    spec.foldedAxis = "tp";
   if (parallel.isSequenceParallel())
     spec.sequenceDim = "seq";
   return spec;
@@ -172,8 +186,11 @@ sharding::parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
     if (it->second == spec.expertAxis && dim.name.getValue() != leading)
       continue; // a router: every expert-parallel rank routes its own tokens
     if (it->second == "tp" && expertWeight && !spec.splitExpertWeights)
-      continue; // etp 1
-    split.set(dim.name, ArrayAttr::get(ctx, {StringAttr::get(ctx, it->second)}));
+      continue; // etp 1: the experts are split over tp instead
+    SmallVector<Attribute, 2> axes = {StringAttr::get(ctx, it->second)};
+    if (expertWeight && dim.name.getValue() == leading && !spec.foldedAxis.empty())
+      axes.push_back(StringAttr::get(ctx, spec.foldedAxis));
+    split.set(dim.name, ArrayAttr::get(ctx, axes));
   }
   auto layout = mtp::ShardedTensorType::getChecked(emitError, ctx, type, spec.mesh,
                                                    split.getDictionary(ctx),

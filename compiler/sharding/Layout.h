@@ -49,8 +49,13 @@ struct ShardingSpec {
   /// weights are the parameters leading with it (after `layers`).
   std::string expertDim;
   /// Expert tensor parallelism (etp = tp, Megatron's default): the expert weights are split
-  /// over tp like the dense ones. Off (etp = 1): they are whole on every tp rank.
+  /// over tp like the dense ones. Off (etp = 1): they are whole (see foldedAxis).
   bool splitExpertWeights = true;
+  /// Megatron's parallel folding (etp = 1 under tp > 1): the tensor-parallel axis ("tp")
+  /// folded into expert parallelism, splitting the experts inside their split over ep
+  /// (`experts = [ep, tp]`): each rank holds experts / (ep * tp) whole experts and computes
+  /// only theirs (empty when off).
+  std::string foldedAxis;
   /// Dimension -> the axis splitting it in the step's data from the entry on: `batch -> ep`
   /// (each expert-parallel rank routes its own part of the micro-batch, as Megatron's
   /// expert-parallel ranks are data-parallel ranks) and `seq -> cp` (context parallelism).
@@ -63,14 +68,15 @@ struct ShardingSpec {
 /// module, on what the partitioner does not support (a layout entry on another axis than
 /// tp, ep (the experts' dimension) or cp (the sequence's), other than `batch: dp`; an ep or
 /// cp entry whose degree is 1; an ep without expert weights or with the experts mapped to
-/// another axis too; an expert tensor-parallel degree other than tp and 1).
+/// another axis too; an expert tensor-parallel degree other than tp and 1, or 1 under tp > 1
+/// where ep x tp does not divide the experts).
 mlir::FailureOr<ShardingSpec> getShardingSpec(mlir::ModuleOp module);
 
 /// The layout of a parameter of global type `type` (also of its states and gradient):
 /// every dimension the spec maps is split over its axis; `layers` never is, `experts`
 /// only where it leads (expert weights, not the router), and an expert weight's dimensions
-/// not over tp under etp 1. Fails, through
-/// `emitError`, when an axis does not divide its dimension.
+/// not over tp under etp 1 (its experts over [ep, tp] instead: the spec's foldedAxis).
+/// Fails, through `emitError`, when an axis does not divide its dimension.
 mlir::FailureOr<mtp::ShardedTensorType>
 parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
                 llvm::function_ref<mlir::InFlightDiagnostic()> emitError);

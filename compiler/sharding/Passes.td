@@ -18,7 +18,8 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     **Layouts.** A parameter (and its optimizer states and its gradient) is split along
     every dimension the layout maps to an axis: Megatron's default maps `heads`,
     `kv_heads`, `ffn` and `vocab` to `tp`; with `etp = 1` an expert weight (leading with
-    `experts`) is not split over `tp`. Token ids, the loss, the step scalars and
+    `experts`) is not split along its other dimensions, its experts over `[ep, tp]`
+    instead (Megatron's parallel folding). Token ids, the loss, the step scalars and
     everything else that enters or leaves the step are replicated. With `sp on`, `seq` is
     split over `tp` wherever nothing needs it whole (the norm and dropout regions); under
     context parallelism each of its cp parts is (`seq = [cp, tp]`).
@@ -107,8 +108,9 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     Not supported, reported as errors: a layout dimension mapped to
     another axis than `tp`, `ep` (the experts) or `cp` (the sequence) (`batch: dp` is the
     runtime's data parallelism), the distributed optimizer without `dp > 1`, `tp > 1` with
-    a layout that splits no parameter, an `etp` other than `tp` and 1, a module that is not
-    outlined, an op without a partition rule.
+    a layout that splits no parameter, an `etp` other than `tp` and 1 (or 1 where ep x tp
+    does not divide the experts), a module that is not outlined, an op without a partition
+    rule.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mtc::mtp::MTPDialect",
                            "::mlir::func::FuncDialect"];

@@ -139,7 +139,7 @@ cl::alias expertParallelLong("expert-model-parallel-size", cl::desc("Alias for -
 cl::opt<unsigned> expertTensorParallel(
     "etp",
     cl::desc("Tensor-parallel degree of the expert weights: tp (the default: split like the "
-             "dense layers) or 1 (whole on every tensor-parallel rank)"),
+             "dense layers) or 1 (whole, the experts split over ep x tp: parallel folding)"),
     cl::value_desc("N"), cl::sub(compileCommand), cl::cat(parallelCategory));
 cl::alias expertTensorParallelLong("expert-tensor-parallel-size", cl::desc("Alias for --etp"),
                                    cl::aliasopt(expertTensorParallel), cl::cat(parallelCategory));

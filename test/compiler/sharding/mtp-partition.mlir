@@ -1063,38 +1063,8 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, cp = 2, sp = 
 
 // -----
 
-// Tests expert tensor parallelism 1 (etp = 1 under tp 2, ep 2): an expert weight (leading
-// with experts) is split over ep only, its ffn whole on every tensor-parallel rank, so the
-// expert contraction computes whole rows (nothing partial over tp); a dense weight keeps
-// Megatron's ffn split over tp.
-// CHECK-LABEL: func.func @forward
-// CHECK-SAME: %arg1: !mt.tensor<[hidden=4, ffn=4], f32> {mt.param = @w}
-// CHECK-SAME: %arg2: !mt.tensor<[experts=1, hidden=4, ffn=8], f32> {mt.param = @we}
-// CHECK: mt.contract %arg0, %arg1 over [hidden] {{.*}} -> <[experts=2, capacity=4, ffn=4], f32>
-// CHECK: mtp.all_slice {{.*}} over "ep" along "experts"
-// CHECK: %[[E:.*]] = mt.contract {{.*}}, %arg2 over [hidden] : <[experts=1, capacity=4, hidden=4], f32>, <[experts=1, hidden=4, ffn=8], f32> -> <[experts=1, capacity=4, ffn=8], f32>
-// CHECK: %[[S:.*]] = mt.reduce_sum %[[E]]
-// CHECK: mtp.from_local %[[S]] : <[], f32> -> <[], f32, <[ep = 2, tp = 2]>, partial [ep]>
-// CHECK: return
-module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, ep = 2, etp = 1>} {
-  mt.param @w : !mt.tensor<[hidden=4, ffn=8], f32> init normal(2.000000e-02)
-  mt.param @we : !mt.tensor<[experts=2, hidden=4, ffn=8], f32> init normal(2.000000e-02)
-  func.func @forward(%x: !mt.tensor<[experts=2, capacity=4, hidden=4], f32>,
-                     %w: !mt.tensor<[hidden=4, ffn=8], f32> {mt.param = @w},
-                     %we: !mt.tensor<[experts=2, hidden=4, ffn=8], f32> {mt.param = @we}) -> !mt.tensor<[], f32> {
-    %d = mt.contract %x, %w over [hidden] : <[experts=2, capacity=4, hidden=4], f32>, <[hidden=4, ffn=8], f32> -> <[experts=2, capacity=4, ffn=8], f32>
-    %e = mt.contract %x, %we over [hidden] : <[experts=2, capacity=4, hidden=4], f32>, <[experts=2, hidden=4, ffn=8], f32> -> <[experts=2, capacity=4, ffn=8], f32>
-    %a = mt.reduce_sum %d over [experts, capacity, ffn] : <[experts=2, capacity=4, ffn=8], f32> -> <[], f32>
-    %b = mt.reduce_sum %e over [experts, capacity, ffn] : <[experts=2, capacity=4, ffn=8], f32> -> <[], f32>
-    %l = mt.add %a, %b : <[], f32>, <[], f32> -> <[], f32>
-    return %l : !mt.tensor<[], f32>
-  }
-}
-
-// -----
-
 // Tests that an expert tensor-parallel degree other than tp and 1 is refused.
-// expected-error @+1 {{etp 2 is not supported: the expert weights are split over tp like the dense ones (etp = tp = 4) or whole on every tensor-parallel rank (etp = 1)}}
+// expected-error @+1 {{etp 2 is not supported: the expert weights are split over tp like the dense ones (etp = tp = 4) or whole, tp folded into expert parallelism (etp = 1)}}
 module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 4, ep = 2, etp = 2>} {
   mt.param @we : !mt.tensor<[experts=2, hidden=4, ffn=8], f32> init normal(2.000000e-02)
 }
@@ -1271,6 +1241,49 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type 
 
 // -----
 
+// Tests parallel folding (etp = 1 under tp 2, ep 2, sp): an expert weight is split over
+// [ep, tp] along experts (one whole expert of 4 per rank, ffn whole), a dense weight keeps
+// its ffn split over tp. Each ep rank routes its part of the batch (the sequence gathered
+// over tp, as without folding); the slots move to the experts' ep ranks by the all_to_all
+// over ep and each tp rank takes its own experts from them (an all_slice, no
+// communication), so no expert is computed twice; the expert outputs are all-gathered over
+// tp and return by the all_to_all over ep to the ranks that combine them.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %arg1: !mt.tensor<[ffn=2, hidden=4], f32> {mt.param = @wb}
+// CHECK-SAME: %arg2: !mt.tensor<[experts=1, hidden=4, ffn=4], f32> {mt.param = @w1}
+// CHECK: mt.dispatch {{.*}} -> <[experts=4, capacity=4, hidden=4], f32>
+// CHECK-NEXT: mtp.from_local
+// CHECK-NEXT: mtp.all_to_all {{.*}} over "ep" from "capacity" to "experts"
+// CHECK-NEXT: mtp.all_slice {{.*}} over "tp" along "experts" : {{.*}} split {experts = [ep]}> -> {{.*}} split {experts = [ep, tp]}>
+// CHECK-NEXT: %[[S:.*]] = mtp.to_local
+// CHECK-NEXT: %[[E:.*]] = mt.contract %[[S]], %arg2 over [hidden] : <[experts=1, capacity=8, hidden=4], f32>, <[experts=1, hidden=4, ffn=4], f32> -> <[experts=1, capacity=8, ffn=4], f32>
+// CHECK-NEXT: mtp.from_local %[[E]] : <[experts=1, capacity=8, ffn=4], f32> -> <[experts=4, capacity=8, ffn=4], f32, <[ep = 2, tp = 2]>, split {experts = [ep, tp]}>
+// CHECK-NEXT: mtp.all_gather {{.*}} over "tp" along "experts"
+// CHECK-NEXT: mtp.all_to_all {{.*}} over "ep" from "experts" to "capacity"
+// CHECK-NEXT: mtp.to_local
+// CHECK-NEXT: mt.combine {{.*}} : <[experts=4, capacity=4, ffn=4], f32>, <[batch=2, seq=4, topk=2], i32>, <[batch=2, seq=4, topk=2], f32> -> <[batch=2, seq=4, ffn=4], f32>
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, ep = 2, etp = 1, sp = true>} {
+  mt.param @wb : !mt.tensor<[ffn=4, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @w1 : !mt.tensor<[experts=4, hidden=4, ffn=4], f32> init normal(2.000000e-02)
+  mt.param @router : !mt.tensor<[hidden=4, experts=4], f32> init normal(2.000000e-02)
+  func.func @forward(%x: !mt.tensor<[batch=4, seq=4, ffn=4], f32>,
+                     %wb: !mt.tensor<[ffn=4, hidden=4], f32> {mt.param = @wb},
+                     %w1: !mt.tensor<[experts=4, hidden=4, ffn=4], f32> {mt.param = @w1},
+                     %router: !mt.tensor<[hidden=4, experts=4], f32> {mt.param = @router}) -> !mt.tensor<[], f32> {
+    %h = mt.contract %x, %wb over [ffn] : <[batch=4, seq=4, ffn=4], f32>, <[ffn=4, hidden=4], f32> -> <[batch=4, seq=4, hidden=4], f32>
+    %logits = mt.contract %h, %router over [hidden] : <[batch=4, seq=4, hidden=4], f32>, <[hidden=4, experts=4], f32> -> <[batch=4, seq=4, experts=4], f32>
+    %v, %i = mt.topk %logits over experts k topk : <[batch=4, seq=4, experts=4], f32> -> <[batch=4, seq=4, topk=2], f32>, <[batch=4, seq=4, topk=2], i32>
+    %d = mt.dispatch %h, %i k topk to experts capacity capacity factor 1.000000e+00 : <[batch=4, seq=4, hidden=4], f32>, <[batch=4, seq=4, topk=2], i32> -> <[experts=4, capacity=8, hidden=4], f32>
+    %y = mt.contract %d, %w1 over [hidden] : <[experts=4, capacity=8, hidden=4], f32>, <[experts=4, hidden=4, ffn=4], f32> -> <[experts=4, capacity=8, ffn=4], f32>
+    %c = mt.combine %y, %i, %v k topk from experts capacity capacity : <[experts=4, capacity=8, ffn=4], f32>, <[batch=4, seq=4, topk=2], i32>, <[batch=4, seq=4, topk=2], f32> -> <[batch=4, seq=4, ffn=4], f32>
+    %s = mt.reduce_sum %c over [batch, seq, ffn] : <[batch=4, seq=4, ffn=4], f32> -> <[], f32>
+    return %s : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
 // Tests that under ring attention a sequence that does not divide into 2 cp chunks is an
 // error naming the argument and the chunks (the mesh's cp is two_chunk).
 module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
@@ -1279,4 +1292,12 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type 
     %l = mt.reduce_sum %x over [seq, hidden] : <[seq=6, hidden=4], f32> -> <[], f32>
     return %l : !mt.tensor<[], f32>
   }
+}
+
+// -----
+
+// Tests that a fold whose ep x tp does not divide the experts is refused.
+// expected-error @+1 {{etp 1 folds tp into expert parallelism: the 2 experts cannot be split over ep x tp = 2 x 2 ranks; choose ep and tp whose product divides them, or --etp 2 (the expert weights split over tp like the dense ones)}}
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, ep = 2, etp = 1>} {
+  mt.param @we : !mt.tensor<[experts=2, hidden=4, ffn=8], f32> init normal(2.000000e-02)
 }
