@@ -4,6 +4,7 @@
 #include "runtime/exec/Gemm.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <map>
 #include <vector>
@@ -55,9 +56,10 @@ TEST(KernelThreadsTest, MalformedOmpNumThreadsIsAnError) {
 
 TEST(KernelThreadsTest, AvailableCoresIsPositive) { EXPECT_GE(availableCores(), 1); }
 
-TEST(KernelThreadsTest, SetsTheOpenMPTeamSize) {
+TEST(KernelThreadsTest, SetsTheOpenMPTeamSizeWithIdleThreadsAsleep) {
   setKernelThreads(3);
   EXPECT_EQ(kernelThreads(), 3);
+  EXPECT_EQ(kmp_get_blocktime(), 0);
   setKernelThreads(1);
   EXPECT_EQ(kernelThreads(), 1);
 }
