@@ -147,7 +147,7 @@ def SelectParallelLoopsPass : Pass<"mtc-select-parallel-loops"> {
     any number of threads: the results are bitwise those of the serial loops.
   }];
   let options = [
-    Option<"minWork", "min-work", "int64_t", /*default=*/"32768",
+    Option<"minWork", "min-work", "int64_t", /*default=*/"131072",
            "Innermost iterations a loop nest needs to run on threads">,
     Option<"minParallel", "min-parallel", "int64_t", /*default=*/"64",
            "Iterations of the parallel dimensions kept before the rest become scf.for">,
