@@ -42,6 +42,4 @@ void setKernelThreads(int threads) {
   openblas_set_num_threads(threads);
 }
 
-int kernelThreads() { return omp_get_max_threads(); }
-
 } // namespace mtc::rt

@@ -32,9 +32,6 @@ int availableCores();
 /// kernels' parallel loops and OpenBLAS's threads.
 void setKernelThreads(int threads);
 
-/// The number of threads the calling thread's kernels run their parallel loops on.
-int kernelThreads();
-
 } // namespace mtc::rt
 
 #endif // MTC_RUNTIME_EXEC_KERNELTHREADS_H
