@@ -86,7 +86,7 @@ for layout in "${layouts[@]}"; do
   fi
   # shellcheck disable=SC2086
   build/bin/mtrun "$plan" $ranks --steps "$steps" --global-batch "$global_batch" \
-    --threads "$threads" --metrics "$out/$name.jsonl" >"$out/$name.log"
+    --threads-per-rank "$threads" --metrics "$out/$name.jsonl" >"$out/$name.log"
   # mtrun predicts rank 0's bytes on its communication line, a pipeline plan's per stage on
   # the pipeline communication line (rank 0 runs stage 0: the first); "-" on one rank.
   predicted=$(grep -E '^(pipeline )?communication:' "$out/$name.log" |

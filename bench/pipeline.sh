@@ -48,8 +48,9 @@ done
 mkdir -p "$out" || exit 1
 cores=$(nproc)   # before OMP_NUM_THREADS is set: nproc obeys it
 : >"$out/configs"   # this run's configurations, in order, for the summary
-# Only the GEMMs are multi-threaded (mtrun --threads); the environment keeps OpenBLAS's and
-# any OpenMP pool at the same count, so that a pp2 job's two ranks use one core each.
+# Each rank runs its kernels and GEMMs on mtrun --threads-per-rank threads; the environment
+# keeps OpenBLAS's and any OpenMP pool at the same count, so that a pp2 job's two ranks use
+# one core each.
 export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
 
 # Runs one configuration into $out/NAME: compile (mtc flags), draw the schedule, train (mtrun
@@ -77,13 +78,13 @@ run_config() {
 }
 
 # The references: one rank with the ranks' thread count, and with every core.
-run_config "one-t$threads" "" "--threads $threads"
-[[ $cores != "$threads" ]] && run_config "one-t$cores" "" "--threads $cores"
+run_config "one-t$threads" "" "--threads-per-rank $threads"
+[[ $cores != "$threads" ]] && run_config "one-t$cores" "" "--threads-per-rank $cores"
 for pp in $pps; do
   for schedule in $schedules; do
     flags="--pp $pp --schedule $schedule"
     [[ $schedule == interleaved ]] && flags+=" --virtual-stages 2"
-    run_config "pp$pp-$schedule" "$flags" "--nodes $pp --threads $threads"
+    run_config "pp$pp-$schedule" "$flags" "--nodes $pp --threads-per-rank $threads"
   done
 done
 

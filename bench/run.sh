@@ -127,7 +127,7 @@ for model in $models; do
   if [[ $torch_only == 0 ]]; then
     echo "== $model: mtrun, $steps steps, $threads threads" >&2
     rm -f "$dir/mtrun.jsonl"   # mtrun appends to an existing metrics file
-    if ! "$bin/mtrun" "$plan" --steps "$steps" --threads "$threads" \
+    if ! "$bin/mtrun" "$plan" --steps "$steps" --threads-per-rank "$threads" \
         --metrics "$dir/mtrun.jsonl" > "$dir/mtrun.log" 2>&1; then
       echo "run.sh: mtrun failed on $model (see $dir/mtrun.log):" >&2
       tail -5 "$dir/mtrun.log" >&2

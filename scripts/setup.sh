@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build ccache lld-22 clang-22 libclang-rt-22-dev
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libgtest-dev googletest
-  libgloo-dev libopenblas-dev
+  libgloo-dev libopenblas-dev libomp-22-dev
   python3
 )
 

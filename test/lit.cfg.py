@@ -37,6 +37,9 @@ tools = [
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.mtc_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# lit runs tests side by side on every core: a rank's kernels and GEMMs run on one thread
+# unless the test asks for more (mtrun --threads-per-rank).
+config.environment["OMP_NUM_THREADS"] = "1"
 
 # ptxas assembles generated PTX where the CUDA toolkit is installed (`REQUIRES: ptxas`).
 if config.ptxas and os.path.exists(config.ptxas):

@@ -20,8 +20,10 @@
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MathToLibm/MathToLibm.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/OpenMPToLLVM/ConvertOpenMPToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/SCFToOpenMP/SCFToOpenMP.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Passes.h"
@@ -82,7 +84,14 @@ void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(codegen::createWorkspaceViewsPass());
   pm.addPass(codegen::createThreadKernelContextPass());
   pm.addPass(codegen::createReductionLoopOrderPass());
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  // Loops over the parallel dimensions of large linalg ops run on OpenMP threads; the
+  // others, and every reduction dimension, stay sequential.
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+  pm.addNestedPass<func::FuncOp>(codegen::createSelectParallelLoopsPass());
+  pm.addPass(createConvertSCFToOpenMPPass());
+  // The conversion wraps each iteration in a memref.alloca_scope, which must keep a single
+  // block; loops without allocations are inlined back into the work-sharing loop.
+  pm.addPass(createCanonicalizerPass());
   // Views (subview, expand_shape, collapse_shape, from slices and reshapes) become
   // reinterpret_casts with explicit strides, which finalize-memref-to-llvm lowers.
   pm.addPass(memref::createExpandStridedMetadataPass());
@@ -98,6 +107,7 @@ void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(codegen::createWorkspaceAliasScopesPass());
   pm.addPass(codegen::createRedirectAllocationsPass());
+  pm.addPass(createConvertOpenMPToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());

@@ -50,8 +50,6 @@ void multiplyByLoops(const float *a, const float *b, float *c, int64_t m, int64_
 
 } // namespace
 
-void setGemmThreads(int threads) { openblas_set_num_threads(threads); }
-
 } // namespace mtc::rt
 
 // The context is unused: the product needs none of the call's state (on a GPU it will carry

@@ -24,10 +24,6 @@ namespace mtc::rt {
 /// A rank-3 f32 memref descriptor (the ABI's, runtime/exec/KernelABI.h).
 using MemRef3F32 = MtcMemRef3F32;
 
-/// The number of threads OpenBLAS runs a product on (its default: one per core, or
-/// OPENBLAS_NUM_THREADS). A process that runs kernels on several threads of its own sets 1.
-void setGemmThreads(int threads);
-
 } // namespace mtc::rt
 
 #endif // MTC_RUNTIME_EXEC_GEMM_H

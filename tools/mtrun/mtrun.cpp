@@ -12,7 +12,7 @@
 #include "runtime/comm/GlooCommunicator.h"
 #include "runtime/comm/Heartbeat.h"
 #include "runtime/comm/LaunchEnvironment.h"
-#include "runtime/exec/Gemm.h"
+#include "runtime/exec/KernelThreads.h"
 #include "runtime/exec/Trainer.h"
 #include "runtime/exec/TrainingRun.h"
 #include "runtime/launch/LocalLauncher.h"
@@ -78,8 +78,9 @@ constexpr OptionSpec kOptions[] = {
     MTRUN_VALUE_OPTION("--log-every", logEvery, "K", "print a log line every K steps (default 10)"),
     MTRUN_VALUE_OPTION("--metrics", metrics, "FILE",
                        "append one JSON line per step to FILE (step, loss, lr, ...)"),
-    MTRUN_VALUE_OPTION("--threads", threads, "N",
-                       "threads for initialisation and GEMMs (default: all cores, 1 for GEMMs)"),
+    MTRUN_VALUE_OPTION("--threads-per-rank", threads, "N",
+                       "threads of each rank's kernels, GEMMs and initialisation (default: "
+                       "OMP_NUM_THREADS, else this host's cores / its ranks)"),
     MTRUN_VALUE_OPTION("--nodes", nodes, "N",
                        "run N nodes' ranks (on this host unless a launcher started mtrun)"),
     MTRUN_VALUE_OPTION("--ranks-per-node", ranksPerNode, "R", "ranks per node (default 1)"),
@@ -170,7 +171,6 @@ Expected<Options> parseArgs(int argc, char **argv) {
 /// CPUs; steps are bounded as the plan's (kMaxTrainSteps); a timeout past a day is a hang.
 constexpr int64_t kMaxRanks = 65536;
 constexpr int64_t kMaxCommTimeoutSeconds = 24 * 60 * 60;
-constexpr int64_t kMaxThreads = 4096;
 constexpr int64_t kMaxGlobalBatch = int64_t(1) << 24;
 
 /// An integer option in [min, max] (`fallback` when not given), parsed whole.
@@ -322,7 +322,8 @@ int run(int argc, char **argv) {
   Expected<int64_t> steps = parseCount(opts->steps, "--steps", 0, 0, kMaxTrainSteps);
   Expected<int64_t> logEvery = parseCount(opts->logEvery, "--log-every", 10, 1, kMaxInt64);
   Expected<int64_t> saveEvery = parseCount(opts->saveEvery, "--save-every", 0, 1, kMaxInt64);
-  Expected<int64_t> threads = parseCount(opts->threads, "--threads", 0, 1, kMaxThreads);
+  Expected<int64_t> threads =
+      parseCount(opts->threads, "--threads-per-rank", 0, 1, kMaxThreadsPerRank);
   Expected<int64_t> globalBatch =
       parseCount(opts->globalBatch, "--global-batch", 0, 1, kMaxGlobalBatch);
   for (const Error *err : {&nodes.error(), &ranksPerNode.error(), &commTimeout.error(),
@@ -341,6 +342,16 @@ int run(int argc, char **argv) {
   Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
   if (!env)
     return fail(env.error());
+  // The ranks this command starts share this host's cores; a launcher says how many ranks
+  // it started here.
+  Expected<int> threadsPerRank =
+      opts->threads ? Expected<int>(static_cast<int>(*threads))
+                    : defaultThreadsPerRank(processEnvironment(), availableCores(),
+                                            env->launcher == Launcher::None
+                                                ? static_cast<int>(requested)
+                                                : env->localWorldSize);
+  if (!threadsPerRank)
+    return fail(threadsPerRank.error());
   // Tensor parallelism: the ranks are mesh size x data-parallel degree (exactly the mesh size
   // when data parallelism is a mesh axis, the distributed optimizer); the global batch must
   // split over the data-parallel ranks.
@@ -379,6 +390,9 @@ int run(int argc, char **argv) {
     LocalLaunch launch;
     launch.executable = "/proc/self/exe";
     launch.args.assign(argv + 1, argv + argc);
+    if (!opts->threads)
+      launch.args.insert(launch.args.begin(),
+                         {"--threads-per-rank", std::to_string(*threadsPerRank)});
     launch.worldSize = static_cast<int>(requested);
     launch.ranksPerNode = static_cast<int>(*ranksPerNode);
     launch.masterPort = *port;
@@ -409,15 +423,14 @@ int run(int argc, char **argv) {
   training.logEvery = *logEvery;
   training.saveEvery = *saveEvery;
   training.globalBatch = *globalBatch;
-  training.threads = static_cast<unsigned>(*threads);
+  training.threads = static_cast<unsigned>(*threadsPerRank);
   training.data = opts->data;
   training.load = opts->load;
   training.save = opts->save;
   training.metrics = opts->metrics;
   training.exportSafetensors = opts->exportSafetensors;
   training.trace = opts->trace;
-  // The GEMMs of small models lose more to waking OpenBLAS's threads than they gain.
-  setGemmThreads(training.threads > 0 ? static_cast<int>(training.threads) : 1);
+  setKernelThreads(*threadsPerRank);
 
   JobStore store;
   Expected<RankContext> job = joinJob(*env, std::chrono::seconds(*commTimeout), store);

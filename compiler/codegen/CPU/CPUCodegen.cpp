@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/IR/IRBuilder.h"
@@ -27,6 +28,7 @@
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -135,6 +137,12 @@ Error link(llvm::StringRef objectPath, llvm::StringRef outputPath,
   // The object's calls of its own functions bind inside it: a model function named like a
   // C library function (`pow`, `exp`) is not interposed by the one the process loaded first.
   args.push_back(isLld ? "-Bsymbolic" : "-Wl,-Bsymbolic");
+  // The parallel loops call LLVM's OpenMP runtime: the object needs it, from the directory
+  // it was found in at build time (a process that already loaded a libomp reuses it).
+  std::string ompDirectory = llvm::sys::path::parent_path(MTC_LIBOMP).str();
+  std::string runPath = (isLld ? "-rpath=" : "-Wl,-rpath,") + ompDirectory;
+  args.push_back(MTC_LIBOMP);
+  args.push_back(runPath);
   // A compiler driver finds libm itself; bare lld leaves it to the loading process.
   if (!isLld)
     args.push_back("-lm");
@@ -281,6 +289,7 @@ Expected<std::string> codegen::compileToObject(ModuleOp llvmDialectModule,
   MLIRContext *context = llvmDialectModule.getContext();
   DialectRegistry registry;
   registerCodegenDialects(registry);
+  registerOpenMPDialectTranslation(registry);
   context->appendDialectRegistry(registry);
 
   Expected<std::unique_ptr<llvm::TargetMachine>> machine = createHostTargetMachine(options);

@@ -123,6 +123,38 @@ def ReductionLoopOrderPass : Pass<"mtc-reduction-loop-order"> {
   let dependentDialects = ["::mlir::affine::AffineDialect", "::mlir::linalg::LinalgDialect"];
 }
 
+def SelectParallelLoopsPass : Pass<"mtc-select-parallel-loops"> {
+  let summary = "Keep scf.parallel only where a loop nest is worth running on threads";
+  let description = [{
+    On the loops `convert-linalg-to-parallel-loops` writes (an `scf.parallel` over the
+    leading parallel dimensions of each linalg op, `scf.for` over a reduction and what
+    follows it), before `convert-scf-to-openmp` turns each remaining `scf.parallel` into
+    an OpenMP parallel region with a statically scheduled work-sharing loop.
+
+    An `scf.parallel` stays parallel only when it is the outermost loop of its nest and
+    the nest does at least `min-work` innermost iterations (the product of the static trip
+    counts, summed over sequential sub-nests; a dynamic trip count counts as enough):
+    starting a team of threads costs microseconds, more than a small loop takes. Of a
+    kept loop, the leading dimensions stay parallel until they give `min-parallel`
+    iterations; the others become `scf.for` inside it, so that the innermost loop stays a
+    loop LLVM vectorises (OpenMP would collapse all dimensions into one index). Every other
+    `scf.parallel` (small, or nested in a loop: the parallel dimensions after a reduction
+    dimension) becomes nested `scf.for`s in the order of its dimensions, the loops
+    `convert-linalg-to-loops` writes.
+
+    A thread runs whole iterations of the kept loop and a reduction dimension never is
+    one of them, so every value is computed by the same operations in the same order for
+    any number of threads: the results are bitwise those of the serial loops.
+  }];
+  let options = [
+    Option<"minWork", "min-work", "int64_t", /*default=*/"131072",
+           "Innermost iterations a loop nest needs to run on threads">,
+    Option<"minParallel", "min-parallel", "int64_t", /*default=*/"64",
+           "Iterations of the parallel dimensions kept before the rest become scf.for">,
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect"];
+}
+
 def ApproximateMathPass : Pass<"mtc-approximate-math"> {
   let summary = "Replace f32 transcendental functions with inline polynomial approximations";
   let description = [{

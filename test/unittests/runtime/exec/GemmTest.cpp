@@ -110,9 +110,3 @@ TEST(GemmTest, EmptyProductsChangeNothing) {
   EXPECT_EQ(c, before);
 }
 
-TEST(GemmTest, ThreadCountCanBeSet) {
-  setGemmThreads(1);
-  auto a = numbered(64 * 64), b = numbered(64 * 64), c = numbered(64 * 64);
-  expectProduct(view(a, 0, {1, 64, 64}, {0, 64, 1}), view(b, 0, {1, 64, 64}, {0, 64, 1}),
-                view(c, 0, {1, 64, 64}, {0, 64, 1}), c);
-}
