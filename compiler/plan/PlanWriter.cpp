@@ -242,8 +242,10 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
     for (auto [name, size] : llvm::zip(spec->mesh.getAxisNames(), spec->mesh.getAxisSizes()))
       axes.push_back(json::Object{{"name", name.getValue()}, {"size", size}});
     json::Object mesh{{"axes", std::move(axes)}};
-    if (!spec->dataParallelAxis.empty())
+    if (!spec->dataParallelAxis.empty()) {
       mesh["data_parallel_axis"] = spec->dataParallelAxis;
+      mesh["zero_stage"] = usesGradientShards(trained) ? 2 : 1;
+    }
     plan["mesh"] = std::move(mesh);
   }
   auto splitJson = [](mtp::ShardedTensorType layout) {
@@ -309,6 +311,10 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
       {"optimizer_state", memory.optimizerState},
       {"saved_activations", memory.savedActivations},
       {"total", 2 * memory.parameters + memory.optimizerState + memory.savedActivations}};
+  if (memory.gradientShards) {
+    memoryJson["gradient_shards"] = memory.gradientShards;
+    memoryJson["gradient_staging"] = memory.gradientStaging;
+  }
   if (std::optional<int64_t> peak = memory.peak()) {
     memoryJson["workspace"] = *memory.workspace;
     memoryJson["peak"] = *peak;
@@ -336,6 +342,11 @@ std::string mebibytes(int64_t bytes) {
 
 } // namespace
 
+bool mtc::usesGradientShards(ModuleOp module) {
+  auto stage = module->getAttrOfType<IntegerAttr>(kZeroStageAttrName);
+  return stage && stage.getInt() == 2;
+}
+
 MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> workspace) {
   MemoryPrediction memory;
   memory.workspace = workspace;
@@ -354,10 +365,23 @@ MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> wor
         return byteSize(layout->getLocalType());
     return byteSize(named);
   };
-  // The optimizer step's gradient arguments are exactly the parameters' storage types.
+  // The optimizer step's gradient arguments are exactly the parameters' storage types. Under
+  // ZeRO-2 a gradient the distributed optimizer shards (its optimizer layout is smaller) is
+  // accumulated as its shard, staged whole for the in-place reduce-scatter.
+  bool gradientShards = usesGradientShards(trained);
+  int64_t allReducedGradients = 0;
   if (auto step = trained.lookupSymbol<func::FuncOp>("optimizer_step"))
-    for (Type type : step.getArgumentTypes().drop_front(2))
-      memory.parameters += rankBytes(type, step, /*state=*/false);
+    for (Type type : step.getArgumentTypes().drop_front(2)) {
+      int64_t bytes = rankBytes(type, step, /*state=*/false);
+      memory.parameters += bytes;
+      int64_t shard = gradientShards ? rankBytes(type, step, /*state=*/true) : bytes;
+      if (shard == bytes) {
+        allReducedGradients += bytes;
+        continue;
+      }
+      memory.gradientShards += shard;
+      memory.gradientStaging = std::max(memory.gradientStaging, bytes);
+    }
   for (auto state : trained.getOps<mt::StateOp>())
     memory.optimizerState += rankBytes(state.getType(), state, /*state=*/true);
   // Saved activations: the stacked results of the layer stack's forward repeats beyond the
@@ -378,8 +402,13 @@ MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> wor
     int64_t microBatch = tokens.getDimSizes().front(), globalBatch = microBatch;
     if (mt::TrainAttr train = mt::TrainAttr::lookup(trained))
       globalBatch = train.getGlobalBatch().value_or(globalBatch);
-    if (globalBatch > microBatch)
+    // Under ZeRO-2 the scratch gradients serve a rank's second micro-batch on (the plan fixes
+    // the data-parallel degree), and only the all-reduced ones.
+    if (!gradientShards && globalBatch > microBatch)
       memory.microBatchGradients = memory.gradients();
+    if (gradientShards && succeeded(spec) &&
+        globalBatch / microBatch / spec->mesh.getAxisSize(spec->dataParallelAxis).value_or(1) > 1)
+      memory.microBatchGradients = allReducedGradients;
   }
   return memory;
 }
@@ -395,6 +424,10 @@ void mtc::printMemoryPrediction(const MemoryPrediction &memory, llvm::raw_ostrea
   line("gradients", memory.gradients());
   if (memory.microBatchGradients)
     line("micro-batch gradients", memory.microBatchGradients);
+  if (memory.gradientShards) {
+    line("gradient shards (ZeRO-2)", memory.gradientShards);
+    line("gradient staging (ZeRO-2)", memory.gradientStaging);
+  }
   line("tokens and labels", memory.tokens);
   line("workspace (the kernels' arena)", memory.workspace.value_or(0));
   line("peak", memory.buffers() + memory.workspace.value_or(0));

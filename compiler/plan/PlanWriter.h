@@ -21,6 +21,14 @@
 
 namespace mtc {
 
+/// The module attribute (an i64) `mtc compile --zero-stage 2` sets: ZeRO-2, the distributed
+/// optimizer whose runtime also keeps the gradients only as shards. The plan records it as
+/// `mesh.zero_stage`; the kernels are those of stage 1, the runtime's buffers differ.
+inline constexpr llvm::StringLiteral kZeroStageAttrName = "mtc.zero_stage";
+
+/// Whether `module` is compiled for ZeRO-2 (kZeroStageAttrName).
+bool usesGradientShards(mlir::ModuleOp module);
+
 struct PlanSource {
   std::string path;
   std::string contents;
@@ -58,13 +66,18 @@ struct MemoryPrediction {
   /// What the layers' forward passes keep for their backward, per micro-batch (part of the
   /// workspace when the kernels run).
   int64_t savedActivations = 0;
-  int64_t microBatchGradients = 0; // 0 with a single micro-batch
+  int64_t microBatchGradients = 0; // 0 with a single micro-batch (per rank, under ZeRO-2)
+  /// ZeRO-2: the f32 accumulator of the rank's gradient shards, and the staging buffer of the
+  /// largest reduce-scattered gradient (runtime/exec/GradientBuffer.h).
+  int64_t gradientShards = 0;
+  int64_t gradientStaging = 0;
   int64_t tokens = 0;
   std::optional<int64_t> workspace; // known once the step is compiled
   int64_t gradients() const { return parameters; }
   /// The runtime's buffers, all but the workspace.
   int64_t buffers() const {
-    return 2 * (parameters + optimizerState) + gradients() + microBatchGradients + tokens;
+    return 2 * (parameters + optimizerState) + gradients() + microBatchGradients +
+           gradientShards + gradientStaging + tokens;
   }
   /// What the runtime's peak bytes measure (Trainer::peakBytes).
   std::optional<int64_t> peak() const {

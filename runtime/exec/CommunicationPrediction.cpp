@@ -21,7 +21,8 @@ double localBytes(const Plan &tables, const ParamInfo &param) {
 
 } // namespace
 
-double dataParallelReductionBytes(const Plan &tables, int64_t dataParallelSize) {
+double dataParallelReductionBytes(const Plan &tables, int64_t dataParallelSize,
+                                  int64_t microBatchesPerRank) {
   if (dataParallelSize <= 1)
     return 0;
   double allReduced = 0, reduceScattered = 0;
@@ -31,6 +32,8 @@ double dataParallelReductionBytes(const Plan &tables, int64_t dataParallelSize) 
         localBytes(tables, param);
   double fraction =
       static_cast<double>(dataParallelSize - 1) / static_cast<double>(dataParallelSize);
+  if (tables.zeroStage == 2)
+    reduceScattered *= static_cast<double>(microBatchesPerRank);
   return fraction * reduceScattered + ringAllReduceBytes(allReduced + sizeof(double),
                                                          dataParallelSize);
 }
@@ -42,7 +45,7 @@ double predictedCommunicationBytes(const Plan &plan, int64_t microBatches,
     bytes += static_cast<double>(microBatches / dataParallelSize) *
                  static_cast<double>(compiled->forwardBackward) +
              static_cast<double>(compiled->optimizerStep);
-  bytes += dataParallelReductionBytes(plan, dataParallelSize);
+  bytes += dataParallelReductionBytes(plan, dataParallelSize, microBatches / dataParallelSize);
   // The tokens per expert of an MoE model (i64) are all-reduced beside the loss.
   if (dataParallelSize > 1 && plan.x86Kernels && plan.x86Kernels->forwardBackward) {
     double counts = 0;

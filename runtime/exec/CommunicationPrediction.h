@@ -62,8 +62,10 @@ std::optional<double> predictedStageCommunicationBytes(const Plan &plan, const P
 /// parameters of `tables` and the f64 loss: ring all-reduces of the rank-local gradients and
 /// the loss (2 (dp - 1) / dp of their bytes) and, with the distributed optimizer, the
 /// reduce-scatter of each gradient whose optimizer layout splits a dimension over the
-/// data-parallel axis ((dp - 1) / dp of its rank-local bytes). 0 for a single rank.
-double dataParallelReductionBytes(const Plan &tables, int64_t dataParallelSize);
+/// data-parallel axis ((dp - 1) / dp of its rank-local bytes), under ZeRO-2 once for each
+/// of the rank's `microBatchesPerRank`. 0 for a single rank.
+double dataParallelReductionBytes(const Plan &tables, int64_t dataParallelSize,
+                                  int64_t microBatchesPerRank = 1);
 
 } // namespace mtc::rt
 

@@ -11,6 +11,7 @@ Expected<GradientBuffer> GradientBuffer::create(const Plan &plan, const Training
                                                 int64_t dpSize, bool withScratch) {
   GradientBuffer g;
   g.dpSize_ = dpSize;
+  g.shardsPerMicroBatch_ = plan.dataParallelAxis && plan.zeroStage == 2;
   size_t n = state.params.size();
   try {
     g.offsets_.assign(n, 0);
@@ -19,7 +20,7 @@ Expected<GradientBuffer> GradientBuffer::create(const Plan &plan, const Training
     if (plan.dataParallelAxis)
       for (size_t i = 0; i < n; ++i)
         shardDim[i] = plan.dataParallelShardDim(plan.params[i]);
-    size_t total = 0, shardTotal = 0;
+    size_t total = 0, shardTotal = 0, largestSharded = 0;
     for (bool sharded : {false, true}) {
       for (size_t i = 0; i < n; ++i) {
         if (shardDim[i].has_value() != sharded)
@@ -32,6 +33,7 @@ Expected<GradientBuffer> GradientBuffer::create(const Plan &plan, const Training
           g.shardSpecs_.push_back(
               GradientShardSpec{p.name, p.shape, *shardDim[i], total, shardTotal, elements});
           shardTotal += elements;
+          largestSharded = std::max(largestSharded, p.values.size());
         }
         total += p.values.size();
       }
@@ -39,6 +41,14 @@ Expected<GradientBuffer> GradientBuffer::create(const Plan &plan, const Training
         g.allReducedElements_ = total;
     }
     g.grads_.assign(total, 0.0f);
+    if (g.shardsPerMicroBatch_) {
+      // The reduce-scattered gradients are never accumulated whole.
+      if (withScratch)
+        g.scratch_.assign(g.allReducedElements_, 0.0f);
+      g.shardSums_.assign(shardTotal, 0.0f);
+      g.staging_.assign(largestSharded, 0.0f);
+      return g;
+    }
     if (withScratch)
       g.scratch_.assign(total, 0.0f);
     // The packed blocks fill the scratch buffer's reduce-scattered part when there is one (it
@@ -52,11 +62,41 @@ Expected<GradientBuffer> GradientBuffer::create(const Plan &plan, const Training
   return g;
 }
 
-void GradientBuffer::clear() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void GradientBuffer::clear() {
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  std::fill(shardSums_.begin(), shardSums_.end(), 0.0f);
+}
 
 void GradientBuffer::accumulateAll() {
-  for (size_t j = 0, e = grads_.size(); j < e; ++j)
+  // (Under ZeRO-2 the scratch buffer is the all-reduced group only.)
+  for (size_t j = 0, e = scratch_.size(); j < e; ++j)
     grads_[j] += scratch_[j];
+}
+
+float *GradientBuffer::microBatchGrad(size_t param, bool first) {
+  return first || (shardsPerMicroBatch_ && shardOf_[param]) ? grad(param) : scratch(param);
+}
+
+Error GradientBuffer::addMicroBatch(Communicator *dataParallel, bool first, int64_t step) {
+  if (!first)
+    accumulateAll();
+  if (!shardsPerMicroBatch_)
+    return Error::success();
+  for (const GradientShardSpec &s : shardSpecs_) {
+    float *sum = shardSums_.data() + s.shardOffset;
+    // The first micro-batch's shard is the sum so far; a later one's is added to it.
+    if (Error err = reduceScatterGradientInPlace(dataParallel, dpSize_, s,
+                                                 grads_.data() + s.gradOffset, staging_.data(),
+                                                 first ? sum : staging_.data());
+        !err.ok())
+      return std::move(err).withContext(
+          concat("step ", step + 1, ": reduce-scatter of the gradient of '", s.name,
+                 "' over the data-parallel ranks"));
+    if (!first)
+      for (size_t j = 0; j < s.shardElements; ++j)
+        sum[j] += staging_[j];
+  }
+  return Error::success();
 }
 
 void GradientBuffer::accumulate(size_t param, size_t begin, size_t count) {
@@ -68,12 +108,13 @@ void GradientBuffer::accumulate(size_t param, size_t begin, size_t count) {
 
 float *GradientBuffer::optimizerGrad(size_t param) {
   if (const std::optional<size_t> &spec = shardOf_[param])
-    return grads_.data() + allReducedElements_ + shardSpecs_[*spec].shardOffset;
+    return shardsPerMicroBatch_ ? shardSums_.data() + shardSpecs_[*spec].shardOffset
+                                : grads_.data() + allReducedElements_ + shardSpecs_[*spec].shardOffset;
   return grad(param);
 }
 
 Error GradientBuffer::reduce(Communicator *dataParallel, int64_t step) {
-  if (!shardSpecs_.empty()) {
+  if (!shardSpecs_.empty() && !shardsPerMicroBatch_) {
     float *packed = packed_.empty() ? scratch_.data() + allReducedElements_ : packed_.data();
     // The shards overwrite the start of the (packed, so free) reduce-scattered gradients.
     if (Error err = reduceScatterGradients(dataParallel, dpSize_, shardSpecs_, grads_.data(),
@@ -92,7 +133,9 @@ Error GradientBuffer::reduce(Communicator *dataParallel, int64_t step) {
 }
 
 int64_t GradientBuffer::bytes() const {
-  return static_cast<int64_t>((grads_.size() + scratch_.size() + packed_.size()) * sizeof(float));
+  return static_cast<int64_t>((grads_.size() + scratch_.size() + packed_.size() +
+                               shardSums_.size() + staging_.size()) *
+                              sizeof(float));
 }
 
 } // namespace mtc::rt

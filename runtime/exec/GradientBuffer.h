@@ -11,6 +11,13 @@
 // gradient for a reduce-scattered parameter (written over the start of the reduce-scattered
 // group), else the whole summed gradient.
 //
+// ZeRO-2 (plan `mesh.zero_stage` 2) keeps the reduce-scattered gradients only as shards:
+// every micro-batch's gradient of them is reduce-scattered at once (`addMicroBatch`, one
+// reduceScatterGradientInPlace per gradient) and added to an f32 shard accumulator of
+// 1/dp of their size. The reduce-scattered group of the first buffer then holds one
+// micro-batch's gradient, the scratch buffer only the all-reduced group, and a staging
+// buffer of the largest reduce-scattered gradient serves the in-place packing.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_EXEC_GRADIENTBUFFER_H
@@ -30,13 +37,21 @@ class GradientBuffer {
 public:
   /// The buffers for the parameters of `state` (local shapes, `plan`'s tables). `dpSize`: the
   /// size of the plan's data-parallel axis (the distributed optimizer), 1 without one.
-  /// `withScratch`: also the second buffer.
+  /// `withScratch`: also the second buffer (with ZeRO-2: when the rank runs more than one
+  /// micro-batch).
   static Expected<GradientBuffer> create(const Plan &plan, const TrainingState &state,
                                          int64_t dpSize, bool withScratch);
 
   /// Where parameter `param`'s accumulated gradient, and its scratch gradient, are.
   float *grad(size_t param) { return grads_.data() + offsets_[param]; }
   float *scratch(size_t param) { return scratch_.data() + offsets_[param]; }
+  /// Where forward_backward writes parameter `param`'s gradient of a micro-batch (`first`:
+  /// the rank's first of the step).
+  float *microBatchGrad(size_t param, bool first);
+  /// Takes in the gradients of a micro-batch forward_backward has written (microBatchGrad):
+  /// adds the scratch gradients to the accumulated ones after the first, and with ZeRO-2
+  /// reduce-scatters the sharded ones over `dataParallel` into the shard accumulator.
+  Error addMicroBatch(Communicator *dataParallel, bool first, int64_t step);
   /// Sets every accumulated gradient to zero.
   void clear();
   /// Adds the scratch gradients to the accumulated ones: all of them, or `count` elements of
@@ -46,8 +61,8 @@ public:
 
   /// Sums the accumulated gradients over `dataParallel` (null: nothing to sum, except that the
   /// distributed optimizer's shards are still taken): the reduce-scatter of the distributed
-  /// optimizer's gradients, then one all-reduce of the others. `step` names the step in
-  /// errors.
+  /// optimizer's gradients (already done under ZeRO-2), then one all-reduce of the others.
+  /// `step` names the step in errors.
   Error reduce(Communicator *dataParallel, int64_t step);
   /// The gradient the optimizer takes for `param` after `reduce`.
   float *optimizerGrad(size_t param);
@@ -66,6 +81,9 @@ private:
   std::vector<std::optional<size_t>> shardOf_;
   /// The packed blocks of the reduce-scatter when the scratch buffer cannot serve.
   std::vector<float> packed_;
+  /// ZeRO-2: the accumulated shards (in shardSpecs_ order) and the staging of one gradient.
+  bool shardsPerMicroBatch_ = false;
+  std::vector<float> shardSums_, staging_;
 };
 
 } // namespace mtc::rt

@@ -59,6 +59,15 @@ size_t totalShardElements(std::span<const GradientShardSpec> specs);
 Error reduceScatterGradients(Communicator *dp, int64_t n, std::span<const GradientShardSpec> specs,
                              const float *grads, float *packed, float *shards);
 
+/// ZeRO-2's reduce-scatter of one micro-batch's gradient `grad` (the whole gradient of
+/// `spec`, at no particular offset) without a packing buffer the size of all gradients: the n
+/// blocks are rearranged in place into coordinate order, through `staging` (at least the
+/// gradient's elements), then one Communicator::reduceScatter leaves the sum over the group of
+/// this rank's block in `shard` (spec.shardElements; it may be `staging`). `grad` is left in
+/// block order. One call per gradient: the staging buffer is one gradient's, not all of them.
+Error reduceScatterGradientInPlace(Communicator *dp, int64_t n, const GradientShardSpec &spec,
+                                   float *grad, float *staging, float *shard);
+
 } // namespace mtc::rt
 
 #endif // MTC_RUNTIME_EXEC_GRADIENTSHARDING_H

@@ -81,6 +81,11 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
     return expertLoad.takeError().withContext(plan.dir.string());
   expertLoad_ = std::move(*expertLoad);
 
+  // A pipeline stage accumulates a micro-batch's gradient in chunk parts (accumulate), which
+  // ZeRO-2's whole-gradient reduce-scatter per micro-batch does not cover yet.
+  if (plan.zeroStage == 2)
+    return makeError(plan.dir.string(), ": ZeRO stage 2 is not supported with pipeline "
+                                        "parallelism yet (compile with --zero-stage 1)");
   int64_t dpAxisSize = plan.dataParallelAxis ? plan.mesh[*plan.dataParallelAxis].size : 1;
   Expected<GradientBuffer> grads =
       GradientBuffer::create(sp, state_, dpAxisSize, /*withScratch=*/true);

@@ -202,8 +202,13 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
   } catch (const std::bad_alloc &) {
     return makeError("out of memory allocating the training buffers");
   }
+  // The scratch gradients serve a rank's second micro-batch on. Without ZeRO-2 they are kept
+  // whenever the step has several micro-batches, as the compiler's memory prediction counts
+  // them (it does not know data parallelism outside the mesh); under ZeRO-2 the data-parallel
+  // degree is the plan's, and so is the rank's number of micro-batches.
+  bool withScratch = plan.zeroStage == 2 ? t.microBatches_ / dpAxisSize > 1 : t.microBatches_ > 1;
   Expected<GradientBuffer> grads =
-      GradientBuffer::create(plan, t.state_, dpAxisSize, /*withScratch=*/t.microBatches_ > 1);
+      GradientBuffer::create(plan, t.state_, dpAxisSize, withScratch);
   if (!grads)
     return grads.takeError();
   t.grads_.emplace(std::move(*grads));
@@ -264,7 +269,7 @@ Expected<StepStats> Trainer::step() {
         buffers.push_back(state_.params[b.index].values.data());
         break;
       case BufferKind::Grad:
-        buffers.push_back(first ? grads_->grad(b.index) : grads_->scratch(b.index));
+        buffers.push_back(grads_->microBatchGrad(b.index, first));
         break;
       case BufferKind::ExpertLoad:
         buffers.push_back(expertLoad_[b.index].counts.data());
@@ -286,8 +291,13 @@ Expected<StepStats> Trainer::step() {
     for (ExpertLoad &load : expertLoad_)
       for (size_t i = 0; i < load.sum.size(); ++i)
         load.sum[i] += load.counts[i];
-    if (!first)
-      grads_->accumulateAll();
+    {
+      TraceRecorder::Scope span(dataParallel_ && plan_->zeroStage == 2 ? trace_ : nullptr,
+                                "reduce_scatter_gradients", "communication",
+                                {{"micro_batch", m}});
+      if (Error err = grads_->addMicroBatch(dataParallel_, first, step); !err.ok())
+        return err;
+    }
     first = false;
   }
   {

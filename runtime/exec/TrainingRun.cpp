@@ -103,13 +103,17 @@ Expected<std::optional<TrainingState>> wholeState(const Plan &plan, const Traini
 }
 
 /// "tp=2 x data parallel 2" for the log; "dp=2 x tp=2, distributed optimizer over dp" when
-/// data parallelism is a mesh axis.
+/// data parallelism is a mesh axis ("..., distributed optimizer and gradient shards (ZeRO-2)
+/// over dp" under ZeRO-2).
 std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
   std::string s;
   for (const MeshAxis &a : plan.mesh)
     s.append(s.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
   if (plan.dataParallelAxis)
-    return concat(s, ", distributed optimizer over ", plan.mesh[*plan.dataParallelAxis].name);
+    return concat(s,
+                  plan.zeroStage == 2 ? ", distributed optimizer and gradient shards (ZeRO-2) over "
+                                      : ", distributed optimizer over ",
+                  plan.mesh[*plan.dataParallelAxis].name);
   return concat(s, " x data parallel ", mesh.placement().dpSize);
 }
 

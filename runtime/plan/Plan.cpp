@@ -620,8 +620,8 @@ std::string meshAxisNames(const std::vector<MeshAxis> &mesh) {
   return s;
 }
 
-/// `mesh`: `{"axes": [{"name", "size"}, ...], "data_parallel_axis": "<axis>"}` into
-/// plan.mesh and plan.dataParallelAxis.
+/// `mesh`: `{"axes": [{"name", "size"}, ...], "data_parallel_axis": "<axis>", "zero_stage":
+/// 1|2}` into plan.mesh, plan.dataParallelAxis and plan.zeroStage.
 void readMesh(const JsonValue &v, const std::string &path, Plan &plan) {
   const JsonObject &o = asObject(v, path);
   std::string axesPath = member(path, "axes");
@@ -658,6 +658,13 @@ void readMesh(const JsonValue &v, const std::string &path, Plan &plan) {
                           "' must be the mesh's first (outermost) axis, but it is axis ", axis,
                           " (", meshAxisNames(plan.mesh), ")"));
     plan.dataParallelAxis = axis;
+    plan.zeroStage = 1;
+  }
+  if (const JsonValue *stage = o.find("zero_stage")) {
+    std::string stagePath = member(path, "zero_stage");
+    if (!plan.dataParallelAxis)
+      fail(stagePath, "a ZeRO stage needs a data-parallel axis (mesh.data_parallel_axis)");
+    plan.zeroStage = asInt(*stage, stagePath, 1, 2);
   }
 }
 

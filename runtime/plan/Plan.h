@@ -385,6 +385,10 @@ struct Plan {
   /// meshSize(), the data-parallel degree is that axis' size and a rank's data-parallel index
   /// its coordinate on it. Absent: data parallelism is outside the mesh (world / meshSize()).
   std::optional<size_t> dataParallelAxis;
+  /// `mesh.zero_stage` (with a data-parallel axis): 1, the default, shards the optimizer state
+  /// (ZeRO-1); 2 also keeps the accumulated gradients only as shards (ZeRO-2: each
+  /// micro-batch's gradient is reduce-scattered at once). 0 without a data-parallel axis.
+  int64_t zeroStage = 0;
   /// The `train {}` and `parallel {}` settings as written (objects).
   JsonValue train;
   /// `train.steps`, verified to be a step count from 0 to kMaxTrainSteps (0 when absent):

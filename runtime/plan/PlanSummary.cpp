@@ -56,9 +56,10 @@ std::string mtc::rt::describePlan(const Plan &plan) {
       mesh.append(mesh.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
     if (plan.dataParallelAxis)
       printf("mesh:        %s (%lld ranks; data parallel over axis '%s' with the distributed "
-             "optimizer)\n",
+             "optimizer%s)\n",
              mesh.c_str(), static_cast<long long>(plan.meshSize()),
-             plan.mesh[*plan.dataParallelAxis].name.c_str());
+             plan.mesh[*plan.dataParallelAxis].name.c_str(),
+             plan.zeroStage == 2 ? " and gradient shards, ZeRO-2" : "");
     else
       printf("mesh:        %s (%lld ranks per model copy; data parallel over the rest)\n",
              mesh.c_str(), static_cast<long long>(plan.meshSize()));

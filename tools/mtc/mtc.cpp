@@ -174,6 +174,13 @@ cl::opt<bool> distributedOptimizer(
     cl::desc("Shard the optimizer state over the --dp N data-parallel ranks (Megatron's "
              "distributed optimizer; the plan then runs on exactly dp x tp ranks)"),
     cl::sub(compileCommand), cl::cat(parallelCategory));
+cl::opt<unsigned> zeroStage(
+    "zero-stage",
+    cl::desc("What is sharded over the --dp N data-parallel ranks (DeepSpeed's ZeRO stages): "
+             "0, nothing; 1, the optimizer state (= --use-distributed-optimizer); 2, also the "
+             "gradients, reduce-scattered at each micro-batch and kept only as shards; 3 (the "
+             "parameters) is not supported yet"),
+    cl::value_desc("0|1|2"), cl::sub(compileCommand), cl::cat(parallelCategory));
 
 cl::opt<unsigned> pipelineParallel("pp",
                                    cl::desc("Pipeline-parallel degree: the number of stages "
@@ -595,7 +602,8 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   if (tensorParallel.getNumOccurrences() == 0 && dataParallel.getNumOccurrences() == 0 &&
       expertParallel.getNumOccurrences() == 0 && contextParallel.getNumOccurrences() == 0 &&
       expertTensorParallel.getNumOccurrences() == 0 && !sequenceParallel &&
-      layoutFlag.getNumOccurrences() == 0 && !distributedOptimizer && !pipelineFlags &&
+      layoutFlag.getNumOccurrences() == 0 && !distributedOptimizer &&
+      zeroStage.getNumOccurrences() == 0 && !pipelineFlags &&
       contextParallelCommType.getNumOccurrences() == 0)
     return success();
   mlir::MLIRContext *ctx = module.getContext();
@@ -639,6 +647,21 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
     sp = true;
   if (distributedOptimizer)
     distributed = true;
+  if (zeroStage.getNumOccurrences()) {
+    if (zeroStage == 3)
+      return flagError("--zero-stage 3 (the parameters sharded over the data-parallel ranks, "
+                       "ZeRO-3/FSDP) is not supported yet: use 0, 1 or 2");
+    if (zeroStage > 3)
+      return flagError("--zero-stage " + Twine(zeroStage.getValue()) +
+                       " is not a ZeRO stage: use 0, 1 or 2");
+    if (distributedOptimizer && zeroStage != 1)
+      return flagError("--use-distributed-optimizer is ZeRO stage 1, but --zero-stage is " +
+                       Twine(zeroStage.getValue()) + ": give one of them");
+    distributed = zeroStage >= 1;
+    if (zeroStage == 2 && pp.value_or(1) > 1)
+      return flagError("--zero-stage 2 is not supported with pipeline parallelism (--pp) yet: "
+                       "use --zero-stage 1");
+  }
   if (distributed.value_or(false) && dp.value_or(1) < 2)
     return flagError("the distributed optimizer shards the optimizer state over data-parallel "
                      "ranks, whose number it then fixes: set --dp N (N > 1)");
@@ -685,6 +708,8 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   if (!parallel)
     return failure();
   module->setAttr(mtc::mt::MTDialect::kParallelAttrName, parallel);
+  if (zeroStage == 2)
+    module->setAttr(mtc::kZeroStageAttrName, b.getI64IntegerAttr(2));
   return success();
 }
 

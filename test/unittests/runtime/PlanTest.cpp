@@ -1304,6 +1304,14 @@ TEST_F(PlanTest, DataParallelAxisAndOptimizerLayouts) {
   ASSERT_TRUE(q.ok()) << q.error().message();
   EXPECT_EQ(formatDims(q->optimizerLocalDims(q->params[0])), "[vocab=4, hidden=8]");
   EXPECT_TRUE(q->params[0].layout.replicated());
+  EXPECT_EQ(q->zeroStage, 1) << "a data-parallel axis without zero_stage is ZeRO-1";
+
+  // ZeRO-2.
+  dpOnly.getObject()->find("mesh")->getObject()->set("zero_stage", 2);
+  writePlan(dpOnly);
+  Expected<Plan> zero2 = loadPlan(plan());
+  ASSERT_TRUE(zero2.ok()) << zero2.error().message();
+  EXPECT_EQ(zero2->zeroStage, 2);
 }
 
 TEST_F(PlanTest, DataParallelAxisErrors) {
@@ -1325,6 +1333,20 @@ TEST_F(PlanTest, DataParallelAxisErrors) {
                       "first (outermost) axis, but it is axis 1 (mesh axes: tp, dp)");
   expectPlanJsonError(withMesh({{"dp", 2}}, 3),
                       "mesh.data_parallel_axis: expected a string, found the integer 3");
+  // The ZeRO stage: 1 or 2, and only with a data-parallel axis.
+  auto withStage = [](bool dpAxis, int64_t stage) {
+    return edited([&](JsonObject &o) {
+      JsonValue mesh = meshJson({{"dp", 2}});
+      if (dpAxis)
+        mesh.getObject()->set("data_parallel_axis", "dp");
+      mesh.getObject()->set("zero_stage", stage);
+      o.set("mesh", std::move(mesh));
+    });
+  };
+  expectPlanJsonError(withStage(true, 3),
+                      "mesh.zero_stage: expected an integer from 1 to 2, found the integer 3");
+  expectPlanJsonError(withStage(false, 2), "mesh.zero_stage: a ZeRO stage needs a data-parallel "
+                                           "axis (mesh.data_parallel_axis)");
   // Parameters are whole over the data-parallel axis.
   expectPlanJsonError(edited([](JsonObject &o) {
                         JsonValue mesh = meshJson({{"dp", 2}, {"tp", 2}});

@@ -5,8 +5,9 @@
 // a middle dim) and two all-reduced: the layout (all-reduced first, then reduce-scattered,
 // each in table order), the accumulation of scratch gradients, the reduction on 2 thread-ranks
 // with and without the scratch buffer (the optimizer's gradients are the rank's blocks of the
-// sums), a single rank, and the error of a missing data-parallel group. The values are small
-// integers, so every order of summation is exact.
+// sums), a single rank, and the error of a missing data-parallel group; under ZeRO-2 the
+// buffers' sizes and two micro-batches reduce-scattered one at a time into the shard
+// accumulator. The values are small integers, so every order of summation is exact.
 //
 //===----------------------------------------------------------------------===//
 
@@ -164,6 +165,71 @@ void checkReduce(bool withScratch) {
 TEST(GradientBufferTest, ReducesOverTwoRanksWithScratch) { checkReduce(true); }
 
 TEST(GradientBufferTest, ReducesOverTwoRanksWithoutScratch) { checkReduce(false); }
+
+TEST(GradientBufferTest, ZeroTwoKeepsOnlyShards) {
+  Plan plan = gradientPlan(true);
+  plan.zeroStage = 2;
+  // One micro-batch's 31 gradients, the scratch of the 7 all-reduced ones, the 12 elements of
+  // the shards and the staging of the largest sharded gradient (12).
+  EXPECT_EQ(create(plan, 2, true).bytes(), int64_t((31 + 7 + 12 + 12) * sizeof(float)));
+  EXPECT_EQ(create(plan, 2, false).bytes(), int64_t((31 + 12 + 12) * sizeof(float)));
+
+  // Two micro-batches per rank: the sums are over both ranks and both micro-batches.
+  TestJob job;
+  std::vector<std::vector<float>> a(2), b(2), c(2);
+  std::vector<std::string> errors(2);
+  const int64_t sizes[] = {12, 3, 12, 4};
+  auto micro = [&](int rank, int m, size_t p, size_t i) {
+    return value(rank + 2 * m, p, i); // micro-batch m of rank r: another "rank"'s values
+  };
+  runRanks(2, [&](int rank) {
+    auto dp = job.connect(rank, 2, "zero2");
+    ASSERT_TRUE(dp);
+    GradientBuffer g = create(plan, 2, true);
+    Error err = Error::success();
+    for (int m = 0; m < 2 && err.ok(); ++m) {
+      for (size_t p = 0; p < 4; ++p)
+        for (int64_t i = 0; i < sizes[p]; ++i)
+          g.microBatchGrad(p, m == 0)[i] = micro(rank, m, p, size_t(i));
+      err = g.addMicroBatch(dp.get(), m == 0, 0);
+    }
+    if (err.ok())
+      err = g.reduce(dp.get(), 0);
+    errors[rank] = err.message();
+    EXPECT_EQ(g.microBatchGrad(0, false), g.grad(0)) << "a sharded gradient is never scratch";
+    EXPECT_EQ(g.microBatchGrad(1, false), g.scratch(1));
+    a[rank].assign(g.optimizerGrad(0), g.optimizerGrad(0) + 6);
+    b[rank].assign(g.optimizerGrad(1), g.optimizerGrad(1) + 3);
+    c[rank].assign(g.optimizerGrad(2), g.optimizerGrad(2) + 6);
+  });
+  auto total = [&](size_t p, size_t i) {
+    float sum = 0;
+    for (int r = 0; r < 2; ++r)
+      for (int m = 0; m < 2; ++m)
+        sum += micro(r, m, p, i);
+    return sum;
+  };
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE(concat("rank ", r));
+    EXPECT_EQ(errors[r], "");
+    std::vector<float> aShard, bSum, cShard;
+    for (size_t i = 6 * size_t(r); i < 6 * size_t(r) + 6; ++i) // a [4, 3] by rows
+      aShard.push_back(total(0, i));
+    for (size_t i = 0; i < 3; ++i)
+      bSum.push_back(total(1, i));
+    for (size_t row = 0; row < 3; ++row) // c [3, 4] by its second dim
+      for (size_t col = 2 * size_t(r); col < 2 * size_t(r) + 2; ++col)
+        cShard.push_back(total(2, row * 4 + col));
+    EXPECT_EQ(a[r], aShard);
+    EXPECT_EQ(b[r], bSum);
+    EXPECT_EQ(c[r], cShard);
+  }
+
+  GradientBuffer lonely = create(plan, 2, false);
+  EXPECT_EQ(lonely.addMicroBatch(nullptr, true, 2).message(),
+            "step 3: reduce-scatter of the gradient of 'a' over the data-parallel ranks: internal "
+            "error: the data-parallel group has 1 ranks, but the gradients are sharded 2 ways");
+}
 
 TEST(GradientBufferTest, OneRankAndAMissingGroup) {
   // A data-parallel axis of size 1: the "shard" is the whole gradient, nothing is summed.

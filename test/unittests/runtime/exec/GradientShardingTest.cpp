@@ -3,7 +3,9 @@
 // reduceScatterGradients (runtime/exec/GradientSharding.h) on 2 and 4 thread-ranks: every rank
 // ends with its data-parallel block of the sum of all ranks' gradients, along a middle
 // dimension (not contiguous in memory) and the outermost one together in one call, equal to
-// a serial computation. The values are small integers, so every order of summation is exact.
+// a serial computation; and reduceScatterGradientInPlace (ZeRO-2), one gradient at a time
+// through a staging buffer, the shard landing in that buffer. The values are small integers,
+// so every order of summation is exact.
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,6 +87,35 @@ TEST(GradientShardingTest, ReduceScatterAlongAMiddleDimTwoRanks) { checkReduceSc
 
 TEST(GradientShardingTest, ReduceScatterAlongAMiddleDimFourRanks) { checkReduceScatter(4); }
 
+void checkInPlace(int n) {
+  // [2, 8, 3] along its middle dim, at an offset in its buffer.
+  GradientShardSpec spec{"mid", {2, 8, 3}, 1, 0, 0, size_t(48 / n)};
+  TestJob job;
+  std::vector<std::vector<float>> shards(n);
+  std::vector<std::string> errors(n);
+  runRanks(n, [&](int rank) {
+    std::unique_ptr<GlooCommunicator> dp = job.connect(rank, n, concat("inplace", n));
+    ASSERT_TRUE(dp);
+    std::vector<float> buffer(5 + 48, -100.0f), staging(48, -1.0f);
+    for (int64_t i = 0; i < 48; ++i)
+      buffer[5 + size_t(i)] = value(rank, 0, i);
+    Error err = reduceScatterGradientInPlace(dp.get(), n, spec, buffer.data() + 5,
+                                             staging.data(), staging.data());
+    errors[rank] = err.message();
+    shards[rank].assign(staging.begin(), staging.begin() + 48 / n);
+    EXPECT_EQ(buffer[4], -100.0f) << "only the gradient is rearranged";
+    EXPECT_EQ(dp->counters().totalBytesSent(), uint64_t(n - 1) * size_t(48 / n) * sizeof(float));
+  });
+  for (int c = 0; c < n; ++c) {
+    EXPECT_EQ(errors[c], "") << "rank " << c;
+    EXPECT_EQ(shards[c], expectedShard({2, 8, 3}, 1, n, c, 0, n)) << "rank " << c;
+  }
+}
+
+TEST(GradientShardingTest, InPlaceReduceScatterTwoRanks) { checkInPlace(2); }
+
+TEST(GradientShardingTest, InPlaceReduceScatterFourRanks) { checkInPlace(4); }
+
 TEST(GradientShardingTest, OneRankKeepsTheWholeGradient) {
   std::vector<GradientShardSpec> specs = {{"g", {2, 4}, 1, 0, 0, 8}};
   std::vector<float> grads(8), packed(8), out(8);
@@ -97,6 +128,15 @@ TEST(GradientShardingTest, OneRankKeepsTheWholeGradient) {
   EXPECT_EQ(bad.message(),
             "internal error: the data-parallel group has 1 ranks, but the gradients are sharded 2 "
             "ways");
+  std::vector<float> shard(8);
+  ASSERT_TRUE(
+      reduceScatterGradientInPlace(nullptr, 1, specs[0], grads.data(), packed.data(), shard.data())
+          .ok());
+  EXPECT_EQ(shard, grads);
+  EXPECT_EQ(
+      reduceScatterGradientInPlace(nullptr, 2, specs[0], grads.data(), packed.data(), shard.data())
+          .message(),
+      bad.message());
 }
 
 } // namespace
