@@ -365,24 +365,32 @@ private:
   Value firstChunk, secondChunk, firstPosition;
 };
 
-/// The forward's results on this rank: the output and the log-sum-exp (m + log l) of
-/// every query row, heads split as `form`'s, from one run of the ring.
+/// The forward's results on this rank: the log-sum-exp (m + log l) of every query row
+/// when `withLogSumExp`, and the output, heads split as `form`'s, from one run of the ring.
 struct Statistics {
-  Value out, logSumExp;
+  Value logSumExp, out;
 };
-Statistics forwardStatistics(Ring &ring, TensorBuilder &t, const AttentionForm &form) {
+Statistics forwardStatistics(Ring &ring, TensorBuilder &t, const AttentionForm &form,
+                             bool withLogSumExp) {
   auto logSumExpOf = [&](const Ring::Softmax &softmax) {
     return t.add(softmax.max, t.log(softmax.sum));
   };
+  Statistics statistics;
   if (!ring.isBalanced()) {
     Ring::Softmax softmax = ring.forward();
-    return {t.div(softmax.out, softmax.sum), logSumExpOf(softmax)};
+    if (withLogSumExp)
+      statistics.logSumExp = logSumExpOf(softmax);
+    statistics.out = t.div(softmax.out, softmax.sum);
+    return statistics;
   }
   Ring::HalvedSoftmax halves = ring.balancedForward();
-  return {ring.stack(t.div(halves.first.out, halves.first.sum),
-                     t.div(halves.second.out, halves.second.sum), ring.queryHalf, form.seq),
-          ring.stack(logSumExpOf(halves.first), logSumExpOf(halves.second), ring.queryHalf,
-                     form.seq)};
+  if (withLogSumExp)
+    statistics.logSumExp = ring.stack(logSumExpOf(halves.first), logSumExpOf(halves.second),
+                                      ring.queryHalf, form.seq);
+  statistics.out = ring.stack(t.div(halves.first.out, halves.first.sum),
+                              t.div(halves.second.out, halves.second.sum), ring.queryHalf,
+                              form.seq);
+  return statistics;
 }
 
 /// The axis splitting the query's sequence, if any.
@@ -433,7 +441,8 @@ struct AttentionModel : PartitionOpInterface::ExternalModel<AttentionModel, mt::
     }
     AttentionForm form = AttentionForm::of(d, op);
     Ring ring(d, context, layouts, form, *axis, op.getKey(), op.getValue());
-    Statistics forward = forwardStatistics(ring, d.tensors(), form);
+    Statistics forward =
+        forwardStatistics(ring, d.tensors(), form, /*withLogSumExp=*/bool(op.getLse()));
     SmallVector<Value> results = {
         d.conform(form.mergeHeads(d, forward.out), op.getResult().getType())};
     if (op.getLse())
@@ -478,9 +487,9 @@ struct AttentionGradModel
     // by the forward (save_lse) or else from its ring run again.
     Statistics forward;
     if (op.getSaved().empty())
-      forward = forwardStatistics(ring, t, form);
+      forward = forwardStatistics(ring, t, form, /*withLogSumExp=*/true);
     else
-      forward = {form.splitHeads(d, op.getSaved()[0]), form.splitHeads(d, op.getSaved()[1])};
+      forward = {form.splitHeads(d, op.getSaved()[1]), form.splitHeads(d, op.getSaved()[0])};
     Value logSumExp = forward.logSumExp, out = forward.out;
     Value dout = form.splitHeads(d, op.getResultGrad());
     Value rowDot = t.reduceSum(t.mul(dout, out), {form.headDim.getValue()});

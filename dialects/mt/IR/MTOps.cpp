@@ -565,14 +565,15 @@ static NamedTensorType logSumExpType(NamedTensorType query, StringRef headDim) {
   return query.withDims(dims);
 }
 
-LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
+/// The operands' rules are the verifier's, so that their errors name the op.
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  if (failed(verifyAttentionOperands(adaptor, InferenceErrors(context, location))))
+  auto query = dyn_cast<NamedTensorType>(adaptor.getQuery().getType());
+  if (!query)
     return failure();
-  types.push_back(adaptor.getQuery().getType());
+  types.push_back(query);
   if (adaptor.getSaveLse())
-    types.push_back(
-        logSumExpType(tensorOf(adaptor.getQuery()), adaptor.getHeadDim()));
+    types.push_back(logSumExpType(query, adaptor.getHeadDim()));
   return success();
 }
 
