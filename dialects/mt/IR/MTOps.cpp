@@ -577,6 +577,15 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return success();
 }
 
+/// The results are named only where the log-sum-exp is saved, so attention without it
+/// prints as an op of one result always has.
+void AttentionOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  if (!getLse())
+    return;
+  setNameFn(getResult(), "result");
+  setNameFn(getLse(), "lse");
+}
+
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttentionOperands(*this, opErrors(*this))))
     return failure();

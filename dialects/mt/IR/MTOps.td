@@ -15,6 +15,7 @@
 include "dialects/mt/IR/MTBase.td"
 include "dialects/mt/IR/MTTypes.td"
 include "dialects/mt/IR/MTAttrs.td"
+include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -340,7 +341,8 @@ def MT_RopeOp : MT_Op<"rope", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def MT_AttentionOp : MT_Op<"attention", [Pure, InferTypeOpAdaptor]> {
+def MT_AttentionOp : MT_Op<"attention", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "scaled dot-product attention (multi-head and grouped-query)";
   let description = [{
     `softmax(q k^T * scale [+ causal mask]) v` per head. The query has dimensions
