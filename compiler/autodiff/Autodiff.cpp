@@ -88,14 +88,36 @@ private:
   LogicalResult repeatVJP(mt::RepeatOp repeat, GradientMap &grads, OpBuilder &builder);
   FailureOr<LayerGradients> differentiateLayer(func::FuncOp layer, Recompute policy);
   LogicalResult differentiateEntry(func::FuncOp entry);
+  Operation *cloneForward(OpBuilder &builder, Operation &op, IRMapping &mapping);
 
   SymbolTable *symbols = nullptr;
+  /// Whether the module uses ring attention (cp_comm_type p2p), whose forward saves its
+  /// softmax statistics for the backward (cloneForward).
+  bool ringAttention = false;
   llvm::StringMap<LayerGradients> layers;
   /// Gradients of parameters read directly (model parameters, outside repeats).
   llvm::MapVector<StringRef, Value> paramGrads;
 };
 
 } // namespace
+
+/// Clones forward op `op` for differentiation. Under ring attention an `mt.attention`
+/// saves its log-sum-exp (save_lse), which its VJP hands to `mt.attention_grad`: the
+/// backward's ring then exchanges only the blocks the gradients need, rather than running
+/// the forward's ring again for the softmax statistics.
+Operation *AutodiffPass::cloneForward(OpBuilder &builder, Operation &op, IRMapping &mapping) {
+  auto attention = dyn_cast<mt::AttentionOp>(op);
+  if (!ringAttention || !attention || attention.getSaveLse())
+    return builder.clone(op, mapping);
+  auto saving = mt::AttentionOp::create(
+      builder, attention.getLoc(), mapping.lookup(attention.getQuery()),
+      mapping.lookup(attention.getKey()), mapping.lookup(attention.getValue()),
+      attention.getSeqDimAttr(), attention.getHeadsDimAttr(), attention.getKvHeadsDimAttr(),
+      attention.getHeadDimAttr(), attention.getCausalAttr(), attention.getScaleAttr(),
+      builder.getUnitAttr());
+  mapping.map(attention.getResult(), saving.getResult());
+  return saving;
+}
 
 FailureOr<Recompute> AutodiffPass::parsePolicy() {
   if (recompute == "none")
@@ -215,7 +237,7 @@ FailureOr<LayerGradients> AutodiffPass::differentiateLayer(func::FuncOp layer,
     }
     if (isa<mt::RepeatOp>(op))
       return op.emitOpError("layers cannot apply other layers"), failure();
-    forwardOps.push_back(builder.clone(op, mapping));
+    forwardOps.push_back(cloneForward(builder, op, mapping));
   }
   GradientMap grads;
   {
@@ -379,7 +401,7 @@ LogicalResult AutodiffPass::differentiateEntry(func::FuncOp entry) {
     }
     auto repeat = dyn_cast<mt::RepeatOp>(op);
     if (!repeat) {
-      forwardOps.push_back(builder.clone(op, mapping));
+      forwardOps.push_back(cloneForward(builder, op, mapping));
       continue;
     }
     // The layer stack runs its @L.fwd, stacking every instance's saved values.
@@ -434,6 +456,8 @@ void AutodiffPass::runOnOperation() {
     return signalPassFailure();
   SymbolTable symbolTable(module);
   symbols = &symbolTable;
+  mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
+  ringAttention = parallel && parallel.usesRingAttention();
 
   auto entry = module.lookupSymbol<func::FuncOp>("forward");
   if (!entry) {

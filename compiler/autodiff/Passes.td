@@ -18,6 +18,9 @@ def MTAutodiffPass : Pass<"mt-autodiff", "::mlir::ModuleOp"> {
     values are saved and which recomputed in `@L.bwd` is the `recompute` policy:
     `none` saves every value the backward reads, `selective` recomputes attention from its
     saved inputs, `full` saves only the layer inputs and recomputes the whole layer.
+    Under ring attention (`mt.parallel` with `cp_comm_type = p2p`) attention saves its
+    log-sum-exp (`mt.attention ... save_lse`) for `mt.attention_grad`, whose partition
+    rule then need not run the forward's ring again.
 
     `@forward_backward` has the arguments of `forward` and returns the loss followed by one
     gradient per `mt.param` in module order (named by its `mt.grads` attribute). It runs

@@ -261,8 +261,12 @@ LogicalResult vjp(mt::RopeOp op, TensorBuilder &t, ValueRange g, Grads &out) {
 }
 
 LogicalResult vjp(mt::AttentionOp op, TensorBuilder &t, ValueRange g, Grads &out) {
+  // A forward that saved its log-sum-exp hands it and its output to the backward.
+  SmallVector<Value> saved;
+  if (op.getLse())
+    saved = {op.getResult(), op.getLse()};
   auto grad = mt::AttentionGradOp::create(
-      t.builder(), t.location(), op.getQuery(), op.getKey(), op.getValue(), g[0],
+      t.builder(), t.location(), op.getQuery(), op.getKey(), op.getValue(), g[0], saved,
       op.getSeqDimAttr(), op.getHeadsDimAttr(), op.getKvHeadsDimAttr(), op.getHeadDimAttr(),
       op.getCausalAttr(), op.getScaleAttr());
   out.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});

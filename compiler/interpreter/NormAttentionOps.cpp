@@ -198,9 +198,9 @@ struct AttentionLayout {
 
   /// The attention probabilities p[j] of query `q` (offset of its element 0) against the
   /// keys starting at `k`: softmax over j of scale * q.k_j, with keys after query position
-  /// i masked out (probability 0) when causal.
-  void probabilities(const double *q, const double *k, int64_t i,
-                     SmallVectorImpl<double> &p) const {
+  /// i masked out (probability 0) when causal. Returns the log-sum-exp of the scores.
+  double probabilities(const double *q, const double *k, int64_t i,
+                       SmallVectorImpl<double> &p) const {
     p.assign(kvSeq, 0.0);
     int64_t visible = causal ? std::min(i + 1, kvSeq) : kvSeq;
     double max = -std::numeric_limits<double>::infinity();
@@ -216,6 +216,7 @@ struct AttentionLayout {
       sum += p[j] = std::exp(p[j] - max);
     for (int64_t j = 0; j < visible; ++j)
       p[j] /= sum;
+    return max + std::log(sum);
   }
 };
 
@@ -225,12 +226,27 @@ Expected<Results> eval::evalOp(mt::AttentionOp op, Operands in) {
   const Tensor &query = *in[0], &key = *in[1], &value = *in[2];
   AttentionLayout layout(op, query.type, key.type);
   Tensor result(query.type);
+  // The log-sum-exp of every query row (save_lse).
+  std::optional<Tensor> logSumExp;
+  if (op.getLse())
+    logSumExp.emplace(cast<mt::NamedTensorType>(op.getLse().getType()));
+  // The log-sum-exp's element of the query row through `queryOffset`: the same
+  // coordinates without head_dim.
+  auto rowOffset = [&](int64_t queryOffset) {
+    SmallVector<NamedIndex> row;
+    for (auto [dim, index] : llvm::zip(query.type.getDims(), query.coordsOf(queryOffset)))
+      if (dim.name != op.getHeadDim())
+        row.push_back({dim.name.getValue(), index});
+    return *logSumExp->offsetOf(row);
+  };
   SmallVector<double> p;
   layout.forEachHead([&](int64_t qBase, int64_t kvBase, int64_t h) {
     int64_t kvStart = layout.kvAt(kvBase, layout.kvHeadOf(h), 0);
     for (int64_t i = 0; i < layout.querySeq; ++i) {
       int64_t qStart = layout.queryAt(qBase, h, i);
-      layout.probabilities(&query.data[qStart], &key.data[kvStart], i, p);
+      double lse = layout.probabilities(&query.data[qStart], &key.data[kvStart], i, p);
+      if (logSumExp)
+        logSumExp->data[rowOffset(qStart)] = lse;
       for (int64_t d = 0; d < layout.headDim; ++d) {
         double sum = 0;
         for (int64_t j = 0; j < layout.kvSeq; ++j)
@@ -239,6 +255,8 @@ Expected<Results> eval::evalOp(mt::AttentionOp op, Operands in) {
       }
     }
   });
+  if (logSumExp)
+    return Results{std::move(result), std::move(*logSumExp)};
   return Results{std::move(result)};
 }
 

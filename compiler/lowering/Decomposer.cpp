@@ -165,6 +165,10 @@ Value AttentionForm::scores(Decomposer &d, Value key) const {
 }
 
 Value AttentionForm::probabilities(Decomposer &d) const {
+  return d.softmax(maskedScores(d), kvSeq.getValue());
+}
+
+Value AttentionForm::maskedScores(Decomposer &d) const {
   TensorBuilder &t = d.tensors();
   Value s = scores(d, k);
   if (causal) {
@@ -173,7 +177,7 @@ Value AttentionForm::probabilities(Decomposer &d) const {
     Value keyPos = d.rename(queryPos, seq.getValue(), kvSeq);
     s = t.add(s, causalBias(d, queryPos, keyPos, element));
   }
-  return d.softmax(s, kvSeq.getValue());
+  return s;
 }
 
 Value AttentionForm::causalBias(Decomposer &d, Value queryPositions, Value keyPositions,
@@ -192,9 +196,22 @@ Value AttentionForm::causalBias(Decomposer &d, Value queryPositions, Value keyPo
 
 SmallVector<Value> lowering::decomposeAttention(Decomposer &d, mt::AttentionOp op) {
   AttentionForm form = AttentionForm::of(d, op);
-  Value p = form.probabilities(d);
-  Value out = d.tensors().contract(p, form.v, {form.kvSeq.getValue()});
-  return {d.conform(form.mergeHeads(d, out), op.getType())};
+  if (!op.getLse()) {
+    Value p = form.probabilities(d);
+    Value out = d.tensors().contract(p, form.v, {form.kvSeq.getValue()});
+    return {d.conform(form.mergeHeads(d, out), op.getResult().getType())};
+  }
+  // save_lse: the softmax's pieces, whose maximum and sum give the log-sum-exp.
+  TensorBuilder &t = d.tensors();
+  StringRef kvSeq = form.kvSeq.getValue();
+  Value s = form.maskedScores(d);
+  Value max = t.reduceMax(s, {kvSeq});
+  Value e = t.exp(t.sub(s, max));
+  Value sum = t.reduceSum(e, {kvSeq});
+  Value out = t.div(t.contract(e, form.v, {kvSeq}), sum);
+  Value logSumExp = t.add(max, t.log(sum));
+  return {d.conform(form.mergeHeads(d, out), op.getResult().getType()),
+          d.conform(form.mergeHeads(d, logSumExp), op.getLse().getType())};
 }
 
 /// With s = scale * q.k (masked), p = softmax(s) and the output gradient do:

@@ -123,6 +123,9 @@ struct AttentionForm {
   mlir::Value scores(Decomposer &d, mlir::Value key) const;
   /// softmax over kvSeq of scale * q.k, with keys after the query position masked.
   mlir::Value probabilities(Decomposer &d) const;
+  /// scale * q.k with keys after the query position masked (causalBias): the scores
+  /// probabilities takes the softmax of.
+  mlir::Value maskedScores(Decomposer &d) const;
   /// [kvSeq, seq]: 0 where the key position (`keyPositions`, along kvSeq) is at most the
   /// query position (`queryPositions`, along seq), else a large negative value: half the
   /// largest finite value of `element`, so that adding a score cannot overflow and

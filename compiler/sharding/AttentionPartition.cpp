@@ -12,8 +12,9 @@
 //   forward   step t: s = scale * q.k_t (+ the causal bias of the global positions),
 //             m' = max(m, max_kv s), p = exp(s - m'), l = l exp(m - m') + sum_kv p,
 //             acc = acc exp(m - m') + p v_t, m = m';   out = acc / l
-//   backward  the forward's steps again give lse = m + log l and out; D = sum_d(do * out);
-//             step t: p = exp(s - lse), dv_t += p^T do, ds = scale * p * (do v_t^T - D),
+//   backward  lse = m + log l and out saved by the forward (mt.attention save_lse, which
+//             autodiff asks for under ring attention), else the forward's steps again;
+//             D = sum_d(do * out); step t: p = exp(s - lse), dv_t += p^T do, ds = scale * p * (do v_t^T - D),
 //             dq += ds k_t, dk_t += ds^T q; the dk and dv blocks travel with the key and
 //             value blocks and take one more step home after the last.
 //
@@ -54,9 +55,9 @@ NamedTensorType typeOf(Value value) { return cast<NamedTensorType>(value.getType
 
 /// The layouts of attention's query-shaped and key-shaped operands: the union of their
 /// splits without `head_dim`, one axis for the query's heads and the key's heads (or
-/// neither), partial sums summed first.
+/// neither), partial sums summed first; and its log-sum-exp's (the query's rows).
 struct AttentionLayouts {
-  Layout query, key;
+  Layout query, key, rows;
 
   template <typename AttentionLikeOp>
   static AttentionLayouts of(AttentionLikeOp op, const PartitionContext &context,
@@ -82,8 +83,11 @@ struct AttentionLayouts {
       split.erase(op.getHeadsDim());
       split.erase(op.getKvHeadsDim());
     }
-    return {Layout::restrict(split, typeOf(op.getQuery())),
-            Layout::restrict(split, typeOf(op.getKey()))};
+    NamedTensorType query = typeOf(op.getQuery());
+    SmallVector<NamedDim> rowDims = query.getDims();
+    llvm::erase_if(rowDims, [&](const NamedDim &dim) { return dim.name == op.getHeadDim(); });
+    return {Layout::restrict(split, query), Layout::restrict(split, typeOf(op.getKey())),
+            Layout::restrict(split, query.withDims(rowDims))};
   }
 };
 
@@ -361,6 +365,34 @@ private:
   Value firstChunk, secondChunk, firstPosition;
 };
 
+/// The forward's results on this rank: the log-sum-exp (m + log l) of every query row
+/// when `withLogSumExp`, and the output, heads split as `form`'s, from one run of the ring.
+struct Statistics {
+  Value logSumExp, out;
+};
+Statistics forwardStatistics(Ring &ring, TensorBuilder &t, const AttentionForm &form,
+                             bool withLogSumExp) {
+  auto logSumExpOf = [&](const Ring::Softmax &softmax) {
+    return t.add(softmax.max, t.log(softmax.sum));
+  };
+  Statistics statistics;
+  if (!ring.isBalanced()) {
+    Ring::Softmax softmax = ring.forward();
+    if (withLogSumExp)
+      statistics.logSumExp = logSumExpOf(softmax);
+    statistics.out = t.div(softmax.out, softmax.sum);
+    return statistics;
+  }
+  Ring::HalvedSoftmax halves = ring.balancedForward();
+  if (withLogSumExp)
+    statistics.logSumExp = ring.stack(logSumExpOf(halves.first), logSumExpOf(halves.second),
+                                      ring.queryHalf, form.seq);
+  statistics.out = ring.stack(t.div(halves.first.out, halves.first.sum),
+                              t.div(halves.second.out, halves.second.sum), ring.queryHalf,
+                              form.seq);
+  return statistics;
+}
+
 /// The axis splitting the query's sequence, if any.
 template <typename AttentionLikeOp>
 std::optional<std::string> ringAxis(AttentionLikeOp op, ValueLayouts &layouts) {
@@ -386,10 +418,13 @@ void replace(Operation *op, ArrayRef<Value> replacements, ValueLayouts &layouts)
 struct AttentionModel : PartitionOpInterface::ExternalModel<AttentionModel, mt::AttentionOp> {
   FailureOr<PartitionRule> getPartitionRule(Operation *operation, const PartitionContext &context,
                                             ArrayRef<Layout> in) const {
-    AttentionLayouts l = AttentionLayouts::of(cast<mt::AttentionOp>(operation), context, in);
+    auto op = cast<mt::AttentionOp>(operation);
+    AttentionLayouts l = AttentionLayouts::of(op, context, in);
     PartitionRule rule;
     rule.operands = {l.query, l.key, l.key};
     rule.results = {l.query};
+    if (op.getLse())
+      rule.results.push_back(l.rows);
     return rule;
   }
 
@@ -406,17 +441,13 @@ struct AttentionModel : PartitionOpInterface::ExternalModel<AttentionModel, mt::
     }
     AttentionForm form = AttentionForm::of(d, op);
     Ring ring(d, context, layouts, form, *axis, op.getKey(), op.getValue());
-    TensorBuilder &t = d.tensors();
-    Value out;
-    if (ring.isBalanced()) {
-      Ring::HalvedSoftmax softmax = ring.balancedForward();
-      out = ring.stack(t.div(softmax.first.out, softmax.first.sum),
-                       t.div(softmax.second.out, softmax.second.sum), ring.queryHalf, form.seq);
-    } else {
-      Ring::Softmax softmax = ring.forward();
-      out = t.div(softmax.out, softmax.sum);
-    }
-    replace(op, {d.conform(form.mergeHeads(d, out), op.getType())}, layouts);
+    Statistics forward =
+        forwardStatistics(ring, d.tensors(), form, /*withLogSumExp=*/bool(op.getLse()));
+    SmallVector<Value> results = {
+        d.conform(form.mergeHeads(d, forward.out), op.getResult().getType())};
+    if (op.getLse())
+      results.push_back(d.conform(form.mergeHeads(d, forward.logSumExp), op.getLse().getType()));
+    replace(op, results, layouts);
     return success();
   }
 };
@@ -425,9 +456,12 @@ struct AttentionGradModel
     : PartitionOpInterface::ExternalModel<AttentionGradModel, mt::AttentionGradOp> {
   FailureOr<PartitionRule> getPartitionRule(Operation *operation, const PartitionContext &context,
                                             ArrayRef<Layout> in) const {
-    AttentionLayouts l = AttentionLayouts::of(cast<mt::AttentionGradOp>(operation), context, in);
+    auto op = cast<mt::AttentionGradOp>(operation);
+    AttentionLayouts l = AttentionLayouts::of(op, context, in);
     PartitionRule rule;
     rule.operands = {l.query, l.key, l.key, l.query};
+    if (!op.getSaved().empty()) // the forward's output and log-sum-exp
+      rule.operands.append({l.query, l.rows});
     rule.results = {l.query, l.key, l.key};
     return rule;
   }
@@ -449,22 +483,14 @@ struct AttentionGradModel
     StringRef kvSeq = form.kvSeq.getValue();
     SmallVector<StringRef> perKeyHead = form.queryDimsPerKeyHead();
 
-    // The forward's statistics: the log-sum-exp of every query row, and the output.
-    auto logSumExpOf = [&](const Ring::Softmax &softmax) {
-      return t.add(softmax.max, t.log(softmax.sum));
-    };
-    Value logSumExp, out;
-    if (ring.isBalanced()) {
-      Ring::HalvedSoftmax halves = ring.balancedForward();
-      logSumExp = ring.stack(logSumExpOf(halves.first), logSumExpOf(halves.second),
-                             ring.queryHalf, form.seq);
-      out = ring.stack(t.div(halves.first.out, halves.first.sum),
-                       t.div(halves.second.out, halves.second.sum), ring.queryHalf, form.seq);
-    } else {
-      Ring::Softmax softmax = ring.forward();
-      logSumExp = logSumExpOf(softmax);
-      out = t.div(softmax.out, softmax.sum);
-    }
+    // The forward's statistics: the output and the log-sum-exp of every query row, saved
+    // by the forward (save_lse) or else from its ring run again.
+    Statistics forward;
+    if (op.getSaved().empty())
+      forward = forwardStatistics(ring, t, form, /*withLogSumExp=*/true);
+    else
+      forward = {form.splitHeads(d, op.getSaved()[1]), form.splitHeads(d, op.getSaved()[0])};
+    Value logSumExp = forward.logSumExp, out = forward.out;
     Value dout = form.splitHeads(d, op.getResultGrad());
     Value rowDot = t.reduceSum(t.mul(dout, out), {form.headDim.getValue()});
 

@@ -73,9 +73,10 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       v move one rank on by `mtp.shift ... offset 1 rotate` before each of the cp - 1
       steps after the first, the blocks' scores merged by online softmax (causal: the
       mesh's cp is `two_chunk`, and the steps after the first compute only the unmasked
-      halves of their blocks); the backward recomputes the log-sum-exp by the same steps,
-      then passes the blocks again with their key and value gradients, which take one
-      more step home;
+      halves of their blocks); the backward takes the log-sum-exp the forward saved
+      (`save_lse`; without `saved` operands it recomputes it by the same steps), then
+      passes the blocks again with their key and value gradients, which take one more
+      step home;
     - expert parallelism's routing (`ep > 1`, the batch split over `ep`): each rank routes
       its own tokens. `topk` keeps the batch's split over `ep` (any other split is
       gathered on its scores), `topk_grad` every row split; `dispatch` turns the tokens'

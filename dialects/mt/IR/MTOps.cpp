@@ -557,10 +557,46 @@ static LogicalResult verifyAttentionOperands(AttentionLikeOp op, EmitErrorFn emi
   return success();
 }
 
+/// The type of attention's log-sum-exp: one value per query row and head, the query's
+/// type without the head dimension.
+static NamedTensorType logSumExpType(NamedTensorType query, StringRef headDim) {
+  SmallVector<NamedDim> dims = query.getDims();
+  llvm::erase_if(dims, [&](const NamedDim &dim) { return dim.name == headDim; });
+  return query.withDims(dims);
+}
+
+/// The operands' rules are the verifier's, so that their errors name the op.
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto query = dyn_cast<NamedTensorType>(adaptor.getQuery().getType());
+  if (!query)
+    return failure();
+  types.push_back(query);
+  if (adaptor.getSaveLse())
+    types.push_back(logSumExpType(query, adaptor.getHeadDim()));
+  return success();
+}
+
+/// The results are named only where the log-sum-exp is saved, so attention without it
+/// prints as an op of one result always has.
+void AttentionOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  if (!getLse())
+    return;
+  setNameFn(getResult(), "result");
+  setNameFn(getLse(), "lse");
+}
+
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttentionOperands(*this, opErrors(*this))))
     return failure();
-  return checkResult(*this, getQuery().getType(), getResult().getType());
+  if (failed(checkResult(*this, getQuery().getType(), getResult().getType())))
+    return failure();
+  if (static_cast<bool>(getLse()) != getSaveLse())
+    return emitOpError() << "has a log-sum-exp result exactly when it has 'save_lse'";
+  if (getLse())
+    return checkResult(*this, logSumExpType(tensorOf(getQuery()), getHeadDim()),
+                       getLse().getType(), "log-sum-exp");
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -1058,6 +1094,17 @@ static LogicalResult verifyAttentionGradOperands(AttentionGradOpOrAdaptor op,
     return failure();
   if (op.getQuery().getType() != op.getResultGrad().getType())
     return emitError() << "output gradient must have the query's type";
+  if (op.getSaved().empty())
+    return success();
+  if (op.getSaved().size() != 2)
+    return emitError() << "saves the forward's output and log-sum-exp (2 values), got "
+                       << op.getSaved().size();
+  if (op.getSaved()[0].getType() != op.getQuery().getType())
+    return emitError() << "saved output must have the query's type";
+  NamedTensorType lse = logSumExpType(tensorOf(op.getQuery()), op.getHeadDim());
+  if (op.getSaved()[1].getType() != lse)
+    return emitError() << "saved log-sum-exp must have type " << lse << ", got "
+                       << op.getSaved()[1].getType();
   return success();
 }
 

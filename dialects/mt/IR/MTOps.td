@@ -15,6 +15,7 @@
 include "dialects/mt/IR/MTBase.td"
 include "dialects/mt/IR/MTTypes.td"
 include "dialects/mt/IR/MTAttrs.td"
+include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -340,7 +341,8 @@ def MT_RopeOp : MT_Op<"rope", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def MT_AttentionOp : MT_Op<"attention", [Pure, AllTypesMatch<["query", "result"]>]> {
+def MT_AttentionOp : MT_Op<"attention", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "scaled dot-product attention (multi-head and grouped-query)";
   let description = [{
     `softmax(q k^T * scale [+ causal mask]) v` per head. The query has dimensions
@@ -350,6 +352,11 @@ def MT_AttentionOp : MT_Op<"attention", [Pure, AllTypesMatch<["query", "result"]
     names mean ordinary multi-head attention, and then the head counts are equal). `seq`,
     `heads` and `head_dim` are three different dimensions. The result has the query's type.
 
+    With `save_lse` a second result `lse` holds the log-sum-exp of every query row's
+    scores (the query's type without `head_dim`), which `mt.attention_grad` takes back
+    instead of recomputing it: autodiff asks for it under ring attention, where recomputing
+    costs a second ring of key/value exchanges.
+
     ```mlir
     %o = mt.attention %q, %k, %v dims(seq, heads, kv_heads, head_dim) causal scale 0.125
         : !mt.tensor<...>, !mt.tensor<...>, !mt.tensor<...>
@@ -357,13 +364,14 @@ def MT_AttentionOp : MT_Op<"attention", [Pure, AllTypesMatch<["query", "result"]
   }];
   let arguments = (ins MT_Tensor:$query, MT_Tensor:$key, MT_Tensor:$value,
                        StrAttr:$seq_dim, StrAttr:$heads_dim, StrAttr:$kv_heads_dim,
-                       StrAttr:$head_dim, UnitAttr:$causal, F64Attr:$scale);
-  let results = (outs MT_Tensor:$result);
+                       StrAttr:$head_dim, UnitAttr:$causal, F64Attr:$scale,
+                       UnitAttr:$save_lse);
+  let results = (outs MT_Tensor:$result, Optional<MT_Tensor>:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value `dims` `(` custom<DimName>($seq_dim) `,`
     custom<DimName>($heads_dim) `,` custom<DimName>($kv_heads_dim) `,`
-    custom<DimName>($head_dim) `)` (`causal` $causal^)? `scale` $scale attr-dict `:`
-    type($query) `,` type($key) `,` type($value)
+    custom<DimName>($head_dim) `)` (`causal` $causal^)? `scale` $scale
+    (`save_lse` $save_lse^)? attr-dict `:` type($query) `,` type($key) `,` type($value)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -657,15 +665,18 @@ def MT_AttentionGradOp : MT_Op<"attention_grad", [Pure, InferTypeOpAdaptor]> {
     Given the forward operands and the gradient of the output, returns the gradients of
     query, key and value (the attention probabilities are recomputed, as flash attention's
     backward does). Dimensions and attributes are those of the forward op; the gradients
-    have the types of query, key and value.
+    have the types of query, key and value. `saved`, when present, is the forward's output
+    and its log-sum-exp (`mt.attention ... save_lse`): ring attention's backward then takes
+    the softmax statistics from them instead of running the forward's ring again.
   }];
   let arguments = (ins MT_Tensor:$query, MT_Tensor:$key, MT_Tensor:$value,
-                       MT_Tensor:$result_grad,
+                       MT_Tensor:$result_grad, Variadic<MT_Tensor>:$saved,
                        StrAttr:$seq_dim, StrAttr:$heads_dim, StrAttr:$kv_heads_dim,
                        StrAttr:$head_dim, UnitAttr:$causal, F64Attr:$scale);
   let results = (outs MT_Tensor:$query_grad, MT_Tensor:$key_grad, MT_Tensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $result_grad `dims` `(` custom<DimName>($seq_dim) `,`
+    $query `,` $key `,` $value `,` $result_grad (`saved` `(` $saved^ `:` type($saved) `)`)?
+    `dims` `(` custom<DimName>($seq_dim) `,`
     custom<DimName>($heads_dim) `,` custom<DimName>($kv_heads_dim) `,`
     custom<DimName>($head_dim) `)` (`causal` $causal^)? `scale` $scale attr-dict `:`
     type($query) `,` type($key) `,` type($value) `,` type($result_grad) `->`

@@ -112,3 +112,37 @@ module @attn {
 // SEL-LABEL: func.func @block.bwd(
 // SEL: mt.attention %
 // SEL: mt.attention_grad
+
+// -----
+
+// Tests that under ring attention (cp_comm_type p2p) the forward's attention saves its
+// log-sum-exp: @block.fwd returns it among the saved values and @block.bwd hands it, with
+// the attention's output, to attention_grad (no attention in the backward; selective
+// recomputation recomputes both in the backward).
+module @ring attributes {mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  mt.param @block.w layer @block : !mt.tensor<[heads=2, head_dim=4, hidden=8], f32> init normal(2.000000e-02)
+  func.func @block(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) -> !mt.tensor<[seq=4, heads=2, head_dim=4], f32> attributes {mt.layer} {
+    %w = mt.param_ref @block.w : !mt.tensor<[heads=2, head_dim=4, hidden=8], f32>
+    %a = mt.attention %q, %q, %q dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>
+    %o = mt.contract %a, %w over [heads, head_dim] : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[heads=2, head_dim=4, hidden=8], f32> -> !mt.tensor<[seq=4, hidden=8], f32>
+    %p = mt.contract %o, %w over [hidden] : !mt.tensor<[seq=4, hidden=8], f32>, !mt.tensor<[heads=2, head_dim=4, hidden=8], f32> -> !mt.tensor<[seq=4, heads=2, head_dim=4], f32>
+    return %p : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>
+  }
+  func.func @forward(%x: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) -> !mt.tensor<[], f32> {
+    %y = mt.repeat @block(%x) count 2 : (!mt.tensor<[seq=4, heads=2, head_dim=4], f32>) -> !mt.tensor<[seq=4, heads=2, head_dim=4], f32>
+    %l = mt.reduce_sum %y over [seq, heads, head_dim] : !mt.tensor<[seq=4, heads=2, head_dim=4], f32> -> !mt.tensor<[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+// CHECK-LABEL: module @ring
+// CHECK-LABEL: func.func @block.fwd(
+// CHECK-SAME: !mt.tensor<[seq=4, heads=2], f32>
+// CHECK: %[[A:.*]], %[[L:.*]] = mt.attention {{.*}} causal scale 5.000000e-01 save_lse
+// CHECK: return {{.*}}%[[L]]
+// CHECK-LABEL: func.func @block.bwd(
+// CHECK-NOT: mt.attention %
+// CHECK: mt.attention_grad {{.*}} saved(%{{.*}}, %{{.*}} : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2], f32>)
+// SEL-LABEL: module @ring
+// SEL-LABEL: func.func @block.bwd(
+// SEL: %[[A:.*]], %[[L:.*]] = mt.attention {{.*}} save_lse
+// SEL: mt.attention_grad {{.*}} saved(%[[A]], %[[L]] :

@@ -298,3 +298,21 @@ module attributes {mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
     return %s, %dk, %dv : !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[seq=4, heads=2, head_dim=2], f32>
   }
 }
+
+// -----
+
+// Tests that attention saving its log-sum-exp (save_lse) gives the stable softmax's row
+// maximum plus the log of its sum, next to the output.
+func.func @attention_lse(%q: !mt.tensor<[seq=2, heads=2, head_dim=3], f64>) -> (!mt.tensor<[seq=2, heads=2, head_dim=3], f64>, !mt.tensor<[seq=2, heads=2], f64>) {
+  %0, %1 = mt.attention %q, %q, %q dims(seq, heads, heads, head_dim) scale 0.8 save_lse : !mt.tensor<[seq=2, heads=2, head_dim=3], f64>, !mt.tensor<[seq=2, heads=2, head_dim=3], f64>, !mt.tensor<[seq=2, heads=2, head_dim=3], f64>
+  return %0, %1 : !mt.tensor<[seq=2, heads=2, head_dim=3], f64>, !mt.tensor<[seq=2, heads=2], f64>
+}
+// CHECK-LABEL: func.func @attention_lse(
+// CHECK-NOT: mt.attention
+// CHECK: %[[MAX:.*]] = mt.reduce_max %{{.*}} over [seq_kv]
+// CHECK: %[[E:.*]] = mt.exp
+// CHECK: %[[SUM:.*]] = mt.reduce_sum %[[E]] over [seq_kv]
+// CHECK: %[[O:.*]] = mt.div %{{.*}}, %[[SUM]]
+// CHECK: %[[LOG:.*]] = mt.log %[[SUM]]
+// CHECK: %[[LSE:.*]] = mt.add %[[MAX]], %[[LOG]] : {{.*}} -> <[seq=2, heads=2], f64>
+// CHECK: return %{{.*}}, %{{.*}}

@@ -1241,6 +1241,55 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type 
 
 // -----
 
+// Tests that ring attention saving its log-sum-exp (save_lse) computes it in the same ring
+// (one shift each of key and value under cp 2): m + log l of each query chunk, stacked
+// back into the sequence like the output and laid out like the query's rows.
+// CHECK-LABEL: func.func @forward
+// CHECK-COUNT-2: mtp.shift {{.*}} : <[seq=8, heads=2, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK-NOT: mtp.shift
+// CHECK: mt.log
+// CHECK: mt.log
+// CHECK: %[[LSE:.*]] = mt.merge %{{.*}} [seq_chunk, seq_half] into seq : <[seq_chunk=2, seq_half=2, heads=2], f32> -> <[seq=4, heads=2], f32>
+// CHECK: mt.merge %{{.*}} [seq_chunk, seq_half] into seq : <[seq_chunk=2, seq_half=2, heads=2, head_dim=4], f32> -> <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NOT: mtp.shift
+// CHECK: mt.reduce_sum %[[LSE]] over [seq, heads]
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  func.func @forward(%q: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, %k: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, %v: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>) -> (!mt.tensor<[], f32>, !mt.tensor<[], f32>) {
+    %o, %lse = mt.attention %q, %k, %v dims(seq, heads, heads, head_dim) causal scale 0.5 save_lse : !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, heads=2, head_dim=4], f32>
+    %l = mt.reduce_sum %o over [seq, heads, head_dim] : <[seq=8, heads=2, head_dim=4], f32> -> <[], f32>
+    %m = mt.reduce_sum %lse over [seq, heads] : <[seq=8, heads=2], f32> -> <[], f32>
+    return %l, %m : !mt.tensor<[], f32>, !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests ring attention's backward under cp 2 with the forward's output and log-sum-exp
+// saved (grouped-query, causal): no forward steps again, so the key and value blocks shift
+// once each (for the gradient step of the other rank's block) where the recomputing
+// backward shifts them twice; the key and value gradient blocks shift twice each (with
+// their blocks, then home), and the saved values are only split into the grouped heads.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: mt.log
+// CHECK: mt.split %{{.*}} heads into [kv_heads, heads_group] : <[seq=4, heads=2], f32> -> <[seq=4, kv_heads=1, heads_group=2], f32>
+// CHECK-NOT: mt.log
+// CHECK: mt.greater %{{.*}}, %{{.*}} : <[seq_kv=4], f32>, <[seq=4], f32>
+// CHECK-COUNT-2: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK-COUNT-4: mtp.shift {{.*}} over "cp" offset 1 rotate
+// CHECK-NOT: mtp.shift
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  func.func @forward(%q: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, %k: !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, %v: !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, %do: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, %o: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, %lse: !mt.tensor<[seq=8, heads=2], f32>) -> (!mt.tensor<[], f32>, !mt.tensor<[], f32>, !mt.tensor<[], f32>) {
+    %dq, %dk, %dv = mt.attention_grad %q, %k, %v, %do saved(%o, %lse : !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, heads=2], f32>) dims(seq, heads, kv_heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, !mt.tensor<[seq=8, heads=2, head_dim=4], f32> -> !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>
+    %lq = mt.reduce_sum %dq over [seq, heads, head_dim] : <[seq=8, heads=2, head_dim=4], f32> -> <[], f32>
+    %lk = mt.reduce_sum %dk over [seq, kv_heads, head_dim] : <[seq=8, kv_heads=1, head_dim=4], f32> -> <[], f32>
+    %lv = mt.reduce_sum %dv over [seq, kv_heads, head_dim] : <[seq=8, kv_heads=1, head_dim=4], f32> -> <[], f32>
+    return %lq, %lk, %lv : !mt.tensor<[], f32>, !mt.tensor<[], f32>, !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
 // Tests parallel folding (etp = 1 under tp 2, ep 2, sp): an expert weight is split over
 // [ep, tp] along experts (one whole expert of 4 per rank, ffn whole), a dense weight keeps
 // its ffn split over tp. Each ep rank routes its part of the batch (the sequence gathered

@@ -765,7 +765,7 @@ func.func @attention_scale(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) {
 
 // Tests that attention's result has the query's type (generic form, where it is written).
 func.func @attention_result(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) {
-  // expected-error @+1 {{'mt.attention' op failed to verify that all of {query, result} have same type}}
+  // expected-error @+1 {{'mt.attention' op result type '!mt.tensor<[seq=4, heads=2, head_dim=4], bf16>' does not match the expected '!mt.tensor<[seq=4, heads=2, head_dim=4], f32>'}}
   %0 = "mt.attention"(%q, %q, %q) <{seq_dim = "seq", heads_dim = "heads", kv_heads_dim = "heads", head_dim = "head_dim", scale = 0.5 : f64}> : (!mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) -> !mt.tensor<[seq=4, heads=2, head_dim=4], bf16>
   return
 }
@@ -773,6 +773,43 @@ func.func @attention_result(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) {
 //===----------------------------------------------------------------------===//
 // Embedding, loss, regularisation
 //===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that attention has a log-sum-exp result exactly when it has save_lse (generic
+// form, where the results are written).
+func.func @attention_lse_without_save(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) {
+  // expected-error @+1 {{'mt.attention' op has a log-sum-exp result exactly when it has 'save_lse'}}
+  %0:2 = "mt.attention"(%q, %q, %q) <{seq_dim = "seq", heads_dim = "heads", kv_heads_dim = "heads", head_dim = "head_dim", scale = 0.5 : f64}> : (!mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) -> (!mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2], f32>)
+  return
+}
+
+// -----
+
+// Tests that attention's log-sum-exp has the query's type without head_dim.
+func.func @attention_lse_type(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) {
+  // expected-error @+1 {{'mt.attention' op log-sum-exp type '!mt.tensor<[seq=4, heads=2, head_dim=4], f32>' does not match the expected '!mt.tensor<[seq=4, heads=2], f32>'}}
+  %0:2 = "mt.attention"(%q, %q, %q) <{seq_dim = "seq", heads_dim = "heads", kv_heads_dim = "heads", head_dim = "head_dim", scale = 0.5 : f64, save_lse}> : (!mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) -> (!mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>)
+  return
+}
+
+// -----
+
+// Tests that attention_grad's saved values are the forward's output and log-sum-exp: two.
+func.func @attention_grad_saved_count(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) {
+  // expected-error @+1 {{'mt.attention_grad' op saves the forward's output and log-sum-exp (2 values), got 1}}
+  %0:3 = mt.attention_grad %q, %q, %q, %q saved(%q : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) dims(seq, heads, heads, head_dim) scale 0.5 : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32> -> !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>
+  return
+}
+
+// -----
+
+// Tests that attention_grad's saved log-sum-exp has one value per query row and head.
+func.func @attention_grad_saved_lse(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) {
+  // expected-error @+1 {{'mt.attention_grad' op saved log-sum-exp must have type '!mt.tensor<[seq=4, heads=2], f32>', got '!mt.tensor<[seq=4, heads=2, head_dim=4], f32>'}}
+  %0:3 = mt.attention_grad %q, %q, %q, %q saved(%q, %q : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>) dims(seq, heads, heads, head_dim) scale 0.5 : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32> -> !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>
+  return
+}
 
 // -----
 

@@ -268,6 +268,19 @@ func.func @attention(%q: !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>,
   return
 }
 
+// Tests that attention saving its log-sum-exp (save_lse: one value per query row and head)
+// and attention_grad taking the forward's output and log-sum-exp back round-trip.
+// CHECK-LABEL: func.func @attention_saved
+// CHECK: %[[O:.*]], %[[L:.*]] = mt.attention %{{.*}}, %{{.*}}, %{{.*}} dims(seq, heads, kv_heads, head_dim) causal scale 5.000000e-01 save_lse : <[batch=2, seq=4, heads=4, head_dim=4], f32>
+// CHECK: mt.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} saved(%[[O]], %[[L]] : !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=4], f32>) dims(seq, heads, kv_heads, head_dim) causal scale 5.000000e-01
+func.func @attention_saved(%q: !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>,
+                           %k: !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=4], f32>,
+                           %do: !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>) {
+  %o, %lse = mt.attention %q, %k, %k dims(seq, heads, kv_heads, head_dim) causal scale 0.5 save_lse : !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=4], f32>
+  %0:3 = mt.attention_grad %q, %k, %k, %do saved(%o, %lse : !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=4], f32>) dims(seq, heads, kv_heads, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32> -> !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=4], f32>
+  return
+}
+
 // -----
 
 // Tests that gather round-trips an embedding lookup.

@@ -224,6 +224,27 @@ TEST_F(DecomposeTest, CausalAttentionInF32) {
                  /*causal=*/true, "0.5");
 }
 
+TEST_F(DecomposeTest, GroupedQueryAttentionSavingItsLogSumExp) {
+  // save_lse: the interpreter's log-sum-exp of each query row (the query's layout without
+  // head_dim, heads not first) against the decomposition's max + log(sum).
+  llvm::StringRef source = R"mlir(
+    func.func @f(%q: !mt.tensor<[seq=4, batch=2, heads=6, head_dim=2], f64>,
+                 %k: !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>)
+        -> (!mt.tensor<[seq=4, batch=2, heads=6, head_dim=2], f64>,
+            !mt.tensor<[seq=4, batch=2, heads=6], f64>) {
+      %o, %lse = mt.attention %q, %k, %k dims(seq, heads, kv_heads, head_dim) causal scale 0.7
+          save_lse : !mt.tensor<[seq=4, batch=2, heads=6, head_dim=2], f64>,
+          !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>,
+          !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>
+      return %o, %lse : !mt.tensor<[seq=4, batch=2, heads=6, head_dim=2], f64>,
+          !mt.tensor<[seq=4, batch=2, heads=6], f64>
+    }
+  )mlir";
+  expectSameAfterDecompose(source, "f",
+                           {random("[seq=4, batch=2, heads=6, head_dim=2], f64", -2, 2),
+                            random("[batch=2, seq=4, kv_heads=2, head_dim=2], f64", -2, 2)});
+}
+
 TEST_F(DecomposeTest, AttentionWhoseDimsClashWithTheNewNames) {
   // The batch dimensions are called seq_kv and heads_group: the new dimensions must get
   // other names.
