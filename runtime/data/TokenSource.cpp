@@ -24,12 +24,21 @@ Expected<TokenSource> TokenSource::text(const std::filesystem::path &path, int64
   return TokenSource(std::move(*data));
 }
 
+Expected<TokenSource> TokenSource::indexed(const GptDataset::Options &options) {
+  Expected<GptDataset> data = GptDataset::open(options);
+  if (!data)
+    return data.takeError();
+  return TokenSource(std::move(*data));
+}
+
 Error TokenSource::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen,
                          int32_t *tokens, int32_t *labels) const {
   if (const auto *task = std::get_if<SyntheticTask>(&source_)) {
     task->batch(step, sampleBegin, count, seqLen, tokens, labels);
     return Error::success();
   }
+  if (const auto *gpt = std::get_if<GptDataset>(&source_))
+    return gpt->batch(step, sampleBegin, count, seqLen, tokens, labels);
   return std::get<TextDataset>(source_).batch(step, sampleBegin, count, seqLen, tokens, labels);
 }
 
@@ -45,6 +54,8 @@ std::string TokenSource::describe() const {
   if (const auto *task = std::get_if<SyntheticTask>(&source_))
     return concat("synthetic Markov task over ", task->vocab(), " tokens (best loss ",
                   fixed4(task->entropyRate()), ", uniform ", fixed4(task->uniformLoss()), ")");
+  if (const auto *gpt = std::get_if<GptDataset>(&source_))
+    return gpt->describe();
   const auto &text = std::get<TextDataset>(source_);
   return concat("text ", text.path(), " (", text.size(), " bytes, byte-level tokens)");
 }

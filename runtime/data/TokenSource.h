@@ -1,15 +1,17 @@
 //===- TokenSource.h - The training data of a run ----------------*- C++ -*-===//
 //
-// Either the built-in synthetic task (SyntheticTask.h, the default) or a text file read
-// byte by byte (TextDataset.h, `mtrun --data FILE.txt`). Both are stateless: the samples of
-// step s depend only on (seed, s, sample index), so a resumed or data-parallel run reads
-// exactly the samples a single uninterrupted run reads.
+// The built-in synthetic task (SyntheticTask.h, the default), a text file read byte by byte
+// (TextDataset.h, `mtrun --data FILE.txt`) or a Megatron indexed dataset in Megatron's sample
+// order (GptDataset.h, `mtrun --data-path PREFIX`). All are stateless: the samples of step s
+// depend only on (seed, s, sample index), so a resumed or data-parallel run reads exactly the
+// samples a single uninterrupted run reads.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_DATA_TOKENSOURCE_H
 #define MTC_RUNTIME_DATA_TOKENSOURCE_H
 
+#include "runtime/data/GptDataset.h"
 #include "runtime/data/SyntheticTask.h"
 #include "runtime/data/TextDataset.h"
 #include "runtime/support/Error.h"
@@ -27,20 +29,25 @@ public:
   /// Byte-level tokens of the text file `path`; the model's vocabulary must hold all 256.
   static Expected<TokenSource> text(const std::filesystem::path &path, int64_t vocab,
                                     uint64_t seed);
+  /// The train split of the indexed dataset `options.prefix` in Megatron's order; every token
+  /// id must be below `options.vocab` (checked as the samples are read).
+  static Expected<TokenSource> indexed(const GptDataset::Options &options);
 
   /// Samples [sampleBegin, sampleBegin + count) of `step` (see SyntheticTask::batch). Fails
-  /// only when a text file cannot be read (truncated while training, I/O error).
+  /// only when a file cannot be read (truncated while training, I/O error) or an indexed
+  /// dataset's token is outside the vocabulary.
   Error batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen, int32_t *tokens,
               int32_t *labels) const;
-  /// "synthetic Markov task over 256 tokens (best loss 1.2799)", "text 'f.txt' (12345 bytes)".
+  /// "synthetic Markov task over 256 tokens (best loss 1.2799)", "text 'f.txt' (12345 bytes)",
+  /// "indexed dataset 'p' (train split: ...)".
   std::string describe() const;
   /// The best achievable mean loss, when known (the synthetic task's entropy rate).
   std::optional<double> bestLoss() const;
 
 private:
-  explicit TokenSource(std::variant<SyntheticTask, TextDataset> source)
-      : source_(std::move(source)) {}
-  std::variant<SyntheticTask, TextDataset> source_;
+  using Source = std::variant<SyntheticTask, TextDataset, GptDataset>;
+  explicit TokenSource(Source source) : source_(std::move(source)) {}
+  Source source_;
 };
 
 } // namespace mtc::rt
