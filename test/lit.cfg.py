@@ -31,6 +31,7 @@ tools = [
     ToolSubst("mt-gradcheck", unresolved="fatal"),
     ToolSubst("mtc-codegen", unresolved="fatal"),
     ToolSubst("mtrun", unresolved="fatal"),
+    ToolSubst("mtc-data", unresolved="fatal"),
     ToolSubst("not", unresolved="fatal"),
     ToolSubst("count", unresolved="fatal"),
 ]

@@ -209,7 +209,9 @@ Expected<IndexedDataset> IndexedDataset::open(const std::filesystem::path &prefi
     }
     return idxFile.takeError().withContext(what);
   }
-  auto fail = [&](const auto &...pieces) { return makeError("indexed dataset ", idx, ": ", pieces...); };
+  auto fail = [&](const auto &...pieces) {
+    return makeError("indexed dataset ", idx, ": ", pieces...);
+  };
 
   const uint64_t size = idxFile->size;
   if (size < kHeaderSize)

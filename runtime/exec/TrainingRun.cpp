@@ -117,6 +117,34 @@ std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
   return concat(s, " x data parallel ", mesh.placement().dpSize);
 }
 
+/// The run's data. An indexed dataset's sample order depends on the sequence length and the
+/// global batch, which the compiled step gives, and on the samples the run trains on
+/// (Megatron's train_iters x global_batch_size: every step up to the target, so a resumed run
+/// reads the order of the run it resumes when both have the same target).
+Expected<TokenSource> openData(const Plan &plan, const TrainingRunOptions &options,
+                               const KernelLibrary &kernels) {
+  const int64_t vocab = plan.vocabularySize().value_or(0);
+  if (options.data)
+    return TokenSource::text(*options.data, vocab, plan.seed);
+  if (!options.dataPath)
+    return TokenSource::synthetic(vocab, plan.seed);
+  const KernelFunction &step = *kernels.forwardBackward().function;
+  Expected<int64_t> microBatches = countMicroBatches(plan, step, options.globalBatch, 0);
+  if (!microBatches)
+    return microBatches.takeError();
+  // [batch, seq], as countMicroBatches checked.
+  const int64_t microBatch = step.inputs[0].dims[0].size, seqLen = step.inputs[0].dims[1].size;
+  GptDataset::Options gpt;
+  gpt.prefix = *options.dataPath;
+  gpt.split = options.split.value_or(std::string(kMegatronDefaultSplit));
+  gpt.seqLen = seqLen;
+  gpt.globalBatch = *microBatches * microBatch;
+  gpt.numSamples = options.targetSteps * gpt.globalBatch;
+  gpt.seed = plan.seed;
+  gpt.vocab = vocab;
+  return TokenSource::indexed(gpt);
+}
+
 /// The run on one rank once its mesh is known.
 class Run {
 public:
@@ -244,14 +272,12 @@ Error Run::saveDuringRun(const TrainingState &state) {
 }
 
 Error Run::train(TrainingState &state) {
-  int64_t vocab = plan_.vocabularySize().value_or(0);
-  Expected<TokenSource> data = options_.data ? TokenSource::text(*options_.data, vocab, plan_.seed)
-                                             : TokenSource::synthetic(vocab, plan_.seed);
-  if (!data)
-    return data.takeError();
   Expected<KernelLibrary> kernels = KernelLibrary::load(plan_);
   if (!kernels)
     return kernels.takeError();
+  Expected<TokenSource> data = openData(plan_, options_, *kernels);
+  if (!data)
+    return data.takeError();
   std::optional<MetricsWriter> metrics;
   if (options_.metrics && job_.leader()) {
     Expected<MetricsWriter> writer = MetricsWriter::open(*options_.metrics);

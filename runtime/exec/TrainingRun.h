@@ -59,6 +59,11 @@ struct TrainingRunOptions {
   unsigned threads = 0;
   /// Train on the bytes of this file (none: the built-in synthetic task).
   std::optional<std::string> data;
+  /// Or on the train split of this Megatron indexed dataset (PREFIX.idx and PREFIX.bin), in
+  /// Megatron's sample order for `targetSteps` x the global batch samples.
+  std::optional<std::string> dataPath;
+  /// Megatron's --split of `dataPath` (none: Megatron's default "969, 30, 1").
+  std::optional<std::string> split;
   /// Resume from the checkpoint in this directory.
   std::optional<std::string> load;
   /// Write a checkpoint to this directory at the end (and every `saveEvery` steps).

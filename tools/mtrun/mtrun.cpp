@@ -49,6 +49,7 @@ struct Options {
   std::optional<std::string> exportSafetensors;
   std::optional<std::string> steps, data, save, saveEvery, load, logEvery, metrics, threads;
   std::optional<std::string> nodes, ranksPerNode, globalBatch, commTimeout, trace;
+  std::optional<std::string> dataPath, split;
   bool help = false;
   bool version = false;
 };
@@ -72,6 +73,10 @@ constexpr OptionSpec kOptions[] = {
                        "train until N optimizer steps are done (default: the plan's `steps`)"),
     MTRUN_VALUE_OPTION("--data", data, "FILE",
                        "train on the bytes of FILE (default: the built-in synthetic task)"),
+    MTRUN_VALUE_OPTION("--data-path", dataPath, "PREFIX",
+                       "train on the Megatron dataset PREFIX.idx/.bin in Megatron's order"),
+    MTRUN_VALUE_OPTION("--split", split, "S",
+                       "Megatron's train,valid,test split of --data-path (default \"969, 30, 1\")"),
     MTRUN_VALUE_OPTION("--load", load, "DIR", "resume from the checkpoint in DIR"),
     MTRUN_VALUE_OPTION("--save", save, "DIR", "write a checkpoint to DIR at the end"),
     MTRUN_VALUE_OPTION("--save-every", saveEvery, "K", "also checkpoint every K steps (needs --save)"),
@@ -310,6 +315,10 @@ int run(int argc, char **argv) {
     return fail(makeError("no PLAN given (usage: mtrun PLAN [options]; see mtrun --help)"));
   if (opts->saveEvery && !opts->save)
     return fail(makeError("--save-every needs --save DIR"));
+  if (opts->data && opts->dataPath)
+    return fail(makeError("--data and --data-path are two data sets: give one"));
+  if (opts->split && !opts->dataPath)
+    return fail(makeError("--split needs --data-path PREFIX"));
 
   // Every numeric option, the plan, the batch split and the outputs are checked here, before
   // any rank starts or any step runs.
@@ -413,7 +422,7 @@ int run(int argc, char **argv) {
   if (opts->info) {
     std::fputs(describePlan(*plan).c_str(), stdout);
     bool more = opts->steps || opts->load || opts->save || opts->exportSafetensors || opts->data ||
-                opts->trace;
+                opts->dataPath || opts->trace;
     if (!more)
       return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
   }
@@ -425,6 +434,8 @@ int run(int argc, char **argv) {
   training.globalBatch = *globalBatch;
   training.threads = static_cast<unsigned>(*threadsPerRank);
   training.data = opts->data;
+  training.dataPath = opts->dataPath;
+  training.split = opts->split;
   training.load = opts->load;
   training.save = opts->save;
   training.metrics = opts->metrics;

@@ -1,0 +1,411 @@
+//===- mtc-data.cpp - Preparing and inspecting training data --------------===//
+//
+// `mtc-data preprocess` tokenizes a corpus into a Megatron indexed dataset (PREFIX.idx and
+// PREFIX.bin, runtime/data/IndexedDataset.h) as Megatron's tools/preprocess_data.py does;
+// `mtc-data info` describes one; `mtc-data samples` prints the token ids of the samples
+// `mtrun --data-path` trains on, in Megatron's order (runtime/data/GptDataset.h), so that
+// the order can be compared with Megatron's. Plain C++20 linking only the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/data/GptDataset.h"
+#include "runtime/data/IndexedDataset.h"
+#include "runtime/data/Tokenizer.h"
+#include "runtime/support/Error.h"
+#include "runtime/support/Json.h"
+#include "runtime/support/OutputPaths.h"
+#include "runtime/support/RegularFile.h"
+
+#include <charconv>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unistd.h>
+#include <vector>
+
+using namespace mtc::rt;
+
+namespace {
+
+constexpr const char *kUsage =
+    "usage: mtc-data COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  preprocess --input FILE --output-prefix PREFIX [options]\n"
+    "      tokenize FILE into the Megatron indexed dataset PREFIX.idx and PREFIX.bin\n"
+    "      --input-format F   jsonl (one JSON object per line, the text under --json-key)\n"
+    "                         or text (default: jsonl for .jsonl and .json files, else text)\n"
+    "      --json-key KEY     the member holding a document's text (default: text)\n"
+    "      --split-lines      text: every line is a document (default: the whole file is one)\n"
+    "      --append-eod       end every non-empty document with the end-of-document token\n"
+    "      --dtype D          u16 or i32, the .bin's element type (default u16)\n"
+    "      --tokenizer T      bytes: token = byte, 256 ids, end of document 0 (the default)\n"
+    "  info PREFIX\n"
+    "      check the indexed dataset PREFIX and print its dtype, sequences, documents, tokens\n"
+    "  samples PREFIX --seq-len L --num-samples N [--seed S] [--split W] [--first K]\n"
+    "      print the first K (default N) samples of L + 1 token ids that training on N samples\n"
+    "      reads, in Megatron's order (seed default 1234, Megatron's; split default \"969, 30, "
+    "1\")\n"
+    "  --help\n";
+
+/// `--name value` or `--name=value` options after the command, and positional arguments.
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string, std::less<>> values;
+  std::map<std::string, bool, std::less<>> flags;
+};
+
+Expected<Args> parseArgs(int argc, char **argv, int first,
+                         const std::vector<std::string_view> &valueOptions,
+                         const std::vector<std::string_view> &flagOptions) {
+  Args args;
+  for (int i = first; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg.size() < 2 || arg.substr(0, 2) != "--") {
+      args.positional.emplace_back(arg);
+      continue;
+    }
+    std::string_view name = arg, value;
+    bool inlineValue = false;
+    if (size_t eq = arg.find('='); eq != std::string_view::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      inlineValue = true;
+    }
+    bool isValue = false, isFlag = false;
+    for (std::string_view o : valueOptions)
+      isValue |= o == name;
+    for (std::string_view o : flagOptions)
+      isFlag |= o == name;
+    if (!isValue && !isFlag)
+      return makeError("unknown option '", arg, "' (see mtc-data --help)");
+    if (args.values.count(name) || args.flags.count(name))
+      return makeError(name, " given twice");
+    if (isFlag) {
+      if (inlineValue)
+        return makeError(name, " takes no value");
+      args.flags[std::string(name)] = true;
+      continue;
+    }
+    if (!inlineValue) {
+      if (i + 1 >= argc)
+        return makeError(name, " needs a value");
+      value = argv[++i];
+    }
+    if (value.empty())
+      return makeError(name, " needs a non-empty value");
+    args.values[std::string(name)] = std::string(value);
+  }
+  return args;
+}
+
+Expected<int64_t> parseInt(const Args &args, std::string_view name, std::optional<int64_t> fallback,
+                           int64_t min, int64_t max) {
+  auto it = args.values.find(name);
+  if (it == args.values.end()) {
+    if (!fallback)
+      return makeError(name, " is required");
+    return *fallback;
+  }
+  const std::string &v = it->second;
+  int64_t n = 0;
+  auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (err != std::errc() || end != v.data() + v.size() || n < min || n > max)
+    return makeError(name, " expects an integer from ", min, " to ", max, ", got '", v, "'");
+  return n;
+}
+
+std::string valueOr(const Args &args, std::string_view name, std::string fallback) {
+  auto it = args.values.find(name);
+  return it == args.values.end() ? fallback : it->second;
+}
+
+/// Calls `line(text, number)` for every line of the regular file `path` (without its '\n'),
+/// reading it in chunks.
+Error forEachLine(const std::filesystem::path &path,
+                  const std::function<Error(std::string_view, int64_t)> &line) {
+  Expected<RegularFile> file = openInputFile(path);
+  if (!file)
+    return file.takeError();
+  std::string pending;
+  std::vector<char> chunk(size_t(1) << 20);
+  int64_t number = 0;
+  uint64_t offset = 0;
+  for (;;) {
+    ssize_t n = ::pread(file->handle.get(), chunk.data(), chunk.size(), off_t(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return makeError("cannot read ", path, ": ", errnoCode());
+    if (n == 0)
+      break;
+    offset += uint64_t(n);
+    std::string_view data(chunk.data(), size_t(n));
+    for (size_t nl; (nl = data.find('\n')) != std::string_view::npos;) {
+      pending.append(data.substr(0, nl));
+      if (Error err = line(pending, ++number); !err.ok())
+        return err;
+      pending.clear();
+      data.remove_prefix(nl + 1);
+    }
+    pending.append(data);
+  }
+  if (!pending.empty())
+    return line(pending, ++number);
+  return Error::success();
+}
+
+/// The whole of the regular file `path`.
+Expected<std::string> readAll(const std::filesystem::path &path) {
+  Expected<RegularFile> file = openInputFile(path);
+  if (!file)
+    return file.takeError();
+  std::string text(file->size, '\0');
+  if (Error err = readExactlyAt(file->handle.get(), 0, text.data(), text.size(), concat(path));
+      !err.ok())
+    return err;
+  return text;
+}
+
+int preprocess(int argc, char **argv) {
+  Expected<Args> args = parseArgs(argc, argv, 2,
+                                  {"--input", "--output-prefix", "--input-format", "--json-key",
+                                   "--dtype", "--tokenizer"},
+                                  {"--split-lines", "--append-eod"});
+  auto fail = [](const Error &err) {
+    std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
+    return 1;
+  };
+  if (!args)
+    return fail(args.error());
+  if (!args->positional.empty())
+    return fail(makeError("unexpected argument '", args->positional[0], "'"));
+  if (!args->values.count("--input"))
+    return fail(makeError("preprocess needs --input FILE"));
+  if (!args->values.count("--output-prefix"))
+    return fail(makeError("preprocess needs --output-prefix PREFIX"));
+  const std::filesystem::path input = args->values["--input"];
+  const std::filesystem::path prefix = args->values["--output-prefix"];
+  const std::string ext = input.extension().string();
+  const std::string format =
+      valueOr(*args, "--input-format", ext == ".jsonl" || ext == ".json" ? "jsonl" : "text");
+  if (format != "jsonl" && format != "text")
+    return fail(makeError("--input-format expects jsonl or text, got '", format, "'"));
+  const bool splitLines = args->flags.count("--split-lines") > 0;
+  if (splitLines && format != "text")
+    return fail(makeError("--split-lines applies to text input, not ", format));
+  const std::string key = valueOr(*args, "--json-key", "text");
+  if (args->values.count("--json-key") && format != "jsonl")
+    return fail(makeError("--json-key applies to jsonl input, not ", format));
+  const bool appendEod = args->flags.count("--append-eod") > 0;
+  const std::string dtypeName = valueOr(*args, "--dtype", "u16");
+  if (dtypeName != "u16" && dtypeName != "i32")
+    return fail(makeError("--dtype expects u16 or i32, got '", dtypeName, "'"));
+  const TokenDType dtype = dtypeName == "u16" ? TokenDType::U16 : TokenDType::I32;
+  Expected<std::unique_ptr<Tokenizer>> tokenizer =
+      makeTokenizer(valueOr(*args, "--tokenizer", "bytes"));
+  if (!tokenizer)
+    return fail(tokenizer.error().withContext("--tokenizer"));
+  if (dtype == TokenDType::U16 && (*tokenizer)->vocabSize() > 65536)
+    return fail(makeError("--dtype u16 cannot hold the ", (*tokenizer)->vocabSize(),
+                          " ids of tokenizer ", (*tokenizer)->name(), ": use --dtype i32"));
+  for (const std::filesystem::path &out : {binPath(prefix), indexPath(prefix)})
+    if (Error err = checkOutputFile(out, "--output-prefix"); !err.ok())
+      return fail(err);
+  // Read the input before anything is created: a missing or unreadable one leaves nothing.
+  if (Expected<RegularFile> in = openInputFile(input); !in)
+    return fail(in.error().withContext("--input"));
+
+  Expected<IndexedDatasetWriter> writer = IndexedDatasetWriter::create(prefix, dtype);
+  if (!writer)
+    return fail(writer.error());
+  std::vector<int64_t> ids;
+  // One document of sentences, as Megatron's encoder: the non-empty ones are its sequences,
+  // the end-of-document token closes the last.
+  auto addDocument = [&](const std::vector<std::string_view> &sentences) -> Error {
+    bool any = false;
+    for (size_t i = 0; i < sentences.size(); ++i) {
+      ids.clear();
+      if (Error err = (*tokenizer)->encode(sentences[i], ids); !err.ok())
+        return err;
+      if (ids.empty())
+        continue;
+      if (Error err = writer->endSequence(); !err.ok())
+        return err;
+      if (Error err = writer->addTokens(ids); !err.ok())
+        return err;
+      any = true;
+    }
+    if (any && appendEod) {
+      int64_t eod = (*tokenizer)->eod();
+      if (Error err = writer->addTokens(std::span<const int64_t>(&eod, 1)); !err.ok())
+        return err;
+    }
+    return writer->endDocument();
+  };
+
+  Error err;
+  if (format == "jsonl") {
+    err = forEachLine(input, [&](std::string_view line, int64_t number) -> Error {
+      auto where = [&] { return concat(input.string(), ":", number); };
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos)
+        return Error::success(); // blank lines are not documents
+      Expected<JsonValue> doc = parseJson(line);
+      if (!doc)
+        return doc.takeError().withContext(where());
+      const JsonObject *object = doc->getObject();
+      if (!object)
+        return makeError(where(), ": a JSON ", jsonKindName(doc->kind()), ", not an object");
+      const JsonValue *text = object->find(key);
+      if (!text)
+        return makeError(where(), ": no \"", key, "\" member (choose another with --json-key)");
+      std::vector<std::string_view> sentences;
+      if (const std::string *s = text->getString()) {
+        sentences.push_back(*s);
+      } else if (const JsonArray *list = text->getArray()) {
+        for (const JsonValue &v : *list) {
+          if (!v.getString())
+            return makeError(where(), ": \"", key, "\" is a list holding a ",
+                             jsonKindName(v.kind()), ", not only strings");
+          sentences.push_back(*v.getString());
+        }
+      } else {
+        return makeError(where(), ": \"", key, "\" is a ", jsonKindName(text->kind()),
+                         ", not a string or a list of strings");
+      }
+      return addDocument(sentences);
+    });
+  } else if (splitLines) {
+    err = forEachLine(input, [&](std::string_view line, int64_t) {
+      return addDocument({line});
+    });
+  } else {
+    Expected<std::string> text = readAll(input);
+    err = text ? addDocument({*text}) : text.takeError();
+  }
+  if (!err.ok())
+    return fail(err);
+  if (Error done = writer->finish(); !done.ok())
+    return fail(done);
+  std::printf("wrote %s and %s: %lld documents, %lld sequences, %lld tokens (%s, tokenizer %s%s)\n",
+              indexPath(prefix).c_str(), binPath(prefix).c_str(),
+              static_cast<long long>(writer->numDocuments()),
+              static_cast<long long>(writer->numSequences()),
+              static_cast<long long>(writer->numTokens()),
+              std::string(tokenDTypeName(dtype)).c_str(), std::string((*tokenizer)->name()).c_str(),
+              appendEod ? concat(", end of document ", (*tokenizer)->eod()).c_str() : "");
+  std::printf("train on it with: mtrun PLAN --data-path %s\n", prefix.c_str());
+  return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
+}
+
+int info(int argc, char **argv) {
+  auto fail = [](const Error &err) {
+    std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
+    return 1;
+  };
+  Expected<Args> args = parseArgs(argc, argv, 2, {}, {});
+  if (!args)
+    return fail(args.error());
+  if (args->positional.size() != 1)
+    return fail(makeError("info takes one PREFIX"));
+  Expected<IndexedDataset> ds = IndexedDataset::open(args->positional[0]);
+  if (!ds)
+    return fail(ds.error());
+  int64_t longest = 0;
+  for (int32_t length : ds->sequenceLengths())
+    longest = std::max<int64_t>(longest, length);
+  std::printf("indexed dataset %s: dtype %s, %lld sequences, %lld documents, %lld tokens "
+              "(longest sequence %lld)\n",
+              ds->prefix().c_str(), std::string(tokenDTypeName(ds->dtype())).c_str(),
+              static_cast<long long>(ds->numSequences()),
+              static_cast<long long>(ds->numDocuments()),
+              static_cast<long long>(ds->numTokens()), static_cast<long long>(longest));
+  return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
+}
+
+int samples(int argc, char **argv) {
+  auto fail = [](const Error &err) {
+    std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
+    return 1;
+  };
+  Expected<Args> args = parseArgs(argc, argv, 2,
+                                  {"--seq-len", "--num-samples", "--seed", "--split", "--first"},
+                                  {});
+  if (!args)
+    return fail(args.error());
+  if (args->positional.size() != 1)
+    return fail(makeError("samples takes one PREFIX"));
+  constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+  Expected<int64_t> seqLen = parseInt(*args, "--seq-len", std::nullopt, 2, kMaxInt32);
+  Expected<int64_t> numSamples = parseInt(*args, "--num-samples", std::nullopt, 0, int64_t(1) << 40);
+  Expected<int64_t> seed = parseInt(*args, "--seed", 1234, 0, 0xffffffffll);
+  for (const Error *err : {&seqLen.error(), &numSamples.error(), &seed.error()})
+    if (!err->ok())
+      return fail(*err);
+  Expected<int64_t> first = parseInt(*args, "--first", *numSamples, 0, *numSamples);
+  if (!first)
+    return fail(first.error());
+  GptDataset::Options options;
+  options.prefix = args->positional[0];
+  options.split = valueOr(*args, "--split", std::string(kMegatronDefaultSplit));
+  options.seqLen = *seqLen;
+  options.globalBatch = 1;
+  options.numSamples = *numSamples;
+  options.seed = uint64_t(*seed);
+  Expected<GptDataset> gpt = GptDataset::open(options);
+  if (!gpt)
+    return fail(gpt.error());
+  const GptSampleIndex &index = gpt->index();
+  std::printf("documents [%lld, %lld), %lld tokens per epoch, %lld epochs, separate final epoch "
+              "%s, %lld samples\n",
+              static_cast<long long>(gpt->documents().begin),
+              static_cast<long long>(gpt->documents().end),
+              static_cast<long long>(gpt->tokensPerEpoch()),
+              static_cast<long long>(index.numEpochs), index.separateFinalEpoch ? "yes" : "no",
+              static_cast<long long>(index.numSamples()));
+  std::vector<int64_t> tokens;
+  std::string line;
+  for (int64_t k = 0; k < *first; ++k) {
+    if (Error err = gpt->sample(k, tokens); !err.ok())
+      return fail(err);
+    line = concat(k, ":");
+    for (int64_t t : tokens)
+      line.append(concat(" ", t));
+    line.push_back('\n');
+    std::fputs(line.c_str(), stdout);
+  }
+  return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    std::string_view command = argc > 1 ? argv[1] : "";
+    if (command == "--help" || command == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (command == "preprocess")
+      return preprocess(argc, argv);
+    if (command == "info")
+      return info(argc, argv);
+    if (command == "samples")
+      return samples(argc, argv);
+    std::fprintf(stderr, "mtc-data: error: %s\n",
+                 command.empty() ? "no command given (see mtc-data --help)"
+                                 : concat("unknown command '", command,
+                                          "' (preprocess, info, samples; see mtc-data --help)")
+                                       .c_str());
+    return 1;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "mtc-data: error: %s\n", e.what());
+    return 1;
+  }
+}
