@@ -211,7 +211,7 @@ int preprocess(int argc, char **argv) {
   Expected<std::unique_ptr<Tokenizer>> tokenizer =
       makeTokenizer(valueOr(*args, "--tokenizer", "bytes"));
   if (!tokenizer)
-    return fail(tokenizer.error().withContext("--tokenizer"));
+    return fail(tokenizer.takeError().withContext("--tokenizer"));
   if (dtype == TokenDType::U16 && (*tokenizer)->vocabSize() > 65536)
     return fail(makeError("--dtype u16 cannot hold the ", (*tokenizer)->vocabSize(),
                           " ids of tokenizer ", (*tokenizer)->name(), ": use --dtype i32"));
@@ -220,7 +220,7 @@ int preprocess(int argc, char **argv) {
       return fail(err);
   // Read the input before anything is created: a missing or unreadable one leaves nothing.
   if (Expected<RegularFile> in = openInputFile(input); !in)
-    return fail(in.error().withContext("--input"));
+    return fail(in.takeError().withContext("--input"));
 
   Expected<IndexedDatasetWriter> writer = IndexedDatasetWriter::create(prefix, dtype);
   if (!writer)
