@@ -236,16 +236,15 @@ Expected<IndexedDataset> IndexedDataset::open(const std::filesystem::path &prefi
   if (!dtype)
     return fail("unknown dtype code ", int(code), " (the codes are 1 to 8)");
   const uint64_t s = load<uint64_t>(p + 18), d = load<uint64_t>(p + 26);
-  // Checked against the size before multiplying, so nothing overflows.
-  const uint64_t body = size - kHeaderSize;
-  const bool fits = s <= body / 12 && d <= (body - 12 * s) / 8;
-  if (!fits || kHeaderSize + 12 * s + 8 * d != size) {
-    if (fits && kHeaderSize + 12 * s + 8 * d + s == size && s > 0)
+  // Counts this large need more than 2^64 bytes; below, the size needed does not overflow.
+  const bool countable = s <= (uint64_t(1) << 59) && d <= (uint64_t(1) << 59);
+  const uint64_t need = countable ? kHeaderSize + 12 * s + 8 * d : 0;
+  if (!countable || need != size) {
+    if (countable && need + s == size && s > 0)
       return fail("a multimodal index (a mode byte per sequence), which mtc does not read");
-    return fail("its header counts ", s, " sequences and ", d,
-                " document indices, which do not fit the file's ", size, " bytes",
-                fits ? concat(" (they need ", kHeaderSize + 12 * s + 8 * d, ")")
-                     : std::string(" (truncated?)"));
+    return fail("its header counts ", s, " sequences and ", d, " document indices, which need ",
+                countable ? concat(need, " bytes") : std::string("more bytes than a file holds"),
+                ", but the file has ", size, need > size || !countable ? " (truncated?)" : "");
   }
   if (d == 0)
     return fail("it has no document indices (Megatron writes at least the leading 0)");

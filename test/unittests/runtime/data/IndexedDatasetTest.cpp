@@ -128,10 +128,10 @@ TEST(IndexedDatasetTest, CorruptIndex) {
   patchValue<uint64_t>(indexPath(fresh()), 18, uint64_t(1) << 60);
   EXPECT_EQ(openError(dir / "c"),
             idx + "its header counts 1152921504606846976 sequences and 5 document indices, "
-                  "which do not fit the file's 122 bytes (truncated?)");
+                  "which need more bytes than a file holds, but the file has 122 (truncated?)");
   patchValue<uint64_t>(indexPath(fresh()), 26, 4);
   EXPECT_EQ(openError(dir / "c"), idx + "its header counts 4 sequences and 4 document indices, "
-                                        "which do not fit the file's 122 bytes (they need 114)");
+                                        "which need 114 bytes, but the file has 122");
   // A multimodal index: a mode byte per sequence after the document indices.
   fresh();
   test::writeBytes(indexPath(dir / "c"), test::readBytes(indexPath(dir / "c")) + "\0\0\0\0"s);
