@@ -119,8 +119,8 @@ std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
 
 /// The run's data. An indexed dataset's sample order depends on the sequence length and the
 /// global batch, which the compiled step gives, and on the samples the run trains on
-/// (Megatron's train_iters x global_batch_size: every step up to the target, so a resumed run
-/// reads the order of the run it resumes when both have the same target).
+/// (Megatron's train_iters x global_batch_size, or its --train-samples: a resumed run reads
+/// the order of the run it resumes when both have the same target or the same train samples).
 Expected<TokenSource> openData(const Plan &plan, const TrainingRunOptions &options,
                                const KernelLibrary &kernels) {
   const int64_t vocab = plan.vocabularySize().value_or(0);
@@ -140,6 +140,13 @@ Expected<TokenSource> openData(const Plan &plan, const TrainingRunOptions &optio
   gpt.seqLen = seqLen;
   gpt.globalBatch = *microBatches * microBatch;
   gpt.numSamples = options.targetSteps * gpt.globalBatch;
+  if (options.trainSamples) {
+    if (*options.trainSamples < gpt.numSamples)
+      return makeError("--train-samples ", *options.trainSamples, " is fewer than the ",
+                       gpt.numSamples, " samples of ", options.targetSteps, " steps of ",
+                       gpt.globalBatch);
+    gpt.numSamples = *options.trainSamples;
+  }
   gpt.seed = plan.seed;
   gpt.vocab = vocab;
   return TokenSource::indexed(gpt);

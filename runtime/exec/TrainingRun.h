@@ -64,6 +64,9 @@ struct TrainingRunOptions {
   std::optional<std::string> dataPath;
   /// Megatron's --split of `dataPath` (none: Megatron's default "969, 30, 1").
   std::optional<std::string> split;
+  /// The samples `dataPath`'s order is built for (none: `targetSteps` x the global batch). A
+  /// run stopped early and resumed keeps its order when both give the same number.
+  std::optional<int64_t> trainSamples;
   /// Resume from the checkpoint in this directory.
   std::optional<std::string> load;
   /// Write a checkpoint to this directory at the end (and every `saveEvery` steps).

@@ -49,7 +49,7 @@ struct Options {
   std::optional<std::string> exportSafetensors;
   std::optional<std::string> steps, data, save, saveEvery, load, logEvery, metrics, threads;
   std::optional<std::string> nodes, ranksPerNode, globalBatch, commTimeout, trace;
-  std::optional<std::string> dataPath, split;
+  std::optional<std::string> dataPath, split, trainSamples;
   bool help = false;
   bool version = false;
 };
@@ -77,6 +77,8 @@ constexpr OptionSpec kOptions[] = {
                        "train on the Megatron dataset PREFIX.idx/.bin in Megatron's order"),
     MTRUN_VALUE_OPTION("--split", split, "S",
                        "Megatron's train,valid,test split of --data-path (default \"969, 30, 1\")"),
+    MTRUN_VALUE_OPTION("--train-samples", trainSamples, "N",
+                       "the samples --data-path's order is for (default: steps x global batch)"),
     MTRUN_VALUE_OPTION("--load", load, "DIR", "resume from the checkpoint in DIR"),
     MTRUN_VALUE_OPTION("--save", save, "DIR", "write a checkpoint to DIR at the end"),
     MTRUN_VALUE_OPTION("--save-every", saveEvery, "K", "also checkpoint every K steps (needs --save)"),
@@ -317,8 +319,9 @@ int run(int argc, char **argv) {
     return fail(makeError("--save-every needs --save DIR"));
   if (opts->data && opts->dataPath)
     return fail(makeError("--data and --data-path are two data sets: give one"));
-  if (opts->split && !opts->dataPath)
-    return fail(makeError("--split needs --data-path PREFIX"));
+  if ((opts->split || opts->trainSamples) && !opts->dataPath)
+    return fail(makeError(opts->split ? "--split" : "--train-samples",
+                          " needs --data-path PREFIX"));
 
   // Every numeric option, the plan, the batch split and the outputs are checked here, before
   // any rank starts or any step runs.
@@ -335,9 +338,11 @@ int run(int argc, char **argv) {
       parseCount(opts->threads, "--threads-per-rank", 0, 1, kMaxThreadsPerRank);
   Expected<int64_t> globalBatch =
       parseCount(opts->globalBatch, "--global-batch", 0, 1, kMaxGlobalBatch);
+  Expected<int64_t> trainSamples =
+      parseCount(opts->trainSamples, "--train-samples", 0, 1, int64_t(1) << 48);
   for (const Error *err : {&nodes.error(), &ranksPerNode.error(), &commTimeout.error(),
                            &steps.error(), &logEvery.error(), &saveEvery.error(), &threads.error(),
-                           &globalBatch.error()})
+                           &globalBatch.error(), &trainSamples.error()})
     if (!err->ok())
       return fail(*err);
   int64_t requested = *nodes * *ranksPerNode;
@@ -436,6 +441,8 @@ int run(int argc, char **argv) {
   training.data = opts->data;
   training.dataPath = opts->dataPath;
   training.split = opts->split;
+  if (opts->trainSamples)
+    training.trainSamples = *trainSamples;
   training.load = opts->load;
   training.save = opts->save;
   training.metrics = opts->metrics;
