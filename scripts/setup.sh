@@ -9,6 +9,8 @@ packages=(
   libgtest-dev googletest
   libgloo-dev libopenblas-dev libomp-22-dev
   python3
+  # The data tests compare mtc's sample order with numpy's RandomState (test/tools/mtc-data).
+  python3-numpy
 )
 
 missing=()
