@@ -103,8 +103,8 @@ Expected<GptSampleIndex> buildGptSampleIndex(std::span<const int32_t> sequenceLe
   for (int64_t d = documents.begin; d < documents.end; ++d)
     tokensPerEpoch += sequenceLengths[size_t(d)];
   if (tokensPerEpoch < 2)
-    return makeError("documents [", documents.begin, ", ", documents.end, ") hold ",
-                     tokensPerEpoch, " tokens, fewer than the 2 a sample needs");
+    return makeError("documents [", documents.begin, ", ", documents.end, ") hold ", tokensPerEpoch,
+                     " tokens, fewer than the 2 a sample needs");
   if (numSamples < 0 || numSamples > (std::numeric_limits<int64_t>::max() - extra) / seqLen)
     return makeError(numSamples, " samples are out of range");
 
@@ -115,8 +115,8 @@ Expected<GptSampleIndex> buildGptSampleIndex(std::span<const int32_t> sequenceLe
   const int64_t epochs = index.numEpochs;
   if (epochs > std::numeric_limits<int32_t>::max() ||
       epochs > std::numeric_limits<int64_t>::max() / tokensPerEpoch)
-    return makeError(numSamples, " samples of ", seqLen, " tokens need ", epochs,
-                     " epochs of ", tokensPerEpoch, " tokens: too many");
+    return makeError(numSamples, " samples of ", seqLen, " tokens need ", epochs, " epochs of ",
+                     tokensPerEpoch, " tokens: too many");
   int64_t samplesBeforeFinalEpoch = 0;
   if (epochs > 1) {
     samplesBeforeFinalEpoch = ((epochs - 1) * tokensPerEpoch - extra) / seqLen;
@@ -211,9 +211,9 @@ Expected<GptDataset> GptDataset::open(const Options &options) {
       buildGptSampleIndex(gpt.dataset_.sequenceLengths(), *range, options.seqLen,
                           options.numSamples, uint32_t(options.seed));
   if (!index)
-    return index.takeError().withContext(
-        concat("indexed dataset ", options.prefix, ": the ", name, " split (--split '",
-               options.split, "', ", numDocuments, " documents)"));
+    return index.takeError().withContext(concat("indexed dataset ", options.prefix, ": the ", name,
+                                                " split (--split '", options.split, "', ",
+                                                numDocuments, " documents)"));
   gpt.index_ = std::move(*index);
   return gpt;
 }
@@ -257,8 +257,8 @@ Error GptDataset::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_
     for (int64_t t = 0; t <= seqLen; ++t) {
       int64_t id = window[size_t(t)];
       if (options_.vocab > 0 && (id < 0 || id >= options_.vocab))
-        return makeError("indexed dataset ", options_.prefix, ": token id ", id, " of sample ",
-                         k, " is outside the model's vocabulary of ", options_.vocab,
+        return makeError("indexed dataset ", options_.prefix, ": token id ", id, " of sample ", k,
+                         " is outside the model's vocabulary of ", options_.vocab,
                          " tokens (ids 0 to ", options_.vocab - 1, ")");
       if (t < seqLen)
         tokens[i * seqLen + t] = int32_t(id);
@@ -271,13 +271,12 @@ Error GptDataset::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_
 
 std::string GptDataset::describe() const {
   static constexpr std::string_view kNames[] = {"train", "valid", "test"};
-  return concat("indexed dataset ", options_.prefix, " (", kNames[int(options_.which)],
-                " split: documents [", documents_.begin, ", ", documents_.end, ") of ",
-                dataset_.numSequences(), ", ", tokensPerEpoch_, " tokens; ",
-                index_.numSamples(), " samples of ", options_.seqLen + 1, " tokens in ",
-                index_.numEpochs, index_.numEpochs == 1 ? " epoch" : " epochs",
-                index_.separateFinalEpoch ? ", the last shuffled apart" : "", "; seed ",
-                options_.seed, ")");
+  return concat(
+      "indexed dataset ", options_.prefix, " (", kNames[int(options_.which)], " split: documents [",
+      documents_.begin, ", ", documents_.end, ") of ", dataset_.numSequences(), ", ",
+      tokensPerEpoch_, " tokens; ", index_.numSamples(), " samples of ", options_.seqLen + 1,
+      " tokens in ", index_.numEpochs, index_.numEpochs == 1 ? " epoch" : " epochs",
+      index_.separateFinalEpoch ? ", the last shuffled apart" : "", "; seed ", options_.seed, ")");
 }
 
 } // namespace mtc::rt

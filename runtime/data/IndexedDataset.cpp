@@ -201,8 +201,9 @@ Expected<IndexedDataset> IndexedDataset::open(const std::filesystem::path &prefi
     if (openErrno == ENOENT) {
       std::string ext = prefix.extension().string();
       if ((ext == ".idx" || ext == ".bin") && pathExists(prefix))
-        return makeError(what, ": give the prefix of the .idx and .bin files, without the "
-                               "extension: ",
+        return makeError(what,
+                         ": give the prefix of the .idx and .bin files, without the "
+                         "extension: ",
                          std::filesystem::path(prefix).replace_extension(""));
       if (!pathExists(bin))
         return makeError(what, ": neither ", idx, " nor ", bin, " exists");
@@ -276,8 +277,8 @@ Expected<IndexedDataset> IndexedDataset::open(const std::filesystem::path &prefi
       return fail("sequence ", i, " has a negative length (", length, ")");
     uint64_t extent = uint64_t(length) * item;
     if (pointer < 0 || uint64_t(pointer) > ds.binSize_ || extent > ds.binSize_ - uint64_t(pointer))
-      return fail("sequence ", i, " (", length, " tokens at byte ", pointer,
-                  ") lies outside ", bin, ", which is ", ds.binSize_, " bytes");
+      return fail("sequence ", i, " (", length, " tokens at byte ", pointer, ") lies outside ", bin,
+                  ", which is ", ds.binSize_, " bytes");
     ds.numTokens_ += length;
   }
   if (ds.documents_[0] != 0)
@@ -308,9 +309,8 @@ Error IndexedDataset::read(int64_t sequence, int64_t offset, int64_t count,
   if (::fstat(bin_.get(), &st) != 0)
     return makeError("cannot stat ", bin, ": ", errnoCode());
   if (uint64_t(st.st_size) != binSize_)
-    return makeError("indexed dataset ", bin, " is ", uint64_t(st.st_size),
-                     " bytes now but was ", binSize_,
-                     " when it was opened: it was modified while in use");
+    return makeError("indexed dataset ", bin, " is ", uint64_t(st.st_size), " bytes now but was ",
+                     binSize_, " when it was opened: it was modified while in use");
   const size_t item = tokenDTypeSize(dtype_);
   std::string bytes(size_t(count) * item, '\0');
   if (Error err = readExactlyAt(bin_.get(), uint64_t(pointers_[size_t(sequence)]) + offset * item,
@@ -396,8 +396,8 @@ Error IndexedDatasetWriter::addTokens(std::span<const int64_t> tokens) {
     return makeError("indexed dataset ", prefix_, ": tokens added after finish");
   for (int64_t token : tokens)
     if (!encode(dtype_, token, buffer_))
-      return makeError("indexed dataset ", prefix_, ": token ", token,
-                       " does not fit its dtype ", tokenDTypeName(dtype_));
+      return makeError("indexed dataset ", prefix_, ": token ", token, " does not fit its dtype ",
+                       tokenDTypeName(dtype_));
   sequenceTokens_ += int64_t(tokens.size());
   numTokens_ += int64_t(tokens.size());
   return buffer_.size() >= kWriteBuffer ? flush() : Error::success();

@@ -138,7 +138,7 @@ private:
   std::filesystem::path prefix_, binTmp_;
   TokenDType dtype_ = TokenDType::U16;
   FileHandle bin_;
-  std::string buffer_;        // encoded tokens not yet written
+  std::string buffer_;         // encoded tokens not yet written
   int64_t sequenceTokens_ = 0; // tokens of the open sequence
   int64_t numTokens_ = 0;
   std::vector<int32_t> lengths_;

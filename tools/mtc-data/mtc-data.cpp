@@ -174,10 +174,10 @@ Expected<std::string> readAll(const std::filesystem::path &path) {
 }
 
 int preprocess(int argc, char **argv) {
-  Expected<Args> args = parseArgs(argc, argv, 2,
-                                  {"--input", "--output-prefix", "--input-format", "--json-key",
-                                   "--dtype", "--tokenizer"},
-                                  {"--split-lines", "--append-eod"});
+  Expected<Args> args = parseArgs(
+      argc, argv, 2,
+      {"--input", "--output-prefix", "--input-format", "--json-key", "--dtype", "--tokenizer"},
+      {"--split-lines", "--append-eod"});
   auto fail = [](const Error &err) {
     std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
     return 1;
@@ -282,9 +282,7 @@ int preprocess(int argc, char **argv) {
       return addDocument(sentences);
     });
   } else if (splitLines) {
-    err = forEachLine(input, [&](std::string_view line, int64_t) {
-      return addDocument({line});
-    });
+    err = forEachLine(input, [&](std::string_view line, int64_t) { return addDocument({line}); });
   } else {
     Expected<std::string> text = readAll(input);
     err = text ? addDocument({*text}) : text.takeError();
@@ -324,8 +322,8 @@ int info(int argc, char **argv) {
               "(longest sequence %lld)\n",
               ds->prefix().c_str(), std::string(tokenDTypeName(ds->dtype())).c_str(),
               static_cast<long long>(ds->numSequences()),
-              static_cast<long long>(ds->numDocuments()),
-              static_cast<long long>(ds->numTokens()), static_cast<long long>(longest));
+              static_cast<long long>(ds->numDocuments()), static_cast<long long>(ds->numTokens()),
+              static_cast<long long>(longest));
   return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
 }
 
@@ -334,16 +332,16 @@ int samples(int argc, char **argv) {
     std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
     return 1;
   };
-  Expected<Args> args = parseArgs(argc, argv, 2,
-                                  {"--seq-len", "--num-samples", "--seed", "--split", "--first"},
-                                  {});
+  Expected<Args> args =
+      parseArgs(argc, argv, 2, {"--seq-len", "--num-samples", "--seed", "--split", "--first"}, {});
   if (!args)
     return fail(args.error());
   if (args->positional.size() != 1)
     return fail(makeError("samples takes one PREFIX"));
   constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
   Expected<int64_t> seqLen = parseInt(*args, "--seq-len", std::nullopt, 2, kMaxInt32);
-  Expected<int64_t> numSamples = parseInt(*args, "--num-samples", std::nullopt, 0, int64_t(1) << 40);
+  Expected<int64_t> numSamples =
+      parseInt(*args, "--num-samples", std::nullopt, 0, int64_t(1) << 40);
   Expected<int64_t> seed = parseInt(*args, "--seed", 1234, 0, 0xffffffffll);
   for (const Error *err : {&seqLen.error(), &numSamples.error(), &seed.error()})
     if (!err->ok())
@@ -362,13 +360,12 @@ int samples(int argc, char **argv) {
   if (!gpt)
     return fail(gpt.error());
   const GptSampleIndex &index = gpt->index();
-  std::printf("documents [%lld, %lld), %lld tokens per epoch, %lld epochs, separate final epoch "
-              "%s, %lld samples\n",
-              static_cast<long long>(gpt->documents().begin),
-              static_cast<long long>(gpt->documents().end),
-              static_cast<long long>(gpt->tokensPerEpoch()),
-              static_cast<long long>(index.numEpochs), index.separateFinalEpoch ? "yes" : "no",
-              static_cast<long long>(index.numSamples()));
+  std::printf(
+      "documents [%lld, %lld), %lld tokens per epoch, %lld epochs, separate final epoch "
+      "%s, %lld samples\n",
+      static_cast<long long>(gpt->documents().begin), static_cast<long long>(gpt->documents().end),
+      static_cast<long long>(gpt->tokensPerEpoch()), static_cast<long long>(index.numEpochs),
+      index.separateFinalEpoch ? "yes" : "no", static_cast<long long>(index.numSamples()));
   std::vector<int64_t> tokens;
   std::string line;
   for (int64_t k = 0; k < *first; ++k) {

@@ -127,14 +127,16 @@ TEST(GptDatasetTest, SampleIndexErrors) {
   std::vector<int32_t> lengths = {1, 0, 5};
   Expected<GptSampleIndex> few = buildGptSampleIndex(lengths, {0, 2}, 4, 1, 0);
   ASSERT_FALSE(few);
-  EXPECT_EQ(few.error().message(), "documents [0, 2) hold 1 tokens, fewer than the 2 a sample needs");
+  EXPECT_EQ(few.error().message(),
+            "documents [0, 2) hold 1 tokens, fewer than the 2 a sample needs");
   Expected<GptSampleIndex> shortSeq = buildGptSampleIndex(lengths, {0, 3}, 1, 1, 0);
   ASSERT_FALSE(shortSeq);
   EXPECT_EQ(shortSeq.error().message(), "a sequence length of 1 is too short (at least 2)");
 }
 
 /// An indexed dataset of the given documents (one sequence each) under `dir`.
-std::filesystem::path writeDataset(const TempDir &dir, const std::vector<std::vector<int64_t>> &docs,
+std::filesystem::path writeDataset(const TempDir &dir,
+                                   const std::vector<std::vector<int64_t>> &docs,
                                    TokenDType dtype = TokenDType::U16) {
   std::filesystem::path prefix = dir / "corpus";
   Expected<IndexedDatasetWriter> w = IndexedDatasetWriter::create(prefix, dtype);
@@ -175,7 +177,8 @@ TEST(GptDatasetTest, SamplesAndBatches) {
     ASSERT_TRUE(gpt->sample(k, got).ok());
     // The documents laid end to end in document-index order, from the sample's start.
     int64_t s = index.shuffleIndex[size_t(k)];
-    int64_t position = index.sampleIndex[size_t(2 * s)], offset = index.sampleIndex[size_t(2 * s + 1)];
+    int64_t position = index.sampleIndex[size_t(2 * s)],
+            offset = index.sampleIndex[size_t(2 * s + 1)];
     while (int64_t(want.size()) < 5) {
       const std::vector<int64_t> &doc = docs[size_t(index.documentIndex[size_t(position)])];
       for (int64_t t = offset; t < int64_t(doc.size()) && want.size() < 5; ++t)

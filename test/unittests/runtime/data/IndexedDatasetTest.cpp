@@ -78,8 +78,8 @@ TEST(IndexedDatasetTest, WriterRefusesWhatTheDtypeCannotHold) {
   Expected<IndexedDatasetWriter> w = IndexedDatasetWriter::create(dir / "c", TokenDType::U16);
   ASSERT_TRUE(w) << w.error().message();
   std::vector<int64_t> big = {65536};
-  EXPECT_EQ(w->addTokens(big).message(),
-            "indexed dataset '" + (dir / "c").string() + "': token 65536 does not fit its dtype uint16");
+  EXPECT_EQ(w->addTokens(big).message(), "indexed dataset '" + (dir / "c").string() +
+                                             "': token 65536 does not fit its dtype uint16");
 }
 
 TEST(IndexedDatasetTest, UnfinishedWriterLeavesNothing) {
@@ -180,13 +180,13 @@ TEST(IndexedDatasetTest, MisplacedFiles) {
                 (dir / "c").string() + "'");
   // An .idx without its .bin.
   std::filesystem::remove(dir / "c.bin");
-  EXPECT_EQ(openError(dir / "c"), prefix + ": cannot open '" + (dir / "c.bin").string() +
-                                      "': No such file or directory");
+  EXPECT_EQ(openError(dir / "c"),
+            prefix + ": cannot open '" + (dir / "c.bin").string() + "': No such file or directory");
   // A .bin without its .idx.
   write(dir / "c", kDocs);
   std::filesystem::remove(dir / "c.idx");
-  EXPECT_EQ(openError(dir / "c"), prefix + ": cannot open '" + (dir / "c.idx").string() +
-                                      "': No such file or directory");
+  EXPECT_EQ(openError(dir / "c"),
+            prefix + ": cannot open '" + (dir / "c.idx").string() + "': No such file or directory");
   // A directory or a FIFO where a file belongs.
   std::filesystem::create_directory(dir / "c.idx");
   EXPECT_EQ(openError(dir / "c"),

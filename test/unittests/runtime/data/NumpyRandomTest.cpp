@@ -60,10 +60,11 @@ TEST(NumpyRandomTest, IntervalBelow32Bits) {
 }
 
 // Above 2^32 - 1 a draw is two 32-bit draws, the first the high word; legacy randint of
-// uint64 draws the same way:
-// r = np.random.RandomState(7); print([int(r.randint(0, 2**40, dtype=np.uint64)) for _ in range(3)])
-// and, with rejections (mask 2^33 - 1 over 5e9 + 1 values):
-// r = np.random.RandomState(7); print([int(r.randint(0, 5000000001, dtype=np.uint64)) for _ in range(3)])
+// uint64 draws the same way, without and with rejections (mask 2^33 - 1 over 5e9 + 1 values):
+// r = np.random.RandomState(7)
+// print([int(r.randint(0, 2**40, dtype=np.uint64)) for _ in range(3)])
+// r = np.random.RandomState(7)
+// print([int(r.randint(0, 5000000001, dtype=np.uint64)) for _ in range(3)])
 TEST(NumpyRandomTest, IntervalAbove32Bits) {
   NumpyRandomState a(7), b(7);
   std::vector<uint64_t> wide, rejected;

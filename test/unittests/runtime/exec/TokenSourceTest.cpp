@@ -46,3 +46,34 @@ TEST(TokenSourceTest, MissingTextFile) {
   ASSERT_FALSE(text.ok());
   EXPECT_NE(text.error().message().find("absent.txt"), std::string::npos);
 }
+
+// The indexed dataset's batches are its samples in Megatron's order, by global sample index.
+TEST(TokenSourceTest, IndexedIsTheGptDataset) {
+  TempDir tmp;
+  Expected<IndexedDatasetWriter> writer = IndexedDatasetWriter::create(tmp / "c", TokenDType::U16);
+  ASSERT_TRUE(writer.ok()) << writer.error().message();
+  for (int d = 0; d < 12; ++d) {
+    std::vector<int64_t> doc(size_t(5 + d), d);
+    ASSERT_TRUE(writer->addTokens(doc).ok());
+    ASSERT_TRUE(writer->endDocument().ok());
+  }
+  ASSERT_TRUE(writer->finish().ok());
+  GptDataset::Options options;
+  options.prefix = tmp / "c";
+  options.seqLen = 8;
+  options.globalBatch = 4;
+  options.numSamples = 40;
+  options.seed = 1234;
+  options.vocab = 256;
+  Expected<TokenSource> source = TokenSource::indexed(options);
+  ASSERT_TRUE(source.ok()) << source.error().message();
+  Expected<GptDataset> gpt = GptDataset::open(options);
+  ASSERT_TRUE(gpt.ok()) << gpt.error().message();
+  std::vector<int32_t> a(2 * 8), b(2 * 8), c(2 * 8), d(2 * 8);
+  ASSERT_TRUE(source->batch(3, 2, 2, 8, a.data(), b.data()).ok());
+  ASSERT_TRUE(gpt->batch(3, 2, 2, 8, c.data(), d.data()).ok());
+  EXPECT_EQ(a, c);
+  EXPECT_EQ(b, d);
+  EXPECT_FALSE(source->bestLoss().has_value());
+  EXPECT_EQ(source->describe(), gpt->describe());
+}
