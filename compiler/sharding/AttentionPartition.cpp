@@ -383,13 +383,17 @@ Statistics forwardStatistics(Ring &ring, TensorBuilder &t, const AttentionForm &
     statistics.out = t.div(softmax.out, softmax.sum);
     return statistics;
   }
+  // Each half is built before the stack: the order of the ops emitted must not depend on
+  // the compiler's order of evaluating a call's arguments.
   Ring::HalvedSoftmax halves = ring.balancedForward();
-  if (withLogSumExp)
-    statistics.logSumExp = ring.stack(logSumExpOf(halves.first), logSumExpOf(halves.second),
-                                      ring.queryHalf, form.seq);
-  statistics.out = ring.stack(t.div(halves.first.out, halves.first.sum),
-                              t.div(halves.second.out, halves.second.sum), ring.queryHalf,
-                              form.seq);
+  if (withLogSumExp) {
+    Value first = logSumExpOf(halves.first);
+    Value second = logSumExpOf(halves.second);
+    statistics.logSumExp = ring.stack(first, second, ring.queryHalf, form.seq);
+  }
+  Value firstOut = t.div(halves.first.out, halves.first.sum);
+  Value secondOut = t.div(halves.second.out, halves.second.sum);
+  statistics.out = ring.stack(firstOut, secondOut, ring.queryHalf, form.seq);
   return statistics;
 }
 

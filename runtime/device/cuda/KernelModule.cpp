@@ -131,8 +131,10 @@ Expected<Kernel> KernelModule::kernel(std::string_view name) const {
   std::string key(name);
   cudaKernel_t kernel = nullptr;
   cudaError_t status = cudaLibraryGetKernel(&kernel, library_, key.c_str());
-  if (status == cudaErrorSymbolNotFound)
+  if (status == cudaErrorSymbolNotFound) {
+    (void)cudaGetLastError(); // reported here: the thread's next CUDA call must not see it
     return makeError("kernel '", key, "' not found in ", label_);
+  }
   if (Error e = cudaStatus(status, concat("looking up kernel '", key, "' in ", label_)); !e.ok())
     return e;
   return Kernel(kernel, std::move(key));
