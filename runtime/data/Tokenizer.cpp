@@ -1,20 +1,74 @@
-//===- Tokenizer.cpp - Text to token ids for preprocessing ----------------===//
+//===- Tokenizer.cpp - Text to token ids and back -------------------------===//
 
 #include "runtime/data/Tokenizer.h"
 
+#include "runtime/data/Gpt2BpeTokenizer.h"
+#include "runtime/data/SentencePieceTokenizer.h"
+
 namespace mtc::rt {
 
-Error ByteTokenizer::encode(std::string_view text, std::vector<int64_t> &ids) const {
+Error ByteTokenizer::encode(std::string_view text, std::vector<int64_t> &ids) {
   ids.reserve(ids.size() + text.size());
   for (char c : text)
     ids.push_back(static_cast<unsigned char>(c));
   return Error::success();
 }
 
-Expected<std::unique_ptr<Tokenizer>> makeTokenizer(std::string_view name) {
-  if (name == "bytes")
-    return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());
-  return makeError("unknown tokenizer '", name, "' (known: bytes)");
+Error ByteTokenizer::decode(std::span<const int64_t> ids, std::string &text) {
+  for (int64_t id : ids) {
+    if (id < 0 || id > 255)
+      return makeError("token id ", id, " is outside the vocabulary of 256");
+    text.push_back(static_cast<char>(id));
+  }
+  return Error::success();
+}
+
+Expected<std::unique_ptr<Tokenizer>> makeTokenizer(const TokenizerOptions &options) {
+  using Flavor = SentencePieceTokenizer::Flavor;
+  const std::string &type = options.type;
+  const bool gpt2 = type == "GPT2BPETokenizer";
+  std::optional<Flavor> flavor;
+  if (type == "SentencePieceTokenizer")
+    flavor = Flavor::Megatron;
+  else if (type == "GPTSentencePieceTokenizer")
+    flavor = Flavor::Gpt;
+  else if (type == "Llama2Tokenizer")
+    flavor = Flavor::Llama2;
+  if (type != "bytes" && !gpt2 && !flavor)
+    return makeError("unknown tokenizer type '", type,
+                     "' (known: bytes, GPT2BPETokenizer, SentencePieceTokenizer, "
+                     "GPTSentencePieceTokenizer, Llama2Tokenizer)");
+  // A file given to a tokenizer that does not read it most likely means a mistaken type.
+  const std::pair<const std::filesystem::path *, std::string_view> files[] = {
+      {&options.vocabFile, "--vocab-file"},
+      {&options.mergeFile, "--merge-file"},
+      {&options.tokenizerModel, "--tokenizer-model"}};
+  for (const auto &[path, flag] : files) {
+    bool reads = flag == "--tokenizer-model" ? flavor.has_value() : gpt2;
+    if (!path->empty() && !reads)
+      return makeError(flag, " does not apply to tokenizer type ", type);
+  }
+
+  if (gpt2) {
+    if (options.vocabFile.empty() || options.mergeFile.empty())
+      return makeError("tokenizer type GPT2BPETokenizer needs --vocab-file (vocab.json) and "
+                       "--merge-file (merges.txt)");
+    Expected<std::unique_ptr<Gpt2BpeTokenizer>> t =
+        Gpt2BpeTokenizer::open(options.vocabFile, options.mergeFile);
+    if (!t)
+      return t.takeError();
+    return std::unique_ptr<Tokenizer>(std::move(*t));
+  }
+  if (flavor) {
+    if (options.tokenizerModel.empty())
+      return makeError("tokenizer type ", type, " needs --tokenizer-model (a SentencePiece model)");
+    Expected<std::unique_ptr<SentencePieceTokenizer>> t =
+        SentencePieceTokenizer::open(options.tokenizerModel, *flavor);
+    if (!t)
+      return t.takeError();
+    return std::unique_ptr<Tokenizer>(std::move(*t));
+  }
+  return std::unique_ptr<Tokenizer>(std::make_unique<ByteTokenizer>());
 }
 
 } // namespace mtc::rt

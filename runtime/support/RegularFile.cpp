@@ -109,4 +109,16 @@ Error readExactlyAt(int fd, uint64_t offset, void *buffer, size_t size, std::str
   return Error::success();
 }
 
+Expected<std::string> readInputFile(const std::filesystem::path &path, std::string_view name) {
+  Expected<RegularFile> file = openInputFile(path, name);
+  if (!file)
+    return file.takeError();
+  std::string text(file->size, '\0');
+  if (Error err = readExactlyAt(file->handle.get(), 0, text.data(), text.size(),
+                                name.empty() ? concat(path) : std::string(name));
+      !err.ok())
+    return err;
+  return text;
+}
+
 } // namespace mtc::rt

@@ -72,6 +72,10 @@ std::string_view describeFileType(unsigned mode);
 /// A file that ends before (it shrank while in use) is an error saying how long it is now.
 Error readExactlyAt(int fd, uint64_t offset, void *buffer, size_t size, std::string_view name);
 
+/// The whole of the regular file `path` (openInputFile, then readExactlyAt), for inputs that
+/// are read at once: vocabularies, merge lists, small corpora.
+Expected<std::string> readInputFile(const std::filesystem::path &path, std::string_view name = {});
+
 } // namespace mtc::rt
 
 #endif // MTC_RUNTIME_SUPPORT_REGULARFILE_H

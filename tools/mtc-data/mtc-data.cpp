@@ -2,9 +2,10 @@
 //
 // `mtc-data preprocess` tokenizes a corpus into a Megatron indexed dataset (PREFIX.idx and
 // PREFIX.bin, runtime/data/IndexedDataset.h) as Megatron's tools/preprocess_data.py does;
-// `mtc-data info` describes one; `mtc-data samples` prints the token ids of the samples
-// `mtrun --data-path` trains on, in Megatron's order (runtime/data/GptDataset.h), so that
-// the order can be compared with Megatron's. Plain C++20 linking only the runtime.
+// `mtc-data info` describes one; `mtc-data tokens` prints its documents' token ids;
+// `mtc-data samples` prints the token ids of the samples `mtrun --data-path` trains on, in
+// Megatron's order (runtime/data/GptDataset.h), so that the order can be compared with
+// Megatron's. Plain C++20 linking only the runtime.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,9 +46,17 @@ constexpr const char *kUsage =
     "      --split-lines      text: every line is a document (default: the whole file is one)\n"
     "      --append-eod       end every non-empty document with the end-of-document token\n"
     "      --dtype D          u16 or i32, the .bin's element type (default u16)\n"
-    "      --tokenizer T      bytes: token = byte, 256 ids, end of document 0 (the default)\n"
+    "      --tokenizer-type T bytes: token = byte, 256 ids, end of document 0 (the default);\n"
+    "                         GPT2BPETokenizer: GPT-2's BPE, with --vocab-file vocab.json\n"
+    "                         and --merge-file merges.txt, end of document <|endoftext|>;\n"
+    "                         SentencePieceTokenizer, GPTSentencePieceTokenizer or\n"
+    "                         Llama2Tokenizer: a SentencePiece model (--tokenizer-model M)\n"
+    "                         as Megatron's tokenizers of those names use it\n"
     "  info PREFIX\n"
     "      check the indexed dataset PREFIX and print its dtype, sequences, documents, tokens\n"
+    "  tokens PREFIX [--first K]\n"
+    "      print the token ids of the first K (default all) documents, a line each:\n"
+    "      \"D: ids\", its sequences separated by \" |\"\n"
     "  samples PREFIX --seq-len L --num-samples N [--seed S] [--split W] [--first K]\n"
     "      print the first K (default N) samples of L + 1 token ids that training on N samples\n"
     "      reads, in Megatron's order (seed default 1234, Megatron's; split default \"969, 30, "
@@ -161,23 +170,12 @@ Error forEachLine(const std::filesystem::path &path,
   return Error::success();
 }
 
-/// The whole of the regular file `path`.
-Expected<std::string> readAll(const std::filesystem::path &path) {
-  Expected<RegularFile> file = openInputFile(path);
-  if (!file)
-    return file.takeError();
-  std::string text(file->size, '\0');
-  if (Error err = readExactlyAt(file->handle.get(), 0, text.data(), text.size(), concat(path));
-      !err.ok())
-    return err;
-  return text;
-}
-
 int preprocess(int argc, char **argv) {
-  Expected<Args> args = parseArgs(
-      argc, argv, 2,
-      {"--input", "--output-prefix", "--input-format", "--json-key", "--dtype", "--tokenizer"},
-      {"--split-lines", "--append-eod"});
+  Expected<Args> args =
+      parseArgs(argc, argv, 2,
+                {"--input", "--output-prefix", "--input-format", "--json-key", "--dtype",
+                 "--tokenizer-type", "--vocab-file", "--merge-file", "--tokenizer-model"},
+                {"--split-lines", "--append-eod"});
   auto fail = [](const Error &err) {
     std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
     return 1;
@@ -208,10 +206,14 @@ int preprocess(int argc, char **argv) {
   if (dtypeName != "u16" && dtypeName != "i32")
     return fail(makeError("--dtype expects u16 or i32, got '", dtypeName, "'"));
   const TokenDType dtype = dtypeName == "u16" ? TokenDType::U16 : TokenDType::I32;
-  Expected<std::unique_ptr<Tokenizer>> tokenizer =
-      makeTokenizer(valueOr(*args, "--tokenizer", "bytes"));
+  TokenizerOptions tokenizerOptions;
+  tokenizerOptions.type = valueOr(*args, "--tokenizer-type", "bytes");
+  tokenizerOptions.vocabFile = valueOr(*args, "--vocab-file", "");
+  tokenizerOptions.mergeFile = valueOr(*args, "--merge-file", "");
+  tokenizerOptions.tokenizerModel = valueOr(*args, "--tokenizer-model", "");
+  Expected<std::unique_ptr<Tokenizer>> tokenizer = makeTokenizer(tokenizerOptions);
   if (!tokenizer)
-    return fail(tokenizer.takeError().withContext("--tokenizer"));
+    return fail(tokenizer.takeError().withContext("--tokenizer-type"));
   if (dtype == TokenDType::U16 && (*tokenizer)->vocabSize() > 65536)
     return fail(makeError("--dtype u16 cannot hold the ", (*tokenizer)->vocabSize(),
                           " ids of tokenizer ", (*tokenizer)->name(), ": use --dtype i32"));
@@ -284,7 +286,7 @@ int preprocess(int argc, char **argv) {
   } else if (splitLines) {
     err = forEachLine(input, [&](std::string_view line, int64_t) { return addDocument({line}); });
   } else {
-    Expected<std::string> text = readAll(input);
+    Expected<std::string> text = readInputFile(input);
     err = text ? addDocument({*text}) : text.takeError();
   }
   if (!err.ok())
@@ -324,6 +326,42 @@ int info(int argc, char **argv) {
               static_cast<long long>(ds->numSequences()),
               static_cast<long long>(ds->numDocuments()), static_cast<long long>(ds->numTokens()),
               static_cast<long long>(longest));
+  return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
+}
+
+int tokens(int argc, char **argv) {
+  auto fail = [](const Error &err) {
+    std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
+    return 1;
+  };
+  Expected<Args> args = parseArgs(argc, argv, 2, {"--first"}, {});
+  if (!args)
+    return fail(args.error());
+  if (args->positional.size() != 1)
+    return fail(makeError("tokens takes one PREFIX"));
+  Expected<IndexedDataset> ds = IndexedDataset::open(args->positional[0]);
+  if (!ds)
+    return fail(ds.error());
+  Expected<int64_t> first = parseInt(*args, "--first", ds->numDocuments(), 0, ds->numDocuments());
+  if (!first)
+    return fail(first.error());
+  std::span<const int64_t> documents = ds->documentIndices();
+  std::vector<int64_t> ids;
+  std::string line;
+  for (int64_t d = 0; d < *first; ++d) {
+    line = concat(d, ":");
+    for (int64_t s = documents[size_t(d)]; s < documents[size_t(d) + 1]; ++s) {
+      if (s > documents[size_t(d)])
+        line.append(" |");
+      ids.clear();
+      if (Error err = ds->read(s, 0, ds->sequenceLengths()[size_t(s)], ids); !err.ok())
+        return fail(err);
+      for (int64_t t : ids)
+        line.append(concat(" ", t));
+    }
+    line.push_back('\n');
+    std::fputs(line.c_str(), stdout);
+  }
   return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
 }
 
@@ -393,13 +431,16 @@ int main(int argc, char **argv) {
       return preprocess(argc, argv);
     if (command == "info")
       return info(argc, argv);
+    if (command == "tokens")
+      return tokens(argc, argv);
     if (command == "samples")
       return samples(argc, argv);
     std::fprintf(stderr, "mtc-data: error: %s\n",
-                 command.empty() ? "no command given (see mtc-data --help)"
-                                 : concat("unknown command '", command,
-                                          "' (preprocess, info, samples; see mtc-data --help)")
-                                       .c_str());
+                 command.empty()
+                     ? "no command given (see mtc-data --help)"
+                     : concat("unknown command '", command,
+                              "' (preprocess, info, tokens, samples; see mtc-data --help)")
+                           .c_str());
     return 1;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "mtc-data: error: %s\n", e.what());
