@@ -11,6 +11,9 @@ packages=(
   python3
   # The data tests compare mtc's sample order with numpy's RandomState (test/tools/mtc-data).
   python3-numpy
+  # The tokenizers (runtime/data): GPT-2's pattern needs Unicode properties and lookahead
+  # (PCRE2); SentencePiece models load through the sentencepiece library. Found by pkg-config.
+  pkg-config libpcre2-dev libsentencepiece-dev
 )
 
 missing=()

@@ -3,7 +3,6 @@
 #include "runtime/data/Gpt2BpeTokenizer.h"
 
 #include "runtime/support/Json.h"
-#include "runtime/support/RegularFile.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -180,18 +179,6 @@ Error Gpt2Pretokenizer::split(std::string_view text, std::vector<std::string_vie
 
 Gpt2BpeTokenizer::Gpt2BpeTokenizer(Gpt2Pretokenizer pretokenizer)
     : pretokenizer_(std::move(pretokenizer)) {}
-
-Expected<std::unique_ptr<Gpt2BpeTokenizer>>
-Gpt2BpeTokenizer::open(const std::filesystem::path &vocabFile,
-                       const std::filesystem::path &mergeFile) {
-  Expected<std::string> vocab = readInputFile(vocabFile);
-  if (!vocab)
-    return vocab.takeError();
-  Expected<std::string> merges = readInputFile(mergeFile);
-  if (!merges)
-    return merges.takeError();
-  return create(*vocab, *merges, concat(vocabFile), concat(mergeFile));
-}
 
 Expected<std::unique_ptr<Gpt2BpeTokenizer>> Gpt2BpeTokenizer::create(std::string_view vocabJson,
                                                                      std::string_view merges,

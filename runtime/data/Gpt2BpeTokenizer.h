@@ -64,10 +64,8 @@ private:
 
 class Gpt2BpeTokenizer final : public Tokenizer {
 public:
-  /// Reads vocab.json and merges.txt; errors name the file and, in merges.txt, the line.
-  static Expected<std::unique_ptr<Gpt2BpeTokenizer>> open(const std::filesystem::path &vocabFile,
-                                                          const std::filesystem::path &mergeFile);
-  /// The same from the files' contents, `vocabName` and `mergesName` naming them in errors.
+  /// The tokenizer of vocab.json's and merges.txt's contents; errors name the files as
+  /// `vocabName` and `mergesName` and, in merges.txt, the line.
   static Expected<std::unique_ptr<Gpt2BpeTokenizer>> create(std::string_view vocabJson,
                                                             std::string_view merges,
                                                             std::string_view vocabName,

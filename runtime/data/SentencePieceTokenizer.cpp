@@ -2,8 +2,6 @@
 
 #include "runtime/data/SentencePieceTokenizer.h"
 
-#include "runtime/support/RegularFile.h"
-
 #include <sentencepiece_processor.h>
 
 #include <unordered_map>
@@ -31,27 +29,24 @@ std::string_view SentencePieceTokenizer::name() const {
 }
 
 Expected<std::unique_ptr<SentencePieceTokenizer>>
-SentencePieceTokenizer::open(const std::filesystem::path &model, Flavor flavor) {
-  // Read here rather than by the library, for the runtime's messages about missing files.
-  Expected<std::string> bytes = readInputFile(model);
-  if (!bytes)
-    return bytes.takeError();
+SentencePieceTokenizer::create(std::string_view model, std::string_view modelName, Flavor flavor) {
   auto impl = std::make_unique<Impl>();
-  if (auto status = impl->processor.LoadFromSerializedProto(*bytes); !status.ok())
-    return makeError(model, ": not a SentencePiece model (", status.ToString(), ")");
+  if (auto status = impl->processor.LoadFromSerializedProto(model); !status.ok())
+    return makeError(modelName, ": not a SentencePiece model (sentencepiece: ", status.ToString(),
+                     ")");
   std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer(std::move(impl), flavor));
   const sentencepiece::SentencePieceProcessor &sp = t->impl_->processor;
   t->numPieces_ = sp.GetPieceSize();
   t->vocabSize_ = t->numPieces_;
   if (flavor != Flavor::Megatron) {
     if (sp.eos_id() < 0)
-      return makeError(model, ": the model has no end-of-sentence piece, which ", t->name(),
+      return makeError(modelName, ": the model has no end-of-sentence piece, which ", t->name(),
                        " ends documents with");
     t->eod_ = sp.eos_id();
     if (flavor == Flavor::Llama2) {
       if (sp.bos_id() < 0)
-        return makeError(model, ": the model has no beginning-of-sentence piece, which ", t->name(),
-                         " starts every text with");
+        return makeError(modelName, ": the model has no beginning-of-sentence piece, which ",
+                         t->name(), " starts every text with");
       t->bos_ = sp.bos_id();
     }
     return t;

@@ -34,9 +34,10 @@ class SentencePieceTokenizer final : public Tokenizer {
 public:
   enum class Flavor { Megatron, Gpt, Llama2 };
 
-  /// Loads `model`; the flavors that need a BOS or EOS piece refuse a model without one.
-  static Expected<std::unique_ptr<SentencePieceTokenizer>> open(const std::filesystem::path &model,
-                                                                Flavor flavor);
+  /// The tokenizer of a model file's contents, named `modelName` in errors; the flavors that
+  /// need a BOS or EOS piece refuse a model without one.
+  static Expected<std::unique_ptr<SentencePieceTokenizer>>
+  create(std::string_view model, std::string_view modelName, Flavor flavor);
   ~SentencePieceTokenizer() override;
 
   std::string_view name() const override;

@@ -4,6 +4,7 @@
 
 #include "runtime/data/Gpt2BpeTokenizer.h"
 #include "runtime/data/SentencePieceTokenizer.h"
+#include "runtime/support/RegularFile.h"
 
 namespace mtc::rt {
 
@@ -53,8 +54,14 @@ Expected<std::unique_ptr<Tokenizer>> makeTokenizer(const TokenizerOptions &optio
     if (options.vocabFile.empty() || options.mergeFile.empty())
       return makeError("tokenizer type GPT2BPETokenizer needs --vocab-file (vocab.json) and "
                        "--merge-file (merges.txt)");
-    Expected<std::unique_ptr<Gpt2BpeTokenizer>> t =
-        Gpt2BpeTokenizer::open(options.vocabFile, options.mergeFile);
+    Expected<std::string> vocab = readInputFile(options.vocabFile);
+    if (!vocab)
+      return vocab.takeError().withContext("--vocab-file");
+    Expected<std::string> merges = readInputFile(options.mergeFile);
+    if (!merges)
+      return merges.takeError().withContext("--merge-file");
+    Expected<std::unique_ptr<Gpt2BpeTokenizer>> t = Gpt2BpeTokenizer::create(
+        *vocab, *merges, concat(options.vocabFile), concat(options.mergeFile));
     if (!t)
       return t.takeError();
     return std::unique_ptr<Tokenizer>(std::move(*t));
@@ -62,8 +69,11 @@ Expected<std::unique_ptr<Tokenizer>> makeTokenizer(const TokenizerOptions &optio
   if (flavor) {
     if (options.tokenizerModel.empty())
       return makeError("tokenizer type ", type, " needs --tokenizer-model (a SentencePiece model)");
+    Expected<std::string> model = readInputFile(options.tokenizerModel);
+    if (!model)
+      return model.takeError().withContext("--tokenizer-model");
     Expected<std::unique_ptr<SentencePieceTokenizer>> t =
-        SentencePieceTokenizer::open(options.tokenizerModel, *flavor);
+        SentencePieceTokenizer::create(*model, concat(options.tokenizerModel), *flavor);
     if (!t)
       return t.takeError();
     return std::unique_ptr<Tokenizer>(std::move(*t));

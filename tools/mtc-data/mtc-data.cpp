@@ -213,7 +213,7 @@ int preprocess(int argc, char **argv) {
   tokenizerOptions.tokenizerModel = valueOr(*args, "--tokenizer-model", "");
   Expected<std::unique_ptr<Tokenizer>> tokenizer = makeTokenizer(tokenizerOptions);
   if (!tokenizer)
-    return fail(tokenizer.takeError().withContext("--tokenizer-type"));
+    return fail(tokenizer.error());
   if (dtype == TokenDType::U16 && (*tokenizer)->vocabSize() > 65536)
     return fail(makeError("--dtype u16 cannot hold the ", (*tokenizer)->vocabSize(),
                           " ids of tokenizer ", (*tokenizer)->name(), ": use --dtype i32"));
