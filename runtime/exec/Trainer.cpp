@@ -104,8 +104,8 @@ Error Trainer::bindForward() {
   if (fn.inputs.size() < 2 || fn.inputs[0].kind != BufferKind::Input ||
       fn.inputs[1].kind != BufferKind::Input || fn.inputs[0].dims != fb.inputs[0].dims ||
       fn.inputs[1].dims != fb.inputs[1].dims)
-    return makeError(plan_->dir.string(), ": forward does not take forward_backward's tokens and "
-                                          "labels first");
+    return makeError(plan_->dir.string(),
+                     ": forward does not take forward_backward's tokens and labels first");
   if (Error err = bind(fn, forwardBindings_); !err.ok())
     return std::move(err).withContext(plan_->dir.string());
   for (size_t i = 0; i < forwardBindings_.size(); ++i) {
@@ -113,7 +113,8 @@ Error Trainer::bindForward() {
     bool input = i < fn.inputs.size();
     if (input ? kind != BufferKind::Input && kind != BufferKind::Param : kind != BufferKind::Loss)
       return makeError(plan_->dir.string(), ": forward: unexpected ", input ? "input" : "output",
-                       " buffer of kind ", bufferKindName(kind), " (evaluation takes the loss only)");
+                       " buffer of kind ", bufferKindName(kind),
+                       " (evaluation takes the loss only)");
   }
   if (fn.outputs.size() != 1)
     return makeError(plan_->dir.string(), ": forward returns ", fn.outputs.size(),

@@ -241,10 +241,12 @@ private:
   /// interval, or with `end` the one at the end of training) of the trainer's parameters,
   /// logged and recorded in the metrics (every rank calls it).
   Error evaluate(Trainer &trainer, int64_t index, bool end, std::optional<MetricsWriter> &metrics);
-  /// The step loop over `trainer` (a Trainer or a PipelineTrainer).
+  /// The step loop over `trainer` (a Trainer or a PipelineTrainer), which evaluates on
+  /// `validation` (null: no evaluation).
   template <class StepTrainer>
   Error runSteps(StepTrainer &trainer, TrainingState &state, const TokenSource &data,
-                 const KernelLibrary &kernels, std::optional<MetricsWriter> &metrics);
+                 const TokenSource *validation, const KernelLibrary &kernels,
+                 std::optional<MetricsWriter> &metrics);
 
   const Plan &plan_;
   const TrainingRunOptions &options_;
@@ -350,7 +352,7 @@ Error Run::train(TrainingState &state) {
         plan_, *kernels, std::move(state), data->train, options_.globalBatch, mesh_, trace_);
     if (!trainer)
       return trainer.takeError();
-    if (Error err = runSteps(**trainer, state, data->train, *kernels, metrics); !err.ok())
+    if (Error err = runSteps(**trainer, state, data->train, nullptr, *kernels, metrics); !err.ok())
       return err;
     // Each stage's measured bubble next to the schedule's (collective over the stages).
     Expected<std::vector<double>> bubbles =
@@ -361,14 +363,15 @@ Error Run::train(TrainingState &state) {
     if (Error err = reportStages(**trainer); !err.ok())
       return err;
   } else {
+    const TokenSource *validation = data->validation ? &*data->validation : nullptr;
     Expected<Trainer> trainer = Trainer::create(
         plan_, *kernels, std::move(state), data->train, options_.globalBatch, mesh_.dataParallel(),
-        mesh_.partitioned() ? &mesh_.context() : nullptr,
-        data->validation ? &*data->validation : nullptr);
+        mesh_.partitioned() ? &mesh_.context() : nullptr, validation);
     if (!trainer)
       return trainer.takeError();
     trainer->setTrace(trace_);
-    if (Error err = runSteps(*trainer, state, data->train, *kernels, metrics); !err.ok())
+    if (Error err = runSteps(*trainer, state, data->train, validation, *kernels, metrics);
+        !err.ok())
       return err;
   }
   if (metrics)
@@ -424,8 +427,7 @@ Error Run::evaluate(Trainer &trainer, int64_t index, bool end,
                     std::optional<MetricsWriter> &metrics) {
   const int64_t step = trainer.state().step;
   TraceRecorder::Scope span(trace_, "evaluation", "evaluation", {{"step", step}});
-  Expected<double> loss =
-      trainer.evaluate(index * options_.evalIters, options_.evalIters);
+  Expected<double> loss = trainer.evaluate(index * options_.evalIters, options_.evalIters);
   span.finish();
   if (!loss)
     return loss.takeError();
@@ -447,11 +449,17 @@ Error Run::evaluate(Trainer &trainer, int64_t index, bool end,
 
 template <class StepTrainer>
 Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSource &data,
-                    const KernelLibrary &kernels, std::optional<MetricsWriter> &metrics) {
+                    const TokenSource *validation, const KernelLibrary &kernels,
+                    std::optional<MetricsWriter> &metrics) {
   const int64_t first = trainer.state().step, target = options_.targetSteps;
   print(formatText("model %s: %s parameters, plan %s\n", plan_.model.c_str(),
                    withThousands(plan_.numParameterElements()).c_str(), plan_.dir.c_str()));
   print(formatText("data: %s\n", data.describe().c_str()));
+  if (validation)
+    print(formatText("validation: %s; %lld batch%s every %lld steps and at the end\n",
+                     validation->describe().c_str(), static_cast<long long>(options_.evalIters),
+                     options_.evalIters == 1 ? "" : "es",
+                     static_cast<long long>(options_.evalInterval)));
   if (job_.size > 1 && stage_)
     print(formatText("ranks: %d (pp=%lld x %s, %s schedule, %s over TCP)\n", job_.size,
                      static_cast<long long>(mesh_.stages()),
@@ -553,7 +561,7 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
                      stats->loss, stats->lr, stats->gradNorm, tokensPerSecond, stats->seconds * 1e3,
                      mebibytes(peak).c_str(), predicted.c_str(), mebibytes(rss).c_str()));
     }
-    if (options_.evalInterval > 0 && stats->step % options_.evalInterval == 0)
+    if (validation && stats->step % options_.evalInterval == 0)
       if (Error err = evaluateAt(stats->step / options_.evalInterval - 1, false); !err.ok())
         return err;
     if (options_.save && options_.saveEvery > 0 && stats->step % options_.saveEvery == 0 && !last)
@@ -567,7 +575,7 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
   const int64_t taken = trainer.state().step - first;
   // Megatron evaluates once more when training ends, on the next batches of its order (also
   // after an evaluation at the same step).
-  if (options_.evalInterval > 0 && taken > 0)
+  if (validation && taken > 0)
     if (Error err = evaluateAt(target / options_.evalInterval, true); !err.ok())
       return err;
   if (taken > 0)
