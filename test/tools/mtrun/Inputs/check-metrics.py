@@ -19,7 +19,7 @@ above reads the step records only. --validation-steps: RUN's evaluation records 
 steps in this order, the last at the end of training, each with a finite loss and its
 perplexity exp(loss). --validation-falls: the last validation loss is below the first.
 --close-validation: OTHER has the same evaluations with validation losses within absolute
-tolerance A.
+tolerance A (0: bit-identical). --from S applies to the evaluations too.
 """
 import argparse
 import json
@@ -97,7 +97,7 @@ def main():
 def check_validation(args):
     if not (args.validation_steps or args.validation_falls or args.close_validation):
         return
-    evals = read_validation(args.run)
+    evals = [r for r in read_validation(args.run) if r["step"] >= args.first]
     if args.validation_steps:
         expected = [int(s) for s in args.validation_steps.split(",")]
         steps = [r["step"] for r in evals]
@@ -119,7 +119,7 @@ def check_validation(args):
             sys.exit(f"{args.run}: validation loss {first} -> {last} did not fall")
         print(f"validation loss falls: {first:.4f} -> {last:.4f}")
     if args.close_validation:
-        other = read_validation(args.close_validation)
+        other = [r for r in read_validation(args.close_validation) if r["step"] >= args.first]
         if [r["step"] for r in other] != [r["step"] for r in evals]:
             sys.exit(f"evaluations at steps {[r['step'] for r in evals]} against "
                      f"{[r['step'] for r in other]}")
