@@ -29,8 +29,9 @@ public:
   /// Byte-level tokens of the text file `path`; the model's vocabulary must hold all 256.
   static Expected<TokenSource> text(const std::filesystem::path &path, int64_t vocab,
                                     uint64_t seed);
-  /// The train split of the indexed dataset `options.prefix` in Megatron's order; every token
-  /// id must be below `options.vocab` (checked as the samples are read).
+  /// Split `options.which` of the indexed dataset `options.prefix` in Megatron's order (the
+  /// train split for training, the valid split for evaluation); every token id must be below
+  /// `options.vocab` (checked as the samples are read).
   static Expected<TokenSource> indexed(const GptDataset::Options &options);
 
   /// Samples [sampleBegin, sampleBegin + count) of `step` (see SyntheticTask::batch). Fails

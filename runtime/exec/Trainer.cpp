@@ -95,6 +95,33 @@ Error Trainer::checkBindings() const {
   return Error::success();
 }
 
+Error Trainer::bindForward() {
+  const LoadedKernel *forward = kernels_->forward();
+  if (!forward)
+    return makeError(plan_->dir.string(), ": the plan has no `forward` function to evaluate with");
+  const KernelFunction &fn = *forward->function;
+  const KernelFunction &fb = *kernels_->forwardBackward().function;
+  if (fn.inputs.size() < 2 || fn.inputs[0].kind != BufferKind::Input ||
+      fn.inputs[1].kind != BufferKind::Input || fn.inputs[0].dims != fb.inputs[0].dims ||
+      fn.inputs[1].dims != fb.inputs[1].dims)
+    return makeError(plan_->dir.string(),
+                     ": forward does not take forward_backward's tokens and labels first");
+  if (Error err = bind(fn, forwardBindings_); !err.ok())
+    return std::move(err).withContext(plan_->dir.string());
+  for (size_t i = 0; i < forwardBindings_.size(); ++i) {
+    BufferKind kind = forwardBindings_[i].kind;
+    bool input = i < fn.inputs.size();
+    if (input ? kind != BufferKind::Input && kind != BufferKind::Param : kind != BufferKind::Loss)
+      return makeError(plan_->dir.string(), ": forward: unexpected ", input ? "input" : "output",
+                       " buffer of kind ", bufferKindName(kind),
+                       " (evaluation takes the loss only)");
+  }
+  if (fn.outputs.size() != 1)
+    return makeError(plan_->dir.string(), ": forward returns ", fn.outputs.size(),
+                     " buffers (evaluation expects the loss alone)");
+  return Error::success();
+}
+
 Error Trainer::callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
                           std::string_view what, int64_t step, DropoutCall *dropout) {
   return rt::callInMesh(kernel, buffers, mesh_, dropout)
@@ -125,8 +152,8 @@ Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &forw
 Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels,
                                   TrainingState state, const TokenSource &data,
                                   int64_t globalBatch, Communicator *dataParallel,
-                                  const MeshContext *mesh) {
-  Trainer t(plan, kernels, std::move(state), data, dataParallel);
+                                  const MeshContext *mesh, const TokenSource *validation) {
+  Trainer t(plan, kernels, std::move(state), data, dataParallel, validation);
   if (mesh) {
     t.mesh_ = *mesh;
     if (t.mesh_.axes.size() != plan.mesh.size())
@@ -187,6 +214,9 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     return std::move(err).withContext(plan.dir.string());
   if (Error err = t.checkBindings(); !err.ok())
     return std::move(err).withContext(plan.dir.string());
+  if (validation)
+    if (Error err = t.bindForward(); !err.ok())
+      return err;
   try {
     for (const KernelBuffer &b : fb.outputs)
       if (b.kind == BufferKind::ExpertLoad) {
@@ -367,6 +397,45 @@ Expected<StepStats> Trainer::step() {
       stats.tokensPerExpert.emplace_back(load.sum.begin() + layer * load.experts,
                                          load.sum.begin() + (layer + 1) * load.experts);
   return stats;
+}
+
+Expected<double> Trainer::evaluate(int64_t firstBatch, int64_t count) {
+  const int64_t step = state_.step;
+  if (!validation_)
+    return makeError("the trainer was given no validation data");
+  int dpRank = dataParallel_ ? dataParallel_->rank() : 0;
+  int dpSize = dataParallel_ ? dataParallel_->size() : 1;
+  double lossSum = 0;
+  float loss = 0;
+  std::vector<void *> buffers;
+  for (int64_t batch = firstBatch; batch < firstBatch + count; ++batch)
+    for (int64_t m = dpRank; m < microBatches_; m += dpSize) {
+      if (Error err = validation_->batch(batch, m * microBatchSize_, microBatchSize_, seqLen_,
+                                         tokens_.data(), labels_.data());
+          !err.ok())
+        return std::move(err).withContext(concat("validation at step ", step));
+      buffers.clear();
+      int inputIndex = 0;
+      for (const Binding &b : forwardBindings_) {
+        if (b.kind == BufferKind::Input)
+          buffers.push_back(inputIndex++ == 0 ? tokens_.data() : labels_.data());
+        else if (b.kind == BufferKind::Param)
+          buffers.push_back(state_.params[b.index].values.data());
+        else // the loss (bindForward allows nothing else)
+          buffers.push_back(&loss);
+      }
+      TraceRecorder::Scope span(trace_, "forward", "evaluation",
+                                {{"batch", batch}, {"micro_batch", m}});
+      // No DropoutCall: the kernels keep every element (evaluation without dropout).
+      if (Error err = rt::callInMesh(*kernels_->forward(), buffers, mesh_, nullptr); !err.ok())
+        return std::move(err).withContext(concat("validation at step ", step, ": forward"));
+      lossSum += loss;
+    }
+  if (dataParallel_)
+    if (Error err = dataParallel_->allReduce(&lossSum, 1, MTC_F64, MTC_SUM); !err.ok())
+      return std::move(err).withContext(concat(
+          "validation at step ", step, ": all-reduce of the loss over the data-parallel ranks"));
+  return lossSum / static_cast<double>(count * microBatches_);
 }
 
 } // namespace mtc::rt

@@ -35,6 +35,21 @@
 // parameters; it all-gathers the updated parameters over the axis itself, and all-reduces
 // the squared gradient norm, so every rank ends with the same parameters and norm.
 //
+// Evaluation (`evaluate`, mtrun --eval-interval) runs the plan's `forward` over global
+// batches of a validation TokenSource, the micro-batches dealt to the data-parallel ranks as
+// in a step and its collectives over the same mesh, and all-reduces the loss sum over the
+// data-parallel ranks:
+//
+//   for each global batch b of [first, first + count), each micro-batch m this rank owns:
+//     tokens, labels <- validation(b, samples [m * micro, (m + 1) * micro))
+//     loss_m <- forward(tokens, labels, params)                       (no dropout key)
+//   validation loss <- (sum of loss_m over the ranks) / (count x micro-batches)
+//
+// The call has no dropout key, which the kernels read as "no dropout" (DropoutKey.h): every
+// element kept, unscaled. Nothing of the training state changes, and the training data and
+// dropout keys depend only on the step, so a run that evaluates trains exactly as one that
+// does not.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_EXEC_TRAINER_H
@@ -86,14 +101,25 @@ public:
   /// settings, the kernels, the state's shapes and the data-parallel degree do not fit
   /// together. With a data-parallel axis in the plan, `dataParallel` must be that axis'
   /// communicator (RankMesh::dataParallel()) and the state hold the optimizer state's shards.
+  /// `validation` (null: no evaluation; it must outlive the trainer) is what `evaluate`
+  /// reads; then the plan must have a `forward` taking the same batch of tokens and labels,
+  /// the parameters, and returning the loss, else an error.
   static Expected<Trainer> create(const Plan &plan, const KernelLibrary &kernels,
                                   TrainingState state, const TokenSource &data,
                                   int64_t globalBatch = 0, Communicator *dataParallel = nullptr,
-                                  const MeshContext *mesh = nullptr);
+                                  const MeshContext *mesh = nullptr,
+                                  const TokenSource *validation = nullptr);
 
   /// Takes one optimizer step. Fails (leaving the state of the previous step) when the loss
   /// or the gradient norm is not finite, or a collective fails.
   Expected<StepStats> step();
+
+  /// The mean loss of the current parameters over global batches [firstBatch, firstBatch +
+  /// count) of the validation data (batch b is `step` b of its TokenSource), without dropout;
+  /// every rank gets the same value. Changes nothing the steps read. Fails when the trainer
+  /// has no validation data, a batch cannot be read or a collective fails; a loss that is not
+  /// finite is returned as it is.
+  Expected<double> evaluate(int64_t firstBatch, int64_t count);
 
   /// Records each micro-batch's forward_backward, the data-parallel reduction and the
   /// optimizer step as spans (null: no trace). The recorder must outlive the trainer.
@@ -116,9 +142,9 @@ public:
 
 private:
   Trainer(const Plan &plan, const KernelLibrary &kernels, TrainingState state,
-          const TokenSource &data, Communicator *dataParallel)
-      : plan_(&plan), kernels_(&kernels), data_(&data), dataParallel_(dataParallel),
-        state_(std::move(state)) {}
+          const TokenSource &data, Communicator *dataParallel, const TokenSource *validation)
+      : plan_(&plan), kernels_(&kernels), data_(&data), validation_(validation),
+        dataParallel_(dataParallel), state_(std::move(state)) {}
 
   /// Sums the gradients, `lossSum` and the expert counts over the data-parallel ranks.
   Error reduceOverDataParallel(double &lossSum, int64_t step);
@@ -132,6 +158,9 @@ private:
   /// The buffer kinds each function may take, and that the optimizer writes every
   /// parameter and state exactly once.
   Error checkBindings() const;
+  /// Binds the plan's `forward` for evaluation: the step's batch of tokens and labels and
+  /// parameters in, the loss out.
+  Error bindForward();
   /// Calls `kernel` with a MeshCall over mesh_ (and `dropout`, if any) in its kernel
   /// context; fails with the first collective's error.
   Error callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
@@ -140,6 +169,7 @@ private:
   const Plan *plan_;
   const KernelLibrary *kernels_;
   const TokenSource *data_;
+  const TokenSource *validation_; // null: no evaluation
   Communicator *dataParallel_;
   TraceRecorder *trace_ = nullptr;
   MeshContext mesh_;
@@ -156,6 +186,7 @@ private:
   };
   std::vector<ExpertLoad> expertLoad_;
   std::vector<Binding> forwardBackwardBindings_, optimizerBindings_;
+  std::vector<Binding> forwardBindings_; // with validation data only
   int64_t microBatches_ = 1, microBatchSize_ = 1, seqLen_ = 1;
 };
 

@@ -15,10 +15,13 @@
 #include "runtime/exec/TrainingState.h"
 #include "runtime/support/Safetensors.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <optional>
 #include <sys/resource.h>
+#include <type_traits>
 
 namespace mtc::rt {
 namespace {
@@ -117,17 +120,40 @@ std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
   return concat(s, " x data parallel ", mesh.placement().dpSize);
 }
 
+/// The run's data: the training samples and, with evaluation, the validation samples.
+struct RunData {
+  TokenSource train;
+  std::optional<TokenSource> validation;
+};
+
+/// The most samples an indexed dataset's order is built for (as mtrun's --train-samples).
+constexpr int64_t kMaxSamples = int64_t(1) << 48;
+
 /// The run's data. An indexed dataset's sample order depends on the sequence length and the
 /// global batch, which the compiled step gives, and on the samples the run trains on
 /// (Megatron's train_iters x global_batch_size, or its --train-samples: a resumed run reads
 /// the order of the run it resumes when both have the same target or the same train samples).
-Expected<TokenSource> openData(const Plan &plan, const TrainingRunOptions &options,
-                               const KernelLibrary &kernels) {
+/// The validation samples are the valid split's own order, for Megatron's number of them:
+/// (train_iters / eval_interval + 1) x eval_iters global batches, train_iters being
+/// --train-samples / global batch when given.
+Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
+                           const KernelLibrary &kernels) {
   const int64_t vocab = plan.vocabularySize().value_or(0);
-  if (options.data)
-    return TokenSource::text(*options.data, vocab, plan.seed);
-  if (!options.dataPath)
-    return TokenSource::synthetic(vocab, plan.seed);
+  if (options.evalInterval > 0 && !options.dataPath)
+    return makeError("--eval-interval needs --data-path PREFIX (evaluation reads its valid split; "
+                     "the synthetic task and --data FILE have none)");
+  if (options.data) {
+    Expected<TokenSource> text = TokenSource::text(*options.data, vocab, plan.seed);
+    if (!text)
+      return text.takeError();
+    return RunData{std::move(*text), std::nullopt};
+  }
+  if (!options.dataPath) {
+    Expected<TokenSource> synthetic = TokenSource::synthetic(vocab, plan.seed);
+    if (!synthetic)
+      return synthetic.takeError();
+    return RunData{std::move(*synthetic), std::nullopt};
+  }
   const KernelFunction &step = *kernels.forwardBackward().function;
   Expected<int64_t> microBatches = countMicroBatches(plan, step, options.globalBatch, 0);
   if (!microBatches)
@@ -149,7 +175,27 @@ Expected<TokenSource> openData(const Plan &plan, const TrainingRunOptions &optio
   }
   gpt.seed = plan.seed;
   gpt.vocab = vocab;
-  return TokenSource::indexed(gpt);
+  Expected<TokenSource> train = TokenSource::indexed(gpt);
+  if (!train)
+    return train.takeError();
+  if (options.evalInterval <= 0)
+    return RunData{std::move(*train), std::nullopt};
+  const int64_t trainIters = options.trainSamples ? *options.trainSamples / gpt.globalBatch
+                                                  : options.targetSteps;
+  const int64_t evaluations = trainIters / options.evalInterval + 1;
+  if (evaluations > kMaxSamples / options.evalIters ||
+      evaluations * options.evalIters > kMaxSamples / gpt.globalBatch)
+    return makeError("--eval-interval ", options.evalInterval, " --eval-iters ", options.evalIters,
+                     ": ", evaluations, " evaluations of ", options.evalIters, " batches of ",
+                     gpt.globalBatch, " samples are more than the ", kMaxSamples,
+                     " validation samples an order can hold");
+  GptDataset::Options valid = gpt;
+  valid.which = DataSplit::Valid;
+  valid.numSamples = evaluations * options.evalIters * gpt.globalBatch;
+  Expected<TokenSource> validation = TokenSource::indexed(valid);
+  if (!validation)
+    return validation.takeError().withContext("--eval-interval");
+  return RunData{std::move(*train), std::move(*validation)};
 }
 
 /// The run on one rank once its mesh is known.
@@ -191,10 +237,16 @@ private:
   uint64_t bytesSent(const PipelineTrainer &trainer) const {
     return mesh_.bytesSent() + trainer.bytesSent();
   }
-  /// The step loop over `trainer` (a Trainer or a PipelineTrainer).
+  /// Evaluation number `index` (of the run's order: the one at step (index + 1) x the
+  /// interval, or with `end` the one at the end of training) of the trainer's parameters,
+  /// logged and recorded in the metrics (every rank calls it).
+  Error evaluate(Trainer &trainer, int64_t index, bool end, std::optional<MetricsWriter> &metrics);
+  /// The step loop over `trainer` (a Trainer or a PipelineTrainer), which evaluates on
+  /// `validation` (null: no evaluation).
   template <class StepTrainer>
   Error runSteps(StepTrainer &trainer, TrainingState &state, const TokenSource &data,
-                 const KernelLibrary &kernels, std::optional<MetricsWriter> &metrics);
+                 const TokenSource *validation, const KernelLibrary &kernels,
+                 std::optional<MetricsWriter> &metrics);
 
   const Plan &plan_;
   const TrainingRunOptions &options_;
@@ -282,7 +334,10 @@ Error Run::train(TrainingState &state) {
   Expected<KernelLibrary> kernels = KernelLibrary::load(plan_);
   if (!kernels)
     return kernels.takeError();
-  Expected<TokenSource> data = openData(plan_, options_, *kernels);
+  if (options_.evalInterval > 0 && stage_)
+    return makeError("--eval-interval: a pipeline plan has no single `forward` to evaluate with "
+                     "(its chunks' forwards run in the stages' schedule)");
+  Expected<RunData> data = openData(plan_, options_, *kernels);
   if (!data)
     return data.takeError();
   std::optional<MetricsWriter> metrics;
@@ -294,10 +349,10 @@ Error Run::train(TrainingState &state) {
   }
   if (stage_) {
     Expected<std::unique_ptr<PipelineTrainer>> trainer = PipelineTrainer::create(
-        plan_, *kernels, std::move(state), *data, options_.globalBatch, mesh_, trace_);
+        plan_, *kernels, std::move(state), data->train, options_.globalBatch, mesh_, trace_);
     if (!trainer)
       return trainer.takeError();
-    if (Error err = runSteps(**trainer, state, *data, *kernels, metrics); !err.ok())
+    if (Error err = runSteps(**trainer, state, data->train, nullptr, *kernels, metrics); !err.ok())
       return err;
     // Each stage's measured bubble next to the schedule's (collective over the stages).
     Expected<std::vector<double>> bubbles =
@@ -308,13 +363,15 @@ Error Run::train(TrainingState &state) {
     if (Error err = reportStages(**trainer); !err.ok())
       return err;
   } else {
-    Expected<Trainer> trainer =
-        Trainer::create(plan_, *kernels, std::move(state), *data, options_.globalBatch,
-                        mesh_.dataParallel(), mesh_.partitioned() ? &mesh_.context() : nullptr);
+    const TokenSource *validation = data->validation ? &*data->validation : nullptr;
+    Expected<Trainer> trainer = Trainer::create(
+        plan_, *kernels, std::move(state), data->train, options_.globalBatch, mesh_.dataParallel(),
+        mesh_.partitioned() ? &mesh_.context() : nullptr, validation);
     if (!trainer)
       return trainer.takeError();
     trainer->setTrace(trace_);
-    if (Error err = runSteps(*trainer, state, *data, *kernels, metrics); !err.ok())
+    if (Error err = runSteps(*trainer, state, data->train, validation, *kernels, metrics);
+        !err.ok())
       return err;
   }
   if (metrics)
@@ -366,13 +423,43 @@ Error Run::reportStages(const PipelineTrainer &trainer) {
   return Error::success();
 }
 
+Error Run::evaluate(Trainer &trainer, int64_t index, bool end,
+                    std::optional<MetricsWriter> &metrics) {
+  const int64_t step = trainer.state().step;
+  TraceRecorder::Scope span(trace_, "evaluation", "evaluation", {{"step", step}});
+  Expected<double> loss = trainer.evaluate(index * options_.evalIters, options_.evalIters);
+  span.finish();
+  if (!loss)
+    return loss.takeError();
+  // Megatron's perplexity, exp of the loss capped at 20 (a diverged loss stays printable).
+  const double ppl = std::exp(std::min(20.0, *loss));
+  if (metrics) {
+    JsonObject record{{"step", step}, {"validation_loss", *loss}, {"validation_ppl", ppl}};
+    if (end)
+      record.insert("end_of_training", true);
+    if (Error err = metrics->write(record); !err.ok())
+      return err;
+  }
+  if (job_.leader())
+    log_.clearProgress();
+  print(formatText("validation loss at step %lld%s: %.4f | PPL: %.3f\n",
+                   static_cast<long long>(step), end ? " (end of training)" : "", *loss, ppl));
+  return Error::success();
+}
+
 template <class StepTrainer>
 Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSource &data,
-                    const KernelLibrary &kernels, std::optional<MetricsWriter> &metrics) {
+                    const TokenSource *validation, const KernelLibrary &kernels,
+                    std::optional<MetricsWriter> &metrics) {
   const int64_t first = trainer.state().step, target = options_.targetSteps;
   print(formatText("model %s: %s parameters, plan %s\n", plan_.model.c_str(),
                    withThousands(plan_.numParameterElements()).c_str(), plan_.dir.c_str()));
   print(formatText("data: %s\n", data.describe().c_str()));
+  if (validation)
+    print(formatText("validation: %s; %lld batch%s every %lld steps and at the end\n",
+                     validation->describe().c_str(), static_cast<long long>(options_.evalIters),
+                     options_.evalIters == 1 ? "" : "es",
+                     static_cast<long long>(options_.evalInterval)));
   if (job_.size > 1 && stage_)
     print(formatText("ranks: %d (pp=%lld x %s, %s schedule, %s over TCP)\n", job_.size,
                      static_cast<long long>(mesh_.stages()),
@@ -405,8 +492,21 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
     predicted = concat(" (predicted ", mebibytes(*bytes), ")");
   // Bytes this rank sent over the world and every communicator split from it (the mesh
   // axes' collectives in the kernels, the data-parallel all-reduce, gathers of checkpoints).
-  const uint64_t commStart = bytesSent(trainer);
+  uint64_t commStart = bytesSent(trainer);
   uint64_t commBytes = commStart;
+  // Evaluates (Trainer only: mtrun refuses evaluation of pipeline plans), keeping its bytes
+  // out of the steps' communication.
+  auto evaluateAt = [&](int64_t index, bool end) -> Error {
+    if constexpr (std::is_same_v<StepTrainer, Trainer>) {
+      const uint64_t before = bytesSent(trainer);
+      if (Error err = evaluate(trainer, index, end, metrics); !err.ok())
+        return err;
+      const uint64_t used = bytesSent(trainer) - before;
+      commStart += used;
+      commBytes += used;
+    }
+    return Error::success();
+  };
   double firstLoss = 0, lastLoss = 0, seconds = 0;
   int64_t tokens = 0;
   while (trainer.state().step < target) {
@@ -461,6 +561,9 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
                      stats->loss, stats->lr, stats->gradNorm, tokensPerSecond, stats->seconds * 1e3,
                      mebibytes(peak).c_str(), predicted.c_str(), mebibytes(rss).c_str()));
     }
+    if (validation && stats->step % options_.evalInterval == 0)
+      if (Error err = evaluateAt(stats->step / options_.evalInterval - 1, false); !err.ok())
+        return err;
     if (options_.save && options_.saveEvery > 0 && stats->step % options_.saveEvery == 0 && !last)
       if (Error err = saveDuringRun(trainer.state()); !err.ok())
         return err;
@@ -470,6 +573,11 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
   if (job_.leader())
     log_.clearProgress();
   const int64_t taken = trainer.state().step - first;
+  // Megatron evaluates once more when training ends, on the next batches of its order (also
+  // after an evaluation at the same step).
+  if (validation && taken > 0)
+    if (Error err = evaluateAt(target / options_.evalInterval, true); !err.ok())
+      return err;
   if (taken > 0)
     sentPerStep_ = static_cast<double>(commBytes - commStart) / static_cast<double>(taken);
   if (taken > 0)

@@ -8,6 +8,9 @@
 //     each rank keeps its shard);
 //   - train up to `targetSteps` (Trainer), logging every `logEvery` steps, appending a JSON
 //     line per step to the metrics file and checkpointing every `saveEvery` steps;
+//   - with `evalInterval`, evaluate as Megatron does (Trainer::evaluate): every `evalInterval`
+//     steps and at the end of training, the validation loss and perplexity over `evalIters`
+//     global batches of the indexed dataset's valid split, as a log line and a metrics record;
 //   - report the run (tokens/s, loss, the communication measured against its prediction,
 //     CommunicationPrediction.h, and the kernels' arena);
 //   - write the final checkpoint and the safetensors export, whole (the shards of a
@@ -67,6 +70,12 @@ struct TrainingRunOptions {
   /// The samples `dataPath`'s order is built for (none: `targetSteps` x the global batch). A
   /// run stopped early and resumed keeps its order when both give the same number.
   std::optional<int64_t> trainSamples;
+  /// Evaluate every `evalInterval` steps and at the end of training (0: never): the mean loss
+  /// over `evalIters` global batches of the valid split of `dataPath` (which it needs), in
+  /// Megatron's order for (train iterations / evalInterval + 1) x evalIters global batches.
+  /// Not for pipeline plans (no single forward).
+  int64_t evalInterval = 0;
+  int64_t evalIters = 100;
   /// Resume from the checkpoint in this directory.
   std::optional<std::string> load;
   /// Write a checkpoint to this directory at the end (and every `saveEvery` steps).

@@ -49,7 +49,7 @@ struct Options {
   std::optional<std::string> exportSafetensors;
   std::optional<std::string> steps, data, save, saveEvery, load, logEvery, metrics, threads;
   std::optional<std::string> nodes, ranksPerNode, globalBatch, commTimeout, trace;
-  std::optional<std::string> dataPath, split, trainSamples;
+  std::optional<std::string> dataPath, split, trainSamples, evalInterval, evalIters;
   bool help = false;
   bool version = false;
 };
@@ -79,6 +79,11 @@ constexpr OptionSpec kOptions[] = {
                        "Megatron's train,valid,test split of --data-path (default \"969, 30, 1\")"),
     MTRUN_VALUE_OPTION("--train-samples", trainSamples, "N",
                        "the samples --data-path's order is for (default: steps x global batch)"),
+    MTRUN_VALUE_OPTION("--eval-interval", evalInterval, "N",
+                       "every N steps and at the end, the validation loss on --data-path's valid "
+                       "split"),
+    MTRUN_VALUE_OPTION("--eval-iters", evalIters, "K",
+                       "global batches of each evaluation (default 100; needs --eval-interval)"),
     MTRUN_VALUE_OPTION("--load", load, "DIR", "resume from the checkpoint in DIR"),
     MTRUN_VALUE_OPTION("--save", save, "DIR", "write a checkpoint to DIR at the end"),
     MTRUN_VALUE_OPTION("--save-every", saveEvery, "K", "also checkpoint every K steps (needs --save)"),
@@ -322,6 +327,11 @@ int run(int argc, char **argv) {
   if ((opts->split || opts->trainSamples) && !opts->dataPath)
     return fail(makeError(opts->split ? "--split" : "--train-samples",
                           " needs --data-path PREFIX"));
+  if (opts->evalIters && !opts->evalInterval)
+    return fail(makeError("--eval-iters needs --eval-interval N"));
+  if (opts->evalInterval && !opts->dataPath)
+    return fail(makeError("--eval-interval needs --data-path PREFIX (evaluation reads its valid "
+                          "split; the synthetic task and --data FILE have none)"));
 
   // Every numeric option, the plan, the batch split and the outputs are checked here, before
   // any rank starts or any step runs.
@@ -340,9 +350,13 @@ int run(int argc, char **argv) {
       parseCount(opts->globalBatch, "--global-batch", 0, 1, kMaxGlobalBatch);
   Expected<int64_t> trainSamples =
       parseCount(opts->trainSamples, "--train-samples", 0, 1, int64_t(1) << 48);
-  for (const Error *err : {&nodes.error(), &ranksPerNode.error(), &commTimeout.error(),
-                           &steps.error(), &logEvery.error(), &saveEvery.error(), &threads.error(),
-                           &globalBatch.error(), &trainSamples.error()})
+  Expected<int64_t> evalInterval =
+      parseCount(opts->evalInterval, "--eval-interval", 0, 1, kMaxTrainSteps);
+  Expected<int64_t> evalIters = parseCount(opts->evalIters, "--eval-iters", 100, 1, kMaxTrainSteps);
+  for (const Error *err :
+       {&nodes.error(), &ranksPerNode.error(), &commTimeout.error(), &steps.error(),
+        &logEvery.error(), &saveEvery.error(), &threads.error(), &globalBatch.error(),
+        &trainSamples.error(), &evalInterval.error(), &evalIters.error()})
     if (!err->ok())
       return fail(*err);
   int64_t requested = *nodes * *ranksPerNode;
@@ -353,6 +367,13 @@ int run(int argc, char **argv) {
   Expected<Plan> plan = loadPlan(*opts->plan);
   if (!plan)
     return fail(plan.error());
+  if (opts->evalInterval && plan->pipeline)
+    return fail(makeError("--eval-interval: ", *opts->plan,
+                          " is a pipeline plan, which has no single `forward` to evaluate with "
+                          "(its chunks' forwards run in the stages' schedule)"));
+  if (opts->evalInterval && plan->x86Kernels && !plan->x86Kernels->forward)
+    return fail(makeError("--eval-interval: ", *opts->plan,
+                          " has no `forward` function to evaluate with"));
   Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
   if (!env)
     return fail(env.error());
@@ -443,6 +464,8 @@ int run(int argc, char **argv) {
   training.split = opts->split;
   if (opts->trainSamples)
     training.trainSamples = *trainSamples;
+  training.evalInterval = *evalInterval;
+  training.evalIters = *evalIters;
   training.load = opts->load;
   training.save = opts->save;
   training.metrics = opts->metrics;

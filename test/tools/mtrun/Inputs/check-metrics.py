@@ -3,6 +3,8 @@
 
   check-metrics.py RUN.jsonl [--steps N] [--falls-by D] [--same-losses OTHER.jsonl]
                             [--close-losses OTHER.jsonl --rtol R] [--from S]
+                            [--validation-steps S,S,...] [--validation-falls]
+                            [--close-validation OTHER.jsonl --atol A]
 
 --steps N: RUN has exactly the records of steps 1..N, in order, each with the fields mtrun
 documents. --falls-by D: the last loss is below the first by more than D. --same-losses:
@@ -10,6 +12,14 @@ OTHER has the same steps with bit-identical losses, learning rates and gradient 
 (a resumed run against a straight one). --close-losses: OTHER has the same steps with losses
 within relative tolerance R (a parallel run against a single-rank one). --from S: compare
 only RUN's steps from S on (OTHER resumed at step S).
+
+The evaluation records (`--eval-interval`: step, validation_loss, validation_ppl and, for the
+one at the end of training, end_of_training) are apart from the step records: every option
+above reads the step records only. --validation-steps: RUN's evaluation records are at these
+steps in this order, the last at the end of training, each with a finite loss and its
+perplexity exp(loss). --validation-falls: the last validation loss is below the first.
+--close-validation: OTHER has the same evaluations with validation losses within absolute
+tolerance A (0: bit-identical). --from S applies to the evaluations too.
 """
 import argparse
 import json
@@ -20,9 +30,17 @@ FIELDS = ("step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms"
           "peak_rss_bytes", "comm_bytes_sent")
 
 
-def read(path):
+def read_all(path):
     with open(path) as f:
-        records = [json.loads(line) for line in f]
+        return [json.loads(line) for line in f]
+
+
+def read_validation(path):
+    return [r for r in read_all(path) if "validation_loss" in r]
+
+
+def read(path):
+    records = [r for r in read_all(path) if "validation_loss" not in r]
     for r in records:
         missing = [k for k in FIELDS if k not in r]
         if missing:
@@ -41,7 +59,12 @@ def main():
     parser.add_argument("--close-losses")
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--from", dest="first", type=int, default=1)
+    parser.add_argument("--validation-steps")
+    parser.add_argument("--validation-falls", action="store_true")
+    parser.add_argument("--close-validation")
+    parser.add_argument("--atol", type=float, default=1e-6)
     args = parser.parse_args()
+    check_validation(args)
     run = [r for r in read(args.run) if r["step"] >= args.first]
     if args.steps is not None:
         steps = [r["step"] for r in run]
@@ -69,6 +92,41 @@ def main():
         if worst > args.rtol:
             sys.exit(f"losses differ by {worst:.3g} relative (tolerance {args.rtol})")
         print(f"close losses: {len(run)} steps within {args.rtol}")
+
+
+def check_validation(args):
+    if not (args.validation_steps or args.validation_falls or args.close_validation):
+        return
+    evals = [r for r in read_validation(args.run) if r["step"] >= args.first]
+    if args.validation_steps:
+        expected = [int(s) for s in args.validation_steps.split(",")]
+        steps = [r["step"] for r in evals]
+        if steps != expected:
+            sys.exit(f"{args.run}: evaluations at steps {steps}, expected {expected}")
+        ends = [bool(r.get("end_of_training")) for r in evals]
+        if ends != [False] * (len(evals) - 1) + [True]:
+            sys.exit(f"{args.run}: end_of_training {ends}: expected on the last record only")
+        for r in evals:
+            loss, ppl = r["validation_loss"], r["validation_ppl"]
+            if loss is None or not math.isfinite(loss):
+                sys.exit(f"{args.run}: step {r['step']}: validation loss {loss}")
+            if not math.isclose(ppl, math.exp(min(20.0, loss)), rel_tol=1e-12):
+                sys.exit(f"{args.run}: step {r['step']}: perplexity {ppl} is not exp({loss})")
+        print(f"evaluations at steps {steps}")
+    if args.validation_falls:
+        first, last = evals[0]["validation_loss"], evals[-1]["validation_loss"]
+        if not last < first:
+            sys.exit(f"{args.run}: validation loss {first} -> {last} did not fall")
+        print(f"validation loss falls: {first:.4f} -> {last:.4f}")
+    if args.close_validation:
+        other = [r for r in read_validation(args.close_validation) if r["step"] >= args.first]
+        if [r["step"] for r in other] != [r["step"] for r in evals]:
+            sys.exit(f"evaluations at steps {[r['step'] for r in evals]} against "
+                     f"{[r['step'] for r in other]}")
+        worst = max(abs(a["validation_loss"] - b["validation_loss"]) for a, b in zip(evals, other))
+        if worst > args.atol:
+            sys.exit(f"validation losses differ by {worst:.3g} (tolerance {args.atol})")
+        print(f"close validation losses: {len(evals)} evaluations within {args.atol}")
 
 
 if __name__ == "__main__":

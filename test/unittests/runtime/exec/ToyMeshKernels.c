@@ -13,6 +13,8 @@
  *                                          grad = 2 t w     (t = tokens[0] % 5 + 1)
  *   optimizer_step(step, scale, g, w, m) -> grad_norm = |g * scale| over the whole tensor,
  *                                          lr = 0.1, w - lr * g * scale, m + g * scale
+ *   forward(tokens, labels, w)          -> loss = t * sum(w^2), plus 1000 when the call has an
+ *                                          active dropout key (evaluation must run without)
  * The sums over the whole tensor all-reduce each shard's partial sum (f64) over mesh axis 0.
  * bad_forward_backward also calls a collective on an axis the mesh does not have.
  * workspace_forward_backward asks for a workspace of 256 bytes (as compiled functions with
@@ -53,6 +55,20 @@ void toy_forward_backward(MtcKernelContext *context, void **d) {
   *loss = (float)(total * t);
   for (int64_t i = 0; i < n; ++i)
     g[i] = 2.0f * w[i] * t;
+}
+
+void toy_forward(MtcKernelContext *context, void **d) {
+  const int32_t *tokens = ((const int32_t **)d[0])[1];
+  const float *w = f32(d[2]);
+  float *loss = f32(d[3]);
+  int64_t n = elements2(d[2]);
+  double partial = 0, total = 0;
+  for (int64_t i = 0; i < n; ++i)
+    partial += (double)w[i] * (double)w[i];
+  mtc_all_reduce(context, 0, MTC_F64, MTC_SUM, &partial, &total, 1);
+  *loss = (float)(total * (double)(tokens[0] % 5 + 1));
+  if (mtc_dropout_key(context, 0, MTC_DROPOUT_KEY_ACTIVE))
+    *loss += 1000.0f;
 }
 
 void toy_bad_forward_backward(MtcKernelContext *context, void **d) {

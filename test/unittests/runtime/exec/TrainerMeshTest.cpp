@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 namespace mtc::rt::test {
 namespace {
@@ -308,6 +309,120 @@ TEST(TrainerMeshTest, DistributedOptimizerNeedsTheDataParallelAxisGroup) {
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.error().message(), "zero.plan: optimizer state 'w.m' has 32 values in the training "
                                  "state, but this rank's shard is [rows=4, cols=4]");
+}
+
+/// toyPlan(tp) with the toy `forward` (ToyMeshKernels.c) for evaluation.
+Plan toyPlanWithForward(int64_t tp) {
+  Plan plan = toyPlan(tp);
+  KernelFunction forward;
+  forward.symbol = "toy_forward";
+  const KernelFunction &fb = *plan.x86Kernels->forwardBackward;
+  forward.inputs = fb.inputs;
+  forward.outputs = {fb.outputs[0]};
+  plan.x86Kernels->forward = forward;
+  return plan;
+}
+
+struct EvaluationRun {
+  std::vector<double> losses;
+  std::vector<float> params; // rank 0's, after the run
+  std::vector<double> evaluations; // after each step, of batches [2 step, 2 step + 2)
+  std::string error;
+};
+
+/// Trains `plan` on `n` thread-ranks for 3 steps, evaluating after each (`evaluate`) on a
+/// validation source apart from the training data.
+EvaluationRun trainAndEvaluate(const Plan &plan, int n, bool evaluate, const std::string &prefix) {
+  TestJob job;
+  std::vector<EvaluationRun> runs(n);
+  Expected<TokenSource> data = TokenSource::synthetic(16, plan.seed);
+  Expected<TokenSource> validation = TokenSource::synthetic(16, plan.seed + 1);
+  EXPECT_TRUE(data.ok() && validation.ok());
+  runRanks(n, [&](int rank) {
+    EvaluationRun &run = runs[rank];
+    std::unique_ptr<GlooCommunicator> world;
+    if (n > 1) {
+      world = job.connect(rank, n, prefix);
+      ASSERT_TRUE(world);
+    }
+    Expected<RankMesh> mesh = RankMesh::create(plan, world.get());
+    ASSERT_TRUE(mesh.ok()) << mesh.error().message();
+    Expected<KernelLibrary> kernels = KernelLibrary::load(plan);
+    ASSERT_TRUE(kernels.ok()) << kernels.error().message();
+    Expected<TrainingState> state =
+        mesh->partitioned()
+            ? TrainingState::initializeShards(plan, mesh->placement().coordinates, 1)
+            : TrainingState::initialize(plan, 1);
+    ASSERT_TRUE(state.ok()) << state.error().message();
+    Expected<Trainer> trainer = Trainer::create(
+        plan, *kernels, std::move(*state), *data, 0, mesh->dataParallel(),
+        mesh->partitioned() ? &mesh->context() : nullptr, evaluate ? &*validation : nullptr);
+    ASSERT_TRUE(trainer.ok()) << trainer.error().message();
+    while (trainer->state().step < 3) {
+      Expected<StepStats> stats = trainer->step();
+      ASSERT_TRUE(stats.ok()) << stats.error().message();
+      run.losses.push_back(stats->loss);
+      if (!evaluate)
+        continue;
+      Expected<double> loss = trainer->evaluate(2 * trainer->state().step, 2);
+      ASSERT_TRUE(loss.ok()) << loss.error().message();
+      run.evaluations.push_back(*loss);
+    }
+    run.params = trainer->state().params[0].values;
+  });
+  for (int r = 1; r < n; ++r)
+    EXPECT_EQ(runs[r].evaluations, runs[0].evaluations) << "rank " << r;
+  return std::move(runs[0]);
+}
+
+TEST(TrainerMeshTest, EvaluationRunsForwardWithoutDropoutAndLeavesTrainingAlone) {
+  Plan plan = toyPlanWithForward(1);
+  EvaluationRun plain = trainAndEvaluate(plan, 1, false, "plain");
+  EvaluationRun one = trainAndEvaluate(plan, 1, true, "one");
+  // Bit for bit: evaluation changes nothing a step reads.
+  EXPECT_EQ(one.losses, plain.losses);
+  EXPECT_EQ(one.params, plain.params);
+  // The mean over 2 batches of 4 micro-batches of t * sum(w^2), without the toy's dropout
+  // mark (1000): evaluation reads the validation source, whose batch b is its step b.
+  Expected<TokenSource> validation = TokenSource::synthetic(16, plan.seed + 1);
+  ASSERT_TRUE(validation.ok());
+  double sumSquares = 0;
+  for (float w : one.params)
+    sumSquares += double(w) * double(w);
+  double expected = 0;
+  for (int64_t batch = 6; batch < 8; ++batch)
+    for (int64_t m = 0; m < 4; ++m) {
+      std::vector<int32_t> tokens(4), labels(4);
+      ASSERT_TRUE(validation->batch(batch, m, 1, 4, tokens.data(), labels.data()).ok());
+      expected += double(float(sumSquares * double(tokens[0] % 5 + 1)));
+    }
+  ASSERT_EQ(one.evaluations.size(), 3u);
+  EXPECT_NEAR(one.evaluations[2], expected / 8, 1e-5 * expected / 8);
+  // Data-parallel ranks share the batches, tensor-parallel ranks run forward's collectives.
+  for (auto [name, tp, n] : {std::tuple{"dp2", 1, 2}, std::tuple{"tp2", 2, 2},
+                             std::tuple{"tp2dp2", 2, 4}}) {
+    EvaluationRun parallel = trainAndEvaluate(toyPlanWithForward(tp), n, true, name);
+    SCOPED_TRACE(name);
+    expectClose(parallel.evaluations, one.evaluations);
+  }
+}
+
+TEST(TrainerMeshTest, EvaluationNeedsAForward) {
+  Plan plan = toyPlan(1);
+  Expected<KernelLibrary> kernels = KernelLibrary::load(plan);
+  ASSERT_TRUE(kernels.ok()) << kernels.error().message();
+  Expected<TokenSource> data = TokenSource::synthetic(16, plan.seed);
+  ASSERT_TRUE(data.ok());
+  Expected<TrainingState> state = TrainingState::initialize(plan, 1);
+  ASSERT_TRUE(state.ok());
+  Expected<Trainer> t = Trainer::create(plan, *kernels, *state, *data, 0, nullptr, nullptr, &*data);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().message(), "toy.plan: the plan has no `forward` function to evaluate with");
+  Expected<Trainer> training = Trainer::create(plan, *kernels, *state, *data);
+  ASSERT_TRUE(training.ok()) << training.error().message();
+  Expected<double> loss = training->evaluate(0, 1);
+  ASSERT_FALSE(loss.ok());
+  EXPECT_EQ(loss.error().message(), "the trainer was given no validation data");
 }
 
 } // namespace
