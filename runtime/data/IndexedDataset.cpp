@@ -111,19 +111,6 @@ bool encode(TokenDType dtype, int64_t token, std::string &out) {
   return false;
 }
 
-Error writeAll(int fd, const char *p, size_t size, const std::filesystem::path &path) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, std::min<size_t>(size, size_t(1) << 30));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return makeError("cannot write ", path, ": ", errnoCode());
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return Error::success();
-}
-
 /// Whether `path` names something (a broken link counts as nothing).
 bool pathExists(const std::filesystem::path &path) {
   struct stat st;

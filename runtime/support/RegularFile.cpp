@@ -2,6 +2,7 @@
 
 #include "runtime/support/RegularFile.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -105,6 +106,20 @@ Error readExactlyAt(int fd, uint64_t offset, void *buffer, size_t size, std::str
                        " were needed: it was truncated while in use");
     }
     got += static_cast<size_t>(n);
+  }
+  return Error::success();
+}
+
+Error writeAll(int fd, const void *data, size_t size, const std::filesystem::path &path) {
+  const char *p = static_cast<const char *>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, std::min<size_t>(size, size_t(1) << 30));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return makeError("cannot write ", path, ": ", errnoCode());
+    p += n;
+    size -= static_cast<size_t>(n);
   }
   return Error::success();
 }

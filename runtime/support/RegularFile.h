@@ -72,6 +72,10 @@ std::string_view describeFileType(unsigned mode);
 /// A file that ends before (it shrank while in use) is an error saying how long it is now.
 Error readExactlyAt(int fd, uint64_t offset, void *buffer, size_t size, std::string_view name);
 
+/// Writes all `size` bytes of `data` to `fd` (write, retried on EINTR and short writes, at
+/// most 1 GiB a call); an error names `path`.
+Error writeAll(int fd, const void *data, size_t size, const std::filesystem::path &path);
+
 /// The whole of the regular file `path` (openInputFile, then readExactlyAt), for inputs that
 /// are read at once: vocabularies, merge lists, small corpora.
 Expected<std::string> readInputFile(const std::filesystem::path &path, std::string_view name = {});

@@ -135,20 +135,6 @@ uint64_t decodeU64(const char *p) {
   return v;
 }
 
-Error writeAll(int fd, const void *data, size_t size, const std::filesystem::path &path) {
-  const char *p = static_cast<const char *>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, std::min<size_t>(size, size_t(1) << 30));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return makeError("cannot write ", path, ": ", errnoCode());
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return Error::success();
-}
-
 /// Writes through `writer(fd, tmpPath)` to a temporary file and renames it over `path`;
 /// first removes the temporaries that killed writers left (TemporaryFiles.h).
 template <class Writer> Error writeAtomically(const std::filesystem::path &path, Writer &&writer) {
