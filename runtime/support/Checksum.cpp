@@ -65,7 +65,11 @@ uint32_t crc32c(const void *data, size_t size) {
 
 Expected<uint32_t> crc32cFile(const std::filesystem::path &path) {
   Crc32c crc;
-  if (Error err = readFileChunks(path, [&](const char *data, size_t size) { crc.update(data, size); });
+  if (Error err = readFileChunks(path,
+                                 [&](const char *data, size_t size) {
+                                   crc.update(data, size);
+                                   return Error::success();
+                                 });
       !err.ok())
     return err;
   return crc.value();

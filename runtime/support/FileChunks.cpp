@@ -11,7 +11,7 @@
 using namespace mtc::rt;
 
 Error mtc::rt::readFileChunks(const std::filesystem::path &path,
-                              const std::function<void(const char *, size_t)> &consume) {
+                              const std::function<Error(const char *, size_t)> &consume) {
   Expected<RegularFile> file = openInputFile(path);
   if (!file)
     return file.takeError();
@@ -24,7 +24,8 @@ Error mtc::rt::readFileChunks(const std::filesystem::path &path,
       return makeError("cannot read ", path, ": ", errnoCode());
     if (n == 0)
       break;
-    consume(buf.data(), static_cast<size_t>(n));
+    if (Error err = consume(buf.data(), static_cast<size_t>(n)); !err.ok())
+      return err;
   }
   return Error::success();
 }

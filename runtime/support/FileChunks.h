@@ -1,8 +1,8 @@
 //===- FileChunks.h - streaming a file through a callback -------*- C++ -*-===//
 //
-// The checksums and hashes of whole files (CRC-32C, SHA-256) read the same way: in 64 KiB
-// chunks, retrying on EINTR, with errors naming the file; only a regular file is read
-// (RegularFile.h).
+// The checksums and hashes of whole files (CRC-32C, SHA-256) and line-by-line readers of
+// inputs (mtc-data) read the same way: in 64 KiB chunks, retrying on EINTR, with errors
+// naming the file; only a regular file is read (RegularFile.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,9 +17,11 @@
 
 namespace mtc::rt {
 
-/// Calls `consume` with consecutive chunks of the file at `path`, in order.
+/// Calls `consume` with consecutive chunks of the file at `path`, in order. The first error
+/// `consume` returns stops the reading and is returned (a bad line early in a large input
+/// is reported without reading the rest).
 Error readFileChunks(const std::filesystem::path &path,
-                     const std::function<void(const char *data, size_t size)> &consume);
+                     const std::function<Error(const char *data, size_t size)> &consume);
 
 } // namespace mtc::rt
 

@@ -158,6 +158,7 @@ Expected<FileDigest> sha256File(const std::filesystem::path &path) {
                                  [&](const char *data, size_t size) {
                                    h.update(data, size);
                                    result.size += size;
+                                   return Error::success();
                                  });
       !err.ok())
     return err;

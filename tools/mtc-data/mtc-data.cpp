@@ -13,6 +13,7 @@
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/data/Tokenizer.h"
 #include "runtime/support/Error.h"
+#include "runtime/support/FileChunks.h"
 #include "runtime/support/Json.h"
 #include "runtime/support/OutputPaths.h"
 #include "runtime/support/RegularFile.h"
@@ -27,7 +28,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unistd.h>
 #include <vector>
 
 using namespace mtc::rt;
@@ -136,26 +136,13 @@ std::string valueOr(const Args &args, std::string_view name, std::string fallbac
 }
 
 /// Calls `line(text, number)` for every line of the regular file `path` (without its '\n'),
-/// reading it in chunks.
+/// reading it in chunks; the first error `line` returns stops the reading.
 Error forEachLine(const std::filesystem::path &path,
                   const std::function<Error(std::string_view, int64_t)> &line) {
-  Expected<RegularFile> file = openInputFile(path);
-  if (!file)
-    return file.takeError();
   std::string pending;
-  std::vector<char> chunk(size_t(1) << 20);
   int64_t number = 0;
-  uint64_t offset = 0;
-  for (;;) {
-    ssize_t n = ::pread(file->handle.get(), chunk.data(), chunk.size(), off_t(offset));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return makeError("cannot read ", path, ": ", errnoCode());
-    if (n == 0)
-      break;
-    offset += uint64_t(n);
-    std::string_view data(chunk.data(), size_t(n));
+  Error read = readFileChunks(path, [&](const char *chunk, size_t size) {
+    std::string_view data(chunk, size);
     for (size_t nl; (nl = data.find('\n')) != std::string_view::npos;) {
       pending.append(data.substr(0, nl));
       if (Error err = line(pending, ++number); !err.ok())
@@ -164,7 +151,10 @@ Error forEachLine(const std::filesystem::path &path,
       data.remove_prefix(nl + 1);
     }
     pending.append(data);
-  }
+    return Error::success();
+  });
+  if (!read.ok())
+    return read;
   if (!pending.empty())
     return line(pending, ++number);
   return Error::success();

@@ -1,6 +1,7 @@
 //===- ChecksumTest.cpp - CRC-32C ----------------------------------------===//
 
 #include "runtime/support/Checksum.h"
+#include "runtime/support/FileChunks.h"
 
 #include "TempDir.h"
 
@@ -101,6 +102,30 @@ TEST(ChecksumTest, File) {
   EXPECT_NE(missing.error().message().find("missing"), std::string::npos);
   EXPECT_NE(missing.error().message().find("No such file"), std::string::npos)
       << missing.error().message();
+}
+
+// A consumer's error stops the reading at that chunk and is what readFileChunks returns.
+TEST(FileChunksTest, ConsumerErrorStopsReading) {
+  test::TempDir dir;
+  test::writeBytes(dir / "blob", std::string(300000, 'x'));
+  size_t chunks = 0, bytes = 0;
+  Error err = readFileChunks(dir / "blob", [&](const char *, size_t size) {
+    ++chunks;
+    bytes += size;
+    return chunks == 2 ? makeError("stop at chunk 2") : Error::success();
+  });
+  ASSERT_FALSE(err.ok());
+  EXPECT_EQ(err.message(), "stop at chunk 2");
+  EXPECT_EQ(chunks, 2u);
+  EXPECT_LT(bytes, 300000u);
+
+  bytes = 0;
+  Error whole = readFileChunks(dir / "blob", [&](const char *, size_t size) {
+    bytes += size;
+    return Error::success();
+  });
+  ASSERT_TRUE(whole.ok()) << whole.message();
+  EXPECT_EQ(bytes, 300000u);
 }
 
 } // namespace
