@@ -407,23 +407,23 @@ Expected<double> Trainer::evaluate(int64_t firstBatch, int64_t count) {
   int dpSize = dataParallel_ ? dataParallel_->size() : 1;
   double lossSum = 0;
   float loss = 0;
+  // The same buffers for every micro-batch: the batches are read into tokens_ and labels_.
   std::vector<void *> buffers;
+  int inputIndex = 0;
+  for (const Binding &b : forwardBindings_) {
+    if (b.kind == BufferKind::Input)
+      buffers.push_back(inputIndex++ == 0 ? tokens_.data() : labels_.data());
+    else if (b.kind == BufferKind::Param)
+      buffers.push_back(state_.params[b.index].values.data());
+    else // the loss (bindForward allows nothing else)
+      buffers.push_back(&loss);
+  }
   for (int64_t batch = firstBatch; batch < firstBatch + count; ++batch)
     for (int64_t m = dpRank; m < microBatches_; m += dpSize) {
       if (Error err = validation_->batch(batch, m * microBatchSize_, microBatchSize_, seqLen_,
                                          tokens_.data(), labels_.data());
           !err.ok())
         return std::move(err).withContext(concat("validation at step ", step));
-      buffers.clear();
-      int inputIndex = 0;
-      for (const Binding &b : forwardBindings_) {
-        if (b.kind == BufferKind::Input)
-          buffers.push_back(inputIndex++ == 0 ? tokens_.data() : labels_.data());
-        else if (b.kind == BufferKind::Param)
-          buffers.push_back(state_.params[b.index].values.data());
-        else // the loss (bindForward allows nothing else)
-          buffers.push_back(&loss);
-      }
       TraceRecorder::Scope span(trace_, "forward", "evaluation",
                                 {{"batch", batch}, {"micro_batch", m}});
       // No DropoutCall: the kernels keep every element (evaluation without dropout).
