@@ -244,7 +244,7 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
     json::Object mesh{{"axes", std::move(axes)}};
     if (!spec->dataParallelAxis.empty()) {
       mesh["data_parallel_axis"] = spec->dataParallelAxis;
-      mesh["zero_stage"] = usesGradientShards(trained) ? 2 : 1;
+      mesh["zero_stage"] = std::max<int64_t>(sharding::zeroStage(trained), 1);
     }
     plan["mesh"] = std::move(mesh);
   }
@@ -343,8 +343,7 @@ std::string mebibytes(int64_t bytes) {
 } // namespace
 
 bool mtc::usesGradientShards(ModuleOp module) {
-  auto stage = module->getAttrOfType<IntegerAttr>(kZeroStageAttrName);
-  return stage && stage.getInt() == 2;
+  return sharding::zeroStage(module) == 2;
 }
 
 MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> workspace) {
@@ -399,6 +398,9 @@ MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> wor
       forward && forward.getNumArguments() > 0) {
     auto tokens = cast<mt::NamedTensorType>(forward.getArgumentTypes().front());
     memory.tokens = 2 * byteSize(tokens);
+    // Under ZeRO-3 a rank loads its part of the data-parallel group's micro-batch.
+    if (succeeded(spec) && spec->shardParameters)
+      memory.tokens /= *spec->mesh.getAxisSize(spec->dataParallelAxis);
     int64_t microBatch = tokens.getDimSizes().front(), globalBatch = microBatch;
     if (mt::TrainAttr train = mt::TrainAttr::lookup(trained))
       globalBatch = train.getGlobalBatch().value_or(globalBatch);

@@ -21,12 +21,7 @@
 
 namespace mtc {
 
-/// The module attribute (an i64) `mtc compile --zero-stage 2` sets: ZeRO-2, the distributed
-/// optimizer whose runtime also keeps the gradients only as shards. The plan records it as
-/// `mesh.zero_stage`; the kernels are those of stage 1, the runtime's buffers differ.
-inline constexpr llvm::StringLiteral kZeroStageAttrName = "mtc.zero_stage";
-
-/// Whether `module` is compiled for ZeRO-2 (kZeroStageAttrName).
+/// Whether `module` is compiled for ZeRO-2 (sharding::kZeroStageAttrName 2).
 bool usesGradientShards(mlir::ModuleOp module);
 
 struct PlanSource {

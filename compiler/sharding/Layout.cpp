@@ -37,6 +37,13 @@ static mt::ParamOp findExpertWeight(ModuleOp module, StringRef expertDim) {
   return {};
 }
 
+int64_t sharding::zeroStage(ModuleOp module) {
+  if (auto stage = module->getAttrOfType<IntegerAttr>(kZeroStageAttrName))
+    return stage.getInt();
+  mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
+  return parallel && parallel.usesDistributedOptimizer() ? 1 : 0;
+}
+
 FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   ShardingSpec spec;
   mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
@@ -139,6 +146,15 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
     addAxis("dp", dp);
     spec.dataParallelAxis = "dp";
   }
+  if (shardState && zeroStage(module) == 3) {
+    // Each data-parallel rank computes its own part of the group's micro-batch; ep would
+    // split the same batch again.
+    if (ep > 1)
+      return module.emitError() << "ZeRO-3 (parameters sharded over dp) is not supported with "
+                                   "expert parallelism yet: use --zero-stage 1 or 2 with ep";
+    spec.shardParameters = true;
+    spec.activationAxis[mt::MTDialect::kBatchDimName] = "dp";
+  }
   if (ep > 1) {
     addAxis("ep", ep);
     spec.expertAxis = "ep";
@@ -172,9 +188,11 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
   return spec;
 }
 
-FailureOr<mtp::ShardedTensorType>
-sharding::parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
-                          function_ref<InFlightDiagnostic()> emitError) {
+/// The layout of a parameter over the model-parallel axes (tp, ep): parameterLayout
+/// without ZeRO-3.
+static FailureOr<mtp::ShardedTensorType>
+modelParallelLayout(const ShardingSpec &spec, mt::NamedTensorType type,
+                    function_ref<InFlightDiagnostic()> emitError) {
   MLIRContext *ctx = type.getContext();
   NamedAttrList split;
   StringRef leading = leadingDim(type);
@@ -203,12 +221,20 @@ sharding::parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
 FailureOr<mtp::ShardedTensorType>
 sharding::optimizerLayout(const ShardingSpec &spec, mt::NamedTensorType type,
                           function_ref<InFlightDiagnostic()> emitError) {
-  FailureOr<mtp::ShardedTensorType> layout = parameterLayout(spec, type, emitError);
+  FailureOr<mtp::ShardedTensorType> layout = modelParallelLayout(spec, type, emitError);
   if (failed(layout) || spec.dataParallelAxis.empty())
     return layout;
   int64_t dp = *spec.mesh.getAxisSize(spec.dataParallelAxis);
   for (const mt::NamedDim &dim : type.getDims())
-    if (layout->getSplitAxes(dim.name.getValue()).empty() && dim.size % dp == 0)
+    if (layout->getSplitAxes(dim.name.getValue()).empty() && dim.size % dp == 0 &&
+        !(spec.shardParameters && dim.name.getValue() == mt::MTDialect::kLayersDimName))
       return layout->withSplit(dim.name.getValue(), {spec.dataParallelAxis});
   return layout; // nothing divides: the state stays whole on every data-parallel rank
+}
+
+FailureOr<mtp::ShardedTensorType>
+sharding::parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
+                          function_ref<InFlightDiagnostic()> emitError) {
+  return spec.shardParameters ? optimizerLayout(spec, type, emitError)
+                              : modelParallelLayout(spec, type, emitError);
 }

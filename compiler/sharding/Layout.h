@@ -28,6 +28,17 @@ inline constexpr llvm::StringLiteral kVocabularyAttrName = "mt.vocabulary";
 inline constexpr llvm::StringLiteral kMegatronTensorParallelDims[] = {"heads", "kv_heads", "ffn",
                                                                       "vocab"};
 
+/// The module attribute (an i64) `mtc compile --zero-stage 2|3` sets over the distributed
+/// optimizer (stage 1). Stage 2: the runtime also keeps the gradients only as shards (the
+/// kernels are those of stage 1, the plan records `mesh.zero_stage`). Stage 3: the
+/// parameters too are sharded over `dp` (ShardingSpec::shardParameters), which changes the
+/// kernels.
+inline constexpr llvm::StringLiteral kZeroStageAttrName = "mtc.zero_stage";
+
+/// The ZeRO stage `module` is compiled for: kZeroStageAttrName, else 1 with the
+/// distributed optimizer, else 0.
+int64_t zeroStage(mlir::ModuleOp module);
+
 struct ShardingSpec {
   /// The axes the compiled step is partitioned over (`dp` with the distributed optimizer,
   /// then `tp`); null when the module asks for neither.
@@ -41,6 +52,12 @@ struct ShardingSpec {
   /// The distributed optimizer: the mesh's data-parallel axis ("dp"), over which the
   /// optimizer step shards the optimizer state (empty when off).
   std::string dataParallelAxis;
+  /// ZeRO-3 (FSDP): the parameters are sharded over the data-parallel axis like their
+  /// optimizer states (parameterLayout = optimizerLayout). The step then takes each rank's
+  /// shard and gathers a parameter where it is used (inside the layer function for a
+  /// layer's), its micro-batch is the data-parallel group's (`batch` over `dp`, each rank's
+  /// part arriving as its own), and the gradients leave it reduce-scattered into shards.
+  bool shardParameters = false;
   /// Expert parallelism: the axis ("ep") splitting `experts` in expert weights (parameters
   /// whose first dimension after `layers` is `experts`; a router [hidden, experts] stays
   /// whole) (empty when off).
@@ -72,11 +89,11 @@ struct ShardingSpec {
 /// where ep x tp does not divide the experts).
 mlir::FailureOr<ShardingSpec> getShardingSpec(mlir::ModuleOp module);
 
-/// The layout of a parameter of global type `type` (also of its states and gradient):
-/// every dimension the spec maps is split over its axis; `layers` never is, `experts`
-/// only where it leads (expert weights, not the router), and an expert weight's dimensions
-/// not over tp under etp 1 (its experts over [ep, tp] instead: the spec's foldedAxis).
-/// Fails, through `emitError`, when an axis does not divide its dimension.
+/// The layout of a parameter of global type `type` (also of its gradient): every dimension
+/// the spec maps is split over its axis; `layers` never is, `experts` only where it leads
+/// (expert weights, not the router), and an expert weight's dimensions not over tp under
+/// etp 1 (its experts over [ep, tp] instead: the spec's foldedAxis). Under ZeRO-3 it is the
+/// optimizer layout. Fails, through `emitError`, when an axis does not divide its dimension.
 mlir::FailureOr<mtp::ShardedTensorType>
 parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
                 llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
@@ -84,7 +101,8 @@ parameterLayout(const ShardingSpec &spec, mt::NamedTensorType type,
 /// The layout of a parameter's optimizer states and of its gradient as the optimizer step
 /// takes it: the parameter's layout, with the distributed optimizer also the first
 /// dimension it does not split and that the data-parallel degree divides split over `dp`
-/// (none: the state stays whole).
+/// (none: the state stays whole). Under ZeRO-3 that dimension is not `layers`: a layer's
+/// parameters are gathered one layer at a time, so each rank holds a part of every layer.
 mlir::FailureOr<mtp::ShardedTensorType>
 optimizerLayout(const ShardingSpec &spec, mt::NamedTensorType type,
                 llvm::function_ref<mlir::InFlightDiagnostic()> emitError);

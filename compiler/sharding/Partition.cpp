@@ -218,7 +218,7 @@ ShardedTensorType Partitioner::entryLayout(Type type, DictionaryAttr attrs, bool
   auto emitError = [&] { return module.emitError(); };
   // Every layout was checked before partitioning (run()). The optimizer step takes
   // gradients and states in their optimizer layout (sharded over dp with the distributed
-  // optimizer), parameters whole over dp.
+  // optimizer), parameters in theirs (whole over dp but under ZeRO-3).
   bool state = attrs && attrs.get(transforms::kStateAttrName);
   if ((grad || state) && optimizer)
     return *sharding::optimizerLayout(spec, named, emitError);
@@ -490,9 +490,17 @@ LogicalResult Partitioner::run() {
       if (failed(data))
         return failure();
       // What a chunk saves for its backward stays on the rank: it arrives split already.
-      if (*data && isSavedOnRank(attrs))
+      if (*data && isSavedOnRank(attrs)) {
         args.back() = **data;
-      else
+        continue;
+      }
+      // Under ZeRO-3 the micro-batch is the data-parallel group's: each rank loads its own
+      // part (the sequences it would train on with ZeRO-1).
+      auto global = cast<NamedTensorType>(args.back().getGlobal());
+      if (spec.shardParameters && global.hasDim(mt::MTDialect::kBatchDimName))
+        args.back() = args.back().withSplit(mt::MTDialect::kBatchDimName,
+                                            {spec.dataParallelAxis});
+      if (*data && **data != args.back())
         sliced.back() = *data;
     }
     SmallVector<std::optional<ShardedTensorType>> forced;

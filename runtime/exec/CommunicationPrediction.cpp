@@ -25,6 +25,10 @@ double dataParallelReductionBytes(const Plan &tables, int64_t dataParallelSize,
                                   int64_t microBatchesPerRank) {
   if (dataParallelSize <= 1)
     return 0;
+  // ZeRO-3's kernels reduce-scatter the gradients themselves (forward_backward's predicted
+  // bytes): only the loss crosses the data-parallel ranks here.
+  if (tables.zeroStage == 3)
+    return ringAllReduceBytes(sizeof(double), dataParallelSize);
   double allReduced = 0, reduceScattered = 0;
   for (const ParamInfo &param : tables.params)
     // The gradient as the kernels return it: the parameter's rank-local shard.

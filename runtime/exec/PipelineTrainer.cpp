@@ -82,10 +82,12 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
   expertLoad_ = std::move(*expertLoad);
 
   // A pipeline stage accumulates a micro-batch's gradient in chunk parts (accumulate), which
-  // ZeRO-2's whole-gradient reduce-scatter per micro-batch does not cover yet.
-  if (plan.zeroStage == 2)
-    return makeError(plan.dir.string(), ": ZeRO stage 2 is not supported with pipeline "
-                                        "parallelism yet (compile with --zero-stage 1)");
+  // ZeRO-2's whole-gradient reduce-scatter per micro-batch does not cover yet, nor do the
+  // chunk functions take ZeRO-3's sharded parameters.
+  if (plan.zeroStage >= 2)
+    return makeError(plan.dir.string(), ": ZeRO stage ", plan.zeroStage,
+                     " is not supported with pipeline parallelism yet (compile with "
+                     "--zero-stage 1)");
   int64_t dpAxisSize = plan.dataParallelAxis ? plan.mesh[*plan.dataParallelAxis].size : 1;
   Expected<GradientBuffer> grads =
       GradientBuffer::create(sp, state_, dpAxisSize, /*withScratch=*/true);

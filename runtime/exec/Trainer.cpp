@@ -232,11 +232,11 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
   } catch (const std::bad_alloc &) {
     return makeError("out of memory allocating the training buffers");
   }
-  // The scratch gradients serve a rank's second micro-batch on. Without ZeRO-2 they are kept
-  // whenever the step has several micro-batches, as the compiler's memory prediction counts
-  // them (it does not know data parallelism outside the mesh); under ZeRO-2 the data-parallel
-  // degree is the plan's, and so is the rank's number of micro-batches.
-  bool withScratch = plan.zeroStage == 2 ? t.microBatches_ / dpAxisSize > 1 : t.microBatches_ > 1;
+  // The scratch gradients serve a rank's second micro-batch on. Without ZeRO-2 or 3 they are
+  // kept whenever the step has several micro-batches, as the compiler's memory prediction
+  // counts them (it does not know data parallelism outside the mesh); under ZeRO-2 and 3 the
+  // data-parallel degree is the plan's, and so is the rank's number of micro-batches.
+  bool withScratch = plan.zeroStage >= 2 ? t.microBatches_ / dpAxisSize > 1 : t.microBatches_ > 1;
   Expected<GradientBuffer> grads =
       GradientBuffer::create(plan, t.state_, dpAxisSize, withScratch);
   if (!grads)
@@ -251,7 +251,9 @@ int64_t Trainer::bufferBytes() const {
 }
 
 Error Trainer::reduceOverDataParallel(double &lossSum, int64_t step) {
-  if (Error err = grads_->reduce(dataParallel_, step); !err.ok())
+  // ZeRO-3's kernels return the gradients reduce-scattered already.
+  if (Error err = grads_->reduce(plan_->zeroStage == 3 ? nullptr : dataParallel_, step);
+      !err.ok())
     return err;
   if (!dataParallel_)
     return Error::success();
@@ -268,16 +270,29 @@ Error Trainer::reduceOverDataParallel(double &lossSum, int64_t step) {
 
 int64_t Trainer::peakBytes() const { return bufferBytes() + kernelPeakBytes(); }
 
+bool Trainer::shardedParameters() const { return plan_->zeroStage == 3; }
+
+int64_t Trainer::groupSampleBegin(int64_t microBatch) const {
+  // Under ZeRO-3 a call computes the data-parallel group's micro-batches dpRank - dpRank ..
+  // .. + dpSize - 1 (its `batch` split over dp, global in the dropout masks).
+  int64_t first = shardedParameters() && dataParallel_ ? microBatch - dataParallel_->rank()
+                                                       : microBatch;
+  return first * microBatchSize_;
+}
+
 Expected<StepStats> Trainer::step() {
   auto start = std::chrono::steady_clock::now();
   int64_t step = state_.step;
   double lossSum = 0;
-  float loss = 0, stepScalar = static_cast<float>(step),
-        gradScale = 1.0f / static_cast<float>(microBatches_), gradNorm = 0, lr = 0;
-  std::vector<void *> buffers;
-
   int dpRank = dataParallel_ ? dataParallel_->rank() : 0;
   int dpSize = dataParallel_ ? dataParallel_->size() : 1;
+  // The gradients are the mean over the step's micro-batches. Under ZeRO-3 each call's is
+  // already the mean over the data-parallel group's micro-batch (of dpSize ranks' parts).
+  float loss = 0, stepScalar = static_cast<float>(step),
+        gradScale = static_cast<float>(shardedParameters() ? dpSize : 1) /
+                    static_cast<float>(microBatches_),
+        gradNorm = 0, lr = 0;
+  std::vector<void *> buffers;
   bool first = true;
   for (ExpertLoad &load : expertLoad_)
     std::fill(load.sum.begin(), load.sum.end(), 0);
@@ -311,7 +326,7 @@ Expected<StepStats> Trainer::step() {
     }
     {
       TraceRecorder::Scope span(trace_, "forward_backward", "compute", {{"micro_batch", m}});
-      DropoutCall dropout{DropoutKey{plan_->seed, step, sampleBegin}};
+      DropoutCall dropout{DropoutKey{plan_->seed, step, groupSampleBegin(m)}};
       if (Error err = callInMesh(kernels_->forwardBackward(), buffers, "forward_backward", step,
                                  &dropout);
           !err.ok())

@@ -114,8 +114,10 @@ std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
     s.append(s.empty() ? "" : " x ").append(concat(a.name, '=', a.size));
   if (plan.dataParallelAxis)
     return concat(s,
-                  plan.zeroStage == 2 ? ", distributed optimizer and gradient shards (ZeRO-2) over "
-                                      : ", distributed optimizer over ",
+                  plan.zeroStage == 3   ? ", parameters, gradients and optimizer state sharded "
+                                          "(ZeRO-3) over "
+                  : plan.zeroStage == 2 ? ", distributed optimizer and gradient shards (ZeRO-2) over "
+                                        : ", distributed optimizer over ",
                   plan.mesh[*plan.dataParallelAxis].name);
   return concat(s, " x data parallel ", mesh.placement().dpSize);
 }

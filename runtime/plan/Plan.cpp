@@ -621,7 +621,7 @@ std::string meshAxisNames(const std::vector<MeshAxis> &mesh) {
 }
 
 /// `mesh`: `{"axes": [{"name", "size"}, ...], "data_parallel_axis": "<axis>", "zero_stage":
-/// 1|2}` into plan.mesh, plan.dataParallelAxis and plan.zeroStage.
+/// 1|2|3}` into plan.mesh, plan.dataParallelAxis and plan.zeroStage.
 void readMesh(const JsonValue &v, const std::string &path, Plan &plan) {
   const JsonObject &o = asObject(v, path);
   std::string axesPath = member(path, "axes");
@@ -664,7 +664,7 @@ void readMesh(const JsonValue &v, const std::string &path, Plan &plan) {
     std::string stagePath = member(path, "zero_stage");
     if (!plan.dataParallelAxis)
       fail(stagePath, "a ZeRO stage needs a data-parallel axis (mesh.data_parallel_axis)");
-    plan.zeroStage = asInt(*stage, stagePath, 1, 2);
+    plan.zeroStage = asInt(*stage, stagePath, 1, 3);
   }
 }
 
@@ -715,7 +715,8 @@ ParamLayout readLayout(const JsonValue &v, const std::string &path, const ParamI
              concat("parameter '", param.name, "': dimension '", dimName,
                     "' is split over the data-parallel axis '", axisName,
                     "'; parameters are whole on every data-parallel rank (only the optimizer "
-                    "state is split over it, by optimizer_layout)"));
+                    "state is split over it, by optimizer_layout) but under ZeRO-3 "
+                    "(mesh.zero_stage 3)"));
       if (!axisUsedBy[axis].empty())
         fail(element(p, i), concat("parameter '", param.name, "': axis '", axisName,
                                    "' splits both dimension '", axisUsedBy[axis],
@@ -792,7 +793,7 @@ void checkOptimizerLayout(const ParamLayout &optimizer, const std::string &path,
 
 ParamInfo readParam(const JsonValue &v, const std::string &path, size_t index,
                     const std::vector<Dim> &modelDims, const std::vector<MeshAxis> &mesh,
-                    std::optional<size_t> dpAxis) {
+                    std::optional<size_t> dpAxis, int64_t zeroStage) {
   const JsonObject &o = asObject(v, path);
   ParamInfo p;
   p.name = asName(get(o, path, "name"), member(path, "name"));
@@ -823,7 +824,8 @@ ParamInfo readParam(const JsonValue &v, const std::string &path, size_t index,
   p.init = readInit(get(o, path, "init"), member(path, "init"));
   p.weightDecay = asBool(get(o, path, "weight_decay"), member(path, "weight_decay"));
   if (const JsonValue *layout = o.find("layout"))
-    p.layout = readLayout(*layout, member(path, "layout"), p, mesh, dpAxis);
+    p.layout = readLayout(*layout, member(path, "layout"), p, mesh,
+                          zeroStage == 3 ? std::nullopt : dpAxis);
   if (const JsonValue *optimizer = o.find("optimizer_layout")) {
     std::string optimizerPath = member(path, "optimizer_layout");
     if (!dpAxis)
@@ -1279,7 +1281,8 @@ Plan readPlan(const JsonValue &root) {
   const JsonArray &params = asArray(get(o, top, "params"), "params");
   for (size_t i = 0; i < params.size(); ++i) {
     std::string path = element("params", i);
-    ParamInfo p = readParam(params[i], path, i, plan.dims, plan.mesh, plan.dataParallelAxis);
+    ParamInfo p = readParam(params[i], path, i, plan.dims, plan.mesh, plan.dataParallelAxis,
+                              plan.zeroStage);
     for (size_t j = 0; j < plan.params.size(); ++j)
       if (plan.params[j].name == p.name)
         fail(member(path, "name"),
@@ -1321,9 +1324,20 @@ Plan readPlan(const JsonValue &root) {
              concat("no parameter named '", shared.name, "' (a shared parameter is one of params)"));
   if (const JsonValue *kernels = o.find("kernels")) {
     const JsonObject &targets = asObject(*kernels, "kernels");
+    // Under ZeRO-3 the kernels' data is each data-parallel rank's part of the micro-batch.
+    std::vector<Dim> dataDims = plan.dims;
+    if (plan.zeroStage == 3)
+      for (Dim &d : dataDims)
+        if (d.name == "batch") {
+          int64_t dp = plan.mesh[*plan.dataParallelAxis].size;
+          if (d.size % dp != 0)
+            fail("dims.batch", concat(d.size, " sequences cannot be split over the ", dp,
+                                      " data-parallel ranks of ZeRO-3"));
+          d.size /= dp;
+        }
     if (const JsonValue *x86 = targets.find("x86_64"))
       plan.x86Kernels =
-          readKernels(*x86, "kernels.x86_64", plan.dims, !plan.mesh.empty(), plan.pipeline);
+          readKernels(*x86, "kernels.x86_64", dataDims, !plan.mesh.empty(), plan.pipeline);
     if (const JsonValue *cuda = targets.find("cuda"))
       plan.cudaKernels = readCudaKernels(*cuda, "kernels.cuda");
   }

@@ -387,7 +387,11 @@ struct Plan {
   std::optional<size_t> dataParallelAxis;
   /// `mesh.zero_stage` (with a data-parallel axis): 1, the default, shards the optimizer state
   /// (ZeRO-1); 2 also keeps the accumulated gradients only as shards (ZeRO-2: each
-  /// micro-batch's gradient is reduce-scattered at once). 0 without a data-parallel axis.
+  /// micro-batch's gradient is reduce-scattered at once); 3 also the parameters (ZeRO-3: the
+  /// parameters' layouts split over the axis, and the kernels gather them where they are
+  /// used, take the data-parallel group's micro-batch, each rank its part, and return the
+  /// gradients reduce-scattered: the runtime reduces nothing over the axis but the loss).
+  /// 0 without a data-parallel axis.
   int64_t zeroStage = 0;
   /// The `train {}` and `parallel {}` settings as written (objects).
   JsonValue train;

@@ -59,7 +59,9 @@ std::string mtc::rt::describePlan(const Plan &plan) {
              "optimizer%s)\n",
              mesh.c_str(), static_cast<long long>(plan.meshSize()),
              plan.mesh[*plan.dataParallelAxis].name.c_str(),
-             plan.zeroStage == 2 ? " and gradient shards, ZeRO-2" : "");
+             plan.zeroStage == 3   ? ", gradient and parameter shards, ZeRO-3"
+             : plan.zeroStage == 2 ? " and gradient shards, ZeRO-2"
+                                   : "");
     else
       printf("mesh:        %s (%lld ranks per model copy; data parallel over the rest)\n",
              mesh.c_str(), static_cast<long long>(plan.meshSize()));

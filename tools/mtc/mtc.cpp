@@ -178,9 +178,10 @@ cl::opt<unsigned> zeroStage(
     "zero-stage",
     cl::desc("What is sharded over the --dp N data-parallel ranks (DeepSpeed's ZeRO stages): "
              "0, nothing; 1, the optimizer state (= --use-distributed-optimizer); 2, also the "
-             "gradients, reduce-scattered at each micro-batch and kept only as shards; 3 (the "
-             "parameters) is not supported yet"),
-    cl::value_desc("0|1|2"), cl::sub(compileCommand), cl::cat(parallelCategory));
+             "gradients, reduce-scattered at each micro-batch and kept only as shards; 3, also "
+             "the parameters, gathered where they are used (FSDP; a micro-batch is then the "
+             "data-parallel group's, each rank computing micro_batch / dp of its sequences)"),
+    cl::value_desc("0|1|2|3"), cl::sub(compileCommand), cl::cat(parallelCategory));
 
 cl::opt<unsigned> pipelineParallel("pp",
                                    cl::desc("Pipeline-parallel degree: the number of stages "
@@ -648,19 +649,16 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   if (distributedOptimizer)
     distributed = true;
   if (zeroStage.getNumOccurrences()) {
-    if (zeroStage == 3)
-      return flagError("--zero-stage 3 (the parameters sharded over the data-parallel ranks, "
-                       "ZeRO-3/FSDP) is not supported yet: use 0, 1 or 2");
     if (zeroStage > 3)
       return flagError("--zero-stage " + Twine(zeroStage.getValue()) +
-                       " is not a ZeRO stage: use 0, 1 or 2");
+                       " is not a ZeRO stage: use 0, 1, 2 or 3");
     if (distributedOptimizer && zeroStage != 1)
       return flagError("--use-distributed-optimizer is ZeRO stage 1, but --zero-stage is " +
                        Twine(zeroStage.getValue()) + ": give one of them");
     distributed = zeroStage >= 1;
-    if (zeroStage == 2 && pp.value_or(1) > 1)
-      return flagError("--zero-stage 2 is not supported with pipeline parallelism (--pp) yet: "
-                       "use --zero-stage 1");
+    if (zeroStage >= 2 && pp.value_or(1) > 1)
+      return flagError("--zero-stage " + Twine(zeroStage.getValue()) +
+                       " is not supported with pipeline parallelism (--pp) yet: use --zero-stage 1");
   }
   if (distributed.value_or(false) && dp.value_or(1) < 2)
     return flagError("the distributed optimizer shards the optimizer state over data-parallel "
@@ -708,8 +706,8 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   if (!parallel)
     return failure();
   module->setAttr(mtc::mt::MTDialect::kParallelAttrName, parallel);
-  if (zeroStage == 2)
-    module->setAttr(mtc::kZeroStageAttrName, b.getI64IntegerAttr(2));
+  if (zeroStage >= 2)
+    module->setAttr(mtc::sharding::kZeroStageAttrName, b.getI64IntegerAttr(zeroStage));
   return success();
 }
 
