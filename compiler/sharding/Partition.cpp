@@ -247,7 +247,9 @@ Partitioner::dataLayout(func::FuncOp func, unsigned index, ShardedTensorType lay
            << (result ? " of result #" : " of argument #") << index << " of @"
            << func.getSymName();
       if (entry.first() == mt::MTDialect::kBatchDimName)
-        diag << " (the micro-batch)";
+        diag << (entry.second == spec.dataParallelAxis
+                     ? " (the micro-batch, which ZeRO-3 splits over the data-parallel ranks)"
+                     : " (the micro-batch)");
       if (twoChunk)
         diag << " (ring attention's load balancing cuts it in 2 chunks per " << entry.second
              << " rank)";

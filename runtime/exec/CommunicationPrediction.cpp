@@ -50,8 +50,10 @@ double predictedCommunicationBytes(const Plan &plan, int64_t microBatches,
                  static_cast<double>(compiled->forwardBackward) +
              static_cast<double>(compiled->optimizerStep);
   bytes += dataParallelReductionBytes(plan, dataParallelSize, microBatches / dataParallelSize);
-  // The tokens per expert of an MoE model (i64) are all-reduced beside the loss.
-  if (dataParallelSize > 1 && plan.x86Kernels && plan.x86Kernels->forwardBackward) {
+  // The tokens per expert of an MoE model (i64) are all-reduced beside the loss (under ZeRO-3
+  // by the kernels).
+  if (dataParallelSize > 1 && plan.zeroStage != 3 && plan.x86Kernels &&
+      plan.x86Kernels->forwardBackward) {
     double counts = 0;
     for (const KernelBuffer &b : plan.x86Kernels->forwardBackward->outputs)
       if (b.kind == BufferKind::ExpertLoad)

@@ -260,7 +260,8 @@ Error Trainer::reduceOverDataParallel(double &lossSum, int64_t step) {
   if (Error err = dataParallel_->allReduce(&lossSum, 1, MTC_F64, MTC_SUM); !err.ok())
     return std::move(err).withContext(
         concat("step ", step + 1, ": all-reduce of the loss over the data-parallel ranks"));
-  for (ExpertLoad &load : expertLoad_)
+  // Under ZeRO-3 each call counted the data-parallel group's tokens already.
+  for (ExpertLoad &load : shardedParameters() ? std::span<ExpertLoad>() : std::span(expertLoad_))
     if (Error err = dataParallel_->allReduce(load.sum.data(), load.sum.size(), MTC_I64, MTC_SUM);
         !err.ok())
       return std::move(err).withContext(concat(

@@ -1333,7 +1333,7 @@ TEST_F(PlanTest, DataParallelAxisErrors) {
                       "first (outermost) axis, but it is axis 1 (mesh axes: tp, dp)");
   expectPlanJsonError(withMesh({{"dp", 2}}, 3),
                       "mesh.data_parallel_axis: expected a string, found the integer 3");
-  // The ZeRO stage: 1 or 2, and only with a data-parallel axis.
+  // The ZeRO stage: 1, 2 or 3, and only with a data-parallel axis.
   auto withStage = [](bool dpAxis, int64_t stage) {
     return edited([&](JsonObject &o) {
       JsonValue mesh = meshJson({{"dp", 2}});
@@ -1343,21 +1343,32 @@ TEST_F(PlanTest, DataParallelAxisErrors) {
       o.set("mesh", std::move(mesh));
     });
   };
-  expectPlanJsonError(withStage(true, 3),
-                      "mesh.zero_stage: expected an integer from 1 to 2, found the integer 3");
+  expectPlanJsonError(withStage(true, 4),
+                      "mesh.zero_stage: expected an integer from 1 to 3, found the integer 4");
   expectPlanJsonError(withStage(false, 2), "mesh.zero_stage: a ZeRO stage needs a data-parallel "
                                            "axis (mesh.data_parallel_axis)");
-  // Parameters are whole over the data-parallel axis.
-  expectPlanJsonError(edited([](JsonObject &o) {
-                        JsonValue mesh = meshJson({{"dp", 2}, {"tp", 2}});
-                        mesh.getObject()->set("data_parallel_axis", "dp");
-                        o.set("mesh", std::move(mesh));
-                        paramAt(o, 0).set("layout", split({{"vocab", {"dp"}}}));
-                      }),
-                      "params[0].layout.split.vocab[0]: parameter 'wte': dimension 'vocab' is "
-                      "split over the data-parallel axis 'dp'; parameters are whole on every "
-                      "data-parallel rank (only the optimizer state is split over it, by "
-                      "optimizer_layout)");
+  // Parameters are whole over the data-parallel axis, but under ZeRO-3.
+  auto withDataParallelLayout = [](std::optional<int64_t> stage) {
+    return edited([&](JsonObject &o) {
+      JsonValue mesh = meshJson({{"dp", 2}, {"tp", 2}});
+      mesh.getObject()->set("data_parallel_axis", "dp");
+      if (stage)
+        mesh.getObject()->set("zero_stage", *stage);
+      o.set("mesh", std::move(mesh));
+      paramAt(o, 0).set("layout", split({{"vocab", {"dp"}}}));
+    });
+  };
+  for (std::optional<int64_t> stage : {std::optional<int64_t>(), std::optional<int64_t>(2)})
+    expectPlanJsonError(withDataParallelLayout(stage),
+                        "params[0].layout.split.vocab[0]: parameter 'wte': dimension 'vocab' is "
+                        "split over the data-parallel axis 'dp'; parameters are whole on every "
+                        "data-parallel rank (only the optimizer state is split over it, by "
+                        "optimizer_layout) but under ZeRO-3 (mesh.zero_stage 3)");
+  Expected<Plan> sharded = parsePlanJson(withDataParallelLayout(3));
+  ASSERT_TRUE(sharded) << sharded.error().message();
+  EXPECT_EQ(sharded->zeroStage, 3);
+  EXPECT_EQ(sharded->localDims(sharded->params[0])[0].size, sharded->params[0].dims[0].size / 2)
+      << "a ZeRO-3 parameter is this rank's shard";
 }
 
 TEST_F(PlanTest, OptimizerLayoutErrors) {
