@@ -6,6 +6,7 @@
 #   bash bench/setup-venv.sh            # create or complete bench/.venv
 #   MTC_BENCH_VENV=/path bash ...       # another location
 #   PYTHON=python3.12 bash ...          # another interpreter for the venv
+#   MTC_BENCH_TRANSFORMERS=1 bash ...   # also transformers, for bench/hf_check.py
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -13,8 +14,10 @@ venv="${MTC_BENCH_VENV:-$here/.venv}"
 python="${PYTHON:-python3}"
 
 have() { "$venv/bin/python" -c "import $1" >/dev/null 2>&1; }
+want_transformers="${MTC_BENCH_TRANSFORMERS:-0}"
 
-if [[ -x "$venv/bin/python" ]] && have torch && have safetensors && have numpy; then
+if [[ -x "$venv/bin/python" ]] && have torch && have safetensors && have numpy &&
+  { [[ "$want_transformers" != 1 ]] || have transformers; }; then
   exit 0
 fi
 
@@ -40,6 +43,10 @@ fi
 if ! have safetensors || ! have numpy; then
   echo "setup-venv: installing safetensors and numpy" >&2
   "${pip[@]}" safetensors numpy
+fi
+if [[ "$want_transformers" == 1 ]] && ! have transformers; then
+  echo "setup-venv: installing transformers" >&2
+  "${pip[@]}" transformers
 fi
 
 "$venv/bin/python" - <<'PY'

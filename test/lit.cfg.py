@@ -32,6 +32,7 @@ tools = [
     ToolSubst("mtc-codegen", unresolved="fatal"),
     ToolSubst("mtrun", unresolved="fatal"),
     ToolSubst("mtc-data", unresolved="fatal"),
+    ToolSubst("mtc-hf", unresolved="fatal"),
     ToolSubst("not", unresolved="fatal"),
     ToolSubst("count", unresolved="fatal"),
 ]

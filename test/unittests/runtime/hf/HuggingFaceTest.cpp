@@ -1,0 +1,205 @@
+//===- HuggingFaceTest.cpp - The Hugging Face maps ------------------------===//
+
+#include "runtime/hf/HuggingFace.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+using namespace mtc::rt;
+using namespace mtc::rt::hf;
+
+namespace {
+
+// transformers' convert_llama_weights_to_hf.py permute() on row indices: Meta's rows of one
+// head viewed as [hd/2, 2], transposed to [2, hd/2]: HF row r holds Meta row perm[r].
+std::vector<int64_t> hfPermute(int64_t hd) {
+  std::vector<int64_t> perm;
+  for (int64_t j = 0; j < 2; ++j)
+    for (int64_t i = 0; i < hd / 2; ++i)
+      perm.push_back(2 * i + j);
+  return perm;
+}
+
+TEST(HuggingFaceTest, RopePermutationIsTransformersPermute) {
+  for (int64_t hd : {2, 8, 16, 128}) {
+    std::vector<int64_t> perm = hfPermute(hd);
+    std::vector<bool> seen(size_t(hd), false);
+    for (int64_t r = 0; r < hd; ++r) {
+      EXPECT_EQ(ropePlanRow(r, hd), perm[size_t(r)]) << "hd " << hd << " row " << r;
+      seen[size_t(ropePlanRow(r, hd))] = true;
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), true), hd); // a permutation
+  }
+  // hd = 8: HF rows 0..3 are the plan's even rows, 4..7 its odd ones.
+  EXPECT_EQ(ropePlanRow(0, 8), 0);
+  EXPECT_EQ(ropePlanRow(3, 8), 6);
+  EXPECT_EQ(ropePlanRow(4, 8), 1);
+  EXPECT_EQ(ropePlanRow(7, 8), 7);
+}
+
+TEST(HuggingFaceTest, ScansOpAttributes) {
+  Expected<PlanOps> ops = scanPlanOps(
+      "    %9 = mt.rms_norm %arg0, %0 over hidden {epsilon = 1.000000e-05 : f64} : <[h=4]>\n"
+      "    %10 = mt.rms_norm %arg0, %0 over hidden : <[h=4]>\n"
+      "    %11 = mt.rope %10 over head_dim position seq {theta = 5.000000e+05 : f64} : <>\n"
+      "    %12 = mt.rope %10 over head_dim position seq : <>\n"
+      "    %13 = mt.layer_norm %a, %b, %c over hidden {epsilon = 0x3EB0C6F7A0B5ED8D : f64} : <>\n"
+      "    %14 = mt.gelu %30 approximate : <[ffn=256], f32>\n"
+      "    %15 = mt.gelu %30 : <[ffn=256], f32>\n"
+      "    %16 = mt.attention %1, %2, %3 dims(seq, heads, heads, head_dim) causal scale "
+      "2.500000e-01 : <>\n"
+      "    %17 = mt.attention_grad %1 : <>\n",
+      "p");
+  ASSERT_TRUE(ops.ok()) << ops.error().message();
+  EXPECT_EQ(ops->rmsNormEps, (std::vector<double>{1e-5, 1e-6}));
+  EXPECT_EQ(ops->ropeTheta, (std::vector<double>{5e5, 1e4}));
+  EXPECT_EQ(ops->layerNormEps, (std::vector<double>{1e-6}));
+  EXPECT_EQ(ops->geluTanh, 1);
+  EXPECT_EQ(ops->geluExact, 1);
+  EXPECT_EQ(ops->attentionScale, (std::vector<double>{0.25}));
+  EXPECT_EQ(ops->causalAttention, 1);
+  EXPECT_EQ(ops->bidirectionalAttention, 0);
+
+  Expected<PlanOps> bad =
+      scanPlanOps("  %1 = mt.attention %1, %2, %3 causal scale oops : <>\n", "p");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), "p:1: cannot read the scale of this mt.attention");
+}
+
+ParamInfo param(std::string name, std::vector<Dim> dims, bool layer) {
+  ParamInfo p;
+  p.name = layer ? "block." + name : name;
+  if (layer) {
+    p.layer = "block";
+    p.instances = 2;
+    dims.insert(dims.begin(), Dim{"layers", 2});
+  }
+  p.dims = std::move(dims);
+  return p;
+}
+
+/// A small Llama plan's parameter table (vocab 16, hidden 8, 2 heads of 4, 1 kv head, ffn 12).
+Plan llamaPlan() {
+  Plan plan;
+  plan.model = "llama";
+  plan.vocabulary = "vocab";
+  plan.vocabularyRealSize = 16;
+  Dim V{"vocab", 16}, D{"hidden", 8}, H{"heads", 2}, K{"kv_heads", 1}, d{"head_dim", 4},
+      F{"ffn", 12};
+  plan.dims = {V, D, H, K, d, F, Dim{"seq", 8}};
+  plan.params = {
+      param("embed", {V, D}, false), param("norm", {D}, false),    param("lm_head", {D, V}, false),
+      param("attn_norm", {D}, true), param("wq", {D, H, d}, true), param("wk", {D, K, d}, true),
+      param("wv", {D, K, d}, true),  param("wo", {H, d, D}, true), param("ffn_norm", {D}, true),
+      param("w1", {D, F}, true),     param("w3", {D, F}, true),    param("w2", {F, D}, true)};
+  return plan;
+}
+
+PlanOps llamaOps() {
+  PlanOps ops;
+  ops.rmsNormEps = {1e-6, 1e-6};
+  ops.ropeTheta = {1e4};
+  ops.attentionScale = {0.5};
+  ops.causalAttention = 1;
+  return ops;
+}
+
+TEST(HuggingFaceTest, MapsLlamaAndRoundTrips) {
+  Plan plan = llamaPlan();
+  Expected<ModelMap> model = mapModel(plan, llamaOps());
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  EXPECT_EQ(model->arch, Architecture::Llama);
+  EXPECT_EQ(model->dims.kvHeads, 1);
+  EXPECT_FALSE(model->tiedEmbeddings);
+  EXPECT_EQ(model->tensors.size(), 1u + 2 * 9 + 2);
+  // Distinct values everywhere; gather then scatter gives them back, and q_proj's row
+  // h*4 + j*2 + i is the plan's column (h, 2i + j).
+  std::vector<std::vector<float>> params;
+  float next = 0;
+  for (const ParamInfo &p : plan.params) {
+    params.emplace_back(size_t(p.numElements()));
+    for (float &v : params.back())
+      v = next++;
+  }
+  std::vector<std::vector<float>> back;
+  for (const std::vector<float> &p : params)
+    back.emplace_back(p.size(), -1.0f);
+  for (const TensorMap &t : model->tensors)
+    scatterTensor(t, gatherTensor(t, params), back);
+  EXPECT_EQ(back, params);
+  const TensorMap &q = model->tensors[1];
+  ASSERT_EQ(q.name, "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(q.shape, (std::vector<int64_t>{8, 8}));
+  std::vector<float> hf = gatherTensor(q, params);
+  const std::vector<float> &wq = params[4]; // [layers, hidden, heads, head_dim]
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t i = 0; i < 2; ++i)
+        for (int64_t c = 0; c < 8; ++c)
+          EXPECT_EQ(hf[size_t((h * 4 + j * 2 + i) * 8 + c)], wq[size_t(c * 8 + h * 4 + 2 * i + j)]);
+}
+
+TEST(HuggingFaceTest, RefusesWhatDoesNotMap) {
+  Plan plan = llamaPlan();
+  plan.params.push_back(param("router", {Dim{"hidden", 8}, Dim{"experts", 4}}, true));
+  Expected<ModelMap> extra = mapModel(plan, llamaOps());
+  ASSERT_FALSE(extra.ok());
+  EXPECT_EQ(extra.error().message(),
+            "parameter 'block.router' [layers=2, hidden=8, experts=4] of the plan's model maps "
+            "to no tensor of a Hugging Face Llama (LlamaForCausalLM) model");
+
+  plan = llamaPlan();
+  plan.params[7].dims[2].size = 5; // wo[layers, heads, head_dim = 5, hidden]
+  Expected<ModelMap> shape = mapModel(plan, llamaOps());
+  ASSERT_FALSE(shape.ok());
+  EXPECT_EQ(shape.error().message(),
+            "parameter 'block.wo' is [2, 2, 5, 8] [layers=2, heads=2, head_dim=5, hidden=8] but "
+            "a Llama (LlamaForCausalLM) model of the plan's sizes has [2, 2, 4, 8]");
+
+  PlanOps ops = llamaOps();
+  ops.rmsNormEps = {1e-6, 1e-5};
+  Expected<ModelMap> eps = mapModel(llamaPlan(), ops);
+  ASSERT_FALSE(eps.ok());
+  EXPECT_EQ(eps.error().message(), "the plan's rms_norm epsilons differ (1e-06 and 1e-05): a "
+                                   "Llama (LlamaForCausalLM) config states one value for all");
+
+  ops = llamaOps();
+  ops.attentionScale = {0.125};
+  Expected<ModelMap> scale = mapModel(llamaPlan(), ops);
+  ASSERT_FALSE(scale.ok());
+  EXPECT_EQ(scale.error().message(), "the plan's attention scale is 0.125; a Llama "
+                                     "(LlamaForCausalLM) model's is 1/sqrt(head_dim) = 0.5");
+
+  Plan other;
+  other.model = "m";
+  other.params = {param("w", {Dim{"hidden", 8}}, false)};
+  Expected<ModelMap> unknown = mapModel(other, llamaOps());
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().message(),
+            "the plan's model 'm' is neither GPT-2 nor Llama to mtc-hf: its parameter 'w' "
+            "[hidden=8] maps to no Hugging Face tensor (a GPT-2 model has 'wte', a Llama model "
+            "'embed')");
+}
+
+TEST(HuggingFaceTest, ChecksConfig) {
+  Expected<ModelMap> model = mapModel(llamaPlan(), llamaOps());
+  ASSERT_TRUE(model.ok());
+  JsonValue config = makeConfig(*model, "float32");
+  EXPECT_TRUE(checkConfig(config, *model, "c").ok());
+  config.getObject()->set("rms_norm_eps", 1e-5);
+  Error eps = checkConfig(config, *model, "c");
+  ASSERT_FALSE(eps.ok());
+  EXPECT_EQ(eps.message(), "c: \"rms_norm_eps\" is 1e-05 but the plan's norms use eps = 1e-06 "
+                           "(set eps in the .mtl to match)");
+  // transformers 5 puts rope_theta in rope_parameters.
+  config = makeConfig(*model, "float32");
+  config.getObject()->erase("rope_theta");
+  config.getObject()->set("rope_parameters",
+                          JsonObject{{"rope_type", "default"}, {"rope_theta", 20000.0}});
+  Error theta = checkConfig(config, *model, "c");
+  ASSERT_FALSE(theta.ok());
+  EXPECT_EQ(theta.message(), "c: \"rope_theta\" is 20000 but the plan's rope has theta = 10000");
+}
+
+} // namespace
