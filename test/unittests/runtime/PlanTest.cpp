@@ -1364,7 +1364,7 @@ TEST_F(PlanTest, DataParallelAxisErrors) {
                         "split over the data-parallel axis 'dp'; parameters are whole on every "
                         "data-parallel rank (only the optimizer state is split over it, by "
                         "optimizer_layout) but under ZeRO-3 (mesh.zero_stage 3)");
-  Expected<Plan> sharded = parsePlanJson(withDataParallelLayout(3));
+  Expected<Plan> sharded = parsePlanJson(withDataParallelLayout(3).serialize(), "p.plan/plan.json");
   ASSERT_TRUE(sharded) << sharded.error().message();
   EXPECT_EQ(sharded->zeroStage, 3);
   EXPECT_EQ(sharded->localDims(sharded->params[0])[0].size, sharded->params[0].dims[0].size / 2)
