@@ -106,6 +106,15 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     (Layout.h, `optimizerLayout`) and each parameter whole; the rules above then slice
     the parameter, sum the squared norms over `dp` and all-gather the new parameters.
 
+    **ZeRO-3** (module attribute `mtc.zero_stage` 3): the parameters themselves are laid
+    out like their optimizer states (sharded over `dp`, never along `layers`), and the
+    entry functions' data arguments split `batch` over `dp`, each rank's part arriving as
+    its own (not sliced). The rules above then gather every parameter where it is used
+    (inside a layer function, so one layer at a time, forward and backward), leave the
+    gradients partial over `dp` and reduce-scatter them into the parameters' layouts at
+    the result, sum the loss over `dp`, and the optimizer step updates shards without a
+    final gather.
+
     Not supported, reported as errors: a layout dimension mapped to
     another axis than `tp`, `ep` (the experts) or `cp` (the sequence) (`batch: dp` is the
     runtime's data parallelism), the distributed optimizer without `dp > 1`, `tp > 1` with
