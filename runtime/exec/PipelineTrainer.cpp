@@ -342,7 +342,9 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
   }
   {
     DropoutCall dropout{DropoutKey{plan_->seed, step_, sampleBegin(i)}};
-    if (Error err = callInMesh(kernel, pointers, mesh_->context(), &dropout); !err.ok())
+    if (Error err =
+            callInMesh(kernel, pointers, mesh_->context(), plan_->dropout ? &dropout : nullptr);
+        !err.ok())
       return std::move(err).withContext(
           concat("step ", step_ + 1, ": stage ", mesh_->stage(), ": chunk", c, '.', role,
                  " micro-batch ", i));

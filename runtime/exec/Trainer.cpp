@@ -329,7 +329,7 @@ Expected<StepStats> Trainer::step() {
       TraceRecorder::Scope span(trace_, "forward_backward", "compute", {{"micro_batch", m}});
       DropoutCall dropout{DropoutKey{plan_->seed, step, groupSampleBegin(m)}};
       if (Error err = callInMesh(kernels_->forwardBackward(), buffers, "forward_backward", step,
-                                 &dropout);
+                                 plan_->dropout ? &dropout : nullptr);
           !err.ok())
         return err;
     }

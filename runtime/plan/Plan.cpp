@@ -1267,6 +1267,8 @@ Plan readPlan(const JsonValue &root) {
                        kMaxTrainSteps));
     plan.steps = *n;
   }
+  if (const JsonValue *dropout = plan.train.getObject()->find("dropout"))
+    plan.dropout = asBool(*dropout, member("train", "dropout"));
   plan.parallel = get(o, top, "parallel");
   if (!plan.parallel.isObject())
     typeError("parallel", "an object", plan.parallel);

@@ -395,6 +395,9 @@ struct Plan {
   int64_t zeroStage = 0;
   /// The `train {}` and `parallel {}` settings as written (objects).
   JsonValue train;
+  /// `train.dropout` (absent: true): false (`train { dropout off }`) trains with every
+  /// dropout site inactive (each element kept unscaled), as evaluation runs.
+  bool dropout = true;
   /// `train.steps`, verified to be a step count from 0 to kMaxTrainSteps (0 when absent):
   /// the steps a run takes unless told otherwise.
   int64_t steps = 0;

@@ -637,6 +637,8 @@ TEST_F(PlanTest, TopLevelErrors) {
                       "train.steps is 2147483648, not a step count from 0 to 2147483647");
   expectPlanJsonError(edited([](JsonObject &o) { at(o, "train").set("steps", "10"); }),
                       "train.steps is \"10\", not a step count from 0 to 2147483647");
+  expectPlanJsonError(edited([](JsonObject &o) { at(o, "train").set("dropout", "off"); }),
+                      "train.dropout: expected true or false, found the string 'off'");
   expectPlanJsonError(edited([](JsonObject &o) { o.set("parallel", nullptr); }),
                       "parallel: expected an object, found null");
   expectPlanJsonError(edited([](JsonObject &o) { o.erase("states"); }), "missing key 'states'");
