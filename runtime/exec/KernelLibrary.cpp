@@ -87,6 +87,9 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
       return makeError(where, ": expert_load must be i64 counts [layers, experts], found ",
                        planDTypeName(b.dtype), " ", formatDims(b.dims));
     return Error::success();
+  case BufferKind::Logits:
+    // Whole on every rank; the plan loader checked them against the tokens and vocabulary.
+    break;
   case BufferKind::Loss:
   case BufferKind::Step:
   case BufferKind::GradScale:
@@ -180,7 +183,10 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
     return err;
   if (Error err = resolve(library, plan, k.forward, "forward", false, lib.forward_); !err.ok())
     return err;
-  std::vector<LoadedKernel *> loaded = {&lib.forward_, &lib.forwardBackward_, &lib.optimizerStep_};
+  if (Error err = resolve(library, plan, k.logits, "logits", false, lib.logits_); !err.ok())
+    return err;
+  std::vector<LoadedKernel *> loaded = {&lib.forward_, &lib.forwardBackward_, &lib.optimizerStep_,
+                                        &lib.logits_};
   // The pipeline's functions: every chunk's and stage's that the plan has (which a stage
   // needs depends on its schedule; the trainer checks).
   lib.chunks_.resize(k.chunks.size());

@@ -68,6 +68,8 @@ public:
   const LoadedKernel &optimizerStep() const { return optimizerStep_; }
   /// The forward alone (evaluation), if the plan has it.
   const LoadedKernel *forward() const { return forward_.entry ? &forward_ : nullptr; }
+  /// The logits of the token ids (generation), if the plan has them.
+  const LoadedKernel *logits() const { return logits_.entry ? &logits_ : nullptr; }
   /// With pipeline parallelism: the functions of model chunk `c` and of stage `s` (indices
   /// below the plan's chunk and stage counts; empty vectors without a pipeline).
   const std::vector<LoadedChunk> &chunks() const { return chunks_; }
@@ -94,7 +96,7 @@ private:
 
   std::unique_ptr<Handle> handle_;
   std::unique_ptr<KernelArena> arena_;
-  LoadedKernel forward_, forwardBackward_, optimizerStep_;
+  LoadedKernel forward_, forwardBackward_, optimizerStep_, logits_;
   std::vector<LoadedChunk> chunks_;
   std::vector<LoadedStage> stages_;
 };

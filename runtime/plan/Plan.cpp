@@ -72,7 +72,7 @@ namespace {
 constexpr std::string_view kBufferKindNames[] = {
     "input",     "param",      "state",           "grad",     "loss",  "step",
     "grad_scale", "grad_norm", "lr",              "activation", "activation_grad",
-    "residual",  "stash",      "grad_squares", "expert_load"};
+    "residual",  "stash",      "grad_squares", "expert_load", "logits"};
 } // namespace
 
 std::string_view bufferKindName(BufferKind kind) {
@@ -922,10 +922,13 @@ KernelBuffer readKernelBuffer(const JsonValue &v, const std::string &path,
   b.kind = *parsed;
   b.name = asName(get(o, path, "name"), member(path, "name"));
   b.dtype = asDType(get(o, path, "dtype"), member(path, "dtype"), Integers::TokenIdsAndCounts);
-  // A pipeline chunk's residuals and stash are partitioned like the values they are.
-  bool local = sharded && (b.kind == BufferKind::Param || b.kind == BufferKind::State ||
-                           b.kind == BufferKind::Grad || b.kind == BufferKind::Residual ||
-                           b.kind == BufferKind::Stash);
+  // A pipeline chunk's residuals and stash are partitioned like the values they are. The
+  // logits are whole on every rank, also where the data is split (ZeRO-3's batch):
+  // checkLogitsFunction checks them against the global dims.
+  bool local = (sharded && (b.kind == BufferKind::Param || b.kind == BufferKind::State ||
+                            b.kind == BufferKind::Grad || b.kind == BufferKind::Residual ||
+                            b.kind == BufferKind::Stash)) ||
+               b.kind == BufferKind::Logits;
   b.dims = readDimList(get(o, path, "dims"), member(path, "dims"),
                        local ? std::vector<Dim>{} : modelDims);
   if (b.kind == BufferKind::Residual || b.kind == BufferKind::Stash)
@@ -1067,6 +1070,7 @@ KernelsInfo readKernels(const JsonValue &v, const std::string &path,
   read("forward", k.forward);
   read("forward_backward", k.forwardBackward);
   read("optimizer_step", k.optimizerStep);
+  read("logits", k.logits);
   if (pipeline)
     readPipelineKernels(functions, functionsPath, *pipeline, modelDims, sharded, k);
   return k;
@@ -1213,6 +1217,44 @@ void checkLocalDims(const Plan &plan, const std::string &path) {
   check(k.forward, "forward");
   check(k.forwardBackward, "forward_backward");
   check(k.optimizerStep, "optimizer_step");
+  check(k.logits, "logits");
+}
+
+/// `logits` (docs/plan-format.md): the token ids [batch, seq] then parameters in, and one
+/// `logits` buffer out, f32 with the dims of the tokens (whole) then the vocabulary (its
+/// size in `dims`, padded where the compiler padded it), what generation reads.
+void checkLogitsFunction(const Plan &plan, const std::string &path) {
+  const KernelFunction &fn = *plan.x86Kernels->logits;
+  auto bufferPath = [&](std::string_view side, size_t i) {
+    return element(member(path, side), i);
+  };
+  if (plan.vocabulary.empty())
+    fail(path, "the plan has no `vocabulary`, which the logits function's result needs");
+  if (fn.inputs.empty() || fn.inputs[0].kind != BufferKind::Input ||
+      fn.inputs[0].dtype != PlanDType::I32 || fn.inputs[0].dims.size() != 2)
+    fail(member(path, "inputs"), "must start with the token ids (an i32 input [batch, seq])");
+  for (size_t i = 1; i < fn.inputs.size(); ++i)
+    if (fn.inputs[i].kind != BufferKind::Param)
+      fail(member(bufferPath("inputs", i), "kind"),
+           concat("is ", quoteForMessage(bufferKindName(fn.inputs[i].kind)),
+                  ", but the logits function takes only the token ids and parameters"));
+  if (fn.outputs.size() != 1)
+    fail(member(path, "outputs"), concat("has ", fn.outputs.size(),
+                                         " buffers, but the logits function returns one"));
+  const KernelBuffer &out = fn.outputs[0];
+  if (out.kind != BufferKind::Logits)
+    fail(member(bufferPath("outputs", 0), "kind"),
+         concat("is ", quoteForMessage(bufferKindName(out.kind)), ", expected \"logits\""));
+  if (out.dtype != PlanDType::F32)
+    fail(member(bufferPath("outputs", 0), "dtype"), "the logits must be f32");
+  std::vector<Dim> expected;
+  for (const Dim &d : fn.inputs[0].dims)
+    expected.push_back(Dim{d.name, plan.dimSize(d.name).value_or(d.size)});
+  expected.push_back(Dim{plan.vocabulary, *plan.dimSize(plan.vocabulary)});
+  if (out.dims != expected)
+    fail(member(bufferPath("outputs", 0), "dims"),
+         concat("are ", formatDims(out.dims), ", but the logits of the token ids are ",
+                formatDims(expected), " (the tokens' dims, then the vocabulary)"));
 }
 
 Plan readPlan(const JsonValue &root) {
@@ -1345,6 +1387,8 @@ Plan readPlan(const JsonValue &root) {
   }
   if (plan.x86Kernels && !plan.mesh.empty())
     checkLocalDims(plan, "kernels.x86_64");
+  if (plan.x86Kernels && plan.x86Kernels->logits)
+    checkLogitsFunction(plan, "kernels.x86_64.functions.logits");
   return plan;
 }
 

@@ -215,7 +215,8 @@ struct Predictions {
 /// backward_input keeps for backward_weight) and `grad_squares` (a stage's part of the squared
 /// gradient norm). forward_backward may also return `expert_load`: the tokens each MoE
 /// layer routed to each expert (i64 [layers, experts], the sum over the ranks of its routing
-/// group).
+/// group). The generation function `logits` returns `logits`: the scores of every class at
+/// every position (f32 [tokens' dims..., vocabulary]).
 enum class BufferKind {
   Input,
   Param,
@@ -231,7 +232,8 @@ enum class BufferKind {
   Residual,
   Stash,
   GradSquares,
-  ExpertLoad
+  ExpertLoad,
+  Logits
 };
 
 /// "input", "param", ...
@@ -295,6 +297,8 @@ struct KernelsInfo {
   std::optional<KernelFunction> forward;
   std::optional<KernelFunction> forwardBackward;
   std::optional<KernelFunction> optimizerStep;
+  /// The generation function (absent where the model has no logits to return).
+  std::optional<KernelFunction> logits;
   /// With pipeline parallelism: per model chunk and per stage (empty otherwise).
   std::vector<ChunkKernels> chunks;
   std::vector<StageKernels> stages;

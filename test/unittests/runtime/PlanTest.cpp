@@ -886,6 +886,86 @@ TEST_F(PlanTest, KernelArenaAllocationsMustFitAndBeAligned) {
                       path + "[0]: must be [size, offset]");
 }
 
+namespace {
+
+/// planWithKernels with a `logits` function: the token ids and `wte` in, `outputs` out
+/// (default: the f32 logits [batch, seq, vocab]); `edit` changes the function.
+JsonValue planWithLogits(const std::function<void(JsonObject &)> &edit = {}) {
+  JsonValue v = planWithKernels("kernels/x86_64.so");
+  JsonObject logits{
+      {"symbol", "_mtc_packed_logits"},
+      {"inputs", JsonArray{kernelBuffer("input", "tokens", "i32", dimList({{"batch", 4}, {"seq", 8}})),
+                           kernelBuffer("param", "wte", "f32", dimList({{"vocab", 16}, {"hidden", 8}}))}},
+      {"outputs", JsonArray{kernelBuffer("logits", "logits", "f32",
+                                         dimList({{"batch", 4}, {"seq", 8}, {"vocab", 16}}))}}};
+  if (edit)
+    edit(logits);
+  v.getObject()->find("kernels")->getObject()->find("x86_64")->getObject()->find("functions")
+      ->getObject()->set("logits", std::move(logits));
+  return v;
+}
+
+} // namespace
+
+TEST_F(PlanTest, LogitsFunctionIsRead) {
+  Expected<Plan> p = loadWithKernelFile(planWithLogits());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_TRUE(p->x86Kernels->logits.has_value());
+  const KernelFunction &logits = *p->x86Kernels->logits;
+  EXPECT_EQ(logits.symbol, "_mtc_packed_logits");
+  ASSERT_EQ(logits.outputs.size(), 1u);
+  EXPECT_EQ(logits.outputs[0].kind, BufferKind::Logits);
+  EXPECT_EQ(logits.outputs[0].numElements(), 4 * 8 * 16);
+  EXPECT_EQ(bufferKindName(BufferKind::Logits), "logits");
+  // Absent: a plan without it (a model without a loss over token ids) still loads.
+  Expected<Plan> without = loadWithKernelFile(planWithKernels("kernels/x86_64.so"));
+  ASSERT_TRUE(without.ok());
+  EXPECT_FALSE(without->x86Kernels->logits.has_value());
+}
+
+TEST_F(PlanTest, LogitsFunctionIsChecked) {
+  const std::string path = "kernels.x86_64.functions.logits";
+  auto output = [](const char *kind, const char *dtype, JsonValue dims) {
+    return [=](JsonObject &f) {
+      f.set("outputs", JsonArray{kernelBuffer(kind, "logits", dtype, dims)});
+    };
+  };
+  expectPlanJsonError(
+      planWithLogits(output("logits", "f32", dimList({{"batch", 4}, {"vocab", 16}, {"seq", 8}}))),
+      path + ".outputs[0].dims: are [batch=4, vocab=16, seq=8], but the logits of the token ids "
+             "are [batch=4, seq=8, vocab=16] (the tokens' dims, then the vocabulary)");
+  expectPlanJsonError(
+      planWithLogits(output("logits", "f32", dimList({{"batch", 4}, {"seq", 8}, {"vocab", 12}}))),
+      "are [batch=4, seq=8, vocab=12], but the logits of the token ids are [batch=4, seq=8, "
+      "vocab=16]");
+  expectPlanJsonError(planWithLogits(output("loss", "f32", JsonArray{})),
+                      path + ".outputs[0].kind: is 'loss', expected \"logits\"");
+  expectPlanJsonError(
+      planWithLogits(output("logits", "i32", dimList({{"batch", 4}, {"seq", 8}, {"vocab", 16}}))),
+      path + ".outputs[0].dtype: the logits must be f32");
+  expectPlanJsonError(planWithLogits([](JsonObject &f) { f.set("outputs", JsonArray{}); }),
+                      path + ".outputs: has 0 buffers, but the logits function returns one");
+  expectPlanJsonError(
+      planWithLogits([](JsonObject &f) {
+        f.set("inputs", JsonArray{kernelBuffer("param", "wte", "f32",
+                                               dimList({{"vocab", 16}, {"hidden", 8}}))});
+      }),
+      path + ".inputs: must start with the token ids (an i32 input [batch, seq])");
+  expectPlanJsonError(
+      planWithLogits([](JsonObject &f) {
+        f.set("inputs",
+              JsonArray{kernelBuffer("input", "tokens", "i32", dimList({{"batch", 4}, {"seq", 8}})),
+                        kernelBuffer("state", "wte.exp_avg", "f32",
+                                     dimList({{"vocab", 16}, {"hidden", 8}}))});
+      }),
+      path + ".inputs[1].kind: is 'state', but the logits function takes only the token ids and "
+             "parameters");
+  JsonValue noVocabulary = planWithLogits();
+  noVocabulary.getObject()->erase("vocabulary");
+  expectPlanJsonError(noVocabulary, path + ": the plan has no `vocabulary`, which the logits "
+                                           "function's result needs");
+}
+
 TEST_F(PlanTest, KernelFileNameIsChecked) {
   expectPlanJsonError(planWithKernels("../x86_64.so"),
                       "kernels.x86_64.file: '../x86_64.so' is not a plan file name");
