@@ -49,6 +49,7 @@ void mtc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   pm.addPass(autodiff::createMTAutodiffPass(autodiffOptions));
   pm.addPass(transforms::createMTExpertLoadPass());
   pm.addPass(optimizer::createMTOptimizerPass());
+  pm.addPass(transforms::createMTLogitsPass());
   addCleanup(pm);
 }
 

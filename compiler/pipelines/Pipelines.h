@@ -40,7 +40,8 @@ struct TrainingPipelineOptions
 /// From the frontend's `mt` module to the training step: a vocabulary tp does not divide
 /// padded with its padded classes masked (mt-pad-vocabulary: before autodiff, so every
 /// derived function has the padded types), autodiff (forward_backward and the layers'
-/// fwd/bwd), then the optimizer step; canonicalize + CSE after.
+/// fwd/bwd), then the optimizer step, and the model's logits for generation (mt-logits:
+/// `forward` without its loss); canonicalize + CSE after.
 void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
 
 /// From the training step to the functions one rank runs: composite ops decomposed into

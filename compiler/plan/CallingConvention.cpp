@@ -96,7 +96,7 @@ std::string mtc::planDTypeName(Type type) {
 
 json::Object mtc::describeCallingConvention(ModuleOp module) {
   json::Object functions;
-  for (StringRef name : {"forward", "forward_backward", "optimizer_step"}) {
+  for (StringRef name : {"forward", "forward_backward", "optimizer_step", "logits"}) {
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)
       continue;

@@ -17,7 +17,8 @@ namespace mtc {
 
 /// `{"forward_backward": {"symbol", "inputs": [...], "outputs": [...]}, ...}` for the
 /// outlined step functions of `module`. Each buffer is `{"kind", "name", "dtype", "dims"}`
-/// with kind `input`, `param`, `state`, `grad`, `loss`, `grad_norm` or `lr`. The pipeline
+/// with kind `input`, `param`, `state`, `grad`, `loss`, `logits` (what the generation
+/// function `logits`, mt-logits, returns), `grad_norm` or `lr`. The pipeline
 /// chunk functions (mt-pipeline-chunks) are there too, with their `chunk` and `layers`
 /// ([first, count]) and buffers also of kind `activation`, `activation_grad`, `residual`
 /// or `stash` (the last two with their `index`).

@@ -301,7 +301,11 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
                                   {"dtype", planDTypeName(type.getElementType())}});
   }
   plan["states"] = std::move(states);
-  plan["functions"] = json::Array{"forward", "forward_backward", "optimizer_step"};
+  json::Array functions{"forward", "forward_backward", "optimizer_step"};
+  // What generation runs (mt-logits), where the model has logits to return.
+  if (trained.lookupSymbol<func::FuncOp>("logits"))
+    functions.push_back("logits");
+  plan["functions"] = std::move(functions);
 
   (void)context;
   MemoryPrediction memory = predictMemory(trained, workspace);

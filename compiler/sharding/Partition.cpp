@@ -466,7 +466,7 @@ LogicalResult Partitioner::run() {
   // activations, residuals and stash cross function boundaries replicated, and the
   // optimizer steps (`mt.optimizer`: @optimizer_step and the pipeline stages' functions).
   SmallVector<func::FuncOp> entries;
-  for (StringRef name : {"forward", "forward_backward"})
+  for (StringRef name : {"forward", "forward_backward", "logits"})
     if (auto func = module.lookupSymbol<func::FuncOp>(name))
       entries.push_back(func);
   for (auto func : module.getOps<func::FuncOp>())

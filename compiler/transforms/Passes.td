@@ -72,4 +72,30 @@ def MTExpertLoadPass : Pass<"mt-expert-load", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }
 
+def MTLogitsPass : Pass<"mt-logits", "::mlir::ModuleOp"> {
+  let summary = "Add a `logits` entry function: forward up to its loss, for generation";
+  let description = [{
+    Adds `@logits(tokens) -> logits`, the model's `forward` without its loss: a copy of
+    `forward` without its labels argument that returns the logits operand of its
+    `mt.cross_entropy` instead of the loss, with the result attribute
+    `mt.buffer = "logits"` (the plan's buffer kind). The logits keep the batch and sequence
+    dimensions of the tokens, in their order, followed by the class dimension (an
+    `mt.transpose` puts them in that order where the model computed them otherwise); their
+    element type is the model's. What only the loss needed (the cross-entropy, an auxiliary
+    loss) is erased.
+
+    The function has `forward`'s evaluation semantics: its dropouts are those of `forward`,
+    which the runtime disables by calling without a dropout key, as it evaluates `forward`.
+    After mt-pad-vocabulary the logits have the padded vocabulary, the padded classes
+    masked to a large negative value as the loss sees them; the plan's `vocabulary_size`
+    says how many are real.
+
+    Left alone: a module that has a `logits` function already, one without `forward`, and
+    one whose `forward` does not take the tokens then the labels, has no or several
+    `mt.cross_entropy` ops, or uses the labels other than as the loss's labels (no function
+    is added: such a model has nothing to generate from).
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // MTC_COMPILER_TRANSFORMS_PASSES_TD

@@ -5,7 +5,8 @@
 // (kernels/x86_64.so). This file is the command line: it parses and checks the flags, starts
 // the ranks (`--nodes`), joins this rank to its job and hands the run to the training loop
 // (runtime/exec/TrainingRun.h: initialise or resume, the steps, logs, metrics, checkpoints,
-// the export), printing its log. `--info` describes the plan. Plain C++20: no LLVM.
+// the export), printing its log. `--info` describes the plan. `mtrun generate PLAN ...`
+// generates text instead (Generate.h). Plain C++20: no LLVM.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,7 @@
 #include "runtime/plan/Sharding.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/OutputPaths.h"
+#include "tools/mtrun/Generate.h"
 
 #include <charconv>
 #include <csignal>
@@ -513,6 +515,8 @@ int main(int argc, char **argv) {
   // operation (Gloo writes without MSG_NOSIGNAL).
   std::signal(SIGPIPE, SIG_IGN);
   try {
+    if (argc > 1 && std::string_view(argv[1]) == "generate")
+      return runGenerate(argc - 1, argv + 1);
     return run(argc, argv);
   } catch (const std::exception &e) {
     std::fprintf(stderr, "mtrun: error: %s\n", e.what());

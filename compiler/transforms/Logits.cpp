@@ -1,0 +1,88 @@
+//===- Logits.cpp - the model's logits as an entry function ---------------===//
+//
+// Generation needs the next token's scores, which the training entry points never return:
+// `forward` ends in the loss. The logits function is `forward` cut before its loss rather
+// than a function the frontend writes, so every model that trains on token ids can
+// generate without a change to its source, and it is the training forward's computation
+// op for op (greedy decoding is the argmax of what training computes). Passes.td describes
+// the contract.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/transforms/Passes.h"
+
+#include "dialects/mt/IR/MTDialect.h"
+#include "dialects/mt/IR/MTOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+namespace mtc::transforms {
+#define GEN_PASS_DEF_MTLOGITSPASS
+#include "compiler/transforms/Passes.h.inc"
+} // namespace mtc::transforms
+
+using namespace mlir;
+using namespace mtc;
+using mt::NamedTensorType;
+
+namespace {
+
+/// The buffer kind the plan gives the result (CallingConvention.cpp).
+constexpr StringLiteral kLogitsBuffer = "logits";
+
+/// The loss of `forward` if the function can be cut before it: tokens and labels first, one
+/// cross-entropy in the body, whose labels are the labels argument and its only use.
+mt::CrossEntropyOp findLoss(func::FuncOp forward) {
+  if (forward.getNumArguments() < 2 || !forward.getBody().hasOneBlock())
+    return nullptr;
+  SmallVector<mt::CrossEntropyOp> losses(forward.getBody().front().getOps<mt::CrossEntropyOp>());
+  if (losses.size() != 1)
+    return nullptr;
+  Value labels = forward.getArgument(1);
+  if (losses.front().getLabels() != labels || !labels.hasOneUse())
+    return nullptr;
+  return losses.front();
+}
+
+/// `logits` with the dimensions of `tokens` first, in their order, then the class
+/// dimension: the layout the runtime reads a position's scores from.
+Value inTokenOrder(OpBuilder &b, Value logits, Value tokens, StringRef classDim) {
+  auto type = cast<NamedTensorType>(logits.getType());
+  auto tokensType = cast<NamedTensorType>(tokens.getType());
+  SmallVector<mt::NamedDim> dims = tokensType.getDims();
+  dims.push_back({b.getStringAttr(classDim), type.getDimSize(classDim)});
+  NamedTensorType ordered = type.withDims(dims);
+  if (ordered == type)
+    return logits;
+  return mt::TransposeOp::create(b, logits.getLoc(), ordered, logits);
+}
+
+struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    auto forward = symbols.lookup<func::FuncOp>("forward");
+    if (!forward || symbols.lookup(kLogitsBuffer) || !findLoss(forward))
+      return;
+
+    auto logits = cast<func::FuncOp>(forward->clone());
+    logits.setSymName(kLogitsBuffer);
+    symbols.insert(logits, std::next(forward->getIterator()));
+    mt::CrossEntropyOp loss = findLoss(logits);
+    auto ret = cast<func::ReturnOp>(logits.getBody().front().getTerminator());
+    OpBuilder b(ret);
+    Value result = inTokenOrder(b, loss.getLogits(), logits.getArgument(0), loss.getDim());
+    ret->setOperands(result);
+    // The loss and whatever fed only the loss (an auxiliary loss) go; the labels with them.
+    IRRewriter rewriter(b);
+    (void)runRegionDCE(rewriter, logits.getBody());
+    logits.removeResAttrsAttr();
+    logits.setFunctionType(b.getFunctionType(logits.getArgumentTypes(), {result.getType()}));
+    logits.setResultAttr(0, mt::MTDialect::kBufferAttrName, b.getStringAttr(kLogitsBuffer));
+    (void)logits.eraseArgument(1);
+  }
+};
+
+} // namespace

@@ -1,0 +1,98 @@
+// RUN: mt-opt %s -split-input-file -mt-logits | FileCheck %s
+
+// Tests that @logits is @forward without the labels, returning the operand of the loss
+// (tokens' dims, then the class dimension) as the `logits` buffer, placed after @forward,
+// which stays as it was.
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME: -> !mt.tensor<[], f32>
+// CHECK: mt.cross_entropy
+// CHECK-LABEL: func.func @logits(
+// CHECK-SAME: %[[T:.*]]: !mt.tensor<[batch=2, seq=3], i32>)
+// CHECK-SAME: -> (!mt.tensor<[batch=2, seq=3, vocab=5], f32> {mt.buffer = "logits"})
+// CHECK: %[[W:.*]] = mt.param_ref @wte
+// CHECK: %[[X:.*]] = mt.gather %[[W]], %[[T]] over vocab
+// CHECK: %[[D:.*]] = mt.dropout %[[X]]
+// CHECK: %[[L:.*]] = mt.contract %[[D]], %[[W]] over [hidden]
+// CHECK-NOT: mt.cross_entropy
+// CHECK: return %[[L]] : !mt.tensor<[batch=2, seq=3, vocab=5], f32>
+module {
+  mt.param @wte : !mt.tensor<[vocab=5, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=3], i32>, %labels: !mt.tensor<[batch=2, seq=3], i32>) -> !mt.tensor<[], f32> {
+    %w = mt.param_ref @wte : <[vocab=5, hidden=4], f32>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, hidden=4], f32>, <[batch=2, seq=3], i32> -> <[batch=2, seq=3, hidden=4], f32>
+    %d = mt.dropout %x rate 1.000000e-01 stream 0 : <[batch=2, seq=3, hidden=4], f32>
+    %l = mt.contract %d, %w over [hidden] : <[batch=2, seq=3, hidden=4], f32>, <[vocab=5, hidden=4], f32> -> <[batch=2, seq=3, vocab=5], f32>
+    %loss = mt.cross_entropy %l, %labels over vocab : <[batch=2, seq=3, vocab=5], f32>, <[batch=2, seq=3], i32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that logits computed in another dimension order are transposed to the tokens'
+// dims then the classes, and that what only the loss needed (an auxiliary loss) is erased.
+// CHECK-LABEL: func.func @logits(
+// CHECK-SAME: -> (!mt.tensor<[batch=2, seq=3, vocab=5], f32> {mt.buffer = "logits"})
+// CHECK: %[[L:.*]] = mt.contract {{.*}} -> <[vocab=5, batch=2, seq=3], f32>
+// CHECK-NOT: mt.reduce_sum
+// CHECK: %[[O:.*]] = mt.transpose %[[L]] : <[vocab=5, batch=2, seq=3], f32> to <[batch=2, seq=3, vocab=5], f32>
+// CHECK-NOT: mt.reduce_sum
+// CHECK: return %[[O]]
+module {
+  mt.param @wte : !mt.tensor<[vocab=5, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=3], i32>, %labels: !mt.tensor<[batch=2, seq=3], i32>) -> !mt.tensor<[], f32> {
+    %w = mt.param_ref @wte : <[vocab=5, hidden=4], f32>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, hidden=4], f32>, <[batch=2, seq=3], i32> -> <[batch=2, seq=3, hidden=4], f32>
+    %l = mt.contract %w, %x over [hidden] : <[vocab=5, hidden=4], f32>, <[batch=2, seq=3, hidden=4], f32> -> <[vocab=5, batch=2, seq=3], f32>
+    %ce = mt.cross_entropy %l, %labels over vocab : <[vocab=5, batch=2, seq=3], f32>, <[batch=2, seq=3], i32> -> <[], f32>
+    %aux = mt.reduce_sum %x over [batch, seq, hidden] : <[batch=2, seq=3, hidden=4], f32> -> <[], f32>
+    %loss = mt.add %ce, %aux : <[], f32>, <[], f32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that a forward without a cross-entropy (nothing to generate from) gets no @logits.
+// CHECK-LABEL: func.func @forward(
+// CHECK-NOT: func.func @logits
+module {
+  func.func @forward(%x: !mt.tensor<[hidden=4], f32>, %y: !mt.tensor<[hidden=4], f32>) -> !mt.tensor<[], f32> {
+    %d = mt.sub %x, %y : <[hidden=4], f32>, <[hidden=4], f32> -> <[hidden=4], f32>
+    %l = mt.reduce_sum %d over [hidden] : <[hidden=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that a forward using its labels beyond the loss's labels gets no @logits: the
+// function could not do without them.
+// CHECK-LABEL: func.func @forward(
+// CHECK-NOT: func.func @logits
+module {
+  mt.param @wte : !mt.tensor<[vocab=5, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=3], i32>, %labels: !mt.tensor<[batch=2, seq=3], i32>) -> !mt.tensor<[], f32> {
+    %w = mt.param_ref @wte : <[vocab=5, hidden=4], f32>
+    %x = mt.gather %w, %labels over vocab : <[vocab=5, hidden=4], f32>, <[batch=2, seq=3], i32> -> <[batch=2, seq=3, hidden=4], f32>
+    %l = mt.contract %x, %w over [hidden] : <[batch=2, seq=3, hidden=4], f32>, <[vocab=5, hidden=4], f32> -> <[batch=2, seq=3, vocab=5], f32>
+    %loss = mt.cross_entropy %l, %labels over vocab : <[batch=2, seq=3, vocab=5], f32>, <[batch=2, seq=3], i32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that a module with a @logits function already is left alone.
+// CHECK-LABEL: func.func @logits(
+// CHECK-SAME: -> !mt.tensor<[hidden=4], f32>
+// CHECK-NOT: func.func @logits
+module {
+  func.func @logits(%x: !mt.tensor<[hidden=4], f32>) -> !mt.tensor<[hidden=4], f32> {
+    return %x : !mt.tensor<[hidden=4], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, vocab=5], f32>, %labels: !mt.tensor<[batch=2], i32>) -> !mt.tensor<[], f32> {
+    %loss = mt.cross_entropy %tokens, %labels over vocab : <[batch=2, vocab=5], f32>, <[batch=2], i32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}

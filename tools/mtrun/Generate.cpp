@@ -1,0 +1,339 @@
+//===- Generate.cpp - `mtrun generate` ------------------------------------===//
+//
+// Parses and checks the flags, loads the plan and its parameters (a checkpoint, or the
+// initial ones with --steps 0), tokenizes the prompt, generates (runtime/generate) and
+// prints the text. Everything a user can get wrong is checked before the first token.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/mtrun/Generate.h"
+
+#include "runtime/comm/LaunchEnvironment.h"
+#include "runtime/data/Tokenizer.h"
+#include "runtime/exec/Checkpoint.h"
+#include "runtime/exec/KernelThreads.h"
+#include "runtime/generate/Decoding.h"
+#include "runtime/generate/LogitsFunction.h"
+#include "runtime/support/OutputPaths.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mtc::rt {
+namespace {
+
+struct GenerateOptions {
+  std::optional<std::string> plan, load, steps, prompt, maxNewTokens, temperature, topK, topP, seed,
+      threads, dumpLogits;
+  std::vector<std::string> stopTokens;
+  TokenizerOptions tokenizer;
+  bool tokenizerGiven[4] = {};
+  bool ignoreEod = false, ids = false, help = false;
+};
+
+constexpr const char *kUsage =
+    "usage: mtrun generate PLAN (--load CKPT | --steps 0) --prompt TEXT [options]\n\n"
+    "Continues TEXT with the plan's `logits` function on this CPU (one rank): greedy by\n"
+    "default, sampled with --temperature > 0.\n\n"
+    "options:\n"
+    "  --load DIR                 the parameters of the checkpoint in DIR\n"
+    "  --steps 0                  the plan's initial parameters instead\n"
+    "  --prompt TEXT              the text to continue (not empty)\n"
+    "  --max-new-tokens N         at most N new tokens (default: until the window is full)\n"
+    "  --temperature T            0: greedy (the default); T > 0: sample softmax(logits / T)\n"
+    "  --top-k K                  sample among the K most likely tokens (0: all, the default)\n"
+    "  --top-p P                  sample in the smallest set of probability >= P, in (0, 1]\n"
+    "  --seed S                   the sampling seed (default: the plan's seed)\n"
+    "  --stop-token ID            end when ID is chosen (repeatable; the tokenizer's end of\n"
+    "                             document always ends, unless --ignore-eod)\n"
+    "  --ignore-eod               do not end at the tokenizer's end of document\n"
+    "  --tokenizer-type T         bytes (default), GPT2BPETokenizer, SentencePieceTokenizer,\n"
+    "                             GPTSentencePieceTokenizer, Llama2Tokenizer (as mtc-data)\n"
+    "  --vocab-file F, --merge-file F, --tokenizer-model F   the tokenizer's files\n"
+    "  --ids                      print the token ids instead of the text\n"
+    "  --dump-logits FILE         write the logits of every position of the result (.npy,\n"
+    "                             f32 [tokens - 1, vocabulary])\n"
+    "  --threads-per-rank N       threads of the kernels (default: OMP_NUM_THREADS, else cores)\n";
+
+Expected<GenerateOptions> parseGenerateArgs(int argc, char **argv) {
+  GenerateOptions o;
+  struct Valued {
+    std::string_view name;
+    std::optional<std::string> *field;
+  } valued[] = {{"--load", &o.load},
+                {"--steps", &o.steps},
+                {"--prompt", &o.prompt},
+                {"--max-new-tokens", &o.maxNewTokens},
+                {"--temperature", &o.temperature},
+                {"--top-k", &o.topK},
+                {"--top-p", &o.topP},
+                {"--seed", &o.seed},
+                {"--threads-per-rank", &o.threads},
+                {"--dump-logits", &o.dumpLogits}};
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg.empty() || arg[0] != '-') {
+      if (o.plan)
+        return makeError("unexpected argument '", arg, "' (mtrun generate takes one PLAN)");
+      o.plan = std::string(arg);
+      continue;
+    }
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (arg == "--ignore-eod" || arg == "--ids") {
+      (arg == "--ids" ? o.ids : o.ignoreEod) = true;
+      continue;
+    }
+    std::string_view name = arg, value;
+    bool inlineValue = false;
+    if (size_t eq = arg.find('='); eq != std::string_view::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      inlineValue = true;
+    }
+    auto takeValue = [&]() -> Error {
+      if (!inlineValue) {
+        if (i + 1 >= argc)
+          return makeError(name, " needs a value");
+        value = argv[++i];
+      }
+      if (value.empty())
+        return makeError(name, " needs a non-empty value");
+      return Error::success();
+    };
+    std::optional<std::string> *field = nullptr;
+    for (const Valued &v : valued)
+      if (v.name == name)
+        field = v.field;
+    const std::string_view tokenizerFlags[] = {"--tokenizer-type", "--vocab-file", "--merge-file",
+                                               "--tokenizer-model"};
+    auto tokenizerFlag = std::find(std::begin(tokenizerFlags), std::end(tokenizerFlags), name);
+    if (!field && name != "--stop-token" && tokenizerFlag == std::end(tokenizerFlags))
+      return makeError("unknown option '", arg, "' of mtrun generate (see mtrun generate --help)");
+    if (Error err = takeValue(); !err.ok())
+      return err;
+    if (name == "--stop-token") {
+      o.stopTokens.emplace_back(value);
+    } else if (field) {
+      if (*field)
+        return makeError(name, " given twice");
+      *field = std::string(value);
+    } else {
+      size_t index = size_t(tokenizerFlag - std::begin(tokenizerFlags));
+      if (o.tokenizerGiven[index])
+        return makeError(name, " given twice");
+      o.tokenizerGiven[index] = true;
+      std::string text(value);
+      if (index == 0)
+        o.tokenizer.type = text;
+      else
+        (index == 1   ? o.tokenizer.vocabFile
+         : index == 2 ? o.tokenizer.mergeFile
+                      : o.tokenizer.tokenizerModel) = text;
+    }
+  }
+  return o;
+}
+
+Expected<int64_t> parseInteger(const std::optional<std::string> &value, std::string_view flag,
+                               int64_t fallback, int64_t min, int64_t max) {
+  if (!value)
+    return fallback;
+  int64_t n = 0;
+  auto [end, err] = std::from_chars(value->data(), value->data() + value->size(), n);
+  if (err != std::errc() || end != value->data() + value->size() || n < min || n > max)
+    return makeError(flag, " expects an integer from ", min, " to ", max, ", got '", *value, "'");
+  return n;
+}
+
+Expected<double> parseNumber(const std::optional<std::string> &value, std::string_view flag,
+                             double fallback) {
+  if (!value)
+    return fallback;
+  double x = 0;
+  auto [end, err] = std::from_chars(value->data(), value->data() + value->size(), x);
+  if (err != std::errc() || end != value->data() + value->size() || !std::isfinite(x))
+    return makeError(flag, " expects a number, got '", *value, "'");
+  return x;
+}
+
+/// The logits of every position of `tokens` but the last, row-major [n - 1, vocabulary], as
+/// a version 1.0 .npy file (numpy.load reads it).
+Error writeLogits(const std::string &path, LogitsFunction &logits,
+                  const std::vector<int64_t> &tokens) {
+  if (Error err = logits.run(tokens); !err.ok())
+    return err;
+  std::string header = concat("{'descr': '<f4', 'fortran_order': False, 'shape': (",
+                              tokens.size() - 1, ", ", logits.vocabulary(), "), }");
+  // Magic, version, header length, then the header padded with spaces to a multiple of 64
+  // and ended by a newline.
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header.push_back('\n');
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const uint16_t length = static_cast<uint16_t>(header.size());
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.write(reinterpret_cast<const char *>(&length), 2);
+  out.write(header.data(), std::streamsize(header.size()));
+  for (size_t t = 0; t + 1 < tokens.size(); ++t) {
+    std::span<const float> row = logits.at(int64_t(t));
+    out.write(reinterpret_cast<const char *>(row.data()), std::streamsize(row.size_bytes()));
+  }
+  out.close();
+  if (!out)
+    return makeError("--dump-logits: cannot write '", path, "'");
+  return Error::success();
+}
+
+int failWith(const Error &err) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "mtrun generate: error: %s\n", err.message().c_str());
+  return 1;
+}
+
+int generateMain(int argc, char **argv) {
+  Expected<GenerateOptions> opts = parseGenerateArgs(argc, argv);
+  if (!opts)
+    return failWith(opts.error());
+  if (opts->help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!opts->plan)
+    return failWith(makeError("no PLAN given (usage: mtrun generate PLAN --load CKPT --prompt "
+                              "TEXT; see mtrun generate --help)"));
+  if (!opts->prompt)
+    return failWith(makeError("no --prompt TEXT given (the text to continue)"));
+  if (opts->load && opts->steps)
+    return failWith(makeError("--load and --steps 0 name two sets of parameters: give one"));
+  if (!opts->load && !opts->steps)
+    return failWith(makeError("no parameters: give --load CKPT (a checkpoint of the plan) or "
+                              "--steps 0 (its initial parameters)"));
+  if (opts->steps && *opts->steps != "0")
+    return failWith(makeError("--steps must be 0 (the initial parameters; generation does not "
+                              "train), got '",
+                              *opts->steps, "'"));
+  Expected<int64_t> maxNew =
+      parseInteger(opts->maxNewTokens, "--max-new-tokens", -1, 0, int64_t(1) << 40);
+  Expected<double> temperature = parseNumber(opts->temperature, "--temperature", 0);
+  Expected<int64_t> topK = parseInteger(opts->topK, "--top-k", 0, 0, int64_t(1) << 40);
+  Expected<double> topP = parseNumber(opts->topP, "--top-p", 1);
+  Expected<int64_t> threads =
+      parseInteger(opts->threads, "--threads-per-rank", 0, 1, kMaxThreadsPerRank);
+  for (const Error *err :
+       {&maxNew.error(), &temperature.error(), &topK.error(), &topP.error(), &threads.error()})
+    if (!err->ok())
+      return failWith(*err);
+  GenerationOptions generation;
+  generation.maxNewTokens = *maxNew;
+  generation.sampling.temperature = *temperature;
+  generation.sampling.topK = *topK;
+  generation.sampling.topP = *topP;
+  if (Error err = checkSamplingOptions(generation.sampling); !err.ok())
+    return failWith(std::move(err).withContext(*temperature < 0          ? "--temperature"
+                                               : *topP <= 0 || *topP > 1 ? "--top-p"
+                                                                         : "--top-k"));
+  if (opts->dumpLogits)
+    if (Error err = checkOutputFile(*opts->dumpLogits, "--dump-logits"); !err.ok())
+      return failWith(err);
+
+  Expected<Plan> plan = loadPlan(*opts->plan);
+  if (!plan)
+    return failWith(plan.error());
+  if (plan->pipeline)
+    return failWith(makeError(*opts->plan,
+                              ": a pipeline plan runs its layers on several "
+                              "stages; generation runs on one rank (compile the model without "
+                              "--pp: a checkpoint loads under any layout)"));
+  Expected<int64_t> seed = parseInteger(opts->seed, "--seed", int64_t(plan->seed), 0,
+                                        std::numeric_limits<int64_t>::max());
+  if (!seed)
+    return failWith(seed.error());
+  generation.sampling.seed = static_cast<uint64_t>(*seed);
+
+  Expected<std::unique_ptr<Tokenizer>> tokenizer = makeTokenizer(opts->tokenizer);
+  if (!tokenizer)
+    return failWith(tokenizer.error());
+  std::vector<int64_t> prompt;
+  if (Error err = (*tokenizer)->encode(*opts->prompt, prompt); !err.ok())
+    return failWith(std::move(err).withContext("--prompt"));
+  int64_t vocabulary = plan->vocabularyRealSize;
+  for (int64_t id : prompt)
+    if (id >= vocabulary)
+      return failWith(makeError("--prompt: the ", (*tokenizer)->name(), " tokenizer gives id ", id,
+                                ", outside the model's vocabulary of ", vocabulary,
+                                " (is it the tokenizer the model was trained with?)"));
+  for (const std::string &text : opts->stopTokens) {
+    Expected<int64_t> id = parseInteger(text, "--stop-token", 0, 0, vocabulary - 1);
+    if (!id)
+      return failWith(id.error());
+    generation.stopTokens.push_back(*id);
+  }
+  if (!opts->ignoreEod)
+    generation.stopTokens.push_back((*tokenizer)->eod());
+
+  Expected<KernelLibrary> kernels = KernelLibrary::load(*plan);
+  if (!kernels)
+    return failWith(kernels.error());
+  Expected<TrainingState> state =
+      opts->load ? loadCheckpoint(*opts->load, *plan) : TrainingState::initialize(*plan);
+  if (!state)
+    return failWith(state.error());
+  Expected<LogitsFunction> logits = LogitsFunction::create(*plan, *kernels, *state);
+  if (!logits)
+    return failWith(logits.error());
+  Expected<int> threadsPerRank =
+      opts->threads ? Expected<int>(static_cast<int>(*threads))
+                    : defaultThreadsPerRank(processEnvironment(), availableCores(), 1);
+  if (!threadsPerRank)
+    return failWith(threadsPerRank.error());
+  setKernelThreads(*threadsPerRank);
+
+  LogitsOfLast lastLogits = [&](std::span<const int64_t> ids) -> Expected<std::span<const float>> {
+    if (Error err = logits->run(ids); !err.ok())
+      return err;
+    return logits->at(static_cast<int64_t>(ids.size()) - 1);
+  };
+  Expected<Generation> result = generate(lastLogits, prompt, logits->window(), generation);
+  if (!result)
+    return failWith(result.error());
+
+  std::string text;
+  if (opts->ids) {
+    for (size_t i = 0; i < result->tokens.size(); ++i)
+      text += concat(i ? " " : "", result->tokens[i]);
+  } else if (Error err = (*tokenizer)->decode(result->tokens, text); !err.ok()) {
+    return failWith(std::move(err).withContext("decoding the generated tokens"));
+  }
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
+  if (opts->dumpLogits)
+    if (Error err = writeLogits(*opts->dumpLogits, *logits, result->tokens); !err.ok())
+      return failWith(err);
+  const int64_t made = static_cast<int64_t>(result->tokens.size()) - result->promptTokens;
+  std::string why = result->reason == StopReason::StopToken
+                        ? concat("stop token ", result->stopToken)
+                    : result->reason == StopReason::WindowFull
+                        ? concat("the model's window of ", logits->window(), " tokens is full")
+                        : concat("--max-new-tokens ", generation.maxNewTokens);
+  std::fprintf(stderr, "mtrun generate: %lld prompt tokens, %lld new (%s; %s)\n",
+               static_cast<long long>(result->promptTokens), static_cast<long long>(made),
+               generation.sampling.temperature == 0 ? "greedy" : "sampled", why.c_str());
+  return std::fflush(stdout) == 0 ? 0 : failWith(makeError("cannot write the output"));
+}
+
+} // namespace
+
+int runGenerate(int argc, char **argv) { return generateMain(argc, argv); }
+
+} // namespace mtc::rt
