@@ -169,6 +169,15 @@ private:
   LogicalResult partitionOp(Operation *op, FunctionState &state);
   LogicalResult partitionRepeat(mt::RepeatOp op, FunctionState &state);
 
+  /// `layout` (of data) as it enters or leaves the step: under ZeRO-3 the micro-batch is the
+  /// data-parallel group's, and each rank loads (or passes between its pipeline stages) its
+  /// own part, the sequences it would train on with ZeRO-1.
+  ShardedTensorType dataParallelPart(ShardedTensorType layout) const {
+    auto global = cast<NamedTensorType>(layout.getGlobal());
+    if (!spec.shardParameters || !global.hasDim(mt::MTDialect::kBatchDimName))
+      return layout;
+    return layout.withSplit(mt::MTDialect::kBatchDimName, {spec.dataParallelAxis});
+  }
   /// The layout an entry function's argument or result must have.
   ShardedTensorType entryLayout(Type type, DictionaryAttr attrs, bool grad, bool optimizer);
   /// The layout the step computes a data argument (`layout`, whole) on: the data's splits
@@ -496,12 +505,7 @@ LogicalResult Partitioner::run() {
         args.back() = **data;
         continue;
       }
-      // Under ZeRO-3 the micro-batch is the data-parallel group's: each rank loads its own
-      // part (the sequences it would train on with ZeRO-1).
-      auto global = cast<NamedTensorType>(args.back().getGlobal());
-      if (spec.shardParameters && global.hasDim(mt::MTDialect::kBatchDimName))
-        args.back() = args.back().withSplit(mt::MTDialect::kBatchDimName,
-                                            {spec.dataParallelAxis});
+      args.back() = dataParallelPart(args.back());
       if (*data && **data != args.back())
         sliced.back() = *data;
     }
@@ -509,14 +513,22 @@ LogicalResult Partitioner::run() {
     for (auto [i, type] : llvm::enumerate(func.getResultTypes())) {
       bool grad = func.getSymName() == "forward_backward" && i >= 1 && i - 1 < numGrads;
       forced.push_back(entryLayout(type, func.getResultAttrDict(i), grad, optimizer));
-      if (!optimizer && isSavedOnRank(func.getResultAttrDict(i))) {
+      if (optimizer || grad || isModelState(func.getResultAttrDict(i)))
+        continue;
+      if (isSavedOnRank(func.getResultAttrDict(i))) {
         FailureOr<std::optional<ShardedTensorType>> data =
             dataLayout(func, i, *forced.back(), /*result=*/true);
         if (failed(data))
           return failure();
         if (*data)
           forced.back() = **data;
+        continue;
       }
+      // A pipeline chunk's activations (and their gradients) travel between the stages of
+      // one data-parallel rank: under ZeRO-3 they are its part of the micro-batch (what the
+      // entry functions return, the loss and the logits, is whole).
+      if (func->hasAttr(mt::MTDialect::kPipelineChunkAttrName))
+        forced.back() = dataParallelPart(*forced.back());
     }
     if (failed(partitionFunction(func, args, forced, sliced)))
       return failure();

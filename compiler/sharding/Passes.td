@@ -113,7 +113,8 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     (inside a layer function, so one layer at a time, forward and backward), leave the
     gradients partial over `dp` and reduce-scatter them into the parameters' layouts at
     the result, sum the loss over `dp`, and the optimizer step updates shards without a
-    final gather.
+    final gather. A pipeline chunk's activations and their gradients leave it with `batch`
+    still split over `dp`: they go to the same data-parallel rank's next stage.
 
     Not supported, reported as errors: a layout dimension mapped to
     another axis than `tp`, `ep` (the experts) or `cp` (the sequence) (`batch: dp` is the

@@ -119,7 +119,7 @@ std::optional<double> predictedStageCommunicationBytes(const Plan &plan, const P
   double stageCounts = 0;
   for (int64_t experts : expertLoad->experts)
     stageCounts += static_cast<double>(stageLayers * experts);
-  if (dataParallelSize > 1)
+  if (dataParallelSize > 1 && plan.zeroStage != 3) // ZeRO-3's kernels count the group's
     bytes += ringAllReduceBytes(stageCounts * sizeof(double), dataParallelSize);
   return bytes + ringAllReduceBytes((2 + static_cast<double>(expertLoad->size())) * sizeof(double),
                                     pipeline.stages);

@@ -67,7 +67,10 @@ Expected<StageHoldings> stageHoldings(const Plan &plan, int64_t stage) {
 /// The distributed optimizer's layout of a stage's tensor `p` (its stage dims): its layout
 /// plus the first dimension no axis splits whose size the data-parallel degree divides, as
 /// the compiler lays out the stage functions' gradients and states (none divides: whole).
+/// Under ZeRO-3 the layout is the optimizer's already (split over dp, never along `layers`).
 std::optional<ParamLayout> stageOptimizerLayout(const Plan &plan, const ParamInfo &p) {
+  if (plan.zeroStage == 3)
+    return std::nullopt;
   const int64_t dp = plan.mesh[*plan.dataParallelAxis].size;
   for (size_t d = 0; d < p.dims.size(); ++d) {
     bool split = std::any_of(p.layout.splits.begin(), p.layout.splits.end(),

@@ -82,12 +82,11 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
   expertLoad_ = std::move(*expertLoad);
 
   // A pipeline stage accumulates a micro-batch's gradient in chunk parts (accumulate), which
-  // ZeRO-2's whole-gradient reduce-scatter per micro-batch does not cover yet, nor do the
-  // chunk functions take ZeRO-3's sharded parameters.
-  if (plan.zeroStage >= 2)
-    return makeError(plan.dir.string(), ": ZeRO stage ", plan.zeroStage,
-                     " is not supported with pipeline parallelism yet (compile with "
-                     "--zero-stage 1)");
+  // ZeRO-2's whole-gradient reduce-scatter per micro-batch does not cover yet (ZeRO-3's chunk
+  // functions return their gradients reduce-scattered already).
+  if (plan.zeroStage == 2)
+    return makeError(plan.dir.string(), ": ZeRO stage 2 is not supported with pipeline "
+                                        "parallelism yet (compile with --zero-stage 1 or 3)");
   int64_t dpAxisSize = plan.dataParallelAxis ? plan.mesh[*plan.dataParallelAxis].size : 1;
   Expected<GradientBuffer> grads =
       GradientBuffer::create(sp, state_, dpAxisSize, /*withScratch=*/true);
@@ -341,7 +340,7 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
     pointers.push_back(*data);
   }
   {
-    DropoutCall dropout{DropoutKey{plan_->seed, step_, sampleBegin(i)}};
+    DropoutCall dropout{DropoutKey{plan_->seed, step_, kernelSampleBegin(i)}};
     if (Error err =
             callInMesh(kernel, pointers, mesh_->context(), plan_->dropout ? &dropout : nullptr);
         !err.ok())
@@ -457,7 +456,11 @@ Error PipelineTrainer::reduceGradients() {
         return std::move(err).withContext(concat("step ", step_ + 1, ": all-reduce of shared "
                                                  "parameter '",
                                                  state_.params[p].name, "' over its stages"));
-  if (Error err = grads_->reduce(mesh_->dataParallel(), step_); !err.ok())
+  // Under ZeRO-3 the chunk functions return the gradients reduce-scattered, and count the
+  // data-parallel group's tokens per expert.
+  bool shardedParameters = plan_->zeroStage == 3;
+  if (Error err = grads_->reduce(shardedParameters ? nullptr : mesh_->dataParallel(), step_);
+      !err.ok())
     return err;
   Communicator *dp = mesh_->dataParallel();
   if (!dp)
@@ -465,7 +468,9 @@ Error PipelineTrainer::reduceGradients() {
   // The loss and the stage's tokens per expert in one all-reduce (f64 holds the counts
   // exactly: they are far below 2^53).
   std::vector<double> sums = {lossSum_};
-  std::vector<std::pair<size_t, size_t>> ranges = stageExpertLoadRanges();
+  std::vector<std::pair<size_t, size_t>> ranges;
+  if (!shardedParameters)
+    ranges = stageExpertLoadRanges();
   for (auto [first, values] : ranges)
     sums.insert(sums.end(), expertLoadSum_.begin() + ptrdiff_t(first),
                 expertLoadSum_.begin() + ptrdiff_t(first + values));
@@ -492,7 +497,10 @@ std::vector<std::pair<size_t, size_t>> PipelineTrainer::stageExpertLoadRanges() 
 
 Error PipelineTrainer::optimizerStep() {
   const LoadedStage &stage = kernels_->stages()[size_t(mesh_->stage())];
-  float gradScale = 1.0f / static_cast<float>(totalMicroBatches_);
+  // Under ZeRO-3 each chunk call's gradient is the mean over the data-parallel group's micro-batch.
+  float gradScale =
+      static_cast<float>(plan_->zeroStage == 3 ? dpSize_ : 1) /
+      static_cast<float>(totalMicroBatches_);
   float stepScalar = static_cast<float>(step_), squares = 0;
   auto bindGrads = [&](const KernelFunction &fn, std::vector<void *> &out, bool outputs,
                        const auto &scalar) -> Error {

@@ -114,6 +114,12 @@ private:
   int64_t sampleBegin(int64_t microBatch) const {
     return (dpIndex_ + microBatch * dpSize_) * microBatchSize_;
   }
+  /// The first sample of the kernels' micro-batch in this rank's micro-batch `microBatch`:
+  /// under ZeRO-3 the data-parallel group's (the kernels take its part dpIndex_).
+  int64_t kernelSampleBegin(int64_t microBatch) const {
+    return plan_->zeroStage == 3 ? microBatch * dpSize_ * microBatchSize_
+                                 : sampleBegin(microBatch);
+  }
   Error callChunk(const LoadedKernel &kernel, const ScheduleTask &task, std::string_view role);
   Error callStep(const LoadedKernel &kernel, std::span<void *const> buffers, std::string_view what);
   /// The stage's parameters and optimizer states by name (every call binds its buffers by
