@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/analysis/FunctionCost.h"
 #include "compiler/analysis/ModelStats.h"
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/codegen/CPU/CPUCodegen.h"
@@ -366,6 +367,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
   if (kernels) {
     kernels->callingConvention = mtc::describeCallingConvention(*module);
     kernels->collectiveBytes = mtc::sharding::predictCollectiveBytes(*module);
+    kernels->functionCosts = mtc::computeFunctionCosts(*module);
   }
   if (failed(runPipeline(*module, mtc::buildToLinalgPipeline)))
     return nullptr;
