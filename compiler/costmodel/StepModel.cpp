@@ -314,16 +314,20 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
     return llvm::createStringError("cluster '" + cluster.name + "' has no peak FLOP/s for " +
                                    sim.dtype);
   sim.peakFlops = peak->second;
-  // On a CPU host the ranks of a node share its cores (mtrun's threads per rank).
+  // On a CPU host the ranks of a node share its cores: a rank computes on its threads, or
+  // on its share of the cores when there are fewer.
   double computeScale = 1;
   if (cluster.kind == "cpu") {
-    computeScale =
-        static_cast<double>(sim.ranksPerNode) / static_cast<double>(cluster.devicesPerNode);
-    sim.peakFlops /= computeScale;
-    if (sim.ranksPerNode != cluster.devicesPerNode)
-      sim.notes.push_back(llvm::formatv("{0} ranks per node share {1} cores: each computes at "
+    double cores = static_cast<double>(cluster.devicesPerNode);
+    double share = cores / static_cast<double>(sim.ranksPerNode);
+    if (options.threadsPerRank > 0)
+      share = std::min(share, static_cast<double>(options.threadsPerRank));
+    computeScale = 1 / share;
+    sim.peakFlops *= share;
+    if (share != 1)
+      sim.notes.push_back(llvm::formatv("{0} ranks per node on {1} cores: each computes at "
                                         "{2:F2} x one core",
-                                        sim.ranksPerNode, cluster.devicesPerNode, 1 / computeScale)
+                                        sim.ranksPerNode, cluster.devicesPerNode, share)
                               .str());
   }
   sim.deviceMemoryBytes = cluster.memoryBytes;

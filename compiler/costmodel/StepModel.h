@@ -59,6 +59,9 @@ struct SimulateOptions {
   int64_t nodes = 1;
   /// Ranks per node (0: the cluster's devices per node).
   int64_t ranksPerNode = 0;
+  /// On a CPU cluster, the threads of each rank (mtrun --threads-per-rank; 0: the node's
+  /// cores shared evenly, mtrun's default).
+  int64_t threadsPerRank = 0;
   /// The element type of the matrix products (empty: the plan's precision, f32 without one).
   std::string dtype;
 };

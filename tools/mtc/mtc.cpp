@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Calibrate.h"
 #include "compiler/analysis/FunctionCost.h"
 #include "compiler/analysis/ModelStats.h"
 #include "compiler/costmodel/Cluster.h"
@@ -336,6 +337,11 @@ cl::opt<unsigned> ranksPerNodeFlag(
     cl::desc("Ranks per node (default: the cluster's devices per node; on a CPU cluster the "
              "ranks share the cores)"),
     cl::value_desc("G"), cl::sub(simulateCommand), cl::cat(compileCategory));
+cl::opt<unsigned> simulateThreads(
+    "threads-per-rank",
+    cl::desc("On a CPU cluster, each rank's threads (mtrun's flag; default: the node's cores "
+             "shared by its ranks)"),
+    cl::value_desc("T"), cl::sub(simulateCommand), cl::cat(compileCategory));
 cl::opt<std::string> dtypeFlag(
     "dtype",
     cl::desc("Element type of the matrix products, for the peak FLOP/s (default: the plan's "
@@ -365,6 +371,7 @@ int simulate() {
   mtc::costmodel::SimulateOptions options;
   options.nodes = nodesFlag;
   options.ranksPerNode = ranksPerNodeFlag;
+  options.threadsPerRank = simulateThreads;
   options.dtype = dtypeFlag;
   Expected<mtc::costmodel::Simulation> simulation =
       mtc::costmodel::simulateStep(*plan, *cluster, options);
@@ -380,6 +387,34 @@ int simulate() {
     out.keep();
     outs() << "wrote the predicted timeline to " << simulateTrace << "\n";
   }
+  return 0;
+}
+
+cl::SubCommand calibrateCommand("calibrate",
+                                "Measure this host and write its cluster file");
+cl::opt<std::string> calibrateOutput("output",
+                                     cl::desc("The cluster file to write (default: stdout)"),
+                                     cl::value_desc("host.json"), cl::init("-"),
+                                     cl::sub(calibrateCommand), cl::cat(compileCategory));
+
+/// `mtc calibrate`: Calibrate.h's measurements over the host preset, as a cluster file.
+int calibrate() {
+  Expected<mtc::costmodel::Cluster> base = mtc::costmodel::loadCluster("host");
+  if (!base) {
+    WithColor::error(errs(), "mtc") << toString(base.takeError()) << "\n";
+    return 1;
+  }
+  mtc::costmodel::Cluster host = mtc::calibrateHost(*base, errs());
+  host.description = "This host, measured by mtc calibrate (docs/cost-model.md).";
+  std::error_code ec;
+  ToolOutputFile out(calibrateOutput, ec, sys::fs::OF_None);
+  if (ec) {
+    WithColor::error(errs(), "mtc") << "--output: cannot write '" << calibrateOutput
+                                    << "': " << ec.message() << "\n";
+    return 1;
+  }
+  out.os() << formatv("{0:2}", host.toJSON()) << "\n";
+  out.keep();
   return 0;
 }
 
@@ -939,6 +974,7 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions({&compileCategory, &parallelCategory}, compileCommand);
   cl::HideUnrelatedOptions(compileCategory, inspectCommand);
   cl::HideUnrelatedOptions(compileCategory, simulateCommand);
+  cl::HideUnrelatedOptions(compileCategory, calibrateCommand);
   cl::HideUnrelatedOptions({&compileCategory, &parallelCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -950,13 +986,16 @@ int main(int argc, char **argv) {
       "  mtc compile model.mtl --stats                     parameter counts and FLOPs\n"
       "  mtc inspect model.plan                            verify a plan and describe it\n"
       "  mtc inspect model.plan --schedule [--svg F]       draw its pipeline schedule\n"
-      "  mtc simulate model.plan --cluster C [--nodes N]   predict its step on a cluster\n");
+      "  mtc simulate model.plan --cluster C [--nodes N]   predict its step on a cluster\n"
+      "  mtc calibrate [--output host.json]                measure this host\n");
   if (compileCommand)
     return compile();
   if (inspectCommand)
     return inspect();
   if (simulateCommand)
     return simulate();
+  if (calibrateCommand)
+    return calibrate();
   errs() << "mtc: no subcommand given; see 'mtc --help'\n";
   return 1;
 }
