@@ -284,6 +284,13 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
   if (const rt::JsonValue *g =
           plan.train.getObject() ? plan.train.getObject()->find("global_batch") : nullptr)
     global = g->getInt().value_or(global);
+  if (options.globalBatch > 0)
+    global = options.globalBatch;
+  if (global % microBatchSize != 0)
+    return llvm::createStringError(
+        llvm::formatv("the global batch ({0}) is not a multiple of the plan's micro-batch ({1})",
+                      global, microBatchSize)
+            .str());
   sim.microBatches = global / microBatchSize;
   if (sim.microBatches < 1 || sim.microBatches % sim.dataParallel != 0)
     return llvm::createStringError(
@@ -314,21 +321,18 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
     return llvm::createStringError("cluster '" + cluster.name + "' has no peak FLOP/s for " +
                                    sim.dtype);
   sim.peakFlops = peak->second;
-  // On a CPU host the ranks of a node share its cores: a rank computes on its threads, or
-  // on its share of the cores when there are fewer.
+  // On a CPU host a rank computes on one core, or on its share of the cores when the node
+  // runs more ranks than it has: the kernels of these models gain nothing from a second
+  // thread (docs/cost-model.md), so threads beyond one are not counted.
   double computeScale = 1;
-  if (cluster.kind == "cpu") {
-    double cores = static_cast<double>(cluster.devicesPerNode);
-    double share = cores / static_cast<double>(sim.ranksPerNode);
-    if (options.threadsPerRank > 0)
-      share = std::min(share, static_cast<double>(options.threadsPerRank));
-    computeScale = 1 / share;
-    sim.peakFlops *= share;
-    if (share != 1)
-      sim.notes.push_back(llvm::formatv("{0} ranks per node on {1} cores: each computes at "
-                                        "{2:F2} x one core",
-                                        sim.ranksPerNode, cluster.devicesPerNode, share)
-                              .str());
+  if (cluster.kind == "cpu" && sim.ranksPerNode > cluster.devicesPerNode) {
+    computeScale =
+        static_cast<double>(sim.ranksPerNode) / static_cast<double>(cluster.devicesPerNode);
+    sim.peakFlops /= computeScale;
+    sim.notes.push_back(llvm::formatv("{0} ranks per node on {1} cores: each computes at "
+                                      "{2:F2} x one core",
+                                      sim.ranksPerNode, cluster.devicesPerNode, 1 / computeScale)
+                            .str());
   }
   sim.deviceMemoryBytes = cluster.memoryBytes;
 

@@ -59,9 +59,8 @@ struct SimulateOptions {
   int64_t nodes = 1;
   /// Ranks per node (0: the cluster's devices per node).
   int64_t ranksPerNode = 0;
-  /// On a CPU cluster, the threads of each rank (mtrun --threads-per-rank; 0: the node's
-  /// cores shared evenly, mtrun's default).
-  int64_t threadsPerRank = 0;
+  /// Sequences per step (mtrun --global-batch; 0: the plan's global_batch).
+  int64_t globalBatch = 0;
   /// The element type of the matrix products (empty: the plan's precision, f32 without one).
   std::string dtype;
 };

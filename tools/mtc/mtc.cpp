@@ -337,11 +337,10 @@ cl::opt<unsigned> ranksPerNodeFlag(
     cl::desc("Ranks per node (default: the cluster's devices per node; on a CPU cluster the "
              "ranks share the cores)"),
     cl::value_desc("G"), cl::sub(simulateCommand), cl::cat(compileCategory));
-cl::opt<unsigned> simulateThreads(
-    "threads-per-rank",
-    cl::desc("On a CPU cluster, each rank's threads (mtrun's flag; default: the node's cores "
-             "shared by its ranks)"),
-    cl::value_desc("T"), cl::sub(simulateCommand), cl::cat(compileCategory));
+cl::opt<unsigned> simulateGlobalBatch(
+    "global-batch",
+    cl::desc("Sequences per step, as mtrun's flag (default: the plan's global_batch)"),
+    cl::value_desc("N"), cl::sub(simulateCommand), cl::cat(compileCategory));
 cl::opt<std::string> dtypeFlag(
     "dtype",
     cl::desc("Element type of the matrix products, for the peak FLOP/s (default: the plan's "
@@ -371,7 +370,7 @@ int simulate() {
   mtc::costmodel::SimulateOptions options;
   options.nodes = nodesFlag;
   options.ranksPerNode = ranksPerNodeFlag;
-  options.threadsPerRank = simulateThreads;
+  options.globalBatch = simulateGlobalBatch;
   options.dtype = dtypeFlag;
   Expected<mtc::costmodel::Simulation> simulation =
       mtc::costmodel::simulateStep(*plan, *cluster, options);
