@@ -330,13 +330,19 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
         static_cast<double>(sim.ranksPerNode) / static_cast<double>(cluster.devicesPerNode);
     sim.peakFlops /= computeScale;
     sim.notes.push_back(llvm::formatv("{0} ranks per node on {1} cores: each computes at "
-                                      "{2:F2} x one core",
+                                      "{2:F2} x one core, and waits as much longer for a "
+                                      "message",
                                       sim.ranksPerNode, cluster.devicesPerNode, 1 / computeScale)
                             .str());
   }
   sim.deviceMemoryBytes = cluster.memoryBytes;
 
-  StepBuilder step(plan, cluster, *profiles, sim, computeScale);
+  // Oversubscribed CPU ranks also wait for a core before they can answer a message: each
+  // message's latency grows like the compute.
+  Cluster links = cluster;
+  links.intraNode.latency *= computeScale;
+  links.interNode.latency *= computeScale;
+  StepBuilder step(plan, links, *profiles, sim, computeScale);
   if (!plan.pipeline) {
     std::vector<SimTask> tasks;
     for (int64_t m = 0; m < perRank; ++m)
@@ -384,9 +390,9 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
               llvm::formatv("{0} {1} {2}", activation ? "a" : "g", producer, task.microBatch).str();
           if (rt::isSendTask(task.op)) {
             bool local = sameNode(s, task.peer);
-            const Link &link = local ? cluster.intraNode : cluster.interNode;
+            const Link &link = local ? links.intraNode : links.interNode;
             tasks.push_back({SimTask::Kind::Send, name, link.latency, message,
-                             pointToPointTime(cluster, activationBytes(plan, producer), local)});
+                             pointToPointTime(links, activationBytes(plan, producer), local)});
           } else {
             tasks.push_back({SimTask::Kind::Receive, name, 0, message, 0});
           }
