@@ -184,9 +184,36 @@ int64_t stepMicroBatches(ModuleOp trained) {
   return std::max<int64_t>(1, globalBatch / microBatch);
 }
 
+/// `predictions.functions` (docs/plan-format.md, "Predictions"): per call of each step
+/// function on one rank, its matrix products, the bytes its other ops move, its op count and
+/// its collectives, for the cost model (compiler/costmodel).
+json::Object functionCostsJson(const std::map<std::string, FunctionCost> &costs,
+                               const sharding::CollectiveBytes &collectives) {
+  json::Object functions;
+  for (const auto &[name, cost] : costs) {
+    json::Array gemms;
+    for (const GemmCount &gemm : cost.gemms)
+      gemms.push_back(json::Object{{"flops", gemm.flops}, {"count", gemm.count}});
+    json::Array calls;
+    if (auto it = collectives.calls.find(name); it != collectives.calls.end())
+      for (const sharding::CollectiveCall &call : it->second)
+        calls.push_back(json::Object{{"kind", call.kind},
+                                     {"axis", call.axis},
+                                     {"group", call.groupSize},
+                                     {"bytes", call.bytes},
+                                     {"count", call.count}});
+    functions[name] = json::Object{{"gemms", std::move(gemms)},
+                                   {"traffic_bytes", cost.trafficBytes},
+                                   {"ops", cost.ops},
+                                   {"collectives", std::move(calls)}};
+  }
+  return functions;
+}
+
 json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
                                const PlanSource &source, std::optional<int64_t> workspace,
-                               const sharding::CollectiveBytes *collectives) {
+                               const sharding::CollectiveBytes *collectives,
+                               const std::map<std::string, FunctionCost> *functionCosts) {
   MLIRContext *context = trained.getContext();
   json::Object plan;
   plan["format"] = "mtc-plan";
@@ -337,6 +364,9 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
       bytes[function] = sent;
     (*plan["predictions"].getAsObject())["communication_bytes"] = std::move(bytes);
   }
+  if (collectives && functionCosts)
+    (*plan["predictions"].getAsObject())["functions"] =
+        functionCostsJson(*functionCosts, *collectives);
   return plan;
 }
 
@@ -514,7 +544,8 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
                                             : std::nullopt;
     json::Object manifestJson =
         buildManifestJson(trained, stats, source, workspace,
-                          kernels ? &kernels->collectiveBytes : nullptr);
+                          kernels ? &kernels->collectiveBytes : nullptr,
+                          kernels ? &kernels->functionCosts : nullptr);
     // Pipeline parallelism: the contract's "pipeline" object (docs/plan-format.md).
     FailureOr<pipeline::StageCut> cut = pipeline::computeStageCut(trained);
     if (failed(cut))

@@ -9,6 +9,7 @@
 #ifndef MTC_COMPILER_PLAN_PLANWRITER_H
 #define MTC_COMPILER_PLAN_PLANWRITER_H
 
+#include "compiler/analysis/FunctionCost.h"
 #include "compiler/analysis/ModelStats.h"
 #include "compiler/codegen/GPU/GPUCodegen.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -49,6 +50,8 @@ struct PlanKernels {
   std::optional<PlanCudaKernels> cuda;
   /// What one rank sends in the step's collectives (compiler/sharding).
   sharding::CollectiveBytes collectiveBytes;
+  /// What one call of each step function computes on one rank (compiler/analysis).
+  std::map<std::string, FunctionCost> functionCosts;
 };
 
 /// The bytes one rank holds for training: the buffers runtime/exec/Trainer.h allocates

@@ -19,8 +19,25 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace mtc::sharding {
+
+/// Collectives of one kind over one mesh axis with one buffer size, as the runtime runs them
+/// (docs/plan-format.md, "Predictions"): what the cost model times with its alpha-beta
+/// model. `kind` is the algorithm: "all_reduce" (a ring sum), "all_gather" (also a maximum
+/// or minimum all-reduce, which the runtime gathers), "reduce_scatter", "all_to_all" or
+/// "shift" (a point-to-point send to a neighbour on the axis). `bytes` is the buffer the
+/// formula of the kind takes: an all-reduce's, an all-gather's local part, a
+/// reduce-scatter's whole input, an all-to-all's or a shift's local buffer.
+struct CollectiveCall {
+  std::string kind;
+  std::string axis;
+  int64_t groupSize = 1;
+  int64_t bytes = 0;
+  /// Calls per call of the function (a layer's collectives once per repeat).
+  int64_t count = 0;
+};
 
 /// Bytes one rank sends per call of each step function.
 struct CollectiveBytes {
@@ -33,6 +50,9 @@ struct CollectiveBytes {
   /// filled counts), which depend on the data: the figures are for every slot filled (plus
   /// the counts' exchange), an upper bound.
   bool upperBound = false;
+  /// Per step function (`forward_backward`, `optimizer_step` and the pipeline functions,
+  /// by name): its collectives, identical ones merged, in order of first occurrence.
+  std::map<std::string, std::vector<CollectiveCall>> calls;
 };
 
 /// The figures for `module`'s `forward_backward` and `optimizer_step` and its pipeline

@@ -6,7 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Calibrate.h"
+#include "compiler/analysis/FunctionCost.h"
 #include "compiler/analysis/ModelStats.h"
+#include "compiler/costmodel/Cluster.h"
+#include "compiler/costmodel/StepModel.h"
+#include "compiler/costmodel/TraceWriter.h"
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/codegen/CPU/CPUCodegen.h"
 #include "compiler/codegen/CPU/Workspace.h"
@@ -314,6 +319,104 @@ int inspect() {
   return 0;
 }
 
+cl::SubCommand simulateCommand("simulate",
+                               "Predict a plan's step time, MFU and memory on a cluster");
+cl::opt<std::string> simulatePlan(cl::Positional, cl::desc("<model.plan>"), cl::Required,
+                                  cl::sub(simulateCommand), cl::cat(compileCategory));
+cl::opt<std::string> clusterFlag(
+    "cluster",
+    cl::desc("The cluster: a preset (dgx-a100-80gb, dgx-h100, host) or a cluster file "
+             "(docs/cost-model.md)"),
+    cl::value_desc("preset|file.json"), cl::Required, cl::sub(simulateCommand),
+    cl::cat(compileCategory));
+cl::opt<unsigned> nodesFlag("nodes", cl::desc("Nodes of the cluster (default 1)"),
+                            cl::value_desc("N"), cl::init(1), cl::sub(simulateCommand),
+                            cl::cat(compileCategory));
+cl::opt<unsigned> ranksPerNodeFlag(
+    "gpus-per-node",
+    cl::desc("Ranks per node (default: the cluster's devices per node; on a CPU cluster the "
+             "ranks share the cores)"),
+    cl::value_desc("G"), cl::sub(simulateCommand), cl::cat(compileCategory));
+cl::opt<unsigned> simulateGlobalBatch(
+    "global-batch",
+    cl::desc("Sequences per step, as mtrun's flag (default: the plan's global_batch)"),
+    cl::value_desc("N"), cl::sub(simulateCommand), cl::cat(compileCategory));
+cl::opt<std::string> dtypeFlag(
+    "dtype",
+    cl::desc("Element type of the matrix products, for the peak FLOP/s (default: the plan's "
+             "precision, f32)"),
+    cl::value_desc("f32|tf32|bf16|f16|fp8"), cl::sub(simulateCommand), cl::cat(compileCategory));
+cl::opt<std::string> simulateTrace("trace",
+                                   cl::desc("Write the predicted step as a Chrome trace"),
+                                   cl::value_desc("file.json"), cl::sub(simulateCommand),
+                                   cl::cat(compileCategory));
+
+/// `mtc simulate`: the plan as mtrun loads it, the cluster, the cost model (compiler/costmodel).
+int simulate() {
+  auto fail = [](const Twine &message) {
+    WithColor::error(errs(), "mtc") << message << "\n";
+    return 1;
+  };
+  if (nodesFlag == 0)
+    return fail("--nodes must be at least 1");
+  if (ranksPerNodeFlag.getNumOccurrences() && ranksPerNodeFlag == 0)
+    return fail("--gpus-per-node must be at least 1");
+  Expected<mtc::costmodel::Cluster> cluster = mtc::costmodel::loadCluster(clusterFlag);
+  if (!cluster)
+    return fail(toString(cluster.takeError()));
+  mtc::rt::Expected<mtc::rt::Plan> plan = mtc::rt::loadPlan(simulatePlan.getValue());
+  if (!plan)
+    return fail(plan.error().message());
+  mtc::costmodel::SimulateOptions options;
+  options.nodes = nodesFlag;
+  options.ranksPerNode = ranksPerNodeFlag;
+  options.globalBatch = simulateGlobalBatch;
+  options.dtype = dtypeFlag;
+  Expected<mtc::costmodel::Simulation> simulation =
+      mtc::costmodel::simulateStep(*plan, *cluster, options);
+  if (!simulation)
+    return fail(toString(simulation.takeError()));
+  mtc::costmodel::printSimulation(*simulation, *plan, *cluster, outs());
+  if (simulateTrace.getNumOccurrences()) {
+    std::error_code ec;
+    ToolOutputFile out(simulateTrace, ec, sys::fs::OF_None);
+    if (ec)
+      return fail("--trace: cannot write '" + simulateTrace + "': " + ec.message());
+    out.os() << formatv("{0:2}", mtc::costmodel::simulationTrace(*simulation)) << "\n";
+    out.keep();
+    outs() << "wrote the predicted timeline to " << simulateTrace << "\n";
+  }
+  return 0;
+}
+
+cl::SubCommand calibrateCommand("calibrate",
+                                "Measure this host and write its cluster file");
+cl::opt<std::string> calibrateOutput("output",
+                                     cl::desc("The cluster file to write (default: stdout)"),
+                                     cl::value_desc("host.json"), cl::init("-"),
+                                     cl::sub(calibrateCommand), cl::cat(compileCategory));
+
+/// `mtc calibrate`: Calibrate.h's measurements over the host preset, as a cluster file.
+int calibrate() {
+  Expected<mtc::costmodel::Cluster> base = mtc::costmodel::loadCluster("host");
+  if (!base) {
+    WithColor::error(errs(), "mtc") << toString(base.takeError()) << "\n";
+    return 1;
+  }
+  mtc::costmodel::Cluster host = mtc::calibrateHost(*base, errs());
+  host.description = "This host, measured by mtc calibrate (docs/cost-model.md).";
+  std::error_code ec;
+  ToolOutputFile out(calibrateOutput, ec, sys::fs::OF_None);
+  if (ec) {
+    WithColor::error(errs(), "mtc") << "--output: cannot write '" << calibrateOutput
+                                    << "': " << ec.message() << "\n";
+    return 1;
+  }
+  out.os() << formatv("{0:2}", host.toJSON()) << "\n";
+  out.keep();
+  return 0;
+}
+
 /// "mtc: error: ..." for a bad flag value (or another error outside MLIR diagnostics).
 LogicalResult flagError(const Twine &message) {
   WithColor::error(errs(), "mtc") << message << "\n";
@@ -366,6 +469,7 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
   if (kernels) {
     kernels->callingConvention = mtc::describeCallingConvention(*module);
     kernels->collectiveBytes = mtc::sharding::predictCollectiveBytes(*module);
+    kernels->functionCosts = mtc::computeFunctionCosts(*module);
   }
   if (failed(runPipeline(*module, mtc::buildToLinalgPipeline)))
     return nullptr;
@@ -868,6 +972,8 @@ int main(int argc, char **argv) {
   });
   cl::HideUnrelatedOptions({&compileCategory, &parallelCategory}, compileCommand);
   cl::HideUnrelatedOptions(compileCategory, inspectCommand);
+  cl::HideUnrelatedOptions(compileCategory, simulateCommand);
+  cl::HideUnrelatedOptions(compileCategory, calibrateCommand);
   cl::HideUnrelatedOptions({&compileCategory, &parallelCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -878,11 +984,17 @@ int main(int argc, char **argv) {
       "  mtc compile model.mtl --emit=mt-train             print the training step\n"
       "  mtc compile model.mtl --stats                     parameter counts and FLOPs\n"
       "  mtc inspect model.plan                            verify a plan and describe it\n"
-      "  mtc inspect model.plan --schedule [--svg F]       draw its pipeline schedule\n");
+      "  mtc inspect model.plan --schedule [--svg F]       draw its pipeline schedule\n"
+      "  mtc simulate model.plan --cluster C [--nodes N]   predict its step on a cluster\n"
+      "  mtc calibrate [--output host.json]                measure this host\n");
   if (compileCommand)
     return compile();
   if (inspectCommand)
     return inspect();
+  if (simulateCommand)
+    return simulate();
+  if (calibrateCommand)
+    return calibrate();
   errs() << "mtc: no subcommand given; see 'mtc --help'\n";
   return 1;
 }

@@ -68,6 +68,17 @@ TEST(CommunicationVolumeTest, AllToAllSendsEveryBlockButItsOwn) {
   EXPECT_EQ(bytes.optimizerStep, countedAllToAll(2, 4, 8));
   EXPECT_EQ(bytes.optimizerStep, 32);
   EXPECT_FALSE(bytes.upperBound);
+  // The cost model's records: the kind, axis, group, the local buffer and the calls.
+  ASSERT_EQ(bytes.calls["forward_backward"].size(), 1u);
+  const sharding::CollectiveCall &call = bytes.calls["forward_backward"][0];
+  EXPECT_EQ(call.kind, "all_to_all");
+  EXPECT_EQ(call.axis, "tp");
+  EXPECT_EQ(call.groupSize, 4);
+  EXPECT_EQ(call.bytes, 3 * 5 * 8 * 4);
+  EXPECT_EQ(call.count, 2);
+  ASSERT_EQ(bytes.calls["optimizer_step"].size(), 1u);
+  EXPECT_EQ(bytes.calls["optimizer_step"][0].bytes, 4 * 2 * 8);
+  EXPECT_EQ(bytes.calls["optimizer_step"][0].count, 1);
 }
 
 // An all-to-all of filled expert slots sends at most the static one's bytes plus the
@@ -90,6 +101,11 @@ func.func @forward_backward(%x: !mt.tensor<[experts=4, capacity=2], f32>, %n: !m
   sharding::CollectiveBytes bytes = sharding::predictCollectiveBytes(*module);
   EXPECT_EQ(bytes.forwardBackward, countedAllToAll(2, 4, 4) + countedAllToAll(2, 2, 8));
   EXPECT_TRUE(bytes.upperBound);
+  // The slots (4 x 2 f32) and the counts (2 i64 per rank, 32 bytes over both) are equal
+  // records: one, twice.
+  ASSERT_EQ(bytes.calls["forward_backward"].size(), 1u);
+  EXPECT_EQ(bytes.calls["forward_backward"][0].bytes, 32);
+  EXPECT_EQ(bytes.calls["forward_backward"][0].count, 2);
 }
 
 // Ring attention's shifts in a layer run 3 times: a rotating one of a [2, 4] f32
@@ -120,6 +136,14 @@ TEST(CommunicationVolumeTest, ShiftSendsTheLocalBlockOnce) {
   sharding::CollectiveBytes bytes = sharding::predictCollectiveBytes(*module);
   EXPECT_EQ(bytes.forwardBackward, 3 * 2 * (2 * 4 * 4));
   EXPECT_EQ(bytes.optimizerStep, 0);
+  // The two rotating shifts of each of the 3 layers; the backward one of coordinate 0 sends
+  // nothing.
+  ASSERT_EQ(bytes.calls["forward_backward"].size(), 1u);
+  const sharding::CollectiveCall &call = bytes.calls["forward_backward"][0];
+  EXPECT_EQ(call.kind, "shift");
+  EXPECT_EQ(call.groupSize, 4);
+  EXPECT_EQ(call.bytes, 2 * 4 * 4);
+  EXPECT_EQ(call.count, 6);
 }
 
 } // namespace

@@ -1,0 +1,103 @@
+//===- FunctionCost.cpp - what one call of a step function computes -------===//
+
+#include "compiler/analysis/FunctionCost.h"
+
+#include "dialects/mt/IR/MTOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace mtc;
+
+namespace {
+
+int64_t tensorBytes(Type type) {
+  auto tensor = dyn_cast<mt::NamedTensorType>(type);
+  if (!tensor || !tensor.getElementType().isIntOrFloat())
+    return 0;
+  return tensor.getNumElements() *
+         std::max<int64_t>(1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
+}
+
+/// 2 x the product of every distinct dimension of both operands.
+int64_t contractFlops(mt::ContractOp op) {
+  auto lhs = cast<mt::NamedTensorType>(op.getLhs().getType());
+  auto rhs = cast<mt::NamedTensorType>(op.getRhs().getType());
+  int64_t product = lhs.getNumElements();
+  for (const mt::NamedDim &dim : rhs.getDims())
+    if (!lhs.hasDim(dim.name))
+      product *= dim.size;
+  return 2 * product;
+}
+
+/// Ops that compute nothing: views, casts between the global and local types, constants
+/// and the parameter and state references.
+bool movesNothing(Operation *op) {
+  return isa<mt::RenameOp, mt::ConstantOp, mt::IotaOp, mt::ParamRefOp>(op) ||
+         op->getDialect()->getNamespace() == "mtp" || op->getNumResults() == 0;
+}
+
+void add(FunctionCost &into, const FunctionCost &callee, int64_t times) {
+  into.trafficBytes += times * callee.trafficBytes;
+  into.ops += times * callee.ops;
+  for (const GemmCount &gemm : callee.gemms) {
+    auto it = llvm::find_if(into.gemms, [&](const GemmCount &g) { return g.flops == gemm.flops; });
+    if (it == into.gemms.end())
+      into.gemms.push_back({gemm.flops, times * gemm.count});
+    else
+      it->count += times * gemm.count;
+  }
+}
+
+class Coster {
+public:
+  explicit Coster(ModuleOp module) : module(module) {}
+
+  const FunctionCost &of(StringRef name) {
+    if (auto it = memo.find(name); it != memo.end())
+      return it->second;
+    FunctionCost cost;
+    if (auto func = module.lookupSymbol<func::FuncOp>(name))
+      func.walk([&](Operation *op) {
+        if (isa<func::FuncOp, func::ReturnOp>(op))
+          return;
+        if (auto repeat = dyn_cast<mt::RepeatOp>(op))
+          return add(cost, of(repeat.getCallee()), repeat.getCount());
+        if (auto call = dyn_cast<func::CallOp>(op))
+          return add(cost, of(call.getCallee()), 1);
+        if (auto contract = dyn_cast<mt::ContractOp>(op)) {
+          add(cost, FunctionCost{{{contractFlops(contract), 1}}, 0, 1}, 1);
+          return;
+        }
+        if (movesNothing(op))
+          return;
+        ++cost.ops;
+        for (Type type : op->getOperandTypes())
+          cost.trafficBytes += tensorBytes(type);
+        for (Type type : op->getResultTypes())
+          cost.trafficBytes += tensorBytes(type);
+      });
+    llvm::sort(cost.gemms,
+               [](const GemmCount &a, const GemmCount &b) { return a.flops < b.flops; });
+    return memo[name] = std::move(cost);
+  }
+
+private:
+  ModuleOp module;
+  llvm::StringMap<FunctionCost> memo;
+};
+
+} // namespace
+
+std::map<std::string, FunctionCost> mtc::computeFunctionCosts(ModuleOp partitioned) {
+  Coster coster(partitioned);
+  std::map<std::string, FunctionCost> costs;
+  for (auto func : partitioned.getOps<func::FuncOp>()) {
+    StringRef name = func.getSymName();
+    if (name == "forward_backward" || name == "optimizer_step" ||
+        func->hasAttr(mt::MTDialect::kPipelineChunkAttrName) ||
+        func->hasAttr(mt::MTDialect::kPipelineStageAttrName))
+      costs[name.str()] = coster.of(name);
+  }
+  return costs;
+}

@@ -1,0 +1,50 @@
+//===- FunctionCost.h - what one call of a step function computes -*- C++ -*-===//
+//
+// The cost model's compute figures, per call of each function the runtime calls
+// (`forward_backward`, `optimizer_step`, the pipeline's `chunk<c>.<role>` and
+// `stage<s>.<role>`), on one rank: counted on the partitioned step (after
+// mtc-partition-pipeline: local types, attention decomposed into contractions, the backward
+// and any recomputation explicit), layer scans once per repeat.
+//
+//  - gemms: each matrix product (`mt.contract`) by its FLOPs (2 x the product of every
+//    distinct dimension of both operands), identical sizes merged with a count;
+//  - traffic_bytes: the bytes every other computing op reads and writes (its tensor operands
+//    and results), as if nothing were fused: what a memory-bound kernel streams, an upper
+//    bound of what the fused kernels move;
+//  - ops: the computing ops (the kernels, before fusion), for a per-kernel overhead.
+//
+// Views and casts (`mt.rename`, `mtp.to_local`, ...), constants and the collectives
+// (CommunicationVolume.h) count nothing here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_COMPILER_ANALYSIS_FUNCTIONCOST_H
+#define MTC_COMPILER_ANALYSIS_FUNCTIONCOST_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mtc {
+
+struct GemmCount {
+  int64_t flops = 0;
+  int64_t count = 0;
+};
+
+struct FunctionCost {
+  /// Ascending in flops.
+  std::vector<GemmCount> gemms;
+  int64_t trafficBytes = 0;
+  int64_t ops = 0;
+};
+
+/// The costs of `partitioned`'s functions the runtime calls, by name (absent ones left out).
+std::map<std::string, FunctionCost> computeFunctionCosts(mlir::ModuleOp partitioned);
+
+} // namespace mtc
+
+#endif // MTC_COMPILER_ANALYSIS_FUNCTIONCOST_H
