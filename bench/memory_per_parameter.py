@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Bytes of model state per parameter on one rank, for ZeRO stages 0-3 (bench/README.md,
+"Memory per parameter").
+
+  bench/memory_per_parameter.py [--mtc build/bin/mtc] [--model examples/gpt2-small.mtl]
+                                [--dp 8] [--work /tmp/mtc-memory]
+
+Compiles the model without kernels (`--kernels=none`: the plan's memory prediction is the
+compiler's, which the runtime's measured peak equals exactly in the tests) once per stage:
+stage 0 on one rank's tables, stages 1-3 with `--dp N --zero-stage S`, and prints per
+parameter of the model: the parameters and the optimizer state (each held twice by the
+runtime: the step's input and its output), the gradients, ZeRO-2's shards and staging, and
+their sum. The scratch gradient buffer a rank keeps when it runs several micro-batches
+(another gradient-sized buffer; under ZeRO-2 only of the all-reduced gradients) is not in
+the sum. Everything is f32: mixed precision has not landed.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mtc", default="build/bin/mtc")
+    parser.add_argument("--model", default="examples/gpt2-small.mtl")
+    parser.add_argument("--dp", type=int, default=8)
+    parser.add_argument("--work", default="/tmp/mtc-memory")
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    rows = []
+    for stage in range(4):
+        plan = os.path.join(args.work, f"zero{stage}.plan")
+        shutil.rmtree(plan, ignore_errors=True)
+        flags = [] if stage == 0 else ["--dp", str(args.dp), "--zero-stage", str(stage)]
+        subprocess.run([args.mtc, "compile", args.model, "--kernels=none", "-o", plan] + flags,
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(plan, "plan.json")) as f:
+            predictions = json.load(f)["predictions"]
+        n = predictions["parameters"]
+        m = predictions["memory_bytes"]
+        shards = m.get("gradient_shards", 0) + m.get("gradient_staging", 0)
+        state = 2 * m["parameters"] + 2 * m["optimizer_state"] + m["gradients"] + shards
+        rows.append((stage, 2 * m["parameters"] / n, 2 * m["optimizer_state"] / n,
+                     m["gradients"] / n, shards / n, state / n))
+    print(f"{args.model}: {n:,} parameters, dp {args.dp} for stages 1-3 (bytes per parameter)")
+    print("| ZeRO stage | parameters (x2) | optimizer state (x2) | gradients | ZeRO-2 shards + staging | total |")
+    print("|---|---|---|---|---|---|")
+    for stage, p, o, g, s, t in rows:
+        print(f"| {stage} | {p:.2f} | {o:.2f} | {g:.2f} | {s:.2f} | {t:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
