@@ -348,7 +348,8 @@ TEST_F(OutlineParametersTest, ModelParameterReadInsideALayerIsBroadcast) {
         ++broadcasts;
       }
   });
-  EXPECT_EQ(broadcasts, 3u) << "forward's repeat, and forward_backward's fwd and bwd repeats";
+  EXPECT_EQ(broadcasts, 4u)
+      << "forward's and logits' repeats, and forward_backward's fwd and bwd repeats";
 }
 
 //===----------------------------------------------------------------------===//
