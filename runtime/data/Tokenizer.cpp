@@ -24,6 +24,15 @@ Error ByteTokenizer::decode(std::span<const int64_t> ids, std::string &text) {
   return Error::success();
 }
 
+TokenizerOptions tokenizerOptions(const CommandLine &line) {
+  TokenizerOptions options;
+  options.type = line.value("--tokenizer-type").value_or(options.type);
+  options.vocabFile = line.value("--vocab-file").value_or("");
+  options.mergeFile = line.value("--merge-file").value_or("");
+  options.tokenizerModel = line.value("--tokenizer-model").value_or("");
+  return options;
+}
+
 Expected<std::unique_ptr<Tokenizer>> makeTokenizer(const TokenizerOptions &options) {
   using Flavor = SentencePieceTokenizer::Flavor;
   const std::string &type = options.type;

@@ -18,6 +18,7 @@
 #ifndef MTC_RUNTIME_DATA_TOKENIZER_H
 #define MTC_RUNTIME_DATA_TOKENIZER_H
 
+#include "runtime/support/CommandLine.h"
 #include "runtime/support/Error.h"
 
 #include <cstdint>
@@ -63,6 +64,12 @@ struct TokenizerOptions {
   std::filesystem::path mergeFile;      // --merge-file (GPT2BPETokenizer's merges.txt)
   std::filesystem::path tokenizerModel; // --tokenizer-model (a SentencePiece .model)
 };
+
+/// The command-line options that choose a tokenizer (mtc-data, mtrun generate), and the
+/// TokenizerOptions a command line gives them (the defaults for those not given).
+inline constexpr std::string_view kTokenizerFlags[] = {"--tokenizer-type", "--vocab-file",
+                                                       "--merge-file", "--tokenizer-model"};
+TokenizerOptions tokenizerOptions(const CommandLine &line);
 
 /// The tokenizer `options` describe. An unknown type lists the known ones; a file the type
 /// needs and is not given, or one given that it does not read, is an error.

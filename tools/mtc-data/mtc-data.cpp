@@ -12,13 +12,13 @@
 #include "runtime/data/GptDataset.h"
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/data/Tokenizer.h"
+#include "runtime/support/CommandLine.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/FileChunks.h"
 #include "runtime/support/Json.h"
 #include "runtime/support/OutputPaths.h"
 #include "runtime/support/RegularFile.h"
 
-#include <charconv>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -63,76 +63,26 @@ constexpr const char *kUsage =
     "1\")\n"
     "  --help\n";
 
-/// `--name value` or `--name=value` options after the command, and positional arguments.
-struct Args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::string, std::less<>> values;
-  std::map<std::string, bool, std::less<>> flags;
-};
+using Args = CommandLine;
 
-Expected<Args> parseArgs(int argc, char **argv, int first,
-                         const std::vector<std::string_view> &valueOptions,
-                         const std::vector<std::string_view> &flagOptions) {
-  Args args;
-  for (int i = first; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg.size() < 2 || arg.substr(0, 2) != "--") {
-      args.positional.emplace_back(arg);
-      continue;
-    }
-    std::string_view name = arg, value;
-    bool inlineValue = false;
-    if (size_t eq = arg.find('='); eq != std::string_view::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      inlineValue = true;
-    }
-    bool isValue = false, isFlag = false;
-    for (std::string_view o : valueOptions)
-      isValue |= o == name;
-    for (std::string_view o : flagOptions)
-      isFlag |= o == name;
-    if (!isValue && !isFlag)
-      return makeError("unknown option '", arg, "' (see mtc-data --help)");
-    if (args.values.count(name) || args.flags.count(name))
-      return makeError(name, " given twice");
-    if (isFlag) {
-      if (inlineValue)
-        return makeError(name, " takes no value");
-      args.flags[std::string(name)] = true;
-      continue;
-    }
-    if (!inlineValue) {
-      if (i + 1 >= argc)
-        return makeError(name, " needs a value");
-      value = argv[++i];
-    }
-    if (value.empty())
-      return makeError(name, " needs a non-empty value");
-    args.values[std::string(name)] = std::string(value);
-  }
-  return args;
-}
-
+/// The integer option `name` in [min, max]: `fallback` when not given, required without one.
 Expected<int64_t> parseInt(const Args &args, std::string_view name, std::optional<int64_t> fallback,
                            int64_t min, int64_t max) {
-  auto it = args.values.find(name);
-  if (it == args.values.end()) {
-    if (!fallback)
-      return makeError(name, " is required");
-    return *fallback;
-  }
-  const std::string &v = it->second;
-  int64_t n = 0;
-  auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (err != std::errc() || end != v.data() + v.size() || n < min || n > max)
-    return makeError(name, " expects an integer from ", min, " to ", max, ", got '", v, "'");
-  return n;
+  std::optional<std::string> value = args.value(name);
+  if (!value && !fallback)
+    return makeError(name, " is required");
+  return parseInteger(value, name, fallback.value_or(0), min, max);
 }
 
 std::string valueOr(const Args &args, std::string_view name, std::string fallback) {
-  auto it = args.values.find(name);
-  return it == args.values.end() ? fallback : it->second;
+  return args.value(name).value_or(std::move(fallback));
+}
+
+/// The command's arguments from argv[2] on.
+Expected<Args> parseArgs(int argc, char **argv, std::vector<std::string_view> values,
+                         std::vector<std::string_view> flags = {}) {
+  return parseCommandLine(argc, argv, 2,
+                          {std::move(values), {}, std::move(flags), " (see mtc-data --help)"});
 }
 
 /// Calls `line(text, number)` for every line of the regular file `path` (without its '\n'),
@@ -162,9 +112,9 @@ Error forEachLine(const std::filesystem::path &path,
 
 int preprocess(int argc, char **argv) {
   Expected<Args> args =
-      parseArgs(argc, argv, 2,
+      parseArgs(argc, argv,
                 {"--input", "--output-prefix", "--input-format", "--json-key", "--dtype",
-                 "--tokenizer-type", "--vocab-file", "--merge-file", "--tokenizer-model"},
+                 kTokenizerFlags[0], kTokenizerFlags[1], kTokenizerFlags[2], kTokenizerFlags[3]},
                 {"--split-lines", "--append-eod"});
   auto fail = [](const Error &err) {
     std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
@@ -196,12 +146,7 @@ int preprocess(int argc, char **argv) {
   if (dtypeName != "u16" && dtypeName != "i32")
     return fail(makeError("--dtype expects u16 or i32, got '", dtypeName, "'"));
   const TokenDType dtype = dtypeName == "u16" ? TokenDType::U16 : TokenDType::I32;
-  TokenizerOptions tokenizerOptions;
-  tokenizerOptions.type = valueOr(*args, "--tokenizer-type", "bytes");
-  tokenizerOptions.vocabFile = valueOr(*args, "--vocab-file", "");
-  tokenizerOptions.mergeFile = valueOr(*args, "--merge-file", "");
-  tokenizerOptions.tokenizerModel = valueOr(*args, "--tokenizer-model", "");
-  Expected<std::unique_ptr<Tokenizer>> tokenizer = makeTokenizer(tokenizerOptions);
+  Expected<std::unique_ptr<Tokenizer>> tokenizer = makeTokenizer(tokenizerOptions(*args));
   if (!tokenizer)
     return fail(tokenizer.error());
   if (dtype == TokenDType::U16 && (*tokenizer)->vocabSize() > 65536)
@@ -299,7 +244,7 @@ int info(int argc, char **argv) {
     std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
     return 1;
   };
-  Expected<Args> args = parseArgs(argc, argv, 2, {}, {});
+  Expected<Args> args = parseArgs(argc, argv, {}, {});
   if (!args)
     return fail(args.error());
   if (args->positional.size() != 1)
@@ -324,7 +269,7 @@ int tokens(int argc, char **argv) {
     std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
     return 1;
   };
-  Expected<Args> args = parseArgs(argc, argv, 2, {"--first"}, {});
+  Expected<Args> args = parseArgs(argc, argv, {"--first"}, {});
   if (!args)
     return fail(args.error());
   if (args->positional.size() != 1)
@@ -361,7 +306,7 @@ int samples(int argc, char **argv) {
     return 1;
   };
   Expected<Args> args =
-      parseArgs(argc, argv, 2, {"--seq-len", "--num-samples", "--seed", "--split", "--first"}, {});
+      parseArgs(argc, argv, {"--seq-len", "--num-samples", "--seed", "--split", "--first"}, {});
   if (!args)
     return fail(args.error());
   if (args->positional.size() != 1)

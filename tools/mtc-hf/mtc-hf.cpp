@@ -10,6 +10,7 @@
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/hf/HuggingFace.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/support/CommandLine.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/OutputPaths.h"
 
@@ -42,44 +43,9 @@ constexpr const char *kUsage =
     "Models: GPT-2 (GPT2LMHeadModel) and Llama (LlamaForCausalLM), recognised from the plan's\n"
     "parameters; docs/user-guide.md, \"Hugging Face checkpoints\".\n";
 
-struct Args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::string, std::less<>> values;
-};
-
-/// `--name value` or `--name=value` for the options in `valueOptions`, and positionals.
-Expected<Args> parseArgs(int argc, char **argv, const std::vector<std::string_view> &valueOptions) {
-  Args args;
-  for (int i = 2; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg.size() < 2 || arg.substr(0, 2) != "--") {
-      args.positional.emplace_back(arg);
-      continue;
-    }
-    std::string_view name = arg, value;
-    bool inlineValue = false;
-    if (size_t eq = arg.find('='); eq != std::string_view::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      inlineValue = true;
-    }
-    bool known = false;
-    for (std::string_view o : valueOptions)
-      known |= o == name;
-    if (!known)
-      return makeError("unknown option '", arg, "' (see mtc-hf --help)");
-    if (args.values.count(name))
-      return makeError(name, " given twice");
-    if (!inlineValue) {
-      if (i + 1 >= argc)
-        return makeError(name, " needs a value");
-      value = argv[++i];
-    }
-    if (value.empty())
-      return makeError(name, " needs a non-empty value");
-    args.values[std::string(name)] = std::string(value);
-  }
-  return args;
+/// The command's arguments from argv[2] on.
+Expected<CommandLine> parseArgs(int argc, char **argv, std::vector<std::string_view> values) {
+  return parseCommandLine(argc, argv, 2, {std::move(values), {}, {}, " (see mtc-hf --help)"});
 }
 
 int fail(const Error &err) {
@@ -109,7 +75,7 @@ std::string join(const std::vector<std::string> &items) {
 }
 
 int importCommand(int argc, char **argv) {
-  Expected<Args> args = parseArgs(argc, argv, {"--hf", "--save"});
+  Expected<CommandLine> args = parseArgs(argc, argv, {"--hf", "--save"});
   if (!args)
     return fail(args.error());
   if (args->positional.size() != 1)
@@ -143,7 +109,7 @@ int importCommand(int argc, char **argv) {
 }
 
 int exportCommand(int argc, char **argv) {
-  Expected<Args> args = parseArgs(argc, argv, {"--load", "--out", "--dtype"});
+  Expected<CommandLine> args = parseArgs(argc, argv, {"--load", "--out", "--dtype"});
   if (!args)
     return fail(args.error());
   if (args->positional.size() != 1)

@@ -14,10 +14,10 @@
 #include "runtime/exec/KernelThreads.h"
 #include "runtime/generate/Decoding.h"
 #include "runtime/generate/LogitsFunction.h"
+#include "runtime/support/CommandLine.h"
 #include "runtime/support/OutputPaths.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -36,7 +36,6 @@ struct GenerateOptions {
       threads, dumpLogits;
   std::vector<std::string> stopTokens;
   TokenizerOptions tokenizer;
-  bool tokenizerGiven[4] = {};
   bool ignoreEod = false, ids = false, help = false;
 };
 
@@ -65,107 +64,39 @@ constexpr const char *kUsage =
     "  --threads-per-rank N       threads of the kernels (default: OMP_NUM_THREADS, else cores)\n";
 
 Expected<GenerateOptions> parseGenerateArgs(int argc, char **argv) {
+  Expected<CommandLine> line = parseCommandLine(
+      argc, argv, 1,
+      {{"--load", "--steps", "--prompt", "--max-new-tokens", "--temperature", "--top-k", "--top-p",
+        "--seed", "--threads-per-rank", "--dump-logits", kTokenizerFlags[0], kTokenizerFlags[1],
+        kTokenizerFlags[2], kTokenizerFlags[3]},
+       {"--stop-token"},
+       {"--help", "-h", "--ignore-eod", "--ids"},
+       " of mtrun generate (see mtrun generate --help)"});
+  if (!line)
+    return line.takeError();
+  if (line->positional.size() > 1)
+    return makeError("unexpected argument '", line->positional[1],
+                     "' (mtrun generate takes one PLAN)");
   GenerateOptions o;
-  struct Valued {
-    std::string_view name;
-    std::optional<std::string> *field;
-  } valued[] = {{"--load", &o.load},
-                {"--steps", &o.steps},
-                {"--prompt", &o.prompt},
-                {"--max-new-tokens", &o.maxNewTokens},
-                {"--temperature", &o.temperature},
-                {"--top-k", &o.topK},
-                {"--top-p", &o.topP},
-                {"--seed", &o.seed},
-                {"--threads-per-rank", &o.threads},
-                {"--dump-logits", &o.dumpLogits}};
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg.empty() || arg[0] != '-') {
-      if (o.plan)
-        return makeError("unexpected argument '", arg, "' (mtrun generate takes one PLAN)");
-      o.plan = std::string(arg);
-      continue;
-    }
-    if (arg == "--help" || arg == "-h") {
-      o.help = true;
-      continue;
-    }
-    if (arg == "--ignore-eod" || arg == "--ids") {
-      (arg == "--ids" ? o.ids : o.ignoreEod) = true;
-      continue;
-    }
-    std::string_view name = arg, value;
-    bool inlineValue = false;
-    if (size_t eq = arg.find('='); eq != std::string_view::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      inlineValue = true;
-    }
-    auto takeValue = [&]() -> Error {
-      if (!inlineValue) {
-        if (i + 1 >= argc)
-          return makeError(name, " needs a value");
-        value = argv[++i];
-      }
-      if (value.empty())
-        return makeError(name, " needs a non-empty value");
-      return Error::success();
-    };
-    std::optional<std::string> *field = nullptr;
-    for (const Valued &v : valued)
-      if (v.name == name)
-        field = v.field;
-    const std::string_view tokenizerFlags[] = {"--tokenizer-type", "--vocab-file", "--merge-file",
-                                               "--tokenizer-model"};
-    auto tokenizerFlag = std::find(std::begin(tokenizerFlags), std::end(tokenizerFlags), name);
-    if (!field && name != "--stop-token" && tokenizerFlag == std::end(tokenizerFlags))
-      return makeError("unknown option '", arg, "' of mtrun generate (see mtrun generate --help)");
-    if (Error err = takeValue(); !err.ok())
-      return err;
-    if (name == "--stop-token") {
-      o.stopTokens.emplace_back(value);
-    } else if (field) {
-      if (*field)
-        return makeError(name, " given twice");
-      *field = std::string(value);
-    } else {
-      size_t index = size_t(tokenizerFlag - std::begin(tokenizerFlags));
-      if (o.tokenizerGiven[index])
-        return makeError(name, " given twice");
-      o.tokenizerGiven[index] = true;
-      std::string text(value);
-      if (index == 0)
-        o.tokenizer.type = text;
-      else
-        (index == 1   ? o.tokenizer.vocabFile
-         : index == 2 ? o.tokenizer.mergeFile
-                      : o.tokenizer.tokenizerModel) = text;
-    }
-  }
+  if (!line->positional.empty())
+    o.plan = line->positional.front();
+  o.load = line->value("--load");
+  o.steps = line->value("--steps");
+  o.prompt = line->value("--prompt");
+  o.maxNewTokens = line->value("--max-new-tokens");
+  o.temperature = line->value("--temperature");
+  o.topK = line->value("--top-k");
+  o.topP = line->value("--top-p");
+  o.seed = line->value("--seed");
+  o.threads = line->value("--threads-per-rank");
+  o.dumpLogits = line->value("--dump-logits");
+  if (auto stops = line->repeated.find("--stop-token"); stops != line->repeated.end())
+    o.stopTokens = stops->second;
+  o.tokenizer = tokenizerOptions(*line);
+  o.help = line->flags.count("--help") || line->flags.count("-h");
+  o.ignoreEod = line->flags.count("--ignore-eod") > 0;
+  o.ids = line->flags.count("--ids") > 0;
   return o;
-}
-
-Expected<int64_t> parseInteger(const std::optional<std::string> &value, std::string_view flag,
-                               int64_t fallback, int64_t min, int64_t max) {
-  if (!value)
-    return fallback;
-  int64_t n = 0;
-  auto [end, err] = std::from_chars(value->data(), value->data() + value->size(), n);
-  if (err != std::errc() || end != value->data() + value->size() || n < min || n > max)
-    return makeError(flag, " expects an integer from ", min, " to ", max, ", got '", *value, "'");
-  return n;
-}
-
-Expected<double> parseNumber(const std::optional<std::string> &value, std::string_view flag,
-                             double fallback) {
-  if (!value)
-    return fallback;
-  double x = 0;
-  auto [end, err] = std::from_chars(value->data(), value->data() + value->size(), x);
-  if (err != std::errc() || end != value->data() + value->size() || !std::isfinite(x))
-    return makeError(flag, " expects a number, got '", *value, "'");
-  return x;
 }
 
 /// The logits of every position of `tokens` but the last, row-major [n - 1, vocabulary], as

@@ -20,11 +20,11 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanSummary.h"
 #include "runtime/plan/Sharding.h"
+#include "runtime/support/CommandLine.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/OutputPaths.h"
 #include "tools/mtrun/Generate.h"
 
-#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <malloc.h>
@@ -187,18 +187,6 @@ constexpr int64_t kMaxRanks = 65536;
 constexpr int64_t kMaxCommTimeoutSeconds = 24 * 60 * 60;
 constexpr int64_t kMaxGlobalBatch = int64_t(1) << 24;
 
-/// An integer option in [min, max] (`fallback` when not given), parsed whole.
-Expected<int64_t> parseCount(const std::optional<std::string> &value, std::string_view flag,
-                             int64_t fallback, int64_t min, int64_t max) {
-  if (!value)
-    return fallback;
-  int64_t n = 0;
-  auto [end, err] = std::from_chars(value->data(), value->data() + value->size(), n);
-  if (err != std::errc() || end != value->data() + value->size() || n < min || n > max)
-    return makeError(flag, " expects an integer from ", min, " to ", max, ", got '", *value, "'");
-  return n;
-}
-
 /// The training log on stdout, with a progress bar on stderr when it is a terminal, erased
 /// before each log line.
 class TerminalLog final : public TrainingLog {
@@ -338,23 +326,23 @@ int run(int argc, char **argv) {
   // Every numeric option, the plan, the batch split and the outputs are checked here, before
   // any rank starts or any step runs.
   constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
-  Expected<int64_t> nodes = parseCount(opts->nodes, "--nodes", 1, 1, kMaxRanks);
+  Expected<int64_t> nodes = parseInteger(opts->nodes, "--nodes", 1, 1, kMaxRanks);
   Expected<int64_t> ranksPerNode =
-      parseCount(opts->ranksPerNode, "--ranks-per-node", 1, 1, kMaxRanks);
+      parseInteger(opts->ranksPerNode, "--ranks-per-node", 1, 1, kMaxRanks);
   Expected<int64_t> commTimeout =
-      parseCount(opts->commTimeout, "--comm-timeout", 60, 1, kMaxCommTimeoutSeconds);
-  Expected<int64_t> steps = parseCount(opts->steps, "--steps", 0, 0, kMaxTrainSteps);
-  Expected<int64_t> logEvery = parseCount(opts->logEvery, "--log-every", 10, 1, kMaxInt64);
-  Expected<int64_t> saveEvery = parseCount(opts->saveEvery, "--save-every", 0, 1, kMaxInt64);
+      parseInteger(opts->commTimeout, "--comm-timeout", 60, 1, kMaxCommTimeoutSeconds);
+  Expected<int64_t> steps = parseInteger(opts->steps, "--steps", 0, 0, kMaxTrainSteps);
+  Expected<int64_t> logEvery = parseInteger(opts->logEvery, "--log-every", 10, 1, kMaxInt64);
+  Expected<int64_t> saveEvery = parseInteger(opts->saveEvery, "--save-every", 0, 1, kMaxInt64);
   Expected<int64_t> threads =
-      parseCount(opts->threads, "--threads-per-rank", 0, 1, kMaxThreadsPerRank);
+      parseInteger(opts->threads, "--threads-per-rank", 0, 1, kMaxThreadsPerRank);
   Expected<int64_t> globalBatch =
-      parseCount(opts->globalBatch, "--global-batch", 0, 1, kMaxGlobalBatch);
+      parseInteger(opts->globalBatch, "--global-batch", 0, 1, kMaxGlobalBatch);
   Expected<int64_t> trainSamples =
-      parseCount(opts->trainSamples, "--train-samples", 0, 1, int64_t(1) << 48);
+      parseInteger(opts->trainSamples, "--train-samples", 0, 1, int64_t(1) << 48);
   Expected<int64_t> evalInterval =
-      parseCount(opts->evalInterval, "--eval-interval", 0, 1, kMaxTrainSteps);
-  Expected<int64_t> evalIters = parseCount(opts->evalIters, "--eval-iters", 100, 1, kMaxTrainSteps);
+      parseInteger(opts->evalInterval, "--eval-interval", 0, 1, kMaxTrainSteps);
+  Expected<int64_t> evalIters = parseInteger(opts->evalIters, "--eval-iters", 100, 1, kMaxTrainSteps);
   for (const Error *err :
        {&nodes.error(), &ranksPerNode.error(), &commTimeout.error(), &steps.error(),
         &logEvery.error(), &saveEvery.error(), &threads.error(), &globalBatch.error(),
