@@ -27,7 +27,7 @@ double dataParallelReductionBytes(const Plan &tables, int64_t dataParallelSize,
     return 0;
   // ZeRO-3's kernels reduce-scatter the gradients themselves (forward_backward's predicted
   // bytes): only the loss crosses the data-parallel ranks here.
-  if (tables.zeroStage == 3)
+  if (tables.shardsParameters())
     return ringAllReduceBytes(sizeof(double), dataParallelSize);
   double allReduced = 0, reduceScattered = 0;
   for (const ParamInfo &param : tables.params)
@@ -52,7 +52,7 @@ double predictedCommunicationBytes(const Plan &plan, int64_t microBatches,
   bytes += dataParallelReductionBytes(plan, dataParallelSize, microBatches / dataParallelSize);
   // The tokens per expert of an MoE model (i64) are all-reduced beside the loss (under ZeRO-3
   // by the kernels).
-  if (dataParallelSize > 1 && plan.zeroStage != 3 && plan.x86Kernels &&
+  if (dataParallelSize > 1 && !plan.shardsParameters() && plan.x86Kernels &&
       plan.x86Kernels->forwardBackward) {
     double counts = 0;
     for (const KernelBuffer &b : plan.x86Kernels->forwardBackward->outputs)
@@ -119,7 +119,7 @@ std::optional<double> predictedStageCommunicationBytes(const Plan &plan, const P
   double stageCounts = 0;
   for (int64_t experts : expertLoad->experts)
     stageCounts += static_cast<double>(stageLayers * experts);
-  if (dataParallelSize > 1 && plan.zeroStage != 3) // ZeRO-3's kernels count the group's
+  if (dataParallelSize > 1 && !plan.shardsParameters()) // ZeRO-3's kernels count the group's
     bytes += ringAllReduceBytes(stageCounts * sizeof(double), dataParallelSize);
   return bytes + ringAllReduceBytes((2 + static_cast<double>(expertLoad->size())) * sizeof(double),
                                     pipeline.stages);

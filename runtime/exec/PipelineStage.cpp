@@ -69,7 +69,7 @@ Expected<StageHoldings> stageHoldings(const Plan &plan, int64_t stage) {
 /// the compiler lays out the stage functions' gradients and states (none divides: whole).
 /// Under ZeRO-3 the layout is the optimizer's already (split over dp, never along `layers`).
 std::optional<ParamLayout> stageOptimizerLayout(const Plan &plan, const ParamInfo &p) {
-  if (plan.zeroStage == 3)
+  if (plan.shardsParameters())
     return std::nullopt;
   const int64_t dp = plan.mesh[*plan.dataParallelAxis].size;
   for (size_t d = 0; d < p.dims.size(); ++d) {

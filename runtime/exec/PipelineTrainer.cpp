@@ -458,7 +458,7 @@ Error PipelineTrainer::reduceGradients() {
                                                  state_.params[p].name, "' over its stages"));
   // Under ZeRO-3 the chunk functions return the gradients reduce-scattered, and count the
   // data-parallel group's tokens per expert.
-  bool shardedParameters = plan_->zeroStage == 3;
+  bool shardedParameters = plan_->shardsParameters();
   if (Error err = grads_->reduce(shardedParameters ? nullptr : mesh_->dataParallel(), step_);
       !err.ok())
     return err;
@@ -499,7 +499,7 @@ Error PipelineTrainer::optimizerStep() {
   const LoadedStage &stage = kernels_->stages()[size_t(mesh_->stage())];
   // Under ZeRO-3 each chunk call's gradient is the mean over the data-parallel group's micro-batch.
   float gradScale =
-      static_cast<float>(plan_->zeroStage == 3 ? dpSize_ : 1) /
+      static_cast<float>(plan_->shardsParameters() ? dpSize_ : 1) /
       static_cast<float>(totalMicroBatches_);
   float stepScalar = static_cast<float>(step_), squares = 0;
   auto bindGrads = [&](const KernelFunction &fn, std::vector<void *> &out, bool outputs,

@@ -117,7 +117,7 @@ private:
   /// The first sample of the kernels' micro-batch in this rank's micro-batch `microBatch`:
   /// under ZeRO-3 the data-parallel group's (the kernels take its part dpIndex_).
   int64_t kernelSampleBegin(int64_t microBatch) const {
-    return plan_->zeroStage == 3 ? microBatch * dpSize_ * microBatchSize_
+    return plan_->shardsParameters() ? microBatch * dpSize_ * microBatchSize_
                                  : sampleBegin(microBatch);
   }
   Error callChunk(const LoadedKernel &kernel, const ScheduleTask &task, std::string_view role);

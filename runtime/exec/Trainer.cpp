@@ -252,7 +252,7 @@ int64_t Trainer::bufferBytes() const {
 
 Error Trainer::reduceOverDataParallel(double &lossSum, int64_t step) {
   // ZeRO-3's kernels return the gradients reduce-scattered already.
-  if (Error err = grads_->reduce(plan_->zeroStage == 3 ? nullptr : dataParallel_, step);
+  if (Error err = grads_->reduce(plan_->shardsParameters() ? nullptr : dataParallel_, step);
       !err.ok())
     return err;
   if (!dataParallel_)
@@ -261,7 +261,7 @@ Error Trainer::reduceOverDataParallel(double &lossSum, int64_t step) {
     return std::move(err).withContext(
         concat("step ", step + 1, ": all-reduce of the loss over the data-parallel ranks"));
   // Under ZeRO-3 each call counted the data-parallel group's tokens already.
-  for (ExpertLoad &load : shardedParameters() ? std::span<ExpertLoad>() : std::span(expertLoad_))
+  for (ExpertLoad &load : plan_->shardsParameters() ? std::span<ExpertLoad>() : std::span(expertLoad_))
     if (Error err = dataParallel_->allReduce(load.sum.data(), load.sum.size(), MTC_I64, MTC_SUM);
         !err.ok())
       return std::move(err).withContext(concat(
@@ -271,12 +271,10 @@ Error Trainer::reduceOverDataParallel(double &lossSum, int64_t step) {
 
 int64_t Trainer::peakBytes() const { return bufferBytes() + kernelPeakBytes(); }
 
-bool Trainer::shardedParameters() const { return plan_->zeroStage == 3; }
-
 int64_t Trainer::groupSampleBegin(int64_t microBatch) const {
   // Under ZeRO-3 a call computes the data-parallel group's micro-batches dpRank - dpRank ..
   // .. + dpSize - 1 (its `batch` split over dp, global in the dropout masks).
-  int64_t first = shardedParameters() && dataParallel_ ? microBatch - dataParallel_->rank()
+  int64_t first = plan_->shardsParameters() && dataParallel_ ? microBatch - dataParallel_->rank()
                                                        : microBatch;
   return first * microBatchSize_;
 }
@@ -290,7 +288,7 @@ Expected<StepStats> Trainer::step() {
   // The gradients are the mean over the step's micro-batches. Under ZeRO-3 each call's is
   // already the mean over the data-parallel group's micro-batch (of dpSize ranks' parts).
   float loss = 0, stepScalar = static_cast<float>(step),
-        gradScale = static_cast<float>(shardedParameters() ? dpSize : 1) /
+        gradScale = static_cast<float>(plan_->shardsParameters() ? dpSize : 1) /
                     static_cast<float>(microBatches_),
         gradNorm = 0, lr = 0;
   std::vector<void *> buffers;

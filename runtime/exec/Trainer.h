@@ -148,9 +148,6 @@ private:
 
   /// Sums the gradients, `lossSum` and the expert counts over the data-parallel ranks.
   Error reduceOverDataParallel(double &lossSum, int64_t step);
-  /// ZeRO-3 (plan `mesh.zero_stage` 3): the kernels take parameter shards and the data-
-  /// parallel group's micro-batch, this rank's part of it.
-  bool shardedParameters() const;
   /// The first sample of the kernels' micro-batch when this rank computes its micro-batch
   /// `microBatch` (of microBatchSize_ samples): the group's first under ZeRO-3.
   int64_t groupSampleBegin(int64_t microBatch) const;

@@ -397,6 +397,10 @@ struct Plan {
   /// gradients reduce-scattered: the runtime reduces nothing over the axis but the loss).
   /// 0 without a data-parallel axis.
   int64_t zeroStage = 0;
+  /// ZeRO-3: the kernels take parameter shards and the data-parallel group's micro-batch
+  /// (this rank's part), and reduce the gradients (and count an MoE model's tokens per
+  /// expert) over the group themselves.
+  bool shardsParameters() const { return zeroStage == 3; }
   /// The `train {}` and `parallel {}` settings as written (objects).
   JsonValue train;
   /// `train.dropout` (absent: true): false (`train { dropout off }`) trains with every
