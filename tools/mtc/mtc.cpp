@@ -24,6 +24,7 @@
 #include "compiler/sharding/Passes.h"
 #include "compiler/registration/Registration.h"
 #include "dialects/mt/Utils/Vocabulary.h"
+#include "frontend/BindingOverrides.h"
 #include "frontend/Diagnostics.h"
 #include "frontend/MLIRGen.h"
 #include "frontend/Parser.h"
@@ -115,6 +116,12 @@ cl::opt<std::string> recompute(
     "recompute", cl::desc("Activation recomputation in the layers' backward: none, selective "
                           "(attention) or full (overrides parallel { recompute })"),
     cl::value_desc("policy"), cl::sub(compileCommand), cl::cat(compileCategory));
+
+cl::list<std::string> dimOverrides(
+    "dim",
+    cl::desc("Set a dimension of dims {} or a model argument, overriding the model file "
+             "(repeatable; e.g. --dim vocab=50257 for a tokenizer's vocabulary, --dim layers=4)"),
+    cl::value_desc("NAME=N"), cl::sub(compileCommand), cl::cat(compileCategory));
 
 cl::opt<bool> printStats("stats",
                          cl::desc("Print parameter counts per tensor and in total, FLOPs per "
@@ -835,6 +842,20 @@ LogicalResult checkTrainablePrecision(const mtc::frontend::Module &ast,
   return success();
 }
 
+/// --dim NAME=N: the values set from the command line, in the AST before it is lowered.
+LogicalResult applyDimOverrides(mtc::frontend::Module &ast) {
+  std::vector<mtc::frontend::BindingOverride> overrides;
+  for (const std::string &text : dimOverrides) {
+    Expected<mtc::frontend::BindingOverride> parsed = mtc::frontend::parseBindingOverride(text);
+    if (!parsed)
+      return flagError(toString(parsed.takeError()));
+    overrides.push_back(std::move(*parsed));
+  }
+  if (Error error = mtc::frontend::applyBindingOverrides(ast, overrides))
+    return flagError(toString(std::move(error)));
+  return success();
+}
+
 int compile() {
   std::string errorMessage;
   std::unique_ptr<MemoryBuffer> input = mlir::openInputFile(inputFile, &errorMessage);
@@ -849,6 +870,8 @@ int compile() {
   std::unique_ptr<mtc::frontend::Module> ast =
       mtc::frontend::parseModule(sourceMgr, bufferId, diags);
   if (!ast || diags.numErrors() != 0)
+    return 1;
+  if (failed(applyDimOverrides(*ast)))
     return 1;
 
   mlir::DialectRegistry registry;
