@@ -117,6 +117,12 @@ cl::opt<std::string> recompute(
                           "(attention) or full (overrides parallel { recompute })"),
     cl::value_desc("policy"), cl::sub(compileCommand), cl::cat(compileCategory));
 
+cl::opt<unsigned> codegenThreads(
+    "threads",
+    cl::desc("Threads compiling the x86 step (default 0: one per hardware thread); the object "
+             "code is the same for every number"),
+    cl::value_desc("N"), cl::init(0), cl::sub(compileCommand), cl::cat(compileCategory));
+
 cl::list<std::string> dimOverrides(
     "dim",
     cl::desc("Set a dimension of dims {} or a model argument, overriding the model file "
@@ -526,7 +532,9 @@ LogicalResult compileX86Kernels(mlir::ModuleOp step, mtc::PlanKernels &kernels) 
   if (std::error_code ec = sys::fs::createTemporaryFile("mtc-kernels", "so", path))
     return flagError("cannot create a temporary file: " + ec.message());
   llvm::scope_exit cleanup([&] { sys::fs::remove(path); });
-  if (Error err = mtc::codegen::compileToSharedObject(step, path))
+  mtc::codegen::CPUCodegenOptions options;
+  options.threads = codegenThreads;
+  if (Error err = mtc::codegen::compileToSharedObject(step, path, options))
     return flagError(toString(std::move(err)));
   ErrorOr<std::unique_ptr<MemoryBuffer>> bytes = MemoryBuffer::getFile(path);
   if (!bytes)

@@ -2,13 +2,15 @@
 //
 // The part of the CPU backend after the LLVM dialect (mtc-cpu-pipeline's output): LLVM IR
 // -> packed entry points and the context version -> the allocation functions described ->
-// the dropout decision's bitcode linked in -> O3 -> object file (host TargetMachine, PIC) ->
-// shared object (system linker). These steps work on LLVM IR, not MLIR, so they are functions here
+// the dropout decision's bitcode linked in -> cut into parts (ModulePartition.h) -> each part
+// on its own thread: O2 -> object file (host TargetMachine, PIC) -> one shared object
+// (system linker). These steps work on LLVM IR, not MLIR, so they are functions here
 // rather than passes. Only the link is a subprocess, as LLVM offers no in-process linker API here.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/CPU/CPUCodegen.h"
+#include "compiler/codegen/CPU/ModulePartition.h"
 #include "compiler/codegen/Common/DiagnosticCollector.h"
 #include "compiler/codegen/Common/Passes.h"
 #include "compiler/codegen/ToLinalg/MTToLinalg.h"
@@ -19,6 +21,7 @@
 #include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -30,6 +33,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -113,8 +118,8 @@ Error createTempFile(llvm::StringRef prefix, llvm::StringRef suffix, TempFile &f
   return Error::success();
 }
 
-/// Links the object `objectPath` into the shared object `outputPath`.
-Error link(llvm::StringRef objectPath, llvm::StringRef outputPath,
+/// Links the objects `objectPaths` into the shared object `outputPath`.
+Error link(llvm::ArrayRef<llvm::StringRef> objectPaths, llvm::StringRef outputPath,
            const codegen::CPUCodegenOptions &options) {
   SmallVector<std::string> candidates;
   if (!options.linker.empty())
@@ -132,8 +137,9 @@ Error link(llvm::StringRef objectPath, llvm::StringRef outputPath,
     return errorf("no linker found (looked for " + llvm::join(candidates, ", ") +
                   " on PATH): cannot build a shared object");
   bool isLld = llvm::StringRef(program).contains("ld.lld");
-  SmallVector<llvm::StringRef> args{program, "-shared", "-o", outputPath, objectPath,
-                                    MTC_CLANG_RT_BUILTINS};
+  SmallVector<llvm::StringRef> args{program, "-shared", "-o", outputPath};
+  llvm::append_range(args, objectPaths);
+  args.push_back(MTC_CLANG_RT_BUILTINS);
   // The object's calls of its own functions bind inside it: a model function named like a
   // C library function (`pow`, `exp`) is not interposed by the one the process loaded first.
   args.push_back(isLld ? "-Bsymbolic" : "-Wl,-Bsymbolic");
@@ -284,18 +290,19 @@ void describeAllocationFunctions(llvm::Module &module) {
 
 } // namespace
 
-Expected<std::string> codegen::compileToObject(ModuleOp llvmDialectModule,
-                                               const CPUCodegenOptions &options) {
+namespace {
+
+/// The step's LLVM IR ready for optimisation: translated, with the packed entry points and
+/// the context version (addExports), the allocation functions described, the target's triple
+/// and data layout, and the dropout decision linked in.
+Expected<std::unique_ptr<llvm::Module>> translateKernels(ModuleOp llvmDialectModule,
+                                                         llvm::LLVMContext &llvmContext,
+                                                         llvm::TargetMachine &machine) {
   MLIRContext *context = llvmDialectModule.getContext();
   DialectRegistry registry;
-  registerCodegenDialects(registry);
+  codegen::registerCodegenDialects(registry);
   registerOpenMPDialectTranslation(registry);
   context->appendDialectRegistry(registry);
-
-  Expected<std::unique_ptr<llvm::TargetMachine>> machine = createHostTargetMachine(options);
-  if (!machine)
-    return machine.takeError();
-  llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule;
   {
     codegen::DiagnosticCollector diagnostics(context);
@@ -305,39 +312,118 @@ Expected<std::string> codegen::compileToObject(ModuleOp llvmDialectModule,
   }
   addExports(*llvmModule);
   describeAllocationFunctions(*llvmModule);
-  llvmModule->setTargetTriple((*machine)->getTargetTriple());
-  llvmModule->setDataLayout((*machine)->createDataLayout());
+  llvmModule->setTargetTriple(machine.getTargetTriple());
+  llvmModule->setDataLayout(machine.createDataLayout());
   if (Error error = linkDropoutKeep(*llvmModule))
-    return error;
-  optimize(*llvmModule, **machine, options.optLevel);
+    return std::move(error);
+  return llvmModule;
+}
 
+/// `module` optimised at `optLevel` and emitted as an object file.
+Expected<std::string> optimizeAndEmit(llvm::Module &module, llvm::TargetMachine &machine,
+                                      unsigned optLevel) {
+  optimize(module, machine, optLevel);
   std::string object;
   {
+    // The buffer reaches `object` when it is destroyed, before `object` is returned.
     llvm::raw_string_ostream os(object);
     llvm::buffer_ostream buffered(os);
     llvm::legacy::PassManager codegenPasses;
-    if ((*machine)->addPassesToEmitFile(codegenPasses, buffered, nullptr,
-                                        llvm::CodeGenFileType::ObjectFile))
+    if (machine.addPassesToEmitFile(codegenPasses, buffered, nullptr,
+                                    llvm::CodeGenFileType::ObjectFile))
       return errorf("the target machine cannot emit object files");
-    codegenPasses.run(*llvmModule);
+    codegenPasses.run(module);
   }
   return object;
 }
 
+/// Optimises and emits each part (partitionModule) on its own thread: an LLVMContext is not
+/// shared between threads, so each part travels as bitcode into a context of its own, with
+/// a target machine of its own. The objects come back in the parts' order.
+Expected<std::vector<std::string>>
+compileParts(llvm::ArrayRef<std::unique_ptr<llvm::Module>> parts,
+             const codegen::CPUCodegenOptions &options) {
+  std::vector<llvm::SmallString<0>> bitcode(parts.size());
+  for (auto [part, buffer] : llvm::zip_equal(parts, bitcode)) {
+    llvm::raw_svector_ostream os(buffer);
+    llvm::WriteBitcodeToFile(*part, os);
+  }
+  std::vector<std::string> objects(parts.size());
+  std::vector<std::string> failures(parts.size());
+  llvm::DefaultThreadPool pool(llvm::hardware_concurrency(options.threads));
+  for (size_t i = 0; i < parts.size(); ++i)
+    pool.async([&, i] {
+      llvm::LLVMContext context;
+      auto failed = [&](Error error) { failures[i] = llvm::toString(std::move(error)); };
+      Expected<std::unique_ptr<llvm::Module>> module = llvm::parseBitcodeFile(
+          llvm::MemoryBufferRef(bitcode[i].str(), "mtc-kernels-part"), context);
+      if (!module)
+        return failed(module.takeError());
+      Expected<std::unique_ptr<llvm::TargetMachine>> machine = createHostTargetMachine(options);
+      if (!machine)
+        return failed(machine.takeError());
+      Expected<std::string> object = optimizeAndEmit(**module, **machine, options.optLevel);
+      if (!object)
+        return failed(object.takeError());
+      objects[i] = std::move(*object);
+    });
+  pool.wait();
+  for (const std::string &failure : failures)
+    if (!failure.empty())
+      return errorf(failure);
+  return objects;
+}
+
+} // namespace
+
+Expected<std::string> codegen::compileToObject(ModuleOp llvmDialectModule,
+                                               const CPUCodegenOptions &options) {
+  Expected<std::unique_ptr<llvm::TargetMachine>> machine = createHostTargetMachine(options);
+  if (!machine)
+    return machine.takeError();
+  llvm::LLVMContext llvmContext;
+  Expected<std::unique_ptr<llvm::Module>> module =
+      translateKernels(llvmDialectModule, llvmContext, **machine);
+  if (!module)
+    return module.takeError();
+  return optimizeAndEmit(**module, **machine, options.optLevel);
+}
+
+Expected<std::vector<std::string>> codegen::compileToObjects(ModuleOp llvmDialectModule,
+                                                             const CPUCodegenOptions &options) {
+  // The target machine is created here first: it initialises LLVM's native target once,
+  // before any thread does.
+  Expected<std::unique_ptr<llvm::TargetMachine>> machine = createHostTargetMachine(options);
+  if (!machine)
+    return machine.takeError();
+  llvm::LLVMContext llvmContext;
+  Expected<std::unique_ptr<llvm::Module>> module =
+      translateKernels(llvmDialectModule, llvmContext, **machine);
+  if (!module)
+    return module.takeError();
+  return compileParts(partitionModule(**module, std::max(1u, options.parts)), options);
+}
+
 Error codegen::compileToSharedObject(ModuleOp llvmDialectModule, llvm::StringRef outputPath,
                                      const CPUCodegenOptions &options) {
-  Expected<std::string> object = compileToObject(llvmDialectModule, options);
-  if (!object)
-    return object.takeError();
-  TempFile objectFile;
-  if (Error error = createTempFile("mtc-kernels", "o", objectFile))
-    return error;
-  {
+  Expected<std::vector<std::string>> objects = compileToObjects(llvmDialectModule, options);
+  if (!objects)
+    return objects.takeError();
+  std::vector<TempFile> objectFiles(objects->size());
+  for (auto [object, file] : llvm::zip_equal(*objects, objectFiles)) {
+    if (Error error = createTempFile("mtc-kernels", "o", file))
+      return error;
     std::error_code ec;
-    llvm::raw_fd_ostream os(objectFile.path, ec);
+    llvm::raw_fd_ostream os(file.path, ec);
     if (ec)
-      return errorf("cannot write " + objectFile.path + ": " + ec.message());
-    os << *object;
+      return errorf("cannot write " + file.path + ": " + ec.message());
+    os << object;
+    os.close();
+    if (os.has_error())
+      return errorf("cannot write " + file.path + ": " + os.error().message());
   }
-  return link(objectFile.path, outputPath, options);
+  SmallVector<llvm::StringRef> objectPaths;
+  for (const TempFile &file : objectFiles)
+    objectPaths.push_back(file.path);
+  return link(objectPaths, outputPath, options);
 }

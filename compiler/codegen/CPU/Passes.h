@@ -2,7 +2,7 @@
 //
 // The passes of the CPU backend, from linalg on tensors to the LLVM dialect; the pipeline
 // that runs them with upstream's passes is mtc-cpu-pipeline (compiler/pipelines/). What
-// follows the LLVM dialect (LLVM IR, O3, the object, the link) is not MLIR and lives in
+// follows the LLVM dialect (LLVM IR, O2, the objects, the link) is not MLIR and lives in
 // CPUCodegen.h.
 //
 //===----------------------------------------------------------------------===//
