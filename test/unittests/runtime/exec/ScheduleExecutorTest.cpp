@@ -336,9 +336,11 @@ TEST(ScheduleExecutor, MeasuresTheBubble) {
   expectCorrect(results, 8, 2);
   for (const StageResult &r : results) {
     ASSERT_EQ(r.bubbles.size(), 4u);
+    // Only the floor: a loaded machine delays the ranks and widens the bubble without bound,
+    // and the tests run beside others (no timing ceilings in tests).
     for (double b : r.bubbles) {
       EXPECT_GT(b, 3.0 / 11.0 - 0.05);
-      EXPECT_LT(b, 3.0 / 11.0 + 0.15);
+      EXPECT_LT(b, 1.0);
     }
     EXPECT_EQ(r.bubbles, results[0].bubbles) << "every stage learns every stage's fraction";
   }
