@@ -325,7 +325,7 @@ TEST(HuggingFaceTest, ChecksMixtralConfig) {
   EXPECT_TRUE(checkConfig(config, *model, "c").ok());
   auto refused = [&](std::string_view key, JsonValue value) {
     JsonValue c = makeConfig(*model, "float32");
-    c.getObject()->set(key, std::move(value));
+    c.getObject()->set(std::string(key), std::move(value));
     Error err = checkConfig(c, *model, "c");
     return err.ok() ? std::string("accepted") : err.message();
   };
