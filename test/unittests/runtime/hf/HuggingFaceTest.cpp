@@ -142,11 +142,11 @@ TEST(HuggingFaceTest, MapsLlamaAndRoundTrips) {
 
 TEST(HuggingFaceTest, RefusesWhatDoesNotMap) {
   Plan plan = llamaPlan();
-  plan.params.push_back(param("router", {Dim{"hidden", 8}, Dim{"experts", 4}}, true));
+  plan.params.push_back(param("gate_bias", {Dim{"hidden", 8}}, true));
   Expected<ModelMap> extra = mapModel(plan, llamaOps());
   ASSERT_FALSE(extra.ok());
   EXPECT_EQ(extra.error().message(),
-            "parameter 'block.router' [layers=2, hidden=8, experts=4] of the plan's model maps "
+            "parameter 'block.gate_bias' [layers=2, hidden=8] of the plan's model maps "
             "to no tensor of a Hugging Face Llama (LlamaForCausalLM) model");
 
   plan = llamaPlan();
