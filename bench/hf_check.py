@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """mtc-hf against transformers: the same model gives the same loss on both sides.
 
-For GPT-2 (examples/gpt-tiny.mtl) and Llama (examples/llama-gqa-tiny.mtl), each compiled
+For GPT-2 (examples/gpt-tiny.mtl), Llama (examples/llama-gqa-tiny.mtl) and Mixtral
+(examples/mixtral-hf-tiny.mtl, dropless as transformers' Mixtral), each compiled
 without its dropout sites so that a training step's loss is the plain forward:
 
  1. build a random transformers model whose config matches the plan (every weight, norms
@@ -62,6 +63,16 @@ def hf_config(arch, dims, layers):
             n_layer=layers, n_head=dims["heads"], n_inner=dims["ffn"],
             activation_function="gelu_new", layer_norm_epsilon=1e-5, resid_pdrop=0.0,
             embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True)
+    if arch == "mixtral":
+        # examples/mixtral-hf-tiny.mtl: dropless top-k routing, theta 1e6, eps 1e-5.
+        return transformers.MixtralConfig(
+            vocab_size=dims["vocab"], hidden_size=dims["hidden"], intermediate_size=dims["ffn"],
+            num_hidden_layers=layers, num_attention_heads=dims["heads"],
+            num_key_value_heads=dims.get("kv_heads", dims["heads"]),
+            head_dim=dims["head_dim"], max_position_embeddings=dims["seq"], rms_norm_eps=1e-5,
+            rope_theta=1e6, num_local_experts=dims["experts"],
+            num_experts_per_tok=dims["topk"], router_jitter_noise=0.0, sliding_window=None,
+            attention_dropout=0.0, tie_word_embeddings=False)
     return transformers.LlamaConfig(
         vocab_size=dims["vocab"], hidden_size=dims["hidden"], intermediate_size=dims["ffn"],
         num_hidden_layers=layers, num_attention_heads=dims["heads"],
@@ -172,7 +183,8 @@ def main():
     failed = False
     print(f"\n{'model':<16} {'weights':<28} {'step':>4} {'mtrun loss':>12} "
           f"{'transformers':>12} {'rel. diff':>10}")
-    for name, arch in (("gpt-tiny", "gpt2"), ("llama-gqa-tiny", "llama")):
+    for name, arch in (("gpt-tiny", "gpt2"), ("llama-gqa-tiny", "llama"),
+                       ("mixtral-hf-tiny", "mixtral")):
         rows, same = check(name, arch, args, work)
         for label, step, got, ref, rel in rows:
             print(f"{name:<16} {label:<28} {step:>4} {got:>12.7f} {ref:>12.7f} {rel:>10.2e}")

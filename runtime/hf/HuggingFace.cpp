@@ -96,11 +96,22 @@ const std::vector<Role> &rolesOf(Architecture arch) {
       {"wv", true, "DKd"},      {"wo", true, "HdD"},  {"ffn_norm", true, "D"},
       {"w1", true, "DF"},       {"w3", true, "DF"},   {"w2", true, "FD"},
   };
-  return arch == Architecture::Gpt2 ? gpt2 : llama;
+  // Llama's, with a router and the feed-forward stacked per expert (E).
+  static const std::vector<Role> mixtral = {
+      {"embed", false, "VD"},   {"norm", false, "D"}, {"lm_head", false, "DV", true},
+      {"attn_norm", true, "D"}, {"wq", true, "DHd"},  {"wk", true, "DKd"},
+      {"wv", true, "DKd"},      {"wo", true, "HdD"},  {"ffn_norm", true, "D"},
+      {"router", true, "DE"},   {"w1", true, "EDF"},  {"w3", true, "EDF"},
+      {"w2", true, "EFD"},
+  };
+  return arch == Architecture::Gpt2 ? gpt2 : arch == Architecture::Llama ? llama : mixtral;
 }
 
 std::string describeArchitecture(Architecture arch) {
-  return concat(arch == Architecture::Gpt2 ? "GPT-2" : "Llama", " (", architectureName(arch), ")");
+  return concat(arch == Architecture::Gpt2    ? "GPT-2"
+                : arch == Architecture::Llama ? "Llama"
+                                              : "Mixtral",
+                " (", architectureName(arch), ")");
 }
 
 } // namespace
@@ -143,6 +154,16 @@ Expected<PlanOps> scanPlanOps(std::string_view program, std::string_view where) 
       err = valueOr("epsilon = ", 1e-6, ops.rmsNormEps);
     else if (op == "rope")
       err = valueOr("theta = ", 10000.0, ops.ropeTheta);
+    else if (op == "topk") {
+      // "%w, %i = mt.topk %logits over expert k topk : ..."
+      size_t k = line.find(" k ");
+      if (k == std::string_view::npos)
+        return bad("k");
+      std::string_view name = line.substr(k + 3);
+      ops.topKDims.emplace_back(name.substr(0, name.find(' ')));
+    } else if (op == "dispatch")
+      ++(line.find(" dropless") != std::string_view::npos ? ops.droplessDispatch
+                                                          : ops.cappedDispatch);
     else if (op == "gelu")
       ++(line.find(" approximate") != std::string_view::npos ? ops.geluTanh : ops.geluExact);
     else if (op == "attention") {
@@ -174,11 +195,13 @@ Expected<PlanOps> readPlanOps(const Plan &plan) {
 //===----------------------------------------------------------------------===//
 
 std::string_view architectureName(Architecture arch) {
-  return arch == Architecture::Gpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM";
+  return arch == Architecture::Gpt2    ? "GPT2LMHeadModel"
+         : arch == Architecture::Llama ? "LlamaForCausalLM"
+                                       : "MixtralForCausalLM";
 }
 
 std::string_view modelType(Architecture arch) {
-  return arch == Architecture::Gpt2 ? "gpt2" : "llama";
+  return arch == Architecture::Gpt2 ? "gpt2" : arch == Architecture::Llama ? "llama" : "mixtral";
 }
 
 int64_t TensorMap::numElements() const {
@@ -197,7 +220,13 @@ Expected<ModelMap> mapModel(const Plan &plan, const PlanOps &ops) {
   if (plan.findParam("wte"))
     model.arch = Architecture::Gpt2;
   else if (plan.findParam("embed"))
-    model.arch = Architecture::Llama;
+    // A router among the layer parameters makes it Mixtral.
+    model.arch = std::any_of(plan.params.begin(), plan.params.end(),
+                             [](const ParamInfo &p) {
+                               return p.layer && p.name == concat(*p.layer, ".router");
+                             })
+                     ? Architecture::Mixtral
+                     : Architecture::Llama;
   else if (plan.params.empty())
     return makeError(plan.dir, ": the plan's model '", plan.model, "' has no parameters");
   else
@@ -249,7 +278,10 @@ Expected<ModelMap> mapModel(const Plan &plan, const PlanOps &ops) {
   dims.heads = dimAt("wq", true, 1);
   dims.headDim = dimAt("wq", true, 2);
   dims.kvHeads = arch == Architecture::Gpt2 ? dims.heads : dimAt("wk", true, 1);
-  dims.ffn = dimAt("w1", true, 1);
+  const bool moe = arch == Architecture::Mixtral;
+  dims.ffn = dimAt("w1", true, moe ? 2 : 1);
+  if (moe)
+    dims.experts = dimAt("router", true, 1);
   dims.layers = param("wq", true).instances;
   dims.positions =
       arch == Architecture::Gpt2 ? dimAt("wpe", false, 0) : plan.dimSize("seq").value_or(0);
@@ -269,6 +301,7 @@ Expected<ModelMap> mapModel(const Plan &plan, const PlanOps &ops) {
                      : c == 'H' ? dims.heads
                      : c == 'K' ? dims.kvHeads
                      : c == 'd' ? dims.headDim
+                     : c == 'E' ? dims.experts
                                 : dims.ffn);
     std::vector<int64_t> have = realShape(plan, p.dims);
     if (have != want)
@@ -280,9 +313,9 @@ Expected<ModelMap> mapModel(const Plan &plan, const PlanOps &ops) {
     return makeError("heads x head_dim = ", dims.heads * dims.headDim,
                      " differs from hidden = ", dims.hidden,
                      ": GPT-2's attention has n_embd / n_head per head");
-  if (arch == Architecture::Llama && dims.headDim % 2 != 0)
+  if (arch != Architecture::Gpt2 && dims.headDim % 2 != 0)
     return makeError("head_dim = ", dims.headDim, " is odd: rotary embeddings need an even one");
-  if (arch == Architecture::Llama && (dims.kvHeads == 0 || dims.heads % dims.kvHeads != 0))
+  if (arch != Architecture::Gpt2 && (dims.kvHeads == 0 || dims.heads % dims.kvHeads != 0))
     return makeError("heads = ", dims.heads, " is not a multiple of kv_heads = ", dims.kvHeads);
 
   // The ops: what config.json can state.
@@ -330,6 +363,36 @@ Expected<ModelMap> mapModel(const Plan &plan, const PlanOps &ops) {
                       none(ops.geluTanh + ops.geluExact > 0, "gelu ops")})
       if (!err.ok())
         return err;
+  }
+  if (moe) {
+    // HF's Mixtral sends every token to its experts; a capacity factor drops tokens, so the
+    // logits would differ. Refused rather than warned: an import is meant to reproduce them.
+    if (ops.cappedDispatch)
+      return makeError("the plan's dispatch has a capacity factor, which drops tokens; a ",
+                       describeArchitecture(arch),
+                       " model routes every token (use dispatch(..., dropless) in the .mtl)");
+    if (!ops.droplessDispatch)
+      return makeError("the plan's program has no dispatch, which a ", describeArchitecture(arch),
+                       " model has");
+    std::vector<int64_t> ks;
+    for (const std::string &name : ops.topKDims) {
+      std::optional<int64_t> k = plan.dimSize(name);
+      if (!k)
+        return makeError("the plan has no size for its topk's k dim '", name, "'");
+      if (std::find(ks.begin(), ks.end(), *k) == ks.end())
+        ks.push_back(*k);
+    }
+    if (ks.empty())
+      return makeError("the plan's program has no topk, which a ", describeArchitecture(arch),
+                       " model has");
+    if (ks.size() > 1)
+      return makeError("the plan's topk ks differ (", ks[0], " and ", ks[1], "): a ",
+                       describeArchitecture(arch), " config states one num_experts_per_tok");
+    dims.expertsPerToken = ks[0];
+  } else {
+    if (!ops.topKDims.empty() || ops.droplessDispatch + ops.cappedDispatch > 0)
+      return makeError("the plan's program routes to experts (topk, dispatch), which a ",
+                       describeArchitecture(arch), " model does not");
   }
   if (ops.bidirectionalAttention)
     return makeError("the plan's attention is not causal; a ", describeArchitecture(arch),
@@ -390,6 +453,30 @@ Expected<ModelMap> mapModel(const Plan &plan, const PlanOps &ops) {
     }
     same("transformer.ln_f.weight", {D}, {{"lnf.g", 0}}, false, -1, 1, D);
     same("transformer.ln_f.bias", {D}, {{"lnf.b", 0}}, false, -1, 1, D);
+  } else if (moe) {
+    // w1/w3/w2 are [layers, experts, in, out]: expert e of layer l is the [in, out] slice
+    // l * experts + e, so a part's `layer` indexes that slice.
+    const int64_t E = dims.experts;
+    same("model.embed_tokens.weight", {V, D}, {{"embed", 0}}, false, -1, V, D);
+    for (int64_t l = 0; l < dims.layers; ++l) {
+      std::string h = concat("model.layers.", l, ".");
+      linear(h + "self_attn.q_proj.weight", "wq", l, D, Hd, true);
+      linear(h + "self_attn.k_proj.weight", "wk", l, D, Kd, true);
+      linear(h + "self_attn.v_proj.weight", "wv", l, D, Kd, false);
+      linear(h + "self_attn.o_proj.weight", "wo", l, Hd, D, false);
+      linear(h + "block_sparse_moe.gate.weight", "router", l, D, E, false);
+      for (int64_t e = 0; e < E; ++e) {
+        std::string x = concat(h, "block_sparse_moe.experts.", e, ".");
+        linear(x + "w1.weight", "w1", l * E + e, D, F, false);
+        linear(x + "w2.weight", "w2", l * E + e, F, D, false);
+        linear(x + "w3.weight", "w3", l * E + e, D, F, false);
+      }
+      same(h + "input_layernorm.weight", {D}, {{"attn_norm", 0}}, true, l, 1, D);
+      same(h + "post_attention_layernorm.weight", {D}, {{"ffn_norm", 0}}, true, l, 1, D);
+    }
+    same("model.norm.weight", {D}, {{"norm", 0}}, false, -1, 1, D);
+    if (!model.tiedEmbeddings)
+      linear("lm_head.weight", "lm_head", -1, D, V, false);
   } else {
     same("model.embed_tokens.weight", {V, D}, {{"embed", 0}}, false, -1, V, D);
     for (int64_t l = 0; l < dims.layers; ++l) {
@@ -621,7 +708,27 @@ Error checkConfig(const JsonValue &value, const ModelMap &model, std::string_vie
       headDim = *hidden / *heads;
     checks.push_back(expect("head_dim", headDim, d.headDim, "head_dim"));
     checks.push_back(expect("intermediate_size", std::nullopt, d.ffn, "ffn"));
-    checks.push_back(expectEps("rms_norm_eps", 1e-6));
+    const bool moe = arch == Architecture::Mixtral;
+    // MixtralConfig's defaults differ from LlamaConfig's: eps 1e-5, theta 1e6.
+    checks.push_back(expectEps("rms_norm_eps", moe ? 1e-5 : 1e-6));
+    if (moe) {
+      checks.push_back(expect("num_local_experts", 8, d.experts, "experts"));
+      checks.push_back(expect("num_experts_per_tok", 2, d.expertsPerToken, "topk"));
+      Expected<double> jitter = number(*config, "router_jitter_noise", 0.0);
+      if (!jitter)
+        return jitter.takeError();
+      if (*jitter != 0.0)
+        return makeError(where, ": \"router_jitter_noise\" is ", *jitter,
+                         "; the plan's router has no noise");
+      // A sliding window no shorter than the sequence changes nothing.
+      Expected<int64_t> window = integer("sliding_window", d.positions);
+      if (!window)
+        return window.takeError();
+      if (*window < d.positions)
+        return makeError(where, ": \"sliding_window\" is ", *window,
+                         ", below the plan's sequence length seq = ", d.positions,
+                         "; the plan's attention sees the whole sequence");
+    }
     Expected<int64_t> positions = integer("max_position_embeddings", std::nullopt);
     if (!positions)
       return positions.takeError();
@@ -649,7 +756,8 @@ Error checkConfig(const JsonValue &value, const ModelMap &model, std::string_vie
                          ", not an object");
       rope = p->getObject();
     }
-    Expected<double> theta = number(*rope, "rope_theta", 10000.0);
+    Expected<double> theta =
+        number(*rope, "rope_theta", arch == Architecture::Mixtral ? 1e6 : 10000.0);
     if (!theta)
       return theta.takeError();
     if (!sameAsFloat(*theta, model.ropeTheta))
@@ -715,10 +823,18 @@ JsonValue makeConfig(const ModelMap &model, std::string_view dtype) {
     c.insert("rope_theta", model.ropeTheta);
     c.insert("rope_scaling", nullptr);
     c.insert("hidden_act", "silu");
-    c.insert("attention_bias", false);
-    c.insert("mlp_bias", false);
     c.insert("attention_dropout", 0.0);
-    c.insert("pretraining_tp", 1);
+    if (model.arch == Architecture::Mixtral) {
+      c.insert("num_local_experts", d.experts);
+      c.insert("num_experts_per_tok", d.expertsPerToken);
+      c.insert("router_jitter_noise", 0.0);
+      c.insert("sliding_window", nullptr);
+      c.insert("output_router_logits", false);
+    } else {
+      c.insert("attention_bias", false);
+      c.insert("mlp_bias", false);
+      c.insert("pretraining_tp", 1);
+    }
     c.insert("initializer_range", 0.02);
   }
   c.insert("tie_word_embeddings", model.tiedEmbeddings);

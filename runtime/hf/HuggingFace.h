@@ -9,7 +9,9 @@
 // The model is recognised from the plan's parameter table (names and shapes): GPT-2
 // (`GPT2LMHeadModel`: wte, wpe, lnf.*, one layer of ln1.*, wq/wk/wv, bq/bk/bv, wo, bo, ln2.*,
 // w1, b1, w2, b2) or Llama (`LlamaForCausalLM`: embed, norm, lm_head (absent: tied to
-// embed), one layer of attn_norm, wq, wk, wv, wo, ffn_norm, w1 (gate), w3 (up), w2 (down)).
+// embed), one layer of attn_norm, wq, wk, wv, wo, ffn_norm, w1 (gate), w3 (up), w2 (down))
+// or Mixtral (`MixtralForCausalLM`: Llama's parameters plus a layer `router` [hidden, experts],
+// with w1, w3, w2 stacked per expert [experts, ...]; its dispatch must be dropless, as HF's is).
 // The op attributes a Hugging Face config also fixes (norm epsilon, rotary theta, the GELU
 // form, the attention scale) are read from the plan's program.mlir (readPlanOps) and checked
 // against config.json, never assumed.
@@ -50,6 +52,10 @@ namespace mtc::rt::hf {
 /// layer_norm eps 1e-5, rms_norm eps 1e-6, rope theta 10000; docs/dsl.md).
 struct PlanOps {
   std::vector<double> layerNormEps, rmsNormEps, ropeTheta, attentionScale;
+  /// The dim name of every topk op's k (its size is the plan's); dispatches without a
+  /// capacity factor (dropless) and with one.
+  std::vector<std::string> topKDims;
+  int64_t droplessDispatch = 0, cappedDispatch = 0;
   int64_t geluTanh = 0, geluExact = 0;
   int64_t causalAttention = 0, bidirectionalAttention = 0;
 };
@@ -63,16 +69,18 @@ Expected<PlanOps> readPlanOps(const Plan &plan);
 // The model and its tensors
 //===----------------------------------------------------------------------===//
 
-enum class Architecture { Gpt2, Llama };
+enum class Architecture { Gpt2, Llama, Mixtral };
 
-/// "GPT2LMHeadModel", "LlamaForCausalLM".
+/// "GPT2LMHeadModel", "LlamaForCausalLM", "MixtralForCausalLM".
 std::string_view architectureName(Architecture arch);
-/// config.json's model_type: "gpt2", "llama".
+/// config.json's model_type: "gpt2", "llama", "mixtral".
 std::string_view modelType(Architecture arch);
 
 /// The sizes a Hugging Face config states, as the plan has them (the vocabulary real).
 struct ModelDims {
   int64_t vocab = 0, hidden = 0, heads = 0, kvHeads = 0, headDim = 0, ffn = 0, layers = 0;
+  /// Mixtral: the experts per layer (the router's columns) and the experts per token (top-k).
+  int64_t experts = 0, expertsPerToken = 0;
   /// GPT-2: the rows of wpe (n_positions). Llama: the plan's sequence length, at most
   /// max_position_embeddings (rotary embeddings have no table).
   int64_t positions = 0;

@@ -40,7 +40,8 @@ constexpr const char *kUsage =
     "      (default f32), for transformers' from_pretrained(DIR)\n"
     "  --help\n"
     "\n"
-    "Models: GPT-2 (GPT2LMHeadModel) and Llama (LlamaForCausalLM), recognised from the plan's\n"
+    "Models: GPT-2 (GPT2LMHeadModel), Llama (LlamaForCausalLM) and Mixtral (MixtralForCausalLM,\n"
+    "dropless dispatch only), recognised from the plan's\n"
     "parameters; docs/user-guide.md, \"Hugging Face checkpoints\".\n";
 
 /// The command's arguments from argv[2] on.

@@ -64,7 +64,8 @@ def plan_model(plan):
     params = {p["name"]: p for p in pj["params"]}
     d = pj["dims"]
     layers = next(p["instances"] for p in pj["params"] if p.get("layer"))
-    arch = "gpt2" if "wte" in params else "llama"
+    arch = ("gpt2" if "wte" in params else "mixtral" if "block.router" in params
+            else "llama")
     return arch, d, layers, params
 
 
@@ -118,6 +119,31 @@ def make(args):
         if opts["bare-names"]:
             t = {k[len("transformer."):] if k.startswith("transformer.") else k: v
                  for k, v in t.items()}
+    elif arch == "mixtral":
+        E, k = d["experts"], d["topk"]
+        config = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+                  "vocab_size": V, "hidden_size": D, "intermediate_size": F,
+                  "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": K,
+                  "max_position_embeddings": 4096, "rms_norm_eps": 1e-05,
+                  "rope_theta": 1000000.0, "hidden_act": "silu", "tie_word_embeddings": False,
+                  "num_local_experts": E, "num_experts_per_tok": k, "sliding_window": None,
+                  "router_jitter_noise": 0.0, "output_router_logits": False,
+                  "router_aux_loss_coef": 0.02}
+        t["model.embed_tokens.weight"] = w(V, D)
+        for l in range(L):
+            h = f"model.layers.{l}."
+            t[h + "self_attn.q_proj.weight"] = w(H * hd, D)
+            t[h + "self_attn.k_proj.weight"] = w(K * hd, D)
+            t[h + "self_attn.v_proj.weight"] = w(K * hd, D)
+            t[h + "self_attn.o_proj.weight"] = w(D, H * hd)
+            t[h + "block_sparse_moe.gate.weight"] = w(E, D)
+            for e in range(E):
+                x = f"{h}block_sparse_moe.experts.{e}."
+                t[x + "w1.weight"], t[x + "w2.weight"] = w(F, D), w(D, F)
+                t[x + "w3.weight"] = w(F, D)
+            t[h + "input_layernorm.weight"] = norm(D)
+            t[h + "post_attention_layernorm.weight"] = norm(D)
+        t["model.norm.weight"], t["lm_head.weight"] = norm(D), w(V, D)
     else:
         config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
                   "vocab_size": V, "hidden_size": D, "intermediate_size": F,
@@ -226,9 +252,17 @@ def check(hf, ckpt):
                p["block.wk"][l][:, :, perm].reshape(D, K * hd).T)
             eq(h + "self_attn.v_proj.weight", p["block.wv"][l].reshape(D, K * hd).T)
             eq(h + "self_attn.o_proj.weight", p["block.wo"][l].reshape(H * hd, D).T)
-            eq(h + "mlp.gate_proj.weight", p["block.w1"][l].T)
-            eq(h + "mlp.up_proj.weight", p["block.w3"][l].T)
-            eq(h + "mlp.down_proj.weight", p["block.w2"][l].T)
+            if config["model_type"] == "mixtral":
+                eq(h + "block_sparse_moe.gate.weight", p["block.router"][l].T)
+                for e in range(config["num_local_experts"]):
+                    x = f"{h}block_sparse_moe.experts.{e}."
+                    eq(x + "w1.weight", p["block.w1"][l][e].T)
+                    eq(x + "w3.weight", p["block.w3"][l][e].T)
+                    eq(x + "w2.weight", p["block.w2"][l][e].T)
+            else:
+                eq(h + "mlp.gate_proj.weight", p["block.w1"][l].T)
+                eq(h + "mlp.up_proj.weight", p["block.w3"][l].T)
+                eq(h + "mlp.down_proj.weight", p["block.w2"][l].T)
             eq(h + "input_layernorm.weight", p["block.attn_norm"][l])
             eq(h + "post_attention_layernorm.weight", p["block.ffn_norm"][l])
         eq("model.norm.weight", p["norm"])

@@ -142,11 +142,11 @@ TEST(HuggingFaceTest, MapsLlamaAndRoundTrips) {
 
 TEST(HuggingFaceTest, RefusesWhatDoesNotMap) {
   Plan plan = llamaPlan();
-  plan.params.push_back(param("router", {Dim{"hidden", 8}, Dim{"experts", 4}}, true));
+  plan.params.push_back(param("gate_bias", {Dim{"hidden", 8}}, true));
   Expected<ModelMap> extra = mapModel(plan, llamaOps());
   ASSERT_FALSE(extra.ok());
   EXPECT_EQ(extra.error().message(),
-            "parameter 'block.router' [layers=2, hidden=8, experts=4] of the plan's model maps "
+            "parameter 'block.gate_bias' [layers=2, hidden=8] of the plan's model maps "
             "to no tensor of a Hugging Face Llama (LlamaForCausalLM) model");
 
   plan = llamaPlan();
@@ -200,6 +200,152 @@ TEST(HuggingFaceTest, ChecksConfig) {
   Error theta = checkConfig(config, *model, "c");
   ASSERT_FALSE(theta.ok());
   EXPECT_EQ(theta.message(), "c: \"rope_theta\" is 20000 but the plan's rope has theta = 10000");
+}
+
+/// A small Mixtral plan (vocab 16, hidden 8, 2 heads of 4, 1 kv head, 4 experts of ffn 6,
+/// top 2), 2 layers.
+Plan mixtralPlan() {
+  Plan plan;
+  plan.model = "mixtral";
+  plan.vocabulary = "vocab";
+  plan.vocabularyRealSize = 16;
+  Dim V{"vocab", 16}, D{"hidden", 8}, H{"heads", 2}, K{"kv_heads", 1}, d{"head_dim", 4},
+      F{"ffn", 6}, E{"experts", 4};
+  plan.dims = {V, D, H, K, d, F, E, Dim{"topk", 2}, Dim{"seq", 8}};
+  plan.params = {
+      param("embed", {V, D}, false),   param("norm", {D}, false),
+      param("lm_head", {D, V}, false), param("attn_norm", {D}, true),
+      param("wq", {D, H, d}, true),    param("wk", {D, K, d}, true),
+      param("wv", {D, K, d}, true),    param("wo", {H, d, D}, true),
+      param("ffn_norm", {D}, true),    param("router", {D, E}, true),
+      param("w1", {E, D, F}, true),    param("w3", {E, D, F}, true),
+      param("w2", {E, F, D}, true)};
+  return plan;
+}
+
+PlanOps mixtralOps() {
+  PlanOps ops;
+  ops.rmsNormEps = {1e-5, 1e-5};
+  ops.ropeTheta = {1e6};
+  ops.attentionScale = {0.5};
+  ops.causalAttention = 1;
+  ops.topKDims = {"topk"};
+  ops.droplessDispatch = 1;
+  return ops;
+}
+
+TEST(HuggingFaceTest, ScansRouting) {
+  Expected<PlanOps> ops = scanPlanOps(
+      "  %w, %i = mt.topk %l over expert k topk : <>\n"
+      "  %d = mt.dispatch %x, %i k topk to expert capacity cap dropless : <>\n"
+      "  %e = mt.dispatch %x, %i k topk to expert capacity cap factor 1.250000e+00 : <>\n",
+      "p");
+  ASSERT_TRUE(ops.ok()) << ops.error().message();
+  EXPECT_EQ(ops->topKDims, (std::vector<std::string>{"topk"}));
+  EXPECT_EQ(ops->droplessDispatch, 1);
+  EXPECT_EQ(ops->cappedDispatch, 1);
+}
+
+TEST(HuggingFaceTest, MapsMixtralAndRoundTrips) {
+  Plan plan = mixtralPlan();
+  Expected<ModelMap> model = mapModel(plan, mixtralOps());
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  EXPECT_EQ(model->arch, Architecture::Mixtral);
+  EXPECT_EQ(model->dims.experts, 4);
+  EXPECT_EQ(model->dims.expertsPerToken, 2);
+  EXPECT_EQ(model->dims.ffn, 6);
+  // embed, per layer 4 attention + gate + 3 x 4 experts + 2 norms, norm, lm_head.
+  EXPECT_EQ(model->tensors.size(), 1u + 2 * (4 + 1 + 12 + 2) + 2);
+  std::vector<std::vector<float>> params;
+  float next = 0;
+  for (const ParamInfo &p : plan.params) {
+    params.emplace_back(size_t(p.numElements()));
+    for (float &v : params.back())
+      v = next++;
+  }
+  std::vector<std::vector<float>> back;
+  for (const std::vector<float> &p : params)
+    back.emplace_back(p.size(), -1.0f);
+  for (const TensorMap &t : model->tensors)
+    scatterTensor(t, gatherTensor(t, params), back);
+  EXPECT_EQ(back, params);
+  // Layer 1: gate is router[1] transposed ([experts, hidden]); expert 2's w1 is w1[1][2]
+  // ([hidden, ffn]) transposed to [ffn, hidden], its w2 w2[1][2] transposed to [hidden, ffn].
+  auto find = [&](std::string_view name) -> const TensorMap * {
+    for (const TensorMap &t : model->tensors)
+      if (t.name == name)
+        return &t;
+    return nullptr;
+  };
+  const TensorMap *gate = find("model.layers.1.block_sparse_moe.gate.weight");
+  ASSERT_NE(gate, nullptr);
+  EXPECT_EQ(gate->shape, (std::vector<int64_t>{4, 8}));
+  std::vector<float> g = gatherTensor(*gate, params);
+  for (int64_t e = 0; e < 4; ++e)
+    for (int64_t h = 0; h < 8; ++h)
+      EXPECT_EQ(g[size_t(e * 8 + h)], params[9][size_t(1 * 32 + h * 4 + e)]);
+  const TensorMap *w1 = find("model.layers.1.block_sparse_moe.experts.2.w1.weight");
+  ASSERT_NE(w1, nullptr);
+  EXPECT_EQ(w1->shape, (std::vector<int64_t>{6, 8}));
+  std::vector<float> a = gatherTensor(*w1, params);
+  for (int64_t f = 0; f < 6; ++f)
+    for (int64_t h = 0; h < 8; ++h)
+      EXPECT_EQ(a[size_t(f * 8 + h)], params[10][size_t((1 * 4 + 2) * 48 + h * 6 + f)]);
+  const TensorMap *w2 = find("model.layers.1.block_sparse_moe.experts.2.w2.weight");
+  ASSERT_NE(w2, nullptr);
+  EXPECT_EQ(w2->shape, (std::vector<int64_t>{8, 6}));
+  std::vector<float> b = gatherTensor(*w2, params);
+  for (int64_t h = 0; h < 8; ++h)
+    for (int64_t f = 0; f < 6; ++f)
+      EXPECT_EQ(b[size_t(h * 6 + f)], params[12][size_t((1 * 4 + 2) * 48 + f * 8 + h)]);
+  ASSERT_NE(find("model.layers.0.block_sparse_moe.experts.3.w3.weight"), nullptr);
+  EXPECT_EQ(find("model.layers.0.mlp.gate_proj.weight"), nullptr);
+}
+
+TEST(HuggingFaceTest, RefusesCappedMixtral) {
+  PlanOps ops = mixtralOps();
+  ops.droplessDispatch = 0;
+  ops.cappedDispatch = 1;
+  Expected<ModelMap> model = mapModel(mixtralPlan(), ops);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.error().message(),
+            "the plan's dispatch has a capacity factor, which drops tokens; a Mixtral "
+            "(MixtralForCausalLM) model routes every token (use dispatch(..., dropless) in the "
+            ".mtl)");
+}
+
+TEST(HuggingFaceTest, ChecksMixtralConfig) {
+  Expected<ModelMap> model = mapModel(mixtralPlan(), mixtralOps());
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  JsonValue config = makeConfig(*model, "float32");
+  EXPECT_TRUE(checkConfig(config, *model, "c").ok());
+  // MixtralConfig's defaults (eps 1e-5, theta 1e6) are the plan's here.
+  config.getObject()->erase("rms_norm_eps");
+  config.getObject()->erase("rope_theta");
+  EXPECT_TRUE(checkConfig(config, *model, "c").ok());
+  auto refused = [&](std::string_view key, JsonValue value) {
+    JsonValue c = makeConfig(*model, "float32");
+    c.getObject()->set(std::string(key), std::move(value));
+    Error err = checkConfig(c, *model, "c");
+    return err.ok() ? std::string("accepted") : err.message();
+  };
+  EXPECT_EQ(refused("num_local_experts", int64_t(8)),
+            "c: \"num_local_experts\" is 8 but the plan's model has experts = 4");
+  EXPECT_EQ(refused("num_experts_per_tok", int64_t(1)),
+            "c: \"num_experts_per_tok\" is 1 but the plan's model has topk = 2");
+  EXPECT_EQ(refused("rope_theta", 1e4),
+            "c: \"rope_theta\" is 10000 but the plan's rope has theta = 1e+06");
+  EXPECT_EQ(refused("rms_norm_eps", 1e-6), "c: \"rms_norm_eps\" is 1e-06 but the plan's norms "
+                                            "use eps = 1e-05 (set eps in the .mtl to match)");
+  EXPECT_EQ(refused("router_jitter_noise", 0.1),
+            "c: \"router_jitter_noise\" is 0.1; the plan's router has no noise");
+  EXPECT_EQ(refused("sliding_window", int64_t(4)),
+            "c: \"sliding_window\" is 4, below the plan's sequence length seq = 8; the plan's "
+            "attention sees the whole sequence");
+  EXPECT_EQ(refused("sliding_window", int64_t(4096)), "accepted");
+  EXPECT_EQ(refused("model_type", "llama"),
+            "c: a config of model_type 'llama', but the plan's model is Mixtral "
+            "(MixtralForCausalLM), model_type 'mixtral'");
 }
 
 } // namespace
