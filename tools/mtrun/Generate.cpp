@@ -167,8 +167,7 @@ int generateMain(int argc, char **argv) {
       {opts->plan, opts->load, opts->steps, opts->threads, opts->tokenizer});
   if (!model)
     return failWith(model.error());
-  const Plan &plan = (*model)->plan();
-  Expected<int64_t> seed = parseInteger(opts->seed, "--seed", int64_t(plan.seed), 0,
+  Expected<int64_t> seed = parseInteger(opts->seed, "--seed", int64_t((*model)->plan().seed), 0,
                                         std::numeric_limits<int64_t>::max());
   if (!seed)
     return failWith(seed.error());
@@ -179,7 +178,7 @@ int generateMain(int argc, char **argv) {
     return failWith(std::move(error).withContext("--prompt"));
   }
   for (const std::string &text : opts->stopTokens) {
-    Expected<int64_t> id = parseInteger(text, "--stop-token", 0, 0, plan.vocabularyRealSize - 1);
+    Expected<int64_t> id = parseInteger(text, "--stop-token", 0, 0, (*model)->vocabulary() - 1);
     if (!id)
       return failWith(id.error());
     generation.stopTokens.push_back(*id);

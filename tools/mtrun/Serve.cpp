@@ -300,8 +300,8 @@ int serveMain(int argc, char **argv) {
       };
 
   httplib::Server server;
-  // Bodies with a Content-Length above the bound are refused before they are read (and
-  // before they are sent, by a client that waits for "100 Continue").
+  // Bodies with a Content-Length above the bound are refused on it (cpp-httplib drops them
+  // unkept), and before they are sent to a client that waits for "100 Continue".
   server.set_payload_max_length(static_cast<size_t>(*maxBytes));
   auto tooLargeError = [&] {
     return RequestError{
