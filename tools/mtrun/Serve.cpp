@@ -318,8 +318,11 @@ int serveMain(int argc, char **argv) {
     return 413;
   });
   server.set_keep_alive_max_count(1);
-  server.set_read_timeout(30);
-  server.set_write_timeout(30);
+  // A client silent for this long (before its request, within it) is left, so that a stopping
+  // server waits for no one longer.
+  server.set_keep_alive_timeout(5);
+  server.set_read_timeout(10);
+  server.set_write_timeout(10);
   // Threads beyond the concurrency bound answer the excess (503) and the health checks.
   const size_t threads = static_cast<size_t>(*maxConcurrency) + 4;
   server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
