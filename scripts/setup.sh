@@ -14,6 +14,9 @@ packages=(
   # The tokenizers (runtime/data): GPT-2's pattern needs Unicode properties and lookahead
   # (PCRE2); SentencePiece models load through the sentencepiece library. Found by pkg-config.
   pkg-config libpcre2-dev libsentencepiece-dev
+  # `mtrun serve`'s HTTP server (tools/mtrun/Serve.cpp): a maintained HTTP/1.1 library
+  # rather than a hand-written parser of requests from the network. Found by pkg-config.
+  libcpp-httplib-dev
 )
 
 missing=()

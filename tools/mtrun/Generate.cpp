@@ -7,13 +7,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/mtrun/Generate.h"
+#include "tools/mtrun/GenerationModel.h"
 
-#include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/data/Tokenizer.h"
-#include "runtime/exec/Checkpoint.h"
-#include "runtime/exec/KernelThreads.h"
 #include "runtime/generate/Decoding.h"
-#include "runtime/generate/LogitsFunction.h"
 #include "runtime/support/CommandLine.h"
 #include "runtime/support/OutputPaths.h"
 
@@ -145,24 +142,12 @@ int generateMain(int argc, char **argv) {
                               "TEXT; see mtrun generate --help)"));
   if (!opts->prompt)
     return failWith(makeError("no --prompt TEXT given (the text to continue)"));
-  if (opts->load && opts->steps)
-    return failWith(makeError("--load and --steps 0 name two sets of parameters: give one"));
-  if (!opts->load && !opts->steps)
-    return failWith(makeError("no parameters: give --load CKPT (a checkpoint of the plan) or "
-                              "--steps 0 (its initial parameters)"));
-  if (opts->steps && *opts->steps != "0")
-    return failWith(makeError("--steps must be 0 (the initial parameters; generation does not "
-                              "train), got '",
-                              *opts->steps, "'"));
   Expected<int64_t> maxNew =
       parseInteger(opts->maxNewTokens, "--max-new-tokens", -1, 0, int64_t(1) << 40);
   Expected<double> temperature = parseNumber(opts->temperature, "--temperature", 0);
   Expected<int64_t> topK = parseInteger(opts->topK, "--top-k", 0, 0, int64_t(1) << 40);
   Expected<double> topP = parseNumber(opts->topP, "--top-p", 1);
-  Expected<int64_t> threads =
-      parseInteger(opts->threads, "--threads-per-rank", 0, 1, kMaxThreadsPerRank);
-  for (const Error *err :
-       {&maxNew.error(), &temperature.error(), &topK.error(), &topP.error(), &threads.error()})
+  for (const Error *err : {&maxNew.error(), &temperature.error(), &topK.error(), &topP.error()})
     if (!err->ok())
       return failWith(*err);
   GenerationOptions generation;
@@ -178,64 +163,30 @@ int generateMain(int argc, char **argv) {
     if (Error err = checkOutputFile(*opts->dumpLogits, "--dump-logits"); !err.ok())
       return failWith(err);
 
-  Expected<Plan> plan = loadPlan(*opts->plan);
-  if (!plan)
-    return failWith(plan.error());
-  if (plan->pipeline)
-    return failWith(makeError(*opts->plan,
-                              ": a pipeline plan runs its layers on several "
-                              "stages; generation runs on one rank (compile the model without "
-                              "--pp: a checkpoint loads under any layout)"));
-  Expected<int64_t> seed = parseInteger(opts->seed, "--seed", int64_t(plan->seed), 0,
+  Expected<std::unique_ptr<GenerationModel>> model = GenerationModel::load(
+      {opts->plan, opts->load, opts->steps, opts->threads, opts->tokenizer});
+  if (!model)
+    return failWith(model.error());
+  Expected<int64_t> seed = parseInteger(opts->seed, "--seed", int64_t((*model)->plan().seed), 0,
                                         std::numeric_limits<int64_t>::max());
   if (!seed)
     return failWith(seed.error());
   generation.sampling.seed = static_cast<uint64_t>(*seed);
-
-  Expected<std::unique_ptr<Tokenizer>> tokenizer = makeTokenizer(opts->tokenizer);
-  if (!tokenizer)
-    return failWith(tokenizer.error());
-  std::vector<int64_t> prompt;
-  if (Error err = (*tokenizer)->encode(*opts->prompt, prompt); !err.ok())
-    return failWith(std::move(err).withContext("--prompt"));
-  int64_t vocabulary = plan->vocabularyRealSize;
-  for (int64_t id : prompt)
-    if (id >= vocabulary)
-      return failWith(makeError("--prompt: the ", (*tokenizer)->name(), " tokenizer gives id ", id,
-                                ", outside the model's vocabulary of ", vocabulary,
-                                " (is it the tokenizer the model was trained with?)"));
+  Expected<std::vector<int64_t>> prompt = (*model)->encode(*opts->prompt);
+  if (!prompt) {
+    Error error = prompt.error();
+    return failWith(std::move(error).withContext("--prompt"));
+  }
   for (const std::string &text : opts->stopTokens) {
-    Expected<int64_t> id = parseInteger(text, "--stop-token", 0, 0, vocabulary - 1);
+    Expected<int64_t> id = parseInteger(text, "--stop-token", 0, 0, (*model)->vocabulary() - 1);
     if (!id)
       return failWith(id.error());
     generation.stopTokens.push_back(*id);
   }
   if (!opts->ignoreEod)
-    generation.stopTokens.push_back((*tokenizer)->eod());
+    generation.stopTokens.push_back((*model)->tokenizer().eod());
 
-  Expected<KernelLibrary> kernels = KernelLibrary::load(*plan);
-  if (!kernels)
-    return failWith(kernels.error());
-  Expected<TrainingState> state =
-      opts->load ? loadCheckpoint(*opts->load, *plan) : TrainingState::initialize(*plan);
-  if (!state)
-    return failWith(state.error());
-  Expected<LogitsFunction> logits = LogitsFunction::create(*plan, *kernels, *state);
-  if (!logits)
-    return failWith(logits.error());
-  Expected<int> threadsPerRank =
-      opts->threads ? Expected<int>(static_cast<int>(*threads))
-                    : defaultThreadsPerRank(processEnvironment(), availableCores(), 1);
-  if (!threadsPerRank)
-    return failWith(threadsPerRank.error());
-  setKernelThreads(*threadsPerRank);
-
-  LogitsOfLast lastLogits = [&](std::span<const int64_t> ids) -> Expected<std::span<const float>> {
-    if (Error err = logits->run(ids); !err.ok())
-      return err;
-    return logits->at(static_cast<int64_t>(ids.size()) - 1);
-  };
-  Expected<Generation> result = generate(lastLogits, prompt, logits->window(), generation);
+  Expected<Generation> result = (*model)->generate(*prompt, generation);
   if (!result)
     return failWith(result.error());
 
@@ -243,19 +194,19 @@ int generateMain(int argc, char **argv) {
   if (opts->ids) {
     for (size_t i = 0; i < result->tokens.size(); ++i)
       text += concat(i ? " " : "", result->tokens[i]);
-  } else if (Error err = (*tokenizer)->decode(result->tokens, text); !err.ok()) {
+  } else if (Error err = (*model)->tokenizer().decode(result->tokens, text); !err.ok()) {
     return failWith(std::move(err).withContext("decoding the generated tokens"));
   }
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fputc('\n', stdout);
   if (opts->dumpLogits)
-    if (Error err = writeLogits(*opts->dumpLogits, *logits, result->tokens); !err.ok())
+    if (Error err = writeLogits(*opts->dumpLogits, (*model)->logits(), result->tokens); !err.ok())
       return failWith(err);
   const int64_t made = static_cast<int64_t>(result->tokens.size()) - result->promptTokens;
   std::string why = result->reason == StopReason::StopToken
                         ? concat("stop token ", result->stopToken)
                     : result->reason == StopReason::WindowFull
-                        ? concat("the model's window of ", logits->window(), " tokens is full")
+                        ? concat("the model's window of ", (*model)->window(), " tokens is full")
                         : concat("--max-new-tokens ", generation.maxNewTokens);
   std::fprintf(stderr, "mtrun generate: %lld prompt tokens, %lld new (%s; %s)\n",
                static_cast<long long>(result->promptTokens), static_cast<long long>(made),

@@ -6,7 +6,8 @@
 // the ranks (`--nodes`), joins this rank to its job and hands the run to the training loop
 // (runtime/exec/TrainingRun.h: initialise or resume, the steps, logs, metrics, checkpoints,
 // the export), printing its log. `--info` describes the plan. `mtrun generate PLAN ...`
-// generates text instead (Generate.h). Plain C++20: no LLVM.
+// generates text instead (Generate.h), `mtrun serve PLAN ...` answers generation requests over
+// HTTP (Serve.h). Plain C++20: no LLVM.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +25,7 @@
 #include "runtime/support/Error.h"
 #include "runtime/support/OutputPaths.h"
 #include "tools/mtrun/Generate.h"
+#include "tools/mtrun/Serve.h"
 
 #include <csignal>
 #include <cstdio>
@@ -116,7 +118,9 @@ constexpr OptionSpec kOptions[] = {
 };
 
 void printUsage() {
-  std::printf("usage: mtrun PLAN [options]\n\n"
+  std::printf("usage: mtrun PLAN [options]\n"
+              "       mtrun generate PLAN ...   (text from a prompt; mtrun generate --help)\n"
+              "       mtrun serve PLAN ...      (an HTTP generation server; mtrun serve --help)\n\n"
               "Trains the plan directory PLAN (written by `mtc compile -o PLAN --kernels=x86`)\n"
               "on this CPU. `--steps 0` trains nothing: with --export-safetensors it writes the\n"
               "initial parameters.\n\n"
@@ -505,6 +509,8 @@ int main(int argc, char **argv) {
   try {
     if (argc > 1 && std::string_view(argv[1]) == "generate")
       return runGenerate(argc - 1, argv + 1);
+    if (argc > 1 && std::string_view(argv[1]) == "serve")
+      return runServe(argc - 1, argv + 1);
     return run(argc, argv);
   } catch (const std::exception &e) {
     std::fprintf(stderr, "mtrun: error: %s\n", e.what());

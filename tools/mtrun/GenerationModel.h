@@ -1,0 +1,71 @@
+//===- GenerationModel.h - What `mtrun generate` and `mtrun serve` load ---*- C++ -*-===//
+//
+// A plan, its parameters (a checkpoint, or the initial ones with --steps 0), its kernels, its
+// `logits` function on one rank and the tokenizer, loaded and checked from the flags both
+// commands share, before any token is generated.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_TOOLS_MTRUN_GENERATIONMODEL_H
+#define MTC_TOOLS_MTRUN_GENERATIONMODEL_H
+
+#include "runtime/data/Tokenizer.h"
+#include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/TrainingState.h"
+#include "runtime/generate/Decoding.h"
+#include "runtime/generate/LogitsFunction.h"
+#include "runtime/plan/Plan.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mtc::rt {
+
+/// The flags that choose the model (their names are the commands' flags).
+struct GenerationModelOptions {
+  std::optional<std::string> plan, load, steps, threads;
+  TokenizerOptions tokenizer;
+};
+
+class GenerationModel {
+public:
+  /// Loads everything and checks it: errors name the flag or file at fault. The calling
+  /// thread's kernels run on threads() threads.
+  static Expected<std::unique_ptr<GenerationModel>> load(const GenerationModelOptions &options);
+
+  const Plan &plan() const { return *plan_; }
+  Tokenizer &tokenizer() { return *tokenizer_; }
+  LogitsFunction &logits() { return *logits_; }
+  /// The positions of the model's window.
+  int64_t window() const { return logits_->window(); }
+  /// The token ids the model scores (the plan's real vocabulary).
+  int64_t vocabulary() const { return plan_->vocabularyRealSize; }
+  /// The kernels' threads (--threads-per-rank, else the default): setKernelThreads() on
+  /// another thread that runs the model.
+  int threads() const { return threads_; }
+
+  /// The ids of `text`; fails when the tokenizer gives an id outside the model's vocabulary
+  /// (a tokenizer the model was not trained with).
+  Expected<std::vector<int64_t>> encode(std::string_view text);
+  /// The logits after the last of the ids (Decoding.h), through logits().
+  LogitsOfLast logitsOfLast();
+  /// Generates after `prompt` (GenerationOptions as Decoding.h).
+  Expected<Generation> generate(std::span<const int64_t> prompt, const GenerationOptions &options);
+
+private:
+  GenerationModel() = default;
+
+  std::unique_ptr<Plan> plan_;
+  std::unique_ptr<KernelLibrary> kernels_;
+  std::unique_ptr<TrainingState> state_;
+  std::unique_ptr<LogitsFunction> logits_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  int threads_ = 1;
+};
+
+} // namespace mtc::rt
+
+#endif // MTC_TOOLS_MTRUN_GENERATIONMODEL_H
