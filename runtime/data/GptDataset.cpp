@@ -242,30 +242,37 @@ Error GptDataset::sample(int64_t k, std::vector<int64_t> &tokens) const {
   return Error::success();
 }
 
+Error GptDataset::tokensAndLabels(int64_t k, int64_t seqLen, int32_t *tokens, int32_t *labels,
+                                  std::vector<int64_t> &window) const {
+  if (seqLen != options_.seqLen)
+    return makeError("indexed dataset ", options_.prefix, ": samples of ", seqLen,
+                     " tokens asked for, but its sample order is for ", options_.seqLen);
+  if (Error err = sample(k, window); !err.ok())
+    return err;
+  for (int64_t t = 0; t <= seqLen; ++t) {
+    int64_t id = window[size_t(t)];
+    if (options_.vocab > 0 && (id < 0 || id >= options_.vocab))
+      return makeError("indexed dataset ", options_.prefix, ": token id ", id, " of sample ", k,
+                       " is outside the model's vocabulary of ", options_.vocab,
+                       " tokens (ids 0 to ", options_.vocab - 1, ")");
+    if (t < seqLen)
+      tokens[t] = int32_t(id);
+    if (t > 0)
+      labels[t - 1] = int32_t(id);
+  }
+  return Error::success();
+}
+
 Error GptDataset::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen,
                         int32_t *tokens, int32_t *labels) const {
   if (count <= 0 || seqLen <= 0)
     return Error::success();
-  if (seqLen != options_.seqLen)
-    return makeError("indexed dataset ", options_.prefix, ": samples of ", seqLen,
-                     " tokens asked for, but its sample order is for ", options_.seqLen);
   std::vector<int64_t> window;
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t k = step * options_.globalBatch + sampleBegin + i;
-    if (Error err = sample(k, window); !err.ok())
+  for (int64_t i = 0; i < count; ++i)
+    if (Error err = tokensAndLabels(step * options_.globalBatch + sampleBegin + i, seqLen,
+                                    tokens + i * seqLen, labels + i * seqLen, window);
+        !err.ok())
       return err;
-    for (int64_t t = 0; t <= seqLen; ++t) {
-      int64_t id = window[size_t(t)];
-      if (options_.vocab > 0 && (id < 0 || id >= options_.vocab))
-        return makeError("indexed dataset ", options_.prefix, ": token id ", id, " of sample ", k,
-                         " is outside the model's vocabulary of ", options_.vocab,
-                         " tokens (ids 0 to ", options_.vocab - 1, ")");
-      if (t < seqLen)
-        tokens[i * seqLen + t] = int32_t(id);
-      if (t > 0)
-        labels[i * seqLen + t - 1] = int32_t(id);
-    }
-  }
   return Error::success();
 }
 

@@ -114,6 +114,11 @@ public:
   /// The seqLen + 1 tokens of sample `k` of the training order (after the shuffle).
   Error sample(int64_t k, std::vector<int64_t> &tokens) const;
 
+  /// Sample `k`'s first seqLen tokens to `tokens[0, seqLen)` and its last seqLen to
+  /// `labels[0, seqLen)`, each checked against the vocabulary; `window` is scratch.
+  Error tokensAndLabels(int64_t k, int64_t seqLen, int32_t *tokens, int32_t *labels,
+                        std::vector<int64_t> &window) const;
+
   /// Samples [sampleBegin, sampleBegin + count) of `step` (sample step * globalBatch +
   /// sampleBegin + i of the order): tokens the first seqLen of each, labels the last.
   Error batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen, int32_t *tokens,

@@ -131,11 +131,12 @@ struct RunData {
 /// The most samples an indexed dataset's order is built for (as mtrun's --train-samples).
 constexpr int64_t kMaxSamples = int64_t(1) << 48;
 
-/// The run's data. An indexed dataset's sample order depends on the sequence length and the
-/// global batch, which the compiled step gives, and on the samples the run trains on
-/// (Megatron's train_iters x global_batch_size, or its --train-samples: a resumed run reads
-/// the order of the run it resumes when both have the same target or the same train samples).
-/// The validation samples are the valid split's own order, for Megatron's number of them:
+/// The run's data. An indexed dataset's (or a blend's) sample order depends on the sequence
+/// length and the global batch, which the compiled step gives, and on the samples the run
+/// trains on (Megatron's train_iters x global_batch_size, or its --train-samples: a resumed
+/// run reads the order of the run it resumes when both have the same target or the same train
+/// samples). The validation samples are the valid split's own order (a blend's blended apart
+/// from its train split's), for Megatron's number of them:
 /// (train_iters / eval_interval + 1) x eval_iters global batches, train_iters being
 /// --train-samples / global batch when given.
 Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
@@ -163,7 +164,6 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
   // [batch, seq], as countMicroBatches checked.
   const int64_t microBatch = step.inputs[0].dims[0].size, seqLen = step.inputs[0].dims[1].size;
   GptDataset::Options gpt;
-  gpt.prefix = *options.dataPath;
   gpt.split = options.split.value_or(std::string(kMegatronDefaultSplit));
   gpt.seqLen = seqLen;
   gpt.globalBatch = *microBatches * microBatch;
@@ -177,7 +177,7 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
   }
   gpt.seed = plan.seed;
   gpt.vocab = vocab;
-  Expected<TokenSource> train = TokenSource::indexed(gpt);
+  Expected<TokenSource> train = TokenSource::indexed(*options.dataPath, gpt);
   if (!train)
     return train.takeError();
   if (options.evalInterval <= 0)
@@ -194,7 +194,7 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
   GptDataset::Options valid = gpt;
   valid.which = DataSplit::Valid;
   valid.numSamples = evaluations * options.evalIters * gpt.globalBatch;
-  Expected<TokenSource> validation = TokenSource::indexed(valid);
+  Expected<TokenSource> validation = TokenSource::indexed(*options.dataPath, valid);
   if (!validation)
     return validation.takeError().withContext("--eval-interval");
   return RunData{std::move(*train), std::move(*validation)};

@@ -9,7 +9,7 @@
 #include "runtime/data/GptDataset.h"
 #include "runtime/data/NumpyRandom.h"
 
-#include "test/unittests/runtime/TempDir.h"
+#include "test/unittests/runtime/data/DatasetFiles.h"
 
 #include <gtest/gtest.h>
 
@@ -18,6 +18,7 @@
 
 using namespace mtc::rt;
 using mtc::rt::test::TempDir;
+using mtc::rt::test::writeDataset;
 
 namespace {
 
@@ -132,22 +133,6 @@ TEST(GptDatasetTest, SampleIndexErrors) {
   Expected<GptSampleIndex> shortSeq = buildGptSampleIndex(lengths, {0, 3}, 1, 1, 0);
   ASSERT_FALSE(shortSeq);
   EXPECT_EQ(shortSeq.error().message(), "a sequence length of 1 is too short (at least 2)");
-}
-
-/// An indexed dataset of the given documents (one sequence each) under `dir`.
-std::filesystem::path writeDataset(const TempDir &dir,
-                                   const std::vector<std::vector<int64_t>> &docs,
-                                   TokenDType dtype = TokenDType::U16) {
-  std::filesystem::path prefix = dir / "corpus";
-  Expected<IndexedDatasetWriter> w = IndexedDatasetWriter::create(prefix, dtype);
-  EXPECT_TRUE(w) << w.error().message();
-  for (const std::vector<int64_t> &doc : docs) {
-    EXPECT_TRUE(w->addTokens(doc).ok());
-    EXPECT_TRUE(w->endDocument().ok());
-  }
-  Error err = w->finish();
-  EXPECT_TRUE(err.ok()) << err.message();
-  return prefix;
 }
 
 // Sample k's tokens follow the indices; a batch of step s reads samples s B + i. 30 samples
