@@ -294,12 +294,11 @@ Error BlendedDataset::batch(int64_t step, int64_t sampleBegin, int64_t count, in
 }
 
 std::string BlendedDataset::describe() const {
-  static constexpr std::string_view kNames[] = {"train", "valid", "test"};
   std::vector<int64_t> drawn(datasets_.size(), 0);
   for (int16_t d : index_.dataset)
     ++drawn[size_t(d)];
   std::string text = concat("blend of ", datasets_.size(), " indexed datasets (",
-                            kNames[int(options_.which)], " split: ", size(), " samples of ",
+                            splitName(options_.which), " split: ", size(), " samples of ",
                             options_.seqLen + 1, " tokens; seed ", options_.seed, "): ");
   for (size_t i = 0; i < datasets_.size(); ++i) {
     const GptDataset &gpt = datasets_[i];

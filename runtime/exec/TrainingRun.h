@@ -104,6 +104,12 @@ public:
   virtual void checkpointWritten(const std::string & /*dir*/, int64_t /*step*/) {}
 };
 
+/// Checks what can be checked of the run's indexed data before the ranks start, without the
+/// plan's compiled step: the files of each `dataPath` prefix, the split and the seed, and that
+/// the train split (and with evaluation the valid split) of each has documents holding tokens;
+/// the errors the ranks would give. For a launcher, so that its ranks do not fail one by one.
+Error checkTrainingData(const Plan &plan, const TrainingRunOptions &options);
+
 /// Runs `options` on this rank of `job` (every rank of the job calls it, with the same plan
 /// and options). Fails on the first error of any step, checkpoint, export or collective; the
 /// message does not name the rank.

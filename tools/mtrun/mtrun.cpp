@@ -445,11 +445,32 @@ int run(int argc, char **argv) {
                                 schedule.error().message()));
     }
   }
+  TrainingRunOptions training;
+  training.targetSteps = opts->steps ? *steps : plan->steps;
+  training.logEvery = *logEvery;
+  training.saveEvery = *saveEvery;
+  training.globalBatch = *globalBatch;
+  training.threads = static_cast<unsigned>(*threadsPerRank);
+  training.data = opts->data;
+  training.dataPath = dataPath;
+  training.split = opts->split;
+  if (opts->trainSamples)
+    training.trainSamples = *trainSamples;
+  training.evalInterval = *evalInterval;
+  training.evalIters = *evalIters;
+  training.load = opts->load;
+  training.save = opts->save;
+  training.metrics = opts->metrics;
+  training.exportSafetensors = opts->exportSafetensors;
+  training.trace = opts->trace;
   // Rank 0 writes the outputs (the launcher checks them for its ranks).
   if (env->rank == 0)
     if (Error err = checkOutputs(*opts); !err.ok())
       return fail(err);
   if (env->launcher == Launcher::None && requested > 1) {
+    // The data files and splits once here, rather than an error from every rank.
+    if (Error err = checkTrainingData(*plan, training); !err.ok())
+      return fail(err);
     // Start the ranks here; each runs this command again and joins as the rank it is given.
     Expected<int> port = pickFreePort();
     if (!port)
@@ -488,24 +509,6 @@ int run(int argc, char **argv) {
       return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
   }
 
-  TrainingRunOptions training;
-  training.targetSteps = opts->steps ? *steps : plan->steps;
-  training.logEvery = *logEvery;
-  training.saveEvery = *saveEvery;
-  training.globalBatch = *globalBatch;
-  training.threads = static_cast<unsigned>(*threadsPerRank);
-  training.data = opts->data;
-  training.dataPath = dataPath;
-  training.split = opts->split;
-  if (opts->trainSamples)
-    training.trainSamples = *trainSamples;
-  training.evalInterval = *evalInterval;
-  training.evalIters = *evalIters;
-  training.load = opts->load;
-  training.save = opts->save;
-  training.metrics = opts->metrics;
-  training.exportSafetensors = opts->exportSafetensors;
-  training.trace = opts->trace;
   setKernelThreads(*threadsPerRank);
 
   JobStore store;

@@ -241,4 +241,28 @@ TEST(GptDatasetTest, OpenErrors) {
                 "fewer than the 2 a sample needs");
 }
 
+// check() gives open()'s errors without building the order, and success where open succeeds.
+TEST(GptDatasetTest, CheckAsOpen) {
+  TempDir dir;
+  GptDataset::Options options;
+  options.prefix = writeDataset(dir, {{1, 2, 3}, {4, 5, 6}, {7}});
+  options.seqLen = 2;
+  options.numSamples = 4;
+  options.globalBatch = 1;
+  for (std::string split : {"1", "0,1", "2,1", "1,3", "nonsense,"}) {
+    for (DataSplit which : {DataSplit::Train, DataSplit::Valid}) {
+      options.split = split;
+      options.which = which;
+      Expected<GptDataset> opened = GptDataset::open(options);
+      Error checked = GptDataset::check(options);
+      EXPECT_EQ(checked.ok(), opened.ok()) << split;
+      if (!opened)
+        EXPECT_EQ(checked.message(), opened.error().message());
+    }
+  }
+  options.split = "1";
+  options.prefix = dir / "absent";
+  EXPECT_EQ(GptDataset::check(options).message(), GptDataset::open(options).error().message());
+}
+
 } // namespace
