@@ -47,6 +47,11 @@ Expected<std::array<double, 3>> parseSplit(std::string_view split) {
   return w;
 }
 
+std::string_view splitName(DataSplit split) {
+  static constexpr std::string_view kNames[] = {"train", "valid", "test"};
+  return kNames[int(split)];
+}
+
 std::array<std::optional<DocumentRange>, 3> splitDocuments(const std::array<double, 3> &weights,
                                                            int64_t numDocuments) {
   std::array<std::optional<DocumentRange>, 3> ranges;
@@ -184,7 +189,7 @@ Expected<GptSampleIndex> buildGptSampleIndex(std::span<const int32_t> sequenceLe
   return index;
 }
 
-Expected<GptDataset> GptDataset::open(const Options &options) {
+Expected<GptDataset> GptDataset::openSplit(const Options &options) {
   Expected<std::array<double, 3>> weights = parseSplit(options.split);
   if (!weights)
     return weights.takeError();
@@ -197,24 +202,43 @@ Expected<GptDataset> GptDataset::open(const Options &options) {
     return dataset.takeError();
   GptDataset gpt(std::move(*dataset));
   gpt.options_ = options;
-  static constexpr std::string_view kNames[] = {"train", "valid", "test"};
-  const std::string_view name = kNames[int(options.which)];
-  const int64_t numDocuments = gpt.dataset_.numSequences();
-  std::optional<DocumentRange> range = splitDocuments(*weights, numDocuments)[int(options.which)];
+  std::optional<DocumentRange> range =
+      splitDocuments(*weights, gpt.dataset_.numSequences())[int(options.which)];
   if (!range)
     return makeError("indexed dataset ", options.prefix, ": --split '", options.split,
-                     "' gives the ", name, " split no documents");
+                     "' gives the ", splitName(options.which), " split no documents");
   gpt.documents_ = *range;
   for (int64_t d = range->begin; d < range->end; ++d)
     gpt.tokensPerEpoch_ += gpt.dataset_.sequenceLengths()[size_t(d)];
+  // As buildGptSampleIndex says it, before any index is built.
+  if (gpt.tokensPerEpoch_ < 2)
+    return makeError("documents [", range->begin, ", ", range->end, ") hold ",
+                     gpt.tokensPerEpoch_, " tokens, fewer than the 2 a sample needs")
+        .withContext(gpt.splitContext());
+  return gpt;
+}
+
+std::string GptDataset::splitContext() const {
+  return concat("indexed dataset ", options_.prefix, ": the ", splitName(options_.which),
+                " split (--split '", options_.split, "', ", dataset_.numSequences(),
+                " documents)");
+}
+
+Error GptDataset::check(const Options &options) {
+  Expected<GptDataset> gpt = openSplit(options);
+  return gpt ? Error::success() : gpt.takeError();
+}
+
+Expected<GptDataset> GptDataset::open(const Options &options) {
+  Expected<GptDataset> gpt = openSplit(options);
+  if (!gpt)
+    return gpt.takeError();
   Expected<GptSampleIndex> index =
-      buildGptSampleIndex(gpt.dataset_.sequenceLengths(), *range, options.seqLen,
+      buildGptSampleIndex(gpt->dataset_.sequenceLengths(), gpt->documents_, options.seqLen,
                           options.numSamples, uint32_t(options.seed));
   if (!index)
-    return index.takeError().withContext(concat("indexed dataset ", options.prefix, ": the ", name,
-                                                " split (--split '", options.split, "', ",
-                                                numDocuments, " documents)"));
-  gpt.index_ = std::move(*index);
+    return index.takeError().withContext(gpt->splitContext());
+  gpt->index_ = std::move(*index);
   return gpt;
 }
 
@@ -242,37 +266,43 @@ Error GptDataset::sample(int64_t k, std::vector<int64_t> &tokens) const {
   return Error::success();
 }
 
-Error GptDataset::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen,
-                        int32_t *tokens, int32_t *labels) const {
-  if (count <= 0 || seqLen <= 0)
-    return Error::success();
+Error GptDataset::tokensAndLabels(int64_t k, int64_t seqLen, int32_t *tokens, int32_t *labels,
+                                  std::vector<int64_t> &window) const {
   if (seqLen != options_.seqLen)
     return makeError("indexed dataset ", options_.prefix, ": samples of ", seqLen,
                      " tokens asked for, but its sample order is for ", options_.seqLen);
-  std::vector<int64_t> window;
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t k = step * options_.globalBatch + sampleBegin + i;
-    if (Error err = sample(k, window); !err.ok())
-      return err;
-    for (int64_t t = 0; t <= seqLen; ++t) {
-      int64_t id = window[size_t(t)];
-      if (options_.vocab > 0 && (id < 0 || id >= options_.vocab))
-        return makeError("indexed dataset ", options_.prefix, ": token id ", id, " of sample ", k,
-                         " is outside the model's vocabulary of ", options_.vocab,
-                         " tokens (ids 0 to ", options_.vocab - 1, ")");
-      if (t < seqLen)
-        tokens[i * seqLen + t] = int32_t(id);
-      if (t > 0)
-        labels[i * seqLen + t - 1] = int32_t(id);
-    }
+  if (Error err = sample(k, window); !err.ok())
+    return err;
+  for (int64_t t = 0; t <= seqLen; ++t) {
+    int64_t id = window[size_t(t)];
+    if (options_.vocab > 0 && (id < 0 || id >= options_.vocab))
+      return makeError("indexed dataset ", options_.prefix, ": token id ", id, " of sample ", k,
+                       " is outside the model's vocabulary of ", options_.vocab,
+                       " tokens (ids 0 to ", options_.vocab - 1, ")");
+    if (t < seqLen)
+      tokens[t] = int32_t(id);
+    if (t > 0)
+      labels[t - 1] = int32_t(id);
   }
   return Error::success();
 }
 
+Error GptDataset::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen,
+                        int32_t *tokens, int32_t *labels) const {
+  if (count <= 0 || seqLen <= 0)
+    return Error::success();
+  std::vector<int64_t> window;
+  for (int64_t i = 0; i < count; ++i)
+    if (Error err = tokensAndLabels(step * options_.globalBatch + sampleBegin + i, seqLen,
+                                    tokens + i * seqLen, labels + i * seqLen, window);
+        !err.ok())
+      return err;
+  return Error::success();
+}
+
 std::string GptDataset::describe() const {
-  static constexpr std::string_view kNames[] = {"train", "valid", "test"};
   return concat(
-      "indexed dataset ", options_.prefix, " (", kNames[int(options_.which)], " split: documents [",
+      "indexed dataset ", options_.prefix, " (", splitName(options_.which), " split: documents [",
       documents_.begin, ", ", documents_.end, ") of ", dataset_.numSequences(), ", ",
       tokensPerEpoch_, " tokens; ", index_.numSamples(), " samples of ", options_.seqLen + 1,
       " tokens in ", index_.numEpochs, index_.numEpochs == 1 ? " epoch" : " epochs",

@@ -54,6 +54,9 @@ struct DocumentRange {
 
 enum class DataSplit { Train = 0, Valid = 1, Test = 2 };
 
+/// "train", "valid" or "test", Megatron's names.
+std::string_view splitName(DataSplit split);
+
 /// Megatron's split string ("969, 30, 1", "90,5,5", "1"): up to three non-negative numbers
 /// (anything between them separates them), missing ones 0, normalised to sum 1.
 Expected<std::array<double, 3>> parseSplit(std::string_view split);
@@ -104,6 +107,10 @@ public:
   };
 
   static Expected<GptDataset> open(const Options &options);
+  /// What `open` checks before it builds the order (the split string, the seed, the files, a
+  /// split with documents holding at least the 2 tokens of a sample), with its errors: for a
+  /// launcher, before it starts the ranks that open the dataset.
+  static Error check(const Options &options);
 
   const IndexedDataset &dataset() const { return dataset_; }
   const GptSampleIndex &index() const { return index_; }
@@ -113,6 +120,11 @@ public:
 
   /// The seqLen + 1 tokens of sample `k` of the training order (after the shuffle).
   Error sample(int64_t k, std::vector<int64_t> &tokens) const;
+
+  /// Sample `k`'s first seqLen tokens to `tokens[0, seqLen)` and its last seqLen to
+  /// `labels[0, seqLen)`, each checked against the vocabulary; `window` is scratch.
+  Error tokensAndLabels(int64_t k, int64_t seqLen, int32_t *tokens, int32_t *labels,
+                        std::vector<int64_t> &window) const;
 
   /// Samples [sampleBegin, sampleBegin + count) of `step` (sample step * globalBatch +
   /// sampleBegin + i of the order): tokens the first seqLen of each, labels the last.
@@ -124,6 +136,10 @@ public:
 
 private:
   GptDataset(IndexedDataset dataset) : dataset_(std::move(dataset)) {}
+  /// The dataset and its documents of the split, checked, without the order.
+  static Expected<GptDataset> openSplit(const Options &options);
+  /// "indexed dataset 'p': the train split (--split '...', N documents)".
+  std::string splitContext() const;
 
   IndexedDataset dataset_;
   Options options_;

@@ -24,11 +24,27 @@ Expected<TokenSource> TokenSource::text(const std::filesystem::path &path, int64
   return TokenSource(std::move(*data));
 }
 
-Expected<TokenSource> TokenSource::indexed(const GptDataset::Options &options) {
-  Expected<GptDataset> data = GptDataset::open(options);
-  if (!data)
-    return data.takeError();
-  return TokenSource(std::move(*data));
+Expected<TokenSource> TokenSource::indexed(const DataBlend &data,
+                                           const GptDataset::Options &options) {
+  if (data.single()) {
+    GptDataset::Options one = options;
+    one.prefix = data.prefixes[0];
+    Expected<GptDataset> gpt = GptDataset::open(one);
+    if (!gpt)
+      return gpt.takeError();
+    return TokenSource(std::move(*gpt));
+  }
+  Expected<BlendedDataset> blend = BlendedDataset::open(data, options);
+  if (!blend)
+    return blend.takeError();
+  // Only prefixes without weights blend fewer: one epoch of each.
+  if (blend->size() < options.numSamples)
+    return makeError("the blend ", data.describe(), " holds ", blend->size(),
+                     " samples (one epoch of each dataset, as Megatron blends prefixes given "
+                     "without weights), fewer than the ", options.numSamples,
+                     " asked for: give each prefix a weight (--data-path 0.5 A 0.5 B) to "
+                     "repeat them");
+  return TokenSource(std::move(*blend));
 }
 
 Error TokenSource::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen,
@@ -39,6 +55,8 @@ Error TokenSource::batch(int64_t step, int64_t sampleBegin, int64_t count, int64
   }
   if (const auto *gpt = std::get_if<GptDataset>(&source_))
     return gpt->batch(step, sampleBegin, count, seqLen, tokens, labels);
+  if (const auto *blend = std::get_if<BlendedDataset>(&source_))
+    return blend->batch(step, sampleBegin, count, seqLen, tokens, labels);
   return std::get<TextDataset>(source_).batch(step, sampleBegin, count, seqLen, tokens, labels);
 }
 
@@ -56,6 +74,8 @@ std::string TokenSource::describe() const {
                   fixed4(task->entropyRate()), ", uniform ", fixed4(task->uniformLoss()), ")");
   if (const auto *gpt = std::get_if<GptDataset>(&source_))
     return gpt->describe();
+  if (const auto *blend = std::get_if<BlendedDataset>(&source_))
+    return blend->describe();
   const auto &text = std::get<TextDataset>(source_);
   return concat("text ", text.path(), " (", text.size(), " bytes, byte-level tokens)");
 }

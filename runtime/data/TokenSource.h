@@ -1,8 +1,9 @@
 //===- TokenSource.h - The training data of a run ----------------*- C++ -*-===//
 //
 // The built-in synthetic task (SyntheticTask.h, the default), a text file read byte by byte
-// (TextDataset.h, `mtrun --data FILE.txt`) or a Megatron indexed dataset in Megatron's sample
-// order (GptDataset.h, `mtrun --data-path PREFIX`). All are stateless: the samples of step s
+// (TextDataset.h, `mtrun --data FILE.txt`), a Megatron indexed dataset in Megatron's sample
+// order (GptDataset.h, `mtrun --data-path PREFIX`) or a blend of several (BlendedDataset.h,
+// `mtrun --data-path 0.3 A 0.7 B`). All are stateless: the samples of step s
 // depend only on (seed, s, sample index), so a resumed or data-parallel run reads exactly the
 // samples a single uninterrupted run reads.
 //
@@ -11,6 +12,7 @@
 #ifndef MTC_RUNTIME_DATA_TOKENSOURCE_H
 #define MTC_RUNTIME_DATA_TOKENSOURCE_H
 
+#include "runtime/data/BlendedDataset.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/data/SyntheticTask.h"
 #include "runtime/data/TextDataset.h"
@@ -29,10 +31,11 @@ public:
   /// Byte-level tokens of the text file `path`; the model's vocabulary must hold all 256.
   static Expected<TokenSource> text(const std::filesystem::path &path, int64_t vocab,
                                     uint64_t seed);
-  /// Split `options.which` of the indexed dataset `options.prefix` in Megatron's order (the
-  /// train split for training, the valid split for evaluation); every token id must be below
-  /// `options.vocab` (checked as the samples are read).
-  static Expected<TokenSource> indexed(const GptDataset::Options &options);
+  /// Split `options.which` of the indexed dataset or the blend `data` in Megatron's order (the
+  /// train split for training, the valid split for evaluation), `options.prefix` being
+  /// `data`'s; every token id must be below `options.vocab` (checked as the samples are read).
+  /// Fails when a blend of prefixes without weights holds fewer than `options.numSamples`.
+  static Expected<TokenSource> indexed(const DataBlend &data, const GptDataset::Options &options);
 
   /// Samples [sampleBegin, sampleBegin + count) of `step` (see SyntheticTask::batch). Fails
   /// only when a file cannot be read (truncated while training, I/O error) or an indexed
@@ -46,7 +49,7 @@ public:
   std::optional<double> bestLoss() const;
 
 private:
-  using Source = std::variant<SyntheticTask, TextDataset, GptDataset>;
+  using Source = std::variant<SyntheticTask, TextDataset, GptDataset, BlendedDataset>;
   explicit TokenSource(Source source) : source_(std::move(source)) {}
   Source source_;
 };

@@ -131,11 +131,21 @@ struct RunData {
 /// The most samples an indexed dataset's order is built for (as mtrun's --train-samples).
 constexpr int64_t kMaxSamples = int64_t(1) << 48;
 
-/// The run's data. An indexed dataset's sample order depends on the sequence length and the
-/// global batch, which the compiled step gives, and on the samples the run trains on
-/// (Megatron's train_iters x global_batch_size, or its --train-samples: a resumed run reads
-/// the order of the run it resumes when both have the same target or the same train samples).
-/// The validation samples are the valid split's own order, for Megatron's number of them:
+/// What the orders of the run's indexed datasets share: the split, the seed, the vocabulary.
+GptDataset::Options indexedDataOptions(const Plan &plan, const TrainingRunOptions &options) {
+  GptDataset::Options gpt;
+  gpt.split = options.split.value_or(std::string(kMegatronDefaultSplit));
+  gpt.seed = plan.seed;
+  gpt.vocab = plan.vocabularySize().value_or(0);
+  return gpt;
+}
+
+/// The run's data. An indexed dataset's (or a blend's) sample order depends on the sequence
+/// length and the global batch, which the compiled step gives, and on the samples the run
+/// trains on (Megatron's train_iters x global_batch_size, or its --train-samples: a resumed
+/// run reads the order of the run it resumes when both have the same target or the same train
+/// samples). The validation samples are the valid split's own order (a blend's blended apart
+/// from its train split's), for Megatron's number of them:
 /// (train_iters / eval_interval + 1) x eval_iters global batches, train_iters being
 /// --train-samples / global batch when given.
 Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
@@ -162,9 +172,7 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
     return microBatches.takeError();
   // [batch, seq], as countMicroBatches checked.
   const int64_t microBatch = step.inputs[0].dims[0].size, seqLen = step.inputs[0].dims[1].size;
-  GptDataset::Options gpt;
-  gpt.prefix = *options.dataPath;
-  gpt.split = options.split.value_or(std::string(kMegatronDefaultSplit));
+  GptDataset::Options gpt = indexedDataOptions(plan, options);
   gpt.seqLen = seqLen;
   gpt.globalBatch = *microBatches * microBatch;
   gpt.numSamples = options.targetSteps * gpt.globalBatch;
@@ -175,9 +183,7 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
                        gpt.globalBatch);
     gpt.numSamples = *options.trainSamples;
   }
-  gpt.seed = plan.seed;
-  gpt.vocab = vocab;
-  Expected<TokenSource> train = TokenSource::indexed(gpt);
+  Expected<TokenSource> train = TokenSource::indexed(*options.dataPath, gpt);
   if (!train)
     return train.takeError();
   if (options.evalInterval <= 0)
@@ -194,11 +200,32 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
   GptDataset::Options valid = gpt;
   valid.which = DataSplit::Valid;
   valid.numSamples = evaluations * options.evalIters * gpt.globalBatch;
-  Expected<TokenSource> validation = TokenSource::indexed(valid);
+  Expected<TokenSource> validation = TokenSource::indexed(*options.dataPath, valid);
   if (!validation)
     return validation.takeError().withContext("--eval-interval");
   return RunData{std::move(*train), std::move(*validation)};
 }
+
+} // namespace
+
+Error checkTrainingData(const Plan &plan, const TrainingRunOptions &options) {
+  if (!options.dataPath)
+    return Error::success();
+  GptDataset::Options gpt = indexedDataOptions(plan, options);
+  for (DataSplit split : {DataSplit::Train, DataSplit::Valid}) {
+    if (split == DataSplit::Valid && options.evalInterval <= 0)
+      break;
+    gpt.which = split;
+    for (const std::string &prefix : options.dataPath->prefixes) {
+      gpt.prefix = prefix;
+      if (Error err = GptDataset::check(gpt); !err.ok())
+        return split == DataSplit::Valid ? std::move(err).withContext("--eval-interval") : err;
+    }
+  }
+  return Error::success();
+}
+
+namespace {
 
 /// The run on one rank once its mesh is known.
 class Run {

@@ -26,6 +26,7 @@
 #define MTC_RUNTIME_EXEC_TRAININGRUN_H
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/data/BlendedDataset.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/Error.h"
 
@@ -62,9 +63,10 @@ struct TrainingRunOptions {
   unsigned threads = 0;
   /// Train on the bytes of this file (none: the built-in synthetic task).
   std::optional<std::string> data;
-  /// Or on the train split of this Megatron indexed dataset (PREFIX.idx and PREFIX.bin), in
-  /// Megatron's sample order for `targetSteps` x the global batch samples.
-  std::optional<std::string> dataPath;
+  /// Or on the train split of this Megatron indexed dataset (PREFIX.idx and PREFIX.bin) or
+  /// blend of them (`--data-path 0.3 A 0.7 B`), in Megatron's sample order for `targetSteps`
+  /// x the global batch samples.
+  std::optional<DataBlend> dataPath;
   /// Megatron's --split of `dataPath` (none: Megatron's default "969, 30, 1").
   std::optional<std::string> split;
   /// The samples `dataPath`'s order is built for (none: `targetSteps` x the global batch). A
@@ -101,6 +103,12 @@ public:
   /// A checkpoint of step `step` was written to `dir` (on the way or at the end).
   virtual void checkpointWritten(const std::string & /*dir*/, int64_t /*step*/) {}
 };
+
+/// Checks what can be checked of the run's indexed data before the ranks start, without the
+/// plan's compiled step: the files of each `dataPath` prefix, the split and the seed, and that
+/// the train split (and with evaluation the valid split) of each has documents holding tokens;
+/// the errors the ranks would give. For a launcher, so that its ranks do not fail one by one.
+Error checkTrainingData(const Plan &plan, const TrainingRunOptions &options);
 
 /// Runs `options` on this rank of `job` (every rank of the job calls it, with the same plan
 /// and options). Fails on the first error of any step, checkpoint, export or collective; the

@@ -4,11 +4,12 @@
 // PREFIX.bin, runtime/data/IndexedDataset.h) as Megatron's tools/preprocess_data.py does;
 // `mtc-data info` describes one; `mtc-data tokens` prints its documents' token ids;
 // `mtc-data samples` prints the token ids of the samples `mtrun --data-path` trains on, in
-// Megatron's order (runtime/data/GptDataset.h), so that the order can be compared with
-// Megatron's. Plain C++20 linking only the runtime.
+// Megatron's order (runtime/data/GptDataset.h, and BlendedDataset.h for a blend), so that the
+// order can be compared with Megatron's. Plain C++20 linking only the runtime.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/data/BlendedDataset.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/data/Tokenizer.h"
@@ -57,10 +58,15 @@ constexpr const char *kUsage =
     "  tokens PREFIX [--first K]\n"
     "      print the token ids of the first K (default all) documents, a line each:\n"
     "      \"D: ids\", its sequences separated by \" |\"\n"
-    "  samples PREFIX --seq-len L --num-samples N [--seed S] [--split W] [--first K]\n"
+    "  samples PREFIX --seq-len L --num-samples N [--seed S] [--split W] [--which T]\n"
+    "          [--first K]\n"
     "      print the first K (default N) samples of L + 1 token ids that training on N samples\n"
     "      reads, in Megatron's order (seed default 1234, Megatron's; split default \"969, 30, "
-    "1\")\n"
+    "1\");\n"
+    "      --which valid or test: that split's order for N samples (default train)\n"
+    "  samples W1 PREFIX1 W2 PREFIX2 ... --seq-len L --num-samples N [options as above]\n"
+    "      the same for a blend, as `mtrun --data-path W1 PREFIX1 W2 PREFIX2 ...` reads it:\n"
+    "      each sample as \"K: D/J: ids\", sample J of dataset D\n"
     "  --help\n";
 
 using Args = CommandLine;
@@ -300,17 +306,47 @@ int tokens(int argc, char **argv) {
   return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
 }
 
+/// Prints `count` samples of `order` (GptDataset or BlendedDataset) a line each, "K:" then
+/// `label(k)` then the ids.
+template <class Order, class Label>
+Error printSamples(const Order &order, int64_t count, Label label) {
+  std::vector<int64_t> tokens;
+  std::string line;
+  for (int64_t k = 0; k < count; ++k) {
+    if (Error err = order.sample(k, tokens); !err.ok())
+      return err;
+    line = concat(k, ":", label(k));
+    for (int64_t t : tokens)
+      line.append(concat(" ", t));
+    line.push_back('\n');
+    std::fputs(line.c_str(), stdout);
+  }
+  return Error::success();
+}
+
+/// "documents [0, 60), 7095 tokens per epoch, 1 epochs, separate final epoch no, 443 samples"
+std::string describeOrder(const GptDataset &gpt) {
+  const GptSampleIndex &index = gpt.index();
+  return concat("documents [", gpt.documents().begin, ", ", gpt.documents().end, "), ",
+                gpt.tokensPerEpoch(), " tokens per epoch, ", index.numEpochs,
+                " epochs, separate final epoch ", index.separateFinalEpoch ? "yes" : "no", ", ",
+                index.numSamples(), " samples");
+}
+
 int samples(int argc, char **argv) {
   auto fail = [](const Error &err) {
     std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
     return 1;
   };
-  Expected<Args> args =
-      parseArgs(argc, argv, {"--seq-len", "--num-samples", "--seed", "--split", "--first"}, {});
+  Expected<Args> args = parseArgs(
+      argc, argv, {"--seq-len", "--num-samples", "--seed", "--split", "--which", "--first"}, {});
   if (!args)
     return fail(args.error());
-  if (args->positional.size() != 1)
-    return fail(makeError("samples takes one PREFIX"));
+  if (args->positional.empty())
+    return fail(makeError("samples takes a PREFIX, or weights and prefixes (0.3 A 0.7 B)"));
+  Expected<DataBlend> blend = parseDataBlend(args->positional);
+  if (!blend)
+    return fail(blend.error());
   constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
   Expected<int64_t> seqLen = parseInt(*args, "--seq-len", std::nullopt, 2, kMaxInt32);
   Expected<int64_t> numSamples =
@@ -319,37 +355,63 @@ int samples(int argc, char **argv) {
   for (const Error *err : {&seqLen.error(), &numSamples.error(), &seed.error()})
     if (!err->ok())
       return fail(*err);
-  Expected<int64_t> first = parseInt(*args, "--first", *numSamples, 0, *numSamples);
-  if (!first)
-    return fail(first.error());
+  const std::string which = valueOr(*args, "--which", "train");
+  if (which != "train" && which != "valid" && which != "test")
+    return fail(makeError("--which expects train, valid or test, got '", which, "'"));
   GptDataset::Options options;
-  options.prefix = args->positional[0];
   options.split = valueOr(*args, "--split", std::string(kMegatronDefaultSplit));
+  options.which = which == "train" ? DataSplit::Train
+                  : which == "valid" ? DataSplit::Valid
+                                     : DataSplit::Test;
   options.seqLen = *seqLen;
   options.globalBatch = 1;
   options.numSamples = *numSamples;
   options.seed = uint64_t(*seed);
-  Expected<GptDataset> gpt = GptDataset::open(options);
-  if (!gpt)
-    return fail(gpt.error());
-  const GptSampleIndex &index = gpt->index();
-  std::printf(
-      "documents [%lld, %lld), %lld tokens per epoch, %lld epochs, separate final epoch "
-      "%s, %lld samples\n",
-      static_cast<long long>(gpt->documents().begin), static_cast<long long>(gpt->documents().end),
-      static_cast<long long>(gpt->tokensPerEpoch()), static_cast<long long>(index.numEpochs),
-      index.separateFinalEpoch ? "yes" : "no", static_cast<long long>(index.numSamples()));
-  std::vector<int64_t> tokens;
-  std::string line;
-  for (int64_t k = 0; k < *first; ++k) {
-    if (Error err = gpt->sample(k, tokens); !err.ok())
+  if (blend->single()) {
+    Expected<int64_t> first = parseInt(*args, "--first", *numSamples, 0, *numSamples);
+    if (!first)
+      return fail(first.error());
+    options.prefix = blend->prefixes[0];
+    Expected<GptDataset> gpt = GptDataset::open(options);
+    if (!gpt)
+      return fail(gpt.error());
+    std::printf("%s\n", describeOrder(*gpt).c_str());
+    if (Error err = printSamples(*gpt, *first, [](int64_t) { return ""; }); !err.ok())
       return fail(err);
-    line = concat(k, ":");
-    for (int64_t t : tokens)
-      line.append(concat(" ", t));
-    line.push_back('\n');
-    std::fputs(line.c_str(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
   }
+  Expected<BlendedDataset> data = BlendedDataset::open(*blend, options);
+  if (!data)
+    return fail(data.error());
+  // A blend of prefixes without weights can hold fewer than N.
+  Expected<int64_t> first = parseInt(*args, "--first", data->size(), 0, data->size());
+  if (!first)
+    return fail(first.error());
+  // The weights and counts to the last bit: %.17g prints a double exactly back.
+  std::string header = concat("blend of ", data->datasets().size(), " datasets, ", data->size(),
+                              " samples, weights");
+  for (double w : data->weights()) {
+    char text[32];
+    std::snprintf(text, sizeof text, " %.17g", w);
+    header.append(text);
+  }
+  std::printf("%s\n", header.c_str());
+  std::vector<int64_t> drawn(data->datasets().size(), 0);
+  for (int16_t d : data->index().dataset)
+    ++drawn[size_t(d)];
+  for (size_t d = 0; d < data->datasets().size(); ++d)
+    std::printf("dataset %zu: %lld samples drawn, order for %lld: %s\n", d,
+                static_cast<long long>(drawn[d]),
+                static_cast<long long>(data->samplesBuilt()[d]),
+                describeOrder(data->datasets()[d]).c_str());
+  const BlendingIndex &index = data->index();
+  if (Error err = printSamples(*data, *first,
+                               [&](int64_t k) {
+                                 return concat(" ", index.dataset[size_t(k)], "/",
+                                               index.sample[size_t(k)], ":");
+                               });
+      !err.ok())
+    return fail(err);
   return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
 }
 

@@ -14,6 +14,7 @@
 #include "runtime/comm/GlooCommunicator.h"
 #include "runtime/comm/Heartbeat.h"
 #include "runtime/comm/LaunchEnvironment.h"
+#include "runtime/data/BlendedDataset.h"
 #include "runtime/exec/KernelThreads.h"
 #include "runtime/exec/Trainer.h"
 #include "runtime/exec/TrainingRun.h"
@@ -53,7 +54,9 @@ struct Options {
   std::optional<std::string> exportSafetensors;
   std::optional<std::string> steps, data, save, saveEvery, load, logEvery, metrics, threads;
   std::optional<std::string> nodes, ranksPerNode, globalBatch, commTimeout, trace;
-  std::optional<std::string> dataPath, split, trainSamples, evalInterval, evalIters;
+  std::optional<std::string> split, trainSamples, evalInterval, evalIters;
+  /// Megatron's --data-path: a prefix, or weights and prefixes.
+  std::optional<std::vector<std::string>> dataPath;
   bool help = false;
   bool version = false;
 };
@@ -70,6 +73,9 @@ struct OptionSpec {
   void (*apply)(Options &, std::string_view value);
   /// Whether it was given (for the "given twice" check); set by the parser.
   bool (*given)(const Options &);
+  /// Takes every value up to the next option (`apply` once for each), as Megatron's
+  /// `nargs='*'`.
+  bool list = false;
 };
 
 constexpr OptionSpec kOptions[] = {
@@ -77,8 +83,15 @@ constexpr OptionSpec kOptions[] = {
                        "train until N optimizer steps are done (default: the plan's `steps`)"),
     MTRUN_VALUE_OPTION("--data", data, "FILE",
                        "train on the bytes of FILE (default: the built-in synthetic task)"),
-    MTRUN_VALUE_OPTION("--data-path", dataPath, "PREFIX",
-                       "train on the Megatron dataset PREFIX.idx/.bin in Megatron's order"),
+    {"--data-path", "[W] PREFIX ...",
+     "train on the Megatron dataset PREFIX.idx/.bin, or a blend (0.3 A 0.7 B), in Megatron's "
+     "order",
+     [](Options &o, std::string_view v) {
+       if (!o.dataPath)
+         o.dataPath.emplace();
+       o.dataPath->emplace_back(v);
+     },
+     [](const Options &o) { return o.dataPath.has_value(); }, /*list=*/true},
     MTRUN_VALUE_OPTION("--split", split, "S",
                        "Megatron's train,valid,test split of --data-path (default \"969, 30, 1\")"),
     MTRUN_VALUE_OPTION("--train-samples", trainSamples, "N",
@@ -133,6 +146,14 @@ void printUsage() {
   }
 }
 
+/// Whether `arg` continues a list option's values: not an option (a word not starting with
+/// '-', or a negative number).
+bool isListValue(std::string_view arg) {
+  if (arg.empty() || arg[0] != '-')
+    return true;
+  return arg.size() > 1 && ((arg[1] >= '0' && arg[1] <= '9') || arg[1] == '.');
+}
+
 /// Parses argv by the table; `--opt=value` and `--opt value` both work, `--` ends options.
 Expected<Options> parseArgs(int argc, char **argv) {
   Options opts;
@@ -167,6 +188,20 @@ Expected<Options> parseArgs(int argc, char **argv) {
     if (spec->given(opts))
       return makeError(spec->name, " given twice");
     std::string_view value;
+    if (spec->list && !hasInlineValue) {
+      // Every value up to the next option: a word not starting with '-', or a negative number
+      // (a weight, refused later with a better message than "unknown option").
+      int given = 0;
+      for (; i + 1 < argc && isListValue(argv[i + 1]); ++given) {
+        std::string_view next = argv[++i];
+        if (next.empty())
+          return makeError(spec->name, " needs non-empty values");
+        spec->apply(opts, next);
+      }
+      if (given == 0)
+        return makeError(spec->name, " needs a value (", spec->name, " ", spec->value, ")");
+      continue;
+    }
     if (spec->value.empty()) {
       if (hasInlineValue)
         return makeError(spec->name, " takes no value");
@@ -313,7 +348,10 @@ int run(int argc, char **argv) {
     return 0;
   }
   if (!opts->plan)
-    return fail(makeError("no PLAN given (usage: mtrun PLAN [options]; see mtrun --help)"));
+    return fail(makeError("no PLAN given (usage: mtrun PLAN [options]; see mtrun --help)",
+                          opts->dataPath ? "; --data-path takes every word up to the next "
+                                           "option: give PLAN before it"
+                                         : ""));
   if (opts->saveEvery && !opts->save)
     return fail(makeError("--save-every needs --save DIR"));
   if (opts->data && opts->dataPath)
@@ -326,6 +364,13 @@ int run(int argc, char **argv) {
   if (opts->evalInterval && !opts->dataPath)
     return fail(makeError("--eval-interval needs --data-path PREFIX (evaluation reads its valid "
                           "split; the synthetic task and --data FILE have none)"));
+  std::optional<DataBlend> dataPath;
+  if (opts->dataPath) {
+    Expected<DataBlend> blend = parseDataBlend(*opts->dataPath);
+    if (!blend)
+      return fail(blend.error());
+    dataPath = std::move(*blend);
+  }
 
   // Every numeric option, the plan, the batch split and the outputs are checked here, before
   // any rank starts or any step runs.
@@ -404,11 +449,32 @@ int run(int argc, char **argv) {
                                 schedule.error().message()));
     }
   }
+  TrainingRunOptions training;
+  training.targetSteps = opts->steps ? *steps : plan->steps;
+  training.logEvery = *logEvery;
+  training.saveEvery = *saveEvery;
+  training.globalBatch = *globalBatch;
+  training.threads = static_cast<unsigned>(*threadsPerRank);
+  training.data = opts->data;
+  training.dataPath = dataPath;
+  training.split = opts->split;
+  if (opts->trainSamples)
+    training.trainSamples = *trainSamples;
+  training.evalInterval = *evalInterval;
+  training.evalIters = *evalIters;
+  training.load = opts->load;
+  training.save = opts->save;
+  training.metrics = opts->metrics;
+  training.exportSafetensors = opts->exportSafetensors;
+  training.trace = opts->trace;
   // Rank 0 writes the outputs (the launcher checks them for its ranks).
   if (env->rank == 0)
     if (Error err = checkOutputs(*opts); !err.ok())
       return fail(err);
   if (env->launcher == Launcher::None && requested > 1) {
+    // The data files and splits once here, rather than an error from every rank.
+    if (Error err = checkTrainingData(*plan, training); !err.ok())
+      return fail(err);
     // Start the ranks here; each runs this command again and joins as the rank it is given.
     Expected<int> port = pickFreePort();
     if (!port)
@@ -447,24 +513,6 @@ int run(int argc, char **argv) {
       return std::fflush(stdout) == 0 ? 0 : fail(makeError("cannot write the output"));
   }
 
-  TrainingRunOptions training;
-  training.targetSteps = opts->steps ? *steps : plan->steps;
-  training.logEvery = *logEvery;
-  training.saveEvery = *saveEvery;
-  training.globalBatch = *globalBatch;
-  training.threads = static_cast<unsigned>(*threadsPerRank);
-  training.data = opts->data;
-  training.dataPath = opts->dataPath;
-  training.split = opts->split;
-  if (opts->trainSamples)
-    training.trainSamples = *trainSamples;
-  training.evalInterval = *evalInterval;
-  training.evalIters = *evalIters;
-  training.load = opts->load;
-  training.save = opts->save;
-  training.metrics = opts->metrics;
-  training.exportSafetensors = opts->exportSafetensors;
-  training.trace = opts->trace;
   setKernelThreads(*threadsPerRank);
 
   JobStore store;

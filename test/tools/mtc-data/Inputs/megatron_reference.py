@@ -2,10 +2,16 @@
 """A reference of Megatron-LM's data pipeline, independent of mtc's C++, written with numpy.
 
     megatron_reference.py samples PREFIX --seq-len L --num-samples N [--seed S] [--split W]
+            [--which train|valid|test]
         prints what `mtc-data samples` prints: the split, epochs and the samples' token ids
         in the order Megatron's GPTDataset gives them (document index, sample index and
         shuffle index built as megatron/core/datasets/gpt_dataset.py and helpers.cpp do, every
         shuffle with numpy.random.RandomState(seed).shuffle);
+    megatron_reference.py samples W1 PREFIX1 W2 PREFIX2 ... [options as above]
+        the same for Megatron's blend of them (get_blend_from_list, normalize,
+        BlendedMegatronDatasetBuilder's _get_size_per_split_per_dataset with the default
+        mid_level_dataset_surplus, BlendedDataset and helpers.cpp's build_blending_indices),
+        each sample with its dataset and that dataset's sample;
     megatron_reference.py preprocess INPUT.jsonl PREFIX [--append-eod] [--dtype u16|i32]
         writes PREFIX.idx/.bin as Megatron's tools/preprocess_data.py with a byte-level
         tokenizer (token = UTF-8 byte, end of document 0) and IndexedDatasetBuilder would;
@@ -16,6 +22,7 @@
 Only numpy is needed (Debian's python3-numpy); Megatron itself is not.
 """
 import json
+import math
 import re
 import struct
 import sys
@@ -129,39 +136,147 @@ def shuffle_index(num_samples, total, rng):
     return numpy.concatenate((first, last))
 
 
-def samples(prefix, seq_length, num_samples, seed, split):
-    sizes, get = read_dataset(prefix)
-    begin, end = split_range(split, len(sizes))
-    documents = numpy.arange(begin, end, dtype=numpy.int32)
-    tokens_per_epoch = int(numpy.sum(sizes[documents]))
-    epochs, tokens = 1, tokens_per_epoch
-    while tokens < num_samples * seq_length + 1:
-        epochs += 1
-        tokens += tokens_per_epoch
-    separate = False
-    before_final = 0
-    if epochs > 1:
-        before_final = ((epochs - 1) * tokens_per_epoch - 1) // seq_length
-        from_final = num_samples - before_final
-        per_epoch = (tokens_per_epoch - 1) // seq_length
-        separate = from_final < int(0.80 * per_epoch)
-    rng = numpy.random.RandomState(seed)
-    doc_index = document_index(documents, epochs, rng, separate)
-    samples_index = sample_index(sizes, doc_index, seq_length, epochs, tokens_per_epoch)
-    total = samples_index.shape[0] - 1
-    order = shuffle_index(before_final if separate else total, total, rng)
-    print(f"documents [{begin}, {end}), {tokens_per_epoch} tokens per epoch, {epochs} epochs, "
-          f"separate final epoch {'yes' if separate else 'no'}, {total} samples")
-    for k in range(num_samples):
-        s = order[k]
-        (b, bo), (e, eo) = samples_index[s], samples_index[s + 1]
+class GPTOrder:
+    """One split of one dataset in GPTDataset's order, for num_samples samples (None: one
+    epoch, as GPTDataset's num_samples=None)."""
+
+    def __init__(self, prefix, seq_length, num_samples, seed, split, which):
+        sizes, self.get = read_dataset(prefix)
+        begin, end = split_range(split, len(sizes), which)
+        documents = numpy.arange(begin, end, dtype=numpy.int32)
+        tokens_per_epoch = int(numpy.sum(sizes[documents]))
+        epochs, tokens = 1, tokens_per_epoch
+        while num_samples is not None and tokens < num_samples * seq_length + 1:
+            epochs += 1
+            tokens += tokens_per_epoch
+        separate = False
+        before_final = 0
+        if epochs > 1:
+            before_final = ((epochs - 1) * tokens_per_epoch - 1) // seq_length
+            from_final = num_samples - before_final
+            per_epoch = (tokens_per_epoch - 1) // seq_length
+            separate = from_final < int(0.80 * per_epoch)
+        rng = numpy.random.RandomState(seed)
+        self.doc_index = document_index(documents, epochs, rng, separate)
+        self.samples_index = sample_index(sizes, self.doc_index, seq_length, epochs,
+                                          tokens_per_epoch)
+        total = self.samples_index.shape[0] - 1
+        self.order = shuffle_index(before_final if separate else total, total, rng)
+        self.header = (f"documents [{begin}, {end}), {tokens_per_epoch} tokens per epoch, "
+                       f"{epochs} epochs, separate final epoch {'yes' if separate else 'no'}, "
+                       f"{total} samples")
+
+    def __len__(self):
+        return self.samples_index.shape[0] - 1
+
+    def __getitem__(self, k):
+        s = self.order[k]
+        (b, bo), (e, eo) = self.samples_index[s], self.samples_index[s + 1]
+        get, doc_index = self.get, self.doc_index
         if b == e:
             parts = [get(doc_index[b], bo, eo - bo + 1)]
         else:
             parts = [get(doc_index[i], bo if i == b else 0, None if i < e else eo + 1)
                      for i in range(b, e + 1)]
-        text = numpy.concatenate(parts)
-        print(f"{k}: " + " ".join(str(int(t)) for t in text))
+        return numpy.concatenate(parts)
+
+
+def print_sample(k, label, tokens):
+    print(f"{k}:{label} " + " ".join(str(int(t)) for t in tokens))
+
+
+def samples(prefix, seq_length, num_samples, seed, split, which):
+    order = GPTOrder(prefix, seq_length, num_samples, seed, split, which)
+    print(order.header)
+    for k in range(num_samples):
+        print_sample(k, "", order[k])
+
+
+# megatron/core/datasets/utils.py
+def get_blend_from_list(blend):
+    if len(blend) % 2 == 1:
+        weight_per_dataset = None
+        raw_prefix_per_dataset = blend
+    else:
+        raw_weight_per_dataset, raw_prefix_per_dataset = zip(
+            *[(blend[i], blend[i + 1]) for i in range(0, len(blend), 2)])
+        weight_per_dataset = []
+        for rwpd in raw_weight_per_dataset:
+            try:
+                weight = float(rwpd)
+            except ValueError:
+                weight = None
+            weight_per_dataset.append(weight)
+        if any(w is None for w in weight_per_dataset):
+            weight_per_dataset = None
+            raw_prefix_per_dataset = blend
+    return [rppd.strip() for rppd in raw_prefix_per_dataset], weight_per_dataset
+
+
+def normalize(weights):
+    w = numpy.array(weights, dtype=numpy.float64)
+    w_sum = numpy.sum(w)
+    return (w / w_sum).tolist()
+
+
+# blended_megatron_dataset_builder.py, for one split.
+def get_size_per_dataset(normalized_weights, target_size, surplus=0.0):
+    return [int(math.ceil(math.ceil(target_size * weight) * (1 + surplus)))
+            for weight in normalized_weights]
+
+
+# helpers.cpp
+def build_blending_indices(weights, size):
+    dataset_index = numpy.zeros(size, dtype=numpy.int16)
+    dataset_sample_index = numpy.zeros(size, dtype=numpy.int64)
+    current_samples = [0] * len(weights)
+    for sample_idx in range(size):
+        sample_idx_double = max(float(sample_idx), 1.0)
+        max_error_index = 0
+        max_error = weights[0] * sample_idx_double - float(current_samples[0])
+        for dataset_idx in range(1, len(weights)):
+            error = weights[dataset_idx] * sample_idx_double - float(current_samples[dataset_idx])
+            if error > max_error:
+                max_error = error
+                max_error_index = dataset_idx
+        dataset_index[sample_idx] = max_error_index
+        dataset_sample_index[sample_idx] = current_samples[max_error_index]
+        current_samples[max_error_index] += 1
+    return dataset_index, dataset_sample_index
+
+
+MID_LEVEL_DATASET_SURPLUS = 0.005
+
+
+def blended_samples(words, seq_length, num_samples, seed, split, which):
+    prefixes, weights = get_blend_from_list(words)
+    if weights is not None:
+        # The builder: normalised weights, the samples each dataset contributes and the ones
+        # its order is built for.
+        weights = normalize(weights)
+        target = get_size_per_dataset(weights, num_samples)
+        built = get_size_per_dataset(weights, num_samples, MID_LEVEL_DATASET_SURPLUS)
+        datasets = [GPTOrder(p, seq_length, n, seed, split, which)
+                    for p, n in zip(prefixes, built)]
+        size = sum(target)
+    else:
+        built = [None] * len(prefixes)
+        datasets = [GPTOrder(p, seq_length, None, seed, split, which) for p in prefixes]
+        weights = [len(d) for d in datasets]
+        size = min(num_samples, sum(weights))
+    # BlendedDataset normalises its weights (once more).
+    weights = normalize(weights)
+    dataset_index, dataset_sample_index = build_blending_indices(weights, size)
+    for d, count in zip(*numpy.unique(dataset_index, return_counts=True)):
+        assert len(datasets[d]) >= count, "the blend oversamples a dataset"
+    print(f"blend of {len(datasets)} datasets, {size} samples, weights"
+          + "".join(" %.17g" % w for w in weights))
+    for d, dataset in enumerate(datasets):
+        drawn = int(numpy.sum(dataset_index == d))
+        print(f"dataset {d}: {drawn} samples drawn, order for {built[d] or 0}: {dataset.header}")
+    for k in range(size):
+        d, j = int(dataset_index[k]), int(dataset_sample_index[k])
+        print_sample(k, f" {d}/{j}:", datasets[d][j])
 
 
 def preprocess(path, prefix, append_eod, code):
@@ -195,7 +310,11 @@ def main(argv):
         num_samples = int(option(args, "--num-samples", None))
         seed = int(option(args, "--seed", "1234"))
         split = option(args, "--split", "969, 30, 1")
-        samples(args[0], seq_length, num_samples, seed, split)
+        which = ["train", "valid", "test"].index(option(args, "--which", "train"))
+        if len(args) == 1:
+            samples(args[0], seq_length, num_samples, seed, split, which)
+        else:
+            blended_samples(args, seq_length, num_samples, seed, split, which)
     elif command == "preprocess":
         append_eod = "--append-eod" in args
         if append_eod:

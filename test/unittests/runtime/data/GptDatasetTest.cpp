@@ -9,7 +9,7 @@
 #include "runtime/data/GptDataset.h"
 #include "runtime/data/NumpyRandom.h"
 
-#include "test/unittests/runtime/TempDir.h"
+#include "test/unittests/runtime/data/DatasetFiles.h"
 
 #include <gtest/gtest.h>
 
@@ -18,6 +18,7 @@
 
 using namespace mtc::rt;
 using mtc::rt::test::TempDir;
+using mtc::rt::test::writeDataset;
 
 namespace {
 
@@ -134,22 +135,6 @@ TEST(GptDatasetTest, SampleIndexErrors) {
   EXPECT_EQ(shortSeq.error().message(), "a sequence length of 1 is too short (at least 2)");
 }
 
-/// An indexed dataset of the given documents (one sequence each) under `dir`.
-std::filesystem::path writeDataset(const TempDir &dir,
-                                   const std::vector<std::vector<int64_t>> &docs,
-                                   TokenDType dtype = TokenDType::U16) {
-  std::filesystem::path prefix = dir / "corpus";
-  Expected<IndexedDatasetWriter> w = IndexedDatasetWriter::create(prefix, dtype);
-  EXPECT_TRUE(w) << w.error().message();
-  for (const std::vector<int64_t> &doc : docs) {
-    EXPECT_TRUE(w->addTokens(doc).ok());
-    EXPECT_TRUE(w->endDocument().ok());
-  }
-  Error err = w->finish();
-  EXPECT_TRUE(err.ok()) << err.message();
-  return prefix;
-}
-
 // Sample k's tokens follow the indices; a batch of step s reads samples s B + i. 30 samples
 // of 4 + 1 tokens need 2 epochs of 117 tokens, the second giving 1 of its 29 samples.
 TEST(GptDatasetTest, SamplesAndBatches) {
@@ -254,6 +239,30 @@ TEST(GptDatasetTest, OpenErrors) {
             "indexed dataset '" + options.prefix.string() +
                 "': the train split (--split '1,3', 2 documents): documents [0, 0) hold 0 tokens, "
                 "fewer than the 2 a sample needs");
+}
+
+// check() gives open()'s errors without building the order, and success where open succeeds.
+TEST(GptDatasetTest, CheckAsOpen) {
+  TempDir dir;
+  GptDataset::Options options;
+  options.prefix = writeDataset(dir, {{1, 2, 3}, {4, 5, 6}, {7}});
+  options.seqLen = 2;
+  options.numSamples = 4;
+  options.globalBatch = 1;
+  for (std::string split : {"1", "0,1", "2,1", "1,3", "nonsense,"}) {
+    for (DataSplit which : {DataSplit::Train, DataSplit::Valid}) {
+      options.split = split;
+      options.which = which;
+      Expected<GptDataset> opened = GptDataset::open(options);
+      Error checked = GptDataset::check(options);
+      EXPECT_EQ(checked.ok(), opened.ok()) << split;
+      if (!opened)
+        EXPECT_EQ(checked.message(), opened.error().message());
+    }
+  }
+  options.split = "1";
+  options.prefix = dir / "absent";
+  EXPECT_EQ(GptDataset::check(options).message(), GptDataset::open(options).error().message());
 }
 
 } // namespace

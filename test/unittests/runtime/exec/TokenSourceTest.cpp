@@ -65,7 +65,7 @@ TEST(TokenSourceTest, IndexedIsTheGptDataset) {
   options.numSamples = 40;
   options.seed = 1234;
   options.vocab = 256;
-  Expected<TokenSource> source = TokenSource::indexed(options);
+  Expected<TokenSource> source = TokenSource::indexed(DataBlend{{options.prefix}, {}}, options);
   ASSERT_TRUE(source.ok()) << source.error().message();
   Expected<GptDataset> gpt = GptDataset::open(options);
   ASSERT_TRUE(gpt.ok()) << gpt.error().message();
