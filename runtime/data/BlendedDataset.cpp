@@ -237,10 +237,13 @@ Expected<BlendedDataset> BlendedDataset::open(const DataBlend &blend,
       lengths.push_back(double(gpt.index().numSamples()));
       size += gpt.index().numSamples();
     }
+    // Megatron asserts every weight is positive.
     for (size_t i = 0; i < n; ++i)
       if (lengths[i] <= 0)
-        return makeError("indexed dataset ", std::filesystem::path(blend.prefixes[i]),
-                         ": its split holds no sample to blend");
+        return makeError("indexed dataset ", std::filesystem::path(blend.prefixes[i]), ": its ",
+                         splitName(options.which), " split holds no sample of ", options.seqLen + 1,
+                         " tokens in an epoch (a blend of prefixes without weights weights "
+                         "each by one epoch's samples): give them weights");
     size = std::min(size, options.numSamples);
     data.weights_ = normalizeWeights(lengths);
   }
