@@ -88,13 +88,13 @@ std::string DataBlend::describe() const {
   return text;
 }
 
-Expected<DataBlend> parseDataBlend(std::span<const std::string> words) {
+Expected<DataBlend> parseDataBlend(std::span<const std::string> words, std::string_view flag) {
   auto fail = [&](const auto &...pieces) {
-    return makeError("--data-path ", quoted(words), ": ", pieces...);
+    return makeError(flag, " ", quoted(words), ": ", pieces...);
   };
   if (words.empty())
-    return makeError("--data-path needs a PREFIX, or weights and prefixes in pairs "
-                     "(--data-path 0.3 A 0.7 B)");
+    return makeError(flag, " needs a PREFIX, or weights and prefixes in pairs (", flag,
+                     " 0.3 A 0.7 B)");
   std::vector<std::optional<double>> numbers;
   for (const std::string &w : words)
     numbers.push_back(parseFloat(w));
@@ -237,10 +237,13 @@ Expected<BlendedDataset> BlendedDataset::open(const DataBlend &blend,
       lengths.push_back(double(gpt.index().numSamples()));
       size += gpt.index().numSamples();
     }
+    // Megatron asserts every weight is positive.
     for (size_t i = 0; i < n; ++i)
       if (lengths[i] <= 0)
-        return makeError("indexed dataset ", std::filesystem::path(blend.prefixes[i]),
-                         ": its split holds no sample to blend");
+        return makeError("indexed dataset ", std::filesystem::path(blend.prefixes[i]), ": its ",
+                         splitName(options.which), " split holds no sample of ", options.seqLen + 1,
+                         " tokens in an epoch (a blend of prefixes without weights weights "
+                         "each by one epoch's samples): give them weights");
     size = std::min(size, options.numSamples);
     data.weights_ = normalizeWeights(lengths);
   }
@@ -249,12 +252,12 @@ Expected<BlendedDataset> BlendedDataset::open(const DataBlend &blend,
     return index.takeError();
   data.index_ = std::move(*index);
   // Megatron refuses a blend that draws more samples from a dataset than its order holds.
-  std::vector<int64_t> drawn(n, 0);
+  data.drawn_.assign(n, 0);
   for (int16_t d : data.index_.dataset)
-    ++drawn[size_t(d)];
+    ++data.drawn_[size_t(d)];
   for (size_t i = 0; i < n; ++i)
-    if (drawn[i] > data.datasets_[i].index().numSamples())
-      return makeError("the blend ", blend.describe(), " draws ", drawn[i],
+    if (data.drawn_[i] > data.datasets_[i].index().numSamples())
+      return makeError("the blend ", blend.describe(), " draws ", data.drawn_[i],
                        " samples from indexed dataset ", std::filesystem::path(blend.prefixes[i]),
                        ", whose order holds only ", data.datasets_[i].index().numSamples());
   return data;
@@ -294,9 +297,6 @@ Error BlendedDataset::batch(int64_t step, int64_t sampleBegin, int64_t count, in
 }
 
 std::string BlendedDataset::describe() const {
-  std::vector<int64_t> drawn(datasets_.size(), 0);
-  for (int16_t d : index_.dataset)
-    ++drawn[size_t(d)];
   std::string text = concat("blend of ", datasets_.size(), " indexed datasets (",
                             splitName(options_.which), " split: ", size(), " samples of ",
                             options_.seqLen + 1, " tokens; seed ", options_.seed, "): ");
@@ -306,7 +306,7 @@ std::string BlendedDataset::describe() const {
     std::snprintf(weight, sizeof weight, "%.4g", weights_[i]);
     text.append(i ? ", " : "")
         .append(weight)
-        .append(concat(" ", std::filesystem::path(blend_.prefixes[i]), " (", drawn[i],
+        .append(concat(" ", std::filesystem::path(blend_.prefixes[i]), " (", drawn_[i],
                        " samples of its ", gpt.index().numSamples(), ": documents [",
                        gpt.documents().begin, ", ", gpt.documents().end, ") of ",
                        gpt.dataset().numSequences(), ", ", gpt.tokensPerEpoch(), " tokens, ",

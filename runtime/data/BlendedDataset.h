@@ -58,13 +58,14 @@ struct DataBlend {
   std::string describe() const;
 };
 
-/// `words` as a blend. Fails, naming the words, on none; on weights and prefixes not in pairs
-/// (an odd count with a number among them, a number where a prefix belongs or a word where a
-/// weight belongs); on a weight that is not a positive finite number; on an empty prefix; and
-/// on more than kMaxBlendedDatasets datasets. Numbers are what Python's float() reads (a
-/// dataset whose prefix is a number is named with a directory: `./2024`). A prefix given twice
-/// is two datasets, as in Megatron.
-Expected<DataBlend> parseDataBlend(std::span<const std::string> words);
+/// `words` as a blend (`flag`'s values, for the messages). Fails, naming the words, on none; on
+/// weights and prefixes not in pairs (an odd count with a number among them, a number where a
+/// prefix belongs or a word where a weight belongs); on a weight that is not a positive finite
+/// number; on an empty prefix; and on more than kMaxBlendedDatasets datasets. Numbers are what
+/// Python's float() reads (a dataset whose prefix is a number is named with a directory: `./2024`).
+/// A prefix given twice is two datasets, as in Megatron.
+Expected<DataBlend> parseDataBlend(std::span<const std::string> words,
+                                   std::string_view flag = "--data-path");
 
 /// The sum of `values` as numpy's float64 sum adds them (pairwise, eight partial sums in
 /// blocks of at most 128).
@@ -101,6 +102,8 @@ public:
   const std::vector<double> &weights() const { return weights_; }
   /// The samples each dataset's order was built for (0: one epoch).
   const std::vector<int64_t> &samplesBuilt() const { return samplesBuilt_; }
+  /// The samples the blend takes from each dataset.
+  const std::vector<int64_t> &samplesDrawn() const { return drawn_; }
   /// The samples of the blend.
   int64_t size() const { return int64_t(index_.dataset.size()); }
 
@@ -124,6 +127,7 @@ private:
   std::vector<GptDataset> datasets_;
   std::vector<double> weights_;
   std::vector<int64_t> samplesBuilt_;
+  std::vector<int64_t> drawn_;
   BlendingIndex index_;
 };
 

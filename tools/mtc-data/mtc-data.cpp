@@ -344,7 +344,7 @@ int samples(int argc, char **argv) {
     return fail(args.error());
   if (args->positional.empty())
     return fail(makeError("samples takes a PREFIX, or weights and prefixes (0.3 A 0.7 B)"));
-  Expected<DataBlend> blend = parseDataBlend(args->positional);
+  Expected<DataBlend> blend = parseDataBlend(args->positional, "samples");
   if (!blend)
     return fail(blend.error());
   constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
@@ -396,12 +396,9 @@ int samples(int argc, char **argv) {
     header.append(text);
   }
   std::printf("%s\n", header.c_str());
-  std::vector<int64_t> drawn(data->datasets().size(), 0);
-  for (int16_t d : data->index().dataset)
-    ++drawn[size_t(d)];
   for (size_t d = 0; d < data->datasets().size(); ++d)
     std::printf("dataset %zu: %lld samples drawn, order for %lld: %s\n", d,
-                static_cast<long long>(drawn[d]),
+                static_cast<long long>(data->samplesDrawn()[d]),
                 static_cast<long long>(data->samplesBuilt()[d]),
                 describeOrder(data->datasets()[d]).c_str());
   const BlendingIndex &index = data->index();

@@ -301,6 +301,24 @@ TEST(BlendedDatasetTest, PrefixesWithoutWeights) {
                 " asked for: give each prefix a weight (--data-path 0.5 A 0.5 B) to repeat them");
 }
 
+// A prefix whose epoch holds no sample has no weight in a blend of prefixes alone (Megatron
+// asserts every weight is positive); with weights it repeats.
+TEST(BlendedDatasetTest, PrefixWithoutASampleInAnEpoch) {
+  ThreeDatasets files;
+  DataBlend blend = files.blend({});
+  blend.prefixes[1] = writeDataset(files.dir, {{1, 2, 3}}, "tiny").string();
+  Expected<BlendedDataset> none = BlendedDataset::open(blend, blendOptions(10));
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().message(),
+            "indexed dataset '" + blend.prefixes[1] +
+                "': its train split holds no sample of 5 tokens in an epoch (a blend of prefixes "
+                "without weights weights each by one epoch's samples): give them weights");
+  blend.weights = {1, 1, 1};
+  Expected<BlendedDataset> weighted = BlendedDataset::open(blend, blendOptions(10));
+  ASSERT_TRUE(weighted) << weighted.error().message();
+  EXPECT_GT(weighted->datasets()[1].index().numEpochs, 1);
+}
+
 TEST(BlendedDatasetTest, OpenErrors) {
   ThreeDatasets files;
   DataBlend missing = files.blend({1, 1});
