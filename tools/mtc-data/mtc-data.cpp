@@ -417,10 +417,12 @@ int samples(int argc, char **argv) {
 int main(int argc, char **argv) {
   try {
     std::string_view command = argc > 1 ? argv[1] : "";
-    if (command == "--help" || command == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
+    // `mtc-data preprocess --help` too: the usage covers every command.
+    for (int i = 1; i < argc; ++i)
+      if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+        std::fputs(kUsage, stdout);
+        return 0;
+      }
     if (command == "preprocess")
       return preprocess(argc, argv);
     if (command == "info")
