@@ -147,10 +147,12 @@ int exportCommand(int argc, char **argv) {
 int main(int argc, char **argv) {
   try {
     std::string_view command = argc > 1 ? argv[1] : "";
-    if (command == "--help" || command == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
+    // `mtc-hf import --help` too: the usage covers both commands.
+    for (int i = 1; i < argc; ++i)
+      if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+        std::fputs(kUsage, stdout);
+        return 0;
+      }
     if (command == "import")
       return importCommand(argc, argv);
     if (command == "export")
