@@ -43,7 +43,7 @@ TEST(KernelLibraryTest, NotASharedObject) {
   TempDir tmp;
   Plan plan = smallPlan();
   plan.dir = tmp.path();
-  plan.x86Kernels = KernelsInfo{"x86_64.so", std::nullopt, std::nullopt, std::nullopt, {}, {}};
+  plan.x86Kernels.emplace().file = "x86_64.so";
   std::ofstream(tmp / "x86_64.so") << "not an ELF file";
   std::string message = loadError(plan);
   EXPECT_EQ(message.rfind("'" + (tmp / "x86_64.so").string() + "': cannot load the compiled step: ",
@@ -57,8 +57,7 @@ TEST(KernelLibraryTest, ObjectWithoutAContextVersion) {
   // context existed, it exports no context version.
   Plan plan = smallPlan();
   plan.dir = "/";
-  plan.x86Kernels = KernelsInfo{"lib/x86_64-linux-gnu/libc.so.6", std::nullopt, std::nullopt,
-                                std::nullopt, {}, {}};
+  plan.x86Kernels.emplace().file = "lib/x86_64-linux-gnu/libc.so.6";
   EXPECT_EQ(loadError(plan),
             "'/lib/x86_64-linux-gnu/libc.so.6': the compiled step exports no "
             "mtc_kernel_context_version: it was compiled for a kernel ABI without a context "
@@ -71,9 +70,7 @@ TEST(KernelLibraryTest, ObjectOfAnotherContextVersion) {
   // order, compiled before the workspace's offsets were compiled in.
   Plan plan = smallPlan();
   plan.dir = "/";
-  plan.x86Kernels =
-      KernelsInfo{MTC_TOY_MESH_KERNELS_OTHER_CONTEXT, std::nullopt, std::nullopt, std::nullopt,
-                  {}, {}};
+  plan.x86Kernels.emplace().file = MTC_TOY_MESH_KERNELS_OTHER_CONTEXT;
   EXPECT_EQ(loadError(plan), concat("'", MTC_TOY_MESH_KERNELS_OTHER_CONTEXT,
                                     "': the compiled step was compiled for kernel context "
                                     "version 1, and this runtime passes version 2 (recompile "
@@ -85,8 +82,7 @@ TEST(KernelLibraryTest, MissingFunctionAndBadBuffers) {
   // convention run before the symbol lookup.
   Plan plan = smallPlan();
   plan.dir = "/";
-  plan.x86Kernels =
-      KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, std::nullopt, std::nullopt, {}, {}};
+  plan.x86Kernels.emplace().file = MTC_TOY_MESH_KERNELS;
   EXPECT_EQ(loadError(plan), "/: the plan's kernels have no 'forward_backward' function");
 
   KernelFunction fb;

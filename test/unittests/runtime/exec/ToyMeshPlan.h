@@ -53,7 +53,10 @@ inline Plan toyPlan(int64_t tp, const char *forwardBackward = "toy_forward_backw
                  buffer(BufferKind::Lr, "lr", PlanDType::F32, {}),
                  buffer(BufferKind::Param, "w", PlanDType::F32, local),
                  buffer(BufferKind::State, "w.m", PlanDType::F32, local)};
-  plan.x86Kernels = KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, fb, opt, {}, {}};
+  KernelsInfo &kernels = plan.x86Kernels.emplace();
+  kernels.file = MTC_TOY_MESH_KERNELS;
+  kernels.forwardBackward = fb;
+  kernels.optimizerStep = opt;
   return plan;
 }
 

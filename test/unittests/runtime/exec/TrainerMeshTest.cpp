@@ -213,7 +213,10 @@ Plan zeroPlan(int64_t dp, int64_t tp, bool distributed, int64_t globalBatch = 4)
                  buffer(BufferKind::Param, "v", v.dims),
                  buffer(BufferKind::State, "w.m", wShard),
                  buffer(BufferKind::State, "v.n", v.dims)};
-  plan.x86Kernels = KernelsInfo{MTC_TOY_MESH_KERNELS, std::nullopt, fb, opt, {}, {}};
+  KernelsInfo &kernels = plan.x86Kernels.emplace();
+  kernels.file = MTC_TOY_MESH_KERNELS;
+  kernels.forwardBackward = fb;
+  kernels.optimizerStep = opt;
   return plan;
 }
 
