@@ -378,15 +378,12 @@ compileParts(llvm::ArrayRef<std::unique_ptr<llvm::Module>> parts,
 
 Expected<std::string> codegen::compileToObject(ModuleOp llvmDialectModule,
                                                const CPUCodegenOptions &options) {
-  Expected<std::unique_ptr<llvm::TargetMachine>> machine = createHostTargetMachine(options);
-  if (!machine)
-    return machine.takeError();
-  llvm::LLVMContext llvmContext;
-  Expected<std::unique_ptr<llvm::Module>> module =
-      translateKernels(llvmDialectModule, llvmContext, **machine);
-  if (!module)
-    return module.takeError();
-  return optimizeAndEmit(**module, **machine, options.optLevel);
+  CPUCodegenOptions whole = options;
+  whole.parts = 1;
+  Expected<std::vector<std::string>> objects = compileToObjects(llvmDialectModule, whole);
+  if (!objects)
+    return objects.takeError();
+  return std::move(objects->front());
 }
 
 Expected<std::vector<std::string>> codegen::compileToObjects(ModuleOp llvmDialectModule,

@@ -149,7 +149,7 @@ llvm::Error compileToSharedObject(mlir::ModuleOp llvmDialectModule, llvm::String
 /// link several objects together): LLVM IR, the packed entry points and the context version
 /// (addExports), the allocation functions described to LLVM (describeAllocationFunctions),
 /// the dropout decision's bitcode (linkDropoutKeep), LLVM's O<optLevel> pipeline, object
-/// emission; on the calling thread.
+/// emission: compileToObjects with the module whole (one part).
 llvm::Expected<std::string> compileToObject(mlir::ModuleOp llvmDialectModule,
                                             const CPUCodegenOptions &options = {});
 
