@@ -74,7 +74,8 @@ std::optional<double> numberAfter(std::string_view line, std::string_view key) {
 
 /// A parameter an architecture has: its name in the plan (without the layer's prefix for a
 /// layer parameter) and its dims by role (V vocabulary, D hidden, S positions, H heads,
-/// K key/value heads, d head size, F feed-forward), after `layers` for a layer parameter.
+/// K key/value heads, d head size, F feed-forward, E experts), after `layers` for a layer
+/// parameter.
 struct Role {
   std::string_view name;
   bool layer;
@@ -453,9 +454,10 @@ Expected<ModelMap> mapModel(const Plan &plan, const PlanOps &ops) {
     }
     same("transformer.ln_f.weight", {D}, {{"lnf.g", 0}}, false, -1, 1, D);
     same("transformer.ln_f.bias", {D}, {{"lnf.b", 0}}, false, -1, 1, D);
-  } else if (moe) {
-    // w1/w3/w2 are [layers, experts, in, out]: expert e of layer l is the [in, out] slice
-    // l * experts + e, so a part's `layer` indexes that slice.
+  } else {
+    // Llama and Mixtral differ in the feed-forward only. Mixtral's w1/w3/w2 are [layers,
+    // experts, in, out]: expert e of layer l is the [in, out] slice l * experts + e, so a
+    // part's `layer` indexes that slice.
     const int64_t E = dims.experts;
     same("model.embed_tokens.weight", {V, D}, {{"embed", 0}}, false, -1, V, D);
     for (int64_t l = 0; l < dims.layers; ++l) {
@@ -464,30 +466,19 @@ Expected<ModelMap> mapModel(const Plan &plan, const PlanOps &ops) {
       linear(h + "self_attn.k_proj.weight", "wk", l, D, Kd, true);
       linear(h + "self_attn.v_proj.weight", "wv", l, D, Kd, false);
       linear(h + "self_attn.o_proj.weight", "wo", l, Hd, D, false);
-      linear(h + "block_sparse_moe.gate.weight", "router", l, D, E, false);
-      for (int64_t e = 0; e < E; ++e) {
-        std::string x = concat(h, "block_sparse_moe.experts.", e, ".");
-        linear(x + "w1.weight", "w1", l * E + e, D, F, false);
-        linear(x + "w2.weight", "w2", l * E + e, F, D, false);
-        linear(x + "w3.weight", "w3", l * E + e, D, F, false);
+      if (moe) {
+        linear(h + "block_sparse_moe.gate.weight", "router", l, D, E, false);
+        for (int64_t e = 0; e < E; ++e) {
+          std::string x = concat(h, "block_sparse_moe.experts.", e, ".");
+          linear(x + "w1.weight", "w1", l * E + e, D, F, false);
+          linear(x + "w2.weight", "w2", l * E + e, F, D, false);
+          linear(x + "w3.weight", "w3", l * E + e, D, F, false);
+        }
+      } else {
+        linear(h + "mlp.gate_proj.weight", "w1", l, D, F, false);
+        linear(h + "mlp.up_proj.weight", "w3", l, D, F, false);
+        linear(h + "mlp.down_proj.weight", "w2", l, F, D, false);
       }
-      same(h + "input_layernorm.weight", {D}, {{"attn_norm", 0}}, true, l, 1, D);
-      same(h + "post_attention_layernorm.weight", {D}, {{"ffn_norm", 0}}, true, l, 1, D);
-    }
-    same("model.norm.weight", {D}, {{"norm", 0}}, false, -1, 1, D);
-    if (!model.tiedEmbeddings)
-      linear("lm_head.weight", "lm_head", -1, D, V, false);
-  } else {
-    same("model.embed_tokens.weight", {V, D}, {{"embed", 0}}, false, -1, V, D);
-    for (int64_t l = 0; l < dims.layers; ++l) {
-      std::string h = concat("model.layers.", l, ".");
-      linear(h + "self_attn.q_proj.weight", "wq", l, D, Hd, true);
-      linear(h + "self_attn.k_proj.weight", "wk", l, D, Kd, true);
-      linear(h + "self_attn.v_proj.weight", "wv", l, D, Kd, false);
-      linear(h + "self_attn.o_proj.weight", "wo", l, Hd, D, false);
-      linear(h + "mlp.gate_proj.weight", "w1", l, D, F, false);
-      linear(h + "mlp.up_proj.weight", "w3", l, D, F, false);
-      linear(h + "mlp.down_proj.weight", "w2", l, F, D, false);
       same(h + "input_layernorm.weight", {D}, {{"attn_norm", 0}}, true, l, 1, D);
       same(h + "post_attention_layernorm.weight", {D}, {{"ffn_norm", 0}}, true, l, 1, D);
     }
