@@ -327,7 +327,9 @@ void MLIRGenImpl::lowerParam(const ParamDecl &param, llvm::StringRef layer) {
   if (!declareSymbol(symbol, param.nameRange, "parameter"))
     return;
   paramLayers[symbol] = layer.str();
-  std::optional<mt::NamedTensorType> type = tensorType(param.sig, floatType);
+  std::optional<mt::NamedTensorType> type = tensorType(param.sig, parameterType);
+  if (param.sig.elementType.empty())
+    masterParams.insert(symbol);
   if (type && !isa<FloatType>(type->getElementType())) {
     diags.error(param.sig.elementTypeRange, "parameters must have a floating-point type");
     failedParams.insert(symbol);
@@ -637,6 +639,12 @@ Val MLIRGenImpl::evalName(const Expr &expr) {
                                        FlatSymbolRefAttr::get(&context, symbol));
       lastParamRef = op;
       ref = op;
+      // Mixed precision: the master weight is read in the training precision; autodiff takes
+      // the gradient back to f32 through the cast, so it is accumulated and reduced in f32.
+      if (masterParams.contains(symbol) && parameterType != floatType) {
+        ref = castTo(op, floatType, expr.range);
+        lastParamRef = ref.getDefiningOp();
+      }
     }
     return Val::of(ref);
   }
@@ -787,6 +795,7 @@ OwningOpRef<ModuleOp> MLIRGenImpl::lower(const Module &ast) {
 
   TrainSettings train = lowerTrainBlock(ast.train ? &*ast.train : nullptr, context, diags);
   floatType = elementTypeFor(context, train.precision);
+  parameterType = builder.getF32Type();
   lowerDims(ast, model, train);
 
   module = ModuleOp::create(loc(model.range), model.name);

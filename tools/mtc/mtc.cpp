@@ -830,21 +830,20 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   return success();
 }
 
-/// mtrun trains f32 models only (mixed precision has not landed). A plan with the compiled
-/// step of another precision would take its full compile time and then be refused by mtrun,
-/// so it is refused here, at the `precision` setting, before anything is compiled.
+/// fp16 needs loss scaling, which has not landed (its gradients underflow without it). A plan
+/// with an fp16 step would take its full compile time and then train badly, so it is refused
+/// here, at the `precision` setting, before anything is compiled.
 LogicalResult checkTrainablePrecision(const mtc::frontend::Module &ast,
                                       mtc::frontend::Diagnostics &diags) {
   if (!ast.train)
     return success();
   for (const mtc::frontend::ConfigEntry &entry : ast.train->entries) {
-    if (entry.key != "precision" || !entry.value || entry.value->name == "fp32")
+    if (entry.key != "precision" || !entry.value || entry.value->name != "fp16")
       continue;
     diags.error(entry.value->range,
-                "precision " + entry.value->name +
-                    " cannot be trained yet: mtrun trains fp32 models only (mixed precision "
-                    "is not supported); use 'precision fp32', or --target=none or "
-                    "--emit=mt-train to compile without the trainable step");
+                "precision fp16 cannot be trained yet: it needs loss scaling, which mtc does "
+                "not have yet; use 'precision bf16' or 'precision fp32', or --target=none or "
+                "--emit=mt-train to compile without the trainable step");
     return failure();
   }
   return success();
