@@ -639,13 +639,12 @@ Val MLIRGenImpl::evalName(const Expr &expr) {
                                        FlatSymbolRefAttr::get(&context, symbol));
       lastParamRef = op;
       ref = op;
-      // Mixed precision: the master weight is read in the training precision; autodiff takes
-      // the gradient back to f32 through the cast, so it is accumulated and reduced in f32.
-      if (masterParams.contains(symbol) && parameterType != floatType) {
-        ref = castTo(op, floatType, expr.range);
-        lastParamRef = ref.getDefiningOp();
-      }
     }
+    // Mixed precision: the master weight is read in the training precision, cast at each
+    // use, so that autodiff takes each use's gradient back to f32 through its own cast: the
+    // gradients of a parameter read twice (a tied embedding) are summed in f32.
+    if (masterParams.contains(symbol) && parameterType != floatType)
+      return Val::of(castTo(ref, floatType, expr.range));
     return Val::of(ref);
   }
   if (auto it = modelArgs.find(expr.name); it != modelArgs.end())

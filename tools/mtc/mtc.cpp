@@ -129,6 +129,17 @@ cl::list<std::string> dimOverrides(
              "(repeatable; e.g. --dim vocab=50257 for a tokenizer's vocabulary, --dim layers=4)"),
     cl::value_desc("NAME=N"), cl::sub(compileCommand), cl::cat(compileCategory));
 
+cl::opt<bool> bf16Flag("bf16",
+                       cl::desc("Train in bf16 mixed precision (Megatron's --bf16): f32 master "
+                                "weights, gradients and optimizer state, bf16 activations; "
+                                "overrides train { precision }"),
+                       cl::sub(compileCommand), cl::cat(compileCategory));
+cl::opt<bool> fp16Flag("fp16",
+                       cl::desc("Train in fp16 mixed precision (Megatron's --fp16); not "
+                                "trainable yet (no loss scaling): only with --target=none or "
+                                "--emit"),
+                       cl::sub(compileCommand), cl::cat(compileCategory));
+
 cl::opt<bool> printStats("stats",
                          cl::desc("Print parameter counts per tensor and in total, FLOPs per "
                                   "token and the memory per rank, instead of the IR (with "
@@ -849,6 +860,35 @@ LogicalResult checkTrainablePrecision(const mtc::frontend::Module &ast,
   return success();
 }
 
+/// --bf16 / --fp16: the train block's `precision`, set in the AST before it is lowered (as
+/// if the model file said so).
+LogicalResult applyPrecisionFlag(mtc::frontend::Module &ast) {
+  if (!bf16Flag && !fp16Flag)
+    return success();
+  if (bf16Flag && fp16Flag)
+    return flagError("give --bf16 or --fp16, not both");
+  if (fp16Flag && emitKind == EmitKind::Plan && !printStats && hasTarget(KernelTarget::X86))
+    return flagError("--fp16 cannot be trained yet: it needs loss scaling, which mtc does not "
+                     "have yet; use --bf16, or --target=none or --emit=mt-train to compile "
+                     "without the trainable step");
+  if (!ast.train) {
+    ast.train.emplace();
+    ast.train->kind = "train";
+  }
+  std::vector<mtc::frontend::ConfigEntry> &entries = ast.train->entries;
+  auto it = llvm::find_if(entries, [](const mtc::frontend::ConfigEntry &entry) {
+    return entry.key == "precision";
+  });
+  if (it == entries.end()) {
+    entries.emplace_back().key = "precision";
+    it = std::prev(entries.end());
+  }
+  auto value = std::make_unique<mtc::frontend::Expr>(mtc::frontend::Expr::Kind::Name);
+  value->name = bf16Flag ? "bf16" : "fp16";
+  it->value = std::move(value);
+  return success();
+}
+
 /// --dim NAME=N: the values set from the command line, in the AST before it is lowered.
 LogicalResult applyDimOverrides(mtc::frontend::Module &ast) {
   std::vector<mtc::frontend::BindingOverride> overrides;
@@ -878,7 +918,7 @@ int compile() {
       mtc::frontend::parseModule(sourceMgr, bufferId, diags);
   if (!ast || diags.numErrors() != 0)
     return 1;
-  if (failed(applyDimOverrides(*ast)))
+  if (failed(applyDimOverrides(*ast)) || failed(applyPrecisionFlag(*ast)))
     return 1;
 
   mlir::DialectRegistry registry;
