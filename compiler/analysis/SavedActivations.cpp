@@ -71,14 +71,16 @@ mtc::computeSavedActivations(ModuleOp partitioned) {
       repeat.emitOpError("repeats '") << repeat.getCallee() << "', which is not a function";
       return WalkResult::interrupt();
     }
-    // The results past the carried ones are stacked: what each instance keeps (as in the
-    // plan's saved_activations, compiler/plan/PlanWriter.cpp).
+    // The results past the carried ones are stacked: what each instance keeps (the plan's
+    // saved_activations, compiler/plan/PlanWriter.cpp, sums the same on global types).
     LayerSavedActivations layer;
     layer.function = forward.getSymName().str();
     layer.instances = repeat.getCount();
     auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+    // mt-expert-load's routing counts are stacked too, but reported, not read backward.
     for (Value value : ret.getOperands().drop_front(repeat.getNumCarried()))
-      layer.values.push_back(describe(value));
+      if (!value.getDefiningOp<mt::ExpertLoadOp>())
+        layer.values.push_back(describe(value));
     layers.push_back(std::move(layer));
     return WalkResult::advance();
   });
