@@ -11,8 +11,8 @@ sequence parallel; that with selective recomputation; full recomputation), compi
 with `mtc compile --stats --saved-activations --target=none` and prints the paper's bytes per
 layer (16-bit activations, 1-byte dropout masks), what one layer instance keeps on one rank in
 mtc, and the difference term by term. Sizes are SEQxHIDDENxHEADS (`--dim` overrides; the
-micro-batch is the model's, 8). With --check it exits 1 unless every term mtc keeps is the
-paper's term adjusted by the documented differences (`Term.mtc`), and the terms add up to
+micro-batch b is the model's, 8 for both). With --check it exits 1 unless every term mtc keeps is the
+paper's term adjusted by the documented differences (`mtc_term_bytes`), and the terms add up to
 the paper's closed formulas.
 
 The models: bench/activation-gpt.mtl writes attention out as the paper counts it (softmax,
@@ -142,7 +142,10 @@ def saved_activations(mtc, model, size, flags):
     s, h, a = size
     command = [mtc, "compile", MODELS[model], "--stats", "--saved-activations", "--target=none",
                "--dim", f"seq={s}", "--dim", f"hidden={h}", "--dim", f"heads={a}"] + flags
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    run = subprocess.run(command, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed:\n{run.stderr}")
+    out = run.stdout
     lines = out[out.index("saved activations per layer"):].splitlines()[1:]
     layer = LAYER_LINE.match(lines[0])
     if not layer:
@@ -156,6 +159,15 @@ def saved_activations(mtc, model, size, flags):
     total = int(layer.group(3))
     assert total == sum(b for b, _, _, _ in saved), out
     return total, saved
+
+
+def micro_batch(saved):
+    """b, from the layer input's type (the model's train { micro_batch })."""
+    for _, producer, _, type_ in saved:
+        m = re.search(r"\bbatch=(\d+)", type_)
+        if producer == "argument 0" and m:
+            return int(m.group(1))
+    sys.exit("the layer input is not among the saved tensors, or has no batch dimension")
 
 
 def classify(model, saved):
@@ -184,7 +196,7 @@ def main():
     parser.add_argument("--mtc", default=os.path.join(ROOT, "build", "bin", "mtc"))
     parser.add_argument("--tp", type=int, default=2)
     parser.add_argument("--sizes", default="64x64x4,32x96x6",
-                        help="SEQxHIDDENxHEADS,... (the micro-batch is the model's, 8)")
+                        help="SEQxHIDDENxHEADS,... (the micro-batch is the model's)")
     parser.add_argument("--models", default="activation-gpt,gpt-tiny",
                         help="known models or .mtl files written like them (same statement "
                              "names: h, q, k, v, p, a, x, f)")
@@ -200,12 +212,15 @@ def main():
                      "nor a .mtl file")
         MODELS.setdefault(model, model)
         for size in sizes:
-            d = {"s": size[0], "h": size[1], "a": size[2], "b": 8}
-            print(f"== {model}: s={d['s']} b={d['b']} h={d['h']} a={d['a']}, t={args.tp}")
+            d = {"s": size[0], "h": size[1], "a": size[2]}
             for name, flags, t, sp, recompute, formula in CASES:
                 t = args.tp if t is None else t
                 total, saved = saved_activations(
                     args.mtc, model, size, [f.format(t=args.tp) for f in flags])
+                if "b" not in d:  # the first case keeps the whole layer input
+                    d["b"] = micro_batch(saved)
+                    print(f"== {model}: s={d['s']} b={d['b']} h={d['h']} a={d['a']}, "
+                          f"t={args.tp}")
                 by_term, unmatched = classify(model, saved)
                 paper = formula(*(Fraction(x) for x in (d["s"], d["b"], d["h"], d["a"], t)))
                 paper_terms = sum(paper_term_bytes(x, d, t, sp, recompute) for x in TERMS)
