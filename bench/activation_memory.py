@@ -23,15 +23,17 @@ import argparse
 from fractions import Fraction
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = {
     "activation-gpt": os.path.join(ROOT, "bench", "activation-gpt.mtl"),
     "gpt-tiny": os.path.join(ROOT, "examples", "gpt-tiny.mtl"),
 }
-MTC_BYTES = 4  # f32: every activation in mtc today (mixed precision has not landed)
+ELEMENT_BYTES = {"fp32": 4, "bf16": 2}  # train { precision }: what mtc's activations take
 
 
 class Term:
@@ -89,6 +91,10 @@ TERMS = [
     Term("gelu_out", "GELU output (second linear input)", 4, 0, True, False,
          lambda v, c, l: v == "f" and c == "gelu"),
     Term("mlp_mask", "MLP dropout mask", 1, 0, False, True, lambda v, c, l: False),
+    # Not the paper's: in bf16 a layer reads its f32 parameters through casts, and keeps the
+    # bf16 copies its backward multiplies with (classify() names them by their type).
+    Term("param_copy", "bf16 copies of the layer's parameters", 0, 0, True, False,
+         lambda v, c, l: False),
 ]
 ATTENTION_CORE = {"softmax", "attn_mask", "attn_drop"}
 
@@ -111,36 +117,57 @@ def paper_term_bytes(term, d, t, sp, recompute):
     """What the paper counts for `term` in a case."""
     if recompute == "full":
         return 2 * d["s"] * d["b"] * d["h"] if term.key == "ln1_in" else 0
-    if recompute == "selective" and term.key in ATTENTION_CORE:
+    if recompute == "selective" and term.key in ATTENTION_CORE or term.key == "param_copy":
         return 0
     return (1 if term.mask else 2) * term.elements(d, t, sp)
 
 
-def mtc_term_bytes(term, model, d, t, sp, recompute):
+def mtc_term_bytes(term, fused, element, d, t, sp, recompute):
     """What mtc keeps for `term`, by the documented differences (docs/cost-model.md):
-    f32 (4 bytes, not 2); no dropout masks (regenerated from the Philox key); the fused
-    attention() keeps no probabilities, and under selective recomputation its output is
-    recomputed with it; selective recomputation recomputes only the fused attention() op,
-    so the written-out attention of activation-gpt keeps what it keeps without it."""
+    `element` bytes per element (4 in f32, 2 in bf16 as the paper); no dropout masks
+    (regenerated from the Philox key); the fused attention() (`fused`) keeps no
+    probabilities, and under selective recomputation its output is recomputed with it;
+    selective recomputation recomputes only the fused attention() op, so attention written
+    out (activation-gpt) keeps under it what it keeps without."""
     if recompute == "full":
-        return MTC_BYTES * d["s"] * d["b"] * d["h"] if term.key == "ln1_in" else 0
+        return element * d["s"] * d["b"] * d["h"] if term.key == "ln1_in" else 0
     if term.mask:
         return 0
-    if model == "gpt-tiny":
+    if term.key == "param_copy":
+        # The weights of Q, K, V and the output projection (4 h^2) and of the MLP (8 h^2),
+        # split by tensor parallelism, and the two layer norms' gains (2 h), whole; no copy
+        # of a bias (its gradient reads nothing) and none in f32 (nothing is cast).
+        return 2 * (12 * d["h"] ** 2 // t + 2 * d["h"]) if element == 2 else 0
+    if fused:
         if term.key in ATTENTION_CORE:
             return 0
         if recompute == "selective" and term.key == "proj_in":
             return 0
-    return MTC_BYTES * term.elements(d, t, sp)
+    return element * term.elements(d, t, sp)
 
 
 SAVED_LINE = re.compile(r"^\s+(\d+) bytes\s+(\S+(?: \d+)?)\s+(\S*)\s+(\[.*\].*)$")
 LAYER_LINE = re.compile(r"^\s+(\S+) \((\d+) instances\): (\d+) bytes$")
 
 
-def saved_activations(mtc, model, size, flags):
+def model_file(model, precision, work):
+    """The model's file, or a copy in `work` trained in `precision`."""
+    path = MODELS[model]
+    with open(path) as f:
+        source = f.read()
+    if re.search(rf"\bprecision {precision}\b", source):
+        return path
+    if not re.search(r"\bprecision \w+", source):
+        sys.exit(f"{path}: no 'precision' in train {{}} to set to {precision}")
+    copy = os.path.join(work, f"{os.path.basename(path)[:-4]}-{precision}.mtl")
+    with open(copy, "w") as f:
+        f.write(re.sub(r"\bprecision \w+", f"precision {precision}", source))
+    return copy
+
+
+def saved_activations(mtc, path, size, flags):
     s, h, a = size
-    command = [mtc, "compile", MODELS[model], "--stats", "--saved-activations", "--target=none",
+    command = [mtc, "compile", path, "--stats", "--saved-activations", "--target=none",
                "--dim", f"seq={s}", "--dim", f"hidden={h}", "--dim", f"heads={a}"] + flags
     run = subprocess.run(command, capture_output=True, text=True)
     if run.returncode != 0:
@@ -170,10 +197,8 @@ def micro_batch(saved):
     sys.exit("the layer input is not among the saved tensors, or has no batch dimension")
 
 
-def classify(model, saved):
+def classify(source, saved):
     """The paper term of each saved tensor, by the statement of the model that computes it."""
-    with open(MODELS[model]) as f:
-        source = f.read().splitlines()
     by_term, unmatched = {}, []
     for bytes_, producer, location, type_ in saved:
         var, call, line = "", "", ""
@@ -183,7 +208,10 @@ def classify(model, saved):
             _, row, column = location.rsplit(":", 2)
             line = source[int(row) - 1]
             var, call = line_var(line), call_at(line, int(column))
-        term = next((t for t in TERMS if t.match(var, call, line)), None)
+        if producer == "mt.cast" and "batch=" not in type_:
+            term = TERMS[-1]
+        else:
+            term = next((t for t in TERMS if t.match(var, call, line)), None)
         if term is None:
             unmatched.append((bytes_, producer, location, type_))
         else:
@@ -200,36 +228,46 @@ def main():
     parser.add_argument("--models", default="activation-gpt,gpt-tiny",
                         help="known models or .mtl files written like them (same statement "
                              "names: h, q, k, v, p, a, x, f)")
+    parser.add_argument("--precision", choices=sorted(ELEMENT_BYTES), default="fp32",
+                        help="train the models in this precision (a copy with train "
+                             "{ precision } changed)")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 unless mtc keeps exactly the adjusted terms")
     parser.add_argument("--verbose", action="store_true", help="print every saved tensor")
     args = parser.parse_args()
     sizes = [tuple(int(x) for x in size.split("x")) for size in args.sizes.split(",")]
+    element = ELEMENT_BYTES[args.precision]
+    work = tempfile.mkdtemp(prefix="mtc-activation-memory-")
     failures = 0
     for model in args.models.split(","):
         if model not in MODELS and not os.path.isfile(model):
             sys.exit(f"--models: '{model}' is neither a known model ({', '.join(MODELS)}) "
                      "nor a .mtl file")
         MODELS.setdefault(model, model)
+        path = model_file(model, args.precision, work)
+        with open(path) as f:
+            source = f.read()
+        code = "\n".join(line.split("#")[0] for line in source.splitlines())
+        fused = re.search(r"\battention\(", code) is not None
         for size in sizes:
             d = {"s": size[0], "h": size[1], "a": size[2]}
             for name, flags, t, sp, recompute, formula in CASES:
                 t = args.tp if t is None else t
                 total, saved = saved_activations(
-                    args.mtc, model, size, [f.format(t=args.tp) for f in flags])
+                    args.mtc, path, size, [f.format(t=args.tp) for f in flags])
                 if "b" not in d:  # the first case keeps the whole layer input
                     d["b"] = micro_batch(saved)
                     print(f"== {model}: s={d['s']} b={d['b']} h={d['h']} a={d['a']}, "
-                          f"t={args.tp}")
-                by_term, unmatched = classify(model, saved)
+                          f"t={args.tp}, {args.precision}")
+                by_term, unmatched = classify(source.splitlines(), saved)
                 paper = formula(*(Fraction(x) for x in (d["s"], d["b"], d["h"], d["a"], t)))
                 paper_terms = sum(paper_term_bytes(x, d, t, sp, recompute) for x in TERMS)
-                expected = sum(mtc_term_bytes(x, model, d, t, sp, recompute) for x in TERMS)
+                expected = sum(mtc_term_bytes(x, fused, element, d, t, sp, recompute) for x in TERMS)
                 ok = paper_terms == paper and total == expected and not unmatched
                 rows = []
                 for term in TERMS:
                     p = paper_term_bytes(term, d, t, sp, recompute)
-                    e = mtc_term_bytes(term, model, d, t, sp, recompute)
+                    e = mtc_term_bytes(term, fused, element, d, t, sp, recompute)
                     got = sum(b for b, _, _, _ in by_term.get(term.key, []))
                     ok = ok and got == e
                     if p or e or got:
@@ -243,6 +281,7 @@ def main():
                 if args.verbose or not ok:
                     print("\n".join(rows))
                 failures += not ok
+    shutil.rmtree(work)
     if args.check and failures:
         print(f"{failures} case(s) differ from the adjusted formulas")
         return 1
