@@ -7,8 +7,9 @@
 // line per tensor, to compare a layer's activation memory with published formulas
 // (docs/cost-model.md, "Activation memory against Korthikanti et al.").
 //
-// The plan's `predictions.memory_bytes.saved_activations` is the same set on the global
-// (unpartitioned) types, summed over the layers of the stack.
+// The plan's `predictions.memory_bytes.saved_activations` sums the same set over the layers
+// of the stack, on the global (unpartitioned) types and with mt-expert-load's routing counts,
+// which this leaves out (stacked like the saved values, but not read by the backward).
 //
 //===----------------------------------------------------------------------===//
 
