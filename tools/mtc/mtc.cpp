@@ -9,6 +9,7 @@
 #include "Calibrate.h"
 #include "compiler/analysis/FunctionCost.h"
 #include "compiler/analysis/ModelStats.h"
+#include "compiler/analysis/SavedActivations.h"
 #include "compiler/costmodel/Cluster.h"
 #include "compiler/costmodel/StepModel.h"
 #include "compiler/costmodel/TraceWriter.h"
@@ -146,6 +147,12 @@ cl::opt<bool> printStats("stats",
                                   "--target=x86, the peak memory, compiling the step to "
                                   "buffers but not to machine code)"),
                          cl::sub(compileCommand), cl::cat(compileCategory));
+
+cl::opt<bool> printSavedActivations(
+    "saved-activations",
+    cl::desc("With --stats, also list what one instance of each layer keeps for its backward "
+             "on one rank (after partitioning, under the recompute policy), tensor by tensor"),
+    cl::sub(compileCommand), cl::cat(compileCategory));
 
 cl::OptionCategory parallelCategory("Parallelism (override the model's parallel {} block)");
 
@@ -933,6 +940,10 @@ int compile() {
     return 1;
   if (failed(checkTargetFlags()))
     return 1;
+  if (printSavedActivations && !printStats) {
+    (void)flagError("--saved-activations is a part of what --stats prints: give --stats too");
+    return 1;
+  }
   if (emitKind == EmitKind::Plan && !printStats && hasTarget(KernelTarget::X86) &&
       failed(checkTrainablePrecision(*ast, diags)))
     return 1;
@@ -955,7 +966,7 @@ int compile() {
   // --stats needs the trained step only to predict the workspace of its kernels.
   bool statsWithKernels =
       printStats && hasTarget(KernelTarget::X86) && kernelTargets.getNumOccurrences() > 0;
-  if ((emitKind != EmitKind::MT && !printStats) || statsWithKernels) {
+  if ((emitKind != EmitKind::MT && !printStats) || statsWithKernels || printSavedActivations) {
     std::string policy = recompute;
     if (policy.empty())
       if (auto parallel = mtc::mt::ParallelAttr::lookup(*module);
@@ -1022,6 +1033,18 @@ int compile() {
                                     sent.forwardBackward)
                    << llvm::formatv("  optimizer_step                    {0,14} bytes\n",
                                     sent.optimizerStep);
+    }
+    // Read from the partitioned step, where a rank's tensors have their local shapes.
+    if (printSavedActivations) {
+      mlir::OwningOpRef<mlir::ModuleOp> partitioned((*module).clone());
+      if (failed(runPipeline(*partitioned, mtc::buildPartitionPipeline)))
+        return 1;
+      FailureOr<std::vector<mtc::LayerSavedActivations>> saved =
+          mtc::computeSavedActivations(*partitioned);
+      if (failed(saved))
+        return 1;
+      output->os() << "\n";
+      mtc::printSavedActivations(*saved, output->os());
     }
   } else {
     mlir::OpPrintingFlags flags;
