@@ -91,10 +91,6 @@ TERMS = [
     Term("gelu_out", "GELU output (second linear input)", 4, 0, True, False,
          lambda v, c, l: v == "f" and c == "gelu"),
     Term("mlp_mask", "MLP dropout mask", 1, 0, False, True, lambda v, c, l: False),
-    # Not the paper's: in bf16 a layer reads its f32 parameters through casts, and keeps the
-    # bf16 copies its backward multiplies with (classify() names them by their type).
-    Term("param_copy", "bf16 copies of the layer's parameters", 0, 0, True, False,
-         lambda v, c, l: False),
 ]
 ATTENTION_CORE = {"softmax", "attn_mask", "attn_drop"}
 
@@ -117,7 +113,7 @@ def paper_term_bytes(term, d, t, sp, recompute):
     """What the paper counts for `term` in a case."""
     if recompute == "full":
         return 2 * d["s"] * d["b"] * d["h"] if term.key == "ln1_in" else 0
-    if recompute == "selective" and term.key in ATTENTION_CORE or term.key == "param_copy":
+    if recompute == "selective" and term.key in ATTENTION_CORE:
         return 0
     return (1 if term.mask else 2) * term.elements(d, t, sp)
 
@@ -133,11 +129,6 @@ def mtc_term_bytes(term, fused, element, d, t, sp, recompute):
         return element * d["s"] * d["b"] * d["h"] if term.key == "ln1_in" else 0
     if term.mask:
         return 0
-    if term.key == "param_copy":
-        # The weights of Q, K, V and the output projection (4 h^2) and of the MLP (8 h^2),
-        # split by tensor parallelism, and the two layer norms' gains (2 h), whole; no copy
-        # of a bias (its gradient reads nothing) and none in f32 (nothing is cast).
-        return 2 * (12 * d["h"] ** 2 // t + 2 * d["h"]) if element == 2 else 0
     if fused:
         if term.key in ATTENTION_CORE:
             return 0
@@ -208,10 +199,7 @@ def classify(source, saved):
             _, row, column = location.rsplit(":", 2)
             line = source[int(row) - 1]
             var, call = line_var(line), call_at(line, int(column))
-        if producer == "mt.cast" and "batch=" not in type_:
-            term = TERMS[-1]
-        else:
-            term = next((t for t in TERMS if t.match(var, call, line)), None)
+        term = next((t for t in TERMS if t.match(var, call, line)), None)
         if term is None:
             unmatched.append((bytes_, producer, location, type_))
         else:
