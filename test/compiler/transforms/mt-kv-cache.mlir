@@ -10,7 +10,8 @@
 // CHECK: %[[Q:.*]] = mt.contract
 // CHECK: mt.attention %[[Q]], %[[Q]], %[[Q]]
 // CHECK: %[[K:.*]] = mt.rename %[[Q]] seq to seq_cache : <[batch=1, seq=4, heads=2, head_dim=2], f32> -> <[batch=1, seq_cache=4, heads=2, head_dim=2], f32>
-// CHECK: return %{{.*}}, %[[K]], %[[K]]
+// CHECK: %[[V:.*]] = mt.rename %[[Q]] seq to seq_cache
+// CHECK: return %{{.*}}, %[[K]], %[[V]]
 // CHECK-LABEL: func.func @block.decode(
 // CHECK-SAME: %{{.*}}: !mt.tensor<[batch=1, seq=1, hidden=4], f32>, %[[P:.*]]: !mt.tensor<[seq=1], i32>, %[[KC:.*]]: !mt.tensor<[batch=1, seq_cache=4, heads=2, head_dim=2], f32>, %[[VC:.*]]: !mt.tensor<[batch=1, seq_cache=4, heads=2, head_dim=2], f32>)
 // CHECK-NOT: mt.attention
@@ -74,7 +75,7 @@ module {
 // CHECK: mt.merge %{{.*}} [kv_heads, heads_group] into heads
 // CHECK-NOT: mt.attention
 // CHECK-LABEL: func.func @decode_step(
-// CHECK-SAME: {mt.buffer = "keys"}: !mt.tensor<[layers=2, batch=1, seq_cache=4, kv_heads=1, head_dim=2], f32>
+// CHECK-SAME: !mt.tensor<[layers=2, batch=1, seq_cache=4, kv_heads=1, head_dim=2], f32> {mt.buffer = "keys"}
 module {
   mt.param @wte : !mt.tensor<[vocab=5, hidden=4], f32> init normal(2.000000e-02)
   mt.param @block.wq layer @block : !mt.tensor<[hidden=4, heads=2, head_dim=2], f32> init normal(2.000000e-02)
