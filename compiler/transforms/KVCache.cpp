@@ -72,8 +72,7 @@ bool isSingleRank(ModuleOp module) {
   return true;
 }
 
-template <typename OpT>
-SmallVector<OpT> opsOf(func::FuncOp func) {
+template <typename OpT> SmallVector<OpT> opsOf(func::FuncOp func) {
   SmallVector<OpT> ops;
   func.walk([&](OpT op) { ops.push_back(op); });
   return ops;
@@ -163,8 +162,7 @@ DimSizes oneSequence(const CachedModel &model, int64_t seqSize) {
 // Cloning the entry and layer functions
 //===----------------------------------------------------------------------===//
 
-func::FuncOp cloneAfter(SymbolTable &symbols, func::FuncOp func, StringRef name,
-                        Operation *after) {
+func::FuncOp cloneAfter(SymbolTable &symbols, func::FuncOp func, StringRef name, Operation *after) {
   auto clone = cast<func::FuncOp>(func->clone());
   clone.setSymName(name);
   symbols.insert(clone, std::next(after->getIterator()));
@@ -213,9 +211,8 @@ NamedTensorType replaceDim(NamedTensorType type, StringRef from, StringAttr to, 
 
 /// `type` stacked over the repeat's calls (the stacking dimension first).
 NamedTensorType stacked(mt::RepeatOp repeat, NamedTensorType type) {
-  SmallVector<NamedDim> dims = {
-      {StringAttr::get(repeat.getContext(), repeat.getStackDimName()),
-       static_cast<int64_t>(repeat.getCount())}};
+  SmallVector<NamedDim> dims = {{StringAttr::get(repeat.getContext(), repeat.getStackDimName()),
+                                 static_cast<int64_t>(repeat.getCount())}};
   llvm::append_range(dims, type.getDims());
   return type.withDims(dims);
 }
@@ -231,8 +228,8 @@ SmallVector<Value> repeatWith(mt::RepeatOp repeat, func::FuncOp layer, ValueRang
   SmallVector<Type> resultTypes(repeat.getResultTypes());
   for (Type type : extraResults)
     resultTypes.push_back(stacked(repeat, cast<NamedTensorType>(type)));
-  auto replacement = mt::RepeatOp::create(b, repeat.getLoc(), resultTypes, inputs,
-                                          repeat->getAttrs());
+  auto replacement =
+      mt::RepeatOp::create(b, repeat.getLoc(), resultTypes, inputs, repeat->getAttrs());
   replacement.setCalleeAttr(FlatSymbolRefAttr::get(layer.getSymNameAttr()));
   replacement.setCarriedAttr(b.getI64IntegerAttr(static_cast<int64_t>(repeat.getInputs().size())));
   unsigned numResults = repeat.getNumResults();
@@ -285,9 +282,7 @@ public:
     return t.sub(t.sub(one, t.greater(keys, query)), t.greater(query, keys));
   }
   /// Where the cache's position j comes after the new token's (1) or not (0).
-  Value isFuture(Type element) {
-    return t.greater(cachePositions(element), positionAs(element));
-  }
+  Value isFuture(Type element) { return t.greater(cachePositions(element), positionAs(element)); }
   /// `value` (with a `seq` of one position) at the absolute position, for an op that reads
   /// positions by index along `positionDim`: `build` applies it over the whole window,
   /// whose row at the position is selected (exactly: the other rows are multiplied by 0).
@@ -402,8 +397,8 @@ std::tuple<Value, Value, Value> cachedAttention(mt::AttentionOp attention, const
       mt::SoftmaxOp::create(b, loc, scores, b.getStringAttr(cacheSeq)).getResult();
   Value out = t.contract(probabilities, v, {cacheSeq});
   if (group)
-    out = mt::MergeOp::create(b, loc, out, b.getStrArrayAttr({kvHeads.getValue(), group.getValue()}),
-                              heads);
+    out = mt::MergeOp::create(b, loc, out,
+                              b.getStrArrayAttr({kvHeads.getValue(), group.getValue()}), heads);
   return {t.transposeTo(out, qType), k, v};
 }
 
@@ -438,21 +433,21 @@ void buildDecodeStep(SymbolTable &symbols, const CachedModel &model, Operation *
   Block &body = decode.getBody().front();
   mt::RepeatOp repeat = opsOf<mt::RepeatOp>(decode).front();
   Value entryPosition = body.addArgument(positionType, decode.getLoc());
-  Value entryKeys = body.addArgument(stacked(repeat, cast<NamedTensorType>(cacheKeys)),
-                                     decode.getLoc());
-  Value entryValues = body.addArgument(stacked(repeat, cast<NamedTensorType>(cacheValues)),
-                                       decode.getLoc());
+  Value entryKeys =
+      body.addArgument(stacked(repeat, cast<NamedTensorType>(cacheKeys)), decode.getLoc());
+  Value entryValues =
+      body.addArgument(stacked(repeat, cast<NamedTensorType>(cacheValues)), decode.getLoc());
   gatherPositionParams(decode, model, entryPosition);
   ropeAtPosition(decode, model, entryPosition);
   OpBuilder b(repeat);
   // Every call reads the same position: one copy per layer, as a stacked operand.
-  Value positions = mt::BroadcastOp::create(b, repeat.getLoc(),
-                                            stacked(repeat, positionType), entryPosition);
+  Value positions =
+      mt::BroadcastOp::create(b, repeat.getLoc(), stacked(repeat, positionType), entryPosition);
   SmallVector<Value> caches =
       repeatWith(repeat, layer, {positions, entryKeys, entryValues}, {cacheKeys, cacheValues});
   appendResults(decode, caches, {kKeysBuffer, kValuesBuffer});
-  decode.setFunctionType(FunctionType::get(context, body.getArgumentTypes(),
-                                           body.getTerminator()->getOperandTypes()));
+  decode.setFunctionType(
+      FunctionType::get(context, body.getArgumentTypes(), body.getTerminator()->getOperandTypes()));
   setBuffer(decode, 0, kTokensBuffer);
   setBuffer(decode, 1, kPositionBuffer);
   setBuffer(decode, 2, kKeysBuffer);
