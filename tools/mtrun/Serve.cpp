@@ -473,6 +473,9 @@ int serveMain(int argc, char **argv) {
   const bool ipv6 = host.find(':') != std::string::npos;
   std::fprintf(stderr, "mtrun serve: listening on http://%s%s%s:%d (%s)\n", ipv6 ? "[" : "",
                host.c_str(), ipv6 ? "]" : "", bound, kRoutes);
+  std::fprintf(stderr, "mtrun serve: generating with the %s\n",
+               generation.usesKVCache() ? "KV cache (prefill, then decode_step per token)"
+                                        : "window path (the whole window per token)");
   int signal = 0;
   {
     SignalWatcher watcher(server, stopping);
