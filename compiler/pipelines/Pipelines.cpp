@@ -50,6 +50,7 @@ void mtc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   pm.addPass(transforms::createMTExpertLoadPass());
   pm.addPass(optimizer::createMTOptimizerPass());
   pm.addPass(transforms::createMTLogitsPass());
+  pm.addPass(transforms::createMTKVCachePass());
   addCleanup(pm);
 }
 

@@ -41,7 +41,8 @@ struct TrainingPipelineOptions
 /// padded with its padded classes masked (mt-pad-vocabulary: before autodiff, so every
 /// derived function has the padded types), autodiff (forward_backward and the layers'
 /// fwd/bwd), then the optimizer step, and the model's logits for generation (mt-logits:
-/// `forward` without its loss); canonicalize + CSE after.
+/// `forward` without its loss) with their cached form on one rank (mt-kv-cache: prefill and
+/// decode_step); canonicalize + CSE after.
 void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
 
 /// From the training step to the functions one rank runs: composite ops decomposed into

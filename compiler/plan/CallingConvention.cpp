@@ -45,7 +45,8 @@ json::Object pipelineBuffer(DictionaryAttr attrs, Type type) {
     return buffer("grad", grad.getValue(), type);
   auto kindAttr = attrs ? attrs.getAs<StringAttr>(mt::MTDialect::kBufferAttrName) : nullptr;
   StringRef kind = kindAttr ? kindAttr.getValue() : "";
-  if (kind == "tokens" || kind == "labels")
+  // decode_step's `position` is an input like the token ids.
+  if (kind == "tokens" || kind == "labels" || kind == "position")
     return buffer("input", kind, type);
   json::Object object = buffer(kind, kind, type);
   if (auto index = attrs ? attrs.getAs<IntegerAttr>(mt::MTDialect::kIndexAttrName) : nullptr)
@@ -143,6 +144,10 @@ json::Object mtc::describeCallingConvention(ModuleOp module) {
   for (auto func : module.getOps<func::FuncOp>())
     if (auto chunk = func->getAttrOfType<IntegerAttr>(mt::MTDialect::kPipelineChunkAttrName))
       functions[func.getSymName()] = describeChunkFunction(func, chunk.getInt());
+  // Cached generation (mt-kv-cache): every argument and result says what it holds.
+  for (StringRef name : {"prefill", "decode_step"})
+    if (auto func = module.lookupSymbol<func::FuncOp>(name))
+      functions[name] = describePipelineFunction(func);
   // The pipeline stages' optimizer functions (mt-pipeline-optimizer).
   for (auto func : module.getOps<func::FuncOp>())
     if (auto stage = func->getAttrOfType<IntegerAttr>(mt::MTDialect::kPipelineStageAttrName)) {

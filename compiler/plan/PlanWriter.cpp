@@ -332,6 +332,10 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   // What generation runs (mt-logits), where the model has logits to return.
   if (trained.lookupSymbol<func::FuncOp>("logits"))
     functions.push_back("logits");
+  // Cached generation (mt-kv-cache), on single-rank plans.
+  for (StringRef name : {"prefill", "decode_step"})
+    if (trained.lookupSymbol<func::FuncOp>(name))
+      functions.push_back(name);
   plan["functions"] = std::move(functions);
 
   (void)context;

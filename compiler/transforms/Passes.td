@@ -99,4 +99,42 @@ def MTLogitsPass : Pass<"mt-logits", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }
 
+def MTKVCachePass : Pass<"mt-kv-cache", "::mlir::ModuleOp"> {
+  let summary = "Add `prefill` and `decode_step`: generation with a cache of keys and values";
+  let description = [{
+    Derives from `logits` (mt-logits) the two functions of cached generation, for one
+    sequence (every dimension of the tokens but the sequence `seq` has size 1):
+
+    - `@prefill(tokens[seq]) -> (logits, keys, values)`: `logits` on a whole window, which
+      also returns, stacked over the layers, the keys and values its layer's attention took
+      (after rope, one per kv head), their `seq` renamed `seq_cache`. Result attributes
+      `mt.buffer = "logits" | "keys" | "values"`; the tokens argument `mt.buffer = "tokens"`.
+    - `@decode_step(tokens[seq=1], position[seq=1] i32, keys, values) -> (logits, keys,
+      values)`: `logits` on one new position. `position` is its absolute position p. A
+      parameter with the `seq` dimension (a learned position table) is read at row p (an
+      `mt.gather`); an `mt.rope` over positions `seq` rotates by p (rope over the window,
+      row p selected by a 0/1 mask, which is exact); the layer's attention becomes, with
+      existing ops, the new keys and values written into the cache at p, then the
+      attention of the query over the cache with the positions after p masked (the
+      algebra of mt-decompose's attention: scaled scores, the same large negative bias,
+      softmax over `seq_cache`; grouped-query heads split per kv head). The stacked caches
+      in, the written ones out (`mt.buffer = "keys" | "values"`). The layer function gets the
+      position as a stacked operand (one copy per layer), the caches as stacked operands and
+      results.
+
+    The layer copies are `<layer>.prefill` and `<layer>.decode`, marked `mt.layer_of` the
+    layer. An expert dispatch with a capacity factor sizes its capacity by the tokens of
+    the derived function (one token in decode_step), as the verifier's formula does.
+
+    Left alone (no function added; generation uses `logits`, the window path): a module
+    without `logits` or with `prefill` / `decode_step` already; a parallel module (a
+    `mt.parallel` degree above 1, the distributed optimizer, a ZeRO stage, a searched
+    strategy: the functions would not be partitioned); a `logits` whose body is not one
+    block with exactly one `mt.repeat` carrying all its operands and no attention or call of
+    its own; a layer with nested repeats or calls, or not exactly one attention, or one that
+    is not causal or saves its log-sum-exp.
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // MTC_COMPILER_TRANSFORMS_PASSES_TD

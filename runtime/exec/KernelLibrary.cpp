@@ -42,6 +42,13 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
   };
   switch (b.kind) {
   case BufferKind::Input:
+    // decode_step's absolute position of its token (i32 [seq=1]).
+    if (b.name == "position") {
+      if (b.dtype != PlanDType::I32 || b.dims.size() != 1)
+        return makeError(where, ": input 'position' must be i32 [seq], found ",
+                         planDTypeName(b.dtype), " ", formatDims(b.dims));
+      return Error::success();
+    }
     if (b.dtype != PlanDType::I32 || b.dims.size() != 2)
       return makeError(where, ": input '", b.name, "' must be i32 token ids [batch, seq], found ",
                        planDTypeName(b.dtype), " ", formatDims(b.dims));
@@ -92,7 +99,10 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
                        planDTypeName(b.dtype), " ", formatDims(b.dims));
     return Error::success();
   case BufferKind::Logits:
-    // Whole on every rank; the plan loader checked them against the tokens and vocabulary.
+  case BufferKind::Keys:
+  case BufferKind::Values:
+    // Whole on every rank; the plan loader checked them against the tokens and vocabulary
+    // (the caches of cached generation, on one rank, against each other).
     break;
   case BufferKind::Loss:
   case BufferKind::Step:
@@ -191,8 +201,13 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
     return err;
   if (Error err = resolve(library, plan, k.logits, "logits", false, lib.logits_); !err.ok())
     return err;
+  if (Error err = resolve(library, plan, k.prefill, "prefill", false, lib.prefill_); !err.ok())
+    return err;
+  if (Error err = resolve(library, plan, k.decodeStep, "decode_step", false, lib.decodeStep_);
+      !err.ok())
+    return err;
   std::vector<LoadedKernel *> loaded = {&lib.forward_, &lib.forwardBackward_, &lib.optimizerStep_,
-                                        &lib.logits_};
+                                        &lib.logits_, &lib.prefill_, &lib.decodeStep_};
   // The pipeline's functions: every chunk's and stage's that the plan has (which a stage
   // needs depends on its schedule; the trainer checks).
   lib.chunks_.resize(k.chunks.size());

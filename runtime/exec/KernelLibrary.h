@@ -70,6 +70,9 @@ public:
   const LoadedKernel *forward() const { return forward_.entry ? &forward_ : nullptr; }
   /// The logits of the token ids (generation), if the plan has them.
   const LoadedKernel *logits() const { return logits_.entry ? &logits_ : nullptr; }
+  /// Cached generation's functions, if the plan has them (both or neither).
+  const LoadedKernel *prefill() const { return prefill_.entry ? &prefill_ : nullptr; }
+  const LoadedKernel *decodeStep() const { return decodeStep_.entry ? &decodeStep_ : nullptr; }
   /// With pipeline parallelism: the functions of model chunk `c` and of stage `s` (indices
   /// below the plan's chunk and stage counts; empty vectors without a pipeline).
   const std::vector<LoadedChunk> &chunks() const { return chunks_; }
@@ -96,7 +99,7 @@ private:
 
   std::unique_ptr<Handle> handle_;
   std::unique_ptr<KernelArena> arena_;
-  LoadedKernel forward_, forwardBackward_, optimizerStep_, logits_;
+  LoadedKernel forward_, forwardBackward_, optimizerStep_, logits_, prefill_, decodeStep_;
   std::vector<LoadedChunk> chunks_;
   std::vector<LoadedStage> stages_;
 };

@@ -3,9 +3,9 @@
 // The loop of `mtrun generate`: from the prompt's ids, score the sequence, choose the next
 // token (Sampler.h), append it, until a stop token, the number of new tokens asked for, or
 // the end of the model's window (the plan's sequence length: positions past it have no
-// learned position and were never trained; there is no sliding window). Each step scores the
-// whole sequence again (no KV cache yet), which the causal model makes equal to scoring it
-// incrementally.
+// learned position and were never trained; there is no sliding window). Each step asks for
+// the logits of the whole sequence so far: the window path (LogitsFunction.h) scores it all
+// again, the KV cache (KVCache.h) only its new last token, which the causal model makes equal.
 //
 //===----------------------------------------------------------------------===//
 

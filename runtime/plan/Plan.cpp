@@ -72,7 +72,8 @@ namespace {
 constexpr std::string_view kBufferKindNames[] = {
     "input",     "param",      "state",           "grad",     "loss",  "step",
     "grad_scale", "grad_norm", "lr",              "activation", "activation_grad",
-    "residual",  "stash",      "grad_squares", "expert_load", "logits"};
+    "residual",  "stash",      "grad_squares", "expert_load", "logits",
+    "keys",      "values"};
 } // namespace
 
 std::string_view bufferKindName(BufferKind kind) {
@@ -1071,6 +1072,11 @@ KernelsInfo readKernels(const JsonValue &v, const std::string &path,
   read("forward_backward", k.forwardBackward);
   read("optimizer_step", k.optimizerStep);
   read("logits", k.logits);
+  // One sequence, one position: their dims are not the training batch's (checked by
+  // checkCachedGeneration).
+  for (auto [name, out] : {std::pair{"prefill", &k.prefill}, {"decode_step", &k.decodeStep}})
+    if (const JsonValue *f = functions.find(name))
+      *out = readKernelFunction(*f, member(functionsPath, name), {}, sharded);
   if (pipeline)
     readPipelineKernels(functions, functionsPath, *pipeline, modelDims, sharded, k);
   return k;
@@ -1257,6 +1263,63 @@ void checkLogitsFunction(const Plan &plan, const std::string &path) {
                 formatDims(expected), " (the tokens' dims, then the vocabulary)"));
 }
 
+/// `prefill` and `decode_step` (docs/plan-format.md, mt-kv-cache): both or neither. prefill:
+/// the token ids of one sequence [..., seq] then parameters in; logits, keys, values out.
+/// decode_step: the token ids [..., seq=1], the position (i32 [seq=1]), keys and values (as
+/// prefill returns them), then parameters in; logits, keys, values out.
+void checkCachedGeneration(const Plan &plan, const std::string &path) {
+  const KernelsInfo &k = *plan.x86Kernels;
+  if (!k.prefill && !k.decodeStep)
+    return;
+  if (!k.prefill || !k.decodeStep || !k.logits)
+    fail(path, "cached generation needs `logits`, `prefill` and `decode_step` together");
+  auto check = [&](const KernelFunction &fn, std::string_view name,
+                   std::initializer_list<std::pair<BufferKind, std::string_view>> leading) {
+    std::string fnPath = member(path, name);
+    size_t i = 0;
+    for (auto [kind, bufferName] : leading) {
+      std::string p = element(member(fnPath, "inputs"), i);
+      if (i >= fn.inputs.size() || fn.inputs[i].kind != kind || fn.inputs[i].name != bufferName)
+        fail(p, concat("must be the ", bufferKindName(kind), " '", bufferName, "'"));
+      ++i;
+    }
+    for (; i < fn.inputs.size(); ++i)
+      if (fn.inputs[i].kind != BufferKind::Param)
+        fail(member(element(member(fnPath, "inputs"), i), "kind"),
+             concat("is ", quoteForMessage(bufferKindName(fn.inputs[i].kind)),
+                    ", expected a parameter"));
+    const BufferKind outputs[] = {BufferKind::Logits, BufferKind::Keys, BufferKind::Values};
+    if (fn.outputs.size() != 3)
+      fail(member(fnPath, "outputs"), "must be the logits, keys and values");
+    for (size_t o = 0; o < 3; ++o)
+      if (fn.outputs[o].kind != outputs[o] || fn.outputs[o].dtype != PlanDType::F32)
+        fail(element(member(fnPath, "outputs"), o),
+             concat("must be the f32 ", bufferKindName(outputs[o])));
+    const KernelBuffer &tokens = fn.inputs[0];
+    if (tokens.dtype != PlanDType::I32 || tokens.dims.empty())
+      fail(element(member(fnPath, "inputs"), 0), "the token ids must be i32 [..., seq]");
+    std::vector<Dim> expected = tokens.dims;
+    expected.push_back(Dim{plan.vocabulary, *plan.dimSize(plan.vocabulary)});
+    if (fn.outputs[0].dims != expected)
+      fail(member(element(member(fnPath, "outputs"), 0), "dims"),
+           concat("are ", formatDims(fn.outputs[0].dims), ", expected ", formatDims(expected)));
+  };
+  check(*k.prefill, "prefill", {{BufferKind::Input, "tokens"}});
+  check(*k.decodeStep, "decode_step",
+        {{BufferKind::Input, "tokens"}, {BufferKind::Input, "position"}, {BufferKind::Keys, "keys"},
+         {BufferKind::Values, "values"}});
+  const KernelFunction &prefill = *k.prefill, &step = *k.decodeStep;
+  for (size_t o = 1; o < 3; ++o)
+    if (step.inputs[o + 1].dims != prefill.outputs[o].dims ||
+        step.outputs[o].dims != prefill.outputs[o].dims)
+      fail(member(path, "decode_step"),
+           concat("its ", bufferKindName(prefill.outputs[o].kind), " are not prefill's ",
+                  formatDims(prefill.outputs[o].dims)));
+  if (step.inputs[1].dtype != PlanDType::I32 || step.inputs[1].dims.size() != 1 ||
+      step.inputs[1].dims[0].size != 1 || step.inputs[0].dims.back().size != 1)
+    fail(member(path, "decode_step"), "must take one token at one position");
+}
+
 Plan readPlan(const JsonValue &root) {
   const std::string top;
   if (!root.isObject())
@@ -1389,6 +1452,8 @@ Plan readPlan(const JsonValue &root) {
     checkLocalDims(plan, "kernels.x86_64");
   if (plan.x86Kernels && plan.x86Kernels->logits)
     checkLogitsFunction(plan, "kernels.x86_64.functions.logits");
+  if (plan.x86Kernels)
+    checkCachedGeneration(plan, "kernels.x86_64.functions");
   return plan;
 }
 

@@ -216,7 +216,9 @@ struct Predictions {
 /// gradient norm). forward_backward may also return `expert_load`: the tokens each MoE
 /// layer routed to each expert (i64 [layers, experts], the sum over the ranks of its routing
 /// group). The generation function `logits` returns `logits`: the scores of every class at
-/// every position (f32 [tokens' dims..., vocabulary]).
+/// every position (f32 [tokens' dims..., vocabulary]). Cached generation (`prefill`,
+/// `decode_step`) also passes `keys` and `values`: every layer's cache of what attention
+/// took as keys and values (f32 [layers, ...]).
 enum class BufferKind {
   Input,
   Param,
@@ -233,7 +235,9 @@ enum class BufferKind {
   Stash,
   GradSquares,
   ExpertLoad,
-  Logits
+  Logits,
+  Keys,
+  Values
 };
 
 /// "input", "param", ...
@@ -299,6 +303,9 @@ struct KernelsInfo {
   std::optional<KernelFunction> optimizerStep;
   /// The generation function (absent where the model has no logits to return).
   std::optional<KernelFunction> logits;
+  /// Cached generation (both or neither; single-rank plans only): `prefill` scores a window
+  /// and returns the cache, `decode_step` scores one position with it (docs/plan-format.md).
+  std::optional<KernelFunction> prefill, decodeStep;
   /// With pipeline parallelism: per model chunk and per stage (empty otherwise).
   std::vector<ChunkKernels> chunks;
   std::vector<StageKernels> stages;

@@ -33,13 +33,14 @@ struct GenerateOptions {
       threads, dumpLogits;
   std::vector<std::string> stopTokens;
   TokenizerOptions tokenizer;
-  bool ignoreEod = false, ids = false, help = false;
+  bool ignoreEod = false, ids = false, help = false, noKVCache = false;
 };
 
 constexpr const char *kUsage =
     "usage: mtrun generate PLAN (--load CKPT | --steps 0) --prompt TEXT [options]\n\n"
     "Continues TEXT with the plan's `logits` function on this CPU (one rank): greedy by\n"
-    "default, sampled with --temperature > 0.\n\n"
+    "default, sampled with --temperature > 0. Where the plan has `prefill` and `decode_step`\n"
+    "(single-rank plans), each new token is scored with a KV cache.\n\n"
     "options:\n"
     "  --load DIR                 the parameters of the checkpoint in DIR\n"
     "  --steps 0                  the plan's initial parameters instead\n"
@@ -58,6 +59,8 @@ constexpr const char *kUsage =
     "  --ids                      print the token ids instead of the text\n"
     "  --dump-logits FILE         write the logits of every position of the result (.npy,\n"
     "                             f32 [tokens - 1, vocabulary])\n"
+    "  --no-kv-cache              score the whole window for every token (the window path),\n"
+    "                             even where the plan has a KV cache\n"
     "  --threads-per-rank N       threads of the kernels (default: OMP_NUM_THREADS, else cores)\n";
 
 Expected<GenerateOptions> parseGenerateArgs(int argc, char **argv) {
@@ -67,7 +70,7 @@ Expected<GenerateOptions> parseGenerateArgs(int argc, char **argv) {
         "--seed", "--threads-per-rank", "--dump-logits", kTokenizerFlags[0], kTokenizerFlags[1],
         kTokenizerFlags[2], kTokenizerFlags[3]},
        {"--stop-token"},
-       {"--help", "-h", "--ignore-eod", "--ids"},
+       {"--help", "-h", "--ignore-eod", "--ids", "--no-kv-cache"},
        " of mtrun generate (see mtrun generate --help)"});
   if (!line)
     return line.takeError();
@@ -93,17 +96,20 @@ Expected<GenerateOptions> parseGenerateArgs(int argc, char **argv) {
   o.help = line->flags.count("--help") || line->flags.count("-h");
   o.ignoreEod = line->flags.count("--ignore-eod") > 0;
   o.ids = line->flags.count("--ids") > 0;
+  o.noKVCache = line->flags.count("--no-kv-cache") > 0;
   return o;
 }
 
 /// The logits of every position of `tokens` but the last, row-major [n - 1, vocabulary], as
-/// a version 1.0 .npy file (numpy.load reads it).
-Error writeLogits(const std::string &path, LogitsFunction &logits,
+/// a version 1.0 .npy file (numpy.load reads it): those generation used with the KV cache,
+/// else the window's over the whole result.
+Error writeLogits(const std::string &path, GenerationModel &model,
                   const std::vector<int64_t> &tokens) {
-  if (Error err = logits.run(tokens); !err.ok())
-    return err;
+  Expected<std::vector<float>> rows = model.logitsOfPositions(tokens);
+  if (!rows)
+    return rows.takeError();
   std::string header = concat("{'descr': '<f4', 'fortran_order': False, 'shape': (",
-                              tokens.size() - 1, ", ", logits.vocabulary(), "), }");
+                              tokens.size() - 1, ", ", model.vocabulary(), "), }");
   // Magic, version, header length, then the header padded with spaces to a multiple of 64
   // and ended by a newline.
   header.append(63 - (10 + header.size()) % 64, ' ');
@@ -113,10 +119,8 @@ Error writeLogits(const std::string &path, LogitsFunction &logits,
   out.write("\x93NUMPY\x01\x00", 8);
   out.write(reinterpret_cast<const char *>(&length), 2);
   out.write(header.data(), std::streamsize(header.size()));
-  for (size_t t = 0; t + 1 < tokens.size(); ++t) {
-    std::span<const float> row = logits.at(int64_t(t));
-    out.write(reinterpret_cast<const char *>(row.data()), std::streamsize(row.size_bytes()));
-  }
+  out.write(reinterpret_cast<const char *>(rows->data()),
+            std::streamsize(rows->size() * sizeof(float)));
   out.close();
   if (!out)
     return makeError("--dump-logits: cannot write '", path, "'");
@@ -164,7 +168,7 @@ int generateMain(int argc, char **argv) {
       return failWith(err);
 
   Expected<std::unique_ptr<GenerationModel>> model = GenerationModel::load(
-      {opts->plan, opts->load, opts->steps, opts->threads, opts->tokenizer});
+      {opts->plan, opts->load, opts->steps, opts->threads, opts->tokenizer, opts->noKVCache});
   if (!model)
     return failWith(model.error());
   Expected<int64_t> seed = parseInteger(opts->seed, "--seed", int64_t((*model)->plan().seed), 0,
@@ -200,7 +204,7 @@ int generateMain(int argc, char **argv) {
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fputc('\n', stdout);
   if (opts->dumpLogits)
-    if (Error err = writeLogits(*opts->dumpLogits, (*model)->logits(), result->tokens); !err.ok())
+    if (Error err = writeLogits(*opts->dumpLogits, **model, result->tokens); !err.ok())
       return failWith(err);
   const int64_t made = static_cast<int64_t>(result->tokens.size()) - result->promptTokens;
   std::string why = result->reason == StopReason::StopToken
@@ -208,9 +212,10 @@ int generateMain(int argc, char **argv) {
                     : result->reason == StopReason::WindowFull
                         ? concat("the model's window of ", (*model)->window(), " tokens is full")
                         : concat("--max-new-tokens ", generation.maxNewTokens);
-  std::fprintf(stderr, "mtrun generate: %lld prompt tokens, %lld new (%s; %s)\n",
+  std::fprintf(stderr, "mtrun generate: %lld prompt tokens, %lld new (%s; %s; %s)\n",
                static_cast<long long>(result->promptTokens), static_cast<long long>(made),
-               generation.sampling.temperature == 0 ? "greedy" : "sampled", why.c_str());
+               generation.sampling.temperature == 0 ? "greedy" : "sampled", why.c_str(),
+               (*model)->usesKVCache() ? "KV cache" : "window path");
   return std::fflush(stdout) == 0 ? 0 : failWith(makeError("cannot write the output"));
 }
 

@@ -54,6 +54,13 @@ GenerationModel::load(const GenerationModelOptions &options) {
   if (!logits)
     return logits.error();
   model->logits_ = std::make_unique<LogitsFunction>(std::move(*logits));
+  if (!options.noKVCache && model->kernels_->prefill() && model->kernels_->decodeStep()) {
+    Expected<CachedLogits> cached =
+        CachedLogits::create(*model->plan_, *model->kernels_, *model->state_);
+    if (!cached)
+      return cached.error();
+    model->cached_ = std::make_unique<CachedLogits>(std::move(*cached));
+  }
   Expected<int> threadsPerRank =
       options.threads ? Expected<int>(static_cast<int>(*threads))
                       : defaultThreadsPerRank(processEnvironment(), availableCores(), 1);
@@ -77,12 +84,35 @@ Expected<std::vector<int64_t>> GenerationModel::encode(std::string_view text) {
 }
 
 LogitsOfLast GenerationModel::logitsOfLast() {
+  if (cached_)
+    return [cached = cached_.get()](std::span<const int64_t> ids) {
+      return cached->logitsOfLast(ids);
+    };
   return
       [logits = logits_.get()](std::span<const int64_t> ids) -> Expected<std::span<const float>> {
         if (Error err = logits->run(ids); !err.ok())
           return err;
         return logits->at(static_cast<int64_t>(ids.size()) - 1);
       };
+}
+
+Expected<std::vector<float>>
+GenerationModel::logitsOfPositions(std::span<const int64_t> tokens) {
+  std::vector<float> rows;
+  if (tokens.size() < 2)
+    return rows;
+  const size_t positions = tokens.size() - 1;
+  if (cached_ && cached_->cachedTokens() < static_cast<int64_t>(positions))
+    return makeError("the cache holds ", cached_->cachedTokens(), " positions, not the ",
+                     positions, " asked for");
+  if (!cached_)
+    if (Error err = logits_->run(tokens); !err.ok())
+      return err;
+  for (size_t t = 0; t < positions; ++t) {
+    std::span<const float> row = cached_ ? cached_->at(int64_t(t)) : logits_->at(int64_t(t));
+    rows.insert(rows.end(), row.begin(), row.end());
+  }
+  return rows;
 }
 
 Expected<Generation> GenerationModel::generate(std::span<const int64_t> prompt,

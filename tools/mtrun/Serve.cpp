@@ -72,6 +72,8 @@ constexpr const char *kUsage =
     "                             directory name without .plan)\n"
     "  --tokenizer-type T, --vocab-file F, --merge-file F, --tokenizer-model F\n"
     "                             the tokenizer, as mtrun generate and mtc-data take it\n"
+    "  --no-kv-cache              score the whole window for every token, even where the\n"
+    "                             plan has a KV cache (prefill and decode_step)\n"
     "  --threads-per-rank N       threads of the kernels (default: OMP_NUM_THREADS, else cores)\n";
 
 int failWith(const Error &err) {
@@ -244,7 +246,7 @@ int serveMain(int argc, char **argv) {
         "--max-concurrency", "--seed", "--model-name", "--threads-per-rank", kTokenizerFlags[0],
         kTokenizerFlags[1], kTokenizerFlags[2], kTokenizerFlags[3]},
        {},
-       {"--help", "-h"},
+       {"--help", "-h", "--no-kv-cache"},
        " of mtrun serve (see mtrun serve --help)"});
   if (!line)
     return failWith(line.error());
@@ -275,7 +277,8 @@ int serveMain(int argc, char **argv) {
 
   Expected<std::unique_ptr<GenerationModel>> loaded = GenerationModel::load(
       {line->positional.front(), line->value("--load"), line->value("--steps"),
-       line->value("--threads-per-rank"), tokenizerOptions(*line)});
+       line->value("--threads-per-rank"), tokenizerOptions(*line),
+       line->flags.count("--no-kv-cache") > 0});
   if (!loaded)
     return failWith(loaded.error());
   GenerationModel &generation = **loaded;
@@ -470,6 +473,9 @@ int serveMain(int argc, char **argv) {
   const bool ipv6 = host.find(':') != std::string::npos;
   std::fprintf(stderr, "mtrun serve: listening on http://%s%s%s:%d (%s)\n", ipv6 ? "[" : "",
                host.c_str(), ipv6 ? "]" : "", bound, kRoutes);
+  std::fprintf(stderr, "mtrun serve: generating with the %s\n",
+               generation.usesKVCache() ? "KV cache (prefill, then decode_step per token)"
+                                        : "window path (the whole window per token)");
   int signal = 0;
   {
     SignalWatcher watcher(server, stopping);

@@ -966,6 +966,89 @@ TEST_F(PlanTest, LogitsFunctionIsChecked) {
                                            "function's result needs");
 }
 
+namespace {
+
+/// planWithLogits with `prefill` and `decode_step` as mt-kv-cache writes them (one sequence
+/// of 8, a cache [layers=2, batch=1, seq_cache=8, heads=2, head_dim=4]); `edit` changes the
+/// functions object after they are added.
+JsonValue planWithCache(const std::function<void(JsonObject &)> &edit = {}) {
+  JsonValue v = planWithLogits();
+  auto cache = [] {
+    return dimList({{"layers", 2}, {"batch", 1}, {"seq_cache", 8}, {"heads", 2}, {"head_dim", 4}});
+  };
+  JsonValue wte = kernelBuffer("param", "wte", "f32", dimList({{"vocab", 16}, {"hidden", 8}}));
+  auto outputs = [&](int64_t seq) {
+    return JsonArray{
+        kernelBuffer("logits", "logits", "f32", dimList({{"batch", 1}, {"seq", seq}, {"vocab", 16}})),
+        kernelBuffer("keys", "keys", "f32", cache()), kernelBuffer("values", "values", "f32", cache())};
+  };
+  JsonObject prefill{
+      {"symbol", "_mtc_packed_prefill"},
+      {"inputs", JsonArray{kernelBuffer("input", "tokens", "i32", dimList({{"batch", 1}, {"seq", 8}})),
+                           wte}},
+      {"outputs", outputs(8)}};
+  JsonObject step{
+      {"symbol", "_mtc_packed_decode_step"},
+      {"inputs", JsonArray{kernelBuffer("input", "tokens", "i32", dimList({{"batch", 1}, {"seq", 1}})),
+                           kernelBuffer("input", "position", "i32", dimList({{"seq", 1}})),
+                           kernelBuffer("keys", "keys", "f32", cache()),
+                           kernelBuffer("values", "values", "f32", cache()), wte}},
+      {"outputs", outputs(1)}};
+  JsonObject &functions = *v.getObject()->find("kernels")->getObject()->find("x86_64")
+                               ->getObject()->find("functions")->getObject();
+  functions.set("prefill", std::move(prefill));
+  functions.set("decode_step", std::move(step));
+  if (edit)
+    edit(functions);
+  return v;
+}
+
+} // namespace
+
+TEST_F(PlanTest, CachedGenerationIsRead) {
+  Expected<Plan> p = loadWithKernelFile(planWithCache());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_TRUE(p->x86Kernels->prefill && p->x86Kernels->decodeStep);
+  const KernelFunction &step = *p->x86Kernels->decodeStep;
+  EXPECT_EQ(step.inputs[2].kind, BufferKind::Keys);
+  EXPECT_EQ(step.outputs[2].kind, BufferKind::Values);
+  EXPECT_EQ(step.inputs[2].numElements(), 2 * 8 * 2 * 4);
+  EXPECT_EQ(bufferKindName(BufferKind::Keys), "keys");
+}
+
+TEST_F(PlanTest, CachedGenerationIsChecked) {
+  const std::string path = "kernels.x86_64.functions";
+  expectPlanJsonError(planWithCache([](JsonObject &f) { f.erase("decode_step"); }),
+                      path + ": cached generation needs `logits`, `prefill` and `decode_step` "
+                             "together");
+  // The position missing: the keys come second.
+  expectPlanJsonError(planWithCache([](JsonObject &f) {
+                        JsonArray &inputs = *f.find("decode_step")->getObject()->find("inputs")
+                                                 ->getArray();
+                        inputs.erase(inputs.begin() + 1);
+                      }),
+                      path + ".decode_step.inputs[1]: must be the input 'position'");
+  // A cache of another shape than prefill's.
+  expectPlanJsonError(
+      planWithCache([](JsonObject &f) {
+        JsonArray &inputs = *f.find("decode_step")->getObject()->find("inputs")->getArray();
+        inputs[2] = kernelBuffer("keys", "keys", "f32",
+                                 dimList({{"layers", 2}, {"batch", 1}, {"seq_cache", 4},
+                                          {"heads", 2}, {"head_dim", 4}}));
+      }),
+      path + ".decode_step: its keys are not prefill's [layers=2, batch=1, seq_cache=8, heads=2, "
+             "head_dim=4]");
+  // Logits of another vocabulary than the plan's.
+  expectPlanJsonError(
+      planWithCache([](JsonObject &f) {
+        JsonArray &outputs = *f.find("prefill")->getObject()->find("outputs")->getArray();
+        outputs[0] = kernelBuffer("logits", "logits", "f32",
+                                  dimList({{"batch", 1}, {"seq", 8}, {"vocab", 12}}));
+      }),
+      path + ".prefill.outputs[0].dims: are [batch=1, seq=8, vocab=12], expected [batch=1, seq=8, "
+             "vocab=16]");
+}
+
 TEST_F(PlanTest, KernelFileNameIsChecked) {
   expectPlanJsonError(planWithKernels("../x86_64.so"),
                       "kernels.x86_64.file: '../x86_64.so' is not a plan file name");
