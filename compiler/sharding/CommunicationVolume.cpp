@@ -17,6 +17,10 @@ int64_t localBytes(Type type) {
   return local.getNumElements() * local.getElementType().getIntOrFloatBitWidth() / 8;
 }
 
+bool batched(Type type) {
+  return cast<mtp::ShardedTensorType>(type).getLocalType().hasDim("batch");
+}
+
 int64_t groupSize(Type type, StringRef axis) {
   return *cast<mtp::ShardedTensorType>(type).getMesh().getAxisSize(axis);
 }
@@ -45,7 +49,8 @@ private:
   void merge(const sharding::CollectiveCall &call) {
     for (sharding::CollectiveCall &known : calls)
       if (known.kind == call.kind && known.axis == call.axis &&
-          known.groupSize == call.groupSize && known.bytes == call.bytes) {
+          known.groupSize == call.groupSize && known.bytes == call.bytes &&
+          known.batched == call.batched) {
         known.count += call.count;
         return;
       }
@@ -63,11 +68,20 @@ public:
       return it->second;
     auto func = module.lookupSymbol<func::FuncOp>(name);
     FunctionCollectives result;
-    auto call = [](StringRef kind, StringRef axis, int64_t n, int64_t bytes) {
-      return sharding::CollectiveCall{kind.str(), axis.str(), n, bytes, 0};
-    };
     if (func)
-      func.walk([&](Operation *op) {
+      addWalk(result, func);
+    return memo[name] = std::move(result);
+  }
+
+  /// Adds the collectives of `root` and the ops nested in it.
+  void addWalk(FunctionCollectives &result, Operation *root) {
+    bool batch = false;
+    auto call = [&](StringRef kind, StringRef axis, int64_t n, int64_t bytes) {
+      return sharding::CollectiveCall{kind.str(), axis.str(), n, bytes, 0, batch};
+    };
+    root->walk([&](Operation *op) {
+        batch = op->getNumOperands() > 0 && isa<mtp::ShardedTensorType>(op->getOperand(0).getType()) &&
+                batched(op->getOperand(0).getType());
         if (auto r = dyn_cast<mtp::AllReduceOp>(op)) {
           // One ring all-reduce per axis, each over the then partial buffer; a maximum or
           // minimum is an all-gather and a local one (runtime/exec/MeshCollectives.h).
@@ -97,6 +111,7 @@ public:
           if (Value filled = a.getFilled()) {
             auto counts = cast<mt::NamedTensorType>(filled.getType());
             int64_t countBytes = (counts.getNumElements() / n) * 8;
+            batch = false; // one count per expert, whatever the micro-batch
             result.add(call("all_to_all", a.getOver(), n, countBytes * n),
                        (n - 1) * countBytes);
             upperBound = true;
@@ -116,7 +131,6 @@ public:
           result.addCalls(of(callOp.getCallee()), 1);
         }
       });
-    return memo[name] = std::move(result);
   }
 
   /// Whether a count is at most what the step sends (it moves filled expert slots only).
@@ -145,4 +159,18 @@ sharding::CollectiveBytes sharding::predictCollectiveBytes(ModuleOp module) {
       bytes.pipelineFunctions[func.getSymName().str()] = record(func.getSymName());
   bytes.upperBound = counter.upperBound;
   return bytes;
+}
+
+std::vector<sharding::CollectiveCall> sharding::predictFunctionCollectives(ModuleOp module,
+                                                                         StringRef name) {
+  Counter counter(module);
+  return counter.of(name).calls;
+}
+
+std::vector<sharding::CollectiveCall> sharding::predictOpCollectives(ModuleOp module,
+                                                                   Operation *op) {
+  Counter counter(module);
+  FunctionCollectives result;
+  counter.addWalk(result, op);
+  return result.calls;
 }
