@@ -48,12 +48,13 @@ public:
   PartTime time(const FunctionProfile &profile) const {
     PartTime t;
     for (const FunctionProfile::Gemm &g : profile.gemms)
-      t.compute += static_cast<double>(g.count) * g.flops / (peak * cluster.gemmEfficiencyAt(g.flops));
+      t.compute +=
+          static_cast<double>(g.count) * g.flops / (peak * cluster.gemmEfficiencyAt(g.flops));
     t.compute += profile.trafficBytes / cluster.memoryBandwidth +
                  static_cast<double>(profile.ops) * cluster.kernelOverhead;
     for (const FunctionProfile::Collective &c : profile.collectives)
-      t.communicate += static_cast<double>(c.count) *
-                       collective(c.kind, c.bytes, c.group, axisStride(c.axis));
+      t.communicate +=
+          static_cast<double>(c.count) * collective(c.kind, c.bytes, c.group, axisStride(c.axis));
     return t;
   }
 
@@ -121,7 +122,9 @@ std::vector<int64_t> balancedCut(int64_t layers, int64_t chunks, double layer, d
   return best;
 }
 
-std::string gib(double bytes) { return llvm::formatv("{0:F1} GiB", bytes / (1024.0 * 1024 * 1024)).str(); }
+std::string gib(double bytes) {
+  return llvm::formatv("{0:F1} GiB", bytes / (1024.0 * 1024 * 1024)).str();
+}
 
 std::string seconds(double s) {
   if (s >= 1)
@@ -138,8 +141,7 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
   Candidate c;
   c.costs = &costs;
   c.layout = layout;
-  const int64_t pp = layout.pp, dp = layout.dp, v = layout.virtualStages,
-                b = layout.microBatch;
+  const int64_t pp = layout.pp, dp = layout.dp, v = layout.virtualStages, b = layout.microBatch;
   const int64_t ranksPerNode = options.ranksPerNode ? options.ranksPerNode : cluster.devicesPerNode;
   if (pp < 1 || dp < 1 || v < 1 || b < 1)
     return llvm::createStringError("a degree below 1");
@@ -176,13 +178,12 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
 
   // The stage cut: pp x V chunks, chunk k on stage k mod pp; balanced by time.
   const int64_t chunks = pp * v;
-  c.chunkLayers = pp == 1 ? std::vector<int64_t>{costs.layers}
-                          : balancedCut(costs.layers, chunks, layer.total(), first.total(),
-                                        last.total());
+  c.chunkLayers =
+      pp == 1 ? std::vector<int64_t>{costs.layers}
+              : balancedCut(costs.layers, chunks, layer.total(), first.total(), last.total());
   if (c.chunkLayers.empty())
-    return llvm::createStringError(llvm::formatv("{0} layers cannot be cut into {1} chunks",
-                                                 costs.layers, chunks)
-                                       .str());
+    return llvm::createStringError(
+        llvm::formatv("{0} layers cannot be cut into {1} chunks", costs.layers, chunks).str());
   std::vector<int64_t> stageLayers(size_t(pp), 0);
   for (int64_t k = 0; k < chunks; ++k)
     stageLayers[size_t(k % pp)] += c.chunkLayers[size_t(k)];
@@ -217,8 +218,8 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
       inFlightLayers *= static_cast<double>(std::min(m * v, (pp - s - 1) * 2 + (v - 1) * pp + 1)) /
                         static_cast<double>(v);
     double activations = inFlightLayers * costs.layerSavedBytes * factor;
-    double bytes = 2 * (params + state) + gradients + secondGradients +
-                   costs.tokenBytes * factor + activations + 2 * costs.largestValueBytes * factor;
+    double bytes = 2 * (params + state) + gradients + secondGradients + costs.tokenBytes * factor +
+                   activations + 2 * costs.largestValueBytes * factor;
     c.memoryBytes = std::max(c.memoryBytes, bytes);
   }
   c.fits = c.memoryBytes <= device;
@@ -264,7 +265,8 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
   double stageParams = static_cast<double>(stageLayers[slowest]) * costs.layerParamBytes;
   if (slowest == 0 || static_cast<int64_t>(slowest) == lastStage)
     stageParams += costs.restParamBytes;
-  double totalParams = static_cast<double>(costs.layers) * costs.layerParamBytes + costs.restParamBytes;
+  double totalParams =
+      static_cast<double>(costs.layers) * costs.layerParamBytes + costs.restParamBytes;
   double share = totalParams > 0 ? stageParams / totalParams : 1;
   int64_t dpStride = costs.meshSize;
   double reduce = 0;
@@ -279,8 +281,8 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
                                  dp, dpStride);
   }
   if (pp > 1)
-    reduce += timer.collective(CollectiveKind::AllReduce, 2 * sizeof(double), pp,
-                               costs.meshSize * dp);
+    reduce +=
+        timer.collective(CollectiveKind::AllReduce, 2 * sizeof(double), pp, costs.meshSize * dp);
   FunctionProfile optimizer = costs.optimizer;
   double optimizerShare = share / (layout.zeroStage >= 1 ? static_cast<double>(dp) : 1.0);
   for (FunctionProfile::Gemm &g : optimizer.gemms)
@@ -380,14 +382,17 @@ SearchResult mtc::costmodel::searchLayouts(const std::vector<LayerCosts> &all,
 std::string mtc::costmodel::describeLayout(const Candidate &c) {
   const LayerLayout &in = c.costs->layout;
   const Layout &l = c.layout;
-  std::string text = llvm::formatv("tp {0}{1} pp {2} dp {3}", in.tp, in.sp ? " sp" : "", l.pp, l.dp).str();
+  std::string text =
+      llvm::formatv("tp {0}{1} pp {2} dp {3}", in.tp, in.sp ? " sp" : "", l.pp, l.dp).str();
   if (in.cp > 1)
     text += llvm::formatv(" cp {0}", in.cp).str();
   if (in.ep > 1)
     text += llvm::formatv(" ep {0}", in.ep).str();
   if (l.pp > 1)
-    text += " " + l.schedule + (l.virtualStages > 1 ? llvm::formatv(" V {0}", l.virtualStages).str() : "");
-  text += llvm::formatv(" mbs {0} recompute {1} zero {2}", l.microBatch, in.recompute, l.zeroStage).str();
+    text += " " + l.schedule +
+            (l.virtualStages > 1 ? llvm::formatv(" V {0}", l.virtualStages).str() : "");
+  text += llvm::formatv(" mbs {0} recompute {1} zero {2}", l.microBatch, in.recompute, l.zeroStage)
+              .str();
   return text;
 }
 
@@ -409,6 +414,7 @@ void mtc::costmodel::printParetoTable(const SearchResult &result, const Cluster 
                         c.microBatchesPerRank, in.recompute, c.layout.zeroStage);
   }
   if (front.size() > rows)
-    os << llvm::formatv("({0} more on the Pareto front; --rows N shows them)\n", front.size() - rows);
+    os << llvm::formatv("({0} more on the Pareto front; --rows N shows them)\n",
+                        front.size() - rows);
   (void)cluster;
 }

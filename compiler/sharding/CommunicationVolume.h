@@ -64,8 +64,7 @@ CollectiveBytes predictCollectiveBytes(mlir::ModuleOp module);
 
 /// The collectives of one call of `module`'s function `name` (its calls and layer scans
 /// included), identical ones merged; empty when there is no such function.
-std::vector<CollectiveCall> predictFunctionCollectives(mlir::ModuleOp module,
-                                                       llvm::StringRef name);
+std::vector<CollectiveCall> predictFunctionCollectives(mlir::ModuleOp module, llvm::StringRef name);
 
 /// The collectives of `op` (an op of one of `module`'s functions) and the ops nested in it.
 std::vector<CollectiveCall> predictOpCollectives(mlir::ModuleOp module, mlir::Operation *op);

@@ -29,9 +29,8 @@ void addProfile(cm::FunctionProfile &into, const cm::FunctionProfile &part, doub
   into.batchTrafficBytes += times * part.batchTrafficBytes;
   into.ops += static_cast<int64_t>(times * static_cast<double>(part.ops));
   for (const cm::FunctionProfile::Gemm &gemm : part.gemms) {
-    auto it = llvm::find_if(into.gemms, [&](const cm::FunctionProfile::Gemm &g) {
-      return g.flops == gemm.flops;
-    });
+    auto it = llvm::find_if(
+        into.gemms, [&](const cm::FunctionProfile::Gemm &g) { return g.flops == gemm.flops; });
     int64_t count = static_cast<int64_t>(times * static_cast<double>(gemm.count));
     if (it == into.gemms.end())
       into.gemms.push_back({gemm.flops, count});
@@ -103,7 +102,8 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
         double saved = 0;
         for (Value result : repeat.getResults().drop_front(repeat.getNumCarried()))
           saved += static_cast<double>(bytesOf(result.getType()));
-        costs.layerSavedBytes = saved / static_cast<double>(std::max<int64_t>(1, repeat.getCount()));
+        costs.layerSavedBytes =
+            saved / static_cast<double>(std::max<int64_t>(1, repeat.getCount()));
       }
       phase = repeat.getReverse() ? 2 : 1;
       addProfile(costs.layer,
@@ -207,11 +207,11 @@ llvm::Expected<cm::LayerCosts> mtc::measureLayerCosts(ModuleOp model,
   };
   auto recompute = mt::symbolizeRecomputePolicy(layout.recompute);
   auto one = [](int64_t n) { return n > 1 ? std::optional<int64_t>(n) : std::nullopt; };
-  auto parallel = mt::ParallelAttr::get(
-      ctx, /*autoSearch=*/false, one(layout.tp), std::nullopt, std::nullopt, one(layout.cp),
-      one(layout.ep), std::nullopt, layout.sp ? std::optional<bool>(true) : std::nullopt,
-      std::nullopt, std::nullopt, std::nullopt, recompute, std::nullopt, nullptr, nullptr,
-      std::nullopt);
+  auto parallel = mt::ParallelAttr::get(ctx, /*autoSearch=*/false, one(layout.tp), std::nullopt,
+                                        std::nullopt, one(layout.cp), one(layout.ep), std::nullopt,
+                                        layout.sp ? std::optional<bool>(true) : std::nullopt,
+                                        std::nullopt, std::nullopt, std::nullopt, recompute,
+                                        std::nullopt, nullptr, nullptr, std::nullopt);
   (*module)->setAttr(mt::MTDialect::kParallelAttrName, parallel);
   PassManager training(ctx);
   TrainingPipelineOptions options;
@@ -257,8 +257,8 @@ void mtc::applyChoice(ModuleOp module, const AutoChoice &choice) {
   auto one = [](int64_t n) { return n > 1 ? std::optional<int64_t>(n) : std::nullopt; };
   std::optional<mt::PipelineSchedule> schedule;
   if (l.pp > 1)
-    schedule = l.virtualStages > 1 ? mt::PipelineSchedule::Interleaved
-                                   : mt::PipelineSchedule::OneFOneB;
+    schedule =
+        l.virtualStages > 1 ? mt::PipelineSchedule::Interleaved : mt::PipelineSchedule::OneFOneB;
   DenseI64ArrayAttr pipelineLayers =
       l.pp > 1 ? b.getDenseI64ArrayAttr(choice.chunkLayers) : nullptr;
   bool distributed = l.zeroStage >= 1;
@@ -274,11 +274,16 @@ void mtc::applyChoice(ModuleOp module, const AutoChoice &choice) {
     module->setAttr(sharding::kZeroStageAttrName, b.getI64IntegerAttr(l.zeroStage));
 }
 
-llvm::Expected<AutoChoice> mtc::searchModel(ModuleOp model, const SearchRequest &request,
-                                            bool table, llvm::raw_ostream &os) {
-  llvm::Expected<cm::Cluster> cluster = cm::loadCluster(request.cluster);
-  if (!cluster)
-    return cluster.takeError();
+namespace {
+
+/// The cluster and the search's options for `model` on the request's GPUs; errors name the
+/// flag.
+llvm::Error prepare(ModuleOp model, const SearchRequest &request, cm::Cluster &cluster,
+                    cm::SearchOptions &options, ModelStats &stats) {
+  llvm::Expected<cm::Cluster> loaded = cm::loadCluster(request.cluster);
+  if (!loaded)
+    return loaded.takeError();
+  cluster = std::move(*loaded);
   if (request.gpus < 1)
     return llvm::createStringError("--gpus must be at least 1");
   if (request.gpus > 1000000)
@@ -287,28 +292,107 @@ llvm::Expected<AutoChoice> mtc::searchModel(ModuleOp model, const SearchRequest 
                       "1000000)",
                       request.gpus)
             .str());
-  int64_t perNode = cluster->devicesPerNode;
+  int64_t perNode = cluster.devicesPerNode;
   if (request.gpus > perNode && request.gpus % perNode != 0)
     return llvm::createStringError(
         llvm::formatv("--gpus {0} does not fill whole nodes of {1} ({2} devices each)",
-                      request.gpus, cluster->name, perNode)
+                      request.gpus, cluster.name, perNode)
             .str());
-  FailureOr<ModelStats> stats = computeModelStats(model);
-  if (failed(stats))
+  FailureOr<ModelStats> computed = computeModelStats(model);
+  if (failed(computed))
     return llvm::createStringError("the model's statistics cannot be computed");
+  stats = std::move(*computed);
   mt::TrainAttr train = mt::TrainAttr::lookup(model);
-  cm::SearchOptions options;
   options.gpus = request.gpus;
   options.ranksPerNode = std::min(perNode, request.gpus);
   int64_t microBatch = dimOf(model, "batch");
   options.globalBatch = train && train.getGlobalBatch() ? *train.getGlobalBatch() : microBatch;
-  options.seq = microBatch > 0 ? stats->tokensPerMicroBatch / microBatch : 1;
-  options.modelFlopsPerToken = stats->forwardFlopsPerToken + stats->backwardFlopsPerToken;
+  options.seq = microBatch > 0 ? stats.tokensPerMicroBatch / microBatch : 1;
+  options.modelFlopsPerToken = stats.forwardFlopsPerToken + stats.backwardFlopsPerToken;
   options.dtype = "f32";
   if (train && train.getPrecision()) {
     std::string p = mt::stringifyPrecision(*train.getPrecision()).str();
     options.dtype = p == "fp32" ? "f32" : p == "fp16" ? "f16" : p;
   }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, StringRef spec,
+                                llvm::raw_ostream &os) {
+  cm::Cluster cluster;
+  cm::SearchOptions options;
+  ModelStats stats;
+  if (llvm::Error err = prepare(model, request, cluster, options, stats))
+    return err;
+  cm::LayerLayout inLayer;
+  cm::Layout layout;
+  layout.microBatch = dimOf(model, "batch");
+  SmallVector<StringRef> items;
+  spec.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef item : items) {
+    auto [key, value] = item.trim().split('=');
+    int64_t n = 0;
+    bool number = !value.getAsInteger(10, n) && n >= 0;
+    auto bad = [&] {
+      return llvm::createStringError("--evaluate: '" + item.str() +
+                                     "' is not tp=N, cp=N, ep=N, pp=N, dp=N, vpp=N, mbs=N, "
+                                     "zero=N, recompute=none|selective|full or sp");
+    };
+    if (key == "sp" && value.empty()) {
+      inLayer.sp = true;
+    } else if (key == "recompute" && llvm::is_contained({"none", "selective", "full"}, value)) {
+      inLayer.recompute = value.str();
+    } else if (!number || n < (key == "zero" ? 0 : 1)) {
+      return bad();
+    } else if (key == "tp") {
+      inLayer.tp = n;
+    } else if (key == "cp") {
+      inLayer.cp = n;
+    } else if (key == "ep") {
+      inLayer.ep = n;
+    } else if (key == "pp") {
+      layout.pp = n;
+    } else if (key == "dp") {
+      layout.dp = n;
+    } else if (key == "vpp") {
+      layout.virtualStages = n;
+    } else if (key == "mbs") {
+      layout.microBatch = n;
+    } else if (key == "zero") {
+      layout.zeroStage = n;
+    } else {
+      return bad();
+    }
+  }
+  layout.schedule = layout.pp == 1 ? "none" : layout.virtualStages > 1 ? "interleaved" : "1f1b";
+  llvm::Expected<cm::LayerCosts> costs = measureLayerCosts(model, inLayer);
+  if (!costs)
+    return costs.takeError();
+  llvm::Expected<cm::Candidate> c = cm::composeLayout(*costs, layout, cluster, options);
+  if (!c)
+    return c.takeError();
+  os << llvm::formatv("layout:    {0}\n", cm::describeLayout(*c));
+  os << llvm::formatv("step:      {0:E6} s composed\n", c->stepSeconds);
+  os << llvm::formatv("  compute {0}, layer collectives {1}, data-parallel reduction {2}, "
+                      "bubble {3}\n",
+                      secondsText(c->computeSeconds), secondsText(c->layerCommunicationSeconds),
+                      secondsText(c->dataParallelSeconds), secondsText(c->bubbleSeconds));
+  os << llvm::formatv("MFU:       {0:F2}%\n", 100 * c->mfu);
+  os << llvm::formatv("memory:    {0} per rank ({1} bytes; {2})\n", gib(c->memoryBytes),
+                      static_cast<int64_t>(c->memoryBytes), c->fits ? "fits" : "does not fit");
+  return llvm::Error::success();
+}
+
+llvm::Expected<AutoChoice> mtc::searchModel(ModuleOp model, const SearchRequest &request,
+                                            bool table, llvm::raw_ostream &os) {
+  cm::Cluster cluster;
+  cm::SearchOptions options;
+  ModelStats stats;
+  if (llvm::Error err = prepare(model, request, cluster, options, stats))
+    return std::move(err);
+  int64_t perNode = cluster.devicesPerNode;
 
   // The layouts inside a layer the compiler accepts: each degree dividing what it splits
   // (Megatron's tp dims, seq for sp and cp, the experts for ep), tp x cp inside a node.
@@ -345,33 +429,32 @@ llvm::Expected<AutoChoice> mtc::searchModel(ModuleOp model, const SearchRequest 
     }
     measured.push_back(std::move(*costs));
   }
-  cm::SearchResult result = cm::searchLayouts(measured, *cluster, options);
+  cm::SearchResult result = cm::searchLayouts(measured, cluster, options);
   os << llvm::formatv("model {0}: {1} parameters; {2} x {3} ({4}), global batch {5} x {6} "
                       "tokens, {7}\n",
-                      stats->modelName, stats->totalParams, request.gpus, cluster->deviceName,
-                      cluster->name, options.globalBatch, options.seq, options.dtype);
+                      stats.modelName, stats.totalParams, request.gpus, cluster.deviceName,
+                      cluster.name, options.globalBatch, options.seq, options.dtype);
   os << llvm::formatv("searched: {0} layouts inside a layer compiled ({1} refused by the "
                       "compiler), {2} layouts composed, {3} pruned by memory ({4} per device), "
                       "{5} fit\n",
                       measured.size(), refused.size(), result.enumerated, result.prunedByMemory,
-                      gib(static_cast<double>(cluster->memoryBytes)), result.fitting.size());
+                      gib(static_cast<double>(cluster.memoryBytes)), result.fitting.size());
   if (result.fitting.empty()) {
-    std::string need = result.smallest
-                           ? llvm::formatv("the smallest ({0}) needs {1} per rank",
-                                           cm::describeLayout(*result.smallest),
-                                           gib(result.smallest->memoryBytes))
-                                 .str()
-                           : "no layout could be composed for this GPU count and batch";
+    std::string need = result.smallest ? llvm::formatv("the smallest ({0}) needs {1} per rank",
+                                                       cm::describeLayout(*result.smallest),
+                                                       gib(result.smallest->memoryBytes))
+                                             .str()
+                                       : "no layout could be composed for this GPU count and batch";
     return llvm::createStringError(
         llvm::formatv("no layout of model {0} fits {1} GPUs of {2}: device memory is the "
                       "limiting resource ({3} per device); {4}",
-                      stats->modelName, request.gpus, cluster->name,
-                      gib(static_cast<double>(cluster->memoryBytes)), need)
+                      stats.modelName, request.gpus, cluster.name,
+                      gib(static_cast<double>(cluster.memoryBytes)), need)
             .str());
   }
   if (table) {
     os << "\nPareto front (predicted step time against memory per rank; fastest first):\n";
-    cm::printParetoTable(result, *cluster, static_cast<size_t>(request.rows), os);
+    cm::printParetoTable(result, cluster, static_cast<size_t>(request.rows), os);
     os << "\n";
   }
   const cm::Candidate &best = result.fitting.front();
@@ -390,7 +473,7 @@ llvm::Expected<AutoChoice> mtc::searchModel(ModuleOp model, const SearchRequest 
     os << llvm::formatv("limited by memory: {0} would take {1} but needs {2} per rank of "
                         "{3}\n",
                         cm::describeLayout(faster), secondsText(faster.stepSeconds),
-                        gib(faster.memoryBytes), gib(static_cast<double>(cluster->memoryBytes)));
+                        gib(faster.memoryBytes), gib(static_cast<double>(cluster.memoryBytes)));
   }
   auto share = [&](double part) { return 100 * part / best.stepSeconds; };
   std::string limit = "compute";

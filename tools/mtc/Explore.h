@@ -47,6 +47,13 @@ struct AutoChoice {
 llvm::Expected<AutoChoice> searchModel(mlir::ModuleOp model, const SearchRequest &request,
                                        bool table, llvm::raw_ostream &os);
 
+/// `mtc explore --evaluate SPEC`: one layout, composed and printed (the step time and its
+/// parts, the memory per rank), for comparison with `mtc simulate` of the same layout
+/// compiled. SPEC is comma-separated `key=value`: tp, cp, ep, pp, dp, vpp (virtual stages),
+/// mbs (micro-batch), zero (0-2), recompute (none, selective, full), and `sp` alone.
+llvm::Error evaluateLayout(mlir::ModuleOp model, const SearchRequest &request, llvm::StringRef spec,
+                           llvm::raw_ostream &os);
+
 /// Sets the AST's `train { KEY N }` (before lowering): the micro-batch the search chose, the
 /// global batch `mtc explore --global-batch` gives.
 void setTrainSetting(frontend::Module &ast, llvm::StringRef key, int64_t value);

@@ -11,20 +11,20 @@
 #include "PartitionedCosts.h"
 #include "compiler/analysis/FunctionCost.h"
 #include "compiler/analysis/ModelStats.h"
-#include "compiler/costmodel/Cluster.h"
-#include "compiler/costmodel/StepModel.h"
-#include "compiler/costmodel/TraceWriter.h"
-#include "compiler/pipelines/Pipelines.h"
 #include "compiler/codegen/CPU/CPUCodegen.h"
 #include "compiler/codegen/CPU/Workspace.h"
 #include "compiler/codegen/GPU/GPUCodegen.h"
+#include "compiler/costmodel/Cluster.h"
+#include "compiler/costmodel/StepModel.h"
+#include "compiler/costmodel/TraceWriter.h"
 #include "compiler/pipeline/StageCut.h"
+#include "compiler/pipelines/Pipelines.h"
 #include "compiler/plan/CallingConvention.h"
 #include "compiler/plan/PipelinePlan.h"
 #include "compiler/plan/PlanWriter.h"
+#include "compiler/registration/Registration.h"
 #include "compiler/sharding/Layout.h"
 #include "compiler/sharding/Passes.h"
-#include "compiler/registration/Registration.h"
 #include "dialects/mt/Utils/Vocabulary.h"
 #include "frontend/BindingOverrides.h"
 #include "frontend/Diagnostics.h"
@@ -268,8 +268,7 @@ cl::opt<std::string> autoCluster("cluster",
                                  cl::value_desc("preset|file.json"), cl::sub(compileCommand),
                                  cl::cat(parallelCategory));
 cl::opt<int64_t> autoGpus("gpus", cl::desc("With --auto: the GPUs (ranks) to train on"),
-                          cl::value_desc("N"), cl::sub(compileCommand),
-                          cl::cat(parallelCategory));
+                          cl::value_desc("N"), cl::sub(compileCommand), cl::cat(parallelCategory));
 
 cl::SubCommand exploreCommand("explore",
                               "Search the parallel layouts of a model on a cluster: the Pareto "
@@ -281,9 +280,8 @@ cl::opt<std::string> exploreCluster("cluster",
                                              "host) or a cluster file"),
                                     cl::value_desc("preset|file.json"), cl::Required,
                                     cl::sub(exploreCommand), cl::cat(compileCategory));
-cl::opt<int64_t> exploreGpus("gpus", cl::desc("The GPUs (ranks) to train on"),
-                             cl::value_desc("N"), cl::Required, cl::sub(exploreCommand),
-                             cl::cat(compileCategory));
+cl::opt<int64_t> exploreGpus("gpus", cl::desc("The GPUs (ranks) to train on"), cl::value_desc("N"),
+                             cl::Required, cl::sub(exploreCommand), cl::cat(compileCategory));
 cl::opt<int64_t> exploreRows("rows", cl::desc("Rows of the Pareto table (default 10)"),
                              cl::value_desc("N"), cl::init(10), cl::sub(exploreCommand),
                              cl::cat(compileCategory));
@@ -291,9 +289,15 @@ cl::list<std::string> exploreDims("dim",
                                   cl::desc("Set a dimension or model argument, as mtc compile's"),
                                   cl::value_desc("NAME=N"), cl::sub(exploreCommand),
                                   cl::cat(compileCategory));
-cl::opt<int64_t> exploreGlobalBatch(
-    "global-batch", cl::desc("Sequences per step (default: the model's train { global_batch })"),
-    cl::value_desc("N"), cl::sub(exploreCommand), cl::cat(compileCategory));
+cl::opt<std::string> exploreEvaluate(
+    "evaluate",
+    cl::desc("Compose one layout instead of searching: 'tp=2,sp,pp=2,dp=4,vpp=1,mbs=1,"
+             "recompute=selective,zero=1' (every key optional)"),
+    cl::value_desc("layout"), cl::sub(exploreCommand), cl::cat(compileCategory));
+cl::opt<int64_t>
+    exploreGlobalBatch("global-batch",
+                       cl::desc("Sequences per step (default: the model's train { global_batch })"),
+                       cl::value_desc("N"), cl::sub(exploreCommand), cl::cat(compileCategory));
 
 std::string versionText() {
   return (Twine("mtc ") + MTC_VERSION + " (LLVM/MLIR " + LLVM_VERSION_STRING + ")").str();
@@ -922,9 +926,9 @@ std::unique_ptr<mtc::frontend::Module> parseModelFile(StringRef path, SourceMgr 
   return ast;
 }
 
-/// Runs the layout search (Explore.h) on `ast` in a context of its own; the report to stdout.
-Expected<mtc::AutoChoice> searchLayout(const mtc::frontend::Module &ast, SourceMgr &sourceMgr,
-                                       const mtc::SearchRequest &request, bool table) {
+/// Runs `use` on `ast` lowered to `mt` in a context of its own.
+Error withModel(const mtc::frontend::Module &ast, SourceMgr &sourceMgr,
+                function_ref<Error(mlir::ModuleOp)> use) {
   mlir::DialectRegistry registry;
   mtc::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
@@ -934,14 +938,28 @@ Expected<mtc::AutoChoice> searchLayout(const mtc::frontend::Module &ast, SourceM
   mlir::OwningOpRef<mlir::ModuleOp> model = mtc::frontend::lowerToMT(ast, context, diags);
   if (!model)
     return createStringError("the model does not compile");
-  return mtc::searchModel(*model, request, table, outs());
+  return use(*model);
+}
+
+/// Runs the layout search (Explore.h) on `ast`; the report to stdout.
+Expected<mtc::AutoChoice> searchLayout(const mtc::frontend::Module &ast, SourceMgr &sourceMgr,
+                                       const mtc::SearchRequest &request, bool table) {
+  std::optional<mtc::AutoChoice> choice;
+  if (Error err = withModel(ast, sourceMgr, [&](mlir::ModuleOp model) -> Error {
+        Expected<mtc::AutoChoice> found = mtc::searchModel(model, request, table, outs());
+        if (!found)
+          return found.takeError();
+        choice = std::move(*found);
+        return Error::success();
+      }))
+    return std::move(err);
+  return std::move(*choice);
 }
 
 /// `mtc explore MODEL.mtl --cluster C --gpus N`: the Pareto table and the choice.
 int explore() {
   SourceMgr sourceMgr;
-  std::unique_ptr<mtc::frontend::Module> ast =
-      parseModelFile(exploreInput, sourceMgr, exploreDims);
+  std::unique_ptr<mtc::frontend::Module> ast = parseModelFile(exploreInput, sourceMgr, exploreDims);
   if (!ast)
     return 1;
   if (exploreGlobalBatch.getNumOccurrences()) {
@@ -955,8 +973,18 @@ int explore() {
     (void)flagError("--rows must be at least 1");
     return 1;
   }
-  Expected<mtc::AutoChoice> choice =
-      searchLayout(*ast, sourceMgr, {exploreCluster, exploreGpus, exploreRows}, true);
+  mtc::SearchRequest request{exploreCluster, exploreGpus, exploreRows};
+  if (exploreEvaluate.getNumOccurrences()) {
+    Error err = withModel(*ast, sourceMgr, [&](mlir::ModuleOp model) {
+      return mtc::evaluateLayout(model, request, exploreEvaluate, outs());
+    });
+    if (err) {
+      (void)flagError(toString(std::move(err)));
+      return 1;
+    }
+    return 0;
+  }
+  Expected<mtc::AutoChoice> choice = searchLayout(*ast, sourceMgr, request, true);
   if (!choice) {
     (void)flagError(toString(choice.takeError()));
     return 1;
