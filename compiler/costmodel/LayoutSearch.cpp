@@ -123,6 +123,8 @@ std::vector<int64_t> balancedCut(int64_t layers, int64_t chunks, double layer, d
 }
 
 std::string gib(double bytes) {
+  if (bytes < 1024.0 * 1024 * 1024)
+    return llvm::formatv("{0:F1} MiB", bytes / (1024.0 * 1024)).str();
   return llvm::formatv("{0:F1} GiB", bytes / (1024.0 * 1024 * 1024)).str();
 }
 
@@ -400,14 +402,14 @@ void mtc::costmodel::printParetoTable(const SearchResult &result, const Cluster 
                                       size_t rows, llvm::raw_ostream &os) {
   std::vector<Candidate> front = result.pareto();
   os << llvm::formatv("{0,4} {1,11} {2,6} {3,11}  {4,3} {5,3} {6,3} {7,5} {8,3} {9,3} {10,2} "
-                      "{11,-11} {12,2} {13,3} {14,-9} {15,4}\n",
+                      "{11,-11} {12,2} {13,4} {14,-9} {15,4}\n",
                       "#", "step", "MFU", "mem/rank", "tp", "sp", "pp", "dp", "cp", "ep", "V",
-                      "schedule", "mb", "gbs", "recompute", "zero");
+                      "schedule", "mb", "m", "recompute", "zero");
   for (size_t i = 0; i < front.size() && i < rows; ++i) {
     const Candidate &c = front[i];
     const LayerLayout &in = c.costs->layout;
     os << llvm::formatv("{0,4} {1,11} {2,5:F1}% {3,11}  {4,3} {5,3} {6,3} {7,5} {8,3} {9,3} "
-                        "{10,2} {11,-11} {12,2} {13,3} {14,-9} {15,4}\n",
+                        "{10,2} {11,-11} {12,2} {13,4} {14,-9} {15,4}\n",
                         i + 1, seconds(c.stepSeconds), 100 * c.mfu, gib(c.memoryBytes), in.tp,
                         in.sp ? "on" : "off", c.layout.pp, c.layout.dp, in.cp, in.ep,
                         c.layout.virtualStages, c.layout.schedule, c.layout.microBatch,

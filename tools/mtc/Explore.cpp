@@ -90,8 +90,10 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
   bool sawForward = false;
   int64_t largest = 0;
   for (Operation &op : fb.getBody().front()) {
-    for (Type type : op.getResultTypes())
-      largest = std::max(largest, bytesOf(type));
+    // (A layer stack's results are every layer's saved values, stacked: counted apart.)
+    if (!isa<mt::RepeatOp>(op))
+      for (Type type : op.getResultTypes())
+        largest = std::max(largest, bytesOf(type));
     if (auto repeat = dyn_cast<mt::RepeatOp>(op)) {
       if (!repeat.getReverse() && !sawForward) {
         sawForward = true;
@@ -178,6 +180,8 @@ private:
 };
 
 std::string gib(double bytes) {
+  if (bytes < 1024.0 * 1024 * 1024)
+    return llvm::formatv("{0:F1} MiB", bytes / (1024.0 * 1024)).str();
   return llvm::formatv("{0:F1} GiB", bytes / (1024.0 * 1024 * 1024)).str();
 }
 
@@ -380,6 +384,11 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
                       secondsText(c->computeSeconds), secondsText(c->layerCommunicationSeconds),
                       secondsText(c->dataParallelSeconds), secondsText(c->bubbleSeconds));
   os << llvm::formatv("MFU:       {0:F2}%\n", 100 * c->mfu);
+  os << llvm::formatv("per layer: {0} parameters, {1} saved per micro-batch of {2}; rest {3} "
+                      "parameters; largest value {4}\n",
+                      gib(costs->layerParamBytes), gib(costs->layerSavedBytes),
+                      costs->microBatch, gib(costs->restParamBytes),
+                      gib(costs->largestValueBytes));
   os << llvm::formatv("memory:    {0} per rank ({1} bytes; {2})\n", gib(c->memoryBytes),
                       static_cast<int64_t>(c->memoryBytes), c->fits ? "fits" : "does not fit");
   return llvm::Error::success();

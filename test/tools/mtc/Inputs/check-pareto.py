@@ -7,12 +7,13 @@ import re
 import sys
 
 UNIT = {"ms": 1e-3, "s": 1.0}
+BYTES = {"MiB": 2 ** 20, "GiB": 2 ** 30}
 rows = []
 for line in open(sys.argv[1]):
-    m = re.match(r"\s+(\d+)\s+([0-9.]+) (ms|s)\s+([0-9.]+)%\s+([0-9.]+) GiB\s+(.*)", line)
+    m = re.match(r"\s+(\d+)\s+([0-9.]+) (ms|s)\s+([0-9.]+)%\s+([0-9.]+) (MiB|GiB)\s+(.*)", line)
     if m:
-        rows.append((int(m.group(1)), float(m.group(2)) * UNIT[m.group(3)], float(m.group(5)),
-                     m.group(6).split()))
+        rows.append((int(m.group(1)), float(m.group(2)) * UNIT[m.group(3)], float(m.group(5)) * BYTES[m.group(6)],
+                     m.group(7).split()))
 assert rows, "no Pareto rows"
 assert [r[0] for r in rows] == list(range(1, len(rows) + 1)), "rows not numbered 1.."
 for a, b in zip(rows, rows[1:]):
