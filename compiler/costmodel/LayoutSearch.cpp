@@ -194,8 +194,7 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
   // Memory per rank, stage by stage (pruned on before anything is timed): parameters and
   // optimizer state twice (the optimizer writes the next into the second set), gradients
   // (twice with several micro-batches or a pipeline: a second buffer takes each part), the
-  // tokens, the activations the schedule keeps in flight and, for the step's temporaries, the
-  // largest value twice.
+  // tokens, the activations the schedule keeps in flight, and the step's temporaries.
   const double device = static_cast<double>(cluster.memoryBytes);
   for (int64_t s = 0; s < pp; ++s) {
     double params = static_cast<double>(stageLayers[size_t(s)]) * costs.layerParamBytes;
@@ -220,8 +219,12 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
       inFlightLayers *= static_cast<double>(std::min(m * v, (pp - s - 1) * 2 + (v - 1) * pp + 1)) /
                         static_cast<double>(v);
     double activations = inFlightLayers * costs.layerSavedBytes * factor;
-    double bytes = 2 * (params + state) + gradients + secondGradients + costs.tokenBytes * factor +
-                   activations + 2 * costs.largestValueBytes * factor;
+    // The step's temporaries: one layer's backward (its saved values and their gradients)
+    // and the largest value with its gradient (calibrated on gpt-tiny's planned workspace:
+    // docs/cost-model.md).
+    double temporaries = 2 * (costs.layerSavedBytes + costs.largestValueBytes) * factor;
+    double bytes = 2 * (params + state) + gradients + secondGradients +
+                   costs.tokenBytes * factor + activations + temporaries;
     c.memoryBytes = std::max(c.memoryBytes, bytes);
   }
   c.fits = c.memoryBytes <= device;
