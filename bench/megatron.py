@@ -125,7 +125,7 @@ def main():
                 row["search_layout"] = chosen.group(1)
                 row["search_step_s"] = best
                 row["search_tflops"] = round(paper_flops(batch, layers, hidden) / best / gpus / 1e12, 1)
-                row["search_faster"] = round(step / best - 1, 3)
+                row["search_faster"] = round(composed / best - 1, 3)  # both composed
                 limit = re.search(r"bound by (.*)", report)
                 row["search_bound_by"] = limit.group(1) if limit else ""
             results.append(row)
