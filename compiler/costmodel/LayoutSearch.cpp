@@ -279,11 +279,19 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     reduce += timer.collective(CollectiveKind::AllReduce, sizeof(double), dp, dpStride);
     if (layout.zeroStage == 0)
       reduce += timer.collective(CollectiveKind::AllReduce, stageParams, dp, dpStride);
-    else
+    else {
+      // One reduce-scatter per gradient and one all-gather per parameter, as the runtime and
+      // the distributed optimizer's step do them: the stage's bytes at once, plus the
+      // latency of each further tensor (the stage's share of them).
+      double tensors = std::max(1.0, share * static_cast<double>(costs.paramTensors));
+      auto perTensor = [&](CollectiveKind kind, double bytes) {
+        return timer.collective(kind, bytes, dp, dpStride) +
+               (tensors - 1) * timer.collective(kind, 0, dp, dpStride);
+      };
       reduce += static_cast<double>(layout.zeroStage == 2 ? m : 1) *
-                    timer.collective(CollectiveKind::ReduceScatter, stageParams, dp, dpStride) +
-                timer.collective(CollectiveKind::AllGather, stageParams / static_cast<double>(dp),
-                                 dp, dpStride);
+                    perTensor(CollectiveKind::ReduceScatter, stageParams) +
+                perTensor(CollectiveKind::AllGather, stageParams / static_cast<double>(dp));
+    }
   }
   if (pp > 1)
     reduce +=
