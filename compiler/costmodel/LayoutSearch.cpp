@@ -172,6 +172,12 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
   if (peak == cluster.peakFlops.end())
     return llvm::createStringError("cluster '" + cluster.name + "' has no peak FLOP/s for " +
                                    options.dtype);
+  if (!costs.scalesWithMicroBatch && b != costs.microBatch)
+    return llvm::createStringError(
+        llvm::formatv("the step has matrix products without the batch dimension: it is "
+                      "composed at its compiled micro-batch ({0}) only",
+                      costs.microBatch)
+            .str());
   const double factor = static_cast<double>(b) / static_cast<double>(costs.microBatch);
   Timer timer(cluster, costs, peak->second, ranksPerNode);
   const PartTime layer = timer.time(scaled(costs.layer, factor));
@@ -223,8 +229,8 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     // and the largest value with its gradient (calibrated on gpt-tiny's planned workspace:
     // docs/cost-model.md).
     double temporaries = 2 * (costs.layerSavedBytes + costs.largestValueBytes) * factor;
-    double bytes = 2 * (params + state) + gradients + secondGradients +
-                   costs.tokenBytes * factor + activations + temporaries;
+    double bytes = 2 * (params + state) + gradients + secondGradients + costs.tokenBytes * factor +
+                   activations + temporaries;
     c.memoryBytes = std::max(c.memoryBytes, bytes);
   }
   c.fits = c.memoryBytes <= device;

@@ -46,6 +46,9 @@ struct LayerCosts {
   int64_t meshSize = 1;
   /// The micro-batch it was compiled at, and the layer count.
   int64_t microBatch = 1;
+  /// Whether the step scales to other micro-batches: false when a matrix product lacks the
+  /// `batch` dimension (its FLOPs would not grow), and the search keeps the compiled one.
+  bool scalesWithMicroBatch = true;
   int64_t layers = 1;
   /// Per micro-batch: one layer's forward and backward (its recomputation included), what
   /// runs before the layer stack and after its backward (the embedding), and what runs

@@ -127,6 +127,8 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
           largest = std::max(largest, bytesOf(type));
       });
   costs.largestValueBytes = static_cast<double>(largest);
+  costs.scalesWithMicroBatch =
+      computeFunctionCost(step, "forward_backward").unbatchedGemmFlops == 0;
   costs.optimizer = toProfile(computeFunctionCost(step, "optimizer_step"),
                               sharding::predictFunctionCollectives(step, "optimizer_step"));
 
@@ -386,9 +388,8 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
   os << llvm::formatv("MFU:       {0:F2}%\n", 100 * c->mfu);
   os << llvm::formatv("per layer: {0} parameters, {1} saved per micro-batch of {2}; rest {3} "
                       "parameters; largest value {4}\n",
-                      gib(costs->layerParamBytes), gib(costs->layerSavedBytes),
-                      costs->microBatch, gib(costs->restParamBytes),
-                      gib(costs->largestValueBytes));
+                      gib(costs->layerParamBytes), gib(costs->layerSavedBytes), costs->microBatch,
+                      gib(costs->restParamBytes), gib(costs->largestValueBytes));
   os << llvm::formatv("memory:    {0} per rank ({1} bytes; {2})\n", gib(c->memoryBytes),
                       static_cast<int64_t>(c->memoryBytes), c->fits ? "fits" : "does not fit");
   return llvm::Error::success();

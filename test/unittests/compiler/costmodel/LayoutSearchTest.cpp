@@ -184,6 +184,15 @@ TEST(LayoutSearch, RefusesLayoutsThatCannotRun) {
   ASSERT_FALSE(static_cast<bool>(c));
   EXPECT_NE(llvm::toString(c.takeError()).find("is not 4 ranks"), std::string::npos);
   layout = {};
+  layout.dp = 4;
+  layout.microBatch = 2; // a step whose products do not all grow with the micro-batch
+  LayerCosts fixed = costs;
+  fixed.scalesWithMicroBatch = false;
+  options.globalBatch = 8;
+  c = composeLayout(fixed, layout, plainCluster(), options);
+  ASSERT_FALSE(static_cast<bool>(c));
+  EXPECT_NE(llvm::toString(c.takeError()).find("compiled micro-batch (1) only"), std::string::npos);
+  layout = {};
   layout.pp = 2;
   layout.dp = 2;
   layout.zeroStage = 2;
