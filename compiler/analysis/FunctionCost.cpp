@@ -11,6 +11,14 @@ using namespace mtc;
 
 namespace {
 
+/// The micro-batch dimension's name (frontend/MLIRGen.cpp binds it from train { micro_batch }).
+constexpr StringLiteral kBatchDim = "batch";
+
+bool hasBatch(Type type) {
+  auto tensor = dyn_cast<mt::NamedTensorType>(type);
+  return tensor && tensor.hasDim(kBatchDim);
+}
+
 int64_t tensorBytes(Type type) {
   auto tensor = dyn_cast<mt::NamedTensorType>(type);
   if (!tensor || !tensor.getElementType().isIntOrFloat())
@@ -39,6 +47,8 @@ bool movesNothing(Operation *op) {
 
 void add(FunctionCost &into, const FunctionCost &callee, int64_t times) {
   into.trafficBytes += times * callee.trafficBytes;
+  into.batchTrafficBytes += times * callee.batchTrafficBytes;
+  into.unbatchedGemmFlops += times * callee.unbatchedGemmFlops;
   into.ops += times * callee.ops;
   for (const GemmCount &gemm : callee.gemms) {
     auto it = llvm::find_if(into.gemms, [&](const GemmCount &g) { return g.flops == gemm.flops; });
@@ -58,28 +68,43 @@ public:
       return it->second;
     FunctionCost cost;
     if (auto func = module.lookupSymbol<func::FuncOp>(name))
-      func.walk([&](Operation *op) {
-        if (isa<func::FuncOp, func::ReturnOp>(op))
-          return;
-        if (auto repeat = dyn_cast<mt::RepeatOp>(op))
-          return add(cost, of(repeat.getCallee()), repeat.getCount());
-        if (auto call = dyn_cast<func::CallOp>(op))
-          return add(cost, of(call.getCallee()), 1);
-        if (auto contract = dyn_cast<mt::ContractOp>(op)) {
-          add(cost, FunctionCost{{{contractFlops(contract), 1}}, 0, 1}, 1);
-          return;
-        }
-        if (movesNothing(op))
-          return;
-        ++cost.ops;
-        for (Type type : op->getOperandTypes())
-          cost.trafficBytes += tensorBytes(type);
-        for (Type type : op->getResultTypes())
-          cost.trafficBytes += tensorBytes(type);
-      });
+      addWalk(cost, func);
+    return memo[name] = std::move(cost);
+  }
+
+  /// Adds what `root` and the ops nested in it compute (a function's body, one op).
+  void addWalk(FunctionCost &cost, Operation *root) {
+    root->walk([&](Operation *op) {
+      if (isa<func::FuncOp, func::ReturnOp>(op))
+        return;
+      if (auto repeat = dyn_cast<mt::RepeatOp>(op))
+        return add(cost, of(repeat.getCallee()), repeat.getCount());
+      if (auto call = dyn_cast<func::CallOp>(op))
+        return add(cost, of(call.getCallee()), 1);
+      if (auto contract = dyn_cast<mt::ContractOp>(op)) {
+        FunctionCost gemm;
+        gemm.gemms.push_back({contractFlops(contract), 1});
+        gemm.ops = 1;
+        if (!hasBatch(contract.getLhs().getType()) && !hasBatch(contract.getRhs().getType()))
+          gemm.unbatchedGemmFlops = contractFlops(contract);
+        add(cost, gemm, 1);
+        return;
+      }
+      if (movesNothing(op))
+        return;
+      ++cost.ops;
+      auto count = [&](Type type) {
+        cost.trafficBytes += tensorBytes(type);
+        if (hasBatch(type))
+          cost.batchTrafficBytes += tensorBytes(type);
+      };
+      for (Type type : op->getOperandTypes())
+        count(type);
+      for (Type type : op->getResultTypes())
+        count(type);
+    });
     llvm::sort(cost.gemms,
                [](const GemmCount &a, const GemmCount &b) { return a.flops < b.flops; });
-    return memo[name] = std::move(cost);
   }
 
 private:
@@ -100,4 +125,16 @@ std::map<std::string, FunctionCost> mtc::computeFunctionCosts(ModuleOp partition
       costs[name.str()] = coster.of(name);
   }
   return costs;
+}
+
+FunctionCost mtc::computeFunctionCost(ModuleOp partitioned, StringRef name) {
+  Coster coster(partitioned);
+  return coster.of(name);
+}
+
+FunctionCost mtc::computeOpCost(ModuleOp partitioned, Operation *op) {
+  Coster coster(partitioned);
+  FunctionCost cost;
+  coster.addWalk(cost, op);
+  return cost;
 }

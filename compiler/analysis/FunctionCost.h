@@ -40,10 +40,27 @@ struct FunctionCost {
   std::vector<GemmCount> gemms;
   int64_t trafficBytes = 0;
   int64_t ops = 0;
+  /// The part of trafficBytes in tensors with the micro-batch dimension (`batch`): what
+  /// grows with the micro-batch, the rest (parameters, their gradients) staying. Every matrix
+  /// product of a transformer's step has the dimension, so its FLOPs grow likewise; the
+  /// layout search (compiler/costmodel/LayoutSearch.h) scales a step compiled at one
+  /// micro-batch to another by these.
+  int64_t batchTrafficBytes = 0;
+  /// Matrix products without the micro-batch dimension (0 in the models of examples/): FLOPs
+  /// that do not grow with it.
+  int64_t unbatchedGemmFlops = 0;
 };
 
 /// The costs of `partitioned`'s functions the runtime calls, by name (absent ones left out).
 std::map<std::string, FunctionCost> computeFunctionCosts(mlir::ModuleOp partitioned);
+
+/// The cost of one call of `partitioned`'s function `name` (its calls and layer scans
+/// included); all zero when there is no such function.
+FunctionCost computeFunctionCost(mlir::ModuleOp partitioned, llvm::StringRef name);
+
+/// The cost of `op` (an op of one of `partitioned`'s functions) and the ops nested in it,
+/// the functions it calls and scans included.
+FunctionCost computeOpCost(mlir::ModuleOp partitioned, mlir::Operation *op);
 
 } // namespace mtc
 

@@ -225,8 +225,8 @@ mtc::costmodel::readFunctionProfiles(const rt::Plan &plan) {
   const json::Object *functions = predictions ? predictions->getObject("functions") : nullptr;
   if (!functions)
     return llvm::createStringError(
-        where + ": predictions.functions is missing: the plan was compiled without kernels or "
-                "by an mtc before the cost model (recompile it with --target=x86)");
+        where + ": predictions.functions is missing: the plan was compiled by an mtc before "
+                "the cost model (recompile it)");
   std::map<std::string, FunctionProfile> profiles;
   for (const auto &[name, value] : *functions) {
     llvm::Expected<FunctionProfile> profile =

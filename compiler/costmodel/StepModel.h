@@ -42,11 +42,17 @@ struct FunctionProfile {
     int64_t group = 1;
     double bytes = 0;
     int64_t count = 0;
+    /// The buffer grows with the micro-batch (the layout search's scaling; plan.json does
+    /// not record it).
+    bool batched = false;
   };
   std::vector<Gemm> gemms;
   double trafficBytes = 0;
   int64_t ops = 0;
   std::vector<Collective> collectives;
+  /// The part of trafficBytes that grows with the micro-batch (the layout search's
+  /// scaling; plan.json does not record it).
+  double batchTrafficBytes = 0;
 };
 
 /// Reads and checks `predictions.functions` of the plan's plan.json (the loader verified the

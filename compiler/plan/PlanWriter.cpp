@@ -561,7 +561,9 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
         return llvm::createStringError("the pipeline schedules cannot be built");
       manifestJson["pipeline"] = std::move(*pipeline);
     }
-    if (kernels) {
+    // Without a target (--target=none) the kernels carry only the partitioned step's
+    // predictions.
+    if (kernels && (kernels->x86SharedObject || kernels->cuda)) {
       json::Object targets;
       if (kernels->x86SharedObject)
         targets["x86_64"] =

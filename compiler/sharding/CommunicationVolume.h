@@ -37,6 +37,9 @@ struct CollectiveCall {
   int64_t bytes = 0;
   /// Calls per call of the function (a layer's collectives once per repeat).
   int64_t count = 0;
+  /// The buffer has the micro-batch dimension (`batch`): its bytes grow with the
+  /// micro-batch (the layout search scales a step compiled at one micro-batch by it).
+  bool batched = false;
 };
 
 /// Bytes one rank sends per call of each step function.
@@ -58,6 +61,13 @@ struct CollectiveBytes {
 /// The figures for `module`'s `forward_backward` and `optimizer_step` and its pipeline
 /// chunks' and stages' functions (0 where absent or not partitioned).
 CollectiveBytes predictCollectiveBytes(mlir::ModuleOp module);
+
+/// The collectives of one call of `module`'s function `name` (its calls and layer scans
+/// included), identical ones merged; empty when there is no such function.
+std::vector<CollectiveCall> predictFunctionCollectives(mlir::ModuleOp module, llvm::StringRef name);
+
+/// The collectives of `op` (an op of one of `module`'s functions) and the ops nested in it.
+std::vector<CollectiveCall> predictOpCollectives(mlir::ModuleOp module, mlir::Operation *op);
 
 } // namespace mtc::sharding
 

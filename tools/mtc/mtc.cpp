@@ -7,23 +7,25 @@
 //===----------------------------------------------------------------------===//
 
 #include "Calibrate.h"
+#include "Explore.h"
+#include "PartitionedCosts.h"
 #include "compiler/analysis/FunctionCost.h"
 #include "compiler/analysis/ModelStats.h"
 #include "compiler/analysis/SavedActivations.h"
-#include "compiler/costmodel/Cluster.h"
-#include "compiler/costmodel/StepModel.h"
-#include "compiler/costmodel/TraceWriter.h"
-#include "compiler/pipelines/Pipelines.h"
 #include "compiler/codegen/CPU/CPUCodegen.h"
 #include "compiler/codegen/CPU/Workspace.h"
 #include "compiler/codegen/GPU/GPUCodegen.h"
+#include "compiler/costmodel/Cluster.h"
+#include "compiler/costmodel/StepModel.h"
+#include "compiler/costmodel/TraceWriter.h"
 #include "compiler/pipeline/StageCut.h"
+#include "compiler/pipelines/Pipelines.h"
 #include "compiler/plan/CallingConvention.h"
 #include "compiler/plan/PipelinePlan.h"
 #include "compiler/plan/PlanWriter.h"
+#include "compiler/registration/Registration.h"
 #include "compiler/sharding/Layout.h"
 #include "compiler/sharding/Passes.h"
-#include "compiler/registration/Registration.h"
 #include "dialects/mt/Utils/Vocabulary.h"
 #include "frontend/BindingOverrides.h"
 #include "frontend/Diagnostics.h"
@@ -273,6 +275,47 @@ cl::opt<unsigned> lastStageLayers(
 cl::opt<bool> debugInfo("mlir-print-debuginfo",
                         cl::desc("Print source locations (file:line:col) on every op"),
                         cl::sub(compileCommand), cl::cat(compileCategory));
+
+cl::opt<bool> autoLayout(
+    "auto",
+    cl::desc("Search the parallel layout (as `parallel auto` in the model does with --cluster "
+             "and --gpus): compile the fastest that fits, saying why (docs/cost-model.md)"),
+    cl::sub(compileCommand), cl::cat(parallelCategory));
+cl::opt<std::string> autoCluster("cluster",
+                                 cl::desc("With --auto: the cluster (a preset or a cluster file)"),
+                                 cl::value_desc("preset|file.json"), cl::sub(compileCommand),
+                                 cl::cat(parallelCategory));
+cl::opt<int64_t> autoGpus("gpus", cl::desc("With --auto: the GPUs (ranks) to train on"),
+                          cl::value_desc("N"), cl::sub(compileCommand), cl::cat(parallelCategory));
+
+cl::SubCommand exploreCommand("explore",
+                              "Search the parallel layouts of a model on a cluster: the Pareto "
+                              "table of predicted step time and memory");
+cl::opt<std::string> exploreInput(cl::Positional, cl::desc("<model.mtl>"), cl::Required,
+                                  cl::sub(exploreCommand), cl::cat(compileCategory));
+cl::opt<std::string> exploreCluster("cluster",
+                                    cl::desc("The cluster: a preset (dgx-a100-80gb, dgx-h100, "
+                                             "host) or a cluster file"),
+                                    cl::value_desc("preset|file.json"), cl::Required,
+                                    cl::sub(exploreCommand), cl::cat(compileCategory));
+cl::opt<int64_t> exploreGpus("gpus", cl::desc("The GPUs (ranks) to train on"), cl::value_desc("N"),
+                             cl::Required, cl::sub(exploreCommand), cl::cat(compileCategory));
+cl::opt<int64_t> exploreRows("rows", cl::desc("Rows of the Pareto table (default 10)"),
+                             cl::value_desc("N"), cl::init(10), cl::sub(exploreCommand),
+                             cl::cat(compileCategory));
+cl::list<std::string> exploreDims("dim",
+                                  cl::desc("Set a dimension or model argument, as mtc compile's"),
+                                  cl::value_desc("NAME=N"), cl::sub(exploreCommand),
+                                  cl::cat(compileCategory));
+cl::opt<std::string> exploreEvaluate(
+    "evaluate",
+    cl::desc("Compose one layout instead of searching: 'tp=2,sp,pp=2,dp=4,vpp=1,mbs=1,"
+             "recompute=selective,zero=1' (every key optional)"),
+    cl::value_desc("layout"), cl::sub(exploreCommand), cl::cat(compileCategory));
+cl::opt<int64_t>
+    exploreGlobalBatch("global-batch",
+                       cl::desc("Sequences per step (default: the model's train { global_batch })"),
+                       cl::value_desc("N"), cl::sub(exploreCommand), cl::cat(compileCategory));
 
 std::string versionText() {
   return (Twine("mtc ") + MTC_VERSION + " (LLVM/MLIR " + LLVM_VERSION_STRING + ")").str();
@@ -897,9 +940,10 @@ LogicalResult applyPrecisionFlag(mtc::frontend::Module &ast) {
 }
 
 /// --dim NAME=N: the values set from the command line, in the AST before it is lowered.
-LogicalResult applyDimOverrides(mtc::frontend::Module &ast) {
+LogicalResult applyDimOverrides(mtc::frontend::Module &ast,
+                                const cl::list<std::string> &texts = dimOverrides) {
   std::vector<mtc::frontend::BindingOverride> overrides;
-  for (const std::string &text : dimOverrides) {
+  for (const std::string &text : texts) {
     Expected<mtc::frontend::BindingOverride> parsed = mtc::frontend::parseBindingOverride(text);
     if (!parsed)
       return flagError(toString(parsed.takeError()));
@@ -907,6 +951,121 @@ LogicalResult applyDimOverrides(mtc::frontend::Module &ast) {
   }
   if (Error error = mtc::frontend::applyBindingOverrides(ast, overrides))
     return flagError(toString(std::move(error)));
+  return success();
+}
+
+/// The model file parsed, with `dims` (--dim) applied; errors printed.
+std::unique_ptr<mtc::frontend::Module> parseModelFile(StringRef path, SourceMgr &sourceMgr,
+                                                      const cl::list<std::string> &dims) {
+  std::string errorMessage;
+  std::unique_ptr<MemoryBuffer> input = mlir::openInputFile(path, &errorMessage);
+  if (!input) {
+    WithColor::error(errs(), "mtc") << errorMessage << "\n";
+    return nullptr;
+  }
+  unsigned bufferId = sourceMgr.AddNewSourceBuffer(std::move(input), SMLoc());
+  mtc::frontend::Diagnostics diags(sourceMgr, bufferId);
+  std::unique_ptr<mtc::frontend::Module> ast =
+      mtc::frontend::parseModule(sourceMgr, bufferId, diags);
+  if (!ast || diags.numErrors() != 0 || failed(applyDimOverrides(*ast, dims)))
+    return nullptr;
+  return ast;
+}
+
+/// Runs `use` on `ast` lowered to `mt` in a context of its own.
+Error withModel(const mtc::frontend::Module &ast, SourceMgr &sourceMgr,
+                function_ref<Error(mlir::ModuleOp)> use) {
+  mlir::DialectRegistry registry;
+  mtc::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  mtc::frontend::Diagnostics diags(sourceMgr, sourceMgr.getMainFileID());
+  mlir::OwningOpRef<mlir::ModuleOp> model = mtc::frontend::lowerToMT(ast, context, diags);
+  if (!model)
+    return createStringError("the model does not compile");
+  return use(*model);
+}
+
+/// Runs the layout search (Explore.h) on `ast`; the report to stdout.
+Expected<mtc::AutoChoice> searchLayout(const mtc::frontend::Module &ast, SourceMgr &sourceMgr,
+                                       const mtc::SearchRequest &request, bool table) {
+  std::optional<mtc::AutoChoice> choice;
+  if (Error err = withModel(ast, sourceMgr, [&](mlir::ModuleOp model) -> Error {
+        Expected<mtc::AutoChoice> found = mtc::searchModel(model, request, table, outs());
+        if (!found)
+          return found.takeError();
+        choice = std::move(*found);
+        return Error::success();
+      }))
+    return std::move(err);
+  return std::move(*choice);
+}
+
+/// `mtc explore MODEL.mtl --cluster C --gpus N`: the Pareto table and the choice.
+int explore() {
+  SourceMgr sourceMgr;
+  std::unique_ptr<mtc::frontend::Module> ast = parseModelFile(exploreInput, sourceMgr, exploreDims);
+  if (!ast)
+    return 1;
+  if (exploreGlobalBatch.getNumOccurrences()) {
+    if (exploreGlobalBatch < 1) {
+      (void)flagError("--global-batch must be at least 1");
+      return 1;
+    }
+    mtc::setTrainSetting(*ast, "global_batch", exploreGlobalBatch);
+  }
+  if (exploreRows < 1) {
+    (void)flagError("--rows must be at least 1");
+    return 1;
+  }
+  mtc::SearchRequest request{exploreCluster, exploreGpus, exploreRows};
+  if (exploreEvaluate.getNumOccurrences()) {
+    Error err = withModel(*ast, sourceMgr, [&](mlir::ModuleOp model) {
+      return mtc::evaluateLayout(model, request, exploreEvaluate, outs());
+    });
+    if (err) {
+      (void)flagError(toString(std::move(err)));
+      return 1;
+    }
+    return 0;
+  }
+  Expected<mtc::AutoChoice> choice = searchLayout(*ast, sourceMgr, request, true);
+  if (!choice) {
+    (void)flagError(toString(choice.takeError()));
+    return 1;
+  }
+  return 0;
+}
+
+/// --auto (or `parallel auto` with --cluster and --gpus): the search's choice, its
+/// micro-batch set in `ast`; none without them.
+LogicalResult chooseAutoLayout(mtc::frontend::Module &ast, SourceMgr &sourceMgr,
+                               std::optional<mtc::AutoChoice> &choice) {
+  bool given = autoCluster.getNumOccurrences() || autoGpus.getNumOccurrences();
+  bool modelAuto = ast.parallel && ast.parallel->isAuto;
+  if (!autoLayout && !(modelAuto && given)) {
+    if (given)
+      return flagError("--cluster and --gpus are the search's (--auto, or `parallel auto` in "
+                       "the model)");
+    return success();
+  }
+  if (!autoCluster.getNumOccurrences() || !autoGpus.getNumOccurrences())
+    return flagError("--auto searches the layout for a cluster: give --cluster C and --gpus N");
+  if (tensorParallel.getNumOccurrences() || pipelineParallel.getNumOccurrences() ||
+      dataParallel.getNumOccurrences() || contextParallel.getNumOccurrences() ||
+      expertParallel.getNumOccurrences() || sequenceParallel.getNumOccurrences() ||
+      zeroStage.getNumOccurrences() || distributedOptimizer.getNumOccurrences() ||
+      virtualStagesFlag.getNumOccurrences() || scheduleFlag.getNumOccurrences() ||
+      recompute.getNumOccurrences())
+    return flagError("--auto chooses the layout: leave out --tp, --pp, --dp, --cp, --ep, --sp, "
+                     "--zero-stage, --schedule, --virtual-stages and --recompute");
+  Expected<mtc::AutoChoice> chosen =
+      searchLayout(ast, sourceMgr, {autoCluster, autoGpus, 10}, false);
+  if (!chosen)
+    return flagError(toString(chosen.takeError()));
+  mtc::setTrainSetting(ast, "micro_batch", chosen->layout.microBatch);
+  choice = std::move(*chosen);
   return success();
 }
 
@@ -926,6 +1085,9 @@ int compile() {
   if (!ast || diags.numErrors() != 0)
     return 1;
   if (failed(applyDimOverrides(*ast)) || failed(applyPrecisionFlag(*ast)))
+    return 1;
+  std::optional<mtc::AutoChoice> choice;
+  if (failed(chooseAutoLayout(*ast, sourceMgr, choice)))
     return 1;
 
   mlir::DialectRegistry registry;
@@ -950,6 +1112,8 @@ int compile() {
 
   if (failed(applyParallelFlags(*module)))
     return 1;
+  if (choice)
+    mtc::applyChoice(*module, *choice);
 
   FailureOr<mtc::ModelStats> stats = mtc::computeModelStats(*module);
   if (failed(stats))
@@ -992,6 +1156,12 @@ int compile() {
       if (failed(compiled))
         return 1;
       kernels = std::move(*compiled);
+    } else {
+      // No code: the partitioned step's predictions still (mtc simulate, the search).
+      FailureOr<mtc::PlanKernels> costs = mtc::partitionedCosts(*module);
+      if (failed(costs))
+        return 1;
+      kernels = std::move(*costs);
     }
     if (Error err = mtc::writePlan(*module, *stats, source, path, kernels ? &*kernels : nullptr)) {
       WithColor::error(errs(), "mtc") << toString(std::move(err)) << "\n";
@@ -1067,6 +1237,7 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(compileCategory, inspectCommand);
   cl::HideUnrelatedOptions(compileCategory, simulateCommand);
   cl::HideUnrelatedOptions(compileCategory, calibrateCommand);
+  cl::HideUnrelatedOptions(compileCategory, exploreCommand);
   cl::HideUnrelatedOptions({&compileCategory, &parallelCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -1079,7 +1250,8 @@ int main(int argc, char **argv) {
       "  mtc inspect model.plan                            verify a plan and describe it\n"
       "  mtc inspect model.plan --schedule [--svg F]       draw its pipeline schedule\n"
       "  mtc simulate model.plan --cluster C [--nodes N]   predict its step on a cluster\n"
-      "  mtc calibrate [--output host.json]                measure this host\n");
+      "  mtc calibrate [--output host.json]                measure this host\n"
+      "  mtc explore model.mtl --cluster C --gpus N        search the parallel layouts\n");
   if (compileCommand)
     return compile();
   if (inspectCommand)
@@ -1088,6 +1260,8 @@ int main(int argc, char **argv) {
     return simulate();
   if (calibrateCommand)
     return calibrate();
+  if (exploreCommand)
+    return explore();
   errs() << "mtc: no subcommand given; see 'mtc --help'\n";
   return 1;
 }

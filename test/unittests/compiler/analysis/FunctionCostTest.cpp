@@ -10,6 +10,7 @@
 #include "compiler/analysis/FunctionCost.h"
 #include "compiler/registration/Registration.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -68,6 +69,46 @@ TEST(FunctionCostTest, CountsProductsTrafficAndOps) {
   EXPECT_TRUE(optimizer.gemms.empty());
   EXPECT_EQ(optimizer.trafficBytes, 3 * 10 * 4);
   EXPECT_EQ(optimizer.ops, 1);
+}
+
+// A micro-batch dimension (`batch`) in some operands: the traffic that grows with it is
+// counted apart, a product without it as FLOPs that do not grow, and one op alone through
+// computeOpCost.
+constexpr llvm::StringLiteral kBatched = R"mlir(
+func.func @forward_backward(%x: !mt.tensor<[batch=2, h=8], f32>, %g: !mt.tensor<[h=8], f32>, %w: !mt.tensor<[h=8, f=4], f32>) -> !mt.tensor<[h=8], f32> {
+  %y = mt.mul %x, %x : !mt.tensor<[batch=2, h=8], f32>, !mt.tensor<[batch=2, h=8], f32> -> !mt.tensor<[batch=2, h=8], f32>
+  %a = mt.add %g, %g : !mt.tensor<[h=8], f32>, !mt.tensor<[h=8], f32> -> !mt.tensor<[h=8], f32>
+  %p = mt.contract %y, %w over [h] : !mt.tensor<[batch=2, h=8], f32>, !mt.tensor<[h=8, f=4], f32> -> !mt.tensor<[batch=2, f=4], f32>
+  %q = mt.contract %w, %w over [f] : !mt.tensor<[h=8, f=4], f32>, !mt.tensor<[h=8, f=4], f32> -> !mt.tensor<[h=8], f32>
+  return %a : !mt.tensor<[h=8], f32>
+}
+)mlir";
+
+TEST(FunctionCostTest, SeparatesWhatGrowsWithTheMicroBatch) {
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(kBatched, &context);
+  ASSERT_TRUE(module);
+  FunctionCost cost = computeFunctionCost(*module, "forward_backward");
+  // The mul: three [2, 8] f32 tensors, batched; the add: three [8] ones, not.
+  EXPECT_EQ(cost.trafficBytes, 3 * 2 * 8 * 4 + 3 * 8 * 4);
+  EXPECT_EQ(cost.batchTrafficBytes, 3 * 2 * 8 * 4);
+  // [h, f] x [h, f] over f: 2 x 8 x 4 FLOPs without the batch.
+  EXPECT_EQ(cost.unbatchedGemmFlops, 2 * 8 * 4);
+  EXPECT_EQ(cost.ops, 4);
+  // The mul alone.
+  mlir::Operation *mul = &module->lookupSymbol<mlir::func::FuncOp>("forward_backward")
+                              .getBody()
+                              .front()
+                              .front();
+  FunctionCost one = computeOpCost(*module, mul);
+  EXPECT_EQ(one.trafficBytes, 3 * 2 * 8 * 4);
+  EXPECT_EQ(one.batchTrafficBytes, one.trafficBytes);
+  EXPECT_EQ(one.ops, 1);
+  // No such function: nothing.
+  EXPECT_EQ(computeFunctionCost(*module, "absent").ops, 0);
 }
 
 } // namespace

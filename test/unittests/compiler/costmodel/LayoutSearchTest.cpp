@@ -1,0 +1,237 @@
+//===- LayoutSearchTest.cpp - composing layouts over per-layer costs ------===//
+
+#include "compiler/costmodel/LayoutSearch.h"
+
+#include "compiler/costmodel/CollectiveModel.h"
+#include "compiler/costmodel/ScheduleSimulation.h"
+
+#include "gtest/gtest.h"
+
+using namespace mtc::costmodel;
+
+namespace {
+
+/// A cluster whose numbers make times easy to follow: 1 TFLOP/s at full GEMM efficiency,
+/// 1 TB/s memory, no kernel overhead, 8 devices of 1 GB per node.
+Cluster plainCluster() {
+  Cluster c;
+  c.name = "plain";
+  c.deviceName = "test device";
+  c.devicesPerNode = 8;
+  c.memoryBytes = int64_t(1) << 30;
+  c.peakFlops = {{"f32", 1e12}};
+  c.gemmEfficiency = {{1, 1.0}};
+  c.memoryBandwidth = 1e12;
+  c.kernelOverhead = 0;
+  c.intraNode = {100e9, 1e-6};
+  c.interNode = {10e9, 5e-6};
+  return c;
+}
+
+/// 8 layers of one 1 GFLOP GEMM each (forward and backward together) and 1 MB of batched
+/// traffic; an embedding of 1 MB of traffic and a head of one 2 GFLOP GEMM.
+LayerCosts plainCosts(int64_t microBatch = 1, double factor = 1) {
+  LayerCosts c;
+  c.layout = {1, 1, 1, false, "none"};
+  c.meshSize = 1;
+  c.microBatch = microBatch;
+  c.layers = 8;
+  c.layer.gemms = {{1e9 * factor, 1}};
+  c.layer.trafficBytes = 1e6 * factor + 1e5; // 1e5 bytes of parameter traffic stay
+  c.layer.batchTrafficBytes = 1e6 * factor;
+  c.first.trafficBytes = 1e6 * factor;
+  c.first.batchTrafficBytes = 1e6 * factor;
+  c.last.gemms = {{2e9 * factor, 1}};
+  c.optimizer.trafficBytes = 8e6;
+  c.layerParamBytes = 1e6;
+  c.restParamBytes = 2e6;
+  c.paramTensors = 20;
+  c.stateRatio = 2;
+  c.layerSavedBytes = 4e6 * factor;
+  c.largestValueBytes = 1e6 * factor;
+  c.tokenBytes = 1e3 * factor;
+  c.activationBytes = 0;
+  return c;
+}
+
+SearchOptions plainOptions(int64_t gpus, int64_t globalBatch) {
+  SearchOptions o;
+  o.gpus = gpus;
+  o.globalBatch = globalBatch;
+  o.seq = 128;
+  o.modelFlopsPerToken = 1e6;
+  return o;
+}
+
+Candidate compose(const LayerCosts &costs, Layout layout, const SearchOptions &options,
+                  const Cluster &cluster = plainCluster()) {
+  llvm::Expected<Candidate> c = composeLayout(costs, layout, cluster, options);
+  if (!c) {
+    ADD_FAILURE() << llvm::toString(c.takeError());
+    return {};
+  }
+  return *c;
+}
+
+// Tests that one stage without data parallelism is its micro-batches' forward_backward (the
+// embedding, every layer, the head) and the optimizer step, as `mtc simulate` sums them.
+TEST(LayoutSearch, OneStageIsTheSumOfItsParts) {
+  LayerCosts costs = plainCosts();
+  Layout layout;
+  layout.schedule = "none";
+  Candidate c = compose(costs, layout, plainOptions(1, 4));
+  double microBatch = 1e-6 /*embedding*/ + 8 * (1e-3 + 1.1e-6) /*layers*/ + 2e-3 /*head*/;
+  EXPECT_EQ(c.microBatchesPerRank, 4);
+  EXPECT_NEAR(c.stepSeconds, 4 * microBatch + 8e-6 /*optimizer*/, 1e-12);
+  EXPECT_NEAR(c.bubbleSeconds, 0, 1e-12);
+  EXPECT_NEAR(c.mfu, 4 * 128 * 1e6 / c.stepSeconds / 1e12, 1e-12);
+}
+
+// Tests that a step compiled at one micro-batch and scaled to another equals the step
+// compiled at the other: matrix products and batched bytes grow, parameter bytes stay.
+TEST(LayoutSearch, MicroBatchScalingMatchesACompiledMicroBatch) {
+  SearchOptions options = plainOptions(1, 8);
+  Layout layout;
+  layout.schedule = "none";
+  layout.microBatch = 4;
+  Candidate scaled = compose(plainCosts(1, 1), layout, options);
+  Candidate compiled = compose(plainCosts(4, 4), layout, options);
+  EXPECT_NEAR(scaled.stepSeconds, compiled.stepSeconds, 1e-12);
+  EXPECT_NEAR(scaled.memoryBytes, compiled.memoryBytes, 1e-3);
+}
+
+// Tests that 1F1B over equal stages composes to the schedule simulation's (m + p - 1)
+// stage times, plus one message each way per stage boundary.
+TEST(LayoutSearch, OneFOneBMatchesTheScheduleSimulation) {
+  LayerCosts costs = plainCosts();
+  costs.first = {};
+  costs.last = {};
+  costs.restParamBytes = 0;
+  const int64_t p = 4, m = 8;
+  Layout layout;
+  layout.pp = p;
+  layout.schedule = "1f1b";
+  Candidate c = compose(costs, layout, plainOptions(p, m));
+  ASSERT_EQ(c.chunkLayers, (std::vector<int64_t>{2, 2, 2, 2}));
+  double stage = 2 * (1e-3 + 1.1e-6); // two layers, forward and backward
+  // The simulation of the same stages with free messages.
+  std::vector<std::vector<SimTask>> stages(p);
+  auto key = [](const char *k, int64_t s, int64_t i) {
+    return std::string(k) + std::to_string(s) + "." + std::to_string(i);
+  };
+  for (int64_t s = 0; s < p; ++s) {
+    auto f = [&](int64_t i) {
+      if (s > 0)
+        stages[s].push_back({SimTask::Kind::Receive, "ra", 0, key("a", s - 1, i), 0});
+      stages[s].push_back({SimTask::Kind::Compute, "F", stage / 3, "", 0});
+      if (s + 1 < p)
+        stages[s].push_back({SimTask::Kind::Send, "sa", 0, key("a", s, i), 0});
+    };
+    auto b = [&](int64_t i) {
+      if (s + 1 < p)
+        stages[s].push_back({SimTask::Kind::Receive, "rg", 0, key("g", s + 1, i), 0});
+      stages[s].push_back({SimTask::Kind::Compute, "B", 2 * stage / 3, "", 0});
+      if (s > 0)
+        stages[s].push_back({SimTask::Kind::Send, "sg", 0, key("g", s, i), 0});
+    };
+    int64_t warmup = std::min(m, p - s - 1), nf = 0, nb = 0;
+    for (; nf < warmup; ++nf)
+      f(nf);
+    for (; nf < m; ++nf, ++nb) {
+      f(nf);
+      b(nb);
+    }
+    for (; nb < m; ++nb)
+      b(nb);
+  }
+  llvm::Expected<SimResult> sim = simulateStages(stages);
+  ASSERT_TRUE(static_cast<bool>(sim));
+  double messages = 2 * (p - 1) * pointToPointTime(plainCluster(), 0, /*sameNode=*/true);
+  double optimizer = 8e6 / 4 / 1e12 + 0; // a quarter of the parameters per stage
+  EXPECT_NEAR(sim->stepSeconds, (m + p - 1) * stage, 1e-9);
+  EXPECT_NEAR(c.stepSeconds,
+              sim->stepSeconds + messages + optimizer +
+                  // the pipeline's all-reduce of the squared norm
+                  collectiveTime(plainCluster(), CollectiveKind::AllReduce, 16, placeGroup(p, 1, 8))
+                      .seconds,
+              1e-9);
+}
+
+// Tests that the stage cut is balanced by the cost model: a heavy head leaves the last
+// stage fewer layers.
+TEST(LayoutSearch, StageCutBalancesTheHead) {
+  LayerCosts costs = plainCosts();
+  costs.last.gemms = {{4e9, 1}}; // four layers' worth
+  Layout layout;
+  layout.pp = 2;
+  Candidate c = compose(costs, layout, plainOptions(2, 4));
+  ASSERT_EQ(c.chunkLayers.size(), 2u);
+  EXPECT_EQ(c.chunkLayers[0] + c.chunkLayers[1], 8);
+  EXPECT_EQ(c.chunkLayers[1], 2); // 2 layers + the head = 6 layer times; 6 layers before
+}
+
+// Tests the errors of layouts that cannot run.
+TEST(LayoutSearch, RefusesLayoutsThatCannotRun) {
+  LayerCosts costs = plainCosts();
+  SearchOptions options = plainOptions(4, 6);
+  Layout layout;
+  layout.dp = 4; // 6 sequences over 4 ranks
+  llvm::Expected<Candidate> c = composeLayout(costs, layout, plainCluster(), options);
+  ASSERT_FALSE(static_cast<bool>(c));
+  EXPECT_NE(llvm::toString(c.takeError()).find("does not share"), std::string::npos);
+  layout.dp = 2; // 2 ranks of a 4-rank job
+  c = composeLayout(costs, layout, plainCluster(), options);
+  ASSERT_FALSE(static_cast<bool>(c));
+  EXPECT_NE(llvm::toString(c.takeError()).find("is not 4 ranks"), std::string::npos);
+  layout = {};
+  layout.dp = 4;
+  layout.microBatch = 2; // a step whose products do not all grow with the micro-batch
+  LayerCosts fixed = costs;
+  fixed.scalesWithMicroBatch = false;
+  options.globalBatch = 8;
+  c = composeLayout(fixed, layout, plainCluster(), options);
+  ASSERT_FALSE(static_cast<bool>(c));
+  EXPECT_NE(llvm::toString(c.takeError()).find("compiled micro-batch (1) only"), std::string::npos);
+  layout = {};
+  layout.pp = 2;
+  layout.dp = 2;
+  layout.zeroStage = 2;
+  c = composeLayout(costs, layout, plainCluster(), options);
+  ASSERT_FALSE(static_cast<bool>(c));
+  EXPECT_NE(llvm::toString(c.takeError()).find("ZeRO-2"), std::string::npos);
+}
+
+// Tests the search's order: every fitting layout fastest first, the Pareto front fastest
+// first with memory strictly falling, and nothing that fits is dominated on the front.
+TEST(LayoutSearch, ParetoFrontIsOrdered) {
+  std::vector<LayerCosts> all = {plainCosts()};
+  SearchResult result = searchLayouts(all, plainCluster(), plainOptions(8, 64));
+  ASSERT_FALSE(result.fitting.empty());
+  for (size_t i = 1; i < result.fitting.size(); ++i)
+    EXPECT_LE(result.fitting[i - 1].stepSeconds, result.fitting[i].stepSeconds);
+  std::vector<Candidate> front = result.pareto();
+  ASSERT_FALSE(front.empty());
+  EXPECT_EQ(front.front().stepSeconds, result.fitting.front().stepSeconds);
+  for (size_t i = 1; i < front.size(); ++i) {
+    EXPECT_LT(front[i - 1].stepSeconds, front[i].stepSeconds + 1e-15);
+    EXPECT_GT(front[i - 1].memoryBytes, front[i].memoryBytes);
+  }
+  for (const Candidate &c : result.fitting)
+    for (const Candidate &f : front)
+      EXPECT_FALSE(c.stepSeconds < f.stepSeconds && c.memoryBytes < f.memoryBytes);
+}
+
+// Tests that memory prunes first: on devices too small for any layout nothing fits, and the
+// search names the smallest layout and what it needs.
+TEST(LayoutSearch, NothingFitsOnTinyDevices) {
+  Cluster tiny = plainCluster();
+  tiny.memoryBytes = 1000;
+  std::vector<LayerCosts> all = {plainCosts()};
+  SearchResult result = searchLayouts(all, tiny, plainOptions(8, 64));
+  EXPECT_TRUE(result.fitting.empty());
+  EXPECT_GT(result.prunedByMemory, 0);
+  ASSERT_TRUE(result.smallest.has_value());
+  EXPECT_GT(result.smallest->memoryBytes, 1000);
+}
+
+} // namespace
