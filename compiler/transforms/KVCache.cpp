@@ -72,6 +72,14 @@ bool isSingleRank(ModuleOp module) {
   return true;
 }
 
+/// Whether `module` trains in fp32: the runtime's cache holds f32 keys and values, and a
+/// bf16 cache would also need its positions compared in f32; mixed-precision plans generate
+/// through the window path.
+bool isFullPrecision(ModuleOp module) {
+  mt::TrainAttr train = mt::TrainAttr::lookup(module);
+  return !train || train.getPrecisionOrDefault() == mt::Precision::FP32;
+}
+
 template <typename OpT> SmallVector<OpT> opsOf(func::FuncOp func) {
   SmallVector<OpT> ops;
   func.walk([&](OpT op) { ops.push_back(op); });
@@ -460,7 +468,7 @@ struct KVCachePass : transforms::impl::MTKVCachePassBase<KVCachePass> {
     SymbolTable symbols(module);
     auto logits = symbols.lookup<func::FuncOp>(kLogitsBuffer);
     if (!logits || symbols.lookup("prefill") || symbols.lookup("decode_step") ||
-        !isSingleRank(module))
+        !isSingleRank(module) || !isFullPrecision(module))
       return;
     std::optional<CachedModel> model = analyse(module, logits);
     if (!model)

@@ -129,7 +129,8 @@ def MTKVCachePass : Pass<"mt-kv-cache", "::mlir::ModuleOp"> {
     Left alone (no function added; generation uses `logits`, the window path): a module
     without `logits` or with `prefill` / `decode_step` already; a parallel module (a
     `mt.parallel` degree above 1, the distributed optimizer, a ZeRO stage, a searched
-    strategy: the functions would not be partitioned); a `logits` whose body is not one
+    strategy: the functions would not be partitioned); a mixed-precision module (`precision`
+    other than fp32: the runtime's cache is f32); a `logits` whose body is not one
     block with exactly one `mt.repeat` carrying all its operands and no attention or call of
     its own; a layer with nested repeats or calls, or not exactly one attention, or one that
     is not causal or saves its log-sum-exp.

@@ -168,3 +168,25 @@ module {
     return %l : !mt.tensor<[batch=2, seq=4, vocab=5], f32>
   }
 }
+
+// -----
+
+// Tests that a mixed-precision module (train precision bf16) gets no cached functions: the
+// runtime's cache is f32, so bf16 plans generate through the window path.
+// CHECK-LABEL: module @mixed
+// CHECK-NOT: func.func @prefill
+// CHECK-NOT: func.func @decode_step
+module @mixed attributes {mt.train = #mt.train<precision = bf16>} {
+  mt.param @wte : !mt.tensor<[vocab=5, heads=2, head_dim=2], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+  func.func @logits(%tokens: !mt.tensor<[batch=2, seq=4], i32>) -> (!mt.tensor<[batch=2, seq=4, vocab=5], f32> {mt.buffer = "logits"}) {
+    %w = mt.param_ref @wte : <[vocab=5, heads=2, head_dim=2], f32>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, heads=2, head_dim=2], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %z = mt.repeat @block(%x) count 2 : (!mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %l = mt.contract %z, %w over [heads, head_dim] : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[vocab=5, heads=2, head_dim=2], f32> -> <[batch=2, seq=4, vocab=5], f32>
+    return %l : !mt.tensor<[batch=2, seq=4, vocab=5], f32>
+  }
+}
