@@ -327,7 +327,9 @@ void MLIRGenImpl::lowerParam(const ParamDecl &param, llvm::StringRef layer) {
   if (!declareSymbol(symbol, param.nameRange, "parameter"))
     return;
   paramLayers[symbol] = layer.str();
-  std::optional<mt::NamedTensorType> type = tensorType(param.sig, floatType);
+  std::optional<mt::NamedTensorType> type = tensorType(param.sig, parameterType);
+  if (param.sig.elementType.empty())
+    masterParams.insert(symbol);
   if (type && !isa<FloatType>(type->getElementType())) {
     diags.error(param.sig.elementTypeRange, "parameters must have a floating-point type");
     failedParams.insert(symbol);
@@ -638,6 +640,11 @@ Val MLIRGenImpl::evalName(const Expr &expr) {
       lastParamRef = op;
       ref = op;
     }
+    // Mixed precision: the master weight is read in the training precision, cast at each
+    // use, so that autodiff takes each use's gradient back to f32 through its own cast: the
+    // gradients of a parameter read twice (a tied embedding) are summed in f32.
+    if (masterParams.contains(symbol) && parameterType != floatType)
+      return Val::of(castTo(ref, floatType, expr.range));
     return Val::of(ref);
   }
   if (auto it = modelArgs.find(expr.name); it != modelArgs.end())
@@ -787,6 +794,7 @@ OwningOpRef<ModuleOp> MLIRGenImpl::lower(const Module &ast) {
 
   TrainSettings train = lowerTrainBlock(ast.train ? &*ast.train : nullptr, context, diags);
   floatType = elementTypeFor(context, train.precision);
+  parameterType = builder.getF32Type();
   lowerDims(ast, model, train);
 
   module = ModuleOp::create(loc(model.range), model.name);

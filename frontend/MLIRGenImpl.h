@@ -219,7 +219,11 @@ private:
   OpBuilder builder;
   ModuleOp module;
 
+  /// The element type of activations: the training precision (f32, bf16 or f16).
   Type floatType;
+  /// The element type parameters are declared in: f32 whatever the precision (the master
+  /// weights mixed precision updates), read as `floatType` through a cast at each use.
+  Type parameterType;
   llvm::StringMap<int64_t> dims;
   /// While `dims {}` is evaluated: the entries not defined yet, and those that failed (whose
   /// uses are not reported again).
@@ -230,6 +234,9 @@ private:
   llvm::StringSet<> integerModelArgs;
   /// Parameter symbols: `name` for model params, `layer.name` for layer params.
   llvm::StringMap<mt::ParamOp> params;
+  /// Params declared without an element type: kept in `parameterType` and computed with in
+  /// `floatType`.
+  llvm::StringSet<> masterParams;
   /// Params whose declaration failed (and was reported): their uses are not reported again.
   llvm::StringSet<> failedParams;
   /// The layer ("" for the model) of every parameter symbol declared, failed ones included.

@@ -275,6 +275,11 @@ FailureOr<LayerGradients> AutodiffPass::differentiateLayer(func::FuncOp layer,
   auto recomputed = [&](Operation *op) {
     if (isa<mt::ParamRefOp, mt::ConstantOp, mt::IotaOp>(op))
       return true;
+    // Mixed precision's read of a parameter (the cast of its f32 master weight) is redone
+    // in the backward like the read itself: saving it would keep a bf16 copy of the layer's
+    // weights per instance and per micro-batch in flight.
+    if (auto cast = dyn_cast<mt::CastOp>(op); cast && cast.getInput().getDefiningOp<mt::ParamRefOp>())
+      return true;
     return policy == Recompute::Full ||
            (policy == Recompute::Selective && isa<mt::AttentionOp>(op));
   };

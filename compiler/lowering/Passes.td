@@ -40,6 +40,11 @@ def MTDecomposePass : Pass<"mt-decompose", "::mlir::ModuleOp"> {
     New dimension names are fresh: they clash with no dimension of the rewritten op's
     operands, and a name that already exists in the module is reused only with its size.
 
+    An op reading or producing bf16 or f16 tensors is decomposed in f32: its low-precision
+    operands are cast to f32 and its results cast back, so that mixed precision computes
+    the statistics, sums and products of these ops in f32 (the tensors between kernels stay
+    in the low type).
+
     Under ring attention (the module's `mt.parallel` has `cp` above 1 and `cp_comm_type =
     p2p`) `mt.attention` and `mt.attention_grad` stay whole: their partition rule builds
     the block steps of the ring from the same pieces (`mtp-partition`).

@@ -114,8 +114,29 @@ public:
       mapping.map(def->getResults(), clone->getResults());
       return mapping.lookup(value);
     }
+    // A parameter read in the mixed precision (the cast of its f32 master weight) is
+    // recomputed by each function that reads it, as the parameter itself is passed: a
+    // tied embedding's bf16 copy is no activation between the first and last chunks.
+    if (auto cast = dyn_cast<mt::CastOp>(def);
+        cast && isParameter(cast.getInput()) && !isStacked(cast.getInput().getType())) {
+      Value input = lookup(cast.getInput());
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPointAfterValue(input);
+      Operation *clone = builder.clone(*def, mapping);
+      mapping.map(value, clone->getResult(0));
+      return clone->getResult(0);
+    }
     externals.insert(value);
     return addArgument(value, "residual");
+  }
+
+  /// Whether `value` is one of the step's parameter arguments.
+  bool isParameter(Value value) {
+    auto arg = dyn_cast<BlockArgument>(value);
+    if (!arg || arg.getOwner() != &step.getBody().front())
+      return false;
+    DictionaryAttr given = step.getArgAttrDict(arg.getArgNumber());
+    return given && given.get(transforms::kParamAttrName);
   }
 
   SmallVector<Value> lookupAll(ArrayRef<Value> values) {

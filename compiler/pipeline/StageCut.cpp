@@ -83,6 +83,15 @@ int64_t bytesOf(Type type) {
          std::max<int64_t>(1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
 }
 
+/// The parameter `value` is a read of: its `mt.param_ref`, or under mixed precision the
+/// cast of one to the training precision (one cast may serve the embedding and the head of
+/// a tied embedding); null otherwise.
+mt::ParamRefOp parameterRead(Value value) {
+  if (auto cast = value.getDefiningOp<mt::CastOp>())
+    value = cast.getInput();
+  return value.getDefiningOp<mt::ParamRefOp>();
+}
+
 /// The cost of `ops` (of one function): the parameters they read (once per symbol, the
 /// `mt.param_ref` wherever it is), the FLOPs and the values they compute.
 ChunkCost costOf(ArrayRef<Operation *> ops, FlopCounter &flops, ModuleOp module) {
@@ -91,8 +100,7 @@ ChunkCost costOf(ArrayRef<Operation *> ops, FlopCounter &flops, ModuleOp module)
   for (Operation *op : ops) {
     cost.flops += flops.count(op);
     for (Value operand : op->getOperands())
-      if (auto ref = operand.getDefiningOp<mt::ParamRefOp>();
-          ref && params.insert(ref.getParam()).second)
+      if (mt::ParamRefOp ref = parameterRead(operand); ref && params.insert(ref.getParam()).second)
         if (auto param = module.lookupSymbol<mt::ParamOp>(ref.getParam()))
           cost.paramBytes += bytesOf(param.getTensorType());
     if (isa<mt::ParamRefOp, mt::ConstantOp, mt::IotaOp, mt::RepeatOp>(op))
@@ -213,7 +221,7 @@ FailureOr<StageCut> pipeline::computeStageCut(ModuleOp module) {
     llvm::StringSet<> params;
     for (Operation *op : ops)
       for (Value operand : op->getOperands())
-        if (auto ref = operand.getDefiningOp<mt::ParamRefOp>())
+        if (mt::ParamRefOp ref = parameterRead(operand))
           params.insert(ref.getParam());
     return params;
   };

@@ -74,6 +74,11 @@ struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
     auto ret = cast<func::ReturnOp>(logits.getBody().front().getTerminator());
     OpBuilder b(ret);
     Value result = inTokenOrder(b, loss.getLogits(), logits.getArgument(0), loss.getDim());
+    // Sampling reads f32: mixed-precision logits are widened, the values the loss reads.
+    auto resultType = cast<NamedTensorType>(result.getType());
+    if (!resultType.getElementType().isF32())
+      result = mt::CastOp::create(b, result.getLoc(),
+                                  resultType.withElementType(b.getF32Type()), result);
     ret->setOperands(result);
     // The loss and whatever fed only the loss (an auxiliary loss) go; the labels with them.
     IRRewriter rewriter(b);

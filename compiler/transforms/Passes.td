@@ -80,8 +80,9 @@ def MTLogitsPass : Pass<"mt-logits", "::mlir::ModuleOp"> {
     `mt.cross_entropy` instead of the loss, with the result attribute
     `mt.buffer = "logits"` (the plan's buffer kind). The logits keep the batch and sequence
     dimensions of the tokens, in their order, followed by the class dimension (an
-    `mt.transpose` puts them in that order where the model computed them otherwise); their
-    element type is the model's. What only the loss needed (the cross-entropy, an auxiliary
+    `mt.transpose` puts them in that order where the model computed them otherwise); they
+    are f32 (an `mt.cast` widens the logits of a bf16 or f16 model, which is what the
+    loss reads too). What only the loss needed (the cross-entropy, an auxiliary
     loss) is erased.
 
     The function has `forward`'s evaluation semantics: its dropouts are those of `forward`,

@@ -79,8 +79,12 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
   case BufferKind::Activation:
   case BufferKind::ActivationGrad:
     // Values passed between chunks (and stages): the producer's dims are the consumer's by
-    // construction; only their type is checked.
-    break;
+    // construction; the runtime holds and sends their bytes, f32 or, under mixed precision,
+    // bf16 or f16.
+    if (b.dtype != PlanDType::F32 && b.dtype != PlanDType::BF16 && b.dtype != PlanDType::F16)
+      return makeError(where, ": ", bufferKindName(b.kind), " '", b.name, "' is ",
+                       planDTypeName(b.dtype), "; activations must be f32, bf16 or f16");
+    return Error::success();
   case BufferKind::ExpertLoad:
     // Counts of tokens, not model values: i64 rows of expert counts.
     if (b.dtype != PlanDType::I64 || b.dims.size() != 2)
@@ -101,10 +105,12 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
                        formatDims(b.dims));
     break;
   }
+  // Mixed precision keeps the model state in f32 (master parameters, gradients, optimizer
+  // state) and the scalars of the step; only what flows between chunks may be narrower.
   if (b.dtype != PlanDType::F32)
     return makeError(where, ": ", bufferKindName(b.kind), " '", b.name, "' is ",
-                     planDTypeName(b.dtype),
-                     "; this runtime trains f32 models only (mixed precision is not supported yet)");
+                     planDTypeName(b.dtype), "; parameters, gradients, optimizer states, the "
+                     "loss, the logits and the step's scalars must be f32");
   return Error::success();
 }
 

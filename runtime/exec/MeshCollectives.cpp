@@ -18,10 +18,9 @@ namespace mtc::rt {
 namespace {
 
 /// The element types compiled kernels communicate: floating-point activations and
-/// gradients, and integer token ids and routing indices.
-bool isKernelDtype(int64_t dtype) {
-  return dtype == MTC_F32 || dtype == MTC_F64 || dtype == MTC_I32 || dtype == MTC_I64;
-}
+/// gradients (bf16 and f16 ones under mixed precision), and integer token ids and routing
+/// indices.
+bool isKernelDtype(int64_t dtype) { return isElementType(dtype); }
 
 size_t elementSize(int64_t dtype) {
   return isKernelDtype(dtype) ? rt::elementSize(static_cast<MtcElementType>(dtype)) : 0;
@@ -30,23 +29,6 @@ size_t elementSize(int64_t dtype) {
 std::string_view dtypeName(int64_t dtype) {
   return isKernelDtype(dtype) ? elementTypeName(static_cast<MtcElementType>(dtype))
                               : "an unknown dtype";
-}
-
-/// The reduction in coordinate order of `size` blocks of `count` elements (a NaN wins).
-template <class T> void maxOfBlocks(const T *blocks, int64_t size, int64_t count, T *out) {
-  for (int64_t i = 0; i < count; ++i) {
-    T m = blocks[i];
-    for (int64_t c = 1; c < size; ++c) {
-      T v = blocks[c * count + i];
-      if constexpr (std::is_floating_point_v<T>) {
-        if (v > m || std::isnan(v))
-          m = std::isnan(m) ? m : v;
-      } else if (v > m) {
-        m = v;
-      }
-    }
-    out[i] = m;
-  }
 }
 
 /// One call of a collective: checks its arguments against the kernel call's mesh, runs the
@@ -70,7 +52,7 @@ public:
       return nullptr;
     }
     if (!isKernelDtype(dtype_)) {
-      fail(concat("unknown dtype ", dtype_, " (0 = f32, 1 = f64, 4 = i32, 5 = i64)"));
+      fail(concat("unknown dtype ", dtype_, " (0 = f32, 1 = f64, 2 = bf16, 3 = f16, 4 = i32, 5 = i64)"));
       return nullptr;
     }
     if (count_ < 0) {
@@ -158,28 +140,16 @@ Error allReduce(const MeshAxisGroup &g, int64_t dtype, int64_t op, const void *i
       return Error::success();
     return g.comm->allReduce(out, n, elementTypeOf(dtype), MTC_SUM);
   }
-  // max: every rank gathers every value and reduces them in the same order.
-  std::vector<double> gathered(n * size_t(g.size)); // room for f64, aligned for it
+  // max: every rank gathers every value and reduces them in coordinate order (a NaN wins),
+  // so every rank holds the same bits.
+  size_t bytes = n * elementSize(dtype);
+  std::vector<std::byte> gathered(bytes * size_t(g.size));
   if (Error err = g.comm->allGather(in, gathered.data(), n, elementTypeOf(dtype)); !err.ok())
     return err;
-  auto maxAs = [&](auto *typed) {
-    using T = std::remove_pointer_t<decltype(typed)>;
-    maxOfBlocks(reinterpret_cast<const T *>(gathered.data()), g.size, count, typed);
-  };
-  switch (dtype) {
-  case MTC_F32:
-    maxAs(static_cast<float *>(out));
-    break;
-  case MTC_F64:
-    maxAs(static_cast<double *>(out));
-    break;
-  case MTC_I32:
-    maxAs(static_cast<int32_t *>(out));
-    break;
-  default:
-    maxAs(static_cast<int64_t *>(out));
-    break;
-  }
+  ReduceFunction reduce = reduceFunction(elementTypeOf(dtype), MTC_MAX);
+  std::memcpy(out, gathered.data(), bytes);
+  for (int64_t c = 1; c < g.size; ++c)
+    reduce(out, out, gathered.data() + size_t(c) * bytes, n);
   return Error::success();
 }
 

@@ -9,6 +9,7 @@
 #include "Calibrate.h"
 #include "compiler/analysis/FunctionCost.h"
 #include "compiler/analysis/ModelStats.h"
+#include "compiler/analysis/SavedActivations.h"
 #include "compiler/costmodel/Cluster.h"
 #include "compiler/costmodel/StepModel.h"
 #include "compiler/costmodel/TraceWriter.h"
@@ -129,12 +130,29 @@ cl::list<std::string> dimOverrides(
              "(repeatable; e.g. --dim vocab=50257 for a tokenizer's vocabulary, --dim layers=4)"),
     cl::value_desc("NAME=N"), cl::sub(compileCommand), cl::cat(compileCategory));
 
+cl::opt<bool> bf16Flag("bf16",
+                       cl::desc("Train in bf16 mixed precision (Megatron's --bf16): f32 master "
+                                "weights, gradients and optimizer state, bf16 activations; "
+                                "overrides train { precision }"),
+                       cl::sub(compileCommand), cl::cat(compileCategory));
+cl::opt<bool> fp16Flag("fp16",
+                       cl::desc("Train in fp16 mixed precision (Megatron's --fp16); not "
+                                "trainable yet (no loss scaling): only with --target=none or "
+                                "--emit"),
+                       cl::sub(compileCommand), cl::cat(compileCategory));
+
 cl::opt<bool> printStats("stats",
                          cl::desc("Print parameter counts per tensor and in total, FLOPs per "
                                   "token and the memory per rank, instead of the IR (with "
                                   "--target=x86, the peak memory, compiling the step to "
                                   "buffers but not to machine code)"),
                          cl::sub(compileCommand), cl::cat(compileCategory));
+
+cl::opt<bool> printSavedActivations(
+    "saved-activations",
+    cl::desc("With --stats, also list what one instance of each layer keeps for its backward "
+             "on one rank (after partitioning, under the recompute policy), tensor by tensor"),
+    cl::sub(compileCommand), cl::cat(compileCategory));
 
 cl::OptionCategory parallelCategory("Parallelism (override the model's parallel {} block)");
 
@@ -827,23 +845,51 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   return success();
 }
 
-/// mtrun trains f32 models only (mixed precision has not landed). A plan with the compiled
-/// step of another precision would take its full compile time and then be refused by mtrun,
-/// so it is refused here, at the `precision` setting, before anything is compiled.
+/// fp16 needs loss scaling, which has not landed (its gradients underflow without it). A plan
+/// with an fp16 step would take its full compile time and then train badly, so it is refused
+/// here, at the `precision` setting, before anything is compiled.
 LogicalResult checkTrainablePrecision(const mtc::frontend::Module &ast,
                                       mtc::frontend::Diagnostics &diags) {
   if (!ast.train)
     return success();
   for (const mtc::frontend::ConfigEntry &entry : ast.train->entries) {
-    if (entry.key != "precision" || !entry.value || entry.value->name == "fp32")
+    if (entry.key != "precision" || !entry.value || entry.value->name != "fp16")
       continue;
     diags.error(entry.value->range,
-                "precision " + entry.value->name +
-                    " cannot be trained yet: mtrun trains fp32 models only (mixed precision "
-                    "is not supported); use 'precision fp32', or --target=none or "
-                    "--emit=mt-train to compile without the trainable step");
+                "precision fp16 cannot be trained yet: it needs loss scaling, which mtc does "
+                "not have yet; use 'precision bf16' or 'precision fp32', or --target=none or "
+                "--emit=mt-train to compile without the trainable step");
     return failure();
   }
+  return success();
+}
+
+/// --bf16 / --fp16: the train block's `precision`, set in the AST before it is lowered (as
+/// if the model file said so).
+LogicalResult applyPrecisionFlag(mtc::frontend::Module &ast) {
+  if (!bf16Flag && !fp16Flag)
+    return success();
+  if (bf16Flag && fp16Flag)
+    return flagError("give --bf16 or --fp16, not both");
+  if (fp16Flag && emitKind == EmitKind::Plan && !printStats && hasTarget(KernelTarget::X86))
+    return flagError("--fp16 cannot be trained yet: it needs loss scaling, which mtc does not "
+                     "have yet; use --bf16, or --target=none or --emit=mt-train to compile "
+                     "without the trainable step");
+  if (!ast.train) {
+    ast.train.emplace();
+    ast.train->kind = "train";
+  }
+  std::vector<mtc::frontend::ConfigEntry> &entries = ast.train->entries;
+  auto it = llvm::find_if(entries, [](const mtc::frontend::ConfigEntry &entry) {
+    return entry.key == "precision";
+  });
+  if (it == entries.end()) {
+    entries.emplace_back().key = "precision";
+    it = std::prev(entries.end());
+  }
+  auto value = std::make_unique<mtc::frontend::Expr>(mtc::frontend::Expr::Kind::Name);
+  value->name = bf16Flag ? "bf16" : "fp16";
+  it->value = std::move(value);
   return success();
 }
 
@@ -876,7 +922,7 @@ int compile() {
       mtc::frontend::parseModule(sourceMgr, bufferId, diags);
   if (!ast || diags.numErrors() != 0)
     return 1;
-  if (failed(applyDimOverrides(*ast)))
+  if (failed(applyDimOverrides(*ast)) || failed(applyPrecisionFlag(*ast)))
     return 1;
 
   mlir::DialectRegistry registry;
@@ -891,6 +937,10 @@ int compile() {
     return 1;
   if (failed(checkTargetFlags()))
     return 1;
+  if (printSavedActivations && !printStats) {
+    (void)flagError("--saved-activations is a part of what --stats prints: give --stats too");
+    return 1;
+  }
   if (emitKind == EmitKind::Plan && !printStats && hasTarget(KernelTarget::X86) &&
       failed(checkTrainablePrecision(*ast, diags)))
     return 1;
@@ -913,7 +963,7 @@ int compile() {
   // --stats needs the trained step only to predict the workspace of its kernels.
   bool statsWithKernels =
       printStats && hasTarget(KernelTarget::X86) && kernelTargets.getNumOccurrences() > 0;
-  if ((emitKind != EmitKind::MT && !printStats) || statsWithKernels) {
+  if ((emitKind != EmitKind::MT && !printStats) || statsWithKernels || printSavedActivations) {
     std::string policy = recompute;
     if (policy.empty())
       if (auto parallel = mtc::mt::ParallelAttr::lookup(*module);
@@ -980,6 +1030,18 @@ int compile() {
                                     sent.forwardBackward)
                    << llvm::formatv("  optimizer_step                    {0,14} bytes\n",
                                     sent.optimizerStep);
+    }
+    // Read from the partitioned step, where a rank's tensors have their local shapes.
+    if (printSavedActivations) {
+      mlir::OwningOpRef<mlir::ModuleOp> partitioned((*module).clone());
+      if (failed(runPipeline(*partitioned, mtc::buildPartitionPipeline)))
+        return 1;
+      FailureOr<std::vector<mtc::LayerSavedActivations>> saved =
+          mtc::computeSavedActivations(*partitioned);
+      if (failed(saved))
+        return 1;
+      output->os() << "\n";
+      mtc::printSavedActivations(*saved, output->os());
     }
   } else {
     mlir::OpPrintingFlags flags;

@@ -452,7 +452,11 @@ struct GemmOperandViewsPass
   void runOnOperation() override {
     SmallVector<linalg::BatchMatmulOp> matmuls;
     getOperation().walk([&](linalg::BatchMatmulOp op) {
-      if (cast<ShapedType>(op.getDpsInits()[0].getType()).getElementType().isF32())
+      // f32 only: the bf16/f16 operands of mixed-precision products are widened into f32
+      // copies by batch-matmul-to-calls, which read the transposes' results as they are.
+      if (llvm::all_of(op->getOperandTypes(), [](Type type) {
+            return cast<ShapedType>(type).getElementType().isF32();
+          }))
         matmuls.push_back(op);
     });
     for (linalg::BatchMatmulOp matmul : matmuls)

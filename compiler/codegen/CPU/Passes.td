@@ -71,13 +71,16 @@ def BatchMatmulToCallsPass : Pass<"mtc-batch-matmul-to-calls", "::mlir::ModuleOp
     kernels defines with a BLAS (runtime/exec/Gemm.h). The operands are cast to fully
     dynamic strided memrefs (`memref.cast`), so that one declaration serves every shape and
     layout; the function is declared private with `llvm.emit_c_interface` on first use.
-    Other element types, and products with their own indexing maps, stay linalg and become
-    loops.
+    A mixed-precision product (bf16 or f16 inputs, f32 result: how `mt.contract` in a low
+    precision is lowered) reads each low-precision input through a new contiguous f32 copy
+    (`memref.alloc` and an `arith.extf` generic) before the same call. Other element types,
+    and products with their own indexing maps, stay linalg and become loops.
 
     The name is reserved: a symbol `mtc_batch_matmul_f32` that is not an external function
     of that type is an error.
   }];
-  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::memref::MemRefDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+                           "::mlir::linalg::LinalgDialect", "::mlir::memref::MemRefDialect"];
 }
 
 def EarlyDeallocationPass : Pass<"mtc-early-deallocation", "::mlir::ModuleOp"> {

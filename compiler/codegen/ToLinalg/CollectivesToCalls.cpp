@@ -61,14 +61,19 @@ Value i64Constant(OpBuilder &b, Location loc, int64_t value) {
   return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(value));
 }
 
-/// The kernel ABI's element type code of the runtime's collectives (MTC_F32, MTC_F64, and
-/// MTC_I32/MTC_I64 for token ids and routing indices); other types get
-/// MTC_NUM_ELEMENT_TYPES, which the runtime rejects with an error naming it.
+/// The kernel ABI's element type code of the runtime's collectives (MTC_F32, MTC_F64,
+/// MTC_BF16/MTC_F16 for mixed precision, and MTC_I32/MTC_I64 for token ids and routing
+/// indices); other types get MTC_NUM_ELEMENT_TYPES, which the runtime rejects with an error
+/// naming it.
 int64_t dtypeCode(Type element) {
   if (element.isF32())
     return MTC_F32;
   if (element.isF64())
     return MTC_F64;
+  if (element.isBF16())
+    return MTC_BF16;
+  if (element.isF16())
+    return MTC_F16;
   if (element.isInteger(32))
     return MTC_I32;
   if (element.isInteger(64))

@@ -558,8 +558,13 @@ struct ContractLowering : OpConversionPattern<mt::ContractOp> {
                                 ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     NamedTensorType resultType = namedType(op.getResult());
+    // bf16 and f16 products accumulate in f32 (the batched product reads the low type and
+    // writes f32) and are rounded once, at the end, as GEMMs with f32 accumulation do.
     Type element = resultType.getElementType();
-    if (!element.isF32()) {
+    auto floatElement = dyn_cast<FloatType>(element);
+    bool lowPrecision = floatElement && floatElement.getWidth() < 32;
+    Type accumulator = lowPrecision ? rewriter.getF32Type() : element;
+    if (!accumulator.isF32()) {
       rewriter.replaceOp(
           op, buildContractGeneric(rewriter, loc, op, adaptor.getLhs(), adaptor.getRhs()));
       return success();
@@ -585,8 +590,9 @@ struct ContractLowering : OpConversionPattern<mt::ContractOp> {
     auto rhsType = cast<RankedTensorType>(rhs.getType());
     SmallVector<int64_t> productShape{lhsType.getDimSize(0), lhsType.getDimSize(1),
                                       rhsType.getDimSize(2)};
-    Value zero = arith::ConstantOp::create(rewriter, loc, rewriter.getFloatAttr(element, 0.0));
-    Value empty = tensor::EmptyOp::create(rewriter, loc, productShape, element);
+    Value zero =
+        arith::ConstantOp::create(rewriter, loc, rewriter.getFloatAttr(accumulator, 0.0));
+    Value empty = tensor::EmptyOp::create(rewriter, loc, productShape, accumulator);
     Value init = linalg::FillOp::create(rewriter, loc, zero, empty).getResult(0);
     Value product =
         linalg::BatchMatmulOp::create(rewriter, loc, ValueRange{lhs, rhs}, ValueRange{init})
@@ -600,10 +606,15 @@ struct ContractLowering : OpConversionPattern<mt::ContractOp> {
     });
     Value expanded =
         Rank3Reshape({roles.batch.size(), roles.rows.size(), roles.columns.size()})
-            .fromRank3(rewriter, loc, product, RankedTensorType::get(productSizes, element));
-    rewriter.replaceOp(op, transposed(rewriter, loc, expanded,
-                                      permutationBetween(productOrder,
-                                                         resultType.getDimNames())));
+            .fromRank3(rewriter, loc, product, RankedTensorType::get(productSizes, accumulator));
+    Value result = transposed(rewriter, loc, expanded,
+                              permutationBetween(productOrder, resultType.getDimNames()));
+    if (lowPrecision)
+      result = buildPointwise(rewriter, loc, resultType, result,
+                              [&](OpBuilder &b, Location l, Value x) {
+                                return convertScalar(b, l, x, element);
+                              });
+    rewriter.replaceOp(op, result);
     return success();
   }
 };

@@ -85,6 +85,35 @@ module @layered {
 
 // -----
 
+// Tests that under mixed precision a layer's bf16 read of its f32 parameter (the cast after
+// the param_ref) is recomputed in the backward, not saved: the layer saves its bf16 input
+// only, and the parameter's gradient leaves through the cast's VJP in f32.
+module @mixed {
+  mt.param @block.w layer @block : !mt.tensor<[hidden=8], f32> init ones
+  func.func @block(%x: !mt.tensor<[batch=2, hidden=8], bf16>) -> !mt.tensor<[batch=2, hidden=8], bf16> attributes {mt.layer} {
+    %w = mt.param_ref @block.w : !mt.tensor<[hidden=8], f32>
+    %wb = mt.cast %w : !mt.tensor<[hidden=8], f32> to !mt.tensor<[hidden=8], bf16>
+    %h = mt.mul %x, %wb : !mt.tensor<[batch=2, hidden=8], bf16>, !mt.tensor<[hidden=8], bf16> -> !mt.tensor<[batch=2, hidden=8], bf16>
+    return %h : !mt.tensor<[batch=2, hidden=8], bf16>
+  }
+  func.func @forward(%x: !mt.tensor<[batch=2, hidden=8], bf16>) -> !mt.tensor<[], f32> {
+    %y = mt.repeat @block(%x) count 2 : (!mt.tensor<[batch=2, hidden=8], bf16>) -> !mt.tensor<[batch=2, hidden=8], bf16>
+    %l = mt.reduce_sum %y over [batch, hidden] : !mt.tensor<[batch=2, hidden=8], bf16> -> !mt.tensor<[], bf16>
+    %f = mt.cast %l : !mt.tensor<[], bf16> to !mt.tensor<[], f32>
+    return %f : !mt.tensor<[], f32>
+  }
+}
+// CHECK-LABEL: module @mixed
+// CHECK-LABEL: func.func @block.fwd(
+// CHECK-SAME: -> (!mt.tensor<[batch=2, hidden=8], bf16>, !mt.tensor<[batch=2, hidden=8], bf16>)
+// CHECK-LABEL: func.func @block.bwd(
+// CHECK: %[[W:.*]] = mt.param_ref @block.w : <[hidden=8], f32>
+// CHECK: mt.cast %[[W]] : <[hidden=8], f32> to <[hidden=8], bf16>
+// CHECK: %[[G:.*]] = mt.cast %{{.*}} : <[hidden=8], bf16> to <[hidden=8], f32>
+// CHECK: return %{{.*}}, %[[G]]
+
+// -----
+
 // Tests that selective recomputation saves attention's inputs, not its output, and
 // recomputes the attention in the backward.
 module @attn {

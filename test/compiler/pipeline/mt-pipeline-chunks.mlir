@@ -246,3 +246,41 @@ module @moe attributes {mt.dims = {batch = 2 : i64, experts = 4 : i64, ffn = 4 :
     return %5 : !mt.tensor<[], f32>
   }
 }
+
+// -----
+
+// Tests that under mixed precision (the frontend's bf16 casts of f32 parameters, one cast
+// serving the embedding and the head after CSE) the tied embedding is still shared, and
+// each chunk recomputes its own cast of the parameter rather than passing the bf16 copy
+// between chunks; the gradients leave each chunk in f32.
+// CHECK-LABEL: module @mixed
+// CHECK-SAME: shared_params = {wte = array<i64: 0, 1>}
+// CHECK: func.func @chunk0.forward({{.*}}%[[W0:[^:]*]]: !mt.tensor<[vocab=8, hidden=4], f32> {mt.param = @wte}
+// CHECK: mt.cast %[[W0]] : <[vocab=8, hidden=4], f32> to <[vocab=8, hidden=4], bf16>
+// CHECK: func.func @chunk0.backward(
+// CHECK-SAME: -> (!mt.tensor<[vocab=8, hidden=4], f32> {mt.grad = @wte}
+// CHECK: func.func @chunk1.forward({{.*}}%[[W1:[^:]*]]: !mt.tensor<[vocab=8, hidden=4], f32> {mt.param = @wte}
+// CHECK: mt.cast %[[W1]] : <[vocab=8, hidden=4], f32> to <[vocab=8, hidden=4], bf16>
+// CHECK: func.func @chunk1.backward(
+// CHECK-SAME: {mt.grad = @wte}
+// CHECK-NOT: <[vocab=8, hidden=4], bf16> {mt.buffer
+module @mixed attributes {mt.dims = {batch = 2 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2>, mt.train = #mt.train<global_batch = 2, micro_batch = 2, optimizer = adamw(lr = 1.0e-3), precision = bf16>} {
+  mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
+  func.func @block(%arg0: !mt.tensor<[batch=2, seq=4, hidden=4], bf16>) -> !mt.tensor<[batch=2, seq=4, hidden=4], bf16> attributes {mt.layer} {
+    %0 = mt.param_ref @block.g : <[hidden=4], f32>
+    %1 = mt.cast %0 : <[hidden=4], f32> to <[hidden=4], bf16>
+    %2 = mt.rms_norm %arg0, %1 over hidden : <[batch=2, seq=4, hidden=4], bf16>, <[hidden=4], bf16> -> <[batch=2, seq=4, hidden=4], bf16>
+    return %2 : !mt.tensor<[batch=2, seq=4, hidden=4], bf16>
+  }
+  func.func @forward(%arg0: !mt.tensor<[batch=2, seq=4], i32>, %arg1: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
+    %0 = mt.param_ref @wte : <[vocab=8, hidden=4], f32>
+    %1 = mt.cast %0 : <[vocab=8, hidden=4], f32> to <[vocab=8, hidden=4], bf16>
+    %2 = mt.gather %1, %arg0 over vocab : <[vocab=8, hidden=4], bf16>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], bf16>
+    %3 = mt.repeat @block(%2) count 4 : (!mt.tensor<[batch=2, seq=4, hidden=4], bf16>) -> !mt.tensor<[batch=2, seq=4, hidden=4], bf16>
+    %4 = mt.cast %0 : <[vocab=8, hidden=4], f32> to <[vocab=8, hidden=4], bf16>
+    %5 = mt.contract %3, %4 over [hidden] : <[batch=2, seq=4, hidden=4], bf16>, <[vocab=8, hidden=4], bf16> -> <[batch=2, seq=4, vocab=8], bf16>
+    %6 = mt.cross_entropy %5, %arg1 over vocab : <[batch=2, seq=4, vocab=8], bf16>, <[batch=2, seq=4], i32> -> <[], f32>
+    return %6 : !mt.tensor<[], f32>
+  }
+}

@@ -96,3 +96,23 @@ module {
     return %loss : !mt.tensor<[], f32>
   }
 }
+
+// -----
+
+// Tests that the logits of a bf16 model are widened to f32 (what sampling and the loss read).
+// CHECK-LABEL: func.func @logits(
+// CHECK-SAME: -> (!mt.tensor<[batch=2, seq=3, vocab=5], f32> {mt.buffer = "logits"})
+// CHECK: %[[L:.*]] = mt.contract {{.*}} -> <[batch=2, seq=3, vocab=5], bf16>
+// CHECK: %[[W:.*]] = mt.cast %[[L]] : <[batch=2, seq=3, vocab=5], bf16> to <[batch=2, seq=3, vocab=5], f32>
+// CHECK: return %[[W]]
+module {
+  mt.param @wte : !mt.tensor<[vocab=5, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=3], i32>, %labels: !mt.tensor<[batch=2, seq=3], i32>) -> !mt.tensor<[], f32> {
+    %w32 = mt.param_ref @wte : <[vocab=5, hidden=4], f32>
+    %w = mt.cast %w32 : <[vocab=5, hidden=4], f32> to <[vocab=5, hidden=4], bf16>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, hidden=4], bf16>, <[batch=2, seq=3], i32> -> <[batch=2, seq=3, hidden=4], bf16>
+    %l = mt.contract %x, %w over [hidden] : <[batch=2, seq=3, hidden=4], bf16>, <[vocab=5, hidden=4], bf16> -> <[batch=2, seq=3, vocab=5], bf16>
+    %loss = mt.cross_entropy %l, %labels over vocab : <[batch=2, seq=3, vocab=5], bf16>, <[batch=2, seq=3], i32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}

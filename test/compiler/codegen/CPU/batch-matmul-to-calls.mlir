@@ -25,14 +25,38 @@ func.func @products(%a: memref<2x4x8xf32>, %b: memref<2x8x16xf32>, %c: memref<2x
 
 // -----
 
-// Tests that products of other element types, and products on tensors, stay linalg (and
+// Tests that a mixed-precision product (bf16 inputs, f32 result) reads each bf16 input
+// through a contiguous f32 copy (alloc + extf generic) before the same call.
+// CHECK-LABEL: func.func @mixed
+// CHECK-SAME: (%[[A:.*]]: memref<1x4x8xbf16>, %[[B:.*]]: memref<1x8x2xbf16, strided<[16, 1, 8]>>, %[[C:.*]]: memref<1x4x2xf32>)
+// CHECK: %[[AW:.*]] = memref.alloc() : memref<1x4x8xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[A]] : memref<1x4x8xbf16>) outs(%[[AW]] : memref<1x4x8xf32>)
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[CA:.*]] = memref.cast %[[AW]]
+// CHECK: %[[BW:.*]] = memref.alloc() : memref<1x8x2xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[B]] : memref<1x8x2xbf16, strided<[16, 1, 8]>>) outs(%[[BW]] : memref<1x8x2xf32>)
+// CHECK: %[[CB:.*]] = memref.cast %[[BW]]
+// CHECK: %[[CC:.*]] = memref.cast %[[C]]
+// CHECK: call @mtc_batch_matmul_f32(%[[CA]], %[[CB]], %[[CC]])
+// CHECK-NOT: linalg.batch_matmul
+func.func @mixed(%a: memref<1x4x8xbf16>, %b: memref<1x8x2xbf16, strided<[16, 1, 8]>>, %c: memref<1x4x2xf32>) {
+  linalg.batch_matmul ins(%a, %b : memref<1x4x8xbf16>, memref<1x8x2xbf16, strided<[16, 1, 8]>>) outs(%c : memref<1x4x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that products of other element types (a bf16 result among them: its accumulation
+// is bf16, not what the f32 GEMM computes), and products on tensors, stay linalg (and
 // that nothing is declared then).
 // CHECK-LABEL: func.func @others
 // CHECK-NOT: mtc_batch_matmul_f32
 // CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : memref<1x2x2xf64>, memref<1x2x2xf64>)
+// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : memref<1x2x2xbf16>, memref<1x2x2xbf16>) outs(%{{.*}} : memref<1x2x2xbf16>)
 // CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<1x2x2xf32>, tensor<1x2x2xf32>)
-func.func @others(%a: memref<1x2x2xf64>, %c: memref<1x2x2xf64>, %t: tensor<1x2x2xf32>) -> tensor<1x2x2xf32> {
+func.func @others(%a: memref<1x2x2xf64>, %c: memref<1x2x2xf64>, %t: tensor<1x2x2xf32>, %h: memref<1x2x2xbf16>) -> tensor<1x2x2xf32> {
   linalg.batch_matmul ins(%a, %a : memref<1x2x2xf64>, memref<1x2x2xf64>) outs(%c : memref<1x2x2xf64>)
+  linalg.batch_matmul ins(%h, %h : memref<1x2x2xbf16>, memref<1x2x2xbf16>) outs(%h : memref<1x2x2xbf16>)
   %r = linalg.batch_matmul ins(%t, %t : tensor<1x2x2xf32>, tensor<1x2x2xf32>) outs(%t : tensor<1x2x2xf32>) -> tensor<1x2x2xf32>
   return %r : tensor<1x2x2xf32>
 }

@@ -5,8 +5,9 @@
 // Tests that f32 contractions become linalg.batch_matmul on [batch, rows, contracted] x
 // [batch, contracted, columns] operands (transposed only where their order differs, then
 // reshaped to rank 3 with unit dimensions for empty groups) into a zero fill, and that the
-// product is reshaped and transposed back into the result's order; other element types
-// keep one generic op. The x86 object imports the GEMM from the process that loads it.
+// product is reshaped and transposed back into the result's order; bf16 and f16 products
+// read the low type into an f32 product that is rounded once at the end; other element
+// types keep one generic op. The x86 object imports the GEMM from the process that loads it.
 
 // SO: U _mlir_ciface_mtc_batch_matmul_f32
 
@@ -123,4 +124,23 @@ func.func @f64(%x: !mt.tensor<[seq=4, hidden=8], f64>, %w: !mt.tensor<[hidden=8,
   %0 = mt.contract %x, %w over [hidden] : !mt.tensor<[seq=4, hidden=8], f64>,
       !mt.tensor<[hidden=8, ffn=16], f64> -> !mt.tensor<[seq=4, ffn=16], f64>
   return %0 : !mt.tensor<[seq=4, ffn=16], f64>
+}
+
+// -----
+
+// Mixed precision: a bf16 contraction is a batched product of the bf16 operands into an f32
+// accumulator (f32 fill), rounded to bf16 once, after the reshape back.
+// CHECK-LABEL: func.func @bf16
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%{{.*}} : tensor<1x4x16xf32>)
+// CHECK: %[[P:.*]] = linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<1x4x8xbf16>, tensor<1x8x16xbf16>) outs(%[[INIT]] : tensor<1x4x16xf32>)
+// CHECK: %[[R:.*]] = tensor.collapse_shape %[[P]] {{.*}} into tensor<4x16xf32>
+// CHECK: %[[B:.*]] = linalg.generic {{.*}} ins(%[[R]] : tensor<4x16xf32>) outs(%{{.*}} : tensor<4x16xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: return %[[B]]
+func.func @bf16(%x: !mt.tensor<[seq=4, hidden=8], bf16>, %w: !mt.tensor<[hidden=8, ffn=16], bf16>)
+    -> !mt.tensor<[seq=4, ffn=16], bf16> {
+  %0 = mt.contract %x, %w over [hidden] : !mt.tensor<[seq=4, hidden=8], bf16>,
+      !mt.tensor<[hidden=8, ffn=16], bf16> -> !mt.tensor<[seq=4, ffn=16], bf16>
+  return %0 : !mt.tensor<[seq=4, ffn=16], bf16>
 }

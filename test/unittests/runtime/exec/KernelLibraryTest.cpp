@@ -99,7 +99,14 @@ TEST(KernelLibraryTest, MissingFunctionAndBadBuffers) {
 
   fb.inputs = {KernelBuffer{BufferKind::Param, "b", PlanDType::BF16, {{"cols", 4}}}};
   plan.x86Kernels->forwardBackward = fb;
-  EXPECT_NE(loadError(plan).find("this runtime trains f32 models only"), std::string::npos);
+  EXPECT_EQ(loadError(plan), "/: kernels.x86_64.functions.forward_backward: param 'b' is bf16; "
+                             "parameters, gradients, optimizer states, the loss, the logits and "
+                             "the step's scalars must be f32");
+
+  fb.inputs = {KernelBuffer{BufferKind::Activation, "x", PlanDType::I32, {{"cols", 4}}}};
+  plan.x86Kernels->forwardBackward = fb;
+  EXPECT_EQ(loadError(plan), "/: kernels.x86_64.functions.forward_backward: activation 'x' is "
+                             "i32; activations must be f32, bf16 or f16");
 
   fb.inputs = {KernelBuffer{BufferKind::Param, "b", PlanDType::F32, {{"cols", 4}}}};
   plan.x86Kernels->forwardBackward = fb;

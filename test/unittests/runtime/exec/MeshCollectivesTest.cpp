@@ -15,6 +15,7 @@
 #include "runtime/exec/MeshCollectives.h"
 #include "runtime/exec/RankMesh.h"
 #include "runtime/exec/TrainingState.h"
+#include "runtime/support/Safetensors.h"
 
 #include "../comm/CommTestUtil.h"
 
@@ -112,6 +113,7 @@ TEST_P(MeshCollectives, AllReduceMax) {
   const size_t count = 257;
   std::vector<std::vector<float>> f32(n);
   std::vector<std::vector<double>> f64(n);
+  std::vector<std::vector<BFloat16>> bf16(n);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   runRanks(n, [&](int rank) {
     auto comm = job.connect(rank, n, "max");
@@ -127,11 +129,20 @@ TEST_P(MeshCollectives, AllReduceMax) {
     std::vector<double> in64 = inputOf<double>(rank, count);
     f64[rank].assign(count, 0.0);
     mtc_all_reduce(&context, 0, MTC_F64, MTC_MAX, in64.data(), f64[rank].data(), int64_t(count));
+    // Mixed precision's bf16 activations: compared as values, not as 16-bit integers.
+    std::vector<BFloat16> in16;
+    for (float x : in)
+      in16.push_back(floatToBf16(x));
+    bf16[rank].assign(count, BFloat16{});
+    mtc_all_reduce(&context, 0, MTC_BF16, MTC_MAX, in16.data(), bf16[rank].data(),
+                   int64_t(count));
     EXPECT_TRUE(scope.ok()) << scope.error().message();
   });
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(sameBits(f32[r], f32[0])) << "rank " << r;
     EXPECT_TRUE(sameBits(f64[r], f64[0])) << "rank " << r;
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(bf16[r][i].bits, bf16[0][i].bits) << "rank " << r << " element " << i;
   }
   for (size_t i = 0; i < count; ++i) {
     float m = -INFINITY;
@@ -140,10 +151,13 @@ TEST_P(MeshCollectives, AllReduceMax) {
       m = std::max(m, float(valueOf(r, i)));
       m64 = std::max(m64, valueOf(r, i));
     }
-    if (i == 5)
+    if (i == 5) {
       EXPECT_TRUE(std::isnan(f32[0][i]));
-    else
+      EXPECT_TRUE(std::isnan(bf16ToFloat(bf16[0][i])));
+    } else {
       ASSERT_EQ(f32[0][i], m) << "element " << i;
+      ASSERT_EQ(bf16ToFloat(bf16[0][i]), bf16ToFloat(floatToBf16(m))) << "element " << i;
+    }
     ASSERT_EQ(f64[0][i], m64) << "element " << i;
   }
 }
@@ -619,9 +633,10 @@ TEST(MeshCollectivesTest, BadArgumentsFailTheCall) {
             "mtc_all_reduce (unknown op, 4 f32 elements) over mesh axis 'tp' (world rank 5, "
             "coordinate 0 of 1): unknown reduction 7 (0 = sum, 1 = max)");
   EXPECT_EQ(
-      firstError([&](MtcKernelContext *c) { mtc_all_gather(c, 0, 2, in.data(), out.data(), 4); }),
+      firstError([&](MtcKernelContext *c) { mtc_all_gather(c, 0, 6, in.data(), out.data(), 4); }),
       "mtc_all_gather (concatenation, 4 an unknown dtype elements) over mesh axis 'tp' "
-      "(world rank 5, coordinate 0 of 1): unknown dtype 2 (0 = f32, 1 = f64, 4 = i32, 5 = i64)");
+      "(world rank 5, coordinate 0 of 1): unknown dtype 6 (0 = f32, 1 = f64, 2 = bf16, "
+      "3 = f16, 4 = i32, 5 = i64)");
   EXPECT_EQ(out, std::vector<float>(4, 9.0f)) << "an unknown dtype has no size to zero";
   EXPECT_EQ(firstError([&](MtcKernelContext *c) {
               mtc_reduce_scatter(c, 0, MTC_F32, in.data(), out.data(), -1);
