@@ -4,6 +4,7 @@
 
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/pipeline/PipelineJSON.h"
+#include "compiler/sharding/Layout.h"
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mts/IR/MTSOps.h"
 
@@ -41,6 +42,7 @@ FailureOr<PipelineBufferBytes> mtc::pipelineBufferBytes(ModuleOp trained) {
   if (failed(pm.run(*module)))
     return failure();
   PipelineBufferBytes bytes;
+  bool zeroStage2 = sharding::zeroStage(trained) == 2;
   auto kindOf = [](DictionaryAttr attrs) {
     auto kind = attrs ? attrs.getAs<StringAttr>(mt::MTDialect::kBufferAttrName) : nullptr;
     return kind ? kind.getValue() : StringRef();
@@ -49,14 +51,38 @@ FailureOr<PipelineBufferBytes> mtc::pipelineBufferBytes(ModuleOp trained) {
     if (auto stage = func->getAttrOfType<IntegerAttr>(mt::MTDialect::kPipelineStageAttrName)) {
       if (!func.getSymName().ends_with(".optimizer_step"))
         continue;
-      // The stage's parameters and states, each once among the optimizer's arguments.
+      // The stage's parameters and states, each once among the optimizer's arguments, and
+      // the gradients as it takes them (a shard with the distributed optimizer).
+      llvm::StringMap<int64_t> paramBytes, gradBytes;
       for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
         DictionaryAttr attrs = func.getArgAttrDict(index);
-        if (attrs && attrs.get("mt.param"))
+        if (auto param = attrs ? attrs.getAs<FlatSymbolRefAttr>("mt.param") : nullptr) {
           addAt(bytes.stageParameters, stage.getInt(), heldBytes(type));
-        else if (attrs && attrs.get("mt.state"))
+          paramBytes[param.getValue()] = heldBytes(type);
+        } else if (attrs && attrs.get("mt.state")) {
           addAt(bytes.stageOptimizerState, stage.getInt(), heldBytes(type));
+        } else if (auto grad = attrs ? attrs.getAs<FlatSymbolRefAttr>(
+                                           mt::MTDialect::kGradAttrName)
+                                     : nullptr) {
+          gradBytes[grad.getValue()] = heldBytes(type);
+        }
       }
+      // The runtime's gradient buffers (GradientBuffer.h): two of every gradient (the
+      // accumulated ones and a chunk call's); under ZeRO-2 one of every gradient, a second
+      // of those all-reduced, the shards of those reduce-scattered and the staging of the
+      // largest of them.
+      int64_t gradients = 0, allReduced = 0, shards = 0, staging = 0;
+      for (const auto &entry : paramBytes) {
+        int64_t whole = entry.getValue(), taken = gradBytes.lookup(entry.getKey());
+        gradients += whole;
+        if (!zeroStage2 || taken == 0 || taken == whole) {
+          allReduced += whole;
+          continue;
+        }
+        shards += taken;
+        staging = std::max(staging, whole);
+      }
+      addAt(bytes.stageGradients, stage.getInt(), gradients + allReduced + shards + staging);
       continue;
     }
     auto chunkAttr = func->getAttrOfType<IntegerAttr>(mt::MTDialect::kPipelineChunkAttrName);
@@ -278,8 +304,8 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
   // Predicted memory per stage and schedule: the most residuals and stash the stage's task
   // list holds at once, and, with the kernels' arena, the peak of everything it holds
   // (PipelineTrainer::peakBytes): parameters and state twice (the optimizer writes the next
-  // into the second), gradients twice (a chunk's part lands in a second buffer), the buffers
-  // of the task list at most, and the arena.
+  // into the second), the gradient buffers (twice the gradients: a chunk's part lands in a
+  // second buffer; less under ZeRO-2), the buffers of the task list at most, and the arena.
   FailureOr<PipelineBufferBytes> bytes = pipelineBufferBytes(trained);
   if (failed(bytes))
     return failure();
@@ -299,7 +325,8 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
       if (!workspace)
         continue;
       object["buffer_bytes"] = simulation.peakHeld;
-      object["peak_bytes"] = 4 * of(bytes->stageParameters, stage) +
+      object["peak_bytes"] = 2 * of(bytes->stageParameters, stage) +
+                             of(bytes->stageGradients, stage) +
                              2 * of(bytes->stageOptimizerState, stage) + simulation.peakHeld +
                              *workspace;
     }

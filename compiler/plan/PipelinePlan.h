@@ -23,11 +23,12 @@ namespace mtc {
 /// functions (a rank's tensors). Per chunk, for one micro-batch: the residuals its forward
 /// returns, those of them its backward_weight reads, the stash its backward_input returns,
 /// and the activations its forward hands to the next chunk (one message). Per stage: its
-/// parameters and optimizer state (the arguments of `stage<s>.optimizer_step`). Each
-/// buffer counts in whole f32 words, as the runtime holds it.
+/// parameters and optimizer state (the arguments of `stage<s>.optimizer_step`) and the
+/// runtime's gradient buffers (from the gradients those arguments take: whole, or ZeRO-2's
+/// shards). Each buffer counts in whole f32 words, as the runtime holds it.
 struct PipelineBufferBytes {
   llvm::SmallVector<int64_t> residual, weightResidual, stash, activation;
-  llvm::SmallVector<int64_t> stageParameters, stageOptimizerState;
+  llvm::SmallVector<int64_t> stageParameters, stageOptimizerState, stageGradients;
 };
 
 /// The chunk and stage functions of `trained` (a module after the training pipeline),

@@ -146,6 +146,9 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
     addAxis("dp", dp);
     spec.dataParallelAxis = "dp";
   }
+  spec.keepLayersWhole =
+      shardState && (zeroStage(module) == 3 ||
+                     (zeroStage(module) == 2 && parallel.getPipelineParallel() > 1));
   if (shardState && zeroStage(module) == 3) {
     // Each data-parallel rank computes its own part of the group's micro-batch; ep would
     // split the same batch again.
@@ -227,7 +230,7 @@ sharding::optimizerLayout(const ShardingSpec &spec, mt::NamedTensorType type,
   int64_t dp = *spec.mesh.getAxisSize(spec.dataParallelAxis);
   for (const mt::NamedDim &dim : type.getDims())
     if (layout->getSplitAxes(dim.name.getValue()).empty() && dim.size % dp == 0 &&
-        !(spec.shardParameters && dim.name.getValue() == mt::MTDialect::kLayersDimName))
+        !(spec.keepLayersWhole && dim.name.getValue() == mt::MTDialect::kLayersDimName))
       return layout->withSplit(dim.name.getValue(), {spec.dataParallelAxis});
   return layout; // nothing divides: the state stays whole on every data-parallel rank
 }

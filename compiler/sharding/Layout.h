@@ -58,6 +58,11 @@ struct ShardingSpec {
   /// layer's), its micro-batch is the data-parallel group's (`batch` over `dp`, each rank's
   /// part arriving as its own), and the gradients leave it reduce-scattered into shards.
   bool shardParameters = false;
+  /// The optimizer layout never splits `layers` over dp: under ZeRO-3 (a layer's parameters
+  /// are gathered inside the layer) and under ZeRO-2 with pipeline parallelism (a pipeline
+  /// chunk's gradient, the rows of its layers in a stage's tensor, is reduce-scattered as
+  /// the chunk returns it).
+  bool keepLayersWhole = false;
   /// Expert parallelism: the axis ("ep") splitting `experts` in expert weights (parameters
   /// whose first dimension after `layers` is `experts`; a router [hidden, experts] stays
   /// whole) (empty when off).

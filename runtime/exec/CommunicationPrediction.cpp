@@ -77,6 +77,28 @@ std::optional<double> predictedStageCommunicationBytes(const Plan &plan, const P
     return static_cast<double>(it->second);
   };
   const KernelsInfo &kernels = *plan.x86Kernels;
+  // Under ZeRO-2 the gradient a chunk call returns of a parameter the stage's optimizer
+  // layout splits over dp is reduce-scattered at once ((dp - 1) / dp of its bytes).
+  bool shardsPerCall = stageTables.zeroStage == 2 && dataParallelSize > 1;
+  auto reduceScatteredBytes = [&](const ScheduleTask &task) {
+    if (!shardsPerCall || task.chunk < 0 || size_t(task.chunk) >= kernels.chunks.size())
+      return 0.0;
+    const ChunkKernels &chunk = kernels.chunks[size_t(task.chunk)];
+    const std::optional<KernelFunction> &fn = task.op == TaskOp::Forward ? chunk.forward
+                                              : task.op == TaskOp::Backward ? chunk.backward
+                                              : task.op == TaskOp::BackwardInput
+                                                  ? chunk.backwardInput
+                                                  : chunk.backwardWeight;
+    double sharded = 0;
+    if (fn)
+      for (const KernelBuffer &b : fn->outputs)
+        if (b.kind == BufferKind::Grad)
+          for (const ParamInfo &param : stageTables.params)
+            if (param.name == b.name && stageTables.dataParallelShardDim(param))
+              sharded += static_cast<double>(heldWords(b) * sizeof(float));
+    return static_cast<double>(dataParallelSize - 1) / static_cast<double>(dataParallelSize) *
+           sharded;
+  };
   double bytes = 0;
   for (const ScheduleTask &task : schedule.stages[size_t(stage)].tasks) {
     if (isComputeTask(task.op)) {
@@ -84,7 +106,7 @@ std::optional<double> predictedStageCommunicationBytes(const Plan &plan, const P
           functionBytes(concat("chunk", task.chunk, '.', taskOpName(task.op)));
       if (!call)
         return std::nullopt;
-      bytes += *call;
+      bytes += *call + reduceScatteredBytes(task);
     } else if (task.op == TaskOp::SendActivation || task.op == TaskOp::SendGradient) {
       int64_t producer = task.op == TaskOp::SendActivation ? task.chunk : task.chunk - 1;
       bytes += static_cast<double>(chunkActivationWords(kernels, producer) * sizeof(float));
@@ -97,10 +119,15 @@ std::optional<double> predictedStageCommunicationBytes(const Plan &plan, const P
       continue;
     for (const ParamInfo &param : stageTables.params)
       if (param.name == shared.name)
-        bytes += ringAllReduceBytes(localBytes(stageTables, param),
+        // (Under ZeRO-2 a reduce-scattered gradient's shard.)
+        bytes += ringAllReduceBytes(localBytes(stageTables, param) /
+                                        (shardsPerCall && stageTables.dataParallelShardDim(param)
+                                             ? static_cast<double>(dataParallelSize)
+                                             : 1.0),
                                     static_cast<int64_t>(stages.size()));
   }
-  bytes += dataParallelReductionBytes(stageTables, dataParallelSize);
+  // (Under ZeRO-2 without the reduce-scatters the chunk calls counted.)
+  bytes += dataParallelReductionBytes(stageTables, dataParallelSize, shardsPerCall ? 0 : 1);
   for (const char *role : {"grad_squares", "optimizer_step"}) {
     std::optional<double> call = functionBytes(concat("stage", stage, '.', role));
     if (!call)

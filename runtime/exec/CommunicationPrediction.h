@@ -41,8 +41,11 @@ double predictedCommunicationBytes(const Plan &plan, int64_t microBatches,
 ///     (send_activation of chunk c), or their gradient (send_gradient of chunk c, the size of
 ///     chunk c - 1's activations), in whole f32 words as the stage holds them,
 ///   - for each shared parameter the stage holds with n - 1 other stages, an all-reduce of its
-///     rank-local gradient over the n stages (2 (n - 1) / n of its bytes),
-///   - dataParallelReductionBytes of the stage's parameters,
+///     rank-local gradient over the n stages (2 (n - 1) / n of its bytes; under ZeRO-2 of
+///     its shard when the stage's optimizer layout splits it over dp),
+///   - dataParallelReductionBytes of the stage's parameters; under ZeRO-2 the reduce-scatter
+///     of each gradient a chunk call returns that the stage shards over dp ((dp - 1) / dp of
+///     its bytes, per call) instead of one per step,
 ///   - the compiler's prediction for `stage<s>.grad_squares` and `stage<s>.optimizer_step`,
 ///     and the pipeline group's all-reduce of two f64 (the squared norm and the loss) over
 ///     its P stages (2 (P - 1) / P x 16 bytes),

@@ -15,6 +15,7 @@ Expected<GradientBuffer> GradientBuffer::create(const Plan &plan, const Training
   size_t n = state.params.size();
   try {
     g.offsets_.assign(n, 0);
+    g.sizes_.assign(n, 0);
     g.shardOf_.assign(n, std::nullopt);
     std::vector<std::optional<size_t>> shardDim(n);
     if (plan.dataParallelAxis)
@@ -27,6 +28,7 @@ Expected<GradientBuffer> GradientBuffer::create(const Plan &plan, const Training
           continue;
         g.offsets_[i] = total;
         const TrainingState::Tensor &p = state.params[i];
+        g.sizes_[i] = p.values.size();
         if (sharded) {
           size_t elements = p.values.size() / size_t(dpSize);
           g.shardOf_[i] = g.shardSpecs_.size();
@@ -104,6 +106,49 @@ void GradientBuffer::accumulate(size_t param, size_t begin, size_t count) {
   const float *from = scratch(param) + begin;
   for (size_t j = 0; j < count; ++j)
     to[j] += from[j];
+}
+
+Error GradientBuffer::addPart(Communicator *dataParallel, size_t param, size_t begin,
+                              size_t count, int64_t step) {
+  const std::optional<size_t> &shard = shardOf_[param];
+  if (!shardsPerMicroBatch_ || !shard) {
+    accumulate(param, begin, count);
+    return Error::success();
+  }
+  // The run as a tensor of its own: the rows [begin, begin + count) of the leading
+  // dimension. Split along another dimension, its block c is the rows of block c of the
+  // whole tensor, which lie at begin / n in the shard (rows are outermost).
+  const GradientShardSpec &whole = shardSpecs_[*shard];
+  size_t elements = whole.shardElements * size_t(dpSize_);
+  size_t rows = whole.shape.empty() ? 1 : size_t(whole.shape.front());
+  size_t row = rows ? elements / rows : 0;
+  bool partial = begin != 0 || count != elements;
+  if (count == 0 || row == 0 || begin % row != 0 || count % row != 0 || begin + count > elements ||
+      (partial && whole.dim == 0))
+    return makeError("step ", step + 1, ": internal error: elements [", begin, ", ",
+                     begin + count, ") of the gradient of '", whole.name,
+                     "' cannot be reduce-scattered on their own (its shards split dimension ",
+                     whole.dim, " of ", rows, " rows of ", row, " elements)");
+  GradientShardSpec part = whole;
+  if (!part.shape.empty())
+    part.shape.front() = int64_t(count / row);
+  part.shardOffset = whole.shardOffset + begin / size_t(dpSize_);
+  part.shardElements = count / size_t(dpSize_);
+  float *sum = shardSums_.data() + part.shardOffset;
+  if (Error err = reduceScatterGradientInPlace(dataParallel, dpSize_, part, grad(param) + begin,
+                                               staging_.data(), staging_.data());
+      !err.ok())
+    return std::move(err).withContext(concat("step ", step + 1, ": reduce-scatter of the gradient of '",
+                                             whole.name, "' over the data-parallel ranks"));
+  for (size_t j = 0; j < part.shardElements; ++j)
+    sum[j] += staging_[j];
+  return Error::success();
+}
+
+std::span<float> GradientBuffer::accumulated(size_t param) {
+  if (const std::optional<size_t> &spec = shardOf_[param]; spec && shardsPerMicroBatch_)
+    return {shardSums_.data() + shardSpecs_[*spec].shardOffset, shardSpecs_[*spec].shardElements};
+  return {grad(param), sizes_[param]};
 }
 
 float *GradientBuffer::optimizerGrad(size_t param) {

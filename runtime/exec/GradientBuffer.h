@@ -18,6 +18,13 @@
 // micro-batch's gradient, the scratch buffer only the all-reduced group, and a staging
 // buffer of the largest reduce-scattered gradient serves the in-place packing.
 //
+// A pipeline stage (PipelineTrainer.h) takes in its gradients in chunk parts: each chunk
+// call writes the gradient of its layers (a run of whole rows of a layer parameter's leading
+// `layers` dimension) and of the whole model parameters it reads, and `addPart` adds each
+// written run: to the accumulated gradients, or under ZeRO-2 reduce-scattered at once into
+// the run's rows of the shard accumulator (the stage's optimizer layout never splits
+// `layers` under ZeRO-2, so those rows are one contiguous run of the shard too).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_EXEC_GRADIENTBUFFER_H
@@ -29,6 +36,7 @@
 #include "runtime/plan/Plan.h"
 
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace mtc::rt {
@@ -58,6 +66,16 @@ public:
   /// parameter `param` from element `begin` on.
   void accumulateAll();
   void accumulate(size_t param, size_t begin, size_t count);
+  /// Takes in `count` elements of parameter `param`'s gradient from element `begin` on,
+  /// written where microBatchGrad(param, false) points: accumulates them, or under ZeRO-2,
+  /// for a reduce-scattered gradient, reduce-scatters them over `dataParallel` and adds the
+  /// rank's block to its shard. `begin` and `count` must be whole rows of the leading
+  /// dimension, and the whole tensor when the data-parallel split is along that dimension.
+  Error addPart(Communicator *dataParallel, size_t param, size_t begin, size_t count,
+                int64_t step);
+  /// The gradient of `param` accumulated so far: the whole gradient, or under ZeRO-2 the
+  /// rank's shard of a reduce-scattered one (summed over the data-parallel ranks already).
+  std::span<float> accumulated(size_t param);
 
   /// Sums the accumulated gradients over `dataParallel` (null: nothing to sum, except that the
   /// distributed optimizer's shards are still taken): the reduce-scatter of the distributed
@@ -74,7 +92,7 @@ private:
   GradientBuffer() = default;
 
   std::vector<float> grads_, scratch_;
-  std::vector<size_t> offsets_;
+  std::vector<size_t> offsets_, sizes_;
   size_t allReducedElements_ = 0;
   int64_t dpSize_ = 1;
   std::vector<GradientShardSpec> shardSpecs_;

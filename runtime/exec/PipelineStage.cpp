@@ -68,6 +68,8 @@ Expected<StageHoldings> stageHoldings(const Plan &plan, int64_t stage) {
 /// plus the first dimension no axis splits whose size the data-parallel degree divides, as
 /// the compiler lays out the stage functions' gradients and states (none divides: whole).
 /// Under ZeRO-3 the layout is the optimizer's already (split over dp, never along `layers`).
+/// Under ZeRO-2 never along `layers` either: each chunk's gradient, the rows of its layers,
+/// is reduce-scattered on its own (GradientBuffer::addPart).
 std::optional<ParamLayout> stageOptimizerLayout(const Plan &plan, const ParamInfo &p) {
   if (plan.shardsParameters())
     return std::nullopt;
@@ -75,7 +77,7 @@ std::optional<ParamLayout> stageOptimizerLayout(const Plan &plan, const ParamInf
   for (size_t d = 0; d < p.dims.size(); ++d) {
     bool split = std::any_of(p.layout.splits.begin(), p.layout.splits.end(),
                              [&](const DimSplit &s) { return s.dim == d; });
-    if (split || p.dims[d].size % dp != 0)
+    if (split || p.dims[d].size % dp != 0 || (plan.zeroStage == 2 && d == 0 && isLayerParam(p)))
       continue;
     ParamLayout layout = p.layout;
     auto at = std::find_if(layout.splits.begin(), layout.splits.end(),

@@ -81,12 +81,9 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
     return expertLoad.takeError().withContext(plan.dir.string());
   expertLoad_ = std::move(*expertLoad);
 
-  // A pipeline stage accumulates a micro-batch's gradient in chunk parts (accumulate), which
-  // ZeRO-2's whole-gradient reduce-scatter per micro-batch does not cover yet (ZeRO-3's chunk
-  // functions return their gradients reduce-scattered already).
-  if (plan.zeroStage == 2)
-    return makeError(plan.dir.string(), ": ZeRO stage 2 is not supported with pipeline "
-                                        "parallelism yet (compile with --zero-stage 1 or 3)");
+  // A stage takes in its gradients in chunk parts (GradientBuffer::addPart): under ZeRO-2
+  // each part is reduce-scattered as the chunk call returns it (ZeRO-3's chunk functions
+  // return their gradients reduce-scattered already).
   int64_t dpAxisSize = plan.dataParallelAxis ? plan.mesh[*plan.dataParallelAxis].size : 1;
   Expected<GradientBuffer> grads =
       GradientBuffer::create(sp, state_, dpAxisSize, /*withScratch=*/true);
@@ -277,7 +274,7 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
       if (b.kind == BufferKind::Param) {
         data = state_.params[*p].values.data() + begin;
       } else {
-        data = grads_->scratch(*p) + begin;
+        data = grads_->microBatchGrad(*p, /*first=*/false) + begin;
         written.emplace_back(*p, begin, elements);
       }
       break;
@@ -349,7 +346,9 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
                  " micro-batch ", i));
   }
   for (auto [p, begin, count] : written)
-    grads_->accumulate(p, begin, count);
+    if (Error err = grads_->addPart(mesh_->dataParallel(), p, begin, count, step_); !err.ok())
+      return std::move(err).withContext(
+          concat("stage ", mesh_->stage(), ": chunk", c, '.', role, " micro-batch ", i));
   if (wroteLoss)
     lossSum_ += loss;
   // The counts of the chunk's layers, into their rows of the whole stack.
@@ -447,15 +446,18 @@ Expected<MessageBuffer> PipelineTrainer::message(const ScheduleTask &task) {
 
 Error PipelineTrainer::reduceGradients() {
   // A shared parameter's parts on the stages holding it first (Megatron's embedding group),
-  // then the data-parallel sum.
+  // then the data-parallel sum. Under ZeRO-2 a reduce-scattered gradient is summed over the
+  // data-parallel ranks already: its shard is summed over the stages (each stage's rank of
+  // the same data-parallel coordinate holds the same block).
   for (const SharedGroup &group : sharedGroups_)
-    for (size_t p : group.params)
-      if (Error err = group.comm->allReduce(grads_->grad(p), state_.params[p].values.size(),
-                                            MTC_F32, MTC_SUM);
+    for (size_t p : group.params) {
+      std::span<float> grad = grads_->accumulated(p);
+      if (Error err = group.comm->allReduce(grad.data(), grad.size(), MTC_F32, MTC_SUM);
           !err.ok())
         return std::move(err).withContext(concat("step ", step_ + 1, ": all-reduce of shared "
                                                  "parameter '",
                                                  state_.params[p].name, "' over its stages"));
+    }
   // Under ZeRO-3 the chunk functions return the gradients reduce-scattered, and count the
   // data-parallel group's tokens per expert.
   bool shardedParameters = plan_->shardsParameters();

@@ -14,10 +14,13 @@
 //     from the task that writes them to the last task that reads them (a send's until the
 //     step ends, when the executor has waited for it); a chunk's output for the next chunk
 //     on the same stage is written straight into that chunk's input;
-//   - each backward's gradients (the chunk's part) are added into the stage's gradients;
-//   - reduce_gradients sums a shared parameter's gradient over the stages holding it (the
-//     tied embedding's group of the first and last stage), then over the data-parallel ranks
-//     (GradientBuffer.h: all-reduce, or the distributed optimizer's reduce-scatter);
+//   - each backward's gradients (the chunk's part) are added into the stage's gradients
+//     (GradientBuffer::addPart; under ZeRO-2 a gradient the stage shards over dp is
+//     reduce-scattered at once and added to the stage's shard);
+//   - reduce_gradients sums a shared parameter's gradient (its shard under ZeRO-2) over the
+//     stages holding it (the tied embedding's group of the first and last stage), then over
+//     the data-parallel ranks (GradientBuffer.h: all-reduce, or the distributed optimizer's
+//     reduce-scatter, which ZeRO-2 has done already);
 //   - optimizer_step: `stage<s>.grad_squares` gives the stage's part of the squared gradient
 //     norm, summed over the pipeline group; `stage<s>.optimizer_step` takes the global norm
 //     (clipping covers every stage) and updates the stage's parameters and state.

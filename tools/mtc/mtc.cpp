@@ -836,9 +836,6 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
       return flagError("--use-distributed-optimizer is ZeRO stage 1, but --zero-stage is " +
                        Twine(zeroStage.getValue()) + ": give one of them");
     distributed = zeroStage >= 1;
-    if (zeroStage == 2 && pp.value_or(1) > 1)
-      return flagError("--zero-stage " + Twine(zeroStage.getValue()) +
-                       " is not supported with pipeline parallelism (--pp) yet: use --zero-stage 1");
   }
   if (distributed.value_or(false) && dp.value_or(1) < 2)
     return flagError("the distributed optimizer shards the optimizer state over data-parallel "

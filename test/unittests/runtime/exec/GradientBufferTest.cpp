@@ -6,8 +6,9 @@
 // each in table order), the accumulation of scratch gradients, the reduction on 2 thread-ranks
 // with and without the scratch buffer (the optimizer's gradients are the rank's blocks of the
 // sums), a single rank, and the error of a missing data-parallel group; under ZeRO-2 the
-// buffers' sizes and two micro-batches reduce-scattered one at a time into the shard
-// accumulator. The values are small integers, so every order of summation is exact.
+// buffers' sizes, two micro-batches reduce-scattered one at a time into the shard
+// accumulator, and a pipeline stage's chunk parts (runs of rows) reduce-scattered each on
+// its own. The values are small integers, so every order of summation is exact.
 //
 //===----------------------------------------------------------------------===//
 
@@ -229,6 +230,66 @@ TEST(GradientBufferTest, ZeroTwoKeepsOnlyShards) {
   EXPECT_EQ(lonely.addMicroBatch(nullptr, true, 2).message(),
             "step 3: reduce-scatter of the gradient of 'a' over the data-parallel ranks: internal "
             "error: the data-parallel group has 1 ranks, but the gradients are sharded 2 ways");
+}
+
+TEST(GradientBufferTest, ZeroTwoTakesChunkParts) {
+  // A pipeline stage's chunk calls write runs of whole rows: c [3, 4] (sharded along its
+  // second dim) as rows 0-1 and then row 2, each reduce-scattered on its own into the rows'
+  // part of the shard; b (all-reduced) accumulates; a (sharded along its rows) only whole.
+  Plan plan = gradientPlan(true);
+  plan.zeroStage = 2;
+  TestJob job;
+  std::vector<std::vector<float>> b(2), c(2);
+  std::vector<std::string> errors(2);
+  runRanks(2, [&](int rank) {
+    auto dp = job.connect(rank, 2, "zero2-parts");
+    ASSERT_TRUE(dp);
+    GradientBuffer g = create(plan, 2, true);
+    Error err = Error::success();
+    for (auto [begin, count] : {std::pair<size_t, size_t>{0, 8}, {8, 4}}) {
+      for (size_t i = begin; i < begin + count; ++i)
+        g.microBatchGrad(2, false)[i] = value(rank, 2, i);
+      if (err.ok())
+        err = g.addPart(dp.get(), 2, begin, count, 0);
+    }
+    for (int m = 0; m < 2; ++m) {
+      for (size_t i = 0; i < 3; ++i)
+        g.microBatchGrad(1, false)[i] = value(rank + 2 * m, 1, i);
+      if (err.ok())
+        err = g.addPart(dp.get(), 1, 0, 3, 0);
+    }
+    if (err.ok())
+      err = g.reduce(dp.get(), 0);
+    errors[rank] = err.message();
+    std::span<float> shard = g.accumulated(2);
+    c[rank].assign(shard.begin(), shard.end());
+    EXPECT_EQ(shard.data(), g.optimizerGrad(2));
+    EXPECT_EQ(g.accumulated(1).size(), 3u);
+    b[rank].assign(g.optimizerGrad(1), g.optimizerGrad(1) + 3);
+  });
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE(concat("rank ", r));
+    EXPECT_EQ(errors[r], "");
+    std::vector<float> cShard, bSum;
+    for (size_t row = 0; row < 3; ++row)
+      for (size_t col = 2 * size_t(r); col < 2 * size_t(r) + 2; ++col)
+        cShard.push_back(sum2(2, row, col, 4));
+    for (size_t i = 0; i < 3; ++i)
+      bSum.push_back(value(0, 1, i) + value(1, 1, i) + value(2, 1, i) + value(3, 1, i));
+    EXPECT_EQ(c[r], cShard);
+    EXPECT_EQ(b[r], bSum);
+  }
+
+  // Runs the shards cannot take on their own are internal errors, before any collective.
+  GradientBuffer g = create(plan, 2, true);
+  EXPECT_EQ(g.addPart(nullptr, 0, 0, 6, 1).message(),
+            "step 2: internal error: elements [0, 6) of the gradient of 'a' cannot be "
+            "reduce-scattered on their own (its shards split dimension 0 of 4 rows of 3 "
+            "elements)");
+  EXPECT_EQ(g.addPart(nullptr, 2, 2, 4, 1).message(),
+            "step 2: internal error: elements [2, 6) of the gradient of 'c' cannot be "
+            "reduce-scattered on their own (its shards split dimension 1 of 3 rows of 4 "
+            "elements)");
 }
 
 TEST(GradientBufferTest, OneRankAndAMissingGroup) {
