@@ -29,7 +29,7 @@ MAX_REQUEST_BYTES = 4096
 class Server:
     """`mtrun serve` on a free port (--port 0 --port-file), one generation request at a time."""
 
-    def __init__(self, mtrun, plan, ckpt, workdir, name):
+    def __init__(self, mtrun, plan, ckpt, workdir, name, extra_args=()):
         self.port_file = os.path.join(workdir, name + ".port")
         self.log_path = os.path.join(workdir, name + ".log")
         if os.path.exists(self.port_file):
@@ -37,7 +37,8 @@ class Server:
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(
             [mtrun, "serve", plan, "--load", ckpt, "--port", "0", "--port-file", self.port_file,
-             "--max-concurrency", "1", "--max-request-bytes", str(MAX_REQUEST_BYTES)],
+             "--max-concurrency", "1", "--max-request-bytes", str(MAX_REQUEST_BYTES),
+             *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 120
         while not os.path.exists(self.port_file):
@@ -205,7 +206,10 @@ def main():
         server.stop(signal.SIGTERM)
 
     # SIGINT while a generation computes: it ends at its next token (503) and mtrun exits.
-    server = Server(mtrun, plan, ckpt, workdir, "interrupted")
+    # The window path (--no-kv-cache, ~30 tokens/s here) keeps the 944 tokens of the request
+    # computing for seconds, so the signal lands during the generation; with the KV cache
+    # the request can finish before it.
+    server = Server(mtrun, plan, ckpt, workdir, "interrupted", ["--no-kv-cache"])
     interrupted = False
     try:
         result = {}
