@@ -7,9 +7,7 @@
 #include "runtime/comm/ElementTypes.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <exception>
 #include <new>
 #include <vector>
