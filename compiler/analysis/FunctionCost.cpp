@@ -41,7 +41,7 @@ int64_t contractFlops(mt::ContractOp op) {
 /// Ops that compute nothing: views, casts between the global and local types, constants
 /// and the parameter and state references.
 bool movesNothing(Operation *op) {
-  return isa<mt::RenameOp, mt::ConstantOp, mt::IotaOp, mt::ParamRefOp>(op) ||
+  return isa<mt::RenameOp, mt::ParamRefOp>(op) || op->hasTrait<mt::OpTrait::CallConstant>() ||
          op->getDialect()->getNamespace() == "mtp" || op->getNumResults() == 0;
 }
 

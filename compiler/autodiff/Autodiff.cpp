@@ -46,6 +46,19 @@ mt::NamedTensorType stacked(Type type, int64_t count, MLIRContext *context) {
   return tensor.withDims(dims);
 }
 
+/// The gradient the backward starts from, d(loss)/d(loss): 1, or under `precision fp16` the
+/// runtime's loss scale (`mt.loss_scale`), so that gradients too small for f16 survive the
+/// backward; the optimizer step divides it out again (dynamic loss scaling).
+Value seed(OpBuilder &builder, Location loc, Value loss, ModuleOp module) {
+  mt::TrainAttr train = mt::TrainAttr::lookup(module);
+  if (!train || train.getPrecisionOrDefault() != mt::Precision::FP16)
+    return TensorBuilder(builder, loc).scalar(1.0, loss);
+  Value scale = mt::LossScaleOp::create(builder, loc);
+  if (scale.getType() == loss.getType())
+    return scale;
+  return mt::CastOp::create(builder, loc, loss.getType(), scale);
+}
+
 /// Sums the gradient contributions each value receives.
 class GradientMap {
 public:
@@ -142,7 +155,7 @@ LogicalResult AutodiffPass::reverseSweep(ArrayRef<Operation *> ops, GradientMap 
       resultGrads.push_back(grads.lookup(result));
       any |= static_cast<bool>(resultGrads.back());
     }
-    if (!any || isa<mt::ParamRefOp, mt::ConstantOp, mt::IotaOp>(op))
+    if (!any || isa<mt::ParamRefOp>(op) || op->hasTrait<mt::OpTrait::CallConstant>())
       continue;
     if (auto repeat = dyn_cast<mt::RepeatOp>(op)) {
       if (failed(repeatVJP(repeat, grads, builder)))
@@ -273,7 +286,7 @@ FailureOr<LayerGradients> AutodiffPass::differentiateLayer(func::FuncOp layer,
   // 2. Cut: forward ops the backward reads are saved, unless the policy recomputes them.
   llvm::DenseSet<Operation *> forwardSet(forwardOps.begin(), forwardOps.end());
   auto recomputed = [&](Operation *op) {
-    if (isa<mt::ParamRefOp, mt::ConstantOp, mt::IotaOp>(op))
+    if (isa<mt::ParamRefOp>(op) || op->hasTrait<mt::OpTrait::CallConstant>())
       return true;
     // Mixed precision's read of a parameter (the cast of its f32 master weight) is redone
     // in the backward like the read itself: saving it would keep a bf16 copy of the layer's
@@ -432,7 +445,7 @@ LogicalResult AutodiffPass::differentiateEntry(func::FuncOp entry) {
 
   GradientMap grads;
   TensorBuilder t(builder, loc);
-  grads.add(t, loss, t.scalar(1.0, loss));
+  grads.add(t, loss, seed(builder, loc, loss, getOperation()));
   paramGrads.clear();
   if (failed(reverseSweep(forwardOps, grads, builder)))
     return failure();

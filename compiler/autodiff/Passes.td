@@ -29,6 +29,11 @@ def MTAutodiffPass : Pass<"mt-autodiff", "::mlir::ModuleOp"> {
     the per-instance parameter gradients: a layer parameter's gradient has the leading
     `layers` dimension of the parameter storage.
 
+    The backward starts from d(loss)/d(loss) = 1, or under `precision fp16` from
+    `mt.loss_scale`, the runtime's loss scale: every gradient is then scaled by it, which
+    keeps small gradients representable in f16, and the runtime divides it out in the
+    optimizer step (dynamic loss scaling).
+
     Every differentiable op implements DifferentiableOpInterface (VJPRules.cpp).
   }];
   let options = [

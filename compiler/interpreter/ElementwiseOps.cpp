@@ -16,6 +16,10 @@ Expected<Results> eval::evalOp(mt::ConstantOp op, Operands) {
   return Results{Tensor(typeOf(op.getResult()), {op.getValue().convertToDouble()})};
 }
 
+Expected<Results> eval::evalOp(mt::LossScaleOp op, Operands) {
+  return Results{Tensor(typeOf(op.getResult()), {1.0})};
+}
+
 //===----------------------------------------------------------------------===//
 // Binary ops with named broadcasting
 //===----------------------------------------------------------------------===//

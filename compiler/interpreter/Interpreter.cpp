@@ -210,7 +210,7 @@ Expected<Results> Interpreter::evalOp(Operation *op, ArrayRef<const Tensor *> op
     if (!isa<mt::NamedTensorType>(type))
       return opError(op, llvm::formatv("result of type {0} is not an !mt.tensor", type));
   return llvm::TypeSwitch<Operation *, Expected<Results>>(op)
-      .Case<mt::ConstantOp, mt::IotaOp, mt::AddOp, mt::SubOp, mt::MulOp, mt::DivOp, mt::MaxOp,
+      .Case<mt::ConstantOp, mt::IotaOp, mt::LossScaleOp, mt::AddOp, mt::SubOp, mt::MulOp, mt::DivOp, mt::MaxOp,
             mt::PowOp, mt::GreaterOp, mt::NegOp, mt::ExpOp, mt::LogOp, mt::SqrtOp, mt::RsqrtOp,
             mt::TanhOp, mt::SigmoidOp, mt::CosOp, mt::ReluOp, mt::SiluOp, mt::GeluOp,
             mt::GeluGradOp, mt::CastOp, mt::TransposeOp, mt::BroadcastOp, mt::SplitOp, mt::MergeOp,

@@ -111,6 +111,8 @@ struct TableRows {
 
 // ElementwiseOps.cpp
 llvm::Expected<Results> evalOp(mt::ConstantOp op, Operands in);
+/// 1: the interpreter runs without loss scaling.
+llvm::Expected<Results> evalOp(mt::LossScaleOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::AddOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::SubOp op, Operands in);
 llvm::Expected<Results> evalOp(mt::MulOp op, Operands in);

@@ -107,7 +107,7 @@ public:
       return addArgument(value, kind);
     }
     Operation *def = value.getDefiningOp();
-    if (def->getNumOperands() == 0 && isa<mt::ConstantOp, mt::IotaOp>(def)) {
+    if (def->hasTrait<mt::OpTrait::CallConstant>()) {
       OpBuilder::InsertionGuard guard(builder);
       builder.setInsertionPointToStart(&body);
       Operation *clone = builder.clone(*def);

@@ -103,7 +103,7 @@ ChunkCost costOf(ArrayRef<Operation *> ops, FlopCounter &flops, ModuleOp module)
       if (mt::ParamRefOp ref = parameterRead(operand); ref && params.insert(ref.getParam()).second)
         if (auto param = module.lookupSymbol<mt::ParamOp>(ref.getParam()))
           cost.paramBytes += bytesOf(param.getTensorType());
-    if (isa<mt::ParamRefOp, mt::ConstantOp, mt::IotaOp, mt::RepeatOp>(op))
+    if (isa<mt::ParamRefOp, mt::RepeatOp>(op) || op->hasTrait<mt::OpTrait::CallConstant>())
       continue;
     for (Value result : op->getResults())
       cost.activationBytes += bytesOf(result.getType());

@@ -921,7 +921,7 @@ void mtc::sharding::registerPartitionRules(DialectRegistry &registry) {
     mt::LoadBalancingLossOp::attachInterface<LoadBalancingLossModel>(*context);
     mt::LoadBalancingLossGradOp::attachInterface<LoadBalancingLossGradModel>(*context);
     mt::ExpertLoadOp::attachInterface<ExpertLoadModel>(*context);
-    attach<ReplicatedModel, mt::ConstantOp, mt::IotaOp, mt::SoftmaxOp,
+    attach<ReplicatedModel, mt::ConstantOp, mt::IotaOp, mt::LossScaleOp, mt::SoftmaxOp,
            mt::LayerNormOp, mt::RMSNormOp, mt::CrossEntropyOp, mt::CrossEntropyGradOp>(context);
   });
   registerAttentionPartitionRules(registry);

@@ -8,6 +8,7 @@
 #include "runtime/support/TemporaryFiles.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -48,6 +49,7 @@ std::string formatShape(const std::vector<int64_t> &shape) {
 TrainingState withRealVocabulary(const Plan &plan, const TrainingState &state) {
   TrainingState real;
   real.step = state.step;
+  real.lossScale = state.lossScale;
   auto strip = [&](const TrainingState::Tensor &t, const std::vector<Dim> &dims) {
     if (!plan.vocabularyPadded())
       return t;
@@ -60,6 +62,66 @@ TrainingState withRealVocabulary(const Plan &plan, const TrainingState &state) {
     real.states.push_back(strip(state.states[i], plan.states[i].dims));
   return real;
 }
+
+namespace {
+
+// fp16's loss scaler (LossScaler.h), present together or not at all.
+constexpr std::string_view kLossScaleKey = "loss_scale";
+constexpr std::string_view kGrowthTrackerKey = "loss_scale_growth_tracker";
+constexpr std::string_view kHysteresisTrackerKey = "loss_scale_hysteresis_tracker";
+constexpr std::string_view kSkippedStepsKey = "skipped_steps";
+
+/// `text` as a whole number or float (from_chars), or an error naming `key`.
+template <typename T>
+Expected<T> parseField(const std::string &text, std::string_view key, const std::string &where) {
+  T value{};
+  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (err != std::errc() || end != text.data() + text.size())
+    return makeError(where, ": invalid ", key, " '", text, "' in the checkpoint's metadata");
+  return value;
+}
+
+/// The loss scaler's state in `meta`, none when the run had no loss scaling; every value
+/// checked (a positive finite scale, counts that fit `step` steps).
+Expected<std::optional<LossScaleState>> readLossScale(const SafetensorsMetadata &meta,
+                                                      int64_t step, const std::string &where) {
+  const std::string_view keys[] = {kLossScaleKey, kGrowthTrackerKey, kHysteresisTrackerKey,
+                                   kSkippedStepsKey};
+  const std::string *values[4];
+  int present = 0;
+  for (int i = 0; i < 4; ++i)
+    present += (values[i] = findMetadata(meta, keys[i])) != nullptr;
+  if (present == 0)
+    return std::optional<LossScaleState>();
+  for (int i = 0; i < 4; ++i)
+    if (!values[i])
+      return makeError(where, ": the checkpoint's metadata has loss scaling fields but no '",
+                       keys[i], "'");
+  Expected<float> scale = parseField<float>(*values[0], keys[0], where);
+  if (!scale)
+    return scale.takeError();
+  Expected<int64_t> growth = parseField<int64_t>(*values[1], keys[1], where);
+  if (!growth)
+    return growth.takeError();
+  Expected<int64_t> hysteresis = parseField<int64_t>(*values[2], keys[2], where);
+  if (!hysteresis)
+    return hysteresis.takeError();
+  Expected<int64_t> skipped = parseField<int64_t>(*values[3], keys[3], where);
+  if (!skipped)
+    return skipped.takeError();
+  if (!std::isfinite(*scale) || *scale <= 0)
+    return makeError(where, ": the checkpoint's loss scale ", *values[0],
+                     " is not a positive finite value");
+  if (*growth < 0 || *growth > step)
+    return makeError(where, ": the checkpoint's ", keys[1], " ", *growth,
+                     " is not a count of the ", step, " steps taken");
+  if (*skipped < 0 || *skipped > step)
+    return makeError(where, ": the checkpoint's ", keys[3], " ", *skipped,
+                     " is not a count of the ", step, " steps taken");
+  return std::optional<LossScaleState>(LossScaleState{*scale, *growth, *hysteresis, *skipped});
+}
+
+} // namespace
 
 Error saveCheckpoint(const std::filesystem::path &dir, const Plan &plan,
                      const TrainingState &whole) {
@@ -80,6 +142,15 @@ Error saveCheckpoint(const std::filesystem::path &dir, const Plan &plan,
       {"seed", concat(plan.seed)},
       {"plan_sha256", plan.planSha256},
   };
+  if (const std::optional<LossScaleState> &scaling = state.lossScale) {
+    char scale[32];
+    auto [end, err] = std::to_chars(scale, scale + sizeof scale, scaling->scale);
+    metadata.insert(metadata.end(),
+                    {{std::string(kLossScaleKey), std::string(scale, end)},
+                     {std::string(kGrowthTrackerKey), concat(scaling->growthTracker)},
+                     {std::string(kHysteresisTrackerKey), concat(scaling->hysteresisTracker)},
+                     {std::string(kSkippedStepsKey), concat(scaling->skippedSteps)}});
+  }
   for (auto [prefix, table] : {std::pair{"param:", &state.params}, {"state:", &state.states}})
     for (const TrainingState::Tensor &t : *table) {
       std::string name = concat(prefix, t.name);
@@ -142,6 +213,10 @@ Expected<TrainingState> loadCheckpoint(const std::filesystem::path &dir, const P
       std::from_chars(stepText->data(), stepText->data() + stepText->size(), state.step);
   if (err != std::errc() || end != stepText->data() + stepText->size() || state.step < 0)
     return makeError(where, ": invalid step '", *stepText, "' in the checkpoint's metadata");
+  Expected<std::optional<LossScaleState>> scaling = readLossScale(meta, state.step, where);
+  if (!scaling)
+    return scaling.takeError();
+  state.lossScale = *scaling;
 
   size_t expected = plan.params.size() + plan.states.size();
   if (st.tensors().size() != expected)

@@ -8,6 +8,13 @@
 //   seed = <plan seed>        plan_sha256 = <plan.json it was trained with>
 //   crc32c:<tensor> = <8 hex digits, CRC-32C of the tensor's bytes>   (one per tensor)
 //
+// and, from a run with fp16 loss scaling (LossScaler.h), its scaler's state: `loss_scale`
+// (the f32 scale, shortest round-trip text), `loss_scale_growth_tracker`,
+// `loss_scale_hysteresis_tracker` and `skipped_steps` (Megatron keeps the same three in its
+// grad scaler's state dict), all four or none. A checkpoint loads under any precision: a
+// plan without loss scaling carries the state on unused, and the skipped steps still count
+// out of the optimizer's steps (TrainingState::optimizerSteps).
+//
 // The file is written atomically (temporary file, fsync, rename), so a crash while saving
 // leaves the previous checkpoint intact; the temporary a killed save leaves is removed by the
 // next save or load of the directory (support/TemporaryFiles.h). Loading verifies the structure, the format, that

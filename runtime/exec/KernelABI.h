@@ -14,6 +14,7 @@
  *                   (MeshCollectives.h: semantics, error handling)
  *   GEMM            _mlir_ciface_mtc_batch_matmul_f32 (Gemm.h)
  *   dropout         mtc_dropout_key, mtc_dropout_layer (DropoutKey.h)
+ *   loss scale      mtc_loss_scale (LossScaler.h)
  *   workspace       mtc_kernel_workspace, mtc_kernel_workspace_release (KernelMemory.h)
  *   allocation      mtc_kernel_alloc, mtc_kernel_calloc, mtc_kernel_aligned_alloc,
  *                   mtc_kernel_free (KernelMemory.h): what the compiler could not place
@@ -73,6 +74,7 @@ extern "C" {
 #define MTC_ABI_DROPOUT_KEY "mtc_dropout_key"
 #define MTC_ABI_DROPOUT_LAYER "mtc_dropout_layer"
 #define MTC_ABI_DROPOUT_KEEP_ELEMENT "mtc_dropout_keep_element"
+#define MTC_ABI_LOSS_SCALE "mtc_loss_scale"
 #define MTC_ABI_KERNEL_ALLOC "mtc_kernel_alloc"
 #define MTC_ABI_KERNEL_CALLOC "mtc_kernel_calloc"
 #define MTC_ABI_KERNEL_ALIGNED_ALLOC "mtc_kernel_aligned_alloc"
@@ -108,7 +110,8 @@ extern "C" {
   X(mtc_kernel_aligned_alloc)                                                                  \
   X(mtc_kernel_free)                                                                           \
   X(mtc_kernel_workspace)                                                                      \
-  X(mtc_kernel_workspace_release)
+  X(mtc_kernel_workspace_release)                                                              \
+  X(mtc_loss_scale)
 
 /*===----------------------------------------------------------------------===*
  * The kernel context: what one call of a compiled function reaches the runtime through.
@@ -119,8 +122,9 @@ extern "C" {
 
 /* Bumped whenever MtcKernelContext or a signature below changes; 0 is "no context" (objects
  * compiled before the context existed), 1 the context with an arena the runtime served
- * allocations from in order (before the workspace's offsets were compiled in). */
-#define MTC_KERNEL_CONTEXT_VERSION 2u
+ * allocations from in order (before the workspace's offsets were compiled in), 2 the context
+ * without the loss scale. */
+#define MTC_KERNEL_CONTEXT_VERSION 3u
 
 typedef struct MtcKernelContext {
   uint32_t size;    /* sizeof(MtcKernelContext) where it was built */
@@ -129,9 +133,10 @@ typedef struct MtcKernelContext {
   void *dropout;    /* mtc::rt::DropoutCall: the key and the current layer instance */
   void *workspace;   /* where the placed temporaries live: 64-byte aligned, null for none */
   uint64_t workspace_bytes; /* its size */
+  float loss_scale;         /* what mtc_loss_scale returns (fp16's dynamic loss scale); 0: 1 */
 } MtcKernelContext;
 
-/* A context over these (each pointer may be null). */
+/* A context over these (each pointer may be null), with no loss scale (1). */
 static inline MtcKernelContext mtc_kernel_context(void *mesh, void *dropout, void *workspace,
                                                   uint64_t workspace_bytes) {
   MtcKernelContext context;
@@ -141,6 +146,7 @@ static inline MtcKernelContext mtc_kernel_context(void *mesh, void *dropout, voi
   context.dropout = dropout;
   context.workspace = workspace;
   context.workspace_bytes = workspace ? workspace_bytes : 0;
+  context.loss_scale = 1.0f;
   return context;
 }
 
@@ -210,6 +216,14 @@ void mtc_dropout_layer(MtcKernelContext *context, int64_t instance);
  * mtc_dropout_keep. */
 int32_t mtc_dropout_keep_element(uint64_t seed, uint32_t tensor_id, uint64_t index, uint32_t step,
                                  float keep_prob);
+
+/*===----------------------------------------------------------------------===*
+ * Loss scale (runtime/exec/LossScaler.h): the factor the call's backward starts from
+ * (`mt.loss_scale`, seeded under fp16): the context's `loss_scale`, 1 for a null context or
+ * one that holds none (0).
+ *===----------------------------------------------------------------------===*/
+
+float mtc_loss_scale(MtcKernelContext *context);
 
 /*===----------------------------------------------------------------------===*
  * Workspace (runtime/exec/KernelMemory.h): the base of the workspace for a function whose

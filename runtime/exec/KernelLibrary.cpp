@@ -290,6 +290,7 @@ void KernelLibrary::call(const LoadedKernel &kernel, std::span<void *const> buff
   }
   MtcKernelContext context = mtc_kernel_context(state.mesh, state.dropout, workspace,
                                                 static_cast<uint64_t>(workspaceBytes));
+  context.loss_scale = state.lossScale;
   kernel.entry(&context, pointers.data());
 }
 

@@ -52,6 +52,8 @@ struct LoadedStage {
 struct KernelCallState {
   MeshCall *mesh = nullptr;
   DropoutCall *dropout = nullptr;
+  /// What `mt.loss_scale` reads (fp16's loss scale; LossScaler.h).
+  float lossScale = 1.0f;
 };
 
 class KernelLibrary {

@@ -170,9 +170,9 @@ void MeshCall::recordFailure(Error error) {
 }
 
 Error callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
-                 const MeshContext &mesh, DropoutCall *dropout) {
+                 const MeshContext &mesh, DropoutCall *dropout, float lossScale) {
   MeshCall call(mesh);
-  KernelLibrary::call(kernel, buffers, {&call, dropout});
+  KernelLibrary::call(kernel, buffers, {&call, dropout, lossScale});
   return call.takeError();
 }
 

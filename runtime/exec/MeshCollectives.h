@@ -129,10 +129,10 @@ private:
 struct DropoutCall;
 struct LoadedKernel;
 
-/// Calls `kernel` (KernelLibrary::call) with a MeshCall over `mesh` and `dropout` (null: none)
-/// in its kernel context; fails with the first collective's error.
+/// Calls `kernel` (KernelLibrary::call) with a MeshCall over `mesh`, `dropout` (null: none)
+/// and `lossScale` in its kernel context; fails with the first collective's error.
 Error callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
-                 const MeshContext &mesh, DropoutCall *dropout);
+                 const MeshContext &mesh, DropoutCall *dropout, float lossScale = 1.0f);
 
 } // namespace mtc::rt
 

@@ -120,6 +120,7 @@ Expected<TrainingState> takeStage(const Plan &plan, const StageHoldings &holding
     return makeError("the state does not match the plan's tables");
   TrainingState stage;
   stage.step = model.step;
+  stage.lossScale = model.lossScale;
   try {
     auto take = [&](const TrainingState::Tensor &t, const ParamInfo &p) {
       if (!isLayerParam(p))

@@ -339,7 +339,8 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
   {
     DropoutCall dropout{DropoutKey{plan_->seed, step_, kernelSampleBegin(i)}};
     if (Error err =
-            callInMesh(kernel, pointers, mesh_->context(), plan_->dropout ? &dropout : nullptr);
+            callInMesh(kernel, pointers, mesh_->context(), plan_->dropout ? &dropout : nullptr,
+                       scaler_ ? scaler_->scale() : 1.0f);
         !err.ok())
       return std::move(err).withContext(
           concat("step ", step_ + 1, ": stage ", mesh_->stage(), ": chunk", c, '.', role,
@@ -499,11 +500,12 @@ std::vector<std::pair<size_t, size_t>> PipelineTrainer::stageExpertLoadRanges() 
 
 Error PipelineTrainer::optimizerStep() {
   const LoadedStage &stage = kernels_->stages()[size_t(mesh_->stage())];
-  // Under ZeRO-3 each chunk call's gradient is the mean over the data-parallel group's micro-batch.
-  float gradScale =
-      static_cast<float>(plan_->shardsParameters() ? dpSize_ : 1) /
-      static_cast<float>(totalMicroBatches_);
-  float stepScalar = static_cast<float>(step_), squares = 0;
+  // Under ZeRO-3 each chunk call's gradient is the mean over the data-parallel group's
+  // micro-batch; under fp16 every gradient is the loss scale's multiple.
+  float gradScale = static_cast<float>(plan_->shardsParameters() ? dpSize_ : 1) /
+                    static_cast<float>(totalMicroBatches_) /
+                    (scaler_ ? scaler_->scale() : 1.0f);
+  float stepScalar = static_cast<float>(state_.optimizerSteps()), squares = 0;
   auto bindGrads = [&](const KernelFunction &fn, std::vector<void *> &out, bool outputs,
                        const auto &scalar) -> Error {
     const std::vector<KernelBuffer> &side = outputs ? fn.outputs : fn.inputs;
@@ -576,22 +578,27 @@ Error PipelineTrainer::optimizerStep() {
     return makeError("step ", step_ + 1, ": the loss is ", meanLoss,
                      " (training diverged; try a lower learning rate)");
   gradNorm_ = static_cast<float>(std::sqrt(shared[0]));
+  // The norm is every stage's, so all ranks skip an overflowing fp16 step together: the
+  // optimizer still runs (for the step's learning rate), its outputs are dropped.
+  skipped_ = !std::isfinite(gradNorm_);
+  if (skipped_ && !scaler_)
+    return makeError("step ", step_ + 1, ": the gradient norm is ", double(gradNorm_),
+                     " (training diverged)");
   buffers.clear();
   for (bool outputs : {false, true})
     if (Error err = bindGrads(*stage.optimizerStep.function, buffers, outputs, scalar); !err.ok())
       return err;
-  if (Error err = callStep(stage.optimizerStep, buffers, "optimizer_step"); !err.ok())
-    return err;
-  if (!std::isfinite(gradNorm_))
-    return makeError("step ", step_ + 1, ": the gradient norm is ", double(gradNorm_),
-                     " (training diverged)");
-  return Error::success();
+  return callStep(stage.optimizerStep, buffers, "optimizer_step");
 }
 
 Expected<StepStats> PipelineTrainer::step() {
   auto start = std::chrono::steady_clock::now();
   step_ = state_.step;
   lossSum_ = 0;
+  scaler_.reset();
+  if (plan_->lossScaling)
+    scaler_.emplace(lossScaleOptions_, state_.lossScale);
+  skipped_ = false;
   std::fill(expertLoadSum_.begin(), expertLoadSum_.end(), 0);
   grads_->clear();
   Expected<StageStepTimes> times = executor_->runStep(*this);
@@ -601,10 +608,18 @@ Expected<StepStats> PipelineTrainer::step() {
   if (!times)
     return times.takeError();
   times_.push_back(*times);
-  std::swap(state_.params, next_.params);
-  std::swap(state_.states, next_.states);
-  state_.step = step_ + 1;
+  if (!skipped_) {
+    std::swap(state_.params, next_.params);
+    std::swap(state_.states, next_.states);
+  }
   StepStats stats;
+  if (scaler_) {
+    stats.lossScale = scaler_->scale();
+    stats.skipped = skipped_;
+    scaler_->update(skipped_);
+    state_.lossScale = scaler_->state();
+  }
+  state_.step = step_ + 1;
   stats.step = state_.step;
   stats.loss = lossSum_ / static_cast<double>(totalMicroBatches_);
   stats.lr = lr_;

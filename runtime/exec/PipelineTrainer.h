@@ -64,7 +64,11 @@ public:
          const TokenSource &data, int64_t globalBatch, const RankMesh &mesh,
          TraceRecorder *trace = nullptr);
 
+  /// One step of the schedule. With loss scaling (fp16) a gradient norm that is not finite
+  /// skips the optimizer step (Trainer::step).
   Expected<StepStats> step();
+  /// As Trainer::setLossScaleOptions.
+  void setLossScaleOptions(const LossScaleOptions &options) { lossScaleOptions_ = options; }
 
   /// The stage's parameters and state (stagePlan()'s tables).
   const TrainingState &state() const { return state_; }
@@ -171,6 +175,11 @@ private:
   /// The positions of the stage's rows in expertLoadSum_, as (first value, values).
   std::vector<std::pair<size_t, size_t>> stageExpertLoadRanges() const;
   float gradNorm_ = 0, lr_ = 0;
+  /// fp16: how the loss scale is chosen, the step's scaler (from the state's), and whether
+  /// the step's gradients overflowed (its optimizer's outputs dropped).
+  LossScaleOptions lossScaleOptions_;
+  std::optional<LossScaler> scaler_;
+  bool skipped_ = false;
 };
 
 } // namespace mtc::rt

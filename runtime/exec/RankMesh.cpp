@@ -113,6 +113,7 @@ Expected<TrainingState> shardState(const Plan &plan, const TrainingState &global
     return makeError("the state does not match the plan's tables");
   TrainingState local;
   local.step = global.step;
+  local.lossScale = global.lossScale;
   try {
     auto take = [&](const TrainingState::Tensor &t, const ParamInfo &p,
                     const ParamLayout &layout) -> Expected<TrainingState::Tensor> {
@@ -157,6 +158,7 @@ Expected<TrainingState> gatherState(const Plan &plan, const TrainingState &local
     return makeError("the state does not match the plan's tables");
   TrainingState global;
   global.step = local.step;
+  global.lossScale = local.lossScale;
   try {
     std::vector<std::vector<int64_t>> coords;
     for (int64_t k = 0; k < placement.meshSize; ++k)
@@ -219,6 +221,7 @@ Expected<std::optional<TrainingState>> gatherStages(const Plan &plan, const Trai
   }
   TrainingState model;
   model.step = stage.step;
+  model.lossScale = stage.lossScale;
   try {
     for (const ParamInfo &p : plan.params)
       model.params.push_back({p.name, p.shape(), std::vector<float>(size_t(p.numElements()))});

@@ -123,8 +123,9 @@ Error Trainer::bindForward() {
 }
 
 Error Trainer::callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
-                          std::string_view what, int64_t step, DropoutCall *dropout) {
-  return rt::callInMesh(kernel, buffers, mesh_, dropout)
+                          std::string_view what, int64_t step, DropoutCall *dropout,
+                          float lossScale) {
+  return rt::callInMesh(kernel, buffers, mesh_, dropout, lossScale)
       .withContext(concat("step ", step + 1, ": ", what));
 }
 
@@ -285,11 +286,16 @@ Expected<StepStats> Trainer::step() {
   double lossSum = 0;
   int dpRank = dataParallel_ ? dataParallel_->rank() : 0;
   int dpSize = dataParallel_ ? dataParallel_->size() : 1;
-  // The gradients are the mean over the step's micro-batches. Under ZeRO-3 each call's is
-  // already the mean over the data-parallel group's micro-batch (of dpSize ranks' parts).
-  float loss = 0, stepScalar = static_cast<float>(step),
+  std::optional<LossScaler> scaler;
+  if (plan_->lossScaling)
+    scaler.emplace(lossScaleOptions_, state_.lossScale);
+  const float lossScale = scaler ? scaler->scale() : 1.0f;
+  // The gradients are the mean over the step's micro-batches, of the loss times the loss
+  // scale. Under ZeRO-3 each call's is already the mean over the data-parallel group's
+  // micro-batch (of dpSize ranks' parts).
+  float loss = 0, stepScalar = static_cast<float>(state_.optimizerSteps()),
         gradScale = static_cast<float>(plan_->shardsParameters() ? dpSize : 1) /
-                    static_cast<float>(microBatches_),
+                    static_cast<float>(microBatches_) / lossScale,
         gradNorm = 0, lr = 0;
   std::vector<void *> buffers;
   bool first = true;
@@ -327,7 +333,7 @@ Expected<StepStats> Trainer::step() {
       TraceRecorder::Scope span(trace_, "forward_backward", "compute", {{"micro_batch", m}});
       DropoutCall dropout{DropoutKey{plan_->seed, step, groupSampleBegin(m)}};
       if (Error err = callInMesh(kernels_->forwardBackward(), buffers, "forward_backward", step,
-                                 plan_->dropout ? &dropout : nullptr);
+                                 plan_->dropout ? &dropout : nullptr, lossScale);
           !err.ok())
         return err;
     }
@@ -391,15 +397,29 @@ Expected<StepStats> Trainer::step() {
         !err.ok())
       return err;
   }
-  if (!std::isfinite(gradNorm))
+  // A gradient that overflowed under loss scaling makes the global norm inf or NaN on every
+  // rank alike (it covers every gradient of the model): the step is skipped, its outputs
+  // dropped, and the scale lowered.
+  const bool overflow = !std::isfinite(gradNorm);
+  if (overflow && !scaler)
     return makeError("step ", step + 1, ": the gradient norm is ", double(gradNorm),
                      " (training diverged)");
-  std::swap(state_.params, next_.params);
-  std::swap(state_.states, next_.states);
+  if (scaler) {
+    scaler->update(overflow);
+    state_.lossScale = scaler->state();
+  }
+  if (!overflow) {
+    std::swap(state_.params, next_.params);
+    std::swap(state_.states, next_.states);
+  }
   state_.step = step + 1;
 
   StepStats stats;
   stats.step = state_.step;
+  if (scaler) {
+    stats.lossScale = lossScale;
+    stats.skipped = overflow;
+  }
   stats.loss = meanLoss;
   stats.lr = lr;
   stats.gradNorm = gradNorm;

@@ -10,6 +10,12 @@
 //   all-reduce (sum) grads and the loss sum over the data-parallel ranks, one buffer
 //   grad_norm, lr, params', states' <- optimizer_step(step, 1 / micro-batches, grads, ...)
 //
+// An fp16 plan's backward starts from the loss scale S (LossScaler.h), passed in each
+// forward_backward call's kernel context: its gradients are S times the true ones, so the
+// optimizer's gradient scale is 1 / (micro-batches x S) and its step the optimizer's own
+// count (TrainingState::optimizerSteps). When the gradient norm comes back inf or NaN the
+// optimizer's outputs are dropped: the step is skipped, and S lowered.
+//
 // Every rank then holds the same gradients and takes the same optimizer step, so parameters
 // and state stay replicated across the data-parallel ranks.
 //
@@ -73,7 +79,11 @@ struct StepStats {
   int64_t step = 0; // steps taken after this one (1 for the first)
   double loss = 0;
   double lr = 0;
-  double gradNorm = 0;  // before clipping
+  double gradNorm = 0;  // before clipping (inf or NaN for a skipped step)
+  /// fp16: the loss scale the step's backward started from (0: no loss scaling), and
+  /// whether a gradient overflowed, so that the step was skipped (LossScaler.h).
+  double lossScale = 0;
+  bool skipped = false;
   int64_t tokens = 0;   // tokens of the global batch
   double seconds = 0;   // wall time of the step
   /// Tokens routed to each expert (before any capacity drops one), per MoE layer, summed
@@ -111,7 +121,9 @@ public:
                                   const TokenSource *validation = nullptr);
 
   /// Takes one optimizer step. Fails (leaving the state of the previous step) when the loss
-  /// or the gradient norm is not finite, or a collective fails.
+  /// or the gradient norm is not finite, or a collective fails; with loss scaling (fp16), a
+  /// gradient norm that is not finite skips the step instead (the parameters and optimizer
+  /// state stay, the step count and the scaler's state advance).
   Expected<StepStats> step();
 
   /// The mean loss of the current parameters over global batches [firstBatch, firstBatch +
@@ -124,6 +136,9 @@ public:
   /// Records each micro-batch's forward_backward, the data-parallel reduction and the
   /// optimizer step as spans (null: no trace). The recorder must outlive the trainer.
   void setTrace(TraceRecorder *trace) { trace_ = trace; }
+  /// How an fp16 plan's loss scale is chosen (default: Megatron's dynamic scaling); the
+  /// scaler's state is the training state's.
+  void setLossScaleOptions(const LossScaleOptions &options) { lossScaleOptions_ = options; }
 
   const TrainingState &state() const { return state_; }
   int64_t microBatches() const { return microBatches_; }
@@ -167,7 +182,8 @@ private:
   /// Calls `kernel` with a MeshCall over mesh_ (and `dropout`, if any) in its kernel
   /// context; fails with the first collective's error.
   Error callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
-                   std::string_view what, int64_t step, DropoutCall *dropout = nullptr);
+                   std::string_view what, int64_t step, DropoutCall *dropout = nullptr,
+                   float lossScale = 1.0f);
 
   const Plan *plan_;
   const KernelLibrary *kernels_;
@@ -175,6 +191,7 @@ private:
   const TokenSource *validation_; // null: no evaluation
   Communicator *dataParallel_;
   TraceRecorder *trace_ = nullptr;
+  LossScaleOptions lossScaleOptions_;
   MeshContext mesh_;
   TrainingState state_;
   TrainingState next_; // the optimizer's outputs

@@ -381,6 +381,7 @@ Error Run::train(TrainingState &state) {
         plan_, *kernels, std::move(state), data->train, options_.globalBatch, mesh_, trace_);
     if (!trainer)
       return trainer.takeError();
+    (*trainer)->setLossScaleOptions(options_.lossScaling);
     if (Error err = runSteps(**trainer, state, data->train, nullptr, *kernels, metrics); !err.ok())
       return err;
     // Each stage's measured bubble next to the schedule's (collective over the stages).
@@ -399,6 +400,7 @@ Error Run::train(TrainingState &state) {
     if (!trainer)
       return trainer.takeError();
     trainer->setTrace(trace_);
+    trainer->setLossScaleOptions(options_.lossScaling);
     if (Error err = runSteps(*trainer, state, data->train, validation, *kernels, metrics);
         !err.ok())
       return err;
@@ -570,6 +572,11 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
                         {"peak_bytes", peak},
                         {"peak_rss_bytes", rss},
                         {"comm_bytes_sent", static_cast<int64_t>(stepBytes)}};
+      if (stats->lossScale > 0) {
+        record.insert("loss_scale", stats->lossScale);
+        record.insert("skipped", stats->skipped);
+        record.insert("skipped_steps", trainer.state().lossScale->skippedSteps);
+      }
       if (!stats->tokensPerExpert.empty()) {
         JsonArray layers;
         for (const std::vector<int64_t> &counts : stats->tokensPerExpert)
@@ -583,12 +590,20 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
     if (stats->step == first + 1 || stats->step % options_.logEvery == 0 || last) {
       if (job_.leader())
         log_.clearProgress();
+      // Megatron's fp16 fields: the scale the step ran with and the skipped steps so far.
+      std::string scaling =
+          stats->lossScale > 0
+              ? formatText("  loss scale %.1f  skipped %lld%s", stats->lossScale,
+                           static_cast<long long>(trainer.state().lossScale->skippedSteps),
+                           stats->skipped ? " (this step: overflow)" : "")
+              : std::string();
       print(
           formatText("step %6lld/%lld  loss %.4f  lr %.3e  grad norm %.3f  %8.0f tok/s  %8.1f ms  "
-                     "mem %s%s  rss %s\n",
+                     "mem %s%s  rss %s%s\n",
                      static_cast<long long>(stats->step), static_cast<long long>(target),
                      stats->loss, stats->lr, stats->gradNorm, tokensPerSecond, stats->seconds * 1e3,
-                     mebibytes(peak).c_str(), predicted.c_str(), mebibytes(rss).c_str()));
+                     mebibytes(peak).c_str(), predicted.c_str(), mebibytes(rss).c_str(),
+                     scaling.c_str()));
     }
     if (validation && stats->step % options_.evalInterval == 0)
       if (Error err = evaluateAt(stats->step / options_.evalInterval - 1, false); !err.ok())

@@ -7,7 +7,8 @@
 //   - start from the initial parameters or resume from a checkpoint (whole tensors, of which
 //     each rank keeps its shard);
 //   - train up to `targetSteps` (Trainer), logging every `logEvery` steps, appending a JSON
-//     line per step to the metrics file and checkpointing every `saveEvery` steps;
+//     line per step to the metrics file and checkpointing every `saveEvery` steps; an fp16
+//     plan's log lines and records also give the loss scale and the skipped steps;
 //   - with `evalInterval`, evaluate as Megatron does (Trainer::evaluate): every `evalInterval`
 //     steps and at the end of training, the validation loss and perplexity over `evalIters`
 //     global batches of the indexed dataset's valid split, as a log line and a metrics record;
@@ -27,6 +28,7 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/data/BlendedDataset.h"
+#include "runtime/exec/LossScaler.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/Error.h"
 
@@ -88,6 +90,8 @@ struct TrainingRunOptions {
   std::optional<std::string> exportSafetensors;
   /// Write the job's timeline to this file at the end (a Chrome trace, Trace.h).
   std::optional<std::string> trace;
+  /// How an fp16 plan's loss scale is chosen (LossScaler.h; unused by other plans).
+  LossScaleOptions lossScaling;
 };
 
 /// Where a run reports. Only the leader's run reports; the others are silent.

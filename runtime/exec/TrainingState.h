@@ -2,7 +2,7 @@
 //
 // Everything a training run carries from one step to the next, in host memory: the
 // parameters and optimizer state in the plan's table order (f32, row-major, stored dims)
-// and the number of optimizer steps taken. A run starts from `initialize` (Philox
+// the number of steps taken and, for fp16, the loss scaler's state. A run starts from `initialize` (Philox
 // initialisation, zero state) or from a checkpoint (Checkpoint.h).
 //
 //===----------------------------------------------------------------------===//
@@ -10,12 +10,14 @@
 #ifndef MTC_RUNTIME_EXEC_TRAININGSTATE_H
 #define MTC_RUNTIME_EXEC_TRAININGSTATE_H
 
+#include "runtime/exec/LossScaler.h"
 #include "runtime/plan/ParamInit.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/Safetensors.h"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace mtc::rt {
@@ -25,7 +27,13 @@ struct TrainingState {
 
   std::vector<Tensor> params; // plan.params order
   std::vector<Tensor> states; // plan.states order
-  int64_t step = 0;           // optimizer steps taken
+  int64_t step = 0;           // steps taken, skipped ones included
+  /// fp16's loss scaling so far (LossScaler.h): none before an fp16 plan's first step.
+  std::optional<LossScaleState> lossScale;
+
+  /// The optimizer's count of the updates it made (Adam's bias correction and the learning
+  /// rate schedule read it): the steps taken but those skipped for a gradient overflow.
+  int64_t optimizerSteps() const { return step - (lossScale ? lossScale->skippedSteps : 0); }
 
   /// The state at step 0 of `plan`: initialised parameters, zero optimizer state.
   static Expected<TrainingState> initialize(const Plan &plan, unsigned threads = 0);

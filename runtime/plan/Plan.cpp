@@ -1374,6 +1374,13 @@ Plan readPlan(const JsonValue &root) {
   }
   if (const JsonValue *dropout = plan.train.getObject()->find("dropout"))
     plan.dropout = asBool(*dropout, member("train", "dropout"));
+  if (const JsonValue *precision = plan.train.getObject()->find("precision")) {
+    const std::string &name = asString(*precision, member("train", "precision"));
+    if (name != "fp32" && name != "bf16" && name != "fp16")
+      fail(member("train", "precision"),
+           concat("unknown precision ", quoteForMessage(name), " (expected fp32, bf16 or fp16)"));
+    plan.lossScaling = name == "fp16";
+  }
   plan.parallel = get(o, top, "parallel");
   if (!plan.parallel.isObject())
     typeError("parallel", "an object", plan.parallel);

@@ -413,6 +413,9 @@ struct Plan {
   /// `train.dropout` (absent: true): false (`train { dropout off }`) trains with every
   /// dropout site inactive (each element kept unscaled), as evaluation runs.
   bool dropout = true;
+  /// `train.precision` is "fp16" (absent: fp32): the step's backward starts from the
+  /// runtime's loss scale (`mt.loss_scale`), which the trainer chooses (LossScaler.h).
+  bool lossScaling = false;
   /// `train.steps`, verified to be a step count from 0 to kMaxTrainSteps (0 when absent):
   /// the steps a run takes unless told otherwise.
   int64_t steps = 0;

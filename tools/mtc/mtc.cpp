@@ -138,9 +138,9 @@ cl::opt<bool> bf16Flag("bf16",
                                 "overrides train { precision }"),
                        cl::sub(compileCommand), cl::cat(compileCategory));
 cl::opt<bool> fp16Flag("fp16",
-                       cl::desc("Train in fp16 mixed precision (Megatron's --fp16); not "
-                                "trainable yet (no loss scaling): only with --target=none or "
-                                "--emit"),
+                       cl::desc("Train in fp16 mixed precision (Megatron's --fp16): as --bf16 "
+                                "with f16 activations, and the backward seeded with mtrun's "
+                                "dynamic loss scale; overrides train { precision }"),
                        cl::sub(compileCommand), cl::cat(compileCategory));
 
 cl::opt<bool> printStats("stats",
@@ -888,25 +888,6 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   return success();
 }
 
-/// fp16 needs loss scaling, which has not landed (its gradients underflow without it). A plan
-/// with an fp16 step would take its full compile time and then train badly, so it is refused
-/// here, at the `precision` setting, before anything is compiled.
-LogicalResult checkTrainablePrecision(const mtc::frontend::Module &ast,
-                                      mtc::frontend::Diagnostics &diags) {
-  if (!ast.train)
-    return success();
-  for (const mtc::frontend::ConfigEntry &entry : ast.train->entries) {
-    if (entry.key != "precision" || !entry.value || entry.value->name != "fp16")
-      continue;
-    diags.error(entry.value->range,
-                "precision fp16 cannot be trained yet: it needs loss scaling, which mtc does "
-                "not have yet; use 'precision bf16' or 'precision fp32', or --target=none or "
-                "--emit=mt-train to compile without the trainable step");
-    return failure();
-  }
-  return success();
-}
-
 /// --bf16 / --fp16: the train block's `precision`, set in the AST before it is lowered (as
 /// if the model file said so).
 LogicalResult applyPrecisionFlag(mtc::frontend::Module &ast) {
@@ -914,10 +895,6 @@ LogicalResult applyPrecisionFlag(mtc::frontend::Module &ast) {
     return success();
   if (bf16Flag && fp16Flag)
     return flagError("give --bf16 or --fp16, not both");
-  if (fp16Flag && emitKind == EmitKind::Plan && !printStats && hasTarget(KernelTarget::X86))
-    return flagError("--fp16 cannot be trained yet: it needs loss scaling, which mtc does not "
-                     "have yet; use --bf16, or --target=none or --emit=mt-train to compile "
-                     "without the trainable step");
   if (!ast.train) {
     ast.train.emplace();
     ast.train->kind = "train";
@@ -1103,9 +1080,6 @@ int compile() {
     (void)flagError("--saved-activations is a part of what --stats prints: give --stats too");
     return 1;
   }
-  if (emitKind == EmitKind::Plan && !printStats && hasTarget(KernelTarget::X86) &&
-      failed(checkTrainablePrecision(*ast, diags)))
-    return 1;
 
   if (failed(applyParallelFlags(*module)))
     return 1;

@@ -55,6 +55,9 @@ struct Options {
   std::optional<std::string> steps, data, save, saveEvery, load, logEvery, metrics, threads;
   std::optional<std::string> nodes, ranksPerNode, globalBatch, commTimeout, trace;
   std::optional<std::string> split, trainSamples, evalInterval, evalIters;
+  /// fp16's loss scaling (Megatron's flags).
+  std::optional<std::string> lossScale, initialLossScale, minLossScale, lossScaleWindow,
+      hysteresis;
   /// Megatron's --data-path: a prefix, or weights and prefixes.
   std::optional<std::vector<std::string>> dataPath;
   bool help = false;
@@ -121,6 +124,17 @@ constexpr OptionSpec kOptions[] = {
                        "write the parameters to FILE (safetensors, F32) when done"),
     MTRUN_VALUE_OPTION("--trace", trace, "FILE",
                        "write the job's timeline to FILE (Chrome trace JSON, for Perfetto)"),
+    MTRUN_VALUE_OPTION("--loss-scale", lossScale, "S",
+                       "fp16: a fixed loss scale S (default: dynamic loss scaling)"),
+    MTRUN_VALUE_OPTION("--initial-loss-scale", initialLossScale, "S",
+                       "fp16: the dynamic loss scale to start from (default 2^32)"),
+    MTRUN_VALUE_OPTION("--min-loss-scale", minLossScale, "S",
+                       "fp16: the dynamic loss scale never goes below S (default 1)"),
+    MTRUN_VALUE_OPTION("--loss-scale-window", lossScaleWindow, "N",
+                       "fp16: double the loss scale after N steps without overflow (default "
+                       "1000)"),
+    MTRUN_VALUE_OPTION("--hysteresis", hysteresis, "N",
+                       "fp16: halve the loss scale after N overflows (default 2)"),
     {"--info", "", "print a summary of the verified plan (and exit unless asked for more)",
      [](Options &o, std::string_view) { o.info = true; }, [](const Options &o) { return o.info; }},
     {"--help", "", "print this help and exit", [](Options &o, std::string_view) { o.help = true; },
@@ -392,12 +406,37 @@ int run(int argc, char **argv) {
   Expected<int64_t> evalInterval =
       parseInteger(opts->evalInterval, "--eval-interval", 0, 1, kMaxTrainSteps);
   Expected<int64_t> evalIters = parseInteger(opts->evalIters, "--eval-iters", 100, 1, kMaxTrainSteps);
+  LossScaleOptions lossScaling;
+  Expected<double> initialLossScale =
+      parseNumber(opts->initialLossScale, "--initial-loss-scale", lossScaling.initial);
+  Expected<double> minLossScale =
+      parseNumber(opts->minLossScale, "--min-loss-scale", lossScaling.minimum);
+  Expected<double> fixedLossScale = parseNumber(opts->lossScale, "--loss-scale", 1);
+  Expected<int64_t> lossScaleWindow =
+      parseInteger(opts->lossScaleWindow, "--loss-scale-window", lossScaling.window, 1, kMaxInt64);
+  Expected<int64_t> hysteresis =
+      parseInteger(opts->hysteresis, "--hysteresis", lossScaling.hysteresis, 1, kMaxInt64);
   for (const Error *err :
        {&nodes.error(), &ranksPerNode.error(), &commTimeout.error(), &steps.error(),
         &logEvery.error(), &saveEvery.error(), &threads.error(), &globalBatch.error(),
-        &trainSamples.error(), &evalInterval.error(), &evalIters.error()})
+        &trainSamples.error(), &evalInterval.error(), &evalIters.error(),
+        &initialLossScale.error(), &minLossScale.error(), &fixedLossScale.error(),
+        &lossScaleWindow.error(), &hysteresis.error()})
     if (!err->ok())
       return fail(*err);
+  lossScaling.initial = static_cast<float>(*initialLossScale);
+  lossScaling.minimum = static_cast<float>(*minLossScale);
+  if (opts->lossScale)
+    lossScaling.fixed = static_cast<float>(*fixedLossScale);
+  lossScaling.window = *lossScaleWindow;
+  lossScaling.hysteresis = *hysteresis;
+  if (Error err = lossScaling.check(); !err.ok())
+    return fail(err);
+  if (opts->lossScale && (opts->initialLossScale || opts->minLossScale ||
+                          opts->lossScaleWindow || opts->hysteresis))
+    return fail(makeError("--loss-scale fixes the loss scale: --initial-loss-scale, "
+                          "--min-loss-scale, --loss-scale-window and --hysteresis are for "
+                          "dynamic loss scaling"));
   int64_t requested = *nodes * *ranksPerNode;
   if (requested > kMaxRanks)
     return fail(makeError("--nodes ", *nodes, " --ranks-per-node ", *ranksPerNode, " asks for ",
@@ -406,6 +445,16 @@ int run(int argc, char **argv) {
   Expected<Plan> plan = loadPlan(*opts->plan);
   if (!plan)
     return fail(plan.error());
+  if (!plan->lossScaling)
+    for (auto [given, flag] :
+         {std::pair{opts->lossScale.has_value(), "--loss-scale"},
+          {opts->initialLossScale.has_value(), "--initial-loss-scale"},
+          {opts->minLossScale.has_value(), "--min-loss-scale"},
+          {opts->lossScaleWindow.has_value(), "--loss-scale-window"},
+          {opts->hysteresis.has_value(), "--hysteresis"}})
+      if (given)
+        return fail(makeError(flag, ": ", *opts->plan,
+                              " does not train in fp16, the only precision with loss scaling"));
   if (opts->evalInterval && plan->pipeline)
     return fail(makeError("--eval-interval: ", *opts->plan,
                           " is a pipeline plan, which has no single `forward` to evaluate with "
@@ -467,6 +516,7 @@ int run(int argc, char **argv) {
   training.metrics = opts->metrics;
   training.exportSafetensors = opts->exportSafetensors;
   training.trace = opts->trace;
+  training.lossScaling = lossScaling;
   // Rank 0 writes the outputs (the launcher checks them for its ranks).
   if (env->rank == 0)
     if (Error err = checkOutputs(*opts); !err.ok())

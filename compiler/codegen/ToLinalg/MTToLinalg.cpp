@@ -377,6 +377,21 @@ struct ConstantLowering : OpConversionPattern<mt::ConstantOp> {
   }
 };
 
+/// The runtime's loss scale of the call in progress, read once where the op was.
+struct LossScaleLowering : OpConversionPattern<mt::LossScaleOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(mt::LossScaleOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value scale = func::CallOp::create(rewriter, loc, kLossScaleFunction.str(),
+                                       TypeRange{rewriter.getF32Type()}, ValueRange{})
+                      .getResult(0);
+    rewriter.replaceOpWithNewOp<tensor::FromElementsOp>(
+        op, builtinType(namedType(op.getResult())), ValueRange{scale});
+    return success();
+  }
+};
+
 enum class ReduceKind { Sum, Mean, Max };
 
 /// A reduction iterates over the result's dimensions (parallel) followed by the reduced
@@ -625,7 +640,7 @@ struct ContractLowering : OpConversionPattern<mt::ContractOp> {
 
 /// Whether the pass lowers `op`.
 bool isSupported(Operation *op) {
-  return isa<mt::ConstantOp, mt::AddOp, mt::SubOp, mt::MulOp, mt::DivOp, mt::MaxOp, mt::PowOp,
+  return isa<mt::ConstantOp, mt::LossScaleOp, mt::AddOp, mt::SubOp, mt::MulOp, mt::DivOp, mt::MaxOp, mt::PowOp,
              mt::GreaterOp, mt::NegOp, mt::ExpOp, mt::LogOp, mt::SqrtOp, mt::RsqrtOp,
              mt::TanhOp, mt::SigmoidOp, mt::ReluOp, mt::SiluOp, mt::GeluOp, mt::GeluGradOp,
              mt::CosOp, mt::CastOp, mt::TransposeOp, mt::BroadcastOp, mt::ReduceSumOp,
@@ -680,6 +695,20 @@ LogicalResult codegen::lowering::declareRuntimeFunctions(
   return success();
 }
 
+LogicalResult codegen::lowering::declareLossScaleFunction(ModuleOp module) {
+  bool scaled = false;
+  module.walk([&](mt::LossScaleOp) {
+    scaled = true;
+    return WalkResult::interrupt();
+  });
+  if (!scaled)
+    return success();
+  Builder builder(module.getContext());
+  std::pair<StringRef, FunctionType> declarations[] = {
+      {kLossScaleFunction, builder.getFunctionType({}, {builder.getF32Type()})}};
+  return declareRuntimeFunctions(module, declarations, "the loss scale");
+}
+
 namespace {
 
 struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
@@ -706,6 +735,7 @@ struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
       });
     });
     if (unsupported || failed(declareDropoutFunctions(module)) ||
+        failed(declareLossScaleFunction(module)) ||
         failed(declareMeshFunctions(module)))
       return signalPassFailure();
 
@@ -734,7 +764,7 @@ struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns, types);
     populateReturnOpTypeConversionPattern(patterns, types);
     populateCallOpTypeConversionPattern(patterns, types);
-    patterns.add<ConstantLowering, ContractLowering,
+    patterns.add<ConstantLowering, LossScaleLowering, ContractLowering,
                  ElementwiseLowering<mt::AddOp>, ElementwiseLowering<mt::SubOp>,
                  ElementwiseLowering<mt::MulOp>, ElementwiseLowering<mt::DivOp>,
                  ElementwiseLowering<mt::MaxOp>, ElementwiseLowering<mt::PowOp>,

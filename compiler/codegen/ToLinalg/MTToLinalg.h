@@ -48,6 +48,12 @@ namespace mtc::codegen::lowering {
 inline constexpr llvm::StringLiteral kDropoutKeyFunction = MTC_ABI_DROPOUT_KEY;
 inline constexpr llvm::StringLiteral kDropoutKeepFunction = MTC_ABI_DROPOUT_KEEP_ELEMENT;
 
+/// The external C function `mt.loss_scale` reads the runtime's loss scale of the call in
+/// progress with (the kernel ABI's, runtime/exec/KernelABI.h):
+///
+///     float mtc_loss_scale(void);   // 1 where the runtime gives none
+inline constexpr llvm::StringLiteral kLossScaleFunction = MTC_ABI_LOSS_SCALE;
+
 /// The external C function a scan calls around the calls of its layer when the module has
 /// dropout, so that every repeat of a layer draws its own masks:
 ///
@@ -205,6 +211,9 @@ declareRuntimeFunctions(mlir::ModuleOp module,
 /// Declares kDropoutKeyFunction, kDropoutKeepFunction and kDropoutLayerFunction in `module`
 /// when a function of it has a dropout to lower; fails if a name is taken by anything else.
 mlir::LogicalResult declareDropoutFunctions(mlir::ModuleOp module);
+
+/// Declares kLossScaleFunction when `module` has an `mt.loss_scale`.
+mlir::LogicalResult declareLossScaleFunction(mlir::ModuleOp module);
 
 } // namespace mtc::codegen::lowering
 

@@ -293,6 +293,12 @@ LogicalResult ConstantOp::verify() {
   return requireFloat(opErrors(*this), type, "result");
 }
 
+LogicalResult LossScaleOp::inferReturnTypes(MLIRContext *context, std::optional<Location>,
+                                            Adaptor, SmallVectorImpl<Type> &types) {
+  types.push_back(NamedTensorType::getScalar(Float32Type::get(context)));
+  return success();
+}
+
 bool IotaOp::holdsPositions(Type elementType, int64_t size) {
   // The largest position is size - 1; a float of p significand bits holds every integer
   // up to 2^p exactly.

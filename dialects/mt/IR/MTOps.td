@@ -22,6 +22,11 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/CallInterfaces.td"
 
+/// Ops with no operands and one value per call of their function (MTOps.h).
+def MT_CallConstant : NativeOpTrait<"CallConstant"> {
+  let cppNamespace = "::mtc::mt::OpTrait";
+}
+
 class MT_Op<string mnemonic, list<Trait> traits = []>
     : Op<MT_Dialect, mnemonic, traits>;
 
@@ -111,7 +116,7 @@ def MT_AssignOp : MT_Op<"assign", [MemoryEffects<[MemWrite<MT_ParameterResource>
   let assemblyFormat = "$target `,` $value attr-dict `:` type($value)";
 }
 
-def MT_ConstantOp : MT_Op<"constant", [Pure]> {
+def MT_ConstantOp : MT_Op<"constant", [Pure, MT_CallConstant]> {
   let summary = "a scalar constant";
   let description = [{
     A scalar (rank 0) value; named broadcasting lets it combine with any tensor.
@@ -122,7 +127,25 @@ def MT_ConstantOp : MT_Op<"constant", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MT_IotaOp : MT_Op<"iota", [Pure]> {
+def MT_LossScaleOp : MT_Op<"loss_scale", [Pure, MT_CallConstant, InferTypeOpAdaptor]> {
+  let summary = "the loss scale of the step being computed";
+  let description = [{
+    The factor an fp16 step multiplies its loss by before differentiating it (dynamic loss
+    scaling): an f32 scalar the runtime chooses per step and passes with each call
+    (`mtc_loss_scale`, runtime/exec/KernelABI.h), 1 where no scale is given. mt-autodiff
+    seeds the backward with it under `precision fp16`, so every gradient comes out scaled
+    and the optimizer step divides it out. Like `mt.constant` it has no operands and no
+    gradient, and it is the same value everywhere in one call, so it is pure.
+
+    ```mlir
+    %s = mt.loss_scale : !mt.tensor<[], f32>
+    ```
+  }];
+  let results = (outs MT_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def MT_IotaOp : MT_Op<"iota", [Pure, MT_CallConstant]> {
   let summary = "the positions 0, 1, ... along a dimension";
   let description = [{
     A tensor with the one dimension `dim` whose element i is i: the positions of a

@@ -114,6 +114,30 @@ module @mixed {
 
 // -----
 
+// Tests that under precision fp16 the backward starts from the runtime's loss scale
+// (mt.loss_scale), not from 1, so every gradient comes out scaled by it; the loss itself is
+// returned unscaled.
+module @fp16 attributes {mt.train = #mt.train<precision = fp16>} {
+  mt.param @w : !mt.tensor<[hidden=8], f32> init ones
+  func.func @forward(%x: !mt.tensor<[hidden=8], f16>) -> !mt.tensor<[], f32> {
+    %w = mt.param_ref @w : !mt.tensor<[hidden=8], f32>
+    %wh = mt.cast %w : !mt.tensor<[hidden=8], f32> to !mt.tensor<[hidden=8], f16>
+    %h = mt.mul %x, %wh : !mt.tensor<[hidden=8], f16>, !mt.tensor<[hidden=8], f16> -> !mt.tensor<[hidden=8], f16>
+    %l = mt.reduce_sum %h over [hidden] : !mt.tensor<[hidden=8], f16> -> !mt.tensor<[], f16>
+    %f = mt.cast %l : !mt.tensor<[], f16> to !mt.tensor<[], f32>
+    return %f : !mt.tensor<[], f32>
+  }
+}
+// CHECK-LABEL: module @fp16
+// CHECK-LABEL: func.func @forward_backward(
+// CHECK: %[[LOSS:.*]] = mt.cast %{{.*}} : <[], f16> to <[], f32>
+// CHECK-NEXT: %[[SCALE:.*]] = mt.loss_scale : <[], f32>
+// CHECK-NEXT: mt.cast %[[SCALE]] : <[], f32> to <[], f16>
+// CHECK-NOT: mt.constant
+// CHECK: return %[[LOSS]], %{{.*}} : !mt.tensor<[], f32>, !mt.tensor<[hidden=8], f32>
+
+// -----
+
 // Tests that selective recomputation saves attention's inputs, not its output, and
 // recomputes the attention in the backward.
 module @attn {

@@ -68,6 +68,57 @@ TEST(CheckpointTest, RoundTripIsExact) {
   }
 }
 
+TEST(CheckpointTest, TheLossScalerStateRoundTrips) {
+  TempDir tmp;
+  Plan plan = smallPlan();
+  TrainingState state = trainedState(plan);
+  state.lossScale = LossScaleState{1.5f * 65536.0f, 17, -3, 9};
+  ASSERT_TRUE(saveCheckpoint(tmp / "ckpt", plan, state).ok());
+  Expected<TrainingState> loaded = loadCheckpoint(tmp / "ckpt", plan);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  ASSERT_TRUE(loaded->lossScale.has_value());
+  EXPECT_EQ(*loaded->lossScale, *state.lossScale);
+  EXPECT_EQ(loaded->optimizerSteps(), 42 - 9);
+  // Without loss scaling there is no state, and every step was the optimizer's.
+  state.lossScale.reset();
+  ASSERT_TRUE(saveCheckpoint(tmp / "plain", plan, state).ok());
+  loaded = loadCheckpoint(tmp / "plain", plan);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  EXPECT_FALSE(loaded->lossScale.has_value());
+  EXPECT_EQ(loaded->optimizerSteps(), 42);
+}
+
+TEST(CheckpointTest, BadLossScalerFieldsAreNamed) {
+  TempDir tmp;
+  Plan plan = smallPlan();
+  TrainingState state = trainedState(plan);
+  state.lossScale = LossScaleState{1024.0f, 3, 2, 10};
+  ASSERT_TRUE(saveCheckpoint(tmp / "ckpt", plan, state).ok());
+  std::filesystem::path file = tmp / "ckpt" / std::string(kCheckpointFileName);
+  const std::string bytes = readAll(file);
+  // The metadata is JSON text in the header: edit a value in place (same length).
+  auto edited = [&](const std::string &from, const std::string &to) {
+    std::string copy = bytes;
+    size_t at = copy.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    copy.replace(at, from.size(), to);
+    writeAll(file, copy);
+    return loadError(tmp / "ckpt", plan);
+  };
+  EXPECT_NE(edited("\"loss_scale\":\"1024\"", "\"loss_scale\":\"-024\"")
+                .find("the checkpoint's loss scale -024 is not a positive finite value"),
+            std::string::npos);
+  EXPECT_NE(edited("\"loss_scale\":\"1024\"", "\"loss_scale\":\"1x24\"")
+                .find("invalid loss_scale '1x24' in the checkpoint's metadata"),
+            std::string::npos);
+  EXPECT_NE(edited("\"skipped_steps\":\"10\"", "\"skipped_steps\":\"99\"")
+                .find("skipped_steps 99 is not a count of the 42 steps taken"),
+            std::string::npos);
+  EXPECT_NE(edited("\"skipped_steps\":\"10\"", "\"skipped_stepz\":\"10\"")
+                .find("has loss scaling fields but no 'skipped_steps'"),
+            std::string::npos);
+}
+
 TEST(CheckpointTest, SavingAgainReplacesTheFileAtomically) {
   TempDir tmp;
   Plan plan = smallPlan();

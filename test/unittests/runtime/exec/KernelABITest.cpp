@@ -42,10 +42,10 @@ TEST(KernelABITest, TheNamesTheCompilerEmitsAreTheImportedSymbols) {
         MTC_ABI_SHIFT, MTC_ABI_ALL_TO_ALL_FILLED, MTC_ABI_MESH_COORDINATE, MTC_ABI_DROPOUT_KEY,
         MTC_ABI_DROPOUT_LAYER, MTC_ABI_KERNEL_ALLOC,
         MTC_ABI_KERNEL_CALLOC, MTC_ABI_KERNEL_ALIGNED_ALLOC, MTC_ABI_KERNEL_FREE,
-        MTC_ABI_KERNEL_WORKSPACE, MTC_ABI_KERNEL_WORKSPACE_RELEASE,
+        MTC_ABI_KERNEL_WORKSPACE, MTC_ABI_KERNEL_WORKSPACE_RELEASE, MTC_ABI_LOSS_SCALE,
         MTC_ABI_C_INTERFACE_PREFIX MTC_ABI_BATCH_MATMUL_F32})
     EXPECT_EQ(imports.count(name), 1u) << name;
-  EXPECT_EQ(imports.size(), 16u);
+  EXPECT_EQ(imports.size(), 17u);
 }
 
 TEST(KernelABITest, CodesKeepTheirValues) {
@@ -77,4 +77,17 @@ TEST(KernelABITest, AContextIsReadOnlyWhenItIsOfThisVersion) {
   EXPECT_EQ(mtc_kernel_context_checked(&smaller), nullptr);
   // The exported version's name, which KernelLibrary looks up.
   EXPECT_STREQ(MTC_ABI_KERNEL_CONTEXT_VERSION, "mtc_kernel_context_version");
+}
+
+TEST(KernelABITest, TheLossScaleIsTheContextsAndOneWithoutOne) {
+  MtcKernelContext context = mtc_kernel_context(nullptr, nullptr, nullptr, 0);
+  EXPECT_EQ(mtc_loss_scale(&context), 1.0f);
+  context.loss_scale = 65536.0f;
+  EXPECT_EQ(mtc_loss_scale(&context), 65536.0f);
+  EXPECT_EQ(mtc_loss_scale(nullptr), 1.0f);
+  MtcKernelContext older = context;
+  older.version = MTC_KERNEL_CONTEXT_VERSION - 1;
+  EXPECT_EQ(mtc_loss_scale(&older), 1.0f);
+  context.loss_scale = 0.0f;
+  EXPECT_EQ(mtc_loss_scale(&context), 1.0f);
 }

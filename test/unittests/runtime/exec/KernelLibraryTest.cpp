@@ -61,7 +61,7 @@ TEST(KernelLibraryTest, ObjectWithoutAContextVersion) {
   EXPECT_EQ(loadError(plan),
             "'/lib/x86_64-linux-gnu/libc.so.6': the compiled step exports no "
             "mtc_kernel_context_version: it was compiled for a kernel ABI without a context "
-            "(version 0), and this runtime passes kernel context version 2 (recompile the plan "
+            "(version 0), and this runtime passes kernel context version 3 (recompile the plan "
             "with this mtc)");
 }
 
@@ -73,7 +73,7 @@ TEST(KernelLibraryTest, ObjectOfAnotherContextVersion) {
   plan.x86Kernels.emplace().file = MTC_TOY_MESH_KERNELS_OTHER_CONTEXT;
   EXPECT_EQ(loadError(plan), concat("'", MTC_TOY_MESH_KERNELS_OTHER_CONTEXT,
                                     "': the compiled step was compiled for kernel context "
-                                    "version 1, and this runtime passes version 2 (recompile "
+                                    "version 1, and this runtime passes version 3 (recompile "
                                     "the plan with this mtc)"));
 }
 
