@@ -6,6 +6,7 @@
 #include "compiler/pipeline/Schedules.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/ParameterRead.h"
 #include "dialects/mt/Utils/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
@@ -77,11 +78,10 @@ SmallVector<int64_t> pipeline::balancedSplit(int64_t numLayers, int64_t numChunk
 namespace {
 
 /// The parameter `value` is a read of: its `mt.param_ref`, or under mixed precision the
-/// cast of one to the training precision (one cast may serve the embedding and the head of
-/// a tied embedding); null otherwise.
+/// cast of one (mt::getCastParameter); null otherwise.
 mt::ParamRefOp parameterRead(Value value) {
-  if (auto cast = value.getDefiningOp<mt::CastOp>())
-    value = cast.getInput();
+  if (Value param = mt::getCastParameter(value.getDefiningOp()))
+    value = param;
   return value.getDefiningOp<mt::ParamRefOp>();
 }
 
