@@ -1290,6 +1290,34 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type 
 
 // -----
 
+// Tests that ring attention under mixed precision computes its block steps in f32, as
+// mt-decompose computes attention: this rank's bf16 query, key and value blocks are cast
+// to f32 once, the blocks travel and every step (online softmax, log-sum-exp, rescaling)
+// is in f32, and the output and log-sum-exp are cast down to bf16 once each at the end.
+// CHECK-LABEL: func.func @forward
+// CHECK: mt.cast %{{.*}} : <[seq=4, heads=2, head_dim=4], bf16> to <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NEXT: mt.cast %{{.*}} : <[seq=4, heads=2, head_dim=4], bf16> to <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NEXT: mt.cast %{{.*}} : <[seq=4, heads=2, head_dim=4], bf16> to <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NOT: bf16
+// CHECK-COUNT-2: mtp.shift {{.*}} : <[seq=8, heads=2, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK-NOT: bf16
+// CHECK: %[[LSE:.*]] = mt.merge %{{.*}} [seq_chunk, seq_half] into seq : <[seq_chunk=2, seq_half=2, heads=2], f32> -> <[seq=4, heads=2], f32>
+// CHECK-NOT: bf16
+// CHECK: %[[OUT:.*]] = mt.merge %{{.*}} [seq_chunk, seq_half] into seq : <[seq_chunk=2, seq_half=2, heads=2, head_dim=4], f32> -> <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NOT: bf16
+// CHECK: mt.cast %[[OUT]] : <[seq=4, heads=2, head_dim=4], f32> to <[seq=4, heads=2, head_dim=4], bf16>
+// CHECK-NEXT: mt.cast %[[LSE]] : <[seq=4, heads=2], f32> to <[seq=4, heads=2], bf16>
+// CHECK-NOT: mt.cast
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  func.func @forward(%q: !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, %k: !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, %v: !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>) -> (!mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, heads=2], bf16>) {
+    %o, %lse = mt.attention %q, %k, %v dims(seq, heads, heads, head_dim) causal scale 0.5 save_lse : !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>
+    return %o, %lse : !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, heads=2], bf16>
+  }
+}
+
+// -----
+
 // Tests parallel folding (etp = 1 under tp 2, ep 2, sp): an expert weight is split over
 // [ep, tp] along experts (one whole expert of 4 per rank, ffn whole), a dense weight keeps
 // its ffn split over tp. Each ep rank routes its part of the batch (the sequence gathered
