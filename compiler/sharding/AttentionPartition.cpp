@@ -130,7 +130,7 @@ public:
   };
   Blocks first() const { return {key, value, positions}; }
   Blocks next(const Blocks &blocks) {
-    return {shift(blocks.key), shift(blocks.value),
+    return {shiftWidened(blocks.key), shiftWidened(blocks.value),
             blocks.positions ? shift(blocks.positions) : Value()};
   }
   int64_t numSteps() const { return steps; }
@@ -270,6 +270,17 @@ public:
   }
 
 private:
+  /// A key or value block one step on. A block computed in f32 from bf16/f16 values (its
+  /// `mt.cast` up, buildInF32's) travels as those values and is cast up again on arrival:
+  /// exact, in half the bytes.
+  Value shiftWidened(Value block) {
+    auto widened = block.getDefiningOp<mt::CastOp>();
+    if (!widened || !lowering::widenedType(widened.getInput().getType()))
+      return shift(block);
+    Value shifted = shift(widened.getInput());
+    return mt::CastOp::create(d.builder(), d.location(), block.getType(), shifted);
+  }
+
   /// The online softmax after a first block's scores `s` with values `v`.
   Softmax start(Value s, Value v) {
     StringRef kvSeq = form.kvSeq.getValue();
