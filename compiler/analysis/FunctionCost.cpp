@@ -3,6 +3,7 @@
 #include "compiler/analysis/FunctionCost.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -17,14 +18,6 @@ constexpr StringLiteral kBatchDim = "batch";
 bool hasBatch(Type type) {
   auto tensor = dyn_cast<mt::NamedTensorType>(type);
   return tensor && tensor.hasDim(kBatchDim);
-}
-
-int64_t tensorBytes(Type type) {
-  auto tensor = dyn_cast<mt::NamedTensorType>(type);
-  if (!tensor || !tensor.getElementType().isIntOrFloat())
-    return 0;
-  return tensor.getNumElements() *
-         std::max<int64_t>(1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
 }
 
 /// 2 x the product of every distinct dimension of both operands.
@@ -94,9 +87,9 @@ public:
         return;
       ++cost.ops;
       auto count = [&](Type type) {
-        cost.trafficBytes += tensorBytes(type);
+        cost.trafficBytes += mt::getSizeInBytes(type);
         if (hasBatch(type))
-          cost.batchTrafficBytes += tensorBytes(type);
+          cost.batchTrafficBytes += mt::getSizeInBytes(type);
       };
       for (Type type : op->getOperandTypes())
         count(type);

@@ -3,6 +3,7 @@
 #include "compiler/analysis/SavedActivations.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
@@ -13,13 +14,6 @@ using namespace mlir;
 using namespace mtc;
 
 namespace {
-
-int64_t tensorBytes(mt::NamedTensorType type) {
-  Type element = type.getElementType();
-  int64_t width = element.isIntOrFloat() ? std::max<unsigned>(8, element.getIntOrFloatBitWidth())
-                                         : 0;
-  return type.getNumElements() * width / 8;
-}
 
 /// `file:line:col` of the innermost source position in `loc` (the file's name only), or "".
 std::string sourcePosition(Location loc) {
@@ -34,7 +28,7 @@ std::string sourcePosition(Location loc) {
 SavedValue describe(Value value) {
   SavedValue saved;
   saved.type = cast<mt::NamedTensorType>(value.getType());
-  saved.bytes = tensorBytes(saved.type);
+  saved.bytes = mt::getSizeInBytes(saved.type);
   if (Operation *op = value.getDefiningOp()) {
     saved.producer = op->getName().getStringRef().str();
     saved.location = sourcePosition(op->getLoc());

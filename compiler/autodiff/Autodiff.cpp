@@ -11,6 +11,7 @@
 
 #include "compiler/autodiff/DifferentiableOpInterface.h"
 #include "compiler/autodiff/Passes.h"
+#include "dialects/mt/Utils/ParameterRead.h"
 #include "dialects/mt/Utils/TensorBuilder.h"
 
 #include "dialects/mt/IR/MTOps.h"
@@ -291,7 +292,7 @@ FailureOr<LayerGradients> AutodiffPass::differentiateLayer(func::FuncOp layer,
     // Mixed precision's read of a parameter (the cast of its f32 master weight) is redone
     // in the backward like the read itself: saving it would keep a bf16 copy of the layer's
     // weights per instance and per micro-batch in flight.
-    if (auto cast = dyn_cast<mt::CastOp>(op); cast && cast.getInput().getDefiningOp<mt::ParamRefOp>())
+    if (mt::getCastParameter(op))
       return true;
     return policy == Recompute::Full ||
            (policy == Recompute::Selective && isa<mt::AttentionOp>(op));

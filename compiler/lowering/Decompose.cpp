@@ -13,7 +13,6 @@
 
 #include "dialects/mt/IR/MTOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace mtc::lowering {
@@ -113,42 +112,6 @@ SmallVector<Value> decompose(Decomposer &d, mt::ZLossOp op) {
 // The pass
 //===----------------------------------------------------------------------===//
 
-//===----------------------------------------------------------------------===//
-// Low precision
-//===----------------------------------------------------------------------===//
-
-/// `type` in f32 if it is a tensor of a float narrower than 32 bits (bf16, f16), else null.
-NamedTensorType widenedType(Type type) {
-  auto tensor = dyn_cast<NamedTensorType>(type);
-  if (!tensor)
-    return {};
-  auto element = dyn_cast<FloatType>(tensor.getElementType());
-  if (!element || element.getWidth() >= 32)
-    return {};
-  return tensor.withElementType(Float32Type::get(type.getContext()));
-}
-
-/// A copy of `op` reading its bf16/f16 operands cast to f32 and producing f32 in place of
-/// those types, or null when `op` has no such operand or result. Mixed precision keeps
-/// tensors in the low type between kernels but computes every reduction of these ops
-/// (statistics of the norms, softmax sums, log-sum-exp, the products of attention) in f32,
-/// as Megatron's fused kernels do.
-Operation *widenedClone(OpBuilder &builder, Operation *op) {
-  bool low = llvm::any_of(op->getOperandTypes(), widenedType) ||
-             llvm::any_of(op->getResultTypes(), widenedType);
-  if (!low)
-    return nullptr;
-  IRMapping mapping;
-  for (Value operand : op->getOperands())
-    if (NamedTensorType wide = widenedType(operand.getType()); wide && !mapping.contains(operand))
-      mapping.map(operand, mt::CastOp::create(builder, op->getLoc(), wide, operand));
-  Operation *clone = builder.clone(*op, mapping);
-  for (OpResult result : clone->getResults())
-    if (NamedTensorType wide = widenedType(result.getType()))
-      result.setType(wide);
-  return clone;
-}
-
 class DecomposePass : public mtc::lowering::impl::MTDecomposePassBase<DecomposePass> {
 public:
   void runOnOperation() override;
@@ -172,7 +135,7 @@ void DecomposePass::runOnOperation() {
     });
   for (Operation *op : composite) {
     OpBuilder builder(op);
-    Operation *wide = widenedClone(builder, op);
+    Operation *wide = lowering::widenedClone(builder, op);
     Operation *target = wide ? wide : op;
     Decomposer d(builder, op->getLoc(), names);
     SmallVector<Value> replacements =

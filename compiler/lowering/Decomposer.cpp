@@ -3,6 +3,7 @@
 #include "compiler/lowering/Decomposer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/APFloat.h"
 
 using namespace mlir;
@@ -237,4 +238,34 @@ SmallVector<Value> lowering::decomposeAttentionGrad(Decomposer &d, mt::Attention
   return {d.conform(form.mergeHeads(d, dq), op.getQueryGrad().getType()),
           d.conform(d.rename(dk, kvSeq, form.seq), op.getKeyGrad().getType()),
           d.conform(d.rename(dv, kvSeq, form.seq), op.getValueGrad().getType())};
+}
+
+//===----------------------------------------------------------------------===//
+// Low precision
+//===----------------------------------------------------------------------===//
+
+NamedTensorType lowering::widenedType(Type type) {
+  auto tensor = dyn_cast<NamedTensorType>(type);
+  if (!tensor)
+    return {};
+  auto element = dyn_cast<FloatType>(tensor.getElementType());
+  if (!element || element.getWidth() >= 32)
+    return {};
+  return tensor.withElementType(Float32Type::get(type.getContext()));
+}
+
+Operation *lowering::widenedClone(OpBuilder &builder, Operation *op) {
+  bool low = llvm::any_of(op->getOperandTypes(), widenedType) ||
+             llvm::any_of(op->getResultTypes(), widenedType);
+  if (!low)
+    return nullptr;
+  IRMapping mapping;
+  for (Value operand : op->getOperands())
+    if (NamedTensorType wide = widenedType(operand.getType()); wide && !mapping.contains(operand))
+      mapping.map(operand, mt::CastOp::create(builder, op->getLoc(), wide, operand));
+  Operation *clone = builder.clone(*op, mapping);
+  for (OpResult result : clone->getResults())
+    if (NamedTensorType wide = widenedType(result.getType()))
+      result.setType(wide);
+  return clone;
 }

@@ -140,6 +140,17 @@ private:
             llvm::ArrayRef<mt::NamedTensorType> others);
 };
 
+/// `type` in f32 if it is a tensor of a float narrower than 32 bits (bf16, f16), else null.
+mt::NamedTensorType widenedType(mlir::Type type);
+
+/// A copy of `op` (inserted at `builder`'s point) reading its bf16/f16 operands cast to
+/// f32 and producing f32 in place of those types, or null when `op` has no such operand or
+/// result. Mixed precision keeps tensors in the low type between kernels but computes every
+/// reduction of the composite ops (statistics of the norms, softmax sums, log-sum-exp, the
+/// products of attention, ring attention's block steps) in f32, as Megatron's fused
+/// kernels do; the caller decomposes the copy and casts its results down once.
+mlir::Operation *widenedClone(mlir::OpBuilder &builder, mlir::Operation *op);
+
 /// The decompositions of attention and its backward (softmax over the whole key sequence).
 llvm::SmallVector<mlir::Value> decomposeAttention(Decomposer &d, mt::AttentionOp op);
 llvm::SmallVector<mlir::Value> decomposeAttentionGrad(Decomposer &d, mt::AttentionGradOp op);

@@ -23,6 +23,7 @@
 #include "compiler/transforms/Passes.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/ParameterRead.h"
 #include "dialects/mt/Utils/TensorBuilder.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -117,9 +118,10 @@ public:
     // A parameter read in the mixed precision (the cast of its f32 master weight) is
     // recomputed by each function that reads it, as the parameter itself is passed: a
     // tied embedding's bf16 copy is no activation between the first and last chunks.
-    if (auto cast = dyn_cast<mt::CastOp>(def);
-        cast && isParameter(cast.getInput()) && !isStacked(cast.getInput().getType())) {
-      Value input = lookup(cast.getInput());
+    if (Value param =
+            mt::getCastParameter(def, [&](BlockArgument arg) { return isParameter(arg); });
+        param && !isStacked(param.getType())) {
+      Value input = lookup(param);
       OpBuilder::InsertionGuard guard(builder);
       builder.setInsertionPointAfterValue(input);
       Operation *clone = builder.clone(*def, mapping);

@@ -6,6 +6,8 @@
 #include "compiler/pipeline/Schedules.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/ParameterRead.h"
+#include "dialects/mt/Utils/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -75,20 +77,11 @@ SmallVector<int64_t> pipeline::balancedSplit(int64_t numLayers, int64_t numChunk
 
 namespace {
 
-int64_t bytesOf(Type type) {
-  auto tensor = dyn_cast<mt::NamedTensorType>(type);
-  if (!tensor || !tensor.getElementType().isIntOrFloat())
-    return 0;
-  return tensor.getNumElements() *
-         std::max<int64_t>(1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
-}
-
 /// The parameter `value` is a read of: its `mt.param_ref`, or under mixed precision the
-/// cast of one to the training precision (one cast may serve the embedding and the head of
-/// a tied embedding); null otherwise.
+/// cast of one (mt::getCastParameter); null otherwise.
 mt::ParamRefOp parameterRead(Value value) {
-  if (auto cast = value.getDefiningOp<mt::CastOp>())
-    value = cast.getInput();
+  if (Value param = mt::getCastParameter(value.getDefiningOp()))
+    value = param;
   return value.getDefiningOp<mt::ParamRefOp>();
 }
 
@@ -102,11 +95,11 @@ ChunkCost costOf(ArrayRef<Operation *> ops, FlopCounter &flops, ModuleOp module)
     for (Value operand : op->getOperands())
       if (mt::ParamRefOp ref = parameterRead(operand); ref && params.insert(ref.getParam()).second)
         if (auto param = module.lookupSymbol<mt::ParamOp>(ref.getParam()))
-          cost.paramBytes += bytesOf(param.getTensorType());
+          cost.paramBytes += mt::getSizeInBytes(param.getTensorType());
     if (isa<mt::ParamRefOp, mt::RepeatOp>(op) || op->hasTrait<mt::OpTrait::CallConstant>())
       continue;
     for (Value result : op->getResults())
-      cost.activationBytes += bytesOf(result.getType());
+      cost.activationBytes += mt::getSizeInBytes(result.getType());
   }
   return cost;
 }

@@ -2,10 +2,11 @@
 
 #include "compiler/plan/PipelinePlan.h"
 
-#include "compiler/pipelines/Pipelines.h"
 #include "compiler/pipeline/PipelineJSON.h"
+#include "compiler/pipelines/Pipelines.h"
 #include "compiler/sharding/Layout.h"
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/TensorSize.h"
 #include "dialects/mts/IR/MTSOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,10 +22,7 @@ namespace json = llvm::json;
 
 /// The bytes the runtime holds for a buffer of `type`: whole f32 words.
 static int64_t heldBytes(Type type) {
-  auto tensor = cast<mt::NamedTensorType>(type);
-  int64_t bytes = tensor.getNumElements() *
-                  std::max<int64_t>(1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
-  return llvm::alignTo(bytes, sizeof(float));
+  return llvm::alignTo(mt::getSizeInBytes(type), sizeof(float));
 }
 
 /// Adds `bytes` at `index` of `into`, growing it.

@@ -8,6 +8,7 @@
 #include "compiler/sharding/Layout.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -28,15 +29,6 @@ std::string mtc::sha256Hex(llvm::StringRef bytes) {
 }
 
 namespace {
-
-
-int64_t dtypeBytes(Type type) {
-  return type.isIntOrFloat() ? std::max<int64_t>(1, type.getIntOrFloatBitWidth() / 8) : 0;
-}
-
-int64_t byteSize(mt::NamedTensorType type) {
-  return type.getNumElements() * dtypeBytes(type.getElementType());
-}
 
 json::Array dimsJson(mt::NamedTensorType type) {
   json::Array dims;
@@ -399,8 +391,8 @@ MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> wor
               state ? sharding::optimizerLayout(*spec, named, emitError)
                     : sharding::parameterLayout(*spec, named, emitError);
           succeeded(layout))
-        return byteSize(layout->getLocalType());
-    return byteSize(named);
+        return mt::getSizeInBytes(layout->getLocalType());
+    return mt::getSizeInBytes(named);
   };
   // The optimizer step's gradient arguments are exactly the parameters' storage types. Under
   // ZeRO-2 a gradient the distributed optimizer shards (its optimizer layout is smaller) is
@@ -428,14 +420,14 @@ MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> wor
       if (repeat.getReverse())
         return;
       for (Value saved : repeat.getResults().drop_front(repeat.getNumCarried()))
-        memory.savedActivations += byteSize(cast<mt::NamedTensorType>(saved.getType()));
+        memory.savedActivations += mt::getSizeInBytes(saved.getType());
     });
   // Tokens and labels of one micro-batch, int32 like the entry function's arguments; the
   // runtime splits the plan's global batch into micro-batches of the tokens' first dimension.
   if (auto forward = trained.lookupSymbol<func::FuncOp>("forward");
       forward && forward.getNumArguments() > 0) {
     auto tokens = cast<mt::NamedTensorType>(forward.getArgumentTypes().front());
-    memory.tokens = 2 * byteSize(tokens);
+    memory.tokens = 2 * mt::getSizeInBytes(tokens);
     // Under ZeRO-3 a rank loads its part of the data-parallel group's micro-batch.
     if (succeeded(spec) && spec->shardParameters)
       memory.tokens /= *spec->mesh.getAxisSize(spec->dataParallelAxis);

@@ -14,16 +14,17 @@
 //             acc = acc exp(m - m') + p v_t, m = m';   out = acc / l
 //   backward  lse = m + log l and out saved by the forward (mt.attention save_lse, which
 //             autodiff asks for under ring attention), else the forward's steps again;
-//             D = sum_d(do * out); step t: p = exp(s - lse), dv_t += p^T do, ds = scale * p * (do v_t^T - D),
-//             dq += ds k_t, dk_t += ds^T q; the dk and dv blocks travel with the key and
-//             value blocks and take one more step home after the last.
+//             D = sum_d(do * out); step t: p = exp(s - lse), dv_t += p^T do, ds = scale * p * (do
+//             v_t^T - D), dq += ds k_t, dk_t += ds^T q; the dk and dv blocks travel with the key
+//             and value blocks and take one more step home after the last.
 //
 // The positions of the causal mask are global: the query block's are an `mt.iota` of the
 // sequence's part this rank holds (its `mtp.layout`: the lowering maps them), and each key
 // block travels with its own positions. Under the two_chunk split (the mesh's cp under
 // p2p) causal steps after the first compute only the unmasked halves of their blocks
 // (Ring::isBalanced), and no positions travel. Where the sequence is not split, the local
-// op is the whole op's decomposition.
+// op is the whole op's decomposition. Under mixed precision both are built in f32 from
+// mt-decompose's widened copy of the op (buildInF32), as mt-decompose builds attention.
 //
 //===----------------------------------------------------------------------===//
 
@@ -129,7 +130,7 @@ public:
   };
   Blocks first() const { return {key, value, positions}; }
   Blocks next(const Blocks &blocks) {
-    return {shift(blocks.key), shift(blocks.value),
+    return {shiftWidened(blocks.key), shiftWidened(blocks.value),
             blocks.positions ? shift(blocks.positions) : Value()};
   }
   int64_t numSteps() const { return steps; }
@@ -269,6 +270,17 @@ public:
   }
 
 private:
+  /// A key or value block one step on. A block computed in f32 from bf16/f16 values (its
+  /// `mt.cast` up, buildInF32's) travels as those values and is cast up again on arrival:
+  /// exact, in half the bytes.
+  Value shiftWidened(Value block) {
+    auto widened = block.getDefiningOp<mt::CastOp>();
+    if (!widened || !lowering::widenedType(widened.getInput().getType()))
+      return shift(block);
+    Value shifted = shift(widened.getInput());
+    return mt::CastOp::create(d.builder(), d.location(), block.getType(), shifted);
+  }
+
   /// The online softmax after a first block's scores `s` with values `v`.
   Softmax start(Value s, Value v) {
     StringRef kvSeq = form.kvSeq.getValue();
@@ -415,6 +427,42 @@ void replace(Operation *op, ArrayRef<Value> replacements, ValueLayouts &layouts)
   op->erase();
 }
 
+/// Builds `op`'s local steps with `buildSteps` (which replaces the op it is given) in f32
+/// where `op` reads or produces bf16/f16, as mt-decompose computes the whole op: on
+/// mt-decompose's widened copy of `op` (its operands cast up, laid out as `op`'s), whose
+/// results are cast down once to `op`'s. So the ring's online softmax, log-sum-exp and
+/// rescaling do not round to the low type at every step; the key and value blocks (and
+/// their gradients) travel in f32.
+template <typename AttentionLikeOp>
+LogicalResult buildInF32(AttentionLikeOp op, const PartitionContext &context, ValueLayouts &layouts,
+                         LogicalResult (*buildSteps)(AttentionLikeOp, const PartitionContext &,
+                                                     ValueLayouts &)) {
+  OpBuilder builder(op);
+  Operation *wide = lowering::widenedClone(builder, op);
+  if (!wide)
+    return buildSteps(op, context, layouts);
+  auto widenedLayout = [&](Value value) {
+    ShardedTensorType layout = layouts.lookup(value);
+    NamedTensorType global = lowering::widenedType(layout.getGlobal());
+    return global ? context.build(global, Layout::of(layout)) : layout;
+  };
+  for (auto [operand, wideOperand] : llvm::zip_equal(op->getOperands(), wide->getOperands()))
+    if (wideOperand != operand)
+      layouts.set(wideOperand, widenedLayout(operand));
+  builder.setInsertionPointAfter(wide);
+  for (auto [result, wideResult] : llvm::zip_equal(op->getResults(), wide->getResults())) {
+    layouts.set(wideResult, widenedLayout(result));
+    Value replacement = wideResult;
+    if (wideResult.getType() != result.getType()) {
+      replacement = mt::CastOp::create(builder, op.getLoc(), result.getType(), wideResult);
+      layouts.set(replacement, layouts.lookup(result));
+    }
+    result.replaceAllUsesWith(replacement);
+  }
+  op->erase();
+  return buildSteps(cast<AttentionLikeOp>(wide), context, layouts);
+}
+
 //===----------------------------------------------------------------------===//
 // The models
 //===----------------------------------------------------------------------===//
@@ -434,7 +482,11 @@ struct AttentionModel : PartitionOpInterface::ExternalModel<AttentionModel, mt::
 
   LogicalResult buildLocalOp(Operation *operation, const PartitionContext &context,
                              ValueLayouts &layouts) const {
-    auto op = cast<mt::AttentionOp>(operation);
+    return buildInF32(cast<mt::AttentionOp>(operation), context, layouts, buildSteps);
+  }
+
+  static LogicalResult buildSteps(mt::AttentionOp op, const PartitionContext &context,
+                                  ValueLayouts &layouts) {
     OpBuilder builder(op);
     DimNames names(op->getParentOfType<ModuleOp>());
     Decomposer d(builder, op.getLoc(), names);
@@ -472,7 +524,11 @@ struct AttentionGradModel
 
   LogicalResult buildLocalOp(Operation *operation, const PartitionContext &context,
                              ValueLayouts &layouts) const {
-    auto op = cast<mt::AttentionGradOp>(operation);
+    return buildInF32(cast<mt::AttentionGradOp>(operation), context, layouts, buildSteps);
+  }
+
+  static LogicalResult buildSteps(mt::AttentionGradOp op, const PartitionContext &context,
+                                  ValueLayouts &layouts) {
     OpBuilder builder(op);
     DimNames names(op->getParentOfType<ModuleOp>());
     Decomposer d(builder, op.getLoc(), names);

@@ -3,6 +3,7 @@
 #include "compiler/sharding/CommunicationVolume.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/TensorSize.h"
 #include "dialects/mtp/IR/MTPOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
@@ -13,8 +14,7 @@ using namespace mtc;
 namespace {
 
 int64_t localBytes(Type type) {
-  mt::NamedTensorType local = cast<mtp::ShardedTensorType>(type).getLocalType();
-  return local.getNumElements() * local.getElementType().getIntOrFloatBitWidth() / 8;
+  return mt::getSizeInBytes(cast<mtp::ShardedTensorType>(type).getLocalType());
 }
 
 bool batched(Type type) {

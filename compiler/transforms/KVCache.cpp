@@ -14,6 +14,7 @@
 
 #include "compiler/transforms/Passes.h"
 
+#include "compiler/sharding/Layout.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mt/Utils/TensorBuilder.h"
@@ -59,7 +60,7 @@ struct CachedModel {
 /// Whether `module` runs on one rank: the functions added here are not partitioned, so a
 /// mesh leaves generation to the window path (the runtime refuses meshes anyway).
 bool isSingleRank(ModuleOp module) {
-  if (module->hasAttr("mtc.zero_stage"))
+  if (module->hasAttr(sharding::kZeroStageAttrName))
     return false;
   mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
   if (!parallel)

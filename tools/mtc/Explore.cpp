@@ -10,6 +10,7 @@
 #include "compiler/sharding/CommunicationVolume.h"
 #include "compiler/sharding/Layout.h"
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
@@ -64,14 +65,6 @@ cm::FunctionProfile toProfile(const FunctionCost &cost,
   return profile;
 }
 
-int64_t bytesOf(Type type) {
-  auto tensor = dyn_cast<mt::NamedTensorType>(type);
-  if (!tensor || !tensor.getElementType().isIntOrFloat())
-    return 0;
-  return tensor.getNumElements() *
-         std::max<int64_t>(1, tensor.getElementType().getIntOrFloatBitWidth() / 8);
-}
-
 LogicalResult runPipeline(ModuleOp module, void (*build)(OpPassManager &)) {
   PassManager pm(module.getContext());
   build(pm);
@@ -93,17 +86,18 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
     // (A layer stack's results are every layer's saved values, stacked: counted apart.)
     if (!isa<mt::RepeatOp>(op))
       for (Type type : op.getResultTypes())
-        largest = std::max(largest, bytesOf(type));
+        largest = std::max(largest, mt::getSizeInBytes(type));
     if (auto repeat = dyn_cast<mt::RepeatOp>(op)) {
       if (!repeat.getReverse() && !sawForward) {
         sawForward = true;
         costs.layers = repeat.getCount();
         // The carried activation (what a stage sends the next); the stacked saved values.
         if (repeat.getNumResults() > 0)
-          costs.activationBytes = static_cast<double>(bytesOf(repeat.getResult(0).getType()));
+          costs.activationBytes =
+              static_cast<double>(mt::getSizeInBytes(repeat.getResult(0).getType()));
         double saved = 0;
         for (Value result : repeat.getResults().drop_front(repeat.getNumCarried()))
-          saved += static_cast<double>(bytesOf(result.getType()));
+          saved += static_cast<double>(mt::getSizeInBytes(result.getType()));
         costs.layerSavedBytes =
             saved / static_cast<double>(std::max<int64_t>(1, repeat.getCount()));
       }
@@ -124,7 +118,7 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
     if (func->hasAttr("mt.layer_of"))
       func.walk([&](Operation *op) {
         for (Type type : op->getResultTypes())
-          largest = std::max(largest, bytesOf(type));
+          largest = std::max(largest, mt::getSizeInBytes(type));
       });
   costs.largestValueBytes = static_cast<double>(largest);
   costs.scalesWithMicroBatch =
@@ -144,18 +138,17 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
     costs.meshSize *= axis.second;
   for (auto param : trained.getOps<mt::ParamOp>()) {
     auto type = cast<mt::NamedTensorType>(param.getType());
-    int64_t bytes = bytesOf(type);
+    int64_t bytes = mt::getSizeInBytes(type);
     if (spec->mesh) {
       FailureOr<mtp::ShardedTensorType> layout =
           sharding::parameterLayout(*spec, type, [&] { return param.emitError(); });
       if (failed(layout))
         return llvm::createStringError("a parameter's layout does not fit the mesh");
-      bytes = bytesOf(layout->getLocalType());
+      bytes = mt::getSizeInBytes(layout->getLocalType());
     }
     ++costs.paramTensors;
     // mtrun keeps every parameter in f32 (runtime/exec/Trainer.h).
-    double f32 = static_cast<double>(bytes) * 4 /
-                 std::max<int64_t>(1, type.getElementType().getIntOrFloatBitWidth() / 8);
+    double f32 = static_cast<double>(bytes) * 4 / mt::getElementSizeInBytes(type.getElementType());
     (param.getLayer() ? costs.layerParamBytes : costs.restParamBytes) += f32;
   }
   MemoryPrediction memory = predictMemory(trained, std::nullopt);

@@ -1290,6 +1290,77 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type 
 
 // -----
 
+// Tests that ring attention under mixed precision computes its block steps in f32, as
+// mt-decompose computes attention: this rank's bf16 query, key and value blocks are cast
+// to f32 once, every step (online softmax, log-sum-exp, rescaling) is in f32, and the
+// output and log-sum-exp are cast down to bf16 once each at the end. The key and value
+// blocks travel in bf16 (the values they hold, exactly) and are cast up on arrival.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Q:.*]] = mtp.to_local {{.*}} -> <[seq=4, heads=2, head_dim=4], bf16>
+// CHECK: %[[K:.*]] = mtp.to_local {{.*}} -> <[seq=4, heads=2, head_dim=4], bf16>
+// CHECK: %[[V:.*]] = mtp.to_local {{.*}} -> <[seq=4, heads=2, head_dim=4], bf16>
+// CHECK: mt.cast %[[Q]] : <[seq=4, heads=2, head_dim=4], bf16> to <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NEXT: mt.cast %[[K]] : <[seq=4, heads=2, head_dim=4], bf16> to <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NEXT: mt.cast %[[V]] : <[seq=4, heads=2, head_dim=4], bf16> to <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NOT: bf16
+// CHECK: mtp.from_local %[[K]]
+// CHECK-NEXT: mtp.shift {{.*}} : <[seq=8, heads=2, head_dim=4], bf16, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK-NEXT: %[[K1:.*]] = mtp.to_local
+// CHECK-NEXT: mt.cast %[[K1]] : <[seq=4, heads=2, head_dim=4], bf16> to <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NEXT: mtp.from_local %[[V]]
+// CHECK-NEXT: mtp.shift {{.*}} : <[seq=8, heads=2, head_dim=4], bf16, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK-NEXT: %[[V1:.*]] = mtp.to_local
+// CHECK-NEXT: mt.cast %[[V1]] : <[seq=4, heads=2, head_dim=4], bf16> to <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NOT: bf16
+// CHECK: %[[LSE:.*]] = mt.merge %{{.*}} [seq_chunk, seq_half] into seq : <[seq_chunk=2, seq_half=2, heads=2], f32> -> <[seq=4, heads=2], f32>
+// CHECK-NOT: bf16
+// CHECK: %[[OUT:.*]] = mt.merge %{{.*}} [seq_chunk, seq_half] into seq : <[seq_chunk=2, seq_half=2, heads=2, head_dim=4], f32> -> <[seq=4, heads=2, head_dim=4], f32>
+// CHECK-NOT: bf16
+// CHECK: mt.cast %[[OUT]] : <[seq=4, heads=2, head_dim=4], f32> to <[seq=4, heads=2, head_dim=4], bf16>
+// CHECK-NEXT: mt.cast %[[LSE]] : <[seq=4, heads=2], f32> to <[seq=4, heads=2], bf16>
+// CHECK-NOT: mt.cast
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  func.func @forward(%q: !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, %k: !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, %v: !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>) -> (!mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, heads=2], bf16>) {
+    %o, %lse = mt.attention %q, %k, %v dims(seq, heads, heads, head_dim) causal scale 0.5 save_lse : !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>
+    return %o, %lse : !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, heads=2], bf16>
+  }
+}
+
+// -----
+
+// Tests ring attention's backward under mixed precision (grouped-query, causal, the
+// forward's statistics saved): every operand is cast to f32 once; the key and value blocks
+// travel in bf16 and are cast up on arrival, while the key and value gradient blocks,
+// accumulated over the steps, travel in f32; the three gradients are cast down once.
+// CHECK-LABEL: func.func @forward
+// CHECK-COUNT-6: mt.cast %{{.*}} : <{{.*}}, bf16> to <{{.*}}, f32>
+// CHECK-NOT: bf16
+// CHECK: mtp.from_local
+// CHECK-NEXT: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], bf16, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK-NEXT: mtp.to_local
+// CHECK-NEXT: mt.cast %{{.*}} : <[seq=4, kv_heads=1, head_dim=4], bf16> to <[seq=4, kv_heads=1, head_dim=4], f32>
+// CHECK-NEXT: mtp.from_local
+// CHECK-NEXT: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], bf16, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK-NEXT: mtp.to_local
+// CHECK-NEXT: mt.cast %{{.*}} : <[seq=4, kv_heads=1, head_dim=4], bf16> to <[seq=4, kv_heads=1, head_dim=4], f32>
+// CHECK-NOT: bf16
+// CHECK-COUNT-4: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK-NOT: bf16
+// CHECK: mt.cast %{{.*}} : <[seq=4, heads=2, head_dim=4], f32> to <[seq=4, heads=2, head_dim=4], bf16>
+// CHECK-NEXT: mt.cast %{{.*}} : <[seq=4, kv_heads=1, head_dim=4], f32> to <[seq=4, kv_heads=1, head_dim=4], bf16>
+// CHECK-NEXT: mt.cast %{{.*}} : <[seq=4, kv_heads=1, head_dim=4], f32> to <[seq=4, kv_heads=1, head_dim=4], bf16>
+// CHECK-NOT: mt.cast
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  func.func @forward(%q: !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, %k: !mt.tensor<[seq=8, kv_heads=1, head_dim=4], bf16>, %v: !mt.tensor<[seq=8, kv_heads=1, head_dim=4], bf16>, %do: !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, %o: !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, %lse: !mt.tensor<[seq=8, heads=2], bf16>) -> (!mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], bf16>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], bf16>) {
+    %dq, %dk, %dv = mt.attention_grad %q, %k, %v, %do saved(%o, %lse : !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, heads=2], bf16>) dims(seq, heads, kv_heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], bf16>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], bf16>, !mt.tensor<[seq=8, heads=2, head_dim=4], bf16> -> !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], bf16>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], bf16>
+    return %dq, %dk, %dv : !mt.tensor<[seq=8, heads=2, head_dim=4], bf16>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], bf16>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], bf16>
+  }
+}
+
+// -----
+
 // Tests parallel folding (etp = 1 under tp 2, ep 2, sp): an expert weight is split over
 // [ep, tp] along experts (one whole expert of 4 per rank, ffn whole), a dense weight keeps
 // its ffn split over tp. Each ep rank routes its part of the batch (the sequence gathered
