@@ -23,6 +23,7 @@
 #include "compiler/costmodel/Cluster.h"
 #include "compiler/costmodel/StepModel.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@ struct LayerCosts {
   /// runs before the layer stack and after its backward (the embedding), and what runs
   /// between (final norm, head, loss and their backward).
   FunctionProfile layer, first, last;
+  /// Their forward parts (a pipeline chunk's forward task: the layer's forward, the
+  /// embedding, the final norm, head and loss), each backward being the rest; and the part
+  /// of the layer's backward computing its parameters' gradients (a split backward's W).
+  FunctionProfile layerForward, firstForward, lastForward, layerBackwardWeight;
   /// The optimizer step of the whole model, without the distributed optimizer.
   FunctionProfile optimizer;
   /// Parameter bytes (f32 storage as the runtime holds them): one layer's, and the rest's
@@ -74,6 +79,13 @@ struct Layout {
   std::string schedule = "1f1b"; // 1f1b, interleaved; "none" without a pipeline
 };
 
+/// The task lists of a pipeline schedule (kind as the DSL spells it: 1f1b, interleaved,
+/// zb-h1) for `stages` stages of `virtualStages` chunks and `microBatches` micro-batches, as
+/// the compiler generates them (tools/mtc/Explore.cpp); an error when the kind cannot
+/// schedule them.
+using ScheduleSource = std::function<llvm::Expected<const rt::PipelineSchedule *>(
+    llvm::StringRef kind, int64_t stages, int64_t virtualStages, int64_t microBatches)>;
+
 struct SearchOptions {
   int64_t gpus = 1;
   int64_t ranksPerNode = 0; // 0: the cluster's devices per node
@@ -85,6 +97,11 @@ struct SearchOptions {
   int64_t maxVirtualStages = 8;
   /// ZeRO stages to consider (2 only without a pipeline, as the compiler supports it).
   std::vector<int64_t> zeroStages = {0, 1, 2};
+  /// The schedules a pipeline's step is simulated on (required for pp > 1).
+  ScheduleSource schedules;
+  /// Whether composeLayout times a layout that does not fit (the search times only those
+  /// that could be faster than the fastest that fits, for its report).
+  bool timeLayoutsThatDoNotFit = true;
 };
 
 /// One evaluated layout.
@@ -102,6 +119,10 @@ struct Candidate {
   /// The largest stage's predicted bytes per rank.
   double memoryBytes = 0;
   bool fits = false;
+  /// False when the layout does not fit and was not timed (SearchOptions::
+  /// timeLayoutsThatDoNotFit): stepSeconds is then a lower bound, its slowest stage's
+  /// micro-batches without bubble or reduction, and the other times are 0.
+  bool timed = true;
 };
 
 struct SearchResult {

@@ -205,6 +205,20 @@ double activationBytes(const rt::Plan &plan, int64_t chunk) {
 
 } // namespace
 
+int64_t mtc::costmodel::messageProducer(const rt::ScheduleTask &task) {
+  bool activation = task.op == rt::TaskOp::SendActivation || task.op == rt::TaskOp::RecvActivation;
+  // A forward's output, or the gradient of the next chunk's input.
+  return rt::isSendTask(task.op) ? (activation ? task.chunk : task.chunk - 1)
+                                 : (activation ? task.chunk - 1 : task.chunk);
+}
+
+std::string mtc::costmodel::messageKey(const rt::ScheduleTask &task) {
+  bool activation = task.op == rt::TaskOp::SendActivation || task.op == rt::TaskOp::RecvActivation;
+  // Short enough to stay in the string (the search makes millions of them).
+  return (activation ? "a " : "g ") + std::to_string(messageProducer(task)) + " " +
+         std::to_string(task.microBatch);
+}
+
 double Simulation::mfu() const {
   double peak = peakFlops * static_cast<double>(worldSize);
   return stepSeconds > 0 && peak > 0 ? modelFlopsPerStep / stepSeconds / peak : 0;
@@ -380,14 +394,8 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
           if (llvm::Error err = step.call(tasks, function, name))
             return std::move(err);
         } else if (rt::isSendTask(task.op) || rt::isRecvTask(task.op)) {
-          bool activation =
-              task.op == rt::TaskOp::SendActivation || task.op == rt::TaskOp::RecvActivation;
-          // The message's producer chunk: a forward's output, or the gradient of the next
-          // chunk's input.
-          int64_t producer = rt::isSendTask(task.op) ? (activation ? task.chunk : task.chunk - 1)
-                                                     : (activation ? task.chunk - 1 : task.chunk);
-          std::string message =
-              llvm::formatv("{0} {1} {2}", activation ? "a" : "g", producer, task.microBatch).str();
+          int64_t producer = messageProducer(task);
+          std::string message = messageKey(task);
           if (rt::isSendTask(task.op)) {
             bool local = sameNode(s, task.peer);
             const Link &link = local ? links.intraNode : links.interNode;

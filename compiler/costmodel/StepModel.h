@@ -55,6 +55,12 @@ struct FunctionProfile {
   double batchTrafficBytes = 0;
 };
 
+/// A pipeline send or receive: the chunk whose forward output (an activation) or whose
+/// successor's input gradient it carries, and the key naming its message ("a 0 3", "g 1 3"),
+/// equal on the sending and the receiving task (ScheduleSimulation.h's SimTask::message).
+int64_t messageProducer(const rt::ScheduleTask &task);
+std::string messageKey(const rt::ScheduleTask &task);
+
 /// Reads and checks `predictions.functions` of the plan's plan.json (the loader verified the
 /// file against MANIFEST): the kinds, axes of the plan's mesh with their sizes, counts.
 /// Errors name the field; a plan without it (compiled by an older mtc, or without kernels)

@@ -4,17 +4,22 @@
 
 #include "compiler/analysis/FunctionCost.h"
 #include "compiler/analysis/ModelStats.h"
+#include "compiler/autodiff/SplitBackward.h"
 #include "compiler/costmodel/CollectiveModel.h"
+#include "compiler/pipeline/Schedules.h"
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/plan/PlanWriter.h"
 #include "compiler/sharding/CommunicationVolume.h"
 #include "compiler/sharding/Layout.h"
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mts/IR/MTSDialect.h"
+#include "dialects/mts/IR/MTSOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <map>
 #include <set>
 
 using namespace mlir;
@@ -78,18 +83,36 @@ LogicalResult runPipeline(ModuleOp module, void (*build)(OpPassManager &)) {
   return pm.run(module);
 }
 
-/// Cuts the partitioned `step` (forward_backward of one micro-batch, optimizer_step) into
-/// costs.
-llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
+/// The profile of function `name` of the partitioned `step`.
+cm::FunctionProfile functionProfile(ModuleOp step, StringRef name) {
+  return toProfile(computeFunctionCost(step, name),
+                   sharding::predictFunctionCollectives(step, name));
+}
+
+/// Cuts the partitioned `step` (forward_backward of one micro-batch, optimizer_step, the
+/// layer backward's weight part `weightPart`) into costs.
+llvm::Error decompose(ModuleOp trained, ModuleOp step, StringRef weightPart,
+                      cm::LayerCosts &costs) {
   auto fb = step.lookupSymbol<func::FuncOp>("forward_backward");
   if (!fb || fb.getBody().empty())
     return llvm::createStringError("the step has no forward_backward");
+  // Between the stacks, what the loss depends on is the head's forward, the rest its
+  // backward (as mt-pipeline-chunks cuts the last chunk).
+  Block &body = fb.getBody().front();
+  llvm::DenseSet<Operation *> lossSlice;
+  SmallVector<Value> worklist(body.getTerminator()->getOperands().take_front(1));
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def || isa<mt::RepeatOp>(def) || !lossSlice.insert(def).second)
+      continue;
+    def->walk([&](Operation *nested) { llvm::append_range(worklist, nested->getOperands()); });
+  }
   // Top-level ops in order: before the forward layer stack and after its backward, the
   // embedding (`first`); between them, the head and loss (`last`); the stacks, the layers.
   int phase = 0;
   bool sawForward = false;
   int64_t largest = 0;
-  for (Operation &op : fb.getBody().front()) {
+  for (Operation &op : body) {
     // (A layer stack's results are every layer's saved values, stacked: counted apart.)
     if (!isa<mt::RepeatOp>(op))
       for (Type type : op.getResultTypes())
@@ -108,15 +131,21 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
             saved / static_cast<double>(std::max<int64_t>(1, repeat.getCount()));
       }
       phase = repeat.getReverse() ? 2 : 1;
-      addProfile(costs.layer,
-                 toProfile(computeFunctionCost(step, repeat.getCallee()),
-                           sharding::predictFunctionCollectives(step, repeat.getCallee())));
+      cm::FunctionProfile layer = functionProfile(step, repeat.getCallee());
+      addProfile(costs.layer, layer);
+      if (!repeat.getReverse())
+        addProfile(costs.layerForward, layer);
       continue;
     }
     cm::FunctionProfile part =
         toProfile(computeOpCost(step, &op), sharding::predictOpCollectives(step, &op));
     addProfile(phase == 1 ? costs.last : costs.first, part);
+    if (phase == 0)
+      addProfile(costs.firstForward, part);
+    else if (phase == 1 && lossSlice.contains(&op))
+      addProfile(costs.lastForward, part);
   }
+  costs.layerBackwardWeight = functionProfile(step, weightPart);
   if (!sawForward)
     return llvm::createStringError("forward_backward has no layer stack (mt.repeat)");
   // The layers' own values: the largest of a layer function's results too.
@@ -129,8 +158,7 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
   costs.largestValueBytes = static_cast<double>(largest);
   costs.scalesWithMicroBatch =
       computeFunctionCost(step, "forward_backward").unbatchedGemmFlops == 0;
-  costs.optimizer = toProfile(computeFunctionCost(step, "optimizer_step"),
-                              sharding::predictFunctionCollectives(step, "optimizer_step"));
+  costs.optimizer = functionProfile(step, "optimizer_step");
 
   // Each rank's parameters (their layouts on the mesh), a layer's and the rest's.
   FailureOr<sharding::ShardingSpec> spec = sharding::getShardingSpec(trained);
@@ -165,6 +193,55 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
   costs.tokenBytes = static_cast<double>(memory.tokens);
   return llvm::Error::success();
 }
+
+/// The pipeline schedules the search simulates, generated as the compiler generates a
+/// plan's (compiler/pipeline/Schedules.h) and kept for the other layouts of the same shape.
+class ScheduleCache {
+public:
+  explicit ScheduleCache(MLIRContext *context)
+      : scratch(ModuleOp::create(UnknownLoc::get(context))) {
+    context->getOrLoadDialect<mts::MTSDialect>();
+  }
+
+  llvm::Expected<const rt::PipelineSchedule *> get(StringRef kind, int64_t stages,
+                                                   int64_t virtualStages, int64_t microBatches) {
+    std::string key = llvm::formatv("{0} {1} {2} {3}", kind, stages, virtualStages, microBatches);
+    auto it = cache.find(key);
+    if (it != cache.end())
+      return &it->second;
+    std::optional<mts::ScheduleKind> parsed = mts::symbolizeScheduleKind(kind);
+    if (!parsed)
+      return llvm::createStringError("no pipeline schedule '" + kind.str() + "'");
+    MLIRContext *context = scratch->getContext();
+    std::string refusal;
+    ScopedDiagnosticHandler quiet(context, [&](Diagnostic &diag) {
+      refusal = diag.str();
+      return success();
+    });
+    OpBuilder builder = OpBuilder::atBlockEnd(scratch->getBody());
+    FailureOr<mts::ScheduleOp> built = pipeline::buildSchedule(builder, scratch->getLoc(), *parsed,
+                                                               stages, virtualStages, microBatches);
+    if (failed(built))
+      return llvm::createStringError(refusal);
+    rt::PipelineSchedule schedule;
+    schedule.microBatches = microBatches;
+    for (mts::StageOp stage : built->getStageOps()) {
+      rt::StageTasks &tasks = schedule.stages.emplace_back();
+      for (Operation &op : stage.getBody().front())
+        if (std::optional<mts::Task> task = mts::getTask(&op))
+          tasks.tasks.push_back({*rt::parseTaskOp(mts::stringifyTaskKind(task->kind).str()),
+                                 static_cast<int32_t>(task->chunk),
+                                 static_cast<int32_t>(task->microBatch),
+                                 static_cast<int32_t>(task->peer)});
+    }
+    built->erase();
+    return &cache.emplace(key, std::move(schedule)).first->second;
+  }
+
+private:
+  OwningOpRef<ModuleOp> scratch;
+  std::map<std::string, rt::PipelineSchedule> cache;
+};
 
 /// Swallows the diagnostics of a candidate the compiler refuses, keeping the first message.
 class Quiet {
@@ -226,6 +303,15 @@ llvm::Expected<cm::LayerCosts> mtc::measureLayerCosts(ModuleOp model,
   if (failed(training.run(*module)))
     return refused("the training pipeline fails");
   OwningOpRef<ModuleOp> step(module->clone());
+  // The layer backward split into B and W (as the pipeline's chunks are), for W's cost.
+  std::string weightPart;
+  for (auto func : llvm::make_early_inc_range(step->getOps<func::FuncOp>()))
+    if (func->hasAttr("mt.param_grads") && func->hasAttr(mt::MTDialect::kLayerOfAttrName)) {
+      FailureOr<autodiff::BackwardParts> parts = autodiff::splitLayerBackward(func);
+      if (failed(parts))
+        return refused("the layer backward cannot be split");
+      weightPart = parts->weight.getSymName().str();
+    }
   if (failed(runPipeline(*step, buildPartitionPipeline)))
     return refused("the partition fails");
   cm::LayerCosts costs;
@@ -234,7 +320,7 @@ llvm::Expected<cm::LayerCosts> mtc::measureLayerCosts(ModuleOp model,
   costs.microBatch =
       forward ? cast<mt::NamedTensorType>(forward.getArgumentTypes().front()).getDimSizes().front()
               : 1;
-  if (llvm::Error err = decompose(*module, *step, costs))
+  if (llvm::Error err = decompose(*module, *step, weightPart, costs))
     return std::move(err);
   return costs;
 }
@@ -332,6 +418,10 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
   ModelStats stats;
   if (llvm::Error err = prepare(model, request, cluster, options, stats))
     return err;
+  ScheduleCache schedules(model.getContext());
+  options.schedules = [&](StringRef kind, int64_t p, int64_t v, int64_t m) {
+    return schedules.get(kind, p, v, m);
+  };
   cm::LayerLayout inLayer;
   cm::Layout layout;
   layout.microBatch = dimOf(model, "batch");
@@ -402,6 +492,10 @@ llvm::Expected<AutoChoice> mtc::searchModel(ModuleOp model, const SearchRequest 
   ModelStats stats;
   if (llvm::Error err = prepare(model, request, cluster, options, stats))
     return std::move(err);
+  ScheduleCache schedules(model.getContext());
+  options.schedules = [&](StringRef kind, int64_t p, int64_t v, int64_t m) {
+    return schedules.get(kind, p, v, m);
+  };
   int64_t perNode = cluster.devicesPerNode;
 
   // The layouts inside a layer the compiler accepts: each degree dividing what it splits
