@@ -161,6 +161,29 @@ llvm::Expected<SimResult> runSchedule(const rt::PipelineSchedule &schedule,
   return simulateStages(stages);
 }
 
+/// The most bytes per layer a stage running `tasks` holds at once when a micro-batch keeps
+/// `saved` bytes from its forward until its backward's weight part (W, or a whole backward)
+/// and `weightStash` from its backward's input part (B) until W.
+double stashPeak(const std::vector<rt::ScheduleTask> &tasks, double saved, double weightStash) {
+  int64_t forwards = 0, inputs = 0;
+  double peak = 0;
+  for (const rt::ScheduleTask &task : tasks) {
+    if (task.op == rt::TaskOp::Forward)
+      ++forwards;
+    else if (task.op == rt::TaskOp::BackwardInput)
+      ++inputs;
+    else if (task.op == rt::TaskOp::Backward)
+      --forwards;
+    else if (task.op == rt::TaskOp::BackwardWeight) {
+      --forwards;
+      --inputs;
+    }
+    peak = std::max(peak, static_cast<double>(forwards) * saved +
+                              static_cast<double>(inputs) * weightStash);
+  }
+  return peak;
+}
+
 /// The pipeline's step on `m` micro-batches per rank. Up to 3 p micro-batches the schedule
 /// is simulated whole; beyond, the steady state repeats: the step at 2 p and 3 p micro-
 /// batches simulated and extended linearly (each further p micro-batches add what the
@@ -280,8 +303,6 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     return llvm::createStringError("ZeRO needs data parallelism");
   if (layout.zeroStage == 2 && pp > 1)
     return llvm::createStringError("ZeRO-2 is not supported with pipeline parallelism");
-  if (layout.zeroStage == 3)
-    return llvm::createStringError("ZeRO-3 is not composed by the search");
   auto peak = cluster.peakFlops.find(options.dtype);
   if (peak == cluster.peakFlops.end())
     return llvm::createStringError("cluster '" + cluster.name + "' has no peak FLOP/s for " +
@@ -294,9 +315,39 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
             .str());
   const double factor = static_cast<double>(b) / static_cast<double>(costs.microBatch);
   Timer timer(cluster, costs, peak->second, ranksPerNode);
-  const PartTime layer = timer.time(scaled(costs.layer, factor));
-  const PartTime first = timer.time(scaled(costs.first, factor));
-  const PartTime last = timer.time(scaled(costs.last, factor));
+  PartTime layer = timer.time(scaled(costs.layer, factor));
+  PartTime first = timer.time(scaled(costs.first, factor));
+  PartTime last = timer.time(scaled(costs.last, factor));
+  PartTime layerForward = timer.time(scaled(costs.layerForward, factor));
+  PartTime firstForward = timer.time(scaled(costs.firstForward, factor));
+  const PartTime lastForward = timer.time(scaled(costs.lastForward, factor));
+  const int64_t dpStride = costs.meshSize;
+  if (layout.zeroStage == 3) {
+    // ZeRO-3: a rank holds 1/dp of each parameter. Each micro-batch all-gathers a layer's
+    // before its forward and again before its backward, one collective per tensor (as the
+    // partitioned step does: the bytes at once, then a latency per further tensor), and
+    // reduce-scatters the gradients of the whole layer stack once after the backward stack
+    // (a stacked tensor each: counted per layer here); the other parameters (the embedding,
+    // the final norm) likewise, around the embedding.
+    auto perTensor = [&](CollectiveKind kind, double bytes, double tensors) {
+      return timer.collective(kind, bytes, dp, dpStride) +
+             (std::max(1.0, tensors) - 1) * timer.collective(kind, 0, dp, dpStride);
+    };
+    const double d = static_cast<double>(dp);
+    double layerTensors = static_cast<double>(costs.layerParamTensors);
+    double restTensors = static_cast<double>(costs.paramTensors - costs.layerParamTensors);
+    double layerGather =
+        perTensor(CollectiveKind::AllGather, costs.layerParamBytes / d, layerTensors);
+    double restGather = perTensor(CollectiveKind::AllGather, costs.restParamBytes / d, restTensors);
+    layerForward.communicate += layerGather;
+    double layers = static_cast<double>(costs.layers);
+    layer.communicate += 2 * layerGather + perTensor(CollectiveKind::ReduceScatter,
+                                                     layers * costs.layerParamBytes, layerTensors) /
+                                               layers;
+    firstForward.communicate += restGather;
+    first.communicate += 2 * restGather + perTensor(CollectiveKind::ReduceScatter,
+                                                    costs.restParamBytes, restTensors);
+  }
 
   // The stage cut: pp x V chunks, chunk k on stage k mod pp; balanced by time.
   const int64_t chunks = pp * v;
@@ -316,6 +367,19 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
   // (twice with several micro-batches or a pipeline: a second buffer takes each part), the
   // tokens, the activations the schedule keeps in flight, and the step's temporaries.
   const double device = static_cast<double>(cluster.memoryBytes);
+  std::vector<double> stashPeaks;
+  if (layout.schedule == "zb-h1") {
+    if (!options.schedules)
+      return llvm::createStringError("no pipeline schedules to simulate the layout on");
+    // The peak is reached within the first 3p micro-batches (as the step's time, below).
+    llvm::Expected<const rt::PipelineSchedule *> schedule =
+        options.schedules(layout.schedule, pp, v, std::min(m, 3 * pp));
+    if (!schedule)
+      return schedule.takeError();
+    for (const rt::StageTasks &stage : (*schedule)->stages)
+      stashPeaks.push_back(
+          stashPeak(stage.tasks, costs.layerSavedBytes, costs.layerWeightStashBytes));
+  }
   for (int64_t s = 0; s < pp; ++s) {
     double params = static_cast<double>(stageLayers[size_t(s)]) * costs.layerParamBytes;
     if (s == 0 || s == lastStage)
@@ -325,6 +389,15 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     if (layout.zeroStage >= 1)
       state /= static_cast<double>(dp);
     double secondGradients = (m > 1 || pp > 1) ? params : 0;
+    // ZeRO-3: the rank's shards of the parameters and their gradients, and one layer's
+    // gathered parameters and their gradient before its reduce-scatter.
+    double gathered = 0;
+    if (layout.zeroStage == 3) {
+      params /= static_cast<double>(dp);
+      gradients = params;
+      secondGradients = 0;
+      gathered = 2 * costs.layerParamBytes;
+    }
     if (layout.zeroStage == 2) {
       // ZeRO-2: the rank's gradient shards and the staging buffer of the largest gradient.
       gradients = params / static_cast<double>(dp) + costs.layerParamBytes;
@@ -333,18 +406,28 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     // Micro-batches whose activations a stage holds at once: 1F1B's p - s, interleaved
     // Megatron's warm-up ((p - s - 1) x 2 + (V - 1) x p + 1 chunks of L_s / V layers).
     double inFlightLayers = static_cast<double>(stageLayers[size_t(s)]);
-    if (pp > 1 && v == 1)
-      inFlightLayers *= static_cast<double>(std::min(m, pp - s));
-    else if (v > 1)
-      inFlightLayers *= static_cast<double>(std::min(m * v, (pp - s - 1) * 2 + (v - 1) * pp + 1)) /
-                        static_cast<double>(v);
-    double activations = inFlightLayers * costs.layerSavedBytes * factor;
+    double activations = 0;
+    if (layout.schedule == "zb-h1") {
+      // The zero-bubble schedule defers W: a micro-batch's saved values live from its F to
+      // its W (W reads them), and what B stashes for W from its B to its W; the schedule's
+      // own order says how many of each at once.
+      activations = inFlightLayers * stashPeaks[size_t(s)] * factor;
+    } else {
+      if (pp > 1 && v == 1)
+        inFlightLayers *= static_cast<double>(std::min(m, pp - s));
+      else if (v > 1)
+        inFlightLayers *=
+            static_cast<double>(std::min(m * v, (pp - s - 1) * 2 + (v - 1) * pp + 1)) /
+            static_cast<double>(v);
+      activations = inFlightLayers * costs.layerSavedBytes * factor;
+    }
     // The step's temporaries: one layer's backward (its saved values and their gradients)
     // and the largest value with its gradient (calibrated on gpt-tiny's planned workspace:
     // docs/cost-model.md).
     double temporaries = 2 * (costs.layerSavedBytes + costs.largestValueBytes) * factor;
-    double bytes = 2 * (params + state) + gradients + secondGradients + costs.tokenBytes * factor +
-                   activations + temporaries;
+    c.stageActivationBytes.push_back(activations);
+    double bytes = 2 * (params + state) + gradients + secondGradients + gathered +
+                   costs.tokenBytes * factor + activations + temporaries;
     c.memoryBytes = std::max(c.memoryBytes, bytes);
   }
   c.fits = c.memoryBytes <= device;
@@ -369,11 +452,12 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
       bytes += costs.restParamBytes;
     return bytes;
   };
-  const int64_t dpStride = costs.meshSize;
   auto reduceSeconds = [&](double stageParams) {
     if (dp <= 1)
       return 0.0;
     double seconds = timer.collective(CollectiveKind::AllReduce, sizeof(double), dp, dpStride);
+    if (layout.zeroStage == 3) // reduce-scattered in the step, per micro-batch (above)
+      return seconds;
     if (layout.zeroStage == 0)
       return seconds + timer.collective(CollectiveKind::AllReduce, stageParams, dp, dpStride);
     // One reduce-scatter per gradient and one all-gather per parameter, as the runtime and
@@ -417,27 +501,25 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     // backward (B and W when split) and the messages between stages.
     if (!options.schedules)
       return llvm::createStringError("no pipeline schedules to simulate the layout on");
-    const PartTime layerBackward = layer - timer.time(scaled(costs.layerForward, factor));
+    const PartTime layerBackward = layer - layerForward;
     PipelineCosts pipe;
     pipe.chunkStages.resize(size_t(chunks));
     for (int64_t k = 0; k < chunks; ++k) {
       pipe.chunkStages[size_t(k)] = k % pp;
       double n = static_cast<double>(c.chunkLayers[size_t(k)]);
       ChunkTimes t;
-      t.forward = timer.time(scaled(costs.layerForward, factor)) * n;
+      t.forward = layerForward * n;
       t.backward = layerBackward * n;
       t.backwardWeight = timer.time(scaled(costs.layerBackwardWeight, factor)) * n;
       if (k == 0) {
-        PartTime embedding = timer.time(scaled(costs.firstForward, factor));
-        t.forward += embedding;
+        t.forward += firstForward;
         // The embedding's gradient is a parameter gradient: W's.
-        t.backward += first - embedding;
-        t.backwardWeight += first - embedding;
+        t.backward += first - firstForward;
+        t.backwardWeight += first - firstForward;
       }
       if (k == chunks - 1) {
-        PartTime head = timer.time(scaled(costs.lastForward, factor));
-        t.forward += head;
-        t.backward += last - head;
+        t.forward += lastForward;
+        t.backward += last - lastForward;
       }
       t.backwardInput = t.backward - t.backwardWeight;
       pipe.chunks.push_back(t);
@@ -520,14 +602,19 @@ SearchResult mtc::costmodel::searchLayouts(const std::vector<LayerCosts> &all,
           for (int64_t v = 2; pp > 1 && v <= options.maxVirtualStages && pp * v <= costs.layers;
                v *= 2)
             virtualStages.push_back(v);
-          for (int64_t v : virtualStages) {
+          std::vector<std::pair<int64_t, const char *>> schedules;
+          for (int64_t v : virtualStages)
+            schedules.emplace_back(v, pp == 1 ? "none" : v > 1 ? "interleaved" : "1f1b");
+          if (pp > 1)
+            schedules.emplace_back(1, "zb-h1");
+          for (auto [v, schedule] : schedules) {
             Layout layout;
             layout.pp = pp;
             layout.dp = dp;
             layout.microBatch = b;
             layout.zeroStage = zero;
             layout.virtualStages = v;
-            layout.schedule = pp == 1 ? "none" : v > 1 ? "interleaved" : "1f1b";
+            layout.schedule = schedule;
             ++result.enumerated;
             llvm::Expected<Candidate> c = composeLayout(costs, layout, cluster, quick);
             if (!c) {

@@ -64,19 +64,22 @@ struct LayerCosts {
   /// Parameter bytes (f32 storage as the runtime holds them): one layer's, and the rest's
   /// (counted on both the first and the last stage: a tied embedding is on both).
   double layerParamBytes = 0, restParamBytes = 0;
-  int64_t paramTensors = 0;
+  int64_t paramTensors = 0, layerParamTensors = 0;
   /// Optimizer state bytes per parameter byte (AdamW: 2).
   double stateRatio = 2;
   /// Per micro-batch: what one layer's forward keeps for its backward, the largest value
   /// the step computes (the logits, typically), the token and label buffers, and the
   /// activation a stage sends the next.
   double layerSavedBytes = 0, largestValueBytes = 0, tokenBytes = 0, activationBytes = 0;
+  /// Per micro-batch: what one layer's backward, split, keeps from its input-gradient part
+  /// for its weight-gradient part (the zero-bubble schedule holds it until W runs).
+  double layerWeightStashBytes = 0;
 };
 
 /// The layout composed over a LayerCosts.
 struct Layout {
   int64_t pp = 1, dp = 1, virtualStages = 1, microBatch = 1, zeroStage = 0;
-  std::string schedule = "1f1b"; // 1f1b, interleaved; "none" without a pipeline
+  std::string schedule = "1f1b"; // 1f1b, interleaved, zb-h1; "none" without a pipeline
 };
 
 /// The task lists of a pipeline schedule (kind as the DSL spells it: 1f1b, interleaved,
@@ -96,7 +99,9 @@ struct SearchOptions {
   std::vector<int64_t> microBatches = {1, 2, 4, 8};
   int64_t maxVirtualStages = 8;
   /// ZeRO stages to consider (2 only without a pipeline, as the compiler supports it).
-  std::vector<int64_t> zeroStages = {0, 1, 2};
+  /// Under ZeRO-3 the micro-batch is each rank's part: the compiled micro-batch is dp times
+  /// it, split over the data-parallel ranks.
+  std::vector<int64_t> zeroStages = {0, 1, 2, 3};
   /// The schedules a pipeline's step is simulated on (required for pp > 1).
   ScheduleSource schedules;
   /// Whether composeLayout times a layout that does not fit (the search times only those
@@ -118,6 +123,8 @@ struct Candidate {
   double mfu = 0;
   /// The largest stage's predicted bytes per rank.
   double memoryBytes = 0;
+  /// Per stage: the layers' saved activations it holds at once (part of memoryBytes).
+  std::vector<double> stageActivationBytes;
   bool fits = false;
   /// False when the layout does not fit and was not timed (SearchOptions::
   /// timeLayoutsThatDoNotFit): stepSeconds is then a lower bound, its slowest stage's

@@ -306,13 +306,17 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
                       global, microBatchSize)
             .str());
   sim.microBatches = global / microBatchSize;
-  if (sim.microBatches < 1 || sim.microBatches % sim.dataParallel != 0)
+  // Under ZeRO-3 the data-parallel ranks split each micro-batch (the kernels take a rank's
+  // part, as Trainer.cpp's countMicroBatches counts): every rank runs every micro-batch.
+  const bool splitMicroBatches = plan.zeroStage == 3;
+  if (sim.microBatches < 1 || (!splitMicroBatches && sim.microBatches % sim.dataParallel != 0))
     return llvm::createStringError(
         llvm::formatv("the global batch of {0} micro-batches cannot be shared by {1} "
                       "data-parallel ranks",
                       sim.microBatches, sim.dataParallel)
             .str());
-  int64_t perRank = sim.microBatches / sim.dataParallel;
+  int64_t perRank = splitMicroBatches ? sim.microBatches : sim.microBatches / sim.dataParallel;
+  sim.microBatchesPerRank = perRank;
   sim.tokensPerStep = static_cast<double>(sim.microBatches) *
                       static_cast<double>(rt::numElements(plan.inputs[0].dims));
   sim.modelFlopsPerStep =
@@ -492,7 +496,7 @@ void mtc::costmodel::printSimulation(const Simulation &sim, const rt::Plan &plan
   os << llvm::formatv("layout:    mesh {0} x data-parallel {1} x pipeline {2}; {3} "
                       "micro-batches per step, {4} per data-parallel rank\n",
                       sim.meshSize, sim.dataParallel, sim.pipelineStages, sim.microBatches,
-                      sim.microBatches / sim.dataParallel);
+                      sim.microBatchesPerRank);
   os << llvm::formatv("step:      {0} predicted\n", seconds(sim.stepSeconds));
   auto share = [&](double part) {
     return sim.stepSeconds > 0 ? 100 * part / sim.stepSeconds : 0.0;

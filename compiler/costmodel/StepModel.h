@@ -81,6 +81,8 @@ struct Simulation {
   int64_t worldSize = 0, ranksPerNode = 0;
   int64_t pipelineStages = 1, dataParallel = 1, meshSize = 1;
   int64_t microBatches = 0; // per step, all data-parallel ranks together
+  /// The micro-batches each rank runs (all of them under ZeRO-3, each rank its part).
+  int64_t microBatchesPerRank = 0;
   std::string dtype;
   double peakFlops = 0; // per rank
   double stepSeconds = 0;

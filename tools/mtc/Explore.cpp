@@ -90,9 +90,10 @@ cm::FunctionProfile functionProfile(ModuleOp step, StringRef name) {
 }
 
 /// Cuts the partitioned `step` (forward_backward of one micro-batch, optimizer_step, the
-/// layer backward's weight part `weightPart`) into costs.
+/// layer backward's weight part `weightPart`, whose last `weightStashArgs` arguments are
+/// what its input part stashes for it) into costs.
 llvm::Error decompose(ModuleOp trained, ModuleOp step, StringRef weightPart,
-                      cm::LayerCosts &costs) {
+                      unsigned weightStashArgs, cm::LayerCosts &costs) {
   auto fb = step.lookupSymbol<func::FuncOp>("forward_backward");
   if (!fb || fb.getBody().empty())
     return llvm::createStringError("the step has no forward_backward");
@@ -146,6 +147,10 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, StringRef weightPart,
       addProfile(costs.lastForward, part);
   }
   costs.layerBackwardWeight = functionProfile(step, weightPart);
+  // W's arguments after the backward's own (but the result gradients) are B's stash.
+  if (auto weight = step.lookupSymbol<func::FuncOp>(weightPart))
+    for (Type type : weight.getArgumentTypes().take_back(weightStashArgs))
+      costs.layerWeightStashBytes += static_cast<double>(bytesOf(type));
   if (!sawForward)
     return llvm::createStringError("forward_backward has no layer stack (mt.repeat)");
   // The layers' own values: the largest of a layer function's results too.
@@ -181,6 +186,8 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, StringRef weightPart,
       bytes = bytesOf(layout->getLocalType());
     }
     ++costs.paramTensors;
+    if (param.getLayer())
+      ++costs.layerParamTensors;
     // mtrun keeps every parameter in f32 (runtime/exec/Trainer.h).
     double f32 = static_cast<double>(bytes) * 4 /
                  std::max<int64_t>(1, type.getElementType().getIntOrFloatBitWidth() / 8);
@@ -305,12 +312,15 @@ llvm::Expected<cm::LayerCosts> mtc::measureLayerCosts(ModuleOp model,
   OwningOpRef<ModuleOp> step(module->clone());
   // The layer backward split into B and W (as the pipeline's chunks are), for W's cost.
   std::string weightPart;
+  unsigned weightStashArgs = 0;
   for (auto func : llvm::make_early_inc_range(step->getOps<func::FuncOp>()))
     if (func->hasAttr("mt.param_grads") && func->hasAttr(mt::MTDialect::kLayerOfAttrName)) {
       FailureOr<autodiff::BackwardParts> parts = autodiff::splitLayerBackward(func);
       if (failed(parts))
         return refused("the layer backward cannot be split");
       weightPart = parts->weight.getSymName().str();
+      weightStashArgs =
+          parts->weight.getNumArguments() - (func.getNumArguments() - parts->numResultGrads);
     }
   if (failed(runPipeline(*step, buildPartitionPipeline)))
     return refused("the partition fails");
@@ -320,7 +330,7 @@ llvm::Expected<cm::LayerCosts> mtc::measureLayerCosts(ModuleOp model,
   costs.microBatch =
       forward ? cast<mt::NamedTensorType>(forward.getArgumentTypes().front()).getDimSizes().front()
               : 1;
-  if (llvm::Error err = decompose(*module, *step, weightPart, costs))
+  if (llvm::Error err = decompose(*module, *step, weightPart, weightStashArgs, costs))
     return std::move(err);
   return costs;
 }
@@ -349,8 +359,7 @@ void mtc::applyChoice(ModuleOp module, const AutoChoice &choice) {
   auto one = [](int64_t n) { return n > 1 ? std::optional<int64_t>(n) : std::nullopt; };
   std::optional<mt::PipelineSchedule> schedule;
   if (l.pp > 1)
-    schedule =
-        l.virtualStages > 1 ? mt::PipelineSchedule::Interleaved : mt::PipelineSchedule::OneFOneB;
+    schedule = mt::symbolizePipelineSchedule(l.schedule);
   DenseI64ArrayAttr pipelineLayers =
       l.pp > 1 ? b.getDenseI64ArrayAttr(choice.chunkLayers) : nullptr;
   bool distributed = l.zeroStage >= 1;
@@ -425,6 +434,7 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
   cm::LayerLayout inLayer;
   cm::Layout layout;
   layout.microBatch = dimOf(model, "batch");
+  std::string schedule;
   SmallVector<StringRef> items;
   spec.split(items, ',', -1, /*KeepEmpty=*/false);
   for (StringRef item : items) {
@@ -434,12 +444,15 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
     auto bad = [&] {
       return llvm::createStringError("--evaluate: '" + item.str() +
                                      "' is not tp=N, cp=N, ep=N, pp=N, dp=N, vpp=N, mbs=N, "
-                                     "zero=N, recompute=none|selective|full or sp");
+                                     "zero=N, recompute=none|selective|full, "
+                                     "schedule=1f1b|interleaved|zb-h1 or sp");
     };
     if (key == "sp" && value.empty()) {
       inLayer.sp = true;
     } else if (key == "recompute" && llvm::is_contained({"none", "selective", "full"}, value)) {
       inLayer.recompute = value.str();
+    } else if (key == "schedule" && llvm::is_contained({"1f1b", "interleaved", "zb-h1"}, value)) {
+      schedule = value.str();
     } else if (!number || n < (key == "zero" ? 0 : 1)) {
       return bad();
     } else if (key == "tp") {
@@ -462,7 +475,10 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
       return bad();
     }
   }
-  layout.schedule = layout.pp == 1 ? "none" : layout.virtualStages > 1 ? "interleaved" : "1f1b";
+  layout.schedule = layout.pp == 1             ? "none"
+                    : !schedule.empty()        ? schedule
+                    : layout.virtualStages > 1 ? "interleaved"
+                                               : "1f1b";
   llvm::Expected<cm::LayerCosts> costs = measureLayerCosts(model, inLayer);
   if (!costs)
     return costs.takeError();
@@ -476,12 +492,17 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
                       secondsText(c->computeSeconds), secondsText(c->layerCommunicationSeconds),
                       secondsText(c->dataParallelSeconds), secondsText(c->bubbleSeconds));
   os << llvm::formatv("MFU:       {0:F2}%\n", 100 * c->mfu);
-  os << llvm::formatv("per layer: {0} parameters, {1} saved per micro-batch of {2}; rest {3} "
-                      "parameters; largest value {4}\n",
+  os << llvm::formatv("per layer: {0} parameters, {1} saved per micro-batch of {2} ({3} more "
+                      "from B until W); rest {4} parameters; largest value {5}\n",
                       gib(costs->layerParamBytes), gib(costs->layerSavedBytes), costs->microBatch,
-                      gib(costs->restParamBytes), gib(costs->largestValueBytes));
+                      gib(costs->layerWeightStashBytes), gib(costs->restParamBytes),
+                      gib(costs->largestValueBytes));
   os << llvm::formatv("memory:    {0} per rank ({1} bytes; {2})\n", gib(c->memoryBytes),
                       static_cast<int64_t>(c->memoryBytes), c->fits ? "fits" : "does not fit");
+  os << "activations held, per stage:";
+  for (double bytes : c->stageActivationBytes)
+    os << " " << static_cast<int64_t>(bytes);
+  os << " bytes\n";
   return llvm::Error::success();
 }
 

@@ -1061,7 +1061,10 @@ LogicalResult chooseAutoLayout(mtc::frontend::Module &ast, SourceMgr &sourceMgr,
       searchLayout(ast, sourceMgr, {autoCluster, autoGpus, 10}, false);
   if (!chosen)
     return flagError(toString(chosen.takeError()));
-  mtc::setTrainSetting(ast, "micro_batch", chosen->layout.microBatch);
+  // Under ZeRO-3 the compiled micro-batch is split over the data-parallel ranks.
+  mtc::setTrainSetting(ast, "micro_batch",
+                       chosen->layout.microBatch *
+                           (chosen->layout.zeroStage == 3 ? chosen->layout.dp : 1));
   choice = std::move(*chosen);
   return success();
 }

@@ -193,6 +193,37 @@ TEST(LayoutSearch, StageCutBalancesTheHead) {
   EXPECT_EQ(c.chunkLayers[1], 2); // 2 layers + the head = 6 layer times; 6 layers before
 }
 
+// Tests that ZeRO-3 shards the parameters, their gradients and optimizer state over dp and
+// holds one layer gathered, and that each micro-batch gathers every layer's parameters twice
+// and reduce-scatters the stack's gradients once, where ZeRO-1 reduce-scatters and gathers
+// once per step.
+TEST(LayoutSearch, ZeroThreeShardsParametersAndGathersThemPerMicroBatch) {
+  LayerCosts costs = plainCosts();
+  costs.paramTensors = 2;
+  costs.layerParamTensors = 1;
+  Layout layout;
+  layout.schedule = "none";
+  layout.dp = 2;
+  layout.zeroStage = 1;
+  Candidate one = compose(costs, layout, plainOptions(2, 8));
+  layout.zeroStage = 3;
+  Candidate three = compose(costs, layout, plainOptions(2, 8));
+  double params = 8 * 1e6 + 2e6; // 8 layers and the rest
+  // ZeRO-1: parameters twice and the gradients' two buffers whole; ZeRO-3: their halves,
+  // one gradient buffer, and a layer's parameters and gradient gathered.
+  EXPECT_NEAR(one.memoryBytes - three.memoryBytes,
+              (2 * params + params + params) - (2 * params / 2 + params / 2 + 2 * 1e6), 1);
+  Cluster cluster = plainCluster();
+  auto time = [&](CollectiveKind kind, double bytes) {
+    return collectiveTime(cluster, kind, bytes, placeGroup(2, 1, 8)).seconds;
+  };
+  double perMicroBatch =
+      8 * 2 * time(CollectiveKind::AllGather, 1e6 / 2) + 2 * time(CollectiveKind::AllGather, 1e6) +
+      time(CollectiveKind::ReduceScatter, 8e6) + time(CollectiveKind::ReduceScatter, 2e6);
+  EXPECT_NEAR(three.layerCommunicationSeconds, 4 * perMicroBatch, 1e-9);
+  EXPECT_EQ(three.microBatchesPerRank, 4);
+}
+
 // Tests the errors of layouts that cannot run.
 TEST(LayoutSearch, RefusesLayoutsThatCannotRun) {
   LayerCosts costs = plainCosts();
