@@ -331,9 +331,7 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
         p && p->getString())
       sim.dtype = *p->getString();
   }
-  // The DSL spells precisions fp32, fp16 (docs/dsl.md); the cluster file f32, f16.
-  if (sim.dtype == "fp32" || sim.dtype == "fp16" || sim.dtype == "fp64")
-    sim.dtype = "f" + sim.dtype.substr(2);
+  sim.dtype = peakFlopsKey(sim.dtype);
   auto peak = cluster.peakFlops.find(sim.dtype);
   if (peak == cluster.peakFlops.end())
     return llvm::createStringError("cluster '" + cluster.name + "' has no peak FLOP/s for " +

@@ -410,11 +410,11 @@ llvm::Error prepare(ModuleOp model, const SearchRequest &request, cm::Cluster &c
   options.globalBatch = train && train.getGlobalBatch() ? *train.getGlobalBatch() : microBatch;
   options.seq = microBatch > 0 ? stats.tokensPerMicroBatch / microBatch : 1;
   options.modelFlopsPerToken = stats.forwardFlopsPerToken + stats.backwardFlopsPerToken;
-  options.dtype = "f32";
-  if (train && train.getPrecision()) {
-    std::string p = mt::stringifyPrecision(*train.getPrecision()).str();
-    options.dtype = p == "fp32" ? "f32" : p == "fp16" ? "f16" : p;
-  }
+  // The matrix products run at the peak of the model's precision (bf16 under --bf16 or
+  // `precision bf16`), as `mtc simulate` times a plan by its precision.
+  options.dtype = train && train.getPrecision()
+                      ? cm::peakFlopsKey(mt::stringifyPrecision(*train.getPrecision()))
+                      : "f32";
   return llvm::Error::success();
 }
 
