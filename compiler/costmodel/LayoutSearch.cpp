@@ -431,7 +431,7 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     c.memoryBytes = std::max(c.memoryBytes, bytes);
   }
   c.fits = c.memoryBytes <= device;
-  if (!c.fits && !options.timeLayoutsThatDoNotFit) {
+  if (options.lowerBoundOnly) {
     double slowest = 0;
     for (int64_t s = 0; s < pp; ++s)
       slowest =
@@ -580,10 +580,10 @@ SearchResult mtc::costmodel::searchLayouts(const std::vector<LayerCosts> &all,
     }
     result.fitting.push_back(std::move(c));
   };
-  // Layouts that do not fit are timed only when their lower bound beats the fastest that
-  // fits (below): simulating every pipeline too large for the device would dominate.
+  // Each layout's memory and a lower bound of its step first; the simulations, which
+  // dominate the search's time, only where the bound says they could matter (below).
   SearchOptions quick = options;
-  quick.timeLayoutsThatDoNotFit = false;
+  quick.lowerBoundOnly = true;
   for (const LayerCosts &costs : all) {
     if (options.gpus % costs.meshSize != 0)
       continue;
@@ -631,23 +631,57 @@ SearchResult mtc::costmodel::searchLayouts(const std::vector<LayerCosts> &all,
     return a.stepSeconds < b.stepSeconds ||
            (a.stepSeconds == b.stepSeconds && a.memoryBytes < b.memoryBytes);
   };
+  // The layouts that fit, in the order of their bounds: each is timed unless two timed
+  // ones are already at most its bound (it is not among the two fastest the report names)
+  // and one of them needs no more memory (it is not on the Pareto front).
   llvm::stable_sort(result.fitting, faster);
-  // Only those faster than the fastest that fits say something about it.
+  std::vector<const Candidate *> timedFits;
+  for (Candidate &c : result.fitting) {
+    size_t notSlower = 0;
+    bool dominated = false;
+    for (const Candidate *t : timedFits)
+      if (t->stepSeconds <= c.stepSeconds) {
+        ++notSlower;
+        dominated |= t->memoryBytes < c.memoryBytes ||
+                     (t->memoryBytes == c.memoryBytes && t->stepSeconds < c.stepSeconds);
+      }
+    if (notSlower >= 2 && dominated)
+      continue;
+    llvm::Expected<Candidate> full = composeLayout(*c.costs, c.layout, cluster, options);
+    if (!full) {
+      // The schedule cannot run it after all (the bound does not generate the schedule).
+      llvm::consumeError(full.takeError());
+      c.costs = nullptr;
+      continue;
+    }
+    c = std::move(*full);
+    timedFits.push_back(&c);
+  }
+  llvm::erase_if(result.fitting, [](const Candidate &c) { return !c.costs; });
+  llvm::stable_sort(result.fitting, faster);
+  // Only those faster than the fastest that fits say something about it, and the report
+  // names three: time them in the order of their lower bounds until the next bound cannot
+  // beat the third fastest timed.
   double bestFit = result.fitting.empty() ? std::numeric_limits<double>::infinity()
                                           : result.fitting.front().stepSeconds;
   llvm::erase_if(result.tooLarge, [&](const Candidate &c) { return c.stepSeconds >= bestFit; });
-  for (Candidate &c : result.tooLarge) {
-    llvm::Expected<Candidate> timed = composeLayout(*c.costs, c.layout, cluster, options);
-    if (!timed) {
-      llvm::consumeError(timed.takeError());
+  llvm::stable_sort(result.tooLarge, faster);
+  std::vector<Candidate> timed;
+  for (const Candidate &c : result.tooLarge) {
+    if (timed.size() == 3 && c.stepSeconds >= timed.back().stepSeconds)
+      break;
+    llvm::Expected<Candidate> full = composeLayout(*c.costs, c.layout, cluster, options);
+    if (!full) {
+      llvm::consumeError(full.takeError());
       continue;
     }
-    c = std::move(*timed);
+    if (full->stepSeconds >= bestFit)
+      continue;
+    timed.insert(llvm::upper_bound(timed, *full, faster), std::move(*full));
+    if (timed.size() > 3)
+      timed.pop_back();
   }
-  llvm::erase_if(result.tooLarge, [&](const Candidate &c) { return c.stepSeconds >= bestFit; });
-  llvm::stable_sort(result.tooLarge, faster);
-  if (result.tooLarge.size() > 3)
-    result.tooLarge.resize(3);
+  result.tooLarge = std::move(timed);
   return result;
 }
 

@@ -104,9 +104,9 @@ struct SearchOptions {
   std::vector<int64_t> zeroStages = {0, 1, 2, 3};
   /// The schedules a pipeline's step is simulated on (required for pp > 1).
   ScheduleSource schedules;
-  /// Whether composeLayout times a layout that does not fit (the search times only those
-  /// that could be faster than the fastest that fits, for its report).
-  bool timeLayoutsThatDoNotFit = true;
+  /// Whether composeLayout only bounds the step from below (its memory composed, the time
+  /// not): the search times a layout only when its bound says it could matter.
+  bool lowerBoundOnly = false;
 };
 
 /// One evaluated layout.
@@ -126,14 +126,15 @@ struct Candidate {
   /// Per stage: the layers' saved activations it holds at once (part of memoryBytes).
   std::vector<double> stageActivationBytes;
   bool fits = false;
-  /// False when the layout does not fit and was not timed (SearchOptions::
-  /// timeLayoutsThatDoNotFit): stepSeconds is then a lower bound, its slowest stage's
-  /// micro-batches without bubble or reduction, and the other times are 0.
+  /// False when the layout was not timed (SearchOptions::lowerBoundOnly; the search leaves
+  /// untimed the layouts that cannot be on the Pareto front nor among the two fastest):
+  /// stepSeconds is then a lower bound, the slowest stage's micro-batches without bubble or
+  /// reduction, and the other times are 0.
   bool timed = true;
 };
 
 struct SearchResult {
-  /// Every layout that fits, fastest first.
+  /// Every layout that fits, fastest first (those not timed by their lower bound).
   std::vector<Candidate> fitting;
   /// The fastest layouts that do not fit (at most a few, fastest first), for the report.
   std::vector<Candidate> tooLarge;

@@ -224,6 +224,42 @@ TEST(LayoutSearch, ZeroThreeShardsParametersAndGathersThemPerMicroBatch) {
   EXPECT_EQ(three.microBatchesPerRank, 4);
 }
 
+// Tests that timing only the layouts whose lower bound matters gives the Pareto front and
+// the two fastest layouts of timing every one.
+TEST(LayoutSearch, BoundedTimingKeepsTheFrontAndTheFastest) {
+  std::vector<LayerCosts> all = {plainCosts()};
+  SearchOptions options = plainOptions(8, 64);
+  SearchResult result = searchLayouts(all, plainCluster(), options);
+  std::vector<Candidate> every;
+  for (const Candidate &c : result.fitting) {
+    llvm::Expected<Candidate> full = composeLayout(all[0], c.layout, plainCluster(), options);
+    if (!full) { // a schedule the test does not generate: never timed
+      EXPECT_FALSE(c.timed);
+      llvm::consumeError(full.takeError());
+      continue;
+    }
+    EXPECT_LE(c.stepSeconds, full->stepSeconds + 1e-12); // a bound or the time
+    every.push_back(std::move(*full));
+  }
+  llvm::stable_sort(every, [](const Candidate &a, const Candidate &b) {
+    return a.stepSeconds < b.stepSeconds ||
+           (a.stepSeconds == b.stepSeconds && a.memoryBytes < b.memoryBytes);
+  });
+  SearchResult exact;
+  exact.fitting = every;
+  std::vector<Candidate> front = result.pareto(), exactFront = exact.pareto();
+  ASSERT_EQ(front.size(), exactFront.size());
+  for (size_t i = 0; i < front.size(); ++i) {
+    EXPECT_TRUE(front[i].timed);
+    EXPECT_NEAR(front[i].stepSeconds, exactFront[i].stepSeconds, 1e-12);
+    EXPECT_EQ(front[i].memoryBytes, exactFront[i].memoryBytes);
+  }
+  ASSERT_GE(result.fitting.size(), 2u);
+  EXPECT_NEAR(result.fitting[1].stepSeconds, every[1].stepSeconds, 1e-12);
+  EXPECT_LT(llvm::count_if(result.fitting, [](const Candidate &c) { return c.timed; }),
+            static_cast<std::ptrdiff_t>(result.fitting.size())); // some were left untimed
+}
+
 // Tests the errors of layouts that cannot run.
 TEST(LayoutSearch, RefusesLayoutsThatCannotRun) {
   LayerCosts costs = plainCosts();
