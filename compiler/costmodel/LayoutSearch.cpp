@@ -113,7 +113,6 @@ struct StageEnd {
 
 struct PipelineCosts {
   std::vector<ChunkTimes> chunks;
-  std::vector<int64_t> chunkStages;
   std::vector<StageEnd> ends;
   /// A message from stage `from` to stage `to`: the sender's time (the link's latency) and
   /// when it arrives after its send starts.
@@ -503,9 +502,7 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
       return llvm::createStringError("no pipeline schedules to simulate the layout on");
     const PartTime layerBackward = layer - layerForward;
     PipelineCosts pipe;
-    pipe.chunkStages.resize(size_t(chunks));
     for (int64_t k = 0; k < chunks; ++k) {
-      pipe.chunkStages[size_t(k)] = k % pp;
       double n = static_cast<double>(c.chunkLayers[size_t(k)]);
       ChunkTimes t;
       t.forward = layerForward * n;

@@ -10,10 +10,12 @@
 // LayerCosts: one layer's forward and backward, the parts before the layer stack (the
 // embedding) and after it (final norm, head, loss), the optimizer step, each rank's bytes.
 // This file composes those over what does not change a layer: the pipeline (pp, the stage
-// cut balanced by the cost model, the schedule and its virtual stages), data parallelism
-// and the ZeRO stage, and the micro-batch (the compiled one scaled: every matrix product and
-// every tensor with the `batch` dimension grows with it, the rest stays). Memory is pruned
-// first: a layout whose ranks do not fit the device is never timed.
+// cut balanced by the cost model, the schedule and its virtual stages: the compiler's task
+// lists simulated as `mtc simulate` runs a plan's), data parallelism and the ZeRO stage
+// (0-3), and the micro-batch (the compiled one scaled: every matrix product and every
+// tensor with the `batch` dimension grows with it, the rest stays). Memory and a lower bound
+// of the step come first: the search simulates a layout only when the bound says it could
+// be on the Pareto front, the runner-up or a faster layout that does not fit.
 //
 //===----------------------------------------------------------------------===//
 
