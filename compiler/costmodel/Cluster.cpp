@@ -295,3 +295,9 @@ llvm::Expected<Cluster> mtc::costmodel::loadCluster(llvm::StringRef nameOrPath) 
                                    nameOrPath.str().c_str(), file.getError().message().c_str());
   return parseCluster((*file)->getBuffer(), nameOrPath);
 }
+
+std::string mtc::costmodel::peakFlopsKey(llvm::StringRef precision) {
+  if (precision == "fp32" || precision == "fp16" || precision == "fp64")
+    return "f" + precision.drop_front(2).str();
+  return precision.str();
+}

@@ -61,6 +61,10 @@ struct Cluster {
   llvm::json::Value toJSON() const;
 };
 
+/// The `peak_flops` key of a training precision as the DSL spells it (docs/dsl.md: fp32,
+/// bf16, fp16; cluster files: f32, bf16, f16); other names are returned as they are.
+std::string peakFlopsKey(llvm::StringRef precision);
+
 /// The cluster file format's name and version (`format`, `version`).
 inline constexpr llvm::StringLiteral kClusterFormat = "mtc-cluster";
 inline constexpr int64_t kClusterVersion = 1;

@@ -3,12 +3,14 @@
 #include "compiler/costmodel/LayoutSearch.h"
 
 #include "compiler/costmodel/CollectiveModel.h"
+#include "compiler/costmodel/ScheduleSimulation.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <limits>
 
 using namespace mtc::costmodel;
+namespace rt = mtc::rt;
 
 namespace {
 
@@ -35,6 +37,9 @@ struct PartTime {
     return *this;
   }
   PartTime operator*(double k) const { return {compute * k, communicate * k}; }
+  PartTime operator-(const PartTime &o) const {
+    return {compute - o.compute, communicate - o.communicate};
+  }
 };
 
 /// Times profiles as StepModel.cpp's StepBuilder::call does: the GEMMs at the cluster's
@@ -81,6 +86,137 @@ private:
   double peak;
   int64_t ranksPerNode;
 };
+
+/// What one pipeline chunk's tasks take per micro-batch.
+struct ChunkTimes {
+  PartTime forward, backward, backwardInput, backwardWeight;
+  const PartTime &of(rt::TaskOp op) const {
+    switch (op) {
+    case rt::TaskOp::Forward:
+      return forward;
+    case rt::TaskOp::BackwardInput:
+      return backwardInput;
+    case rt::TaskOp::BackwardWeight:
+      return backwardWeight;
+    default:
+      return backward;
+    }
+  }
+};
+
+/// What a stage does after its micro-batches: the data-parallel reduction, the squared
+/// norm's all-reduce over the pipeline, the optimizer step.
+struct StageEnd {
+  double reduce = 0, norm = 0;
+  PartTime update;
+};
+
+struct PipelineCosts {
+  std::vector<ChunkTimes> chunks;
+  std::vector<StageEnd> ends;
+  /// A message from stage `from` to stage `to`: the sender's time (the link's latency) and
+  /// when it arrives after its send starts.
+  std::function<std::pair<double, double>(int64_t from, int64_t to)> send;
+};
+
+/// The simulated step, and the parts of the stage computing longest (as `mtc simulate`
+/// reports them).
+struct PipelineStep {
+  double stepSeconds = 0, computeSeconds = 0, communicationSeconds = 0, dataParallelSeconds = 0;
+};
+
+/// Runs `schedule` (one task list per stage) with the chunks' times, as StepModel.cpp
+/// builds the tasks of a compiled plan: each compute task, then its collectives; a send
+/// busy for a latency, its message arriving a point-to-point time later; a receive waiting
+/// for it; the stage's end.
+llvm::Expected<SimResult> runSchedule(const rt::PipelineSchedule &schedule,
+                                      const PipelineCosts &costs) {
+  std::vector<std::vector<SimTask>> stages(schedule.stages.size());
+  for (auto [s, stage] : llvm::enumerate(schedule.stages)) {
+    std::vector<SimTask> &tasks = stages[s];
+    tasks.reserve(stage.tasks.size() * 2);
+    for (const rt::ScheduleTask &task : stage.tasks) {
+      if (rt::isComputeTask(task.op)) {
+        const PartTime &t = costs.chunks[size_t(task.chunk)].of(task.op);
+        tasks.push_back({SimTask::Kind::Compute, "", t.compute, "", 0});
+        if (t.communicate > 0)
+          tasks.push_back({SimTask::Kind::Communicate, "", t.communicate, "", 0});
+      } else if (rt::isSendTask(task.op)) {
+        auto [latency, transfer] = costs.send(int64_t(s), task.peer);
+        tasks.push_back({SimTask::Kind::Send, "", latency, messageKey(task), transfer});
+      } else if (rt::isRecvTask(task.op)) {
+        tasks.push_back({SimTask::Kind::Receive, "", 0, messageKey(task), 0});
+      } else if (task.op == rt::TaskOp::ReduceGradients) {
+        tasks.push_back({SimTask::Kind::Communicate, "", costs.ends[s].reduce, "", 0});
+      } else if (task.op == rt::TaskOp::OptimizerStep) {
+        const StageEnd &end = costs.ends[s];
+        tasks.push_back({SimTask::Kind::Communicate, "", end.norm, "", 0});
+        tasks.push_back({SimTask::Kind::Compute, "", end.update.compute, "", 0});
+        if (end.update.communicate > 0)
+          tasks.push_back({SimTask::Kind::Communicate, "", end.update.communicate, "", 0});
+      }
+    }
+  }
+  return simulateStages(stages);
+}
+
+/// The most bytes per layer a stage running `tasks` holds at once when a micro-batch keeps
+/// `saved` bytes from its forward until its backward's weight part (W, or a whole backward)
+/// and `weightStash` from its backward's input part (B) until W.
+double stashPeak(const std::vector<rt::ScheduleTask> &tasks, double saved, double weightStash) {
+  int64_t forwards = 0, inputs = 0;
+  double peak = 0;
+  for (const rt::ScheduleTask &task : tasks) {
+    if (task.op == rt::TaskOp::Forward)
+      ++forwards;
+    else if (task.op == rt::TaskOp::BackwardInput)
+      ++inputs;
+    else if (task.op == rt::TaskOp::Backward)
+      --forwards;
+    else if (task.op == rt::TaskOp::BackwardWeight) {
+      --forwards;
+      --inputs;
+    }
+    peak = std::max(peak, static_cast<double>(forwards) * saved +
+                              static_cast<double>(inputs) * weightStash);
+  }
+  return peak;
+}
+
+/// The pipeline's step on `m` micro-batches per rank. Up to 3 p micro-batches the schedule
+/// is simulated whole; beyond, the steady state repeats: the step at 2 p and 3 p micro-
+/// batches simulated and extended linearly (each further p micro-batches add what the
+/// last p did), which keeps the search's time independent of the batch.
+llvm::Expected<PipelineStep> simulatePipeline(const PipelineCosts &costs,
+                                              const ScheduleSource &schedules, llvm::StringRef kind,
+                                              int64_t p, int64_t v, int64_t m) {
+  auto run = [&](int64_t count) -> llvm::Expected<PipelineStep> {
+    llvm::Expected<const rt::PipelineSchedule *> schedule = schedules(kind, p, v, count);
+    if (!schedule)
+      return schedule.takeError();
+    llvm::Expected<SimResult> sim = runSchedule(**schedule, costs);
+    if (!sim)
+      return sim.takeError();
+    size_t busiest = 0;
+    for (size_t s = 0; s < sim->compute.size(); ++s)
+      if (sim->compute[s] > sim->compute[busiest])
+        busiest = s;
+    return PipelineStep{sim->stepSeconds, sim->compute[busiest], sim->communicate[busiest],
+                        costs.ends[busiest].reduce + costs.ends[busiest].norm};
+  };
+  if (m <= 3 * p)
+    return run(m);
+  llvm::Expected<PipelineStep> lo = run(2 * p), hi = run(3 * p);
+  if (!lo)
+    return lo.takeError();
+  if (!hi)
+    return hi.takeError();
+  double more = static_cast<double>(m - 3 * p) / static_cast<double>(p);
+  auto extend = [&](double a, double b) { return b + more * (b - a); };
+  return PipelineStep{
+      extend(lo->stepSeconds, hi->stepSeconds), extend(lo->computeSeconds, hi->computeSeconds),
+      extend(lo->communicationSeconds, hi->communicationSeconds), hi->dataParallelSeconds};
+}
 
 /// The split of `layers` into `chunks` chunks (at least one layer each) minimising the
 /// largest chunk time, chunk 0 also running `first` and the last chunk `last`: the stage
@@ -166,8 +302,6 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     return llvm::createStringError("ZeRO needs data parallelism");
   if (layout.zeroStage == 2 && pp > 1)
     return llvm::createStringError("ZeRO-2 is not supported with pipeline parallelism");
-  if (layout.zeroStage == 3)
-    return llvm::createStringError("ZeRO-3 is not composed by the search");
   auto peak = cluster.peakFlops.find(options.dtype);
   if (peak == cluster.peakFlops.end())
     return llvm::createStringError("cluster '" + cluster.name + "' has no peak FLOP/s for " +
@@ -180,9 +314,39 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
             .str());
   const double factor = static_cast<double>(b) / static_cast<double>(costs.microBatch);
   Timer timer(cluster, costs, peak->second, ranksPerNode);
-  const PartTime layer = timer.time(scaled(costs.layer, factor));
-  const PartTime first = timer.time(scaled(costs.first, factor));
-  const PartTime last = timer.time(scaled(costs.last, factor));
+  PartTime layer = timer.time(scaled(costs.layer, factor));
+  PartTime first = timer.time(scaled(costs.first, factor));
+  PartTime last = timer.time(scaled(costs.last, factor));
+  PartTime layerForward = timer.time(scaled(costs.layerForward, factor));
+  PartTime firstForward = timer.time(scaled(costs.firstForward, factor));
+  const PartTime lastForward = timer.time(scaled(costs.lastForward, factor));
+  const int64_t dpStride = costs.meshSize;
+  if (layout.zeroStage == 3) {
+    // ZeRO-3: a rank holds 1/dp of each parameter. Each micro-batch all-gathers a layer's
+    // before its forward and again before its backward, one collective per tensor (as the
+    // partitioned step does: the bytes at once, then a latency per further tensor), and
+    // reduce-scatters the gradients of the whole layer stack once after the backward stack
+    // (a stacked tensor each: counted per layer here); the other parameters (the embedding,
+    // the final norm) likewise, around the embedding.
+    auto perTensor = [&](CollectiveKind kind, double bytes, double tensors) {
+      return timer.collective(kind, bytes, dp, dpStride) +
+             (std::max(1.0, tensors) - 1) * timer.collective(kind, 0, dp, dpStride);
+    };
+    const double d = static_cast<double>(dp);
+    double layerTensors = static_cast<double>(costs.layerParamTensors);
+    double restTensors = static_cast<double>(costs.paramTensors - costs.layerParamTensors);
+    double layerGather =
+        perTensor(CollectiveKind::AllGather, costs.layerParamBytes / d, layerTensors);
+    double restGather = perTensor(CollectiveKind::AllGather, costs.restParamBytes / d, restTensors);
+    layerForward.communicate += layerGather;
+    double layers = static_cast<double>(costs.layers);
+    layer.communicate += 2 * layerGather + perTensor(CollectiveKind::ReduceScatter,
+                                                     layers * costs.layerParamBytes, layerTensors) /
+                                               layers;
+    firstForward.communicate += restGather;
+    first.communicate += 2 * restGather + perTensor(CollectiveKind::ReduceScatter,
+                                                    costs.restParamBytes, restTensors);
+  }
 
   // The stage cut: pp x V chunks, chunk k on stage k mod pp; balanced by time.
   const int64_t chunks = pp * v;
@@ -202,6 +366,19 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
   // (twice with several micro-batches or a pipeline: a second buffer takes each part), the
   // tokens, the activations the schedule keeps in flight, and the step's temporaries.
   const double device = static_cast<double>(cluster.memoryBytes);
+  std::vector<double> stashPeaks;
+  if (layout.schedule == "zb-h1") {
+    if (!options.schedules)
+      return llvm::createStringError("no pipeline schedules to simulate the layout on");
+    // The peak is reached within the first 3p micro-batches (as the step's time, below).
+    llvm::Expected<const rt::PipelineSchedule *> schedule =
+        options.schedules(layout.schedule, pp, v, std::min(m, 3 * pp));
+    if (!schedule)
+      return schedule.takeError();
+    for (const rt::StageTasks &stage : (*schedule)->stages)
+      stashPeaks.push_back(
+          stashPeak(stage.tasks, costs.layerSavedBytes, costs.layerWeightStashBytes));
+  }
   for (int64_t s = 0; s < pp; ++s) {
     double params = static_cast<double>(stageLayers[size_t(s)]) * costs.layerParamBytes;
     if (s == 0 || s == lastStage)
@@ -211,6 +388,15 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     if (layout.zeroStage >= 1)
       state /= static_cast<double>(dp);
     double secondGradients = (m > 1 || pp > 1) ? params : 0;
+    // ZeRO-3: the rank's shards of the parameters and their gradients, and one layer's
+    // gathered parameters and their gradient before its reduce-scatter.
+    double gathered = 0;
+    if (layout.zeroStage == 3) {
+      params /= static_cast<double>(dp);
+      gradients = params;
+      secondGradients = 0;
+      gathered = 2 * costs.layerParamBytes;
+    }
     if (layout.zeroStage == 2) {
       // ZeRO-2: the rank's gradient shards and the staging buffer of the largest gradient.
       gradients = params / static_cast<double>(dp) + costs.layerParamBytes;
@@ -219,101 +405,147 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     // Micro-batches whose activations a stage holds at once: 1F1B's p - s, interleaved
     // Megatron's warm-up ((p - s - 1) x 2 + (V - 1) x p + 1 chunks of L_s / V layers).
     double inFlightLayers = static_cast<double>(stageLayers[size_t(s)]);
-    if (pp > 1 && v == 1)
-      inFlightLayers *= static_cast<double>(std::min(m, pp - s));
-    else if (v > 1)
-      inFlightLayers *= static_cast<double>(std::min(m * v, (pp - s - 1) * 2 + (v - 1) * pp + 1)) /
-                        static_cast<double>(v);
-    double activations = inFlightLayers * costs.layerSavedBytes * factor;
+    double activations = 0;
+    if (layout.schedule == "zb-h1") {
+      // The zero-bubble schedule defers W: a micro-batch's saved values live from its F to
+      // its W (W reads them), and what B stashes for W from its B to its W; the schedule's
+      // own order says how many of each at once.
+      activations = inFlightLayers * stashPeaks[size_t(s)] * factor;
+    } else {
+      if (pp > 1 && v == 1)
+        inFlightLayers *= static_cast<double>(std::min(m, pp - s));
+      else if (v > 1)
+        inFlightLayers *=
+            static_cast<double>(std::min(m * v, (pp - s - 1) * 2 + (v - 1) * pp + 1)) /
+            static_cast<double>(v);
+      activations = inFlightLayers * costs.layerSavedBytes * factor;
+    }
     // The step's temporaries: one layer's backward (its saved values and their gradients)
     // and the largest value with its gradient (calibrated on gpt-tiny's planned workspace:
     // docs/cost-model.md).
     double temporaries = 2 * (costs.layerSavedBytes + costs.largestValueBytes) * factor;
-    double bytes = 2 * (params + state) + gradients + secondGradients + costs.tokenBytes * factor +
-                   activations + temporaries;
+    c.stageActivationBytes.push_back(activations);
+    double bytes = 2 * (params + state) + gradients + secondGradients + gathered +
+                   costs.tokenBytes * factor + activations + temporaries;
     c.memoryBytes = std::max(c.memoryBytes, bytes);
   }
   c.fits = c.memoryBytes <= device;
-
-  // Time. Per micro-batch, each stage's compute tasks (its layers, the embedding on the
-  // first, the head on the last); the schedule's bubble in closed form (equal micro-batches:
-  // GPipe's and 1F1B's (p - 1) / (m + p - 1), interleaved's (p - 1) / V over m); the
-  // activations and their gradients crossing each stage boundary once on the critical
-  // path; then the data-parallel reduction and the optimizer step of the slowest stage.
-  std::vector<PartTime> stage(static_cast<size_t>(pp));
-  for (int64_t s = 0; s < pp; ++s) {
-    stage[size_t(s)] = layer * static_cast<double>(stageLayers[size_t(s)]);
-    if (s == 0)
-      stage[size_t(s)] += first;
-    if (s == lastStage)
-      stage[size_t(s)] += last;
-  }
-  size_t slowest = 0;
-  double sum = 0;
-  for (size_t s = 0; s < stage.size(); ++s) {
-    sum += stage[s].total();
-    if (stage[s].total() > stage[slowest].total())
-      slowest = s;
-  }
-  const PartTime &busiest = stage[slowest];
-  double md = static_cast<double>(m);
-  double pipeline = md * busiest.total();
-  double bubble = 0;
-  if (pp > 1) {
-    int64_t stageStride = costs.meshSize * dp;
-    bool sameNode = stageStride < ranksPerNode;
-    double p2p = pointToPointTime(cluster, costs.activationBytes * factor, sameNode);
-    if (v == 1)
-      bubble = sum - busiest.total(); // the fill and drain: (p - 1) stages' worth
-    else
-      bubble = static_cast<double>(pp - 1) * busiest.total() / static_cast<double>(v);
-    bubble += 2 * static_cast<double>(pp - 1) * p2p;
-    pipeline += bubble;
+  if (options.lowerBoundOnly) {
+    double slowest = 0;
+    for (int64_t s = 0; s < pp; ++s)
+      slowest =
+          std::max(slowest, layer.total() * static_cast<double>(stageLayers[size_t(s)]) +
+                                (s == 0 ? first.total() : 0) + (s == lastStage ? last.total() : 0));
+    c.stepSeconds = static_cast<double>(m) * slowest;
+    c.timed = false;
+    return c;
   }
 
-  // The data-parallel reduction and the optimizer step of the slowest stage (as the
-  // runtime does them: runtime/exec/GradientBuffer.h; StepModel.cpp).
-  double stageParams = static_cast<double>(stageLayers[slowest]) * costs.layerParamBytes;
-  if (slowest == 0 || static_cast<int64_t>(slowest) == lastStage)
-    stageParams += costs.restParamBytes;
-  double totalParams =
+  // Time. The data-parallel reduction and the optimizer step of a stage's parameters (as
+  // the runtime does them: runtime/exec/GradientBuffer.h; StepModel.cpp).
+  const double totalParams =
       static_cast<double>(costs.layers) * costs.layerParamBytes + costs.restParamBytes;
-  double share = totalParams > 0 ? stageParams / totalParams : 1;
-  int64_t dpStride = costs.meshSize;
-  double reduce = 0;
-  if (dp > 1) {
-    reduce += timer.collective(CollectiveKind::AllReduce, sizeof(double), dp, dpStride);
+  auto stageParamBytes = [&](int64_t s) {
+    double bytes = static_cast<double>(stageLayers[size_t(s)]) * costs.layerParamBytes;
+    if (s == 0 || s == lastStage)
+      bytes += costs.restParamBytes;
+    return bytes;
+  };
+  auto reduceSeconds = [&](double stageParams) {
+    if (dp <= 1)
+      return 0.0;
+    double seconds = timer.collective(CollectiveKind::AllReduce, sizeof(double), dp, dpStride);
+    if (layout.zeroStage == 3) // reduce-scattered in the step, per micro-batch (above)
+      return seconds;
     if (layout.zeroStage == 0)
-      reduce += timer.collective(CollectiveKind::AllReduce, stageParams, dp, dpStride);
-    else {
-      // One reduce-scatter per gradient and one all-gather per parameter, as the runtime and
-      // the distributed optimizer's step do them: the stage's bytes at once, plus the
-      // latency of each further tensor (the stage's share of them).
-      double tensors = std::max(1.0, share * static_cast<double>(costs.paramTensors));
-      auto perTensor = [&](CollectiveKind kind, double bytes) {
-        return timer.collective(kind, bytes, dp, dpStride) +
-               (tensors - 1) * timer.collective(kind, 0, dp, dpStride);
-      };
-      reduce += static_cast<double>(layout.zeroStage == 2 ? m : 1) *
-                    perTensor(CollectiveKind::ReduceScatter, stageParams) +
-                perTensor(CollectiveKind::AllGather, stageParams / static_cast<double>(dp));
-    }
-  }
-  if (pp > 1)
-    reduce +=
-        timer.collective(CollectiveKind::AllReduce, 2 * sizeof(double), pp, costs.meshSize * dp);
-  FunctionProfile optimizer = costs.optimizer;
-  double optimizerShare = share / (layout.zeroStage >= 1 ? static_cast<double>(dp) : 1.0);
-  for (FunctionProfile::Gemm &g : optimizer.gemms)
-    g.flops *= optimizerShare;
-  optimizer.trafficBytes *= optimizerShare;
-  PartTime update = timer.time(optimizer);
+      return seconds + timer.collective(CollectiveKind::AllReduce, stageParams, dp, dpStride);
+    // One reduce-scatter per gradient and one all-gather per parameter, as the runtime and
+    // the distributed optimizer's step do them: the stage's bytes at once, plus the latency
+    // of each further tensor (the stage's share of them).
+    double share = totalParams > 0 ? stageParams / totalParams : 1;
+    double tensors = std::max(1.0, share * static_cast<double>(costs.paramTensors));
+    auto perTensor = [&](CollectiveKind kind, double bytes) {
+      return timer.collective(kind, bytes, dp, dpStride) +
+             (tensors - 1) * timer.collective(kind, 0, dp, dpStride);
+    };
+    return seconds +
+           static_cast<double>(layout.zeroStage == 2 ? m : 1) *
+               perTensor(CollectiveKind::ReduceScatter, stageParams) +
+           perTensor(CollectiveKind::AllGather, stageParams / static_cast<double>(dp));
+  };
+  auto updateTime = [&](double stageParams) {
+    FunctionProfile optimizer = costs.optimizer;
+    double share = (totalParams > 0 ? stageParams / totalParams : 1) /
+                   (layout.zeroStage >= 1 ? static_cast<double>(dp) : 1.0);
+    for (FunctionProfile::Gemm &g : optimizer.gemms)
+      g.flops *= share;
+    optimizer.trafficBytes *= share;
+    return timer.time(optimizer);
+  };
+  const double md = static_cast<double>(m);
 
-  c.stepSeconds = pipeline + reduce + update.total();
-  c.computeSeconds = md * busiest.compute + update.compute;
-  c.layerCommunicationSeconds = md * busiest.communicate + update.communicate;
-  c.dataParallelSeconds = reduce;
-  c.communicationSeconds = c.layerCommunicationSeconds + reduce;
+  if (pp == 1) {
+    // One stage: m x (the embedding, the layers, the head), the reduction, the update.
+    PartTime micro = layer * static_cast<double>(costs.layers);
+    micro += first;
+    micro += last;
+    double reduce = reduceSeconds(totalParams);
+    PartTime update = updateTime(totalParams);
+    c.stepSeconds = md * micro.total() + reduce + update.total();
+    c.computeSeconds = md * micro.compute + update.compute;
+    c.layerCommunicationSeconds = md * micro.communicate + update.communicate;
+    c.dataParallelSeconds = reduce;
+  } else {
+    // A pipeline: the schedule's task lists simulated with each chunk's forward and
+    // backward (B and W when split) and the messages between stages.
+    if (!options.schedules)
+      return llvm::createStringError("no pipeline schedules to simulate the layout on");
+    const PartTime layerBackward = layer - layerForward;
+    PipelineCosts pipe;
+    for (int64_t k = 0; k < chunks; ++k) {
+      double n = static_cast<double>(c.chunkLayers[size_t(k)]);
+      ChunkTimes t;
+      t.forward = layerForward * n;
+      t.backward = layerBackward * n;
+      t.backwardWeight = timer.time(scaled(costs.layerBackwardWeight, factor)) * n;
+      if (k == 0) {
+        t.forward += firstForward;
+        // The embedding's gradient is a parameter gradient: W's.
+        t.backward += first - firstForward;
+        t.backwardWeight += first - firstForward;
+      }
+      if (k == chunks - 1) {
+        t.forward += lastForward;
+        t.backward += last - lastForward;
+      }
+      t.backwardInput = t.backward - t.backwardWeight;
+      pipe.chunks.push_back(t);
+    }
+    for (int64_t s = 0; s < pp; ++s) {
+      StageEnd end;
+      end.reduce = reduceSeconds(stageParamBytes(s));
+      end.norm =
+          timer.collective(CollectiveKind::AllReduce, 2 * sizeof(double), pp, costs.meshSize * dp);
+      end.update = updateTime(stageParamBytes(s));
+      pipe.ends.push_back(end);
+    }
+    const int64_t stageStride = costs.meshSize * dp;
+    pipe.send = [&, factor](int64_t from, int64_t to) {
+      bool local = from * stageStride / ranksPerNode == to * stageStride / ranksPerNode;
+      const Link &link = local ? cluster.intraNode : cluster.interNode;
+      return std::make_pair(link.latency,
+                            pointToPointTime(cluster, costs.activationBytes * factor, local));
+    };
+    llvm::Expected<PipelineStep> step =
+        simulatePipeline(pipe, options.schedules, layout.schedule, pp, v, m);
+    if (!step)
+      return step.takeError();
+    c.stepSeconds = step->stepSeconds;
+    c.computeSeconds = step->computeSeconds;
+    c.dataParallelSeconds = step->dataParallelSeconds;
+    c.layerCommunicationSeconds = step->communicationSeconds - step->dataParallelSeconds;
+  }
+  c.communicationSeconds = c.layerCommunicationSeconds + c.dataParallelSeconds;
   c.bubbleSeconds = std::max(0.0, c.stepSeconds - c.computeSeconds - c.communicationSeconds);
   double tokens = static_cast<double>(options.globalBatch) * static_cast<double>(options.seq);
   c.mfu = tokens * options.modelFlopsPerToken / c.stepSeconds /
@@ -345,6 +577,10 @@ SearchResult mtc::costmodel::searchLayouts(const std::vector<LayerCosts> &all,
     }
     result.fitting.push_back(std::move(c));
   };
+  // Each layout's memory and a lower bound of its step first; the simulations, which
+  // dominate the search's time, only where the bound says they could matter (below).
+  SearchOptions quick = options;
+  quick.lowerBoundOnly = true;
   for (const LayerCosts &costs : all) {
     if (options.gpus % costs.meshSize != 0)
       continue;
@@ -363,16 +599,21 @@ SearchResult mtc::costmodel::searchLayouts(const std::vector<LayerCosts> &all,
           for (int64_t v = 2; pp > 1 && v <= options.maxVirtualStages && pp * v <= costs.layers;
                v *= 2)
             virtualStages.push_back(v);
-          for (int64_t v : virtualStages) {
+          std::vector<std::pair<int64_t, const char *>> schedules;
+          for (int64_t v : virtualStages)
+            schedules.emplace_back(v, pp == 1 ? "none" : v > 1 ? "interleaved" : "1f1b");
+          if (pp > 1)
+            schedules.emplace_back(1, "zb-h1");
+          for (auto [v, schedule] : schedules) {
             Layout layout;
             layout.pp = pp;
             layout.dp = dp;
             layout.microBatch = b;
             layout.zeroStage = zero;
             layout.virtualStages = v;
-            layout.schedule = pp == 1 ? "none" : v > 1 ? "interleaved" : "1f1b";
+            layout.schedule = schedule;
             ++result.enumerated;
-            llvm::Expected<Candidate> c = composeLayout(costs, layout, cluster, options);
+            llvm::Expected<Candidate> c = composeLayout(costs, layout, cluster, quick);
             if (!c) {
               llvm::consumeError(c.takeError());
               continue;
@@ -387,14 +628,57 @@ SearchResult mtc::costmodel::searchLayouts(const std::vector<LayerCosts> &all,
     return a.stepSeconds < b.stepSeconds ||
            (a.stepSeconds == b.stepSeconds && a.memoryBytes < b.memoryBytes);
   };
+  // The layouts that fit, in the order of their bounds: each is timed unless two timed
+  // ones are already at most its bound (it is not among the two fastest the report names)
+  // and one of them needs no more memory (it is not on the Pareto front).
   llvm::stable_sort(result.fitting, faster);
-  llvm::stable_sort(result.tooLarge, faster);
-  // Only those faster than the fastest that fits say something about it.
+  std::vector<const Candidate *> timedFits;
+  for (Candidate &c : result.fitting) {
+    size_t notSlower = 0;
+    bool dominated = false;
+    for (const Candidate *t : timedFits)
+      if (t->stepSeconds <= c.stepSeconds) {
+        ++notSlower;
+        dominated |= t->memoryBytes < c.memoryBytes ||
+                     (t->memoryBytes == c.memoryBytes && t->stepSeconds < c.stepSeconds);
+      }
+    if (notSlower >= 2 && dominated)
+      continue;
+    llvm::Expected<Candidate> full = composeLayout(*c.costs, c.layout, cluster, options);
+    if (!full) {
+      // The schedule cannot run it after all (the bound does not generate the schedule).
+      llvm::consumeError(full.takeError());
+      c.costs = nullptr;
+      continue;
+    }
+    c = std::move(*full);
+    timedFits.push_back(&c);
+  }
+  llvm::erase_if(result.fitting, [](const Candidate &c) { return !c.costs; });
+  llvm::stable_sort(result.fitting, faster);
+  // Only those faster than the fastest that fits say something about it, and the report
+  // names three: time them in the order of their lower bounds until the next bound cannot
+  // beat the third fastest timed.
   double bestFit = result.fitting.empty() ? std::numeric_limits<double>::infinity()
                                           : result.fitting.front().stepSeconds;
   llvm::erase_if(result.tooLarge, [&](const Candidate &c) { return c.stepSeconds >= bestFit; });
-  if (result.tooLarge.size() > 3)
-    result.tooLarge.resize(3);
+  llvm::stable_sort(result.tooLarge, faster);
+  std::vector<Candidate> timed;
+  for (const Candidate &c : result.tooLarge) {
+    if (timed.size() == 3 && c.stepSeconds >= timed.back().stepSeconds)
+      break;
+    llvm::Expected<Candidate> full = composeLayout(*c.costs, c.layout, cluster, options);
+    if (!full) {
+      llvm::consumeError(full.takeError());
+      continue;
+    }
+    if (full->stepSeconds >= bestFit)
+      continue;
+    timed.insert(llvm::upper_bound(timed, *full, faster), std::move(*full));
+    if (timed.size() > 3)
+      timed.pop_back();
+  }
+  result.tooLarge = std::move(timed);
   return result;
 }
 

@@ -10,10 +10,12 @@
 // LayerCosts: one layer's forward and backward, the parts before the layer stack (the
 // embedding) and after it (final norm, head, loss), the optimizer step, each rank's bytes.
 // This file composes those over what does not change a layer: the pipeline (pp, the stage
-// cut balanced by the cost model, the schedule and its virtual stages), data parallelism
-// and the ZeRO stage, and the micro-batch (the compiled one scaled: every matrix product and
-// every tensor with the `batch` dimension grows with it, the rest stays). Memory is pruned
-// first: a layout whose ranks do not fit the device is never timed.
+// cut balanced by the cost model, the schedule and its virtual stages: the compiler's task
+// lists simulated as `mtc simulate` runs a plan's), data parallelism and the ZeRO stage
+// (0-3), and the micro-batch (the compiled one scaled: every matrix product and every
+// tensor with the `batch` dimension grows with it, the rest stays). Memory and a lower bound
+// of the step come first: the search simulates a layout only when the bound says it could
+// be on the Pareto front, the runner-up or a faster layout that does not fit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +25,7 @@
 #include "compiler/costmodel/Cluster.h"
 #include "compiler/costmodel/StepModel.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,25 +57,39 @@ struct LayerCosts {
   /// runs before the layer stack and after its backward (the embedding), and what runs
   /// between (final norm, head, loss and their backward).
   FunctionProfile layer, first, last;
+  /// Their forward parts (a pipeline chunk's forward task: the layer's forward, the
+  /// embedding, the final norm, head and loss), each backward being the rest; and the part
+  /// of the layer's backward computing its parameters' gradients (a split backward's W).
+  FunctionProfile layerForward, firstForward, lastForward, layerBackwardWeight;
   /// The optimizer step of the whole model, without the distributed optimizer.
   FunctionProfile optimizer;
   /// Parameter bytes (f32 storage as the runtime holds them): one layer's, and the rest's
   /// (counted on both the first and the last stage: a tied embedding is on both).
   double layerParamBytes = 0, restParamBytes = 0;
-  int64_t paramTensors = 0;
+  int64_t paramTensors = 0, layerParamTensors = 0;
   /// Optimizer state bytes per parameter byte (AdamW: 2).
   double stateRatio = 2;
   /// Per micro-batch: what one layer's forward keeps for its backward, the largest value
   /// the step computes (the logits, typically), the token and label buffers, and the
   /// activation a stage sends the next.
   double layerSavedBytes = 0, largestValueBytes = 0, tokenBytes = 0, activationBytes = 0;
+  /// Per micro-batch: what one layer's backward, split, keeps from its input-gradient part
+  /// for its weight-gradient part (the zero-bubble schedule holds it until W runs).
+  double layerWeightStashBytes = 0;
 };
 
 /// The layout composed over a LayerCosts.
 struct Layout {
   int64_t pp = 1, dp = 1, virtualStages = 1, microBatch = 1, zeroStage = 0;
-  std::string schedule = "1f1b"; // 1f1b, interleaved; "none" without a pipeline
+  std::string schedule = "1f1b"; // 1f1b, interleaved, zb-h1; "none" without a pipeline
 };
+
+/// The task lists of a pipeline schedule (kind as the DSL spells it: 1f1b, interleaved,
+/// zb-h1) for `stages` stages of `virtualStages` chunks and `microBatches` micro-batches, as
+/// the compiler generates them (tools/mtc/Explore.cpp); an error when the kind cannot
+/// schedule them.
+using ScheduleSource = std::function<llvm::Expected<const rt::PipelineSchedule *>(
+    llvm::StringRef kind, int64_t stages, int64_t virtualStages, int64_t microBatches)>;
 
 struct SearchOptions {
   int64_t gpus = 1;
@@ -84,7 +101,14 @@ struct SearchOptions {
   std::vector<int64_t> microBatches = {1, 2, 4, 8};
   int64_t maxVirtualStages = 8;
   /// ZeRO stages to consider (2 only without a pipeline, as the compiler supports it).
-  std::vector<int64_t> zeroStages = {0, 1, 2};
+  /// Under ZeRO-3 the micro-batch is each rank's part: the compiled micro-batch is dp times
+  /// it, split over the data-parallel ranks.
+  std::vector<int64_t> zeroStages = {0, 1, 2, 3};
+  /// The schedules a pipeline's step is simulated on (required for pp > 1).
+  ScheduleSource schedules;
+  /// Whether composeLayout only bounds the step from below (its memory composed, the time
+  /// not): the search times a layout only when its bound says it could matter.
+  bool lowerBoundOnly = false;
 };
 
 /// One evaluated layout.
@@ -101,11 +125,18 @@ struct Candidate {
   double mfu = 0;
   /// The largest stage's predicted bytes per rank.
   double memoryBytes = 0;
+  /// Per stage: the layers' saved activations it holds at once (part of memoryBytes).
+  std::vector<double> stageActivationBytes;
   bool fits = false;
+  /// False when the layout was not timed (SearchOptions::lowerBoundOnly; the search leaves
+  /// untimed the layouts that cannot be on the Pareto front nor among the two fastest):
+  /// stepSeconds is then a lower bound, the slowest stage's micro-batches without bubble or
+  /// reduction, and the other times are 0.
+  bool timed = true;
 };
 
 struct SearchResult {
-  /// Every layout that fits, fastest first.
+  /// Every layout that fits, fastest first (those not timed by their lower bound).
   std::vector<Candidate> fitting;
   /// The fastest layouts that do not fit (at most a few, fastest first), for the report.
   std::vector<Candidate> tooLarge;

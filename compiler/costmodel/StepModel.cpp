@@ -205,6 +205,20 @@ double activationBytes(const rt::Plan &plan, int64_t chunk) {
 
 } // namespace
 
+int64_t mtc::costmodel::messageProducer(const rt::ScheduleTask &task) {
+  bool activation = task.op == rt::TaskOp::SendActivation || task.op == rt::TaskOp::RecvActivation;
+  // A forward's output, or the gradient of the next chunk's input.
+  return rt::isSendTask(task.op) ? (activation ? task.chunk : task.chunk - 1)
+                                 : (activation ? task.chunk - 1 : task.chunk);
+}
+
+std::string mtc::costmodel::messageKey(const rt::ScheduleTask &task) {
+  bool activation = task.op == rt::TaskOp::SendActivation || task.op == rt::TaskOp::RecvActivation;
+  // Short enough to stay in the string (the search makes millions of them).
+  return (activation ? "a " : "g ") + std::to_string(messageProducer(task)) + " " +
+         std::to_string(task.microBatch);
+}
+
 double Simulation::mfu() const {
   double peak = peakFlops * static_cast<double>(worldSize);
   return stepSeconds > 0 && peak > 0 ? modelFlopsPerStep / stepSeconds / peak : 0;
@@ -292,13 +306,17 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
                       global, microBatchSize)
             .str());
   sim.microBatches = global / microBatchSize;
-  if (sim.microBatches < 1 || sim.microBatches % sim.dataParallel != 0)
+  // Under ZeRO-3 the data-parallel ranks split each micro-batch (the kernels take a rank's
+  // part, as Trainer.cpp's countMicroBatches counts): every rank runs every micro-batch.
+  const bool splitMicroBatches = plan.zeroStage == 3;
+  if (sim.microBatches < 1 || (!splitMicroBatches && sim.microBatches % sim.dataParallel != 0))
     return llvm::createStringError(
         llvm::formatv("the global batch of {0} micro-batches cannot be shared by {1} "
                       "data-parallel ranks",
                       sim.microBatches, sim.dataParallel)
             .str());
-  int64_t perRank = sim.microBatches / sim.dataParallel;
+  int64_t perRank = splitMicroBatches ? sim.microBatches : sim.microBatches / sim.dataParallel;
+  sim.microBatchesPerRank = perRank;
   sim.tokensPerStep = static_cast<double>(sim.microBatches) *
                       static_cast<double>(rt::numElements(plan.inputs[0].dims));
   sim.modelFlopsPerStep =
@@ -313,9 +331,7 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
         p && p->getString())
       sim.dtype = *p->getString();
   }
-  // The DSL spells precisions fp32, fp16 (docs/dsl.md); the cluster file f32, f16.
-  if (sim.dtype == "fp32" || sim.dtype == "fp16" || sim.dtype == "fp64")
-    sim.dtype = "f" + sim.dtype.substr(2);
+  sim.dtype = peakFlopsKey(sim.dtype);
   auto peak = cluster.peakFlops.find(sim.dtype);
   if (peak == cluster.peakFlops.end())
     return llvm::createStringError("cluster '" + cluster.name + "' has no peak FLOP/s for " +
@@ -380,14 +396,8 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
           if (llvm::Error err = step.call(tasks, function, name))
             return std::move(err);
         } else if (rt::isSendTask(task.op) || rt::isRecvTask(task.op)) {
-          bool activation =
-              task.op == rt::TaskOp::SendActivation || task.op == rt::TaskOp::RecvActivation;
-          // The message's producer chunk: a forward's output, or the gradient of the next
-          // chunk's input.
-          int64_t producer = rt::isSendTask(task.op) ? (activation ? task.chunk : task.chunk - 1)
-                                                     : (activation ? task.chunk - 1 : task.chunk);
-          std::string message =
-              llvm::formatv("{0} {1} {2}", activation ? "a" : "g", producer, task.microBatch).str();
+          int64_t producer = messageProducer(task);
+          std::string message = messageKey(task);
           if (rt::isSendTask(task.op)) {
             bool local = sameNode(s, task.peer);
             const Link &link = local ? links.intraNode : links.interNode;
@@ -484,7 +494,7 @@ void mtc::costmodel::printSimulation(const Simulation &sim, const rt::Plan &plan
   os << llvm::formatv("layout:    mesh {0} x data-parallel {1} x pipeline {2}; {3} "
                       "micro-batches per step, {4} per data-parallel rank\n",
                       sim.meshSize, sim.dataParallel, sim.pipelineStages, sim.microBatches,
-                      sim.microBatches / sim.dataParallel);
+                      sim.microBatchesPerRank);
   os << llvm::formatv("step:      {0} predicted\n", seconds(sim.stepSeconds));
   auto share = [&](double part) {
     return sim.stepSeconds > 0 ? 100 * part / sim.stepSeconds : 0.0;

@@ -55,6 +55,12 @@ struct FunctionProfile {
   double batchTrafficBytes = 0;
 };
 
+/// A pipeline send or receive: the chunk whose forward output (an activation) or whose
+/// successor's input gradient it carries, and the key naming its message ("a 0 3", "g 1 3"),
+/// equal on the sending and the receiving task (ScheduleSimulation.h's SimTask::message).
+int64_t messageProducer(const rt::ScheduleTask &task);
+std::string messageKey(const rt::ScheduleTask &task);
+
 /// Reads and checks `predictions.functions` of the plan's plan.json (the loader verified the
 /// file against MANIFEST): the kinds, axes of the plan's mesh with their sizes, counts.
 /// Errors name the field; a plan without it (compiled by an older mtc, or without kernels)
@@ -75,6 +81,8 @@ struct Simulation {
   int64_t worldSize = 0, ranksPerNode = 0;
   int64_t pipelineStages = 1, dataParallel = 1, meshSize = 1;
   int64_t microBatches = 0; // per step, all data-parallel ranks together
+  /// The micro-batches each rank runs (all of them under ZeRO-3, each rank its part).
+  int64_t microBatchesPerRank = 0;
   std::string dtype;
   double peakFlops = 0; // per rank
   double stepSeconds = 0;

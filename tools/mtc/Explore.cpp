@@ -4,18 +4,23 @@
 
 #include "compiler/analysis/FunctionCost.h"
 #include "compiler/analysis/ModelStats.h"
+#include "compiler/autodiff/SplitBackward.h"
 #include "compiler/costmodel/CollectiveModel.h"
+#include "compiler/pipeline/Schedules.h"
 #include "compiler/pipelines/Pipelines.h"
 #include "compiler/plan/PlanWriter.h"
 #include "compiler/sharding/CommunicationVolume.h"
 #include "compiler/sharding/Layout.h"
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mt/Utils/TensorSize.h"
+#include "dialects/mts/IR/MTSDialect.h"
+#include "dialects/mts/IR/MTSOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <map>
 #include <set>
 
 using namespace mlir;
@@ -71,18 +76,37 @@ LogicalResult runPipeline(ModuleOp module, void (*build)(OpPassManager &)) {
   return pm.run(module);
 }
 
-/// Cuts the partitioned `step` (forward_backward of one micro-batch, optimizer_step) into
-/// costs.
-llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
+/// The profile of function `name` of the partitioned `step`.
+cm::FunctionProfile functionProfile(ModuleOp step, StringRef name) {
+  return toProfile(computeFunctionCost(step, name),
+                   sharding::predictFunctionCollectives(step, name));
+}
+
+/// Cuts the partitioned `step` (forward_backward of one micro-batch, optimizer_step, the
+/// layer backward's weight part `weightPart`, whose last `weightStashArgs` arguments are
+/// what its input part stashes for it) into costs.
+llvm::Error decompose(ModuleOp trained, ModuleOp step, StringRef weightPart,
+                      unsigned weightStashArgs, cm::LayerCosts &costs) {
   auto fb = step.lookupSymbol<func::FuncOp>("forward_backward");
   if (!fb || fb.getBody().empty())
     return llvm::createStringError("the step has no forward_backward");
+  // Between the stacks, what the loss depends on is the head's forward, the rest its
+  // backward (as mt-pipeline-chunks cuts the last chunk).
+  Block &body = fb.getBody().front();
+  llvm::DenseSet<Operation *> lossSlice;
+  SmallVector<Value> worklist(body.getTerminator()->getOperands().take_front(1));
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def || isa<mt::RepeatOp>(def) || !lossSlice.insert(def).second)
+      continue;
+    def->walk([&](Operation *nested) { llvm::append_range(worklist, nested->getOperands()); });
+  }
   // Top-level ops in order: before the forward layer stack and after its backward, the
   // embedding (`first`); between them, the head and loss (`last`); the stacks, the layers.
   int phase = 0;
   bool sawForward = false;
   int64_t largest = 0;
-  for (Operation &op : fb.getBody().front()) {
+  for (Operation &op : body) {
     // (A layer stack's results are every layer's saved values, stacked: counted apart.)
     if (!isa<mt::RepeatOp>(op))
       for (Type type : op.getResultTypes())
@@ -102,15 +126,25 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
             saved / static_cast<double>(std::max<int64_t>(1, repeat.getCount()));
       }
       phase = repeat.getReverse() ? 2 : 1;
-      addProfile(costs.layer,
-                 toProfile(computeFunctionCost(step, repeat.getCallee()),
-                           sharding::predictFunctionCollectives(step, repeat.getCallee())));
+      cm::FunctionProfile layer = functionProfile(step, repeat.getCallee());
+      addProfile(costs.layer, layer);
+      if (!repeat.getReverse())
+        addProfile(costs.layerForward, layer);
       continue;
     }
     cm::FunctionProfile part =
         toProfile(computeOpCost(step, &op), sharding::predictOpCollectives(step, &op));
     addProfile(phase == 1 ? costs.last : costs.first, part);
+    if (phase == 0)
+      addProfile(costs.firstForward, part);
+    else if (phase == 1 && lossSlice.contains(&op))
+      addProfile(costs.lastForward, part);
   }
+  costs.layerBackwardWeight = functionProfile(step, weightPart);
+  // W's arguments after the backward's own (but the result gradients) are B's stash.
+  if (auto weight = step.lookupSymbol<func::FuncOp>(weightPart))
+    for (Type type : weight.getArgumentTypes().take_back(weightStashArgs))
+      costs.layerWeightStashBytes += static_cast<double>(mt::getSizeInBytes(type));
   if (!sawForward)
     return llvm::createStringError("forward_backward has no layer stack (mt.repeat)");
   // The layers' own values: the largest of a layer function's results too.
@@ -123,8 +157,7 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
   costs.largestValueBytes = static_cast<double>(largest);
   costs.scalesWithMicroBatch =
       computeFunctionCost(step, "forward_backward").unbatchedGemmFlops == 0;
-  costs.optimizer = toProfile(computeFunctionCost(step, "optimizer_step"),
-                              sharding::predictFunctionCollectives(step, "optimizer_step"));
+  costs.optimizer = functionProfile(step, "optimizer_step");
 
   // Each rank's parameters (their layouts on the mesh), a layer's and the rest's.
   FailureOr<sharding::ShardingSpec> spec = sharding::getShardingSpec(trained);
@@ -147,6 +180,8 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
       bytes = mt::getSizeInBytes(layout->getLocalType());
     }
     ++costs.paramTensors;
+    if (param.getLayer())
+      ++costs.layerParamTensors;
     // mtrun keeps every parameter in f32 (runtime/exec/Trainer.h).
     double f32 = static_cast<double>(bytes) * 4 / mt::getElementSizeInBytes(type.getElementType());
     (param.getLayer() ? costs.layerParamBytes : costs.restParamBytes) += f32;
@@ -158,6 +193,55 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, cm::LayerCosts &costs) {
   costs.tokenBytes = static_cast<double>(memory.tokens);
   return llvm::Error::success();
 }
+
+/// The pipeline schedules the search simulates, generated as the compiler generates a
+/// plan's (compiler/pipeline/Schedules.h) and kept for the other layouts of the same shape.
+class ScheduleCache {
+public:
+  explicit ScheduleCache(MLIRContext *context)
+      : scratch(ModuleOp::create(UnknownLoc::get(context))) {
+    context->getOrLoadDialect<mts::MTSDialect>();
+  }
+
+  llvm::Expected<const rt::PipelineSchedule *> get(StringRef kind, int64_t stages,
+                                                   int64_t virtualStages, int64_t microBatches) {
+    std::string key = llvm::formatv("{0} {1} {2} {3}", kind, stages, virtualStages, microBatches);
+    auto it = cache.find(key);
+    if (it != cache.end())
+      return &it->second;
+    std::optional<mts::ScheduleKind> parsed = mts::symbolizeScheduleKind(kind);
+    if (!parsed)
+      return llvm::createStringError("no pipeline schedule '" + kind.str() + "'");
+    MLIRContext *context = scratch->getContext();
+    std::string refusal;
+    ScopedDiagnosticHandler quiet(context, [&](Diagnostic &diag) {
+      refusal = diag.str();
+      return success();
+    });
+    OpBuilder builder = OpBuilder::atBlockEnd(scratch->getBody());
+    FailureOr<mts::ScheduleOp> built = pipeline::buildSchedule(builder, scratch->getLoc(), *parsed,
+                                                               stages, virtualStages, microBatches);
+    if (failed(built))
+      return llvm::createStringError(refusal);
+    rt::PipelineSchedule schedule;
+    schedule.microBatches = microBatches;
+    for (mts::StageOp stage : built->getStageOps()) {
+      rt::StageTasks &tasks = schedule.stages.emplace_back();
+      for (Operation &op : stage.getBody().front())
+        if (std::optional<mts::Task> task = mts::getTask(&op))
+          tasks.tasks.push_back({*rt::parseTaskOp(mts::stringifyTaskKind(task->kind).str()),
+                                 static_cast<int32_t>(task->chunk),
+                                 static_cast<int32_t>(task->microBatch),
+                                 static_cast<int32_t>(task->peer)});
+    }
+    built->erase();
+    return &cache.emplace(key, std::move(schedule)).first->second;
+  }
+
+private:
+  OwningOpRef<ModuleOp> scratch;
+  std::map<std::string, rt::PipelineSchedule> cache;
+};
 
 /// Swallows the diagnostics of a candidate the compiler refuses, keeping the first message.
 class Quiet {
@@ -219,6 +303,18 @@ llvm::Expected<cm::LayerCosts> mtc::measureLayerCosts(ModuleOp model,
   if (failed(training.run(*module)))
     return refused("the training pipeline fails");
   OwningOpRef<ModuleOp> step(module->clone());
+  // The layer backward split into B and W (as the pipeline's chunks are), for W's cost.
+  std::string weightPart;
+  unsigned weightStashArgs = 0;
+  for (auto func : llvm::make_early_inc_range(step->getOps<func::FuncOp>()))
+    if (func->hasAttr("mt.param_grads") && func->hasAttr(mt::MTDialect::kLayerOfAttrName)) {
+      FailureOr<autodiff::BackwardParts> parts = autodiff::splitLayerBackward(func);
+      if (failed(parts))
+        return refused("the layer backward cannot be split");
+      weightPart = parts->weight.getSymName().str();
+      weightStashArgs =
+          parts->weight.getNumArguments() - (func.getNumArguments() - parts->numResultGrads);
+    }
   if (failed(runPipeline(*step, buildPartitionPipeline)))
     return refused("the partition fails");
   cm::LayerCosts costs;
@@ -227,7 +323,7 @@ llvm::Expected<cm::LayerCosts> mtc::measureLayerCosts(ModuleOp model,
   costs.microBatch =
       forward ? cast<mt::NamedTensorType>(forward.getArgumentTypes().front()).getDimSizes().front()
               : 1;
-  if (llvm::Error err = decompose(*module, *step, costs))
+  if (llvm::Error err = decompose(*module, *step, weightPart, weightStashArgs, costs))
     return std::move(err);
   return costs;
 }
@@ -256,8 +352,7 @@ void mtc::applyChoice(ModuleOp module, const AutoChoice &choice) {
   auto one = [](int64_t n) { return n > 1 ? std::optional<int64_t>(n) : std::nullopt; };
   std::optional<mt::PipelineSchedule> schedule;
   if (l.pp > 1)
-    schedule =
-        l.virtualStages > 1 ? mt::PipelineSchedule::Interleaved : mt::PipelineSchedule::OneFOneB;
+    schedule = mt::symbolizePipelineSchedule(l.schedule);
   DenseI64ArrayAttr pipelineLayers =
       l.pp > 1 ? b.getDenseI64ArrayAttr(choice.chunkLayers) : nullptr;
   bool distributed = l.zeroStage >= 1;
@@ -308,11 +403,11 @@ llvm::Error prepare(ModuleOp model, const SearchRequest &request, cm::Cluster &c
   options.globalBatch = train && train.getGlobalBatch() ? *train.getGlobalBatch() : microBatch;
   options.seq = microBatch > 0 ? stats.tokensPerMicroBatch / microBatch : 1;
   options.modelFlopsPerToken = stats.forwardFlopsPerToken + stats.backwardFlopsPerToken;
-  options.dtype = "f32";
-  if (train && train.getPrecision()) {
-    std::string p = mt::stringifyPrecision(*train.getPrecision()).str();
-    options.dtype = p == "fp32" ? "f32" : p == "fp16" ? "f16" : p;
-  }
+  // The matrix products run at the peak of the model's precision (bf16 under --bf16 or
+  // `precision bf16`), as `mtc simulate` times a plan by its precision.
+  options.dtype = train && train.getPrecision()
+                      ? cm::peakFlopsKey(mt::stringifyPrecision(*train.getPrecision()))
+                      : "f32";
   return llvm::Error::success();
 }
 
@@ -325,9 +420,14 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
   ModelStats stats;
   if (llvm::Error err = prepare(model, request, cluster, options, stats))
     return err;
+  ScheduleCache schedules(model.getContext());
+  options.schedules = [&](StringRef kind, int64_t p, int64_t v, int64_t m) {
+    return schedules.get(kind, p, v, m);
+  };
   cm::LayerLayout inLayer;
   cm::Layout layout;
   layout.microBatch = dimOf(model, "batch");
+  std::string schedule;
   SmallVector<StringRef> items;
   spec.split(items, ',', -1, /*KeepEmpty=*/false);
   for (StringRef item : items) {
@@ -337,12 +437,15 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
     auto bad = [&] {
       return llvm::createStringError("--evaluate: '" + item.str() +
                                      "' is not tp=N, cp=N, ep=N, pp=N, dp=N, vpp=N, mbs=N, "
-                                     "zero=N, recompute=none|selective|full or sp");
+                                     "zero=N, recompute=none|selective|full, "
+                                     "schedule=1f1b|interleaved|zb-h1 or sp");
     };
     if (key == "sp" && value.empty()) {
       inLayer.sp = true;
     } else if (key == "recompute" && llvm::is_contained({"none", "selective", "full"}, value)) {
       inLayer.recompute = value.str();
+    } else if (key == "schedule" && llvm::is_contained({"1f1b", "interleaved", "zb-h1"}, value)) {
+      schedule = value.str();
     } else if (!number || n < (key == "zero" ? 0 : 1)) {
       return bad();
     } else if (key == "tp") {
@@ -365,7 +468,10 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
       return bad();
     }
   }
-  layout.schedule = layout.pp == 1 ? "none" : layout.virtualStages > 1 ? "interleaved" : "1f1b";
+  layout.schedule = layout.pp == 1             ? "none"
+                    : !schedule.empty()        ? schedule
+                    : layout.virtualStages > 1 ? "interleaved"
+                                               : "1f1b";
   llvm::Expected<cm::LayerCosts> costs = measureLayerCosts(model, inLayer);
   if (!costs)
     return costs.takeError();
@@ -379,12 +485,17 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
                       secondsText(c->computeSeconds), secondsText(c->layerCommunicationSeconds),
                       secondsText(c->dataParallelSeconds), secondsText(c->bubbleSeconds));
   os << llvm::formatv("MFU:       {0:F2}%\n", 100 * c->mfu);
-  os << llvm::formatv("per layer: {0} parameters, {1} saved per micro-batch of {2}; rest {3} "
-                      "parameters; largest value {4}\n",
+  os << llvm::formatv("per layer: {0} parameters, {1} saved per micro-batch of {2} ({3} more "
+                      "from B until W); rest {4} parameters; largest value {5}\n",
                       gib(costs->layerParamBytes), gib(costs->layerSavedBytes), costs->microBatch,
-                      gib(costs->restParamBytes), gib(costs->largestValueBytes));
+                      gib(costs->layerWeightStashBytes), gib(costs->restParamBytes),
+                      gib(costs->largestValueBytes));
   os << llvm::formatv("memory:    {0} per rank ({1} bytes; {2})\n", gib(c->memoryBytes),
                       static_cast<int64_t>(c->memoryBytes), c->fits ? "fits" : "does not fit");
+  os << "activations held, per stage:";
+  for (double bytes : c->stageActivationBytes)
+    os << " " << static_cast<int64_t>(bytes);
+  os << " bytes\n";
   return llvm::Error::success();
 }
 
@@ -395,6 +506,10 @@ llvm::Expected<AutoChoice> mtc::searchModel(ModuleOp model, const SearchRequest 
   ModelStats stats;
   if (llvm::Error err = prepare(model, request, cluster, options, stats))
     return std::move(err);
+  ScheduleCache schedules(model.getContext());
+  options.schedules = [&](StringRef kind, int64_t p, int64_t v, int64_t m) {
+    return schedules.get(kind, p, v, m);
+  };
   int64_t perNode = cluster.devicesPerNode;
 
   // The layouts inside a layer the compiler accepts: each degree dividing what it splits

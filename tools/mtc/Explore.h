@@ -50,7 +50,8 @@ llvm::Expected<AutoChoice> searchModel(mlir::ModuleOp model, const SearchRequest
 /// `mtc explore --evaluate SPEC`: one layout, composed and printed (the step time and its
 /// parts, the memory per rank), for comparison with `mtc simulate` of the same layout
 /// compiled. SPEC is comma-separated `key=value`: tp, cp, ep, pp, dp, vpp (virtual stages),
-/// mbs (micro-batch), zero (0-2), recompute (none, selective, full), and `sp` alone.
+/// mbs (micro-batch; under ZeRO-3 each rank's part), zero (0-3), recompute (none, selective,
+/// full), schedule (1f1b, interleaved, zb-h1), and `sp` alone.
 llvm::Error evaluateLayout(mlir::ModuleOp model, const SearchRequest &request, llvm::StringRef spec,
                            llvm::raw_ostream &os);
 

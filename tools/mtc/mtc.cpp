@@ -61,6 +61,10 @@ namespace {
 cl::OptionCategory compileCategory("Compile options");
 
 cl::SubCommand compileCommand("compile", "Compile a .mtl model");
+// Declared here: --bf16 is a flag of both.
+cl::SubCommand exploreCommand("explore",
+                              "Search the parallel layouts of a model on a cluster: the Pareto "
+                              "table of predicted step time and memory");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mtl>"), cl::Required,
                                cl::sub(compileCommand), cl::cat(compileCategory));
@@ -136,7 +140,8 @@ cl::opt<bool> bf16Flag("bf16",
                        cl::desc("Train in bf16 mixed precision (Megatron's --bf16): f32 master "
                                 "weights, gradients and optimizer state, bf16 activations; "
                                 "overrides train { precision }"),
-                       cl::sub(compileCommand), cl::cat(compileCategory));
+                       cl::sub(compileCommand), cl::sub(exploreCommand),
+                       cl::cat(compileCategory));
 cl::opt<bool> fp16Flag("fp16",
                        cl::desc("Train in fp16 mixed precision (Megatron's --fp16): as --bf16 "
                                 "with f16 activations, and the backward seeded with mtrun's "
@@ -288,9 +293,6 @@ cl::opt<std::string> autoCluster("cluster",
 cl::opt<int64_t> autoGpus("gpus", cl::desc("With --auto: the GPUs (ranks) to train on"),
                           cl::value_desc("N"), cl::sub(compileCommand), cl::cat(parallelCategory));
 
-cl::SubCommand exploreCommand("explore",
-                              "Search the parallel layouts of a model on a cluster: the Pareto "
-                              "table of predicted step time and memory");
 cl::opt<std::string> exploreInput(cl::Positional, cl::desc("<model.mtl>"), cl::Required,
                                   cl::sub(exploreCommand), cl::cat(compileCategory));
 cl::opt<std::string> exploreCluster("cluster",
@@ -993,6 +995,9 @@ int explore() {
     (void)flagError("--rows must be at least 1");
     return 1;
   }
+  // --bf16 searches the mixed-precision step, as `mtc compile --auto --bf16` compiles it.
+  if (failed(applyPrecisionFlag(*ast)))
+    return 1;
   mtc::SearchRequest request{exploreCluster, exploreGpus, exploreRows};
   if (exploreEvaluate.getNumOccurrences()) {
     Error err = withModel(*ast, sourceMgr, [&](mlir::ModuleOp model) {
@@ -1038,7 +1043,10 @@ LogicalResult chooseAutoLayout(mtc::frontend::Module &ast, SourceMgr &sourceMgr,
       searchLayout(ast, sourceMgr, {autoCluster, autoGpus, 10}, false);
   if (!chosen)
     return flagError(toString(chosen.takeError()));
-  mtc::setTrainSetting(ast, "micro_batch", chosen->layout.microBatch);
+  // Under ZeRO-3 the compiled micro-batch is split over the data-parallel ranks.
+  mtc::setTrainSetting(ast, "micro_batch",
+                       chosen->layout.microBatch *
+                           (chosen->layout.zeroStage == 3 ? chosen->layout.dp : 1));
   choice = std::move(*chosen);
   return success();
 }

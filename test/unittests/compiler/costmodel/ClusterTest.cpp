@@ -124,4 +124,13 @@ TEST(ClusterTest, Errors) {
   EXPECT_EQ(errorOf(devices), "c.json: devices_per_node: 0 is out of range [1, 4096]");
 }
 
+// Tests that the DSL's precisions name the cluster file's peaks (mtc simulate and the
+// layout search both read the peak of a model's precision through it).
+TEST(Cluster, PrecisionsNameTheirPeaks) {
+  EXPECT_EQ(peakFlopsKey("fp32"), "f32");
+  EXPECT_EQ(peakFlopsKey("fp16"), "f16");
+  EXPECT_EQ(peakFlopsKey("bf16"), "bf16");
+  EXPECT_EQ(peakFlopsKey("tf32"), "tf32");
+}
+
 } // namespace

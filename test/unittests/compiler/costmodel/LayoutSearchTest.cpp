@@ -7,7 +7,10 @@
 
 #include "gtest/gtest.h"
 
+#include <map>
+
 using namespace mtc::costmodel;
+namespace rt = mtc::rt;
 
 namespace {
 
@@ -39,6 +42,11 @@ LayerCosts plainCosts(int64_t microBatch = 1, double factor = 1) {
   c.layer.gemms = {{1e9 * factor, 1}};
   c.layer.trafficBytes = 1e6 * factor + 1e5; // 1e5 bytes of parameter traffic stay
   c.layer.batchTrafficBytes = 1e6 * factor;
+  // A third of it forward, a third of the backward (a third of the whole) weight gradients.
+  c.layerForward.gemms = {{1e9 * factor / 3, 1}};
+  c.layerForward.trafficBytes = c.layer.trafficBytes / 3;
+  c.layerForward.batchTrafficBytes = c.layer.batchTrafficBytes / 3;
+  c.layerBackwardWeight = c.layerForward;
   c.first.trafficBytes = 1e6 * factor;
   c.first.batchTrafficBytes = 1e6 * factor;
   c.last.gemms = {{2e9 * factor, 1}};
@@ -54,8 +62,54 @@ LayerCosts plainCosts(int64_t microBatch = 1, double factor = 1) {
   return c;
 }
 
+/// 1F1B's task lists (Narayanan et al.: p - s - 1 forwards, then one forward and one
+/// backward at a time), as compiler/pipeline/Schedules.cpp generates them.
+rt::PipelineSchedule oneFOneB(int64_t p, int64_t m) {
+  rt::PipelineSchedule schedule;
+  schedule.microBatches = m;
+  for (int32_t s = 0; s < p; ++s) {
+    std::vector<rt::ScheduleTask> &tasks = schedule.stages.emplace_back().tasks;
+    auto f = [&](int32_t i) {
+      if (s > 0)
+        tasks.push_back({rt::TaskOp::RecvActivation, s, i, s - 1});
+      tasks.push_back({rt::TaskOp::Forward, s, i});
+      if (s + 1 < p)
+        tasks.push_back({rt::TaskOp::SendActivation, s, i, s + 1});
+    };
+    auto b = [&](int32_t i) {
+      if (s + 1 < p)
+        tasks.push_back({rt::TaskOp::RecvGradient, s, i, s + 1});
+      tasks.push_back({rt::TaskOp::Backward, s, i});
+      if (s > 0)
+        tasks.push_back({rt::TaskOp::SendGradient, s, i, s - 1});
+    };
+    int32_t warmup = static_cast<int32_t>(std::min<int64_t>(m, p - s - 1)), nf = 0, nb = 0;
+    for (; nf < warmup; ++nf)
+      f(nf);
+    for (; nf < m; ++nf, ++nb) {
+      f(nf);
+      b(nb);
+    }
+    for (; nb < m; ++nb)
+      b(nb);
+    tasks.push_back({rt::TaskOp::ReduceGradients});
+    tasks.push_back({rt::TaskOp::OptimizerStep});
+  }
+  return schedule;
+}
+
 SearchOptions plainOptions(int64_t gpus, int64_t globalBatch) {
   SearchOptions o;
+  o.schedules = [](llvm::StringRef kind, int64_t p, int64_t v,
+                   int64_t m) -> llvm::Expected<const rt::PipelineSchedule *> {
+    static std::map<std::pair<int64_t, int64_t>, rt::PipelineSchedule> made;
+    if (kind != "1f1b" || v != 1)
+      return llvm::createStringError("the test schedules 1F1B only");
+    auto it = made.find({p, m});
+    if (it == made.end())
+      it = made.emplace(std::make_pair(p, m), oneFOneB(p, m)).first;
+    return &it->second;
+  };
   o.gpus = gpus;
   o.globalBatch = globalBatch;
   o.seq = 128;
@@ -100,61 +154,30 @@ TEST(LayoutSearch, MicroBatchScalingMatchesACompiledMicroBatch) {
   EXPECT_NEAR(scaled.memoryBytes, compiled.memoryBytes, 1e-3);
 }
 
-// Tests that 1F1B over equal stages composes to the schedule simulation's (m + p - 1)
-// stage times, plus one message each way per stage boundary.
-TEST(LayoutSearch, OneFOneBMatchesTheScheduleSimulation) {
+// Tests that 1F1B over equal stages composes to (m + p - 1) stage times: its schedule
+// simulated, each task its chunk's forward or backward (free messages), then each stage's
+// optimizer step.
+TEST(LayoutSearch, OneFOneBIsSimulated) {
   LayerCosts costs = plainCosts();
-  costs.first = {};
-  costs.last = {};
+  costs.first = costs.firstForward = {};
+  costs.last = costs.lastForward = {};
   costs.restParamBytes = 0;
+  Cluster cluster = plainCluster();
+  cluster.intraNode.latency = 0;
   const int64_t p = 4, m = 8;
   Layout layout;
   layout.pp = p;
   layout.schedule = "1f1b";
-  Candidate c = compose(costs, layout, plainOptions(p, m));
+  Candidate c = compose(costs, layout, plainOptions(p, m), cluster);
   ASSERT_EQ(c.chunkLayers, (std::vector<int64_t>{2, 2, 2, 2}));
   double stage = 2 * (1e-3 + 1.1e-6); // two layers, forward and backward
-  // The simulation of the same stages with free messages.
-  std::vector<std::vector<SimTask>> stages(p);
-  auto key = [](const char *k, int64_t s, int64_t i) {
-    return std::string(k) + std::to_string(s) + "." + std::to_string(i);
-  };
-  for (int64_t s = 0; s < p; ++s) {
-    auto f = [&](int64_t i) {
-      if (s > 0)
-        stages[s].push_back({SimTask::Kind::Receive, "ra", 0, key("a", s - 1, i), 0});
-      stages[s].push_back({SimTask::Kind::Compute, "F", stage / 3, "", 0});
-      if (s + 1 < p)
-        stages[s].push_back({SimTask::Kind::Send, "sa", 0, key("a", s, i), 0});
-    };
-    auto b = [&](int64_t i) {
-      if (s + 1 < p)
-        stages[s].push_back({SimTask::Kind::Receive, "rg", 0, key("g", s + 1, i), 0});
-      stages[s].push_back({SimTask::Kind::Compute, "B", 2 * stage / 3, "", 0});
-      if (s > 0)
-        stages[s].push_back({SimTask::Kind::Send, "sg", 0, key("g", s, i), 0});
-    };
-    int64_t warmup = std::min(m, p - s - 1), nf = 0, nb = 0;
-    for (; nf < warmup; ++nf)
-      f(nf);
-    for (; nf < m; ++nf, ++nb) {
-      f(nf);
-      b(nb);
-    }
-    for (; nb < m; ++nb)
-      b(nb);
-  }
-  llvm::Expected<SimResult> sim = simulateStages(stages);
-  ASSERT_TRUE(static_cast<bool>(sim));
-  double messages = 2 * (p - 1) * pointToPointTime(plainCluster(), 0, /*sameNode=*/true);
-  double optimizer = 8e6 / 4 / 1e12 + 0; // a quarter of the parameters per stage
-  EXPECT_NEAR(sim->stepSeconds, (m + p - 1) * stage, 1e-9);
-  EXPECT_NEAR(c.stepSeconds,
-              sim->stepSeconds + messages + optimizer +
-                  // the pipeline's all-reduce of the squared norm
-                  collectiveTime(plainCluster(), CollectiveKind::AllReduce, 16, placeGroup(p, 1, 8))
-                      .seconds,
-              1e-9);
+  double optimizer = 8e6 / 4 / 1e12;  // a quarter of the parameters per stage
+  double norm = collectiveTime(cluster, CollectiveKind::AllReduce, 16, placeGroup(p, 1, 8)).seconds;
+  EXPECT_NEAR(c.stepSeconds, (m + p - 1) * stage + norm + optimizer, 1e-9);
+  EXPECT_NEAR(c.bubbleSeconds, (p - 1) * stage, 1e-9);
+  // Beyond 3 p micro-batches the steady state is extended: still (m + p - 1) stages.
+  Candidate longer = compose(costs, layout, plainOptions(p, 64), cluster);
+  EXPECT_NEAR(longer.stepSeconds, (64 + p - 1) * stage + norm + optimizer, 1e-9);
 }
 
 // Tests that the stage cut is balanced by the cost model: a heavy head leaves the last
@@ -168,6 +191,73 @@ TEST(LayoutSearch, StageCutBalancesTheHead) {
   ASSERT_EQ(c.chunkLayers.size(), 2u);
   EXPECT_EQ(c.chunkLayers[0] + c.chunkLayers[1], 8);
   EXPECT_EQ(c.chunkLayers[1], 2); // 2 layers + the head = 6 layer times; 6 layers before
+}
+
+// Tests that ZeRO-3 shards the parameters, their gradients and optimizer state over dp and
+// holds one layer gathered, and that each micro-batch gathers every layer's parameters twice
+// and reduce-scatters the stack's gradients once, where ZeRO-1 reduce-scatters and gathers
+// once per step.
+TEST(LayoutSearch, ZeroThreeShardsParametersAndGathersThemPerMicroBatch) {
+  LayerCosts costs = plainCosts();
+  costs.paramTensors = 2;
+  costs.layerParamTensors = 1;
+  Layout layout;
+  layout.schedule = "none";
+  layout.dp = 2;
+  layout.zeroStage = 1;
+  Candidate one = compose(costs, layout, plainOptions(2, 8));
+  layout.zeroStage = 3;
+  Candidate three = compose(costs, layout, plainOptions(2, 8));
+  double params = 8 * 1e6 + 2e6; // 8 layers and the rest
+  // ZeRO-1: parameters twice and the gradients' two buffers whole; ZeRO-3: their halves,
+  // one gradient buffer, and a layer's parameters and gradient gathered.
+  EXPECT_NEAR(one.memoryBytes - three.memoryBytes,
+              (2 * params + params + params) - (2 * params / 2 + params / 2 + 2 * 1e6), 1);
+  Cluster cluster = plainCluster();
+  auto time = [&](CollectiveKind kind, double bytes) {
+    return collectiveTime(cluster, kind, bytes, placeGroup(2, 1, 8)).seconds;
+  };
+  double perMicroBatch =
+      8 * 2 * time(CollectiveKind::AllGather, 1e6 / 2) + 2 * time(CollectiveKind::AllGather, 1e6) +
+      time(CollectiveKind::ReduceScatter, 8e6) + time(CollectiveKind::ReduceScatter, 2e6);
+  EXPECT_NEAR(three.layerCommunicationSeconds, 4 * perMicroBatch, 1e-9);
+  EXPECT_EQ(three.microBatchesPerRank, 4);
+}
+
+// Tests that timing only the layouts whose lower bound matters gives the Pareto front and
+// the two fastest layouts of timing every one.
+TEST(LayoutSearch, BoundedTimingKeepsTheFrontAndTheFastest) {
+  std::vector<LayerCosts> all = {plainCosts()};
+  SearchOptions options = plainOptions(8, 64);
+  SearchResult result = searchLayouts(all, plainCluster(), options);
+  std::vector<Candidate> every;
+  for (const Candidate &c : result.fitting) {
+    llvm::Expected<Candidate> full = composeLayout(all[0], c.layout, plainCluster(), options);
+    if (!full) { // a schedule the test does not generate: never timed
+      EXPECT_FALSE(c.timed);
+      llvm::consumeError(full.takeError());
+      continue;
+    }
+    EXPECT_LE(c.stepSeconds, full->stepSeconds + 1e-12); // a bound or the time
+    every.push_back(std::move(*full));
+  }
+  llvm::stable_sort(every, [](const Candidate &a, const Candidate &b) {
+    return a.stepSeconds < b.stepSeconds ||
+           (a.stepSeconds == b.stepSeconds && a.memoryBytes < b.memoryBytes);
+  });
+  SearchResult exact;
+  exact.fitting = every;
+  std::vector<Candidate> front = result.pareto(), exactFront = exact.pareto();
+  ASSERT_EQ(front.size(), exactFront.size());
+  for (size_t i = 0; i < front.size(); ++i) {
+    EXPECT_TRUE(front[i].timed);
+    EXPECT_NEAR(front[i].stepSeconds, exactFront[i].stepSeconds, 1e-12);
+    EXPECT_EQ(front[i].memoryBytes, exactFront[i].memoryBytes);
+  }
+  ASSERT_GE(result.fitting.size(), 2u);
+  EXPECT_NEAR(result.fitting[1].stepSeconds, every[1].stepSeconds, 1e-12);
+  EXPECT_LT(llvm::count_if(result.fitting, [](const Candidate &c) { return c.timed; }),
+            static_cast<std::ptrdiff_t>(result.fitting.size())); // some were left untimed
 }
 
 // Tests the errors of layouts that cannot run.
