@@ -81,9 +81,10 @@ void mtc::buildCPUBufferizePipeline(OpPassManager &pm) {
   pm.addPass(codegen::createEarlyDeallocationPass());
 }
 
-void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
-  // On the module mtc plans the plan's `arena` on (the bufferize pipeline's output).
-  pm.addPass(codegen::createWorkspaceViewsPass());
+namespace {
+
+/// buildCPUToLLVMPipeline after the workspace is placed, shared with the GPU host code.
+void addPlacedBuffersToLLVM(OpPassManager &pm) {
   pm.addPass(codegen::createThreadKernelContextPass());
   pm.addPass(codegen::createReductionLoopOrderPass());
   // Loops over the parallel dimensions of large linalg ops run on OpenMP threads; the
@@ -113,6 +114,22 @@ void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+} // namespace
+
+void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
+  // On the module mtc plans the plan's `arena` on (the bufferize pipeline's output).
+  pm.addPass(codegen::createWorkspaceViewsPass());
+  addPlacedBuffersToLLVM(pm);
+}
+
+void mtc::buildGPUHostToLLVMPipeline(OpPassManager &pm) {
+  // The workspace is device memory: placed as on the CPU, then reached through the
+  // device-memory imports.
+  pm.addPass(codegen::createWorkspaceViewsPass());
+  pm.addPass(codegen::createGPUHostImportsPass());
+  addPlacedBuffersToLLVM(pm);
 }
 
 void mtc::buildCPUPipeline(OpPassManager &pm) {
@@ -161,6 +178,10 @@ void mtc::registerPipelines() {
       "mtc-gpu-bufferize-pipeline",
       "GPU backend: linalg on tensors to buffers with f32 batched products as GEMM calls",
       buildGPUBufferizePipeline);
+  PassPipelineRegistration<>(
+      "mtc-gpu-host-to-llvm-pipeline",
+      "GPU backend: the host code launching the kernels (buffers) to the LLVM dialect",
+      buildGPUHostToLLVMPipeline);
   PassPipelineRegistration<>("mtc-cpu-step-pipeline",
                              "From the training step to the LLVM dialect for the CPU",
                              buildCPUStepPipeline);
