@@ -17,6 +17,9 @@
  *   workspace       mtc_kernel_workspace, mtc_kernel_workspace_release (KernelMemory.h)
  *   allocation      mtc_kernel_alloc, mtc_kernel_calloc, mtc_kernel_aligned_alloc,
  *                   mtc_kernel_free (KernelMemory.h): what the compiler could not place
+ *   GPU host code   mtc_gpu_launch, mtc_gpu_workspace, mtc_gpu_workspace_release,
+ *                   _mlir_ciface_mtc_gpu_batch_matmul_f32 (runtime/device/cuda/
+ *                   GpuHostCalls.h): imported by a CUDA plan's kernels/cuda_host.so only
  * Exported by the object, per public function f of the plan:
  *   _mlir_ciface_f(context, descriptor *...)   one memref descriptor per argument, then results
  *   _mtc_packed_f(context, void **descriptors) the same, descriptors packed in one array

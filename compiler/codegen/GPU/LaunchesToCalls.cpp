@@ -19,6 +19,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
 
 namespace mtc::codegen {
 #define GEN_PASS_DEF_GPULAUNCHESTOCALLSPASS
@@ -83,6 +84,7 @@ struct GPULaunchesToCallsPass
     }
 
     // One string global per kernel, shared by its launches.
+    SymbolTable symbols(module);
     llvm::StringMap<LLVM::GlobalOp> names;
     for (gpu::LaunchFuncOp launch : launches) {
       if (!launch.getAsyncDependencies().empty() || launch.getAsyncToken() ||
@@ -92,23 +94,35 @@ struct GPULaunchesToCallsPass
         return signalPassFailure();
       }
       Location loc = launch.getLoc();
-      OpBuilder builder(launch);
       StringRef kernel = launch.getKernelName().getValue();
-      Value name;
-      if (auto found = names.find(kernel); found != names.end()) {
-        name = LLVM::AddressOfOp::create(builder, loc, found->second);
-      } else {
-        name = LLVM::createGlobalString(loc, builder, ("mtc_kernel_name_" + kernel).str(),
-                                        kernel, LLVM::Linkage::Internal);
-        names[kernel] = cast<LLVM::GlobalOp>(module.lookupSymbol(
-            cast<LLVM::AddressOfOp>(name.getDefiningOp()).getGlobalName()));
+      LLVM::GlobalOp &global = names[kernel];
+      if (!global) {
+        // NUL-terminated: the runtime reads a C string.
+        std::string text = (kernel + llvm::Twine('\0')).str();
+        auto type = LLVM::LLVMArrayType::get(IntegerType::get(context, 8), text.size());
+        OpBuilder detached(context);
+        global = LLVM::GlobalOp::create(detached, loc, type, /*isConstant=*/true,
+                                        LLVM::Linkage::Internal,
+                                        ("mtc_kernel_name_" + kernel).str(),
+                                        StringAttr::get(context, text));
+        // Renamed if the name is taken.
+        symbols.insert(global, module.getBody()->begin());
       }
+      OpBuilder builder(launch);
+      Value name = LLVM::AddressOfOp::create(builder, loc, global);
 
       ValueRange operands = launch.getKernelOperands();
       int64_t count = static_cast<int64_t>(operands.size());
-      // memref<0xi64> is still a valid (null-free) stack slot for a kernel without operands.
+      // The words live in the function's frame, allocated once at its entry: an alloca in a
+      // layer loop would grow the stack every iteration.
       auto wordsType = MemRefType::get({count}, i64);
-      Value words = memref::AllocaOp::create(builder, loc, wordsType);
+      auto function = launch->getParentOfType<func::FuncOp>();
+      if (!function) {
+        launch.emitError("is not in a func.func");
+        return signalPassFailure();
+      }
+      auto entry = OpBuilder::atBlockBegin(&function.getBody().front());
+      Value words = memref::AllocaOp::create(entry, loc, wordsType);
       for (auto [index, operand] : llvm::enumerate(operands)) {
         Value word = toWord(builder, loc, operand, launch);
         if (!word)

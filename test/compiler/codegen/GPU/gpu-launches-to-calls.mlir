@@ -2,15 +2,17 @@
 
 // Tests that a launch becomes a call of mtc_gpu_launch with the kernel's name, its sizes as
 // i64 and one i64 word per parameter (a buffer's aligned address, an index, an f32's bits
-// zero-extended), that the kernel module is erased, and that two launches of one kernel
-// share its name.
+// zero-extended) in a stack array allocated at the function's entry (not in the loop), that
+// the kernel module is erased, and that two launches of one kernel share its name.
 // CHECK-NOT: gpu.module
 // CHECK-LABEL: llvm.mlir.global internal constant @mtc_kernel_name_f_kernel_0("f_kernel_0\00")
 // CHECK-LABEL: func.func private @mtc_gpu_launch(!llvm.ptr, i64, i64, i64, i64, i64, i64, !llvm.ptr, i64)
 // CHECK-LABEL: func.func @f
 // CHECK-SAME: (%[[BUF:.*]]: memref<64xf32>, %[[N:.*]]: index, %[[S:.*]]: f32)
-// CHECK: %[[NAME:.*]] = llvm.mlir.addressof @mtc_kernel_name_f_kernel_0
+// CHECK: %[[WORDS2:.*]] = memref.alloca() : memref<3xi64>
 // CHECK: %[[WORDS:.*]] = memref.alloca() : memref<3xi64>
+// CHECK: scf.for
+// CHECK: %[[NAME:.*]] = llvm.mlir.addressof @mtc_kernel_name_f_kernel_0
 // CHECK: %[[ADDR:.*]] = memref.extract_aligned_pointer_as_index %[[BUF]]
 // CHECK: %[[ADDR64:.*]] = arith.index_castui %[[ADDR]] : index to i64
 // CHECK: memref.store %[[ADDR64]], %[[WORDS]]
@@ -25,6 +27,7 @@
 // CHECK: %[[COUNT:.*]] = arith.constant 3 : i64
 // CHECK: call @mtc_gpu_launch(%[[NAME]], {{.*}}, %[[PTR]], %[[COUNT]])
 // CHECK: llvm.mlir.addressof @mtc_kernel_name_f_kernel_0
+// CHECK: memref.store {{.*}}, %[[WORDS2]]
 // CHECK: call @mtc_gpu_launch(
 // CHECK-NOT: gpu.launch_func
 module attributes {gpu.container_module} {
@@ -34,9 +37,12 @@ module attributes {gpu.container_module} {
     }
   }
   func.func @f(%buf: memref<64xf32>, %n: index, %s: f32) {
+    %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index
     %c64 = arith.constant 64 : index
-    gpu.launch_func @mtc_kernels::@f_kernel_0 blocks in (%c1, %c1, %c1) threads in (%c64, %c1, %c1) args(%buf : memref<64xf32>, %n : index, %s : f32)
+    scf.for %i = %c0 to %c64 step %c1 {
+      gpu.launch_func @mtc_kernels::@f_kernel_0 blocks in (%c1, %c1, %c1) threads in (%c64, %c1, %c1) args(%buf : memref<64xf32>, %n : index, %s : f32)
+    }
     gpu.launch_func @mtc_kernels::@f_kernel_0 blocks in (%c1, %c1, %c1) threads in (%c64, %c1, %c1) args(%buf : memref<64xf32>, %n : index, %s : f32)
     return
   }
