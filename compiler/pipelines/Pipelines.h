@@ -85,8 +85,9 @@ void buildCPUStepPipeline(mlir::OpPassManager &pm);
 void buildGPUBufferizePipeline(mlir::OpPassManager &pm);
 
 /// The host side of a CUDA step (compileStepKernels' `host`: buffers whose launches are
-/// mtc_gpu_launch calls, mtc-gpu-launches-to-calls) to the LLVM dialect: the CPU backend's
-/// lowering (buildCPUToLLVMPipeline) with the workspace and GEMM imports renamed to their
+/// mtc_gpu_launch calls, mtc-gpu-launches-to-calls) to the LLVM dialect: C interfaces for the
+/// public functions (mtc-request-c-interfaces), then the CPU backend's lowering
+/// (buildCPUToLLVMPipeline) with the workspace and GEMM imports renamed to their
 /// device-memory variants (mtc-gpu-host-imports) after the workspace is placed.
 void buildGPUHostToLLVMPipeline(mlir::OpPassManager &pm);
 
