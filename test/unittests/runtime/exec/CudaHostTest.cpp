@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -135,7 +136,7 @@ void expectLaunch(const Plan &plan, const RecordedLaunch &recorded, const CudaLa
     const CudaLaunchArgument &a = described.args[i];
     switch (a.kind) {
     case CudaLaunchArgument::Kind::Argument:
-      EXPECT_EQ(recorded.args[i], bufferAddress(size_t(a.index))) << "parameter " << i;
+      EXPECT_EQ(recorded.args[i], bufferAddress(size_t(a.index))) << "parameter " << i << " (argument " << a.index << ")";
       break;
     case CudaLaunchArgument::Kind::Temporary:
       EXPECT_GE(recorded.args[i], kWorkspaceAddress) << "parameter " << i;
@@ -186,23 +187,34 @@ TEST(CudaHostTest, ForwardBackwardLaunchesWhatThePlanDescribes) {
   ASSERT_NE(described, nullptr);
   Recorder recorded = callRecorded(*plan, lib->forwardBackward());
   EXPECT_EQ(recorded.failure, "");
-  // Its own launches, in order, among those of the layers it calls (each layer function's
-  // launches once per call, in its described order).
-  std::vector<const RecordedLaunch *> own;
+  // Its own launches among those of the layers it calls. plan.json lists each launch op
+  // once in program order; one inside a host loop (the layers' scan) runs once per
+  // iteration. So: every recorded launch is one plan.json describes, with its grid, block
+  // and parameter count (and for forward_backward's own, its buffers: a layer's `arg` is
+  // the layer function's argument, a view of the caller's), and the order of first
+  // launches is the described order.
+  std::vector<std::string> firstOrder;
   for (const RecordedLaunch &launch : recorded.launches) {
-    if (launch.kernel.rfind("forward_backward_kernel_", 0) == 0) {
-      own.push_back(&launch);
-      continue;
-    }
-    bool known = false;
+    const CudaLaunch *match = nullptr;
     for (const CudaFunction &f : plan->cudaKernels->functions)
       for (const CudaLaunch &l : f.launches)
-        known = known || l.kernel == launch.kernel;
-    EXPECT_TRUE(known) << launch.kernel << " is not in plan.json";
+        if (l.kernel == launch.kernel)
+          match = &l;
+    ASSERT_NE(match, nullptr) << launch.kernel << " is not in plan.json";
+    if (launch.kernel.rfind("forward_backward_kernel_", 0) != 0) {
+      EXPECT_EQ(launch.grid, match->grid) << launch.kernel;
+      EXPECT_EQ(launch.block, match->block) << launch.kernel;
+      EXPECT_EQ(launch.args.size(), match->args.size()) << launch.kernel;
+      continue;
+    }
+    expectLaunch(*plan, launch, *match);
+    if (std::find(firstOrder.begin(), firstOrder.end(), launch.kernel) == firstOrder.end())
+      firstOrder.push_back(launch.kernel);
   }
-  ASSERT_EQ(own.size(), described->launches.size());
-  for (size_t i = 0; i < own.size(); ++i)
-    expectLaunch(*plan, *own[i], described->launches[i]);
+  std::vector<std::string> describedOrder;
+  for (const CudaLaunch &l : described->launches)
+    describedOrder.push_back(l.kernel);
+  EXPECT_EQ(firstOrder, describedOrder);
   // The GEMMs are the runtime's, through the device-memory variant.
   bool callsGemm = false;
   for (const std::string &call : described->calls)
