@@ -48,6 +48,21 @@ if config.ptxas and os.path.exists(config.ptxas):
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", config.ptxas))
 
+# A CUDA GPU this process can use (`REQUIRES: cuda-device`, test/gpu/): nvidia-smi lists one.
+# Without it the GPU-executing tests are skipped, and the tests of mtrun's refusals run.
+def _has_cuda_device():
+    import shutil
+    import subprocess
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    listed = subprocess.run([smi, "-L"], capture_output=True, text=True)
+    return listed.returncode == 0 and "GPU " in listed.stdout
+
+
+if _has_cuda_device():
+    config.available_features.add("cuda-device")
+
 # Two-"node" tests put ranks in network namespaces joined by a veth pair (`REQUIRES: netns`):
 # available where this process may create them (root, or CAP_SYS_ADMIN and CAP_NET_ADMIN).
 def _can_make_network_namespaces():

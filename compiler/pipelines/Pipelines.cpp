@@ -5,6 +5,7 @@
 #include "compiler/autodiff/Passes.h"
 #include "compiler/codegen/CPU/Passes.h"
 #include "compiler/codegen/Common/Passes.h"
+#include "compiler/codegen/GPU/Passes.h"
 #include "compiler/codegen/ToLinalg/Passes.h"
 #include "compiler/lowering/Passes.h"
 #include "compiler/optimizer/Passes.h"
@@ -81,15 +82,16 @@ void mtc::buildCPUBufferizePipeline(OpPassManager &pm) {
   pm.addPass(codegen::createEarlyDeallocationPass());
 }
 
-void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
-  // On the module mtc plans the plan's `arena` on (the bufferize pipeline's output).
-  pm.addPass(codegen::createWorkspaceViewsPass());
-  pm.addPass(codegen::createThreadKernelContextPass());
-  pm.addPass(codegen::createReductionLoopOrderPass());
+namespace {
+
+/// buildCPUToLLVMPipeline after the workspace is placed, shared with the GPU host code.
+void addPlacedBuffersToLLVM(OpPassManager &pm) {
+  pm.addPass(mtc::codegen::createThreadKernelContextPass());
+  pm.addPass(mtc::codegen::createReductionLoopOrderPass());
   // Loops over the parallel dimensions of large linalg ops run on OpenMP threads; the
   // others, and every reduction dimension, stay sequential.
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
-  pm.addNestedPass<func::FuncOp>(codegen::createSelectParallelLoopsPass());
+  pm.addNestedPass<func::FuncOp>(mtc::codegen::createSelectParallelLoopsPass());
   pm.addPass(createConvertSCFToOpenMPPass());
   // The conversion wraps each iteration in a memref.alloca_scope, which must keep a single
   // block; loops without allocations are inlined back into the work-sharing loop.
@@ -101,18 +103,37 @@ void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createSCFToControlFlowPass());
   // f16/bf16 transcendental functions are computed in f32.
   pm.addPass(math::createMathExtendToSupportedTypes());
-  pm.addPass(codegen::createApproximateMathPass());
+  pm.addPass(mtc::codegen::createApproximateMathPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-  pm.addPass(codegen::createWorkspaceAliasScopesPass());
-  pm.addPass(codegen::createRedirectAllocationsPass());
+  pm.addPass(mtc::codegen::createWorkspaceAliasScopesPass());
+  pm.addPass(mtc::codegen::createRedirectAllocationsPass());
   pm.addPass(createConvertOpenMPToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+} // namespace
+
+void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
+  // On the module mtc plans the plan's `arena` on (the bufferize pipeline's output).
+  pm.addPass(codegen::createWorkspaceViewsPass());
+  addPlacedBuffersToLLVM(pm);
+}
+
+void mtc::buildGPUHostToLLVMPipeline(OpPassManager &pm) {
+  // The entry points of the x86 object (mtc-gpu-bufferize-pipeline does not ask for them:
+  // the kernels need none).
+  pm.addPass(codegen::createRequestCInterfacesPass());
+  // The workspace is device memory: placed as on the CPU, then reached through the
+  // device-memory imports.
+  pm.addPass(codegen::createWorkspaceViewsPass());
+  pm.addPass(codegen::createGPUHostImportsPass());
+  addPlacedBuffersToLLVM(pm);
 }
 
 void mtc::buildCPUPipeline(OpPassManager &pm) {
@@ -161,6 +182,10 @@ void mtc::registerPipelines() {
       "mtc-gpu-bufferize-pipeline",
       "GPU backend: linalg on tensors to buffers with f32 batched products as GEMM calls",
       buildGPUBufferizePipeline);
+  PassPipelineRegistration<>(
+      "mtc-gpu-host-to-llvm-pipeline",
+      "GPU backend: the host code launching the kernels (buffers) to the LLVM dialect",
+      buildGPUHostToLLVMPipeline);
   PassPipelineRegistration<>("mtc-cpu-step-pipeline",
                              "From the training step to the LLVM dialect for the CPU",
                              buildCPUStepPipeline);

@@ -11,6 +11,7 @@
 //     -> buffers (CPU backend)      buildCPUBufferizePipeline  [mtc-cpu-bufferize-pipeline]
 //     -> LLVM dialect               buildCPUToLLVMPipeline     [mtc-cpu-to-llvm-pipeline]
 //     -> buffers (GPU backend)      buildGPUBufferizePipeline  [mtc-gpu-bufferize-pipeline]
+//     -> GPU host code, LLVM dialect buildGPUHostToLLVMPipeline [mtc-gpu-host-to-llvm-pipeline]
 //
 // `mtc compile --kernels=x86` runs them one after the other because it reads the module
 // between stages: the calling convention and the collectives after partitioning, the arena
@@ -82,6 +83,13 @@ void buildCPUStepPipeline(mlir::OpPassManager &pm);
 /// products as calls of the runtime's GEMM (mtc-batch-matmul-to-calls, as on the CPU: on a
 /// GPU the call is meant for cuBLASLt), so that GEMMs do not become naive kernels.
 void buildGPUBufferizePipeline(mlir::OpPassManager &pm);
+
+/// The host side of a CUDA step (compileStepKernels' `host`: buffers whose launches are
+/// mtc_gpu_launch calls, mtc-gpu-launches-to-calls) to the LLVM dialect: C interfaces for the
+/// public functions (mtc-request-c-interfaces), then the CPU backend's lowering
+/// (buildCPUToLLVMPipeline) with the workspace and GEMM imports renamed to their
+/// device-memory variants (mtc-gpu-host-imports) after the workspace is placed.
+void buildGPUHostToLLVMPipeline(mlir::OpPassManager &pm);
 
 /// Registers every pipeline above for mt-opt.
 void registerPipelines();

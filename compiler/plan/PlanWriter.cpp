@@ -467,6 +467,9 @@ void mtc::printMemoryPrediction(const MemoryPrediction &memory, llvm::raw_ostrea
 
 namespace {
 
+/// The host code of the CUDA kernels.
+constexpr llvm::StringLiteral kCudaHostFile = "kernels/cuda_host.so";
+
 /// `kernels/<chip>.<extension>`.
 std::string cudaFileName(llvm::StringRef chip, llvm::StringRef extension) {
   return ("kernels/" + chip + "." + extension).str();
@@ -512,7 +515,10 @@ json::Object buildCudaKernelsJson(const PlanCudaKernels &cuda) {
   }
   return json::Object{{"block_size", cuda.blockSize},
                       {"binaries", std::move(binaries)},
-                      {"functions", std::move(functions)}};
+                      {"functions", std::move(functions)},
+                      {"host", json::Object{{"file", kCudaHostFile},
+                                            {"workspace_bytes", cuda.workspaceBytes},
+                                            {"functions", json::Object(cuda.callingConvention)}}}};
 }
 
 } // namespace
@@ -586,6 +592,7 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
       files.push_back({cudaFileNames.emplace_back(cudaFileName(chip, "ptx")), ptx});
     for (const auto &[chip, cubin] : cuda.cubins)
       files.push_back({cudaFileNames.emplace_back(cudaFileName(chip, "cubin")), cubin});
+    files.push_back({kCudaHostFile, cuda.hostSharedObject});
   }
   std::string manifest = "mtc-plan 2\n";
   for (auto [name, bytes] : files)

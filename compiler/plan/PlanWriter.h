@@ -31,11 +31,16 @@ struct PlanSource {
   std::string compilerVersion;
 };
 
-/// The CUDA kernels of the step (`--target=cuda`): the launches and calls of each function
-/// and, per chip, the PTX and the cubin `ptxas` assembled (absent without ptxas).
+/// The CUDA kernels of the step (`--target=cuda`): the launches and calls of each function,
+/// per chip the PTX and the cubin `ptxas` assembled (absent without ptxas), and the host
+/// code launching them (`kernels/cuda_host.so`, GPUCodegen.h) with its calling convention
+/// and device workspace.
 struct PlanCudaKernels {
   codegen::GPUStepKernels step;
   int64_t blockSize = 0;
+  std::string hostSharedObject;
+  llvm::json::Object callingConvention;
+  int64_t workspaceBytes = 0;
   /// (chip, cubin), the chips of step.ptx that have one.
   std::vector<std::pair<std::string, std::string>> cubins;
 };

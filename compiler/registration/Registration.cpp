@@ -6,6 +6,7 @@
 #include "compiler/autodiff/Passes.h"
 #include "compiler/codegen/CPU/Passes.h"
 #include "compiler/codegen/Common/Passes.h"
+#include "compiler/codegen/GPU/Passes.h"
 #include "compiler/codegen/ToLinalg/Passes.h"
 #include "compiler/fusion/Passes.h"
 #include "compiler/lowering/Passes.h"
@@ -19,6 +20,7 @@
 #include "dialects/mtp/IR/MTPDialect.h"
 #include "dialects/mts/IR/MTSDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Transforms/Passes.h"
 #include "mlir/IR/DialectRegistry.h"
 
@@ -27,6 +29,8 @@ void mtc::registerAllDialects(mlir::DialectRegistry &registry) {
   // What mt-to-linalg and the backends produce, with the bufferization models their
   // pipelines need, so that lit tests run every stage and feed its output back in.
   codegen::registerCodegenDialects(registry);
+  // The host code of a CUDA step launches outlined kernels (mtc-gpu-launches-to-calls).
+  registry.insert<mlir::gpu::GPUDialect>();
   autodiff::registerVJPRules(registry);
   sharding::registerPartitionRules(registry);
 }
@@ -38,6 +42,7 @@ void mtc::registerAllPasses() {
   codegen::registerToLinalgPasses();
   codegen::registerCommonPasses();
   codegen::registerCPUPasses();
+  codegen::registerGPUPasses();
   fusion::registerFusionPasses();
   optimizer::registerOptimizerPasses();
   pipeline::registerPipelinePasses();

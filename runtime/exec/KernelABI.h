@@ -18,6 +18,9 @@
  *   workspace       mtc_kernel_workspace, mtc_kernel_workspace_release (KernelMemory.h)
  *   allocation      mtc_kernel_alloc, mtc_kernel_calloc, mtc_kernel_aligned_alloc,
  *                   mtc_kernel_free (KernelMemory.h): what the compiler could not place
+ *   GPU host code   mtc_gpu_launch, mtc_gpu_workspace, mtc_gpu_workspace_release,
+ *                   _mlir_ciface_mtc_gpu_batch_matmul_f32 (runtime/device/cuda/
+ *                   GpuHostCalls.h): imported by a CUDA plan's kernels/cuda_host.so only
  * Exported by the object, per public function f of the plan:
  *   _mlir_ciface_f(context, descriptor *...)   one memref descriptor per argument, then results
  *   _mtc_packed_f(context, void **descriptors) the same, descriptors packed in one array
@@ -116,14 +119,15 @@ extern "C" {
 /*===----------------------------------------------------------------------===*
  * The kernel context: what one call of a compiled function reaches the runtime through.
  * The compiled code never reads it; the pointers are the runtime's own objects, opaque
- * here (null: the call has none), but for the workspace, plain memory. The GPU executor
- * will add the call's stream (a new field, a new version).
+ * here (null: the call has none), but for the workspace, plain memory (device memory in
+ * a call of the GPU host object). `gpu` is the GPU executor's state of the call (its
+ * kernels and stream), null on the CPU.
  *===----------------------------------------------------------------------===*/
 
 /* Bumped whenever MtcKernelContext or a signature below changes; 0 is "no context" (objects
  * compiled before the context existed), 1 the context with an arena the runtime served
  * allocations from in order (before the workspace's offsets were compiled in), 2 the context
- * without the loss scale. */
+ * without the loss scale and `gpu`. */
 #define MTC_KERNEL_CONTEXT_VERSION 3u
 
 typedef struct MtcKernelContext {
@@ -134,6 +138,7 @@ typedef struct MtcKernelContext {
   void *workspace;   /* where the placed temporaries live: 64-byte aligned, null for none */
   uint64_t workspace_bytes; /* its size */
   float loss_scale;         /* what mtc_loss_scale returns (fp16's dynamic loss scale); 0: 1 */
+  void *gpu;        /* mtc::rt::cuda::GpuCall: the call's kernels and stream; null on the CPU */
 } MtcKernelContext;
 
 /* A context over these (each pointer may be null), with no loss scale (1). */
@@ -147,6 +152,7 @@ static inline MtcKernelContext mtc_kernel_context(void *mesh, void *dropout, voi
   context.workspace = workspace;
   context.workspace_bytes = workspace ? workspace_bytes : 0;
   context.loss_scale = 1.0f;
+  context.gpu = (void *)0;
   return context;
 }
 
@@ -246,6 +252,54 @@ void *mtc_kernel_alloc(MtcKernelContext *context, size_t size);
 void *mtc_kernel_calloc(MtcKernelContext *context, size_t count, size_t size);
 void *mtc_kernel_aligned_alloc(MtcKernelContext *context, size_t align, size_t size);
 void mtc_kernel_free(MtcKernelContext *context, void *pointer);
+
+/*===----------------------------------------------------------------------===*
+ * The GPU host object (kernels/cuda_host.so of a CUDA plan, compiler/codegen/GPU/
+ * GPUCodegen.h): x86 code exporting the same entry points and context version as the x86
+ * object, whose functions launch the plan's CUDA kernels instead of computing. Every
+ * buffer it is passed, and every pointer it passes on, is device memory. It imports the
+ * collectives, the mesh coordinate and the dropout key and layer above unchanged (their
+ * buffers device pointers: the CUDA executor runs one rank, whose plans have no
+ * collectives), and instead of the GEMM, the workspace and the allocation functions:
+ *
+ *   mtc_gpu_launch         launches kernel `kernel` (its name in the plan's PTX) with grid
+ *                          (gx, gy, gz) and block (bx, by, bz) on the call's stream; `args`
+ *                          holds one 64-bit word per kernel parameter, in order: a buffer's
+ *                          device address, or a scalar zero-extended from its bits (index
+ *                          and i64 whole, f32 and i32 in the low 32 bits). The runtime
+ *                          passes the kernel the address of each word (little endian: the
+ *                          scalar's own bytes). A failure is recorded in the call's state.
+ *   mtc_gpu_workspace, mtc_gpu_workspace_release
+ *                          mtc_kernel_workspace and its release on device memory: the
+ *                          context's workspace is a device buffer.
+ *   _mlir_ciface_mtc_gpu_batch_matmul_f32
+ *                          _mlir_ciface_mtc_batch_matmul_f32 on device memory (the
+ *                          descriptors are host structs holding device addresses).
+ *
+ * The host object allocates nothing else: a temporary the compiler could not place in the
+ * workspace is a compile error for CUDA.
+ *===----------------------------------------------------------------------===*/
+
+#define MTC_ABI_GPU_LAUNCH "mtc_gpu_launch"
+#define MTC_ABI_GPU_WORKSPACE "mtc_gpu_workspace"
+#define MTC_ABI_GPU_WORKSPACE_RELEASE "mtc_gpu_workspace_release"
+#define MTC_ABI_GPU_BATCH_MATMUL_F32 "mtc_gpu_batch_matmul_f32"
+
+/* X(name) for every symbol the GPU host object may import besides the collectives, mesh
+ * coordinate and dropout imports of MTC_ABI_FOR_EACH_IMPORT. */
+#define MTC_ABI_FOR_EACH_GPU_IMPORT(X)                                                         \
+  X(mtc_gpu_launch)                                                                            \
+  X(mtc_gpu_workspace)                                                                         \
+  X(mtc_gpu_workspace_release)                                                                 \
+  X(_mlir_ciface_mtc_gpu_batch_matmul_f32)
+
+void mtc_gpu_launch(MtcKernelContext *context, const char *kernel, int64_t gx, int64_t gy,
+                    int64_t gz, int64_t bx, int64_t by, int64_t bz, const uint64_t *args,
+                    int64_t count);
+void *mtc_gpu_workspace(MtcKernelContext *context, size_t bytes);
+void mtc_gpu_workspace_release(MtcKernelContext *context, void *workspace);
+void _mlir_ciface_mtc_gpu_batch_matmul_f32(MtcKernelContext *context, MtcMemRef3F32 *a,
+                                           MtcMemRef3F32 *b, MtcMemRef3F32 *c);
 
 /*===----------------------------------------------------------------------===*
  * Exported entry points: _mtc_packed_<f>(context, descriptors) calls

@@ -165,7 +165,23 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
   if (!plan.x86Kernels)
     return makeError(plan.dir.string(), ": the plan has no compiled step for this CPU (compile "
                                         "it with `mtc compile --target=x86`)");
-  std::filesystem::path file = plan.dir / plan.x86Kernels->file;
+  return openKernels(plan, *plan.x86Kernels, /*hostArena=*/true);
+}
+
+Expected<KernelLibrary> KernelLibrary::loadCudaHost(const Plan &plan) {
+  if (!plan.cudaKernels)
+    return makeError(plan.dir.string(), ": the plan has no CUDA kernels (compile it with "
+                                        "`mtc compile --target=cuda` or --target=x86,cuda)");
+  if (!plan.cudaKernels->host)
+    return makeError(plan.dir.string(), ": the plan's CUDA kernels have no host code "
+                                        "(kernels.cuda.host): it was compiled by an mtc that "
+                                        "did not emit it; recompile the plan with this mtc");
+  return openKernels(plan, *plan.cudaKernels->host, /*hostArena=*/false);
+}
+
+Expected<KernelLibrary> KernelLibrary::openKernels(const Plan &plan, const KernelsInfo &k,
+                                            bool hostArena) {
+  std::filesystem::path file = plan.dir / k.file;
   KernelLibrary lib;
   lib.handle_ = std::make_unique<Handle>();
   // RTLD_NOW: an unresolved import (mtc_dropout_key, libm) fails here, not mid-step.
@@ -188,7 +204,6 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
     return makeError(file, ": the compiled step was compiled for kernel context version ", *version,
                      ", and this runtime passes version ", MTC_KERNEL_CONTEXT_VERSION,
                      " (recompile the plan with this mtc)");
-  const KernelsInfo &k = *plan.x86Kernels;
   if (Error err = resolve(library, plan, k.forwardBackward, "forward_backward", true,
                           lib.forwardBackward_);
       !err.ok())
@@ -247,7 +262,7 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
   for (const LoadedKernel *kernel : loaded)
     if (kernel->function && kernel->function->arena)
       arenaBytes = std::max(arenaBytes, kernel->function->arena->bytes);
-  if (arenaBytes > 0) {
+  if (arenaBytes > 0 && hostArena) {
     lib.arena_ = std::make_unique<KernelArena>(arenaBytes);
     for (LoadedKernel *kernel : loaded)
       if (kernel->function && kernel->function->arena)
@@ -282,8 +297,8 @@ void KernelLibrary::call(const LoadedKernel &kernel, std::span<void *const> buff
     }
   // The workspace: the function's arena bytes of the library's arena (the compiled code
   // takes a block of the heap if that does not hold its views).
-  void *workspace = nullptr;
-  int64_t workspaceBytes = 0;
+  void *workspace = state.workspace;
+  auto workspaceBytes = static_cast<int64_t>(state.workspaceBytes);
   if (kernel.arena && kernel.arena->data()) {
     workspace = kernel.arena->data();
     workspaceBytes = std::min(fn.arena->bytes, kernel.arena->size());
@@ -291,6 +306,7 @@ void KernelLibrary::call(const LoadedKernel &kernel, std::span<void *const> buff
   MtcKernelContext context = mtc_kernel_context(state.mesh, state.dropout, workspace,
                                                 static_cast<uint64_t>(workspaceBytes));
   context.loss_scale = state.lossScale;
+  context.gpu = state.gpu;
   kernel.entry(&context, pointers.data());
 }
 

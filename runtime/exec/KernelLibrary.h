@@ -10,6 +10,13 @@
 // MLIR ranked memref descriptor per buffer and the call's kernel context, and calls the
 // function.
 //
+// `KernelLibrary::loadCudaHost(plan)` opens the plan's CUDA host code
+// (`kernels.cuda.host`, `kernels/cuda_host.so`) the same way: same version check, same
+// entry points and calling convention, but its buffers and workspace are device memory, so
+// the library holds no arena and the caller passes the device workspace and its GPU state
+// in KernelCallState. Its imports (KernelABI.h's GPU section) must be defined by the
+// process: the CUDA executor's, or a test's recording ones.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_EXEC_KERNELLIBRARY_H
@@ -54,6 +61,11 @@ struct KernelCallState {
   DropoutCall *dropout = nullptr;
   /// What `mt.loss_scale` reads (fp16's loss scale; LossScaler.h).
   float lossScale = 1.0f;
+  /// The CUDA host code's: MtcKernelContext::gpu (the executor's state of the call) and
+  /// the device workspace, used when the library has no arena for the function.
+  void *gpu = nullptr;
+  void *workspace = nullptr;
+  uint64_t workspaceBytes = 0;
 };
 
 class KernelLibrary {
@@ -61,6 +73,10 @@ public:
   /// Opens the plan's x86-64 kernels; the plan must outlive the library. An error names the
   /// plan and what is missing or inconsistent (no kernels: compile with --kernels=x86).
   static Expected<KernelLibrary> load(const Plan &plan);
+  /// Opens the plan's CUDA host code (see the file comment); an error when the plan has
+  /// none or it does not load, was compiled for another kernel context version, or does
+  /// not match the plan's calling convention.
+  static Expected<KernelLibrary> loadCudaHost(const Plan &plan);
 
   KernelLibrary(KernelLibrary &&) noexcept = default;
   KernelLibrary &operator=(KernelLibrary &&) noexcept = default;
@@ -98,6 +114,9 @@ private:
     ~Handle();
   };
   KernelLibrary() = default;
+  /// Opens `k.file` of the plan and resolves `k`'s functions; with `hostArena`, the arena
+  /// their workspaces share is allocated here.
+  static Expected<KernelLibrary> openKernels(const Plan &plan, const KernelsInfo &k, bool hostArena);
 
   std::unique_ptr<Handle> handle_;
   std::unique_ptr<KernelArena> arena_;

@@ -1146,8 +1146,10 @@ std::string readKernelFileName(const JsonObject &o, const std::string &path,
   return name;
 }
 
-/// `kernels.cuda`.
-CudaKernelsInfo readCudaKernels(const JsonValue &v, const std::string &path) {
+/// `kernels.cuda`; the host code's functions take buffers of `dataDims` (readKernels).
+CudaKernelsInfo readCudaKernels(const JsonValue &v, const std::string &path,
+                                const std::vector<Dim> &dataDims, bool sharded,
+                                const std::optional<PipelinePlan> &pipeline) {
   const JsonObject &o = asObject(v, path);
   CudaKernelsInfo k;
   k.blockSize = asInt(get(o, path, "block_size"), member(path, "block_size"), 1, 1024);
@@ -1183,6 +1185,11 @@ CudaKernelsInfo readCudaKernels(const JsonValue &v, const std::string &path) {
     for (size_t i = 0; i < launches.size(); ++i)
       function.launches.push_back(readCudaLaunch(launches[i], element(launchesPath, i)));
     k.functions.push_back(std::move(function));
+  }
+  if (const JsonValue *host = o.find("host")) {
+    std::string hostPath = member(path, "host");
+    k.host = readKernels(*host, hostPath, dataDims, sharded, pipeline);
+    k.hostWorkspaceBytes = readCount(asObject(*host, hostPath), hostPath, "workspace_bytes");
   }
   return k;
 }
@@ -1453,7 +1460,8 @@ Plan readPlan(const JsonValue &root) {
       plan.x86Kernels =
           readKernels(*x86, "kernels.x86_64", dataDims, !plan.mesh.empty(), plan.pipeline);
     if (const JsonValue *cuda = targets.find("cuda"))
-      plan.cudaKernels = readCudaKernels(*cuda, "kernels.cuda");
+      plan.cudaKernels = readCudaKernels(*cuda, "kernels.cuda", dataDims, !plan.mesh.empty(),
+                                         plan.pipeline);
   }
   if (plan.x86Kernels && !plan.mesh.empty())
     checkLocalDims(plan, "kernels.x86_64");
@@ -1520,6 +1528,8 @@ Expected<Plan> loadPlan(const std::filesystem::path &dir) {
       if (binary.cubinFile)
         kernelFiles.push_back(&*binary.cubinFile);
     }
+  if (plan->cudaKernels && plan->cudaKernels->host)
+    kernelFiles.push_back(&plan->cudaKernels->host->file);
   for (const std::string *file : kernelFiles) {
     bool listed = false;
     for (const ManifestEntry &entry : manifest->second)

@@ -346,12 +346,17 @@ struct CudaBinary {
   std::optional<std::string> cubinFile;
 };
 
-/// The plan's CUDA kernels (`kernels.cuda`, `mtc compile --target=cuda`). Nothing in the
-/// runtime launches them yet.
+/// The plan's CUDA kernels (`kernels.cuda`, `mtc compile --target=cuda`) and the host code
+/// that launches them (`host`: `kernels/cuda_host.so`, an x86 object with the x86 kernels'
+/// entry points and calling convention, KernelLibrary.h; absent in plans compiled before
+/// it existed). Nothing in the runtime executes them on a GPU yet.
 struct CudaKernelsInfo {
   int64_t blockSize = 0;
   std::vector<CudaBinary> binaries;
   std::vector<CudaFunction> functions;
+  std::optional<KernelsInfo> host;
+  /// The device workspace the host code's temporaries are placed in (`host.workspace_bytes`).
+  int64_t hostWorkspaceBytes = 0;
 
   size_t numLaunches() const;
 };

@@ -553,10 +553,10 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
 }
 
 /// Plans the arenas of the functions the runtime calls (one at a time), in `buffers`
-/// (lowerStep's output after mtc-cpu-bufferize-pipeline): the workspace is the largest (the
-/// runtime holds one arena of that size). With `kernels`, each function's entry in the
-/// calling convention gets its "arena" (docs/plan-format.md).
-FailureOr<int64_t> planArenas(mlir::ModuleOp buffers, mtc::PlanKernels *kernels = nullptr) {
+/// (lowerStep's output after mtc-cpu-bufferize-pipeline, or a CUDA step's host code): the
+/// workspace is the largest (the runtime holds one arena of that size). With
+/// `callingConvention`, each function's entry gets its "arena" (docs/plan-format.md).
+FailureOr<int64_t> planArenas(mlir::ModuleOp buffers, json::Object *callingConvention = nullptr) {
   // The plan mtc-workspace-views compiles in (mtc-cpu-to-llvm-pipeline's first pass, on
   // this module): every entry function, the pipeline chunks' included.
   FailureOr<mtc::codegen::WorkspacePlan> plan = mtc::codegen::planKernelMemory(buffers);
@@ -566,7 +566,7 @@ FailureOr<int64_t> planArenas(mlir::ModuleOp buffers, mtc::PlanKernels *kernels 
   for (const mtc::codegen::KernelMemoryPlan &function : plan->functions) {
     workspace = std::max(workspace, function.arenaBytes);
     json::Object *entry =
-        kernels ? kernels->callingConvention.getObject(function.function) : nullptr;
+        callingConvention ? callingConvention->getObject(function.function) : nullptr;
     if (!entry)
       continue;
     json::Array allocations;
@@ -579,36 +579,45 @@ FailureOr<int64_t> planArenas(mlir::ModuleOp buffers, mtc::PlanKernels *kernels 
   return workspace;
 }
 
-/// The training step compiled for the CPU, one stage after the other (`step`, lowerStep's
-/// output, is changed): the buffers (mtc-cpu-bufferize-pipeline) whose arenas are planned,
-/// the LLVM dialect (mtc-cpu-to-llvm-pipeline), then a shared object.
-LogicalResult compileX86Kernels(mlir::ModuleOp step, mtc::PlanKernels &kernels) {
-  if (failed(runPipeline(step, mtc::buildCPUBufferizePipeline)))
-    return failure();
-  FailureOr<int64_t> workspace = planArenas(step, &kernels);
-  if (failed(workspace))
-    return failure();
-  kernels.workspaceBytes = *workspace;
-  if (failed(runPipeline(step, mtc::buildCPUToLLVMPipeline)))
-    return failure();
+/// `llvmDialectModule` compiled to a shared object, its bytes.
+FailureOr<std::string> compileSharedObject(mlir::ModuleOp llvmDialectModule) {
   SmallString<128> path;
   if (std::error_code ec = sys::fs::createTemporaryFile("mtc-kernels", "so", path))
     return flagError("cannot create a temporary file: " + ec.message());
   llvm::scope_exit cleanup([&] { sys::fs::remove(path); });
   mtc::codegen::CPUCodegenOptions options;
   options.threads = codegenThreads;
-  if (Error err = mtc::codegen::compileToSharedObject(step, path, options))
+  if (Error err = mtc::codegen::compileToSharedObject(llvmDialectModule, path, options))
     return flagError(toString(std::move(err)));
   ErrorOr<std::unique_ptr<MemoryBuffer>> bytes = MemoryBuffer::getFile(path);
   if (!bytes)
     return flagError("cannot read " + path);
-  kernels.x86SharedObject = (*bytes)->getBuffer().str();
+  return (*bytes)->getBuffer().str();
+}
+
+/// The training step compiled for the CPU, one stage after the other (`step`, lowerStep's
+/// output, is changed): the buffers (mtc-cpu-bufferize-pipeline) whose arenas are planned,
+/// the LLVM dialect (mtc-cpu-to-llvm-pipeline), then a shared object.
+LogicalResult compileX86Kernels(mlir::ModuleOp step, mtc::PlanKernels &kernels) {
+  if (failed(runPipeline(step, mtc::buildCPUBufferizePipeline)))
+    return failure();
+  FailureOr<int64_t> workspace = planArenas(step, &kernels.callingConvention);
+  if (failed(workspace))
+    return failure();
+  kernels.workspaceBytes = *workspace;
+  if (failed(runPipeline(step, mtc::buildCPUToLLVMPipeline)))
+    return failure();
+  FailureOr<std::string> object = compileSharedObject(step);
+  if (failed(object))
+    return failure();
+  kernels.x86SharedObject = std::move(*object);
   return success();
 }
 
 /// The training step's CUDA kernels (`step`, lowerStep's output, is changed): the buffers
-/// (mtc-gpu-bufferize-pipeline), PTX for each --cuda-arch, and a cubin of each where ptxas
-/// is found (a note, not an error, where it is not).
+/// (mtc-gpu-bufferize-pipeline), PTX for each --cuda-arch, the host code launching them
+/// (an x86 shared object, its device workspace planned as the x86 kernels' arena), and a
+/// cubin of each chip where ptxas is found (a note, not an error, where it is not).
 LogicalResult compileCudaKernels(mlir::ModuleOp step, mtc::PlanKernels &kernels) {
   if (failed(runPipeline(step, mtc::buildGPUBufferizePipeline)))
     return failure();
@@ -620,6 +629,20 @@ LogicalResult compileCudaKernels(mlir::ModuleOp step, mtc::PlanKernels &kernels)
   mtc::PlanCudaKernels &cuda = kernels.cuda.emplace();
   cuda.step = std::move(*compiled);
   cuda.blockSize = options.blockSize;
+  // The host functions take the step's buffers: the calling convention is the step's, with
+  // the arenas of the host code's own (device) workspace.
+  cuda.callingConvention = kernels.callingConvention;
+  mlir::ModuleOp host = *cuda.step.host;
+  FailureOr<int64_t> workspace = planArenas(host, &cuda.callingConvention);
+  if (failed(workspace))
+    return failure();
+  cuda.workspaceBytes = *workspace;
+  if (failed(runPipeline(host, mtc::buildGPUHostToLLVMPipeline)))
+    return failure();
+  FailureOr<std::string> hostObject = compileSharedObject(host);
+  if (failed(hostObject))
+    return failure();
+  cuda.hostSharedObject = std::move(*hostObject);
   std::string ptxas = mtc::codegen::findPtxas(options);
   if (ptxas.empty()) {
     WithColor::note(errs(), "mtc") << "no ptxas found (CUDA toolkit): the plan's CUDA kernels "

@@ -25,6 +25,9 @@
 #include "runtime/support/CommandLine.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/OutputPaths.h"
+#ifdef MTC_HAVE_CUDA
+#include "runtime/device/cuda/CudaDevice.h"
+#endif
 #include "tools/mtrun/Generate.h"
 #include "tools/mtrun/Serve.h"
 
@@ -54,7 +57,7 @@ struct Options {
   std::optional<std::string> exportSafetensors;
   std::optional<std::string> steps, data, save, saveEvery, load, logEvery, metrics, threads;
   std::optional<std::string> nodes, ranksPerNode, globalBatch, commTimeout, trace;
-  std::optional<std::string> split, trainSamples, evalInterval, evalIters;
+  std::optional<std::string> split, trainSamples, evalInterval, evalIters, device;
   /// fp16's loss scaling (Megatron's flags).
   std::optional<std::string> lossScale, initialLossScale, minLossScale, lossScaleWindow,
       hysteresis;
@@ -104,6 +107,9 @@ constexpr OptionSpec kOptions[] = {
                        "split"),
     MTRUN_VALUE_OPTION("--eval-iters", evalIters, "K",
                        "global batches of each evaluation (default 100; needs --eval-interval)"),
+    MTRUN_VALUE_OPTION("--device", device, "cpu|cuda",
+                       "where the step runs (default: cuda when the plan has CUDA host code and "
+                       "a GPU is visible, else cpu)"),
     MTRUN_VALUE_OPTION("--load", load, "DIR", "resume from the checkpoint in DIR"),
     MTRUN_VALUE_OPTION("--save", save, "DIR", "write a checkpoint to DIR at the end"),
     MTRUN_VALUE_OPTION("--save-every", saveEvery, "K", "also checkpoint every K steps (needs --save)"),
@@ -300,6 +306,42 @@ int fail(const Error &err, const RankContext *job = nullptr) {
   return 1;
 }
 
+/// Whether the run executes the plan's CUDA host code (--device, see kOptions) for
+/// `requested` ranks: `cuda` needs one rank, a plan with CUDA host code and a visible GPU
+/// (an error saying which is missing, "no CUDA device: ..." for the last); no --device
+/// picks cuda only when all of that holds.
+Expected<bool> chooseCudaDevice(const std::optional<std::string> &device, const Plan &plan,
+                                int64_t requested) {
+  if (device && *device != "cpu" && *device != "cuda")
+    return makeError("--device: '", *device, "' is not a device (cpu or cuda)");
+  bool asked = device && *device == "cuda";
+  if (device && !asked)
+    return false;
+  bool hostCode = plan.cudaKernels && plan.cudaKernels->host;
+  int64_t planRanks = 1;
+  for (const MeshAxis &axis : plan.mesh)
+    planRanks *= axis.size;
+  if (asked && (requested > 1 || planRanks > 1 || plan.pipeline))
+    return makeError("--device cuda runs one rank, and this run has ",
+                     std::max(requested, planRanks), plan.pipeline ? " (a pipeline plan)" : "",
+                     ": multi-rank CUDA execution (NCCL) is not implemented");
+  if (asked && !hostCode)
+    return makeError("--device cuda: ", plan.dir,
+                     " has no CUDA host code (compile it with `mtc compile --target=x86,cuda`)");
+  if (!asked && (!hostCode || requested > 1 || planRanks > 1 || plan.pipeline))
+    return false;
+#ifdef MTC_HAVE_CUDA
+  Expected<int> devices = cuda::visibleDeviceCount();
+  if (!devices)
+    return asked ? Expected<bool>(devices.takeError()) : Expected<bool>(false);
+  return true;
+#else
+  if (asked)
+    return makeError("--device cuda: this mtrun was built without the CUDA toolkit");
+  return false;
+#endif
+}
+
 /// Joins the job a launcher started (torchrun, srun, mpirun, or mtrun --nodes itself):
 /// rendezvous with the job token, then the world communicator over Gloo. `store` keeps a copy
 /// of the job store (with the rank's heartbeat) for the end of the run.
@@ -465,6 +507,16 @@ int run(int argc, char **argv) {
   Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
   if (!env)
     return fail(env.error());
+  Expected<bool> onCuda = chooseCudaDevice(
+      opts->device, *plan, env->launcher == Launcher::None ? requested : env->worldSize);
+  if (!onCuda)
+    return fail(onCuda.error());
+  // The kernels' launches and the device layer are in place (GpuHostCalls.h), the loop
+  // that trains on them is not.
+  if (*onCuda && !opts->info)
+    return fail(makeError("--device cuda: ", *opts->plan,
+                          ": a GPU is visible, but mtrun has no CUDA training loop yet (run "
+                          "with --device cpu)"));
   // The ranks this command starts share this host's cores; a launcher says how many ranks
   // it started here.
   Expected<int> threadsPerRank =

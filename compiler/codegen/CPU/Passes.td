@@ -228,7 +228,9 @@ def ThreadKernelContextPass : Pass<"mtc-thread-kernel-context", "::mlir::ModuleO
     `mtc_all_gather`, `mtc_reduce_scatter`, `mtc_all_to_all`, `mtc_all_to_all_filled`,
     `mtc_shift`, `mtc_mesh_coordinate`,
     `mtc_dropout_key`, `mtc_dropout_layer`, `mtc_batch_matmul_f32`, `mtc_kernel_workspace`,
-    `mtc_kernel_workspace_release`). Every call of such a function passes the
+    `mtc_kernel_workspace_release`; in the host code of a CUDA step `mtc_gpu_launch`,
+    `mtc_gpu_workspace`, `mtc_gpu_workspace_release`, `mtc_gpu_batch_matmul_f32`). Every
+    call of such a function passes the
     caller's context first. Other declarations (`mtc_dropout_keep_element`, linked into the
     object) are left alone. A use of a threaded function other than a call is an error.
     The C interfaces convert-func-to-llvm then emits (`_mlir_ciface_f`) take the context

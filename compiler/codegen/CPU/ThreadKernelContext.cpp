@@ -3,7 +3,8 @@
 // Gives every function with a body a first argument, the kernel context (an `!llvm.ptr` to
 // the runtime's per-call state), and passes it on: to the functions of the module it calls,
 // and as the first argument of every call of a runtime import of the kernel ABI
-// (runtime/exec/KernelABI.h: collectives, GEMM, dropout key and layer, workspace), whose declarations
+// (runtime/exec/KernelABI.h: collectives, GEMM, dropout key and layer, workspace, and the
+// GPU host code's launch, workspace and GEMM), whose declarations
 // get the parameter too. Functions linked into the object (mtc_dropout_keep_element) and
 // other external declarations are left alone.
 //
@@ -36,7 +37,9 @@ bool takesContext(StringRef name) {
       MTC_ABI_DROPOUT_KEY,      MTC_ABI_DROPOUT_LAYER,
       MTC_ABI_BATCH_MATMUL_F32, MTC_ABI_KERNEL_WORKSPACE,
       MTC_ABI_KERNEL_WORKSPACE_RELEASE, MTC_ABI_ALL_TO_ALL_FILLED,
-      MTC_ABI_LOSS_SCALE};
+      MTC_ABI_LOSS_SCALE,       MTC_ABI_GPU_LAUNCH,
+      MTC_ABI_GPU_WORKSPACE,    MTC_ABI_GPU_WORKSPACE_RELEASE,
+      MTC_ABI_GPU_BATCH_MATMUL_F32};
   return imports.contains(name);
 }
 

@@ -5,13 +5,14 @@
 // loops -> one 1-D thread grid per op -> gpu.launch -> kernel outlining -> one gpu.module
 // -> NVVM -> PTX (gpu-module-to-binary, format=isa).
 // The MLIR part follows the sequence measured with mlir-opt-22 and upstream's
-// gpu-lower-to-nvvm-pipeline, run through the C++ pass API; the host side of the module is
-// dropped (compileStepKernels describes its launches and calls first; see GPUCodegen.h).
+// gpu-lower-to-nvvm-pipeline, run through the C++ pass API. compileStepKernels keeps the host
+// side of the module, its launches turned into runtime calls (see GPUCodegen.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/codegen/GPU/GPUCodegen.h"
 #include "compiler/codegen/GPU/DropoutKeep.h"
+#include "compiler/codegen/GPU/Passes.h"
 
 #include "compiler/codegen/Common/DiagnosticCollector.h"
 #include "compiler/codegen/Common/Passes.h"
@@ -571,6 +572,11 @@ codegen::compileStepKernels(ModuleOp buffers, llvm::ArrayRef<std::string> chips,
   GPUStepKernels kernels;
   if (failed(describeHost(*module, kernels)))
     return diagnostics.error("describing the kernel launches failed");
+  kernels.host = module->clone();
+  if (failed(runPipeline(*kernels.host, [](OpPassManager &pm) {
+        pm.addPass(createGPULaunchesToCallsPass());
+      })))
+    return diagnostics.error("turning the kernel launches into runtime calls failed");
   for (const std::string &chip : chips) {
     OwningOpRef<ModuleOp> forChip(module->clone());
     Expected<std::string> ptx = lowerKernelsToPTX(*forChip, chip, options, diagnostics);

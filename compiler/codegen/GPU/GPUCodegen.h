@@ -12,11 +12,20 @@
 // (min(N, blockSize), 1, 1) for N output elements; reductions run sequentially inside each
 // thread. Every kernel carries its block size as `.maxntid` in the PTX.
 //
-// A training step (compileStepKernels) compiles the same way from its buffers, with the
-// host side kept only as a description: each function's launches (kernel, grid, block, the
-// buffers passed) and the functions it calls (GEMMs through mtc_batch_matmul_f32,
-// collectives, the layers). No host code is emitted and nothing launches the kernels yet
-// (docs/architecture.md, "Codegen").
+// A training step (compileStepKernels) compiles the same way from its buffers. Its host
+// side is described (each function's launches: kernel, grid, block, the buffers passed; the
+// functions it calls: GEMMs, collectives, the layers) and kept as code.
+//
+// Host code. After outlining, each host function's gpu.launch_func ops become calls of the
+// runtime's mtc_gpu_launch (mtc-gpu-launches-to-calls, the host half of upstream's
+// gpu-to-llvm with the kernels named instead of embedded) and the kernel modules are
+// dropped: what remains (GPUStepKernels::host) is host code on buffers that the CPU
+// backend's lowering compiles (mtc-gpu-host-to-llvm-pipeline) into an x86 shared object
+// with the x86 object's entry points and context version (CPUCodegen.h). Its temporaries
+// are placed in the workspace, which is device memory, and it reaches the runtime through
+// the GPU section of runtime/exec/KernelABI.h (mtc_gpu_launch, mtc_gpu_workspace,
+// mtc_gpu_batch_matmul_f32). None of it has run on a GPU yet (docs/architecture.md,
+// "Codegen").
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +33,7 @@
 #define MTC_COMPILER_CODEGEN_GPU_GPUCODEGEN_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
 
 #include <array>
@@ -89,12 +99,15 @@ struct GPUStepKernels {
   std::vector<std::pair<std::string, std::vector<std::string>>> calls;
   /// (chip, PTX) in the order of `chips`.
   std::vector<std::pair<std::string, std::string>> ptx;
+  /// The host functions on buffers, each launch a call of mtc_gpu_launch (see the file
+  /// comment), for mtc-gpu-host-to-llvm-pipeline.
+  mlir::OwningOpRef<mlir::ModuleOp> host;
 };
 
 /// Compiles the kernels of `buffers` (left unchanged), a step after
 /// mtc-gpu-bufferize-pipeline, to PTX for each of `chips`: every linalg op of every
 /// function becomes a kernel; calls (GEMMs, collectives, other functions) stay on the host
-/// and are listed.
+/// and are listed, and the host functions are kept as code (GPUStepKernels::host).
 llvm::Expected<GPUStepKernels> compileStepKernels(mlir::ModuleOp buffers,
                                                   llvm::ArrayRef<std::string> chips,
                                                   const GPUCodegenOptions &options = {});

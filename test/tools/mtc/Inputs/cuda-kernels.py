@@ -6,6 +6,7 @@ for FileCheck:  cuda-kernels.py PLAN [FUNCTION...]
     functions F1 F2 ...
     FUNCTION calls C1 C2 ...      (for each FUNCTION given)
     FUNCTION launches N first KERNEL grid [..] block [..] args KIND,KIND,...
+    host FILE workspace BYTES functions F1 F2 ...   (the host code, when the plan has it)
 """
 import json
 import os
@@ -27,3 +28,7 @@ for name in sys.argv[2:]:
               "block", first["block"], "args", ",".join(a["kind"] for a in first["args"]))
     else:
         print(name, "launches 0")
+host = cuda.get("host")
+if host:
+    print("host", host["file"], "workspace", host["workspace_bytes"], "functions",
+          " ".join(sorted(host["functions"])))

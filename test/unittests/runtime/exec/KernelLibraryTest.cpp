@@ -59,10 +59,10 @@ TEST(KernelLibraryTest, ObjectWithoutAContextVersion) {
   plan.dir = "/";
   plan.x86Kernels.emplace().file = "lib/x86_64-linux-gnu/libc.so.6";
   EXPECT_EQ(loadError(plan),
-            "'/lib/x86_64-linux-gnu/libc.so.6': the compiled step exports no "
-            "mtc_kernel_context_version: it was compiled for a kernel ABI without a context "
-            "(version 0), and this runtime passes kernel context version 3 (recompile the plan "
-            "with this mtc)");
+            concat("'/lib/x86_64-linux-gnu/libc.so.6': the compiled step exports no "
+                   "mtc_kernel_context_version: it was compiled for a kernel ABI without a "
+                   "context (version 0), and this runtime passes kernel context version ",
+                   MTC_KERNEL_CONTEXT_VERSION, " (recompile the plan with this mtc)"));
 }
 
 TEST(KernelLibraryTest, ObjectOfAnotherContextVersion) {
@@ -73,8 +73,9 @@ TEST(KernelLibraryTest, ObjectOfAnotherContextVersion) {
   plan.x86Kernels.emplace().file = MTC_TOY_MESH_KERNELS_OTHER_CONTEXT;
   EXPECT_EQ(loadError(plan), concat("'", MTC_TOY_MESH_KERNELS_OTHER_CONTEXT,
                                     "': the compiled step was compiled for kernel context "
-                                    "version 1, and this runtime passes version 3 (recompile "
-                                    "the plan with this mtc)"));
+                                    "version 1, and this runtime passes version ",
+                                    MTC_KERNEL_CONTEXT_VERSION,
+                                    " (recompile the plan with this mtc)"));
 }
 
 TEST(KernelLibraryTest, MissingFunctionAndBadBuffers) {
