@@ -512,8 +512,9 @@ int run(int argc, char **argv) {
   if (!onCuda)
     return fail(onCuda.error());
   // The kernels' launches and the device layer are in place (GpuHostCalls.h), the loop
-  // that trains on them is not.
-  if (*onCuda && !opts->info)
+  // that trains on them is not: an explicit --device cuda says so, and until it exists a run
+  // without --device trains on the CPU even where it would pick the GPU.
+  if (*onCuda && opts->device && !opts->info)
     return fail(makeError("--device cuda: ", *opts->plan,
                           ": a GPU is visible, but mtrun has no CUDA training loop yet (run "
                           "with --device cpu)"));
