@@ -208,11 +208,13 @@ Expected<TrainingState> loadCheckpoint(const std::filesystem::path &dir, const P
   Expected<std::string> stepText = field("step");
   if (!stepText)
     return stepText.takeError();
-  TrainingState state;
-  auto [end, err] =
-      std::from_chars(stepText->data(), stepText->data() + stepText->size(), state.step);
-  if (err != std::errc() || end != stepText->data() + stepText->size() || state.step < 0)
+  Expected<int64_t> step = parseField<int64_t>(*stepText, "step", where);
+  if (!step)
+    return step.takeError();
+  if (*step < 0)
     return makeError(where, ": invalid step '", *stepText, "' in the checkpoint's metadata");
+  TrainingState state;
+  state.step = *step;
   Expected<std::optional<LossScaleState>> scaling = readLossScale(meta, state.step, where);
   if (!scaling)
     return scaling.takeError();

@@ -2,6 +2,8 @@
 
 #include "runtime/exec/Gemm.h"
 
+#include "runtime/support/StridedMatrix.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -11,9 +13,8 @@
 namespace mtc::rt {
 namespace {
 
-/// How BLAS reads a rows x cols matrix with the given strides: as stored (contiguous rows)
-/// or transposed (contiguous columns), with its leading dimension. The stride of a
-/// dimension of size 1 is never used, so it does not decide anything.
+/// How BLAS reads a rows x cols matrix with the given strides (StridedMatrix.h), when its
+/// leading dimension fits BLAS's int.
 struct BlasOperand {
   CBLAS_TRANSPOSE transpose;
   int leading;
@@ -23,17 +24,11 @@ bool fitsBlasInt(int64_t value) { return value >= 0 && value <= INT_MAX; }
 
 std::optional<BlasOperand> blasOperand(int64_t rows, int64_t cols, int64_t rowStride,
                                        int64_t colStride) {
-  if ((cols <= 1 || colStride == 1) && (rows <= 1 || rowStride >= cols)) {
-    int64_t leading = rows <= 1 ? std::max<int64_t>(cols, 1) : rowStride;
-    if (fitsBlasInt(leading))
-      return BlasOperand{CblasNoTrans, static_cast<int>(leading)};
-  }
-  if ((rows <= 1 || rowStride == 1) && (cols <= 1 || colStride >= rows)) {
-    int64_t leading = cols <= 1 ? std::max<int64_t>(rows, 1) : colStride;
-    if (fitsBlasInt(leading))
-      return BlasOperand{CblasTrans, static_cast<int>(leading)};
-  }
-  return std::nullopt;
+  std::optional<StridedMatrix> matrix = stridedMatrix(rows, cols, rowStride, colStride);
+  if (!matrix || !fitsBlasInt(matrix->leading))
+    return std::nullopt;
+  return BlasOperand{matrix->transposed ? CblasTrans : CblasNoTrans,
+                     static_cast<int>(matrix->leading)};
 }
 
 /// c += a x b on one matrix of each, element by element (layouts BLAS cannot read).

@@ -32,6 +32,15 @@ Error LossScaleOptions::check() const {
   return Error::success();
 }
 
+Expected<bool> gradientOverflow(float gradNorm, bool scaling, int64_t step) {
+  if (std::isfinite(gradNorm))
+    return false;
+  if (!scaling)
+    return makeError("step ", step + 1, ": the gradient norm is ", double(gradNorm),
+                     " (training diverged)");
+  return true;
+}
+
 LossScaler::LossScaler(const LossScaleOptions &options, std::optional<LossScaleState> resumed)
     : options_(options),
       state_(resumed ? *resumed : LossScaleState{options.initial, 0, options.hysteresis, 0}) {}

@@ -64,6 +64,11 @@ struct LossScaleState {
   bool operator==(const LossScaleState &) const = default;
 };
 
+/// Whether the step with 0-based index `step`, whose global gradient norm is `gradNorm`,
+/// overflowed (an inf or NaN norm), so that it is skipped; without loss scaling (`scaling`
+/// false) such a norm is an error instead: training diverged.
+Expected<bool> gradientOverflow(float gradNorm, bool scaling, int64_t step);
+
 class LossScaler {
 public:
   /// Starts from `resumed` (a checkpoint's state) or from the options' initial scale.

@@ -580,10 +580,10 @@ Error PipelineTrainer::optimizerStep() {
   gradNorm_ = static_cast<float>(std::sqrt(shared[0]));
   // The norm is every stage's, so all ranks skip an overflowing fp16 step together: the
   // optimizer still runs (for the step's learning rate), its outputs are dropped.
-  skipped_ = !std::isfinite(gradNorm_);
-  if (skipped_ && !scaler_)
-    return makeError("step ", step_ + 1, ": the gradient norm is ", double(gradNorm_),
-                     " (training diverged)");
+  Expected<bool> overflowed = gradientOverflow(gradNorm_, scaler_.has_value(), step_);
+  if (!overflowed)
+    return overflowed.takeError();
+  skipped_ = *overflowed;
   buffers.clear();
   for (bool outputs : {false, true})
     if (Error err = bindGrads(*stage.optimizerStep.function, buffers, outputs, scalar); !err.ok())

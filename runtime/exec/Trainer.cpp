@@ -400,10 +400,10 @@ Expected<StepStats> Trainer::step() {
   // A gradient that overflowed under loss scaling makes the global norm inf or NaN on every
   // rank alike (it covers every gradient of the model): the step is skipped, its outputs
   // dropped, and the scale lowered.
-  const bool overflow = !std::isfinite(gradNorm);
-  if (overflow && !scaler)
-    return makeError("step ", step + 1, ": the gradient norm is ", double(gradNorm),
-                     " (training diverged)");
+  Expected<bool> overflowed = gradientOverflow(gradNorm, scaler.has_value(), step);
+  if (!overflowed)
+    return overflowed.takeError();
+  const bool overflow = *overflowed;
   if (scaler) {
     scaler->update(overflow);
     state_.lossScale = scaler->state();

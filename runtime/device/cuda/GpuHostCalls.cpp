@@ -5,6 +5,7 @@
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/Stream.h"
 #include "runtime/support/RegularFile.h"
+#include "runtime/support/StridedMatrix.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -26,22 +27,6 @@ int chipNumber(const std::string &chip) {
     number = number * 10 + (c - '0');
   }
   return number;
-}
-
-/// How the rows x cols matrix with these strides is stored: as is (unit column stride) or
-/// transposed (unit row stride), with its leading dimension; a stride of a size-1 dimension
-/// decides nothing (Gemm.cpp's rule for BLAS, the same layouts).
-struct StoredMatrix {
-  bool transposed = false;
-  int64_t ld = 0;
-};
-std::optional<StoredMatrix> storedMatrix(int64_t rows, int64_t cols, int64_t rowStride,
-                                         int64_t colStride) {
-  if ((cols <= 1 || colStride == 1) && (rows <= 1 || rowStride >= cols))
-    return StoredMatrix{false, rows <= 1 ? std::max<int64_t>(cols, 1) : rowStride};
-  if ((rows <= 1 || rowStride == 1) && (cols <= 1 || colStride >= rows))
-    return StoredMatrix{true, cols <= 1 ? std::max<int64_t>(rows, 1) : colStride};
-  return std::nullopt;
 }
 
 GpuCall *callOf(MtcKernelContext *context) {
@@ -108,9 +93,9 @@ Expected<GemmDescription> describeBatchMatmul(const MtcMemRef3F32 &a, const MtcM
     return makeError("batch_matmul: operand shapes [", a.sizes[0], ", ", a.sizes[1], ", ",
                      a.sizes[2], "] x [", b.sizes[0], ", ", b.sizes[1], ", ", b.sizes[2],
                      "] -> [", batch, ", ", m, ", ", n, "] do not match");
-  std::optional<StoredMatrix> lhs = storedMatrix(m, k, a.strides[1], a.strides[2]);
-  std::optional<StoredMatrix> rhs = storedMatrix(k, n, b.strides[1], b.strides[2]);
-  std::optional<StoredMatrix> result = storedMatrix(m, n, c.strides[1], c.strides[2]);
+  std::optional<StridedMatrix> lhs = stridedMatrix(m, k, a.strides[1], a.strides[2]);
+  std::optional<StridedMatrix> rhs = stridedMatrix(k, n, b.strides[1], b.strides[2]);
+  std::optional<StridedMatrix> result = stridedMatrix(m, n, c.strides[1], c.strides[2]);
   if (!lhs || !rhs || !result || result->transposed)
     return makeError("batch_matmul: a layout cuBLASLt cannot read (strides A [", a.strides[1],
                      ", ", a.strides[2], "], B [", b.strides[1], ", ", b.strides[2], "], C [",
@@ -121,14 +106,14 @@ Expected<GemmDescription> describeBatchMatmul(const MtcMemRef3F32 &a, const MtcM
   d.k = k;
   d.transA = lhs->transposed;
   d.transB = rhs->transposed;
-  d.lda = lhs->ld;
-  d.ldb = rhs->ld;
-  d.ldc = result->ld;
+  d.lda = lhs->leading;
+  d.ldb = rhs->leading;
+  d.ldc = result->leading;
   d.batch = batch;
   // A batch of one has no stride to speak of; validateGemm wants the matrices apart.
   d.strideA = batch > 1 ? a.strides[0] : 0;
   d.strideB = batch > 1 ? b.strides[0] : 0;
-  d.strideC = batch > 1 ? c.strides[0] : m * result->ld;
+  d.strideC = batch > 1 ? c.strides[0] : m * result->leading;
   d.dtype = MTC_F32;
   d.allowTf32 = false;
   if (Error e = validateGemm(d); !e.ok())

@@ -358,6 +358,19 @@ TEST_F(PlanTest, StepsDefaultToZero) {
   EXPECT_EQ(p->steps, 0);
 }
 
+TEST_F(PlanTest, Fp16PlansScaleTheLoss) {
+  for (auto [precision, scaling] : {std::pair{"fp16", true}, {"bf16", false}, {"fp32", false}}) {
+    writePlan(edited([&](JsonObject &o) { at(o, "train").set("precision", precision); }));
+    Expected<Plan> p = loadPlan(plan());
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->lossScaling, scaling) << precision;
+  }
+  writePlan(edited([](JsonObject &o) { at(o, "train").erase("precision"); }));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_FALSE(p->lossScaling);
+}
+
 TEST_F(PlanTest, TrailingSlashIsNotShownTwice) {
   writePlan(validPlan());
   std::filesystem::remove(plan() / "program.mlir");
@@ -639,6 +652,10 @@ TEST_F(PlanTest, TopLevelErrors) {
                       "train.steps is \"10\", not a step count from 0 to 2147483647");
   expectPlanJsonError(edited([](JsonObject &o) { at(o, "train").set("dropout", "off"); }),
                       "train.dropout: expected true or false, found the string 'off'");
+  expectPlanJsonError(edited([](JsonObject &o) { at(o, "train").set("precision", "fp8"); }),
+                      "train.precision: unknown precision 'fp8' (expected fp32, bf16 or fp16)");
+  expectPlanJsonError(edited([](JsonObject &o) { at(o, "train").set("precision", 16); }),
+                      "train.precision: expected a string, found the integer 16");
   expectPlanJsonError(edited([](JsonObject &o) { o.set("parallel", nullptr); }),
                       "parallel: expected an object, found null");
   expectPlanJsonError(edited([](JsonObject &o) { o.erase("states"); }), "missing key 'states'");

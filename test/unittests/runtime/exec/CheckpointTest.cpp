@@ -111,6 +111,9 @@ TEST(CheckpointTest, BadLossScalerFieldsAreNamed) {
   EXPECT_NE(edited("\"loss_scale\":\"1024\"", "\"loss_scale\":\"1x24\"")
                 .find("invalid loss_scale '1x24' in the checkpoint's metadata"),
             std::string::npos);
+  EXPECT_NE(edited("\"loss_scale_growth_tracker\":\"3\"", "\"loss_scale_growth_tracker\":\"-\"")
+                .find("invalid loss_scale_growth_tracker '-' in the checkpoint's metadata"),
+            std::string::npos);
   EXPECT_NE(edited("\"skipped_steps\":\"10\"", "\"skipped_steps\":\"99\"")
                 .find("skipped_steps 99 is not a count of the 42 steps taken"),
             std::string::npos);

@@ -134,3 +134,22 @@ TEST(LossScalerTest, OptionsAreChecked) {
   options.hysteresis = -2;
   EXPECT_EQ(message(options), "--hysteresis -2 is not a positive count of overflows");
 }
+
+TEST(LossScalerTest, AnOverflowIsASkipWithScalingAndAnErrorWithout) {
+  float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  for (float norm : {inf, nan}) {
+    Expected<bool> scaled = gradientOverflow(norm, /*scaling=*/true, 6);
+    ASSERT_TRUE(scaled.ok());
+    EXPECT_TRUE(*scaled);
+    Expected<bool> unscaled = gradientOverflow(norm, /*scaling=*/false, 6);
+    ASSERT_FALSE(unscaled.ok());
+    EXPECT_NE(unscaled.error().message().find("step 7: the gradient norm is "),
+              std::string::npos);
+    EXPECT_NE(unscaled.error().message().find(" (training diverged)"), std::string::npos);
+  }
+  for (bool scaling : {true, false}) {
+    Expected<bool> finite = gradientOverflow(0.5f, scaling, 0);
+    ASSERT_TRUE(finite.ok());
+    EXPECT_FALSE(*finite);
+  }
+}
