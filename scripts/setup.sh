@@ -8,6 +8,9 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libgtest-dev googletest
   libgloo-dev libopenblas-dev libomp-22-dev
+  # bf16 GEMMs on the CPU's bf16 instructions (runtime/exec/GemmBf16.cpp): Debian's
+  # OpenBLAS is built without its bf16 GEMM.
+  libdnnl-dev
   python3
   # The data tests compare mtc's sample order with numpy's RandomState (test/tools/mtc-data).
   python3-numpy

@@ -63,6 +63,22 @@ def _has_cuda_device():
 if _has_cuda_device():
     config.available_features.add("cuda-device")
 
+# The CPU's bf16 matrix instructions (`REQUIRES: cpu-bf16`): AVX512-BF16 or AMX-BF16, which
+# oneDNN uses for the runtime's bf16 GEMM (runtime/exec/GemmBf16.cpp).
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+if _cpu_flags() & {"avx512_bf16", "amx_bf16"}:
+    config.available_features.add("cpu-bf16")
+
 # Two-"node" tests put ranks in network namespaces joined by a veth pair (`REQUIRES: netns`):
 # available where this process may create them (root, or CAP_SYS_ADMIN and CAP_NET_ADMIN).
 def _can_make_network_namespaces():

@@ -150,7 +150,10 @@ void mtc::buildCPUStepPipeline(OpPassManager &pm) {
 void mtc::buildGPUBufferizePipeline(OpPassManager &pm) {
   pm.addPass(codegen::createEraseMTDeclarationsPass());
   codegen::buildBufferizePassPipeline(pm);
-  pm.addPass(codegen::createBatchMatmulToCallsPass());
+  // The GPU runtime has an f32 GEMM only: bf16 products read f32 copies.
+  codegen::BatchMatmulToCallsPassOptions gemms;
+  gemms.bf16Gemm = false;
+  pm.addPass(codegen::createBatchMatmulToCallsPass(gemms));
 }
 
 void mtc::registerPipelines() {

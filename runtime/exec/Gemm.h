@@ -12,6 +12,14 @@
 // C^T = B^T A^T); any other layout, or a size BLAS's 32-bit integers cannot hold, is computed by a
 // plain loop.
 //
+// A product of two bf16 matrices (how the CPU backend lowers a bf16 `mt.contract`) calls
+// `_mlir_ciface_mtc_batch_matmul_bf16`, defined in GemmBf16.cpp with oneDNN's matmul: the
+// same sum with bf16 a and b and an f32 c, computed by the CPU's bf16 instructions where it
+// has them (AMX, AVX512-BF16; a bf16 product is exact in f32 and the sums are f32's) and
+// by oneDNN's or, where oneDNN has no implementation, an f32 copy's emulation otherwise.
+// The output is cut into fixed tiles of whole sums, one thread and one oneDNN call each, so
+// the result does not depend on the number of threads (docs/runtime.md "Threads").
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_EXEC_GEMM_H
@@ -23,6 +31,8 @@ namespace mtc::rt {
 
 /// A rank-3 f32 memref descriptor (the ABI's, runtime/exec/KernelABI.h).
 using MemRef3F32 = MtcMemRef3F32;
+/// A rank-3 bf16 memref descriptor (elements by their bits).
+using MemRef3BF16 = MtcMemRef3BF16;
 
 } // namespace mtc::rt
 

@@ -87,6 +87,8 @@ extern "C" {
 /* The GEMM as the compiler declares it (a func.func with llvm.emit_c_interface); the
  * object imports MTC_ABI_C_INTERFACE_PREFIX MTC_ABI_BATCH_MATMUL_F32. */
 #define MTC_ABI_BATCH_MATMUL_F32 "mtc_batch_matmul_f32"
+/* The bf16 GEMM (bf16 inputs, f32 result), declared the same way. */
+#define MTC_ABI_BATCH_MATMUL_BF16 "mtc_batch_matmul_bf16"
 /* Prefixes of the exported entry points of a public function f. */
 #define MTC_ABI_C_INTERFACE_PREFIX "_mlir_ciface_"
 #define MTC_ABI_PACKED_ENTRY_PREFIX "_mtc_packed_"
@@ -106,6 +108,7 @@ extern "C" {
   X(mtc_shift)                                                                                 \
   X(mtc_all_to_all_filled)                                                                     \
   X(_mlir_ciface_mtc_batch_matmul_f32)                                                         \
+  X(_mlir_ciface_mtc_batch_matmul_bf16)                                                        \
   X(mtc_dropout_key)                                                                           \
   X(mtc_dropout_layer)                                                                         \
   X(mtc_kernel_alloc)                                                                          \
@@ -127,8 +130,8 @@ extern "C" {
 /* Bumped whenever MtcKernelContext or a signature below changes; 0 is "no context" (objects
  * compiled before the context existed), 1 the context with an arena the runtime served
  * allocations from in order (before the workspace's offsets were compiled in), 2 the context
- * without the loss scale and `gpu`. */
-#define MTC_KERNEL_CONTEXT_VERSION 3u
+ * without the loss scale and `gpu`, 3 the imports without the bf16 GEMM. */
+#define MTC_KERNEL_CONTEXT_VERSION 4u
 
 typedef struct MtcKernelContext {
   uint32_t size;    /* sizeof(MtcKernelContext) where it was built */
@@ -208,6 +211,19 @@ typedef struct MtcMemRef3F32 {
 
 void _mlir_ciface_mtc_batch_matmul_f32(MtcKernelContext *context, MtcMemRef3F32 *a,
                                        MtcMemRef3F32 *b, MtcMemRef3F32 *c);
+
+/* The same product of bf16 matrices (a bfloat16 value by its bits) into an f32 result, the
+ * products and sums in f32: how a bf16 `mt.contract` is lowered. */
+typedef struct MtcMemRef3BF16 {
+  uint16_t *allocated;
+  uint16_t *aligned;
+  int64_t offset;
+  int64_t sizes[3];
+  int64_t strides[3];
+} MtcMemRef3BF16;
+
+void _mlir_ciface_mtc_batch_matmul_bf16(MtcKernelContext *context, MtcMemRef3BF16 *a,
+                                        MtcMemRef3BF16 *b, MtcMemRef3F32 *c);
 
 /*===----------------------------------------------------------------------===*
  * Dropout (runtime/exec/DropoutKey.h): word `word` (an mtc_dropout_key_word) of the key of

@@ -1,4 +1,4 @@
-//===- BatchMatmulToCalls.cpp - batched products as f32 GEMM calls --------===//
+//===- BatchMatmulToCalls.cpp - batched products as GEMM calls ------------===//
 
 #include "compiler/codegen/CPU/CPUCodegen.h"
 #include "compiler/codegen/CPU/Passes.h"
@@ -16,6 +16,7 @@ namespace mtc::codegen {
 } // namespace mtc::codegen
 
 using namespace mlir;
+using mtc::codegen::kBatchMatmulBF16Function;
 using mtc::codegen::kBatchMatmulF32Function;
 
 namespace {
@@ -23,9 +24,10 @@ namespace {
 Type elementOf(Value buffer) { return cast<MemRefType>(buffer.getType()).getElementType(); }
 
 /// bf16 and f16: the operands of a mixed-precision product (f32 result) that the f32 GEMM
-/// reads through an f32 copy (OpenBLAS has no bf16 GEMM in Debian's build; products of
-/// bf16 or f16 values are exact in f32, so only the order of the f32 sums differs from a
-/// GEMM with bf16 inputs and f32 accumulation).
+/// can read through an f32 copy (products of bf16 or f16 values are exact in f32, so only
+/// the order of the f32 sums differs from a GEMM with low-precision inputs and f32
+/// accumulation). Products of two bf16 inputs call the bf16 GEMM instead, unless disabled;
+/// f16 ones are always widened (Debian's oneDNN 2.6 has no f16 matmul for CPUs).
 bool isWidenable(Type element) {
   auto floatType = dyn_cast<FloatType>(element);
   return floatType && floatType.getWidth() < 32;
@@ -47,8 +49,41 @@ Value widenedCopy(OpBuilder &builder, Location loc, Value buffer) {
   return wide;
 }
 
+/// A fully dynamic strided rank-3 memref of `element`: one declaration serves every shape
+/// and layout.
+MemRefType dynamicOperandType(Type element) {
+  MLIRContext *context = element.getContext();
+  int64_t dynamic = ShapedType::kDynamic;
+  return MemRefType::get({dynamic, dynamic, dynamic}, element,
+                         StridedLayoutAttr::get(context, dynamic, {dynamic, dynamic, dynamic}));
+}
+
+/// The external GEMM `name` of the given operand types, declared on first use; null (after
+/// an error) when a symbol of that name is something else.
+func::FuncOp declareGemm(ModuleOp module, StringRef name, TypeRange operandTypes,
+                         StringRef description) {
+  MLIRContext *context = module.getContext();
+  FunctionType type = FunctionType::get(context, operandTypes, {});
+  if (Operation *existing = module.lookupSymbol(name)) {
+    auto func = dyn_cast<func::FuncOp>(existing);
+    if (!func || !func.isExternal() || func.getFunctionType() != type) {
+      existing->emitOpError() << "'" << name << "' is reserved for the " << description
+                              << ": it must be an external function of type " << type;
+      return nullptr;
+    }
+    return func;
+  }
+  OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+  auto func = func::FuncOp::create(builder, module.getLoc(), name, type);
+  func.setPrivate();
+  func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(context));
+  return func;
+}
+
 struct BatchMatmulToCallsPass
     : public mtc::codegen::impl::BatchMatmulToCallsPassBase<BatchMatmulToCallsPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<linalg::BatchMatmulOp> matmuls;
@@ -63,40 +98,38 @@ struct BatchMatmulToCallsPass
     if (matmuls.empty())
       return;
 
+    // Which products call the bf16 GEMM: both inputs bf16.
+    auto callsBF16 = [&](linalg::BatchMatmulOp op) {
+      return bf16Gemm && llvm::all_of(op.getDpsInputs(), [](Value input) {
+               return elementOf(input).isBF16();
+             });
+    };
     MLIRContext *context = &getContext();
-    Type operandType = MemRefType::get(
-        {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic},
-        Float32Type::get(context),
-        StridedLayoutAttr::get(context, ShapedType::kDynamic,
-                               {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic}));
-    FunctionType type = FunctionType::get(context, {operandType, operandType, operandType}, {});
-    if (Operation *existing = module.lookupSymbol(kBatchMatmulF32Function)) {
-      auto func = dyn_cast<func::FuncOp>(existing);
-      if (!func || !func.isExternal() || func.getFunctionType() != type) {
-        existing->emitOpError()
-            << "'" << kBatchMatmulF32Function
-            << "' is reserved for the f32 batched matrix product: it must be an external "
-               "function of type "
-            << type;
-        return signalPassFailure();
-      }
-    } else {
-      OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
-      auto func = func::FuncOp::create(builder, module.getLoc(), kBatchMatmulF32Function, type);
-      func.setPrivate();
-      func->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(context));
-    }
+    MemRefType f32Operand = dynamicOperandType(Float32Type::get(context));
+    MemRefType bf16Operand = dynamicOperandType(BFloat16Type::get(context));
+    bool anyF32 = !llvm::all_of(matmuls, callsBF16);
+    bool anyBF16 = llvm::any_of(matmuls, callsBF16);
+    if (anyF32 && !declareGemm(module, kBatchMatmulF32Function,
+                               {f32Operand, f32Operand, f32Operand},
+                               "f32 batched matrix product"))
+      return signalPassFailure();
+    if (anyBF16 && !declareGemm(module, kBatchMatmulBF16Function,
+                                {bf16Operand, bf16Operand, f32Operand},
+                                "bf16 batched matrix product"))
+      return signalPassFailure();
 
     IRRewriter rewriter(context);
     for (linalg::BatchMatmulOp op : matmuls) {
       rewriter.setInsertionPoint(op);
+      bool bf16 = callsBF16(op);
       SmallVector<Value> operands = llvm::map_to_vector(op->getOperands(), [&](Value operand) {
-        if (isWidenable(elementOf(operand)))
+        if (!bf16 && isWidenable(elementOf(operand)))
           operand = widenedCopy(rewriter, op.getLoc(), operand);
-        return Value(memref::CastOp::create(rewriter, op.getLoc(), operandType, operand));
+        Type castType = elementOf(operand).isF32() ? f32Operand : bf16Operand;
+        return Value(memref::CastOp::create(rewriter, op.getLoc(), castType, operand));
       });
-      rewriter.replaceOpWithNewOp<func::CallOp>(op, kBatchMatmulF32Function, TypeRange{},
-                                                operands);
+      rewriter.replaceOpWithNewOp<func::CallOp>(
+          op, bf16 ? kBatchMatmulBF16Function : kBatchMatmulF32Function, TypeRange{}, operands);
     }
   }
 };

@@ -74,7 +74,9 @@
 // It computes c[i] += a[i] x b[i] for every i < sizes[0] (a: [batch, m, k], b:
 // [batch, k, n], c: [batch, m, n]), the accumulation of linalg.batch_matmul (c arrives
 // zero-filled from mt-to-linalg). The descriptors may have any strides and offset (views
-// of larger buffers); the three buffers do not overlap.
+// of larger buffers); the three buffers do not overlap. A product of two bf16 inputs into
+// an f32 result calls kBatchMatmulBF16Function the same way (a and b bf16 descriptors,
+// runtime/exec/GemmBf16.cpp, on the CPU's bf16 instructions).
 //
 //===----------------------------------------------------------------------===//
 
@@ -100,6 +102,8 @@ inline constexpr llvm::StringLiteral kPackedEntryPrefix = MTC_ABI_PACKED_ENTRY_P
 /// The external function f32 batched matrix products call (see the file comment); the
 /// object imports kCInterfacePrefix followed by this name.
 inline constexpr llvm::StringLiteral kBatchMatmulF32Function = MTC_ABI_BATCH_MATMUL_F32;
+/// The same for products of two bf16 inputs into an f32 result (uint16_t elements).
+inline constexpr llvm::StringLiteral kBatchMatmulBF16Function = MTC_ABI_BATCH_MATMUL_BF16;
 
 /// The symbol of the exported version of the kernel context (see the file comment).
 inline constexpr llvm::StringLiteral kKernelContextVersionSymbol = MTC_ABI_KERNEL_CONTEXT_VERSION;

@@ -63,7 +63,7 @@ def ExpandStridedCopiesPass : Pass<"mtc-expand-strided-copies", "::mlir::ModuleO
 }
 
 def BatchMatmulToCallsPass : Pass<"mtc-batch-matmul-to-calls", "::mlir::ModuleOp"> {
-  let summary = "Call the runtime's GEMM for every f32 batched matrix product";
+  let summary = "Call the runtime's GEMMs for f32 and bf16 batched matrix products";
   let description = [{
     On buffers (after mtc-gemm-operand-views). Every f32 `linalg.batch_matmul` with pure
     buffer semantics and the default indexing maps becomes a call of
@@ -71,14 +71,22 @@ def BatchMatmulToCallsPass : Pass<"mtc-batch-matmul-to-calls", "::mlir::ModuleOp
     kernels defines with a BLAS (runtime/exec/Gemm.h). The operands are cast to fully
     dynamic strided memrefs (`memref.cast`), so that one declaration serves every shape and
     layout; the function is declared private with `llvm.emit_c_interface` on first use.
-    A mixed-precision product (bf16 or f16 inputs, f32 result: how `mt.contract` in a low
-    precision is lowered) reads each low-precision input through a new contiguous f32 copy
-    (`memref.alloc` and an `arith.extf` generic) before the same call. Other element types,
-    and products with their own indexing maps, stay linalg and become loops.
+    A product of two bf16 inputs into an f32 result (how `mt.contract` in bf16 is lowered)
+    calls `mtc_batch_matmul_bf16(A, B, C)` instead, the runtime's GEMM on the CPU's bf16
+    instructions, with the same casts (bf16 operands); with `bf16-gemm=false` (the GPU
+    host code, whose runtime has no bf16 GEMM yet) it is widened as below. Any other
+    mixed-precision product (f16 inputs, or one bf16 input beside an f32 one) reads each
+    low-precision input through a new contiguous f32 copy (`memref.alloc` and an
+    `arith.extf` generic) before the f32 call. Other element types, and products with their
+    own indexing maps, stay linalg and become loops.
 
-    The name is reserved: a symbol `mtc_batch_matmul_f32` that is not an external function
-    of that type is an error.
+    The names are reserved: a symbol `mtc_batch_matmul_f32` or `mtc_batch_matmul_bf16`
+    that is not an external function of its type is an error.
   }];
+  let options = [
+    Option<"bf16Gemm", "bf16-gemm", "bool", /*default=*/"true",
+           "Call mtc_batch_matmul_bf16 for products of bf16 inputs (else widen them to f32)">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
                            "::mlir::linalg::LinalgDialect", "::mlir::memref::MemRefDialect"];
 }
@@ -227,7 +235,8 @@ def ThreadKernelContextPass : Pass<"mtc-thread-kernel-context", "::mlir::ModuleO
     runtime imports of the kernel ABI (runtime/exec/KernelABI.h: `mtc_all_reduce`,
     `mtc_all_gather`, `mtc_reduce_scatter`, `mtc_all_to_all`, `mtc_all_to_all_filled`,
     `mtc_shift`, `mtc_mesh_coordinate`,
-    `mtc_dropout_key`, `mtc_dropout_layer`, `mtc_batch_matmul_f32`, `mtc_kernel_workspace`,
+    `mtc_dropout_key`, `mtc_dropout_layer`, `mtc_batch_matmul_f32`, `mtc_batch_matmul_bf16`,
+    `mtc_kernel_workspace`,
     `mtc_kernel_workspace_release`; in the host code of a CUDA step `mtc_gpu_launch`,
     `mtc_gpu_workspace`, `mtc_gpu_workspace_release`, `mtc_gpu_batch_matmul_f32`). Every
     call of such a function passes the

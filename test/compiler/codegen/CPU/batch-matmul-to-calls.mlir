@@ -25,22 +25,44 @@ func.func @products(%a: memref<2x4x8xf32>, %b: memref<2x8x16xf32>, %c: memref<2x
 
 // -----
 
-// Tests that a mixed-precision product (bf16 inputs, f32 result) reads each bf16 input
-// through a contiguous f32 copy (alloc + extf generic) before the same call.
+// Tests that a product of two bf16 inputs into an f32 result calls the bf16 GEMM on the
+// inputs as they are (bf16 operands, any strides), declared once beside nothing else.
+// CHECK-LABEL: func.func private @mtc_batch_matmul_bf16
+// CHECK-SAME: (memref<?x?x?xbf16, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xbf16, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>)
+// CHECK-SAME: attributes {llvm.emit_c_interface}
+// CHECK-NOT: mtc_batch_matmul_f32
 // CHECK-LABEL: func.func @mixed
 // CHECK-SAME: (%[[A:.*]]: memref<1x4x8xbf16>, %[[B:.*]]: memref<1x8x2xbf16, strided<[16, 1, 8]>>, %[[C:.*]]: memref<1x4x2xf32>)
-// CHECK: %[[AW:.*]] = memref.alloc() : memref<1x4x8xf32>
-// CHECK: linalg.generic {{.*}} ins(%[[A]] : memref<1x4x8xbf16>) outs(%[[AW]] : memref<1x4x8xf32>)
-// CHECK: arith.extf %{{.*}} : bf16 to f32
-// CHECK: %[[CA:.*]] = memref.cast %[[AW]]
-// CHECK: %[[BW:.*]] = memref.alloc() : memref<1x8x2xf32>
-// CHECK: linalg.generic {{.*}} ins(%[[B]] : memref<1x8x2xbf16, strided<[16, 1, 8]>>) outs(%[[BW]] : memref<1x8x2xf32>)
-// CHECK: %[[CB:.*]] = memref.cast %[[BW]]
+// CHECK-NOT: memref.alloc
+// CHECK: %[[CA:.*]] = memref.cast %[[A]] : memref<1x4x8xbf16> to memref<?x?x?xbf16, strided<[?, ?, ?], offset: ?>>
+// CHECK: %[[CB:.*]] = memref.cast %[[B]] : memref<1x8x2xbf16, strided<[16, 1, 8]>> to memref<?x?x?xbf16, strided<[?, ?, ?], offset: ?>>
 // CHECK: %[[CC:.*]] = memref.cast %[[C]]
-// CHECK: call @mtc_batch_matmul_f32(%[[CA]], %[[CB]], %[[CC]])
+// CHECK: call @mtc_batch_matmul_bf16(%[[CA]], %[[CB]], %[[CC]])
 // CHECK-NOT: linalg.batch_matmul
+
 func.func @mixed(%a: memref<1x4x8xbf16>, %b: memref<1x8x2xbf16, strided<[16, 1, 8]>>, %c: memref<1x4x2xf32>) {
   linalg.batch_matmul ins(%a, %b : memref<1x4x8xbf16>, memref<1x8x2xbf16, strided<[16, 1, 8]>>) outs(%c : memref<1x4x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that f16 inputs, and a bf16 input beside an f32 one, are widened to f32 copies
+// for the f32 GEMM (the runtime's bf16 GEMM takes two bf16 inputs).
+// CHECK-LABEL: func.func @widened
+// CHECK-SAME: (%[[H:.*]]: memref<1x4x8xf16>, %[[F:.*]]: memref<1x8x2xf32>, %[[B:.*]]: memref<1x4x8xbf16>, %[[C:.*]]: memref<1x4x2xf32>)
+// CHECK: %[[HW:.*]] = memref.alloc() : memref<1x4x8xf32>
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: %[[CH:.*]] = memref.cast %[[HW]]
+// CHECK: call @mtc_batch_matmul_f32(%[[CH]],
+// CHECK: %[[BW:.*]] = memref.alloc() : memref<1x4x8xf32>
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[CB:.*]] = memref.cast %[[BW]]
+// CHECK: call @mtc_batch_matmul_f32(%[[CB]],
+// CHECK-NOT: mtc_batch_matmul_bf16
+func.func @widened(%h: memref<1x4x8xf16>, %f: memref<1x8x2xf32>, %b: memref<1x4x8xbf16>, %c: memref<1x4x2xf32>) {
+  linalg.batch_matmul ins(%h, %f : memref<1x4x8xf16>, memref<1x8x2xf32>) outs(%c : memref<1x4x2xf32>)
+  linalg.batch_matmul ins(%b, %f : memref<1x4x8xbf16>, memref<1x8x2xf32>) outs(%c : memref<1x4x2xf32>)
   return
 }
 
@@ -70,5 +92,15 @@ func.func @mtc_batch_matmul_f32(%a: memref<1x2x2xf32>) {
 }
 func.func @product(%a: memref<1x2x2xf32>, %c: memref<1x2x2xf32>) {
   linalg.batch_matmul ins(%a, %a : memref<1x2x2xf32>, memref<1x2x2xf32>) outs(%c : memref<1x2x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that the bf16 GEMM's name is reserved alike (a declaration of another type).
+// expected-error @+1 {{'func.func' op 'mtc_batch_matmul_bf16' is reserved for the bf16 batched matrix product: it must be an external function of type}}
+func.func private @mtc_batch_matmul_bf16(memref<1x2x2xbf16>)
+func.func @bf16_product(%a: memref<1x2x2xbf16>, %c: memref<1x2x2xf32>) {
+  linalg.batch_matmul ins(%a, %a : memref<1x2x2xbf16>, memref<1x2x2xbf16>) outs(%c : memref<1x2x2xf32>)
   return
 }
