@@ -32,10 +32,24 @@ int64_t contractFlops(mt::ContractOp op) {
 }
 
 /// Ops that compute nothing: views, casts between the global and local types, constants
-/// and the parameter and state references.
+/// and the parameter and state references; and the casts to f32 and back of a low-precision
+/// composite op's decomposition (mt::kStoredTypeAttrName), which its fused kernel does in
+/// registers.
 bool movesNothing(Operation *op) {
   return isa<mt::RenameOp, mt::ParamRefOp>(op) || op->hasTrait<mt::OpTrait::CallConstant>() ||
-         op->getDialect()->getNamespace() == "mtp" || op->getNumResults() == 0;
+         op->getDialect()->getNamespace() == "mtp" || op->getNumResults() == 0 ||
+         (isa<mt::CastOp>(op) && op->hasAttr(mt::kStoredTypeAttrName));
+}
+
+/// The bytes `op` reads or writes of a tensor of `type`. The f32 tensors of a low-precision
+/// composite op's decomposition (mt::kStoredTypeAttrName: computed in f32, stored in bf16 or
+/// f16 between kernels) count at the low type's size.
+int64_t trafficBytes(Operation *op, Type type) {
+  auto stored = op->getAttrOfType<TypeAttr>(mt::kStoredTypeAttrName);
+  auto tensor = dyn_cast<mt::NamedTensorType>(type);
+  if (stored && tensor && tensor.getElementType().isF32())
+    return tensor.getNumElements() * mt::getElementSizeInBytes(stored.getValue());
+  return mt::getSizeInBytes(type);
 }
 
 void add(FunctionCost &into, const FunctionCost &callee, int64_t times) {
@@ -87,9 +101,10 @@ public:
         return;
       ++cost.ops;
       auto count = [&](Type type) {
-        cost.trafficBytes += mt::getSizeInBytes(type);
+        int64_t bytes = trafficBytes(op, type);
+        cost.trafficBytes += bytes;
         if (hasBatch(type))
-          cost.batchTrafficBytes += mt::getSizeInBytes(type);
+          cost.batchTrafficBytes += bytes;
       };
       for (Type type : op->getOperandTypes())
         count(type);

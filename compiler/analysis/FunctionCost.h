@@ -13,6 +13,10 @@
 //    bound of what the fused kernels move;
 //  - ops: the computing ops (the kernels, before fusion), for a per-kernel overhead.
 //
+// Under mixed precision the f32 ops of a bf16/f16 composite op's decomposition
+// (`mt.stored_as`, dialects/mt/Utils/TensorSize.h) count their f32 tensors at the low type's
+// size and their casts to f32 and back as nothing: a fused kernel's arithmetic, not traffic.
+//
 // Views and casts (`mt.rename`, `mtp.to_local`, ...), constants and the collectives
 // (CommunicationVolume.h) count nothing here.
 //

@@ -12,6 +12,7 @@
 #include "compiler/lowering/Passes.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -112,6 +113,22 @@ SmallVector<Value> decompose(Decomposer &d, mt::ZLossOp op) {
 // The pass
 //===----------------------------------------------------------------------===//
 
+/// The ops a builder inserts.
+struct InsertedOps : OpBuilder::Listener {
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    ops.push_back(op);
+  }
+  SmallVector<Operation *> ops;
+};
+
+/// The low float type (bf16, f16) of `op`'s first operand or result that has one.
+Type lowElementType(Operation *op) {
+  for (Type type : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
+    if (lowering::widenedType(type))
+      return cast<NamedTensorType>(type).getElementType();
+  return {};
+}
+
 class DecomposePass : public mtc::lowering::impl::MTDecomposePassBase<DecomposePass> {
 public:
   void runOnOperation() override;
@@ -135,6 +152,8 @@ void DecomposePass::runOnOperation() {
     });
   for (Operation *op : composite) {
     OpBuilder builder(op);
+    InsertedOps inserted;
+    builder.setListener(&inserted);
     Operation *wide = lowering::widenedClone(builder, op);
     Operation *target = wide ? wide : op;
     Decomposer d(builder, op->getLoc(), names);
@@ -155,6 +174,12 @@ void DecomposePass::runOnOperation() {
       for (auto [result, replacement] : llvm::zip_equal(op->getResults(), replacements))
         if (replacement.getType() != result.getType())
           replacement = mt::CastOp::create(builder, op->getLoc(), result.getType(), replacement);
+      // What the f32 computation is stored as between kernels, for the cost model (the
+      // constants and positions compute nothing: left alone, as before).
+      auto stored = TypeAttr::get(lowElementType(op));
+      for (Operation *created : inserted.ops)
+        if (created != wide && !created->hasTrait<mt::OpTrait::CallConstant>())
+          created->setAttr(mt::kStoredTypeAttrName, stored);
       wide->erase();
     }
     op->replaceAllUsesWith(replacements);

@@ -43,7 +43,9 @@ def MTDecomposePass : Pass<"mt-decompose", "::mlir::ModuleOp"> {
     An op reading or producing bf16 or f16 tensors is decomposed in f32: its low-precision
     operands are cast to f32 and its results cast back, so that mixed precision computes
     the statistics, sums and products of these ops in f32 (the tensors between kernels stay
-    in the low type).
+    in the low type). The ops it creates for such an op (the casts included, the constants
+    not) carry `mt.stored_as = bf16` (or f16): the cost model counts their f32 tensors at the
+    low type's size and their casts as nothing (dialects/mt/Utils/TensorSize.h).
 
     Under ring attention (the module's `mt.parallel` has `cp` above 1 and `cp_comm_type =
     p2p`) `mt.attention` and `mt.attention_grad` stay whole: their partition rule builds

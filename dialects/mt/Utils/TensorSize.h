@@ -11,6 +11,7 @@
 #define MTC_DIALECTS_MT_UTILS_TENSORSIZE_H
 
 #include "mlir/IR/Types.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
 
@@ -25,6 +26,15 @@ int64_t getElementSizeInBytes(mlir::Type elementType);
 /// The bytes of a dense buffer of `type` when it is an `!mt.tensor` (sizes are static):
 /// its elements times getElementSizeInBytes; 0 for any other type.
 int64_t getSizeInBytes(mlir::Type type);
+
+/// Discardable attribute (a TypeAttr: bf16 or f16) that mt-decompose puts on the ops of a
+/// low-precision composite op's decomposition (a norm, softmax, attention, cross-entropy of
+/// bf16 or f16 tensors), which it computes in f32: the casts to f32 and back, and every op
+/// between them. The f32 there is the arithmetic of what one fused kernel does (Megatron's
+/// fused softmax and norms, FlashAttention), not what memory holds: the tensors between
+/// kernels are in the low type, so the cost model (compiler/analysis/FunctionCost.h) counts
+/// these ops' f32 tensors at the low type's size and their casts as moving nothing.
+constexpr llvm::StringLiteral kStoredTypeAttrName = "mt.stored_as";
 
 } // namespace mtc::mt
 

@@ -135,38 +135,41 @@ func.func @attention_gqa_causal(%q: !mt.tensor<[batch=2, seq=4, heads=4, head_di
 
 // Tests that a bf16 attention is computed in f32 (mixed precision): its operands are cast
 // to f32, the causal positions compared in f32 (bf16 is exact only up to 256), the scores,
-// softmax and products in f32, and only the output is cast back to bf16.
+// softmax and products in f32, and only the output is cast back to bf16. Every op of the
+// decomposition but the positions (constants) says that its f32 is stored as bf16 between
+// kernels (`mt.stored_as`, what the cost model counts its bytes by).
 func.func @attention_causal_long_bf16(%q: !mt.tensor<[seq=300, heads=1, head_dim=2], bf16>) -> !mt.tensor<[seq=300, heads=1, head_dim=2], bf16> {
   %0 = mt.attention %q, %q, %q dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=300, heads=1, head_dim=2], bf16>, !mt.tensor<[seq=300, heads=1, head_dim=2], bf16>, !mt.tensor<[seq=300, heads=1, head_dim=2], bf16>
   return %0 : !mt.tensor<[seq=300, heads=1, head_dim=2], bf16>
 }
 // CHECK-LABEL: func.func @attention_causal_long_bf16(
 // CHECK-SAME: %[[Q:.*]]: !mt.tensor
-// CHECK: %[[QW:.*]] = mt.cast %[[Q]] : <[seq=300, heads=1, head_dim=2], bf16> to <[seq=300, heads=1, head_dim=2], f32>
-// CHECK-NOT: bf16
+// CHECK: %[[QW:.*]] = mt.cast %[[Q]] {mt.stored_as = bf16} : <[seq=300, heads=1, head_dim=2], bf16> to <[seq=300, heads=1, head_dim=2], f32>
+// CHECK-NOT: bf16>
 // CHECK: %[[QPOS:.*]] = mt.iota dim seq : <[seq=300], f32>
-// CHECK: %[[KPOS:.*]] = mt.rename %[[QPOS]] seq to seq_kv
-// CHECK: %[[MASK:.*]] = mt.greater %[[KPOS]], %[[QPOS]] : <[seq_kv=300], f32>, <[seq=300], f32> -> <[seq_kv=300, seq=300], f32>
-// CHECK-NOT: bf16
-// CHECK: %[[O:.*]] = mt.contract {{.*}} over [seq_kv] {{.*}} -> <[seq=300, heads=1, head_dim=2], f32>
-// CHECK: %[[OB:.*]] = mt.cast %[[O]] : <[seq=300, heads=1, head_dim=2], f32> to <[seq=300, heads=1, head_dim=2], bf16>
+// CHECK: %[[KPOS:.*]] = mt.rename %[[QPOS]] seq to seq_kv {mt.stored_as = bf16}
+// CHECK: %[[MASK:.*]] = mt.greater %[[KPOS]], %[[QPOS]] {mt.stored_as = bf16} : <[seq_kv=300], f32>, <[seq=300], f32> -> <[seq_kv=300, seq=300], f32>
+// CHECK-NOT: bf16>
+// CHECK: %[[O:.*]] = mt.contract {{.*}} over [seq_kv] {mt.stored_as = bf16} {{.*}} -> <[seq=300, heads=1, head_dim=2], f32>
+// CHECK: %[[OB:.*]] = mt.cast %[[O]] {mt.stored_as = bf16} : <[seq=300, heads=1, head_dim=2], f32> to <[seq=300, heads=1, head_dim=2], bf16>
 // CHECK: return %[[OB]]
 
 // -----
 
-// Tests that a bf16 layer norm computes its statistics in f32 and rounds only its result.
+// Tests that a bf16 layer norm computes its statistics in f32 and rounds only its result;
+// its ops are marked as stored in bf16.
 func.func @layer_norm_bf16(%x: !mt.tensor<[seq=4, hidden=8], bf16>, %g: !mt.tensor<[hidden=8], bf16>) -> !mt.tensor<[seq=4, hidden=8], bf16> {
   %0 = mt.layer_norm %x, %g over hidden {epsilon = 1.0e-05 : f64} : !mt.tensor<[seq=4, hidden=8], bf16>, !mt.tensor<[hidden=8], bf16> -> !mt.tensor<[seq=4, hidden=8], bf16>
   return %0 : !mt.tensor<[seq=4, hidden=8], bf16>
 }
 // CHECK-LABEL: func.func @layer_norm_bf16(
 // CHECK-SAME: %[[X:[^:]*]]: !mt.tensor<[seq=4, hidden=8], bf16>, %[[G:[^:]*]]: !mt.tensor
-// CHECK-DAG: %[[XW:.*]] = mt.cast %[[X]] : <[seq=4, hidden=8], bf16> to <[seq=4, hidden=8], f32>
-// CHECK-DAG: %[[GW:.*]] = mt.cast %[[G]] : <[hidden=8], bf16> to <[hidden=8], f32>
-// CHECK: %[[MEAN:.*]] = mt.reduce_mean %[[XW]] over [hidden] : <[seq=4, hidden=8], f32>
-// CHECK: mt.reduce_mean {{.*}} over [hidden] : <[seq=4, hidden=8], f32>
-// CHECK: %[[Y:.*]] = mt.mul %{{.*}}, %[[GW]] : <[seq=4, hidden=8], f32>, <[hidden=8], f32>
-// CHECK: %[[YB:.*]] = mt.cast %[[Y]] : <[seq=4, hidden=8], f32> to <[seq=4, hidden=8], bf16>
+// CHECK-DAG: %[[XW:.*]] = mt.cast %[[X]] {mt.stored_as = bf16} : <[seq=4, hidden=8], bf16> to <[seq=4, hidden=8], f32>
+// CHECK-DAG: %[[GW:.*]] = mt.cast %[[G]] {mt.stored_as = bf16} : <[hidden=8], bf16> to <[hidden=8], f32>
+// CHECK: %[[MEAN:.*]] = mt.reduce_mean %[[XW]] over [hidden] {mt.stored_as = bf16} : <[seq=4, hidden=8], f32>
+// CHECK: mt.reduce_mean {{.*}} over [hidden] {mt.stored_as = bf16} : <[seq=4, hidden=8], f32>
+// CHECK: %[[Y:.*]] = mt.mul %{{.*}}, %[[GW]] {mt.stored_as = bf16} : <[seq=4, hidden=8], f32>, <[hidden=8], f32>
+// CHECK: %[[YB:.*]] = mt.cast %[[Y]] {mt.stored_as = bf16} : <[seq=4, hidden=8], f32> to <[seq=4, hidden=8], bf16>
 // CHECK: return %[[YB]]
 
 // -----
