@@ -18,6 +18,9 @@
 #   --out DIR             keep plans, weights, logs and metrics in DIR (default: a new
 #                         directory under ${TMPDIR:-/tmp}, printed at the end)
 #   --bin DIR             mtc and mtrun from DIR (default: build/bin)
+#   --bf16                bf16 mixed precision on both sides (mtc compile --bf16; PyTorch's
+#                         CPU autocast to bfloat16)
+#   --no-torch-compile    skip the torch.compile side (inductor; needs a C++ compiler)
 #
 # The first step of each side is left out of its figure (median tokens/s over the others).
 # Run it on an otherwise idle machine: a build in the background makes OpenMP threads wait
@@ -35,6 +38,8 @@ small_batch=2
 out=""
 torch_only=0
 check=0
+precision=fp32
+torch_compile=1
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
@@ -49,6 +54,8 @@ while [[ $# -gt 0 ]]; do
     --small-batch) small_batch="$2"; shift ;;
     --out) out="$2"; shift ;;
     --bin) bin="$2"; shift ;;
+    --bf16) precision=bf16 ;;
+    --no-torch-compile) torch_compile=0 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -113,8 +120,9 @@ for model in $models; do
   plan="$dir/model.plan"
   weights="$dir/init.safetensors"
   kernels=()
+  [[ $precision == bf16 ]] && kernels+=(--bf16)
   if [[ $torch_only == 0 || ($check == 1 && $model == gpt-tiny) ]]; then
-    kernels=(--kernels=x86)
+    kernels+=(--kernels=x86)
   fi
   echo "== $model: compiling $(basename "$src") ${kernels[*]}" >&2
   rm -rf "$plan"
@@ -135,14 +143,23 @@ for model in $models; do
     fi
   fi
 
-  echo "== $model: torch, $steps steps, $threads threads" >&2
-  if ! "$py" "$root/bench/torch_gpt.py" --plan "$plan" --weights "$weights" --steps "$steps" \
-      --threads "$threads" --micro-batch "$micro" --global-batch "$global" \
-      --json-out "$dir/torch.json" --metrics "$dir/torch.jsonl" > "$dir/torch.log" 2>&1; then
-    echo "run.sh: torch_gpt.py failed on $model (see $dir/torch.log):" >&2
-    tail -5 "$dir/torch.log" >&2
-    status=1
-  fi
+  torch_precision=()
+  [[ $precision == bf16 ]] && torch_precision=(--bf16)
+  sides=(torch)
+  [[ $torch_compile == 1 ]] && sides+=(torch-compile)
+  for side in "${sides[@]}"; do
+    extra=()
+    [[ $side == torch-compile ]] && extra=(--compile)
+    echo "== $model: $side, $steps steps, $threads threads" >&2
+    if ! "$py" "$root/bench/torch_gpt.py" --plan "$plan" --weights "$weights" --steps "$steps" \
+        --threads "$threads" --micro-batch "$micro" --global-batch "$global" \
+        "${torch_precision[@]}" "${extra[@]}" \
+        --json-out "$dir/$side.json" --metrics "$dir/$side.jsonl" > "$dir/$side.log" 2>&1; then
+      echo "run.sh: torch_gpt.py ${extra[*]} failed on $model (see $dir/$side.log):" >&2
+      tail -5 "$dir/$side.log" >&2
+      status=1
+    fi
+  done
 
   if [[ $check == 1 && $model == gpt-tiny ]]; then
     echo "== $model: equivalence of torch_gpt.py and the plan's compiled step" >&2
@@ -155,7 +172,7 @@ for model in $models; do
 done
 
 echo
-echo "CPU training throughput, $threads threads ($(nproc) cores), fp32; torch $("$py" -c 'import torch; print(torch.__version__)')"
+echo "CPU training throughput, $threads threads ($(nproc) cores), $precision; torch $("$py" -c 'import torch; print(torch.__version__)')"
 "$py" "$root/bench/summarize.py" "$out" $models
 echo
 echo "plans, weights, logs and metrics: $out"

@@ -4,8 +4,8 @@
     python3 bench/summarize.py OUT_DIR MODEL...
 
 For each MODEL, OUT_DIR/MODEL/ holds mtrun.jsonl (mtrun --metrics: one JSON object per step
-with at least "step", "loss", "tokens_per_s", "step_ms") and torch.json (torch_gpt.py's
-result). mtc's figure is the median tokens_per_s over the steps after the first; torch's is
+with at least "step", "loss", "tokens_per_s", "step_ms"), torch.json (torch_gpt.py's
+result, eager) and, when it ran, torch-compile.json (torch_gpt.py --compile). mtc's figure is the median tokens_per_s over the steps after the first; torch's is
 computed the same way by torch_gpt.py (--warmup 1). Standard library only.
 """
 
@@ -66,18 +66,26 @@ def main():
         d = os.path.join(out, model)
         mtc = read_mtrun(os.path.join(d, "mtrun.jsonl"))
         torch = read_json(os.path.join(d, "torch.json"))
+        compiled = read_json(os.path.join(d, "torch-compile.json"))
         ratio = (mtc["tokens_per_s"] / torch["tokens_per_s"]) if mtc and torch else None
-        summary[model] = {"mtc": mtc, "torch": torch, "ratio_mtc_over_torch": ratio}
+        ratio_compiled = ((mtc["tokens_per_s"] / compiled["tokens_per_s"])
+                          if mtc and compiled else None)
+        summary[model] = {"mtc": mtc, "torch": torch, "torch_compile": compiled,
+                          "ratio_mtc_over_torch": ratio,
+                          "ratio_mtc_over_torch_compile": ratio_compiled}
         shape = (f"{torch['global_batch']}x{torch['seq']}" if torch else "-")
         rows.append([model, shape,
                      fmt(mtc and mtc["tokens_per_s"], ",.0f"),
                      fmt(torch and torch["tokens_per_s"], ",.0f"),
                      fmt(ratio, ".2f"),
+                     fmt(compiled and compiled["tokens_per_s"], ",.0f"),
+                     fmt(ratio_compiled, ".2f"),
                      fmt(mtc and mtc["step_ms"], ",.1f"),
                      fmt(torch and torch["step_ms"], ",.1f"),
                      f"{fmt(mtc and mtc['initial_loss'], '.3f')} / "
                      f"{fmt(torch and torch['initial_loss'], '.3f')}"])
     header = ["model", "tokens/step", "mtc tokens/s", "torch tokens/s", "mtc/torch",
+              "torch.compile tokens/s", "mtc/compile",
               "mtc step ms", "torch step ms", "loss@0 mtc / torch"]
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     line = lambda r: "| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths)) + " |"

@@ -511,14 +511,17 @@ def make_batches(plan, args, steps, micro, global_batch):
     return out
 
 
-def train_step(model, opt, settings, step, micro_batches, dropout):
+def train_step(model, opt, settings, step, micro_batches, dropout, bf16=False):
     for group in opt.param_groups:
         group["lr"] = settings.lr_at(step)
     opt.zero_grad(set_to_none=True)
     n = len(micro_batches)
     total = 0.0
     for tokens, labels in micro_batches:
-        loss = model(tokens, labels, dropout=dropout)
+        # bf16: PyTorch's CPU autocast (fp32 parameters and gradients, products in bf16 on
+        # oneDNN, softmax and norms in fp32), the recipe of mtc's `--bf16`.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(tokens, labels, dropout=dropout)
         (loss / n if n > 1 else loss).backward()
         total += loss.item()
     params = [p for g in opt.param_groups for p in g["params"]]
@@ -553,6 +556,8 @@ def main(argv=None):
     ap.add_argument("--adamw", choices=["fused", "foreach", "for-loop"], default="fused",
                     help="torch.optim.AdamW implementation (default fused, falling back to "
                     "foreach where this torch has no fused CPU AdamW)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="bf16 mixed precision: the forward under torch.autocast('cpu', bfloat16)")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the model (inductor; needs a C++ compiler)")
     ap.add_argument("--metrics", help="also write one JSON line per step here (like mtrun's)")
@@ -618,7 +623,7 @@ def main(argv=None):
     records = []
     for step in range(args.steps):
         t0 = time.perf_counter()
-        loss, norm = train_step(model, opt, settings, step, batches[step], dropout)
+        loss, norm = train_step(model, opt, settings, step, batches[step], dropout, args.bf16)
         dt = time.perf_counter() - t0
         rec = {"step": step, "loss": loss, "tokens_per_s": tokens_per_step / dt,
                "step_ms": dt * 1e3, "lr": settings.lr_at(step), "grad_norm": norm}
@@ -654,6 +659,7 @@ def main(argv=None):
         "data": args.data,
         "adamw": impl,
         "compile": bool(args.compile),
+        "bf16": bool(args.bf16),
         "torch": torch.__version__,
     }
     if args.save_weights:
