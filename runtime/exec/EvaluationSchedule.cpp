@@ -50,7 +50,7 @@ Expected<PipelineSchedule> evaluationSchedule(const PipelinePlan &pipeline, int6
   const int64_t span = *std::max_element(stageFree.begin(), stageFree.end());
   for (StageTasks &stage : schedule.stages)
     stage.bubbleFraction =
-        span > 0 ? 1.0 - static_cast<double>(stage.inFlight) / static_cast<double>(span) : 0.0;
+        span > 0 ? static_cast<double>(span - stage.inFlight) / static_cast<double>(span) : 0.0;
   return schedule;
 }
 
