@@ -33,9 +33,8 @@ Expected<PipelineSchedule> evaluationSchedule(const PipelinePlan &pipeline, int6
       const int64_t s = stageOf(c);
       StageTasks &stage = schedule.stages[size_t(s)];
       auto task = [&](TaskOp op, int64_t peer) -> ScheduleTask & {
-        return stage.tasks.emplace_back(ScheduleTask{op, static_cast<int32_t>(c),
-                                                     static_cast<int32_t>(i),
-                                                     static_cast<int32_t>(peer)});
+        return stage.tasks.emplace_back(ScheduleTask{
+            op, static_cast<int32_t>(c), static_cast<int32_t>(i), static_cast<int32_t>(peer)});
       };
       if (c > 0 && stageOf(c - 1) != s)
         task(TaskOp::RecvActivation, stageOf(c - 1));

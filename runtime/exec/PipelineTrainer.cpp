@@ -248,7 +248,8 @@ Expected<int32_t *> PipelineTrainer::batch(bool labels, int64_t microBatch) {
     if (Error err = source.batch(evaluationBatch_.value_or(step_), sampleBegin(microBatch),
                                  microBatchSize_, seqLen_, tokens.data(), targets.data());
         !err.ok())
-      return evaluationBatch_ ? std::move(err) : std::move(err).withContext(concat("step ", step_ + 1));
+      return evaluationBatch_ ? std::move(err)
+                              : std::move(err).withContext(concat("step ", step_ + 1));
     batches_[{false, microBatch}] = std::move(tokens);
     batches_[{true, microBatch}] = std::move(targets);
     it = batches_.find(key);

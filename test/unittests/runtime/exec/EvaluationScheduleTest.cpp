@@ -33,8 +33,11 @@ PipelinePlan placement(std::vector<int64_t> chunkStages, int64_t stages) {
 
 /// 1F1B's one chunk per stage, interleaved (c % P), ZB-V's V, a V over 4 stages, one stage.
 std::vector<PipelinePlan> placements() {
-  return {placement({0, 1}, 2), placement({0, 1, 2, 3}, 4), placement({0, 1, 0, 1}, 2),
-          placement({0, 1, 1, 0}, 2), placement({0, 1, 2, 3, 3, 2, 1, 0}, 4),
+  return {placement({0, 1}, 2),
+          placement({0, 1, 2, 3}, 4),
+          placement({0, 1, 0, 1}, 2),
+          placement({0, 1, 1, 0}, 2),
+          placement({0, 1, 2, 3, 3, 2, 1, 0}, 4),
           placement({0, 0}, 1)};
 }
 

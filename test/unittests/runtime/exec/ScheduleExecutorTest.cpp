@@ -316,8 +316,8 @@ TEST(ScheduleExecutor, RunsTheEvaluationLists) {
     Expected<PipelineSchedule> evaluation = evaluationSchedule(plan, m);
     ASSERT_TRUE(evaluation.ok()) << evaluation.error().message();
     // Twice, as an evaluation of two batches runs the lists; ring 1: one buffer per kind.
-    auto results = runPipeline(*evaluation, 2, 1, concat("eval", n),
-                               2000ms, {}, c.placement, &training);
+    auto results =
+        runPipeline(*evaluation, 2, 1, concat("eval", n), 2000ms, {}, c.placement, &training);
     for (size_t st = 0; st < results.size(); ++st) {
       const StageResult &r = results[st];
       ASSERT_EQ(r.steps.size(), 2u);
