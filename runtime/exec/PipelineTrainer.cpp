@@ -3,6 +3,7 @@
 #include "runtime/exec/PipelineTrainer.h"
 
 #include "runtime/exec/DropoutKey.h"
+#include "runtime/exec/EvaluationSchedule.h"
 #include "runtime/exec/KernelMemory.h"
 #include "runtime/exec/MeshCollectives.h"
 
@@ -109,7 +110,7 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
 Expected<std::unique_ptr<PipelineTrainer>>
 PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, TrainingState state,
                         const TokenSource &data, int64_t globalBatch, const RankMesh &mesh,
-                        TraceRecorder *trace) {
+                        TraceRecorder *trace, const TokenSource *validation) {
   if (!plan.pipeline)
     return makeError(plan.dir.string(), ": the plan has no pipeline");
   const PipelinePlan &pipeline = *plan.pipeline;
@@ -163,6 +164,21 @@ PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, Training
   if (!executor)
     return executor.takeError();
   t->executor_.emplace(std::move(*executor));
+  // Evaluation: the forward-only lists for the step's micro-batches, over the same links
+  // (they send only where the training schedules send activations).
+  if (validation) {
+    Expected<PipelineSchedule> lists = evaluationSchedule(pipeline, t->microBatches_);
+    if (!lists)
+      return lists.takeError().withContext(concat(plan.dir.string(), ": evaluation"));
+    t->evaluationSchedule_.emplace(std::move(*lists));
+    Expected<ScheduleExecutor> evaluation =
+        ScheduleExecutor::create(*t->evaluationSchedule_, static_cast<int>(mesh.stage()),
+                                 t->links_ ? &*t->links_ : nullptr, trace);
+    if (!evaluation)
+      return evaluation.takeError().withContext("evaluation");
+    t->evaluationExecutor_.emplace(std::move(*evaluation));
+    t->validation_ = validation;
+  }
   return t;
 }
 
@@ -200,6 +216,17 @@ void PipelineTrainer::release(const Key &key) {
   }
 }
 
+void PipelineTrainer::releaseSaved(int64_t chunk, int64_t microBatch) {
+  for (Held what : {Held::Residual, Held::Stash})
+    while (true) {
+      auto it = buffers_.lower_bound({what, chunk, microBatch, 0});
+      if (it == buffers_.end() || std::get<0>(it->first) != what ||
+          std::get<1>(it->first) != chunk || std::get<2>(it->first) != microBatch)
+        break;
+      release(it->first);
+    }
+}
+
 void PipelineTrainer::countHeld(const Key &key, int64_t bytes) {
   Held what = std::get<0>(key);
   if (what == Held::Residual || what == Held::Stash) {
@@ -216,10 +243,13 @@ Expected<int32_t *> PipelineTrainer::batch(bool labels, int64_t microBatch) {
   if (it == batches_.end()) {
     size_t n = size_t(microBatchSize_ * seqLen_);
     std::vector<int32_t> tokens(n), targets(n);
-    if (Error err = data_->batch(step_, sampleBegin(microBatch), microBatchSize_, seqLen_,
-                                 tokens.data(), targets.data());
+    // Evaluation reads validation batch b as step b of the validation data.
+    const TokenSource &source = evaluationBatch_ ? *validation_ : *data_;
+    if (Error err = source.batch(evaluationBatch_.value_or(step_), sampleBegin(microBatch),
+                                 microBatchSize_, seqLen_, tokens.data(), targets.data());
         !err.ok())
-      return std::move(err).withContext(concat("step ", step_ + 1));
+      return evaluationBatch_ ? std::move(err)
+                              : std::move(err).withContext(concat("step ", step_ + 1));
     batches_[{false, microBatch}] = std::move(tokens);
     batches_[{true, microBatch}] = std::move(targets);
     it = batches_.find(key);
@@ -337,14 +367,16 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
     pointers.push_back(*data);
   }
   {
+    // Evaluation has no DropoutCall (the kernels keep every element) and no loss scale.
+    const bool evaluating = evaluationBatch_.has_value();
     DropoutCall dropout{DropoutKey{plan_->seed, step_, kernelSampleBegin(i)}};
-    if (Error err =
-            callInMesh(kernel, pointers, mesh_->context(), plan_->dropout ? &dropout : nullptr,
-                       scaler_ ? scaler_->scale() : 1.0f);
+    if (Error err = callInMesh(kernel, pointers, mesh_->context(),
+                               plan_->dropout && !evaluating ? &dropout : nullptr,
+                               scaler_ && !evaluating ? scaler_->scale() : 1.0f);
         !err.ok())
       return std::move(err).withContext(
-          concat("step ", step_ + 1, ": stage ", mesh_->stage(), ": chunk", c, '.', role,
-                 " micro-batch ", i));
+          concat(evaluating ? std::string() : concat("step ", step_ + 1, ": "), "stage ",
+                 mesh_->stage(), ": chunk", c, '.', role, " micro-batch ", i));
   }
   for (auto [p, begin, count] : written)
     if (Error err = grads_->addPart(mesh_->dataParallel(), p, begin, count, step_); !err.ok())
@@ -352,9 +384,9 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
           concat("stage ", mesh_->stage(), ": chunk", c, '.', role, " micro-batch ", i));
   if (wroteLoss)
     lossSum_ += loss;
-  // The counts of the chunk's layers, into their rows of the whole stack.
+  // The counts of the chunk's layers, into their rows of the whole stack (a step's only).
   const ChunkKernels &chunkKernels = plan_->x86Kernels->chunks[size_t(c)];
-  for (size_t load = 0; load < expertLoads; ++load) {
+  for (size_t load = 0; load < (evaluationBatch_ ? 0 : expertLoads); ++load) {
     int64_t *sum = expertLoadSum_.data() + expertLoad_.rowOffset(load, chunkKernels.firstLayer);
     const std::vector<int64_t> &counts = expertLoadCounts_[load];
     for (int64_t n = 0; n < chunkKernels.numLayers * expertLoad_.experts[load]; ++n)
@@ -364,6 +396,8 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
   switch (task.op) {
   case TaskOp::Forward:
     release({Held::Input, c, i, 0});
+    if (evaluationBatch_) // no backward reads what the forward saved
+      releaseSaved(c, i);
     break;
   case TaskOp::BackwardInput: {
     release({Held::OutputGrad, c, i, 0});
@@ -380,14 +414,7 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
   case TaskOp::Backward:
   case TaskOp::BackwardWeight:
     release({Held::OutputGrad, c, i, 0});
-    for (Held what : {Held::Residual, Held::Stash})
-      while (true) {
-        auto it = buffers_.lower_bound({what, c, i, 0});
-        if (it == buffers_.end() || std::get<0>(it->first) != what ||
-            std::get<1>(it->first) != c || std::get<2>(it->first) != i)
-          break;
-        release(it->first);
-      }
+    releaseSaved(c, i);
     break;
   default:
     break;
@@ -629,6 +656,42 @@ Expected<StepStats> PipelineTrainer::step() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats.tokensPerExpert = tokensPerExpert_;
   return stats;
+}
+
+Expected<double> PipelineTrainer::evaluate(int64_t firstBatch, int64_t count) {
+  step_ = state_.step;
+  if (!validation_ || !evaluationExecutor_)
+    return makeError("the trainer was given no validation data");
+  // The memory high-water marks stay those of the training steps.
+  const int64_t peakHeld = peakHeldBytes_, peakSaved = peakSavedBytes_;
+  lossSum_ = 0;
+  Error failed = Error::success();
+  for (int64_t b = firstBatch; b < firstBatch + count && failed.ok(); ++b) {
+    evaluationBatch_ = b;
+    Expected<StageStepTimes> times = evaluationExecutor_->runStep(*this);
+    buffers_.clear();
+    batches_.clear();
+    heldBytes_ = savedBytes_ = 0;
+    if (!times)
+      failed = times.takeError();
+  }
+  evaluationBatch_.reset();
+  peakHeldBytes_ = peakHeld;
+  peakSavedBytes_ = peakSaved;
+  if (!failed.ok())
+    return std::move(failed).withContext(concat("validation at step ", step_));
+  // The loss of the stage running the last chunk, summed over the data-parallel ranks (every
+  // stage takes part), then shared with every stage.
+  double loss = plan_->pipeline->chunkStages.back() == mesh_->stage() ? lossSum_ : 0.0;
+  if (Communicator *dp = mesh_->dataParallel())
+    if (Error err = dp->allReduce(&loss, 1, MTC_F64, MTC_SUM); !err.ok())
+      return std::move(err).withContext(concat(
+          "validation at step ", step_, ": all-reduce of the loss over the data-parallel ranks"));
+  if (Communicator *pipeline = mesh_->pipeline())
+    if (Error err = pipeline->allReduce(&loss, 1, MTC_F64, MTC_SUM); !err.ok())
+      return std::move(err).withContext(
+          concat("validation at step ", step_, ": all-reduce of the loss over the stages"));
+  return loss / static_cast<double>(count * totalMicroBatches_);
 }
 
 int64_t PipelineTrainer::bufferBytes() const {

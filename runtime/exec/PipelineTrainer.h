@@ -33,6 +33,17 @@
 // beside the loss and shares with every stage in the pipeline group's all-reduce of the
 // gradient norm, where each stage contributes its rows and zeros for the others.
 //
+// Evaluation (`evaluate`, mtrun --eval-interval) runs the forward-only task lists of
+// EvaluationSchedule.h through a second executor over the same links: for each validation
+// global batch, the forward of every chunk and micro-batch (the rank's micro-batches dealt
+// as in a step), without dropout, without the loss scale, with no gradient, no backward and
+// no optimizer; what a forward saves for its backward is dropped as soon as it returns. The
+// validation loss is Trainer::evaluate's: the mean of the micro-batch losses of the stage
+// running the last chunk, summed over the data-parallel ranks and shared with every stage.
+// Nothing of training changes (the state, the step's data and dropout keys, the measured
+// times and the memory high-water marks), so the steps after an evaluation are bit for bit
+// those of a run without it.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_EXEC_PIPELINETRAINER_H
@@ -58,15 +69,22 @@ public:
   /// The trainer of this rank's stage (mesh.stage()) of `plan`. `state` is the stage's
   /// (takeStage of the rank's shards), `globalBatch` as for the Trainer. Collective over the
   /// pipeline group (it builds the links between stages). `trace` (optional) records every
-  /// task (ScheduleExecutor.h). Everything given must outlive the trainer.
+  /// task (ScheduleExecutor.h). `validation` (null: no evaluation) is what `evaluate` reads.
+  /// Everything given must outlive the trainer.
   static Expected<std::unique_ptr<PipelineTrainer>>
   create(const Plan &plan, const KernelLibrary &kernels, TrainingState state,
          const TokenSource &data, int64_t globalBatch, const RankMesh &mesh,
-         TraceRecorder *trace = nullptr);
+         TraceRecorder *trace = nullptr, const TokenSource *validation = nullptr);
 
   /// One step of the schedule. With loss scaling (fp16) a gradient norm that is not finite
   /// skips the optimizer step (Trainer::step).
   Expected<StepStats> step();
+  /// The validation loss of the current parameters over global batches [firstBatch,
+  /// firstBatch + count) of the validation data (batch b is `step` b of its TokenSource), as
+  /// Trainer::evaluate defines it, the same on every rank (see the file comment). Collective
+  /// over the pipeline and data-parallel groups. Fails when the trainer has no validation
+  /// data, a batch cannot be read, a forward or a message fails.
+  Expected<double> evaluate(int64_t firstBatch, int64_t count);
   /// As Trainer::setLossScaleOptions.
   void setLossScaleOptions(const LossScaleOptions &options) { lossScaleOptions_ = options; }
 
@@ -114,9 +132,12 @@ private:
   /// The buffer of `key`, made with `elements` values when it does not exist (0: it must).
   Expected<float *> buffer(const Key &key, size_t elements, std::string_view what);
   void release(const Key &key);
+  /// Releases the residuals and stash of chunk `chunk`, micro-batch `microBatch`.
+  void releaseSaved(int64_t chunk, int64_t microBatch);
   /// Counts `bytes` more (or fewer) held in buffers of `key`'s kind.
   void countHeld(const Key &key, int64_t bytes);
-  /// The token ids or labels of the rank's micro-batch `microBatch`.
+  /// The token ids or labels of the rank's micro-batch `microBatch` (of the step, or of the
+  /// validation batch being evaluated).
   Expected<int32_t *> batch(bool labels, int64_t microBatch);
   int64_t sampleBegin(int64_t microBatch) const {
     return (dpIndex_ + microBatch * dpSize_) * microBatchSize_;
@@ -143,6 +164,12 @@ private:
   const PipelineSchedule *schedule_ = nullptr;
   std::optional<PipelineLinks> links_;
   std::optional<ScheduleExecutor> executor_;
+  /// Evaluation: the validation data (null: none), the forward-only lists and their
+  /// executor, and the validation batch being evaluated (none: a training step runs).
+  const TokenSource *validation_ = nullptr;
+  std::optional<PipelineSchedule> evaluationSchedule_;
+  std::optional<ScheduleExecutor> evaluationExecutor_;
+  std::optional<int64_t> evaluationBatch_;
   /// The stages holding shared parameters (the tied embedding), when they differ: their
   /// group (null on a stage outside it) and the parameters (stage table indices) summed
   /// over it.

@@ -21,7 +21,6 @@
 #include <cstdio>
 #include <optional>
 #include <sys/resource.h>
-#include <type_traits>
 
 namespace mtc::rt {
 namespace {
@@ -267,9 +266,12 @@ private:
     return mesh_.bytesSent() + trainer.bytesSent();
   }
   /// Evaluation number `index` (of the run's order: the one at step (index + 1) x the
-  /// interval, or with `end` the one at the end of training) of the trainer's parameters,
-  /// logged and recorded in the metrics (every rank calls it).
-  Error evaluate(Trainer &trainer, int64_t index, bool end, std::optional<MetricsWriter> &metrics);
+  /// interval, or with `end` the one at the end of training) of the trainer's parameters
+  /// (a Trainer or a PipelineTrainer), logged and recorded in the metrics (every rank calls
+  /// it).
+  template <class StepTrainer>
+  Error evaluate(StepTrainer &trainer, int64_t index, bool end,
+                 std::optional<MetricsWriter> &metrics);
   /// The step loop over `trainer` (a Trainer or a PipelineTrainer), which evaluates on
   /// `validation` (null: no evaluation).
   template <class StepTrainer>
@@ -363,9 +365,6 @@ Error Run::train(TrainingState &state) {
   Expected<KernelLibrary> kernels = KernelLibrary::load(plan_);
   if (!kernels)
     return kernels.takeError();
-  if (options_.evalInterval > 0 && stage_)
-    return makeError("--eval-interval: a pipeline plan has no single `forward` to evaluate with "
-                     "(its chunks' forwards run in the stages' schedule)");
   Expected<RunData> data = openData(plan_, options_, *kernels);
   if (!data)
     return data.takeError();
@@ -376,13 +375,16 @@ Error Run::train(TrainingState &state) {
       return writer.takeError();
     metrics.emplace(std::move(*writer));
   }
+  const TokenSource *validation = data->validation ? &*data->validation : nullptr;
   if (stage_) {
-    Expected<std::unique_ptr<PipelineTrainer>> trainer = PipelineTrainer::create(
-        plan_, *kernels, std::move(state), data->train, options_.globalBatch, mesh_, trace_);
+    Expected<std::unique_ptr<PipelineTrainer>> trainer =
+        PipelineTrainer::create(plan_, *kernels, std::move(state), data->train,
+                                options_.globalBatch, mesh_, trace_, validation);
     if (!trainer)
       return trainer.takeError();
     (*trainer)->setLossScaleOptions(options_.lossScaling);
-    if (Error err = runSteps(**trainer, state, data->train, nullptr, *kernels, metrics); !err.ok())
+    if (Error err = runSteps(**trainer, state, data->train, validation, *kernels, metrics);
+        !err.ok())
       return err;
     // Each stage's measured bubble next to the schedule's (collective over the stages).
     Expected<std::vector<double>> bubbles =
@@ -393,7 +395,6 @@ Error Run::train(TrainingState &state) {
     if (Error err = reportStages(**trainer); !err.ok())
       return err;
   } else {
-    const TokenSource *validation = data->validation ? &*data->validation : nullptr;
     Expected<Trainer> trainer = Trainer::create(
         plan_, *kernels, std::move(state), data->train, options_.globalBatch, mesh_.dataParallel(),
         mesh_.partitioned() ? &mesh_.context() : nullptr, validation);
@@ -454,7 +455,8 @@ Error Run::reportStages(const PipelineTrainer &trainer) {
   return Error::success();
 }
 
-Error Run::evaluate(Trainer &trainer, int64_t index, bool end,
+template <class StepTrainer>
+Error Run::evaluate(StepTrainer &trainer, int64_t index, bool end,
                     std::optional<MetricsWriter> &metrics) {
   const int64_t step = trainer.state().step;
   TraceRecorder::Scope span(trace_, "evaluation", "evaluation", {{"step", step}});
@@ -525,17 +527,14 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
   // axes' collectives in the kernels, the data-parallel all-reduce, gathers of checkpoints).
   uint64_t commStart = bytesSent(trainer);
   uint64_t commBytes = commStart;
-  // Evaluates (Trainer only: mtrun refuses evaluation of pipeline plans), keeping its bytes
-  // out of the steps' communication.
+  // Evaluates, keeping its bytes out of the steps' communication.
   auto evaluateAt = [&](int64_t index, bool end) -> Error {
-    if constexpr (std::is_same_v<StepTrainer, Trainer>) {
-      const uint64_t before = bytesSent(trainer);
-      if (Error err = evaluate(trainer, index, end, metrics); !err.ok())
-        return err;
-      const uint64_t used = bytesSent(trainer) - before;
-      commStart += used;
-      commBytes += used;
-    }
+    const uint64_t before = bytesSent(trainer);
+    if (Error err = evaluate(trainer, index, end, metrics); !err.ok())
+      return err;
+    const uint64_t used = bytesSent(trainer) - before;
+    commStart += used;
+    commBytes += used;
     return Error::success();
   };
   double firstLoss = 0, lastLoss = 0, seconds = 0;

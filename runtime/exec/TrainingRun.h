@@ -9,9 +9,10 @@
 //   - train up to `targetSteps` (Trainer), logging every `logEvery` steps, appending a JSON
 //     line per step to the metrics file and checkpointing every `saveEvery` steps; an fp16
 //     plan's log lines and records also give the loss scale and the skipped steps;
-//   - with `evalInterval`, evaluate as Megatron does (Trainer::evaluate): every `evalInterval`
-//     steps and at the end of training, the validation loss and perplexity over `evalIters`
-//     global batches of the indexed dataset's valid split, as a log line and a metrics record;
+//   - with `evalInterval`, evaluate as Megatron does (Trainer::evaluate, under pipeline
+//     parallelism PipelineTrainer::evaluate): every `evalInterval` steps and at the end of
+//     training, the validation loss and perplexity over `evalIters` global batches of the
+//     indexed dataset's valid split, as a log line and a metrics record;
 //   - report the run (tokens/s, loss, the communication measured against its prediction,
 //     CommunicationPrediction.h, and the kernels' arena);
 //   - write the final checkpoint and the safetensors export, whole (the shards of a
@@ -76,8 +77,8 @@ struct TrainingRunOptions {
   std::optional<int64_t> trainSamples;
   /// Evaluate every `evalInterval` steps and at the end of training (0: never): the mean loss
   /// over `evalIters` global batches of the valid split of `dataPath` (which it needs), in
-  /// Megatron's order for (train iterations / evalInterval + 1) x evalIters global batches.
-  /// Not for pipeline plans (no single forward).
+  /// Megatron's order for (train iterations / evalInterval + 1) x evalIters global batches
+  /// (a pipeline plan's through its stages' chunk forwards, PipelineTrainer::evaluate).
   int64_t evalInterval = 0;
   int64_t evalIters = 100;
   /// Resume from the checkpoint in this directory.

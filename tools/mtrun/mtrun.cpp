@@ -497,11 +497,8 @@ int run(int argc, char **argv) {
       if (given)
         return fail(makeError(flag, ": ", *opts->plan,
                               " does not train in fp16, the only precision with loss scaling"));
-  if (opts->evalInterval && plan->pipeline)
-    return fail(makeError("--eval-interval: ", *opts->plan,
-                          " is a pipeline plan, which has no single `forward` to evaluate with "
-                          "(its chunks' forwards run in the stages' schedule)"));
-  if (opts->evalInterval && plan->x86Kernels && !plan->x86Kernels->forward)
+  // A pipeline plan evaluates through its chunks' forwards (PipelineTrainer::evaluate).
+  if (opts->evalInterval && !plan->pipeline && plan->x86Kernels && !plan->x86Kernels->forward)
     return fail(makeError("--eval-interval: ", *opts->plan,
                           " has no `forward` function to evaluate with"));
   Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());

@@ -4,7 +4,7 @@
   check-metrics.py RUN.jsonl [--steps N] [--falls-by D] [--same-losses OTHER.jsonl]
                             [--close-losses OTHER.jsonl --rtol R] [--from S]
                             [--validation-steps S,S,...] [--validation-falls]
-                            [--close-validation OTHER.jsonl --atol A]
+                            [--close-validation OTHER.jsonl --atol A | --validation-rtol R]
 
 --steps N: RUN has exactly the records of steps 1..N, in order, each with the fields mtrun
 documents. --falls-by D: the last loss is below the first by more than D. --same-losses:
@@ -19,7 +19,8 @@ above reads the step records only. --validation-steps: RUN's evaluation records 
 steps in this order, the last at the end of training, each with a finite loss and its
 perplexity exp(loss). --validation-falls: the last validation loss is below the first.
 --close-validation: OTHER has the same evaluations with validation losses within absolute
-tolerance A (0: bit-identical). --from S applies to the evaluations too.
+tolerance A (0: bit-identical), or with --validation-rtol within relative tolerance R (a
+parallel run's against a single-rank one's). --from S applies to the evaluations too.
 """
 import argparse
 import json
@@ -63,6 +64,7 @@ def main():
     parser.add_argument("--validation-falls", action="store_true")
     parser.add_argument("--close-validation")
     parser.add_argument("--atol", type=float, default=1e-6)
+    parser.add_argument("--validation-rtol", type=float)
     args = parser.parse_args()
     check_validation(args)
     run = [r for r in read(args.run) if r["step"] >= args.first]
@@ -123,6 +125,17 @@ def check_validation(args):
         if [r["step"] for r in other] != [r["step"] for r in evals]:
             sys.exit(f"evaluations at steps {[r['step'] for r in evals]} against "
                      f"{[r['step'] for r in other]}")
+        if not evals:
+            sys.exit(f"{args.run}: no evaluations to compare")
+        if args.validation_rtol is not None:
+            worst = max(abs(a["validation_loss"] - b["validation_loss"]) / abs(b["validation_loss"])
+                        for a, b in zip(evals, other))
+            if worst > args.validation_rtol:
+                sys.exit(f"validation losses differ by {worst:.3g} relative (tolerance "
+                         f"{args.validation_rtol})")
+            print(f"close validation losses: {len(evals)} evaluations within "
+                  f"{args.validation_rtol} relative (at most {worst:.3g})")
+            return
         worst = max(abs(a["validation_loss"] - b["validation_loss"]) for a, b in zip(evals, other))
         if worst > args.atol:
             sys.exit(f"validation losses differ by {worst:.3g} (tolerance {args.atol})")

@@ -12,6 +12,8 @@
 
 #include "runtime/exec/ScheduleExecutor.h"
 
+#include "runtime/exec/EvaluationSchedule.h"
+
 #include "test/unittests/runtime/PipelineTestSchedules.h"
 #include "test/unittests/runtime/comm/CommTestUtil.h"
 
@@ -170,12 +172,14 @@ struct StageResult {
 };
 
 /// Runs `steps` steps of `schedule` on its stages (chunks placed by `chunkStages`, default one
-/// per stage); `setup` adjusts each stage's fake.
+/// per stage); `setup` adjusts each stage's fake. The links are made for `linksFor` (default:
+/// `schedule`).
 std::vector<StageResult> runPipeline(const PipelineSchedule &schedule, int steps, int ring,
                                      const std::string &prefix,
                                      std::chrono::milliseconds timeout = 2000ms,
                                      const std::function<void(int, FakeStage &)> &setup = {},
-                                     std::vector<int64_t> chunkStages = {}) {
+                                     std::vector<int64_t> chunkStages = {},
+                                     const PipelineSchedule *linksFor = nullptr) {
   TestJob job;
   const int stages = static_cast<int>(schedule.stages.size());
   if (chunkStages.empty())
@@ -190,7 +194,8 @@ std::vector<StageResult> runPipeline(const PipelineSchedule &schedule, int steps
     TraceRecorder trace(stage);
     std::optional<PipelineLinks> links;
     if (comm) {
-      Expected<PipelineLinks> made = PipelineLinks::create(*comm, std::span(&schedule, 1));
+      Expected<PipelineLinks> made =
+          PipelineLinks::create(*comm, std::span(linksFor ? linksFor : &schedule, 1));
       ASSERT_TRUE(made.ok()) << made.error().message();
       links.emplace(std::move(*made));
     }
@@ -288,6 +293,50 @@ TEST(ScheduleExecutor, SeveralChunksPerStage) {
     expectCorrect(results, m, 2, chunks);
     for (const StageResult &r : results)
       EXPECT_EQ(r.weightGradients, c.split ? 2 * m * chunks / c.stages : 0);
+  }
+}
+
+TEST(ScheduleExecutor, RunsTheEvaluationLists) {
+  // Forward-only lists (EvaluationSchedule.h) on the links of a training schedule, as a
+  // pipeline plan evaluates: every forward gets its input (the fake checks the values), the
+  // chunk forwards run in micro-batch order, and nothing else runs.
+  struct Case {
+    std::vector<int64_t> placement;
+    int stages;
+  };
+  const std::vector<Case> cases = {Case{{0, 1}, 2}, Case{{0, 1, 2, 3}, 4}, Case{{0, 1, 0, 1}, 2},
+                                   Case{{0, 1, 1, 0}, 2}};
+  for (size_t n = 0; n < cases.size(); ++n) {
+    const Case &c = cases[n];
+    const int m = 4, chunks = static_cast<int>(c.placement.size());
+    PipelineSchedule training = buildChunkedGPipe(c.placement, c.stages, m, false);
+    PipelinePlan plan;
+    plan.stages = c.stages;
+    plan.chunkStages = c.placement;
+    Expected<PipelineSchedule> evaluation = evaluationSchedule(plan, m);
+    ASSERT_TRUE(evaluation.ok()) << evaluation.error().message();
+    // Twice, as an evaluation of two batches runs the lists; ring 1: one buffer per kind.
+    auto results =
+        runPipeline(*evaluation, 2, 1, concat("eval", n), 2000ms, {}, c.placement, &training);
+    for (size_t st = 0; st < results.size(); ++st) {
+      const StageResult &r = results[st];
+      ASSERT_EQ(r.steps.size(), 2u);
+      for (const Error &e : r.steps)
+        EXPECT_TRUE(e.ok()) << e.message();
+      EXPECT_TRUE(r.mismatches.empty()) << r.mismatches.front();
+      EXPECT_EQ(r.reductions + r.optimizerSteps + r.weightGradients, 0);
+      EXPECT_TRUE(r.inputGradients.empty());
+      std::vector<std::string> runs, want;
+      for (const std::string &e : r.events)
+        if (e.rfind("run ", 0) == 0)
+          runs.push_back(e);
+      for (int step = 0; step < 2; ++step)
+        for (int i = 0; i < m; ++i)
+          for (int k = 0; k < chunks; ++k)
+            if (c.placement[size_t(k)] == int64_t(st))
+              want.push_back(concat("run forward ", k, ' ', i));
+      EXPECT_EQ(runs, want) << "stage " << st;
+    }
   }
 }
 
