@@ -34,6 +34,7 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanSummary.h"
 #include "runtime/plan/ScheduleChart.h"
+#include "runtime/support/BlasCore.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -53,6 +54,8 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/Triple.h"
+
+#include <cblas.h>
 
 using namespace llvm;
 
@@ -1231,6 +1234,11 @@ int compile() {
 } // namespace
 
 int main(int argc, char **argv) {
+  // `mtc calibrate` measures OpenBLAS's sgemm, which Debian's OpenBLAS runs with its SSE3
+  // kernels on CPUs newer than itself: measure the kernels this CPU's features allow, as
+  // mtrun runs them (runtime/support/BlasCore.h).
+  if (argc > 1 && StringRef(argv[1]) == "calibrate")
+    mtc::rt::reexecForBlasCore(openblas_get_corename(), argv);
   InitLLVM init(argc, argv);
   cl::SetVersionPrinter([](raw_ostream &os) {
     os << versionText() << "\n";

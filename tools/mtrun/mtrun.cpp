@@ -22,6 +22,7 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanSummary.h"
 #include "runtime/plan/Sharding.h"
+#include "runtime/support/BlasCore.h"
 #include "runtime/support/CommandLine.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/OutputPaths.h"
@@ -31,6 +32,7 @@
 #include "tools/mtrun/Generate.h"
 #include "tools/mtrun/Serve.h"
 
+#include <cblas.h>
 #include <csignal>
 #include <cstdio>
 #include <malloc.h>
@@ -644,6 +646,9 @@ int run(int argc, char **argv) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Debian's OpenBLAS runs its SSE3 kernels on CPUs newer than itself: run again with the
+  // kernels this CPU's features allow (BlasCore.h), before anything else happens.
+  mtc::rt::reexecForBlasCore(openblas_get_corename(), argv);
   // The compiled step mallocs and frees its temporaries on every call. Keep freed memory in
   // the heap instead of returning it to the system: otherwise every step pays the page
   // faults of fresh mappings again (a fifth of gpt-tiny's step time), until memory planning
