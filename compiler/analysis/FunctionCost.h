@@ -19,7 +19,8 @@
 // size and their casts to f32 and back as nothing: a fused kernel's arithmetic, not traffic.
 //
 // Views and casts (`mt.rename`, `mtp.to_local`, ...), constants and the collectives
-// (CommunicationVolume.h) count nothing here.
+// (CommunicationVolume.h) count nothing here. computeOpCost counts a fused kernel at its
+// root, the op that writes its result: an op fused into its consumer costs nothing alone.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,9 +1,9 @@
 //===- FunctionCostTest.cpp - what one call of a step function computes ---===//
 //
 // computeFunctionCosts counts, per call of each function the runtime calls, the matrix
-// products by FLOPs (2 x the product of every distinct dimension), the bytes of the other
-// computing ops and the op count, a layer scan once per repeat; views and casts count
-// nothing.
+// products by FLOPs (2 x the product of every distinct dimension), the bytes the other ops'
+// kernels move, fused as mtc-fuse-elementwise fuses them, and the kernel count, a layer
+// scan once per repeat; views and casts count nothing.
 //
 //===----------------------------------------------------------------------===//
 
