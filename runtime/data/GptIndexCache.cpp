@@ -22,23 +22,28 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-/// Whether `path` exists (a dangling symbolic link does not); an error other than "no such
-/// file" is an error.
+/// Whether `path` exists (a dangling symbolic link does not, nor a path under a file, which
+/// creating the directory then reports); another failure to look is an error.
 Expected<bool> fileExists(const std::filesystem::path &path) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0)
     return true;
-  if (errno == ENOENT)
+  if (errno == ENOENT || errno == ENOTDIR)
     return false;
   return makeError("cannot look at ", path, ": ", errnoCode());
 }
 
-/// The error of an entry's file that cannot be used.
+/// The error of an entry's file that cannot be used: `message` names the file.
+Error invalid(const GptIndexFiles &files, const std::string &message) {
+  return makeError("--data-cache-path: ", message,
+                   ": the cache entry is stale or corrupt; delete its files '",
+                   files.prefix.string(), "*' and rerun to rebuild it");
+}
+
+/// The same for `path`, which is wrong for `why`.
 Error invalid(const GptIndexFiles &files, const std::filesystem::path &path,
               const std::string &why) {
-  return makeError("--data-cache-path: ", path, ": ", why, ": the cache entry is stale or "
-                   "corrupt; delete its files ", concat(files.prefix).append("*'"),
-                   " and rerun to rebuild it");
+  return invalid(files, concat(path, ": ", why));
 }
 
 /// The elements of `array` into `out` (of type T), each in [low, high].
@@ -220,7 +225,7 @@ Expected<std::optional<GptSampleIndex>> readGptIndex(const GptIndexFiles &files,
   // Every file read whole, then validated.
   Expected<std::string> text = readInputFile(files.description);
   if (!text)
-    return invalid(files, files.description, text.error().message());
+    return invalid(files, text.error().message());
   if (*text != description)
     return invalid(files, files.description,
                    "it describes other indices than this run's (an edited file, or a hash "
@@ -233,7 +238,7 @@ Expected<std::optional<GptSampleIndex>> readGptIndex(const GptIndexFiles &files,
       return invalid(files, path, "missing, though the entry's description.txt is there");
     Expected<NpyArray> array = readNpyFile(path);
     if (!array)
-      return invalid(files, path, array.error().message());
+      return invalid(files, array.error().message());
     return array;
   };
   Expected<NpyArray> documents = read(files.documentIndex);

@@ -53,6 +53,8 @@ constexpr const char *kUsage =
     "                         SentencePieceTokenizer, GPTSentencePieceTokenizer or\n"
     "                         Llama2Tokenizer: a SentencePiece model (--tokenizer-model M)\n"
     "                         as Megatron's tokenizers of those names use it\n"
+    "      --vocab-extra-ids N SentencePieceTokenizer: add T5's sentinels <extra_id_0> ...\n"
+    "                         <extra_id_{N-1}> to the vocabulary (default 0)\n"
     "  info PREFIX\n"
     "      check the indexed dataset PREFIX and print its dtype, sequences, documents, tokens\n"
     "  tokens PREFIX [--first K]\n"
@@ -122,7 +124,8 @@ int preprocess(int argc, char **argv) {
   Expected<Args> args =
       parseArgs(argc, argv,
                 {"--input", "--output-prefix", "--input-format", "--json-key", "--dtype",
-                 kTokenizerFlags[0], kTokenizerFlags[1], kTokenizerFlags[2], kTokenizerFlags[3]},
+                 kTokenizerFlags[0], kTokenizerFlags[1], kTokenizerFlags[2], kTokenizerFlags[3],
+                 kTokenizerFlags[4]},
                 {"--split-lines", "--append-eod"});
   auto fail = [](const Error &err) {
     std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
@@ -154,7 +157,10 @@ int preprocess(int argc, char **argv) {
   if (dtypeName != "u16" && dtypeName != "i32")
     return fail(makeError("--dtype expects u16 or i32, got '", dtypeName, "'"));
   const TokenDType dtype = dtypeName == "u16" ? TokenDType::U16 : TokenDType::I32;
-  Expected<std::unique_ptr<Tokenizer>> tokenizer = makeTokenizer(tokenizerOptions(*args));
+  Expected<TokenizerOptions> tokenizerChoice = tokenizerOptions(*args);
+  if (!tokenizerChoice)
+    return fail(tokenizerChoice.error());
+  Expected<std::unique_ptr<Tokenizer>> tokenizer = makeTokenizer(*tokenizerChoice);
   if (!tokenizer)
     return fail(tokenizer.error());
   if (dtype == TokenDType::U16 && (*tokenizer)->vocabSize() > 65536)
