@@ -280,6 +280,9 @@ Expected<std::optional<GptSampleIndex>> readGptIndex(const GptIndexFiles &files,
 Error writeGptIndex(const GptIndexFiles &files, std::string_view description,
                     const GptSampleIndex &index) {
   const std::filesystem::path dir = files.description.parent_path();
+  if (struct stat st; ::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    return makeError("--data-cache-path: ", dir, " is ", describeFileType(st.st_mode),
+                     ", not a directory");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
