@@ -5,6 +5,7 @@
 #include "runtime/data/NpyFile.h"
 #include "runtime/support/Json.h"
 #include "runtime/support/RegularFile.h"
+#include "runtime/support/Checksum.h"
 #include "runtime/support/Sha256.h"
 #include "runtime/support/TemporaryFiles.h"
 
@@ -46,7 +47,7 @@ Error invalid(const GptIndexFiles &files, const std::filesystem::path &path,
   return invalid(files, concat(path, ": ", why));
 }
 
-/// The elements of `array` into `out` (of type T), each in [low, high].
+/// The elements of `array` as T, each in [low, high].
 template <class T>
 Expected<std::vector<T>> integers(const NpyArray &array, int64_t low, int64_t high,
                                   std::string_view what) {
@@ -56,12 +57,19 @@ Expected<std::vector<T>> integers(const NpyArray &array, int64_t low, int64_t hi
   } catch (const std::bad_alloc &) {
     return makeError("out of memory for its ", array.size(), " elements");
   }
-  for (int64_t i = 0; i < array.size(); ++i) {
-    int64_t v = array.integerAt(i);
-    if (v < low || v > high)
-      return makeError("element ", i, " is ", v, ", outside ", what, " [", low, ", ", high, "]");
+  int64_t bad = -1, badValue = 0;
+  array.forEachInteger([&](int64_t i, int64_t v) {
+    if (v < low || v > high) {
+      bad = i;
+      badValue = v;
+      return false;
+    }
     out[size_t(i)] = T(v);
-  }
+    return true;
+  });
+  if (bad >= 0)
+    return makeError("element ", bad, " is ", badValue, ", outside ", what, " [", low, ", ", high,
+                     "]");
   return out;
 }
 
@@ -89,6 +97,13 @@ Error checkLayout(const NpyArray &array, std::initializer_list<NpyDType> dtypes,
   return Error::success();
 }
 
+/// The sum and the sum of squares of 0, 1, ..., n - 1, modulo 2^64.
+std::pair<uint64_t, uint64_t> rangeSums(int64_t n) {
+  using U = unsigned __int128;
+  const U m = U(uint64_t(n));
+  return {uint64_t(m * (m - 1) / 2), uint64_t((m - 1) * m * (2 * m - 1) / 6)};
+}
+
 Expected<std::vector<int32_t>> readDocumentIndex(const NpyArray &array,
                                                  const GptIndexShape &shape,
                                                  DocumentRange documents) {
@@ -99,35 +114,69 @@ Expected<std::vector<int32_t>> readDocumentIndex(const NpyArray &array,
       integers<int32_t>(array, documents.begin, documents.end - 1, "the split's documents");
   if (!docs)
     return docs.takeError();
-  // Every document E times; with the final epoch shuffled apart, once in it.
+  // Every document once per epoch (and once in a final epoch shuffled apart), checked in one
+  // sequential pass: the sums of the documents and of their squares (relative to the split's
+  // first, modulo 2^64) are those of E copies of the split. A count per document would be
+  // exact but costs a random access per entry, as much as building the index.
   const int64_t n = documents.end - documents.begin;
-  std::vector<int64_t> counts(size_t(n), 0);
-  for (int32_t d : *docs)
-    ++counts[size_t(d - documents.begin)];
-  for (int64_t d = 0; d < n; ++d)
-    if (counts[size_t(d)] != shape.numEpochs)
-      return makeError("document ", documents.begin + d, " appears ", counts[size_t(d)],
-                       " times, not once in each of the ", shape.numEpochs, " epochs");
+  auto sums = [&](size_t from, size_t to) {
+    uint64_t sum = 0, squares = 0;
+    for (size_t i = from; i < to; ++i) {
+      const uint64_t d = uint64_t((*docs)[i] - documents.begin);
+      sum += d;
+      squares += d * d;
+    }
+    return std::pair{sum, squares};
+  };
+  const auto [one, oneSquares] = rangeSums(n);
+  const size_t tail = shape.separateFinalEpoch ? size_t(n) : 0;
+  const auto [head, headSquares] = sums(0, docs->size() - tail);
+  const uint64_t headEpochs = uint64_t(shape.numEpochs) - (shape.separateFinalEpoch ? 1 : 0);
+  if (head != one * headEpochs || headSquares != oneSquares * headEpochs)
+    return makeError("its entries are not the split's ", n, " documents once in each of ",
+                     headEpochs, headEpochs == 1 ? " epoch" : " epochs",
+                     " (their sums differ)");
   if (shape.separateFinalEpoch) {
-    std::fill(counts.begin(), counts.end(), 0);
-    for (size_t i = docs->size() - size_t(n); i < docs->size(); ++i)
-      if (++counts[size_t((*docs)[i] - documents.begin)] > 1)
-        return makeError("document ", (*docs)[i],
-                         " appears twice in the final epoch, which is shuffled apart");
+    const auto [last, lastSquares] = sums(docs->size() - tail, docs->size());
+    if (last != one || lastSquares != oneSquares)
+      return makeError("its last ", n, " entries are not the split's documents once each, the "
+                       "final epoch shuffled apart (their sums differ)");
   }
   return docs;
 }
 
-Error checkSampleIndex(const NpyArray &array, const GptIndexShape &shape,
-                       const std::vector<int64_t> &expected) {
+/// The sample index's rows: (position, offset) from (0, 0), positions non-decreasing within
+/// the document index, offsets non-negative, and within one document each sample seqLen
+/// tokens after the last. (A sample spanning documents is not checked against their lengths,
+/// a random access per document; reading a sample checks its length and range.)
+Error checkSampleIndex(const NpyArray &array, const GptIndexShape &shape, int64_t seqLen) {
   if (Error err = checkLayout(array, {NpyDType::I32, NpyDType::I64}, {shape.numSamples + 1, 2});
       !err.ok())
     return err;
-  for (int64_t i = 0; i < array.size(); ++i)
-    if (array.integerAt(i) != expected[size_t(i)])
-      return makeError("row ", i / 2, " is not the one its document index gives (",
-                       i % 2 ? "offset " : "position ", array.integerAt(i), " instead of ",
-                       expected[size_t(i)], ")");
+  int64_t position = 0, offset = 0;
+  std::string why;
+  array.forEachInteger([&](int64_t i, int64_t v) {
+    const int64_t row = i / 2;
+    if (i % 2 == 0) {
+      if (row == 0 ? v != 0 : v < position || v >= shape.documentIndexSize)
+        why = concat("row ", row, " starts at position ", v, row == 0 ? ", not 0" : "",
+                     row == 0 ? "" : concat(", after row ", row - 1, "'s ", position,
+                                            " or past the document index"));
+      else if (v != position)
+        offset = -1; // another document: any offset
+      position = v;
+    } else {
+      if (v < 0 || (row == 0 && v != 0) || (offset >= 0 && row > 0 && v != offset + seqLen))
+        why = concat("row ", row, " has offset ", v,
+                     offset >= 0 && row > 0 ? concat(", not ", offset + seqLen,
+                                                     " (a sample of the same document)")
+                                            : std::string());
+      offset = v;
+    }
+    return why.empty();
+  });
+  if (!why.empty())
+    return makeError(why);
   return Error::success();
 }
 
@@ -181,8 +230,10 @@ std::string describeGptIndex(const GptIndexRequest &request) {
   int64_t tokens = 0;
   for (int32_t n : lengths)
     tokens += n;
-  const std::string lengthsDigest = sha256Hex(std::string_view(
-      reinterpret_cast<const char *>(lengths.data()), lengths.size() * sizeof(int32_t)));
+  // CRC-32C (a few GB/s) rather than SHA-256 (a few hundred MB/s): it tells a rewritten
+  // dataset from the one the entry was built for, together with the counts; it is no defence
+  // against a forged one.
+  const uint32_t lengthsCrc = crc32c(lengths.data(), lengths.size() * sizeof(int32_t));
   JsonObject description{
       {"class", "GPTDataset"},
       {"dataset_path", request.datasetPath},
@@ -195,7 +246,7 @@ std::string describeGptIndex(const GptIndexRequest &request) {
       {"documents", JsonArray{request.documents.begin, request.documents.end}},
       {"dataset_sequences", int64_t(request.sequenceLengths.size())},
       {"num_tokens_per_epoch", tokens},
-      {"sequence_lengths_sha256", lengthsDigest},
+      {"sequence_lengths_crc32c", int64_t(lengthsCrc)},
       {"format", "mtc GPTDataset indices 1"},
   };
   return JsonValue(std::move(description)).serialize(4) + "\n";
@@ -266,10 +317,13 @@ Expected<std::optional<GptSampleIndex>> readGptIndex(const GptIndexFiles &files,
   if (!documentIndex)
     return invalid(files, files.documentIndex, documentIndex.error().message());
   index.documentIndex = std::move(*documentIndex);
-  index.sampleIndex = buildSampleIndex(request.sequenceLengths, index.documentIndex,
-                                       request.seqLen, shape->numSamples);
-  if (Error err = checkSampleIndex(*samples, *shape, index.sampleIndex); !err.ok())
+  if (Error err = checkSampleIndex(*samples, *shape, request.seqLen); !err.ok())
     return invalid(files, files.sampleIndex, err.message());
+  Expected<std::vector<int64_t>> rows =
+      integers<int64_t>(*samples, 0, std::numeric_limits<int64_t>::max(), "the positions");
+  if (!rows)
+    return invalid(files, files.sampleIndex, rows.error().message());
+  index.sampleIndex = std::move(*rows);
   Expected<std::vector<int64_t>> order = readShuffleIndex(*shuffle, *shape);
   if (!order)
     return invalid(files, files.shuffleIndex, order.error().message());

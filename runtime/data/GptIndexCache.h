@@ -15,7 +15,7 @@
 // Megatron's keys where Megatron has them (class, dataset_path, num_samples, index_split,
 // random_seed, sequence_length, split, add_extra_token_to_sequence) and what else determines
 // the indices here: the split's documents, the dataset's sequence count, the split's tokens
-// and the SHA-256 of its documents' lengths, so that a dataset rewritten under the same
+// and the CRC-32C of its documents' lengths, so that a dataset rewritten under the same
 // prefix gets another entry rather than indices of the old one. <hash> is the first 32 hex
 // digits of the description's SHA-256 (Megatron names entries by the MD5 of its description;
 // the runtime already has SHA-256, and 128 bits of it name an entry as well). The hash
@@ -23,13 +23,17 @@
 // among them), so an entry written by one is a miss for the other, never a wrong hit.
 //
 // An entry is present when its description.txt is. Then every file must be a regular file
-// that reads whole and validates: the description equal to the expected one; each array's
+// that reads whole and validates, in sequential passes (loading must cost less than building,
+// whose cost is random access): the description equal to the expected one; each array's
 // magic, header, dtype (one of those above) and shape; document index entries within the
-// split, each document E times (and once in a separate final epoch); the sample index equal
-// to the one the document index gives (recomputed: a linear pass); the shuffle index a
-// permutation (within each part when the final epoch is shuffled apart). Any failure is an
-// error naming the file and telling to delete the entry's files, which the next run
-// rebuilds: nothing is rebuilt silently over a file of unknown origin.
+// split whose sums and sums of squares are those of each document once per epoch (and once
+// in a separate final epoch); sample index rows from (0, 0) with non-decreasing positions
+// inside the document index, non-negative offsets, and consecutive samples of one document
+// seqLen tokens apart; the shuffle index a permutation (within each part when the final epoch
+// is shuffled apart). Indices that pass cannot make a read leave the dataset (reading a sample
+// checks its range and length too). Any failure is an error naming the file and telling to
+// delete the entry's files, which the next run rebuilds: nothing is rebuilt silently over a
+// file of unknown origin.
 //
 // Without description.txt the indices are built and written: the three arrays, then the
 // description, each to a temporary in DIR renamed into place (TemporaryFiles.h), so a

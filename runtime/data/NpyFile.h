@@ -22,6 +22,7 @@
 #include "runtime/support/Error.h"
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -58,6 +59,9 @@ public:
   std::string_view data() const { return std::string_view(bytes_).substr(dataOffset_); }
   /// Element `i` of an integer array as int64 (i in [0, size)).
   int64_t integerAt(int64_t i) const;
+  /// Calls `f(i, value)` for every element of an integer array in order, the value as int64
+  /// (one dtype dispatch for the whole array); stops at the first `f` that returns false.
+  template <class F> void forEachInteger(F &&f) const;
 
 private:
   friend Expected<NpyArray> parseNpy(std::string bytes, std::string_view name);
@@ -67,6 +71,29 @@ private:
   std::string bytes_; // the whole file
   size_t dataOffset_ = 0;
 };
+
+template <class F> void NpyArray::forEachInteger(F &&f) const {
+  auto each = [&](auto sample) {
+    using T = decltype(sample);
+    const char *p = bytes_.data() + dataOffset_;
+    for (int64_t i = 0; i < size_; ++i, p += sizeof(T)) {
+      T v;
+      std::memcpy(&v, p, sizeof v);
+      if (!f(i, int64_t(v)))
+        return;
+    }
+  };
+  switch (dtype_) {
+  case NpyDType::I32:
+    return each(int32_t());
+  case NpyDType::U32:
+    return each(uint32_t());
+  case NpyDType::I64:
+    return each(int64_t());
+  case NpyDType::F32:
+    return;
+  }
+}
 
 /// The array of a .npy file's bytes `bytes`, named `name` in errors.
 Expected<NpyArray> parseNpy(std::string bytes, std::string_view name);

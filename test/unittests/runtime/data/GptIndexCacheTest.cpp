@@ -91,7 +91,7 @@ TEST(GptIndexCache, TheDescriptionHoldsWhatDecidesTheIndices) {
   const std::string base = describeGptIndex(f.request);
   EXPECT_NE(base.find("\"class\": \"GPTDataset\""), std::string::npos) << base;
   EXPECT_NE(base.find("\"random_seed\": 1234"), std::string::npos) << base;
-  EXPECT_NE(base.find("\"sequence_lengths_sha256\": \""), std::string::npos) << base;
+  EXPECT_NE(base.find("\"sequence_lengths_crc32c\": "), std::string::npos) << base;
   auto differs = [&](auto change) {
     Fixture g;
     change(g);
@@ -210,18 +210,42 @@ TEST(GptIndexCache, RefusesBrokenEntries) {
   bad = docs;
   bad[0] = bad[0] == 0 ? 1 : 0;
   rewrite(files.documentIndex, NpyDType::I32, {d}, bad);
-  {
-    std::string message = loadError(dir, f);
-    EXPECT_NE(message.find(concat("times, not once in each of the ", index.numEpochs, " epochs") + hint), std::string::npos)
-        << message;
-  }
+  expectError(files.documentIndex, "its entries are not the split's 30 documents once in each of "
+                                   "2 epochs (their sums differ)");
+  bad = docs;
+  bad[size_t(d) - 1] = bad[size_t(d) - 2]; // the final epoch holds one twice, another never
+  rewrite(files.documentIndex, NpyDType::I32, {d}, bad);
+  EXPECT_NE(loadError(dir, f).find("are not the split's documents once each, the final epoch "
+                                   "shuffled apart (their sums differ)" + hint),
+            std::string::npos);
   restore();
   std::vector<int64_t> rows = values(files.sampleIndex);
-  rows[7] += 1;
-  rewrite(files.sampleIndex, NpyDType::I64, {n + 1, 2}, rows);
-  expectError(files.sampleIndex,
-              concat("row 3 is not the one its document index gives (offset ", rows[7],
-                     " instead of ", rows[7] - 1, ")"));
+  std::vector<int64_t> badRows = rows;
+  badRows[1] = 1;
+  rewrite(files.sampleIndex, NpyDType::I64, {n + 1, 2}, badRows);
+  expectError(files.sampleIndex, "row 0 has offset 1");
+  badRows = rows;
+  ASSERT_GT(rows[8], 0);
+  badRows[10] = rows[8] - 1;
+  rewrite(files.sampleIndex, NpyDType::I32, {n + 1, 2}, badRows);
+  expectError(files.sampleIndex, concat("row 5 starts at position ", rows[8] - 1, ", after row 4's ",
+                                        rows[8], " or past the document index"));
+  badRows = rows;
+  badRows[size_t(2 * n)] = d;
+  rewrite(files.sampleIndex, NpyDType::I64, {n + 1, 2}, badRows);
+  expectError(files.sampleIndex, concat("row ", n, " starts at position ", d, ", after row ", n - 1,
+                                        "'s ", rows[size_t(2 * n - 2)], " or past the document index"));
+  // Two samples of one document that are not seqLen apart.
+  for (int64_t r = 1; r < n; ++r)
+    if (rows[size_t(2 * r)] == rows[size_t(2 * r - 2)]) {
+      badRows = rows;
+      badRows[size_t(2 * r + 1)] += 1;
+      rewrite(files.sampleIndex, NpyDType::I64, {n + 1, 2}, badRows);
+      expectError(files.sampleIndex,
+                  concat("row ", r, " has offset ", rows[size_t(2 * r + 1)] + 1, ", not ",
+                         rows[size_t(2 * r + 1)], " (a sample of the same document)"));
+      break;
+    }
   std::vector<int64_t> order = values(files.shuffleIndex);
   order[1] = order[0];
   rewrite(files.shuffleIndex, NpyDType::U32, {n}, order);
@@ -287,6 +311,21 @@ TEST(GptIndexCache, ReportsADirectoryItCannotWrite) {
   ASSERT_FALSE(blocked.ok());
   EXPECT_NE(blocked.error().message().find("is a directory, not a regular file"), std::string::npos)
       << blocked.error().message();
+}
+
+TEST(GptIndexCache, EveryValidEntryLoads) {
+  TempDir dir;
+  for (int64_t seqLen : {2, 3, 8, 19, 64})
+    for (int64_t samples : {0, 1, 5, 37, 100, 400})
+      for (uint32_t seed : {0u, 7u}) {
+        Fixture f(samples, seqLen);
+        f.request.seed = seed;
+        ASSERT_TRUE(cachedGptSampleIndex(dir.path(), f.request).ok());
+        Expected<CachedGptIndex> loaded = cachedGptSampleIndex(dir.path(), f.request);
+        ASSERT_TRUE(loaded.ok()) << seqLen << " " << samples << ": " << loaded.error().message();
+        EXPECT_TRUE(loaded->loaded);
+        expectSame(loaded->index, f.built());
+      }
 }
 
 TEST(GptIndexCache, AnEmptyOrderAndOneEpoch) {
