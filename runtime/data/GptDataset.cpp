@@ -92,8 +92,8 @@ void appendShuffledRange(int64_t begin, int64_t end, NumpyRandomState &random,
 
 } // namespace
 
-Expected<GptIndexShape> gptIndexShape(int64_t tokensPerEpoch, int64_t numDocuments,
-                                      int64_t seqLen, int64_t numSamples) {
+Expected<GptIndexShape> gptIndexShape(int64_t tokensPerEpoch, int64_t numDocuments, int64_t seqLen,
+                                      int64_t numSamples) {
   if (seqLen < 2)
     return makeError("a sequence length of ", seqLen, " is too short (at least 2)");
   if (tokensPerEpoch < 2)
@@ -199,8 +199,7 @@ Expected<GptSampleIndex> buildGptSampleIndex(std::span<const int32_t> sequenceLe
         buildSampleIndex(sequenceLengths, index.documentIndex, seqLen, totalSamples);
     if (index.separateFinalEpoch) {
       appendShuffledRange(0, shape->samplesBeforeFinalEpoch, random, index.shuffleIndex);
-      appendShuffledRange(shape->samplesBeforeFinalEpoch, totalSamples, random,
-                          index.shuffleIndex);
+      appendShuffledRange(shape->samplesBeforeFinalEpoch, totalSamples, random, index.shuffleIndex);
     } else {
       appendShuffledRange(0, totalSamples, random, index.shuffleIndex);
     }
@@ -356,13 +355,13 @@ std::string GptDataset::describeIndexOrigin() const {
 }
 
 std::string GptDataset::describe() const {
-  return concat(
-      "indexed dataset ", options_.prefix, " (", splitName(options_.which), " split: documents [",
-      documents_.begin, ", ", documents_.end, ") of ", dataset_.numSequences(), ", ",
-      tokensPerEpoch_, " tokens; ", index_.numSamples(), " samples of ", options_.seqLen + 1,
-      " tokens in ", index_.numEpochs, index_.numEpochs == 1 ? " epoch" : " epochs",
-      index_.separateFinalEpoch ? ", the last shuffled apart" : "", "; seed ", options_.seed,
-      describeIndexOrigin(), ")");
+  return concat("indexed dataset ", options_.prefix, " (", splitName(options_.which),
+                " split: documents [", documents_.begin, ", ", documents_.end, ") of ",
+                dataset_.numSequences(), ", ", tokensPerEpoch_, " tokens; ", index_.numSamples(),
+                " samples of ", options_.seqLen + 1, " tokens in ", index_.numEpochs,
+                index_.numEpochs == 1 ? " epoch" : " epochs",
+                index_.separateFinalEpoch ? ", the last shuffled apart" : "", "; seed ",
+                options_.seed, describeIndexOrigin(), ")");
 }
 
 } // namespace mtc::rt

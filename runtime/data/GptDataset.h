@@ -83,8 +83,8 @@ struct GptIndexShape {
 /// The shape of the indices for `numDocuments` documents of `tokensPerEpoch` tokens, samples
 /// of seqLen + 1 tokens, at least `numSamples` samples. Fails when the documents hold fewer
 /// than 2 tokens or seqLen < 2 (Megatron asserts both), or when the counts overflow.
-Expected<GptIndexShape> gptIndexShape(int64_t tokensPerEpoch, int64_t numDocuments,
-                                      int64_t seqLen, int64_t numSamples);
+Expected<GptIndexShape> gptIndexShape(int64_t tokensPerEpoch, int64_t numDocuments, int64_t seqLen,
+                                      int64_t numSamples);
 
 /// Megatron's build_sample_idx (drop_last_partial_sequence, add_extra_token_to_sequence):
 /// the documents of `documentIndex` (of lengths `sequenceLengths`, all of them valid indices)

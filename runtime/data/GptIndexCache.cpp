@@ -3,9 +3,9 @@
 #include "runtime/data/GptIndexCache.h"
 
 #include "runtime/data/NpyFile.h"
+#include "runtime/support/Checksum.h"
 #include "runtime/support/Json.h"
 #include "runtime/support/RegularFile.h"
-#include "runtime/support/Checksum.h"
 #include "runtime/support/Sha256.h"
 #include "runtime/support/TemporaryFiles.h"
 
@@ -104,8 +104,7 @@ std::pair<uint64_t, uint64_t> rangeSums(int64_t n) {
   return {uint64_t(m * (m - 1) / 2), uint64_t((m - 1) * m * (2 * m - 1) / 6)};
 }
 
-Expected<std::vector<int32_t>> readDocumentIndex(const NpyArray &array,
-                                                 const GptIndexShape &shape,
+Expected<std::vector<int32_t>> readDocumentIndex(const NpyArray &array, const GptIndexShape &shape,
                                                  DocumentRange documents) {
   if (Error err = checkLayout(array, {NpyDType::I32, NpyDType::I64}, {shape.documentIndexSize});
       !err.ok())
@@ -134,12 +133,12 @@ Expected<std::vector<int32_t>> readDocumentIndex(const NpyArray &array,
   const uint64_t headEpochs = uint64_t(shape.numEpochs) - (shape.separateFinalEpoch ? 1 : 0);
   if (head != one * headEpochs || headSquares != oneSquares * headEpochs)
     return makeError("its entries are not the split's ", n, " documents once in each of ",
-                     headEpochs, headEpochs == 1 ? " epoch" : " epochs",
-                     " (their sums differ)");
+                     headEpochs, headEpochs == 1 ? " epoch" : " epochs", " (their sums differ)");
   if (shape.separateFinalEpoch) {
     const auto [last, lastSquares] = sums(docs->size() - tail, docs->size());
     if (last != one || lastSquares != oneSquares)
-      return makeError("its last ", n, " entries are not the split's documents once each, the "
+      return makeError("its last ", n,
+                       " entries are not the split's documents once each, the "
                        "final epoch shuffled apart (their sums differ)");
   }
   return docs;
@@ -160,17 +159,18 @@ Error checkSampleIndex(const NpyArray &array, const GptIndexShape &shape, int64_
     if (i % 2 == 0) {
       if (row == 0 ? v != 0 : v < position || v >= shape.documentIndexSize)
         why = concat("row ", row, " starts at position ", v, row == 0 ? ", not 0" : "",
-                     row == 0 ? "" : concat(", after row ", row - 1, "'s ", position,
-                                            " or past the document index"));
+                     row == 0 ? ""
+                              : concat(", after row ", row - 1, "'s ", position,
+                                       " or past the document index"));
       else if (v != position)
         offset = -1; // another document: any offset
       position = v;
     } else {
       if (v < 0 || (row == 0 && v != 0) || (offset >= 0 && row > 0 && v != offset + seqLen))
         why = concat("row ", row, " has offset ", v,
-                     offset >= 0 && row > 0 ? concat(", not ", offset + seqLen,
-                                                     " (a sample of the same document)")
-                                            : std::string());
+                     offset >= 0 && row > 0
+                         ? concat(", not ", offset + seqLen, " (a sample of the same document)")
+                         : std::string());
       offset = v;
     }
     return why.empty();
@@ -180,10 +180,9 @@ Error checkSampleIndex(const NpyArray &array, const GptIndexShape &shape, int64_
   return Error::success();
 }
 
-Expected<std::vector<int64_t>> readShuffleIndex(const NpyArray &array,
-                                                const GptIndexShape &shape) {
-  if (Error err = checkLayout(array, {NpyDType::U32, NpyDType::I64, NpyDType::I32},
-                              {shape.numSamples});
+Expected<std::vector<int64_t>> readShuffleIndex(const NpyArray &array, const GptIndexShape &shape) {
+  if (Error err =
+          checkLayout(array, {NpyDType::U32, NpyDType::I64, NpyDType::I32}, {shape.numSamples});
       !err.ok())
     return err;
   Expected<std::vector<int64_t>> order =

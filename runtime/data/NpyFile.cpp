@@ -195,8 +195,8 @@ std::string npyHeader(NpyDType dtype, std::span<const int64_t> shape) {
     dims.append(concat(i ? ", " : "", shape[i]));
   if (shape.size() == 1)
     dims.push_back(',');
-  std::string dict = concat("{'descr': '", info(dtype).descr, "', 'fortran_order': False, 'shape': (",
-                            dims, "), }");
+  std::string dict = concat("{'descr': '", info(dtype).descr,
+                            "', 'fortran_order': False, 'shape': (", dims, "), }");
   // Magic, version 1.0, the u16 length, then the dict padded with spaces and ended by a
   // newline so that the data starts at a multiple of 64.
   const size_t prefix = kMagic.size() + 2 + 2;
@@ -255,11 +255,13 @@ int64_t NpyArray::integerAt(int64_t i) const {
 
 Expected<NpyArray> parseNpy(std::string bytes, std::string_view name) {
   auto fail = [&](const auto &...pieces) { return makeError(name, ": ", pieces...); };
-  if (bytes.size() < kMagic.size() + 2 || std::string_view(bytes).substr(0, kMagic.size()) != kMagic)
+  if (bytes.size() < kMagic.size() + 2 ||
+      std::string_view(bytes).substr(0, kMagic.size()) != kMagic)
     return fail("not a .npy file (no \\x93NUMPY magic)");
   const uint8_t major = uint8_t(bytes[6]), minor = uint8_t(bytes[7]);
   if (major < 1 || major > 3 || minor != 0)
-    return fail("version ", int(major), ".", int(minor), " of the .npy format (1.0 to 3.0 are read)");
+    return fail("version ", int(major), ".", int(minor),
+                " of the .npy format (1.0 to 3.0 are read)");
   const size_t lengthBytes = major == 1 ? 2 : 4;
   if (bytes.size() < 8 + lengthBytes)
     return fail("truncated in its header (", bytes.size(), " bytes)");
@@ -302,8 +304,7 @@ Expected<NpyArray> readNpyFile(const std::filesystem::path &path) {
   if (!file)
     return file.takeError();
   std::string bytes(size_t(file->size), '\0');
-  if (Error err = readExactlyAt(file->handle.get(), 0, bytes.data(), bytes.size(), name);
-      !err.ok())
+  if (Error err = readExactlyAt(file->handle.get(), 0, bytes.data(), bytes.size(), name); !err.ok())
     return err;
   // A writer appending to it now would leave a prefix that may parse: refuse a file whose size
   // changed while it was read (an atomic replacement leaves the open file as it was).

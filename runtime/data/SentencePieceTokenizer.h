@@ -40,8 +40,7 @@ public:
   /// need a BOS or EOS piece refuse a model without one. `extraIds` sentinels are added to
   /// Megatron's flavor (the others refuse any).
   static Expected<std::unique_ptr<SentencePieceTokenizer>>
-  create(std::string_view model, std::string_view modelName, Flavor flavor,
-         int64_t extraIds = 0);
+  create(std::string_view model, std::string_view modelName, Flavor flavor, int64_t extraIds = 0);
   ~SentencePieceTokenizer() override;
 
   std::string_view name() const override;

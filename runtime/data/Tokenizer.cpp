@@ -91,9 +91,8 @@ Expected<std::unique_ptr<Tokenizer>> makeTokenizer(const TokenizerOptions &optio
     Expected<std::string> model = readInputFile(options.tokenizerModel);
     if (!model)
       return model.takeError().withContext("--tokenizer-model");
-    Expected<std::unique_ptr<SentencePieceTokenizer>> t =
-        SentencePieceTokenizer::create(*model, concat(options.tokenizerModel), *flavor,
-                                       options.vocabExtraIds);
+    Expected<std::unique_ptr<SentencePieceTokenizer>> t = SentencePieceTokenizer::create(
+        *model, concat(options.tokenizerModel), *flavor, options.vocabExtraIds);
     if (!t)
       return t.takeError();
     return std::unique_ptr<Tokenizer>(std::move(*t));

@@ -76,9 +76,8 @@ inline constexpr int64_t kMaxVocabExtraIds = 1 << 20;
 /// The command-line options that choose a tokenizer (mtc-data, mtrun generate), and the
 /// TokenizerOptions a command line gives them (the defaults for those not given; an error for
 /// a --vocab-extra-ids that is not an integer in [0, kMaxVocabExtraIds]).
-inline constexpr std::string_view kTokenizerFlags[] = {"--tokenizer-type", "--vocab-file",
-                                                       "--merge-file", "--tokenizer-model",
-                                                       "--vocab-extra-ids"};
+inline constexpr std::string_view kTokenizerFlags[] = {
+    "--tokenizer-type", "--vocab-file", "--merge-file", "--tokenizer-model", "--vocab-extra-ids"};
 Expected<TokenizerOptions> tokenizerOptions(const CommandLine &line);
 
 /// The tokenizer `options` describe. An unknown type lists the known ones; a file the type

@@ -121,12 +121,11 @@ Error forEachLine(const std::filesystem::path &path,
 }
 
 int preprocess(int argc, char **argv) {
-  Expected<Args> args =
-      parseArgs(argc, argv,
-                {"--input", "--output-prefix", "--input-format", "--json-key", "--dtype",
-                 kTokenizerFlags[0], kTokenizerFlags[1], kTokenizerFlags[2], kTokenizerFlags[3],
-                 kTokenizerFlags[4]},
-                {"--split-lines", "--append-eod"});
+  Expected<Args> args = parseArgs(argc, argv,
+                                  {"--input", "--output-prefix", "--input-format", "--json-key",
+                                   "--dtype", kTokenizerFlags[0], kTokenizerFlags[1],
+                                   kTokenizerFlags[2], kTokenizerFlags[3], kTokenizerFlags[4]},
+                                  {"--split-lines", "--append-eod"});
   auto fail = [](const Error &err) {
     std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
     return 1;
@@ -346,10 +345,10 @@ int samples(int argc, char **argv) {
     std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
     return 1;
   };
-  Expected<Args> args = parseArgs(
-      argc, argv,
-      {"--seq-len", "--num-samples", "--seed", "--split", "--which", "--first", "--data-cache-path"},
-      {});
+  Expected<Args> args = parseArgs(argc, argv,
+                                  {"--seq-len", "--num-samples", "--seed", "--split", "--which",
+                                   "--first", "--data-cache-path"},
+                                  {});
   if (!args)
     return fail(args.error());
   if (args->positional.empty())

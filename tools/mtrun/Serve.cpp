@@ -281,8 +281,7 @@ int serveMain(int argc, char **argv) {
     return failWith(tokenizer.error());
   Expected<std::unique_ptr<GenerationModel>> loaded = GenerationModel::load(
       {line->positional.front(), line->value("--load"), line->value("--steps"),
-       line->value("--threads-per-rank"), *tokenizer,
-       line->flags.count("--no-kv-cache") > 0});
+       line->value("--threads-per-rank"), *tokenizer, line->flags.count("--no-kv-cache") > 0});
   if (!loaded)
     return failWith(loaded.error());
   GenerationModel &generation = **loaded;

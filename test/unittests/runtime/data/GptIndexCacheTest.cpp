@@ -42,9 +42,8 @@ struct Fixture {
     request.seed = 1234;
   }
   GptSampleIndex built() const {
-    Expected<GptSampleIndex> index =
-        buildGptSampleIndex(lengths, request.documents, request.seqLen, request.numSamples,
-                            request.seed);
+    Expected<GptSampleIndex> index = buildGptSampleIndex(lengths, request.documents, request.seqLen,
+                                                         request.numSamples, request.seed);
     EXPECT_TRUE(index.ok()) << index.error().message();
     return *index;
   }
@@ -76,7 +75,8 @@ TEST(GptIndexCache, BuildsWritesThenLoadsTheSameIndices) {
   // Megatron's names and dtypes.
   const GptIndexFiles &files = second->files;
   EXPECT_EQ(files.hash.size(), 32u);
-  EXPECT_EQ(files.documentIndex, dir / "cache" / (files.hash + "-GPTDataset-train-document_index.npy"));
+  EXPECT_EQ(files.documentIndex,
+            dir / "cache" / (files.hash + "-GPTDataset-train-document_index.npy"));
   EXPECT_EQ(files.description.filename(), files.hash + "-GPTDataset-train-description.txt");
   EXPECT_EQ(readNpyFile(files.documentIndex)->dtype(), NpyDType::I32);
   EXPECT_EQ(readNpyFile(files.sampleIndex)->dtype(), NpyDType::I32);
@@ -106,7 +106,8 @@ TEST(GptIndexCache, TheDescriptionHoldsWhatDecidesTheIndices) {
   EXPECT_TRUE(differs([](Fixture &g) { g.request.which = DataSplit::Valid; }));
   EXPECT_TRUE(differs([](Fixture &g) { g.request.datasetPath = "other"; }));
   // The same prefix rewritten with other lengths (same count and total) is another entry.
-  EXPECT_TRUE(differs([](Fixture &g) { std::swap(g.lengths[0], g.lengths[1]), ++g.lengths[5], --g.lengths[6]; }));
+  EXPECT_TRUE(differs(
+      [](Fixture &g) { std::swap(g.lengths[0], g.lengths[1]), ++g.lengths[5], --g.lengths[6]; }));
   // A length outside the split does not change the split's indices, only the count does.
   EXPECT_FALSE(differs([](Fixture &g) { ++g.lengths[35]; }));
 }
@@ -125,8 +126,8 @@ std::string loadError(const TempDir &dir, const Fixture &f) {
 }
 
 std::string deleteHint(const GptIndexFiles &files) {
-  return concat(": the cache entry is stale or corrupt; delete its files '",
-                files.prefix.string(), "*' and rerun to rebuild it");
+  return concat(": the cache entry is stale or corrupt; delete its files '", files.prefix.string(),
+                "*' and rerun to rebuild it");
 }
 
 /// `path` rewritten as an array of `dtype` and `shape` holding `values`.
@@ -184,19 +185,22 @@ TEST(GptIndexCache, RefusesBrokenEntries) {
 
   // Truncated, cut in its header, not .npy at all.
   writeBytes(files.shuffleIndex, shuffle.substr(0, shuffle.size() - 3));
-  expectMessage(concat(files.shuffleIndex, ": truncated: ", n * 4 - 3, " bytes of data where its "
-                     "shape (1-dimensional, ", n, " elements of uint32) needs ", n * 4));
+  expectMessage(concat(files.shuffleIndex, ": truncated: ", n * 4 - 3,
+                       " bytes of data where its "
+                       "shape (1-dimensional, ",
+                       n, " elements of uint32) needs ", n * 4));
   writeBytes(files.sampleIndex, samples.substr(0, 20));
   expectMessage(concat(files.sampleIndex, ": truncated in its header (20 bytes, "
-                                        "the header ends at byte 128)"));
+                                          "the header ends at byte 128)"));
   writeBytes(files.documentIndex, "garbage");
   expectMessage(concat(files.documentIndex, ": not a .npy file (no \\x93NUMPY magic)"));
   // Wrong dtype, wrong shape.
   rewrite(files.documentIndex, NpyDType::U32, {d}, std::vector<int64_t>(size_t(d), 0));
   expectError(files.documentIndex, "its dtype is uint32, not int32 or int64");
-  rewrite(files.sampleIndex, NpyDType::I64, {2 * (n + 1)}, std::vector<int64_t>(size_t(2 * (n + 1)), 0));
-  expectError(files.sampleIndex,
-              concat("its shape is (", 2 * (n + 1), ",), not the (", n + 1, ", 2) of this split's indices"));
+  rewrite(files.sampleIndex, NpyDType::I64, {2 * (n + 1)},
+          std::vector<int64_t>(size_t(2 * (n + 1)), 0));
+  expectError(files.sampleIndex, concat("its shape is (", 2 * (n + 1), ",), not the (", n + 1,
+                                        ", 2) of this split's indices"));
   rewrite(files.shuffleIndex, NpyDType::I64, {n - 1}, std::vector<int64_t>(size_t(n - 1), 0));
   expectError(files.shuffleIndex,
               concat("its shape is (", n - 1, ",), not the (", n, ",) of this split's indices"));
@@ -216,7 +220,8 @@ TEST(GptIndexCache, RefusesBrokenEntries) {
   bad[size_t(d) - 1] = bad[size_t(d) - 2]; // the final epoch holds one twice, another never
   rewrite(files.documentIndex, NpyDType::I32, {d}, bad);
   EXPECT_NE(loadError(dir, f).find("are not the split's documents once each, the final epoch "
-                                   "shuffled apart (their sums differ)" + hint),
+                                   "shuffled apart (their sums differ)" +
+                                   hint),
             std::string::npos);
   restore();
   std::vector<int64_t> rows = values(files.sampleIndex);
@@ -228,13 +233,15 @@ TEST(GptIndexCache, RefusesBrokenEntries) {
   ASSERT_GT(rows[8], 0);
   badRows[10] = rows[8] - 1;
   rewrite(files.sampleIndex, NpyDType::I32, {n + 1, 2}, badRows);
-  expectError(files.sampleIndex, concat("row 5 starts at position ", rows[8] - 1, ", after row 4's ",
-                                        rows[8], " or past the document index"));
+  expectError(files.sampleIndex,
+              concat("row 5 starts at position ", rows[8] - 1, ", after row 4's ", rows[8],
+                     " or past the document index"));
   badRows = rows;
   badRows[size_t(2 * n)] = d;
   rewrite(files.sampleIndex, NpyDType::I64, {n + 1, 2}, badRows);
-  expectError(files.sampleIndex, concat("row ", n, " starts at position ", d, ", after row ", n - 1,
-                                        "'s ", rows[size_t(2 * n - 2)], " or past the document index"));
+  expectError(files.sampleIndex,
+              concat("row ", n, " starts at position ", d, ", after row ", n - 1, "'s ",
+                     rows[size_t(2 * n - 2)], " or past the document index"));
   // Two samples of one document that are not seqLen apart.
   for (int64_t r = 1; r < n; ++r)
     if (rows[size_t(2 * r)] == rows[size_t(2 * r - 2)]) {
@@ -258,7 +265,8 @@ TEST(GptIndexCache, RefusesBrokenEntries) {
   order = values(files.shuffleIndex);
   order[0] = n;
   rewrite(files.shuffleIndex, NpyDType::U32, {n}, order);
-  expectError(files.shuffleIndex, concat("element 0 is ", n, ", outside the samples [0, ", n - 1, "]"));
+  expectError(files.shuffleIndex,
+              concat("element 0 is ", n, ", outside the samples [0, ", n - 1, "]"));
 
   // The description edited; a file missing; a directory or a FIFO in a file's place.
   writeBytes(files.description, description + " ");
@@ -268,12 +276,14 @@ TEST(GptIndexCache, RefusesBrokenEntries) {
   expectError(files.sampleIndex, "missing, though the entry's description.txt is there");
   std::filesystem::remove(files.shuffleIndex);
   std::filesystem::create_directory(files.shuffleIndex);
-  EXPECT_EQ(loadError(dir, f), concat("--data-cache-path: ", files.shuffleIndex, " is a directory, not a regular file", hint));
+  EXPECT_EQ(loadError(dir, f), concat("--data-cache-path: ", files.shuffleIndex,
+                                      " is a directory, not a regular file", hint));
   std::filesystem::remove(files.shuffleIndex);
   restore();
   std::filesystem::remove(files.documentIndex);
   ASSERT_EQ(::mkfifo(files.documentIndex.c_str(), 0644), 0);
-  EXPECT_EQ(loadError(dir, f), concat("--data-cache-path: ", files.documentIndex, " is a FIFO (named pipe), not a regular file", hint));
+  EXPECT_EQ(loadError(dir, f), concat("--data-cache-path: ", files.documentIndex,
+                                      " is a FIFO (named pipe), not a regular file", hint));
   std::filesystem::remove(files.documentIndex);
   restore();
   EXPECT_TRUE(cachedGptSampleIndex(dir.path(), f.request)->loaded);
@@ -299,9 +309,8 @@ TEST(GptIndexCache, ReportsADirectoryItCannotWrite) {
   Fixture f;
   Expected<CachedGptIndex> cached = cachedGptSampleIndex(dir / "file" / "cache", f.request);
   ASSERT_FALSE(cached.ok());
-  EXPECT_EQ(cached.error().message(),
-            concat("--data-cache-path: cannot create the directory ", dir / "file" / "cache",
-                   ": Not a directory"))
+  EXPECT_EQ(cached.error().message(), concat("--data-cache-path: cannot create the directory ",
+                                             dir / "file" / "cache", ": Not a directory"))
       << cached.error().message();
   // A description in the way of the entry's directory... a directory where the description goes.
   const GptIndexFiles files =

@@ -57,12 +57,12 @@ TEST(NpyFile, HeaderIsNumpys) {
   std::string header = npyHeader(NpyDType::I32, one);
   ASSERT_EQ(header.size(), 128u);
   EXPECT_EQ(header.substr(0, 10), std::string("\x93NUMPY\x01\x00\x76\x00", 10));
-  EXPECT_EQ(header.substr(10, 60),
-            "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }   ");
+  EXPECT_EQ(header.substr(10, 60), "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }   ");
   EXPECT_EQ(header.back(), '\n');
   const int64_t two[] = {4, 2};
-  EXPECT_NE(npyHeader(NpyDType::U32, two).find("'descr': '<u4', 'fortran_order': False, "
-                                               "'shape': (4, 2), }"),
+  EXPECT_NE(npyHeader(NpyDType::U32, two)
+                .find("'descr': '<u4', 'fortran_order': False, "
+                      "'shape': (4, 2), }"),
             std::string::npos);
   EXPECT_NE(npyHeader(NpyDType::I64, {}).find("'shape': (), }"), std::string::npos);
   EXPECT_EQ(npyHeader(NpyDType::F32, two).size() % 64, 0u);
@@ -76,11 +76,14 @@ TEST(NpyFile, RoundTripsEveryDType) {
     std::vector<int64_t> expected;
   };
   const Case cases[] = {
-      {NpyDType::I32, bytesOf<int32_t>({-5, 0, 7, 2147483647, -2147483647 - 1, 9}),
+      {NpyDType::I32,
+       bytesOf<int32_t>({-5, 0, 7, 2147483647, -2147483647 - 1, 9}),
        {-5, 0, 7, 2147483647, -2147483647 - 1, 9}},
-      {NpyDType::U32, bytesOf<uint32_t>({0, 1, 4294967295u, 3, 4, 5}),
+      {NpyDType::U32,
+       bytesOf<uint32_t>({0, 1, 4294967295u, 3, 4, 5}),
        {0, 1, 4294967295ll, 3, 4, 5}},
-      {NpyDType::I64, bytesOf<int64_t>({int64_t(1) << 40, -1, 0, 3, 4, 5}),
+      {NpyDType::I64,
+       bytesOf<int64_t>({int64_t(1) << 40, -1, 0, 3, 4, 5}),
        {int64_t(1) << 40, -1, 0, 3, 4, 5}},
   };
   const int64_t shape[] = {3, 2};
@@ -116,7 +119,8 @@ TEST(NpyFile, WriterRefusesDataOfAnotherSize) {
   TempDir dir;
   const int64_t shape[] = {3};
   Error err = writeNpyFile(dir / "x.npy", NpyDType::I32, shape, "12345678");
-  EXPECT_EQ(err.message(), concat("cannot write ", dir / "x.npy", ": 8 bytes for 3 elements of int32"));
+  EXPECT_EQ(err.message(),
+            concat("cannot write ", dir / "x.npy", ": 8 bytes for 3 elements of int32"));
   EXPECT_FALSE(std::filesystem::exists(dir / "x.npy"));
 }
 

@@ -397,13 +397,13 @@ TEST(TokenizerOptions, ReadsVocabExtraIds) {
     std::vector<char *> argv{const_cast<char *>("tool")};
     for (std::string &w : words)
       argv.push_back(w.data());
-    Expected<CommandLine> line = parseCommandLine(
-        int(argv.size()), argv.data(), 1,
-        {{kTokenizerFlags[0], kTokenizerFlags[1], kTokenizerFlags[2], kTokenizerFlags[3],
-          kTokenizerFlags[4]},
-         {},
-         {},
-         ""});
+    Expected<CommandLine> line =
+        parseCommandLine(int(argv.size()), argv.data(), 1,
+                         {{kTokenizerFlags[0], kTokenizerFlags[1], kTokenizerFlags[2],
+                           kTokenizerFlags[3], kTokenizerFlags[4]},
+                          {},
+                          {},
+                          ""});
     EXPECT_TRUE(line.ok()) << line.error().message();
     return tokenizerOptions(*line);
   };
