@@ -1,11 +1,17 @@
 //===- FunctionCost.cpp - what one call of a step function computes -------===//
 
 #include "compiler/analysis/FunctionCost.h"
+#include "compiler/analysis/FusedKernels.h"
+
+#include "compiler/fusion/FusionRule.h"
 
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mt/Utils/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
+
+#include <memory>
 
 using namespace mlir;
 using namespace mtc;
@@ -41,6 +47,19 @@ bool movesNothing(Operation *op) {
          (isa<mt::CastOp>(op) && op->hasAttr(mt::kStoredTypeAttrName));
 }
 
+/// What the cost model looks through: the ops mt-to-linalg lowers to no code, and the
+/// casts of a low-precision composite op's decomposition, done in registers.
+bool passesThrough(Operation *op) {
+  return fusion::isPassThrough(op) ||
+         (isa<mt::CastOp>(op) && op->hasAttr(mt::kStoredTypeAttrName));
+}
+
+/// The ops priced by their traffic: every computing op but a matrix product.
+bool isTrafficKernel(Operation *op) {
+  return !isa<func::FuncOp, func::ReturnOp, func::CallOp, mt::RepeatOp, mt::ContractOp>(op) &&
+         !movesNothing(op);
+}
+
 /// The bytes `op` reads or writes of a tensor of `type`. The f32 tensors of a low-precision
 /// composite op's decomposition (mt::kStoredTypeAttrName: computed in f32, stored in bf16 or
 /// f16 between kernels) count at the low type's size.
@@ -50,6 +69,42 @@ int64_t trafficBytes(Operation *op, Type type) {
   if (stored && tensor && tensor.getElementType().isF32())
     return tensor.getNumElements() * mt::getElementSizeInBytes(stored.getValue());
   return mt::getSizeInBytes(type);
+}
+
+/// The traffic of the fused kernel rooted at `root`: each value its ops read that none of
+/// them computes, once (the scalar constants folded into its body aside), and the root's
+/// results; `reduce_mean` adds the kernel between its sum and its division.
+FunctionCost kernelCost(const FusedKernels &kernels, Operation *root) {
+  FunctionCost cost;
+  cost.ops = 1;
+  auto count = [&](Operation *op, Type type) {
+    int64_t bytes = trafficBytes(op, type);
+    cost.trafficBytes += bytes;
+    if (hasBatch(type))
+      cost.batchTrafficBytes += bytes;
+  };
+  ArrayRef<Operation *> members = kernels.members(root);
+  llvm::DenseSet<Value> read;
+  for (Operation *op : members) {
+    for (Value operand : op->getOperands()) {
+      Value source = kernels.source(operand);
+      Operation *def = source.getDefiningOp();
+      if (isa_and_nonnull<mt::ConstantOp>(def) ||
+          (def && kernels.rootOf(def) == root && def != root) || !read.insert(source).second)
+        continue;
+      count(op, operand.getType());
+    }
+    if (fusion::kernelShapeOf(op).splitInTwo) {
+      ++cost.ops;
+      for (Type type : op->getResultTypes()) {
+        count(op, type);
+        count(op, type);
+      }
+    }
+  }
+  for (Type type : root->getResultTypes())
+    count(root, type);
+  return cost;
 }
 
 void add(FunctionCost &into, const FunctionCost &callee, int64_t times) {
@@ -79,7 +134,8 @@ public:
     return memo[name] = std::move(cost);
   }
 
-  /// Adds what `root` and the ops nested in it compute (a function's body, one op).
+  /// Adds what `root` and the ops nested in it compute (a function's body, one op): its
+  /// matrix products, and the kernels fused as mtc fuses them, each counted at its root.
   void addWalk(FunctionCost &cost, Operation *root) {
     root->walk([&](Operation *op) {
       if (isa<func::FuncOp, func::ReturnOp>(op))
@@ -97,27 +153,27 @@ public:
         add(cost, gemm, 1);
         return;
       }
-      if (movesNothing(op))
+      if (!isTrafficKernel(op))
         return;
-      ++cost.ops;
-      auto count = [&](Type type) {
-        int64_t bytes = trafficBytes(op, type);
-        cost.trafficBytes += bytes;
-        if (hasBatch(type))
-          cost.batchTrafficBytes += bytes;
-      };
-      for (Type type : op->getOperandTypes())
-        count(type);
-      for (Type type : op->getResultTypes())
-        count(type);
+      const FusedKernels &kernels = kernelsOf(*op->getBlock());
+      if (kernels.rootOf(op) == op)
+        add(cost, kernelCost(kernels, op), 1);
     });
     llvm::sort(cost.gemms,
                [](const GemmCount &a, const GemmCount &b) { return a.flops < b.flops; });
   }
 
 private:
+  const FusedKernels &kernelsOf(Block &block) {
+    std::unique_ptr<FusedKernels> &kernels = blocks[&block];
+    if (!kernels)
+      kernels = std::make_unique<FusedKernels>(block, isTrafficKernel, passesThrough);
+    return *kernels;
+  }
+
   ModuleOp module;
   llvm::StringMap<FunctionCost> memo;
+  llvm::DenseMap<Block *, std::unique_ptr<FusedKernels>> blocks;
 };
 
 } // namespace

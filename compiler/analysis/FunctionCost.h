@@ -8,17 +8,19 @@
 //
 //  - gemms: each matrix product (`mt.contract`) by its FLOPs (2 x the product of every
 //    distinct dimension of both operands), identical sizes merged with a count;
-//  - traffic_bytes: the bytes every other computing op reads and writes (its tensor operands
-//    and results), as if nothing were fused: what a memory-bound kernel streams, an upper
-//    bound of what the fused kernels move;
-//  - ops: the computing ops (the kernels, before fusion), for a per-kernel overhead.
+//  - traffic_bytes: the bytes the memory-bound kernels read and write, per kernel as mtc's
+//    own fusion forms them (FusedKernels.h, compiler/fusion/FusionRule.h): each kernel's
+//    inputs from memory (each value once) and the results it writes, not the values its
+//    fused ops pass in registers;
+//  - ops: the kernels after fusion (each matrix product one), for a per-kernel overhead.
 //
 // Under mixed precision the f32 ops of a bf16/f16 composite op's decomposition
 // (`mt.stored_as`, dialects/mt/Utils/TensorSize.h) count their f32 tensors at the low type's
 // size and their casts to f32 and back as nothing: a fused kernel's arithmetic, not traffic.
 //
 // Views and casts (`mt.rename`, `mtp.to_local`, ...), constants and the collectives
-// (CommunicationVolume.h) count nothing here.
+// (CommunicationVolume.h) count nothing here. computeOpCost counts a fused kernel at its
+// root, the op that writes its result: an op fused into its consumer costs nothing alone.
 //
 //===----------------------------------------------------------------------===//
 

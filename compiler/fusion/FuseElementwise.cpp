@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/fusion/Passes.h"
+#include "compiler/fusion/FusionRule.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -20,12 +21,20 @@ using namespace mlir;
 
 namespace {
 
-/// Fuse a generic producer into its consumer only when the consumer is its one user:
-/// with several users the producer's loop would be recomputed in each of them.
+mtc::fusion::LoopNest loopNestOf(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  if (!generic)
+    return mtc::fusion::LoopNest::Opaque;
+  return generic.getNumReductionLoops() ? mtc::fusion::LoopNest::Reduction
+                                        : mtc::fusion::LoopNest::Parallel;
+}
+
+/// The fusion's rule (FusionRule.h, which the cost model shares): a parallel generic
+/// producer into the generic that is its one use.
 bool fuseOnlySingleUse(OpOperand *fused) {
   Operation *producer = fused->get().getDefiningOp();
-  return producer && isa<linalg::GenericOp>(producer) && producer->hasOneUse() &&
-         isa<linalg::GenericOp>(fused->getOwner());
+  return producer && mtc::fusion::fusesInto(loopNestOf(producer), loopNestOf(fused->getOwner()),
+                                            producer->hasOneUse());
 }
 
 struct FuseElementwisePass

@@ -311,7 +311,8 @@ std::string BlendedDataset::describe() const {
                        gpt.documents().begin, ", ", gpt.documents().end, ") of ",
                        gpt.dataset().numSequences(), ", ", gpt.tokensPerEpoch(), " tokens, ",
                        gpt.index().numEpochs, gpt.index().numEpochs == 1 ? " epoch" : " epochs",
-                       gpt.index().separateFinalEpoch ? ", the last shuffled apart" : "", ")"));
+                       gpt.index().separateFinalEpoch ? ", the last shuffled apart" : "",
+                       gpt.describeIndexOrigin(), ")"));
   }
   return text;
 }

@@ -2,6 +2,7 @@
 
 #include "runtime/data/GptDataset.h"
 
+#include "runtime/data/GptIndexCache.h"
 #include "runtime/data/NumpyRandom.h"
 
 #include <cmath>
@@ -91,74 +92,50 @@ void appendShuffledRange(int64_t begin, int64_t end, NumpyRandomState &random,
 
 } // namespace
 
-Expected<GptSampleIndex> buildGptSampleIndex(std::span<const int32_t> sequenceLengths,
-                                             DocumentRange documents, int64_t seqLen,
-                                             int64_t numSamples, uint32_t seed) {
+Expected<GptIndexShape> gptIndexShape(int64_t tokensPerEpoch, int64_t numDocuments, int64_t seqLen,
+                                      int64_t numSamples) {
   if (seqLen < 2)
     return makeError("a sequence length of ", seqLen, " is too short (at least 2)");
-  if (documents.begin < 0 || documents.end > int64_t(sequenceLengths.size()) ||
-      documents.begin > documents.end)
-    return makeError("documents [", documents.begin, ", ", documents.end, ") are not among the ",
-                     sequenceLengths.size(), " of the dataset");
-  if (documents.end > std::numeric_limits<int32_t>::max())
-    return makeError("more than 2^31 documents");
+  if (tokensPerEpoch < 2)
+    return makeError("the documents hold ", tokensPerEpoch,
+                     " tokens, fewer than the 2 a sample needs");
   // Megatron adds one token to every sample (the last label).
   constexpr int64_t extra = 1;
-  int64_t tokensPerEpoch = 0;
-  for (int64_t d = documents.begin; d < documents.end; ++d)
-    tokensPerEpoch += sequenceLengths[size_t(d)];
-  if (tokensPerEpoch < 2)
-    return makeError("documents [", documents.begin, ", ", documents.end, ") hold ", tokensPerEpoch,
-                     " tokens, fewer than the 2 a sample needs");
   if (numSamples < 0 || numSamples > (std::numeric_limits<int64_t>::max() - extra) / seqLen)
     return makeError(numSamples, " samples are out of range");
-
-  GptSampleIndex index;
+  GptIndexShape shape;
   // The fewest epochs that hold numSamples samples of seqLen tokens and the extra one.
   const int64_t tokensWanted = numSamples * seqLen + extra;
-  index.numEpochs = 1 + (tokensWanted - 1) / tokensPerEpoch;
-  const int64_t epochs = index.numEpochs;
+  shape.numEpochs = 1 + (tokensWanted - 1) / tokensPerEpoch;
+  const int64_t epochs = shape.numEpochs;
   if (epochs > std::numeric_limits<int32_t>::max() ||
-      epochs > std::numeric_limits<int64_t>::max() / tokensPerEpoch)
+      epochs > std::numeric_limits<int64_t>::max() / tokensPerEpoch ||
+      (numDocuments > 0 && epochs > std::numeric_limits<int64_t>::max() / numDocuments))
     return makeError(numSamples, " samples of ", seqLen, " tokens need ", epochs, " epochs of ",
                      tokensPerEpoch, " tokens: too many");
-  int64_t samplesBeforeFinalEpoch = 0;
   if (epochs > 1) {
-    samplesBeforeFinalEpoch = ((epochs - 1) * tokensPerEpoch - extra) / seqLen;
-    int64_t fromFinalEpoch = numSamples - samplesBeforeFinalEpoch;
+    shape.samplesBeforeFinalEpoch = ((epochs - 1) * tokensPerEpoch - extra) / seqLen;
+    int64_t fromFinalEpoch = numSamples - shape.samplesBeforeFinalEpoch;
     int64_t perEpoch = (tokensPerEpoch - extra) / seqLen;
     // Megatron: int(0.80 * num_samples_per_epoch), in doubles.
-    index.separateFinalEpoch = fromFinalEpoch < int64_t(0.80 * double(perEpoch));
+    shape.separateFinalEpoch = fromFinalEpoch < int64_t(0.80 * double(perEpoch));
   }
-  const int64_t numDocuments = documents.end - documents.begin;
-  const int64_t totalSamples = (epochs * tokensPerEpoch - extra) / seqLen;
-  try {
-    index.documentIndex.reserve(size_t(epochs * numDocuments));
-    index.sampleIndex.reserve(size_t(2 * (totalSamples + 1)));
-    index.shuffleIndex.reserve(size_t(totalSamples));
-  } catch (const std::bad_alloc &) {
-    return makeError("out of memory for the indices of ", totalSamples, " samples over ",
-                     epochs * numDocuments, " documents");
-  } catch (const std::length_error &) {
-    return makeError("out of memory for the indices of ", totalSamples, " samples over ",
-                     epochs * numDocuments, " documents");
-  }
+  shape.numSamples = (epochs * tokensPerEpoch - extra) / seqLen;
+  shape.documentIndexSize = epochs * numDocuments;
+  return shape;
+}
 
-  NumpyRandomState random(seed);
-  if (index.separateFinalEpoch) {
-    appendDocumentEpochs(documents, epochs - 1, random, index.documentIndex);
-    appendDocumentEpochs(documents, 1, random, index.documentIndex);
-  } else {
-    appendDocumentEpochs(documents, epochs, random, index.documentIndex);
-  }
-
-  // Megatron's build_sample_idx (drop_last_partial_sequence, add_extra_token_to_sequence).
-  const std::vector<int32_t> &docs = index.documentIndex;
-  std::vector<int64_t> &samples = index.sampleIndex;
+std::vector<int64_t> buildSampleIndex(std::span<const int32_t> sequenceLengths,
+                                      std::span<const int32_t> documentIndex, int64_t seqLen,
+                                      int64_t numSamples) {
+  constexpr int64_t extra = 1;
+  const std::span<const int32_t> docs = documentIndex;
+  std::vector<int64_t> samples;
+  samples.reserve(size_t(2 * (numSamples + 1)));
   int64_t position = 0, offset = 0;
   samples.push_back(position);
   samples.push_back(offset);
-  for (int64_t k = 1; k <= totalSamples; ++k) {
+  for (int64_t k = 1; k <= numSamples; ++k) {
     int64_t remaining = seqLen + extra;
     while (remaining != 0) {
       int64_t length = sequenceLengths[size_t(docs[size_t(position)])] - offset;
@@ -179,12 +156,59 @@ Expected<GptSampleIndex> buildGptSampleIndex(std::span<const int32_t> sequenceLe
     samples.push_back(position);
     samples.push_back(offset);
   }
+  return samples;
+}
 
-  if (index.separateFinalEpoch) {
-    appendShuffledRange(0, samplesBeforeFinalEpoch, random, index.shuffleIndex);
-    appendShuffledRange(samplesBeforeFinalEpoch, totalSamples, random, index.shuffleIndex);
-  } else {
-    appendShuffledRange(0, totalSamples, random, index.shuffleIndex);
+Expected<GptSampleIndex> buildGptSampleIndex(std::span<const int32_t> sequenceLengths,
+                                             DocumentRange documents, int64_t seqLen,
+                                             int64_t numSamples, uint32_t seed) {
+  if (seqLen < 2)
+    return makeError("a sequence length of ", seqLen, " is too short (at least 2)");
+  if (documents.begin < 0 || documents.end > int64_t(sequenceLengths.size()) ||
+      documents.begin > documents.end)
+    return makeError("documents [", documents.begin, ", ", documents.end, ") are not among the ",
+                     sequenceLengths.size(), " of the dataset");
+  if (documents.end > std::numeric_limits<int32_t>::max())
+    return makeError("more than 2^31 documents");
+  int64_t tokensPerEpoch = 0;
+  for (int64_t d = documents.begin; d < documents.end; ++d)
+    tokensPerEpoch += sequenceLengths[size_t(d)];
+  if (tokensPerEpoch < 2)
+    return makeError("documents [", documents.begin, ", ", documents.end, ") hold ", tokensPerEpoch,
+                     " tokens, fewer than the 2 a sample needs");
+  Expected<GptIndexShape> shape =
+      gptIndexShape(tokensPerEpoch, documents.end - documents.begin, seqLen, numSamples);
+  if (!shape)
+    return shape.takeError();
+
+  GptSampleIndex index;
+  index.numEpochs = shape->numEpochs;
+  index.separateFinalEpoch = shape->separateFinalEpoch;
+  const int64_t epochs = shape->numEpochs, totalSamples = shape->numSamples;
+  try {
+    index.documentIndex.reserve(size_t(shape->documentIndexSize));
+    index.shuffleIndex.reserve(size_t(totalSamples));
+    NumpyRandomState random(seed);
+    if (index.separateFinalEpoch) {
+      appendDocumentEpochs(documents, epochs - 1, random, index.documentIndex);
+      appendDocumentEpochs(documents, 1, random, index.documentIndex);
+    } else {
+      appendDocumentEpochs(documents, epochs, random, index.documentIndex);
+    }
+    index.sampleIndex =
+        buildSampleIndex(sequenceLengths, index.documentIndex, seqLen, totalSamples);
+    if (index.separateFinalEpoch) {
+      appendShuffledRange(0, shape->samplesBeforeFinalEpoch, random, index.shuffleIndex);
+      appendShuffledRange(shape->samplesBeforeFinalEpoch, totalSamples, random, index.shuffleIndex);
+    } else {
+      appendShuffledRange(0, totalSamples, random, index.shuffleIndex);
+    }
+  } catch (const std::bad_alloc &) {
+    return makeError("out of memory for the indices of ", totalSamples, " samples over ",
+                     shape->documentIndexSize, " documents");
+  } catch (const std::length_error &) {
+    return makeError("out of memory for the indices of ", totalSamples, " samples over ",
+                     shape->documentIndexSize, " documents");
   }
   return index;
 }
@@ -233,6 +257,24 @@ Expected<GptDataset> GptDataset::open(const Options &options) {
   Expected<GptDataset> gpt = openSplit(options);
   if (!gpt)
     return gpt.takeError();
+  if (!options.cachePath.empty()) {
+    GptIndexRequest request;
+    request.datasetPath = options.prefix.string();
+    request.split = options.split;
+    request.which = options.which;
+    request.documents = gpt->documents_;
+    request.sequenceLengths = gpt->dataset_.sequenceLengths();
+    request.seqLen = options.seqLen;
+    request.numSamples = options.numSamples;
+    request.seed = uint32_t(options.seed);
+    Expected<CachedGptIndex> cached = cachedGptSampleIndex(options.cachePath, request);
+    if (!cached)
+      return cached.takeError().withContext(gpt->splitContext());
+    gpt->index_ = std::move(cached->index);
+    gpt->origin_ = cached->loaded ? IndexOrigin::Loaded : IndexOrigin::BuiltAndCached;
+    gpt->cacheEntry_ = cached->files.prefix;
+    return gpt;
+  }
   Expected<GptSampleIndex> index =
       buildGptSampleIndex(gpt->dataset_.sequenceLengths(), gpt->documents_, options.seqLen,
                           options.numSamples, uint32_t(options.seed));
@@ -300,13 +342,26 @@ Error GptDataset::batch(int64_t step, int64_t sampleBegin, int64_t count, int64_
   return Error::success();
 }
 
+std::string GptDataset::describeIndexOrigin() const {
+  switch (origin_) {
+  case IndexOrigin::Built:
+    return "";
+  case IndexOrigin::Loaded:
+    return concat("; indices loaded from '", cacheEntry_.string(), "*'");
+  case IndexOrigin::BuiltAndCached:
+    return concat("; indices cached in '", cacheEntry_.string(), "*'");
+  }
+  return "";
+}
+
 std::string GptDataset::describe() const {
-  return concat(
-      "indexed dataset ", options_.prefix, " (", splitName(options_.which), " split: documents [",
-      documents_.begin, ", ", documents_.end, ") of ", dataset_.numSequences(), ", ",
-      tokensPerEpoch_, " tokens; ", index_.numSamples(), " samples of ", options_.seqLen + 1,
-      " tokens in ", index_.numEpochs, index_.numEpochs == 1 ? " epoch" : " epochs",
-      index_.separateFinalEpoch ? ", the last shuffled apart" : "", "; seed ", options_.seed, ")");
+  return concat("indexed dataset ", options_.prefix, " (", splitName(options_.which),
+                " split: documents [", documents_.begin, ", ", documents_.end, ") of ",
+                dataset_.numSequences(), ", ", tokensPerEpoch_, " tokens; ", index_.numSamples(),
+                " samples of ", options_.seqLen + 1, " tokens in ", index_.numEpochs,
+                index_.numEpochs == 1 ? " epoch" : " epochs",
+                index_.separateFinalEpoch ? ", the last shuffled apart" : "", "; seed ",
+                options_.seed, describeIndexOrigin(), ")");
 }
 
 } // namespace mtc::rt

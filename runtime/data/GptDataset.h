@@ -21,8 +21,9 @@
 // Every shuffle is numpy's legacy RandomState(seed).shuffle (NumpyRandom.h), one generator
 // for the document shuffles then the sample shuffles, as Megatron's. Megatron trains on
 // train_iters x global_batch_size samples; the runtime's step s reads samples
-// [s B, (s + 1) B) of a global batch of B. Megatron caches these indices in .npy files;
-// here every rank builds them when it starts (a few bytes per sample and per document).
+// [s B, (s + 1) B) of a global batch of B. Every rank builds the indices when it starts (a
+// few bytes per sample and per document), or with a cache directory (Megatron's
+// --data-cache-path) loads them from the .npy files of an earlier run (GptIndexCache.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,6 +67,33 @@ Expected<std::array<double, 3>> parseSplit(std::string_view split);
 std::array<std::optional<DocumentRange>, 3> splitDocuments(const std::array<double, 3> &weights,
                                                            int64_t numDocuments);
 
+/// What the indices of a split hold, from the inputs alone (no shuffle drawn).
+struct GptIndexShape {
+  int64_t numEpochs = 0;
+  bool separateFinalEpoch = false;
+  /// With a separate final epoch: the samples before the final epoch's, shuffled apart from
+  /// the rest.
+  int64_t samplesBeforeFinalEpoch = 0;
+  /// The samples cut from the epochs, (E T - 1) / L.
+  int64_t numSamples = 0;
+  /// E x the documents.
+  int64_t documentIndexSize = 0;
+};
+
+/// The shape of the indices for `numDocuments` documents of `tokensPerEpoch` tokens, samples
+/// of seqLen + 1 tokens, at least `numSamples` samples. Fails when the documents hold fewer
+/// than 2 tokens or seqLen < 2 (Megatron asserts both), or when the counts overflow.
+Expected<GptIndexShape> gptIndexShape(int64_t tokensPerEpoch, int64_t numDocuments, int64_t seqLen,
+                                      int64_t numSamples);
+
+/// Megatron's build_sample_idx (drop_last_partial_sequence, add_extra_token_to_sequence):
+/// the documents of `documentIndex` (of lengths `sequenceLengths`, all of them valid indices)
+/// laid end to end and cut into `numSamples` samples of seqLen + 1 tokens, as (position,
+/// offset) pairs, numSamples + 1 of them. The document index must hold the tokens.
+std::vector<int64_t> buildSampleIndex(std::span<const int32_t> sequenceLengths,
+                                      std::span<const int32_t> documentIndex, int64_t seqLen,
+                                      int64_t numSamples);
+
 /// Megatron's three indices for one split.
 struct GptSampleIndex {
   int64_t numEpochs = 0;
@@ -104,7 +132,13 @@ public:
     uint64_t seed = 0;
     /// Token ids must be below it (0: not checked).
     int64_t vocab = 0;
+    /// Megatron's --data-cache-path: the directory of the indices' .npy files (empty: none;
+    /// GptIndexCache.h).
+    std::filesystem::path cachePath;
   };
+
+  /// Where the indices came from.
+  enum class IndexOrigin { Built, Loaded, BuiltAndCached };
 
   static Expected<GptDataset> open(const Options &options);
   /// What `open` checks before it builds the order (the split string, the seed, the files, a
@@ -117,6 +151,12 @@ public:
   DocumentRange documents() const { return documents_; }
   int64_t tokensPerEpoch() const { return tokensPerEpoch_; }
   int64_t seqLen() const { return options_.seqLen; }
+  IndexOrigin indexOrigin() const { return origin_; }
+  /// With a cache: its files' common prefix, `DIR/HASH-GPTDataset-SPLIT-`.
+  const std::filesystem::path &cacheEntry() const { return cacheEntry_; }
+  /// "" without a cache, else "; indices loaded from 'DIR/HASH-GPTDataset-train-*'" or
+  /// "; indices cached in '...'".
+  std::string describeIndexOrigin() const;
 
   /// The seqLen + 1 tokens of sample `k` of the training order (after the shuffle).
   Error sample(int64_t k, std::vector<int64_t> &tokens) const;
@@ -131,7 +171,8 @@ public:
   Error batch(int64_t step, int64_t sampleBegin, int64_t count, int64_t seqLen, int32_t *tokens,
               int32_t *labels) const;
 
-  /// "indexed dataset 'p' (train split: documents [0, 969) of 1000, 123456 tokens, 2 epochs)".
+  /// "indexed dataset 'p' (train split: documents [0, 969) of 1000, 123456 tokens, 2 epochs)",
+  /// with a cache "...; indices loaded from 'DIR/HASH-GPTDataset-train-*')".
   std::string describe() const;
 
 private:
@@ -146,6 +187,8 @@ private:
   DocumentRange documents_;
   int64_t tokensPerEpoch_ = 0;
   GptSampleIndex index_;
+  IndexOrigin origin_ = IndexOrigin::Built;
+  std::filesystem::path cacheEntry_;
 };
 
 } // namespace mtc::rt

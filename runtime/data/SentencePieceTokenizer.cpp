@@ -29,7 +29,11 @@ std::string_view SentencePieceTokenizer::name() const {
 }
 
 Expected<std::unique_ptr<SentencePieceTokenizer>>
-SentencePieceTokenizer::create(std::string_view model, std::string_view modelName, Flavor flavor) {
+SentencePieceTokenizer::create(std::string_view model, std::string_view modelName, Flavor flavor,
+                               int64_t extraIds) {
+  if (extraIds < 0 || (extraIds > 0 && flavor != Flavor::Megatron))
+    return makeError("--vocab-extra-ids ", extraIds,
+                     ": only SentencePieceTokenizer takes T5's sentinels (a count from 0)");
   auto impl = std::make_unique<Impl>();
   if (auto status = impl->processor.LoadFromSerializedProto(model); !status.ok())
     return makeError(modelName, ": not a SentencePiece model (sentencepiece: ", status.ToString(),
@@ -76,6 +80,9 @@ SentencePieceTokenizer::create(std::string_view model, std::string_view modelNam
   add(piece(sp.pad_id(), "<PAD>"));
   add(piece(sp.bos_id(), "<BOS>"));
   add(piece(sp.eos_id(), "<EOS>"));
+  // T5's sentinels (Megatron's --vocab-extra-ids), after the others, as any added token.
+  for (int64_t i = 0; i < extraIds; ++i)
+    add(concat("<extra_id_", i, ">"));
   return t;
 }
 

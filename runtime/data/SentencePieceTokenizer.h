@@ -8,7 +8,9 @@
 //                              <PAD>, <BOS>, <EOS> where the model has none) to the
 //                              vocabulary, those it lacks after its pieces in that order; those
 //                              tokens written in the text are encoded as themselves, the text
-//                              between them by the model. End of document: <EOD>.
+//                              between them by the model. End of document: <EOD>. With
+//                              --vocab-extra-ids N, T5's sentinels <extra_id_0> ...
+//                              <extra_id_{N-1}> are added after them, the same way.
 //   GPTSentencePieceTokenizer  the model alone; end of document: its EOS.
 //   Llama2Tokenizer            the model with its BOS before every text encoded (every
 //                              sentence of a document); end of document: its EOS.
@@ -35,9 +37,10 @@ public:
   enum class Flavor { Megatron, Gpt, Llama2 };
 
   /// The tokenizer of a model file's contents, named `modelName` in errors; the flavors that
-  /// need a BOS or EOS piece refuse a model without one.
+  /// need a BOS or EOS piece refuse a model without one. `extraIds` sentinels are added to
+  /// Megatron's flavor (the others refuse any).
   static Expected<std::unique_ptr<SentencePieceTokenizer>>
-  create(std::string_view model, std::string_view modelName, Flavor flavor);
+  create(std::string_view model, std::string_view modelName, Flavor flavor, int64_t extraIds = 0);
   ~SentencePieceTokenizer() override;
 
   std::string_view name() const override;

@@ -24,8 +24,13 @@ Error ByteTokenizer::decode(std::span<const int64_t> ids, std::string &text) {
   return Error::success();
 }
 
-TokenizerOptions tokenizerOptions(const CommandLine &line) {
+Expected<TokenizerOptions> tokenizerOptions(const CommandLine &line) {
   TokenizerOptions options;
+  Expected<int64_t> extraIds =
+      parseInteger(line.value("--vocab-extra-ids"), "--vocab-extra-ids", 0, 0, kMaxVocabExtraIds);
+  if (!extraIds)
+    return extraIds.takeError();
+  options.vocabExtraIds = *extraIds;
   options.type = line.value("--tokenizer-type").value_or(options.type);
   options.vocabFile = line.value("--vocab-file").value_or("");
   options.mergeFile = line.value("--merge-file").value_or("");
@@ -59,6 +64,11 @@ Expected<std::unique_ptr<Tokenizer>> makeTokenizer(const TokenizerOptions &optio
       return makeError(flag, " does not apply to tokenizer type ", type);
   }
 
+  if (options.vocabExtraIds > 0 && flavor != Flavor::Megatron)
+    return makeError("--vocab-extra-ids adds T5's sentinels to tokenizer type "
+                     "SentencePieceTokenizer only; Megatron gives ",
+                     type, " none (it ignores the option)");
+
   if (gpt2) {
     if (options.vocabFile.empty() || options.mergeFile.empty())
       return makeError("tokenizer type GPT2BPETokenizer needs --vocab-file (vocab.json) and "
@@ -81,8 +91,8 @@ Expected<std::unique_ptr<Tokenizer>> makeTokenizer(const TokenizerOptions &optio
     Expected<std::string> model = readInputFile(options.tokenizerModel);
     if (!model)
       return model.takeError().withContext("--tokenizer-model");
-    Expected<std::unique_ptr<SentencePieceTokenizer>> t =
-        SentencePieceTokenizer::create(*model, concat(options.tokenizerModel), *flavor);
+    Expected<std::unique_ptr<SentencePieceTokenizer>> t = SentencePieceTokenizer::create(
+        *model, concat(options.tokenizerModel), *flavor, options.vocabExtraIds);
     if (!t)
       return t.takeError();
     return std::unique_ptr<Tokenizer>(std::move(*t));

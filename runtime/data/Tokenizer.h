@@ -63,16 +63,26 @@ struct TokenizerOptions {
   std::filesystem::path vocabFile;      // --vocab-file (GPT2BPETokenizer's vocab.json)
   std::filesystem::path mergeFile;      // --merge-file (GPT2BPETokenizer's merges.txt)
   std::filesystem::path tokenizerModel; // --tokenizer-model (a SentencePiece .model)
+  /// --vocab-extra-ids: T5's sentinels <extra_id_0> ... <extra_id_{N-1}>, added to the
+  /// vocabulary of SentencePieceTokenizer (SentencePieceTokenizer.h), the one type that takes
+  /// them in Megatron (BERT's WordPiece aside); refused for the others, which Megatron gives
+  /// no sentinels without saying so.
+  int64_t vocabExtraIds = 0;
 };
 
+/// The most sentinels --vocab-extra-ids adds (T5 uses 100).
+inline constexpr int64_t kMaxVocabExtraIds = 1 << 20;
+
 /// The command-line options that choose a tokenizer (mtc-data, mtrun generate), and the
-/// TokenizerOptions a command line gives them (the defaults for those not given).
-inline constexpr std::string_view kTokenizerFlags[] = {"--tokenizer-type", "--vocab-file",
-                                                       "--merge-file", "--tokenizer-model"};
-TokenizerOptions tokenizerOptions(const CommandLine &line);
+/// TokenizerOptions a command line gives them (the defaults for those not given; an error for
+/// a --vocab-extra-ids that is not an integer in [0, kMaxVocabExtraIds]).
+inline constexpr std::string_view kTokenizerFlags[] = {
+    "--tokenizer-type", "--vocab-file", "--merge-file", "--tokenizer-model", "--vocab-extra-ids"};
+Expected<TokenizerOptions> tokenizerOptions(const CommandLine &line);
 
 /// The tokenizer `options` describe. An unknown type lists the known ones; a file the type
-/// needs and is not given, or one given that it does not read, is an error.
+/// needs and is not given, or one given that it does not read, is an error, as are
+/// --vocab-extra-ids for another type than SentencePieceTokenizer.
 Expected<std::unique_ptr<Tokenizer>> makeTokenizer(const TokenizerOptions &options);
 
 } // namespace mtc::rt

@@ -2,6 +2,7 @@
 
 #include "runtime/exec/TrainingRun.h"
 
+#include "runtime/comm/Communicator.h"
 #include "runtime/data/MetricsWriter.h"
 #include "runtime/data/TokenSource.h"
 #include "runtime/exec/Checkpoint.h"
@@ -136,6 +137,8 @@ GptDataset::Options indexedDataOptions(const Plan &plan, const TrainingRunOption
   gpt.split = options.split.value_or(std::string(kMegatronDefaultSplit));
   gpt.seed = plan.seed;
   gpt.vocab = plan.vocabularySize().value_or(0);
+  if (options.dataCachePath)
+    gpt.cachePath = *options.dataCachePath;
   return gpt;
 }
 
@@ -242,6 +245,11 @@ public:
   Error writeOutputs(const TrainingState &state);
 
 private:
+  /// The run's data (openData). With an index cache and several ranks, rank 0 opens it first,
+  /// building and writing the cache's missing entries, and tells the others (a broadcast of
+  /// whether it succeeded), which then open it from the cache: one rank builds, no two write
+  /// at once on a shared directory.
+  Expected<RunData> openRunData(const KernelLibrary &kernels);
   /// Logs on the leader only.
   void print(const std::string &text) {
     if (job_.leader())
@@ -361,11 +369,27 @@ Error Run::saveDuringRun(const TrainingState &state) {
   return writeCheckpoint(*whole ? **whole : state, state.step);
 }
 
+Expected<RunData> Run::openRunData(const KernelLibrary &kernels) {
+  if (!options_.dataPath || !options_.dataCachePath || job_.size <= 1 || !job_.world)
+    return openData(plan_, options_, kernels);
+  std::optional<Expected<RunData>> data;
+  if (job_.rank == 0)
+    data.emplace(openData(plan_, options_, kernels));
+  int32_t opened = job_.rank == 0 && *data ? 1 : 0;
+  if (Error err = job_.world->broadcast(&opened, 1, MTC_I32, 0); !err.ok())
+    return std::move(err).withContext("waiting for rank 0 to build the index cache");
+  if (job_.rank == 0)
+    return std::move(*data);
+  if (!opened)
+    return makeError("rank 0 could not open the training data (its error says why)");
+  return openData(plan_, options_, kernels);
+}
+
 Error Run::train(TrainingState &state) {
   Expected<KernelLibrary> kernels = KernelLibrary::load(plan_);
   if (!kernels)
     return kernels.takeError();
-  Expected<RunData> data = openData(plan_, options_, *kernels);
+  Expected<RunData> data = openRunData(*kernels);
   if (!data)
     return data.takeError();
   std::optional<MetricsWriter> metrics;

@@ -72,6 +72,11 @@ struct TrainingRunOptions {
   std::optional<DataBlend> dataPath;
   /// Megatron's --split of `dataPath` (none: Megatron's default "969, 30, 1").
   std::optional<std::string> split;
+  /// Megatron's --data-cache-path: the directory where the indices of `dataPath`'s orders are
+  /// kept as .npy files (runtime/data/GptIndexCache.h): loaded when there, else built and
+  /// written. Rank 0 opens the data first; the other ranks wait for it and then load what it
+  /// wrote (or, without a shared directory, build and write their own).
+  std::optional<std::string> dataCachePath;
   /// The samples `dataPath`'s order is built for (none: `targetSteps` x the global batch). A
   /// run stopped early and resumed keeps its order when both give the same number.
   std::optional<int64_t> trainSamples;

@@ -135,37 +135,6 @@ uint64_t decodeU64(const char *p) {
   return v;
 }
 
-/// Writes through `writer(fd, tmpPath)` to a temporary file and renames it over `path`;
-/// first removes the temporaries that killed writers left (TemporaryFiles.h).
-template <class Writer> Error writeAtomically(const std::filesystem::path &path, Writer &&writer) {
-  (void)removeStaleTemporaries(path);
-  std::filesystem::path tmp = temporaryPathFor(path);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return makeError("cannot create ", tmp, ": ", errnoCode());
-  Error err = writer(fd, tmp);
-  if (err.ok() && ::fsync(fd) != 0)
-    err = makeError("cannot sync ", tmp, ": ", errnoCode());
-  if (::close(fd) != 0 && err.ok())
-    err = makeError("cannot close ", tmp, ": ", errnoCode());
-  if (err.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    err = makeError("cannot rename ", tmp, " to ", path, ": ", errnoCode());
-  if (!err.ok()) {
-    ::unlink(tmp.c_str());
-    return err;
-  }
-  // Make the rename durable. Failure here does not undo the write, so it is not reported.
-  std::filesystem::path dir = path.parent_path();
-  if (dir.empty())
-    dir = ".";
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
-  return Error::success();
-}
-
 Expected<std::string> readWholeFile(const std::filesystem::path &path) {
   Expected<RegularFile> file = openInputFile(path);
   if (!file)

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <csignal>
+#include <fcntl.h>
 #include <limits.h>
 #include <optional>
 #include <unistd.h>
@@ -31,6 +32,37 @@ std::optional<pid_t> temporaryOwner(std::string_view name, std::string_view file
 }
 
 } // namespace
+
+Error writeAtomically(
+    const std::filesystem::path &path,
+    const std::function<Error(int fd, const std::filesystem::path &temporary)> &writer) {
+  (void)removeStaleTemporaries(path);
+  std::filesystem::path tmp = temporaryPathFor(path);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return makeError("cannot create ", tmp, ": ", errnoCode());
+  Error err = writer(fd, tmp);
+  if (err.ok() && ::fsync(fd) != 0)
+    err = makeError("cannot sync ", tmp, ": ", errnoCode());
+  if (::close(fd) != 0 && err.ok())
+    err = makeError("cannot close ", tmp, ": ", errnoCode());
+  if (err.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    err = makeError("cannot rename ", tmp, " to ", path, ": ", errnoCode());
+  if (!err.ok()) {
+    ::unlink(tmp.c_str());
+    return err;
+  }
+  // Make the rename durable. Failure here does not undo the write, so it is not reported.
+  std::filesystem::path dir = path.parent_path();
+  if (dir.empty())
+    dir = ".";
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  return Error::success();
+}
 
 std::string hostName() {
   char name[HOST_NAME_MAX + 1] = {};

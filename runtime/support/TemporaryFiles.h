@@ -13,8 +13,11 @@
 #ifndef MTC_RUNTIME_SUPPORT_TEMPORARYFILES_H
 #define MTC_RUNTIME_SUPPORT_TEMPORARYFILES_H
 
+#include "runtime/support/Error.h"
+
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,14 @@ std::filesystem::path temporaryPathFor(const std::filesystem::path &path);
 /// host that no longer run; returns the paths removed. Errors are ignored: a temporary that
 /// cannot be removed is not worth failing a save or a load for.
 std::vector<std::filesystem::path> removeStaleTemporaries(const std::filesystem::path &path);
+
+/// Writes `path` atomically through `writer(fd, temporary)`, which writes the contents to the
+/// open descriptor `fd` of `temporary` (temporaryPathFor(path)): then fsync, rename over
+/// `path`, fsync of the directory. Removes the stale temporaries of `path` first. On failure
+/// `path` is untouched and the temporary removed; errors name the temporary or `path`.
+Error writeAtomically(
+    const std::filesystem::path &path,
+    const std::function<Error(int fd, const std::filesystem::path &temporary)> &writer);
 
 /// This host's name (gethostname), or "localhost" when it has none.
 std::string hostName();

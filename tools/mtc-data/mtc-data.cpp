@@ -53,17 +53,21 @@ constexpr const char *kUsage =
     "                         SentencePieceTokenizer, GPTSentencePieceTokenizer or\n"
     "                         Llama2Tokenizer: a SentencePiece model (--tokenizer-model M)\n"
     "                         as Megatron's tokenizers of those names use it\n"
+    "      --vocab-extra-ids N SentencePieceTokenizer: add T5's sentinels <extra_id_0> ...\n"
+    "                         <extra_id_{N-1}> to the vocabulary (default 0)\n"
     "  info PREFIX\n"
     "      check the indexed dataset PREFIX and print its dtype, sequences, documents, tokens\n"
     "  tokens PREFIX [--first K]\n"
     "      print the token ids of the first K (default all) documents, a line each:\n"
     "      \"D: ids\", its sequences separated by \" |\"\n"
     "  samples PREFIX --seq-len L --num-samples N [--seed S] [--split W] [--which T]\n"
-    "          [--first K]\n"
+    "          [--first K] [--data-cache-path DIR]\n"
     "      print the first K (default N) samples of L + 1 token ids that training on N samples\n"
     "      reads, in Megatron's order (seed default 1234, Megatron's; split default \"969, 30, "
     "1\");\n"
-    "      --which valid or test: that split's order for N samples (default train)\n"
+    "      --which valid or test: that split's order for N samples (default train);\n"
+    "      --data-cache-path DIR: load the order's indices from DIR's .npy files, or build\n"
+    "      and write them there (as mtrun --data-cache-path)\n"
     "  samples W1 PREFIX1 W2 PREFIX2 ... --seq-len L --num-samples N [options as above]\n"
     "      the same for a blend, as `mtrun --data-path W1 PREFIX1 W2 PREFIX2 ...` reads it:\n"
     "      each sample as \"K: D/J: ids\", sample J of dataset D\n"
@@ -117,11 +121,11 @@ Error forEachLine(const std::filesystem::path &path,
 }
 
 int preprocess(int argc, char **argv) {
-  Expected<Args> args =
-      parseArgs(argc, argv,
-                {"--input", "--output-prefix", "--input-format", "--json-key", "--dtype",
-                 kTokenizerFlags[0], kTokenizerFlags[1], kTokenizerFlags[2], kTokenizerFlags[3]},
-                {"--split-lines", "--append-eod"});
+  Expected<Args> args = parseArgs(argc, argv,
+                                  {"--input", "--output-prefix", "--input-format", "--json-key",
+                                   "--dtype", kTokenizerFlags[0], kTokenizerFlags[1],
+                                   kTokenizerFlags[2], kTokenizerFlags[3], kTokenizerFlags[4]},
+                                  {"--split-lines", "--append-eod"});
   auto fail = [](const Error &err) {
     std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
     return 1;
@@ -152,7 +156,10 @@ int preprocess(int argc, char **argv) {
   if (dtypeName != "u16" && dtypeName != "i32")
     return fail(makeError("--dtype expects u16 or i32, got '", dtypeName, "'"));
   const TokenDType dtype = dtypeName == "u16" ? TokenDType::U16 : TokenDType::I32;
-  Expected<std::unique_ptr<Tokenizer>> tokenizer = makeTokenizer(tokenizerOptions(*args));
+  Expected<TokenizerOptions> tokenizerChoice = tokenizerOptions(*args);
+  if (!tokenizerChoice)
+    return fail(tokenizerChoice.error());
+  Expected<std::unique_ptr<Tokenizer>> tokenizer = makeTokenizer(*tokenizerChoice);
   if (!tokenizer)
     return fail(tokenizer.error());
   if (dtype == TokenDType::U16 && (*tokenizer)->vocabSize() > 65536)
@@ -338,8 +345,10 @@ int samples(int argc, char **argv) {
     std::fprintf(stderr, "mtc-data: error: %s\n", err.message().c_str());
     return 1;
   };
-  Expected<Args> args = parseArgs(
-      argc, argv, {"--seq-len", "--num-samples", "--seed", "--split", "--which", "--first"}, {});
+  Expected<Args> args = parseArgs(argc, argv,
+                                  {"--seq-len", "--num-samples", "--seed", "--split", "--which",
+                                   "--first", "--data-cache-path"},
+                                  {});
   if (!args)
     return fail(args.error());
   if (args->positional.empty())
@@ -367,6 +376,13 @@ int samples(int argc, char **argv) {
   options.globalBatch = 1;
   options.numSamples = *numSamples;
   options.seed = uint64_t(*seed);
+  options.cachePath = valueOr(*args, "--data-cache-path", "");
+  // Where each order's indices came from, apart from the samples on stdout.
+  auto reportCache = [&](const GptDataset &gpt) {
+    if (!options.cachePath.empty())
+      std::fprintf(stderr, "mtc-data: %s: %s\n", gpt.dataset().prefix().c_str(),
+                   gpt.describeIndexOrigin().substr(2).c_str());
+  };
   if (blend->single()) {
     Expected<int64_t> first = parseInt(*args, "--first", *numSamples, 0, *numSamples);
     if (!first)
@@ -375,6 +391,7 @@ int samples(int argc, char **argv) {
     Expected<GptDataset> gpt = GptDataset::open(options);
     if (!gpt)
       return fail(gpt.error());
+    reportCache(*gpt);
     std::printf("%s\n", describeOrder(*gpt).c_str());
     if (Error err = printSamples(*gpt, *first, [](int64_t) { return ""; }); !err.ok())
       return fail(err);
@@ -383,6 +400,8 @@ int samples(int argc, char **argv) {
   Expected<BlendedDataset> data = BlendedDataset::open(*blend, options);
   if (!data)
     return fail(data.error());
+  for (const GptDataset &gpt : data->datasets())
+    reportCache(gpt);
   // A blend of prefixes without weights can hold fewer than N.
   Expected<int64_t> first = parseInt(*args, "--first", data->size(), 0, data->size());
   if (!first)

@@ -149,7 +149,8 @@ cl::opt<bool> fp16Flag("fp16",
                        cl::desc("Train in fp16 mixed precision (Megatron's --fp16): as --bf16 "
                                 "with f16 activations, and the backward seeded with mtrun's "
                                 "dynamic loss scale; overrides train { precision }"),
-                       cl::sub(compileCommand), cl::cat(compileCategory));
+                       cl::sub(compileCommand), cl::sub(exploreCommand),
+                       cl::cat(compileCategory));
 
 cl::opt<bool> printStats("stats",
                          cl::desc("Print parameter counts per tensor and in total, FLOPs per "

@@ -9,6 +9,7 @@
 #include "tools/mtrun/Generate.h"
 #include "tools/mtrun/GenerationModel.h"
 
+#include "runtime/data/NpyFile.h"
 #include "runtime/data/Tokenizer.h"
 #include "runtime/generate/Decoding.h"
 #include "runtime/support/CommandLine.h"
@@ -18,7 +19,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <string>
@@ -56,6 +56,7 @@ constexpr const char *kUsage =
     "  --tokenizer-type T         bytes (default), GPT2BPETokenizer, SentencePieceTokenizer,\n"
     "                             GPTSentencePieceTokenizer, Llama2Tokenizer (as mtc-data)\n"
     "  --vocab-file F, --merge-file F, --tokenizer-model F   the tokenizer's files\n"
+    "  --vocab-extra-ids N        SentencePieceTokenizer: T5's N sentinels (as mtc-data)\n"
     "  --ids                      print the token ids instead of the text\n"
     "  --dump-logits FILE         write the logits of every position of the result (.npy,\n"
     "                             f32 [tokens - 1, vocabulary])\n"
@@ -68,7 +69,7 @@ Expected<GenerateOptions> parseGenerateArgs(int argc, char **argv) {
       argc, argv, 1,
       {{"--load", "--steps", "--prompt", "--max-new-tokens", "--temperature", "--top-k", "--top-p",
         "--seed", "--threads-per-rank", "--dump-logits", kTokenizerFlags[0], kTokenizerFlags[1],
-        kTokenizerFlags[2], kTokenizerFlags[3]},
+        kTokenizerFlags[2], kTokenizerFlags[3], kTokenizerFlags[4]},
        {"--stop-token"},
        {"--help", "-h", "--ignore-eod", "--ids", "--no-kv-cache"},
        " of mtrun generate (see mtrun generate --help)"});
@@ -92,7 +93,10 @@ Expected<GenerateOptions> parseGenerateArgs(int argc, char **argv) {
   o.dumpLogits = line->value("--dump-logits");
   if (auto stops = line->repeated.find("--stop-token"); stops != line->repeated.end())
     o.stopTokens = stops->second;
-  o.tokenizer = tokenizerOptions(*line);
+  Expected<TokenizerOptions> tokenizer = tokenizerOptions(*line);
+  if (!tokenizer)
+    return tokenizer.takeError();
+  o.tokenizer = std::move(*tokenizer);
   o.help = line->flags.count("--help") || line->flags.count("-h");
   o.ignoreEod = line->flags.count("--ignore-eod") > 0;
   o.ids = line->flags.count("--ids") > 0;
@@ -108,23 +112,11 @@ Error writeLogits(const std::string &path, GenerationModel &model,
   Expected<std::vector<float>> rows = model.logitsOfPositions(tokens);
   if (!rows)
     return rows.takeError();
-  std::string header = concat("{'descr': '<f4', 'fortran_order': False, 'shape': (",
-                              tokens.size() - 1, ", ", model.vocabulary(), "), }");
-  // Magic, version, header length, then the header padded with spaces to a multiple of 64
-  // and ended by a newline.
-  header.append(63 - (10 + header.size()) % 64, ' ');
-  header.push_back('\n');
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  const uint16_t length = static_cast<uint16_t>(header.size());
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.write(reinterpret_cast<const char *>(&length), 2);
-  out.write(header.data(), std::streamsize(header.size()));
-  out.write(reinterpret_cast<const char *>(rows->data()),
-            std::streamsize(rows->size() * sizeof(float)));
-  out.close();
-  if (!out)
-    return makeError("--dump-logits: cannot write '", path, "'");
-  return Error::success();
+  const int64_t shape[] = {int64_t(tokens.size()) - 1, model.vocabulary()};
+  return writeNpyFile(path, NpyDType::F32, shape,
+                      std::string_view(reinterpret_cast<const char *>(rows->data()),
+                                       rows->size() * sizeof(float)))
+      .withContext("--dump-logits");
 }
 
 int failWith(const Error &err) {

@@ -70,7 +70,8 @@ constexpr const char *kUsage =
     "                             order they reach the model (default: the plan's seed)\n"
     "  --model-name NAME          the model's name in OpenAI's answers (default: PLAN's\n"
     "                             directory name without .plan)\n"
-    "  --tokenizer-type T, --vocab-file F, --merge-file F, --tokenizer-model F\n"
+    "  --tokenizer-type T, --vocab-file F, --merge-file F, --tokenizer-model F,\n"
+    "  --vocab-extra-ids N\n"
     "                             the tokenizer, as mtrun generate and mtc-data take it\n"
     "  --no-kv-cache              score the whole window for every token, even where the\n"
     "                             plan has a KV cache (prefill and decode_step)\n"
@@ -244,7 +245,7 @@ int serveMain(int argc, char **argv) {
       argc, argv, 1,
       {{"--load", "--steps", "--host", "--port", "--port-file", "--max-request-bytes",
         "--max-concurrency", "--seed", "--model-name", "--threads-per-rank", kTokenizerFlags[0],
-        kTokenizerFlags[1], kTokenizerFlags[2], kTokenizerFlags[3]},
+        kTokenizerFlags[1], kTokenizerFlags[2], kTokenizerFlags[3], kTokenizerFlags[4]},
        {},
        {"--help", "-h", "--no-kv-cache"},
        " of mtrun serve (see mtrun serve --help)"});
@@ -275,10 +276,12 @@ int serveMain(int argc, char **argv) {
     if (Error err = checkOutputFile(*portFile, "--port-file"); !err.ok())
       return failWith(err);
 
+  Expected<TokenizerOptions> tokenizer = tokenizerOptions(*line);
+  if (!tokenizer)
+    return failWith(tokenizer.error());
   Expected<std::unique_ptr<GenerationModel>> loaded = GenerationModel::load(
       {line->positional.front(), line->value("--load"), line->value("--steps"),
-       line->value("--threads-per-rank"), tokenizerOptions(*line),
-       line->flags.count("--no-kv-cache") > 0});
+       line->value("--threads-per-rank"), *tokenizer, line->flags.count("--no-kv-cache") > 0});
   if (!loaded)
     return failWith(loaded.error());
   GenerationModel &generation = **loaded;

@@ -59,7 +59,7 @@ struct Options {
   std::optional<std::string> exportSafetensors;
   std::optional<std::string> steps, data, save, saveEvery, load, logEvery, metrics, threads;
   std::optional<std::string> nodes, ranksPerNode, globalBatch, commTimeout, trace;
-  std::optional<std::string> split, trainSamples, evalInterval, evalIters, device;
+  std::optional<std::string> split, dataCachePath, trainSamples, evalInterval, evalIters, device;
   /// fp16's loss scaling (Megatron's flags).
   std::optional<std::string> lossScale, initialLossScale, minLossScale, lossScaleWindow,
       hysteresis;
@@ -102,6 +102,9 @@ constexpr OptionSpec kOptions[] = {
      [](const Options &o) { return o.dataPath.has_value(); }, /*list=*/true},
     MTRUN_VALUE_OPTION("--split", split, "S",
                        "Megatron's train,valid,test split of --data-path (default \"969, 30, 1\")"),
+    MTRUN_VALUE_OPTION("--data-cache-path", dataCachePath, "DIR",
+                       "keep --data-path's sample order indices in DIR (.npy files, Megatron's "
+                       "layout): loaded when there, else built and written"),
     MTRUN_VALUE_OPTION("--train-samples", trainSamples, "N",
                        "the samples --data-path's order is for (default: steps x global batch)"),
     MTRUN_VALUE_OPTION("--eval-interval", evalInterval, "N",
@@ -414,8 +417,10 @@ int run(int argc, char **argv) {
     return fail(makeError("--save-every needs --save DIR"));
   if (opts->data && opts->dataPath)
     return fail(makeError("--data and --data-path are two data sets: give one"));
-  if ((opts->split || opts->trainSamples) && !opts->dataPath)
-    return fail(makeError(opts->split ? "--split" : "--train-samples",
+  if ((opts->split || opts->trainSamples || opts->dataCachePath) && !opts->dataPath)
+    return fail(makeError(opts->split          ? "--split"
+                          : opts->trainSamples ? "--train-samples"
+                                               : "--data-cache-path",
                           " needs --data-path PREFIX"));
   if (opts->evalIters && !opts->evalInterval)
     return fail(makeError("--eval-iters needs --eval-interval N"));
@@ -559,6 +564,7 @@ int run(int argc, char **argv) {
   training.data = opts->data;
   training.dataPath = dataPath;
   training.split = opts->split;
+  training.dataCachePath = opts->dataCachePath;
   if (opts->trainSamples)
     training.trainSamples = *trainSamples;
   training.evalInterval = *evalInterval;

@@ -1,22 +1,26 @@
 //===- FunctionCostTest.cpp - what one call of a step function computes ---===//
 //
 // computeFunctionCosts counts, per call of each function the runtime calls, the matrix
-// products by FLOPs (2 x the product of every distinct dimension), the bytes of the other
-// computing ops and the op count, a layer scan once per repeat; views and casts count
-// nothing.
+// products by FLOPs (2 x the product of every distinct dimension), the bytes the other ops'
+// kernels move, fused as mtc-fuse-elementwise fuses them, and the kernel count, a layer
+// scan once per repeat; views and casts count nothing.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/analysis/FunctionCost.h"
+#include "compiler/codegen/ToLinalg/Passes.h"
+#include "compiler/fusion/Passes.h"
 #include "compiler/lowering/Passes.h"
 #include "compiler/registration/Registration.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 
 #include <string>
 
@@ -66,12 +70,13 @@ TEST(FunctionCostTest, CountsProductsTrafficAndOps) {
   ASSERT_EQ(step.gemms.size(), 1u);
   EXPECT_EQ(step.gemms[0].flops, 1024);
   EXPECT_EQ(step.gemms[0].count, 4);
-  // Each add reads two [4, 16] f32 tensors and writes one.
-  EXPECT_EQ(step.trafficBytes, 3 * 3 * 4 * 16 * 4);
+  // Each add reads one [4, 16] f32 tensor (both operands are the same value: the kernel
+  // reads it once) and writes one.
+  EXPECT_EQ(step.trafficBytes, 3 * 2 * 4 * 16 * 4);
   EXPECT_EQ(step.ops, 3 * 2 + 1);
   const FunctionCost &optimizer = costs.at("optimizer_step");
   EXPECT_TRUE(optimizer.gemms.empty());
-  EXPECT_EQ(optimizer.trafficBytes, 3 * 10 * 4);
+  EXPECT_EQ(optimizer.trafficBytes, 2 * 10 * 4);
   EXPECT_EQ(optimizer.ops, 1);
 }
 
@@ -96,9 +101,10 @@ TEST(FunctionCostTest, SeparatesWhatGrowsWithTheMicroBatch) {
       mlir::parseSourceString<mlir::ModuleOp>(kBatched, &context);
   ASSERT_TRUE(module);
   FunctionCost cost = computeFunctionCost(*module, "forward_backward");
-  // The mul: three [2, 8] f32 tensors, batched; the add: three [8] ones, not.
-  EXPECT_EQ(cost.trafficBytes, 3 * 2 * 8 * 4 + 3 * 8 * 4);
-  EXPECT_EQ(cost.batchTrafficBytes, 3 * 2 * 8 * 4);
+  // The mul: two [2, 8] f32 tensors (x read once, y written), batched; the add: two [8]
+  // ones, not.
+  EXPECT_EQ(cost.trafficBytes, 2 * 2 * 8 * 4 + 2 * 8 * 4);
+  EXPECT_EQ(cost.batchTrafficBytes, 2 * 2 * 8 * 4);
   // [h, f] x [h, f] over f: 2 x 8 x 4 FLOPs without the batch.
   EXPECT_EQ(cost.unbatchedGemmFlops, 2 * 8 * 4);
   EXPECT_EQ(cost.ops, 4);
@@ -108,7 +114,7 @@ TEST(FunctionCostTest, SeparatesWhatGrowsWithTheMicroBatch) {
                               .front()
                               .front();
   FunctionCost one = computeOpCost(*module, mul);
-  EXPECT_EQ(one.trafficBytes, 3 * 2 * 8 * 4);
+  EXPECT_EQ(one.trafficBytes, 2 * 2 * 8 * 4);
   EXPECT_EQ(one.batchTrafficBytes, one.trafficBytes);
   EXPECT_EQ(one.ops, 1);
   // No such function: nothing.
@@ -166,6 +172,116 @@ TEST(FunctionCostTest, LowPrecisionCompositeOpsAreStoredInTheLowType) {
   }
   // f16 alike.
   EXPECT_EQ(2 * decomposedCost(context, "f16").trafficBytes, wide.trafficBytes);
+}
+
+// Fusion: an elementwise chain (add, gelu, mul) is one kernel that reads its external
+// inputs once and writes its result; a reduction fed by an elementwise op is one kernel;
+// what the fusion does not merge stays apart: a reduction feeding a broadcast (a reduction
+// is never fused into its consumer), an op whose result has two uses, a value returned.
+constexpr llvm::StringLiteral kFusion = R"mlir(
+func.func @chain(%x: !mt.tensor<[b=4, h=8], f32>, %y: !mt.tensor<[b=4, h=8], f32>) -> !mt.tensor<[b=4, h=8], f32> {
+  %a = mt.add %x, %y : !mt.tensor<[b=4, h=8], f32>, !mt.tensor<[b=4, h=8], f32> -> !mt.tensor<[b=4, h=8], f32>
+  %g = mt.gelu %a : !mt.tensor<[b=4, h=8], f32>
+  %r = mt.rename %g h to k : !mt.tensor<[b=4, h=8], f32> -> !mt.tensor<[b=4, k=8], f32>
+  %s = mt.rename %r k to h : !mt.tensor<[b=4, k=8], f32> -> !mt.tensor<[b=4, h=8], f32>
+  %m = mt.mul %s, %x : !mt.tensor<[b=4, h=8], f32>, !mt.tensor<[b=4, h=8], f32> -> !mt.tensor<[b=4, h=8], f32>
+  return %m : !mt.tensor<[b=4, h=8], f32>
+}
+func.func @sum_of_squares(%x: !mt.tensor<[b=4, h=8], f32>) -> !mt.tensor<[b=4], f32> {
+  %q = mt.mul %x, %x : !mt.tensor<[b=4, h=8], f32>, !mt.tensor<[b=4, h=8], f32> -> !mt.tensor<[b=4, h=8], f32>
+  %s = mt.reduce_sum %q over [h] : !mt.tensor<[b=4, h=8], f32> -> !mt.tensor<[b=4], f32>
+  return %s : !mt.tensor<[b=4], f32>
+}
+func.func @centre(%x: !mt.tensor<[b=4, h=8], f32>) -> !mt.tensor<[b=4, h=8], f32> {
+  %s = mt.reduce_sum %x over [h] : !mt.tensor<[b=4, h=8], f32> -> !mt.tensor<[b=4], f32>
+  %t = mt.broadcast %s : !mt.tensor<[b=4], f32> to !mt.tensor<[b=4, h=8], f32>
+  %d = mt.sub %x, %t : !mt.tensor<[b=4, h=8], f32>, !mt.tensor<[b=4, h=8], f32> -> !mt.tensor<[b=4, h=8], f32>
+  return %d : !mt.tensor<[b=4, h=8], f32>
+}
+func.func @shared(%x: !mt.tensor<[b=4, h=8], f32>, %y: !mt.tensor<[b=4, h=8], f32>) -> (!mt.tensor<[b=4, h=8], f32>, !mt.tensor<[b=4, h=8], f32>) {
+  %e = mt.exp %x : !mt.tensor<[b=4, h=8], f32>
+  %u = mt.mul %e, %y : !mt.tensor<[b=4, h=8], f32>, !mt.tensor<[b=4, h=8], f32> -> !mt.tensor<[b=4, h=8], f32>
+  %v = mt.add %e, %y : !mt.tensor<[b=4, h=8], f32>, !mt.tensor<[b=4, h=8], f32> -> !mt.tensor<[b=4, h=8], f32>
+  return %u, %v : !mt.tensor<[b=4, h=8], f32>, !mt.tensor<[b=4, h=8], f32>
+}
+)mlir";
+
+constexpr int64_t kMatrix = 4 * 8 * 4, kRow = 4 * 4;
+
+TEST(FunctionCostTest, FusedKernelsMoveTheirExternalInputsAndOutputsOnly) {
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(kFusion, &context);
+  ASSERT_TRUE(module);
+  // x and y read once each (x by the add and the mul), m written: one kernel, where the
+  // three ops unfused moved 8 matrices.
+  FunctionCost chain = computeFunctionCost(*module, "chain");
+  EXPECT_EQ(chain.ops, 1);
+  EXPECT_EQ(chain.trafficBytes, 3 * kMatrix);
+  // x read once, the row sums written.
+  FunctionCost squares = computeFunctionCost(*module, "sum_of_squares");
+  EXPECT_EQ(squares.ops, 1);
+  EXPECT_EQ(squares.trafficBytes, kMatrix + kRow);
+  // Not merged: the sum reads x and writes its rows; the broadcast is fused into the sub,
+  // which reads the rows and x again and writes d.
+  FunctionCost centre = computeFunctionCost(*module, "centre");
+  EXPECT_EQ(centre.ops, 2);
+  EXPECT_EQ(centre.trafficBytes, kMatrix + kRow + kRow + kMatrix + kMatrix);
+  // exp has two users: written once, read by each of them.
+  FunctionCost shared = computeFunctionCost(*module, "shared");
+  EXPECT_EQ(shared.ops, 3);
+  EXPECT_EQ(shared.trafficBytes, 2 * kMatrix + 2 * 3 * kMatrix);
+  // One op alone: the kernel is counted at its root, the op that writes it.
+  mlir::Block &body = module->lookupSymbol<mlir::func::FuncOp>("chain").getBody().front();
+  EXPECT_EQ(computeOpCost(*module, &body.front()).ops, 0);
+  EXPECT_EQ(computeOpCost(*module, body.getTerminator()->getOperand(0).getDefiningOp())
+                .trafficBytes,
+            3 * kMatrix);
+}
+
+// The cost model's kernels are those mt-to-linalg and mtc-fuse-elementwise make: on
+// decomposed norms, softmax, rope, dropout and a mean (no products, whose operand
+// transposes are kernels the cost model prices with the GEMM), as many kernels as
+// `linalg.generic` ops remain after the fusion.
+constexpr llvm::StringLiteral kKernels = R"mlir(
+func.func @forward_backward(%x: !mt.tensor<[batch=2, seq=4, hidden=8], f32>, %g: !mt.tensor<[hidden=8], f32>, %b: !mt.tensor<[hidden=8], f32>, %q: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>, %a: !mt.tensor<[heads=2, seq=4, kv_seq=4], f32>) -> (!mt.tensor<[batch=2, seq=4, hidden=8], f32>, !mt.tensor<[batch=2, seq=4, hidden=8], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>, !mt.tensor<[heads=2, seq=4, kv_seq=4], f32>, !mt.tensor<[batch=2, seq=4], f32>) {
+  %n = mt.layer_norm %x, %g, %b over hidden : <[batch=2, seq=4, hidden=8], f32>, <[hidden=8], f32>, !mt.tensor<[hidden=8], f32> -> <[batch=2, seq=4, hidden=8], f32>
+  %r = mt.rms_norm %x, %g over hidden : <[batch=2, seq=4, hidden=8], f32>, <[hidden=8], f32> -> <[batch=2, seq=4, hidden=8], f32>
+  %e = mt.gelu %r : !mt.tensor<[batch=2, seq=4, hidden=8], f32>
+  %d = mt.dropout %e rate 0.1 stream 0 : <[batch=2, seq=4, hidden=8], f32>
+  %p = mt.mul %q, %q : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32> -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>
+  %o = mt.rope %p over head_dim position seq : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>
+  %s = mt.softmax %a over kv_seq : !mt.tensor<[heads=2, seq=4, kv_seq=4], f32>
+  %m = mt.reduce_mean %d over [hidden] : !mt.tensor<[batch=2, seq=4, hidden=8], f32> -> !mt.tensor<[batch=2, seq=4], f32>
+  return %n, %d, %o, %s, %m : !mt.tensor<[batch=2, seq=4, hidden=8], f32>, !mt.tensor<[batch=2, seq=4, hidden=8], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>, !mt.tensor<[heads=2, seq=4, kv_seq=4], f32>, !mt.tensor<[batch=2, seq=4], f32>
+}
+)mlir";
+
+TEST(FunctionCostTest, KernelsAreThoseTheFusionMakes) {
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(kKernels, &context);
+  ASSERT_TRUE(module);
+  mlir::PassManager decompose(&context);
+  decompose.addPass(lowering::createMTDecomposePass());
+  ASSERT_TRUE(mlir::succeeded(decompose.run(*module)));
+  FunctionCost cost = computeFunctionCost(*module, "forward_backward");
+  ASSERT_TRUE(cost.gemms.empty());
+
+  mlir::PassManager lower(&context);
+  lower.addPass(codegen::createMTToLinalgPass());
+  lower.addPass(fusion::createFuseElementwisePass());
+  lower.addPass(mlir::createCanonicalizerPass());
+  ASSERT_TRUE(mlir::succeeded(lower.run(*module)));
+  int64_t generics = 0;
+  module->walk([&](mlir::linalg::GenericOp) { ++generics; });
+  // Unfused, the decomposition is several times as many ops.
+  EXPECT_GT(generics, 5);
+  EXPECT_EQ(cost.ops, generics);
 }
 
 } // namespace

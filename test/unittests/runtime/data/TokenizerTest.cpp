@@ -247,10 +247,11 @@ TEST(Gpt2BpeTokenizer, MergesFileErrorsNameTheLine) {
             "m:1: \"yy\" is not a token of v");
 }
 
-std::unique_ptr<SentencePieceTokenizer> sentencePiece(SentencePieceTokenizer::Flavor flavor) {
+std::unique_ptr<SentencePieceTokenizer> sentencePiece(SentencePieceTokenizer::Flavor flavor,
+                                                      int64_t extraIds = 0) {
   Expected<std::string> model = readInputFile(kInputs / "spm.model");
   EXPECT_TRUE(model.ok()) << model.error().message();
-  auto t = SentencePieceTokenizer::create(*model, "spm.model", flavor);
+  auto t = SentencePieceTokenizer::create(*model, "spm.model", flavor, extraIds);
   EXPECT_TRUE(t.ok()) << t.error().message();
   return t.ok() ? std::move(*t) : nullptr;
 }
@@ -285,6 +286,31 @@ TEST(SentencePieceTokenizer, MegatronEncodesItsTokensInTheTextAsThemselves) {
   EXPECT_EQ(encode(*t, "free<EOD><s> software"), expected);
   // Decoding writes them between spaces, as Megatron's detokenize.
   EXPECT_EQ(decode(*t, expected), "free <EOD>  <s>  software");
+}
+
+// Megatron's --vocab-extra-ids: <extra_id_0> ... after the other added tokens, found in the
+// text and decoded as they are.
+TEST(SentencePieceTokenizer, VocabExtraIdsAddT5Sentinels) {
+  auto t = sentencePiece(SentencePieceTokenizer::Flavor::Megatron, 12);
+  auto plain = sentencePiece(SentencePieceTokenizer::Flavor::Gpt);
+  ASSERT_TRUE(t && plain);
+  EXPECT_EQ(t->vocabSize(), 1005 + 12);
+  EXPECT_EQ(t->eod(), 1002);
+  ASSERT_EQ(t->specialTokens().size(), 7u + 12u);
+  EXPECT_EQ(t->specialTokens()[7], (std::pair<std::string, int64_t>{"<extra_id_0>", 1005}));
+  EXPECT_EQ(t->specialTokens()[18], (std::pair<std::string, int64_t>{"<extra_id_11>", 1016}));
+  // <extra_id_1> is not found inside <extra_id_11>: the closing '>' tells them apart.
+  std::vector<int64_t> expected = encode(*plain, "the");
+  expected.push_back(1016);
+  std::vector<int64_t> rest = encode(*plain, "Program");
+  expected.insert(expected.end(), rest.begin(), rest.end());
+  expected.push_back(1006);
+  EXPECT_EQ(encode(*t, "the<extra_id_11>Program<extra_id_1>"), expected);
+  EXPECT_EQ(decode(*t, expected), "the <extra_id_11> Program <extra_id_1> ");
+  // Past N a sentinel is text.
+  EXPECT_EQ(encode(*t, "<extra_id_12>"), encode(*plain, "<extra_id_12>"));
+  // Without the option, none.
+  EXPECT_EQ(sentencePiece(SentencePieceTokenizer::Flavor::Megatron)->vocabSize(), 1005);
 }
 
 TEST(SentencePieceTokenizer, Llama2StartsEveryTextWithBos) {
@@ -344,6 +370,48 @@ TEST(MakeTokenizer, ChecksTheFilesForTheType) {
   options.vocabFile.clear();
   options.mergeFile.clear();
   EXPECT_TRUE(makeTokenizer(options).ok());
+}
+
+TEST(MakeTokenizer, VocabExtraIdsOnlyForSentencePieceTokenizer) {
+  TokenizerOptions options;
+  options.vocabExtraIds = 3;
+  EXPECT_EQ(makeTokenizer(options).error().message(),
+            "--vocab-extra-ids adds T5's sentinels to tokenizer type SentencePieceTokenizer "
+            "only; Megatron gives bytes none (it ignores the option)");
+  options.tokenizerModel = kInputs / "spm.model";
+  for (const char *type : {"GPTSentencePieceTokenizer", "Llama2Tokenizer"}) {
+    options.type = type;
+    EXPECT_EQ(makeTokenizer(options).error().message(),
+              concat("--vocab-extra-ids adds T5's sentinels to tokenizer type "
+                     "SentencePieceTokenizer only; Megatron gives ",
+                     type, " none (it ignores the option)"));
+  }
+  options.type = "SentencePieceTokenizer";
+  Expected<std::unique_ptr<Tokenizer>> t = makeTokenizer(options);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ((*t)->vocabSize(), 1008);
+}
+
+TEST(TokenizerOptions, ReadsVocabExtraIds) {
+  auto parse = [](std::vector<std::string> words) {
+    std::vector<char *> argv{const_cast<char *>("tool")};
+    for (std::string &w : words)
+      argv.push_back(w.data());
+    Expected<CommandLine> line =
+        parseCommandLine(int(argv.size()), argv.data(), 1,
+                         {{kTokenizerFlags[0], kTokenizerFlags[1], kTokenizerFlags[2],
+                           kTokenizerFlags[3], kTokenizerFlags[4]},
+                          {},
+                          {},
+                          ""});
+    EXPECT_TRUE(line.ok()) << line.error().message();
+    return tokenizerOptions(*line);
+  };
+  EXPECT_EQ(parse({})->vocabExtraIds, 0);
+  EXPECT_EQ(parse({"--vocab-extra-ids", "100"})->vocabExtraIds, 100);
+  EXPECT_FALSE(parse({"--vocab-extra-ids", "-1"}).ok());
+  EXPECT_FALSE(parse({"--vocab-extra-ids", "x"}).ok());
+  EXPECT_FALSE(parse({"--vocab-extra-ids", "2000000"}).ok());
 }
 
 } // namespace
