@@ -1,11 +1,13 @@
 //===- KernelThreads.h - How many threads a rank's kernels run on -*- C++ -*-===//
 //
 // A rank runs its compiled kernels' parallel loops on OpenMP threads (LLVM's libomp, which the
-// kernels' shared object links) and its GEMMs on OpenBLAS's threads. Both follow one number,
+// kernels' shared object links) and its f32 GEMMs on OpenBLAS's threads. Both follow one number,
 // `mtrun --threads-per-rank N`; without it, OMP_NUM_THREADS (the OpenMP convention, which
 // torchrun also sets), else the cores this process may run on shared among the ranks of
 // this node. The results do not depend on the number: a parallel loop splits whole
-// iterations among the threads, and each GEMM call computes its sums in the same order.
+// iterations among the threads, each f32 GEMM call computes its sums in the same order, and
+// the bf16 GEMM (GemmBf16.cpp, oneDNN) shares fixed tiles of whole sums among the same
+// OpenMP threads.
 //
 //===----------------------------------------------------------------------===//
 
