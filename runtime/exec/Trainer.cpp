@@ -13,14 +13,6 @@
 namespace mtc::rt {
 namespace {
 
-std::optional<size_t> indexOf(const std::vector<TrainingState::Tensor> &table,
-                              std::string_view name) {
-  for (size_t i = 0; i < table.size(); ++i)
-    if (table[i].name == name)
-      return i;
-  return std::nullopt;
-}
-
 std::optional<int64_t> trainInt(const Plan &plan, std::string_view key) {
   if (const JsonObject *train = plan.train.getObject())
     if (const JsonValue *v = train->find(key))
@@ -29,98 +21,6 @@ std::optional<int64_t> trainInt(const Plan &plan, std::string_view key) {
 }
 
 } // namespace
-
-Error Trainer::bind(const KernelFunction &fn, std::vector<Binding> &out) const {
-  for (const auto *side : {&fn.inputs, &fn.outputs})
-    for (const KernelBuffer &b : *side) {
-      Binding binding{b.kind, 0};
-      if (b.kind == BufferKind::Param || b.kind == BufferKind::Grad) {
-        std::optional<size_t> i = indexOf(state_.params, b.name);
-        if (!i)
-          return makeError("kernel buffer ", bufferKindName(b.kind), " '", b.name,
-                           "' names no parameter");
-        binding.index = *i;
-      } else if (b.kind == BufferKind::State) {
-        std::optional<size_t> i = indexOf(state_.states, b.name);
-        if (!i)
-          return makeError("kernel buffer state '", b.name, "' names no optimizer state");
-        binding.index = *i;
-      } else if (b.kind == BufferKind::ExpertLoad) {
-        binding.index = static_cast<size_t>(std::count_if(
-            out.begin(), out.end(), [](const Binding &o) { return o.kind == BufferKind::ExpertLoad; }));
-      }
-      out.push_back(binding);
-    }
-  return Error::success();
-}
-
-Error Trainer::checkBindings() const {
-  auto inputsOf = [](const LoadedKernel &k) { return k.function->inputs.size(); };
-  for (size_t i = 0; i < forwardBackwardBindings_.size(); ++i) {
-    BufferKind kind = forwardBackwardBindings_[i].kind;
-    bool input = i < inputsOf(kernels_->forwardBackward());
-    if (input ? kind != BufferKind::Input && kind != BufferKind::Param
-              : kind != BufferKind::Loss && kind != BufferKind::Grad &&
-                    kind != BufferKind::ExpertLoad)
-      return makeError("forward_backward: unexpected ", input ? "input" : "output", " buffer of kind ",
-                       bufferKindName(kind));
-  }
-  // Every parameter and state is written by the optimizer exactly once: the trainer swaps
-  // the whole tables after the call.
-  std::vector<int> paramWrites(state_.params.size()), stateWrites(state_.states.size());
-  for (size_t i = 0; i < optimizerBindings_.size(); ++i) {
-    const Binding &b = optimizerBindings_[i];
-    bool input = i < inputsOf(kernels_->optimizerStep());
-    bool ok = input ? b.kind == BufferKind::Step || b.kind == BufferKind::GradScale ||
-                          b.kind == BufferKind::Grad || b.kind == BufferKind::Param ||
-                          b.kind == BufferKind::State
-                    : b.kind == BufferKind::GradNorm || b.kind == BufferKind::Lr ||
-                          b.kind == BufferKind::Param || b.kind == BufferKind::State;
-    if (!ok)
-      return makeError("optimizer_step: unexpected ", input ? "input" : "output",
-                       " buffer of kind ", bufferKindName(b.kind));
-    if (!input && b.kind == BufferKind::Param)
-      ++paramWrites[b.index];
-    if (!input && b.kind == BufferKind::State)
-      ++stateWrites[b.index];
-  }
-  for (size_t i = 0; i < paramWrites.size(); ++i)
-    if (paramWrites[i] != 1)
-      return makeError("optimizer_step writes parameter '", state_.params[i].name, "' ",
-                       paramWrites[i], " times (expected once)");
-  for (size_t i = 0; i < stateWrites.size(); ++i)
-    if (stateWrites[i] != 1)
-      return makeError("optimizer_step writes state '", state_.states[i].name, "' ",
-                       stateWrites[i], " times (expected once)");
-  return Error::success();
-}
-
-Error Trainer::bindForward() {
-  const LoadedKernel *forward = kernels_->forward();
-  if (!forward)
-    return makeError(plan_->dir.string(), ": the plan has no `forward` function to evaluate with");
-  const KernelFunction &fn = *forward->function;
-  const KernelFunction &fb = *kernels_->forwardBackward().function;
-  if (fn.inputs.size() < 2 || fn.inputs[0].kind != BufferKind::Input ||
-      fn.inputs[1].kind != BufferKind::Input || fn.inputs[0].dims != fb.inputs[0].dims ||
-      fn.inputs[1].dims != fb.inputs[1].dims)
-    return makeError(plan_->dir.string(),
-                     ": forward does not take forward_backward's tokens and labels first");
-  if (Error err = bind(fn, forwardBindings_); !err.ok())
-    return std::move(err).withContext(plan_->dir.string());
-  for (size_t i = 0; i < forwardBindings_.size(); ++i) {
-    BufferKind kind = forwardBindings_[i].kind;
-    bool input = i < fn.inputs.size();
-    if (input ? kind != BufferKind::Input && kind != BufferKind::Param : kind != BufferKind::Loss)
-      return makeError(plan_->dir.string(), ": forward: unexpected ", input ? "input" : "output",
-                       " buffer of kind ", bufferKindName(kind),
-                       " (evaluation takes the loss only)");
-  }
-  if (fn.outputs.size() != 1)
-    return makeError(plan_->dir.string(), ": forward returns ", fn.outputs.size(),
-                     " buffers (evaluation expects the loss alone)");
-  return Error::success();
-}
 
 Error Trainer::callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
                           std::string_view what, int64_t step, DropoutCall *dropout,
@@ -209,15 +109,11 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     return microBatches.takeError();
   t.microBatches_ = *microBatches;
 
-  if (Error err = t.bind(fb, t.forwardBackwardBindings_); !err.ok())
-    return std::move(err).withContext(plan.dir.string());
-  if (Error err = t.bind(*kernels.optimizerStep().function, t.optimizerBindings_); !err.ok())
-    return std::move(err).withContext(plan.dir.string());
-  if (Error err = t.checkBindings(); !err.ok())
-    return std::move(err).withContext(plan.dir.string());
-  if (validation)
-    if (Error err = t.bindForward(); !err.ok())
-      return err;
+  Expected<StepBindings> bindings =
+      StepBindings::create(plan, kernels, t.state_, validation != nullptr);
+  if (!bindings)
+    return bindings.takeError();
+  t.bindings_ = std::move(*bindings);
   try {
     for (const KernelBuffer &b : fb.outputs)
       if (b.kind == BufferKind::ExpertLoad) {
@@ -310,7 +206,7 @@ Expected<StepStats> Trainer::step() {
     // The first micro-batch writes the accumulated gradients directly.
     buffers.clear();
     int inputIndex = 0;
-    for (const Binding &b : forwardBackwardBindings_) {
+    for (const BufferBinding &b : bindings_.forwardBackward) {
       switch (b.kind) {
       case BufferKind::Input:
         buffers.push_back(inputIndex++ == 0 ? tokens_.data() : labels_.data());
@@ -324,7 +220,7 @@ Expected<StepStats> Trainer::step() {
       case BufferKind::ExpertLoad:
         buffers.push_back(expertLoad_[b.index].counts.data());
         break;
-      default: // the loss (checkBindings allows nothing else)
+      default: // the loss (StepBindings allows nothing else)
         buffers.push_back(&loss);
         break;
       }
@@ -363,8 +259,8 @@ Expected<StepStats> Trainer::step() {
 
   buffers.clear();
   size_t inputs = kernels_->optimizerStep().function->inputs.size();
-  for (size_t i = 0; i < optimizerBindings_.size(); ++i) {
-    const Binding &b = optimizerBindings_[i];
+  for (size_t i = 0; i < bindings_.optimizerStep.size(); ++i) {
+    const BufferBinding &b = bindings_.optimizerStep[i];
     bool isOutput = i >= inputs;
     TrainingState &target = isOutput ? next_ : state_;
     switch (b.kind) {
@@ -386,7 +282,7 @@ Expected<StepStats> Trainer::step() {
     case BufferKind::GradNorm:
       buffers.push_back(&gradNorm);
       break;
-    default: // the learning rate (checkBindings allows nothing else)
+    default: // the learning rate (StepBindings allows nothing else)
       buffers.push_back(&lr);
       break;
     }
@@ -444,12 +340,12 @@ Expected<double> Trainer::evaluate(int64_t firstBatch, int64_t count) {
   // The same buffers for every micro-batch: the batches are read into tokens_ and labels_.
   std::vector<void *> buffers;
   int inputIndex = 0;
-  for (const Binding &b : forwardBindings_) {
+  for (const BufferBinding &b : bindings_.forward) {
     if (b.kind == BufferKind::Input)
       buffers.push_back(inputIndex++ == 0 ? tokens_.data() : labels_.data());
     else if (b.kind == BufferKind::Param)
       buffers.push_back(state_.params[b.index].values.data());
-    else // the loss (bindForward allows nothing else)
+    else // the loss (StepBindings allows nothing else)
       buffers.push_back(&loss);
   }
   for (int64_t batch = firstBatch; batch < firstBatch + count; ++batch)

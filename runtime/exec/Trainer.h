@@ -66,6 +66,7 @@
 #include "runtime/exec/GradientBuffer.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/MeshCollectives.h"
+#include "runtime/exec/StepBindings.h"
 #include "runtime/exec/Trace.h"
 #include "runtime/exec/TrainingState.h"
 #include "runtime/plan/Plan.h"
@@ -167,18 +168,6 @@ private:
   /// `microBatch` (of microBatchSize_ samples): the group's first under ZeRO-3.
   int64_t groupSampleBegin(int64_t microBatch) const;
 
-  /// Where the i-th buffer of a kernel call points, per buffer kind and table index.
-  struct Binding {
-    BufferKind kind;
-    size_t index; // into params / states / grads / expertLoad_; unused for scalars, inputs
-  };
-  Error bind(const KernelFunction &fn, std::vector<Binding> &out) const;
-  /// The buffer kinds each function may take, and that the optimizer writes every
-  /// parameter and state exactly once.
-  Error checkBindings() const;
-  /// Binds the plan's `forward` for evaluation: the step's batch of tokens and labels and
-  /// parameters in, the loss out.
-  Error bindForward();
   /// Calls `kernel` with a MeshCall over mesh_ (and `dropout`, if any) in its kernel
   /// context; fails with the first collective's error.
   Error callInMesh(const LoadedKernel &kernel, std::span<void *const> buffers,
@@ -205,8 +194,7 @@ private:
     std::vector<int64_t> counts, sum;
   };
   std::vector<ExpertLoad> expertLoad_;
-  std::vector<Binding> forwardBackwardBindings_, optimizerBindings_;
-  std::vector<Binding> forwardBindings_; // with validation data only
+  StepBindings bindings_; // `forward` with validation data only
   int64_t microBatches_ = 1, microBatchSize_ = 1, seqLen_ = 1;
 };
 

@@ -229,6 +229,17 @@ Error checkTrainingData(const Plan &plan, const TrainingRunOptions &options) {
 
 namespace {
 
+/// Makes the host's copy of a trainer's state current: a device trainer's lives on the
+/// device (DeviceTrainer.h); the CPU trainers' is the state itself.
+Error syncHostState(const Trainer &) { return Error::success(); }
+Error syncHostState(const PipelineTrainer &) { return Error::success(); }
+Error syncHostState(DeviceTrainer &trainer) { return trainer.syncState(); }
+
+/// What the step log calls the trainer's peak memory.
+const char *memoryName(const Trainer &) { return "mem"; }
+const char *memoryName(const PipelineTrainer &) { return "mem"; }
+const char *memoryName(const DeviceTrainer &) { return "device mem"; }
+
 /// The run on one rank once its mesh is known.
 class Run {
 public:
@@ -270,6 +281,7 @@ private:
   /// Bytes this rank has sent: over the mesh's communicators, and under pipeline parallelism
   /// over the links and groups of its stage too.
   uint64_t bytesSent(const Trainer &) const { return mesh_.bytesSent(); }
+  uint64_t bytesSent(const DeviceTrainer &) const { return mesh_.bytesSent(); }
   uint64_t bytesSent(const PipelineTrainer &trainer) const {
     return mesh_.bytesSent() + trainer.bytesSent();
   }
@@ -386,7 +398,8 @@ Expected<RunData> Run::openRunData(const KernelLibrary &kernels) {
 }
 
 Error Run::train(TrainingState &state) {
-  Expected<KernelLibrary> kernels = KernelLibrary::load(plan_);
+  Expected<KernelLibrary> kernels =
+      options_.device ? options_.device->loadKernels(plan_) : KernelLibrary::load(plan_);
   if (!kernels)
     return kernels.takeError();
   Expected<RunData> data = openRunData(*kernels);
@@ -400,7 +413,17 @@ Error Run::train(TrainingState &state) {
     metrics.emplace(std::move(*writer));
   }
   const TokenSource *validation = data->validation ? &*data->validation : nullptr;
-  if (stage_) {
+  if (options_.device) {
+    Expected<std::unique_ptr<DeviceTrainer>> trainer = options_.device->createTrainer(
+        DeviceTrainerInputs{plan_, *kernels, std::move(state), data->train, options_.globalBatch,
+                            validation, options_.lossScaling});
+    if (!trainer)
+      return trainer.takeError();
+    print("device: " + (*trainer)->describeDevice() + "\n");
+    if (Error err = runSteps(**trainer, state, data->train, validation, *kernels, metrics);
+        !err.ok())
+      return err;
+  } else if (stage_) {
     Expected<std::unique_ptr<PipelineTrainer>> trainer =
         PipelineTrainer::create(plan_, *kernels, std::move(state), data->train,
                                 options_.globalBatch, mesh_, trace_, validation);
@@ -622,18 +645,21 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
               : std::string();
       print(
           formatText("step %6lld/%lld  loss %.4f  lr %.3e  grad norm %.3f  %8.0f tok/s  %8.1f ms  "
-                     "mem %s%s  rss %s%s\n",
+                     "%s %s%s  rss %s%s\n",
                      static_cast<long long>(stats->step), static_cast<long long>(target),
                      stats->loss, stats->lr, stats->gradNorm, tokensPerSecond, stats->seconds * 1e3,
-                     mebibytes(peak).c_str(), predicted.c_str(), mebibytes(rss).c_str(),
+                     memoryName(trainer), mebibytes(peak).c_str(), predicted.c_str(), mebibytes(rss).c_str(),
                      scaling.c_str()));
     }
     if (validation && stats->step % options_.evalInterval == 0)
       if (Error err = evaluateAt(stats->step / options_.evalInterval - 1, false); !err.ok())
         return err;
-    if (options_.save && options_.saveEvery > 0 && stats->step % options_.saveEvery == 0 && !last)
+    if (options_.save && options_.saveEvery > 0 && stats->step % options_.saveEvery == 0 && !last) {
+      if (Error err = syncHostState(trainer); !err.ok())
+        return err;
       if (Error err = saveDuringRun(trainer.state()); !err.ok())
         return err;
+    }
     if (job_.leader())
       log_.progress(stats->step, target);
   }
@@ -673,6 +699,8 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
                      "the heap\n",
                      mebibytes(arena->size()).c_str(),
                      static_cast<long long>(kernelArenaFallbacks())));
+  if (Error err = syncHostState(trainer); !err.ok())
+    return err;
   state = trainer.state();
   return Error::success();
 }
@@ -716,6 +744,10 @@ Error runTraining(const Plan &plan, const TrainingRunOptions &options, const Ran
     if (Error err = trace->start(job.world.get()); !err.ok())
       return err;
   }
+  if (options.device && (job.size > 1 || plan.pipeline))
+    return makeError("a device runs one rank of a plan without a pipeline; this job has ",
+                     job.size, " rank", job.size == 1 ? "" : "s",
+                     plan.pipeline ? " and a pipeline plan" : "");
   Run run(plan, options, job, *mesh, log, trace ? &*trace : nullptr);
   Expected<TrainingState> state = run.startState();
   if (!state)

@@ -6,7 +6,8 @@
 //   - place the rank on the plan's mesh (RankMesh, collective over the job's world);
 //   - start from the initial parameters or resume from a checkpoint (whole tensors, of which
 //     each rank keeps its shard);
-//   - train up to `targetSteps` (Trainer), logging every `logEvery` steps, appending a JSON
+//   - train up to `targetSteps` (Trainer; PipelineTrainer for a pipeline plan; with
+//     `device`, the device's DeviceTrainer), logging every `logEvery` steps, appending a JSON
 //     line per step to the metrics file and checkpointing every `saveEvery` steps; an fp16
 //     plan's log lines and records also give the loss scale and the skipped steps;
 //   - with `evalInterval`, evaluate as Megatron does (Trainer::evaluate, under pipeline
@@ -29,6 +30,7 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/data/BlendedDataset.h"
+#include "runtime/exec/DeviceTrainer.h"
 #include "runtime/exec/LossScaler.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/Error.h"
@@ -98,6 +100,10 @@ struct TrainingRunOptions {
   std::optional<std::string> trace;
   /// How an fp16 plan's loss scale is chosen (LossScaler.h; unused by other plans).
   LossScaleOptions lossScaling;
+  /// Where the steps run: none: this CPU (Trainer, PipelineTrainer); else a device's host
+  /// code and trainer (DeviceTrainer.h; mtrun --device cuda), for a job of one rank and a
+  /// plan without a pipeline.
+  std::optional<DeviceBackend> device;
 };
 
 /// Where a run reports. Only the leader's run reports; the others are silent.

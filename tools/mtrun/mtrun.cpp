@@ -28,6 +28,7 @@
 #include "runtime/support/OutputPaths.h"
 #ifdef MTC_HAVE_CUDA
 #include "runtime/device/cuda/CudaDevice.h"
+#include "runtime/device/cuda/CudaTrainer.h"
 #endif
 #include "tools/mtrun/Generate.h"
 #include "tools/mtrun/Serve.h"
@@ -515,13 +516,6 @@ int run(int argc, char **argv) {
       opts->device, *plan, env->launcher == Launcher::None ? requested : env->worldSize);
   if (!onCuda)
     return fail(onCuda.error());
-  // The kernels' launches and the device layer are in place (GpuHostCalls.h), the loop
-  // that trains on them is not: an explicit --device cuda says so, and until it exists a run
-  // without --device trains on the CPU even where it would pick the GPU.
-  if (*onCuda && opts->device && !opts->info)
-    return fail(makeError("--device cuda: ", *opts->plan,
-                          ": a GPU is visible, but mtrun has no CUDA training loop yet (run "
-                          "with --device cpu)"));
   // The ranks this command starts share this host's cores; a launcher says how many ranks
   // it started here.
   Expected<int> threadsPerRank =
@@ -575,6 +569,10 @@ int run(int argc, char **argv) {
   training.exportSafetensors = opts->exportSafetensors;
   training.trace = opts->trace;
   training.lossScaling = lossScaling;
+#ifdef MTC_HAVE_CUDA
+  if (*onCuda)
+    training.device = cuda::cudaBackend();
+#endif
   // Rank 0 writes the outputs (the launcher checks them for its ranks).
   if (env->rank == 0)
     if (Error err = checkOutputs(*opts); !err.ok())

@@ -1,0 +1,408 @@
+//===- CudaTrainer.cpp - The training step loop on one GPU ----------------===//
+
+#include "runtime/device/cuda/CudaTrainer.h"
+
+#include "runtime/device/cuda/CudaError.h"
+#include "runtime/exec/DropoutKey.h"
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cmath>
+
+namespace mtc::rt::cuda {
+namespace {
+
+constexpr int64_t kGemmWorkspaceBytes = 32ll << 20;
+
+/// What a plan must be for one GPU (mtrun checks the same before it starts).
+Error checkOneDevicePlan(const Plan &plan) {
+  if (plan.pipeline)
+    return makeError(plan.dir.string(), ": a pipeline plan; the CUDA trainer runs one rank "
+                                        "(multi-GPU execution over NCCL is not implemented)");
+  if (plan.meshSize() > 1)
+    return makeError(plan.dir.string(), ": the plan is partitioned over a mesh of ",
+                     plan.meshSize(),
+                     " ranks; the CUDA trainer runs one rank (multi-GPU execution over NCCL "
+                     "is not implemented)");
+  return Error::success();
+}
+
+} // namespace
+
+CudaTrainer::CudaTrainer(DeviceTrainerInputs &inputs, CudaDevice device, PlanKernels kernels,
+                         Stream compute, CublasLtGemm gemm, CublasAxpy axpy, DeviceArena arena,
+                         DeviceStepLayout layout, DeviceStepShape shape, StepBindings bindings)
+    : plan_(&inputs.plan), library_(&inputs.kernels), data_(&inputs.data),
+      validation_(inputs.validation), lossScaleOptions_(inputs.lossScaling),
+      device_(std::move(device)), kernels_(std::move(kernels)), compute_(std::move(compute)),
+      gemm_(std::move(gemm)), axpy_(std::move(axpy)), arena_(std::move(arena)),
+      layout_(std::move(layout)), shape_(std::move(shape)), bindings_(std::move(bindings)),
+      microBatches_(shape_.microBatches), host_(std::move(inputs.state)),
+      gemmWorkspaceBytes_(kGemmWorkspaceBytes) {}
+
+Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs inputs) {
+  const Plan &plan = inputs.plan;
+  if (Error err = checkOneDevicePlan(plan); !err.ok())
+    return err;
+  if (!plan.cudaKernels || !plan.cudaKernels->host)
+    return makeError(plan.dir.string(), ": the plan has no CUDA host code (compile it with "
+                                        "`mtc compile --target=x86,cuda`)");
+  const KernelFunction &fb = *inputs.kernels.forwardBackward().function;
+  if (fb.inputs.size() < 2 || fb.inputs[0].kind != BufferKind::Input ||
+      fb.inputs[1].kind != BufferKind::Input || fb.inputs[0].dims != fb.inputs[1].dims ||
+      fb.inputs[0].dims.size() != 2)
+    return makeError(plan.dir.string(),
+                     ": forward_backward must take the tokens and labels [batch, seq] first");
+  if (inputs.state.params.size() != plan.params.size() ||
+      inputs.state.states.size() != plan.states.size())
+    return makeError(plan.dir.string(), ": the training state does not match the plan's tables");
+  Expected<int64_t> microBatches = countMicroBatches(plan, fb, inputs.globalBatch, 1);
+  if (!microBatches)
+    return microBatches.takeError();
+  Expected<StepBindings> bindings =
+      StepBindings::create(plan, inputs.kernels, inputs.state, inputs.validation != nullptr);
+  if (!bindings)
+    return bindings.takeError();
+
+  DeviceStepShape shape;
+  shape.microBatchSize = fb.inputs[0].dims[0].size;
+  shape.sequenceLength = fb.inputs[0].dims[1].size;
+  shape.microBatches = *microBatches;
+  shape.workspaceBytes = plan.cudaKernels->hostWorkspaceBytes;
+  for (const KernelBuffer &b : fb.outputs)
+    if (b.kind == BufferKind::ExpertLoad)
+      shape.expertLoadElements.push_back(b.numElements());
+  Expected<DeviceStepLayout> layout = DeviceStepLayout::create(inputs.state, shape);
+  if (!layout)
+    return layout.takeError().withContext(plan.dir.string());
+
+  // The device, then everything on it: the code, the stream, the libraries, the arena.
+  Expected<CudaDevice> device = CudaDevice::forLocalRank(0);
+  if (!device)
+    return device.takeError();
+  Expected<PlanKernels> kernels = PlanKernels::load(plan, *device);
+  if (!kernels)
+    return kernels.takeError();
+  Expected<Stream> compute = Stream::create("compute");
+  if (!compute)
+    return compute.takeError();
+  CublasLtGemmOptions gemmOptions;
+  gemmOptions.workspaceBytes = kGemmWorkspaceBytes;
+  Expected<CublasLtGemm> gemm = CublasLtGemm::create(gemmOptions);
+  if (!gemm)
+    return gemm.takeError();
+  Expected<CublasAxpy> axpy = CublasAxpy::create();
+  if (!axpy)
+    return axpy.takeError();
+  Expected<DeviceArena> arena = DeviceArena::create(*device, layout->bytes);
+  if (!arena)
+    return arena.takeError().withContext(concat(
+        "placing the training state of ", plan.dir.string(), " on ", device->describe()));
+  // The arena's ranges are those of the layout: record them in its high-water mark.
+  if (Expected<void *> all = arena->at(0, layout->bytes); !all)
+    return all.takeError();
+
+  std::unique_ptr<CudaTrainer> t(new CudaTrainer(
+      inputs, std::move(*device), std::move(*kernels), std::move(*compute), std::move(*gemm),
+      std::move(*axpy), std::move(*arena), std::move(*layout), std::move(shape),
+      std::move(*bindings)));
+  try {
+    t->tokens_.resize(size_t(t->shape_.microBatchSize * t->shape_.sequenceLength));
+    t->labels_.resize(t->tokens_.size());
+    for (const KernelBuffer &b : fb.outputs)
+      if (b.kind == BufferKind::ExpertLoad) {
+        // KernelLibrary checked the shape: i64 [layers, experts].
+        ExpertLoad load{b.dims[0].size, b.dims[1].size, {}, {}};
+        load.counts.resize(size_t(b.numElements()));
+        load.sum.resize(load.counts.size());
+        t->expertLoad_.push_back(std::move(load));
+      }
+  } catch (const std::bad_alloc &) {
+    return makeError("out of memory allocating the training buffers");
+  }
+  // The start state in the first copy; the gradients zero (their padding is never read, but
+  // the saxpy of a later micro-batch runs over it).
+  const TrainingState &s = t->host_;
+  for (size_t i = 0; i < s.params.size(); ++i)
+    if (Error err = t->upload(t->layout_.params[0][i], s.params[i].values.data(),
+                              t->layout_.params[0][i].bytes, "a parameter");
+        !err.ok())
+      return std::move(err).withContext(s.params[i].name);
+  for (size_t i = 0; i < s.states.size(); ++i)
+    if (Error err = t->upload(t->layout_.states[0][i], s.states[i].values.data(),
+                              t->layout_.states[0][i].bytes, "an optimizer state");
+        !err.ok())
+      return std::move(err).withContext(s.states[i].name);
+  for (const std::optional<ArenaRange> &r : {std::optional(t->layout_.gradients), t->layout_.scratch})
+    if (r)
+      if (Error err = cudaStatus(cudaMemsetAsync(t->at(*r), 0, size_t(r->bytes), t->compute_.handle()),
+                                 "clearing the gradients");
+          !err.ok())
+        return err;
+  if (Error err = t->compute_.synchronize(); !err.ok())
+    return std::move(err).withContext("placing the training state on the device");
+  return t;
+}
+
+void *CudaTrainer::at(const ArenaRange &range) const {
+  return static_cast<char *>(arena_.base()) + range.offset;
+}
+
+Error CudaTrainer::upload(const ArenaRange &range, const void *host, int64_t bytes,
+                          std::string_view what) {
+  // From pageable memory the copy returns once the bytes are staged, so `host` may change
+  // as soon as it returns.
+  return cudaStatus(cudaMemcpyAsync(at(range), host, size_t(bytes), cudaMemcpyHostToDevice,
+                                    compute_.handle()),
+                    concat("copying ", what, " to the device"));
+}
+
+Error CudaTrainer::download(void *host, const ArenaRange &range, int64_t bytes,
+                            std::string_view what) {
+  if (Error err = cudaStatus(cudaMemcpyAsync(host, at(range), size_t(bytes),
+                                             cudaMemcpyDeviceToHost, compute_.handle()),
+                             concat("copying ", what, " from the device"));
+      !err.ok())
+    return err;
+  return compute_.synchronize().withContext(concat("copying ", what, " from the device"));
+}
+
+Error CudaTrainer::call(const LoadedKernel &kernel, std::span<void *const> buffers,
+                        std::string_view what, DropoutCall *dropout, float lossScale) {
+  GpuCall gpu;
+  gpu.kernels = &kernels_;
+  gpu.stream = &compute_;
+  gpu.gemm = &gemm_;
+  KernelCallState state;
+  state.dropout = dropout;
+  state.lossScale = lossScale;
+  state.gpu = &gpu;
+  state.workspace = at(layout_.workspace);
+  state.workspaceBytes = static_cast<uint64_t>(layout_.workspace.bytes);
+  KernelLibrary::call(kernel, buffers, state);
+  if (!gpu.failure.ok())
+    return std::move(gpu.failure).withContext(what);
+  return Error::success();
+}
+
+Error CudaTrainer::loadBatch(const TokenSource &source, int64_t batch, int64_t sampleBegin) {
+  if (Error err = source.batch(batch, sampleBegin, shape_.microBatchSize, shape_.sequenceLength,
+                               tokens_.data(), labels_.data());
+      !err.ok())
+    return err;
+  const int64_t bytes = static_cast<int64_t>(tokens_.size() * sizeof(int32_t));
+  if (Error err = upload(layout_.tokens, tokens_.data(), bytes, "the tokens"); !err.ok())
+    return err;
+  return upload(layout_.labels, labels_.data(), bytes, "the labels");
+}
+
+Expected<StepStats> CudaTrainer::step() {
+  auto start = std::chrono::steady_clock::now();
+  const int64_t step = host_.step;
+  std::optional<LossScaler> scaler;
+  if (plan_->lossScaling)
+    scaler.emplace(lossScaleOptions_, host_.lossScale);
+  const float lossScale = scaler ? scaler->scale() : 1.0f;
+  const size_t next = 1 - current_;
+  double lossSum = 0;
+  for (ExpertLoad &load : expertLoad_)
+    std::fill(load.sum.begin(), load.sum.end(), 0);
+  std::vector<void *> buffers;
+  for (int64_t m = 0; m < microBatches_; ++m) {
+    if (Error err = loadBatch(*data_, step, m * shape_.microBatchSize); !err.ok())
+      return std::move(err).withContext(concat("step ", step + 1));
+    // The first micro-batch writes the step's gradients, the others the scratch ones.
+    const ArenaRange &grads = m == 0 ? layout_.gradients : *layout_.scratch;
+    buffers.clear();
+    for (const BufferBinding &b : bindings_.forwardBackward) {
+      switch (b.kind) {
+      case BufferKind::Input:
+        buffers.push_back(at(buffers.empty() ? layout_.tokens : layout_.labels));
+        break;
+      case BufferKind::Param:
+        buffers.push_back(at(layout_.params[current_][b.index]));
+        break;
+      case BufferKind::Grad:
+        buffers.push_back(static_cast<char *>(at(grads)) + layout_.gradientOffsets[b.index]);
+        break;
+      case BufferKind::ExpertLoad:
+        buffers.push_back(at(layout_.expertLoads[b.index]));
+        break;
+      default: // the loss (StepBindings allows nothing else)
+        buffers.push_back(at(layout_.loss));
+        break;
+      }
+    }
+    DropoutCall dropout{DropoutKey{plan_->seed, step, m * shape_.microBatchSize}};
+    if (Error err = call(library_->forwardBackward(), buffers,
+                         concat("step ", step + 1, ": forward_backward"),
+                         plan_->dropout ? &dropout : nullptr, lossScale);
+        !err.ok())
+      return err;
+    if (m > 0)
+      if (Error err = axpy_.add(static_cast<float *>(at(layout_.gradients)),
+                                static_cast<const float *>(at(*layout_.scratch)),
+                                layout_.gradients.bytes / int64_t(sizeof(float)), compute_);
+          !err.ok())
+        return std::move(err).withContext(concat("step ", step + 1));
+    float loss = 0;
+    if (Error err = download(&loss, layout_.loss, sizeof loss, "the loss"); !err.ok())
+      return std::move(err).withContext(concat("step ", step + 1));
+    lossSum += loss;
+    for (size_t i = 0; i < expertLoad_.size(); ++i) {
+      ExpertLoad &load = expertLoad_[i];
+      if (Error err = download(load.counts.data(), layout_.expertLoads[i],
+                               layout_.expertLoads[i].bytes, "the tokens per expert");
+          !err.ok())
+        return std::move(err).withContext(concat("step ", step + 1));
+      for (size_t j = 0; j < load.sum.size(); ++j)
+        load.sum[j] += load.counts[j];
+    }
+  }
+  const double meanLoss = lossSum / static_cast<double>(microBatches_);
+  if (!std::isfinite(meanLoss))
+    return makeError("step ", step + 1, ": the loss is ", meanLoss,
+                     " (training diverged; try a lower learning rate)");
+
+  const float stepScalar = static_cast<float>(host_.optimizerSteps());
+  const float gradScale = 1.0f / static_cast<float>(microBatches_) / lossScale;
+  if (Error err = upload(layout_.step, &stepScalar, sizeof stepScalar, "the step"); !err.ok())
+    return err;
+  if (Error err = upload(layout_.gradScale, &gradScale, sizeof gradScale, "the gradient scale");
+      !err.ok())
+    return err;
+  buffers.clear();
+  const size_t inputs = library_->optimizerStep().function->inputs.size();
+  for (size_t i = 0; i < bindings_.optimizerStep.size(); ++i) {
+    const BufferBinding &b = bindings_.optimizerStep[i];
+    const size_t copy = i >= inputs ? next : current_;
+    switch (b.kind) {
+    case BufferKind::Step:
+      buffers.push_back(at(layout_.step));
+      break;
+    case BufferKind::GradScale:
+      buffers.push_back(at(layout_.gradScale));
+      break;
+    case BufferKind::Grad:
+      buffers.push_back(static_cast<char *>(at(layout_.gradients)) +
+                        layout_.gradientOffsets[b.index]);
+      break;
+    case BufferKind::Param:
+      buffers.push_back(at(layout_.params[copy][b.index]));
+      break;
+    case BufferKind::State:
+      buffers.push_back(at(layout_.states[copy][b.index]));
+      break;
+    case BufferKind::GradNorm:
+      buffers.push_back(at(layout_.gradNorm));
+      break;
+    default: // the learning rate (StepBindings allows nothing else)
+      buffers.push_back(at(layout_.lr));
+      break;
+    }
+  }
+  if (Error err = call(library_->optimizerStep(), buffers,
+                       concat("step ", step + 1, ": optimizer_step"), nullptr, 1.0f);
+      !err.ok())
+    return err;
+  float gradNorm = 0, lr = 0;
+  if (Error err = download(&gradNorm, layout_.gradNorm, sizeof gradNorm, "the gradient norm");
+      !err.ok())
+    return std::move(err).withContext(concat("step ", step + 1));
+  if (Error err = download(&lr, layout_.lr, sizeof lr, "the learning rate"); !err.ok())
+    return std::move(err).withContext(concat("step ", step + 1));
+  Expected<bool> overflowed = gradientOverflow(gradNorm, scaler.has_value(), step);
+  if (!overflowed)
+    return overflowed.takeError();
+  if (scaler) {
+    scaler->update(*overflowed);
+    host_.lossScale = scaler->state();
+  }
+  if (!*overflowed)
+    current_ = next;
+  host_.step = step + 1;
+
+  StepStats stats;
+  stats.step = host_.step;
+  if (scaler) {
+    stats.lossScale = lossScale;
+    stats.skipped = *overflowed;
+  }
+  stats.loss = meanLoss;
+  stats.lr = lr;
+  stats.gradNorm = gradNorm;
+  stats.tokens = microBatches_ * shape_.microBatchSize * shape_.sequenceLength;
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const ExpertLoad &load : expertLoad_)
+    for (int64_t layer = 0; layer < load.layers; ++layer)
+      stats.tokensPerExpert.emplace_back(load.sum.begin() + layer * load.experts,
+                                         load.sum.begin() + (layer + 1) * load.experts);
+  return stats;
+}
+
+Expected<double> CudaTrainer::evaluate(int64_t firstBatch, int64_t count) {
+  const int64_t step = host_.step;
+  if (!validation_)
+    return makeError("the trainer was given no validation data");
+  std::vector<void *> buffers;
+  for (const BufferBinding &b : bindings_.forward) {
+    if (b.kind == BufferKind::Input)
+      buffers.push_back(at(buffers.empty() ? layout_.tokens : layout_.labels));
+    else if (b.kind == BufferKind::Param)
+      buffers.push_back(at(layout_.params[current_][b.index]));
+    else // the loss (StepBindings allows nothing else)
+      buffers.push_back(at(layout_.loss));
+  }
+  double lossSum = 0;
+  for (int64_t batch = firstBatch; batch < firstBatch + count; ++batch)
+    for (int64_t m = 0; m < microBatches_; ++m) {
+      if (Error err = loadBatch(*validation_, batch, m * shape_.microBatchSize); !err.ok())
+        return std::move(err).withContext(concat("validation at step ", step));
+      // No DropoutCall: the kernels keep every element (evaluation without dropout).
+      if (Error err = call(*library_->forward(), buffers,
+                           concat("validation at step ", step, ": forward"), nullptr, 1.0f);
+          !err.ok())
+        return err;
+      float loss = 0;
+      if (Error err = download(&loss, layout_.loss, sizeof loss, "the validation loss");
+          !err.ok())
+        return err;
+      lossSum += loss;
+    }
+  return lossSum / static_cast<double>(count * microBatches_);
+}
+
+Error CudaTrainer::syncState() {
+  for (size_t i = 0; i < host_.params.size(); ++i)
+    if (Error err = download(host_.params[i].values.data(), layout_.params[current_][i],
+                             layout_.params[current_][i].bytes, "a parameter");
+        !err.ok())
+      return std::move(err).withContext(host_.params[i].name);
+  for (size_t i = 0; i < host_.states.size(); ++i)
+    if (Error err = download(host_.states[i].values.data(), layout_.states[current_][i],
+                             layout_.states[current_][i].bytes, "an optimizer state");
+        !err.ok())
+      return std::move(err).withContext(host_.states[i].name);
+  return Error::success();
+}
+
+int64_t CudaTrainer::peakBytes() const {
+  return arena_.layout().highWaterBytes() + gemmWorkspaceBytes_;
+}
+
+DeviceBackend cudaBackend() {
+  DeviceBackend backend;
+  backend.loadKernels = [](const Plan &plan) { return KernelLibrary::loadCudaHost(plan); };
+  backend.createTrainer =
+      [](DeviceTrainerInputs inputs) -> Expected<std::unique_ptr<DeviceTrainer>> {
+    Expected<std::unique_ptr<CudaTrainer>> trainer = CudaTrainer::create(std::move(inputs));
+    if (!trainer)
+      return trainer.takeError();
+    return std::unique_ptr<DeviceTrainer>(std::move(*trainer));
+  };
+  return backend;
+}
+
+} // namespace mtc::rt::cuda

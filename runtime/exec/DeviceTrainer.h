@@ -1,0 +1,79 @@
+//===- DeviceTrainer.h - A training loop whose state lives on a device -*- C++ -*-===//
+//
+// The step loop of runTraining (TrainingRun.h) drives a Trainer on this CPU, a
+// PipelineTrainer across stages, or a DeviceTrainer: one rank's steps on an accelerator,
+// whose parameters, gradients and optimizer state live in device memory
+// (runtime/device/cuda/CudaTrainer.h). The executor library does not link any device
+// layer; the program that does (mtrun with the CUDA toolkit) hands runTraining a factory
+// (TrainingRunOptions::device).
+//
+// The host's copy of the training state (`state()`) holds the step count and the loss
+// scaler's state after every step; its parameter and state values are those of the last
+// `syncState()`, which copies them back from the device (for a checkpoint, the export, the
+// end of the run).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_RUNTIME_EXEC_DEVICETRAINER_H
+#define MTC_RUNTIME_EXEC_DEVICETRAINER_H
+
+#include "runtime/data/TokenSource.h"
+#include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/LossScaler.h"
+#include "runtime/exec/Trainer.h"
+#include "runtime/exec/TrainingState.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/support/Error.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace mtc::rt {
+
+class DeviceTrainer {
+public:
+  virtual ~DeviceTrainer() = default;
+
+  /// The device, for the run's log ("NVIDIA H100 ... (device 0, sm_90, 132 SMs, 79.1 GiB)").
+  virtual std::string describeDevice() const = 0;
+  /// As Trainer::step and Trainer::evaluate, on the device.
+  virtual Expected<StepStats> step() = 0;
+  virtual Expected<double> evaluate(int64_t firstBatch, int64_t count) = 0;
+  /// The host's copy of the state (see the file comment).
+  virtual const TrainingState &state() const = 0;
+  /// Copies the parameters and optimizer state back into state().
+  virtual Error syncState() = 0;
+  virtual int64_t microBatches() const = 0;
+  virtual int64_t microBatchSize() const = 0;
+  virtual int64_t sequenceLength() const = 0;
+  /// The most device memory the trainer has held: its buffers, the kernels' workspace and
+  /// the GEMM library's workspace.
+  virtual int64_t peakBytes() const = 0;
+};
+
+/// What runTraining gives a device trainer's factory: the plan and its loaded device host
+/// code (both outlive the trainer), the start state, the data (outliving the trainer), the
+/// global batch (0: the plan's) and the validation data (null: no evaluation).
+struct DeviceTrainerInputs {
+  const Plan &plan;
+  const KernelLibrary &kernels;
+  TrainingState state;
+  const TokenSource &data;
+  int64_t globalBatch = 0;
+  const TokenSource *validation = nullptr;
+  LossScaleOptions lossScaling;
+};
+
+/// A device as runTraining uses it: the plan's host code for the device
+/// (KernelLibrary::loadCudaHost) and a trainer over it.
+struct DeviceBackend {
+  std::function<Expected<KernelLibrary>(const Plan &plan)> loadKernels;
+  std::function<Expected<std::unique_ptr<DeviceTrainer>>(DeviceTrainerInputs inputs)>
+      createTrainer;
+};
+
+} // namespace mtc::rt
+
+#endif // MTC_RUNTIME_EXEC_DEVICETRAINER_H

@@ -1,0 +1,54 @@
+//===- StepBindings.h - Which buffer each argument of a step function is -*- C++ -*-===//
+//
+// A step function's buffers (plan.json's `inputs` then `outputs`) name what they are: token
+// ids, a parameter, an optimizer state, a gradient, the loss, a scalar. A trainer binds them
+// once to its tables (by name: a parameter or state buffer to its entry of the training
+// state) and checks that each function takes only what it can pass; every step then walks
+// the bindings to lay out the call's pointers. The CPU's Trainer and a device's trainer
+// (runtime/device/cuda/CudaTrainer.h) bind the same functions the same way, so the checks
+// live here once:
+//
+//   forward_backward   tokens, labels, parameters in; loss, gradients, expert loads out
+//   optimizer_step     step, gradient scale, gradients, parameters, states in; gradient
+//                      norm, learning rate, every parameter and every state (once each) out
+//   forward            tokens, labels (forward_backward's), parameters in; the loss alone out
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MTC_RUNTIME_EXEC_STEPBINDINGS_H
+#define MTC_RUNTIME_EXEC_STEPBINDINGS_H
+
+#include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/TrainingState.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/support/Error.h"
+
+#include <cstddef>
+#include <vector>
+
+namespace mtc::rt {
+
+/// Where the i-th buffer of a kernel call points.
+struct BufferBinding {
+  BufferKind kind;
+  /// Into the state's params (Param, Grad) or states (State), or the n-th ExpertLoad
+  /// output; unused for inputs and scalars.
+  size_t index = 0;
+};
+
+/// The bindings of a trainer's step functions, checked.
+struct StepBindings {
+  std::vector<BufferBinding> forwardBackward, optimizerStep;
+  /// Empty unless asked for (evaluation).
+  std::vector<BufferBinding> forward;
+
+  /// Binds `kernels`' forward_backward and optimizer_step (and with `withForward` its
+  /// forward, an error naming the plan when it has none) to `state`'s tables. Errors name the
+  /// plan and the buffer that names no table entry or has a kind its function cannot take.
+  static Expected<StepBindings> create(const Plan &plan, const KernelLibrary &kernels,
+                                       const TrainingState &state, bool withForward);
+};
+
+} // namespace mtc::rt
+
+#endif // MTC_RUNTIME_EXEC_STEPBINDINGS_H

@@ -1,0 +1,162 @@
+//===- CudaTrainerTest.cpp - The training step loop on one GPU ------------===//
+//
+// gpt-tiny compiled with --target=cuda (test/CMakeLists.txt). Everywhere: what CudaTrainer
+// refuses before it touches a device (a partitioned plan, a batch the kernels' micro-batches
+// do not divide) and, without a GPU, the device layer's "no CUDA device" error. On a GPU
+// (skipped without one; never run so far): three steps of two micro-batches each against
+// the CPU's Trainer on the x86 plan of the same model (same initial parameters, same data),
+// and an evaluation, within fp32's 1e-5 with TF32 off.
+
+#include "runtime/device/cuda/CudaTrainer.h"
+
+#include "runtime/exec/Trainer.h"
+
+#include "CudaTestSupport.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+namespace mtc::rt::cuda::test {
+namespace {
+
+Expected<Plan> loadBuiltPlan(const char *path) {
+  std::filesystem::path dir = path;
+  if (!std::filesystem::exists(dir / "MANIFEST"))
+    return makeError(dir.string(), ": not built (cmake --build build --target MTCTestPlans)");
+  return loadPlan(dir);
+}
+
+/// The CUDA plan, its host code, its initial state and the synthetic task. The plan is held
+/// where it stays: the library points into it.
+struct CudaPlanFixture {
+  std::unique_ptr<Plan> owned;
+  const Plan &plan;
+  KernelLibrary kernels;
+  TrainingState state;
+  TokenSource data;
+
+  static Expected<std::unique_ptr<CudaPlanFixture>> load() {
+    Expected<Plan> loaded = loadBuiltPlan(MTC_TEST_CUDA_PLAN);
+    if (!loaded)
+      return loaded.takeError();
+    auto plan = std::make_unique<Plan>(std::move(*loaded));
+    Expected<KernelLibrary> kernels = KernelLibrary::loadCudaHost(*plan);
+    if (!kernels)
+      return kernels.takeError();
+    Expected<TrainingState> state = TrainingState::initialize(*plan);
+    if (!state)
+      return state.takeError();
+    Expected<TokenSource> data = TokenSource::synthetic(*plan->vocabularySize(), plan->seed);
+    if (!data)
+      return data.takeError();
+    const Plan &ref = *plan;
+    return std::unique_ptr<CudaPlanFixture>(new CudaPlanFixture{
+        std::move(plan), ref, std::move(*kernels), std::move(*state), std::move(*data)});
+  }
+
+  /// A trainer's inputs for `plan` (this plan or a changed copy of it).
+  DeviceTrainerInputs inputs(const Plan &forPlan, int64_t globalBatch = 0,
+                             const TokenSource *validation = nullptr) const {
+    return DeviceTrainerInputs{forPlan, kernels, state, data, globalBatch, validation,
+                               LossScaleOptions{}};
+  }
+};
+
+TEST(CudaTrainer, RefusesAPartitionedPlanBeforeLookingForADevice) {
+  Expected<std::unique_ptr<CudaPlanFixture>> fixture = CudaPlanFixture::load();
+  ASSERT_TRUE(fixture.ok()) << fixture.error().message();
+  CudaPlanFixture *f = fixture->get();
+  Plan partitioned = f->plan;
+  partitioned.mesh.push_back(MeshAxis{"tp", 2});
+  Expected<std::unique_ptr<CudaTrainer>> trainer =
+      CudaTrainer::create(f->inputs(partitioned));
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_NE(trainer.error().message().find("partitioned over a mesh of 2 ranks; the CUDA "
+                                           "trainer runs one rank"),
+            std::string::npos)
+      << trainer.error().message();
+}
+
+TEST(CudaTrainer, RefusesABatchTheMicroBatchesDoNotDivide) {
+  Expected<std::unique_ptr<CudaPlanFixture>> fixture = CudaPlanFixture::load();
+  ASSERT_TRUE(fixture.ok()) << fixture.error().message();
+  CudaPlanFixture *f = fixture->get();
+  // gpt-tiny's micro-batch is 8 sequences.
+  Expected<std::unique_ptr<CudaTrainer>> trainer =
+      CudaTrainer::create(f->inputs(f->plan, 12));
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_NE(trainer.error().message().find("the global batch (12) is not a multiple of the "
+                                           "kernels' micro-batch (8)"),
+            std::string::npos)
+      << trainer.error().message();
+}
+
+TEST(CudaTrainer, WithoutADeviceSaysSo) {
+  if (haveCudaDevice())
+    GTEST_SKIP() << "a CUDA device is visible";
+  Expected<std::unique_ptr<CudaPlanFixture>> fixture = CudaPlanFixture::load();
+  ASSERT_TRUE(fixture.ok()) << fixture.error().message();
+  CudaPlanFixture *f = fixture->get();
+  Expected<std::unique_ptr<CudaTrainer>> trainer =
+      CudaTrainer::create(f->inputs(f->plan));
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_EQ(trainer.error().message().rfind("no CUDA device: ", 0), 0u)
+      << trainer.error().message();
+}
+
+class CudaTrainerOnDevice : public CudaDeviceTest {};
+
+TEST_F(CudaTrainerOnDevice, TrainsAsTheCpuTrainer) {
+  Expected<std::unique_ptr<CudaPlanFixture>> fixture = CudaPlanFixture::load();
+  ASSERT_TRUE(fixture.ok()) << fixture.error().message();
+  CudaPlanFixture *f = fixture->get();
+  Expected<Plan> cpuPlan = loadBuiltPlan(MTC_TEST_X86_PLAN);
+  ASSERT_TRUE(cpuPlan.ok()) << cpuPlan.error().message();
+  Expected<KernelLibrary> cpuKernels = KernelLibrary::load(*cpuPlan);
+  ASSERT_TRUE(cpuKernels.ok()) << cpuKernels.error().message();
+  Expected<TrainingState> cpuState = TrainingState::initialize(*cpuPlan);
+  ASSERT_TRUE(cpuState.ok()) << cpuState.error().message();
+  // The same model and seed: the same initial parameters.
+  ASSERT_EQ(cpuState->params.size(), f->state.params.size());
+  for (size_t i = 0; i < f->state.params.size(); ++i)
+    ASSERT_EQ(cpuState->params[i].values, f->state.params[i].values) << f->state.params[i].name;
+
+  // gpt-tiny's global batch is two micro-batches: the second goes through the saxpy.
+  Expected<std::unique_ptr<CudaTrainer>> gpu =
+      CudaTrainer::create(f->inputs(f->plan, 0, &f->data));
+  ASSERT_TRUE(gpu.ok()) << gpu.error().message();
+  ASSERT_EQ((*gpu)->microBatches(), 2);
+  Expected<Trainer> cpu = Trainer::create(*cpuPlan, *cpuKernels, std::move(*cpuState), f->data, 0,
+                                          nullptr, nullptr, &f->data);
+  ASSERT_TRUE(cpu.ok()) << cpu.error().message();
+  for (int s = 0; s < 3; ++s) {
+    Expected<StepStats> g = (*gpu)->step();
+    ASSERT_TRUE(g.ok()) << g.error().message();
+    Expected<StepStats> c = cpu->step();
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_NEAR(g->loss, c->loss, 1e-5 * std::abs(c->loss)) << "step " << s + 1;
+    EXPECT_NEAR(g->gradNorm, c->gradNorm, 1e-4 * std::abs(c->gradNorm)) << "step " << s + 1;
+    EXPECT_EQ(g->lr, c->lr);
+  }
+  EXPECT_EQ((*gpu)->state().step, 3);
+  ASSERT_TRUE((*gpu)->syncState().ok());
+  for (size_t i = 0; i < cpu->state().params.size(); ++i) {
+    const std::vector<float> &a = (*gpu)->state().params[i].values;
+    const std::vector<float> &b = cpu->state().params[i].values;
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t j = 0; j < a.size(); ++j)
+      ASSERT_NEAR(a[j], b[j], 1e-5) << cpu->state().params[i].name << "[" << j << "]";
+  }
+  Expected<double> gpuEval = (*gpu)->evaluate(0, 1);
+  ASSERT_TRUE(gpuEval.ok()) << gpuEval.error().message();
+  Expected<double> cpuEval = cpu->evaluate(0, 1);
+  ASSERT_TRUE(cpuEval.ok()) << cpuEval.error().message();
+  EXPECT_NEAR(*gpuEval, *cpuEval, 1e-5 * std::abs(*cpuEval));
+  // Everything lives in the arena plus cuBLASLt's workspace.
+  EXPECT_GT((*gpu)->peakBytes(), 2 * cpu->state().bytes());
+}
+
+} // namespace
+} // namespace mtc::rt::cuda::test

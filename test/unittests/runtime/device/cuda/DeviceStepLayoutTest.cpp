@@ -1,0 +1,143 @@
+//===- DeviceStepLayoutTest.cpp - Where a one-GPU step's buffers lie ------===//
+//
+// No GPU needed: the layout is offsets. Every range aligned and apart from every other,
+// two copies of the parameters and states, the gradients one range in the parameters'
+// order (and the scratch one only with several micro-batches), the arena's size the end of
+// the last range, and the errors for sizes that are not sizes.
+
+#include "runtime/device/cuda/DeviceStepLayout.h"
+
+#include "runtime/device/cuda/ArenaLayout.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace mtc::rt::cuda {
+namespace {
+
+TrainingState::Tensor tensor(const std::string &name, size_t elements) {
+  TrainingState::Tensor t;
+  t.name = name;
+  t.shape = {static_cast<int64_t>(elements)};
+  t.values.assign(elements, 0.0f);
+  return t;
+}
+
+TrainingState smallState() {
+  TrainingState s;
+  s.params = {tensor("wte", 100), tensor("ln.g", 7), tensor("head", 65)};
+  s.states = {tensor("wte.m", 100), tensor("wte.v", 100)};
+  return s;
+}
+
+DeviceStepShape smallShape(int64_t microBatches) {
+  DeviceStepShape shape;
+  shape.microBatchSize = 2;
+  shape.sequenceLength = 5;
+  shape.microBatches = microBatches;
+  shape.expertLoadElements = {6};
+  shape.workspaceBytes = 1000;
+  return shape;
+}
+
+std::vector<ArenaRange> allRanges(const DeviceStepLayout &l) {
+  std::vector<ArenaRange> all;
+  for (size_t copy = 0; copy < 2; ++copy) {
+    all.insert(all.end(), l.params[copy].begin(), l.params[copy].end());
+    all.insert(all.end(), l.states[copy].begin(), l.states[copy].end());
+  }
+  all.push_back(l.gradients);
+  if (l.scratch)
+    all.push_back(*l.scratch);
+  for (const ArenaRange &r : {l.tokens, l.labels, l.loss, l.step, l.gradScale, l.gradNorm, l.lr,
+                              l.workspace})
+    all.push_back(r);
+  all.insert(all.end(), l.expertLoads.begin(), l.expertLoads.end());
+  return all;
+}
+
+TEST(DeviceStepLayout, RangesAreAlignedApartAndInsideTheArena) {
+  Expected<DeviceStepLayout> layout = DeviceStepLayout::create(smallState(), smallShape(2));
+  ASSERT_TRUE(layout.ok()) << layout.error().message();
+  std::vector<ArenaRange> all = allRanges(*layout);
+  std::sort(all.begin(), all.end(),
+            [](const ArenaRange &a, const ArenaRange &b) { return a.offset < b.offset; });
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].offset % kDeviceArenaAlignment, 0) << "range " << i;
+    EXPECT_LE(all[i].offset + all[i].bytes, layout->bytes) << "range " << i;
+    if (i > 0)
+      EXPECT_GE(all[i].offset, all[i - 1].offset + all[i - 1].bytes) << "ranges overlap at " << i;
+  }
+  EXPECT_EQ(layout->bytes, all.back().offset + all.back().bytes);
+}
+
+TEST(DeviceStepLayout, TwoCopiesOfTheTablesWithTheirSizes) {
+  TrainingState s = smallState();
+  Expected<DeviceStepLayout> layout = DeviceStepLayout::create(s, smallShape(1));
+  ASSERT_TRUE(layout.ok()) << layout.error().message();
+  for (size_t copy = 0; copy < 2; ++copy) {
+    ASSERT_EQ(layout->params[copy].size(), s.params.size());
+    ASSERT_EQ(layout->states[copy].size(), s.states.size());
+    for (size_t i = 0; i < s.params.size(); ++i)
+      EXPECT_EQ(layout->params[copy][i].bytes, int64_t(s.params[i].values.size() * 4));
+    for (size_t i = 0; i < s.states.size(); ++i)
+      EXPECT_EQ(layout->states[copy][i].bytes, int64_t(s.states[i].values.size() * 4));
+  }
+  EXPECT_NE(layout->params[0][0].offset, layout->params[1][0].offset);
+  EXPECT_EQ(layout->tokens.bytes, 2 * 5 * 4);
+  EXPECT_EQ(layout->labels.bytes, 2 * 5 * 4);
+  EXPECT_EQ(layout->loss.bytes, 4);
+  ASSERT_EQ(layout->expertLoads.size(), 1u);
+  EXPECT_EQ(layout->expertLoads[0].bytes, 6 * 8);
+  EXPECT_EQ(layout->workspace.bytes, 1000);
+}
+
+TEST(DeviceStepLayout, GradientsAreOneRangeInTheParametersOrder) {
+  TrainingState s = smallState();
+  Expected<DeviceStepLayout> layout = DeviceStepLayout::create(s, smallShape(1));
+  ASSERT_TRUE(layout.ok()) << layout.error().message();
+  ASSERT_EQ(layout->gradientOffsets.size(), s.params.size());
+  EXPECT_EQ(layout->gradientOffsets[0], 0);
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    EXPECT_EQ(layout->gradientOffsets[i] % kDeviceArenaAlignment, 0);
+    int64_t end = layout->gradientOffsets[i] + int64_t(s.params[i].values.size() * 4);
+    if (i + 1 < s.params.size())
+      EXPECT_LE(end, layout->gradientOffsets[i + 1]);
+    else
+      EXPECT_EQ(end, layout->gradients.bytes);
+  }
+}
+
+TEST(DeviceStepLayout, ScratchGradientsOnlyWithSeveralMicroBatches) {
+  Expected<DeviceStepLayout> one = DeviceStepLayout::create(smallState(), smallShape(1));
+  Expected<DeviceStepLayout> two = DeviceStepLayout::create(smallState(), smallShape(2));
+  ASSERT_TRUE(one.ok() && two.ok());
+  EXPECT_FALSE(one->scratch.has_value());
+  ASSERT_TRUE(two->scratch.has_value());
+  EXPECT_EQ(two->scratch->bytes, two->gradients.bytes);
+  EXPECT_GT(two->bytes, one->bytes);
+}
+
+TEST(DeviceStepLayout, SizesThatAreNotSizesAreErrors) {
+  DeviceStepShape shape = smallShape(0);
+  Expected<DeviceStepLayout> none = DeviceStepLayout::create(smallState(), shape);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().message(), "device step layout: 0 micro-batches");
+  shape = smallShape(1);
+  shape.workspaceBytes = -1;
+  EXPECT_FALSE(DeviceStepLayout::create(smallState(), shape).ok());
+  shape = smallShape(1);
+  shape.microBatchSize = int64_t(1) << 40;
+  shape.sequenceLength = int64_t(1) << 40;
+  Expected<DeviceStepLayout> huge = DeviceStepLayout::create(smallState(), shape);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.error().message().find("a micro-batch of"), std::string::npos)
+      << huge.error().message();
+  shape = smallShape(1);
+  shape.expertLoadElements = {-3};
+  EXPECT_FALSE(DeviceStepLayout::create(smallState(), shape).ok());
+}
+
+} // namespace
+} // namespace mtc::rt::cuda
