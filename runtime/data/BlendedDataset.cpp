@@ -335,10 +335,14 @@ std::string BlendedDataset::describe() const {
                        gpt.index().separateFinalEpoch ? ", the last shuffled apart" : "",
                        gpt.describeIndexOrigin(), ")"));
   }
-  if (!cacheEntry_.empty())
-    text.append(concat("; blending indices ", indexLoaded_ ? "loaded from '" : "cached in '",
-                       cacheEntry_.string(), "*'"));
-  return text;
+  return text + describeIndexOrigin();
+}
+
+std::string BlendedDataset::describeIndexOrigin() const {
+  if (cacheEntry_.empty())
+    return "";
+  return concat("; blending indices ", indexLoaded_ ? "loaded from '" : "cached in '",
+                cacheEntry_.string(), "*'");
 }
 
 } // namespace mtc::rt

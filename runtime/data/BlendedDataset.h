@@ -118,6 +118,9 @@ public:
   /// 'A' (97 samples of ...), 0.7 'B' (...)", with a cache ending "; blending indices loaded
   /// from 'DIR/HASH-BlendedDataset-train-*'" or "; blending indices cached in '...'".
   std::string describe() const;
+  /// "" without a cache, else "; blending indices loaded from 'DIR/HASH-BlendedDataset-
+  /// train-*'" or "; blending indices cached in '...'" (BlendIndexCache.h).
+  std::string describeIndexOrigin() const;
 
 private:
   BlendedDataset() = default;
