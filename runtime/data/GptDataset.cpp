@@ -260,7 +260,9 @@ Expected<bool> GptDataset::splitHasDocuments(const Options &options) {
   Expected<IndexedDataset> dataset = IndexedDataset::open(options.prefix);
   if (!dataset)
     return dataset.takeError();
-  return splitDocuments(*weights, dataset->numSequences())[int(options.which)].has_value();
+  std::optional<DocumentRange> range =
+      splitDocuments(*weights, dataset->numSequences())[int(options.which)];
+  return range && range->end > range->begin;
 }
 
 Expected<GptDataset> GptDataset::open(const Options &options) {
