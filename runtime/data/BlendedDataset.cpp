@@ -2,6 +2,8 @@
 
 #include "runtime/data/BlendedDataset.h"
 
+#include "runtime/data/BlendIndexCache.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -247,10 +249,29 @@ Expected<BlendedDataset> BlendedDataset::open(const DataBlend &blend,
     size = std::min(size, options.numSamples);
     data.weights_ = normalizeWeights(lengths);
   }
-  Expected<BlendingIndex> index = buildBlendingIndex(data.weights_, size);
-  if (!index)
-    return index.takeError();
-  data.index_ = std::move(*index);
+  if (!options.cachePath.empty()) {
+    // Megatron's BlendedDataset entry next to the datasets' (BlendIndexCache.h).
+    BlendIndexRequest request;
+    request.which = options.which;
+    request.weights = data.weights_;
+    request.size = size;
+    for (const GptDataset &gpt : data.datasets_) {
+      request.datasets.push_back(gpt.cacheDescription());
+      request.datasetSamples.push_back(gpt.index().numSamples());
+    }
+    Expected<CachedBlendIndex> cached = cachedBlendingIndex(options.cachePath, request);
+    if (!cached)
+      return cached.takeError().withContext(
+          concat("the blend ", blend.describe(), " (", splitName(options.which), " split)"));
+    data.index_ = std::move(cached->index);
+    data.cacheEntry_ = cached->files.prefix;
+    data.indexLoaded_ = cached->loaded;
+  } else {
+    Expected<BlendingIndex> index = buildBlendingIndex(data.weights_, size);
+    if (!index)
+      return index.takeError();
+    data.index_ = std::move(*index);
+  }
   // Megatron refuses a blend that draws more samples from a dataset than its order holds.
   data.drawn_.assign(n, 0);
   for (int16_t d : data.index_.dataset)
@@ -314,7 +335,14 @@ std::string BlendedDataset::describe() const {
                        gpt.index().separateFinalEpoch ? ", the last shuffled apart" : "",
                        gpt.describeIndexOrigin(), ")"));
   }
-  return text;
+  return text + describeIndexOrigin();
+}
+
+std::string BlendedDataset::describeIndexOrigin() const {
+  if (cacheEntry_.empty())
+    return "";
+  return concat("; blending indices ", indexLoaded_ ? "loaded from '" : "cached in '",
+                cacheEntry_.string(), "*'");
 }
 
 } // namespace mtc::rt

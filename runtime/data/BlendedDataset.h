@@ -33,6 +33,7 @@
 #include "runtime/support/Error.h"
 
 #include <cstdint>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
@@ -114,8 +115,12 @@ public:
               int32_t *labels) const;
 
   /// "blend of 2 indexed datasets (train split: 320 samples of 65 tokens; seed 1234): 0.3
-  /// 'A' (97 samples of ...), 0.7 'B' (...)".
+  /// 'A' (97 samples of ...), 0.7 'B' (...)", with a cache ending "; blending indices loaded
+  /// from 'DIR/HASH-BlendedDataset-train-*'" or "; blending indices cached in '...'".
   std::string describe() const;
+  /// "" without a cache, else "; blending indices loaded from 'DIR/HASH-BlendedDataset-
+  /// train-*'" or "; blending indices cached in '...'" (BlendIndexCache.h).
+  std::string describeIndexOrigin() const;
 
 private:
   BlendedDataset() = default;
@@ -129,6 +134,10 @@ private:
   std::vector<int64_t> samplesBuilt_;
   std::vector<int64_t> drawn_;
   BlendingIndex index_;
+  /// With a cache: the blending indices' entry (`DIR/HASH-BlendedDataset-SPLIT-`) and whether
+  /// they were loaded from it (else built and written).
+  std::filesystem::path cacheEntry_;
+  bool indexLoaded_ = false;
 };
 
 } // namespace mtc::rt

@@ -253,6 +253,18 @@ Error GptDataset::check(const Options &options) {
   return gpt ? Error::success() : gpt.takeError();
 }
 
+Expected<bool> GptDataset::splitHasDocuments(const Options &options) {
+  Expected<std::array<double, 3>> weights = parseSplit(options.split);
+  if (!weights)
+    return weights.takeError();
+  Expected<IndexedDataset> dataset = IndexedDataset::open(options.prefix);
+  if (!dataset)
+    return dataset.takeError();
+  std::optional<DocumentRange> range =
+      splitDocuments(*weights, dataset->numSequences())[int(options.which)];
+  return range && range->end > range->begin;
+}
+
 Expected<GptDataset> GptDataset::open(const Options &options) {
   Expected<GptDataset> gpt = openSplit(options);
   if (!gpt)
@@ -273,6 +285,7 @@ Expected<GptDataset> GptDataset::open(const Options &options) {
     gpt->index_ = std::move(cached->index);
     gpt->origin_ = cached->loaded ? IndexOrigin::Loaded : IndexOrigin::BuiltAndCached;
     gpt->cacheEntry_ = cached->files.prefix;
+    gpt->cacheDescription_ = std::move(cached->description);
     return gpt;
   }
   Expected<GptSampleIndex> index =

@@ -145,6 +145,10 @@ public:
   /// split with documents holding at least the 2 tokens of a sample), with its errors: for a
   /// launcher, before it starts the ranks that open the dataset.
   static Error check(const Options &options);
+  /// Whether `--split` gives split `options.which` of `options.prefix` any documents (a split
+  /// of weight 0, or one too small for a document, has none). Fails as `check` does on the
+  /// split string and the files.
+  static Expected<bool> splitHasDocuments(const Options &options);
 
   const IndexedDataset &dataset() const { return dataset_; }
   const GptSampleIndex &index() const { return index_; }
@@ -154,6 +158,8 @@ public:
   IndexOrigin indexOrigin() const { return origin_; }
   /// With a cache: its files' common prefix, `DIR/HASH-GPTDataset-SPLIT-`.
   const std::filesystem::path &cacheEntry() const { return cacheEntry_; }
+  /// With a cache: its entry's description.txt (a blend's entry includes it).
+  const std::string &cacheDescription() const { return cacheDescription_; }
   /// "" without a cache, else "; indices loaded from 'DIR/HASH-GPTDataset-train-*'" or
   /// "; indices cached in '...'".
   std::string describeIndexOrigin() const;
@@ -189,6 +195,7 @@ private:
   GptSampleIndex index_;
   IndexOrigin origin_ = IndexOrigin::Built;
   std::filesystem::path cacheEntry_;
+  std::string cacheDescription_;
 };
 
 } // namespace mtc::rt

@@ -223,6 +223,19 @@ template <class T> std::string encode(const std::vector<T> &values, NpyDType dty
 
 } // namespace
 
+Expected<bool> cacheFileExists(const std::filesystem::path &path) { return fileExists(path); }
+
+Error prepareCacheDirectory(const std::filesystem::path &dir) {
+  if (struct stat st; ::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    return makeError("--data-cache-path: ", dir, " is ", describeFileType(st.st_mode),
+                     ", not a directory");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return makeError("--data-cache-path: cannot create the directory ", dir, ": ", ec.message());
+  return Error::success();
+}
+
 std::string describeGptIndex(const GptIndexRequest &request) {
   const std::span<const int32_t> lengths = request.sequenceLengths.subspan(
       size_t(request.documents.begin), size_t(request.documents.end - request.documents.begin));
@@ -333,13 +346,8 @@ Expected<std::optional<GptSampleIndex>> readGptIndex(const GptIndexFiles &files,
 Error writeGptIndex(const GptIndexFiles &files, std::string_view description,
                     const GptSampleIndex &index) {
   const std::filesystem::path dir = files.description.parent_path();
-  if (struct stat st; ::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
-    return makeError("--data-cache-path: ", dir, " is ", describeFileType(st.st_mode),
-                     ", not a directory");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    return makeError("--data-cache-path: cannot create the directory ", dir, ": ", ec.message());
+  if (Error err = prepareCacheDirectory(dir); !err.ok())
+    return err;
   // Megatron's dtypes: the sample index in int32 while the document index's positions fit
   // (offsets are below a sequence's int32 length), the shuffle index in uint32 below 2^32 - 2
   // samples.
@@ -382,6 +390,7 @@ Expected<CachedGptIndex> cachedGptSampleIndex(const std::filesystem::path &dir,
   const std::string description = describeGptIndex(request);
   CachedGptIndex cached;
   cached.files = gptIndexFiles(dir, description, request.which);
+  cached.description = description;
   Expected<std::optional<GptSampleIndex>> read = readGptIndex(cached.files, description, request);
   if (!read)
     return read.takeError();

@@ -103,10 +103,18 @@ Error writeGptIndex(const GptIndexFiles &files, std::string_view description,
 struct CachedGptIndex {
   GptSampleIndex index;
   GptIndexFiles files;
+  /// The entry's description (describeGptIndex), which a blend's entry includes.
+  std::string description;
   bool loaded = false;
 };
 Expected<CachedGptIndex> cachedGptSampleIndex(const std::filesystem::path &dir,
                                               const GptIndexRequest &request);
+
+/// What the caches of GptIndexCache.h and BlendIndexCache.h share: whether `path` exists (a
+/// failure to look other than its absence is an error), and `dir` made a directory (created
+/// when missing; a file in its place or a failure to create it is an error naming it).
+Expected<bool> cacheFileExists(const std::filesystem::path &path);
+Error prepareCacheDirectory(const std::filesystem::path &dir);
 
 } // namespace mtc::rt
 

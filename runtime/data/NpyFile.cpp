@@ -27,6 +27,7 @@ constexpr DTypeInfo kDTypes[] = {
     {NpyDType::U32, "<u4", "uint32", 4},
     {NpyDType::I64, "<i8", "int64", 8},
     {NpyDType::F32, "<f4", "float32", 4},
+    {NpyDType::I16, "<i2", "int16", 2},
 };
 
 const DTypeInfo &info(NpyDType dtype) { return kDTypes[size_t(dtype)]; }
@@ -244,6 +245,11 @@ int64_t NpyArray::integerAt(int64_t i) const {
   }
   case NpyDType::I64: {
     int64_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  case NpyDType::I16: {
+    int16_t v;
     std::memcpy(&v, p, sizeof v);
     return v;
   }

@@ -8,7 +8,7 @@
 //
 // What the runtime writes: version 1.0, little-endian elements in C order, of the dtypes
 // below (`mtrun generate --dump-logits` writes float32 logits, the index cache of
-// GptIndexCache.h int32, uint32 and int64 indices); numpy.load reads them. What it reads:
+// GptIndexCache.h int32, uint32 and int64 indices, BlendIndexCache.h int16 and int64 ones); numpy.load reads them. What it reads:
 // versions 1.0 to 3.0 of those dtypes in C order (a 1-D array in Fortran order is the same
 // bytes and accepted), nothing after the data. Anything else is an error naming the file:
 // another magic or version, a header that is not such a dict, another dtype (big-endian
@@ -31,9 +31,9 @@
 
 namespace mtc::rt {
 
-enum class NpyDType : uint8_t { I32, U32, I64, F32 };
+enum class NpyDType : uint8_t { I32, U32, I64, F32, I16 };
 
-/// numpy's names: "int32", "uint32", "int64", "float32".
+/// numpy's names: "int32", "uint32", "int64", "float32", "int16".
 std::string_view npyDTypeName(NpyDType dtype);
 /// Bytes per element.
 size_t npyDTypeSize(NpyDType dtype);
@@ -90,6 +90,8 @@ template <class F> void NpyArray::forEachInteger(F &&f) const {
     return each(uint32_t());
   case NpyDType::I64:
     return each(int64_t());
+  case NpyDType::I16:
+    return each(int16_t());
   case NpyDType::F32:
     return;
   }

@@ -38,9 +38,14 @@ public:
 
   /// The device, for the run's log ("NVIDIA H100 ... (device 0, sm_90, 132 SMs, 79.1 GiB)").
   virtual std::string describeDevice() const = 0;
-  /// As Trainer::step and Trainer::evaluate, on the device.
+  /// As Trainer::step and Trainer::evaluate (`source` null: the validation data), on the
+  /// device.
   virtual Expected<StepStats> step() = 0;
-  virtual Expected<double> evaluate(int64_t firstBatch, int64_t count) = 0;
+  virtual Expected<double> evaluate(int64_t firstBatch, int64_t count,
+                                    const TokenSource *source) = 0;
+  Expected<double> evaluate(int64_t firstBatch, int64_t count) {
+    return evaluate(firstBatch, count, nullptr);
+  }
   /// The host's copy of the state (see the file comment).
   virtual const TrainingState &state() const = 0;
   /// Copies the parameters and optimizer state back into state().

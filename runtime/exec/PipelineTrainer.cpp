@@ -244,7 +244,7 @@ Expected<int32_t *> PipelineTrainer::batch(bool labels, int64_t microBatch) {
     size_t n = size_t(microBatchSize_ * seqLen_);
     std::vector<int32_t> tokens(n), targets(n);
     // Evaluation reads validation batch b as step b of the validation data.
-    const TokenSource &source = evaluationBatch_ ? *validation_ : *data_;
+    const TokenSource &source = evaluationBatch_ ? *evaluationSource_ : *data_;
     if (Error err = source.batch(evaluationBatch_.value_or(step_), sampleBegin(microBatch),
                                  microBatchSize_, seqLen_, tokens.data(), targets.data());
         !err.ok())
@@ -658,10 +658,12 @@ Expected<StepStats> PipelineTrainer::step() {
   return stats;
 }
 
-Expected<double> PipelineTrainer::evaluate(int64_t firstBatch, int64_t count) {
+Expected<double> PipelineTrainer::evaluate(int64_t firstBatch, int64_t count,
+                                           const TokenSource *source) {
   step_ = state_.step;
   if (!validation_ || !evaluationExecutor_)
     return makeError("the trainer was given no validation data");
+  evaluationSource_ = source ? source : validation_;
   // The memory high-water marks stay those of the training steps.
   const int64_t peakHeld = peakHeldBytes_, peakSaved = peakSavedBytes_;
   lossSum_ = 0;

@@ -83,8 +83,10 @@ public:
   /// firstBatch + count) of the validation data (batch b is `step` b of its TokenSource), as
   /// Trainer::evaluate defines it, the same on every rank (see the file comment). Collective
   /// over the pipeline and data-parallel groups. Fails when the trainer has no validation
-  /// data, a batch cannot be read, a forward or a message fails.
-  Expected<double> evaluate(int64_t firstBatch, int64_t count);
+  /// data, a batch cannot be read, a forward or a message fails. `source` (null: the
+  /// validation data) evaluates other data the same way (Trainer::evaluate).
+  Expected<double> evaluate(int64_t firstBatch, int64_t count,
+                            const TokenSource *source = nullptr);
   /// As Trainer::setLossScaleOptions.
   void setLossScaleOptions(const LossScaleOptions &options) { lossScaleOptions_ = options; }
 
@@ -165,8 +167,9 @@ private:
   std::optional<PipelineLinks> links_;
   std::optional<ScheduleExecutor> executor_;
   /// Evaluation: the validation data (null: none), the forward-only lists and their
-  /// executor, and the validation batch being evaluated (none: a training step runs).
+  /// executor, and the batch being evaluated (none: a training step runs) and its data.
   const TokenSource *validation_ = nullptr;
+  const TokenSource *evaluationSource_ = nullptr;
   std::optional<PipelineSchedule> evaluationSchedule_;
   std::optional<ScheduleExecutor> evaluationExecutor_;
   std::optional<int64_t> evaluationBatch_;

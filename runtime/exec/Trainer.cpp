@@ -329,10 +329,11 @@ Expected<StepStats> Trainer::step() {
   return stats;
 }
 
-Expected<double> Trainer::evaluate(int64_t firstBatch, int64_t count) {
+Expected<double> Trainer::evaluate(int64_t firstBatch, int64_t count, const TokenSource *source) {
   const int64_t step = state_.step;
   if (!validation_)
     return makeError("the trainer was given no validation data");
+  const TokenSource &data = source ? *source : *validation_;
   int dpRank = dataParallel_ ? dataParallel_->rank() : 0;
   int dpSize = dataParallel_ ? dataParallel_->size() : 1;
   double lossSum = 0;
@@ -350,7 +351,7 @@ Expected<double> Trainer::evaluate(int64_t firstBatch, int64_t count) {
   }
   for (int64_t batch = firstBatch; batch < firstBatch + count; ++batch)
     for (int64_t m = dpRank; m < microBatches_; m += dpSize) {
-      if (Error err = validation_->batch(batch, m * microBatchSize_, microBatchSize_, seqLen_,
+      if (Error err = data.batch(batch, m * microBatchSize_, microBatchSize_, seqLen_,
                                          tokens_.data(), labels_.data());
           !err.ok())
         return std::move(err).withContext(concat("validation at step ", step));

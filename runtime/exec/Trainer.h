@@ -131,8 +131,11 @@ public:
   /// count) of the validation data (batch b is `step` b of its TokenSource), without dropout;
   /// every rank gets the same value. Changes nothing the steps read. Fails when the trainer
   /// has no validation data, a batch cannot be read or a collective fails; a loss that is not
-  /// finite is returned as it is.
-  Expected<double> evaluate(int64_t firstBatch, int64_t count);
+  /// finite is returned as it is. `source` (null: the validation data) evaluates other data
+  /// the same way, such as the test split (it must outlive the call; the trainer must have
+  /// been given validation data, which binds the `forward`).
+  Expected<double> evaluate(int64_t firstBatch, int64_t count,
+                            const TokenSource *source = nullptr);
 
   /// Records each micro-batch's forward_backward, the data-parallel reduction and the
   /// optimizer step as spans (null: no trace). The recorder must outlive the trainer.

@@ -122,10 +122,12 @@ std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
   return concat(s, " x data parallel ", mesh.placement().dpSize);
 }
 
-/// The run's data: the training samples and, with evaluation, the validation samples.
+/// The run's data: the training samples and, with evaluation, the validation samples and
+/// the test samples (none when the test split has no documents).
 struct RunData {
   TokenSource train;
   std::optional<TokenSource> validation;
+  std::optional<TokenSource> test;
 };
 
 /// The most samples an indexed dataset's order is built for (as mtrun's --train-samples).
@@ -142,6 +144,21 @@ GptDataset::Options indexedDataOptions(const Plan &plan, const TrainingRunOption
   return gpt;
 }
 
+/// Whether any dataset of `data` has documents in its test split (`--split 100,0,0`, or a
+/// split whose test share rounds to no document, has none: then nothing is evaluated on it,
+/// as Megatron builds no test set for a split of weight 0). A blend whose test split is empty
+/// for some datasets only is opened, and gives the error of the first of those.
+Expected<bool> testSplitHasDocuments(const DataBlend &data, GptDataset::Options options) {
+  options.which = DataSplit::Test;
+  for (const std::string &prefix : data.prefixes) {
+    options.prefix = prefix;
+    Expected<bool> has = GptDataset::splitHasDocuments(options);
+    if (!has || *has)
+      return has;
+  }
+  return false;
+}
+
 /// The run's data. An indexed dataset's (or a blend's) sample order depends on the sequence
 /// length and the global batch, which the compiled step gives, and on the samples the run
 /// trains on (Megatron's train_iters x global_batch_size, or its --train-samples: a resumed
@@ -149,7 +166,9 @@ GptDataset::Options indexedDataOptions(const Plan &plan, const TrainingRunOption
 /// samples). The validation samples are the valid split's own order (a blend's blended apart
 /// from its train split's), for Megatron's number of them:
 /// (train_iters / eval_interval + 1) x eval_iters global batches, train_iters being
-/// --train-samples / global batch when given.
+/// --train-samples / global batch when given. The test samples are the test split's own order
+/// for --eval-iters global batches (Megatron's test_samples), read from its start at the end
+/// of training.
 Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
                            const KernelLibrary &kernels) {
   const int64_t vocab = plan.vocabularySize().value_or(0);
@@ -160,13 +179,13 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
     Expected<TokenSource> text = TokenSource::text(*options.data, vocab, plan.seed);
     if (!text)
       return text.takeError();
-    return RunData{std::move(*text), std::nullopt};
+    return RunData{std::move(*text), std::nullopt, std::nullopt};
   }
   if (!options.dataPath) {
     Expected<TokenSource> synthetic = TokenSource::synthetic(vocab, plan.seed);
     if (!synthetic)
       return synthetic.takeError();
-    return RunData{std::move(*synthetic), std::nullopt};
+    return RunData{std::move(*synthetic), std::nullopt, std::nullopt};
   }
   const KernelFunction &step = *kernels.forwardBackward().function;
   Expected<int64_t> microBatches = countMicroBatches(plan, step, options.globalBatch, 0);
@@ -189,7 +208,7 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
   if (!train)
     return train.takeError();
   if (options.evalInterval <= 0)
-    return RunData{std::move(*train), std::nullopt};
+    return RunData{std::move(*train), std::nullopt, std::nullopt};
   const int64_t trainIters = options.trainSamples ? *options.trainSamples / gpt.globalBatch
                                                   : options.targetSteps;
   const int64_t evaluations = trainIters / options.evalInterval + 1;
@@ -205,7 +224,20 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
   Expected<TokenSource> validation = TokenSource::indexed(*options.dataPath, valid);
   if (!validation)
     return validation.takeError().withContext("--eval-interval");
-  return RunData{std::move(*train), std::move(*validation)};
+  Expected<bool> hasTest = testSplitHasDocuments(*options.dataPath, gpt);
+  if (!hasTest)
+    return hasTest.takeError().withContext("--eval-interval (the test split)");
+  std::optional<TokenSource> test;
+  if (*hasTest) {
+    GptDataset::Options testOptions = gpt;
+    testOptions.which = DataSplit::Test;
+    testOptions.numSamples = options.evalIters * gpt.globalBatch;
+    Expected<TokenSource> source = TokenSource::indexed(*options.dataPath, testOptions);
+    if (!source)
+      return source.takeError().withContext("--eval-interval (the test split)");
+    test.emplace(std::move(*source));
+  }
+  return RunData{std::move(*train), std::move(*validation), std::move(test)};
 }
 
 } // namespace
@@ -214,14 +246,25 @@ Error checkTrainingData(const Plan &plan, const TrainingRunOptions &options) {
   if (!options.dataPath)
     return Error::success();
   GptDataset::Options gpt = indexedDataOptions(plan, options);
-  for (DataSplit split : {DataSplit::Train, DataSplit::Valid}) {
-    if (split == DataSplit::Valid && options.evalInterval <= 0)
+  for (DataSplit split : {DataSplit::Train, DataSplit::Valid, DataSplit::Test}) {
+    if (split != DataSplit::Train && options.evalInterval <= 0)
       break;
+    if (split == DataSplit::Test) {
+      // An empty test split is not evaluated (openData).
+      Expected<bool> hasTest = testSplitHasDocuments(*options.dataPath, gpt);
+      if (!hasTest)
+        return hasTest.takeError().withContext("--eval-interval (the test split)");
+      if (!*hasTest)
+        break;
+    }
     gpt.which = split;
     for (const std::string &prefix : options.dataPath->prefixes) {
       gpt.prefix = prefix;
       if (Error err = GptDataset::check(gpt); !err.ok())
-        return split == DataSplit::Valid ? std::move(err).withContext("--eval-interval") : err;
+        return split == DataSplit::Train ? err
+               : split == DataSplit::Valid
+                   ? std::move(err).withContext("--eval-interval")
+                   : std::move(err).withContext("--eval-interval (the test split)");
     }
   }
   return Error::success();
@@ -288,16 +331,17 @@ private:
   /// Evaluation number `index` (of the run's order: the one at step (index + 1) x the
   /// interval, or with `end` the one at the end of training) of the trainer's parameters
   /// (a Trainer or a PipelineTrainer), logged and recorded in the metrics (every rank calls
-  /// it).
+  /// it). With `test`, the evaluation of the test split at the end of training instead: its
+  /// first --eval-iters batches.
   template <class StepTrainer>
   Error evaluate(StepTrainer &trainer, int64_t index, bool end,
-                 std::optional<MetricsWriter> &metrics);
+                 std::optional<MetricsWriter> &metrics, const TokenSource *test = nullptr);
   /// The step loop over `trainer` (a Trainer or a PipelineTrainer), which evaluates on
-  /// `validation` (null: no evaluation).
+  /// `validation` (null: no evaluation) and at the end on `test` (null: none).
   template <class StepTrainer>
   Error runSteps(StepTrainer &trainer, TrainingState &state, const TokenSource &data,
-                 const TokenSource *validation, const KernelLibrary &kernels,
-                 std::optional<MetricsWriter> &metrics);
+                 const TokenSource *validation, const TokenSource *test,
+                 const KernelLibrary &kernels, std::optional<MetricsWriter> &metrics);
 
   const Plan &plan_;
   const TrainingRunOptions &options_;
@@ -413,6 +457,7 @@ Error Run::train(TrainingState &state) {
     metrics.emplace(std::move(*writer));
   }
   const TokenSource *validation = data->validation ? &*data->validation : nullptr;
+  const TokenSource *test = data->test ? &*data->test : nullptr;
   if (options_.device) {
     Expected<std::unique_ptr<DeviceTrainer>> trainer = options_.device->createTrainer(
         DeviceTrainerInputs{plan_, *kernels, std::move(state), data->train, options_.globalBatch,
@@ -420,7 +465,7 @@ Error Run::train(TrainingState &state) {
     if (!trainer)
       return trainer.takeError();
     print("device: " + (*trainer)->describeDevice() + "\n");
-    if (Error err = runSteps(**trainer, state, data->train, validation, *kernels, metrics);
+    if (Error err = runSteps(**trainer, state, data->train, validation, test, *kernels, metrics);
         !err.ok())
       return err;
   } else if (stage_) {
@@ -430,7 +475,7 @@ Error Run::train(TrainingState &state) {
     if (!trainer)
       return trainer.takeError();
     (*trainer)->setLossScaleOptions(options_.lossScaling);
-    if (Error err = runSteps(**trainer, state, data->train, validation, *kernels, metrics);
+    if (Error err = runSteps(**trainer, state, data->train, validation, test, *kernels, metrics);
         !err.ok())
       return err;
     // Each stage's measured bubble next to the schedule's (collective over the stages).
@@ -449,7 +494,7 @@ Error Run::train(TrainingState &state) {
       return trainer.takeError();
     trainer->setTrace(trace_);
     trainer->setLossScaleOptions(options_.lossScaling);
-    if (Error err = runSteps(*trainer, state, data->train, validation, *kernels, metrics);
+    if (Error err = runSteps(*trainer, state, data->train, validation, test, *kernels, metrics);
         !err.ok())
       return err;
   }
@@ -504,17 +549,21 @@ Error Run::reportStages(const PipelineTrainer &trainer) {
 
 template <class StepTrainer>
 Error Run::evaluate(StepTrainer &trainer, int64_t index, bool end,
-                    std::optional<MetricsWriter> &metrics) {
+                    std::optional<MetricsWriter> &metrics, const TokenSource *test) {
   const int64_t step = trainer.state().step;
-  TraceRecorder::Scope span(trace_, "evaluation", "evaluation", {{"step", step}});
-  Expected<double> loss = trainer.evaluate(index * options_.evalIters, options_.evalIters);
+  const char *name = test ? "test" : "validation";
+  TraceRecorder::Scope span(trace_, test ? "test" : "evaluation", "evaluation", {{"step", step}});
+  Expected<double> loss = test ? trainer.evaluate(0, options_.evalIters, test)
+                               : trainer.evaluate(index * options_.evalIters, options_.evalIters);
   span.finish();
   if (!loss)
-    return loss.takeError();
+    return test ? loss.takeError().withContext("the test split") : loss.takeError();
   // Megatron's perplexity, exp of the loss capped at 20 (a diverged loss stays printable).
   const double ppl = std::exp(std::min(20.0, *loss));
   if (metrics) {
-    JsonObject record{{"step", step}, {"validation_loss", *loss}, {"validation_ppl", ppl}};
+    JsonObject record{{"step", step},
+                      {concat(name, "_loss"), *loss},
+                      {concat(name, "_ppl"), ppl}};
     if (end)
       record.insert("end_of_training", true);
     if (Error err = metrics->write(record); !err.ok())
@@ -522,15 +571,15 @@ Error Run::evaluate(StepTrainer &trainer, int64_t index, bool end,
   }
   if (job_.leader())
     log_.clearProgress();
-  print(formatText("validation loss at step %lld%s: %.4f | PPL: %.3f\n",
+  print(formatText("%s loss at step %lld%s: %.4f | PPL: %.3f\n", name,
                    static_cast<long long>(step), end ? " (end of training)" : "", *loss, ppl));
   return Error::success();
 }
 
 template <class StepTrainer>
 Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSource &data,
-                    const TokenSource *validation, const KernelLibrary &kernels,
-                    std::optional<MetricsWriter> &metrics) {
+                    const TokenSource *validation, const TokenSource *test,
+                    const KernelLibrary &kernels, std::optional<MetricsWriter> &metrics) {
   const int64_t first = trainer.state().step, target = options_.targetSteps;
   print(formatText("model %s: %s parameters, plan %s\n", plan_.model.c_str(),
                    withThousands(plan_.numParameterElements()).c_str(), plan_.dir.c_str()));
@@ -540,6 +589,13 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
                      validation->describe().c_str(), static_cast<long long>(options_.evalIters),
                      options_.evalIters == 1 ? "" : "es",
                      static_cast<long long>(options_.evalInterval)));
+  if (validation && test)
+    print(formatText("test: %s; %lld batch%s at the end\n", test->describe().c_str(),
+                     static_cast<long long>(options_.evalIters),
+                     options_.evalIters == 1 ? "" : "es"));
+  else if (validation)
+    print(formatText("test: none (--split '%s' gives the test split no documents)\n",
+                     options_.split.value_or(std::string(kMegatronDefaultSplit)).c_str()));
   if (job_.size > 1 && stage_)
     print(formatText("ranks: %d (pp=%lld x %s, %s schedule, %s over TCP)\n", job_.size,
                      static_cast<long long>(mesh_.stages()),
@@ -575,9 +631,9 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
   uint64_t commStart = bytesSent(trainer);
   uint64_t commBytes = commStart;
   // Evaluates, keeping its bytes out of the steps' communication.
-  auto evaluateAt = [&](int64_t index, bool end) -> Error {
+  auto evaluateAt = [&](int64_t index, bool end, const TokenSource *on = nullptr) -> Error {
     const uint64_t before = bytesSent(trainer);
-    if (Error err = evaluate(trainer, index, end, metrics); !err.ok())
+    if (Error err = evaluate(trainer, index, end, metrics, on); !err.ok())
       return err;
     const uint64_t used = bytesSent(trainer) - before;
     commStart += used;
@@ -670,6 +726,10 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
   // after an evaluation at the same step).
   if (validation && taken > 0)
     if (Error err = evaluateAt(target / options_.evalInterval, true); !err.ok())
+      return err;
+  // And then on the test split, its first --eval-iters batches (Megatron's test set).
+  if (test && taken > 0)
+    if (Error err = evaluateAt(0, true, test); !err.ok())
       return err;
   if (taken > 0)
     sentPerStep_ = static_cast<double>(commBytes - commStart) / static_cast<double>(taken);

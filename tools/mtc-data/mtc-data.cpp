@@ -402,6 +402,8 @@ int samples(int argc, char **argv) {
     return fail(data.error());
   for (const GptDataset &gpt : data->datasets())
     reportCache(gpt);
+  if (!options.cachePath.empty())
+    std::fprintf(stderr, "mtc-data: the blend: %s\n", data->describeIndexOrigin().substr(2).c_str());
   // A blend of prefixes without weights can hold fewer than N.
   Expected<int64_t> first = parseInt(*args, "--first", data->size(), 0, data->size());
   if (!first)

@@ -104,15 +104,18 @@ constexpr OptionSpec kOptions[] = {
     MTRUN_VALUE_OPTION("--split", split, "S",
                        "Megatron's train,valid,test split of --data-path (default \"969, 30, 1\")"),
     MTRUN_VALUE_OPTION("--data-cache-path", dataCachePath, "DIR",
-                       "keep --data-path's sample order indices in DIR (.npy files, Megatron's "
-                       "layout): loaded when there, else built and written"),
+                       "keep --data-path's sample order indices (and a blend's blending indices) in "
+                       "DIR (.npy files, Megatron's layout): loaded when there, else built and "
+                       "written"),
     MTRUN_VALUE_OPTION("--train-samples", trainSamples, "N",
                        "the samples --data-path's order is for (default: steps x global batch)"),
     MTRUN_VALUE_OPTION("--eval-interval", evalInterval, "N",
                        "every N steps and at the end, the validation loss on --data-path's valid "
-                       "split"),
+                       "split; at the end also the test loss on its test split (when it has "
+                       "documents)"),
     MTRUN_VALUE_OPTION("--eval-iters", evalIters, "K",
-                       "global batches of each evaluation (default 100; needs --eval-interval)"),
+                       "global batches of each evaluation and of the test evaluation (default "
+                       "100; needs --eval-interval)"),
     MTRUN_VALUE_OPTION("--device", device, "cpu|cuda",
                        "where the step runs (default: cuda when the plan has CUDA host code and "
                        "a GPU is visible, else cpu)"),

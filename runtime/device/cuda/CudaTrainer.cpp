@@ -342,10 +342,12 @@ Expected<StepStats> CudaTrainer::step() {
   return stats;
 }
 
-Expected<double> CudaTrainer::evaluate(int64_t firstBatch, int64_t count) {
+Expected<double> CudaTrainer::evaluate(int64_t firstBatch, int64_t count,
+                                       const TokenSource *source) {
   const int64_t step = host_.step;
   if (!validation_)
     return makeError("the trainer was given no validation data");
+  const TokenSource &data = source ? *source : *validation_;
   std::vector<void *> buffers;
   for (const BufferBinding &b : bindings_.forward) {
     if (b.kind == BufferKind::Input)
@@ -358,7 +360,7 @@ Expected<double> CudaTrainer::evaluate(int64_t firstBatch, int64_t count) {
   double lossSum = 0;
   for (int64_t batch = firstBatch; batch < firstBatch + count; ++batch)
     for (int64_t m = 0; m < microBatches_; ++m) {
-      if (Error err = loadBatch(*validation_, batch, m * shape_.microBatchSize); !err.ok())
+      if (Error err = loadBatch(data, batch, m * shape_.microBatchSize); !err.ok())
         return std::move(err).withContext(concat("validation at step ", step));
       // No DropoutCall: the kernels keep every element (evaluation without dropout).
       if (Error err = call(*library_->forward(), buffers,

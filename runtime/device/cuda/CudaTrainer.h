@@ -54,7 +54,9 @@ public:
 
   std::string describeDevice() const override { return device_.describe(); }
   Expected<StepStats> step() override;
-  Expected<double> evaluate(int64_t firstBatch, int64_t count) override;
+  using DeviceTrainer::evaluate;
+  Expected<double> evaluate(int64_t firstBatch, int64_t count,
+                            const TokenSource *source) override;
   const TrainingState &state() const override { return host_; }
   Error syncState() override;
   int64_t microBatches() const override { return microBatches_; }

@@ -9,11 +9,19 @@
         (<32 hex digits>-GPTDataset-<split>-...) and dtypes (int32 document index, int32 or
         int64 sample index of shape (samples + 1, 2), uint32 or int64 shuffle index). Prints
         one line per array, e.g. "document_index int32 (120,) equal".
+    index_cache.py check-blend DIR WEIGHT PREFIX ... --seq-len L --num-samples N [--seed S]
+            [--split W] [--which train|valid|test]
+        finds DIR's only BlendedDataset entry of the split, loads its two arrays with
+        numpy.load and compares them with the blending indices megatron_reference.py builds
+        for that blend as Megatron does; checks Megatron's file names
+        (<32 hex digits>-BlendedDataset-<split>-...) and dtypes (int16 dataset index, int64
+        dataset sample index). Prints one line per array.
     index_cache.py damage DIR WHICH FILE KIND
         damages FILE (document_index, sample_index, shuffle_index or description) of DIR's
         only entry of split WHICH: truncate, garbage, float64, float32 or int16 (the same
         values), reshape (the same values, another shape), directory, fifo, edit (the
-        description with a space added), remove.
+        description with a space added), remove. FILE dataset_index, dataset_sample_index or
+        blend_description damages the only BlendedDataset entry of the split instead.
 """
 import glob
 import json
@@ -58,8 +66,36 @@ def check(directory, prefix, seq_length, num_samples, seed, split, which):
         print(f"{what} {array.dtype} {array.shape} equal")
 
 
+def check_blend(directory, words, seq_length, num_samples, seed, split, which):
+    name = ["train", "valid", "test"][which]
+    found = glob.glob(os.path.join(directory, f"*-BlendedDataset-{name}-description.txt"))
+    assert len(found) == 1, found
+    base = os.path.basename(found[0])[:-len("description.txt")]
+    assert re.fullmatch(r"[0-9a-f]{32}-BlendedDataset-" + name + "-", base), base
+    # megatron_reference.blended_samples's weights and size.
+    prefixes, weights = megatron_reference.get_blend_from_list(words)
+    if weights is not None:
+        weights = megatron_reference.normalize(weights)
+        size = sum(megatron_reference.get_size_per_dataset(weights, num_samples))
+    else:
+        weights = [len(megatron_reference.GPTOrder(p, seq_length, None, seed, split, which))
+                   for p in prefixes]
+        size = min(num_samples, sum(weights))
+    weights = megatron_reference.normalize(weights)
+    expected = megatron_reference.build_blending_indices(weights, size)
+    for what, reference in zip(("dataset_index", "dataset_sample_index"), expected):
+        array = numpy.load(os.path.join(directory, base + what + ".npy"), allow_pickle=False)
+        assert array.dtype == reference.dtype, f"{what}: dtype {array.dtype}"
+        assert array.shape == reference.shape, f"{what}: shape {array.shape} != {reference.shape}"
+        assert numpy.array_equal(array, reference), what
+        print(f"{what} {array.dtype} {array.shape} equal")
+
+
 def damage(directory, which, what, kind):
     marker = f"-GPTDataset-{which}-"
+    if what in ("dataset_index", "dataset_sample_index", "blend_description"):
+        marker = f"-BlendedDataset-{which}-"
+        what = "description" if what == "blend_description" else what
     bases = {p[:p.index(marker) + len(marker)]
              for p in glob.glob(os.path.join(directory, "*" + marker + "*"))}
     assert len(bases) == 1, bases
@@ -99,6 +135,13 @@ def main(argv):
         split = option(args, "--split", "969, 30, 1")
         which = ["train", "valid", "test"].index(option(args, "--which", "train"))
         check(args[0], args[1], seq_length, num_samples, seed, split, which)
+    elif command == "check-blend":
+        seq_length = int(option(args, "--seq-len", None))
+        num_samples = int(option(args, "--num-samples", None))
+        seed = int(option(args, "--seed", "1234"))
+        split = option(args, "--split", "969, 30, 1")
+        which = ["train", "valid", "test"].index(option(args, "--which", "train"))
+        check_blend(args[0], args[1:], seq_length, num_samples, seed, split, which)
     elif command == "damage":
         damage(*args)
     else:

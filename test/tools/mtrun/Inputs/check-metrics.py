@@ -5,6 +5,7 @@
                             [--close-losses OTHER.jsonl --rtol R] [--from S]
                             [--validation-steps S,S,...] [--validation-falls]
                             [--close-validation OTHER.jsonl --atol A | --validation-rtol R]
+                            [--test-step S | --no-test]
 
 --steps N: RUN has exactly the records of steps 1..N, in order, each with the fields mtrun
 documents. --falls-by D: the last loss is below the first by more than D. --same-losses:
@@ -20,7 +21,12 @@ steps in this order, the last at the end of training, each with a finite loss an
 perplexity exp(loss). --validation-falls: the last validation loss is below the first.
 --close-validation: OTHER has the same evaluations with validation losses within absolute
 tolerance A (0: bit-identical), or with --validation-rtol within relative tolerance R (a
-parallel run's against a single-rank one's). --from S applies to the evaluations too.
+parallel run's against a single-rank one's), and the same test evaluations (test_loss) within
+the same tolerance. --from S applies to the evaluations too.
+
+The test split's evaluation (step, test_loss, test_ppl, end_of_training) is a record of its
+own too. --test-step S: RUN has exactly one, at step S, the last record of the file, with a
+finite loss and its perplexity. --no-test: RUN has none.
 """
 import argparse
 import json
@@ -36,12 +42,12 @@ def read_all(path):
         return [json.loads(line) for line in f]
 
 
-def read_validation(path):
-    return [r for r in read_all(path) if "validation_loss" in r]
+def read_validation(path, key="validation_loss"):
+    return [r for r in read_all(path) if key in r]
 
 
 def read(path):
-    records = [r for r in read_all(path) if "validation_loss" not in r]
+    records = [r for r in read_all(path) if "validation_loss" not in r and "test_loss" not in r]
     for r in records:
         missing = [k for k in FIELDS if k not in r]
         if missing:
@@ -65,8 +71,11 @@ def main():
     parser.add_argument("--close-validation")
     parser.add_argument("--atol", type=float, default=1e-6)
     parser.add_argument("--validation-rtol", type=float)
+    parser.add_argument("--test-step", type=int)
+    parser.add_argument("--no-test", action="store_true")
     args = parser.parse_args()
     check_validation(args)
+    check_test(args)
     run = [r for r in read(args.run) if r["step"] >= args.first]
     if args.steps is not None:
         steps = [r["step"] for r in run]
@@ -140,6 +149,55 @@ def check_validation(args):
         if worst > args.atol:
             sys.exit(f"validation losses differ by {worst:.3g} (tolerance {args.atol})")
         print(f"close validation losses: {len(evals)} evaluations within {args.atol}")
+
+
+def close_tests(args):
+    """--close-validation's comparison of the test records."""
+    tests = [r for r in read_validation(args.run, "test_loss") if r["step"] >= args.first]
+    other = [r for r in read_validation(args.close_validation, "test_loss")
+             if r["step"] >= args.first]
+    if [r["step"] for r in other] != [r["step"] for r in tests]:
+        sys.exit(f"test evaluations at steps {[r['step'] for r in tests]} against "
+                 f"{[r['step'] for r in other]}")
+    if not tests:
+        return
+    if args.validation_rtol is not None:
+        worst = max(abs(a["test_loss"] - b["test_loss"]) / abs(b["test_loss"])
+                    for a, b in zip(tests, other))
+        tolerance = args.validation_rtol
+    else:
+        worst = max(abs(a["test_loss"] - b["test_loss"]) for a, b in zip(tests, other))
+        tolerance = args.atol
+    if worst > tolerance:
+        sys.exit(f"test losses differ by {worst:.3g} (tolerance {tolerance})")
+    print(f"close test losses: {len(tests)} evaluations within {tolerance}")
+
+
+def check_test(args):
+    if args.close_validation:
+        close_tests(args)
+    if args.test_step is None and not args.no_test:
+        return
+    records = read_all(args.run)
+    tests = [r for r in records if "test_loss" in r]
+    if args.no_test:
+        if tests:
+            sys.exit(f"{args.run}: test evaluations at steps {[r['step'] for r in tests]}, "
+                     "expected none")
+        print("no test evaluation")
+        return
+    if len(tests) != 1 or tests[0]["step"] != args.test_step or records[-1] is not tests[0]:
+        sys.exit(f"{args.run}: test evaluations at steps {[r['step'] for r in tests]}, expected "
+                 f"one at step {args.test_step}, the last record")
+    r = tests[0]
+    loss, ppl = r["test_loss"], r["test_ppl"]
+    if not r.get("end_of_training"):
+        sys.exit(f"{args.run}: the test evaluation is not marked end_of_training")
+    if loss is None or not math.isfinite(loss):
+        sys.exit(f"{args.run}: test loss {loss}")
+    if not math.isclose(ppl, math.exp(min(20.0, loss)), rel_tol=1e-12):
+        sys.exit(f"{args.run}: test perplexity {ppl} is not exp({loss})")
+    print(f"test evaluation at step {r['step']}: {loss:.4f}")
 
 
 if __name__ == "__main__":

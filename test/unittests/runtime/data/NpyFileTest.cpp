@@ -173,7 +173,7 @@ TEST(NpyFile, RefusesMalformedFiles) {
   // Dtypes the runtime does not read.
   EXPECT_EQ(parseError(npy("{'descr': '>i4', 'fortran_order': False, 'shape': (2,), }", data)),
             "'f.npy': its dtype '>i4' is not one of '<i4' int32, '<u4' uint32, '<i8' int64, "
-            "'<f4' float32 (little-endian; big-endian arrays are not read)");
+            "'<f4' float32, '<i2' int16 (little-endian; big-endian arrays are not read)");
   EXPECT_NE(parseError(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", data))
                 .find("its dtype '<f8' is not one of"),
             std::string::npos);

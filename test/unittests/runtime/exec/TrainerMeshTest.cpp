@@ -410,6 +410,35 @@ TEST(TrainerMeshTest, EvaluationRunsForwardWithoutDropoutAndLeavesTrainingAlone)
   }
 }
 
+TEST(TrainerMeshTest, EvaluationOfAnotherSourceReadsThatSource) {
+  // The test split's evaluation (mtrun): the trainer's forward over other data, as a trainer
+  // given that data as its validation data would evaluate it.
+  Plan plan = toyPlanWithForward(1);
+  Expected<KernelLibrary> kernels = KernelLibrary::load(plan);
+  ASSERT_TRUE(kernels.ok()) << kernels.error().message();
+  Expected<TokenSource> data = TokenSource::synthetic(16, plan.seed);
+  Expected<TokenSource> validation = TokenSource::synthetic(16, plan.seed + 1);
+  Expected<TokenSource> test = TokenSource::synthetic(16, plan.seed + 2);
+  ASSERT_TRUE(data.ok() && validation.ok() && test.ok());
+  Expected<TrainingState> state = TrainingState::initialize(plan, 1);
+  ASSERT_TRUE(state.ok());
+  Expected<Trainer> trainer =
+      Trainer::create(plan, *kernels, *state, *data, 0, nullptr, nullptr, &*validation);
+  Expected<Trainer> onTest = Trainer::create(plan, *kernels, *state, *data, 0, nullptr, nullptr,
+                                             &*test);
+  ASSERT_TRUE(trainer.ok() && onTest.ok());
+  Expected<double> valid = trainer->evaluate(0, 2);
+  Expected<double> other = trainer->evaluate(0, 2, &*test);
+  Expected<double> expected = onTest->evaluate(0, 2);
+  ASSERT_TRUE(valid.ok() && other.ok() && expected.ok());
+  EXPECT_EQ(*other, *expected);
+  EXPECT_NE(*other, *valid);
+  // And the validation data again afterwards.
+  Expected<double> again = trainer->evaluate(0, 2);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *valid);
+}
+
 TEST(TrainerMeshTest, EvaluationNeedsAForward) {
   Plan plan = toyPlan(1);
   Expected<KernelLibrary> kernels = KernelLibrary::load(plan);
