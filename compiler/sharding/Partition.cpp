@@ -424,7 +424,8 @@ Partitioner::partitionFunction(func::FuncOp func, ArrayRef<ShardedTensorType> ar
     layouts.set(arg, layout);
     if (i >= sliced.size() || !sliced[i] || *sliced[i] == layout)
       continue;
-    // The data argument arrives whole; each rank keeps its part from here on.
+    // The argument arrives in its layout (data whole, an optimizer step's parameter in
+    // the parameter's); each rank computes on its part from here on.
     SmallVector<OpOperand *> uses =
         llvm::map_to_vector(arg.getUses(), [](OpOperand &use) { return &use; });
     Value local = reshard(entry, arg.getLoc(), arg, layout, *sliced[i]);
@@ -495,6 +496,20 @@ LogicalResult Partitioner::run() {
       // Data: whole on every rank, and no parameter, state or gradient.
       sliced.emplace_back();
       DictionaryAttr attrs = func.getArgAttrDict(i);
+      if (optimizer && attrs && attrs.get(transforms::kParamAttrName)) {
+        // A parameter arrives in its own layout (whole over dp but under ZeRO-3); the step
+        // computes on it in the optimizer layout of its gradient and states, so each rank
+        // decays and updates its shard only, and the new parameter is all-gathered at the
+        // exit (its result's layout). Not where the step only returns it.
+        ShardedTensorType computed = *sharding::optimizerLayout(
+            spec, cast<NamedTensorType>(type), [&] { return module.emitError(); });
+        if (computed != args.back() &&
+            llvm::any_of(func.getArgument(i).getUsers(), [](Operation *user) {
+              return !user->hasTrait<OpTrait::IsTerminator>();
+            }))
+          sliced.back() = computed;
+        continue;
+      }
       if (optimizer || isModelState(attrs))
         continue;
       FailureOr<std::optional<ShardedTensorType>> data = dataLayout(func, i, args.back());

@@ -103,8 +103,10 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     first axis. An optimizer function (`mt.optimizer`: `@optimizer_step` and the pipeline
     stages' `grad_squares` / `optimizer_step`) takes each gradient (an argument marked
     `mt.grad`) and state sharded over `dp` along the first dimension `tp` does not split
-    (Layout.h, `optimizerLayout`) and each parameter whole; the rules above then slice
-    the parameter, sum the squared norms over `dp` and all-gather the new parameters.
+    (Layout.h, `optimizerLayout`) and each parameter (`mt.param`) whole, sliced to that
+    layout as the function enters (no communication), so the weight decay and the update
+    compute on the rank's shard only; the rules above then sum the squared norms over `dp`
+    and all-gather the new parameters into their (whole over `dp`) result layouts.
 
     **ZeRO-3** (module attribute `mtc.zero_stage` 3): the parameters themselves are laid
     out like their optimizer states (sharded over `dp`, never along `layers`), and the

@@ -793,18 +793,21 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 1>} {
 
 // Tests the distributed optimizer (dp 2, tp 2): the optimizer step takes each gradient and
 // state sharded over dp along the first dimension tp does not split (wq: layers; g:
-// hidden) and the parameters whole over dp; the update runs on the shard (the parameter
-// is sliced, no communication), the squared norms are summed over dp (and tp), and the new
-// parameters are all-gathered over dp.
+// hidden) and the parameters whole over dp; the parameter is sliced to that layout as the
+// step enters (no communication) and the update runs on the shard, the squared norms are
+// summed over dp (and tp), and the new parameters are all-gathered over dp.
 // CHECK-LABEL: func.func @optimizer_step
 // CHECK-SAME: %arg2: !mt.tensor<[layers=1, heads=2], f32> {mt.grad = @wq}, %arg3: !mt.tensor<[hidden=2], f32> {mt.grad = @g}
 // CHECK-SAME: %arg4: !mt.tensor<[layers=2, heads=2], f32> {mt.param = @wq}
 // CHECK-SAME: %arg5: !mt.tensor<[layers=1, heads=2], f32> {mt.state = @wq.m}
+// CHECK-NEXT: %[[W:.*]] = mtp.from_local %arg4
+// CHECK-NEXT: %[[WS:.*]] = mtp.all_slice %[[W]] over "dp" along "layers"
+// CHECK-NEXT: %[[WL:.*]] = mtp.to_local %[[WS]] {{.*}} -> <[layers=1, heads=2], f32>
 // CHECK: mtp.all_reduce {{.*}} over ["dp"] : <[], f32, <[dp = 2, tp = 2]>, partial [dp, tp]>
 // CHECK: mtp.all_reduce {{.*}} over ["tp"] : <[], f32, <[dp = 2, tp = 2]>, partial [tp]>
 // CHECK: mtp.all_reduce {{.*}} over ["dp"] : <[], f32, <[dp = 2, tp = 2]>, partial [dp]>
-// CHECK: mtp.all_slice {{.*}} over "dp" along "layers"
-// CHECK: %[[NEW:.*]] = mt.sub {{.*}} -> <[layers=1, heads=2], f32>
+// CHECK-NOT: mtp.all_slice
+// CHECK: %[[NEW:.*]] = mt.sub %[[WL]], {{.*}} -> <[layers=1, heads=2], f32>
 // CHECK: %[[V:.*]] = mtp.from_local %[[NEW]]
 // CHECK: mtp.all_gather %[[V]] over "dp" along "layers" {{.*}} -> <[layers=2, heads=4], f32, <[dp = 2, tp = 2]>, split {heads = [tp]}>
 // CHECK: return {{.*}} : !mt.tensor<[], f32>, !mt.tensor<[layers=2, heads=2], f32>, !mt.tensor<[layers=1, heads=2], f32>
@@ -828,6 +831,48 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, dp = 2, distr
     %m2 = mt.add %m, %dwq : <[layers=2, heads=4], f32>, <[layers=2, heads=4], f32> -> <[layers=2, heads=4], f32>
     %w = mt.sub %wq, %m2 : <[layers=2, heads=4], f32>, <[layers=2, heads=4], f32> -> <[layers=2, heads=4], f32>
     return %n, %w, %m2 : !mt.tensor<[], f32>, !mt.tensor<[layers=2, heads=4], f32>, !mt.tensor<[layers=2, heads=4], f32>
+  }
+}
+
+// -----
+
+// Tests that the distributed optimizer decays each rank's shard, not the whole parameter:
+// the parameter enters whole over dp and is sliced to its optimizer layout (the gradient's
+// and the states') before anything computes on it, so the weight decay's product, the
+// update and the new parameter are all [layers=1] and only the new parameter is
+// all-gathered. A parameter the step only returns is not sliced (nor gathered).
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK-SAME: %arg2: !mt.tensor<[layers=2, hidden=4], f32> {mt.param = @w}
+// CHECK-SAME: %arg4: !mt.tensor<[hidden=4], f32> {mt.param = @g}
+// CHECK-NEXT: %[[W:.*]] = mtp.from_local %arg2 : <[layers=2, hidden=4], f32> -> <[layers=2, hidden=4], f32, <[dp = 2]>>
+// CHECK-NEXT: %[[WS:.*]] = mtp.all_slice %[[W]] over "dp" along "layers" : {{.*}} -> <[layers=2, hidden=4], f32, <[dp = 2]>, split {layers = [dp]}>
+// CHECK-NEXT: %[[P:.*]] = mtp.to_local %[[WS]] {{.*}} -> <[layers=1, hidden=4], f32>
+// CHECK-NEXT: %[[WD:.*]] = mt.constant 1.000000e-01
+// CHECK-NEXT: %[[DECAY:.*]] = mt.mul %[[WD]], %[[P]] : <[], f32>, <[layers=1, hidden=4], f32> -> <[layers=1, hidden=4], f32>
+// CHECK-NEXT: %[[UPDATE:.*]] = mt.add %arg1, %[[DECAY]] : <[layers=1, hidden=4], f32>, <[layers=1, hidden=4], f32> -> <[layers=1, hidden=4], f32>
+// CHECK-NEXT: %[[STEP:.*]] = mt.mul %arg0, %[[UPDATE]] : <[], f32>, <[layers=1, hidden=4], f32> -> <[layers=1, hidden=4], f32>
+// CHECK-NEXT: %[[NEW:.*]] = mt.sub %[[P]], %[[STEP]] : <[layers=1, hidden=4], f32>, <[layers=1, hidden=4], f32> -> <[layers=1, hidden=4], f32>
+// CHECK-NEXT: %[[V:.*]] = mtp.from_local %[[NEW]]
+// CHECK-NEXT: %[[G:.*]] = mtp.all_gather %[[V]] over "dp" along "layers" {{.*}} -> <[layers=2, hidden=4], f32, <[dp = 2]>>
+// CHECK-NEXT: %[[L:.*]] = mtp.to_local %[[G]]
+// CHECK-NEXT: return %[[L]], %arg4 : !mt.tensor<[layers=2, hidden=4], f32>, !mt.tensor<[hidden=4], f32>
+module attributes {mt.outlined, mt.parallel = #mt.parallel<dp = 2, distributed_optimizer = true>} {
+  mt.param @w : !mt.tensor<[layers=2, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @g : !mt.tensor<[hidden=4], f32> init ones
+  func.func @optimizer_step(%lr: !mt.tensor<[], f32>,
+                            %dw: !mt.tensor<[layers=2, hidden=4], f32> {mt.grad = @w},
+                            %w: !mt.tensor<[layers=2, hidden=4], f32> {mt.param = @w},
+                            %dg: !mt.tensor<[hidden=4], f32> {mt.grad = @g},
+                            %g: !mt.tensor<[hidden=4], f32> {mt.param = @g})
+      -> (!mt.tensor<[layers=2, hidden=4], f32> {mt.param = @w},
+          !mt.tensor<[hidden=4], f32> {mt.param = @g})
+      attributes {mt.grads = [@w, @g], mt.optimizer} {
+    %wd = mt.constant 1.000000e-01 : <[], f32>
+    %decay = mt.mul %wd, %w : <[], f32>, <[layers=2, hidden=4], f32> -> <[layers=2, hidden=4], f32>
+    %update = mt.add %dw, %decay : <[layers=2, hidden=4], f32>, <[layers=2, hidden=4], f32> -> <[layers=2, hidden=4], f32>
+    %step = mt.mul %lr, %update : <[], f32>, <[layers=2, hidden=4], f32> -> <[layers=2, hidden=4], f32>
+    %new = mt.sub %w, %step : <[layers=2, hidden=4], f32>, <[layers=2, hidden=4], f32> -> <[layers=2, hidden=4], f32>
+    return %new, %g : !mt.tensor<[layers=2, hidden=4], f32>, !mt.tensor<[hidden=4], f32>
   }
 }
 
