@@ -150,10 +150,7 @@ void mtc::buildCPUStepPipeline(OpPassManager &pm) {
 void mtc::buildGPUBufferizePipeline(OpPassManager &pm) {
   pm.addPass(codegen::createEraseMTDeclarationsPass());
   codegen::buildBufferizePassPipeline(pm);
-  // The GPU runtime has an f32 GEMM only: bf16 products read f32 copies.
-  codegen::BatchMatmulToCallsPassOptions gemms;
-  gemms.bf16Gemm = false;
-  pm.addPass(codegen::createBatchMatmulToCallsPass(gemms));
+  pm.addPass(codegen::createBatchMatmulToCallsPass());
 }
 
 void mtc::registerPipelines() {

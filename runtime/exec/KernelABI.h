@@ -130,8 +130,9 @@ extern "C" {
 /* Bumped whenever MtcKernelContext or a signature below changes; 0 is "no context" (objects
  * compiled before the context existed), 1 the context with an arena the runtime served
  * allocations from in order (before the workspace's offsets were compiled in), 2 the context
- * without the loss scale and `gpu`, 3 the imports without the bf16 GEMM. */
-#define MTC_KERNEL_CONTEXT_VERSION 4u
+ * without the loss scale and `gpu`, 3 the imports without the bf16 GEMM, 4 the GPU imports
+ * without theirs. */
+#define MTC_KERNEL_CONTEXT_VERSION 5u
 
 typedef struct MtcKernelContext {
   uint32_t size;    /* sizeof(MtcKernelContext) where it was built */
@@ -288,8 +289,8 @@ void mtc_kernel_free(MtcKernelContext *context, void *pointer);
  *   mtc_gpu_workspace, mtc_gpu_workspace_release
  *                          mtc_kernel_workspace and its release on device memory: the
  *                          context's workspace is a device buffer.
- *   _mlir_ciface_mtc_gpu_batch_matmul_f32
- *                          _mlir_ciface_mtc_batch_matmul_f32 on device memory (the
+ *   _mlir_ciface_mtc_gpu_batch_matmul_f32, _mlir_ciface_mtc_gpu_batch_matmul_bf16
+ *                          _mlir_ciface_mtc_batch_matmul_f32 and _bf16 on device memory (the
  *                          descriptors are host structs holding device addresses).
  *
  * The host object allocates nothing else: a temporary the compiler could not place in the
@@ -300,6 +301,7 @@ void mtc_kernel_free(MtcKernelContext *context, void *pointer);
 #define MTC_ABI_GPU_WORKSPACE "mtc_gpu_workspace"
 #define MTC_ABI_GPU_WORKSPACE_RELEASE "mtc_gpu_workspace_release"
 #define MTC_ABI_GPU_BATCH_MATMUL_F32 "mtc_gpu_batch_matmul_f32"
+#define MTC_ABI_GPU_BATCH_MATMUL_BF16 "mtc_gpu_batch_matmul_bf16"
 
 /* X(name) for every symbol the GPU host object may import besides the collectives, mesh
  * coordinate and dropout imports of MTC_ABI_FOR_EACH_IMPORT. */
@@ -307,7 +309,8 @@ void mtc_kernel_free(MtcKernelContext *context, void *pointer);
   X(mtc_gpu_launch)                                                                            \
   X(mtc_gpu_workspace)                                                                         \
   X(mtc_gpu_workspace_release)                                                                 \
-  X(_mlir_ciface_mtc_gpu_batch_matmul_f32)
+  X(_mlir_ciface_mtc_gpu_batch_matmul_f32)                                                     \
+  X(_mlir_ciface_mtc_gpu_batch_matmul_bf16)
 
 void mtc_gpu_launch(MtcKernelContext *context, const char *kernel, int64_t gx, int64_t gy,
                     int64_t gz, int64_t bx, int64_t by, int64_t bz, const uint64_t *args,
@@ -316,6 +319,8 @@ void *mtc_gpu_workspace(MtcKernelContext *context, size_t bytes);
 void mtc_gpu_workspace_release(MtcKernelContext *context, void *workspace);
 void _mlir_ciface_mtc_gpu_batch_matmul_f32(MtcKernelContext *context, MtcMemRef3F32 *a,
                                            MtcMemRef3F32 *b, MtcMemRef3F32 *c);
+void _mlir_ciface_mtc_gpu_batch_matmul_bf16(MtcKernelContext *context, MtcMemRef3BF16 *a,
+                                            MtcMemRef3BF16 *b, MtcMemRef3F32 *c);
 
 /*===----------------------------------------------------------------------===*
  * Exported entry points: _mtc_packed_<f>(context, descriptors) calls

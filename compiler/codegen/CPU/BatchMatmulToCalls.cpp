@@ -100,7 +100,7 @@ struct BatchMatmulToCallsPass
 
     // Which products call the bf16 GEMM: both inputs bf16.
     auto callsBF16 = [&](linalg::BatchMatmulOp op) {
-      return bf16Gemm && llvm::all_of(op.getDpsInputs(), [](Value input) {
+      return llvm::all_of(op.getDpsInputs(), [](Value input) {
                return elementOf(input).isBF16();
              });
     };

@@ -73,8 +73,8 @@ def BatchMatmulToCallsPass : Pass<"mtc-batch-matmul-to-calls", "::mlir::ModuleOp
     layout; the function is declared private with `llvm.emit_c_interface` on first use.
     A product of two bf16 inputs into an f32 result (how `mt.contract` in bf16 is lowered)
     calls `mtc_batch_matmul_bf16(A, B, C)` instead, the runtime's GEMM on the CPU's bf16
-    instructions, with the same casts (bf16 operands); with `bf16-gemm=false` (the GPU
-    host code, whose runtime has no bf16 GEMM yet) it is widened as below. Any other
+    instructions (on the GPU, mtc-gpu-host-imports renames it to cuBLASLt's), with the same
+    casts (bf16 operands). Any other
     mixed-precision product (f16 inputs, or one bf16 input beside an f32 one) reads each
     low-precision input through a new contiguous f32 copy (`memref.alloc` and an
     `arith.extf` generic) before the f32 call. Other element types, and products with their
@@ -83,10 +83,6 @@ def BatchMatmulToCallsPass : Pass<"mtc-batch-matmul-to-calls", "::mlir::ModuleOp
     The names are reserved: a symbol `mtc_batch_matmul_f32` or `mtc_batch_matmul_bf16`
     that is not an external function of its type is an error.
   }];
-  let options = [
-    Option<"bf16Gemm", "bf16-gemm", "bool", /*default=*/"true",
-           "Call mtc_batch_matmul_bf16 for products of bf16 inputs (else widen them to f32)">,
-  ];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
                            "::mlir::linalg::LinalgDialect", "::mlir::memref::MemRefDialect"];
 }

@@ -39,7 +39,8 @@ struct GPUHostImportsPass
     static constexpr std::pair<llvm::StringLiteral, llvm::StringLiteral> kRenames[] = {
         {MTC_ABI_KERNEL_WORKSPACE, MTC_ABI_GPU_WORKSPACE},
         {MTC_ABI_KERNEL_WORKSPACE_RELEASE, MTC_ABI_GPU_WORKSPACE_RELEASE},
-        {MTC_ABI_BATCH_MATMUL_F32, MTC_ABI_GPU_BATCH_MATMUL_F32}};
+        {MTC_ABI_BATCH_MATMUL_F32, MTC_ABI_GPU_BATCH_MATMUL_F32},
+        {MTC_ABI_BATCH_MATMUL_BF16, MTC_ABI_GPU_BATCH_MATMUL_BF16}};
     for (auto [from, to] : kRenames) {
       auto func = module.lookupSymbol<func::FuncOp>(from);
       if (!func)

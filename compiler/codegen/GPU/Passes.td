@@ -43,8 +43,9 @@ def GPUHostImportsPass : Pass<"mtc-gpu-host-imports", "::mlir::ModuleOp"> {
     After mtc-workspace-views on the host functions of a CUDA step: the workspace and the
     GEMM are called through their device-memory variants (runtime/exec/KernelABI.h):
     `mtc_kernel_workspace` becomes `mtc_gpu_workspace`, `mtc_kernel_workspace_release`
-    becomes `mtc_gpu_workspace_release` and `mtc_batch_matmul_f32` becomes
-    `mtc_gpu_batch_matmul_f32` (declarations and calls). A `memref.alloc` left unplaced is
+    becomes `mtc_gpu_workspace_release`, `mtc_batch_matmul_f32` becomes
+    `mtc_gpu_batch_matmul_f32` and `mtc_batch_matmul_bf16` becomes
+    `mtc_gpu_batch_matmul_bf16` (declarations and calls). A `memref.alloc` left unplaced is
     an error: the host object has no device allocator besides the workspace.
   }];
 }

@@ -191,7 +191,9 @@ Expected<PreparedGemm *> CublasLtGemm::Impl::prepare(const GemmCacheKey &key, co
   if (Error e = makeLayout(prepared->b, type, cm.rowsB, cm.colsB, cm.ldb, d.batch, cm.strideB);
       !e.ok())
     return e;
-  if (Error e = makeLayout(prepared->c, type, cm.m, cm.n, cm.ldc, d.batch, cm.strideC); !e.ok())
+  if (Error e = makeLayout(prepared->c, cudaType(d.outputType()), cm.m, cm.n, cm.ldc, d.batch,
+                           cm.strideC);
+      !e.ok())
     return e;
 
   MatmulPreference preference;

@@ -41,7 +41,8 @@ size_t GemmDescriptionHash::operator()(const GemmDescription &d) const {
   for (int64_t v : {d.m, d.n, d.k, d.lda, d.ldb, d.ldc, d.batch, d.strideA, d.strideB, d.strideC})
     mix(static_cast<uint64_t>(v));
   mix((uint64_t(d.transA) << 0) | (uint64_t(d.transB) << 1) | (uint64_t(d.allowTf32) << 2) |
-      (uint64_t(d.epilogue) << 3) | (uint64_t(static_cast<uint32_t>(d.dtype)) << 8));
+      (uint64_t(d.epilogue) << 3) | (uint64_t(d.f32Output) << 7) |
+      (uint64_t(static_cast<uint32_t>(d.dtype)) << 8));
   return h;
 }
 
@@ -57,6 +58,8 @@ Error validateGemm(const GemmDescription &d) {
     return fail("element type code ", static_cast<int32_t>(d.dtype), " is not f32, bf16 or f16");
   if (d.allowTf32 && d.dtype != MTC_F32)
     return fail("TF32 applies to f32 products only");
+  if (d.f32Output && d.dtype == MTC_F32)
+    return fail("an f32 output applies to bf16 and f16 products only");
   if (d.epilogue > GemmEpilogue::BiasGradB)
     return fail("unknown epilogue code ", static_cast<int>(d.epilogue));
   if (writesBiasGradient(d.epilogue) && d.batch != 1)

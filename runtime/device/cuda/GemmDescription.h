@@ -56,12 +56,18 @@ struct GemmDescription {
   int64_t strideA = 0, strideB = 0, strideC = 0;
   /// The element type of A, B, C (and the bias): f32, bf16 or f16; products accumulate in f32.
   MtcElementType dtype = MTC_F32;
+  /// bf16 and f16 only: C (and the bias) in f32 instead, the low-precision products
+  /// accumulated into it (how a bf16 plan's contractions are lowered).
+  bool f32Output = false;
   /// f32 only: let cuBLASLt round the inputs to TF32 (CUBLAS_COMPUTE_32F_FAST_TF32). Off by
   /// default: the CPU/GPU equivalence at 1e-5 needs full fp32 products.
   bool allowTf32 = false;
   GemmEpilogue epilogue = GemmEpilogue::None;
 
   bool operator==(const GemmDescription &) const = default;
+
+  /// The element type of C (and the bias).
+  MtcElementType outputType() const { return f32Output ? MTC_F32 : dtype; }
 
   /// A plain (unbatched) row-major product with dense leading dimensions.
   static GemmDescription dense(int64_t m, int64_t n, int64_t k, bool transA = false,

@@ -85,8 +85,12 @@ Expected<const Kernel *> PlanKernels::kernel(const std::string &name) {
   return &kernels_.emplace(name, std::move(*kernel)).first->second;
 }
 
-Expected<GemmDescription> describeBatchMatmul(const MtcMemRef3F32 &a, const MtcMemRef3F32 &b,
-                                              const MtcMemRef3F32 &c) {
+namespace {
+
+/// describeBatchMatmul of descriptors whose A and B hold `dtype` elements.
+template <class Operand>
+Expected<GemmDescription> describeProduct(const Operand &a, const Operand &b,
+                                          const MtcMemRef3F32 &c, MtcElementType dtype) {
   int64_t batch = c.sizes[0], m = c.sizes[1], n = c.sizes[2], k = a.sizes[2];
   if (a.sizes[0] != batch || b.sizes[0] != batch || a.sizes[1] != m || b.sizes[1] != k ||
       b.sizes[2] != n)
@@ -114,11 +118,24 @@ Expected<GemmDescription> describeBatchMatmul(const MtcMemRef3F32 &a, const MtcM
   d.strideA = batch > 1 ? a.strides[0] : 0;
   d.strideB = batch > 1 ? b.strides[0] : 0;
   d.strideC = batch > 1 ? c.strides[0] : m * result->leading;
-  d.dtype = MTC_F32;
+  d.dtype = dtype;
+  d.f32Output = dtype != MTC_F32;
   d.allowTf32 = false;
   if (Error e = validateGemm(d); !e.ok())
     return std::move(e).withContext("batch_matmul");
   return d;
+}
+
+} // namespace
+
+Expected<GemmDescription> describeBatchMatmul(const MtcMemRef3F32 &a, const MtcMemRef3F32 &b,
+                                              const MtcMemRef3F32 &c) {
+  return describeProduct(a, b, c, MTC_F32);
+}
+
+Expected<GemmDescription> describeBatchMatmul(const MtcMemRef3BF16 &a, const MtcMemRef3BF16 &b,
+                                              const MtcMemRef3F32 &c) {
+  return describeProduct(a, b, c, MTC_BF16);
 }
 
 } // namespace mtc::rt::cuda
@@ -170,9 +187,11 @@ extern "C" void mtc_gpu_workspace_release(MtcKernelContext *, void *) {
   // The workspace is the executor's range of the device arena: nothing to free.
 }
 
-extern "C" void _mlir_ciface_mtc_gpu_batch_matmul_f32(MtcKernelContext *context,
-                                                      MtcMemRef3F32 *a, MtcMemRef3F32 *b,
-                                                      MtcMemRef3F32 *c) {
+namespace {
+
+/// c[i] += a[i] x b[i] on the call's stream: the body of both GEMM imports.
+template <class Operand>
+void runBatchMatmul(MtcKernelContext *context, Operand *a, Operand *b, MtcMemRef3F32 *c) {
   GpuCall *call = mtc::rt::cuda::callOf(context);
   if (!call || !call->failure.ok())
     return;
@@ -193,4 +212,18 @@ extern "C" void _mlir_ciface_mtc_gpu_batch_matmul_f32(MtcKernelContext *context,
   operands.beta = 1.0f;
   if (mtc::rt::Error e = call->gemm->run(*d, operands, *call->stream); !e.ok())
     call->failure = std::move(e);
+}
+
+} // namespace
+
+extern "C" void _mlir_ciface_mtc_gpu_batch_matmul_f32(MtcKernelContext *context,
+                                                      MtcMemRef3F32 *a, MtcMemRef3F32 *b,
+                                                      MtcMemRef3F32 *c) {
+  runBatchMatmul(context, a, b, c);
+}
+
+extern "C" void _mlir_ciface_mtc_gpu_batch_matmul_bf16(MtcKernelContext *context,
+                                                       MtcMemRef3BF16 *a, MtcMemRef3BF16 *b,
+                                                       MtcMemRef3F32 *c) {
+  runBatchMatmul(context, a, b, c);
 }

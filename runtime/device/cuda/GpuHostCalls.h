@@ -11,9 +11,9 @@
 //                             the context's workspace (a range of the device arena); a
 //                             function that needs more than the plan's workspace bytes is an
 //                             error of the call, never a host allocation
-//   _mlir_ciface_mtc_gpu_batch_matmul_f32
+//   _mlir_ciface_mtc_gpu_batch_matmul_f32, _bf16
 //                             c[i] += a[i] x b[i] on cuBLASLt (describeBatchMatmul, beta 1,
-//                             TF32 off)
+//                             TF32 off; bf16 A and B into an f32 C)
 //
 // They reach the executor's state through MtcKernelContext::gpu, a GpuCall: the kernels, the
 // stream, the GEMM engine, and the call's first failure. The imports return nothing, so a
@@ -75,6 +75,10 @@ struct GpuCall {
 /// columns or rows), C's rows contiguous; an error names a layout cuBLASLt cannot take.
 /// beta is 1 (the product accumulates), TF32 off.
 Expected<GemmDescription> describeBatchMatmul(const MtcMemRef3F32 &a, const MtcMemRef3F32 &b,
+                                              const MtcMemRef3F32 &c);
+/// The same for bf16 A and B into an f32 C (KernelABI.h's MtcMemRef3BF16): dtype bf16,
+/// f32Output.
+Expected<GemmDescription> describeBatchMatmul(const MtcMemRef3BF16 &a, const MtcMemRef3BF16 &b,
                                               const MtcMemRef3F32 &c);
 
 } // namespace mtc::rt::cuda

@@ -40,7 +40,7 @@ struct RecordedLaunch {
 /// What the host code asked of the runtime in one call.
 struct Recorder {
   std::vector<RecordedLaunch> launches;
-  int64_t gemms = 0;
+  int64_t gemms = 0, bf16Gemms = 0;
   int64_t workspaces = 0, releases = 0;
   /// Set by an import that was passed something it cannot have been (a context without
   /// the recorder, a workspace larger than the context's).
@@ -85,6 +85,11 @@ void mtc_gpu_workspace_release(MtcKernelContext *context, void *workspace) {
 void _mlir_ciface_mtc_gpu_batch_matmul_f32(MtcKernelContext *context, MtcMemRef3F32 *,
                                            MtcMemRef3F32 *, MtcMemRef3F32 *) {
   ++recorder(context).gemms;
+}
+
+void _mlir_ciface_mtc_gpu_batch_matmul_bf16(MtcKernelContext *context, MtcMemRef3BF16 *,
+                                            MtcMemRef3BF16 *, MtcMemRef3F32 *) {
+  ++recorder(context).bf16Gemms;
 }
 
 } // extern "C"

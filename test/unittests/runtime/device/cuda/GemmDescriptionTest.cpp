@@ -44,6 +44,9 @@ TEST(GemmDescription, InvalidDescriptionsAreNamed) {
   d.allowTf32 = true;
   EXPECT_EQ(message(d), "GEMM 4x8x16: TF32 applies to f32 products only");
   d = GemmDescription::dense(4, 8, 16);
+  d.f32Output = true;
+  EXPECT_EQ(message(d), "GEMM 4x8x16: an f32 output applies to bf16 and f16 products only");
+  d = GemmDescription::dense(4, 8, 16);
   d.batch = 2;
   d.epilogue = GemmEpilogue::BiasGradB;
   EXPECT_EQ(message(d), "GEMM 4x8x16: a bias-gradient epilogue needs batch 1, not 2");

@@ -5,7 +5,8 @@
 // nothing; a workspace larger than the plan's is an error, not an allocation). On a GPU
 // (skipped without one, never run so far): vector_add.ptx launched by name through
 // mtc_gpu_launch with 64-bit argument words, and a batched product accumulated through
-// _mlir_ciface_mtc_gpu_batch_matmul_f32 against the host's.
+// _mlir_ciface_mtc_gpu_batch_matmul_f32 against the host's, and a bf16 product accumulated
+// into f32 through _mlir_ciface_mtc_gpu_batch_matmul_bf16.
 
 #include "runtime/device/cuda/GpuHostCalls.h"
 #include "runtime/device/cuda/CudaDevice.h"
@@ -79,6 +80,28 @@ TEST(DescribeBatchMatmul, ContiguousAndTransposedOperands) {
   EXPECT_EQ(t->ldb, 4);
 }
 
+TEST(DescribeBatchMatmul, Bf16OperandsIntoAnF32Result) {
+  uint16_t h = 0;
+  float x = 0;
+  // [2, 3, 4] x [2, 4, 5] -> [2, 3, 5]: bf16 A and B (B read transposed), f32 C.
+  MtcMemRef3BF16 a{&h, &h, 0, {2, 3, 4}, {12, 4, 1}}, b{&h, &h, 0, {2, 4, 5}, {20, 1, 4}};
+  MtcMemRef3F32 c = memref(&x, 2, 3, 5, 15, 5, 1);
+  Expected<GemmDescription> d = describeBatchMatmul(a, b, c);
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_EQ(d->dtype, MTC_BF16);
+  EXPECT_TRUE(d->f32Output);
+  EXPECT_EQ(d->outputType(), MTC_F32);
+  EXPECT_TRUE(d->transB);
+  EXPECT_EQ(d->ldb, 4);
+  EXPECT_FALSE(d->allowTf32);
+  // The f32 product keeps its output type.
+  MtcMemRef3F32 af = memref(&x, 2, 3, 4, 12, 4, 1), bf = memref(&x, 2, 4, 5, 20, 5, 1);
+  Expected<GemmDescription> f = describeBatchMatmul(af, bf, c);
+  ASSERT_TRUE(f.ok()) << f.error().message();
+  EXPECT_FALSE(f->f32Output);
+  EXPECT_EQ(f->outputType(), MTC_F32);
+}
+
 TEST(DescribeBatchMatmul, LayoutsCublasCannotRead) {
   float x = 0;
   MtcMemRef3F32 a = memref(&x, 1, 3, 4, 12, 4, 1), b = memref(&x, 1, 4, 5, 20, 5, 1);
@@ -106,6 +129,9 @@ TEST(GpuHostImports, AFailedCallDoesNothingMore) {
   float x = 0;
   MtcMemRef3F32 m = memref(&x, 1, 1, 1, 1, 1, 1);
   _mlir_ciface_mtc_gpu_batch_matmul_f32(&context, &m, &m, &m);
+  uint16_t h = 0;
+  MtcMemRef3BF16 mh{&h, &h, 0, {1, 1, 1}, {1, 1, 1}};
+  _mlir_ciface_mtc_gpu_batch_matmul_bf16(&context, &mh, &mh, &m);
   EXPECT_EQ(call.failure.message(), "the first failure");
 }
 
@@ -203,6 +229,53 @@ TEST_F(GpuHostCallsOnGpu, BatchMatmulAccumulates) {
           expected += a[p * m * k + i * k + l] * b[p * k * n + l * n + j];
         EXPECT_NEAR(result[p * m * n + i * n + j], expected, 1e-5f);
       }
+}
+
+TEST_F(GpuHostCallsOnGpu, Bf16BatchMatmulAccumulatesIntoF32) {
+  Expected<RankStreams> streams = RankStreams::create();
+  ASSERT_TRUE(streams.ok()) << streams.error().message();
+  Expected<CublasLtGemm> gemm = CublasLtGemm::create();
+  ASSERT_TRUE(gemm.ok()) << gemm.error().message();
+  const int64_t m = 3, k = 4, n = 5;
+  // Values bf16 holds exactly (multiples of 1/4 below 8): the f32 sums are exact too.
+  auto bf16Bits = [](float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    return static_cast<uint16_t>(bits >> 16);
+  };
+  std::vector<float> a(m * k), b(k * n), c(m * n, 0.5f);
+  std::vector<uint16_t> ah(a.size()), bh(b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    ah[i] = bf16Bits(a[i] = float(i % 7) - 3.0f);
+  for (size_t i = 0; i < b.size(); ++i)
+    bh[i] = bf16Bits(b[i] = float(i % 5) * 0.25f);
+  Expected<DeviceArena> arena = DeviceArena::create(device(), 4096);
+  ASSERT_TRUE(arena.ok()) << arena.error().message();
+  auto *da = static_cast<uint16_t *>(*arena->allocate(int64_t(ah.size() * 2)));
+  auto *db = static_cast<uint16_t *>(*arena->allocate(int64_t(bh.size() * 2)));
+  auto *dc = static_cast<float *>(*arena->allocate(int64_t(c.size() * 4)));
+  ASSERT_EQ(cudaMemcpy(da, ah.data(), ah.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(db, bh.data(), bh.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dc, c.data(), c.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  GpuCall call;
+  call.stream = &streams->compute;
+  call.gemm = &*gemm;
+  MtcKernelContext context = mtc_kernel_context(nullptr, nullptr, nullptr, 0);
+  context.gpu = &call;
+  MtcMemRef3BF16 ma{da, da, 0, {1, m, k}, {m * k, k, 1}}, mb{db, db, 0, {1, k, n}, {k * n, n, 1}};
+  MtcMemRef3F32 mc = memref(dc, 1, m, n, m * n, n, 1);
+  _mlir_ciface_mtc_gpu_batch_matmul_bf16(&context, &ma, &mb, &mc);
+  ASSERT_TRUE(call.failure.ok()) << call.failure.message();
+  ASSERT_TRUE(streams->compute.synchronize().ok());
+  std::vector<float> result(c.size());
+  ASSERT_EQ(cudaMemcpy(result.data(), dc, c.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float expected = 0.5f;
+      for (int64_t l = 0; l < k; ++l)
+        expected += a[i * k + l] * b[l * n + j];
+      EXPECT_EQ(result[i * n + j], expected) << i << ", " << j;
+    }
 }
 
 } // namespace
