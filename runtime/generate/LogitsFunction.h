@@ -10,6 +10,10 @@
 // `forward` evaluates. Where the compiler padded the vocabulary for tp, the padded classes
 // are left out.
 //
+// A plan partitioned over a mesh (tp, sp, cp, ep) compiles `logits` like `forward`: each
+// rank passes its shards of the parameters, the function communicates along the mesh axes
+// (MeshCollectives.h) and returns the whole logits on every rank (docs/plan-format.md).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_GENERATE_LOGITSFUNCTION_H
@@ -27,11 +31,15 @@ namespace mtc::rt {
 
 class LogitsFunction {
 public:
-  /// Binds `kernels`' logits function to the parameters of `state` (whole tensors). Fails when
-  /// the plan has no logits function or is partitioned over more than one rank (generation
-  /// runs on one rank). The plan, kernels and state must outlive the function.
+  /// Binds `kernels`' logits function to the parameters of `state`: whole tensors on one
+  /// rank, or this rank's shards where `mesh` (RankMesh::context(), which must outlive the
+  /// function) places it on the plan's mesh; the function's collectives then run over it,
+  /// and every rank of the mesh calls run() with the same ids at the same time. Fails when
+  /// the plan has no logits function, or is partitioned over more than one rank and `mesh`
+  /// is null. The plan, kernels and state must outlive the function.
   static Expected<LogitsFunction> create(const Plan &plan, const KernelLibrary &kernels,
-                                         const TrainingState &state);
+                                         const TrainingState &state,
+                                         const MeshContext *mesh = nullptr);
 
   /// Positions of the model's window (the tokens' `seq`).
   int64_t window() const { return window_; }
@@ -47,7 +55,8 @@ private:
   explicit LogitsFunction(const LoadedKernel &kernel) : kernel_(&kernel) {}
 
   const LoadedKernel *kernel_;
-  MeshContext mesh_;
+  MeshContext ownMesh_;               // a mesh of one rank (no communicators)
+  const MeshContext *mesh_ = nullptr; // the one given to create(); null: ownMesh_
   std::vector<void *> buffers_;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;

@@ -5,12 +5,41 @@
 #include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/KernelThreads.h"
+#include "runtime/generate/SharedLogits.h"
+#include "runtime/plan/Sharding.h"
 #include "runtime/support/CommandLine.h"
 
 namespace mtc::rt {
 
+Error checkGenerationLayout(const Plan &plan, int64_t worldSize) {
+  if (plan.pipeline)
+    return makeError(plan.dir.string(),
+                     ": a pipeline plan runs its layers on several stages, which generation "
+                     "does not (compile the model without --pp to generate: a checkpoint loads "
+                     "under any layout)");
+  Expected<MeshPlacement> placed = placePlanRank(plan, 0, worldSize);
+  if (!placed)
+    return makeError(plan.dir.string(), ": ", placed.error().message(),
+                     plan.meshSize() > 1 ? concat(" (generate with --nodes ", plan.meshSize(), ")")
+                                         : std::string());
+  return Error::success();
+}
+
+Expected<std::vector<int64_t>> encodeForModel(Tokenizer &tokenizer, int64_t vocabulary,
+                                              std::string_view text) {
+  std::vector<int64_t> ids;
+  if (Error err = tokenizer.encode(text, ids); !err.ok())
+    return err;
+  for (int64_t id : ids)
+    if (id >= vocabulary)
+      return makeError("the ", tokenizer.name(), " tokenizer gives id ", id,
+                       ", outside the model's vocabulary of ", vocabulary,
+                       " (is it the tokenizer the model was trained with?)");
+  return ids;
+}
+
 Expected<std::unique_ptr<GenerationModel>>
-GenerationModel::load(const GenerationModelOptions &options) {
+GenerationModel::load(const GenerationModelOptions &options, Communicator *world) {
   if (!options.plan)
     return makeError("no PLAN given");
   if (options.load && options.steps)
@@ -31,11 +60,15 @@ GenerationModel::load(const GenerationModelOptions &options) {
   Expected<Plan> plan = loadPlan(*options.plan);
   if (!plan)
     return plan.error();
-  if (plan->pipeline)
-    return makeError(*options.plan, ": a pipeline plan runs its layers on several stages; "
-                                    "generation runs on one rank (compile the model without "
-                                    "--pp: a checkpoint loads under any layout)");
+  if (Error err = checkGenerationLayout(*plan, world ? world->size() : 1); !err.ok())
+    return err;
   model->plan_ = std::make_unique<Plan>(std::move(*plan));
+  model->world_ = world;
+  // This rank's place on the mesh and the communicators of its axes (collective).
+  Expected<RankMesh> mesh = RankMesh::create(*model->plan_, world);
+  if (!mesh)
+    return mesh.takeError();
+  model->mesh_ = std::make_unique<RankMesh>(std::move(*mesh));
   Expected<std::unique_ptr<Tokenizer>> tokenizer = makeTokenizer(options.tokenizer);
   if (!tokenizer)
     return tokenizer.error();
@@ -44,17 +77,28 @@ GenerationModel::load(const GenerationModelOptions &options) {
   if (!kernels)
     return kernels.error();
   model->kernels_ = std::make_unique<KernelLibrary>(std::move(*kernels));
-  Expected<TrainingState> state = options.load ? loadCheckpoint(*options.load, *model->plan_)
-                                               : TrainingState::initialize(*model->plan_);
+  // Checkpoints hold whole tensors: every rank reads them and keeps its shards (training's
+  // --load does the same); the initial parameters are made shard by shard.
+  const Plan &p = *model->plan_;
+  const RankMesh &placed = *model->mesh_;
+  const std::vector<int64_t> &coordinates = placed.placement().coordinates;
+  Expected<TrainingState> state =
+      options.load ? loadCheckpoint(*options.load, p)
+      : placed.partitioned() ? TrainingState::initializeShards(p, coordinates)
+                             : TrainingState::initialize(p);
+  if (state && options.load && placed.partitioned())
+    state = shardState(p, *state, coordinates);
   if (!state)
     return state.error();
   model->state_ = std::make_unique<TrainingState>(std::move(*state));
-  Expected<LogitsFunction> logits =
-      LogitsFunction::create(*model->plan_, *model->kernels_, *model->state_);
+  Expected<LogitsFunction> logits = LogitsFunction::create(
+      p, *model->kernels_, *model->state_, placed.partitioned() ? &placed.context() : nullptr);
   if (!logits)
     return logits.error();
   model->logits_ = std::make_unique<LogitsFunction>(std::move(*logits));
-  if (!options.noKVCache && model->kernels_->prefill() && model->kernels_->decodeStep()) {
+  // The cached functions run on one rank (the compiler leaves them out of a mesh plan).
+  if (!options.noKVCache && !placed.partitioned() && model->kernels_->prefill() &&
+      model->kernels_->decodeStep()) {
     Expected<CachedLogits> cached =
         CachedLogits::create(*model->plan_, *model->kernels_, *model->state_);
     if (!cached)
@@ -63,7 +107,8 @@ GenerationModel::load(const GenerationModelOptions &options) {
   }
   Expected<int> threadsPerRank =
       options.threads ? Expected<int>(static_cast<int>(*threads))
-                      : defaultThreadsPerRank(processEnvironment(), availableCores(), 1);
+                      : defaultThreadsPerRank(processEnvironment(), availableCores(),
+                                              options.ranksOnHost);
   if (!threadsPerRank)
     return threadsPerRank.error();
   model->threads_ = *threadsPerRank;
@@ -72,28 +117,23 @@ GenerationModel::load(const GenerationModelOptions &options) {
 }
 
 Expected<std::vector<int64_t>> GenerationModel::encode(std::string_view text) {
-  std::vector<int64_t> ids;
-  if (Error err = tokenizer_->encode(text, ids); !err.ok())
-    return err;
-  for (int64_t id : ids)
-    if (id >= vocabulary())
-      return makeError("the ", tokenizer_->name(), " tokenizer gives id ", id,
-                       ", outside the model's vocabulary of ", vocabulary(),
-                       " (is it the tokenizer the model was trained with?)");
-  return ids;
+  return encodeForModel(*tokenizer_, vocabulary(), text);
 }
 
 LogitsOfLast GenerationModel::logitsOfLast() {
+  LogitsOfLast local;
   if (cached_)
-    return [cached = cached_.get()](std::span<const int64_t> ids) {
+    local = [cached = cached_.get()](std::span<const int64_t> ids) {
       return cached->logitsOfLast(ids);
     };
-  return
-      [logits = logits_.get()](std::span<const int64_t> ids) -> Expected<std::span<const float>> {
-        if (Error err = logits->run(ids); !err.ok())
-          return err;
-        return logits->at(static_cast<int64_t>(ids.size()) - 1);
-      };
+  else
+    local = [logits = logits_.get()](
+                std::span<const int64_t> ids) -> Expected<std::span<const float>> {
+      if (Error err = logits->run(ids); !err.ok())
+        return err;
+      return logits->at(static_cast<int64_t>(ids.size()) - 1);
+    };
+  return shareLogitsOfRankZero(std::move(local), world_, vocabulary());
 }
 
 Expected<std::vector<float>>

@@ -17,11 +17,16 @@
 // - SIGINT and SIGTERM stop the server: the generation in progress ends at its next token
 //   (503), and mtrun exits 0. The handler resets itself, so a second signal ends mtrun at once.
 //
+// One rank: a partitioned or pipeline plan, `--nodes`/`--ranks-per-node` above 1 and a
+// launcher's job of several ranks are refused before the model loads (`mtrun generate --nodes
+// N` runs a partitioned plan).
+//
 //===----------------------------------------------------------------------===//
 
 #include "tools/mtrun/Serve.h"
 #include "tools/mtrun/GenerationModel.h"
 
+#include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/exec/KernelThreads.h"
 #include "runtime/serve/Completion.h"
 #include "runtime/serve/CompletionRequest.h"
@@ -75,7 +80,10 @@ constexpr const char *kUsage =
     "                             the tokenizer, as mtrun generate and mtc-data take it\n"
     "  --no-kv-cache              score the whole window for every token, even where the\n"
     "                             plan has a KV cache (prefill and decode_step)\n"
-    "  --threads-per-rank N       threads of the kernels (default: OMP_NUM_THREADS, else cores)\n";
+    "  --threads-per-rank N       threads of the kernels (default: OMP_NUM_THREADS, else cores)\n"
+    "  --nodes N, --ranks-per-node R\n"
+    "                             1 only: serving on several ranks is not implemented (mtrun\n"
+    "                             generate --nodes N runs a partitioned plan)\n";
 
 int failWith(const Error &err) {
   std::fprintf(stderr, "mtrun serve: error: %s\n", err.message().c_str());
@@ -244,7 +252,8 @@ int serveMain(int argc, char **argv) {
   Expected<CommandLine> line = parseCommandLine(
       argc, argv, 1,
       {{"--load", "--steps", "--host", "--port", "--port-file", "--max-request-bytes",
-        "--max-concurrency", "--seed", "--model-name", "--threads-per-rank", kTokenizerFlags[0],
+        "--max-concurrency", "--seed", "--model-name", "--threads-per-rank", "--nodes",
+        "--ranks-per-node", kTokenizerFlags[0],
         kTokenizerFlags[1], kTokenizerFlags[2], kTokenizerFlags[3], kTokenizerFlags[4]},
        {},
        {"--help", "-h", "--no-kv-cache"},
@@ -276,6 +285,36 @@ int serveMain(int argc, char **argv) {
     if (Error err = checkOutputFile(*portFile, "--port-file"); !err.ok())
       return failWith(err);
 
+  // One rank: refused before anything loads, where a job or its plan asks for more.
+  Expected<int64_t> nodes = parseInteger(line->value("--nodes"), "--nodes", 1, 1, 65536);
+  Expected<int64_t> ranksPerNode =
+      parseInteger(line->value("--ranks-per-node"), "--ranks-per-node", 1, 1, 65536);
+  for (const Error *err : {&nodes.error(), &ranksPerNode.error()})
+    if (!err->ok())
+      return failWith(*err);
+  Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
+  if (!env)
+    return failWith(env.error());
+  const int64_t ranks =
+      env->launcher == Launcher::None ? *nodes * *ranksPerNode : int64_t(env->worldSize);
+  if (ranks > 1)
+    return failWith(makeError(
+        "mtrun serve runs on one rank, and ",
+        env->launcher == Launcher::None ? std::string("--nodes/--ranks-per-node ask for ")
+                                        : concat(launcherName(env->launcher), " started "),
+        ranks, " (serving on several ranks is not implemented; mtrun generate --nodes N "
+               "generates on the ranks of a partitioned plan)"));
+  if (Expected<Plan> plan = loadPlan(line->positional.front()); !plan) {
+    return failWith(plan.error());
+  } else if (plan->pipeline || plan->meshSize() > 1) {
+    return failWith(makeError(
+        line->positional.front(), ": ",
+        plan->pipeline ? std::string("a pipeline plan runs its layers on several stages")
+                       : concat("the plan is partitioned over a mesh of ", plan->meshSize(),
+                                " ranks"),
+        "; mtrun serve runs on one rank (serve the model compiled without --tp/--sp/--cp/--ep/"
+        "--pp: a checkpoint loads under any layout)"));
+  }
   Expected<TokenizerOptions> tokenizer = tokenizerOptions(*line);
   if (!tokenizer)
     return failWith(tokenizer.error());

@@ -11,14 +11,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/comm/GlooCommunicator.h"
-#include "runtime/comm/Heartbeat.h"
 #include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/data/BlendedDataset.h"
 #include "runtime/exec/KernelThreads.h"
 #include "runtime/exec/Trainer.h"
 #include "runtime/exec/TrainingRun.h"
-#include "runtime/launch/LocalLauncher.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanSummary.h"
 #include "runtime/plan/Sharding.h"
@@ -31,6 +28,7 @@
 #include "runtime/device/cuda/CudaTrainer.h"
 #endif
 #include "tools/mtrun/Generate.h"
+#include "tools/mtrun/Job.h"
 #include "tools/mtrun/Serve.h"
 
 #include <cblas.h>
@@ -351,55 +349,6 @@ Expected<bool> chooseCudaDevice(const std::optional<std::string> &device, const 
 #endif
 }
 
-/// Joins the job a launcher started (torchrun, srun, mpirun, or mtrun --nodes itself):
-/// rendezvous with the job token, then the world communicator over Gloo. `store` keeps a copy
-/// of the job store (with the rank's heartbeat) for the end of the run.
-Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::milliseconds timeout,
-                              JobStore &store) {
-  RankContext job;
-  job.rank = env.rank;
-  job.size = env.worldSize;
-  if (env.worldSize == 1)
-    return job;
-  // A job on one host listens on loopback only, its store and its Gloo pairs: no other host
-  // can reach (or disturb) them. A job across hosts listens where the others reach it.
-  const bool oneHost = runsOnOneHost(env);
-  const std::string master = oneHost ? std::string("127.0.0.1") : env.masterAddr;
-  Expected<JobStore> opened = openJobStore(env.rank, master, env.masterPort, env.jobToken, timeout,
-                                           oneHost ? "127.0.0.1" : "0.0.0.0");
-  if (!opened)
-    return opened.takeError().withContext("rendezvous");
-  store = std::move(*opened);
-  // Every rank beats in the store, so that a failed collective names the ranks that went
-  // silent (a stopped or hung rank), not only the neighbour it waited on. Without a heartbeat
-  // the job still runs; its errors only lack those names.
-  if (Expected<std::unique_ptr<Heartbeat>> heartbeat =
-          Heartbeat::start(store.client, env.rank, env.worldSize))
-    store.heartbeat = std::move(*heartbeat);
-  else
-    std::fprintf(stderr, "mtrun: warning: rank %d: %s; errors will not name silent ranks\n",
-                 env.rank, heartbeat.error().message().c_str());
-  GlooOptions options;
-  // GLOO_SOCKET_IFNAME names the interface, as for PyTorch; otherwise this host's address
-  // on the route to the master, which the other ranks can reach (loopback on one host).
-  if (const char *iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) {
-    options.interface = iface;
-  } else {
-    Expected<std::string> address = localAddressToward(master);
-    if (!address)
-      return address.takeError().withContext("choosing the address to listen on");
-    options.hostname = *address;
-  }
-  options.timeout = timeout;
-  options.rendezvousTimeout = timeout;
-  Expected<std::unique_ptr<GlooCommunicator>> world =
-      GlooCommunicator::create(store, env.rank, env.worldSize, options);
-  if (!world)
-    return world.takeError().withContext("connecting the ranks");
-  job.world = std::move(*world);
-  return job;
-}
-
 int run(int argc, char **argv) {
   Expected<Options> opts = parseArgs(argc, argv);
   if (!opts)
@@ -585,27 +534,13 @@ int run(int argc, char **argv) {
     if (Error err = checkTrainingData(*plan, training); !err.ok())
       return fail(err);
     // Start the ranks here; each runs this command again and joins as the rank it is given.
-    Expected<int> port = pickFreePort();
-    if (!port)
-      return fail(port.error());
-    Expected<std::string> token = generateJobToken();
-    if (!token)
-      return fail(token.error());
-    LocalLaunch launch;
-    launch.executable = "/proc/self/exe";
-    launch.args.assign(argv + 1, argv + argc);
+    std::vector<std::string> args(argv + 1, argv + argc);
     if (!opts->threads)
-      launch.args.insert(launch.args.begin(),
-                         {"--threads-per-rank", std::to_string(*threadsPerRank)});
-    launch.worldSize = static_cast<int>(requested);
-    launch.ranksPerNode = static_cast<int>(*ranksPerNode);
-    launch.masterPort = *port;
-    launch.token = *token;
-    launch.grace = std::chrono::seconds(*commTimeout) + std::chrono::seconds(5);
-    launch.notice = [](const std::string &text) {
-      std::fprintf(stderr, "mtrun: warning: %s\n", text.c_str());
-    };
-    if (Error err = runLocalRanks(launch); !err.ok())
+      args.insert(args.begin(), {"--threads-per-rank", std::to_string(*threadsPerRank)});
+    if (Error err = startLocalRanks(std::move(args), static_cast<int>(requested),
+                                    static_cast<int>(*ranksPerNode),
+                                    std::chrono::seconds(*commTimeout) + std::chrono::seconds(5));
+        !err.ok())
       return fail(err);
     return 0;
   }
@@ -633,16 +568,7 @@ int run(int argc, char **argv) {
   TerminalLog log;
   if (Error err = runTraining(*plan, training, *job, log); !err.ok()) {
     int status = fail(err, &*job);
-    // Rank 0's process runs the store: after a failure it closes its connections and ends
-    // its heartbeat, but keeps the store until the other ranks have ended or gone silent (or
-    // they had time to), so that their errors can still name the silent ranks.
-    if (store.server) {
-      job->world.reset();
-      store.heartbeat.reset();
-      waitUntilPeersAreSilent(*store.client, job->rank, job->size, HeartbeatOptions(),
-                              std::chrono::seconds(*commTimeout) +
-                                  HeartbeatOptions().silenceThreshold());
-    }
+    finishFailedRank(*job, store, std::chrono::seconds(*commTimeout));
     return status;
   }
   if (std::fflush(stdout) != 0)
