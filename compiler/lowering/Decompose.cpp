@@ -12,6 +12,7 @@
 #include "compiler/lowering/Passes.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/FusedAttention.h"
 #include "dialects/mt/Utils/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -141,15 +142,52 @@ void DecomposePass::runOnOperation() {
   // (compiler/sharding/AttentionPartition.cpp).
   mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
   bool ringAttention = parallel && parallel.usesRingAttention();
+  // Fused attention (mtc compile --fused-attention) stays whole too: mt-to-linalg lowers it
+  // to FlashAttention-2's block loops. Context parallelism splits attention's sequence,
+  // which its loops do not (yet) exchange.
+  bool fusedAttention = mt::getFusedAttentionBlock(module).has_value();
+  if (fusedAttention && parallel && parallel.getDegree("cp") > 1) {
+    module.emitError() << "fused attention (--fused-attention) does not support context "
+                          "parallelism (cp "
+                       << parallel.getDegree("cp")
+                       << "): compile without --fused-attention or with cp 1";
+    return signalPassFailure();
+  }
   SmallVector<Operation *> composite;
+  SmallVector<Operation *> fused;
   for (auto func : module.getOps<func::FuncOp>())
     func.walk([&](Operation *op) {
       if (ringAttention && isa<mt::AttentionOp, mt::AttentionGradOp>(op))
         return;
+      if (fusedAttention && isa<mt::AttentionOp, mt::AttentionGradOp>(op)) {
+        fused.push_back(op);
+        return;
+      }
       if (isa<mt::SoftmaxOp, mt::LayerNormOp, mt::RMSNormOp, mt::AttentionOp, mt::AttentionGradOp,
               mt::CrossEntropyOp, mt::CrossEntropyGradOp, mt::ZLossOp>(op))
         composite.push_back(op);
     });
+  // A fused attention of bf16/f16 tensors computes in f32, as its decomposition would: its
+  // widened copy stays whole between the casts.
+  for (Operation *op : fused) {
+    OpBuilder builder(op);
+    InsertedOps inserted;
+    builder.setListener(&inserted);
+    Operation *wide = lowering::widenedClone(builder, op);
+    if (!wide)
+      continue;
+    builder.setInsertionPointAfter(wide);
+    for (auto [result, wideResult] : llvm::zip_equal(op->getResults(), wide->getResults())) {
+      Value replacement = wideResult;
+      if (wideResult.getType() != result.getType())
+        replacement = mt::CastOp::create(builder, op->getLoc(), result.getType(), wideResult);
+      result.replaceAllUsesWith(replacement);
+    }
+    auto stored = TypeAttr::get(lowElementType(op));
+    for (Operation *created : inserted.ops)
+      created->setAttr(mt::kStoredTypeAttrName, stored);
+    op->erase();
+  }
   for (Operation *op : composite) {
     OpBuilder builder(op);
     InsertedOps inserted;
