@@ -130,6 +130,19 @@ Type lowElementType(Operation *op) {
   return {};
 }
 
+/// Whether attention (or its backward) `op` has queries and keys of one sequence length.
+bool hasEqualSequences(Operation *op) {
+  auto lengthOf = [&](Value value, StringRef dim) {
+    auto type = cast<NamedTensorType>(value.getType());
+    return type.getDimSizes()[*type.getDimIndex(dim)];
+  };
+  if (auto attention = dyn_cast<mt::AttentionOp>(op))
+    return lengthOf(attention.getQuery(), attention.getSeqDim()) ==
+           lengthOf(attention.getKey(), attention.getSeqDim());
+  auto grad = cast<mt::AttentionGradOp>(op);
+  return lengthOf(grad.getQuery(), grad.getSeqDim()) == lengthOf(grad.getKey(), grad.getSeqDim());
+}
+
 class DecomposePass : public mtc::lowering::impl::MTDecomposePassBase<DecomposePass> {
 public:
   void runOnOperation() override;
@@ -159,7 +172,10 @@ void DecomposePass::runOnOperation() {
     func.walk([&](Operation *op) {
       if (ringAttention && isa<mt::AttentionOp, mt::AttentionGradOp>(op))
         return;
-      if (fusedAttention && isa<mt::AttentionOp, mt::AttentionGradOp>(op)) {
+      // (Attention of queries over keys of another length, as mt-opt may be given, is
+      // decomposed: the block loops pair query and key blocks of one length.)
+      if (fusedAttention && isa<mt::AttentionOp, mt::AttentionGradOp>(op) &&
+          hasEqualSequences(op)) {
         fused.push_back(op);
         return;
       }
