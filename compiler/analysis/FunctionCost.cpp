@@ -6,6 +6,7 @@
 #include "compiler/fusion/FusionRule.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/FusedAttention.h"
 #include "dialects/mt/Utils/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseSet.h"
@@ -54,9 +55,11 @@ bool passesThrough(Operation *op) {
          (isa<mt::CastOp>(op) && op->hasAttr(mt::kStoredTypeAttrName));
 }
 
-/// The ops priced by their traffic: every computing op but a matrix product.
+/// The ops priced by their traffic: every computing op but a matrix product and fused
+/// attention (fusedAttentionCost).
 bool isTrafficKernel(Operation *op) {
-  return !isa<func::FuncOp, func::ReturnOp, func::CallOp, mt::RepeatOp, mt::ContractOp>(op) &&
+  return !isa<func::FuncOp, func::ReturnOp, func::CallOp, mt::RepeatOp, mt::ContractOp,
+              mt::AttentionOp, mt::AttentionGradOp>(op) &&
          !movesNothing(op);
 }
 
@@ -107,6 +110,42 @@ FunctionCost kernelCost(const FusedKernels &kernels, Operation *root) {
   return cost;
 }
 
+/// A fused attention op (`mt.attention` or `mt.attention_grad` left whole under
+/// `mt.fused_attention`, lowered to FlashAttention-2's block loops): one kernel reading its
+/// operands and writing its results once (the scores and probabilities stay in the blocks),
+/// and its matrix products over the block pairs it computes (those above the diagonal
+/// skipped when causal), 2 per pair forward (q k^T, p v), 5 backward (q k^T again, p^T do,
+/// do v^T, ds k, ds^T q), each product priced at the size of all its pairs together.
+template <typename AttentionLikeOp>
+FunctionCost fusedAttentionCost(AttentionLikeOp op, int products) {
+  auto query = cast<mt::NamedTensorType>(op.getQuery().getType());
+  int64_t seq = query.getDimSizes()[*query.getDimIndex(op.getSeqDim())];
+  int64_t headDim = query.getDimSizes()[*query.getDimIndex(op.getHeadDim())];
+  int64_t block = mt::fusedAttentionBlockFor(
+      seq, mt::getFusedAttentionBlock(op).value_or(mt::kDefaultFusedAttentionBlock));
+  int64_t blocks = seq / block;
+  int64_t pairs = op.getCausal() ? blocks * (blocks + 1) / 2 : blocks * blocks;
+  // Every query row (batch, heads, position) meets `block` keys per pair of its block.
+  int64_t queryRows = query.getNumElements() / headDim;
+  int64_t flops = 2 * (queryRows / blocks) * pairs * block * headDim;
+  FunctionCost cost;
+  cost.ops = 1;
+  cost.gemms.push_back({flops, products});
+  if (!hasBatch(query))
+    cost.unbatchedGemmFlops = products * flops;
+  auto count = [&](Type type) {
+    int64_t bytes = trafficBytes(op, type);
+    cost.trafficBytes += bytes;
+    if (hasBatch(type))
+      cost.batchTrafficBytes += bytes;
+  };
+  for (Type type : op->getOperandTypes())
+    count(type);
+  for (Type type : op->getResultTypes())
+    count(type);
+  return cost;
+}
+
 void add(FunctionCost &into, const FunctionCost &callee, int64_t times) {
   into.trafficBytes += times * callee.trafficBytes;
   into.batchTrafficBytes += times * callee.batchTrafficBytes;
@@ -153,6 +192,10 @@ public:
         add(cost, gemm, 1);
         return;
       }
+      if (auto attention = dyn_cast<mt::AttentionOp>(op))
+        return add(cost, fusedAttentionCost(attention, 2), 1);
+      if (auto attentionGrad = dyn_cast<mt::AttentionGradOp>(op))
+        return add(cost, fusedAttentionCost(attentionGrad, 5), 1);
       if (!isTrafficKernel(op))
         return;
       const FusedKernels &kernels = kernelsOf(*op->getBlock());

@@ -15,6 +15,7 @@
 #include "dialects/mt/Utils/TensorBuilder.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/FusedAttention.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
@@ -105,9 +106,10 @@ private:
   Operation *cloneForward(OpBuilder &builder, Operation &op, IRMapping &mapping);
 
   SymbolTable *symbols = nullptr;
-  /// Whether the module uses ring attention (cp_comm_type p2p), whose forward saves its
-  /// softmax statistics for the backward (cloneForward).
-  bool ringAttention = false;
+  /// Whether the forward's attention saves its softmax statistics for the backward
+  /// (cloneForward): under ring attention (cp_comm_type p2p) and fused attention
+  /// (`mt.fused_attention`, FlashAttention's backward reads the log-sum-exp).
+  bool saveAttentionStatistics = false;
   llvm::StringMap<LayerGradients> layers;
   /// Gradients of parameters read directly (model parameters, outside repeats).
   llvm::MapVector<StringRef, Value> paramGrads;
@@ -118,10 +120,11 @@ private:
 /// Clones forward op `op` for differentiation. Under ring attention an `mt.attention`
 /// saves its log-sum-exp (save_lse), which its VJP hands to `mt.attention_grad`: the
 /// backward's ring then exchanges only the blocks the gradients need, rather than running
-/// the forward's ring again for the softmax statistics.
+/// the forward's ring again for the softmax statistics. Fused attention saves it too: its
+/// backward recomputes the probabilities block by block as exp(scores - lse).
 Operation *AutodiffPass::cloneForward(OpBuilder &builder, Operation &op, IRMapping &mapping) {
   auto attention = dyn_cast<mt::AttentionOp>(op);
-  if (!ringAttention || !attention || attention.getSaveLse())
+  if (!saveAttentionStatistics || !attention || attention.getSaveLse())
     return builder.clone(op, mapping);
   auto saving = mt::AttentionOp::create(
       builder, attention.getLoc(), mapping.lookup(attention.getQuery()),
@@ -476,7 +479,8 @@ void AutodiffPass::runOnOperation() {
   SymbolTable symbolTable(module);
   symbols = &symbolTable;
   mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
-  ringAttention = parallel && parallel.usesRingAttention();
+  saveAttentionStatistics = (parallel && parallel.usesRingAttention()) ||
+                            mt::getFusedAttentionBlock(module).has_value();
 
   auto entry = module.lookupSymbol<func::FuncOp>("forward");
   if (!entry) {

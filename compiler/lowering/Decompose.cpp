@@ -12,6 +12,7 @@
 #include "compiler/lowering/Passes.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/FusedAttention.h"
 #include "dialects/mt/Utils/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -129,6 +130,19 @@ Type lowElementType(Operation *op) {
   return {};
 }
 
+/// Whether attention (or its backward) `op` has queries and keys of one sequence length.
+bool hasEqualSequences(Operation *op) {
+  auto lengthOf = [&](Value value, StringRef dim) {
+    auto type = cast<NamedTensorType>(value.getType());
+    return type.getDimSizes()[*type.getDimIndex(dim)];
+  };
+  if (auto attention = dyn_cast<mt::AttentionOp>(op))
+    return lengthOf(attention.getQuery(), attention.getSeqDim()) ==
+           lengthOf(attention.getKey(), attention.getSeqDim());
+  auto grad = cast<mt::AttentionGradOp>(op);
+  return lengthOf(grad.getQuery(), grad.getSeqDim()) == lengthOf(grad.getKey(), grad.getSeqDim());
+}
+
 class DecomposePass : public mtc::lowering::impl::MTDecomposePassBase<DecomposePass> {
 public:
   void runOnOperation() override;
@@ -141,15 +155,55 @@ void DecomposePass::runOnOperation() {
   // (compiler/sharding/AttentionPartition.cpp).
   mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
   bool ringAttention = parallel && parallel.usesRingAttention();
+  // Fused attention (mtc compile --fused-attention) stays whole too: mt-to-linalg lowers it
+  // to FlashAttention-2's block loops. Context parallelism splits attention's sequence,
+  // which its loops do not (yet) exchange.
+  bool fusedAttention = mt::getFusedAttentionBlock(module).has_value();
+  if (fusedAttention && parallel && parallel.getDegree("cp") > 1) {
+    module.emitError() << "fused attention (--fused-attention) does not support context "
+                          "parallelism (cp "
+                       << parallel.getDegree("cp")
+                       << "): compile without --fused-attention or with cp 1";
+    return signalPassFailure();
+  }
   SmallVector<Operation *> composite;
+  SmallVector<Operation *> fused;
   for (auto func : module.getOps<func::FuncOp>())
     func.walk([&](Operation *op) {
       if (ringAttention && isa<mt::AttentionOp, mt::AttentionGradOp>(op))
         return;
+      // (Attention of queries over keys of another length, as mt-opt may be given, is
+      // decomposed: the block loops pair query and key blocks of one length.)
+      if (fusedAttention && isa<mt::AttentionOp, mt::AttentionGradOp>(op) &&
+          hasEqualSequences(op)) {
+        fused.push_back(op);
+        return;
+      }
       if (isa<mt::SoftmaxOp, mt::LayerNormOp, mt::RMSNormOp, mt::AttentionOp, mt::AttentionGradOp,
               mt::CrossEntropyOp, mt::CrossEntropyGradOp, mt::ZLossOp>(op))
         composite.push_back(op);
     });
+  // A fused attention of bf16/f16 tensors computes in f32, as its decomposition would: its
+  // widened copy stays whole between the casts.
+  for (Operation *op : fused) {
+    OpBuilder builder(op);
+    InsertedOps inserted;
+    builder.setListener(&inserted);
+    Operation *wide = lowering::widenedClone(builder, op);
+    if (!wide)
+      continue;
+    builder.setInsertionPointAfter(wide);
+    for (auto [result, wideResult] : llvm::zip_equal(op->getResults(), wide->getResults())) {
+      Value replacement = wideResult;
+      if (wideResult.getType() != result.getType())
+        replacement = mt::CastOp::create(builder, op->getLoc(), result.getType(), wideResult);
+      result.replaceAllUsesWith(replacement);
+    }
+    auto stored = TypeAttr::get(lowElementType(op));
+    for (Operation *created : inserted.ops)
+      created->setAttr(mt::kStoredTypeAttrName, stored);
+    op->erase();
+  }
   for (Operation *op : composite) {
     OpBuilder builder(op);
     InsertedOps inserted;

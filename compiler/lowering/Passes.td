@@ -50,6 +50,13 @@ def MTDecomposePass : Pass<"mt-decompose", "::mlir::ModuleOp"> {
     Under ring attention (the module's `mt.parallel` has `cp` above 1 and `cp_comm_type =
     p2p`) `mt.attention` and `mt.attention_grad` stay whole: their partition rule builds
     the block steps of the ring from the same pieces (`mtp-partition`).
+
+    Under fused attention (the module attribute `mt.fused_attention = <block>`, `mtc
+    compile --fused-attention`) they stay whole too, for mt-to-linalg's FlashAttention-2
+    loops; one of bf16 or f16 tensors is replaced by its f32 copy between casts (all marked
+    `mt.stored_as`). Attention of queries over keys of another length is still decomposed.
+    Fused attention with context parallelism (cp above 1) is an error: its loops need the
+    whole sequence on a rank.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect"];
 }

@@ -33,6 +33,7 @@
 
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mtp/IR/MTPOps.h"
+#include "dialects/mt/Utils/FusedAttention.h"
 #include "mlir/IR/Builders.h"
 
 using namespace mlir;
@@ -409,6 +410,23 @@ Statistics forwardStatistics(Ring &ring, TensorBuilder &t, const AttentionForm &
   return statistics;
 }
 
+/// Under fused attention (`mt.fused_attention`) the local op stays whole for mt-to-linalg's
+/// block loops, which need the whole sequence on the rank: a sequence split (context
+/// parallelism, which mt-decompose already refuses) is reported. Returns whether `op` is
+/// left to them (success) or failed; nothing when attention is not fused.
+template <typename AttentionLikeOp>
+std::optional<LogicalResult> keepFused(AttentionLikeOp op, ValueLayouts &layouts) {
+  if (!mt::getFusedAttentionBlock(op))
+    return std::nullopt;
+  SmallVector<StringRef> axes = layouts.lookup(op.getQuery()).getSplitAxes(op.getSeqDim());
+  if (axes.empty())
+    return success();
+  return op.emitOpError() << "fused attention (--fused-attention) needs the whole sequence on "
+                             "each rank, but '"
+                          << op.getSeqDim() << "' is split over " << axes.front()
+                          << ": compile without --fused-attention";
+}
+
 /// The axis splitting the query's sequence, if any.
 template <typename AttentionLikeOp>
 std::optional<std::string> ringAxis(AttentionLikeOp op, ValueLayouts &layouts) {
@@ -490,6 +508,8 @@ struct AttentionModel : PartitionOpInterface::ExternalModel<AttentionModel, mt::
     OpBuilder builder(op);
     DimNames names(op->getParentOfType<ModuleOp>());
     Decomposer d(builder, op.getLoc(), names);
+    if (std::optional<LogicalResult> fused = keepFused(op, layouts))
+      return *fused;
     std::optional<std::string> axis = ringAxis(op, layouts);
     if (!axis) {
       replace(op, lowering::decomposeAttention(d, op), layouts);
@@ -532,6 +552,8 @@ struct AttentionGradModel
     OpBuilder builder(op);
     DimNames names(op->getParentOfType<ModuleOp>());
     Decomposer d(builder, op.getLoc(), names);
+    if (std::optional<LogicalResult> fused = keepFused(op, layouts))
+      return *fused;
     std::optional<std::string> axis = ringAxis(op, layouts);
     if (!axis) {
       replace(op, lowering::decomposeAttentionGrad(d, op), layouts);

@@ -26,6 +26,7 @@
 #include "compiler/registration/Registration.h"
 #include "compiler/sharding/Layout.h"
 #include "compiler/sharding/Passes.h"
+#include "dialects/mt/Utils/FusedAttention.h"
 #include "dialects/mt/Utils/Vocabulary.h"
 #include "frontend/BindingOverrides.h"
 #include "frontend/Diagnostics.h"
@@ -151,6 +152,37 @@ cl::opt<bool> fp16Flag("fp16",
                                 "dynamic loss scale; overrides train { precision }"),
                        cl::sub(compileCommand), cl::sub(exploreCommand),
                        cl::cat(compileCategory));
+
+cl::opt<bool> fusedAttentionFlag(
+    "fused-attention",
+    cl::desc("Run attention fused, FlashAttention-2's way: an online softmax over key blocks, "
+             "no sequence x sequence scores or probabilities in memory, the backward "
+             "recomputing them block by block from the saved log-sum-exp"),
+    cl::sub(compileCommand), cl::sub(exploreCommand), cl::cat(compileCategory));
+cl::alias fusedAttentionMegatron("use-flash-attn", cl::desc("Alias for --fused-attention"),
+                                 cl::aliasopt(fusedAttentionFlag), cl::cat(compileCategory));
+cl::opt<unsigned> fusedAttentionBlock(
+    "fused-attention-block",
+    cl::desc("Query and key positions per block of --fused-attention (default 64; the "
+             "largest divisor of the sequence length not above it is used)"),
+    cl::value_desc("N"), cl::init(mtc::mt::kDefaultFusedAttentionBlock), cl::sub(compileCommand),
+    cl::sub(exploreCommand), cl::cat(compileCategory));
+
+LogicalResult flagError(const Twine &message);
+
+/// --fused-attention: the module attribute the passes read (dialects/mt/Utils/
+/// FusedAttention.h).
+LogicalResult applyFusedAttentionFlag(mlir::ModuleOp module) {
+  if (fusedAttentionBlock.getNumOccurrences() && !fusedAttentionFlag)
+    return flagError("--fused-attention-block sizes the blocks of --fused-attention: give "
+                     "--fused-attention too");
+  if (fusedAttentionBlock == 0)
+    return flagError("--fused-attention-block must be at least 1");
+  if (fusedAttentionFlag)
+    module->setAttr(mtc::mt::kFusedAttentionAttrName,
+                    mlir::Builder(module.getContext()).getI64IntegerAttr(fusedAttentionBlock));
+  return success();
+}
 
 cl::opt<bool> printStats("stats",
                          cl::desc("Print parameter counts per tensor and in total, FLOPs per "
@@ -987,6 +1019,8 @@ Error withModel(const mtc::frontend::Module &ast, SourceMgr &sourceMgr,
   mlir::OwningOpRef<mlir::ModuleOp> model = mtc::frontend::lowerToMT(ast, context, diags);
   if (!model)
     return createStringError("the model does not compile");
+  if (failed(applyFusedAttentionFlag(*model)))
+    return createStringError("invalid --fused-attention flags");
   return use(*model);
 }
 
@@ -1116,7 +1150,7 @@ int compile() {
     return 1;
   }
 
-  if (failed(applyParallelFlags(*module)))
+  if (failed(applyParallelFlags(*module)) || failed(applyFusedAttentionFlag(*module)))
     return 1;
   if (choice)
     mtc::applyChoice(*module, *choice);

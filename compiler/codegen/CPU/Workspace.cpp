@@ -103,6 +103,17 @@ private:
         run.constant[constant.getResult()] = value.getInt();
       return success();
     }
+    // Integer arithmetic on known values stays known: a loop bound computed from an outer
+    // loop's induction variable (fused attention's causal loops, j < i + 1) is known in
+    // each iteration of the outer loop.
+    if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op)) {
+      auto lhs = run.constant.find(op->getOperand(0)), rhs = run.constant.find(op->getOperand(1));
+      if (lhs != run.constant.end() && rhs != run.constant.end())
+        run.constant[op->getResult(0)] = isa<arith::AddIOp>(op)   ? lhs->second + rhs->second
+                                         : isa<arith::SubIOp>(op) ? lhs->second - rhs->second
+                                                                  : lhs->second * rhs->second;
+      return success();
+    }
     if (auto alloc = dyn_cast<memref::AllocOp>(op))
       return allocate(alloc, run);
     if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {

@@ -10,8 +10,8 @@
 // contraction patterns, and the pass; the other ops are in ShapeOpsToLinalg.cpp (rename,
 // split, merge, iota), GatherScatterToLinalg.cpp (gather, embedding_grad),
 // RopeDropoutToLinalg.cpp (rope, dropout), TopKToLinalg.cpp (topk, topk_grad),
-// MoEToLinalg.cpp (dispatch, combine and their backward, the load-balancing loss) and
-// ScanToSCF.cpp (repeat).
+// MoEToLinalg.cpp (dispatch, combine and their backward, the load-balancing loss),
+// AttentionToLinalg.cpp (fused attention and its backward) and ScanToSCF.cpp (repeat).
 //
 //===----------------------------------------------------------------------===//
 
@@ -656,6 +656,8 @@ bool isSupported(Operation *op) {
              // MoEToLinalg.cpp
              mt::DispatchOp, mt::ExpertLoadOp, mt::CombineOp, mt::CombineGradOp,
              mt::LoadBalancingLossOp, mt::LoadBalancingLossGradOp,
+             // AttentionToLinalg.cpp
+             mt::AttentionOp, mt::AttentionGradOp,
              // ScanToSCF.cpp
              mt::RepeatOp>(op);
 }
@@ -728,8 +730,8 @@ struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
       func.walk([&](Operation *op) {
         if (isa<mt::MTDialect>(op->getDialect()) && !isSupported(op)) {
           op->emitOpError("cannot be lowered to linalg: mt-to-linalg does not handle this op "
-                          "yet (run mt-decompose first for norms, softmax, attention and "
-                          "cross-entropy)");
+                          "yet (run mt-decompose first for norms, softmax and cross-entropy, "
+                          "and for attention unless it is fused)");
           unsupported = true;
         }
       });
@@ -784,6 +786,7 @@ struct MTToLinalgPass : codegen::impl::MTToLinalgPassBase<MTToLinalgPass> {
     populateRopeDropoutPatterns(types, patterns);
     populateTopKPatterns(types, patterns);
     populateMoEPatterns(types, patterns);
+    populateAttentionPatterns(types, patterns);
     populateScanPatterns(types, patterns);
     populateCollectivePatterns(types, patterns);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))

@@ -152,6 +152,10 @@ void populateRopeDropoutPatterns(const mlir::TypeConverter &types,
 void populateTopKPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns);
 /// Patterns of MoEToLinalg.cpp: dispatch, combine, combine_grad, load_balancing_loss(_grad).
 void populateMoEPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns);
+/// Patterns of AttentionToLinalg.cpp: attention and attention_grad, fused (FlashAttention-2's
+/// block loops; they reach mt-to-linalg whole only under `mt.fused_attention`).
+void populateAttentionPatterns(const mlir::TypeConverter &types,
+                               mlir::RewritePatternSet &patterns);
 /// Patterns of ScanToSCF.cpp: repeat.
 void populateScanPatterns(const mlir::TypeConverter &types, mlir::RewritePatternSet &patterns);
 /// Patterns of CollectivesToCalls.cpp: the mtp collectives and local views.

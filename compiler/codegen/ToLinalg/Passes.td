@@ -27,8 +27,17 @@ def MTToLinalgPass : Pass<"mt-to-linalg", "::mlir::ModuleOp"> {
     transpose; broadcast; reduce_sum, reduce_mean, reduce_max; contract; rename, split,
     merge, iota; gather, embedding_grad; rope; dropout (decided in the kernel
     from the runtime's key, see MTToLinalg.h); topk, topk_grad; dispatch, combine,
-    combine_grad, load_balancing_loss(_grad); repeat (an `scf.for` over the instances).
-    `mt-decompose` first rewrites norms, softmax, attention and cross-entropy into these.
+    combine_grad, load_balancing_loss(_grad); repeat (an `scf.for` over the instances);
+    attention and attention_grad, fused (they arrive whole only under the module attribute
+    `mt.fused_attention = <block>`, `mtc compile --fused-attention`): FlashAttention-2's
+    forward and backward as `scf.for` loops over blocks of `block` query and key positions
+    (the largest divisor of the sequence not above it; 64 without the attribute), causal
+    blocks above the diagonal skipped, each block pair `linalg.batch_matmul`s and
+    elementwise/reduction generics on [batch x kv heads, rows, head_dim] tensors, an online
+    softmax forward and probabilities recomputed from the saved log-sum-exp backward
+    (AttentionToLinalg.cpp); they compute in f32 or f64.
+    `mt-decompose` first rewrites norms, softmax, attention (unless fused) and cross-entropy
+    into these.
     Any other `mt` op inside a function is reported by name and the pass fails. `mt` ops
     outside functions (`mt.param`, ...) are left alone.
   }];
