@@ -492,8 +492,8 @@ def make_optimizer(model, settings, impl):
     return torch.optim.AdamW(groups, foreach=False, **kw), "for-loop"
 
 
-def make_batches(plan, args, steps, micro, global_batch):
-    """[(tokens, labels) per micro-batch] per step, int64 torch tensors."""
+def make_batches(plan, args, steps, micro, global_batch, device="cpu"):
+    """[(tokens, labels) per micro-batch] per step, int64 torch tensors on `device`."""
     seq, vocab = plan.dim("seq"), plan.dim("vocab")
     n_micro = global_batch // micro
     out = []
@@ -501,26 +501,28 @@ def make_batches(plan, args, steps, micro, global_batch):
         task = SyntheticTask(vocab, plan.seed)
         for step in range(steps):
             t, l = task.batch(step, 0, global_batch, seq)
-            out.append([(torch.from_numpy(t[m * micro:(m + 1) * micro]),
-                         torch.from_numpy(l[m * micro:(m + 1) * micro])) for m in range(n_micro)])
+            out.append([(torch.from_numpy(t[m * micro:(m + 1) * micro]).to(device),
+                         torch.from_numpy(l[m * micro:(m + 1) * micro]).to(device))
+                        for m in range(n_micro)])
     else:
         g = torch.Generator().manual_seed(plan.seed)
         for step in range(steps):
-            out.append([(torch.randint(vocab, (micro, seq), generator=g),
-                         torch.randint(vocab, (micro, seq), generator=g)) for _ in range(n_micro)])
+            out.append([(torch.randint(vocab, (micro, seq), generator=g).to(device),
+                         torch.randint(vocab, (micro, seq), generator=g).to(device))
+                        for _ in range(n_micro)])
     return out
 
 
-def train_step(model, opt, settings, step, micro_batches, dropout, bf16=False):
+def train_step(model, opt, settings, step, micro_batches, dropout, bf16=False, device="cpu"):
     for group in opt.param_groups:
         group["lr"] = settings.lr_at(step)
     opt.zero_grad(set_to_none=True)
     n = len(micro_batches)
     total = 0.0
     for tokens, labels in micro_batches:
-        # bf16: PyTorch's CPU autocast (fp32 parameters and gradients, products in bf16 on
-        # oneDNN, softmax and norms in fp32), the recipe of mtc's `--bf16`.
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        # bf16: PyTorch's autocast (fp32 parameters and gradients, products in bf16 on
+        # oneDNN or cuBLAS, softmax and norms in fp32), the recipe of mtc's `--bf16`.
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
             loss = model(tokens, labels, dropout=dropout)
         (loss / n if n > 1 else loss).backward()
         total += loss.item()
@@ -531,6 +533,8 @@ def train_step(model, opt, settings, step, micro_batches, dropout, bf16=False):
         norm = torch.linalg.vector_norm(
             torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
     opt.step()
+    if device == "cuda":
+        torch.cuda.synchronize()  # the step's time includes its kernels
     return total / n, float(norm)
 
 
@@ -557,7 +561,10 @@ def main(argv=None):
                     help="torch.optim.AdamW implementation (default fused, falling back to "
                     "foreach where this torch has no fused CPU AdamW)")
     ap.add_argument("--bf16", action="store_true",
-                    help="bf16 mixed precision: the forward under torch.autocast('cpu', bfloat16)")
+                    help="bf16 mixed precision: the forward under torch.autocast(DEVICE, bfloat16)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="where the model trains (cuda: the first GPU, TF32 off as in mtc's "
+                    "fp32 GEMMs)")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the model (inductor; needs a C++ compiler)")
     ap.add_argument("--metrics", help="also write one JSON line per step here (like mtrun's)")
@@ -577,6 +584,11 @@ def main(argv=None):
     import torch.nn.functional as _F
     torch, F = _torch, _F
     torch.set_num_threads(args.threads)
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("torch_gpt: --device cuda, but torch sees no GPU")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     try:
         torch.set_num_interop_threads(1)
     except RuntimeError:
@@ -602,11 +614,12 @@ def main(argv=None):
         model.load_plan_tensors(load_file(args.weights))
     else:
         model.init_from_plan(torch.Generator().manual_seed(plan.seed))
+    model.to(args.device)
     model.train()
     seq = plan.dim("seq")
 
     if args.steps == 0:
-        (tokens, labels), = make_batches(plan, args, 1, micro, micro)[0]
+        (tokens, labels), = make_batches(plan, args, 1, micro, micro, args.device)[0]
         loss = loss_of(model, tokens, labels)
         result = {"model": plan.model, "loss": loss, "ln_vocab": math.log(plan.dim("vocab")),
                   "micro_batch": micro, "seq": seq, "data": args.data}
@@ -617,13 +630,14 @@ def main(argv=None):
     if args.compile:
         model.forward = torch.compile(model.forward, dynamic=False)
 
-    batches = make_batches(plan, args, args.steps, micro, global_batch)
+    batches = make_batches(plan, args, args.steps, micro, global_batch, args.device)
     tokens_per_step = global_batch * seq
     metrics = open(args.metrics, "w") if args.metrics else None
     records = []
     for step in range(args.steps):
         t0 = time.perf_counter()
-        loss, norm = train_step(model, opt, settings, step, batches[step], dropout, args.bf16)
+        loss, norm = train_step(model, opt, settings, step, batches[step], dropout, args.bf16,
+                                args.device)
         dt = time.perf_counter() - t0
         rec = {"step": step, "loss": loss, "tokens_per_s": tokens_per_step / dt,
                "step_ms": dt * 1e3, "lr": settings.lr_at(step), "grad_norm": norm}
@@ -660,6 +674,7 @@ def main(argv=None):
         "adamw": impl,
         "compile": bool(args.compile),
         "bf16": bool(args.bf16),
+        "device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu",
         "torch": torch.__version__,
     }
     if args.save_weights:

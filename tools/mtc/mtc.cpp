@@ -101,8 +101,9 @@ cl::list<KernelTarget> kernelTargets(
                           "convention in plan.json"),
                clEnumValN(KernelTarget::Cuda, "cuda",
                           "kernels/<chip>.ptx (and .cubin where ptxas is found) for each "
-                          "--cuda-arch: every kernel of the step, and its launches in "
-                          "plan.json (no GPU executor runs them yet)")),
+                          "--cuda-arch: every kernel of the step, its launches in plan.json "
+                          "and kernels/cuda_host.so, the host code mtrun --device cuda runs "
+                          "on one GPU")),
     cl::sub(compileCommand), cl::cat(compileCategory));
 cl::alias kernelTargetsOld("kernels", cl::desc("Alias for --target"), cl::aliasopt(kernelTargets),
                            cl::cat(compileCategory));
