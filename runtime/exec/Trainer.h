@@ -72,6 +72,7 @@
 #include "runtime/exec/TrainingState.h"
 #include "runtime/plan/Plan.h"
 
+#include <optional>
 #include <vector>
 
 namespace mtc::rt {
