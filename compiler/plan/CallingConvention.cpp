@@ -19,7 +19,7 @@ json::Object buffer(StringRef kind, StringRef name, Type type) {
   for (const mt::NamedDim &dim : tensor.getDims())
     dims.push_back(json::Object{{"name", dim.name.getValue()}, {"size", dim.size}});
   return json::Object{{"kind", kind},
-                      {"name", name},
+                      {"name", name.str()}, // copied: entryInputName's are temporaries
                       {"dtype", planDTypeName(tensor.getElementType())},
                       {"dims", std::move(dims)}};
 }

@@ -286,7 +286,7 @@ func.func @cross_entropy_grad_masked(%x: !mt.tensor<[b=2, s=3, v=5], f32>, %l: !
 // CHECK: %[[DEN:.*]] = mt.max %[[COUNT]], %[[ONE]]
 // CHECK: %[[SCALE:.*]] = mt.div %[[G]], %[[DEN]]
 // CHECK: %[[FACTOR:.*]] = mt.mul %[[M]], %[[SCALE]]
-// CHECK: %[[D:.*]] = mt.sub
+// CHECK: %[[D:.*]] = mt.sub %{{.*}}, %{{.*}} : <[b=2, s=3, v=5], f32>, <[b=2, s=3, v=5], f32>
 // CHECK: %[[R:.*]] = mt.mul %[[D]], %[[FACTOR]]
 // CHECK-NOT: mt.cross_entropy_grad
 // CHECK: return %[[R]]

@@ -68,7 +68,7 @@ module {
     %w = mt.param_ref @wte : <[vocab=5, hidden=4], f32>
     %x = mt.gather %w, %tokens over vocab : <[vocab=5, hidden=4], f32>, <[batch=2, seq=3], i32> -> <[batch=2, seq=3, hidden=4], f32>
     %l = mt.contract %x, %w over [hidden] : <[batch=2, seq=3, hidden=4], f32>, <[vocab=5, hidden=4], f32> -> <[batch=2, seq=3, vocab=5], f32>
-    %loss = mt.cross_entropy %l, %labels mask %mask over vocab : <[batch=2, seq=3, vocab=5], f32>, <[batch=2, seq=3], i32>, <[batch=2, seq=3], f32> -> <[], f32>
+    %loss = mt.cross_entropy %l, %labels mask %mask over vocab : <[batch=2, seq=3, vocab=5], f32>, <[batch=2, seq=3], i32>, !mt.tensor<[batch=2, seq=3], f32> -> <[], f32>
     return %loss : !mt.tensor<[], f32>
   }
 }
