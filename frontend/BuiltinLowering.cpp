@@ -445,7 +445,7 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
       return {};
     auto op = mt::CrossEntropyOp::create(builder, 
         location, mt::NamedTensorType::getScalar(builder.getF32Type()), logits, labels,
-        builder.getStringAttr(*dim));
+        /*mask=*/Value(), builder.getStringAttr(*dim));
     if (failed(withErrorsAt(call.range, [&](auto) { return op.verify(); }))) {
       op.erase();
       return {};

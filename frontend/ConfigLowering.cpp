@@ -82,6 +82,7 @@ const std::vector<SettingSchema> &trainSchema() {
       {"seed", ValueKind::NonNegativeInt},
       {"steps", ValueKind::PositiveInt},
       {"dropout", ValueKind::Switch},
+      {"eod_mask_loss", ValueKind::Switch},
   };
   return schema;
 }
@@ -409,7 +410,7 @@ TrainSettings mtc::frontend::lowerTrainBlock(const ConfigBlock *block, MLIRConte
       &context, optimizerAttr(dyn_cast_or_null<DictionaryAttr>(train.get("optimizer"))),
       lrScheduleAttr(dyn_cast_or_null<DictionaryAttr>(train.get("lr"))), globalBatch,
       train.integer("micro_batch"), train.real("clip_grad"), precision, train.integer("seed"),
-      train.integer("steps"), train.flag("dropout"));
+      train.integer("steps"), train.flag("dropout"), train.flag("eod_mask_loss"));
   return settings;
 }
 

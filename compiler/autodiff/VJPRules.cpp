@@ -285,9 +285,12 @@ LogicalResult vjp(mt::GatherOp op, TensorBuilder &t, ValueRange g, Grads &out) {
 }
 
 LogicalResult vjp(mt::CrossEntropyOp op, TensorBuilder &t, ValueRange g, Grads &out) {
+  // The labels and the mask (an input of the step) have no gradient.
   Value logits = mt::CrossEntropyGradOp::create(t.builder(), t.location(), op.getLogits(),
-                                                op.getLabels(), g[0], op.getDimAttr());
-  out.assign({logits, Value()});
+                                                op.getLabels(), g[0], op.getMask(),
+                                                op.getDimAttr());
+  out.assign(op->getNumOperands(), Value());
+  out[0] = logits;
   return success();
 }
 

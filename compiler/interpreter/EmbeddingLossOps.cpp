@@ -2,7 +2,9 @@
 
 #include "compiler/interpreter/OpEval.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 using namespace mlir;
@@ -52,8 +54,9 @@ Expected<Results> eval::evalOp(mt::EmbeddingGradOp op, Operands in) {
 // Cross-entropy
 //===----------------------------------------------------------------------===//
 
-/// Calls fn(base, stride, label) for each label position: the logits of that position are
-/// base + c * stride for c < classes, and `label` has been checked to be a class.
+/// Calls fn(base, stride, label, position) for each label position, `position` its row-major
+/// index in the labels (and in a mask, which has the labels' dimensions): the logits of that
+/// position are base + c * stride for c < classes, and `label` has been checked to be a class.
 template <typename Fn>
 static llvm::Error forEachPosition(Operation *op, const Tensor &logits, const Tensor &labels,
                                    StringRef dim, Fn &&fn) {
@@ -64,15 +67,16 @@ static llvm::Error forEachPosition(Operation *op, const Tensor &logits, const Te
   int64_t next = 0;
   forEachPoint<1>(positions, {stridesAlong(logits.type, positions)},
                   [&](const std::array<int64_t, 1> &at) {
-                    double value = labels.data[next++];
+                    int64_t position = next++;
                     if (error)
                       return;
-                    Expected<int64_t> label = readIndex(op, value, classes, "label");
+                    Expected<int64_t> label =
+                        readIndex(op, labels.data[position], classes, "label");
                     if (!label) {
                       error = label.takeError();
                       return;
                     }
-                    fn(at[0], stride, *label);
+                    fn(at[0], stride, *label, position);
                   });
   return error;
 }
@@ -87,33 +91,50 @@ double eval::logSumExp(const Tensor &tensor, int64_t base, int64_t stride, int64
   return max + std::log(sum);
 }
 
-/// mean over positions of logsumexp(logits) - logits[label].
+/// The weight of each label position (a mask's values, else 1) and their sum, at least 1
+/// (mt.cross_entropy's mask).
+static std::pair<std::function<double(int64_t)>, double> positionWeights(const Tensor &labels,
+                                                                         const Tensor *mask) {
+  if (!mask)
+    return {[](int64_t) { return 1.0; }, static_cast<double>(labels.getNumElements())};
+  double sum = 0;
+  for (double weight : mask->data)
+    sum += weight;
+  return {[mask](int64_t position) { return mask->data[position]; }, std::max(sum, 1.0)};
+}
+
+/// The mean over positions of logsumexp(logits) - logits[label], weighted by the mask.
 Expected<Results> eval::evalOp(mt::CrossEntropyOp op, Operands in) {
   const Tensor &logits = *in[0], &labels = *in[1];
+  auto [weight, weightSum] = positionWeights(labels, op.getMask() ? in[2] : nullptr);
   int64_t classes = logits.type.getDimSize(op.getDim());
   double total = 0;
   if (llvm::Error error = forEachPosition(
-          op, logits, labels, op.getDim(), [&](int64_t base, int64_t stride, int64_t label) {
-            total += logSumExp(logits, base, stride, classes) - logits.data[base + label * stride];
+          op, logits, labels, op.getDim(),
+          [&](int64_t base, int64_t stride, int64_t label, int64_t position) {
+            total += weight(position) * (logSumExp(logits, base, stride, classes) -
+                                         logits.data[base + label * stride]);
           }))
     return std::move(error);
-  double positions = static_cast<double>(labels.getNumElements());
-  return Results{Tensor(typeOf(op.getResult()), {total / positions})};
+  return Results{Tensor(typeOf(op.getResult()), {total / weightSum})};
 }
 
-/// (softmax(logits) - onehot(label)) * loss_grad / positions.
+/// (softmax(logits) - onehot(label)) * weight * loss_grad / (sum of the weights).
 Expected<Results> eval::evalOp(mt::CrossEntropyGradOp op, Operands in) {
   const Tensor &logits = *in[0], &labels = *in[1];
   double lossGrad = in[2]->data[0];
+  auto [weight, weightSum] = positionWeights(labels, op.getMask() ? in[3] : nullptr);
   int64_t classes = logits.type.getDimSize(op.getDim());
-  double factor = lossGrad / static_cast<double>(labels.getNumElements());
+  double factor = lossGrad / weightSum;
   Tensor result(typeOf(op.getResult()));
   if (llvm::Error error = forEachPosition(
-          op, logits, labels, op.getDim(), [&](int64_t base, int64_t stride, int64_t label) {
+          op, logits, labels, op.getDim(),
+          [&](int64_t base, int64_t stride, int64_t label, int64_t position) {
             double lse = logSumExp(logits, base, stride, classes);
             for (int64_t c = 0; c < classes; ++c) {
               int64_t at = base + c * stride;
-              result.data[at] = (std::exp(logits.data[at] - lse) - (c == label)) * factor;
+              result.data[at] =
+                  (std::exp(logits.data[at] - lse) - (c == label)) * weight(position) * factor;
             }
           }))
     return std::move(error);

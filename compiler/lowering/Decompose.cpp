@@ -77,6 +77,20 @@ SmallVector<Value> decompose(Decomposer &d, mt::AttentionGradOp op) {
 // Cross-entropy
 //===----------------------------------------------------------------------===//
 
+/// `value` in the element type of `like`.
+Value inElementTypeOf(Decomposer &d, Value value, Value like) {
+  return d.conform(value, Decomposer::typeOf(value).withElementType(
+                              Decomposer::typeOf(like).getElementType()));
+}
+
+/// The weight sum of a masked loss, in the type of `like`: sum(mask), at least 1 (a
+/// micro-batch whose every position is masked has the loss 0, not 0 / 0).
+Value maskSum(Decomposer &d, Value mask, Value like) {
+  TensorBuilder &t = d.tensors();
+  Value sum = t.sumAll(inElementTypeOf(d, mask, like));
+  return t.max(sum, t.scalar(1.0, sum));
+}
+
 SmallVector<Value> decompose(Decomposer &d, mt::CrossEntropyOp op) {
   TensorBuilder &t = d.tensors();
   Value x = op.getLogits();
@@ -84,18 +98,26 @@ SmallVector<Value> decompose(Decomposer &d, mt::CrossEntropyOp op) {
   Value logSumExp = t.logSumExp(x, dim);
   Value picked = t.reduceSum(t.mul(x, d.oneHot(x, op.getLabels(), dim)), {dim});
   Value loss = t.sub(logSumExp, picked);
-  return {d.conform(d.meanOverPositions(loss), op.getType())};
+  Value mask = op.getMask();
+  if (!mask)
+    return {d.conform(d.meanOverPositions(loss), op.getType())};
+  Value masked = t.sumAll(t.mul(loss, inElementTypeOf(d, mask, loss)));
+  return {d.conform(t.div(masked, maskSum(d, mask, masked)), op.getType())};
 }
 
 SmallVector<Value> decompose(Decomposer &d, mt::CrossEntropyGradOp op) {
   TensorBuilder &t = d.tensors();
   Value x = op.getLogits();
   StringRef dim = op.getDim();
-  Value lossGrad = d.conform(
-      op.getLossGrad(),
-      Decomposer::typeOf(op.getLossGrad()).withElementType(Decomposer::typeOf(x).getElementType()));
-  double positions = static_cast<double>(Decomposer::typeOf(op.getLabels()).getNumElements());
-  Value factor = t.div(lossGrad, t.scalar(positions, x));
+  Value lossGrad = inElementTypeOf(d, op.getLossGrad(), x);
+  // The weight of each position: loss_grad / positions, or mask * loss_grad / sum(mask).
+  Value factor;
+  if (Value mask = op.getMask()) {
+    factor = t.mul(inElementTypeOf(d, mask, x), t.div(lossGrad, maskSum(d, mask, x)));
+  } else {
+    double positions = static_cast<double>(Decomposer::typeOf(op.getLabels()).getNumElements());
+    factor = t.div(lossGrad, t.scalar(positions, x));
+  }
   Value delta = t.sub(d.softmax(x, dim), d.oneHot(x, op.getLabels(), dim));
   return {d.conform(t.mul(delta, factor), op.getType())};
 }

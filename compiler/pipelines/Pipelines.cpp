@@ -44,6 +44,7 @@ static void addCleanup(OpPassManager &pm) {
 }
 
 void mtc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
+  pm.addPass(transforms::createMTLossMaskPass());
   pm.addPass(sharding::createMTPadVocabularyPass());
   autodiff::MTAutodiffPassOptions autodiffOptions;
   autodiffOptions.recompute = options.recompute;

@@ -19,7 +19,7 @@ json::Object buffer(StringRef kind, StringRef name, Type type) {
   for (const mt::NamedDim &dim : tensor.getDims())
     dims.push_back(json::Object{{"name", dim.name.getValue()}, {"size", dim.size}});
   return json::Object{{"kind", kind},
-                      {"name", name},
+                      {"name", name.str()}, // copied: entryInputName's are temporaries
                       {"dtype", planDTypeName(tensor.getElementType())},
                       {"dims", std::move(dims)}};
 }
@@ -95,6 +95,12 @@ std::string mtc::planDTypeName(Type type) {
   return "unknown";
 }
 
+std::string mtc::entryInputName(size_t index) {
+  if (index < std::size(mt::MTDialect::kEntryInputNames))
+    return mt::MTDialect::kEntryInputNames[index].str();
+  return ("input" + Twine(index)).str();
+}
+
 json::Object mtc::describeCallingConvention(ModuleOp module) {
   json::Object functions;
   for (StringRef name : {"forward", "forward_backward", "optimizer_step", "logits"}) {
@@ -116,7 +122,7 @@ json::Object mtc::describeCallingConvention(ModuleOp module) {
                                                cast<FlatSymbolRefAttr>(grads[index - 2]).getValue(),
                                                type));
       else
-        inputs.push_back(buffer("input", index == 0 ? "tokens" : "labels", type));
+        inputs.push_back(buffer("input", entryInputName(index), type));
     }
     for (auto [index, type] : llvm::enumerate(func.getResultTypes())) {
       if (auto symbol = outlinedSymbol(func.getResultAttrDict(index))) {

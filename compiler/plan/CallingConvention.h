@@ -27,6 +27,10 @@ llvm::json::Object describeCallingConvention(mlir::ModuleOp module);
 /// The plan's name of an element type: f32, bf16, f16, f64, i32, i64 (docs/plan-format.md).
 std::string planDTypeName(mlir::Type type);
 
+/// The plan's name of an entry function's data argument `index` (mt::MTDialect's
+/// kEntryInputNames: tokens, labels, loss_mask; `input<index>` past them).
+std::string entryInputName(size_t index);
+
 } // namespace mtc
 
 #endif // MTC_COMPILER_PLAN_CALLINGCONVENTION_H

@@ -89,6 +89,7 @@ json::Object trainJson(mt::TrainAttr train) {
   json.set("seed", train.getSeed());
   json.set("steps", train.getSteps());
   json.set("dropout", train.getDropout());
+  json.set("eod_mask_loss", train.getEodMaskLoss());
   return json.take();
 }
 
@@ -239,7 +240,7 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   json::Array inputs;
   for (auto [index, type] : llvm::enumerate(forward.getArgumentTypes())) {
     auto tensor = cast<mt::NamedTensorType>(type);
-    std::string name = index == 0 ? "tokens" : index == 1 ? "labels" : llvm::formatv("input{0}", index).str();
+    std::string name = entryInputName(index);
     inputs.push_back(json::Object{{"name", name},
                                   {"dtype", planDTypeName(tensor.getElementType())},
                                   {"dims", dimsJson(tensor)}});
@@ -422,12 +423,16 @@ MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> wor
       for (Value saved : repeat.getResults().drop_front(repeat.getNumCarried()))
         memory.savedActivations += mt::getSizeInBytes(saved.getType());
     });
-  // Tokens and labels of one micro-batch, int32 like the entry function's arguments; the
-  // runtime splits the plan's global batch into micro-batches of the tokens' first dimension.
+  // Tokens and labels of one micro-batch, int32 like the entry function's arguments, and
+  // the f32 loss mask where mt-loss-mask added it; the runtime splits the plan's global
+  // batch into micro-batches of the tokens' first dimension.
+  mt::TrainAttr trainSettings = mt::TrainAttr::lookup(trained);
   if (auto forward = trained.lookupSymbol<func::FuncOp>("forward");
       forward && forward.getNumArguments() > 0) {
     auto tokens = cast<mt::NamedTensorType>(forward.getArgumentTypes().front());
     memory.tokens = 2 * mt::getSizeInBytes(tokens);
+    if (trainSettings && trainSettings.masksLossAtEndOfDocument())
+      memory.tokens += mt::getSizeInBytes(forward.getArgumentTypes()[2]);
     // Under ZeRO-3 a rank loads its part of the data-parallel group's micro-batch.
     if (succeeded(spec) && spec->shardParameters)
       memory.tokens /= *spec->mesh.getAxisSize(spec->dataParallelAxis);

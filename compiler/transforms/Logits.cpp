@@ -33,7 +33,8 @@ namespace {
 constexpr StringLiteral kLogitsBuffer = "logits";
 
 /// The loss of `forward` if the function can be cut before it: tokens and labels first, one
-/// cross-entropy in the body, whose labels are the labels argument and its only use.
+/// cross-entropy in the body, whose labels are the labels argument and its only use, and
+/// whose mask, if any, is the argument after the labels and its only use (mt-loss-mask).
 mt::CrossEntropyOp findLoss(func::FuncOp forward) {
   if (forward.getNumArguments() < 2 || !forward.getBody().hasOneBlock())
     return nullptr;
@@ -42,6 +43,10 @@ mt::CrossEntropyOp findLoss(func::FuncOp forward) {
     return nullptr;
   Value labels = forward.getArgument(1);
   if (losses.front().getLabels() != labels || !labels.hasOneUse())
+    return nullptr;
+  if (Value mask = losses.front().getMask();
+      mask && (forward.getNumArguments() < 3 || mask != forward.getArgument(2) ||
+               !mask.hasOneUse()))
     return nullptr;
   return losses.front();
 }
@@ -71,6 +76,7 @@ struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
     logits.setSymName(kLogitsBuffer);
     symbols.insert(logits, std::next(forward->getIterator()));
     mt::CrossEntropyOp loss = findLoss(logits);
+    bool masked = static_cast<bool>(loss.getMask());
     auto ret = cast<func::ReturnOp>(logits.getBody().front().getTerminator());
     OpBuilder b(ret);
     Value result = inTokenOrder(b, loss.getLogits(), logits.getArgument(0), loss.getDim());
@@ -80,12 +86,15 @@ struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
       result = mt::CastOp::create(b, result.getLoc(),
                                   resultType.withElementType(b.getF32Type()), result);
     ret->setOperands(result);
-    // The loss and whatever fed only the loss (an auxiliary loss) go; the labels with them.
+    // The loss and whatever fed only the loss (an auxiliary loss) go; the labels and the
+    // loss mask with them.
     IRRewriter rewriter(b);
     (void)runRegionDCE(rewriter, logits.getBody());
     logits.removeResAttrsAttr();
     logits.setFunctionType(b.getFunctionType(logits.getArgumentTypes(), {result.getType()}));
     logits.setResultAttr(0, mt::MTDialect::kBufferAttrName, b.getStringAttr(kLogitsBuffer));
+    if (masked)
+      (void)logits.eraseArgument(2);
     (void)logits.eraseArgument(1);
   }
 };

@@ -72,11 +72,33 @@ def MTExpertLoadPass : Pass<"mt-expert-load", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }
 
+def MTLossMaskPass : Pass<"mt-loss-mask", "::mlir::ModuleOp"> {
+  let summary = "Mask the loss at end-of-document tokens (Megatron's --eod-mask-loss)";
+  let description = [{
+    With `eod_mask_loss` in the module's `mt.train` (`train { eod_mask_loss on }`, `mtc
+    compile --eod-mask-loss`), `forward` gets a third argument after the tokens and the
+    labels, the loss mask: f32 with the labels' dimensions (the plan's input `loss_mask`),
+    which every `mt.cross_entropy` of the labels argument takes as its `mask`. The loss is
+    then Megatron's `sum(loss * mask) / sum(mask)` over the micro-batch; the runtime passes
+    0 where the token is the end of document and 1 elsewhere (Megatron's
+    `loss_mask[tokens == eod] = 0`), computed from the tokens it reads. Autodiff and the
+    differentiated step take the argument as `forward` does; the positions of mask 0 have
+    no gradient.
+
+    Without the setting (or with `eod_mask_loss off`) the module is left alone. Errors: a
+    `forward` that does not take exactly the tokens and the labels, one whose labels feed
+    no `mt.cross_entropy`, and pipeline parallelism (`pp` above 1), whose chunks do not
+    pass the mask to the last stage yet.
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
+}
+
 def MTLogitsPass : Pass<"mt-logits", "::mlir::ModuleOp"> {
   let summary = "Add a `logits` entry function: forward up to its loss, for generation";
   let description = [{
     Adds `@logits(tokens) -> logits`, the model's `forward` without its loss: a copy of
-    `forward` without its labels argument that returns the logits operand of its
+    `forward` without its labels argument (and its loss mask, mt-loss-mask) that returns the
+    logits operand of its
     `mt.cross_entropy` instead of the loss, with the result attribute
     `mt.buffer = "logits"` (the plan's buffer kind). The logits keep the batch and sequence
     dimensions of the tokens, in their order, followed by the class dimension (an

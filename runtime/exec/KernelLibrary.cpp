@@ -49,6 +49,13 @@ Error checkBuffer(const Plan &plan, const KernelBuffer &b, const std::string &wh
                          planDTypeName(b.dtype), " ", formatDims(b.dims));
       return Error::success();
     }
+    // The loss mask of eod_mask_loss, f32 with the labels' dims (the plan loader checked them).
+    if (b.name == kLossMaskInput) {
+      if (b.dtype != PlanDType::F32 || b.dims.size() != 2)
+        return makeError(where, ": input 'loss_mask' must be f32 [batch, seq], found ",
+                         planDTypeName(b.dtype), " ", formatDims(b.dims));
+      return Error::success();
+    }
     if (b.dtype != PlanDType::I32 || b.dims.size() != 2)
       return makeError(where, ": input '", b.name, "' must be i32 token ids [batch, seq], found ",
                        planDTypeName(b.dtype), " ", formatDims(b.dims));

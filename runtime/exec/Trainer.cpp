@@ -2,6 +2,7 @@
 
 #include "runtime/exec/Trainer.h"
 
+#include "runtime/data/LossMask.h"
 #include "runtime/exec/DropoutKey.h"
 #include "runtime/exec/KernelMemory.h"
 
@@ -53,8 +54,14 @@ Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &forw
 Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels,
                                   TrainingState state, const TokenSource &data,
                                   int64_t globalBatch, Communicator *dataParallel,
-                                  const MeshContext *mesh, const TokenSource *validation) {
+                                  const MeshContext *mesh, const TokenSource *validation,
+                                  std::optional<int64_t> endOfDocument) {
   Trainer t(plan, kernels, std::move(state), data, dataParallel, validation);
+  if (plan.eodMaskLoss && !endOfDocument)
+    return makeError(plan.dir.string(),
+                     ": the plan masks the loss at end-of-document tokens (eod_mask_loss), but "
+                     "the data has no end-of-document id");
+  t.endOfDocument_ = endOfDocument.value_or(0);
   if (mesh) {
     t.mesh_ = *mesh;
     if (t.mesh_.axes.size() != plan.mesh.size())
@@ -126,6 +133,8 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     t.next_ = t.state_;
     t.tokens_.resize(size_t(t.microBatchSize_ * t.seqLen_));
     t.labels_.resize(t.tokens_.size());
+    if (plan.eodMaskLoss)
+      t.lossMask_.resize(t.tokens_.size());
   } catch (const std::bad_alloc &) {
     return makeError("out of memory allocating the training buffers");
   }
@@ -144,7 +153,25 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
 
 int64_t Trainer::bufferBytes() const {
   return state_.bytes() + next_.bytes() + grads_->bytes() +
-         static_cast<int64_t>((tokens_.size() + labels_.size()) * sizeof(int32_t));
+         static_cast<int64_t>((tokens_.size() + labels_.size()) * sizeof(int32_t) +
+                              lossMask_.size() * sizeof(float));
+}
+
+void *Trainer::inputBuffer(int index) {
+  // The loader checked the order: tokens, labels, then the loss mask (Plan::eodMaskLoss).
+  return index == 0 ? static_cast<void *>(tokens_.data())
+         : index == 1 ? static_cast<void *>(labels_.data())
+                      : static_cast<void *>(lossMask_.data());
+}
+
+Error Trainer::readBatch(const TokenSource &source, int64_t step, int64_t sampleBegin) {
+  if (Error err = source.batch(step, sampleBegin, microBatchSize_, seqLen_, tokens_.data(),
+                               labels_.data());
+      !err.ok())
+    return err;
+  if (!lossMask_.empty())
+    eodLossMask(tokens_, endOfDocument_, lossMask_);
+  return Error::success();
 }
 
 Error Trainer::reduceOverDataParallel(double &lossSum, int64_t step) {
@@ -199,9 +226,7 @@ Expected<StepStats> Trainer::step() {
     std::fill(load.sum.begin(), load.sum.end(), 0);
   for (int64_t m = dpRank; m < microBatches_; m += dpSize) {
     int64_t sampleBegin = m * microBatchSize_;
-    if (Error err = data_->batch(step, sampleBegin, microBatchSize_, seqLen_, tokens_.data(),
-                                 labels_.data());
-        !err.ok())
+    if (Error err = readBatch(*data_, step, sampleBegin); !err.ok())
       return std::move(err).withContext(concat("step ", step + 1));
     // The first micro-batch writes the accumulated gradients directly.
     buffers.clear();
@@ -209,7 +234,7 @@ Expected<StepStats> Trainer::step() {
     for (const BufferBinding &b : bindings_.forwardBackward) {
       switch (b.kind) {
       case BufferKind::Input:
-        buffers.push_back(inputIndex++ == 0 ? tokens_.data() : labels_.data());
+        buffers.push_back(inputBuffer(inputIndex++));
         break;
       case BufferKind::Param:
         buffers.push_back(state_.params[b.index].values.data());
@@ -338,12 +363,13 @@ Expected<double> Trainer::evaluate(int64_t firstBatch, int64_t count, const Toke
   int dpSize = dataParallel_ ? dataParallel_->size() : 1;
   double lossSum = 0;
   float loss = 0;
-  // The same buffers for every micro-batch: the batches are read into tokens_ and labels_.
+  // The same buffers for every micro-batch: the batches are read into tokens_ and labels_
+  // (and their loss mask).
   std::vector<void *> buffers;
   int inputIndex = 0;
   for (const BufferBinding &b : bindings_.forward) {
     if (b.kind == BufferKind::Input)
-      buffers.push_back(inputIndex++ == 0 ? tokens_.data() : labels_.data());
+      buffers.push_back(inputBuffer(inputIndex++));
     else if (b.kind == BufferKind::Param)
       buffers.push_back(state_.params[b.index].values.data());
     else // the loss (StepBindings allows nothing else)
@@ -351,9 +377,7 @@ Expected<double> Trainer::evaluate(int64_t firstBatch, int64_t count, const Toke
   }
   for (int64_t batch = firstBatch; batch < firstBatch + count; ++batch)
     for (int64_t m = dpRank; m < microBatches_; m += dpSize) {
-      if (Error err = data.batch(batch, m * microBatchSize_, microBatchSize_, seqLen_,
-                                         tokens_.data(), labels_.data());
-          !err.ok())
+      if (Error err = readBatch(data, batch, m * microBatchSize_); !err.ok())
         return std::move(err).withContext(concat("validation at step ", step));
       TraceRecorder::Scope span(trace_, "forward", "evaluation",
                                 {{"batch", batch}, {"micro_batch", m}});

@@ -6,6 +6,8 @@
 //   this data-parallel rank owns (m % dp == rank):
 //     tokens, labels <- data(step, samples [m * micro, (m + 1) * micro))
 //     loss_m, grads_m <- forward_backward(tokens, labels, params)   (dropout key: step, m)
+//       (a plan compiled with eod_mask_loss also takes the loss mask of the tokens after the
+//       labels, LossMask.h: 0 at the run's end-of-document id, 1 elsewhere)
 //     grads += grads_m
 //   all-reduce (sum) grads and the loss sum over the data-parallel ranks, one buffer
 //   grad_norm, lr, params', states' <- optimizer_step(step, 1 / micro-batches, grads, ...)
@@ -71,6 +73,7 @@
 #include "runtime/exec/TrainingState.h"
 #include "runtime/plan/Plan.h"
 
+#include <optional>
 #include <vector>
 
 namespace mtc::rt {
@@ -114,12 +117,15 @@ public:
   /// communicator (RankMesh::dataParallel()) and the state hold the optimizer state's shards.
   /// `validation` (null: no evaluation; it must outlive the trainer) is what `evaluate`
   /// reads; then the plan must have a `forward` taking the same batch of tokens and labels,
-  /// the parameters, and returning the loss, else an error.
+  /// the parameters, and returning the loss, else an error. `endOfDocument` is the data's
+  /// end-of-document id, which a plan compiled with eod_mask_loss needs (an error without
+  /// it) and others ignore.
   static Expected<Trainer> create(const Plan &plan, const KernelLibrary &kernels,
                                   TrainingState state, const TokenSource &data,
                                   int64_t globalBatch = 0, Communicator *dataParallel = nullptr,
                                   const MeshContext *mesh = nullptr,
-                                  const TokenSource *validation = nullptr);
+                                  const TokenSource *validation = nullptr,
+                                  std::optional<int64_t> endOfDocument = std::nullopt);
 
   /// Takes one optimizer step. Fails (leaving the state of the previous step) when the loss
   /// or the gradient norm is not finite, or a collective fails; with loss scaling (fp16), a
@@ -149,7 +155,7 @@ public:
   int64_t microBatchSize() const { return microBatchSize_; }
   int64_t sequenceLength() const { return seqLen_; }
   /// Bytes of the buffers the trainer holds (parameters and state twice, gradients twice when
-  /// there are several micro-batches, the token buffers; with the distributed optimizer and
+  /// there are several micro-batches, the token buffers and loss mask; with the distributed optimizer and
   /// one micro-batch also a buffer of the reduce-scattered gradients' size, for their packed
   /// blocks, which the second gradient buffer holds otherwise); the kernels' own temporaries
   /// come on top.
@@ -190,6 +196,15 @@ private:
   /// The gradients; a scratch buffer for the second and later micro-batches.
   std::optional<GradientBuffer> grads_;
   std::vector<int32_t> tokens_, labels_;
+  /// The loss mask of tokens_ (plans compiled with eod_mask_loss; empty otherwise), and the
+  /// end-of-document id it masks.
+  std::vector<float> lossMask_;
+  int64_t endOfDocument_ = 0;
+  /// The buffer of the i-th input of forward_backward or forward: tokens_, labels_, lossMask_.
+  void *inputBuffer(int index);
+  /// Reads samples [sampleBegin, + microBatchSize_) of `step` of `source` into the input
+  /// buffers (the loss mask computed from the tokens).
+  Error readBatch(const TokenSource &source, int64_t step, int64_t sampleBegin);
   /// forward_backward's `expert_load` outputs: a micro-batch's counts, and their sums over
   /// the step's micro-batches (then over the data-parallel ranks), row-major [layers, experts].
   struct ExpertLoad {

@@ -159,6 +159,20 @@ Expected<bool> testSplitHasDocuments(const DataBlend &data, GptDataset::Options 
   return false;
 }
 
+/// --eod-mask-loss against the plan, and the plan's loss mask against the data.
+Error checkLossMask(const Plan &plan, const TrainingRunOptions &options) {
+  if (options.eodMaskLoss && !plan.eodMaskLoss)
+    return makeError("--eod-mask-loss: ", plan.dir.string(),
+                     " was compiled without it (its step takes no loss mask): recompile it with "
+                     "`mtc compile --eod-mask-loss` or `train { eod_mask_loss on }`");
+  if (plan.eodMaskLoss && !options.data && !options.dataPath)
+    return makeError(plan.dir.string(),
+                     " masks the loss at end-of-document tokens (compiled with eod_mask_loss), "
+                     "but the synthetic task has no documents: train on --data-path PREFIX or "
+                     "--data FILE");
+  return Error::success();
+}
+
 /// The run's data. An indexed dataset's (or a blend's) sample order depends on the sequence
 /// length and the global batch, which the compiled step gives, and on the samples the run
 /// trains on (Megatron's train_iters x global_batch_size, or its --train-samples: a resumed
@@ -172,6 +186,8 @@ Expected<bool> testSplitHasDocuments(const DataBlend &data, GptDataset::Options 
 Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
                            const KernelLibrary &kernels) {
   const int64_t vocab = plan.vocabularySize().value_or(0);
+  if (Error err = checkLossMask(plan, options); !err.ok())
+    return err;
   if (options.evalInterval > 0 && !options.dataPath)
     return makeError("--eval-interval needs --data-path PREFIX (evaluation reads its valid split; "
                      "the synthetic task and --data FILE have none)");
@@ -243,6 +259,8 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
 } // namespace
 
 Error checkTrainingData(const Plan &plan, const TrainingRunOptions &options) {
+  if (Error err = checkLossMask(plan, options); !err.ok())
+    return err;
   if (!options.dataPath)
     return Error::success();
   GptDataset::Options gpt = indexedDataOptions(plan, options);
@@ -489,7 +507,7 @@ Error Run::train(TrainingState &state) {
   } else {
     Expected<Trainer> trainer = Trainer::create(
         plan_, *kernels, std::move(state), data->train, options_.globalBatch, mesh_.dataParallel(),
-        mesh_.partitioned() ? &mesh_.context() : nullptr, validation);
+        mesh_.partitioned() ? &mesh_.context() : nullptr, validation, options_.endOfDocument);
     if (!trainer)
       return trainer.takeError();
     trainer->setTrace(trace_);

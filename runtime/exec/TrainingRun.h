@@ -104,6 +104,12 @@ struct TrainingRunOptions {
   /// code and trainer (DeviceTrainer.h; mtrun --device cuda), for a job of one rank and a
   /// plan without a pipeline.
   std::optional<DeviceBackend> device;
+  /// Megatron's --eod-mask-loss was asked for: the plan must have been compiled with it
+  /// (Plan::eodMaskLoss), whose step masks the loss whether asked or not.
+  bool eodMaskLoss = false;
+  /// The data's end-of-document id (the tokenizer's), which a plan compiled with
+  /// eod_mask_loss masks the loss at.
+  std::optional<int64_t> endOfDocument;
 };
 
 /// Where a run reports. Only the leader's run reports; the others are silent.
@@ -121,9 +127,10 @@ public:
 };
 
 /// Checks what can be checked of the run's indexed data before the ranks start, without the
-/// plan's compiled step: the files of each `dataPath` prefix, the split and the seed, and that
-/// the train split (and with evaluation the valid split) of each has documents holding tokens;
-/// the errors the ranks would give. For a launcher, so that its ranks do not fail one by one.
+/// plan's compiled step: --eod-mask-loss against the plan (and a plan masking the loss against
+/// data without documents), the files of each `dataPath` prefix, the split and the seed, and
+/// that the train split (and with evaluation the valid split) of each has documents holding
+/// tokens; the errors the ranks would give. For a launcher, so that its ranks do not fail one by one.
 Error checkTrainingData(const Plan &plan, const TrainingRunOptions &options);
 
 /// Runs `options` on this rank of `job` (every rank of the job calls it, with the same plan

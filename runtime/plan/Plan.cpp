@@ -1233,6 +1233,54 @@ void checkLocalDims(const Plan &plan, const std::string &path) {
   check(k.logits, "logits");
 }
 
+/// Megatron's --eod-mask-loss (`train.eod_mask_loss`): the entry functions take the loss
+/// mask, f32 with the labels' dims, after the tokens and the labels; without it no function
+/// takes one. Pipeline plans do not mask the loss.
+void checkLossMask(const Plan &plan) {
+  auto takesMask = [](const std::vector<Dim> *labels, std::string_view name, PlanDType dtype,
+                      const std::vector<Dim> &dims, const std::string &path) {
+    if (name != kLossMaskInput)
+      return false;
+    if (!labels)
+      fail(member(path, "name"), "the loss mask comes after the tokens and the labels");
+    if (dtype != PlanDType::F32)
+      fail(member(path, "dtype"), "the loss mask must be f32");
+    if (dims != *labels)
+      fail(member(path, "dims"), concat(formatDims(dims), " are not the labels' dims ",
+                                        formatDims(*labels)));
+    return true;
+  };
+  auto requirement = [&](bool masked, const std::string &path) {
+    if (masked != plan.eodMaskLoss)
+      fail(path, plan.eodMaskLoss ? "takes no loss mask, but train.eod_mask_loss is true"
+                                  : "takes a loss mask, but train.eod_mask_loss is not true");
+  };
+  if (plan.eodMaskLoss && plan.pipeline)
+    fail(member("train", "eod_mask_loss"), "a pipeline plan does not mask the loss");
+  bool masked = false;
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    masked |= takesMask(i >= 2 ? &plan.inputs[1].dims : nullptr, plan.inputs[i].name,
+                        plan.inputs[i].dtype, plan.inputs[i].dims, element("inputs", i));
+  requirement(masked, "inputs");
+  if (!plan.x86Kernels)
+    return;
+  const KernelsInfo &k = *plan.x86Kernels;
+  for (auto [fn, name] : {std::pair{&k.forward, "forward"}, {&k.forwardBackward, "forward_backward"}}) {
+    if (!*fn)
+      continue;
+    std::string path = member(member("kernels.x86_64", "functions"), name);
+    const std::vector<KernelBuffer> &inputs = (*fn)->inputs;
+    masked = false;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].kind == BufferKind::Input)
+        masked |= takesMask(i >= 2 && inputs[1].kind == BufferKind::Input ? &inputs[1].dims
+                                                                          : nullptr,
+                            inputs[i].name, inputs[i].dtype, inputs[i].dims,
+                            element(member(path, "inputs"), i));
+    requirement(masked, member(path, "inputs"));
+  }
+}
+
 /// `logits` (docs/plan-format.md): the token ids [batch, seq] then parameters in, and one
 /// `logits` buffer out, f32 with the dims of the tokens (whole) then the vocabulary (its
 /// size in `dims`, padded where the compiler padded it), what generation reads.
@@ -1381,6 +1429,8 @@ Plan readPlan(const JsonValue &root) {
   }
   if (const JsonValue *dropout = plan.train.getObject()->find("dropout"))
     plan.dropout = asBool(*dropout, member("train", "dropout"));
+  if (const JsonValue *mask = plan.train.getObject()->find("eod_mask_loss"))
+    plan.eodMaskLoss = asBool(*mask, member("train", "eod_mask_loss"));
   if (const JsonValue *precision = plan.train.getObject()->find("precision")) {
     const std::string &name = asString(*precision, member("train", "precision"));
     if (name != "fp32" && name != "bf16" && name != "fp16")
@@ -1469,6 +1519,7 @@ Plan readPlan(const JsonValue &root) {
     checkLogitsFunction(plan, "kernels.x86_64.functions.logits");
   if (plan.x86Kernels)
     checkCachedGeneration(plan, "kernels.x86_64.functions");
+  checkLossMask(plan);
   return plan;
 }
 

@@ -42,6 +42,8 @@ inline constexpr int kPlanFormatVersion = 2;
 
 /// The first word of MANIFEST's first line and plan.json's `format`.
 inline constexpr std::string_view kPlanFormatName = "mtc-plan";
+/// The name of the loss mask among the step's inputs (Plan::eodMaskLoss).
+inline constexpr std::string_view kLossMaskInput = "loss_mask";
 /// The most optimizer steps a run takes (the plan's `train.steps`, mtrun's --steps): steps
 /// index the dropout keys with 32 bits.
 inline constexpr int64_t kMaxTrainSteps = (int64_t(1) << 31) - 1;
@@ -418,6 +420,11 @@ struct Plan {
   /// `train.dropout` (absent: true): false (`train { dropout off }`) trains with every
   /// dropout site inactive (each element kept unscaled), as evaluation runs.
   bool dropout = true;
+  /// `train.eod_mask_loss` (absent: false): Megatron's --eod-mask-loss. The step takes a
+  /// third input after the tokens and labels, `loss_mask` (f32, the labels' dims): 0 where the
+  /// token is the end of document, 1 elsewhere (runtime/data/LossMask.h); the loss is the
+  /// mean weighted by it.
+  bool eodMaskLoss = false;
   /// `train.precision` is "fp16" (absent: fp32): the step's backward starts from the
   /// runtime's loss scale (`mt.loss_scale`), which the trainer chooses (LossScaler.h).
   bool lossScaling = false;

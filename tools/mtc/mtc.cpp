@@ -184,6 +184,12 @@ LogicalResult applyFusedAttentionFlag(mlir::ModuleOp module) {
                     mlir::Builder(module.getContext()).getI64IntegerAttr(fusedAttentionBlock));
   return success();
 }
+cl::opt<bool> eodMaskLossFlag(
+    "eod-mask-loss",
+    cl::desc("Leave the positions whose token is an end of document out of the loss "
+             "(Megatron's --eod-mask-loss): the step takes a loss mask, which mtrun computes "
+             "from the tokens; overrides train { eod_mask_loss }"),
+    cl::sub(compileCommand), cl::cat(compileCategory));
 
 cl::opt<bool> printStats("stats",
                          cl::desc("Print parameter counts per tensor and in total, FLOPs per "
@@ -950,28 +956,33 @@ LogicalResult applyParallelFlags(mlir::ModuleOp module) {
   return success();
 }
 
-/// --bf16 / --fp16: the train block's `precision`, set in the AST before it is lowered (as
-/// if the model file said so).
-LogicalResult applyPrecisionFlag(mtc::frontend::Module &ast) {
-  if (!bf16Flag && !fp16Flag)
-    return success();
-  if (bf16Flag && fp16Flag)
-    return flagError("give --bf16 or --fp16, not both");
+/// Sets the train block's `key` to the word `word` in the AST before it is lowered (as if
+/// the model file said so).
+void setTrainWord(mtc::frontend::Module &ast, StringRef key, StringRef word) {
   if (!ast.train) {
     ast.train.emplace();
     ast.train->kind = "train";
   }
   std::vector<mtc::frontend::ConfigEntry> &entries = ast.train->entries;
-  auto it = llvm::find_if(entries, [](const mtc::frontend::ConfigEntry &entry) {
-    return entry.key == "precision";
-  });
+  auto it = llvm::find_if(
+      entries, [&](const mtc::frontend::ConfigEntry &entry) { return entry.key == key; });
   if (it == entries.end()) {
-    entries.emplace_back().key = "precision";
+    entries.emplace_back().key = key.str();
     it = std::prev(entries.end());
   }
   auto value = std::make_unique<mtc::frontend::Expr>(mtc::frontend::Expr::Kind::Name);
-  value->name = bf16Flag ? "bf16" : "fp16";
+  value->name = word.str();
   it->value = std::move(value);
+}
+
+/// --bf16 / --fp16: the train block's `precision`; --eod-mask-loss: its `eod_mask_loss`.
+LogicalResult applyTrainFlags(mtc::frontend::Module &ast) {
+  if (bf16Flag && fp16Flag)
+    return flagError("give --bf16 or --fp16, not both");
+  if (bf16Flag || fp16Flag)
+    setTrainWord(ast, "precision", bf16Flag ? "bf16" : "fp16");
+  if (eodMaskLossFlag)
+    setTrainWord(ast, "eod_mask_loss", "on");
   return success();
 }
 
@@ -1058,7 +1069,7 @@ int explore() {
     return 1;
   }
   // --bf16 searches the mixed-precision step, as `mtc compile --auto --bf16` compiles it.
-  if (failed(applyPrecisionFlag(*ast)))
+  if (failed(applyTrainFlags(*ast)))
     return 1;
   mtc::SearchRequest request{exploreCluster, exploreGpus, exploreRows};
   if (exploreEvaluate.getNumOccurrences()) {
@@ -1128,7 +1139,7 @@ int compile() {
       mtc::frontend::parseModule(sourceMgr, bufferId, diags);
   if (!ast || diags.numErrors() != 0)
     return 1;
-  if (failed(applyDimOverrides(*ast)) || failed(applyPrecisionFlag(*ast)))
+  if (failed(applyDimOverrides(*ast)) || failed(applyTrainFlags(*ast)))
     return 1;
   std::optional<mtc::AutoChoice> choice;
   if (failed(chooseAutoLayout(*ast, sourceMgr, choice)))

@@ -13,6 +13,7 @@
 
 #include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/data/BlendedDataset.h"
+#include "runtime/data/Tokenizer.h"
 #include "runtime/exec/KernelThreads.h"
 #include "runtime/exec/Trainer.h"
 #include "runtime/exec/TrainingRun.h"
@@ -64,6 +65,9 @@ struct Options {
       hysteresis;
   /// Megatron's --data-path: a prefix, or weights and prefixes.
   std::optional<std::vector<std::string>> dataPath;
+  /// Megatron's --eod-mask-loss, and the tokenizer whose end of document it masks.
+  bool eodMaskLoss = false;
+  std::optional<std::string> tokenizerType, vocabFile, mergeFile, tokenizerModel, vocabExtraIds;
   bool help = false;
   bool version = false;
 };
@@ -148,6 +152,21 @@ constexpr OptionSpec kOptions[] = {
                        "1000)"),
     MTRUN_VALUE_OPTION("--hysteresis", hysteresis, "N",
                        "fp16: halve the loss scale after N overflows (default 2)"),
+    {"--eod-mask-loss", "",
+     "check that PLAN was compiled with --eod-mask-loss (its loss leaves out the positions "
+     "whose token is the tokenizer's end of document, whether asked or not)",
+     [](Options &o, std::string_view) { o.eodMaskLoss = true; },
+     [](const Options &o) { return o.eodMaskLoss; }},
+    MTRUN_VALUE_OPTION("--tokenizer-type", tokenizerType, "T",
+                       "the data's tokenizer, whose end of document a plan compiled with "
+                       "--eod-mask-loss masks: bytes (default), GPT2BPETokenizer, ... (as "
+                       "mtc-data)"),
+    MTRUN_VALUE_OPTION("--vocab-file", vocabFile, "F", "the tokenizer's vocabulary file"),
+    MTRUN_VALUE_OPTION("--merge-file", mergeFile, "F", "the tokenizer's merges file"),
+    MTRUN_VALUE_OPTION("--tokenizer-model", tokenizerModel, "F",
+                       "the tokenizer's SentencePiece model"),
+    MTRUN_VALUE_OPTION("--vocab-extra-ids", vocabExtraIds, "N",
+                       "SentencePieceTokenizer: T5's N sentinels (as mtc-data)"),
     {"--info", "", "print a summary of the verified plan (and exit unless asked for more)",
      [](Options &o, std::string_view) { o.info = true; }, [](const Options &o) { return o.info; }},
     {"--help", "", "print this help and exit", [](Options &o, std::string_view) { o.help = true; },
@@ -156,6 +175,24 @@ constexpr OptionSpec kOptions[] = {
      [](Options &o, std::string_view) { o.version = true; },
      [](const Options &o) { return o.version; }},
 };
+
+/// The end-of-document id of the tokenizer the options name (Megatron's tokenizer.eod).
+Expected<int64_t> endOfDocument(const Options &opts) {
+  TokenizerOptions tokenizer;
+  Expected<int64_t> extraIds =
+      parseInteger(opts.vocabExtraIds, "--vocab-extra-ids", 0, 0, kMaxVocabExtraIds);
+  if (!extraIds)
+    return extraIds.takeError();
+  tokenizer.vocabExtraIds = *extraIds;
+  tokenizer.type = opts.tokenizerType.value_or(tokenizer.type);
+  tokenizer.vocabFile = opts.vocabFile.value_or("");
+  tokenizer.mergeFile = opts.mergeFile.value_or("");
+  tokenizer.tokenizerModel = opts.tokenizerModel.value_or("");
+  Expected<std::unique_ptr<Tokenizer>> made = makeTokenizer(tokenizer);
+  if (!made)
+    return made.takeError().withContext("the end of document of --eod-mask-loss");
+  return (*made)->eod();
+}
 
 void printUsage() {
   std::printf("usage: mtrun PLAN [options]\n"
@@ -525,6 +562,13 @@ int run(int argc, char **argv) {
   if (*onCuda)
     training.device = cuda::cudaBackend();
 #endif
+  training.eodMaskLoss = opts->eodMaskLoss;
+  if (plan->eodMaskLoss) {
+    Expected<int64_t> eod = endOfDocument(*opts);
+    if (!eod)
+      return fail(eod.error());
+    training.endOfDocument = *eod;
+  }
   // Rank 0 writes the outputs (the launcher checks them for its ranks).
   if (env->rank == 0)
     if (Error err = checkOutputs(*opts); !err.ok())

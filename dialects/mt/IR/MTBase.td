@@ -58,6 +58,10 @@ def MT_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kChunkLayersAttrName = "mt.chunk_layers";
     static constexpr ::llvm::StringLiteral kFirstInstanceAttrName = "mt.first_instance";
     static constexpr ::llvm::StringLiteral kPipelineAttrName = "mt.pipeline";
+    /// The names of the entry functions' data arguments, in order (the plan's `inputs`): the
+    /// token ids, the labels and, with mt-loss-mask, the loss mask.
+    static constexpr ::llvm::StringLiteral kEntryInputNames[] = {"tokens", "labels",
+                                                                  "loss_mask"};
     /// The layer whose parameter instances `func` reads, if any.
     static std::optional<::llvm::StringRef> getLayerOf(::mlir::func::FuncOp func);
   private:

@@ -293,7 +293,8 @@ LogicalResult TrainAttr::verify(function_ref<InFlightDiagnostic()> emitError, Op
                                 LrScheduleAttr, std::optional<int64_t> globalBatch,
                                 std::optional<int64_t> microBatch, FloatAttr clipGrad,
                                 std::optional<Precision>, std::optional<int64_t> seed,
-                                std::optional<int64_t> steps, std::optional<bool>) {
+                                std::optional<int64_t> steps, std::optional<bool>,
+                                std::optional<bool>) {
   for (auto [name, value] :
        {std::pair<StringRef, std::optional<int64_t>>{"global_batch", globalBatch},
         {"micro_batch", microBatch},
@@ -312,7 +313,8 @@ LogicalResult TrainAttr::verify(function_ref<InFlightDiagnostic()> emitError, Op
 
 static constexpr StringRef kTrainKeys[] = {"optimizer",   "lr",        "global_batch",
                                            "micro_batch", "clip_grad", "precision",
-                                           "seed",        "steps",     "dropout"};
+                                           "seed",        "steps",     "dropout",
+                                           "eod_mask_loss"};
 
 Attribute TrainAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
@@ -321,7 +323,7 @@ Attribute TrainAttr::parse(AsmParser &parser, Type) {
   std::optional<int64_t> globalBatch, microBatch, seed, steps;
   FloatAttr clipGrad;
   std::optional<Precision> precision;
-  std::optional<bool> dropout;
+  std::optional<bool> dropout, eodMaskLoss;
   auto value = [&](StringRef key, SMLoc) -> ParseResult {
     if (key == "optimizer")
       return success(static_cast<bool>(optimizer = parseOptimizerSpec(parser)));
@@ -331,8 +333,8 @@ Attribute TrainAttr::parse(AsmParser &parser, Type) {
       return parseF64(parser, clipGrad);
     if (key == "precision")
       return parseWord(parser, symbolizePrecision, "precision", precision);
-    if (key == "dropout")
-      return parseBool(parser, dropout);
+    if (key == "dropout" || key == "eod_mask_loss")
+      return parseBool(parser, key == "dropout" ? dropout : eodMaskLoss);
     return parseInt(parser, key == "global_batch"  ? globalBatch
                             : key == "micro_batch" ? microBatch
                             : key == "seed"        ? seed
@@ -342,7 +344,7 @@ Attribute TrainAttr::parse(AsmParser &parser, Type) {
     return {};
   return TrainAttr::getChecked([&] { return parser.emitError(loc); }, parser.getContext(),
                                optimizer, lr, globalBatch, microBatch, clipGrad, precision, seed,
-                               steps, dropout);
+                               steps, dropout, eodMaskLoss);
 }
 
 void TrainAttr::print(AsmPrinter &printer) const {
@@ -360,6 +362,7 @@ void TrainAttr::print(AsmPrinter &printer) const {
   fields.field("seed", getSeed());
   fields.field("steps", getSteps());
   fields.field("dropout", getDropout());
+  fields.field("eod_mask_loss", getEodMaskLoss());
   printer << '>';
 }
 

@@ -124,8 +124,10 @@ def MT_TrainAttr : AttrDef<MT_Dialect, "Train"> {
   let summary = "the `train {}` settings (module attribute `mt.train`)";
   let description = [{
     The optimizer, learning-rate schedule, batch sizes, gradient clipping, precision, seed,
-    step count and dropout switch a model trains with. Fields are printed in a fixed order;
-    absent ones are left out.
+    step count, dropout switch and loss masking (`eod_mask_loss`, Megatron's
+    `--eod-mask-loss`: the loss leaves out the positions whose token is an end of document;
+    mt-loss-mask) a model trains with. Fields are printed in a fixed order; absent ones are
+    left out.
 
     ```mlir
     module attributes {mt.train = #mt.train<optimizer = adamw(lr = 1.0e-03),
@@ -140,7 +142,8 @@ def MT_TrainAttr : AttrDef<MT_Dialect, "Train"> {
                         OptionalParameter<"std::optional<::mtc::mt::Precision>", "element type of parameters and activations (default: fp32)">:$precision,
                         OptionalParameter<"std::optional<int64_t>", "seed of initialisation and dropout">:$seed,
                         OptionalParameter<"std::optional<int64_t>", "training steps">:$steps,
-                        OptionalParameter<"std::optional<bool>", "dropout switch (default: on)">:$dropout);
+                        OptionalParameter<"std::optional<bool>", "dropout switch (default: on)">:$dropout,
+                        OptionalParameter<"std::optional<bool>", "mask the loss at end-of-document tokens (default: off)">:$eod_mask_loss);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -150,6 +153,8 @@ def MT_TrainAttr : AttrDef<MT_Dialect, "Train"> {
     Precision getPrecisionOrDefault() const {
       return getPrecision().value_or(Precision::FP32);
     }
+    /// Whether the loss is masked at end-of-document tokens (off unless set).
+    bool masksLossAtEndOfDocument() const { return getEodMaskLoss().value_or(false); }
   }];
 }
 

@@ -660,6 +660,14 @@ static LogicalResult verifyCrossEntropyOperands(CrossEntropyLikeOp op, EmitError
     return emitError() << "labels " << labels.dimsToString()
                        << " must have the logits' dimensions without '" << op.getDim() << "', i.e. "
                        << positions->dimsToString();
+  if (!op.getMask())
+    return success();
+  NamedTensorType mask = tensorOf(op.getMask());
+  if (failed(requireFloat(emitError, mask, "mask")))
+    return failure();
+  if (mask.getDims() != labels.getDims())
+    return emitError() << "mask " << mask.dimsToString() << " must have the labels' dimensions "
+                       << labels.dimsToString();
   return success();
 }
 

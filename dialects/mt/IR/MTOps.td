@@ -430,12 +430,18 @@ def MT_CrossEntropyOp : MT_Op<"cross_entropy", [Pure]> {
     dimensions except `dim` and integer elements. The result is a floating-point scalar
     whose element type the producer chooses (the frontend reports the loss in f32 whatever
     the logits' precision), so it is not inferred.
+
+    With a `mask` (floating point, the labels' dimensions; mt-loss-mask adds it for
+    Megatron's `--eod-mask-loss`) the mean is weighted:
+    `sum(mask * (logsumexp(logits) - logits[label])) / sum(mask)`, the positions of mask 0
+    leaving the loss and its gradient.
   }];
-  let arguments = (ins MT_Tensor:$logits, MT_Tensor:$labels, StrAttr:$dim);
+  let arguments = (ins MT_Tensor:$logits, MT_Tensor:$labels, Optional<MT_Tensor>:$mask,
+                       StrAttr:$dim);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = [{
-    $logits `,` $labels `over` custom<DimName>($dim) attr-dict `:` type($logits) `,`
-    type($labels) `->` type($result)
+    $logits `,` $labels (`mask` $mask^)? `over` custom<DimName>($dim) attr-dict `:`
+    type($logits) `,` type($labels) (`,` type($mask)^)? `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -728,14 +734,16 @@ def MT_CrossEntropyGradOp : MT_Op<"cross_entropy_grad", [Pure, InferTypeOpAdapto
   let summary = "backward of mt.cross_entropy";
   let description = [{
     `(softmax(logits) - onehot(labels)) * loss_grad / positions`, the gradient of the mean
-    cross-entropy with respect to the logits, in the logits' type.
+    cross-entropy with respect to the logits, in the logits' type; with mt.cross_entropy's
+    `mask`, `(softmax(logits) - onehot(labels)) * mask * loss_grad / sum(mask)`.
   }];
   let arguments = (ins MT_Tensor:$logits, MT_Tensor:$labels, MT_Tensor:$loss_grad,
-                       StrAttr:$dim);
+                       Optional<MT_Tensor>:$mask, StrAttr:$dim);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = [{
-    $logits `,` $labels `,` $loss_grad `over` custom<DimName>($dim) attr-dict `:`
-    type($logits) `,` type($labels) `,` type($loss_grad) `->` type($result)
+    $logits `,` $labels `,` $loss_grad (`mask` $mask^)? `over` custom<DimName>($dim) attr-dict
+    `:` type($logits) `,` type($labels) `,` type($loss_grad) (`,` type($mask)^)? `->`
+    type($result)
   }];
   let hasVerifier = 1;
 }

@@ -251,6 +251,48 @@ func.func @cross_entropy(%x: !mt.tensor<[b=2, s=3, v=5], f32>, %l: !mt.tensor<[b
 
 // -----
 
+// Tests that cross_entropy with a mask becomes the sum of the masked per-position losses
+// over the sum of the mask, that sum kept at least 1.
+func.func @cross_entropy_masked(%x: !mt.tensor<[b=2, s=3, v=5], f32>, %l: !mt.tensor<[b=2, s=3], i32>, %m: !mt.tensor<[b=2, s=3], f32>) -> !mt.tensor<[], f32> {
+  %0 = mt.cross_entropy %x, %l mask %m over v : !mt.tensor<[b=2, s=3, v=5], f32>, !mt.tensor<[b=2, s=3], i32>, !mt.tensor<[b=2, s=3], f32> -> !mt.tensor<[], f32>
+  return %0 : !mt.tensor<[], f32>
+}
+// CHECK-LABEL: func.func @cross_entropy_masked(
+// CHECK-SAME: %[[X:[^:]*]]: !mt.tensor<{{[^>]*}}>, %[[L:[^:]*]]: !mt.tensor<{{[^>]*}}>, %[[M:[^:]*]]:
+// CHECK-NOT: mt.cross_entropy
+// CHECK: %[[NLL:.*]] = mt.sub %{{.*}}, %{{.*}} : <[b=2, s=3], f32>, <[b=2, s=3], f32>
+// CHECK: %[[W:.*]] = mt.mul %[[NLL]], %[[M]]
+// CHECK: %[[TOTAL:.*]] = mt.reduce_sum %[[W]] over [b, s] : <[b=2, s=3], f32> -> <[], f32>
+// CHECK: %[[COUNT:.*]] = mt.reduce_sum %[[M]] over [b, s] : <[b=2, s=3], f32> -> <[], f32>
+// CHECK: %[[ONE:.*]] = mt.constant 1.000000e+00
+// CHECK: %[[DEN:.*]] = mt.max %[[COUNT]], %[[ONE]]
+// CHECK: %[[LOSS:.*]] = mt.div %[[TOTAL]], %[[DEN]]
+// CHECK-NOT: mt.cross_entropy
+// CHECK: return %[[LOSS]]
+
+// -----
+
+// Tests that cross_entropy_grad with a mask weighs (softmax - one-hot) by mask * loss_grad /
+// max(sum(mask), 1).
+func.func @cross_entropy_grad_masked(%x: !mt.tensor<[b=2, s=3, v=5], f32>, %l: !mt.tensor<[b=2, s=3], i32>, %g: !mt.tensor<[], f32>, %m: !mt.tensor<[b=2, s=3], f32>) -> !mt.tensor<[b=2, s=3, v=5], f32> {
+  %0 = mt.cross_entropy_grad %x, %l, %g mask %m over v : !mt.tensor<[b=2, s=3, v=5], f32>, !mt.tensor<[b=2, s=3], i32>, !mt.tensor<[], f32>, !mt.tensor<[b=2, s=3], f32> -> !mt.tensor<[b=2, s=3, v=5], f32>
+  return %0 : !mt.tensor<[b=2, s=3, v=5], f32>
+}
+// CHECK-LABEL: func.func @cross_entropy_grad_masked(
+// CHECK-SAME: %[[X:[^:]*]]: !mt.tensor<{{[^>]*}}>, %[[L:[^:]*]]: !mt.tensor<{{[^>]*}}>, %[[G:[^:]*]]: !mt.tensor<{{[^>]*}}>, %[[M:[^:]*]]:
+// CHECK-NOT: mt.cross_entropy_grad
+// CHECK: %[[COUNT:.*]] = mt.reduce_sum %[[M]] over [b, s]
+// CHECK: %[[ONE:.*]] = mt.constant 1.000000e+00
+// CHECK: %[[DEN:.*]] = mt.max %[[COUNT]], %[[ONE]]
+// CHECK: %[[SCALE:.*]] = mt.div %[[G]], %[[DEN]]
+// CHECK: %[[FACTOR:.*]] = mt.mul %[[M]], %[[SCALE]]
+// CHECK: %[[D:.*]] = mt.sub %{{.*}}, %{{.*}} : <[b=2, s=3, v=5], f32>, <[b=2, s=3, v=5], f32>
+// CHECK: %[[R:.*]] = mt.mul %[[D]], %[[FACTOR]]
+// CHECK-NOT: mt.cross_entropy_grad
+// CHECK: return %[[R]]
+
+// -----
+
 // Tests that cross_entropy_grad is (softmax - one-hot) * loss_grad / positions, with the
 // labels' dimensions in another order than the logits'.
 func.func @cross_entropy_grad(%x: !mt.tensor<[b=2, v=5, s=3], f32>, %l: !mt.tensor<[s=3, b=2], i32>, %g: !mt.tensor<[], f32>) -> !mt.tensor<[b=2, v=5, s=3], f32> {

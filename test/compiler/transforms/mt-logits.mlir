@@ -53,6 +53,28 @@ module {
 
 // -----
 
+// Tests that a loss with a mask (mt-loss-mask) is cut like the plain one: @logits takes
+// neither the labels nor the mask.
+// CHECK-LABEL: func.func @forward(
+// CHECK: mt.cross_entropy %{{.*}}, %{{.*}} mask
+// CHECK-LABEL: func.func @logits(
+// CHECK-SAME: %[[T:[^:]*]]: !mt.tensor<[batch=2, seq=3], i32>)
+// CHECK-SAME: -> (!mt.tensor<[batch=2, seq=3, vocab=5], f32> {mt.buffer = "logits"})
+// CHECK-NOT: mt.cross_entropy
+// CHECK: return
+module {
+  mt.param @wte : !mt.tensor<[vocab=5, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=3], i32>, %labels: !mt.tensor<[batch=2, seq=3], i32>, %mask: !mt.tensor<[batch=2, seq=3], f32>) -> !mt.tensor<[], f32> {
+    %w = mt.param_ref @wte : <[vocab=5, hidden=4], f32>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, hidden=4], f32>, <[batch=2, seq=3], i32> -> <[batch=2, seq=3, hidden=4], f32>
+    %l = mt.contract %x, %w over [hidden] : <[batch=2, seq=3, hidden=4], f32>, <[vocab=5, hidden=4], f32> -> <[batch=2, seq=3, vocab=5], f32>
+    %loss = mt.cross_entropy %l, %labels mask %mask over vocab : <[batch=2, seq=3, vocab=5], f32>, <[batch=2, seq=3], i32>, !mt.tensor<[batch=2, seq=3], f32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
 // Tests that a forward without a cross-entropy (nothing to generate from) gets no @logits.
 // CHECK-LABEL: func.func @forward(
 // CHECK-NOT: func.func @logits

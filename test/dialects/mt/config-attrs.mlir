@@ -4,8 +4,8 @@
 // Tests that #mt.train round-trips every field, printed in its fixed order whatever the
 // order written, with betas as a pair and words bare.
 // CHECK-LABEL: module @train_all
-// CHECK-SAME: mt.train = #mt.train<optimizer = adamw(lr = 3.000000e-04, betas = (9.000000e-01, 0.94999999999999996), eps = 1.000000e-08, weight_decay = 1.000000e-01), lr = cosine(warmup = 100, min = 3.000000e-05, decay_steps = 1000), global_batch = 32, micro_batch = 4, clip_grad = 1.000000e+00, precision = bf16, seed = 1234, steps = 5000, dropout = false>
-module @train_all attributes {mt.train = #mt.train<dropout = false, steps = 5000, seed = 1234,
+// CHECK-SAME: mt.train = #mt.train<optimizer = adamw(lr = 3.000000e-04, betas = (9.000000e-01, 0.94999999999999996), eps = 1.000000e-08, weight_decay = 1.000000e-01), lr = cosine(warmup = 100, min = 3.000000e-05, decay_steps = 1000), global_batch = 32, micro_batch = 4, clip_grad = 1.000000e+00, precision = bf16, seed = 1234, steps = 5000, dropout = false, eod_mask_loss = true>
+module @train_all attributes {mt.train = #mt.train<eod_mask_loss = true, dropout = false, steps = 5000, seed = 1234,
     precision = bf16, clip_grad = 1.0, micro_batch = 4, global_batch = 32,
     lr = cosine(warmup = 100, min = 3.0e-5, decay_steps = 1000),
     optimizer = adamw(lr = 3.0e-4, betas = (0.9, 0.95), eps = 1.0e-8, weight_decay = 0.1)>} {

@@ -885,6 +885,24 @@ func.func @cross_entropy_label_size(%l: !mt.tensor<[seq=4, vocab=16], f32>, %t: 
 
 // -----
 
+// Tests that cross_entropy's mask has the labels' dimensions, in their order.
+func.func @cross_entropy_mask_dims(%l: !mt.tensor<[seq=4, batch=2, vocab=16], f32>, %t: !mt.tensor<[seq=4, batch=2], i32>, %m: !mt.tensor<[batch=2, seq=4], f32>) {
+  // expected-error @+1 {{'mt.cross_entropy' op mask [batch=2, seq=4] must have the labels' dimensions [seq=4, batch=2]}}
+  %0 = mt.cross_entropy %l, %t mask %m over vocab : !mt.tensor<[seq=4, batch=2, vocab=16], f32>, !mt.tensor<[seq=4, batch=2], i32>, !mt.tensor<[batch=2, seq=4], f32> -> !mt.tensor<[], f32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy's mask is floating-point.
+func.func @cross_entropy_integer_mask(%l: !mt.tensor<[seq=4, vocab=16], f32>, %t: !mt.tensor<[seq=4], i32>) {
+  // expected-error @+1 {{'mt.cross_entropy' op expects floating-point mask, got element type 'i32'}}
+  %0 = mt.cross_entropy %l, %t mask %t over vocab : !mt.tensor<[seq=4, vocab=16], f32>, !mt.tensor<[seq=4], i32>, !mt.tensor<[seq=4], i32> -> !mt.tensor<[], f32>
+  return
+}
+
+// -----
+
 // Tests that cross_entropy's labels are integers.
 func.func @cross_entropy_float_labels(%l: !mt.tensor<[seq=4, vocab=16], f32>, %t: !mt.tensor<[seq=4], f32>) {
   // expected-error @+1 {{'mt.cross_entropy' op expects integer labels, got element type 'f32'}}

@@ -306,6 +306,20 @@ func.func @cross_entropy(%l: !mt.tensor<[batch=2, seq=4, vocab=16], f32>, %t: !m
 
 // -----
 
+// Tests that cross_entropy and its adjoint round-trip with a loss mask (mt-loss-mask), whose
+// type is printed in full.
+// CHECK-LABEL: func.func @cross_entropy_mask
+// CHECK: mt.cross_entropy %{{.*}}, %{{.*}} mask %{{.*}} over vocab : <[batch=2, seq=4, vocab=16], f32>, <[batch=2, seq=4], i32>, !mt.tensor<[batch=2, seq=4], f32> -> <[], f32>
+// CHECK: mt.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} over vocab : <[batch=2, seq=4, vocab=16], f32>, <[batch=2, seq=4], i32>, <[], f32>, !mt.tensor<[batch=2, seq=4], f32> -> <[batch=2, seq=4, vocab=16], f32>
+func.func @cross_entropy_mask(%l: !mt.tensor<[batch=2, seq=4, vocab=16], f32>, %t: !mt.tensor<[batch=2, seq=4], i32>,
+                              %m: !mt.tensor<[batch=2, seq=4], f32>, %dl: !mt.tensor<[], f32>) {
+  %0 = mt.cross_entropy %l, %t mask %m over vocab : !mt.tensor<[batch=2, seq=4, vocab=16], f32>, !mt.tensor<[batch=2, seq=4], i32>, !mt.tensor<[batch=2, seq=4], f32> -> !mt.tensor<[], f32>
+  %1 = mt.cross_entropy_grad %l, %t, %dl mask %m over vocab : !mt.tensor<[batch=2, seq=4, vocab=16], f32>, !mt.tensor<[batch=2, seq=4], i32>, !mt.tensor<[], f32>, !mt.tensor<[batch=2, seq=4], f32> -> !mt.tensor<[batch=2, seq=4, vocab=16], f32>
+  return
+}
+
+// -----
+
 // Tests that dropout round-trips its rate and stream, including rate 0.
 // CHECK-LABEL: func.func @dropout
 // CHECK: mt.dropout %{{.*}} rate 1.000000e-01 stream 3 : <[batch=2, hidden=8], f32>

@@ -371,6 +371,49 @@ TEST_F(PlanTest, Fp16PlansScaleTheLoss) {
   EXPECT_FALSE(p->lossScaling);
 }
 
+// Megatron's --eod-mask-loss: train.eod_mask_loss and the loss mask among the inputs, after
+// the tokens and the labels, go together.
+TEST_F(PlanTest, LossMaskGoesWithEodMaskLoss) {
+  auto withMask = [](JsonObject &o) {
+    at(o, "train").set("eod_mask_loss", true);
+    o.find("inputs")->getArray()->push_back(JsonObject{
+        {"name", "loss_mask"}, {"dtype", "f32"}, {"dims", dimList({{"batch", 4}, {"seq", 8}})}});
+  };
+  writePlan(edited(withMask));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_TRUE(p->eodMaskLoss);
+  writePlan(validPlan());
+  p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_FALSE(p->eodMaskLoss);
+
+  expectPlanJsonError(edited([](JsonObject &o) { at(o, "train").set("eod_mask_loss", true); }),
+                      "inputs: takes no loss mask, but train.eod_mask_loss is true");
+  expectPlanJsonError(edited([&](JsonObject &o) {
+                        withMask(o);
+                        at(o, "train").erase("eod_mask_loss");
+                      }),
+                      "inputs: takes a loss mask, but train.eod_mask_loss is not true");
+  expectPlanJsonError(edited([&](JsonObject &o) {
+                        withMask(o);
+                        (*o.find("inputs")->getArray())[2].getObject()->set("dtype", "i32");
+                      }),
+                      "inputs[2].dtype: the loss mask must be f32");
+  expectPlanJsonError(edited([&](JsonObject &o) {
+                        withMask(o);
+                        (*o.find("inputs")->getArray())[2].getObject()->set(
+                            "dims", dimList({{"seq", 8}, {"batch", 4}}));
+                      }),
+                      "inputs[2].dims: [seq=8, batch=4] are not the labels' dims [batch=4, seq=8]");
+  expectPlanJsonError(edited([](JsonObject &o) {
+                        (*o.find("inputs")->getArray())[1].getObject()->set("name", "loss_mask");
+                      }),
+                      "inputs[1].name: the loss mask comes after the tokens and the labels");
+  expectPlanJsonError(edited([](JsonObject &o) { at(o, "train").set("eod_mask_loss", "on"); }),
+                      "train.eod_mask_loss: expected true or false, found the string 'on'");
+}
+
 TEST_F(PlanTest, TrailingSlashIsNotShownTwice) {
   writePlan(validPlan());
   std::filesystem::remove(plan() / "program.mlir");

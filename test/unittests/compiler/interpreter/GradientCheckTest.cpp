@@ -130,6 +130,37 @@ TEST_F(GradientCheckTest, CrossEntropyGrad) {
   expectGradient(interp, "fwd", inputs, 0, {lossGrad}, grad[0]);
 }
 
+TEST_F(GradientCheckTest, MaskedCrossEntropyGrad) {
+  // The loss mask of Megatron's --eod-mask-loss: the masked positions have no gradient.
+  mlir::ModuleOp module = parse(R"mlir(
+    func.func @fwd(%x: !mt.tensor<[b=2, v=5, s=3], f64>, %l: !mt.tensor<[b=2, s=3], i32>,
+                   %m: !mt.tensor<[b=2, s=3], f64>) -> !mt.tensor<[], f64> {
+      %0 = mt.cross_entropy %x, %l mask %m over v : !mt.tensor<[b=2, v=5, s=3], f64>,
+          !mt.tensor<[b=2, s=3], i32>, !mt.tensor<[b=2, s=3], f64> -> !mt.tensor<[], f64>
+      return %0 : !mt.tensor<[], f64>
+    }
+    func.func @bwd(%x: !mt.tensor<[b=2, v=5, s=3], f64>, %l: !mt.tensor<[b=2, s=3], i32>,
+                   %m: !mt.tensor<[b=2, s=3], f64>, %g: !mt.tensor<[], f64>)
+        -> !mt.tensor<[b=2, v=5, s=3], f64> {
+      %0 = mt.cross_entropy_grad %x, %l, %g mask %m over v : !mt.tensor<[b=2, v=5, s=3], f64>,
+          !mt.tensor<[b=2, s=3], i32>, !mt.tensor<[], f64>, !mt.tensor<[b=2, s=3], f64>
+          -> !mt.tensor<[b=2, v=5, s=3], f64>
+      return %0 : !mt.tensor<[b=2, v=5, s=3], f64>
+    }
+  )mlir");
+  ASSERT_TRUE(module);
+  Interpreter interp(module);
+  std::vector<Tensor> inputs = {random("[b=2, v=5, s=3], f64", -3, 3),
+                                randomIndices("[b=2, s=3], i32", 5),
+                                tensor("[b=2, s=3], f64", {1, 0, 1, 1, 1, 0})};
+  Tensor lossGrad = tensor("[], f64", {1.7});
+  MTC_ASSIGN_OR_FAIL(grad, interp.call("bwd", {inputs[0], inputs[1], inputs[2], lossGrad}));
+  expectGradient(interp, "fwd", inputs, 0, {lossGrad}, grad[0]);
+  // Position (b=0, s=1) is masked: its logits' gradient is zero.
+  for (int64_t v = 0; v < 5; ++v)
+    EXPECT_EQ(grad[0].data[v * 3 + 1], 0.0) << "v = " << v;
+}
+
 TEST_F(GradientCheckTest, EmbeddingGradIsTheAdjointOfGather) {
   mlir::ModuleOp module = parse(R"mlir(
     func.func @fwd(%t: !mt.tensor<[h=3, v=4], f64>, %i: !mt.tensor<[n=5], i32>)

@@ -556,6 +556,29 @@ TEST_F(InterpreterTest, GatherAndCrossEntropy) {
   EXPECT_TRUE(near(loss[0].data[0], (first + second) / 2));
 }
 
+TEST_F(InterpreterTest, MaskedCrossEntropyIsTheMeanOverTheUnmaskedPositions) {
+  mlir::ModuleOp module = parse(R"mlir(
+    func.func @loss(%x: !mt.tensor<[v=3, p=3], f64>, %l: !mt.tensor<[p=3], i64>,
+                    %m: !mt.tensor<[p=3], f64>) -> !mt.tensor<[], f64> {
+      %0 = mt.cross_entropy %x, %l mask %m over v : !mt.tensor<[v=3, p=3], f64>,
+          !mt.tensor<[p=3], i64>, !mt.tensor<[p=3], f64> -> !mt.tensor<[], f64>
+      return %0 : !mt.tensor<[], f64>
+    }
+  )mlir");
+  ASSERT_TRUE(module);
+  Interpreter interp(module);
+  // Positions 0 and 2 count; position 1 (whatever its loss) does not.
+  Tensor logits = tensor("[v=3, p=3], f64", {1, 5, 0, 2, -5, 0, 3, 9, 0});
+  Tensor labels = tensor("[p=3], i64", {0, 1, 2});
+  double first = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 1;
+  double third = std::log(3.0);
+  MTC_ASSIGN_OR_FAIL(loss, interp.call("loss", {logits, labels, tensor("[p=3], f64", {1, 0, 1})}));
+  EXPECT_TRUE(near(loss[0].data[0], (first + third) / 2));
+  // Every position masked: the loss is 0 (the mask's sum taken as 1).
+  MTC_ASSIGN_OR_FAIL(none, interp.call("loss", {logits, labels, tensor("[p=3], f64", {0, 0, 0})}));
+  EXPECT_EQ(none[0].data[0], 0.0);
+}
+
 //===----------------------------------------------------------------------===//
 // Mixture of experts
 //===----------------------------------------------------------------------===//

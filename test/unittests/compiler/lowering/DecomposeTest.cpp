@@ -279,6 +279,36 @@ TEST_F(DecomposeTest, CrossEntropyAndGrad) {
   expectSameAfterDecompose(source, "bwd", {logits, labels, tensor("[], f64", {1.7})});
 }
 
+TEST_F(DecomposeTest, MaskedCrossEntropyAndGrad) {
+  // The loss mask of Megatron's --eod-mask-loss, an f32 mask on f64 logits, and a mask of
+  // zeros only (whose sum is taken as 1).
+  llvm::StringRef source = R"mlir(
+    func.func @fwd(%x: !mt.tensor<[b=2, v=7, s=3], f64>, %l: !mt.tensor<[s=3, b=2], i32>,
+                   %m: !mt.tensor<[s=3, b=2], f32>) -> !mt.tensor<[], f64> {
+      %0 = mt.cross_entropy %x, %l mask %m over v : !mt.tensor<[b=2, v=7, s=3], f64>,
+          !mt.tensor<[s=3, b=2], i32>, !mt.tensor<[s=3, b=2], f32> -> !mt.tensor<[], f64>
+      return %0 : !mt.tensor<[], f64>
+    }
+    func.func @bwd(%x: !mt.tensor<[b=2, v=7, s=3], f64>, %l: !mt.tensor<[s=3, b=2], i32>,
+                   %g: !mt.tensor<[], f64>, %m: !mt.tensor<[s=3, b=2], f32>)
+        -> !mt.tensor<[b=2, v=7, s=3], f64> {
+      %0 = mt.cross_entropy_grad %x, %l, %g mask %m over v : !mt.tensor<[b=2, v=7, s=3], f64>,
+          !mt.tensor<[s=3, b=2], i32>, !mt.tensor<[], f64>, !mt.tensor<[s=3, b=2], f32>
+          -> !mt.tensor<[b=2, v=7, s=3], f64>
+      return %0 : !mt.tensor<[b=2, v=7, s=3], f64>
+    }
+  )mlir";
+  Tensor logits = random("[b=2, v=7, s=3], f64", -3, 3);
+  Tensor labels = randomIndices("[s=3, b=2], i32", 7);
+  Tensor grad = tensor("[], f64", {1.7});
+  for (const std::vector<double> &values :
+       {std::vector<double>{1, 0, 1, 1, 0, 1}, std::vector<double>(6, 0.0)}) {
+    Tensor mask = tensor("[s=3, b=2], f32", values);
+    expectSameAfterDecompose(source, "fwd", {logits, labels, mask});
+    expectSameAfterDecompose(source, "bwd", {logits, labels, grad, mask});
+  }
+}
+
 TEST_F(DecomposeTest, CrossEntropyOfOnePosition) {
   // No position dimensions: the labels are a scalar and nothing is averaged.
   llvm::StringRef source = R"mlir(

@@ -76,7 +76,7 @@ TEST_F(TypeInferenceTest, GradientOpsTakeTheForwardOperandTypes) {
   Value logits = valueOf(type({{"seq", 4}, {"vocab", 16}}));
   Value labels = valueOf(type({{"seq", 4}}, builder.getI32Type()));
   Value loss = valueOf(type({}));
-  auto grad = CrossEntropyGradOp::create(builder, loc, logits, labels, loss,
+  auto grad = CrossEntropyGradOp::create(builder, loc, logits, labels, loss, /*mask=*/Value(),
                                          builder.getStringAttr("vocab"));
   EXPECT_EQ(grad.getType(), logits.getType());
 }
