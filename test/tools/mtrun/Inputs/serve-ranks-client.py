@@ -86,6 +86,7 @@ class Job:
             self.process.wait()
             code = "hung (killed)"
         took = time.monotonic() - start
+        print(f"the job ended {took:.1f} s after the signal or the kill", file=sys.stderr)
         self.log.close()
         print("job exit:", code)
         print(f"ended within {limit} s:", took < limit)
@@ -183,13 +184,13 @@ def main():
         if mode == "requests":
             requests(job, greedy_ids, sample_ids)
             interrupted_request(job)
-            job.end(20)
+            job.end(10)
             ended = True
             print("log:", *job.log_lines("stopped", "error"), sep="\n")
         elif mode == "term-rank":
             greedy_check(job, greedy_ids, "before")
             os.kill(job.ranks[1], signal.SIGTERM)
-            job.end(20)
+            job.end(10)
             ended = True
             print("log:", *job.log_lines("stopped", "error"), sep="\n")
         elif mode == "kill-rank":
