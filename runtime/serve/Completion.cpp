@@ -37,9 +37,10 @@ double logProbability(std::span<const float> logits, int64_t id) {
   return double(logits[static_cast<size_t>(id)]) - largest - std::log(sum);
 }
 
-std::variant<std::vector<CompletionResult>, RequestError>
-complete(const CompletionModel &model, const CompletionRequest &request, uint64_t seed,
-         const StopCheck &stopping) {
+std::variant<std::vector<CompletionResult>, RequestError> complete(const CompletionModel &model,
+                                                                   const CompletionRequest &request,
+                                                                   uint64_t seed,
+                                                                   const StopCheck &stopping) {
   const bool megatron = request.api == CompletionApi::Megatron;
   const std::string promptField = megatron ? "prompts" : "prompt";
   const std::string newField = megatron ? "tokens_to_generate" : "max_tokens";

@@ -50,9 +50,10 @@ using StopCheck = std::function<bool()>;
 /// Answers `request` with `seed` for its sampling (the request's own seed, if it gave one, is
 /// the caller's to pass). Ends early, with a 503, once `stopping` (if given) says so. The
 /// request's checks (400) come before any call of the model or of `stopping`.
-std::variant<std::vector<CompletionResult>, RequestError>
-complete(const CompletionModel &model, const CompletionRequest &request, uint64_t seed,
-         const StopCheck &stopping = {});
+std::variant<std::vector<CompletionResult>, RequestError> complete(const CompletionModel &model,
+                                                                   const CompletionRequest &request,
+                                                                   uint64_t seed,
+                                                                   const StopCheck &stopping = {});
 
 /// log_softmax(logits)[id], in double precision.
 double logProbability(std::span<const float> logits, int64_t id);

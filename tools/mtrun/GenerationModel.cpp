@@ -22,8 +22,9 @@ Error checkGenerationLayout(const Plan &plan, int64_t worldSize, std::string_vie
   Expected<MeshPlacement> placed = placePlanRank(plan, 0, worldSize);
   if (!placed)
     return makeError(plan.dir.string(), ": ", placed.error().message(),
-                     plan.meshSize() > 1 ? concat(" (", command, " with --nodes ", plan.meshSize(), ")")
-                                         : std::string());
+                     plan.meshSize() > 1
+                         ? concat(" (", command, " with --nodes ", plan.meshSize(), ")")
+                         : std::string());
   return Error::success();
 }
 

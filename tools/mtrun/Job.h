@@ -1,6 +1,6 @@
 //===- Job.h - Starting and joining the ranks of an mtrun job ---*- C++ -*-===//
 //
-// What `mtrun PLAN` (training), `mtrun generate PLAN` and `mtrun serve PLAN` share of a multi-rank job:
+// What `mtrun PLAN` (training), `mtrun generate` and `mtrun serve` share of a multi-rank job:
 //
 //   - `--nodes N [--ranks-per-node R]` without a cluster launcher: this process starts the
 //     N x R ranks itself (runtime/launch/LocalLauncher.h), each running the same command

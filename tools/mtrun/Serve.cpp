@@ -361,18 +361,16 @@ int serveRequests(GenerationModel &generation, const CompletionModel &completion
     }
     stopping = true;
   };
-  const RequestError stoppedError{503, "the server is stopping: the request was not completed",
-                                  ""};
+  const RequestError stoppedError{503, "the server is stopping: the request was not completed", ""};
 
   // One request on the model's thread: alone, or handed to every rank of the job first.
   auto runOnModel = [&](CompletionApi api, const std::string &body,
                         const CompletionRequest &completion)
       -> std::variant<std::vector<CompletionResult>, RequestError> {
-    uint64_t requestSeed = completion.seed ? *completion.seed
-                                           : static_cast<uint64_t>(settings.seed + unseeded++);
+    uint64_t requestSeed =
+        completion.seed ? *completion.seed : static_cast<uint64_t>(settings.seed + unseeded++);
     if (!link)
-      return complete(completionModel, completion, requestSeed,
-                      [&] { return stopping.load(); });
+      return complete(completionModel, completion, requestSeed, [&] { return stopping.load(); });
     if (stopping.load())
       return stoppedError;
     if (Error err = link->bell.ring({RelayedRequest::Kind::Generate, api, requestSeed, body});
@@ -569,9 +567,9 @@ int serveRequests(GenerationModel &generation, const CompletionModel &completion
   const bool ipv6 = settings.host.find(':') != std::string::npos;
   std::fprintf(stderr, "mtrun serve: listening on http://%s%s%s:%d (%s)\n", ipv6 ? "[" : "",
                settings.host.c_str(), ipv6 ? "]" : "", bound, kRoutes);
-  std::string ranks = job ? concat(" on ", job->size, " ranks (",
-                                   describeMesh(generation.plan(), job->size), ")")
-                          : std::string();
+  std::string ranks =
+      job ? concat(" on ", job->size, " ranks (", describeMesh(generation.plan(), job->size), ")")
+          : std::string();
   std::fprintf(stderr, "mtrun serve: generating with the %s%s\n",
                generation.usesKVCache() ? "KV cache (prefill, then decode_step per token)"
                                         : "window path (the whole window per token)",
@@ -598,7 +596,8 @@ int serveRequests(GenerationModel &generation, const CompletionModel &completion
       if (!beats)
         return;
       for (const RankHeartbeat &beat : *beats)
-        if (beat.rank != 0 && beat.silent(HeartbeatOptions()))
+        // A rank without a heartbeat (a warning at its start) is judged by its collectives.
+        if (beat.rank != 0 && beat.age && beat.silent(HeartbeatOptions()))
           return fail(makeError("serving on ", link->job.size, " ranks: ", beat.describe()));
     };
   {
@@ -632,7 +631,8 @@ int followRequests(const CompletionModel &completionModel, RankContext &job, Job
     if (asked || signals.signal() == 0)
       return Error::success();
     asked = true;
-    return listener.askToStop(concat("rank ", job.rank, " was sent ", signalName(signals.signal())));
+    return listener.askToStop(
+        concat("rank ", job.rank, " was sent ", signalName(signals.signal())));
   };
   for (;;) {
     Expected<RelayedRequest> message = listener.next(idle);
@@ -648,20 +648,20 @@ int followRequests(const CompletionModel &completionModel, RankContext &job, Job
       return failWith(makeError("rank 0's request does not read here: ", error->message), &job);
     // The same completion as rank 0's, for the same decisions; the answer is rank 0's to give.
     std::optional<Error> broken;
-    auto results = complete(completionModel, std::get<CompletionRequest>(parsed), message->seed,
-                            [&] {
-                              Expected<bool> agreed = anyRank(job.world.get(),
-                                                              signals.signal() != 0,
-                                                              "agreeing to go on");
-                              if (!agreed) {
-                                broken = agreed.takeError();
-                                return true;
-                              }
-                              return *agreed;
-                            });
+    auto results =
+        complete(completionModel, std::get<CompletionRequest>(parsed), message->seed, [&] {
+          Expected<bool> agreed =
+              anyRank(job.world.get(), signals.signal() != 0, "agreeing to go on");
+          if (!agreed) {
+            broken = agreed.takeError();
+            return true;
+          }
+          return *agreed;
+        });
     if (broken)
       return failWith(*broken, &job);
-    if (Expected<bool> after = anyRank(job.world.get(), false, "checking the ranks after a request");
+    if (Expected<bool> after =
+            anyRank(job.world.get(), false, "checking the ranks after a request");
         !after) {
       auto *error = std::get_if<RequestError>(&results);
       return failWith(error && error->status == 500 ? makeError(error->message) : after.error(),
@@ -687,16 +687,16 @@ int launchRanks(const CommandLine &line, int argc, char **argv, int64_t ranks, i
     return failWith(tokenizer.error());
   std::vector<std::string> args(argv, argv + argc); // "serve" first
   if (!line.value("--threads-per-rank")) {
-    Expected<int> threads = defaultThreadsPerRank(processEnvironment(), availableCores(),
-                                                  static_cast<int>(ranks));
+    Expected<int> threads =
+        defaultThreadsPerRank(processEnvironment(), availableCores(), static_cast<int>(ranks));
     if (!threads)
       return failWith(threads.error());
     args.insert(args.begin() + 1, {"--threads-per-rank", std::to_string(*threads)});
   }
-  if (Error err = startLocalRanks(std::move(args), static_cast<int>(ranks),
-                                  static_cast<int>(ranksPerNode),
-                                  commTimeout + std::chrono::seconds(5),
-                                  /*signalEndsTheJob=*/true);
+  if (Error err =
+          startLocalRanks(std::move(args), static_cast<int>(ranks), static_cast<int>(ranksPerNode),
+                          commTimeout + std::chrono::seconds(5),
+                          /*signalEndsTheJob=*/true);
       !err.ok())
     return failWith(err);
   return 0;
@@ -734,8 +734,8 @@ int serveMain(int argc, char **argv) {
   Expected<int64_t> nodes = parseInteger(line->value("--nodes"), "--nodes", 1, 1, kMaxRanks);
   Expected<int64_t> ranksPerNode =
       parseInteger(line->value("--ranks-per-node"), "--ranks-per-node", 1, 1, kMaxRanks);
-  Expected<int64_t> commTimeout = parseInteger(line->value("--comm-timeout"), "--comm-timeout",
-                                               60, 1, kMaxCommTimeoutSeconds);
+  Expected<int64_t> commTimeout =
+      parseInteger(line->value("--comm-timeout"), "--comm-timeout", 60, 1, kMaxCommTimeoutSeconds);
   for (const Error *err : {&port.error(), &maxBytes.error(), &maxConcurrency.error(),
                            &nodes.error(), &ranksPerNode.error(), &commTimeout.error()})
     if (!err->ok())
@@ -753,8 +753,8 @@ int serveMain(int argc, char **argv) {
 
   const int64_t requested = *nodes * *ranksPerNode;
   if (requested > kMaxRanks)
-    return failWith(makeError("--nodes ", *nodes, " --ranks-per-node ", *ranksPerNode,
-                              " asks for ", requested, " ranks, more than the ", kMaxRanks,
+    return failWith(makeError("--nodes ", *nodes, " --ranks-per-node ", *ranksPerNode, " asks for ",
+                              requested, " ranks, more than the ", kMaxRanks,
                               " this runtime runs"));
   Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
   if (!env)
@@ -762,9 +762,9 @@ int serveMain(int argc, char **argv) {
   if (env->launcher == Launcher::None && requested > 1)
     return launchRanks(*line, argc, argv, requested, *ranksPerNode, settings.commTimeout);
   if (env->launcher != Launcher::None && line->value("--nodes") && requested != env->worldSize)
-    return failWith(makeError("--nodes ", *nodes, " --ranks-per-node ", *ranksPerNode,
-                              " asks for ", requested, " ranks, but ",
-                              launcherName(env->launcher), " started ", env->worldSize));
+    return failWith(makeError("--nodes ", *nodes, " --ranks-per-node ", *ranksPerNode, " asks for ",
+                              requested, " ranks, but ", launcherName(env->launcher), " started ",
+                              env->worldSize));
   // What every rank would refuse alike, before any joins: a plan generation cannot run here.
   if (Expected<Plan> plan = loadPlan(line->positional.front()); !plan)
     return failWith(plan.error());
@@ -781,23 +781,25 @@ int serveMain(int argc, char **argv) {
     return failWith(job.error(), &self);
   }
   const int ranksOnHost = env->launcher == Launcher::None ? 1
-                          : env->localWorldSize > 0        ? env->localWorldSize
-                                                           : env->worldSize;
-  // From here a signal stops the server: one that comes while the model loads, once it
-  // listens (or, on the other ranks, once they wait for requests).
-  StopSignals signals(/*secondEndsAtOnce=*/job->size == 1);
-  Expected<std::unique_ptr<GenerationModel>> loaded = GenerationModel::load(
-      {line->positional.front(), line->value("--load"), line->value("--steps"),
-       line->value("--threads-per-rank"), *tokenizer, line->flags.count("--no-kv-cache") > 0,
-       ranksOnHost},
-      job->world.get());
+                          : env->localWorldSize > 0       ? env->localWorldSize
+                                                          : env->worldSize;
+  // On several ranks a signal stops the job from here (one that comes while the model loads,
+  // once rank 0 listens): a rank it ended during the load would fail the job. Alone, a signal
+  // ends the load (its default action) and stops the server once it listens.
+  std::optional<StopSignals> signals;
+  if (job->size > 1)
+    signals.emplace(/*secondEndsAtOnce=*/false);
+  Expected<std::unique_ptr<GenerationModel>> loaded =
+      GenerationModel::load({line->positional.front(), line->value("--load"),
+                             line->value("--steps"), line->value("--threads-per-rank"), *tokenizer,
+                             line->flags.count("--no-kv-cache") > 0, ranksOnHost},
+                            job->world.get());
   int status = 1;
   if (!loaded) {
     status = failWith(loaded.error(), &*job);
-  } else if (Expected<int64_t> seed = parseInteger(
-                 line->value("--seed"), "--seed",
-                 static_cast<int64_t>((*loaded)->plan().seed), 0,
-                 std::numeric_limits<int64_t>::max());
+  } else if (Expected<int64_t> seed = parseInteger(line->value("--seed"), "--seed",
+                                                   static_cast<int64_t>((*loaded)->plan().seed), 0,
+                                                   std::numeric_limits<int64_t>::max());
              !seed) {
     status = failWith(seed.error(), &*job);
   } else {
@@ -817,14 +819,16 @@ int serveMain(int argc, char **argv) {
             visit(t, generation.logits().at(t));
           return Error::success();
         };
+    if (!signals)
+      signals.emplace(/*secondEndsAtOnce=*/true);
     if (job->size == 1) {
-      status = serveRequests(generation, completionModel, settings, signals, nullptr);
+      status = serveRequests(generation, completionModel, settings, *signals, nullptr);
     } else if (job->rank == 0) {
       JobLink link{*job, store, RequestBell(store.client)};
       // serveRequests ends the job itself (its other ranks are told to stop or abort).
-      return serveRequests(generation, completionModel, settings, signals, &link);
+      return serveRequests(generation, completionModel, settings, *signals, &link);
     } else {
-      status = followRequests(completionModel, *job, store, signals);
+      status = followRequests(completionModel, *job, store, *signals);
     }
   }
   if (status != 0)

@@ -141,9 +141,8 @@ TEST(RequestRelayTest, TheIdleHookCanEndTheWait) {
   TestJob job;
   RequestListener listener(job.storeFor(1).client, 1, 2, fastOptions());
   int calls = 0;
-  Expected<RelayedRequest> m = listener.next([&] {
-    return ++calls == 3 ? makeError("enough") : Error::success();
-  });
+  Expected<RelayedRequest> m =
+      listener.next([&] { return ++calls == 3 ? makeError("enough") : Error::success(); });
   ASSERT_FALSE(m);
   EXPECT_EQ(m.error().message(), "enough");
   EXPECT_EQ(calls, 3);
