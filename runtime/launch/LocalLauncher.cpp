@@ -281,6 +281,8 @@ Error runLocalRanks(const LocalLaunch &launch) {
       failures += concat(failures.empty() ? "" : "; ", "rank ", rank, " ",
                          interrupted ? describeStatus(ranks[rank].status)
                                      : describeFailure(ranks[rank]));
+  if (interrupted && launch.signalEndsTheJob && failures.empty())
+    return Error::success();
   if (interrupted)
     return makeError("the launcher was sent ", describeSignal(interrupted),
                      " and passed it to every rank: ", failures.empty() ? "none failed" : failures);

@@ -15,7 +15,8 @@
 // are passed to every rank (then SIGKILL after 30 s, or at once on a second signal), and every
 // rank dies with the launcher (PR_SET_PDEATHSIG = SIGKILL, set between fork and exec and
 // checked against getppid for the race), so that a launcher killed with SIGKILL leaves no
-// rank training as an orphan.
+// rank training as an orphan. A job that runs until it is told to stop (`mtrun serve`) sets
+// `signalEndsTheJob`: after a forwarded signal, ranks that all exit 0 are a success.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +42,9 @@ struct LocalLaunch {
   int masterPort = 0;
   std::string token;
   std::chrono::milliseconds grace{60000};
+  /// Whether a forwarded signal is how the job normally ends (a server's): then ranks that all
+  /// exit with status 0 after it are a success, not an interrupted job.
+  bool signalEndsTheJob = false;
   /// Told at once what the final report would say too late (a rank stopped); may be empty.
   std::function<void(const std::string &)> notice;
 };

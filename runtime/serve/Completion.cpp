@@ -37,9 +37,10 @@ double logProbability(std::span<const float> logits, int64_t id) {
   return double(logits[static_cast<size_t>(id)]) - largest - std::log(sum);
 }
 
-std::variant<std::vector<CompletionResult>, RequestError>
-complete(const CompletionModel &model, const CompletionRequest &request, uint64_t seed,
-         const std::atomic<bool> *stopping) {
+std::variant<std::vector<CompletionResult>, RequestError> complete(const CompletionModel &model,
+                                                                   const CompletionRequest &request,
+                                                                   uint64_t seed,
+                                                                   const StopCheck &stopping) {
   const bool megatron = request.api == CompletionApi::Megatron;
   const std::string promptField = megatron ? "prompts" : "prompt";
   const std::string newField = megatron ? "tokens_to_generate" : "max_tokens";
@@ -94,7 +95,7 @@ complete(const CompletionModel &model, const CompletionRequest &request, uint64_
   options.stopTokens = {stopToken};
   std::vector<CompletionResult> results;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    if (stopping && stopping->load())
+    if (stopping && stopping())
       return stopped;
     const std::vector<int64_t> &prompt = prompts[i].ids;
     CompletionResult result;
@@ -106,7 +107,7 @@ complete(const CompletionModel &model, const CompletionRequest &request, uint64_
       bool cancelled = false, atStopString = false;
       std::vector<int64_t> sofar;
       LogitsOfLast logits = [&](std::span<const int64_t> ids) -> Expected<std::span<const float>> {
-        if (stopping && stopping->load()) {
+        if (stopping && stopping()) {
           cancelled = true;
           return makeError("the server is stopping");
         }

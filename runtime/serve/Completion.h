@@ -20,7 +20,6 @@
 #include "runtime/generate/Decoding.h"
 #include "runtime/serve/CompletionRequest.h"
 
-#include <atomic>
 #include <functional>
 #include <span>
 #include <variant>
@@ -43,11 +42,18 @@ struct CompletionModel {
   LogitsOfEach logitsOfEach; // for log probabilities
 };
 
+/// Whether the server is stopping. complete() asks it before each prompt and before each new
+/// token, the same calls for the same request and tokens, so on several ranks it can be a
+/// collective decision (RequestRelay.h's anyRank).
+using StopCheck = std::function<bool()>;
+
 /// Answers `request` with `seed` for its sampling (the request's own seed, if it gave one, is
-/// the caller's to pass). Ends early, with a 503, once `stopping` (if given) is set.
-std::variant<std::vector<CompletionResult>, RequestError>
-complete(const CompletionModel &model, const CompletionRequest &request, uint64_t seed,
-         const std::atomic<bool> *stopping = nullptr);
+/// the caller's to pass). Ends early, with a 503, once `stopping` (if given) says so. The
+/// request's checks (400) come before any call of the model or of `stopping`.
+std::variant<std::vector<CompletionResult>, RequestError> complete(const CompletionModel &model,
+                                                                   const CompletionRequest &request,
+                                                                   uint64_t seed,
+                                                                   const StopCheck &stopping = {});
 
 /// log_softmax(logits)[id], in double precision.
 double logProbability(std::span<const float> logits, int64_t id);

@@ -136,15 +136,6 @@ Error writeLogits(const std::string &path, int64_t vocabulary, const std::vector
       .withContext("--dump-logits");
 }
 
-/// "tp=2 x data parallel 1": the plan's mesh and the data-parallel copies on `ranks` ranks.
-std::string describeMesh(const Plan &plan, int64_t ranks) {
-  std::string text;
-  for (const MeshAxis &a : plan.mesh)
-    if (a.size > 1)
-      text += concat(a.name, "=", a.size, " x ");
-  return concat(text, "data parallel ", ranks / std::max<int64_t>(plan.meshSize(), 1));
-}
-
 /// Prints the error; on a rank of several, names it.
 int failWith(const Error &err, const RankContext *job = nullptr) {
   std::fflush(stdout);

@@ -9,9 +9,11 @@
 #include "runtime/plan/Sharding.h"
 #include "runtime/support/CommandLine.h"
 
+#include <algorithm>
+
 namespace mtc::rt {
 
-Error checkGenerationLayout(const Plan &plan, int64_t worldSize) {
+Error checkGenerationLayout(const Plan &plan, int64_t worldSize, std::string_view command) {
   if (plan.pipeline)
     return makeError(plan.dir.string(),
                      ": a pipeline plan runs its layers on several stages, which generation "
@@ -20,9 +22,18 @@ Error checkGenerationLayout(const Plan &plan, int64_t worldSize) {
   Expected<MeshPlacement> placed = placePlanRank(plan, 0, worldSize);
   if (!placed)
     return makeError(plan.dir.string(), ": ", placed.error().message(),
-                     plan.meshSize() > 1 ? concat(" (generate with --nodes ", plan.meshSize(), ")")
-                                         : std::string());
+                     plan.meshSize() > 1
+                         ? concat(" (", command, " with --nodes ", plan.meshSize(), ")")
+                         : std::string());
   return Error::success();
+}
+
+std::string describeMesh(const Plan &plan, int64_t ranks) {
+  std::string text;
+  for (const MeshAxis &a : plan.mesh)
+    if (a.size > 1)
+      text += concat(a.name, "=", a.size, " x ");
+  return concat(text, "data parallel ", ranks / std::max<int64_t>(plan.meshSize(), 1));
 }
 
 Expected<std::vector<int64_t>> encodeForModel(Tokenizer &tokenizer, int64_t vocabulary,

@@ -48,8 +48,13 @@ struct GenerationModelOptions {
 
 /// Fails, naming the plan, where generation cannot run `plan` on a job of `worldSize` ranks:
 /// a pipeline plan, or a world that is not a multiple of the plan's mesh (the checks a
-/// launcher makes before it starts the ranks).
-Error checkGenerationLayout(const Plan &plan, int64_t worldSize);
+/// launcher makes before it starts the ranks). `command` ("generate", "serve") is the mtrun
+/// command the message suggests running with the right --nodes.
+Error checkGenerationLayout(const Plan &plan, int64_t worldSize,
+                            std::string_view command = "generate");
+
+/// "tp=2 x data parallel 1": the plan's mesh and the data-parallel copies on `ranks` ranks.
+std::string describeMesh(const Plan &plan, int64_t ranks);
 
 /// The ids of `text` by `tokenizer`; fails when it gives an id outside the model's
 /// `vocabulary` (a tokenizer the model was not trained with).

@@ -1,6 +1,6 @@
 //===- Job.h - Starting and joining the ranks of an mtrun job ---*- C++ -*-===//
 //
-// What `mtrun PLAN` (training) and `mtrun generate PLAN` share of a multi-rank job:
+// What `mtrun PLAN` (training), `mtrun generate` and `mtrun serve` share of a multi-rank job:
 //
 //   - `--nodes N [--ranks-per-node R]` without a cluster launcher: this process starts the
 //     N x R ranks itself (runtime/launch/LocalLauncher.h), each running the same command
@@ -37,8 +37,10 @@ Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::millise
 /// Starts `worldSize` ranks on this host (`ranksPerNode` per node), each running this
 /// executable with `args` (argv[1...]), and waits for them; fails naming the ranks that
 /// failed. `grace` is what the others get to notice a failed rank before they are ended.
+/// `signalEndsTheJob`: a signal passed to the ranks is how the job ends (a server's), so ranks
+/// that all exit 0 after it are a success (LocalLaunch).
 Error startLocalRanks(std::vector<std::string> args, int worldSize, int ranksPerNode,
-                      std::chrono::milliseconds grace);
+                      std::chrono::milliseconds grace, bool signalEndsTheJob = false);
 
 /// After this rank failed: its communicators go, and rank 0, whose process runs the store,
 /// waits until every other rank has ended or gone silent (at most `commTimeout` and a

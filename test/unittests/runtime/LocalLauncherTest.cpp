@@ -9,8 +9,12 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace mtc::rt;
 
@@ -87,6 +91,37 @@ TEST(LocalLauncherTest, AMissingExecutableFailsEveryRank) {
   ASSERT_FALSE(err.ok());
   EXPECT_EQ(err.message(),
             "the job failed: rank 0 exited with status 127; rank 1 exited with status 127");
+}
+
+/// Runs `launch` and sends this process (the launcher) SIGTERM once its ranks run.
+Error runAndTerminate(const LocalLaunch &launch) {
+  std::thread terminate([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::kill(::getpid(), SIGTERM);
+  });
+  Error err = runLocalRanks(launch);
+  terminate.join();
+  return err;
+}
+
+// A signal to the launcher reaches every rank; where it is how the job ends (a server),
+// ranks that end cleanly make a success, and a rank that fails still fails the job.
+TEST(LocalLauncherTest, ASignalCanBeTheJobsNormalEnd) {
+  const char *server = "trap 'exit 0' TERM; while :; do sleep 0.05; done";
+  LocalLaunch launch = shellJob(2, server);
+  Error interrupted = runAndTerminate(launch);
+  ASSERT_FALSE(interrupted.ok());
+  EXPECT_EQ(interrupted.message(), "the launcher was sent signal 15 (Terminated) and passed it to "
+                                   "every rank: none failed");
+  launch.signalEndsTheJob = true;
+  Error stopped = runAndTerminate(launch);
+  EXPECT_TRUE(stopped.ok()) << stopped.message();
+  launch = shellJob(2, "trap 'exit $RANK' TERM; while :; do sleep 0.05; done");
+  launch.signalEndsTheJob = true;
+  Error failed = runAndTerminate(launch);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.message(), "the launcher was sent signal 15 (Terminated) and passed it to "
+                              "every rank: rank 1 exited with status 1");
 }
 
 } // namespace

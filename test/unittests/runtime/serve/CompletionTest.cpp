@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <string>
 
@@ -252,11 +253,33 @@ TEST(CompletionTest, AStoppingServerEndsTheRequest) {
       stopping = true;
     return inner(ids);
   };
-  auto answer = complete(standIn.model, request(CompletionApi::OpenAI, {"ab"}, 10), 1, &stopping);
+  auto answer = complete(standIn.model, request(CompletionApi::OpenAI, {"ab"}, 10), 1,
+                         [&] { return stopping.load(); });
   auto *error = std::get_if<RequestError>(&answer);
   ASSERT_TRUE(error);
   EXPECT_EQ(error->status, 503);
   EXPECT_EQ(standIn.calls, 3);
+}
+
+// On several ranks the stop check is a collective: it is asked once before each prompt and
+// once before each new token, the same calls for the same request, and never for a request
+// refused by its checks.
+TEST(CompletionTest, TheStopCheckIsAskedBeforeEachPromptAndToken) {
+  StandIn standIn;
+  int asked = 0;
+  auto answer = complete(standIn.model, request(CompletionApi::OpenAI, {"ab", "b"}, 3), 1, [&] {
+    ++asked;
+    return false;
+  });
+  ASSERT_TRUE(std::holds_alternative<std::vector<CompletionResult>>(answer));
+  EXPECT_EQ(asked, 2 + standIn.calls);
+  asked = 0;
+  answer = complete(standIn.model, request(CompletionApi::OpenAI, {"ab", ""}, 3), 1, [&] {
+    ++asked;
+    return false;
+  });
+  ASSERT_TRUE(std::holds_alternative<RequestError>(answer));
+  EXPECT_EQ(asked, 0);
 }
 
 } // namespace
