@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace mtc::rt {
@@ -60,7 +61,8 @@ public:
 
 /// What runTraining gives a device trainer's factory: the plan and its loaded device host
 /// code (both outlive the trainer), the start state, the data (outliving the trainer), the
-/// global batch (0: the plan's) and the validation data (null: no evaluation).
+/// global batch (0: the plan's), the validation data (null: no evaluation) and the data's
+/// end-of-document id (for a plan that masks the loss there, Plan::eodMaskLoss).
 struct DeviceTrainerInputs {
   const Plan &plan;
   const KernelLibrary &kernels;
@@ -69,6 +71,7 @@ struct DeviceTrainerInputs {
   int64_t globalBatch = 0;
   const TokenSource *validation = nullptr;
   LossScaleOptions lossScaling;
+  std::optional<int64_t> endOfDocument;
 };
 
 /// A device as runTraining uses it: the plan's host code for the device

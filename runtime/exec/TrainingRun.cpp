@@ -479,7 +479,7 @@ Error Run::train(TrainingState &state) {
   if (options_.device) {
     Expected<std::unique_ptr<DeviceTrainer>> trainer = options_.device->createTrainer(
         DeviceTrainerInputs{plan_, *kernels, std::move(state), data->train, options_.globalBatch,
-                            validation, options_.lossScaling});
+                            validation, options_.lossScaling, options_.endOfDocument});
     if (!trainer)
       return trainer.takeError();
     print("device: " + (*trainer)->describeDevice() + "\n");

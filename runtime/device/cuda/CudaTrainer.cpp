@@ -2,6 +2,7 @@
 
 #include "runtime/device/cuda/CudaTrainer.h"
 
+#include "runtime/data/LossMask.h"
 #include "runtime/device/cuda/CudaError.h"
 #include "runtime/exec/DropoutKey.h"
 
@@ -54,6 +55,10 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
       fb.inputs[0].dims.size() != 2)
     return makeError(plan.dir.string(),
                      ": forward_backward must take the tokens and labels [batch, seq] first");
+  if (plan.eodMaskLoss && !inputs.endOfDocument)
+    return makeError(plan.dir.string(),
+                     ": the plan masks the loss at end-of-document tokens (eod_mask_loss), but "
+                     "the data has no end-of-document id");
   if (inputs.state.params.size() != plan.params.size() ||
       inputs.state.states.size() != plan.states.size())
     return makeError(plan.dir.string(), ": the training state does not match the plan's tables");
@@ -70,6 +75,7 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
   shape.sequenceLength = fb.inputs[0].dims[1].size;
   shape.microBatches = *microBatches;
   shape.workspaceBytes = plan.cudaKernels->hostWorkspaceBytes;
+  shape.lossMask = plan.eodMaskLoss;
   for (const KernelBuffer &b : fb.outputs)
     if (b.kind == BufferKind::ExpertLoad)
       shape.expertLoadElements.push_back(b.numElements());
@@ -110,6 +116,9 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
   try {
     t->tokens_.resize(size_t(t->shape_.microBatchSize * t->shape_.sequenceLength));
     t->labels_.resize(t->tokens_.size());
+    if (t->layout_.lossMask)
+      t->lossMask_.resize(t->tokens_.size());
+    t->endOfDocument_ = inputs.endOfDocument.value_or(0);
     for (const KernelBuffer &b : fb.outputs)
       if (b.kind == BufferKind::ExpertLoad) {
         // KernelLibrary checked the shape: i64 [layers, experts].
@@ -143,6 +152,10 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
   if (Error err = t->compute_.synchronize(); !err.ok())
     return std::move(err).withContext("placing the training state on the device");
   return t;
+}
+
+void *CudaTrainer::inputBuffer(int index) const {
+  return at(index == 0 ? layout_.tokens : index == 1 ? layout_.labels : *layout_.lossMask);
 }
 
 void *CudaTrainer::at(const ArenaRange &range) const {
@@ -194,7 +207,13 @@ Error CudaTrainer::loadBatch(const TokenSource &source, int64_t batch, int64_t s
   const int64_t bytes = static_cast<int64_t>(tokens_.size() * sizeof(int32_t));
   if (Error err = upload(layout_.tokens, tokens_.data(), bytes, "the tokens"); !err.ok())
     return err;
-  return upload(layout_.labels, labels_.data(), bytes, "the labels");
+  if (Error err = upload(layout_.labels, labels_.data(), bytes, "the labels"); !err.ok())
+    return err;
+  if (!layout_.lossMask)
+    return Error::success();
+  eodLossMask(tokens_, endOfDocument_, lossMask_);
+  return upload(*layout_.lossMask, lossMask_.data(),
+                static_cast<int64_t>(lossMask_.size() * sizeof(float)), "the loss mask");
 }
 
 Expected<StepStats> CudaTrainer::step() {
@@ -215,10 +234,11 @@ Expected<StepStats> CudaTrainer::step() {
     // The first micro-batch writes the step's gradients, the others the scratch ones.
     const ArenaRange &grads = m == 0 ? layout_.gradients : *layout_.scratch;
     buffers.clear();
+    int inputIndex = 0;
     for (const BufferBinding &b : bindings_.forwardBackward) {
       switch (b.kind) {
       case BufferKind::Input:
-        buffers.push_back(at(buffers.empty() ? layout_.tokens : layout_.labels));
+        buffers.push_back(inputBuffer(inputIndex++));
         break;
       case BufferKind::Param:
         buffers.push_back(at(layout_.params[current_][b.index]));
@@ -349,9 +369,10 @@ Expected<double> CudaTrainer::evaluate(int64_t firstBatch, int64_t count,
     return makeError("the trainer was given no validation data");
   const TokenSource &data = source ? *source : *validation_;
   std::vector<void *> buffers;
+  int inputIndex = 0;
   for (const BufferBinding &b : bindings_.forward) {
     if (b.kind == BufferKind::Input)
-      buffers.push_back(at(buffers.empty() ? layout_.tokens : layout_.labels));
+      buffers.push_back(inputBuffer(inputIndex++));
     else if (b.kind == BufferKind::Param)
       buffers.push_back(at(layout_.params[current_][b.index]));
     else // the loss (StepBindings allows nothing else)

@@ -101,6 +101,13 @@ private:
   TrainingState host_;
   size_t current_ = 0;
   std::vector<int32_t> tokens_, labels_;
+  /// With a loss mask (Plan::eodMaskLoss): the mask of the tokens read, and the data's end
+  /// of document.
+  std::vector<float> lossMask_;
+  int64_t endOfDocument_ = 0;
+  /// The device buffer of the i-th input of forward_backward or forward: the tokens, the
+  /// labels, the loss mask (the loader checked that order).
+  void *inputBuffer(int index) const;
   /// forward_backward's `expert_load` outputs, as in Trainer: a micro-batch's counts (copied
   /// back) and their sum over the step, row-major [layers, experts].
   struct ExpertLoad {

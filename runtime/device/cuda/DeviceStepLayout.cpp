@@ -84,6 +84,12 @@ Expected<DeviceStepLayout> DeviceStepLayout::create(const TrainingState &state,
       return range.takeError();
     *r = *range;
   }
+  if (shape.lossMask) {
+    Expected<ArenaRange> range = place(*tokenBytes); // f32 as i32: 4 bytes each
+    if (!range)
+      return range.takeError();
+    layout.lossMask = *range;
+  }
   for (ArenaRange *r : {&layout.loss, &layout.step, &layout.gradScale, &layout.gradNorm, &layout.lr}) {
     Expected<ArenaRange> range = place(4);
     if (!range)

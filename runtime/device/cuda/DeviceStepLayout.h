@@ -10,7 +10,8 @@
 //   gradients            one contiguous range, every gradient in the parameters' order, so
 //                        a later micro-batch's gradients (`scratch`, laid out the same way,
 //                        present only with several micro-batches) are added in one call
-//   tokens, labels       i32 [micro-batch, sequence]
+//   tokens, labels       i32 [micro-batch, sequence]; the loss mask f32, of the same shape,
+//                        when the step takes one
 //   scalars              the loss, the step, the gradient scale, the gradient norm and the
 //                        learning rate (the step functions read and write them in device
 //                        memory: the host code never dereferences a buffer)
@@ -46,6 +47,8 @@ struct DeviceStepShape {
   int64_t microBatchSize = 0, sequenceLength = 0;
   /// Micro-batches each step (several: the scratch gradients are needed).
   int64_t microBatches = 1;
+  /// Whether the step takes a loss mask (f32, a micro-batch's shape; Plan::eodMaskLoss).
+  bool lossMask = false;
   /// Elements of each expert_load output of forward_backward (i64).
   std::vector<int64_t> expertLoadElements;
   /// The host code's workspace.
@@ -60,6 +63,7 @@ struct DeviceStepLayout {
   std::vector<int64_t> gradientOffsets;
   std::optional<ArenaRange> scratch;
   ArenaRange tokens, labels;
+  std::optional<ArenaRange> lossMask;
   ArenaRange loss, step, gradScale, gradNorm, lr;
   std::vector<ArenaRange> expertLoads;
   ArenaRange workspace;

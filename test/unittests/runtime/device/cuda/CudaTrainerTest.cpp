@@ -60,7 +60,7 @@ struct CudaPlanFixture {
   DeviceTrainerInputs inputs(const Plan &forPlan, int64_t globalBatch = 0,
                              const TokenSource *validation = nullptr) const {
     return DeviceTrainerInputs{forPlan, kernels, state, data, globalBatch, validation,
-                               LossScaleOptions{}};
+                               LossScaleOptions{}, std::nullopt};
   }
 };
 

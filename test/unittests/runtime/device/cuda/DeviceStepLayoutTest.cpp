@@ -50,6 +50,8 @@ std::vector<ArenaRange> allRanges(const DeviceStepLayout &l) {
   all.push_back(l.gradients);
   if (l.scratch)
     all.push_back(*l.scratch);
+  if (l.lossMask)
+    all.push_back(*l.lossMask);
   for (const ArenaRange &r : {l.tokens, l.labels, l.loss, l.step, l.gradScale, l.gradNorm, l.lr,
                               l.workspace})
     all.push_back(r);
@@ -58,7 +60,9 @@ std::vector<ArenaRange> allRanges(const DeviceStepLayout &l) {
 }
 
 TEST(DeviceStepLayout, RangesAreAlignedApartAndInsideTheArena) {
-  Expected<DeviceStepLayout> layout = DeviceStepLayout::create(smallState(), smallShape(2));
+  DeviceStepShape shape = smallShape(2);
+  shape.lossMask = true;
+  Expected<DeviceStepLayout> layout = DeviceStepLayout::create(smallState(), shape);
   ASSERT_TRUE(layout.ok()) << layout.error().message();
   std::vector<ArenaRange> all = allRanges(*layout);
   std::sort(all.begin(), all.end(),
@@ -87,6 +91,13 @@ TEST(DeviceStepLayout, TwoCopiesOfTheTablesWithTheirSizes) {
   EXPECT_NE(layout->params[0][0].offset, layout->params[1][0].offset);
   EXPECT_EQ(layout->tokens.bytes, 2 * 5 * 4);
   EXPECT_EQ(layout->labels.bytes, 2 * 5 * 4);
+  EXPECT_FALSE(layout->lossMask.has_value());
+  DeviceStepShape masked = smallShape(1);
+  masked.lossMask = true;
+  Expected<DeviceStepLayout> withMask = DeviceStepLayout::create(s, masked);
+  ASSERT_TRUE(withMask.ok()) << withMask.error().message();
+  ASSERT_TRUE(withMask->lossMask.has_value());
+  EXPECT_EQ(withMask->lossMask->bytes, 2 * 5 * 4);
   EXPECT_EQ(layout->loss.bytes, 4);
   ASSERT_EQ(layout->expertLoads.size(), 1u);
   EXPECT_EQ(layout->expertLoads[0].bytes, 6 * 8);
