@@ -322,8 +322,11 @@ SmallVector<func::FuncOp> mtc::codegen::workspaceEntries(ModuleOp module) {
 namespace {
 
 /// How many offsets an op's blocks may take in turn (the phases of its loop) before it is
-/// left to the runtime allocator: 2 covers a buffer carried into the next iteration.
-constexpr int64_t kMaxPhases = 4;
+/// left to the runtime allocator: 2 covers a buffer carried into the next iteration, one per
+/// layer a block every iteration of a layer scan keeps until the scan ends (the CUDA host
+/// code has such blocks, and no allocator to leave them to: GPT-3's 96 layers, a 1T
+/// model's 128). The phase's offset is chosen by a chain of selects, one per phase.
+constexpr int64_t kMaxPhases = 256;
 
 /// The fewest phases (iteration modulo the result) that keep the blocks of one op that are
 /// live at the same time apart, or none within kMaxPhases. `blocks` are in trace order.
