@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Packs what bench/gpu-check.sh needs into one archive, for a machine with a GPU, a CUDA 13
-# driver and toolkit libraries and PyTorch, but none of mtc's build dependencies (LLVM, Gloo,
-# OpenBLAS, oneDNN, ...): the `device` machines lent to some sessions (docs/gpu.md). Run it
-# here, after `make build`; it writes .gpu/bundle.tar.xz (which .gitignore keeps out of git)
+# driver and toolkit libraries and PyTorch, but none of mtc's build dependencies (LLVM,
+# Gloo, OpenBLAS, oneDNN, ...): the machines lent to some sessions (bench/README.md, "On a
+# GPU"). Run it here, after `make build`; it writes .gpu/bundle.tar.xz (which .gitignore keeps out of git)
 # and prints its size.
 #
 #   bench/gpu-bundle.sh [--out FILE] [--bin DIR]
 #
 # The archive holds:
 #   bin/      mtrun and the CUDA device layer's unit tests (MTCRuntimeDeviceCudaTests)
-#   lib/      every shared library they link but glibc's and CUDA's (the GPU machine has
+#   lib/      every shared library they link but glibc's, libstdc++'s and CUDA's (the GPU machine has
 #             its own libcudart, libcublas and libcublasLt, and must: cuBLASLt alone is
 #             500 MB)
 #   plans/    gpt-tiny, llama-gqa-tiny, mixtral-tiny and gpt-tiny --bf16 compiled with
@@ -50,10 +50,11 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage"/{bin,lib,plans,test-plans,scripts}
 cp "$bin/mtrun" "$unit" "$stage/bin/"
 
-# The shared libraries, but the C library's and CUDA's (the GPU machine's own must serve:
-# they go with its driver).
+# The shared libraries, but the C and C++ runtimes (the GPU machine's are newer, and CUDA's
+# libraries need theirs) and CUDA's (the GPU machine's own must serve: they go with its
+# driver).
 ldd "$bin/mtrun" "$unit" | awk '/=> \// { print $3 }' | sort -u |
-  grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnvidia[^/]*)\.so' |
+  grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnvidia[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 
 compile() {  # compile NAME SOURCE FLAGS...

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU checks and benchmark in one run, on a machine with a GPU (docs/gpu.md): unpacks the
-# archive bench/gpu-bundle.sh made, then
+# The GPU checks and benchmark in one run, on a machine with a GPU (bench/README.md, "On a
+# GPU"): unpacks the archive bench/gpu-bundle.sh made, then
 #   1. the CUDA device layer's unit tests (CudaTrainer against the CPU's Trainer among them);
 #   2. 20 steps of gpt-tiny, llama-gqa-tiny and mixtral-tiny with --device cuda against the
 #      same plan on the CPU: every loss within 1.78e-6 relative (1e-5 on losses up to 5.6;
@@ -28,19 +28,23 @@ rm -rf "$work" && mkdir -p "$work" && tar -C "$work" -xJf "$archive" || {
 cuda_libs=/usr/local/cuda/lib64
 py_libs="$(python3 -c 'import os, nvidia.cublas as c, nvidia.cuda_runtime as r
 print(":".join(os.path.join(os.path.dirname(m.__file__), "lib") for m in (c, r)))' 2>/dev/null || true)"
-export LD_LIBRARY_PATH="$work/lib:$cuda_libs:$py_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PATH="$work/bin:$PATH"
+# Only mtc's programs see the bundled libraries (PyTorch keeps its own).
+mtc_libs="$work/lib:$cuda_libs:$py_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+mtrun() { LD_LIBRARY_PATH="$mtc_libs" "$work/bin/mtrun" "$@"; }
+MTCRuntimeDeviceCudaTests() { LD_LIBRARY_PATH="$mtc_libs" "$work/bin/MTCRuntimeDeviceCudaTests" "$@"; }
 export PYTHONUNBUFFERED=1
 status=0
 fail() { echo "gpu-check.sh: FAILED: $*"; status=1; }
 
 nvidia-smi -L || fail "nvidia-smi"
-ldd "$work/bin/mtrun" | grep "not found" && fail "mtrun has unresolved libraries"
+LD_LIBRARY_PATH="$mtc_libs" ldd "$work/bin/mtrun" | grep "not found" &&
+  fail "mtrun has unresolved libraries"
 
 echo "== 1. unit tests"
-# The tests read their plans at the path they were compiled with.
+# The tests read their plans at the path they were compiled with (left alone where it
+# exists: the machine that built them).
 planned="$(cat "$work/test-plans-dir")"
-mkdir -p "$(dirname "$planned")" && rm -rf "$planned" && ln -s "$work/test-plans" "$planned"
+[[ -e "$planned" ]] || { mkdir -p "$(dirname "$planned")" && ln -s "$work/test-plans" "$planned"; }
 MTCRuntimeDeviceCudaTests --gtest_brief=1 || fail "MTCRuntimeDeviceCudaTests"
 
 echo "== 2. one GPU against the CPU, 20 steps"
