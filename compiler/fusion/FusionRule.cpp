@@ -57,7 +57,7 @@ KernelShape fusion::kernelShapeOf(Operation *op) {
     return {reduction, parallel, true};
   if (auto rope = dyn_cast<mt::RopeOp>(op)) {
     auto type = cast<mt::NamedTensorType>(rope.getInput().getType());
-    int64_t tableElements = type.getDimSizes()[*type.getDimIndex(rope.getDim())] *
+    int64_t tableElements = type.getDimSizes()[*type.getDimIndex(rope.getDim())] / 2 *
                             type.getDimSizes()[*type.getDimIndex(rope.getPosition())];
     return {opaque, parallel, false, 2 * tableElements * int64_t(sizeof(double))};
   }

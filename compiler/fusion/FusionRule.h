@@ -56,8 +56,8 @@ bool isCostlyPerElement(mlir::Operation *op);
 /// that reads its operands, the one that writes its result, whether there is a further
 /// kernel between them (`reduce_mean`: a reduction, then the division by the count, its
 /// result written and read in between), and the bytes of the tables a kernel of its own
-/// computes before them, which the op's kernel reads (rope: cos and sin in f64 per
-/// position and index of the rotated dimension; costly, so never fused back).
+/// computes before them, which the op's kernel reads (rope: cos and sin in f64 per pair of
+/// the rotated dimension and position; costly, so never fused back).
 struct KernelShape {
   LoopNest reads = LoopNest::Opaque;
   LoopNest writes = LoopNest::Opaque;

@@ -9,17 +9,17 @@
 //
 //     even i: x_i cos(a) - x_{i+1} sin(a)       odd i: x_{i-1} sin(a) + x_i cos(a)
 //
-// with the angle negated under `inverse`. The angle depends only on the position and the
-// index i, so a first generic computes the tables cos(a) and +-sin(a) (the sign of the
-// pair's slot folded in) over [position, rotated dimension], in the input's order of the
-// two, and the rotation reads them through projections: pow, cos and sin run once per
-// position and index instead of once per element (libm calls, most of a Llama step's
-// non-GEMM time when they ran per element of every batch row and head). The rotation reads
-// its own element through the map and its pair partner (index i ^ 1 along the rotated
-// dimension) with `tensor.extract`. mtc-fuse-elementwise leaves the table its own kernel
-// (compiler/fusion/FusionRule.h: a costly producer is not fused into a consumer that
-// broadcasts it). On a part of a tensor split along the position dimension (context
-// parallelism), the positions are offset by where the part starts.
+// with the angle negated under `inverse`. The angle depends only on the pair j = i / 2 and
+// the position, so a first generic computes the tables cos(a) and sin(a) over [pair,
+// position] (positions innermost: the power, the same for a whole row, is loop-invariant
+// there) and the rotation reads them at (i floordiv 2, position): pow, cos and sin run once
+// per pair and position instead of once per element (libm calls, a quarter of
+// mixtral-tiny's step when they ran for every element of every batch row and head). The
+// rotation reads its own element through the map and its pair partner (index i ^ 1 along
+// the rotated dimension) with `tensor.extract`. mtc-fuse-elementwise leaves the tables their
+// own kernel (compiler/fusion/FusionRule.h: a costly producer is not fused into a consumer
+// that reads it broadcast). On a part of a tensor split along the position dimension
+// (context parallelism), the positions are offset by where the part starts.
 //
 // `mt.dropout` reads the key of its site from the runtime once (kDropoutKeyFunction, five
 // calls before the kernel) and decides every element in the kernel with
@@ -80,9 +80,8 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
       positions.emplace(rewriter, op.getLoc(), sharded, op.getPosition());
     Location loc = op.getLoc();
     Type f64 = rewriter.getF64Type();
-    ArrayRef<int64_t> sizes = type.getDimSizes();
-    unsigned first = std::min(dim, positionDim), second = std::max(dim, positionDim);
-    SmallVector<int64_t> tableShape = {sizes[first], sizes[second]};
+    int64_t pairs = type.getDimSizes()[dim] / 2;
+    SmallVector<int64_t> tableShape = {pairs, type.getDimSizes()[positionDim]};
     auto tableType = RankedTensorType::get(tableShape, f64);
     AffineMap tableIdentity = rewriter.getMultiDimIdentityMap(2);
     SmallVector<utils::IteratorType> tableIterators(2, utils::IteratorType::parallel);
@@ -92,13 +91,11 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
                    tensor::EmptyOp::create(rewriter, loc, tableShape, f64)},
         SmallVector<AffineMap>{tableIdentity, tableIdentity}, tableIterators,
         [&](OpBuilder &b, Location l, ValueRange) {
-          Value i = linalg::IndexOp::create(b, l, dim == first ? 0 : 1);
-          Value positionIndex = linalg::IndexOp::create(b, l, positionDim == first ? 0 : 1);
+          Value pair = indexToF64(b, l, linalg::IndexOp::create(b, l, 0));
+          Value positionIndex = linalg::IndexOp::create(b, l, 1);
           if (positions)
             positionIndex = positions->at(b, l, positionIndex);
-          Value one = indexConstant(b, l, 1);
           // theta^(-2 pair / size) and the angle, in the interpreter's order of operations.
-          Value pair = indexToF64(b, l, arith::ShRUIOp::create(b, l, i, one));
           Value exponent = arith::DivFOp::create(
               b, l, arith::MulFOp::create(b, l, f64Constant(b, l, -2.0), pair),
               f64Constant(b, l, size));
@@ -106,21 +103,16 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
           Value position = indexToF64(b, l, positionIndex);
           Value angle = arith::MulFOp::create(
               b, l, arith::MulFOp::create(b, l, f64Constant(b, l, sign), position), frequency);
-          Value cos = math::CosOp::create(b, l, angle);
-          Value sin = math::SinOp::create(b, l, angle);
-          // even: x cos - partner sin; odd: x cos + partner sin.
-          Value isOdd = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne,
-                                              arith::AndIOp::create(b, l, i, one),
-                                              indexConstant(b, l, 0));
-          Value signedSin =
-              arith::SelectOp::create(b, l, isOdd, sin, arith::NegFOp::create(b, l, sin));
-          linalg::YieldOp::create(b, l, ValueRange{cos, signedSin});
+          linalg::YieldOp::create(
+              b, l, ValueRange{math::CosOp::create(b, l, angle), math::SinOp::create(b, l, angle)});
         });
 
     MLIRContext *context = rewriter.getContext();
     AffineMap identity = rewriter.getMultiDimIdentityMap(rank);
-    AffineMap tableMap = AffineMap::get(
-        rank, 0, {getAffineDimExpr(first, context), getAffineDimExpr(second, context)}, context);
+    AffineMap tableMap = AffineMap::get(rank, 0,
+                                        {getAffineDimExpr(dim, context).floorDiv(2),
+                                         getAffineDimExpr(positionDim, context)},
+                                        context);
     SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
     auto rotation = linalg::GenericOp::create(
         rewriter, loc, TypeRange{builtinType(type)},
@@ -131,12 +123,20 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
           SmallVector<Value> coords;
           for (unsigned d = 0; d < rank; ++d)
             coords.push_back(linalg::IndexOp::create(b, l, d));
-          coords[dim] = arith::XOrIOp::create(b, l, coords[dim], indexConstant(b, l, 1));
+          Value i = coords[dim], one = indexConstant(b, l, 1);
+          coords[dim] = arith::XOrIOp::create(b, l, i, one);
           Value partner = tensor::ExtractOp::create(b, l, input, coords);
+          // even: x cos - partner sin; odd: x cos + partner sin.
+          Value sin = args[2];
+          Value isOdd = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne,
+                                              arith::AndIOp::create(b, l, i, one),
+                                              indexConstant(b, l, 0));
+          Value signedSin =
+              arith::SelectOp::create(b, l, isOdd, sin, arith::NegFOp::create(b, l, sin));
           Value x = convertScalar(b, l, args[0], f64);
           Value y = convertScalar(b, l, partner, f64);
           Value rotated = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, x, args[1]),
-                                                arith::MulFOp::create(b, l, y, args[2]));
+                                                arith::MulFOp::create(b, l, y, signedSin));
           linalg::YieldOp::create(b, l, ValueRange{convertScalar(b, l, rotated, element)});
         });
     rewriter.replaceOp(op, rotation.getResult(0));
