@@ -46,10 +46,11 @@ enum class LoopNest {
 bool fusesInto(LoopNest producer, LoopNest consumer, bool producerHasOneUse,
                bool consumerLoopsStayDefined = true, bool recomputesCostly = false);
 
-/// Whether an op of a kernel body costs much more than the loads and stores fusion saves:
-/// a function call (libm's pow, sin and cos, which mtc-approximate-math leaves, or the
-/// runtime's) or a transcendental `math` op (exp, log, erf, tanh: polynomials even when
-/// approximated). `math`'s single instructions (sqrt, rsqrt, abs, fma, rounding) are cheap.
+/// Whether an op costs much more per element than the loads and stores fusion saves. In a
+/// kernel body: a function call (libm's pow, sin and cos, which mtc-approximate-math leaves,
+/// or the runtime's) or a transcendental `math` op (exp, log, erf, tanh: polynomials even
+/// when approximated); `math`'s single instructions (sqrt, rsqrt, abs, fma, rounding) are
+/// cheap. Among `mt` ops (for the cost model): those whose lowering holds such an op.
 bool isCostlyPerElement(mlir::Operation *op);
 
 /// The loop nests mt-to-linalg (compiler/codegen/ToLinalg) lowers an `mt` op to: the one
