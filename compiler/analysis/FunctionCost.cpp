@@ -76,7 +76,8 @@ int64_t trafficBytes(Operation *op, Type type) {
 
 /// The traffic of the fused kernel rooted at `root`: each value its ops read that none of
 /// them computes, once (the scalar constants folded into its body aside), and the root's
-/// results; `reduce_mean` adds the kernel between its sum and its division.
+/// results; `reduce_mean` adds the kernel between its sum and its division, rope the kernel
+/// of its cos and sin tables.
 FunctionCost kernelCost(const FusedKernels &kernels, Operation *root) {
   FunctionCost cost;
   cost.ops = 1;
@@ -97,12 +98,18 @@ FunctionCost kernelCost(const FusedKernels &kernels, Operation *root) {
         continue;
       count(op, operand.getType());
     }
-    if (fusion::kernelShapeOf(op).splitInTwo) {
+    fusion::KernelShape shape = fusion::kernelShapeOf(op);
+    if (shape.splitInTwo) {
       ++cost.ops;
       for (Type type : op->getResultTypes()) {
         count(op, type);
         count(op, type);
       }
+    }
+    // The tables' kernel writes them and the op's reads them; they have no batch dimension.
+    if (shape.tableBytes) {
+      ++cost.ops;
+      cost.trafficBytes += 2 * shape.tableBytes;
     }
   }
   for (Type type : root->getResultTypes())

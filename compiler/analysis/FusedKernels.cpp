@@ -4,6 +4,8 @@
 
 #include "compiler/fusion/FusionRule.h"
 #include "dialects/mt/IR/MTOps.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -43,12 +45,27 @@ bool inputsDefineLoops(Operation *producer) {
                       [&](const mt::NamedDim &dim) { return named.contains(dim.name); });
 }
 
+/// The elements of `op`'s loop nest: of its largest operand or result (an elementwise op's
+/// result names every dimension, a reduction's operand).
+int64_t iterationElements(Operation *op) {
+  int64_t elements = 0;
+  for (Type type : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
+    if (auto tensor = dyn_cast<mt::NamedTensorType>(type))
+      elements = std::max(elements, tensor.getNumElements());
+  return elements;
+}
+
 } // namespace
 
 FusedKernels::FusedKernels(Block &block, function_ref<bool(Operation *)> isKernel,
                            function_ref<bool(Operation *)> isPassThrough)
     : isPassThrough(isPassThrough) {
+  // The ops whose kernel, with what is fused into it, is costly per element; producers come
+  // first in the block, so an op's are known when it is reached.
+  llvm::DenseSet<Operation *> costly;
   for (Operation &op : block) {
+    if (fusion::isCostlyPerElement(&op))
+      costly.insert(&op);
     if (!isKernel(&op) || op.getNumResults() != 1)
       continue;
     if (fusion::kernelShapeOf(&op).writes != LoopNest::Parallel)
@@ -61,9 +78,15 @@ FusedKernels::FusedKernels(Block &block, function_ref<bool(Operation *)> isKerne
     if (consumer->getBlock() != &block || !isKernel(consumer))
       continue;
     LoopNest reads = fusion::kernelShapeOf(consumer).reads;
+    bool recomputesCostly =
+        costly.contains(&op) && iterationElements(consumer) > iterationElements(&op);
     if (fusion::fusesInto(LoopNest::Parallel, reads, /*producerHasOneUse=*/true,
-                          reads != LoopNest::Reduction || inputsDefineLoops(&op)))
+                          reads != LoopNest::Reduction || inputsDefineLoops(&op),
+                          recomputesCostly)) {
       fusedInto[&op] = consumer;
+      if (costly.contains(&op))
+        costly.insert(consumer);
+    }
   }
   for (Operation &op : block) {
     if (!isKernel(&op))

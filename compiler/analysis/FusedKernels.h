@@ -3,8 +3,9 @@
 // Groups the ops of one block of the partitioned step into the kernels mtc-fuse-elementwise
 // makes of them after mt-to-linalg, by the fusion's own rule (compiler/fusion/FusionRule.h):
 // an op whose loop nest is parallel is fused into the generic kernel that is its result's
-// only use, transitively. Each kernel has a root, the op that writes its result; the other
-// ops' results never reach memory. Ops that lower to no code (`isPassThrough`) are looked
+// only use, transitively, unless that kernel reads it broadcast and it (or what is fused
+// into it) is costly per element. Each kernel has a root, the op that writes its result;
+// the other ops' results never reach memory. Ops that lower to no code (`isPassThrough`) are looked
 // through: a value used by a rename is used by the rename's users.
 //
 //===----------------------------------------------------------------------===//

@@ -29,12 +29,31 @@ mtc::fusion::LoopNest loopNestOf(Operation *op) {
                                         : mtc::fusion::LoopNest::Parallel;
 }
 
+/// Whether fusing `fused`'s producer into its owner runs a costly body once per iteration
+/// of the owner rather than once per element of the producer: the owner reads the operand
+/// through a map that is not a permutation (a broadcast), and the producer's body, as it is
+/// now (with what was fused into it already), has a costly op.
+bool recomputesCostly(OpOperand *fused, Operation *producer) {
+  auto consumer = dyn_cast<linalg::GenericOp>(fused->getOwner());
+  auto generic = dyn_cast<linalg::GenericOp>(producer);
+  if (!consumer || !generic || consumer.getMatchingIndexingMap(fused).isPermutation())
+    return false;
+  return generic.getBody()
+      ->walk([](Operation *op) {
+        return mtc::fusion::isCostlyPerElement(op) ? WalkResult::interrupt()
+                                                   : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
 /// The fusion's rule (FusionRule.h, which the cost model shares): a parallel generic
-/// producer into the generic that is its one use.
+/// producer into the generic that is its one use, unless that recomputes a costly body.
 bool fuseOnlySingleUse(OpOperand *fused) {
   Operation *producer = fused->get().getDefiningOp();
   return producer && mtc::fusion::fusesInto(loopNestOf(producer), loopNestOf(fused->getOwner()),
-                                            producer->hasOneUse());
+                                            producer->hasOneUse(),
+                                            /*consumerLoopsStayDefined=*/true,
+                                            recomputesCostly(fused, producer));
 }
 
 struct FuseElementwisePass

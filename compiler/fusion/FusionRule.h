@@ -10,6 +10,8 @@
 #ifndef MTC_COMPILER_FUSION_FUSIONRULE_H
 #define MTC_COMPILER_FUSION_FUSIONRULE_H
 
+#include <cstdint>
+
 namespace mlir {
 class Operation;
 } // namespace mlir
@@ -34,18 +36,34 @@ enum class LoopNest {
 /// uses the producer's loop would be recomputed in each, so it is not fused).
 /// `consumerLoopsStayDefined`: upstream linalg's own condition for a reduction consumer,
 /// that the fused op's inputs still define every loop (the pass leaves it to upstream,
-/// which checks it before asking).
+/// which checks it before asking). `recomputesCostly`: the consumer reads each element of
+/// the producer's result at several of its iterations (a broadcast) and the producer is
+/// costly per element (isCostlyPerElement): fused, its body would run once per iteration
+/// of the consumer instead of once per element (rope's cos and sin per batch row and head
+/// instead of per position), so it is not fused. A cheap producer (an iota, a cast, a
+/// scale) is still fused into a broadcasting consumer: recomputing it costs less than
+/// writing and reading it.
 bool fusesInto(LoopNest producer, LoopNest consumer, bool producerHasOneUse,
-               bool consumerLoopsStayDefined = true);
+               bool consumerLoopsStayDefined = true, bool recomputesCostly = false);
+
+/// Whether an op costs much more per element than the loads and stores fusion saves. In a
+/// kernel body: a function call (libm's pow, sin and cos, which mtc-approximate-math leaves,
+/// or the runtime's) or a transcendental `math` op (exp, log, erf, tanh: polynomials even
+/// when approximated); `math`'s single instructions (sqrt, rsqrt, abs, fma, rounding) are
+/// cheap. Among `mt` ops (for the cost model): those whose lowering holds such an op.
+bool isCostlyPerElement(mlir::Operation *op);
 
 /// The loop nests mt-to-linalg (compiler/codegen/ToLinalg) lowers an `mt` op to: the one
-/// that reads its operands, the one that writes its result, and whether there is a further
+/// that reads its operands, the one that writes its result, whether there is a further
 /// kernel between them (`reduce_mean`: a reduction, then the division by the count, its
-/// result written and read in between).
+/// result written and read in between), and the bytes of the tables a kernel of its own
+/// computes before them, which the op's kernel reads (rope: cos and sin in f64 per pair of
+/// the rotated dimension and position; costly, so never fused back).
 struct KernelShape {
   LoopNest reads = LoopNest::Opaque;
   LoopNest writes = LoopNest::Opaque;
   bool splitInTwo = false;
+  int64_t tableBytes = 0;
 };
 
 /// `op`'s kernels after mt-to-linalg; Opaque/Opaque for what is no kernel the fusion

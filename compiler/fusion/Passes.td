@@ -16,7 +16,12 @@ def FuseElementwisePass : Pass<"mtc-fuse-elementwise"> {
     upstream linalg's elementwise fusion patterns; named ops (`linalg.batch_matmul`, which
     becomes a BLAS call, `linalg.fill`, `linalg.transpose`) are not fused, so a contraction
     stays one library call. Producers with several uses are not fused: that would recompute
-    them.
+    them. Nor is a producer whose body is costly per element (a call, e.g. libm's sin, cos
+    and pow, or a transcendental `math` op; FusionRule.h's `isCostlyPerElement`) fused into
+    a consumer that reads it broadcast (through a map that is not a permutation): its body
+    would run once per iteration of the consumer instead of once per element (rope's cos and
+    sin tables, per position, read by every batch row and head). Cheap producers (an iota, a
+    cast, a scale) are still fused into broadcasting consumers.
 
     A fused producer whose body calls a function (dropout's decision,
     `mtc_dropout_keep_element`) is not trivially dead to MLIR: the upstream patterns strip

@@ -3,15 +3,23 @@
 // Two elementwise kernels whose value depends on where the element is: a `linalg.generic`
 // over the operand's dimensions (identity maps) reading its position with `linalg.index`.
 //
-// `mt.rope` rotates the pairs (2j, 2j+1) of the rotated dimension: the body reads its own
-// element through the map and its pair partner (index i ^ 1 along the rotated dimension)
-// with `tensor.extract`, and computes in f64, as the reference interpreter does (so long
-// sequences keep the angle `position * theta^(-2j/size)` exact to the element type):
+// `mt.rope` rotates the pairs (2j, 2j+1) of the rotated dimension, in f64 as the reference
+// interpreter does (so long sequences keep the angle `position * theta^(-2j/size)` exact to
+// the element type):
 //
 //     even i: x_i cos(a) - x_{i+1} sin(a)       odd i: x_{i-1} sin(a) + x_i cos(a)
 //
-// with the angle negated under `inverse`. On a part of a tensor split along the position
-// dimension (context parallelism), the positions are offset by where the part starts.
+// with the angle negated under `inverse`. The angle depends only on the pair j = i / 2 and
+// the position, so a first generic computes the tables cos(a) and sin(a) over [pair,
+// position] (positions innermost: the power, the same for a whole row, is loop-invariant
+// there) and the rotation reads them at (i floordiv 2, position): pow, cos and sin run once
+// per pair and position instead of once per element (libm calls, a quarter of
+// mixtral-tiny's step when they ran for every element of every batch row and head). The
+// rotation reads its own element through the map and its pair partner (index i ^ 1 along
+// the rotated dimension) with `tensor.extract`. mtc-fuse-elementwise leaves the tables their
+// own kernel (compiler/fusion/FusionRule.h: a costly producer is not fused into a consumer
+// that reads it broadcast). On a part of a tensor split along the position dimension
+// (context parallelism), the positions are offset by where the part starts.
 //
 // `mt.dropout` reads the key of its site from the runtime once (kDropoutKeyFunction, five
 // calls before the kernel) and decides every element in the kernel with
@@ -70,20 +78,24 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
     std::optional<PartPositions> positions;
     if (mtp::ShardedTensorType sharded = mtp::getLocalLayout(op))
       positions.emplace(rewriter, op.getLoc(), sharded, op.getPosition());
-    Value result = buildPointwise(
-        rewriter, op.getLoc(), type, input, [&](OpBuilder &b, Location l, Value own) {
-          SmallVector<Value> coords;
-          for (unsigned d = 0; d < rank; ++d)
-            coords.push_back(linalg::IndexOp::create(b, l, d));
-          Value i = coords[dim], positionIndex = coords[positionDim];
+    Location loc = op.getLoc();
+    Type f64 = rewriter.getF64Type();
+    int64_t pairs = type.getDimSizes()[dim] / 2;
+    SmallVector<int64_t> tableShape = {pairs, type.getDimSizes()[positionDim]};
+    auto tableType = RankedTensorType::get(tableShape, f64);
+    AffineMap tableIdentity = rewriter.getMultiDimIdentityMap(2);
+    SmallVector<utils::IteratorType> tableIterators(2, utils::IteratorType::parallel);
+    auto tables = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{tableType, tableType}, ValueRange{},
+        ValueRange{tensor::EmptyOp::create(rewriter, loc, tableShape, f64),
+                   tensor::EmptyOp::create(rewriter, loc, tableShape, f64)},
+        SmallVector<AffineMap>{tableIdentity, tableIdentity}, tableIterators,
+        [&](OpBuilder &b, Location l, ValueRange) {
+          Value pair = indexToF64(b, l, linalg::IndexOp::create(b, l, 0));
+          Value positionIndex = linalg::IndexOp::create(b, l, 1);
           if (positions)
             positionIndex = positions->at(b, l, positionIndex);
-          Value one = indexConstant(b, l, 1);
-          coords[dim] = arith::XOrIOp::create(b, l, i, one);
-          Value partner = tensor::ExtractOp::create(b, l, input, coords);
-
           // theta^(-2 pair / size) and the angle, in the interpreter's order of operations.
-          Value pair = indexToF64(b, l, arith::ShRUIOp::create(b, l, i, one));
           Value exponent = arith::DivFOp::create(
               b, l, arith::MulFOp::create(b, l, f64Constant(b, l, -2.0), pair),
               f64Constant(b, l, size));
@@ -91,22 +103,43 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
           Value position = indexToF64(b, l, positionIndex);
           Value angle = arith::MulFOp::create(
               b, l, arith::MulFOp::create(b, l, f64Constant(b, l, sign), position), frequency);
-          Value cos = math::CosOp::create(b, l, angle);
-          Value sin = math::SinOp::create(b, l, angle);
+          linalg::YieldOp::create(
+              b, l, ValueRange{math::CosOp::create(b, l, angle), math::SinOp::create(b, l, angle)});
+        });
 
+    MLIRContext *context = rewriter.getContext();
+    AffineMap identity = rewriter.getMultiDimIdentityMap(rank);
+    AffineMap tableMap = AffineMap::get(rank, 0,
+                                        {getAffineDimExpr(dim, context).floorDiv(2),
+                                         getAffineDimExpr(positionDim, context)},
+                                        context);
+    SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+    auto rotation = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{builtinType(type)},
+        ValueRange{input, tables.getResult(0), tables.getResult(1)},
+        ValueRange{emptyTensor(rewriter, loc, type)},
+        SmallVector<AffineMap>{identity, tableMap, tableMap, identity}, iterators,
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          SmallVector<Value> coords;
+          for (unsigned d = 0; d < rank; ++d)
+            coords.push_back(linalg::IndexOp::create(b, l, d));
+          Value i = coords[dim], one = indexConstant(b, l, 1);
+          coords[dim] = arith::XOrIOp::create(b, l, i, one);
+          Value partner = tensor::ExtractOp::create(b, l, input, coords);
           // even: x cos - partner sin; odd: x cos + partner sin.
+          Value sin = args[2];
           Value isOdd = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne,
                                               arith::AndIOp::create(b, l, i, one),
                                               indexConstant(b, l, 0));
           Value signedSin =
               arith::SelectOp::create(b, l, isOdd, sin, arith::NegFOp::create(b, l, sin));
-          Value x = convertScalar(b, l, own, b.getF64Type());
-          Value y = convertScalar(b, l, partner, b.getF64Type());
-          Value rotated = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, x, cos),
+          Value x = convertScalar(b, l, args[0], f64);
+          Value y = convertScalar(b, l, partner, f64);
+          Value rotated = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, x, args[1]),
                                                 arith::MulFOp::create(b, l, y, signedSin));
-          return convertScalar(b, l, rotated, element);
+          linalg::YieldOp::create(b, l, ValueRange{convertScalar(b, l, rotated, element)});
         });
-    rewriter.replaceOp(op, result);
+    rewriter.replaceOp(op, rotation.getResult(0));
     return success();
   }
 };

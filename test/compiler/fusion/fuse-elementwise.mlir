@@ -116,3 +116,103 @@ func.func @calling_producer(%x: tensor<8xf32>) -> tensor<8xf32> {
   } -> tensor<8xf32>
   return %sum : tensor<8xf32>
 }
+
+// -----
+
+// Tests that a costly producer (libm's sin, a table per position) is not fused into a
+// consumer that reads it broadcast over another dimension: fused, sin would run once per
+// element of the consumer instead of once per position. The table stays its own loop nest.
+// CHECK-LABEL: func.func @costly_broadcast
+// CHECK:         %[[TABLE:.*]] = linalg.generic
+// CHECK-SAME:      outs(%{{.*}} : tensor<8xf64>)
+// CHECK:           math.sin
+// CHECK:         linalg.generic
+// CHECK-SAME:      ins(%arg0, %[[TABLE]] : tensor<4x8xf64>, tensor<8xf64>)
+// CHECK-NOT:       math.sin
+// CHECK:           arith.mulf
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+#one = affine_map<(d0) -> (d0)>
+func.func @costly_broadcast(%x: tensor<4x8xf64>) -> tensor<4x8xf64> {
+  %t = tensor.empty() : tensor<8xf64>
+  %sin = linalg.generic {indexing_maps = [#one], iterator_types = ["parallel"]}
+      outs(%t : tensor<8xf64>) {
+  ^bb0(%o: f64):
+    %i = linalg.index 0 : index
+    %j = arith.index_castui %i : index to i64
+    %a = arith.uitofp %j : i64 to f64
+    %s = math.sin %a : f64
+    linalg.yield %s : f64
+  } -> tensor<8xf64>
+  %e = tensor.empty() : tensor<4x8xf64>
+  %0 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sin : tensor<4x8xf64>, tensor<8xf64>) outs(%e : tensor<4x8xf64>) {
+  ^bb0(%a: f64, %s: f64, %o: f64):
+    %m = arith.mulf %a, %s : f64
+    linalg.yield %m : f64
+  } -> tensor<4x8xf64>
+  return %0 : tensor<4x8xf64>
+}
+
+// -----
+
+// Tests that the same costly producer read without a broadcast (one consumer iteration per
+// element) is fused: nothing is recomputed.
+// CHECK-LABEL: func.func @costly_same_shape
+// CHECK:         linalg.generic
+// CHECK:           math.sin
+// CHECK:           arith.mulf
+// CHECK-NOT:     linalg.generic
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @costly_same_shape(%x: tensor<4x8xf64>) -> tensor<4x8xf64> {
+  %e = tensor.empty() : tensor<4x8xf64>
+  %sin = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]}
+      outs(%e : tensor<4x8xf64>) {
+  ^bb0(%o: f64):
+    %i = linalg.index 1 : index
+    %j = arith.index_castui %i : index to i64
+    %a = arith.uitofp %j : i64 to f64
+    %s = math.sin %a : f64
+    linalg.yield %s : f64
+  } -> tensor<4x8xf64>
+  %0 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sin : tensor<4x8xf64>, tensor<4x8xf64>) outs(%e : tensor<4x8xf64>) {
+  ^bb0(%a: f64, %s: f64, %o: f64):
+    %m = arith.mulf %a, %s : f64
+    linalg.yield %m : f64
+  } -> tensor<4x8xf64>
+  return %0 : tensor<4x8xf64>
+}
+
+// -----
+
+// Tests that a cheap producer (positions from linalg.index, as mt.iota) is still fused into
+// a consumer that broadcasts it: recomputing it costs less than storing and loading it.
+// CHECK-LABEL: func.func @cheap_broadcast
+// CHECK:         linalg.generic
+// CHECK:           linalg.index 1
+// CHECK:           arith.uitofp
+// CHECK:           arith.mulf
+// CHECK-NOT:     linalg.generic
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+#one = affine_map<(d0) -> (d0)>
+func.func @cheap_broadcast(%x: tensor<4x8xf64>) -> tensor<4x8xf64> {
+  %t = tensor.empty() : tensor<8xf64>
+  %iota = linalg.generic {indexing_maps = [#one], iterator_types = ["parallel"]}
+      outs(%t : tensor<8xf64>) {
+  ^bb0(%o: f64):
+    %i = linalg.index 0 : index
+    %j = arith.index_castui %i : index to i64
+    %a = arith.uitofp %j : i64 to f64
+    linalg.yield %a : f64
+  } -> tensor<8xf64>
+  %e = tensor.empty() : tensor<4x8xf64>
+  %0 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %iota : tensor<4x8xf64>, tensor<8xf64>) outs(%e : tensor<4x8xf64>) {
+  ^bb0(%a: f64, %s: f64, %o: f64):
+    %m = arith.mulf %a, %s : f64
+    linalg.yield %m : f64
+  } -> tensor<4x8xf64>
+  return %0 : tensor<4x8xf64>
+}

@@ -350,25 +350,38 @@ func.func @embedding_grad(%ids: !mt.tensor<[batch=2, seq=4], i32>,
 
 // -----
 
-// Tests that rope reads its pair partner at index i ^ 1 of the rotated dimension and
-// computes the angle in f64 from the indices of the position and rotated dimensions.
+// Tests that rope computes its cos and sin tables once, over [pair, position] (the angle in
+// f64 from the two indices; pow, cos and sin only there), and that the rotation reads them
+// at (i floordiv 2, position), its pair partner at index i ^ 1 of the rotated dimension,
+// and computes no transcendental of its own.
+// CHECK-DAG: #[[$ROPE_TABLE:.*]] = affine_map<(d0, d1, d2) -> (d2 floordiv 2, d0)>
 // CHECK-LABEL: func.func @rope
 // CHECK-SAME: (%[[X:.*]]: tensor<4x2x6xf32>)
-// CHECK: linalg.generic {{.*}} ins(%[[X]] : tensor<4x2x6xf32>)
-// CHECK: ^bb0(%[[OWN:.*]]: f32, %{{.*}}: f32):
+// CHECK: %[[TABLES:.*]]:2 = linalg.generic
+// CHECK-SAME: outs(%{{.*}}, %{{.*}} : tensor<3x4xf64>, tensor<3x4xf64>)
+// CHECK: %[[PAIR:.*]] = linalg.index 0 : index
+// CHECK: %[[TP:.*]] = linalg.index 1 : index
+// CHECK: %[[F:.*]] = math.powf %{{.*}}, %{{.*}} : f64
+// CHECK: %[[A:.*]] = arith.mulf %{{.*}}, %[[F]] : f64
+// CHECK: %[[COS:.*]] = math.cos %[[A]] : f64
+// CHECK: %[[SIN:.*]] = math.sin %[[A]] : f64
+// CHECK: linalg.yield %[[COS]], %[[SIN]] : f64, f64
+// CHECK: linalg.generic {indexing_maps = [#[[ID:map[0-9]*]], #[[$ROPE_TABLE]], #[[$ROPE_TABLE]], #[[ID]]]
+// CHECK-SAME: ins(%[[X]], %[[TABLES]]#0, %[[TABLES]]#1 : tensor<4x2x6xf32>, tensor<3x4xf64>, tensor<3x4xf64>)
+// CHECK: ^bb0(%[[OWN:.*]]: f32, %[[C:.*]]: f64, %[[S:.*]]: f64, %{{.*}}: f32):
 // CHECK: %[[P:.*]] = linalg.index 0 : index
 // CHECK: %[[I:.*]] = linalg.index 2 : index
 // CHECK: %[[J:.*]] = arith.xori %[[I]], %{{.*}} : index
 // CHECK: %[[PARTNER:.*]] = tensor.extract %[[X]][%[[P]], %{{.*}}, %[[J]]] : tensor<4x2x6xf32>
-// CHECK: %[[PAIR:.*]] = arith.shrui %[[I]], %{{.*}} : index
-// CHECK: %[[F:.*]] = math.powf %{{.*}}, %{{.*}} : f64
-// CHECK: %[[A:.*]] = arith.mulf %{{.*}}, %[[F]] : f64
-// CHECK: math.cos %[[A]] : f64
-// CHECK: math.sin %[[A]] : f64
-// CHECK: arith.select
-// CHECK: arith.extf %[[OWN]] : f32 to f64
-// CHECK: arith.extf %[[PARTNER]] : f32 to f64
-// CHECK: %[[R:.*]] = arith.truncf %{{.*}} : f64 to f32
+// CHECK: %[[NEG:.*]] = arith.negf %[[S]] : f64
+// CHECK: %[[SIGNED:.*]] = arith.select %{{.*}}, %[[S]], %[[NEG]] : f64
+// CHECK: %[[XO:.*]] = arith.extf %[[OWN]] : f32 to f64
+// CHECK: %[[XP:.*]] = arith.extf %[[PARTNER]] : f32 to f64
+// CHECK: %[[XC:.*]] = arith.mulf %[[XO]], %[[C]] : f64
+// CHECK: %[[XS:.*]] = arith.mulf %[[XP]], %[[SIGNED]] : f64
+// CHECK: %[[SUM:.*]] = arith.addf %[[XC]], %[[XS]] : f64
+// CHECK: %[[R:.*]] = arith.truncf %[[SUM]] : f64 to f32
+// CHECK-NOT: math.
 // CHECK: linalg.yield %[[R]] : f32
 // CHECK: arith.constant -1.000000e+00 : f64
 func.func @rope(%x: !mt.tensor<[seq=4, heads=2, head_dim=6], f32>)
@@ -382,7 +395,8 @@ func.func @rope(%x: !mt.tensor<[seq=4, heads=2, head_dim=6], f32>)
 
 // Tests a rope of a part of the sequence (context parallelism): the position is the
 // index offset by where this rank's part starts (its cp coordinate times the local
-// sequence), so each rank rotates by global positions; the rotated dimension is whole.
+// sequence), in the tables' kernel, so each rank rotates by global positions; the rotated
+// dimension is whole.
 // CHECK-LABEL: func.func @split_rope
 // CHECK: %[[C:.*]] = call @mtc_mesh_coordinate(%{{.*}}) : (i64) -> i64
 // CHECK: %[[CI:.*]] = arith.index_cast %[[C]] : i64 to index
@@ -390,8 +404,8 @@ func.func @rope(%x: !mt.tensor<[seq=4, heads=2, head_dim=6], f32>)
 // CHECK: %[[LOCAL:.*]] = arith.constant 4 : index
 // CHECK: %[[START:.*]] = arith.muli %[[PART]], %[[LOCAL]] : index
 // CHECK: linalg.generic
-// CHECK: %[[P:.*]] = linalg.index 0 : index
-// CHECK: %[[I:.*]] = linalg.index 2 : index
+// CHECK-SAME: outs(%{{.*}}, %{{.*}} : tensor<3x4xf64>, tensor<3x4xf64>)
+// CHECK: %[[P:.*]] = linalg.index 1 : index
 // CHECK: %[[POS:.*]] = arith.addi %[[P]], %[[START]] : index
 // CHECK: %[[POS64:.*]] = arith.index_castui %[[POS]] : index to i64
 // CHECK: arith.uitofp %[[POS64]] : i64 to f64

@@ -22,6 +22,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
+#include <iterator>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -281,6 +282,57 @@ TEST(FunctionCostTest, KernelsAreThoseTheFusionMakes) {
   module->walk([&](mlir::linalg::GenericOp) { ++generics; });
   // Unfused, the decomposition is several times as many ops.
   EXPECT_GT(generics, 5);
+  EXPECT_EQ(cost.ops, generics);
+}
+
+// A rope, then two factors per position broadcast over the rest: exp (costly) and neg
+// (cheap).
+constexpr llvm::StringLiteral kBroadcasts = R"mlir(
+func.func @forward_backward(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>, %s: !mt.tensor<[seq=4], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32> {
+  %r = mt.rope %x over head_dim position seq : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>
+  %e = mt.exp %s : !mt.tensor<[seq=4], f32>
+  %m = mt.mul %r, %e : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>, !mt.tensor<[seq=4], f32> -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>
+  %n = mt.neg %s : !mt.tensor<[seq=4], f32>
+  %k = mt.mul %m, %n : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>, !mt.tensor<[seq=4], f32> -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>
+  return %k : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>
+}
+)mlir";
+
+// Rope's cos and sin tables are a kernel of their own, which its kernel reads; a costly
+// producer read broadcast (exp per position, read for every batch row, head and index) is
+// not fused, a cheap one (neg) is: as many kernels as mtc-fuse-elementwise leaves generics.
+TEST(FunctionCostTest, CostlyProducersAreNotRecomputedPerElement) {
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(kBroadcasts, &context);
+  ASSERT_TRUE(module);
+  constexpr int64_t kTensor = 2 * 4 * 2 * 8 * 4, kRow = 4 * 4;
+  // 4 pairs x 4 positions, f64, cos and sin.
+  constexpr int64_t kTables = 2 * 4 * 4 * 8;
+  mlir::Block &body =
+      module->lookupSymbol<mlir::func::FuncOp>("forward_backward").getBody().front();
+  auto opAt = [&](unsigned index) { return &*std::next(body.begin(), index); };
+  FunctionCost exp = computeOpCost(*module, opAt(1));
+  EXPECT_EQ(exp.ops, 1);
+  EXPECT_EQ(exp.trafficBytes, 2 * kRow);
+  EXPECT_EQ(computeOpCost(*module, opAt(3)).ops, 0);
+  // The tables' kernel, and one kernel of rope, both products and neg: x, the exponentials,
+  // s (for neg) read, the result written, the tables written and read.
+  FunctionCost root = computeOpCost(*module, opAt(4));
+  EXPECT_EQ(root.ops, 2);
+  EXPECT_EQ(root.trafficBytes, kTensor + kRow + kRow + kTensor + 2 * kTables);
+  FunctionCost cost = computeFunctionCost(*module, "forward_backward");
+  EXPECT_EQ(cost.ops, 3);
+
+  mlir::PassManager lower(&context);
+  lower.addPass(codegen::createMTToLinalgPass());
+  lower.addPass(fusion::createFuseElementwisePass());
+  lower.addPass(mlir::createCanonicalizerPass());
+  ASSERT_TRUE(mlir::succeeded(lower.run(*module)));
+  int64_t generics = 0;
+  module->walk([&](mlir::linalg::GenericOp) { ++generics; });
   EXPECT_EQ(cost.ops, generics);
 }
 
