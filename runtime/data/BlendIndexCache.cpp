@@ -20,16 +20,9 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-/// The error of an entry that cannot be used: `message` names the file.
-Error invalid(const BlendIndexFiles &files, const std::string &message) {
-  return makeError("--data-cache-path: ", message,
-                   ": the cache entry is stale or corrupt; delete its files '",
-                   files.prefix.string(), "*' and rerun to rebuild it");
-}
-
 Error invalid(const BlendIndexFiles &files, const std::filesystem::path &path,
               const std::string &why) {
-  return invalid(files, concat(path, ": ", why));
+  return invalidCacheEntry(files.prefix, concat(path, ": ", why));
 }
 
 /// `array` is 1-D of `size` elements of `dtype`.
@@ -50,35 +43,14 @@ Error checkLayout(const NpyArray &array, NpyDType dtype, int64_t size) {
 Expected<std::optional<BlendingIndex>> readBlendIndex(const BlendIndexFiles &files,
                                                       std::string_view description,
                                                       const BlendIndexRequest &request) {
-  Expected<bool> present = cacheFileExists(files.description);
-  if (!present)
-    return present.takeError().withContext("--data-cache-path");
-  if (!*present)
+  const std::filesystem::path arrays[] = {files.datasetIndex, files.datasetSampleIndex};
+  Expected<std::optional<std::vector<NpyArray>>> entry =
+      readCacheEntry(files.prefix, files.description, description, arrays);
+  if (!entry)
+    return entry.takeError();
+  if (!*entry)
     return std::optional<BlendingIndex>();
-  Expected<std::string> text = readInputFile(files.description);
-  if (!text)
-    return invalid(files, text.error().message());
-  if (*text != description)
-    return invalid(files, files.description,
-                   "it describes other indices than this run's (an edited file, or a hash "
-                   "collision)");
-  auto read = [&](const std::filesystem::path &path) -> Expected<NpyArray> {
-    Expected<bool> there = cacheFileExists(path);
-    if (!there)
-      return there.takeError().withContext("--data-cache-path");
-    if (!*there)
-      return invalid(files, path, "missing, though the entry's description.txt is there");
-    Expected<NpyArray> array = readNpyFile(path);
-    if (!array)
-      return invalid(files, array.error().message());
-    return array;
-  };
-  Expected<NpyArray> datasets = read(files.datasetIndex);
-  if (!datasets)
-    return datasets.takeError();
-  Expected<NpyArray> samples = read(files.datasetSampleIndex);
-  if (!samples)
-    return samples.takeError();
+  const NpyArray *datasets = &(**entry)[0], *samples = &(**entry)[1];
   if (Error err = checkLayout(*datasets, NpyDType::I16, request.size); !err.ok())
     return invalid(files, files.datasetIndex, err.message());
   if (Error err = checkLayout(*samples, NpyDType::I64, request.size); !err.ok())
@@ -149,9 +121,7 @@ Error writeBlendIndex(const BlendIndexFiles &files, std::string_view description
     return context(makeError("out of memory"));
   }
   // Last: the description makes the entry present.
-  return context(writeAtomically(files.description, [&](int fd, const std::filesystem::path &tmp) {
-    return writeAll(fd, description.data(), description.size(), tmp);
-  }));
+  return context(writeCacheDescription(files.description, description));
 }
 
 } // namespace

@@ -36,9 +36,7 @@ Expected<bool> fileExists(const std::filesystem::path &path) {
 
 /// The error of an entry's file that cannot be used: `message` names the file.
 Error invalid(const GptIndexFiles &files, const std::string &message) {
-  return makeError("--data-cache-path: ", message,
-                   ": the cache entry is stale or corrupt; delete its files '",
-                   files.prefix.string(), "*' and rerun to rebuild it");
+  return invalidCacheEntry(files.prefix, message);
 }
 
 /// The same for `path`, which is wrong for `why`.
@@ -225,6 +223,50 @@ template <class T> std::string encode(const std::vector<T> &values, NpyDType dty
 
 Expected<bool> cacheFileExists(const std::filesystem::path &path) { return fileExists(path); }
 
+Error invalidCacheEntry(const std::filesystem::path &prefix, const std::string &message) {
+  return makeError("--data-cache-path: ", message,
+                   ": the cache entry is stale or corrupt; delete its files '", prefix.string(),
+                   "*' and rerun to rebuild it");
+}
+
+Expected<std::optional<std::vector<NpyArray>>>
+readCacheEntry(const std::filesystem::path &prefix, const std::filesystem::path &descriptionFile,
+               std::string_view description, std::span<const std::filesystem::path> arrays) {
+  auto invalidFile = [&](const std::filesystem::path &path, const std::string &why) {
+    return invalidCacheEntry(prefix, concat(path, ": ", why));
+  };
+  Expected<bool> present = fileExists(descriptionFile);
+  if (!present)
+    return present.takeError().withContext("--data-cache-path");
+  if (!*present)
+    return std::optional<std::vector<NpyArray>>();
+  Expected<std::string> text = readInputFile(descriptionFile);
+  if (!text)
+    return invalidCacheEntry(prefix, text.error().message());
+  if (*text != description)
+    return invalidFile(descriptionFile, "it describes other indices than this run's (an edited "
+                                        "file, or a hash collision)");
+  std::vector<NpyArray> read;
+  for (const std::filesystem::path &path : arrays) {
+    Expected<bool> there = fileExists(path);
+    if (!there)
+      return there.takeError().withContext("--data-cache-path");
+    if (!*there)
+      return invalidFile(path, "missing, though the entry's description.txt is there");
+    Expected<NpyArray> array = readNpyFile(path);
+    if (!array)
+      return invalidCacheEntry(prefix, array.error().message());
+    read.push_back(std::move(*array));
+  }
+  return std::optional<std::vector<NpyArray>>(std::move(read));
+}
+
+Error writeCacheDescription(const std::filesystem::path &file, std::string_view description) {
+  return writeAtomically(file, [&](int fd, const std::filesystem::path &tmp) {
+    return writeAll(fd, description.data(), description.size(), tmp);
+  });
+}
+
 Error prepareCacheDirectory(const std::filesystem::path &dir) {
   if (struct stat st; ::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
     return makeError("--data-cache-path: ", dir, " is ", describeFileType(st.st_mode),
@@ -280,39 +322,16 @@ GptIndexFiles gptIndexFiles(const std::filesystem::path &dir, std::string_view d
 Expected<std::optional<GptSampleIndex>> readGptIndex(const GptIndexFiles &files,
                                                      std::string_view description,
                                                      const GptIndexRequest &request) {
-  Expected<bool> present = fileExists(files.description);
-  if (!present)
-    return present.takeError().withContext("--data-cache-path");
-  if (!*present)
-    return std::optional<GptSampleIndex>();
   // Every file read whole, then validated.
-  Expected<std::string> text = readInputFile(files.description);
-  if (!text)
-    return invalid(files, text.error().message());
-  if (*text != description)
-    return invalid(files, files.description,
-                   "it describes other indices than this run's (an edited file, or a hash "
-                   "collision)");
-  auto read = [&](const std::filesystem::path &path) -> Expected<NpyArray> {
-    Expected<bool> there = fileExists(path);
-    if (!there)
-      return there.takeError().withContext("--data-cache-path");
-    if (!*there)
-      return invalid(files, path, "missing, though the entry's description.txt is there");
-    Expected<NpyArray> array = readNpyFile(path);
-    if (!array)
-      return invalid(files, array.error().message());
-    return array;
-  };
-  Expected<NpyArray> documents = read(files.documentIndex);
-  if (!documents)
-    return documents.takeError();
-  Expected<NpyArray> samples = read(files.sampleIndex);
-  if (!samples)
-    return samples.takeError();
-  Expected<NpyArray> shuffle = read(files.shuffleIndex);
-  if (!shuffle)
-    return shuffle.takeError();
+  const std::filesystem::path arrays[] = {files.documentIndex, files.sampleIndex,
+                                          files.shuffleIndex};
+  Expected<std::optional<std::vector<NpyArray>>> entry =
+      readCacheEntry(files.prefix, files.description, description, arrays);
+  if (!entry)
+    return entry.takeError();
+  if (!*entry)
+    return std::optional<GptSampleIndex>();
+  const NpyArray *documents = &(**entry)[0], *samples = &(**entry)[1], *shuffle = &(**entry)[2];
 
   const DocumentRange docs = request.documents;
   int64_t tokens = 0;
@@ -380,9 +399,7 @@ Error writeGptIndex(const GptIndexFiles &files, std::string_view description,
     return context(makeError("out of memory"));
   }
   // Last: the description makes the entry present.
-  return context(writeAtomically(files.description, [&](int fd, const std::filesystem::path &tmp) {
-    return writeAll(fd, description.data(), description.size(), tmp);
-  }));
+  return context(writeCacheDescription(files.description, description));
 }
 
 Expected<CachedGptIndex> cachedGptSampleIndex(const std::filesystem::path &dir,

@@ -48,6 +48,7 @@
 #define MTC_RUNTIME_DATA_GPTINDEXCACHE_H
 
 #include "runtime/data/GptDataset.h"
+#include "runtime/data/NpyFile.h"
 #include "runtime/support/Error.h"
 
 #include <cstdint>
@@ -55,6 +56,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace mtc::rt {
 
@@ -115,6 +118,17 @@ Expected<CachedGptIndex> cachedGptSampleIndex(const std::filesystem::path &dir,
 /// when missing; a file in its place or a failure to create it is an error naming it).
 Expected<bool> cacheFileExists(const std::filesystem::path &path);
 Error prepareCacheDirectory(const std::filesystem::path &dir);
+/// The error of the entry whose files start with `prefix` when one of them cannot be used:
+/// `message` names the file; the error says to delete the entry's files.
+Error invalidCacheEntry(const std::filesystem::path &prefix, const std::string &message);
+/// An entry's arrays, each file read whole: nothing when its description file is absent;
+/// else the description must read `description` and every file of `arrays` be there and a
+/// .npy file, or the error is invalidCacheEntry's.
+Expected<std::optional<std::vector<NpyArray>>>
+readCacheEntry(const std::filesystem::path &prefix, const std::filesystem::path &descriptionFile,
+               std::string_view description, std::span<const std::filesystem::path> arrays);
+/// Writes an entry's description, atomically and after its arrays: it makes the entry present.
+Error writeCacheDescription(const std::filesystem::path &file, std::string_view description);
 
 } // namespace mtc::rt
 
