@@ -117,6 +117,32 @@ Error bindForward(const Plan &plan, const KernelLibrary &kernels, const Training
 
 } // namespace
 
+std::vector<ExpertLoad> ExpertLoad::forOutputs(const KernelFunction &forwardBackward) {
+  std::vector<ExpertLoad> loads;
+  for (const KernelBuffer &b : forwardBackward.outputs)
+    if (b.kind == BufferKind::ExpertLoad) {
+      ExpertLoad load{b.dims[0].size, b.dims[1].size, {}, {}};
+      load.counts.resize(static_cast<size_t>(b.numElements()));
+      load.sum.resize(load.counts.size());
+      loads.push_back(std::move(load));
+    }
+  return loads;
+}
+
+std::vector<std::vector<int64_t>> ExpertLoad::rows(const std::vector<ExpertLoad> &loads) {
+  std::vector<std::vector<int64_t>> rows;
+  for (const ExpertLoad &load : loads)
+    for (int64_t layer = 0; layer < load.layers; ++layer)
+      rows.emplace_back(load.sum.begin() + layer * load.experts,
+                        load.sum.begin() + (layer + 1) * load.experts);
+  return rows;
+}
+
+void ExpertLoad::addCounts() {
+  for (size_t i = 0; i < sum.size(); ++i)
+    sum[i] += counts[i];
+}
+
 Expected<StepBindings> StepBindings::create(const Plan &plan, const KernelLibrary &kernels,
                                             const TrainingState &state, bool withForward) {
   StepBindings b;

@@ -36,6 +36,21 @@ struct BufferBinding {
   size_t index = 0;
 };
 
+/// forward_backward's `expert_load` outputs as a trainer keeps them: a micro-batch's counts
+/// and their sum over the step's micro-batches, row-major [layers, experts] (i64).
+struct ExpertLoad {
+  int64_t layers = 0, experts = 0;
+  std::vector<int64_t> counts, sum;
+
+  /// One per `expert_load` output of `forwardBackward` (KernelLibrary checked their shape);
+  /// std::bad_alloc when out of memory.
+  static std::vector<ExpertLoad> forOutputs(const KernelFunction &forwardBackward);
+  /// The sums, layer by layer: StepStats::tokensPerExpert's rows of `loads`.
+  static std::vector<std::vector<int64_t>> rows(const std::vector<ExpertLoad> &loads);
+  /// Adds the counts to the sum.
+  void addCounts();
+};
+
 /// The bindings of a trainer's step functions, checked.
 struct StepBindings {
   std::vector<BufferBinding> forwardBackward, optimizerStep;

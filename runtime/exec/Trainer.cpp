@@ -122,14 +122,7 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     return bindings.takeError();
   t.bindings_ = std::move(*bindings);
   try {
-    for (const KernelBuffer &b : fb.outputs)
-      if (b.kind == BufferKind::ExpertLoad) {
-        // KernelLibrary checked the shape: i64 [layers, experts].
-        ExpertLoad load{b.dims[0].size, b.dims[1].size, {}, {}};
-        load.counts.resize(static_cast<size_t>(b.numElements()));
-        load.sum.resize(load.counts.size());
-        t.expertLoad_.push_back(std::move(load));
-      }
+    t.expertLoad_ = ExpertLoad::forOutputs(fb);
     t.next_ = t.state_;
     t.tokens_.resize(size_t(t.microBatchSize_ * t.seqLen_));
     t.labels_.resize(t.tokens_.size());
@@ -260,8 +253,7 @@ Expected<StepStats> Trainer::step() {
     }
     lossSum += loss;
     for (ExpertLoad &load : expertLoad_)
-      for (size_t i = 0; i < load.sum.size(); ++i)
-        load.sum[i] += load.counts[i];
+      load.addCounts();
     {
       TraceRecorder::Scope span(dataParallel_ && plan_->zeroStage == 2 ? trace_ : nullptr,
                                 "reduce_scatter_gradients", "communication",
@@ -347,10 +339,7 @@ Expected<StepStats> Trainer::step() {
   stats.tokens = microBatches_ * microBatchSize_ * seqLen_;
   stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const ExpertLoad &load : expertLoad_)
-    for (int64_t layer = 0; layer < load.layers; ++layer)
-      stats.tokensPerExpert.emplace_back(load.sum.begin() + layer * load.experts,
-                                         load.sum.begin() + (layer + 1) * load.experts);
+  stats.tokensPerExpert = ExpertLoad::rows(expertLoad_);
   return stats;
 }
 

@@ -205,12 +205,8 @@ private:
   /// Reads samples [sampleBegin, + microBatchSize_) of `step` of `source` into the input
   /// buffers (the loss mask computed from the tokens).
   Error readBatch(const TokenSource &source, int64_t step, int64_t sampleBegin);
-  /// forward_backward's `expert_load` outputs: a micro-batch's counts, and their sums over
-  /// the step's micro-batches (then over the data-parallel ranks), row-major [layers, experts].
-  struct ExpertLoad {
-    int64_t layers = 0, experts = 0;
-    std::vector<int64_t> counts, sum;
-  };
+  /// forward_backward's `expert_load` outputs, their sums over the step's micro-batches then
+  /// over the data-parallel ranks.
   std::vector<ExpertLoad> expertLoad_;
   StepBindings bindings_; // `forward` with validation data only
   int64_t microBatches_ = 1, microBatchSize_ = 1, seqLen_ = 1;

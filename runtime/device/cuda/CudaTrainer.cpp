@@ -119,14 +119,7 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
     if (t->layout_.lossMask)
       t->lossMask_.resize(t->tokens_.size());
     t->endOfDocument_ = inputs.endOfDocument.value_or(0);
-    for (const KernelBuffer &b : fb.outputs)
-      if (b.kind == BufferKind::ExpertLoad) {
-        // KernelLibrary checked the shape: i64 [layers, experts].
-        ExpertLoad load{b.dims[0].size, b.dims[1].size, {}, {}};
-        load.counts.resize(size_t(b.numElements()));
-        load.sum.resize(load.counts.size());
-        t->expertLoad_.push_back(std::move(load));
-      }
+    t->expertLoad_ = ExpertLoad::forOutputs(fb);
   } catch (const std::bad_alloc &) {
     return makeError("out of memory allocating the training buffers");
   }
@@ -276,8 +269,7 @@ Expected<StepStats> CudaTrainer::step() {
                                layout_.expertLoads[i].bytes, "the tokens per expert");
           !err.ok())
         return std::move(err).withContext(concat("step ", step + 1));
-      for (size_t j = 0; j < load.sum.size(); ++j)
-        load.sum[j] += load.counts[j];
+      load.addCounts();
     }
   }
   const double meanLoss = lossSum / static_cast<double>(microBatches_);
@@ -355,10 +347,7 @@ Expected<StepStats> CudaTrainer::step() {
   stats.tokens = microBatches_ * shape_.microBatchSize * shape_.sequenceLength;
   stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const ExpertLoad &load : expertLoad_)
-    for (int64_t layer = 0; layer < load.layers; ++layer)
-      stats.tokensPerExpert.emplace_back(load.sum.begin() + layer * load.experts,
-                                         load.sum.begin() + (layer + 1) * load.experts);
+  stats.tokensPerExpert = ExpertLoad::rows(expertLoad_);
   return stats;
 }
 

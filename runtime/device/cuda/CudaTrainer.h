@@ -108,12 +108,7 @@ private:
   /// The device buffer of the i-th input of forward_backward or forward: the tokens, the
   /// labels, the loss mask (the loader checked that order).
   void *inputBuffer(int index) const;
-  /// forward_backward's `expert_load` outputs, as in Trainer: a micro-batch's counts (copied
-  /// back) and their sum over the step, row-major [layers, experts].
-  struct ExpertLoad {
-    int64_t layers = 0, experts = 0;
-    std::vector<int64_t> counts, sum;
-  };
+  /// forward_backward's `expert_load` outputs (counts copied back), summed over the step.
   std::vector<ExpertLoad> expertLoad_;
   int64_t gemmWorkspaceBytes_ = 0;
 };
