@@ -102,9 +102,14 @@ public:
                                 Value dout, Value out, Value lse) const;
 
 private:
-  /// The names of `type`'s dimensions in the row layout's terms, heads split into
-  /// (kv heads, group) for a query-shaped type of grouped-query attention.
-  SmallVector<std::string> rowNames(NamedTensorType type, bool &splitsHeads) const;
+  /// `type`'s dimensions in the row layout's terms, heads split into (kv heads, group) for a
+  /// query-shaped type of grouped-query attention (`splitsHeads`).
+  struct RowDims {
+    SmallVector<std::string> names;
+    SmallVector<int64_t> sizes;
+    bool splitsHeads = false;
+  };
+  RowDims rowDims(NamedTensorType type) const;
 
   Value filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, double value) const;
   Value product(OpBuilder &b, Location loc, Value lhs, Value rhs, Value init) const;
@@ -124,25 +129,27 @@ private:
 // The row layout
 //===----------------------------------------------------------------------===//
 
-SmallVector<std::string> FlashAttention::rowNames(NamedTensorType type, bool &splitsHeads) const {
-  splitsHeads = false;
-  SmallVector<std::string> names;
-  for (StringAttr name : type.getDimNames()) {
-    StringRef n = name.getValue();
+FlashAttention::RowDims FlashAttention::rowDims(NamedTensorType type) const {
+  RowDims dims;
+  for (const mt::NamedDim &dim : type.getDims()) {
+    StringRef n = dim.name.getValue();
+    if (n == heads && group > 1) {
+      dims.names.append({kRowHeads.str(), kRowGroup.str()});
+      dims.sizes.append({numKvHeads, group});
+      dims.splitsHeads = true;
+      continue;
+    }
     if (n == seq)
-      names.push_back(kRowSeq.str());
+      dims.names.push_back(kRowSeq.str());
     else if (n == headDim)
-      names.push_back(kRowHeadDim.str());
-    else if (n == heads && group > 1) {
-      names.push_back(kRowHeads.str());
-      names.push_back(kRowGroup.str());
-      splitsHeads = true;
-    } else if (n == heads || n == kvHeads)
-      names.push_back(kRowHeads.str());
+      dims.names.push_back(kRowHeadDim.str());
+    else if (n == heads || n == kvHeads)
+      dims.names.push_back(kRowHeads.str());
     else
-      names.push_back(n.str());
+      dims.names.push_back(n.str());
+    dims.sizes.push_back(dim.size);
   }
-  return names;
+  return dims;
 }
 
 /// The row layout's order of `names`' dimensions and its groups (B, R[, d]).
@@ -183,16 +190,7 @@ static SmallVector<ReassociationIndices> headSplit(ArrayRef<std::string> names) 
 
 Value FlashAttention::toRows(OpBuilder &b, Location loc, Value value,
                              NamedTensorType type) const {
-  bool splitsHeads;
-  SmallVector<std::string> names = rowNames(type, splitsHeads);
-  SmallVector<int64_t> sizes;
-  for (const mt::NamedDim &dim : type.getDims()) {
-    if (dim.name.getValue() == heads && splitsHeads) {
-      sizes.append({numKvHeads, group});
-      continue;
-    }
-    sizes.push_back(dim.size);
-  }
+  auto [names, sizes, splitsHeads] = rowDims(type);
   if (splitsHeads)
     value = tensor::ExpandShapeOp::create(b, loc, RankedTensorType::get(sizes, element), value,
                                           headSplit(names));
@@ -207,16 +205,7 @@ Value FlashAttention::toRows(OpBuilder &b, Location loc, Value value,
 
 Value FlashAttention::fromRows(OpBuilder &b, Location loc, Value rowsValue,
                                NamedTensorType type) const {
-  bool splitsHeads;
-  SmallVector<std::string> names = rowNames(type, splitsHeads);
-  SmallVector<int64_t> sizes;
-  for (const mt::NamedDim &dim : type.getDims()) {
-    if (dim.name.getValue() == heads && splitsHeads) {
-      sizes.append({numKvHeads, group});
-      continue;
-    }
-    sizes.push_back(dim.size);
-  }
+  auto [names, sizes, splitsHeads] = rowDims(type);
   SmallVector<std::string> order;
   SmallVector<ReassociationIndices> groups;
   rowOrder(names, batchDims, order, groups);
