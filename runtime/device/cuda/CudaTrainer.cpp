@@ -39,8 +39,7 @@ CudaTrainer::CudaTrainer(DeviceTrainerInputs &inputs, CudaDevice device, PlanKer
       device_(std::move(device)), kernels_(std::move(kernels)), compute_(std::move(compute)),
       gemm_(std::move(gemm)), axpy_(std::move(axpy)), arena_(std::move(arena)),
       layout_(std::move(layout)), shape_(std::move(shape)), bindings_(std::move(bindings)),
-      microBatches_(shape_.microBatches), host_(std::move(inputs.state)),
-      gemmWorkspaceBytes_(kGemmWorkspaceBytes) {}
+      microBatches_(shape_.microBatches), host_(std::move(inputs.state)) {}
 
 Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs inputs) {
   const Plan &plan = inputs.plan;
@@ -401,7 +400,7 @@ Error CudaTrainer::syncState() {
 }
 
 int64_t CudaTrainer::peakBytes() const {
-  return arena_.layout().highWaterBytes() + gemmWorkspaceBytes_;
+  return arena_.layout().highWaterBytes() + kGemmWorkspaceBytes;
 }
 
 DeviceBackend cudaBackend() {

@@ -110,7 +110,6 @@ private:
   void *inputBuffer(int index) const;
   /// forward_backward's `expert_load` outputs (counts copied back), summed over the step.
   std::vector<ExpertLoad> expertLoad_;
-  int64_t gemmWorkspaceBytes_ = 0;
 };
 
 /// The CUDA device as runTraining takes it (DeviceTrainer.h): the plan's CUDA host code and

@@ -2,7 +2,7 @@
 //
 // gpt-tiny compiled with --target=cuda (test/CMakeLists.txt). Everywhere: what CudaTrainer
 // refuses before it touches a device (a partitioned plan, a batch the kernels' micro-batches
-// do not divide) and, without a GPU, the device layer's "no CUDA device" error. On a GPU
+// do not divide, a loss mask without the data's end of document) and, without a GPU, the device layer's "no CUDA device" error. On a GPU
 // (skipped without one; never run so far): three steps of two micro-batches each against
 // the CPU's Trainer on the x86 plan of the same model (same initial parameters, same data),
 // and an evaluation, within fp32's 1e-5 with TF32 off.
@@ -89,6 +89,21 @@ TEST(CudaTrainer, RefusesABatchTheMicroBatchesDoNotDivide) {
   ASSERT_FALSE(trainer.ok());
   EXPECT_NE(trainer.error().message().find("the global batch (12) is not a multiple of the "
                                            "kernels' micro-batch (8)"),
+            std::string::npos)
+      << trainer.error().message();
+}
+
+TEST(CudaTrainer, RefusesALossMaskWithoutAnEndOfDocument) {
+  Expected<std::unique_ptr<CudaPlanFixture>> fixture = CudaPlanFixture::load();
+  ASSERT_TRUE(fixture.ok()) << fixture.error().message();
+  CudaPlanFixture *f = fixture->get();
+  Plan masked = f->plan;
+  masked.eodMaskLoss = true;
+  Expected<std::unique_ptr<CudaTrainer>> trainer = CudaTrainer::create(f->inputs(masked));
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_NE(trainer.error().message().find("masks the loss at end-of-document tokens "
+                                           "(eod_mask_loss), but the data has no "
+                                           "end-of-document id"),
             std::string::npos)
       << trainer.error().message();
 }

@@ -51,6 +51,15 @@ MtcMemRef3F32 memref(float *data, int64_t b, int64_t r, int64_t c, int64_t sb, i
   return MtcMemRef3F32{data, data, 0, {b, r, c}, {sb, sr, sc}};
 }
 
+/// A copy of `host` in `arena` (null when it does not fit or the copy fails).
+template <class T> T *onDevice(DeviceArena &arena, const std::vector<T> &host) {
+  Expected<void *> p = arena.allocate(int64_t(host.size() * sizeof(T)));
+  if (!p || cudaMemcpy(*p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice) !=
+                cudaSuccess)
+    return nullptr;
+  return static_cast<T *>(*p);
+}
+
 TEST(DescribeBatchMatmul, ContiguousAndTransposedOperands) {
   float x = 0;
   // [2, 3, 4] x [2, 4, 5] -> [2, 3, 5], all row-major.
@@ -203,12 +212,8 @@ TEST_F(GpuHostCallsOnGpu, BatchMatmulAccumulates) {
     b[i] = float(i % 5) * 0.25f;
   Expected<DeviceArena> arena = DeviceArena::create(device(), 4096);
   ASSERT_TRUE(arena.ok()) << arena.error().message();
-  auto *da = static_cast<float *>(*arena->allocate(int64_t(a.size() * sizeof(float))));
-  auto *db = static_cast<float *>(*arena->allocate(int64_t(b.size() * sizeof(float))));
-  auto *dc = static_cast<float *>(*arena->allocate(int64_t(c.size() * sizeof(float))));
-  ASSERT_EQ(cudaMemcpy(da, a.data(), a.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(db, b.data(), b.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dc, c.data(), c.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  float *da = onDevice(*arena, a), *db = onDevice(*arena, b), *dc = onDevice(*arena, c);
+  ASSERT_TRUE(da && db && dc);
   GpuCall call;
   call.stream = &streams->compute;
   call.gemm = &*gemm;
@@ -251,12 +256,9 @@ TEST_F(GpuHostCallsOnGpu, Bf16BatchMatmulAccumulatesIntoF32) {
     bh[i] = bf16Bits(b[i] = float(i % 5) * 0.25f);
   Expected<DeviceArena> arena = DeviceArena::create(device(), 4096);
   ASSERT_TRUE(arena.ok()) << arena.error().message();
-  auto *da = static_cast<uint16_t *>(*arena->allocate(int64_t(ah.size() * 2)));
-  auto *db = static_cast<uint16_t *>(*arena->allocate(int64_t(bh.size() * 2)));
-  auto *dc = static_cast<float *>(*arena->allocate(int64_t(c.size() * 4)));
-  ASSERT_EQ(cudaMemcpy(da, ah.data(), ah.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(db, bh.data(), bh.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dc, c.data(), c.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  uint16_t *da = onDevice(*arena, ah), *db = onDevice(*arena, bh);
+  float *dc = onDevice(*arena, c);
+  ASSERT_TRUE(da && db && dc);
   GpuCall call;
   call.stream = &streams->compute;
   call.gemm = &*gemm;
