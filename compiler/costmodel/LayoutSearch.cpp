@@ -4,9 +4,11 @@
 
 #include "compiler/costmodel/CollectiveModel.h"
 #include "compiler/costmodel/ScheduleSimulation.h"
+#include "runtime/plan/StageBuffers.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 using namespace mtc::costmodel;
@@ -160,27 +162,30 @@ llvm::Expected<SimResult> runSchedule(const rt::PipelineSchedule &schedule,
   return simulateStages(stages);
 }
 
-/// The most bytes per layer a stage running `tasks` holds at once when a micro-batch keeps
-/// `saved` bytes from its forward until its backward's weight part (W, or a whole backward)
-/// and `weightStash` from its backward's input part (B) until W.
-double stashPeak(const std::vector<rt::ScheduleTask> &tasks, double saved, double weightStash) {
-  int64_t forwards = 0, inputs = 0;
-  double peak = 0;
-  for (const rt::ScheduleTask &task : tasks) {
-    if (task.op == rt::TaskOp::Forward)
-      ++forwards;
-    else if (task.op == rt::TaskOp::BackwardInput)
-      ++inputs;
-    else if (task.op == rt::TaskOp::Backward)
-      --forwards;
-    else if (task.op == rt::TaskOp::BackwardWeight) {
-      --forwards;
-      --inputs;
-    }
-    peak = std::max(peak, static_cast<double>(forwards) * saved +
-                              static_cast<double>(inputs) * weightStash);
+/// Whether the layout's schedule splits each backward into B and W (the zero-bubble ones).
+bool splitsBackward(const Layout &layout) {
+  return layout.schedule == "zb-h1" || layout.schedule == "zb-v";
+}
+
+/// What each chunk of a pipeline keeps per micro-batch (rt::ChunkBufferBytes), composed
+/// from one layer's: its layers' saved values (all of them read by the weight half of a
+/// split backward: the zero-bubble schedule holds them from F to W), their stash from B to
+/// W, and the activation it hands the next chunk.
+rt::ChunkBufferBytes pipelineChunkBytes(const LayerCosts &costs,
+                                        const std::vector<int64_t> &chunkLayers,
+                                        const Layout &layout, double factor) {
+  rt::ChunkBufferBytes bytes;
+  auto rounded = [](double value) { return static_cast<int64_t>(std::llround(value)); };
+  for (size_t k = 0; k < chunkLayers.size(); ++k) {
+    double layers = static_cast<double>(chunkLayers[k]);
+    int64_t saved = rounded(layers * costs.layerSavedBytes * factor);
+    bytes.residual.push_back(saved);
+    bytes.weightResidual.push_back(splitsBackward(layout) ? saved : 0);
+    bytes.stash.push_back(rounded(layers * costs.layerWeightStashBytes * factor));
+    bytes.activation.push_back(
+        k + 1 < chunkLayers.size() ? rounded(costs.activationBytes * factor) : 0);
   }
-  return peak;
+  return bytes;
 }
 
 /// The pipeline's step on `m` micro-batches per rank. Up to 3 p micro-batches the schedule
@@ -296,8 +301,10 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
   c.microBatchesPerRank = m;
   if (pp == 1 && v != 1)
     return llvm::createStringError("virtual stages need a pipeline");
-  if (v > 1 && m % pp != 0)
+  if (layout.schedule == "interleaved" && m % pp != 0)
     return llvm::createStringError("the interleaved schedule needs micro-batches a multiple of pp");
+  if (layout.schedule == "zb-v" && v != 2)
+    return llvm::createStringError("the zb-v schedule runs two chunks per stage");
   if (layout.zeroStage > 0 && dp < 2)
     return llvm::createStringError("ZeRO needs data parallelism");
   if (layout.zeroStage == 2 && pp > 1)
@@ -348,8 +355,12 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
                                                     costs.restParamBytes, restTensors);
   }
 
-  // The stage cut: pp x V chunks, chunk k on stage k mod pp; balanced by time.
+  // The stage cut: pp x V chunks, chunk k on stage k mod pp (zb-v: V-shaped, stage s runs
+  // chunks s and 2 pp - 1 - s); balanced by time.
   const int64_t chunks = pp * v;
+  std::vector<int64_t> chunkStages;
+  for (int64_t k = 0; k < chunks; ++k)
+    chunkStages.push_back(layout.schedule == "zb-v" && k >= pp ? chunks - 1 - k : k % pp);
   c.chunkLayers =
       pp == 1 ? std::vector<int64_t>{costs.layers}
               : balancedCut(costs.layers, chunks, layer.total(), first.total(), last.total());
@@ -358,16 +369,17 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
         llvm::formatv("{0} layers cannot be cut into {1} chunks", costs.layers, chunks).str());
   std::vector<int64_t> stageLayers(size_t(pp), 0);
   for (int64_t k = 0; k < chunks; ++k)
-    stageLayers[size_t(k % pp)] += c.chunkLayers[size_t(k)];
-  const int64_t lastStage = (chunks - 1) % pp;
+    stageLayers[size_t(chunkStages[size_t(k)])] += c.chunkLayers[size_t(k)];
+  const int64_t lastStage = chunkStages.back();
 
   // Memory per rank, stage by stage (pruned on before anything is timed): parameters and
   // optimizer state twice (the optimizer writes the next into the second set), gradients
   // (twice with several micro-batches or a pipeline: a second buffer takes each part), the
-  // tokens, the activations the schedule keeps in flight, and the step's temporaries.
+  // tokens, the activations the schedule keeps (with a pipeline, and the messages), and the
+  // step's temporaries.
   const double device = static_cast<double>(cluster.memoryBytes);
-  std::vector<double> stashPeaks;
-  if (layout.schedule == "zb-h1") {
+  std::vector<rt::StageBufferPeaks> stagePeaks;
+  if (pp > 1) {
     if (!options.schedules)
       return llvm::createStringError("no pipeline schedules to simulate the layout on");
     // The peak is reached within the first 3p micro-batches (as the step's time, below).
@@ -375,9 +387,10 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
         options.schedules(layout.schedule, pp, v, std::min(m, 3 * pp));
     if (!schedule)
       return schedule.takeError();
-    for (const rt::StageTasks &stage : (*schedule)->stages)
-      stashPeaks.push_back(
-          stashPeak(stage.tasks, costs.layerSavedBytes, costs.layerWeightStashBytes));
+    rt::ChunkBufferBytes chunkBytes = pipelineChunkBytes(costs, c.chunkLayers, layout, factor);
+    for (auto [s, stage] : llvm::enumerate((*schedule)->stages))
+      stagePeaks.push_back(rt::simulateStageBuffers(stage.tasks, static_cast<int64_t>(s),
+                                                    chunkStages, chunkBytes));
   }
   for (int64_t s = 0; s < pp; ++s) {
     double params = static_cast<double>(stageLayers[size_t(s)]) * costs.layerParamBytes;
@@ -402,23 +415,15 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
       gradients = params / static_cast<double>(dp) + costs.layerParamBytes;
       secondGradients = 0;
     }
-    // Micro-batches whose activations a stage holds at once: 1F1B's p - s, interleaved
-    // Megatron's warm-up ((p - s - 1) x 2 + (V - 1) x p + 1 chunks of L_s / V layers).
-    double inFlightLayers = static_cast<double>(stageLayers[size_t(s)]);
-    double activations = 0;
-    if (layout.schedule == "zb-h1") {
-      // The zero-bubble schedule defers W: a micro-batch's saved values live from its F to
-      // its W (W reads them), and what B stashes for W from its B to its W; the schedule's
-      // own order says how many of each at once.
-      activations = inFlightLayers * stashPeaks[size_t(s)] * factor;
-    } else {
-      if (pp > 1 && v == 1)
-        inFlightLayers *= static_cast<double>(std::min(m, pp - s));
-      else if (v > 1)
-        inFlightLayers *=
-            static_cast<double>(std::min(m * v, (pp - s - 1) * 2 + (v - 1) * pp + 1)) /
-            static_cast<double>(v);
-      activations = inFlightLayers * costs.layerSavedBytes * factor;
+    // The saved values of one micro-batch at a time without a pipeline; with one, what the
+    // stage's task list holds at once (saved values and stash, and in `buffers` the
+    // messages too), walked as the runtime runs it.
+    double activations =
+        static_cast<double>(stageLayers[size_t(s)]) * costs.layerSavedBytes * factor;
+    double buffers = activations;
+    if (pp > 1) {
+      activations = static_cast<double>(stagePeaks[size_t(s)].saved);
+      buffers = static_cast<double>(stagePeaks[size_t(s)].held);
     }
     // The step's temporaries: one layer's backward (its saved values and their gradients)
     // and the largest value with its gradient (calibrated on gpt-tiny's planned workspace:
@@ -426,7 +431,8 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     double temporaries = 2 * (costs.layerSavedBytes + costs.largestValueBytes) * factor;
     c.stageActivationBytes.push_back(activations);
     double bytes = 2 * (params + state) + gradients + secondGradients + gathered +
-                   costs.tokenBytes * factor + activations + temporaries;
+                   costs.tokenBytes * factor + buffers + temporaries;
+    c.stageMemoryBytes.push_back(bytes);
     c.memoryBytes = std::max(c.memoryBytes, bytes);
   }
   c.fits = c.memoryBytes <= device;
@@ -604,6 +610,8 @@ SearchResult mtc::costmodel::searchLayouts(const std::vector<LayerCosts> &all,
             schedules.emplace_back(v, pp == 1 ? "none" : v > 1 ? "interleaved" : "1f1b");
           if (pp > 1)
             schedules.emplace_back(1, "zb-h1");
+          if (pp > 1 && 2 * pp <= costs.layers)
+            schedules.emplace_back(2, "zb-v");
           for (auto [v, schedule] : schedules) {
             Layout layout;
             layout.pp = pp;

@@ -81,11 +81,11 @@ struct LayerCosts {
 /// The layout composed over a LayerCosts.
 struct Layout {
   int64_t pp = 1, dp = 1, virtualStages = 1, microBatch = 1, zeroStage = 0;
-  std::string schedule = "1f1b"; // 1f1b, interleaved, zb-h1; "none" without a pipeline
+  std::string schedule = "1f1b"; // 1f1b, interleaved, zb-h1, zb-v; "none" without a pipeline
 };
 
 /// The task lists of a pipeline schedule (kind as the DSL spells it: 1f1b, interleaved,
-/// zb-h1) for `stages` stages of `virtualStages` chunks and `microBatches` micro-batches, as
+/// zb-h1, zb-v) for `stages` stages of `virtualStages` chunks and `microBatches` micro-batches, as
 /// the compiler generates them (tools/mtc/Explore.cpp); an error when the kind cannot
 /// schedule them.
 using ScheduleSource = std::function<llvm::Expected<const rt::PipelineSchedule *>(
@@ -125,8 +125,9 @@ struct Candidate {
   double mfu = 0;
   /// The largest stage's predicted bytes per rank.
   double memoryBytes = 0;
-  /// Per stage: the layers' saved activations it holds at once (part of memoryBytes).
-  std::vector<double> stageActivationBytes;
+  /// Per stage: its predicted bytes per rank (memoryBytes is the largest), and the layers'
+  /// saved activations it holds at once (part of them).
+  std::vector<double> stageMemoryBytes, stageActivationBytes;
   bool fits = false;
   /// False when the layout was not timed (SearchOptions::lowerBoundOnly; the search leaves
   /// untimed the layouts that cannot be on the Pareto front nor among the two fastest):

@@ -13,8 +13,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 
-#include <map>
-#include <tuple>
+#include "runtime/plan/StageBuffers.h"
+
 
 using namespace mlir;
 using namespace mtc;
@@ -26,7 +26,7 @@ static int64_t heldBytes(Type type) {
 }
 
 /// Adds `bytes` at `index` of `into`, growing it.
-static void addAt(SmallVector<int64_t> &into, int64_t index, int64_t bytes) {
+static void addAt(std::vector<int64_t> &into, int64_t index, int64_t bytes) {
   if (static_cast<int64_t>(into.size()) <= index)
     into.resize(index + 1, 0);
   into[index] += bytes;
@@ -94,18 +94,18 @@ FailureOr<PipelineBufferBytes> mtc::pipelineBufferBytes(ModuleOp trained) {
       for (auto [index, type] : llvm::enumerate(func.getResultTypes())) {
         StringRef kind = kindOf(func.getResultAttrDict(index));
         if (kind == "residual")
-          addAt(bytes.residual, chunk, heldBytes(type));
+          addAt(bytes.chunks.residual, chunk, heldBytes(type));
         else if (kind == "activation")
-          addAt(bytes.activation, chunk, heldBytes(type));
+          addAt(bytes.chunks.activation, chunk, heldBytes(type));
       }
     } else if (name.ends_with(".backward_weight")) {
       for (auto [index, type] : llvm::enumerate(func.getArgumentTypes()))
         if (kindOf(func.getArgAttrDict(index)) == "residual")
-          addAt(bytes.weightResidual, chunk, heldBytes(type));
+          addAt(bytes.chunks.weightResidual, chunk, heldBytes(type));
     } else if (name.ends_with(".backward_input")) {
       for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
         if (kindOf(func.getResultAttrDict(index)) == "stash")
-          addAt(bytes.stash, chunk, heldBytes(type));
+          addAt(bytes.chunks.stash, chunk, heldBytes(type));
     }
   }
   return bytes;
@@ -113,146 +113,25 @@ FailureOr<PipelineBufferBytes> mtc::pipelineBufferBytes(ModuleOp trained) {
 
 namespace {
 
-/// Bytes of chunk `chunk` in `bytes`, 0 past its end.
-int64_t of(ArrayRef<int64_t> bytes, int64_t chunk) {
-  return chunk >= 0 && chunk < static_cast<int64_t>(bytes.size()) ? bytes[chunk] : 0;
+/// Bytes of chunk (or stage) `index` in `bytes`, 0 past its end.
+int64_t of(ArrayRef<int64_t> bytes, int64_t index) {
+  return index >= 0 && index < static_cast<int64_t>(bytes.size()) ? bytes[index] : 0;
 }
 
-/// One step of a stage's task list (plan.json task objects) as the runtime runs it, with the
-/// buffers it holds (runtime/exec/PipelineTrainer.h, ScheduleExecutor.h): what it holds at
-/// most in residuals and stash, and in every buffer (messages included).
-class StageBufferSimulation {
-public:
-  StageBufferSimulation(const json::Array &tasks, int64_t stage, ArrayRef<int64_t> chunkStages,
-                        const PipelineBufferBytes &bytes)
-      : tasks(tasks), stage(stage), chunkStages(chunkStages), bytes(bytes) {}
-
-  void run();
-  int64_t peakSaved = 0, peakHeld = 0;
-
-private:
-  /// What a buffer holds, as PipelineTrainer keys them: the residuals backward_input frees
-  /// and those backward_weight reads are two.
-  enum class Held { Input, Output, InputGrad, OutputGrad, Residual, WeightResidual, Stash };
-  using Key = std::tuple<Held, int64_t, int64_t>; // what, chunk, micro-batch
-
-  static bool saved(Held what) {
-    return what == Held::Residual || what == Held::WeightResidual || what == Held::Stash;
+/// A stage's tasks of plan.json (as pipeline::buildPipelineJSON writes them) as the runtime
+/// reads them.
+std::vector<rt::ScheduleTask> scheduleTasks(const json::Array &tasks) {
+  std::vector<rt::ScheduleTask> list;
+  for (const json::Value &value : tasks) {
+    const json::Object &task = *value.getAsObject();
+    std::optional<rt::TaskOp> op = rt::parseTaskOp(task.getString("op").value_or(""));
+    if (!op)
+      continue; // the generators write only the runtime's ops (PipelineScheduleTest)
+    list.push_back({*op, static_cast<int32_t>(task.getInteger("chunk").value_or(0)),
+                    static_cast<int32_t>(task.getInteger("micro_batch").value_or(0)),
+                    static_cast<int32_t>(task.getInteger("peer").value_or(-1))});
   }
-  void hold(Key key, int64_t size) {
-    if (!live.try_emplace(key, size).second)
-      return;
-    held += size;
-    peakHeld = std::max(peakHeld, held);
-    if (saved(std::get<0>(key))) {
-      savedNow += size;
-      peakSaved = std::max(peakSaved, savedNow);
-    }
-  }
-  void release(Key key) {
-    auto it = live.find(key);
-    if (it == live.end())
-      return;
-    held -= it->second;
-    if (saved(std::get<0>(key)))
-      savedNow -= it->second;
-    live.erase(it);
-  }
-  bool local(int64_t chunk) const {
-    return chunk >= 0 && chunk < static_cast<int64_t>(chunkStages.size()) &&
-           chunkStages[chunk] == stage;
-  }
-  /// The buffer of a send or receive task (PipelineTrainer::message).
-  void holdMessage(StringRef op, int64_t chunk, int64_t microBatch);
-  /// The buffers a compute task writes and frees (PipelineTrainer::callChunk).
-  void compute(StringRef op, int64_t chunk, int64_t microBatch);
-
-  const json::Array &tasks;
-  int64_t stage;
-  ArrayRef<int64_t> chunkStages;
-  const PipelineBufferBytes &bytes;
-  std::map<Key, int64_t> live;
-  int64_t held = 0, savedNow = 0;
-};
-
-bool isCompute(StringRef op) {
-  return op == "forward" || op == "backward" || op == "backward_input" ||
-         op == "backward_weight";
-}
-
-void StageBufferSimulation::holdMessage(StringRef op, int64_t c, int64_t i) {
-  if (op == "send_activation")
-    hold({Held::Output, c, i}, of(bytes.activation, c));
-  else if (op == "recv_activation")
-    hold({Held::Input, c, i}, of(bytes.activation, c - 1));
-  else if (op == "send_gradient")
-    hold({Held::InputGrad, c, i}, of(bytes.activation, c - 1));
-  else if (op == "recv_gradient")
-    hold({Held::OutputGrad, c, i}, of(bytes.activation, c));
-}
-
-void StageBufferSimulation::compute(StringRef op, int64_t c, int64_t i) {
-  int64_t weightResidual = of(bytes.weightResidual, c);
-  if (op == "forward") {
-    // Its activations go straight into the next chunk's input when that chunk is local.
-    if (of(bytes.activation, c) > 0)
-      hold(local(c + 1) ? Key{Held::Input, c + 1, i} : Key{Held::Output, c, i},
-           of(bytes.activation, c));
-    hold({Held::Residual, c, i}, of(bytes.residual, c) - weightResidual);
-    hold({Held::WeightResidual, c, i}, weightResidual);
-    release({Held::Input, c, i});
-    return;
-  }
-  // backward and backward_input write the gradient of the chunk's input (none for the first
-  // chunk), into the previous chunk's when that chunk is local.
-  if ((op == "backward" || op == "backward_input") && c > 0)
-    hold(local(c - 1) ? Key{Held::OutputGrad, c - 1, i} : Key{Held::InputGrad, c, i},
-         of(bytes.activation, c - 1));
-  if (op == "backward_input")
-    hold({Held::Stash, c, i}, of(bytes.stash, c));
-  release({Held::OutputGrad, c, i});
-  release({Held::Residual, c, i});
-  if (op != "backward_input") {
-    release({Held::WeightResidual, c, i});
-    release({Held::Stash, c, i});
-  }
-}
-
-void StageBufferSimulation::run() {
-  auto field = [&](size_t n, StringRef key) {
-    return tasks[n].getAsObject()->getInteger(key).value_or(0);
-  };
-  auto opOf = [&](size_t n) { return tasks[n].getAsObject()->getString("op").value_or(""); };
-  // The executor posts the receives ahead of each task up to its third compute task from
-  // there (runtime/exec/ScheduleExecutor.h), taking their buffers then.
-  constexpr size_t kReceiveLookahead = 2;
-  size_t nextReceive = 0;
-  for (size_t current = 0; current < tasks.size(); ++current) {
-    size_t limit = current;
-    for (size_t computes = 0; limit < tasks.size(); ++limit)
-      if (isCompute(opOf(limit)) && ++computes > kReceiveLookahead)
-        break;
-    for (; nextReceive < limit; ++nextReceive)
-      if (opOf(nextReceive).starts_with("recv_"))
-        holdMessage(opOf(nextReceive), field(nextReceive, "chunk"),
-                    field(nextReceive, "micro_batch"));
-    StringRef op = opOf(current);
-    int64_t c = field(current, "chunk"), i = field(current, "micro_batch");
-    if (!isCompute(op)) {
-      holdMessage(op, c, i);
-      continue;
-    }
-    // The buffer of the send that follows it is taken first.
-    StringRef send = op == "forward" ? "send_activation" : "send_gradient";
-    if (op != "backward_weight")
-      for (size_t later = current + 1; later < tasks.size(); ++later)
-        if (opOf(later) == send && field(later, "chunk") == c &&
-            field(later, "micro_batch") == i) {
-          holdMessage(send, c, i);
-          break;
-        }
-    compute(op, c, i);
-  }
+  return list;
 }
 
 } // namespace
@@ -309,24 +188,23 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
     return failure();
   json::Array residualBytes;
   for (int64_t chunk : llvm::seq<int64_t>(0, cut.numChunks()))
-    residualBytes.push_back(of(bytes->residual, chunk));
+    residualBytes.push_back(of(bytes->chunks.residual, chunk));
   (*pipeline)["chunk_residual_bytes"] = std::move(residualBytes);
-  SmallVector<int64_t> chunkStages;
+  std::vector<int64_t> chunkStages;
   for (const json::Value &value : *pipeline->getArray("chunk_stages"))
     chunkStages.push_back(value.getAsInteger().value_or(0));
   for (json::Value &entry : *pipeline->getArray("schedules"))
     for (auto [stage, stageJson] : llvm::enumerate(*entry.getAsObject()->getArray("stages"))) {
       json::Object &object = *stageJson.getAsObject();
-      StageBufferSimulation simulation(*object.getArray("tasks"), stage, chunkStages, *bytes);
-      simulation.run();
-      object["activation_bytes"] = simulation.peakSaved;
+      rt::StageBufferPeaks peaks = rt::simulateStageBuffers(
+          scheduleTasks(*object.getArray("tasks")), stage, chunkStages, bytes->chunks);
+      object["activation_bytes"] = peaks.saved;
       if (!workspace)
         continue;
-      object["buffer_bytes"] = simulation.peakHeld;
+      object["buffer_bytes"] = peaks.held;
       object["peak_bytes"] = 2 * of(bytes->stageParameters, stage) +
                              of(bytes->stageGradients, stage) +
-                             2 * of(bytes->stageOptimizerState, stage) + simulation.peakHeld +
-                             *workspace;
+                             2 * of(bytes->stageOptimizerState, stage) + peaks.held + *workspace;
     }
   return pipeline;
 }

@@ -11,11 +11,13 @@
 #define MTC_COMPILER_PLAN_PIPELINEPLAN_H
 
 #include "compiler/pipeline/StageCut.h"
+#include "runtime/plan/StageBuffers.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
 
 #include <optional>
+#include <vector>
 
 namespace mtc {
 
@@ -27,8 +29,8 @@ namespace mtc {
 /// runtime's gradient buffers (from the gradients those arguments take: whole, or ZeRO-2's
 /// shards). Each buffer counts in whole f32 words, as the runtime holds it.
 struct PipelineBufferBytes {
-  llvm::SmallVector<int64_t> residual, weightResidual, stash, activation;
-  llvm::SmallVector<int64_t> stageParameters, stageOptimizerState, stageGradients;
+  rt::ChunkBufferBytes chunks;
+  std::vector<int64_t> stageParameters, stageOptimizerState, stageGradients;
 };
 
 /// The chunk and stage functions of `trained` (a module after the training pipeline),

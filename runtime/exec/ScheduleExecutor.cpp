@@ -17,11 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// How many compute tasks ahead a receive is posted: enough for the message to arrive while
-/// the stage computes, few enough that the communicator's timeout, which runs from the
-/// posting, measures the wait for the peer rather than this stage's own work.
-constexpr size_t kReceiveLookahead = 2;
-
 double secondsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -133,12 +128,7 @@ Error StepRun::releaseSends(const std::optional<MessageBuffer> &buffer) {
 }
 
 Error StepRun::postReceives(size_t current) {
-  // The receives before the (kReceiveLookahead + 1)-th compute task from `current` on.
-  size_t limit = current;
-  for (size_t computes = 0; limit < tasks_.size(); ++limit)
-    if (isComputeTask(tasks_[limit].op) && ++computes > kReceiveLookahead)
-      break;
-  for (; nextReceive_ < limit; ++nextReceive_) {
+  for (size_t limit = receiveWindowEnd(tasks_, current); nextReceive_ < limit; ++nextReceive_) {
     const ScheduleTask &t = tasks_[nextReceive_];
     if (!isRecvTask(t.op))
       continue;

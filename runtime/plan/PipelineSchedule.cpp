@@ -473,6 +473,14 @@ int64_t unitSlots(TaskOp op) { return op == TaskOp::Backward ? 2 : 1; }
 bool isSendTask(TaskOp op) { return op == TaskOp::SendActivation || op == TaskOp::SendGradient; }
 bool isRecvTask(TaskOp op) { return op == TaskOp::RecvActivation || op == TaskOp::RecvGradient; }
 
+size_t receiveWindowEnd(const std::vector<ScheduleTask> &tasks, size_t current) {
+  size_t end = current;
+  for (size_t computes = 0; end < tasks.size(); ++end)
+    if (isComputeTask(tasks[end].op) && ++computes > kReceiveLookahead)
+      break;
+  return end;
+}
+
 int64_t peakInFlight(const std::vector<ScheduleTask> &tasks) {
   int64_t held = 0, peak = 0;
   for (const ScheduleTask &t : tasks) {

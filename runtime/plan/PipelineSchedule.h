@@ -113,6 +113,15 @@ int64_t unitSlots(TaskOp op);
 bool isSendTask(TaskOp op);
 bool isRecvTask(TaskOp op);
 
+/// How many compute tasks ahead a stage posts its receives (runtime/exec/ScheduleExecutor.h):
+/// enough for a message to arrive while the stage computes, few enough that the
+/// communicator's timeout, which runs from the posting, measures the wait for the peer
+/// rather than this stage's own work.
+inline constexpr size_t kReceiveLookahead = 2;
+/// The end of the receive window before task `current` of `tasks`: the receives before the
+/// (kReceiveLookahead + 1)-th compute task from `current` on are posted by then.
+size_t receiveWindowEnd(const std::vector<ScheduleTask> &tasks, size_t current);
+
 /// The most (chunk, micro-batch) pairs whose forward has run and whose backward (BW, or B)
 /// has not, at any point of `tasks`: the activations a stage holds at once.
 int64_t peakInFlight(const std::vector<ScheduleTask> &tasks);

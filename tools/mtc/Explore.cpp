@@ -438,13 +438,14 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
       return llvm::createStringError("--evaluate: '" + item.str() +
                                      "' is not tp=N, cp=N, ep=N, pp=N, dp=N, vpp=N, mbs=N, "
                                      "zero=N, recompute=none|selective|full, "
-                                     "schedule=1f1b|interleaved|zb-h1 or sp");
+                                     "schedule=1f1b|interleaved|zb-h1|zb-v or sp");
     };
     if (key == "sp" && value.empty()) {
       inLayer.sp = true;
     } else if (key == "recompute" && llvm::is_contained({"none", "selective", "full"}, value)) {
       inLayer.recompute = value.str();
-    } else if (key == "schedule" && llvm::is_contained({"1f1b", "interleaved", "zb-h1"}, value)) {
+    } else if (key == "schedule" &&
+               llvm::is_contained({"1f1b", "interleaved", "zb-h1", "zb-v"}, value)) {
       schedule = value.str();
     } else if (!number || n < (key == "zero" ? 0 : 1)) {
       return bad();
@@ -472,6 +473,9 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
                     : !schedule.empty()        ? schedule
                     : layout.virtualStages > 1 ? "interleaved"
                                                : "1f1b";
+  // zb-v's two chunks per stage are its shape, not a choice (as `mtc compile` sets them).
+  if (layout.schedule == "zb-v")
+    layout.virtualStages = 2;
   llvm::Expected<cm::LayerCosts> costs = measureLayerCosts(model, inLayer);
   if (!costs)
     return costs.takeError();
@@ -492,10 +496,14 @@ llvm::Error mtc::evaluateLayout(ModuleOp model, const SearchRequest &request, St
                       gib(costs->largestValueBytes));
   os << llvm::formatv("memory:    {0} per rank ({1} bytes; {2})\n", gib(c->memoryBytes),
                       static_cast<int64_t>(c->memoryBytes), c->fits ? "fits" : "does not fit");
-  os << "activations held, per stage:";
-  for (double bytes : c->stageActivationBytes)
-    os << " " << static_cast<int64_t>(bytes);
-  os << " bytes\n";
+  auto perStage = [&](llvm::StringRef what, const std::vector<double> &bytes) {
+    os << what << ", per stage:";
+    for (double b : bytes)
+      os << " " << static_cast<int64_t>(b);
+    os << " bytes\n";
+  };
+  perStage("memory", c->stageMemoryBytes);
+  perStage("activations held", c->stageActivationBytes);
   return llvm::Error::success();
 }
 

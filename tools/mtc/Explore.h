@@ -51,7 +51,7 @@ llvm::Expected<AutoChoice> searchModel(mlir::ModuleOp model, const SearchRequest
 /// parts, the memory per rank), for comparison with `mtc simulate` of the same layout
 /// compiled. SPEC is comma-separated `key=value`: tp, cp, ep, pp, dp, vpp (virtual stages),
 /// mbs (micro-batch; under ZeRO-3 each rank's part), zero (0-3), recompute (none, selective,
-/// full), schedule (1f1b, interleaved, zb-h1), and `sp` alone.
+/// full), schedule (1f1b, interleaved, zb-h1, zb-v), and `sp` alone.
 llvm::Error evaluateLayout(mlir::ModuleOp model, const SearchRequest &request, llvm::StringRef spec,
                            llvm::raw_ostream &os);
 
