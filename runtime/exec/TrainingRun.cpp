@@ -171,6 +171,17 @@ Expected<bool> testSplitHasDocuments(const DataBlend &data, GptDataset::Options 
   return false;
 }
 
+/// --full-validation reads one indexed dataset's valid split whole: Megatron builds a
+/// whole-split blend only of datasets without weights, and mtrun none.
+Error checkFullValidationData(const TrainingRunOptions &options) {
+  if (options.fullValidation && options.dataPath && !options.dataPath->single())
+    return makeError("--full-validation reads one dataset's valid split whole; --data-path ",
+                     options.dataPath->describe(),
+                     " is a blend (Megatron builds a whole-split blend only without weights "
+                     "and mtrun not at all): give one PREFIX");
+  return Error::success();
+}
+
 /// --eod-mask-loss against the plan, and the plan's loss mask against the data.
 Error checkLossMask(const Plan &plan, const TrainingRunOptions &options) {
   if (options.eodMaskLoss && !plan.eodMaskLoss)
@@ -206,11 +217,8 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
                      "the synthetic task and --data FILE have none)");
   if (options.skipTrain && options.save)
     return makeError("--skip-train trains nothing: there is no checkpoint for --save to write");
-  if (options.fullValidation && !options.dataPath->single())
-    return makeError("--full-validation reads one dataset's valid split whole; --data-path ",
-                     options.dataPath->describe(),
-                     " is a blend (Megatron builds a whole-split blend only without weights "
-                     "and mtrun not at all): give one PREFIX");
+  if (Error err = checkFullValidationData(options); !err.ok())
+    return err;
   if (evaluates(options) && options.evalIters < (options.fullValidation ? 0 : 1))
     return makeError("--eval-iters ", options.evalIters, " evaluates nothing");
   if (options.data) {
@@ -308,11 +316,8 @@ Error checkTrainingData(const Plan &plan, const TrainingRunOptions &options) {
     return Error::success();
   GptDataset::Options gpt = indexedDataOptions(plan, options);
   const std::string flag = evaluationFlag(options);
-  if (options.fullValidation && !options.dataPath->single())
-    return makeError("--full-validation reads one dataset's valid split whole; --data-path ",
-                     options.dataPath->describe(),
-                     " is a blend (Megatron builds a whole-split blend only without weights "
-                     "and mtrun not at all): give one PREFIX");
+  if (Error err = checkFullValidationData(options); !err.ok())
+    return err;
   for (DataSplit split : {DataSplit::Train, DataSplit::Valid, DataSplit::Test}) {
     if (split != DataSplit::Train && !evaluates(options))
       break;
