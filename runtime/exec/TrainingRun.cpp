@@ -214,7 +214,7 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
   const std::string flag = evaluationFlag(options);
   if (evaluates(options) && !options.dataPath)
     return makeError(flag, " needs --data-path PREFIX (evaluation reads its valid split; "
-                     "the synthetic task and --data FILE have none)");
+                           "the synthetic task and --data FILE have none)");
   if (options.skipTrain && options.save)
     return makeError("--skip-train trains nothing: there is no checkpoint for --save to write");
   if (Error err = checkFullValidationData(options); !err.ok())
@@ -266,8 +266,8 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
     // hold one sample.
     valid.numSamples = 1;
   } else {
-    const int64_t trainIters = options.trainSamples ? *options.trainSamples / gpt.globalBatch
-                                                    : options.targetSteps;
+    const int64_t trainIters =
+        options.trainSamples ? *options.trainSamples / gpt.globalBatch : options.targetSteps;
     Expected<int64_t> samples = validationOrderSamples(
         trainIters, options.evalInterval, options.evalIters, gpt.globalBatch, options.skipTrain);
     if (!samples)
@@ -638,8 +638,8 @@ Error Run::evaluate(StepTrainer &trainer, int64_t index, bool end,
   const int64_t batches = whole ? full_->batches : options_.evalIters;
   const int64_t firstBatch = test || whole ? 0 : index * options_.evalIters;
   TraceRecorder::Scope span(trace_, test ? "test" : "evaluation", "evaluation", {{"step", step}});
-  Expected<double> loss = test ? trainer.evaluate(firstBatch, batches, test)
-                               : trainer.evaluate(firstBatch, batches);
+  Expected<double> loss =
+      test ? trainer.evaluate(firstBatch, batches, test) : trainer.evaluate(firstBatch, batches);
   span.finish();
   if (!loss)
     return test ? loss.takeError().withContext("the test split") : loss.takeError();
@@ -662,8 +662,7 @@ Error Run::evaluate(StepTrainer &trainer, int64_t index, bool end,
   }
   if (job_.leader())
     log_.clearProgress();
-  print(formatText("%s loss at step %lld%s: %.4f | PPL: %.3f\n", name,
-                   static_cast<long long>(step),
+  print(formatText("%s loss at step %lld%s: %.4f | PPL: %.3f\n", name, static_cast<long long>(step),
                    end                  ? " (end of training)"
                    : options_.skipTrain ? " (--skip-train)"
                                         : "",
@@ -681,8 +680,8 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
   print(formatText("data: %s\n", data.describe().c_str()));
   if (validation) {
     const int64_t batches = full_ ? full_->batches : options_.evalIters;
-    std::string what = formatText("%lld batch%s", static_cast<long long>(batches),
-                                  batches == 1 ? "" : "es");
+    std::string what =
+        formatText("%lld batch%s", static_cast<long long>(batches), batches == 1 ? "" : "es");
     // The whole split in whole global batches: the samples of a last partial one are left
     // out, as Megatron's sampler drops an incomplete last batch.
     if (full_)
