@@ -86,4 +86,10 @@ std::optional<double> TokenSource::bestLoss() const {
   return std::nullopt;
 }
 
+std::optional<TokenSource::Order> TokenSource::order() const {
+  if (const auto *gpt = std::get_if<GptDataset>(&source_))
+    return Order{gpt->index().numSamples(), gpt->index().numEpochs};
+  return std::nullopt;
+}
+
 } // namespace mtc::rt

@@ -48,6 +48,15 @@ public:
   /// The best achievable mean loss, when known (the synthetic task's entropy rate).
   std::optional<double> bestLoss() const;
 
+  /// One indexed dataset's order: its samples and the epochs of the split they span.
+  struct Order {
+    int64_t samples = 0;
+    int64_t epochs = 0;
+  };
+  /// An indexed dataset's order (none for the synthetic task, a text file and a blend, which
+  /// have no single split's epochs).
+  std::optional<Order> order() const;
+
 private:
   using Source = std::variant<SyntheticTask, TextDataset, GptDataset, BlendedDataset>;
   explicit TokenSource(Source source) : source_(std::move(source)) {}

@@ -7,6 +7,7 @@
 #include "runtime/data/TokenSource.h"
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/CommunicationPrediction.h"
+#include "runtime/exec/EvaluationSamples.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/KernelMemory.h"
 #include "runtime/exec/PipelineTrainer.h"
@@ -123,15 +124,26 @@ std::string describeMesh(const Plan &plan, const RankMesh &mesh) {
 }
 
 /// The run's data: the training samples and, with evaluation, the validation samples and
-/// the test samples (none when the test split has no documents).
+/// the test samples (none when the test split has no documents or --eval-iters is 0).
 struct RunData {
   TokenSource train;
   std::optional<TokenSource> validation;
   std::optional<TokenSource> test;
+  /// With --full-validation: the batches each evaluation reads of the whole valid split.
+  std::optional<FullValidation> full;
 };
 
-/// The most samples an indexed dataset's order is built for (as mtrun's --train-samples).
-constexpr int64_t kMaxSamples = int64_t(1) << 48;
+/// Whether the run evaluates: every --eval-interval steps, or once with --skip-train.
+bool evaluates(const TrainingRunOptions &options) {
+  return options.evalInterval > 0 || options.skipTrain;
+}
+
+/// The flag that asks for the evaluation, for the messages about its data.
+const char *evaluationFlag(const TrainingRunOptions &options) {
+  return options.fullValidation ? "--full-validation"
+         : options.skipTrain    ? "--skip-train"
+                                : "--eval-interval";
+}
 
 /// What the orders of the run's indexed datasets share: the split, the seed, the vocabulary.
 GptDataset::Options indexedDataOptions(const Plan &plan, const TrainingRunOptions &options) {
@@ -157,6 +169,17 @@ Expected<bool> testSplitHasDocuments(const DataBlend &data, GptDataset::Options 
       return has;
   }
   return false;
+}
+
+/// --full-validation reads one indexed dataset's valid split whole: Megatron builds a
+/// whole-split blend only of datasets without weights, and mtrun none.
+Error checkFullValidationData(const TrainingRunOptions &options) {
+  if (options.fullValidation && options.dataPath && !options.dataPath->single())
+    return makeError("--full-validation reads one dataset's valid split whole; --data-path ",
+                     options.dataPath->describe(),
+                     " is a blend (Megatron builds a whole-split blend only without weights "
+                     "and mtrun not at all): give one PREFIX");
+  return Error::success();
 }
 
 /// --eod-mask-loss against the plan, and the plan's loss mask against the data.
@@ -188,20 +211,27 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
   const int64_t vocab = plan.vocabularySize().value_or(0);
   if (Error err = checkLossMask(plan, options); !err.ok())
     return err;
-  if (options.evalInterval > 0 && !options.dataPath)
-    return makeError("--eval-interval needs --data-path PREFIX (evaluation reads its valid split; "
-                     "the synthetic task and --data FILE have none)");
+  const std::string flag = evaluationFlag(options);
+  if (evaluates(options) && !options.dataPath)
+    return makeError(flag, " needs --data-path PREFIX (evaluation reads its valid split; "
+                           "the synthetic task and --data FILE have none)");
+  if (options.skipTrain && options.save)
+    return makeError("--skip-train trains nothing: there is no checkpoint for --save to write");
+  if (Error err = checkFullValidationData(options); !err.ok())
+    return err;
+  if (evaluates(options) && options.evalIters < (options.fullValidation ? 0 : 1))
+    return makeError("--eval-iters ", options.evalIters, " evaluates nothing");
   if (options.data) {
     Expected<TokenSource> text = TokenSource::text(*options.data, vocab, plan.seed);
     if (!text)
       return text.takeError();
-    return RunData{std::move(*text), std::nullopt, std::nullopt};
+    return RunData{std::move(*text), std::nullopt, std::nullopt, std::nullopt};
   }
   if (!options.dataPath) {
     Expected<TokenSource> synthetic = TokenSource::synthetic(vocab, plan.seed);
     if (!synthetic)
       return synthetic.takeError();
-    return RunData{std::move(*synthetic), std::nullopt, std::nullopt};
+    return RunData{std::move(*synthetic), std::nullopt, std::nullopt, std::nullopt};
   }
   const KernelFunction &step = *kernels.forwardBackward().function;
   Expected<int64_t> microBatches = countMicroBatches(plan, step, options.globalBatch, 0);
@@ -213,7 +243,11 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
   gpt.seqLen = seqLen;
   gpt.globalBatch = *microBatches * microBatch;
   gpt.numSamples = options.targetSteps * gpt.globalBatch;
-  if (options.trainSamples) {
+  // --skip-train reads no training sample: the train split's files and documents are
+  // checked, for an order of one batch (Megatron builds its dataset, but no loader).
+  if (options.skipTrain)
+    gpt.numSamples = gpt.globalBatch;
+  else if (options.trainSamples) {
     if (*options.trainSamples < gpt.numSamples)
       return makeError("--train-samples ", *options.trainSamples, " is fewer than the ",
                        gpt.numSamples, " samples of ", options.targetSteps, " steps of ",
@@ -223,37 +257,54 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
   Expected<TokenSource> train = TokenSource::indexed(*options.dataPath, gpt);
   if (!train)
     return train.takeError();
-  if (options.evalInterval <= 0)
-    return RunData{std::move(*train), std::nullopt, std::nullopt};
-  const int64_t trainIters = options.trainSamples ? *options.trainSamples / gpt.globalBatch
-                                                  : options.targetSteps;
-  const int64_t evaluations = trainIters / options.evalInterval + 1;
-  if (evaluations > kMaxSamples / options.evalIters ||
-      evaluations * options.evalIters > kMaxSamples / gpt.globalBatch)
-    return makeError("--eval-interval ", options.evalInterval, " --eval-iters ", options.evalIters,
-                     ": ", evaluations, " evaluations of ", options.evalIters, " batches of ",
-                     gpt.globalBatch, " samples are more than the ", kMaxSamples,
-                     " validation samples an order can hold");
+  if (!evaluates(options))
+    return RunData{std::move(*train), std::nullopt, std::nullopt, std::nullopt};
   GptDataset::Options valid = gpt;
   valid.which = DataSplit::Valid;
-  valid.numSamples = evaluations * options.evalIters * gpt.globalBatch;
+  if (options.fullValidation) {
+    // One epoch of the split, shuffled (Megatron's num_samples None): the fewest epochs that
+    // hold one sample.
+    valid.numSamples = 1;
+  } else {
+    const int64_t trainIters =
+        options.trainSamples ? *options.trainSamples / gpt.globalBatch : options.targetSteps;
+    Expected<int64_t> samples = validationOrderSamples(
+        trainIters, options.evalInterval, options.evalIters, gpt.globalBatch, options.skipTrain);
+    if (!samples)
+      return samples.takeError().withContext(
+          options.skipTrain ? concat("--skip-train --eval-iters ", options.evalIters)
+                            : concat("--eval-interval ", options.evalInterval, " --eval-iters ",
+                                     options.evalIters));
+    valid.numSamples = *samples;
+  }
   Expected<TokenSource> validation = TokenSource::indexed(*options.dataPath, valid);
   if (!validation)
-    return validation.takeError().withContext("--eval-interval");
+    return validation.takeError().withContext(flag);
+  std::optional<FullValidation> full;
+  if (options.fullValidation) {
+    std::optional<TokenSource::Order> order = validation->order();
+    if (!order || order->epochs != 1)
+      return makeError(flag, ": one epoch of the valid split of ", options.dataPath->describe(),
+                       " holds no sample of ", seqLen + 1, " tokens");
+    Expected<FullValidation> batches = fullValidation(order->samples, gpt.globalBatch);
+    if (!batches)
+      return batches.takeError().withContext(flag);
+    full = *batches;
+  }
   Expected<bool> hasTest = testSplitHasDocuments(*options.dataPath, gpt);
   if (!hasTest)
-    return hasTest.takeError().withContext("--eval-interval (the test split)");
+    return hasTest.takeError().withContext(concat(flag, " (the test split)"));
   std::optional<TokenSource> test;
-  if (*hasTest) {
+  if (*hasTest && options.evalIters > 0) {
     GptDataset::Options testOptions = gpt;
     testOptions.which = DataSplit::Test;
     testOptions.numSamples = options.evalIters * gpt.globalBatch;
     Expected<TokenSource> source = TokenSource::indexed(*options.dataPath, testOptions);
     if (!source)
-      return source.takeError().withContext("--eval-interval (the test split)");
+      return source.takeError().withContext(concat(flag, " (the test split)"));
     test.emplace(std::move(*source));
   }
-  return RunData{std::move(*train), std::move(*validation), std::move(test)};
+  return RunData{std::move(*train), std::move(*validation), std::move(test), full};
 }
 
 } // namespace
@@ -264,14 +315,19 @@ Error checkTrainingData(const Plan &plan, const TrainingRunOptions &options) {
   if (!options.dataPath)
     return Error::success();
   GptDataset::Options gpt = indexedDataOptions(plan, options);
+  const std::string flag = evaluationFlag(options);
+  if (Error err = checkFullValidationData(options); !err.ok())
+    return err;
   for (DataSplit split : {DataSplit::Train, DataSplit::Valid, DataSplit::Test}) {
-    if (split != DataSplit::Train && options.evalInterval <= 0)
+    if (split != DataSplit::Train && !evaluates(options))
       break;
     if (split == DataSplit::Test) {
-      // An empty test split is not evaluated (openData).
+      // An empty test split, or --eval-iters 0, is not evaluated (openData).
+      if (options.evalIters <= 0)
+        break;
       Expected<bool> hasTest = testSplitHasDocuments(*options.dataPath, gpt);
       if (!hasTest)
-        return hasTest.takeError().withContext("--eval-interval (the test split)");
+        return hasTest.takeError().withContext(concat(flag, " (the test split)"));
       if (!*hasTest)
         break;
     }
@@ -281,8 +337,8 @@ Error checkTrainingData(const Plan &plan, const TrainingRunOptions &options) {
       if (Error err = GptDataset::check(gpt); !err.ok())
         return split == DataSplit::Train ? err
                : split == DataSplit::Valid
-                   ? std::move(err).withContext("--eval-interval")
-                   : std::move(err).withContext("--eval-interval (the test split)");
+                   ? std::move(err).withContext(flag)
+                   : std::move(err).withContext(concat(flag, " (the test split)"));
     }
   }
   return Error::success();
@@ -349,7 +405,8 @@ private:
   /// Evaluation number `index` (of the run's order: the one at step (index + 1) x the
   /// interval, or with `end` the one at the end of training) of the trainer's parameters
   /// (a Trainer or a PipelineTrainer), logged and recorded in the metrics (every rank calls
-  /// it). With `test`, the evaluation of the test split at the end of training instead: its
+  /// it). With --full-validation every evaluation reads the whole valid split (`full_`).
+  /// With `test`, the evaluation of the test split at the end of training instead: its
   /// first --eval-iters batches.
   template <class StepTrainer>
   Error evaluate(StepTrainer &trainer, int64_t index, bool end,
@@ -372,6 +429,8 @@ private:
   std::optional<Plan> stagePlan_;
   /// The bytes this rank sent per step in the steps it ran (0 before).
   double sentPerStep_ = 0;
+  /// With --full-validation: what each evaluation reads of the valid split (openData).
+  std::optional<FullValidation> full_;
 };
 
 Expected<TrainingState> Run::startState() {
@@ -467,6 +526,7 @@ Error Run::train(TrainingState &state) {
   Expected<RunData> data = openRunData(*kernels);
   if (!data)
     return data.takeError();
+  full_ = data->full;
   std::optional<MetricsWriter> metrics;
   if (options_.metrics && job_.leader()) {
     Expected<MetricsWriter> writer = MetricsWriter::open(*options_.metrics);
@@ -496,7 +556,10 @@ Error Run::train(TrainingState &state) {
     if (Error err = runSteps(**trainer, state, data->train, validation, test, *kernels, metrics);
         !err.ok())
       return err;
-    // Each stage's measured bubble next to the schedule's (collective over the stages).
+    // Each stage's measured bubble next to the schedule's (collective over the stages), when
+    // steps ran.
+    if (options_.skipTrain)
+      return metrics ? metrics->close() : Error::success();
     Expected<std::vector<double>> bubbles =
         measureBubbleFractions(mesh_.pipeline(), (*trainer)->stepTimes());
     if (!bubbles)
@@ -570,9 +633,13 @@ Error Run::evaluate(StepTrainer &trainer, int64_t index, bool end,
                     std::optional<MetricsWriter> &metrics, const TokenSource *test) {
   const int64_t step = trainer.state().step;
   const char *name = test ? "test" : "validation";
+  // The whole valid split from its first batch every time, or the order's next batches.
+  const bool whole = full_ && !test;
+  const int64_t batches = whole ? full_->batches : options_.evalIters;
+  const int64_t firstBatch = test || whole ? 0 : index * options_.evalIters;
   TraceRecorder::Scope span(trace_, test ? "test" : "evaluation", "evaluation", {{"step", step}});
-  Expected<double> loss = test ? trainer.evaluate(0, options_.evalIters, test)
-                               : trainer.evaluate(index * options_.evalIters, options_.evalIters);
+  Expected<double> loss =
+      test ? trainer.evaluate(firstBatch, batches, test) : trainer.evaluate(firstBatch, batches);
   span.finish();
   if (!loss)
     return test ? loss.takeError().withContext("the test split") : loss.takeError();
@@ -584,13 +651,22 @@ Error Run::evaluate(StepTrainer &trainer, int64_t index, bool end,
                       {concat(name, "_ppl"), ppl}};
     if (end)
       record.insert("end_of_training", true);
+    if (options_.skipTrain)
+      record.insert("skip_train", true);
+    if (whole) {
+      record.insert("full_validation", true);
+      record.insert("validation_samples", full_->evaluatedSamples);
+    }
     if (Error err = metrics->write(record); !err.ok())
       return err;
   }
   if (job_.leader())
     log_.clearProgress();
-  print(formatText("%s loss at step %lld%s: %.4f | PPL: %.3f\n", name,
-                   static_cast<long long>(step), end ? " (end of training)" : "", *loss, ppl));
+  print(formatText("%s loss at step %lld%s: %.4f | PPL: %.3f\n", name, static_cast<long long>(step),
+                   end                  ? " (end of training)"
+                   : options_.skipTrain ? " (--skip-train)"
+                                        : "",
+                   *loss, ppl));
   return Error::success();
 }
 
@@ -602,15 +678,31 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
   print(formatText("model %s: %s parameters, plan %s\n", plan_.model.c_str(),
                    withThousands(plan_.numParameterElements()).c_str(), plan_.dir.c_str()));
   print(formatText("data: %s\n", data.describe().c_str()));
-  if (validation)
-    print(formatText("validation: %s; %lld batch%s every %lld steps and at the end\n",
-                     validation->describe().c_str(), static_cast<long long>(options_.evalIters),
-                     options_.evalIters == 1 ? "" : "es",
-                     static_cast<long long>(options_.evalInterval)));
+  if (validation) {
+    const int64_t batches = full_ ? full_->batches : options_.evalIters;
+    std::string what =
+        formatText("%lld batch%s", static_cast<long long>(batches), batches == 1 ? "" : "es");
+    // The whole split in whole global batches: the samples of a last partial one are left
+    // out, as Megatron's sampler drops an incomplete last batch.
+    if (full_)
+      what = formatText("the whole split, %s: %lld of its %lld samples (%lld short of a global "
+                        "batch left out)",
+                        what.c_str(), static_cast<long long>(full_->evaluatedSamples),
+                        static_cast<long long>(full_->splitSamples),
+                        static_cast<long long>(full_->droppedSamples));
+    print(formatText("validation: %s; %s%s\n", validation->describe().c_str(), what.c_str(),
+                     options_.skipTrain ? ""
+                                        : formatText(" every %lld steps and at the end",
+                                                     static_cast<long long>(options_.evalInterval))
+                                              .c_str()));
+  }
+  const char *when = options_.skipTrain ? "" : " at the end";
   if (validation && test)
-    print(formatText("test: %s; %lld batch%s at the end\n", test->describe().c_str(),
+    print(formatText("test: %s; %lld batch%s%s\n", test->describe().c_str(),
                      static_cast<long long>(options_.evalIters),
-                     options_.evalIters == 1 ? "" : "es"));
+                     options_.evalIters == 1 ? "" : "es", when));
+  else if (validation && options_.evalIters == 0)
+    print("test: none (--eval-iters 0)\n");
   else if (validation)
     print(formatText("test: none (--split '%s' gives the test split no documents)\n",
                      options_.split.value_or(std::string(kMegatronDefaultSplit)).c_str()));
@@ -629,13 +721,30 @@ Error Run::runSteps(StepTrainer &trainer, TrainingState &state, const TokenSourc
     print(formatText("ranks: %d (data parallel, %s over TCP)\n", job_.size,
                      std::string(job_.world->backendName()).c_str()));
   print(formatText(
-      "batch: %lld sequences of %lld tokens (%lld micro-batch%s of %lld); steps %lld -> "
-      "%lld\n",
+      "batch: %lld sequences of %lld tokens (%lld micro-batch%s of %lld); %s\n",
       static_cast<long long>(trainer.microBatches() * trainer.microBatchSize()),
       static_cast<long long>(trainer.sequenceLength()),
       static_cast<long long>(trainer.microBatches()), trainer.microBatches() == 1 ? "" : "es",
-      static_cast<long long>(trainer.microBatchSize()), static_cast<long long>(first),
-      static_cast<long long>(target)));
+      static_cast<long long>(trainer.microBatchSize()),
+      options_.skipTrain
+          ? formatText("no steps (--skip-train) at step %lld", static_cast<long long>(first))
+                .c_str()
+          : formatText("steps %lld -> %lld", static_cast<long long>(first),
+                       static_cast<long long>(target))
+                .c_str()));
+  // Megatron's --skip-train: the evaluations of the end of training, of the state as it is,
+  // and no step.
+  if (options_.skipTrain) {
+    if (Error err = evaluate(trainer, 0, false, metrics); !err.ok())
+      return err;
+    if (test)
+      if (Error err = evaluate(trainer, 0, false, metrics, test); !err.ok())
+        return err;
+    if (Error err = syncHostState(trainer); !err.ok())
+      return err;
+    state = trainer.state();
+    return Error::success();
+  }
 
   // The compiler's figure for the same accounting, when the plan has one (plans with kernels)
   // and the run keeps the plan's batch (the prediction assumes it).
@@ -831,12 +940,18 @@ Error runTraining(const Plan &plan, const TrainingRunOptions &options, const Ran
   if (!state)
     return state.takeError();
   if (options.load && job.leader())
-    log.write(formatText("resumed from %s at step %lld\n", options.load->c_str(),
-                         static_cast<long long>(state->step)));
-  if (state->step > options.targetSteps)
+    log.write(formatText("%s %s at step %lld\n", options.skipTrain ? "loaded" : "resumed from",
+                         options.load->c_str(), static_cast<long long>(state->step)));
+  if (options.skipTrain) {
+    if (job.leader())
+      log.write(formatText("skipping training (--skip-train): evaluating the %s parameters\n",
+                           options.load ? "loaded" : "initial"));
+    if (Error err = run.train(*state); !err.ok())
+      return err;
+  } else if (state->step > options.targetSteps)
     return makeError("the checkpoint is at step ", state->step, ", past --steps ",
                      options.targetSteps, " (give a larger --steps to continue)");
-  if (state->step < options.targetSteps)
+  else if (state->step < options.targetSteps)
     if (Error err = run.train(*state); !err.ok())
       return err;
   if (Error err = run.writeOutputs(*state); !err.ok())

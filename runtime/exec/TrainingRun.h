@@ -13,7 +13,9 @@
 //   - with `evalInterval`, evaluate as Megatron does (Trainer::evaluate, under pipeline
 //     parallelism PipelineTrainer::evaluate): every `evalInterval` steps and at the end of
 //     training, the validation loss and perplexity over `evalIters` global batches of the
-//     indexed dataset's valid split, as a log line and a metrics record;
+//     indexed dataset's valid split (with `fullValidation` over the whole split), as a log
+//     line and a metrics record; with `skipTrain`, only one evaluation of the loaded state
+//     (EvaluationSamples.h says what each evaluation reads);
 //   - report the run (tokens/s, loss, the communication measured against its prediction,
 //     CommunicationPrediction.h, and the kernels' arena);
 //   - write the final checkpoint and the safetensors export, whole (the shards of a
@@ -87,7 +89,19 @@ struct TrainingRunOptions {
   /// Megatron's order for (train iterations / evalInterval + 1) x evalIters global batches
   /// (a pipeline plan's through its stages' chunk forwards, PipelineTrainer::evaluate).
   int64_t evalInterval = 0;
+  /// Global batches of each evaluation and of the test split's (0: with `fullValidation`
+  /// only, no test evaluation).
   int64_t evalIters = 100;
+  /// Megatron's --full-validation: every evaluation reads the whole valid split (one epoch
+  /// of it, in whole global batches: EvaluationSamples.h) instead of `evalIters` batches.
+  /// `dataPath` must be one dataset (no blend).
+  bool fullValidation = false;
+  /// Megatron's --skip-train: no step; the state (of `load`, else the initial parameters) is
+  /// evaluated once on the valid split (its first `evalIters` batches, or the whole split
+  /// with `fullValidation`) and on the test split, as at the end of training, and the run
+  /// ends. Needs `dataPath`; `targetSteps`, `evalInterval` and `trainSamples` are not used;
+  /// nothing is saved (`save` must be unset).
+  bool skipTrain = false;
   /// Resume from the checkpoint in this directory.
   std::optional<std::string> load;
   /// Write a checkpoint to this directory at the end (and every `saveEvery` steps).

@@ -67,6 +67,8 @@ struct Options {
   std::optional<std::vector<std::string>> dataPath;
   /// Megatron's --eod-mask-loss, and the tokenizer whose end of document it masks.
   bool eodMaskLoss = false;
+  /// Megatron's --full-validation and --skip-train.
+  bool fullValidation = false, skipTrain = false;
   std::optional<std::string> tokenizerType, vocabFile, mergeFile, tokenizerModel, vocabExtraIds;
   bool help = false;
   bool version = false;
@@ -117,7 +119,19 @@ constexpr OptionSpec kOptions[] = {
                        "documents)"),
     MTRUN_VALUE_OPTION("--eval-iters", evalIters, "K",
                        "global batches of each evaluation and of the test evaluation (default "
-                       "100; needs --eval-interval)"),
+                       "100; needs --eval-interval or --skip-train; 0: no test evaluation, "
+                       "with --full-validation only)"),
+    {"--full-validation", "",
+     "every evaluation reads the whole valid split (one epoch, in whole global batches: the "
+     "samples of a last partial batch are left out) instead of --eval-iters batches; needs "
+     "--eval-interval or --skip-train, and one --data-path PREFIX",
+     [](Options &o, std::string_view) { o.fullValidation = true; },
+     [](const Options &o) { return o.fullValidation; }},
+    {"--skip-train", "",
+     "train nothing: evaluate the parameters (of --load, else the initial ones) once on the "
+     "valid split and the test split, as at the end of training, and exit; needs --data-path",
+     [](Options &o, std::string_view) { o.skipTrain = true; },
+     [](const Options &o) { return o.skipTrain; }},
     MTRUN_VALUE_OPTION("--device", device, "cpu|cuda",
                        "where the step runs (default: cuda when the plan has CUDA host code and "
                        "a GPU is visible, else cpu)"),
@@ -412,8 +426,17 @@ int run(int argc, char **argv) {
                           : opts->trainSamples ? "--train-samples"
                                                : "--data-cache-path",
                           " needs --data-path PREFIX"));
-  if (opts->evalIters && !opts->evalInterval)
-    return fail(makeError("--eval-iters needs --eval-interval N"));
+  if (opts->evalIters && !opts->evalInterval && !opts->skipTrain)
+    return fail(makeError("--eval-iters needs --eval-interval N (or --skip-train)"));
+  if (opts->fullValidation && !opts->evalInterval && !opts->skipTrain)
+    return fail(makeError("--full-validation says what each evaluation reads: give "
+                          "--eval-interval N (or --skip-train) to evaluate"));
+  if (opts->skipTrain && !opts->dataPath)
+    return fail(makeError("--skip-train evaluates on the valid split of --data-path PREFIX: give "
+                          "it (the synthetic task and --data FILE have none)"));
+  if (opts->skipTrain && opts->save)
+    return fail(makeError("--skip-train trains nothing: there is no checkpoint for --save to "
+                          "write"));
   if (opts->evalInterval && !opts->dataPath)
     return fail(makeError("--eval-interval needs --data-path PREFIX (evaluation reads its valid "
                           "split; the synthetic task and --data FILE have none)"));
@@ -444,7 +467,7 @@ int run(int argc, char **argv) {
       parseInteger(opts->trainSamples, "--train-samples", 0, 1, int64_t(1) << 48);
   Expected<int64_t> evalInterval =
       parseInteger(opts->evalInterval, "--eval-interval", 0, 1, kMaxTrainSteps);
-  Expected<int64_t> evalIters = parseInteger(opts->evalIters, "--eval-iters", 100, 1, kMaxTrainSteps);
+  Expected<int64_t> evalIters = parseInteger(opts->evalIters, "--eval-iters", 100, 0, kMaxTrainSteps);
   LossScaleOptions lossScaling;
   Expected<double> initialLossScale =
       parseNumber(opts->initialLossScale, "--initial-loss-scale", lossScaling.initial);
@@ -463,6 +486,11 @@ int run(int argc, char **argv) {
         &lossScaleWindow.error(), &hysteresis.error()})
     if (!err->ok())
       return fail(*err);
+  // Megatron evaluates nothing with --eval-iters 0; here that is only --full-validation's
+  // way to leave out the test split.
+  if (*evalIters == 0 && !opts->fullValidation)
+    return fail(makeError("--eval-iters 0 evaluates nothing: give K >= 1 batches, or "
+                          "--full-validation to evaluate the whole valid split"));
   lossScaling.initial = static_cast<float>(*initialLossScale);
   lossScaling.minimum = static_cast<float>(*minLossScale);
   if (opts->lossScale)
@@ -495,8 +523,9 @@ int run(int argc, char **argv) {
         return fail(makeError(flag, ": ", *opts->plan,
                               " does not train in fp16, the only precision with loss scaling"));
   // A pipeline plan evaluates through its chunks' forwards (PipelineTrainer::evaluate).
-  if (opts->evalInterval && !plan->pipeline && plan->x86Kernels && !plan->x86Kernels->forward)
-    return fail(makeError("--eval-interval: ", *opts->plan,
+  if ((opts->evalInterval || opts->skipTrain) && !plan->pipeline && plan->x86Kernels &&
+      !plan->x86Kernels->forward)
+    return fail(makeError(opts->skipTrain ? "--skip-train: " : "--eval-interval: ", *opts->plan,
                           " has no `forward` function to evaluate with"));
   Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
   if (!env)
@@ -552,6 +581,8 @@ int run(int argc, char **argv) {
     training.trainSamples = *trainSamples;
   training.evalInterval = *evalInterval;
   training.evalIters = *evalIters;
+  training.fullValidation = opts->fullValidation;
+  training.skipTrain = opts->skipTrain;
   training.load = opts->load;
   training.save = opts->save;
   training.metrics = opts->metrics;

@@ -76,4 +76,22 @@ TEST(TokenSourceTest, IndexedIsTheGptDataset) {
   EXPECT_EQ(b, d);
   EXPECT_FALSE(source->bestLoss().has_value());
   EXPECT_EQ(source->describe(), gpt->describe());
+  // Its order: the samples and epochs of the index (what --full-validation reads whole).
+  std::optional<TokenSource::Order> order = source->order();
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ(order->samples, gpt->index().numSamples());
+  EXPECT_EQ(order->epochs, gpt->index().numEpochs);
+  EXPECT_GE(order->samples, 40);
+  // One sample asked for: one epoch, all its (12 documents of 5..16 tokens: 126 tokens, 1 more
+  // than 8 per sample) (126 - 1) / 8 = 15 samples.
+  options.numSamples = 1;
+  Expected<TokenSource> epoch = TokenSource::indexed(DataBlend{{options.prefix}, {}}, options);
+  ASSERT_TRUE(epoch.ok()) << epoch.error().message();
+  ASSERT_TRUE(epoch->order().has_value());
+  EXPECT_EQ(epoch->order()->epochs, 1);
+  EXPECT_EQ(epoch->order()->samples, 15);
+  // No order for the synthetic task.
+  Expected<TokenSource> synthetic = TokenSource::synthetic(256, 1234);
+  ASSERT_TRUE(synthetic.ok());
+  EXPECT_FALSE(synthetic->order().has_value());
 }
