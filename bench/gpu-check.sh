@@ -79,7 +79,8 @@ else
       --metrics "$runs/gpu.jsonl" 2>&1 | tee "$runs/gpu.log"
     [[ ${PIPESTATUS[0]} == 0 ]] || { fail "$name on two GPUs"; continue; }
     python3 "$work/scripts/check-metrics.py" "$runs/gpu.jsonl" --steps 20 \
-      --close-losses "$runs/cpu.jsonl" --rtol 1.78e-6 || fail "$name: two GPUs' losses against two CPU ranks'"
+      --close-losses "$runs/cpu.jsonl" --rtol 1.78e-6 ||
+      fail "$name: two GPUs' losses against two CPU ranks'"
   done
 fi
 

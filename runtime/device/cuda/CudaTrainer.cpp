@@ -23,7 +23,8 @@ namespace {
 constexpr int64_t kGemmWorkspaceBytes = 32ll << 20;
 
 /// Joins the job's NCCL world on `device` (one rank: none).
-Expected<std::unique_ptr<Communicator>> joinNcclWorld(const CudaJob &job, const CudaDevice &device) {
+Expected<std::unique_ptr<Communicator>> joinNcclWorld(const CudaJob &job,
+                                                      const CudaDevice &device) {
   if (job.size <= 1)
     return std::unique_ptr<Communicator>();
 #ifdef MTC_HAVE_NCCL
@@ -296,7 +297,8 @@ Error CudaTrainer::allReduceHost(void *values, size_t count, MtcElementType type
   if (Error err = compute_.synchronize(); !err.ok())
     return err;
   if (Error err = dataParallel_->allReduce(device, count, type, MTC_SUM); !err.ok())
-    return std::move(err).withContext(concat("all-reduce of ", what, " over the data-parallel ranks"));
+    return std::move(err).withContext(
+        concat("all-reduce of ", what, " over the data-parallel ranks"));
   if (Error err = cudaStatus(cudaMemcpyAsync(values, device, bytes, cudaMemcpyDeviceToHost,
                                              compute_.handle()),
                              concat("copying ", what, " from the device"));
@@ -322,7 +324,8 @@ Error CudaTrainer::reduceOverDataParallel(double &lossSum, int64_t step) {
   if (Error err = allReduceHost(&lossSum, 1, MTC_F64, "the loss"); !err.ok())
     return std::move(err).withContext(concat("step ", step + 1));
   for (ExpertLoad &load : expertLoad_)
-    if (Error err = allReduceHost(load.sum.data(), load.sum.size(), MTC_I64, "the tokens per expert");
+    if (Error err =
+            allReduceHost(load.sum.data(), load.sum.size(), MTC_I64, "the tokens per expert");
         !err.ok())
       return std::move(err).withContext(concat("step ", step + 1));
   return Error::success();
@@ -555,8 +558,8 @@ uint64_t CudaTrainer::bytesSent() const { return mesh_ ? mesh_->bytesSent() : 0;
 DeviceBackend cudaBackend(CudaJob job) {
   DeviceBackend backend;
   backend.loadKernels = [](const Plan &plan) { return KernelLibrary::loadCudaHost(plan); };
-  backend.createTrainer =
-      [job = std::move(job)](DeviceTrainerInputs inputs) -> Expected<std::unique_ptr<DeviceTrainer>> {
+  backend.createTrainer = [job = std::move(job)](DeviceTrainerInputs inputs)
+      -> Expected<std::unique_ptr<DeviceTrainer>> {
     Expected<std::unique_ptr<CudaTrainer>> trainer = CudaTrainer::create(std::move(inputs), job);
     if (!trainer)
       return trainer.takeError();
