@@ -12,8 +12,9 @@
 #   lib/      every shared library they link but glibc's, libstdc++'s and CUDA's (the GPU machine has
 #             its own libcudart, libcublas and libcublasLt, and must: cuBLASLt alone is
 #             500 MB)
-#   plans/    gpt-tiny, llama-gqa-tiny, mixtral-tiny and gpt-tiny --bf16 compiled with
-#             --target=x86,cuda (cubins and PTX for sm_80 and sm_90), and the GPT-2
+#   plans/    gpt-tiny, llama-gqa-tiny, mixtral-tiny, gpt-tiny --bf16 and gpt-tiny --tp 2
+#             (with and without --sp) compiled with --target=x86,cuda (cubins and PTX for
+#             sm_80 and sm_90), and the GPT-2
 #             medium-class benchmark model (24 layers, hidden 1024, 16 heads, seq 1024),
 #             fp32 and --bf16
 #   test-plans/  the unit tests' plans (build/test/plans/gpt-tiny{,-cuda}.plan), with the
@@ -68,6 +69,9 @@ compile gpt-tiny "$root/examples/gpt-tiny.mtl" "${both[@]}"
 compile gpt-tiny-bf16 "$root/examples/gpt-tiny.mtl" "${both[@]}" --bf16
 compile llama-gqa-tiny "$root/examples/llama-gqa-tiny.mtl" "${both[@]}"
 compile mixtral-tiny "$root/examples/mixtral-tiny.mtl" "${both[@]}"
+# Two ranks over NCCL (gpu-check.sh's multi-GPU check).
+compile gpt-tiny-tp2 "$root/examples/gpt-tiny.mtl" "${both[@]}" --tp 2
+compile gpt-tiny-tp2-sp "$root/examples/gpt-tiny.mtl" "${both[@]}" --tp 2 --sp
 # GPT-2 medium's shape (355M parameters); the benchmark sets its batch with --global-batch.
 medium=(--dim layers=24 --dim hidden=1024 --dim heads=16 --target=cuda)
 compile gpt2-medium "$root/examples/gpt2-small.mtl" "${medium[@]}"

@@ -5,6 +5,9 @@
 #   2. 20 steps of gpt-tiny, llama-gqa-tiny and mixtral-tiny with --device cuda against the
 #      same plan on the CPU: every loss within 1.78e-6 relative (1e-5 on losses up to 5.6;
 #      fp32, TF32 off), and gpt-tiny --bf16 within bf16's 4e-5 relative (2e-4 absolute);
+#   2b. with two GPUs or more: gpt-tiny on two ranks over NCCL (`--nodes 2`: data
+#      parallelism, --tp 2, --tp 2 --sp) against the same plan on two CPU ranks over Gloo,
+#      every loss within 1.78e-6 relative; skipped, and said so, with one GPU;
 #   3. the benchmark: GPT-2 medium's shape (seq 1024, micro-batch 8) on mtrun --device cuda
 #      and on PyTorch eager and torch.compile on the same GPU, fp32 (TF32 off) and bf16;
 #      tokens/s and MFU (model FLOPs, Megatron's formula without recomputation, over the
@@ -59,6 +62,27 @@ for case in "gpt-tiny 1.78e-6" "llama-gqa-tiny 1.78e-6" "mixtral-tiny 1.78e-6" "
   python3 "$work/scripts/check-metrics.py" "$runs/gpu.jsonl" --steps 20 \
     --close-losses "$runs/cpu.jsonl" --rtol "$2" || fail "$1: GPU losses against the CPU's"
 done
+
+echo "== 2b. two GPUs over NCCL against two CPU ranks, 20 steps"
+gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
+if (( gpus < 2 )); then
+  echo "gpu-check.sh: skipped: $gpus GPU(s) visible, the multi-rank check needs 2"
+else
+  for name in gpt-tiny gpt-tiny-tp2 gpt-tiny-tp2-sp; do
+    plan="$work/plans/$name.plan" runs="$work/runs/$name-nodes2"
+    mkdir -p "$runs"
+    mtrun "$plan" --device cpu --nodes 2 --steps 20 --log-every 10 \
+      --metrics "$runs/cpu.jsonl" > "$runs/cpu.log" 2>&1 ||
+      { tail -3 "$runs/cpu.log"; fail "$name on two CPU ranks"; continue; }
+    # A hung rank ends the job within --comm-timeout rather than the device lease.
+    mtrun "$plan" --device cuda --nodes 2 --comm-timeout 120 --steps 20 --log-every 10 \
+      --metrics "$runs/gpu.jsonl" 2>&1 | tee "$runs/gpu.log"
+    [[ ${PIPESTATUS[0]} == 0 ]] || { fail "$name on two GPUs"; continue; }
+    python3 "$work/scripts/check-metrics.py" "$runs/gpu.jsonl" --steps 20 \
+      --close-losses "$runs/cpu.jsonl" --rtol 1.78e-6 ||
+      fail "$name: two GPUs' losses against two CPU ranks'"
+  done
+fi
 
 echo "== 3. benchmark: GPT-2 medium's shape, seq 1024, micro-batch 8"
 bench="$work/runs/bench" plan="$work/plans/gpt2-medium.plan"

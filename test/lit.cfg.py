@@ -50,18 +50,24 @@ if config.ptxas and os.path.exists(config.ptxas):
 
 # A CUDA GPU this process can use (`REQUIRES: cuda-device`, test/gpu/): nvidia-smi lists one.
 # Without it the GPU-executing tests are skipped, and the tests of mtrun's refusals run.
-def _has_cuda_device():
+# Two of them (`REQUIRES: cuda-devices-2`): the multi-rank tests over NCCL, one rank per GPU.
+def _cuda_device_count():
     import shutil
     import subprocess
     smi = shutil.which("nvidia-smi")
     if not smi:
-        return False
+        return 0
     listed = subprocess.run([smi, "-L"], capture_output=True, text=True)
-    return listed.returncode == 0 and "GPU " in listed.stdout
+    if listed.returncode != 0:
+        return 0
+    return sum(1 for line in listed.stdout.splitlines() if line.startswith("GPU "))
 
 
-if _has_cuda_device():
+_cuda_devices = _cuda_device_count()
+if _cuda_devices >= 1:
     config.available_features.add("cuda-device")
+if _cuda_devices >= 2:
+    config.available_features.add("cuda-devices-2")
 
 # The CPU's bf16 matrix instructions (`REQUIRES: cpu-bf16`): AVX512-BF16 or AMX-BF16, which
 # oneDNN uses for the runtime's bf16 GEMM (runtime/exec/GemmBf16.cpp).

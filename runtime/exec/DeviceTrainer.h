@@ -57,6 +57,8 @@ public:
   /// The most device memory the trainer has held: its buffers, the kernels' workspace and
   /// the GEMM library's workspace.
   virtual int64_t peakBytes() const = 0;
+  /// Bytes this rank sent over the device's own communicators (NCCL's; 0 for one rank).
+  virtual uint64_t bytesSent() const { return 0; }
 };
 
 /// What runTraining gives a device trainer's factory: the plan and its loaded device host

@@ -276,8 +276,9 @@ void mtc_kernel_free(MtcKernelContext *context, void *pointer);
  * object, whose functions launch the plan's CUDA kernels instead of computing. Every
  * buffer it is passed, and every pointer it passes on, is device memory. It imports the
  * collectives, the mesh coordinate and the dropout key and layer above unchanged (their
- * buffers device pointers: the CUDA executor runs one rank, whose plans have no
- * collectives), and instead of the GEMM, the workspace and the allocation functions:
+ * buffers device pointers: the CUDA trainer's mesh holds NCCL communicators and a
+ * MeshMemory on its compute stream, MeshCollectives.h), and instead of the GEMM, the
+ * workspace and the allocation functions:
  *
  *   mtc_gpu_launch         launches kernel `kernel` (its name in the plan's PTX) with grid
  *                          (gx, gy, gz) and block (bx, by, bz) on the call's stream; `args`

@@ -109,12 +109,40 @@ private:
   std::string description_;
   int64_t axis_, dtype_, count_;
   MeshCall *meshCall_;
+
+public:
+  MeshCall *meshCall() const { return meshCall_; }
 };
 
-void zeroFill(void *out, int64_t dtype, int64_t count) {
-  if (out && count > 0 && isKernelDtype(dtype))
-    std::memset(out, 0, size_t(count) * elementSize(dtype));
+/// Where the call's buffers live (null: this process's memory).
+MeshMemory *memoryOf(const MeshCall *meshCall) {
+  return meshCall ? meshCall->mesh().memory : nullptr;
 }
+
+void zeroFill(MeshMemory *memory, void *out, int64_t dtype, int64_t count) {
+  if (!out || count <= 0 || !isKernelDtype(dtype))
+    return;
+  size_t bytes = size_t(count) * elementSize(dtype);
+  if (!memory) {
+    std::memset(out, 0, bytes);
+    return;
+  }
+  // The call's failure is recorded already; a failed clear adds nothing to it.
+  (void)memory->clear(out, bytes);
+}
+
+/// `bytes` from `in` to `out` (which do not overlap) in the call's memory.
+Error copyBytes(MeshMemory *memory, void *out, const void *in, size_t bytes) {
+  if (!memory) {
+    std::memcpy(out, in, bytes);
+    return Error::success();
+  }
+  return memory->copy(out, in, bytes);
+}
+
+/// Before a communicator operation on device buffers: what the kernels and copies queued
+/// before it must have written its input (MeshMemory).
+Error ready(MeshMemory *memory) { return memory ? memory->synchronize() : Error::success(); }
 
 /// Zeroes the output of a failed gather or exchange: its size(axis) blocks of `count`
 /// elements, or the first block when the axis (so their number) is unknown.
@@ -123,20 +151,25 @@ void zeroFillBlocks(const MeshCall *meshCall, int64_t axis, void *out, int64_t d
   int64_t blocks = 1;
   if (meshCall && axis >= 0 && axis < static_cast<int64_t>(meshCall->mesh().axes.size()))
     blocks = meshCall->mesh().axes[size_t(axis)].size;
-  zeroFill(out, dtype, count * blocks);
+  zeroFill(memoryOf(meshCall), out, dtype, count * blocks);
 }
 
 /// The communicator's code of a checked `dtype` (the kernels pass the same codes).
 MtcElementType elementTypeOf(int64_t dtype) { return static_cast<MtcElementType>(dtype); }
 
-Error allReduce(const MeshAxisGroup &g, int64_t dtype, int64_t op, const void *in, void *out,
-                int64_t count) {
+Error allReduce(MeshMemory *memory, const MeshAxisGroup &g, int64_t dtype, int64_t op,
+                const void *in, void *out, int64_t count) {
   size_t n = size_t(count);
-  if (op == MTC_SUM || g.size == 1) {
-    std::memcpy(out, in, n * elementSize(dtype));
+  // Device buffers: the communicator's max (NCCL's; a maximum is exact, so every rank holds
+  // the same value, though NCCL's NaN handling is its own).
+  if (op == MTC_SUM || g.size == 1 || memory) {
+    if (Error err = copyBytes(memory, out, in, n * elementSize(dtype)); !err.ok())
+      return err;
     if (g.size == 1)
       return Error::success();
-    return g.comm->allReduce(out, n, elementTypeOf(dtype), MTC_SUM);
+    if (Error err = ready(memory); !err.ok())
+      return err;
+    return g.comm->allReduce(out, n, elementTypeOf(dtype), op == MTC_SUM ? MTC_SUM : MTC_MAX);
   }
   // max: every rank gathers every value and reduces them in coordinate order (a NaN wins),
   // so every rank holds the same bits.
@@ -190,10 +223,10 @@ extern "C" void mtc_all_reduce(MtcKernelContext *context, int64_t axis, int64_t 
   if (call.run([&](const MeshAxisGroup &g) {
         if (op != MTC_SUM && op != MTC_MAX)
           return makeError("unknown reduction ", op, " (0 = sum, 1 = max)");
-        return allReduce(g, dtype, op, in, out, count);
+        return allReduce(memoryOf(call.meshCall()), g, dtype, op, in, out, count);
       }))
     return;
-  zeroFill(out, dtype, count);
+  zeroFill(memoryOf(call.meshCall()), out, dtype, count);
 }
 
 extern "C" void mtc_all_gather(MtcKernelContext *context, int64_t axis, int64_t dtype,
@@ -202,10 +235,10 @@ extern "C" void mtc_all_gather(MtcKernelContext *context, int64_t axis, int64_t 
   Call call(meshCall, "mtc_all_gather", "concatenation", axis, dtype, count);
   if (call.run([&](const MeshAxisGroup &g) {
         size_t bytes = size_t(count) * elementSize(dtype);
-        if (g.size == 1) {
-          std::memcpy(out, in, bytes);
-          return Error::success();
-        }
+        if (g.size == 1)
+          return copyBytes(memoryOf(meshCall), out, in, bytes);
+        if (Error err = ready(memoryOf(meshCall)); !err.ok())
+          return err;
         return g.comm->allGather(in, out, size_t(count), elementTypeOf(dtype));
       }))
     return;
@@ -214,17 +247,18 @@ extern "C" void mtc_all_gather(MtcKernelContext *context, int64_t axis, int64_t 
 
 extern "C" void mtc_reduce_scatter(MtcKernelContext *context, int64_t axis, int64_t dtype,
                                    const void *in, void *out, int64_t count) {
-  Call call(MeshCall::of(context), "mtc_reduce_scatter", "sum", axis, dtype, count);
+  MeshCall *meshCall = MeshCall::of(context);
+  Call call(meshCall, "mtc_reduce_scatter", "sum", axis, dtype, count);
   if (call.run([&](const MeshAxisGroup &g) {
         size_t n = size_t(count);
-        if (g.size == 1) {
-          std::memcpy(out, in, n * elementSize(dtype));
-          return Error::success();
-        }
+        if (g.size == 1)
+          return copyBytes(memoryOf(meshCall), out, in, n * elementSize(dtype));
+        if (Error err = ready(memoryOf(meshCall)); !err.ok())
+          return err;
         return g.comm->reduceScatter(in, out, n, elementTypeOf(dtype), MTC_SUM);
       }))
     return;
-  zeroFill(out, dtype, count);
+  zeroFill(memoryOf(meshCall), out, dtype, count);
 }
 
 extern "C" void mtc_all_to_all(MtcKernelContext *context, int64_t axis, int64_t dtype,
@@ -232,10 +266,10 @@ extern "C" void mtc_all_to_all(MtcKernelContext *context, int64_t axis, int64_t 
   MeshCall *meshCall = MeshCall::of(context);
   Call call(meshCall, "mtc_all_to_all", "exchange of blocks", axis, dtype, count);
   if (call.run([&](const MeshAxisGroup &g) {
-        if (g.size == 1) {
-          std::memcpy(out, in, size_t(count) * elementSize(dtype));
-          return Error::success();
-        }
+        if (g.size == 1)
+          return copyBytes(memoryOf(meshCall), out, in, size_t(count) * elementSize(dtype));
+        if (Error err = ready(memoryOf(meshCall)); !err.ok())
+          return err;
         return g.comm->allToAll(in, out, size_t(count), elementTypeOf(dtype));
       }))
     return;
@@ -244,9 +278,11 @@ extern "C" void mtc_all_to_all(MtcKernelContext *context, int64_t axis, int64_t 
 
 extern "C" void mtc_shift(MtcKernelContext *context, int64_t axis, int64_t dtype, int64_t offset,
                           int64_t rotate, const void *in, void *out, int64_t count) {
-  Call call(MeshCall::of(context), "mtc_shift",
+  MeshCall *meshCall = MeshCall::of(context);
+  MeshMemory *memory = memoryOf(meshCall);
+  Call call(meshCall, "mtc_shift",
             concat("shift by ", offset, rotate ? " around the ring" : ""), axis, dtype, count);
-  if (call.run([&](const MeshAxisGroup &g) {
+  if (call.run([&](const MeshAxisGroup &g) -> Error {
         if (offset == 0 || offset >= g.size || -offset >= g.size)
           return makeError("offset ", offset, " is not a step to another rank along an axis of ",
                            g.size);
@@ -258,10 +294,12 @@ extern "C" void mtc_shift(MtcKernelContext *context, int64_t axis, int64_t dtype
         bool sends = dst >= 0 && dst < g.size, receives = src >= 0 && src < g.size;
         size_t n = size_t(count);
         MtcElementType type = elementTypeOf(dtype);
+        if (!receives)
+          zeroFill(memory, out, dtype, count);
+        if (Error err = ready(memory); !err.ok())
+          return err;
         if (sends && receives)
           return g.comm->sendRecv(in, n, int(dst), out, n, int(src), type);
-        if (!receives)
-          zeroFill(out, dtype, count);
         if (sends)
           return g.comm->send(in, n, type, int(dst));
         if (receives)
@@ -269,7 +307,7 @@ extern "C" void mtc_shift(MtcKernelContext *context, int64_t axis, int64_t dtype
         return Error::success();
       }))
     return;
-  zeroFill(out, dtype, count);
+  zeroFill(memory, out, dtype, count);
 }
 
 namespace {
@@ -335,6 +373,10 @@ extern "C" void mtc_all_to_all_filled(MtcKernelContext *context, int64_t axis, i
   Call call(meshCall, "mtc_all_to_all_filled", "exchange of filled expert slots", axis, dtype,
             count);
   if (call.run([&](const MeshAxisGroup &g) -> Error {
+        if (memoryOf(meshCall))
+          return makeError("the exchange of filled expert slots packs its rows on the host; it "
+                           "does not run on device buffers (expert parallelism on a GPU is not "
+                           "implemented)");
         if (a < 0 || b < 0 || row < 0)
           return makeError("negative block shape [", a, ", ", b, ", ", row, "]");
         size_t parts = size_t(g.size), perPart = size_t(slotsFirst ? b : a);

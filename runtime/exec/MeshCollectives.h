@@ -63,6 +63,9 @@
 // the axis is out of range, their extent being unknown). After the kernel returns the Trainer checks the MeshCall
 // and fails the step with the message, which names the function, the axis and the rank.
 //
+// With a MeshMemory in the mesh (device buffers) mtc_all_to_all_filled fails: it packs the
+// filled rows on the host.
+//
 // Without a MeshCall (a null context or mesh, or a context of another ABI version: a kernel
 // called outside the Trainer) nothing is communicated: the six collectives write `count`
 // zeros to `out` and mtc_mesh_coordinate returns 0; there is nothing to report to, so nothing
@@ -93,11 +96,30 @@ struct MeshAxisGroup {
                                 // when size is 1
 };
 
-/// What the collectives of a kernel call run over: the axes in plan.mesh order and this
-/// rank's world rank (for messages).
+/// Where the buffers of the kernels' collectives live when they are not this process's
+/// memory: a device's (the CUDA trainer's, whose host code passes device pointers and whose
+/// communicators are NCCL's, runtime/device/cuda/CudaTrainer.h). The collectives then copy
+/// and clear through it instead of memcpy and memset, call `synchronize` before every
+/// communicator operation (so that the operation reads what the kernels queued before it
+/// wrote), and take the maximum with the communicator's own max all-reduce (a reduction on
+/// the host cannot read device memory). An operation's wait returns once its result is in
+/// place, so what the kernels queue after the collective returns reads it.
+class MeshMemory {
+public:
+  virtual ~MeshMemory() = default;
+  /// Waits until everything queued so far on the memory (kernels, copies) has finished.
+  virtual Error synchronize() = 0;
+  virtual Error copy(void *out, const void *in, size_t bytes) = 0;
+  virtual Error clear(void *out, size_t bytes) = 0;
+};
+
+/// What the collectives of a kernel call run over: the axes in plan.mesh order, this
+/// rank's world rank (for messages), and where their buffers live (null: this process's
+/// memory, as for x86 kernels).
 struct MeshContext {
   std::vector<MeshAxisGroup> axes;
   int worldRank = 0;
+  MeshMemory *memory = nullptr;
 };
 
 /// The mesh side of one kernel call: what its collectives run over, and their first failure.

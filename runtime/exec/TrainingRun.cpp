@@ -398,7 +398,9 @@ private:
   /// Bytes this rank has sent: over the mesh's communicators, and under pipeline parallelism
   /// over the links and groups of its stage too.
   uint64_t bytesSent(const Trainer &) const { return mesh_.bytesSent(); }
-  uint64_t bytesSent(const DeviceTrainer &) const { return mesh_.bytesSent(); }
+  uint64_t bytesSent(const DeviceTrainer &trainer) const {
+    return mesh_.bytesSent() + trainer.bytesSent();
+  }
   uint64_t bytesSent(const PipelineTrainer &trainer) const {
     return mesh_.bytesSent() + trainer.bytesSent();
   }
@@ -931,10 +933,11 @@ Error runTraining(const Plan &plan, const TrainingRunOptions &options, const Ran
     if (Error err = trace->start(job.world.get()); !err.ok())
       return err;
   }
-  if (options.device && (job.size > 1 || plan.pipeline))
-    return makeError("a device runs one rank of a plan without a pipeline; this job has ",
-                     job.size, " rank", job.size == 1 ? "" : "s",
-                     plan.pipeline ? " and a pipeline plan" : "");
+  // A device trainer joins its own communicators (NCCL's) and refuses what it cannot run
+  // of a mesh; a pipeline has no device trainer.
+  if (options.device && plan.pipeline)
+    return makeError("a device trainer runs a plan without a pipeline, and this is a pipeline "
+                     "plan (train it with --device cpu)");
   Run run(plan, options, job, *mesh, log, trace ? &*trace : nullptr);
   Expected<TrainingState> state = run.startState();
   if (!state)

@@ -115,8 +115,9 @@ struct TrainingRunOptions {
   /// How an fp16 plan's loss scale is chosen (LossScaler.h; unused by other plans).
   LossScaleOptions lossScaling;
   /// Where the steps run: none: this CPU (Trainer, PipelineTrainer); else a device's host
-  /// code and trainer (DeviceTrainer.h; mtrun --device cuda), for a job of one rank and a
-  /// plan without a pipeline.
+  /// code and trainer (DeviceTrainer.h; mtrun --device cuda), for a plan without a pipeline;
+  /// with several ranks the device trainer joins its own communicators (the CUDA trainer's
+  /// NCCL world), the run's world still carrying the checkpoints' and exports' gathers.
   std::optional<DeviceBackend> device;
   /// Megatron's --eod-mask-loss was asked for: the plan must have been compiled with it
   /// (Plan::eodMaskLoss), whose step masks the loss whether asked or not.

@@ -365,11 +365,14 @@ int fail(const Error &err, const RankContext *job = nullptr) {
 }
 
 /// Whether the run executes the plan's CUDA host code (--device, see kOptions) for
-/// `requested` ranks: `cuda` needs one rank, a plan with CUDA host code and a visible GPU
-/// (an error saying which is missing, "no CUDA device: ..." for the last); no --device
-/// picks cuda only when all of that holds.
+/// `requested` ranks, `ownLaunch` when this command starts them all on this host (--nodes
+/// without a cluster launcher): `cuda` needs a plan with CUDA host code that the CUDA trainer
+/// runs on that many ranks (checkCudaPlan: no pipeline, no distributed optimizer), a visible
+/// GPU, and under its own launch a GPU per rank (an error saying which is missing, "no CUDA
+/// device: ..." when there is none); no --device picks cuda only for one rank when all of
+/// that holds.
 Expected<bool> chooseCudaDevice(const std::optional<std::string> &device, const Plan &plan,
-                                int64_t requested) {
+                                int64_t requested, bool ownLaunch) {
   if (device && *device != "cpu" && *device != "cuda")
     return makeError("--device: '", *device, "' is not a device (cpu or cuda)");
   bool asked = device && *device == "cuda";
@@ -379,10 +382,12 @@ Expected<bool> chooseCudaDevice(const std::optional<std::string> &device, const 
   int64_t planRanks = 1;
   for (const MeshAxis &axis : plan.mesh)
     planRanks *= axis.size;
-  if (asked && (requested > 1 || planRanks > 1 || plan.pipeline))
-    return makeError("--device cuda runs one rank, and this run has ",
-                     std::max(requested, planRanks), plan.pipeline ? " (a pipeline plan)" : "",
-                     ": multi-rank CUDA execution (NCCL) is not implemented");
+#ifdef MTC_HAVE_CUDA
+  // What the CUDA trainer cannot run says so before what the plan lacks for it.
+  if (asked)
+    if (Error err = cuda::checkCudaPlan(plan, requested); !err.ok())
+      return std::move(err).withContext("--device cuda");
+#endif
   if (asked && !hostCode)
     return makeError("--device cuda: ", plan.dir,
                      " has no CUDA host code (compile it with `mtc compile --target=x86,cuda`)");
@@ -392,6 +397,9 @@ Expected<bool> chooseCudaDevice(const std::optional<std::string> &device, const 
   Expected<int> devices = cuda::visibleDeviceCount();
   if (!devices)
     return asked ? Expected<bool>(devices.takeError()) : Expected<bool>(false);
+  if (ownLaunch)
+    if (Error err = cuda::checkDevicesForLocalRanks(int(requested), *devices); !err.ok())
+      return std::move(err).withContext("--device cuda");
   return true;
 #else
   if (asked)
@@ -531,7 +539,8 @@ int run(int argc, char **argv) {
   if (!env)
     return fail(env.error());
   Expected<bool> onCuda = chooseCudaDevice(
-      opts->device, *plan, env->launcher == Launcher::None ? requested : env->worldSize);
+      opts->device, *plan, env->launcher == Launcher::None ? requested : env->worldSize,
+      env->launcher == Launcher::None);
   if (!onCuda)
     return fail(onCuda.error());
   // The ranks this command starts share this host's cores; a launcher says how many ranks
@@ -589,10 +598,6 @@ int run(int argc, char **argv) {
   training.exportSafetensors = opts->exportSafetensors;
   training.trace = opts->trace;
   training.lossScaling = lossScaling;
-#ifdef MTC_HAVE_CUDA
-  if (*onCuda)
-    training.device = cuda::cudaBackend();
-#endif
   training.eodMaskLoss = opts->eodMaskLoss;
   if (plan->eodMaskLoss) {
     Expected<int64_t> eod = endOfDocument(*opts);
@@ -640,6 +645,13 @@ int run(int argc, char **argv) {
     RankContext self{env->rank, env->worldSize, nullptr};
     return fail(job.error(), &self);
   }
+#ifdef MTC_HAVE_CUDA
+  // The CUDA trainer joins its NCCL world through the job's store, on the local rank's GPU.
+  if (*onCuda)
+    training.device = cuda::cudaBackend(cuda::CudaJob{store, job->rank, job->size,
+                                                      env->localRank,
+                                                      std::chrono::seconds(*commTimeout)});
+#endif
   TerminalLog log;
   if (Error err = runTraining(*plan, training, *job, log); !err.ok()) {
     int status = fail(err, &*job);

@@ -34,6 +34,16 @@ Expected<int> deviceOrdinalForLocalRank(int localRank, int deviceCount) {
   return localRank;
 }
 
+Error checkDevicesForLocalRanks(int localRanks, int deviceCount) {
+  if (deviceCount <= 0)
+    return makeError("no CUDA device: 0 devices visible");
+  if (localRanks > deviceCount)
+    return makeError(localRanks, " ranks on this host need a GPU each, and ", deviceCount,
+                     deviceCount == 1 ? " CUDA device is" : " CUDA devices are",
+                     " visible (run at most one rank per GPU)");
+  return Error::success();
+}
+
 Expected<CudaDevice> CudaDevice::forLocalRank(int localRank) {
   Expected<int> count = visibleDeviceCount();
   if (!count)

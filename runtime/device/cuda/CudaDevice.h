@@ -40,6 +40,12 @@ Expected<int> visibleDeviceCount();
 /// halve its memory behind the memory plan's back).
 Expected<int> deviceOrdinalForLocalRank(int localRank, int deviceCount);
 
+/// For a launcher that starts `localRanks` ranks on this host, each seeing all `deviceCount`
+/// devices (mtrun --nodes: no CUDA_VISIBLE_DEVICES per rank): an error unless every local
+/// rank gets a GPU of its own (deviceOrdinalForLocalRank would put them all on a single
+/// visible device, which it reads as one given to each process).
+Error checkDevicesForLocalRanks(int localRanks, int deviceCount);
+
 /// Free and total device memory, as the driver reports them (other processes included).
 struct DeviceMemory {
   int64_t freeBytes = 0;

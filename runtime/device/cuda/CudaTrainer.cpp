@@ -2,12 +2,18 @@
 
 #include "runtime/device/cuda/CudaTrainer.h"
 
+#include "runtime/comm/ElementTypes.h"
 #include "runtime/data/LossMask.h"
 #include "runtime/device/cuda/CudaError.h"
 #include "runtime/exec/DropoutKey.h"
 
 #include <cuda_runtime_api.h>
 
+#ifdef MTC_HAVE_NCCL
+#include "runtime/comm/NcclCommunicator.h"
+#endif
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -16,20 +22,63 @@ namespace {
 
 constexpr int64_t kGemmWorkspaceBytes = 32ll << 20;
 
-/// What a plan must be for one GPU (mtrun checks the same before it starts).
-Error checkOneDevicePlan(const Plan &plan) {
-  if (plan.pipeline)
-    return makeError(plan.dir.string(), ": a pipeline plan; the CUDA trainer runs one rank "
-                                        "(multi-GPU execution over NCCL is not implemented)");
-  if (plan.meshSize() > 1)
-    return makeError(plan.dir.string(), ": the plan is partitioned over a mesh of ",
-                     plan.meshSize(),
-                     " ranks; the CUDA trainer runs one rank (multi-GPU execution over NCCL "
-                     "is not implemented)");
-  return Error::success();
+/// Joins the job's NCCL world on `device` (one rank: none).
+Expected<std::unique_ptr<Communicator>> joinNcclWorld(const CudaJob &job,
+                                                      const CudaDevice &device) {
+  if (job.size <= 1)
+    return std::unique_ptr<Communicator>();
+#ifdef MTC_HAVE_NCCL
+  NcclOptions options;
+  options.device = device.ordinal();
+  options.timeout = job.timeout;
+  options.rendezvousTimeout = job.timeout;
+  Expected<std::unique_ptr<NcclCommunicator>> world =
+      NcclCommunicator::create(job.store, job.rank, job.size, options);
+  if (!world)
+    return world.takeError().withContext("connecting the ranks' GPUs over NCCL");
+  return std::unique_ptr<Communicator>(std::move(*world));
+#else
+  (void)device;
+  return makeError("--device cuda on ", job.size,
+                   " ranks needs NCCL, and this mtrun was built without it (NCCL's header and "
+                   "library were not found next to the CUDA toolkit)");
+#endif
 }
 
 } // namespace
+
+Error checkCudaPlan(const Plan &plan, int64_t worldSize) {
+  if (plan.pipeline)
+    return makeError(plan.dir.string(), ": a pipeline plan; the CUDA trainer does not run "
+                                        "pipeline parallelism (train it with --device cpu)");
+  if (plan.dataParallelAxis)
+    return makeError(plan.dir.string(), ": the plan's mesh has a data-parallel axis '",
+                     plan.mesh[*plan.dataParallelAxis].name,
+                     "' (the distributed optimizer, ZeRO-", plan.zeroStage,
+                     "); the CUDA trainer does not shard the optimizer (train it with --device "
+                     "cpu)");
+  if (worldSize < 1 || worldSize % plan.meshSize() != 0)
+    return makeError(plan.dir.string(), ": the plan is partitioned over a mesh of ",
+                     plan.meshSize(), " ranks, which the job's ", worldSize, " rank",
+                     worldSize == 1 ? "" : "s", " cannot hold (give a multiple of ",
+                     plan.meshSize(), ")");
+  return Error::success();
+}
+
+Error StreamMemory::synchronize() {
+  return stream_->synchronize().withContext("waiting for the kernels before a collective");
+}
+
+Error StreamMemory::copy(void *out, const void *in, size_t bytes) {
+  return cudaStatus(
+      cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, stream_->handle()),
+      "copying a collective's buffer on the device");
+}
+
+Error StreamMemory::clear(void *out, size_t bytes) {
+  return cudaStatus(cudaMemsetAsync(out, 0, bytes, stream_->handle()),
+                    "clearing a failed collective's output on the device");
+}
 
 CudaTrainer::CudaTrainer(DeviceTrainerInputs &inputs, CudaDevice device, PlanKernels kernels,
                          Stream compute, CublasLtGemm gemm, CublasAxpy axpy, DeviceArena arena,
@@ -41,9 +90,10 @@ CudaTrainer::CudaTrainer(DeviceTrainerInputs &inputs, CudaDevice device, PlanKer
       layout_(std::move(layout)), shape_(std::move(shape)), bindings_(std::move(bindings)),
       microBatches_(shape_.microBatches), host_(std::move(inputs.state)) {}
 
-Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs inputs) {
+Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs inputs,
+                                                           const CudaJob &job) {
   const Plan &plan = inputs.plan;
-  if (Error err = checkOneDevicePlan(plan); !err.ok())
+  if (Error err = checkCudaPlan(plan, job.size); !err.ok())
     return err;
   if (!plan.cudaKernels || !plan.cudaKernels->host)
     return makeError(plan.dir.string(), ": the plan has no CUDA host code (compile it with "
@@ -61,7 +111,10 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
   if (inputs.state.params.size() != plan.params.size() ||
       inputs.state.states.size() != plan.states.size())
     return makeError(plan.dir.string(), ": the training state does not match the plan's tables");
-  Expected<int64_t> microBatches = countMicroBatches(plan, fb, inputs.globalBatch, 1);
+  // With data parallelism (the ranks beyond the mesh) each rank computes its share of the
+  // micro-batches (RankMesh places data parallelism outermost: world size / mesh size).
+  const int64_t dpSize = job.size / plan.meshSize();
+  Expected<int64_t> microBatches = countMicroBatches(plan, fb, inputs.globalBatch, dpSize);
   if (!microBatches)
     return microBatches.takeError();
   Expected<StepBindings> bindings =
@@ -72,7 +125,7 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
   DeviceStepShape shape;
   shape.microBatchSize = fb.inputs[0].dims[0].size;
   shape.sequenceLength = fb.inputs[0].dims[1].size;
-  shape.microBatches = *microBatches;
+  shape.microBatches = *microBatches / dpSize;
   shape.workspaceBytes = plan.cudaKernels->hostWorkspaceBytes;
   shape.lossMask = plan.eodMaskLoss;
   for (const KernelBuffer &b : fb.outputs)
@@ -83,9 +136,21 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
     return layout.takeError().withContext(plan.dir.string());
 
   // The device, then everything on it: the code, the stream, the libraries, the arena.
-  Expected<CudaDevice> device = CudaDevice::forLocalRank(0);
+  Expected<CudaDevice> device = CudaDevice::forLocalRank(job.localRank);
   if (!device)
     return device.takeError();
+  // The NCCL world and the plan's mesh split from it, before anything large is allocated
+  // (every rank reaches this point: the splits are collective).
+  Expected<std::unique_ptr<Communicator>> world = joinNcclWorld(job, *device);
+  if (!world)
+    return world.takeError();
+  std::optional<RankMesh> mesh;
+  if (*world) {
+    Expected<RankMesh> split = RankMesh::create(plan, world->get());
+    if (!split)
+      return split.takeError().withContext("splitting the plan's mesh from the NCCL world");
+    mesh.emplace(std::move(*split));
+  }
   Expected<PlanKernels> kernels = PlanKernels::load(plan, *device);
   if (!kernels)
     return kernels.takeError();
@@ -112,6 +177,17 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
       inputs, std::move(*device), std::move(*kernels), std::move(*compute), std::move(*gemm),
       std::move(*axpy), std::move(*arena), std::move(*layout), std::move(shape),
       std::move(*bindings)));
+  t->world_ = std::move(*world);
+  if (mesh) {
+    t->mesh_.emplace(std::move(*mesh));
+    t->meshContext_ = t->mesh_->context();
+    t->dataParallel_ = t->mesh_->dataParallel();
+  } else {
+    for (const MeshAxis &a : plan.mesh)
+      t->meshContext_.axes.push_back(MeshAxisGroup{a.name, a.size, 0, nullptr});
+  }
+  t->meshContext_.memory = &t->meshMemory_;
+  t->microBatches_ = *microBatches;
   try {
     t->tokens_.resize(size_t(t->shape_.microBatchSize * t->shape_.sequenceLength));
     t->labels_.resize(t->tokens_.size());
@@ -121,6 +197,18 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
     t->expertLoad_ = ExpertLoad::forOutputs(fb);
   } catch (const std::bad_alloc &) {
     return makeError("out of memory allocating the training buffers");
+  }
+  if (t->dataParallel_) {
+    // The loss sum (f64) and the largest row of expert counts (i64), 8 bytes each.
+    size_t values = 1;
+    for (const ExpertLoad &load : t->expertLoad_)
+      values = std::max(values, load.sum.size());
+    Expected<DeviceArena> staging = DeviceArena::create(t->device_, int64_t(values * 8));
+    if (!staging)
+      return staging.takeError().withContext("the buffer of the data-parallel reductions");
+    if (Expected<void *> all = staging->at(0, int64_t(values * 8)); !all)
+      return all.takeError();
+    t->staging_.emplace(std::move(*staging));
   }
   // The start state in the first copy; the gradients zero (their padding is never read, but
   // the saxpy of a later micro-batch runs over it).
@@ -179,7 +267,11 @@ Error CudaTrainer::call(const LoadedKernel &kernel, std::span<void *const> buffe
   gpu.kernels = &kernels_;
   gpu.stream = &compute_;
   gpu.gemm = &gemm_;
+  // The host code's collectives run over the NCCL mesh on device buffers (meshContext_'s
+  // MeshMemory orders them after the compute stream's work).
+  MeshCall mesh(meshContext_);
   KernelCallState state;
+  state.mesh = &mesh;
   state.dropout = dropout;
   state.lossScale = lossScale;
   state.gpu = &gpu;
@@ -188,6 +280,54 @@ Error CudaTrainer::call(const LoadedKernel &kernel, std::span<void *const> buffe
   KernelLibrary::call(kernel, buffers, state);
   if (!gpu.failure.ok())
     return std::move(gpu.failure).withContext(what);
+  if (Error err = mesh.takeError(); !err.ok())
+    return std::move(err).withContext(what);
+  return Error::success();
+}
+
+Error CudaTrainer::allReduceHost(void *values, size_t count, MtcElementType type,
+                                 std::string_view what) {
+  const size_t bytes = count * elementSize(type);
+  void *device = staging_->base();
+  if (Error err = cudaStatus(cudaMemcpyAsync(device, values, bytes, cudaMemcpyHostToDevice,
+                                             compute_.handle()),
+                             concat("copying ", what, " to the device"));
+      !err.ok())
+    return err;
+  if (Error err = compute_.synchronize(); !err.ok())
+    return err;
+  if (Error err = dataParallel_->allReduce(device, count, type, MTC_SUM); !err.ok())
+    return std::move(err).withContext(
+        concat("all-reduce of ", what, " over the data-parallel ranks"));
+  if (Error err = cudaStatus(cudaMemcpyAsync(values, device, bytes, cudaMemcpyDeviceToHost,
+                                             compute_.handle()),
+                             concat("copying ", what, " from the device"));
+      !err.ok())
+    return err;
+  return compute_.synchronize();
+}
+
+Error CudaTrainer::reduceOverDataParallel(double &lossSum, int64_t step) {
+  if (!dataParallel_)
+    return Error::success();
+  // One buffer, as the CPU's GradientBuffer all-reduces its gradients; the compute stream
+  // first (the last micro-batch's saxpy), the host waits for NCCL's result before the
+  // optimizer step is queued (see the file comment of the header).
+  if (Error err = compute_.synchronize(); !err.ok())
+    return std::move(err).withContext(concat("step ", step + 1));
+  if (Error err = dataParallel_->allReduce(at(layout_.gradients),
+                                           size_t(layout_.gradients.bytes) / sizeof(float),
+                                           MTC_F32, MTC_SUM);
+      !err.ok())
+    return std::move(err).withContext(
+        concat("step ", step + 1, ": all-reduce of the gradients over the data-parallel ranks"));
+  if (Error err = allReduceHost(&lossSum, 1, MTC_F64, "the loss"); !err.ok())
+    return std::move(err).withContext(concat("step ", step + 1));
+  for (ExpertLoad &load : expertLoad_)
+    if (Error err =
+            allReduceHost(load.sum.data(), load.sum.size(), MTC_I64, "the tokens per expert");
+        !err.ok())
+      return std::move(err).withContext(concat("step ", step + 1));
   return Error::success();
 }
 
@@ -220,11 +360,14 @@ Expected<StepStats> CudaTrainer::step() {
   for (ExpertLoad &load : expertLoad_)
     std::fill(load.sum.begin(), load.sum.end(), 0);
   std::vector<void *> buffers;
-  for (int64_t m = 0; m < microBatches_; ++m) {
+  // This rank's micro-batches: m % dp == its data-parallel index (the CPU's Trainer's deal).
+  const int64_t dpRank = dataParallelRank(), dpSize = dataParallelSize();
+  for (int64_t m = dpRank; m < microBatches_; m += dpSize) {
     if (Error err = loadBatch(*data_, step, m * shape_.microBatchSize); !err.ok())
       return std::move(err).withContext(concat("step ", step + 1));
     // The first micro-batch writes the step's gradients, the others the scratch ones.
-    const ArenaRange &grads = m == 0 ? layout_.gradients : *layout_.scratch;
+    const bool first = m == dpRank;
+    const ArenaRange &grads = first ? layout_.gradients : *layout_.scratch;
     buffers.clear();
     int inputIndex = 0;
     for (const BufferBinding &b : bindings_.forwardBackward) {
@@ -252,7 +395,7 @@ Expected<StepStats> CudaTrainer::step() {
                          plan_->dropout ? &dropout : nullptr, lossScale);
         !err.ok())
       return err;
-    if (m > 0)
+    if (!first)
       if (Error err = axpy_.add(static_cast<float *>(at(layout_.gradients)),
                                 static_cast<const float *>(at(*layout_.scratch)),
                                 layout_.gradients.bytes / int64_t(sizeof(float)), compute_);
@@ -271,6 +414,8 @@ Expected<StepStats> CudaTrainer::step() {
       load.addCounts();
     }
   }
+  if (Error err = reduceOverDataParallel(lossSum, step); !err.ok())
+    return err;
   const double meanLoss = lossSum / static_cast<double>(microBatches_);
   if (!std::isfinite(meanLoss))
     return makeError("step ", step + 1, ": the loss is ", meanLoss,
@@ -367,8 +512,9 @@ Expected<double> CudaTrainer::evaluate(int64_t firstBatch, int64_t count,
       buffers.push_back(at(layout_.loss));
   }
   double lossSum = 0;
+  const int64_t dpRank = dataParallelRank(), dpSize = dataParallelSize();
   for (int64_t batch = firstBatch; batch < firstBatch + count; ++batch)
-    for (int64_t m = 0; m < microBatches_; ++m) {
+    for (int64_t m = dpRank; m < microBatches_; m += dpSize) {
       if (Error err = loadBatch(data, batch, m * shape_.microBatchSize); !err.ok())
         return std::move(err).withContext(concat("validation at step ", step));
       // No DropoutCall: the kernels keep every element (evaluation without dropout).
@@ -382,6 +528,9 @@ Expected<double> CudaTrainer::evaluate(int64_t firstBatch, int64_t count,
         return err;
       lossSum += loss;
     }
+  if (dataParallel_)
+    if (Error err = allReduceHost(&lossSum, 1, MTC_F64, "the validation loss"); !err.ok())
+      return std::move(err).withContext(concat("validation at step ", step));
   return lossSum / static_cast<double>(count * microBatches_);
 }
 
@@ -400,15 +549,18 @@ Error CudaTrainer::syncState() {
 }
 
 int64_t CudaTrainer::peakBytes() const {
-  return arena_.layout().highWaterBytes() + kGemmWorkspaceBytes;
+  return arena_.layout().highWaterBytes() + kGemmWorkspaceBytes +
+         (staging_ ? staging_->layout().highWaterBytes() : 0);
 }
 
-DeviceBackend cudaBackend() {
+uint64_t CudaTrainer::bytesSent() const { return mesh_ ? mesh_->bytesSent() : 0; }
+
+DeviceBackend cudaBackend(CudaJob job) {
   DeviceBackend backend;
   backend.loadKernels = [](const Plan &plan) { return KernelLibrary::loadCudaHost(plan); };
-  backend.createTrainer =
-      [](DeviceTrainerInputs inputs) -> Expected<std::unique_ptr<DeviceTrainer>> {
-    Expected<std::unique_ptr<CudaTrainer>> trainer = CudaTrainer::create(std::move(inputs));
+  backend.createTrainer = [job = std::move(job)](DeviceTrainerInputs inputs)
+      -> Expected<std::unique_ptr<DeviceTrainer>> {
+    Expected<std::unique_ptr<CudaTrainer>> trainer = CudaTrainer::create(std::move(inputs), job);
     if (!trainer)
       return trainer.takeError();
     return std::unique_ptr<DeviceTrainer>(std::move(*trainer));

@@ -18,9 +18,29 @@
 // reach the host only when asked (`syncState`: checkpoints, the export, the end of the
 // run).
 //
-// One rank, no mesh, no pipeline: multi-GPU training (NCCL) is not implemented; `create`
-// refuses such a plan. Nothing of this has run on a GPU yet (docs/runtime.md, "The CUDA
-// trainer").
+// Several ranks, one GPU each (the device of the local rank, CudaDevice::forLocalRank):
+// the trainer joins an NCCL world over the job's rendezvous store (NcclCommunicator.h) and
+// splits it into the plan's mesh exactly as the CPU path splits its Gloo world (RankMesh:
+// one communicator per mesh axis, the data-parallel group). The host code's collectives
+// (MeshCollectives.h) run over those axes on device pointers, through a MeshMemory on the
+// compute stream; the data-parallel ranks deal the micro-batches as the CPU's Trainer does
+// (m % dp == rank) and all-reduce the gradients (one buffer), the loss sum and the expert
+// counts over NCCL before the optimizer step, so every rank logs the CPU run's loss.
+//
+// Stream order: a communicator operation runs on NCCL's own stream. Before each one the
+// compute stream is synchronized (the operation reads what the kernels queued before it
+// wrote), and its Work is waited for on the host before anything else is queued (what the
+// kernels queue next reads its result). Both hold without the trainer knowing NCCL's
+// stream, and the host code calls its collectives synchronously anyway (the C ABI returns
+// after the operation), so an event between the streams would overlap nothing more. A hung
+// or dead peer fails the wait within the job's --comm-timeout (NCCL's communicator is then
+// aborted), and the step fails with that error.
+//
+// Not handled: pipeline plans, the distributed optimizer (a plan whose mesh names a
+// data-parallel axis: ZeRO-1/2/3 shard the optimizer state and gradients over it) and expert
+// parallelism's filled-slot exchange; `create` refuses the first two, the third fails the
+// step with MeshCollectives' message. Nothing of this has run on a GPU yet (docs/runtime.md,
+// "The CUDA trainer").
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,9 +54,14 @@
 #include "runtime/device/cuda/DeviceStepLayout.h"
 #include "runtime/device/cuda/GpuHostCalls.h"
 #include "runtime/device/cuda/Stream.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/comm/Rendezvous.h"
 #include "runtime/exec/DeviceTrainer.h"
+#include "runtime/exec/MeshCollectives.h"
+#include "runtime/exec/RankMesh.h"
 #include "runtime/exec/StepBindings.h"
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <span>
@@ -44,13 +69,46 @@
 
 namespace mtc::rt::cuda {
 
+/// This rank's place in its job, which the trainer needs beyond runTraining's inputs: the
+/// job's rendezvous store (the NCCL world's bootstrap; unused by a job of one rank), the
+/// world rank and size (the Gloo world's), the local rank (which GPU) and --comm-timeout
+/// (how long a collective may wait for its peers).
+struct CudaJob {
+  JobStore store;
+  int rank = 0, size = 1;
+  int localRank = 0;
+  std::chrono::milliseconds timeout{60000};
+};
+
+/// What the CUDA trainer refuses of a plan on `worldSize` ranks, before any GPU is looked
+/// for (mtrun checks the same before it starts the ranks): a pipeline, the distributed
+/// optimizer, a mesh larger than the job.
+Error checkCudaPlan(const Plan &plan, int64_t worldSize);
+
+/// A MeshMemory (MeshCollectives.h) on a stream's device: copies and clears are queued on
+/// the stream, `synchronize` waits for it.
+class StreamMemory final : public MeshMemory {
+public:
+  explicit StreamMemory(const Stream *stream) : stream_(stream) {}
+  Error synchronize() override;
+  Error copy(void *out, const void *in, size_t bytes) override;
+  Error clear(void *out, size_t bytes) override;
+
+private:
+  const Stream *stream_;
+};
+
 class CudaTrainer final : public DeviceTrainer {
 public:
-  /// Places `inputs.state` on the device of local rank 0 (CudaDevice::forLocalRank) and
-  /// binds the host code to it. Fails when no GPU is usable, the plan is partitioned or
-  /// pipelined, the batch does not split into the kernels' micro-batches, the bindings do not
-  /// fit (StepBindings), or the arena does not fit in the device's memory.
-  static Expected<std::unique_ptr<CudaTrainer>> create(DeviceTrainerInputs inputs);
+  /// Places `inputs.state` (this rank's shards) on the device of `job.localRank`
+  /// (CudaDevice::forLocalRank) and binds the host code to it; with several ranks, joins the
+  /// job's NCCL world and splits the plan's mesh from it (collective: every rank creates its
+  /// trainer at the same point). Fails when no GPU is usable, checkCudaPlan refuses the plan,
+  /// the batch does not split into the kernels' micro-batches over the data-parallel ranks,
+  /// the bindings do not fit (StepBindings), the arena does not fit in the device's memory,
+  /// or the NCCL world cannot be joined within the timeout.
+  static Expected<std::unique_ptr<CudaTrainer>> create(DeviceTrainerInputs inputs,
+                                                       const CudaJob &job = {});
 
   std::string describeDevice() const override { return device_.describe(); }
   Expected<StepStats> step() override;
@@ -63,6 +121,10 @@ public:
   int64_t microBatchSize() const override { return shape_.microBatchSize; }
   int64_t sequenceLength() const override { return shape_.sequenceLength; }
   int64_t peakBytes() const override;
+  uint64_t bytesSent() const override;
+  /// The data-parallel group's size and this rank's index in it (1 and 0 alone).
+  int64_t dataParallelSize() const { return dataParallel_ ? dataParallel_->size() : 1; }
+  int64_t dataParallelRank() const { return dataParallel_ ? dataParallel_->rank() : 0; }
 
 private:
   CudaTrainer(DeviceTrainerInputs &inputs, CudaDevice device, PlanKernels kernels,
@@ -80,6 +142,12 @@ private:
              DropoutCall *dropout, float lossScale);
   /// Reads the next batch of `source` into the device's tokens and labels.
   Error loadBatch(const TokenSource &source, int64_t batch, int64_t sampleBegin);
+  /// Sums `count` host values of `type` over the data-parallel ranks through the staging
+  /// buffer (NCCL takes device pointers).
+  Error allReduceHost(void *values, size_t count, MtcElementType type, std::string_view what);
+  /// Sums the gradients, `lossSum` and the expert counts over the data-parallel ranks (as
+  /// the CPU's Trainer::reduceOverDataParallel).
+  Error reduceOverDataParallel(double &lossSum, int64_t step);
 
   const Plan *plan_;
   const KernelLibrary *library_;
@@ -110,11 +178,20 @@ private:
   void *inputBuffer(int index) const;
   /// forward_backward's `expert_load` outputs (counts copied back), summed over the step.
   std::vector<ExpertLoad> expertLoad_;
+  /// Several ranks: the NCCL world, the mesh split from it (destroyed first), the kernels'
+  /// view of it (its axes with `memory` = meshMemory_) and the data-parallel group (null
+  /// alone); a device buffer for the host values reduced over it.
+  std::unique_ptr<Communicator> world_;
+  std::optional<RankMesh> mesh_;
+  StreamMemory meshMemory_{&compute_};
+  MeshContext meshContext_;
+  Communicator *dataParallel_ = nullptr;
+  std::optional<DeviceArena> staging_;
 };
 
 /// The CUDA device as runTraining takes it (DeviceTrainer.h): the plan's CUDA host code and
-/// a CudaTrainer.
-DeviceBackend cudaBackend();
+/// a CudaTrainer for this rank of `job`.
+DeviceBackend cudaBackend(CudaJob job = {});
 
 } // namespace mtc::rt::cuda
 

@@ -603,6 +603,112 @@ TEST(MeshCollectivesTest, AxesOfOneRankCopyAndCallsAreIndependent) {
   EXPECT_EQ(out, in);
 }
 
+/// A MeshMemory over this process's memory that logs what the collectives ask of it, the
+/// CUDA trainer's device memory stand-in: "copy", "clear", "sync".
+class LoggedMemory final : public MeshMemory {
+public:
+  std::vector<std::string> log;
+  bool failSync = false;
+  Error synchronize() override {
+    log.push_back("sync");
+    return failSync ? makeError("the device stream failed") : Error::success();
+  }
+  Error copy(void *out, const void *in, size_t bytes) override {
+    log.push_back("copy");
+    std::memcpy(out, in, bytes);
+    return Error::success();
+  }
+  Error clear(void *out, size_t bytes) override {
+    log.push_back("clear");
+    std::memset(out, 0, bytes);
+    return Error::success();
+  }
+};
+
+TEST(MeshCollectivesTest, DeviceMemoryCopiesAndWaitsBeforeEveryOperation) {
+  TestJob job;
+  const size_t count = 5;
+  std::vector<std::vector<std::string>> logs(2);
+  std::vector<std::vector<float>> sums(2), maxima(2), gathered(2);
+  runRanks(2, [&](int rank) {
+    auto comm = job.connect(rank, 2, "memory");
+    ASSERT_TRUE(comm);
+    LoggedMemory memory;
+    MeshContext mesh = oneAxis(comm.get(), rank);
+    mesh.memory = &memory;
+    MeshCall scope(mesh);
+    MtcKernelContext context = mtc_kernel_context(&scope, nullptr, nullptr, 0);
+    std::vector<float> in = inputOf<float>(rank, count);
+    sums[rank].assign(count, -1.0f);
+    mtc_all_reduce(&context, 0, MTC_F32, MTC_SUM, in.data(), sums[rank].data(), int64_t(count));
+    // The maximum through the communicator's own max all-reduce, not a host reduction.
+    maxima[rank].assign(count, -1.0f);
+    mtc_all_reduce(&context, 0, MTC_F32, MTC_MAX, in.data(), maxima[rank].data(), int64_t(count));
+    gathered[rank].assign(2 * count, -1.0f);
+    mtc_all_gather(&context, 0, MTC_F32, in.data(), gathered[rank].data(), int64_t(count));
+    EXPECT_TRUE(scope.ok()) << scope.error().message();
+    logs[rank] = memory.log;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(logs[r], (std::vector<std::string>{"copy", "sync", "copy", "sync", "sync"}))
+        << "rank " << r;
+    for (size_t i = 0; i < count; ++i) {
+      EXPECT_EQ(sums[r][i], float(valueOf(0, i)) + float(valueOf(1, i))) << "element " << i;
+      EXPECT_EQ(maxima[r][i], std::max(float(valueOf(0, i)), float(valueOf(1, i))));
+      EXPECT_EQ(gathered[r][i], float(valueOf(0, i)));
+      EXPECT_EQ(gathered[r][count + i], float(valueOf(1, i)));
+    }
+  }
+}
+
+TEST(MeshCollectivesTest, DeviceMemoryFailuresClearThroughIt) {
+  // An axis of one rank copies through the memory; a failed wait fails the call and clears
+  // the output through the memory; the filled-slot exchange refuses device buffers.
+  MeshContext mesh;
+  mesh.axes = {MeshAxisGroup{"tp", 1, 0, nullptr}};
+  LoggedMemory memory;
+  mesh.memory = &memory;
+  {
+    MeshCall call(mesh);
+    MtcKernelContext context = mtc_kernel_context(&call, nullptr, nullptr, 0);
+    std::vector<float> in{1, 2, 3}, out(3);
+    mtc_reduce_scatter(&context, 0, MTC_F32, in.data(), out.data(), 3);
+    EXPECT_EQ(out, in);
+    EXPECT_EQ(memory.log, std::vector<std::string>{"copy"});
+    EXPECT_TRUE(call.ok()) << call.error().message();
+  }
+  TestJob job;
+  std::vector<std::string> messages(2);
+  std::vector<std::vector<float>> outs(2);
+  runRanks(2, [&](int rank) {
+    auto comm = job.connect(rank, 2, "failing");
+    ASSERT_TRUE(comm);
+    LoggedMemory failing;
+    failing.failSync = true;
+    MeshContext two = oneAxis(comm.get(), rank);
+    two.memory = &failing;
+    MeshCall call(two);
+    MtcKernelContext context = mtc_kernel_context(&call, nullptr, nullptr, 0);
+    std::vector<float> in{1, 2}, out{7, 7};
+    mtc_all_reduce(&context, 0, MTC_F32, MTC_SUM, in.data(), out.data(), 2);
+    outs[rank] = out;
+    messages[rank] = call.error().message();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(outs[r], (std::vector<float>{0, 0}));
+    EXPECT_NE(messages[r].find("the device stream failed"), std::string::npos) << messages[r];
+  }
+  MeshCall call(mesh);
+  MtcKernelContext context = mtc_kernel_context(&call, nullptr, nullptr, 0);
+  std::vector<float> in(4, 1.0f), out(4, 9.0f), scratch(4);
+  int64_t counts[1] = {1};
+  mtc_all_to_all_filled(&context, 0, MTC_F32, in.data(), out.data(), scratch.data(), counts, 1, 2,
+                        1, 2);
+  EXPECT_NE(call.error().message().find("does not run on device buffers"), std::string::npos)
+      << call.error().message();
+  EXPECT_EQ(out, std::vector<float>(4, 0.0f));
+}
+
 TEST(MeshCollectivesTest, BadArgumentsFailTheCall) {
   MeshContext mesh;
   mesh.worldRank = 5;

@@ -1,7 +1,10 @@
 //===- TrainingRunTest.cpp - One rank's training run ----------------------===//
 //
 // runTraining on the toy plan (ToyMeshPlan.h, one rank, no process): which steps it logs,
-// when it checkpoints, the metrics lines, resuming, and a checkpoint past the target.
+// when it checkpoints, the metrics lines, resuming, and a checkpoint past the target. A
+// device backend (DeviceTrainer.h) on two ranks as threads over Gloo: each rank's device
+// trainer gets that rank's shards (the device joins its own communicators); a pipeline plan
+// is refused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +13,7 @@
 #include "runtime/exec/Checkpoint.h"
 
 #include "test/unittests/runtime/TempDir.h"
+#include "test/unittests/runtime/comm/CommTestUtil.h"
 #include "test/unittests/runtime/exec/ToyMeshPlan.h"
 
 #include <gtest/gtest.h>
@@ -167,6 +171,62 @@ TEST(TrainingRunTest, OnlyTheLeaderReports) {
   EXPECT_TRUE(log.checkpoints.empty());
   EXPECT_FALSE(std::filesystem::exists(*options.save));
   EXPECT_FALSE(std::filesystem::exists(*options.metrics));
+}
+
+/// A device whose trainer records the state it was given and fails (what runTraining does
+/// with a trainer is the CPU loop's, tested above).
+DeviceBackend recordingDevice(std::vector<std::vector<int64_t>> &shapes, int rank) {
+  DeviceBackend device;
+  device.loadKernels = [](const Plan &plan) { return KernelLibrary::load(plan); };
+  device.createTrainer =
+      [&shapes, rank](DeviceTrainerInputs inputs) -> Expected<std::unique_ptr<DeviceTrainer>> {
+    shapes[size_t(rank)] = inputs.state.params[0].shape;
+    return makeError("the recording device trains nothing");
+  };
+  return device;
+}
+
+TEST(TrainingRunTest, ADeviceTrainsEachRankOfAMesh) {
+  TestJob world;
+  Plan plan = toyPlan(2);
+  plan.dims = {{"vocab", 16}};
+  plan.vocabulary = "vocab";
+  plan.vocabularyRealSize = 16;
+  std::vector<std::vector<int64_t>> shapes(2);
+  std::vector<std::string> errors(2);
+  runRanks(2, [&](int rank) {
+    RankContext job;
+    job.rank = rank;
+    job.size = 2;
+    job.world = world.connect(rank, 2, "device");
+    ASSERT_TRUE(job.world);
+    TrainingRunOptions options;
+    options.targetSteps = 1;
+    options.threads = 1;
+    options.device = recordingDevice(shapes, rank);
+    RecordingLog log;
+    errors[size_t(rank)] = runTraining(plan, options, job, log).message();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(errors[size_t(r)], "the recording device trains nothing") << "rank " << r;
+    EXPECT_EQ(shapes[size_t(r)], (std::vector<int64_t>{2, 2})) << "rank " << r << "'s shard of w";
+  }
+}
+
+TEST(TrainingRunTest, ADeviceRefusesAPipeline) {
+  Plan plan = toyRunPlan();
+  plan.pipeline.emplace();
+  TrainingRunOptions options;
+  options.targetSteps = 1;
+  options.threads = 1;
+  std::vector<std::vector<int64_t>> shapes(1);
+  options.device = recordingDevice(shapes, 0);
+  RankContext job;
+  RecordingLog log;
+  Error err = runTraining(plan, options, job, log);
+  EXPECT_EQ(err.message(), "a device trainer runs a plan without a pipeline, and this is a "
+                           "pipeline plan (train it with --device cpu)");
+  EXPECT_TRUE(shapes[0].empty()) << "no trainer was created";
 }
 
 } // namespace

@@ -32,6 +32,19 @@ TEST(DeviceOrdinal, MoreRanksThanDevicesIsAnError) {
 
 using CudaDeviceProperties = CudaDeviceTest;
 
+TEST(DeviceOrdinal, ALauncherNeedsAGpuPerLocalRank) {
+  // mtrun --nodes starts its ranks on this host, each seeing every device.
+  EXPECT_TRUE(checkDevicesForLocalRanks(1, 1).ok());
+  EXPECT_TRUE(checkDevicesForLocalRanks(2, 8).ok());
+  EXPECT_TRUE(checkDevicesForLocalRanks(8, 8).ok());
+  Error two = checkDevicesForLocalRanks(2, 1);
+  EXPECT_EQ(two.message(), "2 ranks on this host need a GPU each, and 1 CUDA device is visible "
+                           "(run at most one rank per GPU)");
+  EXPECT_FALSE(checkDevicesForLocalRanks(5, 4).ok());
+  Error none = checkDevicesForLocalRanks(2, 0);
+  EXPECT_EQ(none.message().rfind("no CUDA device", 0), 0u) << none.message();
+}
+
 TEST_F(CudaDeviceProperties, ReportsWhatTheDeviceIs) {
   EXPECT_EQ(device().ordinal(), 0);
   EXPECT_FALSE(device().name().empty());

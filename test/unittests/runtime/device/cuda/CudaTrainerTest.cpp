@@ -1,22 +1,29 @@
 //===- CudaTrainerTest.cpp - The training step loop on one GPU ------------===//
 //
 // gpt-tiny compiled with --target=cuda (test/CMakeLists.txt). Everywhere: what CudaTrainer
-// refuses before it touches a device (a partitioned plan, a batch the kernels' micro-batches
-// do not divide, a loss mask without the data's end of document) and, without a GPU, the device layer's "no CUDA device" error. On a GPU
-// (skipped without one; never run so far): three steps of two micro-batches each against
-// the CPU's Trainer on the x86 plan of the same model (same initial parameters, same data),
-// and an evaluation, within fp32's 1e-5 with TF32 off.
+// refuses before it touches a device (a mesh larger than the job, a pipeline, the
+// distributed optimizer, a batch the kernels' micro-batches do not divide, a loss mask
+// without the data's end of document) and, without a GPU, the device layer's "no CUDA
+// device" error. On a GPU (skipped without one; never run so far): three steps of two
+// micro-batches each against the CPU's Trainer on the x86 plan of the same model (same
+// initial parameters, same data), and an evaluation, within fp32's 1e-5 with TF32 off. On
+// two GPUs (skipped with fewer; never run so far): two data-parallel ranks as threads over
+// NCCL, one micro-batch each, against the same single-rank CPU Trainer, and a rank that
+// stops taking part failing its peer's step within the communicator timeout.
 
 #include "runtime/device/cuda/CudaTrainer.h"
 
 #include "runtime/exec/Trainer.h"
 
+#include "../../comm/CommTestUtil.h"
 #include "CudaTestSupport.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 namespace mtc::rt::cuda::test {
 namespace {
@@ -73,10 +80,42 @@ TEST(CudaTrainer, RefusesAPartitionedPlanBeforeLookingForADevice) {
   Expected<std::unique_ptr<CudaTrainer>> trainer =
       CudaTrainer::create(f->inputs(partitioned));
   ASSERT_FALSE(trainer.ok());
-  EXPECT_NE(trainer.error().message().find("partitioned over a mesh of 2 ranks; the CUDA "
-                                           "trainer runs one rank"),
+  EXPECT_NE(trainer.error().message().find("partitioned over a mesh of 2 ranks, which the "
+                                           "job's 1 rank cannot hold"),
             std::string::npos)
       << trainer.error().message();
+}
+
+// checkCudaPlan reads the plan's tables only: a plan in memory, no built plan needed.
+TEST(CudaTrainer, RefusesPipelinesAndTheDistributedOptimizer) {
+  Plan pipelined;
+  pipelined.dir = "p.plan";
+  pipelined.pipeline.emplace();
+  Error err = checkCudaPlan(pipelined, 2);
+  EXPECT_EQ(err.message(), "p.plan: a pipeline plan; the CUDA trainer does not run pipeline "
+                           "parallelism (train it with --device cpu)");
+  Plan zero;
+  zero.dir = "z.plan";
+  zero.mesh.push_back(MeshAxis{"dp", 2});
+  zero.dataParallelAxis = 0;
+  zero.zeroStage = 2;
+  err = checkCudaPlan(zero, 2);
+  EXPECT_EQ(err.message(), "z.plan: the plan's mesh has a data-parallel axis 'dp' (the "
+                           "distributed optimizer, ZeRO-2); the CUDA trainer does not shard "
+                           "the optimizer (train it with --device cpu)");
+}
+
+TEST(CudaTrainer, AMeshFitsAJobOfItsMultiples) {
+  Plan tp;
+  tp.dir = "tp.plan";
+  tp.mesh.push_back(MeshAxis{"tp", 2});
+  EXPECT_TRUE(checkCudaPlan(tp, 2).ok());
+  EXPECT_TRUE(checkCudaPlan(tp, 4).ok()) << "tp 2 x dp 2";
+  EXPECT_EQ(checkCudaPlan(tp, 3).message(),
+            "tp.plan: the plan is partitioned over a mesh of 2 ranks, which the job's 3 ranks "
+            "cannot hold (give a multiple of 2)");
+  EXPECT_FALSE(checkCudaPlan(tp, 1).ok());
+  EXPECT_TRUE(checkCudaPlan(Plan{}, 2).ok()) << "data parallelism alone";
 }
 
 TEST(CudaTrainer, RefusesABatchTheMicroBatchesDoNotDivide) {
@@ -171,6 +210,125 @@ TEST_F(CudaTrainerOnDevice, TrainsAsTheCpuTrainer) {
   EXPECT_NEAR(*gpuEval, *cpuEval, 1e-5 * std::abs(*cpuEval));
   // Everything lives in the arena plus cuBLASLt's workspace.
   EXPECT_GT((*gpu)->peakBytes(), 2 * cpu->state().bytes());
+}
+
+/// Two ranks on GPUs 0 and 1 (skipped where fewer are visible), each on its own thread.
+class CudaTrainerOnTwoDevices : public testing::Test {
+protected:
+  void SetUp() override {
+    Expected<int> count = visibleDeviceCount();
+    if (!count)
+      GTEST_SKIP() << "needs two CUDA devices: " << count.error().message();
+    if (*count < 2)
+      GTEST_SKIP() << "needs two CUDA devices; " << *count << " visible";
+  }
+  rt::test::TestJob job;
+
+  CudaJob rankOf(int rank, std::chrono::milliseconds timeout) {
+    CudaJob j;
+    j.store = job.storeFor(rank, timeout);
+    j.rank = rank;
+    j.size = 2;
+    j.localRank = rank;
+    j.timeout = timeout;
+    return j;
+  }
+};
+
+TEST_F(CudaTrainerOnTwoDevices, DataParallelTrainsAsOneCpuRank) {
+  Expected<std::unique_ptr<CudaPlanFixture>> fixture = CudaPlanFixture::load();
+  ASSERT_TRUE(fixture.ok()) << fixture.error().message();
+  CudaPlanFixture *f = fixture->get();
+  Expected<Plan> cpuPlan = loadBuiltPlan(MTC_TEST_X86_PLAN);
+  ASSERT_TRUE(cpuPlan.ok()) << cpuPlan.error().message();
+  Expected<KernelLibrary> cpuKernels = KernelLibrary::load(*cpuPlan);
+  ASSERT_TRUE(cpuKernels.ok()) << cpuKernels.error().message();
+  Expected<TrainingState> cpuState = TrainingState::initialize(*cpuPlan);
+  ASSERT_TRUE(cpuState.ok()) << cpuState.error().message();
+  Expected<Trainer> cpu = Trainer::create(*cpuPlan, *cpuKernels, std::move(*cpuState), f->data, 0,
+                                          nullptr, nullptr, &f->data);
+  ASSERT_TRUE(cpu.ok()) << cpu.error().message();
+  std::vector<StepStats> cpuSteps;
+  for (int s = 0; s < 3; ++s) {
+    Expected<StepStats> c = cpu->step();
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    cpuSteps.push_back(*c);
+  }
+  Expected<double> cpuEval = cpu->evaluate(0, 1);
+  ASSERT_TRUE(cpuEval.ok()) << cpuEval.error().message();
+
+  // gpt-tiny's global batch is two micro-batches: one per rank, all-reduced over NCCL.
+  std::vector<std::vector<StepStats>> steps(2);
+  std::vector<double> evals(2);
+  std::vector<std::vector<float>> firstParam(2);
+  std::vector<std::string> errors(2);
+  rt::test::runRanks(2, [&](int rank) {
+    auto fail = [&](const Error &e) { errors[size_t(rank)] = e.message(); };
+    Expected<std::unique_ptr<CudaTrainer>> gpu =
+        CudaTrainer::create(f->inputs(f->plan, 0, &f->data), rankOf(rank, std::chrono::seconds(60)));
+    if (!gpu)
+      return fail(gpu.error());
+    if ((*gpu)->microBatches() != 2 || (*gpu)->dataParallelSize() != 2 ||
+        (*gpu)->dataParallelRank() != rank)
+      return fail(makeError("the data-parallel group is not the two ranks"));
+    for (int s = 0; s < 3; ++s) {
+      Expected<StepStats> g = (*gpu)->step();
+      if (!g)
+        return fail(g.error());
+      steps[size_t(rank)].push_back(*g);
+    }
+    Expected<double> eval = (*gpu)->evaluate(0, 1);
+    if (!eval)
+      return fail(eval.error());
+    evals[size_t(rank)] = *eval;
+    if (Error e = (*gpu)->syncState(); !e.ok())
+      return fail(e);
+    firstParam[size_t(rank)] = (*gpu)->state().params[0].values;
+    EXPECT_GT((*gpu)->bytesSent(), 0u) << "the gradients went over NCCL";
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(errors[size_t(r)], "") << "rank " << r;
+    for (int s = 0; s < 3; ++s) {
+      const StepStats &g = steps[size_t(r)][size_t(s)], &c = cpuSteps[size_t(s)];
+      EXPECT_NEAR(g.loss, c.loss, 1e-5 * std::abs(c.loss)) << "rank " << r << " step " << s + 1;
+      EXPECT_NEAR(g.gradNorm, c.gradNorm, 1e-4 * std::abs(c.gradNorm)) << "step " << s + 1;
+      EXPECT_EQ(g.loss, steps[0][size_t(s)].loss) << "every rank logs the same loss";
+    }
+    EXPECT_NEAR(evals[size_t(r)], *cpuEval, 1e-5 * std::abs(*cpuEval));
+    EXPECT_EQ(firstParam[size_t(r)], firstParam[0]) << "the ranks' parameters stay replicated";
+  }
+  const std::vector<float> &want = cpu->state().params[0].values;
+  ASSERT_EQ(firstParam[0].size(), want.size());
+  for (size_t j = 0; j < want.size(); ++j)
+    ASSERT_NEAR(firstParam[0][j], want[j], 1e-5) << cpu->state().params[0].name << "[" << j << "]";
+}
+
+TEST_F(CudaTrainerOnTwoDevices, APeerThatStopsFailsTheStepWithinTheTimeout) {
+  Expected<std::unique_ptr<CudaPlanFixture>> fixture = CudaPlanFixture::load();
+  ASSERT_TRUE(fixture.ok()) << fixture.error().message();
+  CudaPlanFixture *f = fixture->get();
+  std::string error;
+  std::atomic<bool> done{false};
+  rt::test::runRanks(2, [&](int rank) {
+    Expected<std::unique_ptr<CudaTrainer>> gpu =
+        CudaTrainer::create(f->inputs(f->plan), rankOf(rank, std::chrono::seconds(3)));
+    ASSERT_TRUE(gpu.ok()) << gpu.error().message();
+    if (rank == 1) {
+      // Rank 1 stops taking part: it never steps, and keeps its communicators until its
+      // peer has given up.
+      while (!done)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    Expected<StepStats> step = (*gpu)->step();
+    done = true;
+    ASSERT_FALSE(step.ok());
+    error = step.error().message();
+  });
+  EXPECT_NE(error.find("step 1: all-reduce of the gradients over the data-parallel ranks"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("timed out after 3000 ms"), std::string::npos) << error;
 }
 
 } // namespace
