@@ -78,12 +78,15 @@ struct ShardingSpec {
   /// (`experts = [ep, tp]`): each rank holds experts / (ep * tp) whole experts and computes
   /// only theirs (empty when off).
   std::string foldedAxis;
-  /// Dimension -> the axis splitting it in the step's data from the entry on: `batch -> ep`
-  /// (each expert-parallel rank routes its own part of the micro-batch, as Megatron's
-  /// expert-parallel ranks are data-parallel ranks) and `seq -> cp` (context parallelism).
-  /// The entry functions' data arguments arrive whole and are sliced at the entry (no
-  /// communication).
-  llvm::StringMap<std::string> activationAxis;
+  /// Dimension -> the axes splitting it in the step's data from the entry on, outermost
+  /// first: `batch -> [ep]` (each expert-parallel rank routes its own part of the
+  /// micro-batch, as Megatron's expert-parallel ranks are data-parallel ranks), `batch ->
+  /// [dp]` under ZeRO-3 (each data-parallel rank computes its part of the group's
+  /// micro-batch), `batch -> [dp, ep]` under both (each rank computes and routes its own
+  /// part: dp x ep are the dense layers' data-parallel ranks), and `seq -> [cp]` (context
+  /// parallelism). The entry functions' data arguments arrive whole (under ZeRO-3 as the
+  /// data-parallel rank's part) and are sliced at the entry (no communication).
+  llvm::StringMap<llvm::SmallVector<std::string, 1>> activationAxes;
 };
 
 /// The spec `module`'s `mt.parallel` attribute gives. Fails, with a diagnostic on the
