@@ -56,7 +56,9 @@ struct ShardingSpec {
   /// optimizer states (parameterLayout = optimizerLayout). The step then takes each rank's
   /// shard and gathers a parameter where it is used (inside the layer function for a
   /// layer's), its micro-batch is the data-parallel group's (`batch` over `dp`, each rank's
-  /// part arriving as its own), and the gradients leave it reduce-scattered into shards.
+  /// part arriving as its own; over `[dp, ep]` with expert parallelism, the ep ranks of a
+  /// data-parallel rank slicing its part), and the gradients leave it reduce-scattered into
+  /// shards. An expert weight is split over ep besides; a dense one is replicated over ep.
   bool shardParameters = false;
   /// The optimizer layout never splits `layers` over dp: under ZeRO-3 (a layer's parameters
   /// are gathered inside the layer) and under ZeRO-2 with pipeline parallelism (a pipeline
