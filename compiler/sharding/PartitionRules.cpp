@@ -664,7 +664,7 @@ void carryFeatureSplits(const Layout &layout, NamedTensorType indices, ArrayRef<
 
 /// dispatch: each rank of a routing group fills its own share of every expert's slots with
 /// its own tokens: the token dimension's split becomes the capacity dimension's split over
-/// the same axis (no communication here; the expert contraction then moves the slots to the
+/// the same axes (no communication here; the expert contraction then moves the slots to the
 /// ranks holding their experts, as Megatron's all-to-all). Other token splits are gathered;
 /// feature splits carry. The local op computes each rank's capacity from its own tokens:
 /// with n ranks and a capacity ceil(n * a) the axis divides, ceil(a) is exactly its share
@@ -683,8 +683,8 @@ struct DispatchModel : PartitionOpInterface::ExternalModel<DispatchModel, mt::Di
         failed(checkGroupCapacity(op, context, *group, resultType, op.getCapacityDim())))
       return failure();
     llvm::StringMap<Axes> features;
-    carryFeatureSplits(input, indicesType, {}, group ? ArrayRef(group->axes) : ArrayRef<std::string>(),
-                       features);
+    carryFeatureSplits(input, indicesType, {},
+                       group ? ArrayRef(group->axes) : ArrayRef<std::string>(), features);
     PartitionRule rule;
     Layout inputTarget = Layout::restrict(features, typeOf(op.getInput()));
     Layout indicesTarget, result = Layout::restrict(features, resultType);
@@ -699,7 +699,7 @@ struct DispatchModel : PartitionOpInterface::ExternalModel<DispatchModel, mt::Di
   }
 };
 
-/// combine: the inverse of dispatch. The tokens' split over the routing group's axis becomes
+/// combine: the inverse of dispatch. The tokens' split over the routing group's axes becomes
 /// the capacity's split of the expert outputs (each rank combines the slots its tokens
 /// filled: the expert outputs come back from the experts' ranks); other token splits are
 /// gathered, feature splits carry. The result is linear in the expert outputs: their
@@ -758,12 +758,12 @@ struct CombineGradModel
     if (group && failed(checkGroupCapacity(op, context, *group, inputType, op.getCapacityDim(),
                                            in[0])))
       return failure();
-    ArrayRef<std::string> axis = group ? ArrayRef(group->axes) : ArrayRef<std::string>();
+    ArrayRef<std::string> axes = group ? ArrayRef(group->axes) : ArrayRef<std::string>();
     llvm::StringMap<Axes> features;
     SmallVector<StringRef, 2> slots = {op.getExpertDim(), op.getCapacityDim()};
-    carryFeatureSplits(summed(context, op.getInput(), in[0]), indicesType, slots, axis,
+    carryFeatureSplits(summed(context, op.getInput(), in[0]), indicesType, slots, axes,
                        features);
-    carryFeatureSplits(summed(context, op.getResultGrad(), in[3]), indicesType, slots, axis,
+    carryFeatureSplits(summed(context, op.getResultGrad(), in[3]), indicesType, slots, axes,
                        features);
     Layout input = Layout::restrict(features, inputType);
     Layout tokens, resultGrad = Layout::restrict(features, typeOf(op.getResultGrad()));
@@ -787,7 +787,7 @@ struct CombineGradModel
 
 /// load_balancing_loss and its gradient: each rank of a routing group balances its own
 /// tokens (the routing fractions and mean probabilities of its part, as it routed them):
-/// the loss is partial over the group's axis, each rank's loss scaled by 1 / parts so that
+/// the loss is partial over the group's axes, each rank's loss scaled by 1 / parts so that
 /// the sum is the mean over the groups (the reference's mean over micro-batches); the
 /// gradient's is scaled alike. Other token splits are gathered (the loss is not linear in
 /// the tokens).
@@ -866,7 +866,7 @@ struct LoadBalancingLossGradModel
 };
 
 /// expert_load: each rank of a routing group counts the choices of its own tokens, so the
-/// counts are partial over the group's axis (a sum: the derived all-reduce totals them
+/// counts are partial over the group's axes (a sum: the derived all-reduce totals them
 /// where a consumer needs them whole). Other token splits are gathered, as for the loss.
 struct ExpertLoadModel
     : PartitionOpInterface::ExternalModel<ExpertLoadModel, mt::ExpertLoadOp> {
