@@ -150,23 +150,21 @@ FailureOr<ShardingSpec> sharding::getShardingSpec(ModuleOp module) {
       shardState && (zeroStage(module) == 3 ||
                      (zeroStage(module) == 2 && parallel.getPipelineParallel() > 1));
   if (shardState && zeroStage(module) == 3) {
-    // Each data-parallel rank computes its own part of the group's micro-batch; ep would
-    // split the same batch again.
-    if (ep > 1)
-      return module.emitError() << "ZeRO-3 (parameters sharded over dp) is not supported with "
-                                   "expert parallelism yet: use --zero-stage 1 or 2 with ep";
+    // Each data-parallel rank computes its own part of the group's micro-batch.
     spec.shardParameters = true;
-    spec.activationAxis[mt::MTDialect::kBatchDimName] = "dp";
+    spec.activationAxes[mt::MTDialect::kBatchDimName].push_back("dp");
   }
   if (ep > 1) {
     addAxis("ep", ep);
     spec.expertAxis = "ep";
     spec.dimAxis[expertDim] = "ep";
-    spec.activationAxis[mt::MTDialect::kBatchDimName] = "ep";
+    // Each expert-parallel rank routes its own part of the micro-batch: under ZeRO-3 of the
+    // data-parallel rank's part (batch over [dp, ep], the mesh's order).
+    spec.activationAxes[mt::MTDialect::kBatchDimName].push_back("ep");
   }
   if (cp > 1) {
     addAxis("cp", cp);
-    spec.activationAxis[contextDim] = "cp";
+    spec.activationAxes[contextDim] = {"cp"};
     // Ring attention balances causal work as Megatron does: rank c holds the sequence's
     // chunks c and 2 cp - 1 - c.
     if (parallel.usesRingAttention())

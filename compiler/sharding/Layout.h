@@ -56,7 +56,9 @@ struct ShardingSpec {
   /// optimizer states (parameterLayout = optimizerLayout). The step then takes each rank's
   /// shard and gathers a parameter where it is used (inside the layer function for a
   /// layer's), its micro-batch is the data-parallel group's (`batch` over `dp`, each rank's
-  /// part arriving as its own), and the gradients leave it reduce-scattered into shards.
+  /// part arriving as its own; over `[dp, ep]` with expert parallelism, the ep ranks of a
+  /// data-parallel rank slicing its part), and the gradients leave it reduce-scattered into
+  /// shards. An expert weight is split over ep besides; a dense one is replicated over ep.
   bool shardParameters = false;
   /// The optimizer layout never splits `layers` over dp: under ZeRO-3 (a layer's parameters
   /// are gathered inside the layer) and under ZeRO-2 with pipeline parallelism (a pipeline
@@ -78,12 +80,15 @@ struct ShardingSpec {
   /// (`experts = [ep, tp]`): each rank holds experts / (ep * tp) whole experts and computes
   /// only theirs (empty when off).
   std::string foldedAxis;
-  /// Dimension -> the axis splitting it in the step's data from the entry on: `batch -> ep`
-  /// (each expert-parallel rank routes its own part of the micro-batch, as Megatron's
-  /// expert-parallel ranks are data-parallel ranks) and `seq -> cp` (context parallelism).
-  /// The entry functions' data arguments arrive whole and are sliced at the entry (no
-  /// communication).
-  llvm::StringMap<std::string> activationAxis;
+  /// Dimension -> the axes splitting it in the step's data from the entry on, outermost
+  /// first: `batch -> [ep]` (each expert-parallel rank routes its own part of the
+  /// micro-batch, as Megatron's expert-parallel ranks are data-parallel ranks), `batch ->
+  /// [dp]` under ZeRO-3 (each data-parallel rank computes its part of the group's
+  /// micro-batch), `batch -> [dp, ep]` under both (each rank computes and routes its own
+  /// part: dp x ep are the dense layers' data-parallel ranks), and `seq -> [cp]` (context
+  /// parallelism). The entry functions' data arguments arrive whole (under ZeRO-3 as the
+  /// data-parallel rank's part) and are sliced at the entry (no communication).
+  llvm::StringMap<llvm::SmallVector<std::string, 1>> activationAxes;
 };
 
 /// The spec `module`'s `mt.parallel` attribute gives. Fails, with a diagnostic on the

@@ -19,6 +19,7 @@
 #include "dialects/mtp/IR/MTPOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace mtc::sharding {
 #define GEN_PASS_DEF_MTPPARTITIONPASS
@@ -241,30 +242,32 @@ Partitioner::dataLayout(func::FuncOp func, unsigned index, ShardedTensorType lay
                         bool result) {
   auto global = cast<NamedTensorType>(layout.getGlobal());
   Layout data;
-  for (const auto &entry : spec.activationAxis) {
+  for (const auto &entry : spec.activationAxes) {
     if (!global.hasDim(entry.first()))
       continue;
-    if (!context.divisible(global, entry.first(), entry.second)) {
-      bool twoChunk = spec.mesh.isTwoChunk(entry.second);
+    ArrayRef<std::string> axes = entry.second;
+    if (!context.splittable(global, entry.first(), axes)) {
+      bool twoChunk = llvm::any_of(axes, [&](StringRef a) { return spec.mesh.isTwoChunk(a); });
+      int64_t pieces = 1;
+      for (StringRef axis : axes)
+        pieces *= spec.mesh.getPieces(axis);
       InFlightDiagnostic diag = func.emitError();
       if (twoChunk)
-        diag << "2 x " << entry.second << " = ";
-      else
-        diag << entry.second << " ";
-      diag << spec.mesh.getPieces(entry.second) << " does not divide "
-           << entry.first() << " = " << global.getDimSize(entry.first())
+        diag << "2 x ";
+      diag << llvm::join(axes, " x ") << (twoChunk || axes.size() > 1 ? " = " : " ") << pieces
+           << " does not divide " << entry.first() << " = " << global.getDimSize(entry.first())
            << (result ? " of result #" : " of argument #") << index << " of @"
            << func.getSymName();
       if (entry.first() == mt::MTDialect::kBatchDimName)
-        diag << (entry.second == spec.dataParallelAxis
+        diag << (llvm::is_contained(axes, spec.dataParallelAxis)
                      ? " (the micro-batch, which ZeRO-3 splits over the data-parallel ranks)"
                      : " (the micro-batch)");
       if (twoChunk)
-        diag << " (ring attention's load balancing cuts it in 2 chunks per " << entry.second
-             << " rank)";
+        diag << " (ring attention's load balancing cuts it in 2 chunks per "
+             << llvm::join(axes, " x ") << " rank)";
       return diag;
     }
-    data.split[entry.first()] = {entry.second};
+    data.split[entry.first()] = sharding::Axes(axes.begin(), axes.end());
   }
   if (data.split.empty())
     return std::optional<ShardedTensorType>();

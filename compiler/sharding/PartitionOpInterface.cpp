@@ -115,20 +115,17 @@ bool PartitionContext::splittable(NamedTensorType type, StringRef dim,
 }
 
 int PartitionContext::priority(StringRef dim, StringRef axis) const {
-  auto mapped = [&](const llvm::StringMap<std::string> &dimAxis) {
-    auto it = dimAxis.find(dim);
-    return it != dimAxis.end() && it->second == axis;
-  };
-  if (mapped(spec.dimAxis) || mapped(spec.activationAxis))
+  auto it = spec.dimAxis.find(dim);
+  if ((it != spec.dimAxis.end() && it->second == axis) || llvm::is_contained(dataAxes(dim), axis))
     return 2;
   return dim == spec.sequenceDim && axis == "tp" ? 1 : 0;
 }
 
 Axes PartitionContext::dataAxes(StringRef dim) const {
-  auto it = spec.activationAxis.find(dim);
-  if (it == spec.activationAxis.end())
+  auto it = spec.activationAxes.find(dim);
+  if (it == spec.activationAxes.end())
     return {};
-  return {it->second};
+  return it->second;
 }
 
 Layout PartitionContext::resolvePartial(NamedTensorType type, const Layout &layout,
@@ -160,14 +157,20 @@ Layout PartitionContext::resolvePartial(NamedTensorType type, const Layout &layo
 
 Layout PartitionContext::scatterDataPartials(NamedTensorType type, const Layout &layout) const {
   Layout result = layout;
-  for (const auto &entry : spec.activationAxis) {
-    StringRef dim = entry.first(), axis = entry.second;
-    // The data's axis is the outermost of its dimension: only a whole one takes it.
-    if (!llvm::is_contained(result.partial, axis) || result.splits(axis) ||
-        !result.axesOf(dim).empty() || !divisible(type, dim, axis))
-      continue;
-    llvm::erase(result.partial, axis);
-    result.split[dim] = {axis.str()};
+  for (const auto &entry : spec.activationAxes) {
+    StringRef dim = entry.first();
+    ArrayRef<std::string> axes = entry.second;
+    // The data's axes are the outermost of its dimension, in their order: an axis takes
+    // the dimension split over the data's axes before it (whole for the first).
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const std::string &axis = axes[i];
+      if (!llvm::is_contained(result.partial, axis) || result.splits(axis) ||
+          !llvm::equal(result.axesOf(dim), axes.take_front(i)) ||
+          !splittable(type, dim, axes.take_front(i + 1)))
+        continue;
+      llvm::erase(result.partial, axis);
+      result.split[dim].push_back(axis);
+    }
   }
   return result;
 }

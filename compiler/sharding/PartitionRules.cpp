@@ -13,6 +13,7 @@
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mtp/IR/MTPOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -555,15 +556,25 @@ Layout summed(const PartitionContext &context, Value value, const Layout &layout
 
 /// The routing group of a rank under expert parallelism: the token dimension of `indices`
 /// (whose other dimension is `kDim`) that the spec splits over the expert axis in the data
-/// (batch). Each expert-parallel rank routes its own tokens, within the capacity its own
-/// tokens give (Megatron's semantics, and the reference's: one rank whose micro-batch is a
-/// rank's part). The group is the spec's, not whatever split the operands arrive with, so
-/// that topk, dispatch, combine and the balancing loss agree on it; any other token split
-/// (seq over tp under sequence parallelism) would change which tokens compete for an
-/// expert's slots, so the rules gather it.
+/// (batch), and all the data's axes splitting it (`[ep]`, `[dp, ep]` under ZeRO-3). Each
+/// rank routes its own tokens, within the capacity its own tokens give (Megatron's
+/// semantics, and the reference's: one rank whose micro-batch is a rank's part). The group
+/// is the spec's, not whatever split the operands arrive with, so that topk, dispatch,
+/// combine and the balancing loss agree on it; any other token split (seq over tp under
+/// sequence parallelism) would change which tokens compete for an expert's slots, so the
+/// rules gather it.
 struct RoutingGroup {
   std::string tokenDim;
-  std::string axis;
+  Axes axes;
+  /// The number of ranks sharing a routing of the whole (global) tokens: the product of
+  /// the axes' sizes.
+  int64_t ranks(const PartitionContext &context) const {
+    int64_t n = 1;
+    for (const std::string &axis : axes)
+      n *= context.axisSize(axis);
+    return n;
+  }
+  bool has(StringRef axis) const { return llvm::is_contained(axes, axis); }
 };
 
 /// (`indices` may be the operand's local type: only its dimension names are read.)
@@ -572,8 +583,8 @@ std::optional<RoutingGroup> routingGroup(const PartitionContext &context,
   const ShardingSpec &spec = context.getSpec();
   if (spec.expertAxis.empty())
     return std::nullopt;
-  for (const auto &entry : spec.activationAxis)
-    if (entry.second == spec.expertAxis && entry.first() != kDim &&
+  for (const auto &entry : spec.activationAxes)
+    if (llvm::is_contained(entry.second, spec.expertAxis) && entry.first() != kDim &&
         indices.hasDim(entry.first()))
       return RoutingGroup{entry.first().str(), entry.second};
   return std::nullopt;
@@ -593,7 +604,7 @@ struct TopKModel : PartitionOpInterface::ExternalModel<TopKModel, mt::TopKOp> {
     operand.split.clear();
     if (std::optional<RoutingGroup> group =
             routingGroup(context, typeOf(topk.getIndices()), topk.getKDim()))
-      operand.split[group->tokenDim] = {group->axis};
+      operand.split[group->tokenDim] = group->axes;
     Layout result;
     result.split = operand.split;
     PartitionRule rule;
@@ -630,28 +641,30 @@ LogicalResult checkGroupCapacity(Operation *op, const PartitionContext &context,
   int64_t capacity = slots.getDimSize(capacityDim);
   for (const std::string &axis : layout.axesOf(capacityDim))
     capacity *= context.axisSize(axis);
-  if (capacity % context.axisSize(group.axis) == 0)
+  if (capacity % group.ranks(context) == 0)
     return success();
   return op->emitOpError() << "cannot split the capacity " << capacity
-                           << " of each expert evenly over the " << context.axisSize(group.axis)
-                           << " ranks of '" << group.axis
+                           << " of each expert evenly over the " << group.ranks(context)
+                           << " ranks of '" << llvm::join(group.axes, " x ")
                            << "' that route their own tokens; choose a micro-batch or "
                               "capacity factor whose capacity they divide";
 }
 
 /// The splits of `layout` on feature dimensions (those `indices` lacks, other than `skip`),
-/// except over `axis` (the routing group's).
+/// except over `axes` (the routing group's).
 void carryFeatureSplits(const Layout &layout, NamedTensorType indices, ArrayRef<StringRef> skip,
-                        StringRef axis, llvm::StringMap<Axes> &split) {
+                        ArrayRef<std::string> axes, llvm::StringMap<Axes> &split) {
   for (const auto &entry : layout.split)
     if (!indices.hasDim(entry.first()) && !llvm::is_contained(skip, entry.first()) &&
-        !llvm::is_contained(entry.second, axis) && !split.count(entry.first()))
+        llvm::none_of(entry.second,
+                      [&](const std::string &a) { return llvm::is_contained(axes, a); }) &&
+        !split.count(entry.first()))
       split[entry.first()] = entry.second;
 }
 
 /// dispatch: each rank of a routing group fills its own share of every expert's slots with
 /// its own tokens: the token dimension's split becomes the capacity dimension's split over
-/// the same axis (no communication here; the expert contraction then moves the slots to the
+/// the same axes (no communication here; the expert contraction then moves the slots to the
 /// ranks holding their experts, as Megatron's all-to-all). Other token splits are gathered;
 /// feature splits carry. The local op computes each rank's capacity from its own tokens:
 /// with n ranks and a capacity ceil(n * a) the axis divides, ceil(a) is exactly its share
@@ -670,15 +683,15 @@ struct DispatchModel : PartitionOpInterface::ExternalModel<DispatchModel, mt::Di
         failed(checkGroupCapacity(op, context, *group, resultType, op.getCapacityDim())))
       return failure();
     llvm::StringMap<Axes> features;
-    carryFeatureSplits(input, indicesType, {}, group ? StringRef(group->axis) : StringRef(),
-                       features);
+    carryFeatureSplits(input, indicesType, {},
+                       group ? ArrayRef(group->axes) : ArrayRef<std::string>(), features);
     PartitionRule rule;
     Layout inputTarget = Layout::restrict(features, typeOf(op.getInput()));
     Layout indicesTarget, result = Layout::restrict(features, resultType);
     if (group) {
-      inputTarget.split[group->tokenDim] = {group->axis};
-      indicesTarget.split[group->tokenDim] = {group->axis};
-      result.split[op.getCapacityDim()] = {group->axis};
+      inputTarget.split[group->tokenDim] = group->axes;
+      indicesTarget.split[group->tokenDim] = group->axes;
+      result.split[op.getCapacityDim()] = group->axes;
     }
     rule.operands = {inputTarget, indicesTarget};
     rule.results.push_back(result);
@@ -686,7 +699,7 @@ struct DispatchModel : PartitionOpInterface::ExternalModel<DispatchModel, mt::Di
   }
 };
 
-/// combine: the inverse of dispatch. The tokens' split over the routing group's axis becomes
+/// combine: the inverse of dispatch. The tokens' split over the routing group's axes becomes
 /// the capacity's split of the expert outputs (each rank combines the slots its tokens
 /// filled: the expert outputs come back from the experts' ranks); other token splits are
 /// gathered, feature splits carry. The result is linear in the expert outputs: their
@@ -704,11 +717,11 @@ struct CombineModel : PartitionOpInterface::ExternalModel<CombineModel, mt::Comb
                                            in[0])))
       return failure();
     SmallVector<std::string, 1> partial = in[0].partial;
-    if (group && llvm::is_contained(partial, group->axis))
+    if (group && llvm::any_of(partial, [&](StringRef a) { return group->has(a); }))
       partial.clear();
     llvm::StringMap<Axes> features;
     carryFeatureSplits(in[0], indicesType, {op.getExpertDim(), op.getCapacityDim()},
-                       group ? StringRef(group->axis) : StringRef(), features);
+                       group ? ArrayRef(group->axes) : ArrayRef<std::string>(), features);
     for (auto it = features.begin(); it != features.end();)
       if (llvm::any_of(it->second,
                        [&](const std::string &a) { return llvm::is_contained(partial, a); }))
@@ -720,9 +733,9 @@ struct CombineModel : PartitionOpInterface::ExternalModel<CombineModel, mt::Comb
     Layout tokens, result = Layout::restrict(features, resultType);
     result.partial = partial;
     if (group) {
-      input.split[op.getCapacityDim()] = {group->axis};
-      tokens.split[group->tokenDim] = {group->axis};
-      result.split[group->tokenDim] = {group->axis};
+      input.split[op.getCapacityDim()] = group->axes;
+      tokens.split[group->tokenDim] = group->axes;
+      result.split[group->tokenDim] = group->axes;
     }
     PartitionRule rule;
     rule.operands = {input, tokens, tokens};
@@ -745,19 +758,19 @@ struct CombineGradModel
     if (group && failed(checkGroupCapacity(op, context, *group, inputType, op.getCapacityDim(),
                                            in[0])))
       return failure();
-    StringRef axis = group ? StringRef(group->axis) : StringRef();
+    ArrayRef<std::string> axes = group ? ArrayRef(group->axes) : ArrayRef<std::string>();
     llvm::StringMap<Axes> features;
     SmallVector<StringRef, 2> slots = {op.getExpertDim(), op.getCapacityDim()};
-    carryFeatureSplits(summed(context, op.getInput(), in[0]), indicesType, slots, axis,
+    carryFeatureSplits(summed(context, op.getInput(), in[0]), indicesType, slots, axes,
                        features);
-    carryFeatureSplits(summed(context, op.getResultGrad(), in[3]), indicesType, slots, axis,
+    carryFeatureSplits(summed(context, op.getResultGrad(), in[3]), indicesType, slots, axes,
                        features);
     Layout input = Layout::restrict(features, inputType);
     Layout tokens, resultGrad = Layout::restrict(features, typeOf(op.getResultGrad()));
     if (group) {
-      input.split[op.getCapacityDim()] = {group->axis};
-      tokens.split[group->tokenDim] = {group->axis};
-      resultGrad.split[group->tokenDim] = {group->axis};
+      input.split[op.getCapacityDim()] = group->axes;
+      tokens.split[group->tokenDim] = group->axes;
+      resultGrad.split[group->tokenDim] = group->axes;
     }
     // The weights' gradient sums over the features: a feature split leaves partial sums.
     Layout weightsGrad = tokens;
@@ -774,7 +787,7 @@ struct CombineGradModel
 
 /// load_balancing_loss and its gradient: each rank of a routing group balances its own
 /// tokens (the routing fractions and mean probabilities of its part, as it routed them):
-/// the loss is partial over the group's axis, each rank's loss scaled by 1 / parts so that
+/// the loss is partial over the group's axes, each rank's loss scaled by 1 / parts so that
 /// the sum is the mean over the groups (the reference's mean over micro-batches); the
 /// gradient's is scaled alike. Other token splits are gathered (the loss is not linear in
 /// the tokens).
@@ -783,7 +796,7 @@ PartitionRule loadBalancing(const PartitionContext &context, NamedTensorType ind
   group = routingGroup(context, indices, kDim);
   Layout tokens;
   if (group)
-    tokens.split[group->tokenDim] = {group->axis};
+    tokens.split[group->tokenDim] = group->axes;
   PartitionRule rule;
   rule.operands = {tokens, tokens};
   return rule;
@@ -800,7 +813,7 @@ struct LoadBalancingLossModel
         loadBalancing(context, typeOf(op.getIndices()), op.getKDim(), group);
     Layout result;
     if (group)
-      result.partial.push_back(group->axis);
+      result.partial.append(group->axes.begin(), group->axes.end());
     rule.results.push_back(result);
     return rule;
   }
@@ -810,11 +823,13 @@ struct LoadBalancingLossModel
     SmallVector<StringRef> axes = layouts.lookup(loss).getPartialAxes();
     if (axes.empty())
       return success();
+    int64_t parts = 1;
+    for (StringRef axis : axes)
+      parts *= context.axisSize(axis);
     OpBuilder b(op->getContext());
     b.setInsertionPointAfter(op);
-    Value scaled = scaleBy(b, op->getLoc(), loss,
-                           1.0 / static_cast<double>(context.axisSize(axes.front())), context,
-                           layouts);
+    Value scaled =
+        scaleBy(b, op->getLoc(), loss, 1.0 / static_cast<double>(parts), context, layouts);
     loss.replaceAllUsesExcept(scaled, scaled.getDefiningOp());
     return success();
   }
@@ -843,7 +858,7 @@ struct LoadBalancingLossGradModel
       return success();
     OpBuilder b(op);
     Value scaled = scaleBy(b, op.getLoc(), op.getLossGrad(),
-                           1.0 / static_cast<double>(context.axisSize(group->axis)), context,
+                           1.0 / static_cast<double>(group->ranks(context)), context,
                            layouts);
     op.getLossGradMutable().assign(scaled);
     return success();
@@ -851,7 +866,7 @@ struct LoadBalancingLossGradModel
 };
 
 /// expert_load: each rank of a routing group counts the choices of its own tokens, so the
-/// counts are partial over the group's axis (a sum: the derived all-reduce totals them
+/// counts are partial over the group's axes (a sum: the derived all-reduce totals them
 /// where a consumer needs them whole). Other token splits are gathered, as for the loss.
 struct ExpertLoadModel
     : PartitionOpInterface::ExternalModel<ExpertLoadModel, mt::ExpertLoadOp> {
@@ -863,8 +878,8 @@ struct ExpertLoadModel
         routingGroup(context, typeOf(op.getIndices()), op.getKDim());
     Layout tokens, counts;
     if (group) {
-      tokens.split[group->tokenDim] = {group->axis};
-      counts.partial.push_back(group->axis);
+      tokens.split[group->tokenDim] = group->axes;
+      counts.partial.append(group->axes.begin(), group->axes.end());
     }
     PartitionRule rule;
     rule.operands.push_back(tokens);

@@ -266,7 +266,8 @@ cl::opt<unsigned> zeroStage(
              "0, nothing; 1, the optimizer state (= --use-distributed-optimizer); 2, also the "
              "gradients, reduce-scattered at each micro-batch and kept only as shards; 3, also "
              "the parameters, gathered where they are used (FSDP; a micro-batch is then the "
-             "data-parallel group's, each rank computing micro_batch / dp of its sequences)"),
+             "data-parallel group's, each rank computing micro_batch / dp of its sequences, "
+             "micro_batch / (dp x ep) with --ep)"),
     cl::value_desc("0|1|2|3"), cl::sub(compileCommand), cl::cat(parallelCategory));
 
 cl::opt<unsigned> pipelineParallel("pp",
