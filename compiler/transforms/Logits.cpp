@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/transforms/Passes.h"
+#include "compiler/transforms/ResetDocuments.h"
 
 #include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mt/IR/MTOps.h"
@@ -31,6 +32,7 @@ namespace {
 
 /// The buffer kind the plan gives the result (CallingConvention.cpp).
 constexpr StringLiteral kLogitsBuffer = "logits";
+
 
 /// The loss of `forward` if the function can be cut before it: tokens and labels first, one
 /// cross-entropy in the body, whose labels are the labels argument and its only use, and
@@ -93,6 +95,19 @@ struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
     logits.removeResAttrsAttr();
     logits.setFunctionType(b.getFunctionType(logits.getArgumentTypes(), {result.getType()}));
     logits.setResultAttr(0, mt::MTDialect::kBufferAttrName, b.getStringAttr(kLogitsBuffer));
+    // Generation reads one document: a position table read at the position ids
+    // (mt-reset-documents) is read whole again, at the positions of the tokens.
+    for (unsigned index = logits.getNumArguments(); index-- > 0;) {
+      auto name = logits.getArgAttrOfType<StringAttr>(index, transforms::kInputNameAttrName);
+      if (!name || name.getValue() != transforms::kPositionIdsInput)
+        continue;
+      for (Operation *user : llvm::make_early_inc_range(logits.getArgument(index).getUsers())) {
+        auto rows = cast<mt::GatherOp>(user);
+        rows.getResult().replaceAllUsesWith(rows.getTable());
+        rows.erase();
+      }
+      (void)logits.eraseArgument(index);
+    }
     if (masked)
       (void)logits.eraseArgument(2);
     (void)logits.eraseArgument(1);

@@ -67,6 +67,8 @@ struct Options {
   std::optional<std::vector<std::string>> dataPath;
   /// Megatron's --eod-mask-loss, and the tokenizer whose end of document it masks.
   bool eodMaskLoss = false;
+  /// Megatron's --reset-position-ids (restarting after the same tokenizer's end of document).
+  bool resetPositionIds = false;
   std::optional<std::string> tokenizerType, vocabFile, mergeFile, tokenizerModel, vocabExtraIds;
   bool help = false;
   bool version = false;
@@ -157,10 +159,15 @@ constexpr OptionSpec kOptions[] = {
      "whose token is the tokenizer's end of document, whether asked or not)",
      [](Options &o, std::string_view) { o.eodMaskLoss = true; },
      [](const Options &o) { return o.eodMaskLoss; }},
+    {"--reset-position-ids", "",
+     "check that PLAN was compiled with --reset-position-ids (its positions restart at 0 "
+     "after each of the tokenizer's end of document, whether asked or not)",
+     [](Options &o, std::string_view) { o.resetPositionIds = true; },
+     [](const Options &o) { return o.resetPositionIds; }},
     MTRUN_VALUE_OPTION("--tokenizer-type", tokenizerType, "T",
                        "the data's tokenizer, whose end of document a plan compiled with "
-                       "--eod-mask-loss masks: bytes (default), GPT2BPETokenizer, ... (as "
-                       "mtc-data)"),
+                       "--eod-mask-loss masks (--reset-position-ids restarts after): bytes "
+                       "(default), GPT2BPETokenizer, ... (as mtc-data)"),
     MTRUN_VALUE_OPTION("--vocab-file", vocabFile, "F", "the tokenizer's vocabulary file"),
     MTRUN_VALUE_OPTION("--merge-file", mergeFile, "F", "the tokenizer's merges file"),
     MTRUN_VALUE_OPTION("--tokenizer-model", tokenizerModel, "F",
@@ -190,7 +197,8 @@ Expected<int64_t> endOfDocument(const Options &opts) {
   tokenizer.tokenizerModel = opts.tokenizerModel.value_or("");
   Expected<std::unique_ptr<Tokenizer>> made = makeTokenizer(tokenizer);
   if (!made)
-    return made.takeError().withContext("the end of document of --eod-mask-loss");
+    return made.takeError().withContext(
+        "the end of document of --eod-mask-loss / --reset-position-ids");
   return (*made)->eod();
 }
 
@@ -563,7 +571,8 @@ int run(int argc, char **argv) {
     training.device = cuda::cudaBackend();
 #endif
   training.eodMaskLoss = opts->eodMaskLoss;
-  if (plan->eodMaskLoss) {
+  training.resetPositionIds = opts->resetPositionIds;
+  if (plan->eodMaskLoss || plan->resetPositionIds) {
     Expected<int64_t> eod = endOfDocument(*opts);
     if (!eod)
       return fail(eod.error());
