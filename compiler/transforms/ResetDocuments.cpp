@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/transforms/Passes.h"
-#include "compiler/transforms/ResetDocuments.h"
 
+#include "compiler/transforms/ResetDocuments.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mt/IR/MTOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -59,8 +59,8 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
     StringAttr seq;
     WalkResult walk = module.walk([&](mt::AttentionOp attention) {
       if (seq && seq != attention.getSeqDimAttr()) {
-        attention.emitError() << "reset_position_ids: attention over '"
-                              << attention.getSeqDim() << "', another over '" << seq.getValue()
+        attention.emitError() << "reset_position_ids: attention over '" << attention.getSeqDim()
+                              << "', another over '" << seq.getValue()
                               << "': which dimension holds the positions is ambiguous";
         return WalkResult::interrupt();
       }
@@ -73,8 +73,7 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
       return function.emitError() << "reset_position_ids needs an attention (mt.attention): "
                                      "its sequence dimension holds the positions";
     auto tokens = dyn_cast<NamedTensorType>(function.getArgument(0).getType());
-    if (!tokens || !isa<IntegerType>(tokens.getElementType()) ||
-        !tokens.hasDim(seq.getValue()))
+    if (!tokens || !isa<IntegerType>(tokens.getElementType()) || !tokens.hasDim(seq.getValue()))
       return function.emitError() << "reset_position_ids needs 'forward' to take the token ids "
                                      "over attention's sequence dimension '"
                                   << seq.getValue() << "' first";
