@@ -103,8 +103,12 @@ struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
         continue;
       for (Operation *user : llvm::make_early_inc_range(logits.getArgument(index).getUsers())) {
         auto rows = cast<mt::GatherOp>(user);
-        rows.getResult().replaceAllUsesWith(rows.getTable());
+        // The table, renamed by mt-reset-documents (its rows are positions).
+        auto renamed = rows.getTable().getDefiningOp<mt::RenameOp>();
+        rows.getResult().replaceAllUsesWith(renamed ? renamed.getInput() : rows.getTable());
         rows.erase();
+        if (renamed && renamed->use_empty())
+          renamed.erase();
       }
       (void)logits.eraseArgument(index);
     }

@@ -132,6 +132,7 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
             function.getLoc())))
       return failure();
     BlockArgument positions = function.getArgument(index);
+    StringAttr positionDim = b.getStringAttr(seq.getValue() + "_position");
     for (mt::ParamRefOp ref : tables) {
       // The table was broadcast over the tokens' other dimensions; its rows at the position
       // ids have them, so every reader must keep them in its results.
@@ -145,9 +146,15 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
                    << "reset_position_ids reads the position table @" << ref.getParam()
                    << " at the position ids, but this reader's result lacks the tokens' "
                       "dimensions";
+      // The table's rows are positions, not the tokens' sequence: renamed, so that the
+      // partitioner does not split the table as it splits the sequence (over cp, where the
+      // rows would be looked up as a vocabulary-parallel table's while each rank holds
+      // other tokens' ids).
       b.setInsertionPointAfter(ref);
-      auto rows = mt::GatherOp::create(b, ref.getLoc(), ref.getResult(), positions, seq);
-      ref.getResult().replaceAllUsesExcept(rows, rows);
+      auto table = mt::RenameOp::create(b, ref.getLoc(), ref.getResult(), seq, positionDim);
+      auto rows = mt::GatherOp::create(b, ref.getLoc(), table.getResult(), positions,
+                                       positionDim);
+      ref.getResult().replaceAllUsesExcept(rows, table);
     }
     return success();
   }

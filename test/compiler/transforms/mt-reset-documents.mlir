@@ -2,12 +2,14 @@
 
 // Tests that reset_position_ids gives forward a last argument, the i32 position ids with the
 // tokens' dims named position_ids, and that the position table (the parameter over
-// attention's sequence dimension) is read at them: a gather over seq, which the add reads in
+// attention's sequence dimension) is read at them: its rows renamed seq_position (positions,
+// not the tokens' sequence, which partitioning splits), then a gather, which the add reads in
 // place of the broadcast table.
 // CHECK-LABEL: func.func @forward(
 // CHECK-SAME: %[[T:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>, %[[L:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>, %[[P:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "position_ids"})
 // CHECK: %[[WPE:.*]] = mt.param_ref @wpe : <[seq=4, hidden=4], f32>
-// CHECK: %[[ROWS:.*]] = mt.gather %[[WPE]], %[[P]] over seq : <[seq=4, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
+// CHECK: %[[TABLE:.*]] = mt.rename %[[WPE]] seq to seq_position : <[seq=4, hidden=4], f32> -> <[seq_position=4, hidden=4], f32>
+// CHECK: %[[ROWS:.*]] = mt.gather %[[TABLE]], %[[P]] over seq_position : <[seq_position=4, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
 // CHECK: %[[X:.*]] = mt.gather %{{.*}}, %[[T]] over vocab
 // CHECK: mt.add %[[X]], %[[ROWS]] : <[batch=2, seq=4, hidden=4], f32>, <[batch=2, seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
 // CHECK-NOT: mt.param_ref @wpe
@@ -37,7 +39,7 @@ module attributes {mt.reset_position_ids} {
 // Tests that the position ids come after the loss mask of mt-loss-mask.
 // CHECK-LABEL: func.func @forward(
 // CHECK-SAME: %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], f32>, %[[P:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "position_ids"})
-// CHECK: mt.gather %{{.*}}, %[[P]] over seq
+// CHECK: mt.gather %{{.*}}, %[[P]] over seq_position
 module attributes {mt.reset_position_ids} {
   mt.param @wpe : !mt.tensor<[seq=4, hidden=4], f32> init normal(2.000000e-02)
   func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32> attributes {mt.layer} {
