@@ -106,8 +106,11 @@ def MTResetDocumentsPass : Pass<"mt-reset-documents", "::mlir::ModuleOp"> {
     the end of document keeping its own document's position (Megatron's
     `_get_ltor_masks_and_position_ids`). Every parameter `forward` reads that has the
     sequence dimension (a learned position table such as GPT's `wpe[seq, hidden]`) is read
-    at the position ids (`mt.gather` over the sequence dimension, whose gradient the
-    scatter-add gives) instead of at the position of each token; its readers must have the
+    at the position ids instead of at the position of each token: its sequence dimension
+    renamed `<seq>_position` (`mt.rename`: its rows are positions, which partitioning must
+    not split as it splits the tokens' sequence, and the table keeps the weight decay
+    mt-optimizer gave it), then `mt.gather` over it (whose gradient the scatter-add
+    gives). Its readers must have the
     tokens' dimensions in their results (the table was broadcast over the batch). The
     sequence dimension is the one of the module's `mt.attention` ops.
 

@@ -149,7 +149,9 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
       // The table's rows are positions, not the tokens' sequence: renamed, so that the
       // partitioner does not split the table as it splits the sequence (over cp, where the
       // rows would be looked up as a vocabulary-parallel table's while each rank holds
-      // other tokens' ids).
+      // other tokens' ids). Read through the rename, the table also keeps its weight decay
+      // (mt-optimizer decays the parameters a gather or contract reads directly; a position
+      // table added to the embeddings is not).
       b.setInsertionPointAfter(ref);
       auto table = mt::RenameOp::create(b, ref.getLoc(), ref.getResult(), seq, positionDim);
       auto rows = mt::GatherOp::create(b, ref.getLoc(), table.getResult(), positions,
