@@ -110,9 +110,9 @@ def MTResetDocumentsPass : Pass<"mt-reset-documents", "::mlir::ModuleOp"> {
     renamed `<seq>_position` (`mt.rename`: its rows are positions, which partitioning must
     not split as it splits the tokens' sequence, and the table keeps the weight decay
     mt-optimizer gave it), then `mt.gather` over it (whose gradient the scatter-add
-    gives). Its readers must have the
-    tokens' dimensions in their results (the table was broadcast over the batch). The
-    sequence dimension is the one of the module's `mt.attention` ops.
+    gives). Its readers must have the tokens' dimensions in their results (the table was
+    broadcast over the batch). The sequence dimension is the one of the module's
+    `mt.attention` ops.
 
     Without the attribute the module is left alone. Errors: pipeline parallelism (`pp`
     above 1), whose chunks do not pass the position ids along; a `forward` missing or not

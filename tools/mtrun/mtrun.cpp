@@ -183,8 +183,9 @@ constexpr OptionSpec kOptions[] = {
      [](const Options &o) { return o.version; }},
 };
 
-/// The end-of-document id of the tokenizer the options name (Megatron's tokenizer.eod).
-Expected<int64_t> endOfDocument(const Options &opts) {
+/// The end-of-document id of the tokenizer the options name (Megatron's tokenizer.eod), for
+/// the plan's options that need it (`uses`: their flags, for the error).
+Expected<int64_t> endOfDocument(const Options &opts, std::string_view uses) {
   TokenizerOptions tokenizer;
   Expected<int64_t> extraIds =
       parseInteger(opts.vocabExtraIds, "--vocab-extra-ids", 0, 0, kMaxVocabExtraIds);
@@ -197,8 +198,7 @@ Expected<int64_t> endOfDocument(const Options &opts) {
   tokenizer.tokenizerModel = opts.tokenizerModel.value_or("");
   Expected<std::unique_ptr<Tokenizer>> made = makeTokenizer(tokenizer);
   if (!made)
-    return made.takeError().withContext(
-        "the end of document of --eod-mask-loss / --reset-position-ids");
+    return made.takeError().withContext(concat("the end of document of ", uses));
   return (*made)->eod();
 }
 
@@ -573,7 +573,10 @@ int run(int argc, char **argv) {
   training.eodMaskLoss = opts->eodMaskLoss;
   training.resetPositionIds = opts->resetPositionIds;
   if (plan->eodMaskLoss || plan->resetPositionIds) {
-    Expected<int64_t> eod = endOfDocument(*opts);
+    Expected<int64_t> eod = endOfDocument(
+        *opts, plan->eodMaskLoss && plan->resetPositionIds ? "--eod-mask-loss and --reset-position-ids"
+               : plan->eodMaskLoss                        ? "--eod-mask-loss"
+                                                          : "--reset-position-ids");
     if (!eod)
       return fail(eod.error());
     training.endOfDocument = *eod;
