@@ -33,7 +33,6 @@ namespace {
 /// The buffer kind the plan gives the result (CallingConvention.cpp).
 constexpr StringLiteral kLogitsBuffer = "logits";
 
-
 /// The loss of `forward` if the function can be cut before it: tokens and labels first, one
 /// cross-entropy in the body, whose labels are the labels argument and its only use, and
 /// whose mask, if any, is the argument after the labels and its only use (mt-loss-mask).
@@ -102,7 +101,12 @@ struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
       if (!name || name.getValue() != transforms::kPositionIdsInput)
         continue;
       for (Operation *user : llvm::make_early_inc_range(logits.getArgument(index).getUsers())) {
-        auto rows = cast<mt::GatherOp>(user);
+        auto rows = dyn_cast<mt::GatherOp>(user);
+        if (!rows || rows.getIndices() != logits.getArgument(index)) {
+          user->emitError() << "mt-logits reads the position table whole, but the position ids "
+                               "feed something other than a gather's indices";
+          return signalPassFailure();
+        }
         // The table, renamed by mt-reset-documents (its rows are positions).
         auto renamed = rows.getTable().getDefiningOp<mt::RenameOp>();
         rows.getResult().replaceAllUsesWith(renamed ? renamed.getInput() : rows.getTable());
