@@ -408,6 +408,9 @@ LogicalResult AutodiffPass::differentiateEntry(func::FuncOp entry) {
   auto step = func::FuncOp::create(builder, loc, "forward_backward",
                                    builder.getFunctionType(type.getInputs(), results));
   step->setAttr(mt::MTDialect::kGradsAttrName, builder.getArrayAttr(gradSymbols));
+  // The data arguments keep their names (mt.input: the position ids of mt-reset-documents).
+  if (ArrayAttr argAttrs = entry.getArgAttrsAttr())
+    step.setArgAttrsAttr(argAttrs);
   Block *body = step.addEntryBlock();
   builder.setInsertionPointToStart(body);
 

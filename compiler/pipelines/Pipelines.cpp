@@ -45,6 +45,7 @@ static void addCleanup(OpPassManager &pm) {
 
 void mtc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
   pm.addPass(transforms::createMTLossMaskPass());
+  pm.addPass(transforms::createMTResetDocumentsPass());
   pm.addPass(sharding::createMTPadVocabularyPass());
   autodiff::MTAutodiffPassOptions autodiffOptions;
   autodiffOptions.recompute = options.recompute;

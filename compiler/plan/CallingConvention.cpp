@@ -3,6 +3,7 @@
 #include "compiler/plan/CallingConvention.h"
 
 #include "compiler/codegen/CPU/CPUCodegen.h"
+#include "compiler/transforms/ResetDocuments.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -95,7 +96,9 @@ std::string mtc::planDTypeName(Type type) {
   return "unknown";
 }
 
-std::string mtc::entryInputName(size_t index) {
+std::string mtc::entryInputName(func::FuncOp func, size_t index) {
+  if (auto name = func.getArgAttrOfType<StringAttr>(index, transforms::kInputNameAttrName))
+    return name.str();
   if (index < std::size(mt::MTDialect::kEntryInputNames))
     return mt::MTDialect::kEntryInputNames[index].str();
   return ("input" + Twine(index)).str();
@@ -122,7 +125,7 @@ json::Object mtc::describeCallingConvention(ModuleOp module) {
                                                cast<FlatSymbolRefAttr>(grads[index - 2]).getValue(),
                                                type));
       else
-        inputs.push_back(buffer("input", entryInputName(index), type));
+        inputs.push_back(buffer("input", entryInputName(func, index), type));
     }
     for (auto [index, type] : llvm::enumerate(func.getResultTypes())) {
       if (auto symbol = outlinedSymbol(func.getResultAttrDict(index))) {

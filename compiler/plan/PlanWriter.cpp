@@ -6,6 +6,7 @@
 #include "compiler/plan/CallingConvention.h"
 
 #include "compiler/sharding/Layout.h"
+#include "compiler/transforms/ResetDocuments.h"
 
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mt/Utils/TensorSize.h"
@@ -225,6 +226,10 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
       dims[dim.getName().getValue()] = cast<IntegerAttr>(dim.getValue()).getInt();
   plan["dims"] = std::move(dims);
   plan["train"] = train ? trainJson(train) : json::Object();
+  // --reset-position-ids (a module attribute, mt-reset-documents) is recorded with the
+  // train settings it stands beside, as eod_mask_loss is.
+  if (trained->hasAttr(transforms::kResetPositionIdsAttrName))
+    (*plan.getObject("train"))["reset_position_ids"] = true;
   plan["parallel"] = parallel ? parallelJson(parallel) : json::Object();
 
   auto forward = trained.lookupSymbol<func::FuncOp>("forward");
@@ -240,7 +245,7 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   json::Array inputs;
   for (auto [index, type] : llvm::enumerate(forward.getArgumentTypes())) {
     auto tensor = cast<mt::NamedTensorType>(type);
-    std::string name = entryInputName(index);
+    std::string name = entryInputName(forward, index);
     inputs.push_back(json::Object{{"name", name},
                                   {"dtype", planDTypeName(tensor.getElementType())},
                                   {"dims", dimsJson(tensor)}});
@@ -433,6 +438,10 @@ MemoryPrediction mtc::predictMemory(ModuleOp trained, std::optional<int64_t> wor
     memory.tokens = 2 * mt::getSizeInBytes(tokens);
     if (trainSettings && trainSettings.masksLossAtEndOfDocument())
       memory.tokens += mt::getSizeInBytes(forward.getArgumentTypes()[2]);
+    // The position ids of mt-reset-documents (named arguments after the others).
+    for (unsigned index = 0; index < forward.getNumArguments(); ++index)
+      if (forward.getArgAttr(index, transforms::kInputNameAttrName))
+        memory.tokens += mt::getSizeInBytes(forward.getArgumentTypes()[index]);
     // Under ZeRO-3 a rank loads its part of the data-parallel group's micro-batch.
     if (succeeded(spec) && spec->shardParameters)
       memory.tokens /= *spec->mesh.getAxisSize(spec->dataParallelAxis);

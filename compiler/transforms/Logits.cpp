@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/transforms/Passes.h"
+#include "compiler/transforms/ResetDocuments.h"
 
 #include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mt/IR/MTOps.h"
@@ -93,6 +94,28 @@ struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
     logits.removeResAttrsAttr();
     logits.setFunctionType(b.getFunctionType(logits.getArgumentTypes(), {result.getType()}));
     logits.setResultAttr(0, mt::MTDialect::kBufferAttrName, b.getStringAttr(kLogitsBuffer));
+    // Generation reads one document: a position table read at the position ids
+    // (mt-reset-documents) is read whole again, at the positions of the tokens.
+    for (unsigned index = logits.getNumArguments(); index-- > 0;) {
+      auto name = logits.getArgAttrOfType<StringAttr>(index, transforms::kInputNameAttrName);
+      if (!name || name.getValue() != transforms::kPositionIdsInput)
+        continue;
+      for (Operation *user : llvm::make_early_inc_range(logits.getArgument(index).getUsers())) {
+        auto rows = dyn_cast<mt::GatherOp>(user);
+        if (!rows || rows.getIndices() != logits.getArgument(index)) {
+          user->emitError() << "mt-logits reads the position table whole, but the position ids "
+                               "feed something other than a gather's indices";
+          return signalPassFailure();
+        }
+        // The table, renamed by mt-reset-documents (its rows are positions).
+        auto renamed = rows.getTable().getDefiningOp<mt::RenameOp>();
+        rows.getResult().replaceAllUsesWith(renamed ? renamed.getInput() : rows.getTable());
+        rows.erase();
+        if (renamed && renamed->use_empty())
+          renamed.erase();
+      }
+      (void)logits.eraseArgument(index);
+    }
     if (masked)
       (void)logits.eraseArgument(2);
     (void)logits.eraseArgument(1);

@@ -93,14 +93,48 @@ def MTLossMaskPass : Pass<"mt-loss-mask", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }
 
+def MTResetDocumentsPass : Pass<"mt-reset-documents", "::mlir::ModuleOp"> {
+  let summary = "Positions restarting at each document (Megatron's --reset-position-ids)";
+  let description = [{
+    Megatron packs documents into samples, each ended by the end-of-document token. With
+    the module's unit attribute `mt.reset_position_ids` (`mtc compile
+    --reset-position-ids`), `forward` gets one more argument after its data
+    arguments (the tokens, the labels and, with mt-loss-mask, the loss mask): the position
+    ids, i32 with the tokens' dimensions, named `position_ids` by the argument attribute
+    `mt.input` (the plan's input name). The runtime computes them from the tokens it
+    reads: each position counts from the token after the last end of document before it,
+    the end of document keeping its own document's position (Megatron's
+    `_get_ltor_masks_and_position_ids`). Every parameter `forward` reads that has the
+    sequence dimension (a learned position table such as GPT's `wpe[seq, hidden]`) is read
+    at the position ids instead of at the position of each token: its sequence dimension
+    renamed `<seq>_position` (`mt.rename`: its rows are positions, which partitioning must
+    not split as it splits the tokens' sequence, and the table keeps the weight decay
+    mt-optimizer gave it), then `mt.gather` over it (whose gradient the scatter-add
+    gives). Its readers must have the tokens' dimensions in their results (the table was
+    broadcast over the batch). The sequence dimension is the one of the module's
+    `mt.attention` ops.
+
+    Without the attribute the module is left alone. Errors: pipeline parallelism (`pp`
+    above 1), whose chunks do not pass the position ids along; a `forward` missing or not
+    taking the tokens first; a model without `mt.attention`, or whose tokens lack its
+    sequence dimension; positions read where the position ids do not reach: an `mt.rope`
+    over the sequence or a position table read inside a layer function (`mt.repeat`'s
+    callee takes no per-token input); a model that reads no positions at all (the setting
+    would do nothing); and the module attribute `mt.reset_attention_mask` (`mtc compile
+    --reset-attention-mask`, Megatron's `--reset-attention-mask`), whose document mask
+    does not reach the layers' attention yet.
+  }];
+  let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
+}
+
 def MTLogitsPass : Pass<"mt-logits", "::mlir::ModuleOp"> {
   let summary = "Add a `logits` entry function: forward up to its loss, for generation";
   let description = [{
     Adds `@logits(tokens) -> logits`, the model's `forward` without its loss: a copy of
-    `forward` without its labels argument (and its loss mask, mt-loss-mask) that returns the
-    logits operand of its
-    `mt.cross_entropy` instead of the loss, with the result attribute
-    `mt.buffer = "logits"` (the plan's buffer kind). The logits keep the batch and sequence
+    `forward` without its labels argument (and its loss mask, mt-loss-mask, and position
+    ids, mt-reset-documents: generation reads one document, at the positions of the tokens)
+    that returns the logits operand of its `mt.cross_entropy` instead of the loss, with
+    the result attribute `mt.buffer = "logits"` (the plan's buffer kind). The logits keep the batch and sequence
     dimensions of the tokens, in their order, followed by the class dimension (an
     `mt.transpose` puts them in that order where the model computed them otherwise); they
     are f32 (an `mt.cast` widens the logits of a bf16 or f16 model, which is what the

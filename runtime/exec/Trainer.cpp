@@ -2,6 +2,7 @@
 
 #include "runtime/exec/Trainer.h"
 
+#include "runtime/data/Documents.h"
 #include "runtime/data/LossMask.h"
 #include "runtime/exec/DropoutKey.h"
 #include "runtime/exec/KernelMemory.h"
@@ -61,6 +62,10 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     return makeError(plan.dir.string(),
                      ": the plan masks the loss at end-of-document tokens (eod_mask_loss), but "
                      "the data has no end-of-document id");
+  if (plan.resetPositionIds && !endOfDocument)
+    return makeError(plan.dir.string(),
+                     ": the plan restarts the positions at each document (reset_position_ids), "
+                     "but the data has no end-of-document id");
   t.endOfDocument_ = endOfDocument.value_or(0);
   if (mesh) {
     t.mesh_ = *mesh;
@@ -128,6 +133,8 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     t.labels_.resize(t.tokens_.size());
     if (plan.eodMaskLoss)
       t.lossMask_.resize(t.tokens_.size());
+    if (plan.resetPositionIds)
+      t.positionIds_.resize(t.tokens_.size());
   } catch (const std::bad_alloc &) {
     return makeError("out of memory allocating the training buffers");
   }
@@ -146,15 +153,21 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
 
 int64_t Trainer::bufferBytes() const {
   return state_.bytes() + next_.bytes() + grads_->bytes() +
-         static_cast<int64_t>((tokens_.size() + labels_.size()) * sizeof(int32_t) +
-                              lossMask_.size() * sizeof(float));
+         static_cast<int64_t>(
+             (tokens_.size() + labels_.size() + positionIds_.size()) * sizeof(int32_t) +
+             lossMask_.size() * sizeof(float));
 }
 
 void *Trainer::inputBuffer(int index) {
-  // The loader checked the order: tokens, labels, then the loss mask (Plan::eodMaskLoss).
-  return index == 0 ? static_cast<void *>(tokens_.data())
-         : index == 1 ? static_cast<void *>(labels_.data())
-                      : static_cast<void *>(lossMask_.data());
+  // The loader checked the order: tokens, labels, then the loss mask (Plan::eodMaskLoss),
+  // then the position ids (Plan::resetPositionIds).
+  if (index == 0)
+    return tokens_.data();
+  if (index == 1)
+    return labels_.data();
+  if (index == 2 && !lossMask_.empty())
+    return lossMask_.data();
+  return positionIds_.data();
 }
 
 Error Trainer::readBatch(const TokenSource &source, int64_t step, int64_t sampleBegin) {
@@ -164,6 +177,8 @@ Error Trainer::readBatch(const TokenSource &source, int64_t step, int64_t sample
     return err;
   if (!lossMask_.empty())
     eodLossMask(tokens_, endOfDocument_, lossMask_);
+  if (!positionIds_.empty())
+    resetPositionIds(tokens_, seqLen_, endOfDocument_, positionIds_);
   return Error::success();
 }
 

@@ -7,7 +7,9 @@
 //     tokens, labels <- data(step, samples [m * micro, (m + 1) * micro))
 //     loss_m, grads_m <- forward_backward(tokens, labels, params)   (dropout key: step, m)
 //       (a plan compiled with eod_mask_loss also takes the loss mask of the tokens after the
-//       labels, LossMask.h: 0 at the run's end-of-document id, 1 elsewhere)
+//       labels, LossMask.h: 0 at the run's end-of-document id, 1 elsewhere; one compiled
+//       with reset_position_ids the tokens' positions within their documents last,
+//       Documents.h)
 //     grads += grads_m
 //   all-reduce (sum) grads and the loss sum over the data-parallel ranks, one buffer
 //   grad_norm, lr, params', states' <- optimizer_step(step, 1 / micro-batches, grads, ...)
@@ -118,8 +120,8 @@ public:
   /// `validation` (null: no evaluation; it must outlive the trainer) is what `evaluate`
   /// reads; then the plan must have a `forward` taking the same batch of tokens and labels,
   /// the parameters, and returning the loss, else an error. `endOfDocument` is the data's
-  /// end-of-document id, which a plan compiled with eod_mask_loss needs (an error without
-  /// it) and others ignore.
+  /// end-of-document id, which a plan compiled with eod_mask_loss or reset_position_ids
+  /// needs (an error without it) and others ignore.
   static Expected<Trainer> create(const Plan &plan, const KernelLibrary &kernels,
                                   TrainingState state, const TokenSource &data,
                                   int64_t globalBatch = 0, Communicator *dataParallel = nullptr,
@@ -200,7 +202,11 @@ private:
   /// end-of-document id it masks.
   std::vector<float> lossMask_;
   int64_t endOfDocument_ = 0;
-  /// The buffer of the i-th input of forward_backward or forward: tokens_, labels_, lossMask_.
+  /// The position ids of tokens_ within their documents (plans compiled with
+  /// reset_position_ids; empty otherwise; Documents.h).
+  std::vector<int32_t> positionIds_;
+  /// The buffer of the i-th input of forward_backward or forward: tokens_, labels_, lossMask_,
+  /// positionIds_ (those the plan takes).
   void *inputBuffer(int index);
   /// Reads samples [sampleBegin, + microBatchSize_) of `step` of `source` into the input
   /// buffers (the loss mask computed from the tokens).

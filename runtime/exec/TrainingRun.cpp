@@ -182,7 +182,8 @@ Error checkFullValidationData(const TrainingRunOptions &options) {
   return Error::success();
 }
 
-/// --eod-mask-loss against the plan, and the plan's loss mask against the data.
+/// --eod-mask-loss and --reset-position-ids against the plan, and the plan's loss mask and
+/// position ids against the data.
 Error checkLossMask(const Plan &plan, const TrainingRunOptions &options) {
   if (options.eodMaskLoss && !plan.eodMaskLoss)
     return makeError("--eod-mask-loss: ", plan.dir.string(),
@@ -193,6 +194,15 @@ Error checkLossMask(const Plan &plan, const TrainingRunOptions &options) {
                      " masks the loss at end-of-document tokens (compiled with eod_mask_loss), "
                      "but the synthetic task has no documents: train on --data-path PREFIX or "
                      "--data FILE");
+  if (options.resetPositionIds && !plan.resetPositionIds)
+    return makeError("--reset-position-ids: ", plan.dir.string(),
+                     " was compiled without it (its step takes no position ids): recompile it "
+                     "with `mtc compile --reset-position-ids`");
+  if (plan.resetPositionIds && !options.data && !options.dataPath)
+    return makeError(plan.dir.string(),
+                     " restarts the positions at each document (compiled with "
+                     "reset_position_ids), but the synthetic task has no documents: train on "
+                     "--data-path PREFIX or --data FILE");
   return Error::success();
 }
 

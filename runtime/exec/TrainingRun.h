@@ -122,8 +122,12 @@ struct TrainingRunOptions {
   /// Megatron's --eod-mask-loss was asked for: the plan must have been compiled with it
   /// (Plan::eodMaskLoss), whose step masks the loss whether asked or not.
   bool eodMaskLoss = false;
+  /// Megatron's --reset-position-ids was asked for: the plan must have been compiled with it
+  /// (Plan::resetPositionIds), whose step takes the position ids whether asked or not.
+  bool resetPositionIds = false;
   /// The data's end-of-document id (the tokenizer's), which a plan compiled with
-  /// eod_mask_loss masks the loss at.
+  /// eod_mask_loss masks the loss at and one compiled with reset_position_ids restarts the
+  /// positions after.
   std::optional<int64_t> endOfDocument;
 };
 

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <unistd.h>
 
@@ -1281,6 +1282,62 @@ void checkLossMask(const Plan &plan) {
   }
 }
 
+/// Megatron's --reset-position-ids (`train.reset_position_ids`): the entry functions take
+/// the position ids, i32 with the tokens' dims, as their last data input (after the tokens,
+/// the labels and the loss mask); without it no function takes them. Pipeline plans do not
+/// take them.
+void checkPositionIds(const Plan &plan) {
+  // `inputs` are the function's data inputs (the tokens first).
+  auto check = [&](const std::vector<const InputInfo *> &inputs, const std::string &path,
+                   const std::function<std::string(size_t)> &pathOf) {
+    bool takes = false;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i]->name != kPositionIdsInput)
+        continue;
+      takes = true;
+      if (i == 0 || i + 1 != inputs.size())
+        fail(member(pathOf(i), "name"), "the position ids are the last of the data inputs, "
+                                        "after the tokens");
+      if (inputs[i]->dtype != PlanDType::I32)
+        fail(member(pathOf(i), "dtype"), "the position ids must be i32");
+      if (inputs[i]->dims != inputs[0]->dims)
+        fail(member(pathOf(i), "dims"), concat(formatDims(inputs[i]->dims),
+                                               " are not the tokens' dims ",
+                                               formatDims(inputs[0]->dims)));
+    }
+    if (takes != plan.resetPositionIds)
+      fail(path, plan.resetPositionIds
+                     ? "takes no position ids, but train.reset_position_ids is true"
+                     : "takes position ids, but train.reset_position_ids is not true");
+  };
+  if (plan.resetPositionIds && plan.pipeline)
+    fail(member("train", "reset_position_ids"), "a pipeline plan does not take position ids");
+  std::vector<const InputInfo *> inputs;
+  for (const InputInfo &input : plan.inputs)
+    inputs.push_back(&input);
+  check(inputs, "inputs", [](size_t i) { return element("inputs", i); });
+  if (!plan.x86Kernels)
+    return;
+  const KernelsInfo &k = *plan.x86Kernels;
+  for (auto [fn, name] : {std::pair{&k.forward, "forward"}, {&k.forwardBackward, "forward_backward"}}) {
+    if (!*fn)
+      continue;
+    std::string path = member(member("kernels.x86_64", "functions"), name);
+    std::vector<InputInfo> data;
+    std::vector<size_t> at;
+    for (size_t i = 0; i < (*fn)->inputs.size(); ++i)
+      if (const KernelBuffer &b = (*fn)->inputs[i]; b.kind == BufferKind::Input) {
+        data.push_back(InputInfo{b.name, b.dtype, b.dims});
+        at.push_back(i);
+      }
+    inputs.clear();
+    for (const InputInfo &input : data)
+      inputs.push_back(&input);
+    check(inputs, member(path, "inputs"),
+          [&](size_t i) { return element(member(path, "inputs"), at[i]); });
+  }
+}
+
 /// `logits` (docs/plan-format.md): the token ids [batch, seq] then parameters in, and one
 /// `logits` buffer out, f32 with the dims of the tokens (whole) then the vocabulary (its
 /// size in `dims`, padded where the compiler padded it), what generation reads.
@@ -1431,6 +1488,8 @@ Plan readPlan(const JsonValue &root) {
     plan.dropout = asBool(*dropout, member("train", "dropout"));
   if (const JsonValue *mask = plan.train.getObject()->find("eod_mask_loss"))
     plan.eodMaskLoss = asBool(*mask, member("train", "eod_mask_loss"));
+  if (const JsonValue *reset = plan.train.getObject()->find("reset_position_ids"))
+    plan.resetPositionIds = asBool(*reset, member("train", "reset_position_ids"));
   if (const JsonValue *precision = plan.train.getObject()->find("precision")) {
     const std::string &name = asString(*precision, member("train", "precision"));
     if (name != "fp32" && name != "bf16" && name != "fp16")
@@ -1520,6 +1579,7 @@ Plan readPlan(const JsonValue &root) {
   if (plan.x86Kernels)
     checkCachedGeneration(plan, "kernels.x86_64.functions");
   checkLossMask(plan);
+  checkPositionIds(plan);
   return plan;
 }
 

@@ -44,6 +44,8 @@ inline constexpr int kPlanFormatVersion = 2;
 inline constexpr std::string_view kPlanFormatName = "mtc-plan";
 /// The name of the loss mask among the step's inputs (Plan::eodMaskLoss).
 inline constexpr std::string_view kLossMaskInput = "loss_mask";
+/// The name of the position ids among the step's inputs (Plan::resetPositionIds).
+inline constexpr std::string_view kPositionIdsInput = "position_ids";
 /// The most optimizer steps a run takes (the plan's `train.steps`, mtrun's --steps): steps
 /// index the dropout keys with 32 bits.
 inline constexpr int64_t kMaxTrainSteps = (int64_t(1) << 31) - 1;
@@ -425,6 +427,10 @@ struct Plan {
   /// token is the end of document, 1 elsewhere (runtime/data/LossMask.h); the loss is the
   /// mean weighted by it.
   bool eodMaskLoss = false;
+  /// `train.reset_position_ids` (absent: false): Megatron's --reset-position-ids. The step
+  /// takes the position ids as its last data input, `position_ids` (i32, the tokens' dims):
+  /// each token's position within its document (runtime/data/Documents.h).
+  bool resetPositionIds = false;
   /// `train.precision` is "fp16" (absent: fp32): the step's backward starts from the
   /// runtime's loss scale (`mt.loss_scale`), which the trainer chooses (LossScaler.h).
   bool lossScaling = false;

@@ -26,6 +26,7 @@
 #include "compiler/registration/Registration.h"
 #include "compiler/sharding/Layout.h"
 #include "compiler/sharding/Passes.h"
+#include "compiler/transforms/ResetDocuments.h"
 #include "dialects/mt/Utils/FusedAttention.h"
 #include "dialects/mt/Utils/Vocabulary.h"
 #include "frontend/BindingOverrides.h"
@@ -184,6 +185,29 @@ LogicalResult applyFusedAttentionFlag(mlir::ModuleOp module) {
                     mlir::Builder(module.getContext()).getI64IntegerAttr(fusedAttentionBlock));
   return success();
 }
+cl::opt<bool> resetPositionIdsFlag(
+    "reset-position-ids",
+    cl::desc("Restart the positions at 0 after each end of document in a sample (Megatron's "
+             "--reset-position-ids): the step takes the position ids, which mtrun computes "
+             "from the tokens, and reads learned position tables at them"),
+    cl::sub(compileCommand), cl::cat(compileCategory));
+
+cl::opt<bool> resetAttentionMaskFlag(
+    "reset-attention-mask",
+    cl::desc("Attend only within each document of a sample (Megatron's "
+             "--reset-attention-mask): not supported yet, refused with an error"),
+    cl::sub(compileCommand), cl::cat(compileCategory));
+
+/// --reset-position-ids / --reset-attention-mask: the module attributes mt-reset-documents
+/// reads (compiler/transforms/ResetDocuments.h).
+void applyResetDocumentsFlags(mlir::ModuleOp module) {
+  mlir::Builder b(module.getContext());
+  if (resetPositionIdsFlag)
+    module->setAttr(mtc::transforms::kResetPositionIdsAttrName, b.getUnitAttr());
+  if (resetAttentionMaskFlag)
+    module->setAttr(mtc::transforms::kResetAttentionMaskAttrName, b.getUnitAttr());
+}
+
 cl::opt<bool> eodMaskLossFlag(
     "eod-mask-loss",
     cl::desc("Leave the positions whose token is an end of document out of the loss "
@@ -1165,6 +1189,7 @@ int compile() {
 
   if (failed(applyParallelFlags(*module)) || failed(applyFusedAttentionFlag(*module)))
     return 1;
+  applyResetDocumentsFlags(*module);
   if (choice)
     mtc::applyChoice(*module, *choice);
 

@@ -69,6 +69,8 @@ struct Options {
   bool eodMaskLoss = false;
   /// Megatron's --full-validation and --skip-train.
   bool fullValidation = false, skipTrain = false;
+  /// Megatron's --reset-position-ids (restarting after the same tokenizer's end of document).
+  bool resetPositionIds = false;
   std::optional<std::string> tokenizerType, vocabFile, mergeFile, tokenizerModel, vocabExtraIds;
   bool help = false;
   bool version = false;
@@ -171,10 +173,15 @@ constexpr OptionSpec kOptions[] = {
      "whose token is the tokenizer's end of document, whether asked or not)",
      [](Options &o, std::string_view) { o.eodMaskLoss = true; },
      [](const Options &o) { return o.eodMaskLoss; }},
+    {"--reset-position-ids", "",
+     "check that PLAN was compiled with --reset-position-ids (its positions restart at 0 "
+     "after each of the tokenizer's end of document, whether asked or not)",
+     [](Options &o, std::string_view) { o.resetPositionIds = true; },
+     [](const Options &o) { return o.resetPositionIds; }},
     MTRUN_VALUE_OPTION("--tokenizer-type", tokenizerType, "T",
                        "the data's tokenizer, whose end of document a plan compiled with "
-                       "--eod-mask-loss masks: bytes (default), GPT2BPETokenizer, ... (as "
-                       "mtc-data)"),
+                       "--eod-mask-loss masks (--reset-position-ids restarts after): bytes "
+                       "(default), GPT2BPETokenizer, ... (as mtc-data)"),
     MTRUN_VALUE_OPTION("--vocab-file", vocabFile, "F", "the tokenizer's vocabulary file"),
     MTRUN_VALUE_OPTION("--merge-file", mergeFile, "F", "the tokenizer's merges file"),
     MTRUN_VALUE_OPTION("--tokenizer-model", tokenizerModel, "F",
@@ -190,8 +197,9 @@ constexpr OptionSpec kOptions[] = {
      [](const Options &o) { return o.version; }},
 };
 
-/// The end-of-document id of the tokenizer the options name (Megatron's tokenizer.eod).
-Expected<int64_t> endOfDocument(const Options &opts) {
+/// The end-of-document id of the tokenizer the options name (Megatron's tokenizer.eod), for
+/// the plan's options that need it (`uses`: their flags, for the error).
+Expected<int64_t> endOfDocument(const Options &opts, std::string_view uses) {
   TokenizerOptions tokenizer;
   Expected<int64_t> extraIds =
       parseInteger(opts.vocabExtraIds, "--vocab-extra-ids", 0, 0, kMaxVocabExtraIds);
@@ -204,7 +212,7 @@ Expected<int64_t> endOfDocument(const Options &opts) {
   tokenizer.tokenizerModel = opts.tokenizerModel.value_or("");
   Expected<std::unique_ptr<Tokenizer>> made = makeTokenizer(tokenizer);
   if (!made)
-    return made.takeError().withContext("the end of document of --eod-mask-loss");
+    return made.takeError().withContext(concat("the end of document of ", uses));
   return (*made)->eod();
 }
 
@@ -599,8 +607,12 @@ int run(int argc, char **argv) {
   training.trace = opts->trace;
   training.lossScaling = lossScaling;
   training.eodMaskLoss = opts->eodMaskLoss;
-  if (plan->eodMaskLoss) {
-    Expected<int64_t> eod = endOfDocument(*opts);
+  training.resetPositionIds = opts->resetPositionIds;
+  if (plan->eodMaskLoss || plan->resetPositionIds) {
+    Expected<int64_t> eod = endOfDocument(
+        *opts, plan->eodMaskLoss && plan->resetPositionIds ? "--eod-mask-loss and --reset-position-ids"
+               : plan->eodMaskLoss                        ? "--eod-mask-loss"
+                                                          : "--reset-position-ids");
     if (!eod)
       return fail(eod.error());
     training.endOfDocument = *eod;

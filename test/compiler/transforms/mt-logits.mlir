@@ -75,6 +75,36 @@ module {
 
 // -----
 
+// Tests that the position ids of mt-reset-documents leave @logits with the labels and the
+// mask: the position table is read whole again (generation reads one document at the
+// tokens' own positions), while @forward keeps its gather.
+// CHECK-LABEL: func.func @forward(
+// CHECK: mt.gather %{{.*}}, %{{.*}} over seq_position
+// CHECK-LABEL: func.func @logits(
+// CHECK-SAME: %[[T:[^:]*]]: !mt.tensor<[batch=2, seq=3], i32>)
+// CHECK-SAME: -> (!mt.tensor<[batch=2, seq=3, vocab=5], f32> {mt.buffer = "logits"})
+// CHECK: %[[P:.*]] = mt.param_ref @wpe
+// CHECK-NOT: seq_position
+// CHECK: mt.add %{{.*}}, %[[P]] : <[batch=2, seq=3, hidden=4], f32>, <[seq=3, hidden=4], f32>
+// CHECK: return
+module {
+  mt.param @wte : !mt.tensor<[vocab=5, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @wpe : !mt.tensor<[seq=3, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=3], i32>, %labels: !mt.tensor<[batch=2, seq=3], i32>, %mask: !mt.tensor<[batch=2, seq=3], f32>, %positions: !mt.tensor<[batch=2, seq=3], i32> {mt.input = "position_ids"}) -> !mt.tensor<[], f32> {
+    %w = mt.param_ref @wte : <[vocab=5, hidden=4], f32>
+    %p = mt.param_ref @wpe : <[seq=3, hidden=4], f32>
+    %table = mt.rename %p seq to seq_position : <[seq=3, hidden=4], f32> -> <[seq_position=3, hidden=4], f32>
+    %rows = mt.gather %table, %positions over seq_position : <[seq_position=3, hidden=4], f32>, <[batch=2, seq=3], i32> -> <[batch=2, seq=3, hidden=4], f32>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, hidden=4], f32>, <[batch=2, seq=3], i32> -> <[batch=2, seq=3, hidden=4], f32>
+    %y = mt.add %x, %rows : <[batch=2, seq=3, hidden=4], f32>, <[batch=2, seq=3, hidden=4], f32> -> <[batch=2, seq=3, hidden=4], f32>
+    %l = mt.contract %y, %w over [hidden] : <[batch=2, seq=3, hidden=4], f32>, <[vocab=5, hidden=4], f32> -> <[batch=2, seq=3, vocab=5], f32>
+    %loss = mt.cross_entropy %l, %labels mask %mask over vocab : <[batch=2, seq=3, vocab=5], f32>, <[batch=2, seq=3], i32>, !mt.tensor<[batch=2, seq=3], f32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
 // Tests that a forward without a cross-entropy (nothing to generate from) gets no @logits.
 // CHECK-LABEL: func.func @forward(
 // CHECK-NOT: func.func @logits

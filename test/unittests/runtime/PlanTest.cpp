@@ -414,6 +414,59 @@ TEST_F(PlanTest, LossMaskGoesWithEodMaskLoss) {
                       "train.eod_mask_loss: expected true or false, found the string 'on'");
 }
 
+// Megatron's --reset-position-ids: train.reset_position_ids and the position ids among the
+// inputs, last, i32 with the tokens' dims, go together.
+TEST_F(PlanTest, PositionIdsGoWithResetPositionIds) {
+  auto withIds = [](JsonObject &o) {
+    at(o, "train").set("reset_position_ids", true);
+    o.find("inputs")->getArray()->push_back(JsonObject{{"name", "position_ids"},
+                                                       {"dtype", "i32"},
+                                                       {"dims", dimList({{"batch", 4}, {"seq", 8}})}});
+  };
+  writePlan(edited(withIds));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_TRUE(p->resetPositionIds);
+  writePlan(validPlan());
+  p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_FALSE(p->resetPositionIds);
+
+  expectPlanJsonError(
+      edited([](JsonObject &o) { at(o, "train").set("reset_position_ids", true); }),
+      "inputs: takes no position ids, but train.reset_position_ids is true");
+  expectPlanJsonError(edited([&](JsonObject &o) {
+                        withIds(o);
+                        at(o, "train").erase("reset_position_ids");
+                      }),
+                      "inputs: takes position ids, but train.reset_position_ids is not true");
+  expectPlanJsonError(edited([&](JsonObject &o) {
+                        withIds(o);
+                        (*o.find("inputs")->getArray())[2].getObject()->set("dtype", "f32");
+                      }),
+                      "inputs[2].dtype: the position ids must be i32");
+  expectPlanJsonError(edited([&](JsonObject &o) {
+                        withIds(o);
+                        (*o.find("inputs")->getArray())[2].getObject()->set(
+                            "dims", dimList({{"seq", 8}, {"batch", 4}}));
+                      }),
+                      "inputs[2].dims: [seq=8, batch=4] are not the tokens' dims [batch=4, seq=8]");
+  // Not last: the loss mask after them.
+  expectPlanJsonError(edited([&](JsonObject &o) {
+                        withIds(o);
+                        at(o, "train").set("eod_mask_loss", true);
+                        o.find("inputs")->getArray()->push_back(
+                            JsonObject{{"name", "loss_mask"},
+                                       {"dtype", "f32"},
+                                       {"dims", dimList({{"batch", 4}, {"seq", 8}})}});
+                      }),
+                      "inputs[2].name: the position ids are the last of the data inputs, after "
+                      "the tokens");
+  expectPlanJsonError(
+      edited([](JsonObject &o) { at(o, "train").set("reset_position_ids", "on"); }),
+      "train.reset_position_ids: expected true or false, found the string 'on'");
+}
+
 TEST_F(PlanTest, TrailingSlashIsNotShownTwice) {
   writePlan(validPlan());
   std::filesystem::remove(plan() / "program.mlir");

@@ -147,6 +147,20 @@ TEST(CudaTrainer, RefusesALossMaskWithoutAnEndOfDocument) {
       << trainer.error().message();
 }
 
+TEST(CudaTrainer, RefusesPositionIds) {
+  Expected<std::unique_ptr<CudaPlanFixture>> fixture = CudaPlanFixture::load();
+  ASSERT_TRUE(fixture.ok()) << fixture.error().message();
+  CudaPlanFixture *f = fixture->get();
+  Plan reset = f->plan;
+  reset.resetPositionIds = true;
+  Expected<std::unique_ptr<CudaTrainer>> trainer = CudaTrainer::create(f->inputs(reset));
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_NE(trainer.error().message().find("the CUDA trainer does not take the position ids "
+                                           "of reset_position_ids yet"),
+            std::string::npos)
+      << trainer.error().message();
+}
+
 TEST(CudaTrainer, WithoutADeviceSaysSo) {
   if (haveCudaDevice())
     GTEST_SKIP() << "a CUDA device is visible";

@@ -1,0 +1,165 @@
+//===- ResetDocuments.cpp - positions restarting at each document ---------===//
+//
+// Megatron's --reset-position-ids: documents are packed into samples, and the positions
+// of each document count from 0. Which positions those are depends on the data, which the
+// runtime reads: the step takes the position ids as an input rather than the
+// end-of-document id, so that the plan does not depend on the tokenizer (as mt-loss-mask
+// takes its mask). Passes.td describes the contract.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/transforms/Passes.h"
+
+#include "compiler/transforms/ResetDocuments.h"
+#include "dialects/mt/IR/MTDialect.h"
+#include "dialects/mt/IR/MTOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mtc::transforms {
+#define GEN_PASS_DEF_MTRESETDOCUMENTSPASS
+#include "compiler/transforms/Passes.h.inc"
+} // namespace mtc::transforms
+
+using namespace mlir;
+using namespace mtc;
+using mt::NamedTensorType;
+
+namespace {
+
+struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocumentsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!module->hasAttr(transforms::kResetPositionIdsAttrName) &&
+        !module->hasAttr(transforms::kResetAttentionMaskAttrName))
+      return;
+    if (failed(resetPositionIds(module)))
+      signalPassFailure();
+  }
+
+  LogicalResult resetPositionIds(ModuleOp module) {
+    // Attention's mask would need the document index inside the layer functions, which
+    // mt.repeat has no way to pass yet (its operands are carried or stacked per layer).
+    if (module->hasAttr(transforms::kResetAttentionMaskAttrName))
+      return module.emitError()
+             << "reset_attention_mask (--reset-attention-mask) is not supported yet: the "
+                "document mask does not reach the layers' attention (mt.repeat passes no "
+                "per-token input to its layer); compile without it";
+    if (mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
+        parallel && parallel.getPp().value_or(1) > 1)
+      return module.emitError() << "reset_position_ids is not supported with pipeline "
+                                   "parallelism (pp "
+                                << *parallel.getPp() << ") yet: compile without one of them";
+    auto function = dyn_cast_or_null<func::FuncOp>(SymbolTable::lookupSymbolIn(module, "forward"));
+    if (!function || function.getNumArguments() < 1)
+      return module.emitError() << "reset_position_ids needs a 'forward' function taking the "
+                                   "tokens first";
+    // The sequence dimension is attention's: the positions a position table indexes.
+    StringAttr seq;
+    WalkResult walk = module.walk([&](mt::AttentionOp attention) {
+      if (seq && seq != attention.getSeqDimAttr()) {
+        attention.emitError() << "reset_position_ids: attention over '" << attention.getSeqDim()
+                              << "', another over '" << seq.getValue()
+                              << "': which dimension holds the positions is ambiguous";
+        return WalkResult::interrupt();
+      }
+      seq = attention.getSeqDimAttr();
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+    if (!seq)
+      return function.emitError() << "reset_position_ids needs an attention (mt.attention): "
+                                     "its sequence dimension holds the positions";
+    auto tokens = dyn_cast<NamedTensorType>(function.getArgument(0).getType());
+    if (!tokens || !isa<IntegerType>(tokens.getElementType()) || !tokens.hasDim(seq.getValue()))
+      return function.emitError() << "reset_position_ids needs 'forward' to take the token ids "
+                                     "over attention's sequence dimension '"
+                                  << seq.getValue() << "' first";
+    // Positions read where the position ids do not reach are refused rather than left at
+    // the token's place in the sample.
+    for (auto layer : module.getOps<func::FuncOp>()) {
+      if (layer == function)
+        continue;
+      WalkResult unreached = layer.walk([&](Operation *op) {
+        if (auto rope = dyn_cast<mt::RopeOp>(op); rope && rope.getPosition() == seq.getValue()) {
+          rope.emitError() << "reset_position_ids does not reach rope over '" << seq.getValue()
+                           << "' in '" << layer.getSymName()
+                           << "' yet (mt.repeat passes no per-token input to its layer); "
+                              "compile without it";
+          return WalkResult::interrupt();
+        }
+        if (auto ref = dyn_cast<mt::ParamRefOp>(op);
+            ref && cast<NamedTensorType>(ref.getResult().getType()).hasDim(seq.getValue())) {
+          ref.emitError() << "reset_position_ids does not reach the position table @"
+                          << ref.getParam() << " read in '" << layer.getSymName()
+                          << "' yet (mt.repeat passes no per-token input to its layer); "
+                             "compile without it";
+          return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      });
+      if (unreached.wasInterrupted())
+        return failure();
+    }
+    SmallVector<mt::ParamRefOp> tables;
+    WalkResult inForward = function.walk([&](Operation *op) {
+      if (auto rope = dyn_cast<mt::RopeOp>(op); rope && rope.getPosition() == seq.getValue()) {
+        rope.emitError() << "reset_position_ids does not support rope over '" << seq.getValue()
+                         << "' yet (mt.rope takes no position ids); compile without it";
+        return WalkResult::interrupt();
+      }
+      if (auto ref = dyn_cast<mt::ParamRefOp>(op);
+          ref && cast<NamedTensorType>(ref.getResult().getType()).hasDim(seq.getValue()))
+        tables.push_back(ref);
+      return WalkResult::advance();
+    });
+    if (inForward.wasInterrupted())
+      return failure();
+    if (tables.empty())
+      return function.emitError() << "reset_position_ids: the model reads no positions (no "
+                                     "parameter with the sequence dimension '"
+                                  << seq.getValue() << "'), so the setting would do nothing";
+
+    NamedTensorType positionType = tokens.withElementType(IntegerType::get(&getContext(), 32));
+    unsigned index = function.getNumArguments();
+    OpBuilder b(&getContext());
+    if (failed(function.insertArgument(
+            index, positionType,
+            b.getDictionaryAttr(b.getNamedAttr(transforms::kInputNameAttrName,
+                                               b.getStringAttr(transforms::kPositionIdsInput))),
+            function.getLoc())))
+      return failure();
+    BlockArgument positions = function.getArgument(index);
+    StringAttr positionDim = b.getStringAttr(seq.getValue() + "_position");
+    for (mt::ParamRefOp ref : tables) {
+      // The table was broadcast over the tokens' other dimensions; its rows at the position
+      // ids have them, so every reader must keep them in its results.
+      for (Operation *user : ref->getUsers())
+        for (Type type : user->getResultTypes())
+          if (auto result = dyn_cast<NamedTensorType>(type);
+              !result || llvm::any_of(tokens.getDims(), [&](const mt::NamedDim &dim) {
+                return !result.hasDim(dim.name.getValue());
+              }))
+            return user->emitError()
+                   << "reset_position_ids reads the position table @" << ref.getParam()
+                   << " at the position ids, but this reader's result lacks the tokens' "
+                      "dimensions";
+      // The table's rows are positions, not the tokens' sequence: renamed, so that the
+      // partitioner does not split the table as it splits the sequence (over cp, where the
+      // rows would be looked up as a vocabulary-parallel table's while each rank holds
+      // other tokens' ids). Read through the rename, the table also keeps its weight decay
+      // (mt-optimizer decays the parameters a gather or contract reads directly; a position
+      // table added to the embeddings is not).
+      b.setInsertionPointAfter(ref);
+      auto table = mt::RenameOp::create(b, ref.getLoc(), ref.getResult(), seq, positionDim);
+      auto rows = mt::GatherOp::create(b, ref.getLoc(), table.getResult(), positions,
+                                       positionDim);
+      ref.getResult().replaceAllUsesExcept(rows, table);
+    }
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,161 @@
+// RUN: mt-opt %s -split-input-file -verify-diagnostics -mt-reset-documents | FileCheck %s
+
+// Tests that reset_position_ids gives forward a last argument, the i32 position ids with the
+// tokens' dims named position_ids, and that the position table (the parameter over
+// attention's sequence dimension) is read at them: its rows renamed seq_position (positions,
+// not the tokens' sequence, which partitioning splits), then a gather, which the add reads in
+// place of the broadcast table.
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME: %[[T:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>, %[[L:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>, %[[P:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "position_ids"})
+// CHECK: %[[WPE:.*]] = mt.param_ref @wpe : <[seq=4, hidden=4], f32>
+// CHECK: %[[TABLE:.*]] = mt.rename %[[WPE]] seq to seq_position : <[seq=4, hidden=4], f32> -> <[seq_position=4, hidden=4], f32>
+// CHECK: %[[ROWS:.*]] = mt.gather %[[TABLE]], %[[P]] over seq_position : <[seq_position=4, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
+// CHECK: %[[X:.*]] = mt.gather %{{.*}}, %[[T]] over vocab
+// CHECK: mt.add %[[X]], %[[ROWS]] : <[batch=2, seq=4, hidden=4], f32>, <[batch=2, seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+// CHECK-NOT: mt.param_ref @wpe
+module attributes {mt.reset_position_ids} {
+  mt.param @wte : !mt.tensor<[vocab=5, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @wpe : !mt.tensor<[seq=4, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @block.wq layer @block : !mt.tensor<[hidden=4, heads=2, head_dim=2], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
+    %wq = mt.param_ref @block.wq : <[hidden=4, heads=2, head_dim=2], f32>
+    %q = mt.contract %x, %wq over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4, heads=2, head_dim=2], f32> -> <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %a = mt.attention %q, %q, %q dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %labels: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
+    %w = mt.param_ref @wte : <[vocab=5, hidden=4], f32>
+    %p = mt.param_ref @wpe : <[seq=4, hidden=4], f32>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
+    %y = mt.add %x, %p : <[batch=2, seq=4, hidden=4], f32>, <[seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %l = mt.contract %y, %w over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[vocab=5, hidden=4], f32> -> <[batch=2, seq=4, vocab=5], f32>
+    %loss = mt.cross_entropy %l, %labels over vocab : <[batch=2, seq=4, vocab=5], f32>, <[batch=2, seq=4], i32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that the position ids come after the loss mask of mt-loss-mask.
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME: %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], f32>, %[[P:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "position_ids"})
+// CHECK: mt.gather %{{.*}}, %[[P]] over seq_position
+module attributes {mt.reset_position_ids} {
+  mt.param @wpe : !mt.tensor<[seq=4, hidden=4], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32> attributes {mt.layer} {
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, hidden) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %labels: !mt.tensor<[batch=2, seq=4], i32>, %mask: !mt.tensor<[batch=2, seq=4], f32>) -> !mt.tensor<[], f32> {
+    %p = mt.param_ref @wpe : <[seq=4, hidden=4], f32>
+    %t = mt.cast %tokens : <[batch=2, seq=4], i32> to <[batch=2, seq=4], f32>
+    %y = mt.add %t, %p : <[batch=2, seq=4], f32>, <[seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %loss = mt.reduce_sum %y over [batch, seq, hidden] : <[batch=2, seq=4, hidden=4], f32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that without the attribute the module is left alone.
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME: %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[seq=4, hidden=4], f32>
+// CHECK-NEXT: mt.param_ref @wpe
+// CHECK-NEXT: return
+module {
+  mt.param @wpe : !mt.tensor<[seq=4, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[seq=4, hidden=4], f32> {
+    %p = mt.param_ref @wpe : <[seq=4, hidden=4], f32>
+    return %p : !mt.tensor<[seq=4, hidden=4], f32>
+  }
+}
+
+// -----
+
+// Tests that pipeline parallelism is refused: its chunks do not pass the position ids.
+// expected-error @below {{reset_position_ids is not supported with pipeline parallelism (pp 2) yet: compile without one of them}}
+module attributes {mt.reset_position_ids, mt.parallel = #mt.parallel<pp = 2>} {
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
+    return
+  }
+}
+
+// -----
+
+// Tests that reset_attention_mask is refused with what is missing.
+// expected-error @below {{reset_attention_mask (--reset-attention-mask) is not supported yet: the document mask does not reach the layers' attention (mt.repeat passes no per-token input to its layer); compile without it}}
+module attributes {mt.reset_position_ids, mt.reset_attention_mask} {
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
+    return
+  }
+}
+
+// -----
+
+// Tests that a model without attention (no sequence dimension to read positions over) is
+// refused.
+module attributes {mt.reset_position_ids} {
+  // expected-error @below {{reset_position_ids needs an attention (mt.attention): its sequence dimension holds the positions}}
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
+    return
+  }
+}
+
+// -----
+
+// Tests that rope over the sequence in a layer (which the position ids do not reach) is
+// refused.
+module attributes {mt.reset_position_ids} {
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
+    // expected-error @below {{reset_position_ids does not reach rope over 'seq' in 'block' yet (mt.repeat passes no per-token input to its layer); compile without it}}
+    %r = mt.rope %x over head_dim position seq : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %a = mt.attention %r, %r, %r dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
+    return
+  }
+}
+
+// -----
+
+// Tests that a position table read in a layer is refused.
+module attributes {mt.reset_position_ids} {
+  mt.param @wpe : !mt.tensor<[seq=4, head_dim=2], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
+    // expected-error @below {{reset_position_ids does not reach the position table @wpe read in 'block' yet (mt.repeat passes no per-token input to its layer); compile without it}}
+    %p = mt.param_ref @wpe : <[seq=4, head_dim=2], f32>
+    %y = mt.add %x, %p : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[seq=4, head_dim=2], f32> -> <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %a = mt.attention %y, %y, %y dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
+    return
+  }
+}
+
+// -----
+
+// Tests that a model reading no positions is refused: the setting would do nothing.
+module attributes {mt.reset_position_ids} {
+  // expected-error @below {{reset_position_ids: the model reads no positions (no parameter with the sequence dimension 'seq'), so the setting would do nothing}}
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32> {
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, hidden) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>
+  }
+}
+
+// -----
+
+// Tests that a position table read where the batch is not a dimension of the result (a
+// reader that would change type) is refused.
+module attributes {mt.reset_position_ids} {
+  mt.param @wpe : !mt.tensor<[seq=4, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>) -> !mt.tensor<[], f32> {
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, hidden) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>
+    %p = mt.param_ref @wpe : <[seq=4, hidden=4], f32>
+    // expected-error @below {{reset_position_ids reads the position table @wpe at the position ids, but this reader's result lacks the tokens' dimensions}}
+    %s = mt.reduce_sum %p over [seq, hidden] : <[seq=4, hidden=4], f32> -> <[], f32>
+    return %s : !mt.tensor<[], f32>
+  }
+}
