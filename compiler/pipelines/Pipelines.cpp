@@ -134,7 +134,12 @@ void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
   addPlacedBuffersToLLVM(pm);
 }
 
-void mtc::buildGPUHostDeallocationPipeline(OpPassManager &pm) { addDeallocation(pm); }
+void mtc::buildGPUHostDeallocationPipeline(OpPassManager &pm) {
+  addDeallocation(pm);
+  // The lowered deallocations' scratch arrays, which the host reads and writes: not device
+  // memory.
+  pm.addPass(codegen::createGPUHostScratchToStackPass());
+}
 
 void mtc::buildGPUHostToLLVMPipeline(OpPassManager &pm) {
   // The entry points of the x86 object (mtc-gpu-bufferize-pipeline does not ask for them:

@@ -88,8 +88,10 @@ void buildGPUBufferizePipeline(mlir::OpPassManager &pm);
 
 /// The host side of a CUDA step (compileStepKernels' `host`: buffers whose launches are
 /// mtc_gpu_launch calls, mtc-gpu-launches-to-calls) with its temporaries freed after their
-/// last uses, as the CPU backend's (buffer-deallocation-pipeline, mtc-early-deallocation):
-/// the module planKernelMemory reads. It runs on the host code, after the kernels are
+/// last uses, as the CPU backend's (buffer-deallocation-pipeline, mtc-early-deallocation),
+/// and the lowered deallocations' scratch arrays, which the host reads and writes, on the
+/// stack rather than in the device workspace (mtc-gpu-host-scratch-to-stack): the module
+/// planKernelMemory reads. It runs on the host code, after the kernels are
 /// outlined, rather than in buildGPUBufferizePipeline: there, the lowered deallocations'
 /// loads and stores would be host code among the loops mapped to kernels, and a serial
 /// kernel's allocations are hoisted out of its loop after bufferization.
