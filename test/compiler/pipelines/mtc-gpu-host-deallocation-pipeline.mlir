@@ -78,3 +78,35 @@ func.func @layers(%x: memref<4xf32>) {
   }
   return
 }
+
+// -----
+
+// Tests that the buffer a layer loop carries, which may alias the one it started from, is
+// freed by the lowered deallocation's helper, whose arrays of addresses and flags the host
+// writes and reads: they are stack arrays, never allocations the workspace planner would
+// place in device memory.
+// CHECK-LABEL: func.func @carried
+// CHECK-DAG: %[[ADDRESSES:.*]] = memref.alloca() : memref<2xindex>
+// CHECK-DAG: %[[FLAGS:.*]] = memref.alloca() : memref<2xi1>
+// CHECK-NOT: memref.alloc() : memref<{{[0-9]+}}x{{(index|i1)}}>
+// CHECK: scf.for
+// CHECK: memref.store %{{.*}}, %[[ADDRESSES]]
+// CHECK: call @dealloc_helper(
+// CHECK: memref.load %[[FLAGS]]
+// CHECK-NOT: memref.alloc() : memref<{{[0-9]+}}x{{(index|i1)}}>
+// CHECK: return
+func.func private @layer(memref<4xf32>, memref<4xf32>)
+func.func @carried(%x: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %init = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+  func.call @layer(%x, %init) : (memref<4xf32>, memref<4xf32>) -> ()
+  %r = scf.for %i = %c0 to %c2 step %c1 iter_args(%h = %init) -> memref<4xf32> {
+    %n = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+    func.call @layer(%h, %n) : (memref<4xf32>, memref<4xf32>) -> ()
+    scf.yield %n : memref<4xf32>
+  }
+  func.call @layer(%r, %x) : (memref<4xf32>, memref<4xf32>) -> ()
+  return
+}
