@@ -73,6 +73,15 @@ void mtc::buildToLinalgPipeline(OpPassManager &pm) {
   pm.addPass(codegen::createMTToLinalgPass());
 }
 
+/// Every temporary freed, as early as it can be: ownership-based deallocation
+/// (buffer-deallocation-pipeline) frees each at the end of its block, mtc-early-deallocation
+/// moves the frees up to the last uses. Both backends' temporaries, so that the workspace
+/// planner overlaps those not live at the same time.
+static void addDeallocation(OpPassManager &pm) {
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(mtc::codegen::createEarlyDeallocationPass());
+}
+
 void mtc::buildCPUBufferizePipeline(OpPassManager &pm) {
   pm.addPass(codegen::createEraseMTDeclarationsPass());
   pm.addPass(codegen::createRequestCInterfacesPass());
@@ -80,8 +89,7 @@ void mtc::buildCPUBufferizePipeline(OpPassManager &pm) {
   pm.addPass(codegen::createGemmOperandViewsPass());
   pm.addPass(codegen::createExpandStridedCopiesPass());
   pm.addPass(codegen::createBatchMatmulToCallsPass());
-  bufferization::buildBufferDeallocationPipeline(pm);
-  pm.addPass(codegen::createEarlyDeallocationPass());
+  addDeallocation(pm);
 }
 
 namespace {
@@ -125,6 +133,13 @@ void mtc::buildCPUToLLVMPipeline(OpPassManager &pm) {
   // On the module mtc plans the plan's `arena` on (the bufferize pipeline's output).
   pm.addPass(codegen::createWorkspaceViewsPass());
   addPlacedBuffersToLLVM(pm);
+}
+
+void mtc::buildGPUHostDeallocationPipeline(OpPassManager &pm) {
+  addDeallocation(pm);
+  // The lowered deallocations' scratch arrays, which the host reads and writes: not device
+  // memory.
+  pm.addPass(codegen::createGPUHostScratchToStackPass());
 }
 
 void mtc::buildGPUHostToLLVMPipeline(OpPassManager &pm) {
@@ -184,6 +199,10 @@ void mtc::registerPipelines() {
       "mtc-gpu-bufferize-pipeline",
       "GPU backend: linalg on tensors to buffers with f32 batched products as GEMM calls",
       buildGPUBufferizePipeline);
+  PassPipelineRegistration<>(
+      "mtc-gpu-host-deallocation-pipeline",
+      "GPU backend: the host code's temporaries freed after their last uses",
+      buildGPUHostDeallocationPipeline);
   PassPipelineRegistration<>(
       "mtc-gpu-host-to-llvm-pipeline",
       "GPU backend: the host code launching the kernels (buffers) to the LLVM dialect",

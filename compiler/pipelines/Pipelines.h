@@ -11,6 +11,8 @@
 //     -> buffers (CPU backend)      buildCPUBufferizePipeline  [mtc-cpu-bufferize-pipeline]
 //     -> LLVM dialect               buildCPUToLLVMPipeline     [mtc-cpu-to-llvm-pipeline]
 //     -> buffers (GPU backend)      buildGPUBufferizePipeline  [mtc-gpu-bufferize-pipeline]
+//     -> GPU host code, freed       buildGPUHostDeallocationPipeline
+//                                     [mtc-gpu-host-deallocation-pipeline]
 //     -> GPU host code, LLVM dialect buildGPUHostToLLVMPipeline [mtc-gpu-host-to-llvm-pipeline]
 //
 // `mtc compile --kernels=x86` runs them one after the other because it reads the module
@@ -85,7 +87,18 @@ void buildCPUStepPipeline(mlir::OpPassManager &pm);
 void buildGPUBufferizePipeline(mlir::OpPassManager &pm);
 
 /// The host side of a CUDA step (compileStepKernels' `host`: buffers whose launches are
-/// mtc_gpu_launch calls, mtc-gpu-launches-to-calls) to the LLVM dialect: C interfaces for the
+/// mtc_gpu_launch calls, mtc-gpu-launches-to-calls) with its temporaries freed after their
+/// last uses, as the CPU backend's (buffer-deallocation-pipeline, mtc-early-deallocation),
+/// and the lowered deallocations' scratch arrays, which the host reads and writes, on the
+/// stack rather than in the device workspace (mtc-gpu-host-scratch-to-stack): the module
+/// planKernelMemory reads. It runs on the host code, after the kernels are
+/// outlined, rather than in buildGPUBufferizePipeline: there, the lowered deallocations'
+/// loads and stores would be host code among the loops mapped to kernels, and a serial
+/// kernel's allocations are hoisted out of its loop after bufferization.
+void buildGPUHostDeallocationPipeline(mlir::OpPassManager &pm);
+
+/// The host side of a CUDA step (buildGPUHostDeallocationPipeline's output) to the LLVM
+/// dialect: C interfaces for the
 /// public functions (mtc-request-c-interfaces), then the CPU backend's lowering
 /// (buildCPUToLLVMPipeline) with the workspace and GEMM imports renamed to their
 /// device-memory variants (mtc-gpu-host-imports) after the workspace is placed.

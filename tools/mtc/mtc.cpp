@@ -684,7 +684,8 @@ LogicalResult compileX86Kernels(mlir::ModuleOp step, mtc::PlanKernels &kernels) 
 
 /// The training step's CUDA kernels (`step`, lowerStep's output, is changed): the buffers
 /// (mtc-gpu-bufferize-pipeline), PTX for each --cuda-arch, the host code launching them
-/// (an x86 shared object, its device workspace planned as the x86 kernels' arena), and a
+/// (its temporaries freed after their last uses, mtc-gpu-host-deallocation-pipeline; an x86
+/// shared object, its device workspace planned as the x86 kernels' arena), and a
 /// cubin of each chip where ptxas is found (a note, not an error, where it is not).
 LogicalResult compileCudaKernels(mlir::ModuleOp step, mtc::PlanKernels &kernels) {
   if (failed(runPipeline(step, mtc::buildGPUBufferizePipeline)))
@@ -701,6 +702,8 @@ LogicalResult compileCudaKernels(mlir::ModuleOp step, mtc::PlanKernels &kernels)
   // the arenas of the host code's own (device) workspace.
   cuda.callingConvention = kernels.callingConvention;
   mlir::ModuleOp host = *cuda.step.host;
+  if (failed(runPipeline(host, mtc::buildGPUHostDeallocationPipeline)))
+    return failure();
   FailureOr<int64_t> workspace = planArenas(host, &cuda.callingConvention);
   if (failed(workspace))
     return failure();

@@ -11,7 +11,9 @@
 //   interface of the op);
 // - an address taken with `memref.extract_aligned_pointer_as_index` counts too, with
 //   everything computed from it (the runtime's collectives take addresses,
-//   CollectivesToCalls.cpp);
+//   CollectivesToCalls.cpp), and a buffer it is stored into (the CUDA host code passes a
+//   kernel its buffers' addresses in an array of words, mtc-gpu-launches-to-calls: the
+//   launch reading the array is a use of the buffers);
 // - a use nested in a region counts as its ancestor op in the block (a loop reading the
 //   buffer keeps it until the loop ends).
 //
@@ -55,6 +57,10 @@ Operation *lastUseInBlock(Value buffer, Block *block) {
       for (Value result : user->getResults())
         if ((follow || isa<BaseMemRefType>(result.getType())) && seen.insert(result).second)
           worklist.push_back(result);
+      if (auto store = dyn_cast<memref::StoreOp>(user);
+          store && address && store.getValueToStore() == value &&
+          seen.insert(store.getMemRef()).second)
+        worklist.push_back(store.getMemRef());
     }
   }
   return last;

@@ -99,7 +99,8 @@ def EarlyDeallocationPass : Pass<"mtc-early-deallocation", "::mlir::ModuleOp"> {
     - every memref result of an op that uses the buffer (views, casts, loops carrying it,
       calls) counts as the buffer;
     - an address taken with `memref.extract_aligned_pointer_as_index` counts too, with
-      everything computed from it (the runtime's collectives take addresses);
+      everything computed from it (the runtime's collectives take addresses), and a
+      buffer it is stored into (the words of a CUDA kernel launch's parameters);
     - a use nested in a region counts as its ancestor op in the block.
 
     A buffer with a use outside the block, or used by the block's terminator, keeps its

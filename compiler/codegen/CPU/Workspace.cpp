@@ -322,11 +322,12 @@ SmallVector<func::FuncOp> mtc::codegen::workspaceEntries(ModuleOp module) {
 namespace {
 
 /// How many offsets an op's blocks may take in turn (the phases of its loop) before it is
-/// left to the runtime allocator: 2 covers a buffer carried into the next iteration, one per
-/// layer a block every iteration of a layer scan keeps until the scan ends (the CUDA host
-/// code has such blocks, and no allocator to leave them to: GPT-3's 96 layers, a 1T
-/// model's 128). The phase's offset is chosen by a chain of selects, one per phase.
-constexpr int64_t kMaxPhases = 256;
+/// left to the runtime allocator: 2 covers a buffer carried into the next iteration. No
+/// block is kept by every iteration of a layer scan until the scan ends, which would need
+/// one phase per layer: both backends free each temporary after its last use
+/// (mtc-early-deallocation), the CUDA host code's included, which has no allocator to leave
+/// a block to (test/tools/mtc/target-cuda-deep.test).
+constexpr int64_t kMaxPhases = 4;
 
 /// The fewest phases (iteration modulo the result) that keep the blocks of one op that are
 /// live at the same time apart, or none within kMaxPhases. `blocks` are in trace order.

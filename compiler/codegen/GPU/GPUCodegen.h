@@ -22,10 +22,12 @@
 // dropped: what remains (GPUStepKernels::host) is host code on buffers that the CPU
 // backend's lowering compiles (mtc-gpu-host-to-llvm-pipeline) into an x86 shared object
 // with the x86 object's entry points and context version (CPUCodegen.h). Its temporaries
-// are placed in the workspace, which is device memory, and it reaches the runtime through
-// the GPU section of runtime/exec/KernelABI.h (mtc_gpu_launch, mtc_gpu_workspace,
-// mtc_gpu_batch_matmul_f32). None of it has run on a GPU yet (docs/architecture.md,
-// "Codegen").
+// are freed after their last uses (mtc-gpu-host-deallocation-pipeline, on this host code:
+// before outlining, the lowered frees would be host loads and stores among the loops mapped
+// to kernels) and placed in the workspace, which is device memory, and it reaches the
+// runtime through the GPU section of runtime/exec/KernelABI.h (mtc_gpu_launch,
+// mtc_gpu_workspace, mtc_gpu_batch_matmul_f32). None of it has run on a GPU yet
+// (docs/architecture.md, "Codegen").
 //
 //===----------------------------------------------------------------------===//
 

@@ -50,4 +50,20 @@ def GPUHostImportsPass : Pass<"mtc-gpu-host-imports", "::mlir::ModuleOp"> {
   }];
 }
 
+def GPUHostScratchToStackPass : Pass<"mtc-gpu-host-scratch-to-stack", "::mlir::ModuleOp"> {
+  let summary = "Keep the buffers the host code reads and writes itself on the stack";
+  let description = [{
+    On a CUDA step's host code after buffer-deallocation-pipeline: every `memref.alloc`
+    of the host code is device memory (the workspace), except the scratch arrays that
+    lower-deallocations makes for a `bufferization.dealloc` whose buffers may alias (the
+    base addresses and ownership flags of a buffer a layer loop carries, which its
+    `dealloc_helper` compares on the host). Those the host would load and store in device
+    memory; here each allocation a `memref.load` or `memref.store` accesses (through
+    `memref.cast`s and the arguments of the module's functions it is passed to) becomes a
+    `memref.alloca` at the start of its function (once, not per loop iteration) and its
+    frees go. They are a few words each.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 #endif // MTC_COMPILER_CODEGEN_GPU_PASSES_TD

@@ -3,7 +3,8 @@
 // Tests the GPU backend's buffers on a contraction followed by an elementwise op: the
 // parameter declaration is gone, the result is an out-parameter, and the f32 product is a
 // call of the runtime's GEMM (not a linalg op that would become a naive kernel); no
-// deallocation is placed (the host side is only described).
+// deallocation is placed (the host code's are, once the kernels are outlined:
+// mtc-gpu-host-deallocation-pipeline).
 // CHECK-NOT: mt.param
 // CHECK-LABEL: func.func private @mtc_batch_matmul_f32
 // CHECK-LABEL: func.func @step

@@ -89,3 +89,34 @@ func.func @escaping_buffers_stay(%c: i1) -> memref<4xf32> {
   }
   return %r : memref<4xf32>
 }
+
+// -----
+
+// Tests that an address stored into a buffer counts as that buffer: the CUDA host code
+// passes a kernel the addresses of its buffers in an array of words
+// (mtc-gpu-launches-to-calls), so the temporary is freed after the launch that reads the
+// array, not after the store.
+// CHECK-LABEL: func.func @address_stored_for_a_launch
+// CHECK: %[[T:.*]] = memref.alloc() : memref<4xf32>
+// CHECK: memref.store %{{.*}}, %[[WORDS:.*]][
+// CHECK: memref.extract_aligned_pointer_as_index %[[WORDS]]
+// CHECK: call @launch
+// CHECK-NEXT: memref.dealloc %[[T]]
+// CHECK-NEXT: memref.alloc() : memref<8xf32>
+func.func private @launch(!llvm.ptr)
+func.func @address_stored_for_a_launch() {
+  %c0 = arith.constant 0 : index
+  %words = memref.alloca() : memref<1xi64>
+  %t = memref.alloc() : memref<4xf32>
+  %address = memref.extract_aligned_pointer_as_index %t : memref<4xf32> -> index
+  %word = arith.index_castui %address : index to i64
+  memref.store %word, %words[%c0] : memref<1xi64>
+  %base = memref.extract_aligned_pointer_as_index %words : memref<1xi64> -> index
+  %base64 = arith.index_castui %base : index to i64
+  %pointer = llvm.inttoptr %base64 : i64 to !llvm.ptr
+  func.call @launch(%pointer) : (!llvm.ptr) -> ()
+  %next = memref.alloc() : memref<8xf32>
+  memref.dealloc %t : memref<4xf32>
+  memref.dealloc %next : memref<8xf32>
+  return
+}
