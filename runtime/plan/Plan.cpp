@@ -1234,51 +1234,63 @@ void checkLocalDims(const Plan &plan, const std::string &path) {
   check(k.logits, "logits");
 }
 
-/// Megatron's --eod-mask-loss (`train.eod_mask_loss`): the entry functions take the loss
-/// mask, f32 with the labels' dims, after the tokens and the labels; without it no function
-/// takes one. Pipeline plans do not mask the loss.
-void checkLossMask(const Plan &plan) {
-  auto takesMask = [](const std::vector<Dim> *labels, std::string_view name, PlanDType dtype,
-                      const std::vector<Dim> &dims, const std::string &path) {
-    if (name != kLossMaskInput)
-      return false;
-    if (!labels)
-      fail(member(path, "name"), "the loss mask comes after the tokens and the labels");
-    if (dtype != PlanDType::F32)
-      fail(member(path, "dtype"), "the loss mask must be f32");
-    if (dims != *labels)
-      fail(member(path, "dims"), concat(formatDims(dims), " are not the labels' dims ",
-                                        formatDims(*labels)));
-    return true;
-  };
-  auto requirement = [&](bool masked, const std::string &path) {
-    if (masked != plan.eodMaskLoss)
-      fail(path, plan.eodMaskLoss ? "takes no loss mask, but train.eod_mask_loss is true"
-                                  : "takes a loss mask, but train.eod_mask_loss is not true");
-  };
-  if (plan.eodMaskLoss && plan.pipeline)
-    fail(member("train", "eod_mask_loss"), "a pipeline plan does not mask the loss");
-  bool masked = false;
+/// The step's data inputs as each of their readers lists them: plan.json's `inputs`, and
+/// the Input buffers of each x86 entry function that takes them (forward,
+/// forward_backward), in order, each with its path in plan.json.
+struct DataInputList {
+  std::string path;
+  std::vector<InputInfo> inputs;
+  std::vector<std::string> paths;
+};
+
+std::vector<DataInputList> dataInputLists(const Plan &plan) {
+  std::vector<DataInputList> lists(1);
+  lists[0].path = "inputs";
+  lists[0].inputs = plan.inputs;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
-    masked |= takesMask(i >= 2 ? &plan.inputs[1].dims : nullptr, plan.inputs[i].name,
-                        plan.inputs[i].dtype, plan.inputs[i].dims, element("inputs", i));
-  requirement(masked, "inputs");
+    lists[0].paths.push_back(element("inputs", i));
   if (!plan.x86Kernels)
-    return;
+    return lists;
   const KernelsInfo &k = *plan.x86Kernels;
   for (auto [fn, name] : {std::pair{&k.forward, "forward"}, {&k.forwardBackward, "forward_backward"}}) {
     if (!*fn)
       continue;
-    std::string path = member(member("kernels.x86_64", "functions"), name);
-    const std::vector<KernelBuffer> &inputs = (*fn)->inputs;
-    masked = false;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i].kind == BufferKind::Input)
-        masked |= takesMask(i >= 2 && inputs[1].kind == BufferKind::Input ? &inputs[1].dims
-                                                                          : nullptr,
-                            inputs[i].name, inputs[i].dtype, inputs[i].dims,
-                            element(member(path, "inputs"), i));
-    requirement(masked, member(path, "inputs"));
+    DataInputList &list = lists.emplace_back();
+    list.path = member(member(member("kernels.x86_64", "functions"), name), "inputs");
+    for (size_t i = 0; i < (*fn)->inputs.size(); ++i)
+      if (const KernelBuffer &b = (*fn)->inputs[i]; b.kind == BufferKind::Input) {
+        list.inputs.push_back(InputInfo{b.name, b.dtype, b.dims});
+        list.paths.push_back(element(list.path, i));
+      }
+  }
+  return lists;
+}
+
+/// Megatron's --eod-mask-loss (`train.eod_mask_loss`): the entry functions take the loss
+/// mask, f32 with the labels' dims, after the tokens and the labels; without it no function
+/// takes one. Pipeline plans do not mask the loss.
+void checkLossMask(const Plan &plan) {
+  if (plan.eodMaskLoss && plan.pipeline)
+    fail(member("train", "eod_mask_loss"), "a pipeline plan does not mask the loss");
+  for (const DataInputList &list : dataInputLists(plan)) {
+    bool masked = false;
+    for (size_t i = 0; i < list.inputs.size(); ++i) {
+      const InputInfo &input = list.inputs[i];
+      if (input.name != kLossMaskInput)
+        continue;
+      masked = true;
+      if (i < 2)
+        fail(member(list.paths[i], "name"), "the loss mask comes after the tokens and the labels");
+      if (input.dtype != PlanDType::F32)
+        fail(member(list.paths[i], "dtype"), "the loss mask must be f32");
+      if (input.dims != list.inputs[1].dims)
+        fail(member(list.paths[i], "dims"), concat(formatDims(input.dims),
+                                                   " are not the labels' dims ",
+                                                   formatDims(list.inputs[1].dims)));
+    }
+    if (masked != plan.eodMaskLoss)
+      fail(list.path, plan.eodMaskLoss ? "takes no loss mask, but train.eod_mask_loss is true"
+                                       : "takes a loss mask, but train.eod_mask_loss is not true");
   }
 }
 
@@ -1287,54 +1299,29 @@ void checkLossMask(const Plan &plan) {
 /// the labels and the loss mask); without it no function takes them. Pipeline plans do not
 /// take them.
 void checkPositionIds(const Plan &plan) {
-  // `inputs` are the function's data inputs (the tokens first).
-  auto check = [&](const std::vector<const InputInfo *> &inputs, const std::string &path,
-                   const std::function<std::string(size_t)> &pathOf) {
-    bool takes = false;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i]->name != kPositionIdsInput)
-        continue;
-      takes = true;
-      if (i == 0 || i + 1 != inputs.size())
-        fail(member(pathOf(i), "name"), "the position ids are the last of the data inputs, "
-                                        "after the tokens");
-      if (inputs[i]->dtype != PlanDType::I32)
-        fail(member(pathOf(i), "dtype"), "the position ids must be i32");
-      if (inputs[i]->dims != inputs[0]->dims)
-        fail(member(pathOf(i), "dims"), concat(formatDims(inputs[i]->dims),
-                                               " are not the tokens' dims ",
-                                               formatDims(inputs[0]->dims)));
-    }
-    if (takes != plan.resetPositionIds)
-      fail(path, plan.resetPositionIds
-                     ? "takes no position ids, but train.reset_position_ids is true"
-                     : "takes position ids, but train.reset_position_ids is not true");
-  };
   if (plan.resetPositionIds && plan.pipeline)
     fail(member("train", "reset_position_ids"), "a pipeline plan does not take position ids");
-  std::vector<const InputInfo *> inputs;
-  for (const InputInfo &input : plan.inputs)
-    inputs.push_back(&input);
-  check(inputs, "inputs", [](size_t i) { return element("inputs", i); });
-  if (!plan.x86Kernels)
-    return;
-  const KernelsInfo &k = *plan.x86Kernels;
-  for (auto [fn, name] : {std::pair{&k.forward, "forward"}, {&k.forwardBackward, "forward_backward"}}) {
-    if (!*fn)
-      continue;
-    std::string path = member(member("kernels.x86_64", "functions"), name);
-    std::vector<InputInfo> data;
-    std::vector<size_t> at;
-    for (size_t i = 0; i < (*fn)->inputs.size(); ++i)
-      if (const KernelBuffer &b = (*fn)->inputs[i]; b.kind == BufferKind::Input) {
-        data.push_back(InputInfo{b.name, b.dtype, b.dims});
-        at.push_back(i);
-      }
-    inputs.clear();
-    for (const InputInfo &input : data)
-      inputs.push_back(&input);
-    check(inputs, member(path, "inputs"),
-          [&](size_t i) { return element(member(path, "inputs"), at[i]); });
+  for (const DataInputList &list : dataInputLists(plan)) {
+    bool takes = false;
+    for (size_t i = 0; i < list.inputs.size(); ++i) {
+      const InputInfo &input = list.inputs[i];
+      if (input.name != kPositionIdsInput)
+        continue;
+      takes = true;
+      if (i == 0 || i + 1 != list.inputs.size())
+        fail(member(list.paths[i], "name"), "the position ids are the last of the data inputs, "
+                                            "after the tokens");
+      if (input.dtype != PlanDType::I32)
+        fail(member(list.paths[i], "dtype"), "the position ids must be i32");
+      if (input.dims != list.inputs[0].dims)
+        fail(member(list.paths[i], "dims"), concat(formatDims(input.dims),
+                                                   " are not the tokens' dims ",
+                                                   formatDims(list.inputs[0].dims)));
+    }
+    if (takes != plan.resetPositionIds)
+      fail(list.path, plan.resetPositionIds
+                          ? "takes no position ids, but train.reset_position_ids is true"
+                          : "takes position ids, but train.reset_position_ids is not true");
   }
 }
 
