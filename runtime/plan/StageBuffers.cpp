@@ -3,8 +3,6 @@
 #include "runtime/plan/StageBuffers.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 
 namespace mtc::rt {
 namespace {
@@ -16,8 +14,13 @@ int64_t of(const std::vector<int64_t> &bytes, int64_t chunk) {
 
 class Walk {
 public:
-  Walk(int64_t stage, const std::vector<int64_t> &chunkStages, const ChunkBufferBytes &bytes)
-      : stage(stage), chunkStages(chunkStages), bytes(bytes) {}
+  /// `slots[c]`: chunk c's index in the walk's table (-1 for the chunks the stage never
+  /// touches), of `chunks` indices.
+  Walk(int64_t stage, const std::vector<int64_t> &chunkStages, const ChunkBufferBytes &bytes,
+       const std::vector<int64_t> &slots, int64_t chunks, int64_t microBatches)
+      : stage(stage), chunkStages(chunkStages), bytes(bytes), slots(slots),
+        chunks(chunks), microBatches(microBatches),
+        live(static_cast<size_t>(kHeldKinds * chunks * microBatches), kFree) {}
 
   /// The buffer of a send or receive task (PipelineTrainer's messages).
   void message(TaskOp op, int64_t c, int64_t i);
@@ -30,29 +33,38 @@ private:
   /// What a buffer holds, as PipelineTrainer keys them: the residuals backward_input frees
   /// and those backward_weight reads are two.
   enum class Held { Input, Output, InputGrad, OutputGrad, Residual, WeightResidual, Stash };
-  using Key = std::tuple<Held, int64_t, int64_t>; // what, chunk, micro-batch
+  static constexpr int64_t kHeldKinds = 7;
+  static constexpr int64_t kFree = -1;
 
   static bool saved(Held what) {
     return what == Held::Residual || what == Held::WeightResidual || what == Held::Stash;
   }
-  void hold(Key key, int64_t size) {
-    if (!live.try_emplace(key, size).second)
+  /// The slot of (what, chunk, micro-batch) in `live` (the search walks many large lists:
+  /// a flat table, not a map).
+  size_t slot(Held what, int64_t c, int64_t i) const {
+    return static_cast<size_t>(
+        (static_cast<int64_t>(what) * chunks + slots[size_t(c)]) * microBatches + i);
+  }
+  void hold(Held what, int64_t c, int64_t i, int64_t size) {
+    int64_t &entry = live[slot(what, c, i)];
+    if (entry != kFree)
       return;
+    entry = size;
     held += size;
     peaks.held = std::max(peaks.held, held);
-    if (saved(std::get<0>(key))) {
+    if (saved(what)) {
       savedNow += size;
       peaks.saved = std::max(peaks.saved, savedNow);
     }
   }
-  void release(Key key) {
-    auto it = live.find(key);
-    if (it == live.end())
+  void release(Held what, int64_t c, int64_t i) {
+    int64_t &entry = live[slot(what, c, i)];
+    if (entry == kFree)
       return;
-    held -= it->second;
-    if (saved(std::get<0>(key)))
-      savedNow -= it->second;
-    live.erase(it);
+    held -= entry;
+    if (saved(what))
+      savedNow -= entry;
+    entry = kFree;
   }
   bool local(int64_t chunk) const {
     return chunk >= 0 && chunk < static_cast<int64_t>(chunkStages.size()) &&
@@ -62,45 +74,54 @@ private:
   int64_t stage;
   const std::vector<int64_t> &chunkStages;
   const ChunkBufferBytes &bytes;
-  std::map<Key, int64_t> live;
+  const std::vector<int64_t> &slots;
+  int64_t chunks, microBatches;
+  /// The bytes of each buffer held, kFree where none.
+  std::vector<int64_t> live;
   int64_t held = 0, savedNow = 0;
 };
 
 void Walk::message(TaskOp op, int64_t c, int64_t i) {
   if (op == TaskOp::SendActivation)
-    hold({Held::Output, c, i}, of(bytes.activation, c));
+    hold(Held::Output, c, i, of(bytes.activation, c));
   else if (op == TaskOp::RecvActivation)
-    hold({Held::Input, c, i}, of(bytes.activation, c - 1));
+    hold(Held::Input, c, i, of(bytes.activation, c - 1));
   else if (op == TaskOp::SendGradient)
-    hold({Held::InputGrad, c, i}, of(bytes.activation, c - 1));
+    hold(Held::InputGrad, c, i, of(bytes.activation, c - 1));
   else if (op == TaskOp::RecvGradient)
-    hold({Held::OutputGrad, c, i}, of(bytes.activation, c));
+    hold(Held::OutputGrad, c, i, of(bytes.activation, c));
 }
 
 void Walk::compute(TaskOp op, int64_t c, int64_t i) {
   int64_t weightResidual = of(bytes.weightResidual, c);
   if (op == TaskOp::Forward) {
     // Its activations go straight into the next chunk's input when that chunk is local.
-    if (of(bytes.activation, c) > 0)
-      hold(local(c + 1) ? Key{Held::Input, c + 1, i} : Key{Held::Output, c, i},
-           of(bytes.activation, c));
-    hold({Held::Residual, c, i}, of(bytes.residual, c) - weightResidual);
-    hold({Held::WeightResidual, c, i}, weightResidual);
-    release({Held::Input, c, i});
+    if (of(bytes.activation, c) > 0) {
+      if (local(c + 1))
+        hold(Held::Input, c + 1, i, of(bytes.activation, c));
+      else
+        hold(Held::Output, c, i, of(bytes.activation, c));
+    }
+    hold(Held::Residual, c, i, of(bytes.residual, c) - weightResidual);
+    hold(Held::WeightResidual, c, i, weightResidual);
+    release(Held::Input, c, i);
     return;
   }
   // backward and backward_input write the gradient of the chunk's input (none for the first
   // chunk), into the previous chunk's when that chunk is local.
-  if ((op == TaskOp::Backward || op == TaskOp::BackwardInput) && c > 0)
-    hold(local(c - 1) ? Key{Held::OutputGrad, c - 1, i} : Key{Held::InputGrad, c, i},
-         of(bytes.activation, c - 1));
+  if ((op == TaskOp::Backward || op == TaskOp::BackwardInput) && c > 0) {
+    if (local(c - 1))
+      hold(Held::OutputGrad, c - 1, i, of(bytes.activation, c - 1));
+    else
+      hold(Held::InputGrad, c, i, of(bytes.activation, c - 1));
+  }
   if (op == TaskOp::BackwardInput)
-    hold({Held::Stash, c, i}, of(bytes.stash, c));
-  release({Held::OutputGrad, c, i});
-  release({Held::Residual, c, i});
+    hold(Held::Stash, c, i, of(bytes.stash, c));
+  release(Held::OutputGrad, c, i);
+  release(Held::Residual, c, i);
   if (op != TaskOp::BackwardInput) {
-    release({Held::WeightResidual, c, i});
-    release({Held::Stash, c, i});
+    release(Held::WeightResidual, c, i);
+    release(Held::Stash, c, i);
   }
 }
 
@@ -109,7 +130,31 @@ void Walk::compute(TaskOp op, int64_t c, int64_t i) {
 StageBufferPeaks simulateStageBuffers(const std::vector<ScheduleTask> &tasks, int64_t stage,
                                       const std::vector<int64_t> &chunkStages,
                                       const ChunkBufferBytes &bytes) {
-  Walk walk(stage, chunkStages, bytes);
+  // The walk keys its buffers by the chunks the stage's tasks name and their neighbours (a
+  // forward writes the next chunk's input, a backward the previous one's output gradient).
+  int64_t maxChunk = static_cast<int64_t>(chunkStages.size()), microBatches = 1;
+  for (const ScheduleTask &t : tasks) {
+    maxChunk = std::max<int64_t>(maxChunk, t.chunk + 2);
+    microBatches = std::max<int64_t>(microBatches, t.microBatch + 1);
+  }
+  std::vector<int64_t> slots(static_cast<size_t>(maxChunk), -1);
+  int64_t chunks = 0;
+  for (const ScheduleTask &t : tasks)
+    for (int64_t c = std::max(0, t.chunk - 1); c <= t.chunk + 1; ++c)
+      if (slots[size_t(c)] < 0)
+        slots[size_t(c)] = chunks++;
+  // Where each send is in the list, by (chunk, micro-batch): the buffer of the send that
+  // follows a compute task is taken before it runs.
+  auto sendSlot = [&](TaskOp op, int64_t c, int64_t i) {
+    return static_cast<size_t>(
+        ((op == TaskOp::SendActivation ? 0 : 1) * chunks + slots[size_t(c)]) * microBatches + i);
+  };
+  std::vector<size_t> sendAt(static_cast<size_t>(2 * chunks * microBatches), tasks.size());
+  for (size_t k = tasks.size(); k-- > 0;)
+    if (isSendTask(tasks[k].op))
+      sendAt[sendSlot(tasks[k].op, tasks[k].chunk, tasks[k].microBatch)] = k;
+
+  Walk walk(stage, chunkStages, bytes, slots, chunks, microBatches);
   size_t nextReceive = 0;
   for (size_t current = 0; current < tasks.size(); ++current) {
     // The executor posts the receives ahead, taking their buffers then.
@@ -122,15 +167,12 @@ StageBufferPeaks simulateStageBuffers(const std::vector<ScheduleTask> &tasks, in
       walk.message(t.op, t.chunk, t.microBatch);
       continue;
     }
-    // The buffer of the send that follows it is taken first.
     TaskOp send = t.op == TaskOp::Forward ? TaskOp::SendActivation : TaskOp::SendGradient;
-    if (t.op != TaskOp::BackwardWeight)
-      for (size_t later = current + 1; later < tasks.size(); ++later)
-        if (tasks[later].op == send && tasks[later].chunk == t.chunk &&
-            tasks[later].microBatch == t.microBatch) {
-          walk.message(send, t.chunk, t.microBatch);
-          break;
-        }
+    if (t.op != TaskOp::BackwardWeight) {
+      size_t at = sendAt[sendSlot(send, t.chunk, t.microBatch)];
+      if (at > current && at < tasks.size())
+        walk.message(send, t.chunk, t.microBatch);
+    }
     walk.compute(t.op, t.chunk, t.microBatch);
   }
   return walk.peaks;
