@@ -9,7 +9,8 @@
 #
 # The archive holds:
 #   bin/      mtrun and the CUDA device layer's unit tests (MTCRuntimeDeviceCudaTests)
-#   lib/      every shared library they link but glibc's, libstdc++'s and CUDA's (the GPU machine has
+#   lib/      the CUDA layer mtrun opens (libmtc-cuda.so, beside bin/ as in the build), and
+#             every shared library they link but glibc's, libstdc++'s and CUDA's (the GPU machine has
 #             its own libcudart, libcublas and libcublasLt, and must: cuBLASLt alone is
 #             500 MB)
 #   plans/    gpt-tiny, llama-gqa-tiny, mixtral-tiny, gpt-tiny --bf16 and gpt-tiny --tp 2
@@ -17,8 +18,10 @@
 #             sm_80 and sm_90), and the GPT-2
 #             medium-class benchmark model (24 layers, hidden 1024, 16 heads, seq 1024),
 #             fp32 and --bf16
-#   test-plans/  the unit tests' plans (build/test/plans/gpt-tiny{,-cuda}.plan), with the
-#             directory they were compiled for in test-plans-dir (the tests read that path)
+#   test-plans/  the unit tests' plans (build/test/plans/gpt-tiny{,-cuda}.plan)
+#   test-lib/ the modules CudaLayerTest loads that are not the layer
+#   built-paths  what the unit tests read at the path it was built at, one "bundled built"
+#             pair per line (gpu-check.sh links the built paths to the bundle's)
 #   scripts/  bench/gpu-check.sh, bench/torch_gpt.py, check-metrics.py
 set -euo pipefail
 
@@ -35,9 +38,12 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
-unit="$root/build/test/unittests/runtime/device/cuda/MTCRuntimeDeviceCudaTests"
+unit_dir="$root/build/test/unittests/runtime/device/cuda"
+unit="$unit_dir/MTCRuntimeDeviceCudaTests"
+layer="$bin/../lib/libmtc-cuda.so"
+fakes=("$unit_dir/libMTCTestNotACudaLayer.so" "$unit_dir/libMTCTestOtherAbiCudaLayer.so")
 plans_dir="$root/build/test/plans"
-for f in "$bin/mtc" "$bin/mtrun" "$unit" "$plans_dir/gpt-tiny.plan/MANIFEST" \
+for f in "$bin/mtc" "$bin/mtrun" "$layer" "$unit" "${fakes[@]}" "$plans_dir/gpt-tiny.plan/MANIFEST" \
          "$plans_dir/gpt-tiny-cuda.plan/MANIFEST"; do
   if [[ ! -e "$f" ]]; then
     echo "gpu-bundle.sh: $f not found: build first (make build; cmake --build build --target" \
@@ -48,13 +54,15 @@ done
 
 stage="$(mktemp -d "${TMPDIR:-/tmp}/mtc-gpu-bundle.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage"/{bin,lib,plans,test-plans,scripts}
+mkdir -p "$stage"/{bin,lib,plans,test-plans,test-lib,scripts}
 cp "$bin/mtrun" "$unit" "$stage/bin/"
+cp "$layer" "$stage/lib/"
+cp "${fakes[@]}" "$stage/test-lib/"
 
 # The shared libraries, but the C and C++ runtimes (the GPU machine's are newer, and CUDA's
 # libraries need theirs) and CUDA's (the GPU machine's own must serve: they go with its
 # driver).
-ldd "$bin/mtrun" "$unit" | awk '/=> \// { print $3 }' | sort -u |
+ldd "$bin/mtrun" "$layer" "$unit" | awk '/=> \// { print $3 }' | sort -u |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnvidia[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 
@@ -78,7 +86,11 @@ compile gpt2-medium "$root/examples/gpt2-small.mtl" "${medium[@]}"
 compile gpt2-medium-bf16 "$root/examples/gpt2-small.mtl" "${medium[@]}" --bf16
 
 cp -r "$plans_dir/gpt-tiny.plan" "$plans_dir/gpt-tiny-cuda.plan" "$stage/test-plans/"
-echo "$plans_dir" > "$stage/test-plans-dir"
+{
+  echo "test-plans $plans_dir"
+  echo "lib/libmtc-cuda.so $(realpath "$layer")"
+  for fake in "${fakes[@]}"; do echo "test-lib/$(basename "$fake") $fake"; done
+} > "$stage/built-paths"
 cp "$root/bench/gpu-check.sh" "$root/bench/torch_gpt.py" \
    "$root/test/tools/mtrun/Inputs/check-metrics.py" "$stage/scripts/"
 

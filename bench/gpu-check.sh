@@ -44,10 +44,11 @@ LD_LIBRARY_PATH="$mtc_libs" ldd "$work/bin/mtrun" | grep "not found" &&
   fail "mtrun has unresolved libraries"
 
 echo "== 1. unit tests"
-# The tests read their plans at the path they were compiled with (left alone where it
-# exists: the machine that built them).
-planned="$(cat "$work/test-plans-dir")"
-[[ -e "$planned" ]] || { mkdir -p "$(dirname "$planned")" && ln -s "$work/test-plans" "$planned"; }
+# The tests read their plans and modules at the paths they were built at (left alone where
+# they exist: the machine that built them).
+while read -r bundled built; do
+  [[ -e "$built" ]] || { mkdir -p "$(dirname "$built")" && ln -s "$work/$bundled" "$built"; }
+done < "$work/built-paths"
 MTCRuntimeDeviceCudaTests --gtest_brief=1 || fail "MTCRuntimeDeviceCudaTests"
 
 echo "== 2. one GPU against the CPU, 20 steps"

@@ -24,10 +24,7 @@
 #include "runtime/support/CommandLine.h"
 #include "runtime/support/Error.h"
 #include "runtime/support/OutputPaths.h"
-#ifdef MTC_HAVE_CUDA
-#include "runtime/device/cuda/CudaDevice.h"
-#include "runtime/device/cuda/CudaTrainer.h"
-#endif
+#include "runtime/device/cuda/CudaLayer.h"
 #include "tools/mtrun/Generate.h"
 #include "tools/mtrun/Job.h"
 #include "tools/mtrun/Serve.h"
@@ -374,46 +371,49 @@ int fail(const Error &err, const RankContext *job = nullptr) {
 
 /// Whether the run executes the plan's CUDA host code (--device, see kOptions) for
 /// `requested` ranks, `ownLaunch` when this command starts them all on this host (--nodes
-/// without a cluster launcher): `cuda` needs a plan with CUDA host code that the CUDA trainer
-/// runs on that many ranks (checkCudaPlan: no pipeline, no distributed optimizer), a visible
-/// GPU, and under its own launch a GPU per rank (an error saying which is missing, "no CUDA
-/// device: ..." when there is none); no --device picks cuda only for one rank when all of
-/// that holds.
-Expected<bool> chooseCudaDevice(const std::optional<std::string> &device, const Plan &plan,
-                                int64_t requested, bool ownLaunch) {
+/// without a cluster launcher): `cuda` needs the CUDA layer (CudaLayer.h), a plan with CUDA
+/// host code that the CUDA trainer runs on that many ranks (checkPlan: no pipeline, no
+/// distributed optimizer), a visible GPU, and under its own launch a GPU per rank (an error
+/// saying which is missing, "no CUDA device: ..." when there is none); no --device picks
+/// cuda only for one rank when all of that holds. The layer is loaded only past the checks
+/// that need no GPU: a CPU run never maps the CUDA libraries. Returns the loaded layer when
+/// the run uses it, nothing when it runs on the CPU.
+Expected<std::optional<cuda::CudaLayer>>
+chooseCudaDevice(const std::optional<std::string> &device, const Plan &plan, int64_t requested,
+                 bool ownLaunch) {
+  using Choice = std::optional<cuda::CudaLayer>;
   if (device && *device != "cpu" && *device != "cuda")
     return makeError("--device: '", *device, "' is not a device (cpu or cuda)");
   bool asked = device && *device == "cuda";
   if (device && !asked)
-    return false;
+    return Choice();
   bool hostCode = plan.cudaKernels && plan.cudaKernels->host;
   int64_t planRanks = 1;
   for (const MeshAxis &axis : plan.mesh)
     planRanks *= axis.size;
-#ifdef MTC_HAVE_CUDA
-  // What the CUDA trainer cannot run says so before what the plan lacks for it.
+  if (!asked && (!hostCode || requested > 1 || planRanks > 1 || plan.pipeline))
+    return Choice();
+  Expected<std::string> path = cuda::CudaLayer::besideProgram();
+  Expected<cuda::CudaLayer> layer =
+      path ? cuda::CudaLayer::load(*path) : Expected<cuda::CudaLayer>(path.takeError());
+  if (!layer)
+    return asked ? Expected<Choice>(layer.takeError().withContext("--device cuda"))
+                 : Expected<Choice>(Choice());
+  const cuda::CudaLayerFunctions &cuda = layer->functions();
+  // What the CUDA trainer cannot run is said before what the plan lacks for it.
   if (asked)
-    if (Error err = cuda::checkCudaPlan(plan, requested); !err.ok())
+    if (Error err = cuda.checkPlan(plan, requested); !err.ok())
       return std::move(err).withContext("--device cuda");
-#endif
   if (asked && !hostCode)
     return makeError("--device cuda: ", plan.dir,
                      " has no CUDA host code (compile it with `mtc compile --target=x86,cuda`)");
-  if (!asked && (!hostCode || requested > 1 || planRanks > 1 || plan.pipeline))
-    return false;
-#ifdef MTC_HAVE_CUDA
-  Expected<int> devices = cuda::visibleDeviceCount();
+  Expected<int> devices = cuda.visibleDeviceCount();
   if (!devices)
-    return asked ? Expected<bool>(devices.takeError()) : Expected<bool>(false);
+    return asked ? Expected<Choice>(devices.takeError()) : Expected<Choice>(Choice());
   if (ownLaunch)
-    if (Error err = cuda::checkDevicesForLocalRanks(int(requested), *devices); !err.ok())
+    if (Error err = cuda.checkDevicesForLocalRanks(int(requested), *devices); !err.ok())
       return std::move(err).withContext("--device cuda");
-  return true;
-#else
-  if (asked)
-    return makeError("--device cuda: this mtrun was built without the CUDA toolkit");
-  return false;
-#endif
+  return Choice(std::move(*layer));
 }
 
 int run(int argc, char **argv) {
@@ -546,7 +546,7 @@ int run(int argc, char **argv) {
   Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
   if (!env)
     return fail(env.error());
-  Expected<bool> onCuda = chooseCudaDevice(
+  Expected<std::optional<cuda::CudaLayer>> onCuda = chooseCudaDevice(
       opts->device, *plan, env->launcher == Launcher::None ? requested : env->worldSize,
       env->launcher == Launcher::None);
   if (!onCuda)
@@ -657,13 +657,10 @@ int run(int argc, char **argv) {
     RankContext self{env->rank, env->worldSize, nullptr};
     return fail(job.error(), &self);
   }
-#ifdef MTC_HAVE_CUDA
   // The CUDA trainer joins its NCCL world through the job's store, on the local rank's GPU.
   if (*onCuda)
-    training.device = cuda::cudaBackend(cuda::CudaJob{store, job->rank, job->size,
-                                                      env->localRank,
-                                                      std::chrono::seconds(*commTimeout)});
-#endif
+    training.device = (*onCuda)->functions().backend(cuda::CudaJob{
+        store, job->rank, job->size, env->localRank, std::chrono::seconds(*commTimeout)});
   TerminalLog log;
   if (Error err = runTraining(*plan, training, *job, log); !err.ok()) {
     int status = fail(err, &*job);

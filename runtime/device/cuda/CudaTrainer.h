@@ -50,6 +50,7 @@
 #include "runtime/device/cuda/CublasAxpy.h"
 #include "runtime/device/cuda/CublasLtGemm.h"
 #include "runtime/device/cuda/CudaDevice.h"
+#include "runtime/device/cuda/CudaLayer.h"
 #include "runtime/device/cuda/DeviceArena.h"
 #include "runtime/device/cuda/DeviceStepLayout.h"
 #include "runtime/device/cuda/GpuHostCalls.h"
@@ -68,17 +69,6 @@
 #include <vector>
 
 namespace mtc::rt::cuda {
-
-/// This rank's place in its job, which the trainer needs beyond runTraining's inputs: the
-/// job's rendezvous store (the NCCL world's bootstrap; unused by a job of one rank), the
-/// world rank and size (the Gloo world's), the local rank (which GPU) and --comm-timeout
-/// (how long a collective may wait for its peers).
-struct CudaJob {
-  JobStore store;
-  int rank = 0, size = 1;
-  int localRank = 0;
-  std::chrono::milliseconds timeout{60000};
-};
 
 /// What the CUDA trainer refuses of a plan on `worldSize` ranks, before any GPU is looked
 /// for (mtrun checks the same before it starts the ranks): a pipeline, the distributed
