@@ -12,6 +12,12 @@
 // `syncState()`, which copies them back from the device (for a checkpoint, the export, the
 // end of the run).
 //
+// Optimizer offload (Megatron-Core's --optimizer-cpu-offload, DeepSpeed's offload_optimizer):
+// the optimizer state never reaches the device. Forward and backward run there; the summed
+// gradients come to the host, the plan's x86 `optimizer_step` updates the host's f32 master
+// parameters and state, and the new parameters go back. The device then holds one copy of
+// the parameters and none of the state.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MTC_RUNTIME_EXEC_DEVICETRAINER_H
@@ -74,7 +80,17 @@ struct DeviceTrainerInputs {
   const TokenSource *validation = nullptr;
   LossScaleOptions lossScaling;
   std::optional<int64_t> endOfDocument;
+  /// With the optimizer offloaded (see the file comment): the plan's x86 kernels, whose
+  /// optimizer_step runs on the host (outliving the trainer); null otherwise.
+  const KernelLibrary *hostOptimizer = nullptr;
 };
+
+/// What optimizer offload needs of a plan, before any device is looked for: its x86
+/// optimizer_step (a plan compiled with --target=x86,cuda) and no mesh (the x86 step's
+/// collectives, the gradient norm's over tp say, would run on the host, where a device
+/// trainer's communicators take device memory). Data parallelism outside the mesh is fine:
+/// the gradients are summed on the device first.
+Error checkOptimizerOffload(const Plan &plan);
 
 /// A device as runTraining uses it: the plan's host code for the device
 /// (KernelLibrary::loadCudaHost) and a trainer over it.

@@ -160,4 +160,38 @@ Expected<StepBindings> StepBindings::create(const Plan &plan, const KernelLibrar
   return b;
 }
 
+std::vector<void *> optimizerStepCall(const std::vector<BufferBinding> &bindings, size_t inputs,
+                                      const OptimizerStepBuffers &where) {
+  std::vector<void *> buffers;
+  buffers.reserve(bindings.size());
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    const BufferBinding &b = bindings[i];
+    const bool output = i >= inputs;
+    switch (b.kind) {
+    case BufferKind::Step:
+      buffers.push_back(where.step);
+      break;
+    case BufferKind::GradScale:
+      buffers.push_back(where.gradScale);
+      break;
+    case BufferKind::Grad:
+      buffers.push_back(where.grad(b.index));
+      break;
+    case BufferKind::Param:
+      buffers.push_back(where.param(b.index, output));
+      break;
+    case BufferKind::State:
+      buffers.push_back(where.state(b.index, output));
+      break;
+    case BufferKind::GradNorm:
+      buffers.push_back(where.gradNorm);
+      break;
+    default: // the learning rate (StepBindings allows nothing else)
+      buffers.push_back(where.lr);
+      break;
+    }
+  }
+  return buffers;
+}
+
 } // namespace mtc::rt

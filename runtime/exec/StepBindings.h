@@ -24,6 +24,7 @@
 #include "runtime/support/Error.h"
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 namespace mtc::rt {
@@ -63,6 +64,22 @@ struct StepBindings {
   static Expected<StepBindings> create(const Plan &plan, const KernelLibrary &kernels,
                                        const TrainingState &state, bool withForward);
 };
+
+/// Where an optimizer_step call's buffers lie, as a trainer keeps them: the scalars, the
+/// i-th gradient, and the i-th parameter or state among the call's inputs (`output` false:
+/// the values the step starts from) or its outputs (true: where the updated ones go).
+struct OptimizerStepBuffers {
+  void *step = nullptr, *gradScale = nullptr, *gradNorm = nullptr, *lr = nullptr;
+  std::function<void *(size_t index)> grad;
+  std::function<void *(size_t index, bool output)> param, state;
+};
+
+/// The pointers of an optimizer_step call in its argument order: `bindings` are the
+/// function's (StepBindings::optimizerStep), of which the first `inputs` are its inputs. The
+/// CPU's Trainer and the CUDA trainer (on the device, or on the host with the optimizer
+/// offloaded) lay out their calls through this one walk.
+std::vector<void *> optimizerStepCall(const std::vector<BufferBinding> &bindings, size_t inputs,
+                                      const OptimizerStepBuffers &where);
 
 } // namespace mtc::rt
 

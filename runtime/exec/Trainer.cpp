@@ -289,36 +289,16 @@ Expected<StepStats> Trainer::step() {
     return makeError("step ", step + 1, ": the loss is ", meanLoss,
                      " (training diverged; try a lower learning rate)");
 
-  buffers.clear();
-  size_t inputs = kernels_->optimizerStep().function->inputs.size();
-  for (size_t i = 0; i < bindings_.optimizerStep.size(); ++i) {
-    const BufferBinding &b = bindings_.optimizerStep[i];
-    bool isOutput = i >= inputs;
-    TrainingState &target = isOutput ? next_ : state_;
-    switch (b.kind) {
-    case BufferKind::Step:
-      buffers.push_back(&stepScalar);
-      break;
-    case BufferKind::GradScale:
-      buffers.push_back(&gradScale);
-      break;
-    case BufferKind::Grad:
-      buffers.push_back(grads_->optimizerGrad(b.index));
-      break;
-    case BufferKind::Param:
-      buffers.push_back(target.params[b.index].values.data());
-      break;
-    case BufferKind::State:
-      buffers.push_back(target.states[b.index].values.data());
-      break;
-    case BufferKind::GradNorm:
-      buffers.push_back(&gradNorm);
-      break;
-    default: // the learning rate (StepBindings allows nothing else)
-      buffers.push_back(&lr);
-      break;
-    }
-  }
+  OptimizerStepBuffers where{&stepScalar, &gradScale, &gradNorm, &lr};
+  where.grad = [&](size_t i) -> void * { return grads_->optimizerGrad(i); };
+  where.param = [&](size_t i, bool output) -> void * {
+    return (output ? next_ : state_).params[i].values.data();
+  };
+  where.state = [&](size_t i, bool output) -> void * {
+    return (output ? next_ : state_).states[i].values.data();
+  };
+  buffers = optimizerStepCall(bindings_.optimizerStep,
+                              kernels_->optimizerStep().function->inputs.size(), where);
   {
     TraceRecorder::Scope span(trace_, "optimizer_step", "optimizer");
     if (Error err = callInMesh(kernels_->optimizerStep(), buffers, "optimizer_step", step);

@@ -549,9 +549,18 @@ Error Run::train(TrainingState &state) {
   const TokenSource *validation = data->validation ? &*data->validation : nullptr;
   const TokenSource *test = data->test ? &*data->test : nullptr;
   if (options_.device) {
+    // Offloaded, the optimizer step is the plan's x86 one (loaded beside the device's code).
+    std::optional<KernelLibrary> hostOptimizer;
+    if (options_.optimizerCpuOffload) {
+      Expected<KernelLibrary> x86 = KernelLibrary::load(plan_);
+      if (!x86)
+        return x86.takeError().withContext("optimizer offload");
+      hostOptimizer.emplace(std::move(*x86));
+    }
     Expected<std::unique_ptr<DeviceTrainer>> trainer = options_.device->createTrainer(
         DeviceTrainerInputs{plan_, *kernels, std::move(state), data->train, options_.globalBatch,
-                            validation, options_.lossScaling, options_.endOfDocument});
+                            validation, options_.lossScaling, options_.endOfDocument,
+                            hostOptimizer ? &*hostOptimizer : nullptr});
     if (!trainer)
       return trainer.takeError();
     print("device: " + (*trainer)->describeDevice() + "\n");
@@ -948,6 +957,9 @@ Error runTraining(const Plan &plan, const TrainingRunOptions &options, const Ran
   if (options.device && plan.pipeline)
     return makeError("a device trainer runs a plan without a pipeline, and this is a pipeline "
                      "plan (train it with --device cpu)");
+  if (options.optimizerCpuOffload && !options.device)
+    return makeError("optimizer offload moves a device's optimizer step to the host, and this "
+                     "run is on the host already");
   Run run(plan, options, job, *mesh, log, trace ? &*trace : nullptr);
   Expected<TrainingState> state = run.startState();
   if (!state)

@@ -119,6 +119,10 @@ struct TrainingRunOptions {
   /// with several ranks the device trainer joins its own communicators (the CUDA trainer's
   /// NCCL world), the run's world still carrying the checkpoints' and exports' gathers.
   std::optional<DeviceBackend> device;
+  /// With a device: the optimizer step runs on the host over the plan's x86 kernels, the
+  /// state never on the device (optimizer offload, DeviceTrainer.h; mtrun
+  /// --optimizer-cpu-offload).
+  bool optimizerCpuOffload = false;
   /// Megatron's --eod-mask-loss was asked for: the plan must have been compiled with it
   /// (Plan::eodMaskLoss), whose step masks the loss whether asked or not.
   bool eodMaskLoss = false;

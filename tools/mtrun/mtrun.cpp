@@ -64,6 +64,8 @@ struct Options {
   std::optional<std::vector<std::string>> dataPath;
   /// Megatron's --eod-mask-loss, and the tokenizer whose end of document it masks.
   bool eodMaskLoss = false;
+  /// Megatron-Core's --optimizer-cpu-offload (DeepSpeed's offload_optimizer).
+  bool optimizerCpuOffload = false;
   /// Megatron's --full-validation and --skip-train.
   bool fullValidation = false, skipTrain = false;
   /// Megatron's --reset-position-ids (restarting after the same tokenizer's end of document).
@@ -134,6 +136,13 @@ constexpr OptionSpec kOptions[] = {
     MTRUN_VALUE_OPTION("--device", device, "cpu|cuda",
                        "where the step runs (default: cuda when the plan has CUDA host code and "
                        "a GPU is visible, else cpu)"),
+    {"--optimizer-cpu-offload", "",
+     "with --device cuda: keep the optimizer state in host memory and run the optimizer step "
+     "on the CPU (the plan's x86 optimizer_step: compile with --target=x86,cuda); the GPU "
+     "holds the parameters once and no optimizer state. Plans without tensor, sequence, "
+     "context or expert parallelism",
+     [](Options &o, std::string_view) { o.optimizerCpuOffload = true; },
+     [](const Options &o) { return o.optimizerCpuOffload; }},
     MTRUN_VALUE_OPTION("--load", load, "DIR", "resume from the checkpoint in DIR"),
     MTRUN_VALUE_OPTION("--save", save, "DIR", "write a checkpoint to DIR at the end"),
     MTRUN_VALUE_OPTION("--save-every", saveEvery, "K", "also checkpoint every K steps (needs --save)"),
@@ -546,11 +555,23 @@ int run(int argc, char **argv) {
   Expected<LaunchEnvironment> env = readLaunchEnvironment(processEnvironment());
   if (!env)
     return fail(env.error());
+  // What optimizer offload needs of the plan is said before any GPU is looked for.
+  if (opts->optimizerCpuOffload) {
+    if (opts->device && *opts->device == "cpu")
+      return fail(makeError("--optimizer-cpu-offload moves a GPU's optimizer step to the host: "
+                            "it needs --device cuda"));
+    if (Error err = checkOptimizerOffload(*plan); !err.ok())
+      return fail(std::move(err).withContext("--optimizer-cpu-offload"));
+  }
   Expected<std::optional<cuda::CudaLayer>> onCuda = chooseCudaDevice(
       opts->device, *plan, env->launcher == Launcher::None ? requested : env->worldSize,
       env->launcher == Launcher::None);
   if (!onCuda)
     return fail(onCuda.error());
+  if (opts->optimizerCpuOffload && !*onCuda)
+    return fail(makeError("--optimizer-cpu-offload moves a GPU's optimizer step to the host, and "
+                          "this run is on the CPU (no usable GPU: ask for --device cuda to see "
+                          "why)"));
   // The ranks this command starts share this host's cores; a launcher says how many ranks
   // it started here.
   Expected<int> threadsPerRank =
@@ -607,6 +628,7 @@ int run(int argc, char **argv) {
   training.trace = opts->trace;
   training.lossScaling = lossScaling;
   training.eodMaskLoss = opts->eodMaskLoss;
+  training.optimizerCpuOffload = opts->optimizerCpuOffload;
   training.resetPositionIds = opts->resetPositionIds;
   if (plan->eodMaskLoss || plan->resetPositionIds) {
     Expected<int64_t> eod = endOfDocument(

@@ -127,6 +127,16 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
       StepBindings::create(plan, inputs.kernels, inputs.state, inputs.validation != nullptr);
   if (!bindings)
     return bindings.takeError();
+  std::optional<StepBindings> hostBindings;
+  if (inputs.hostOptimizer) {
+    if (Error err = checkOptimizerOffload(plan); !err.ok())
+      return std::move(err).withContext("optimizer offload");
+    Expected<StepBindings> bound =
+        StepBindings::create(plan, *inputs.hostOptimizer, inputs.state, false);
+    if (!bound)
+      return bound.takeError().withContext("optimizer offload");
+    hostBindings.emplace(std::move(*bound));
+  }
 
   DeviceStepShape shape;
   shape.microBatchSize = fb.inputs[0].dims[0].size;
@@ -134,6 +144,7 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
   shape.microBatches = *microBatches / dpSize;
   shape.workspaceBytes = plan.cudaKernels->hostWorkspaceBytes;
   shape.lossMask = plan.eodMaskLoss;
+  shape.optimizerOnHost = inputs.hostOptimizer != nullptr;
   for (const KernelBuffer &b : fb.outputs)
     if (b.kind == BufferKind::ExpertLoad)
       shape.expertLoadElements.push_back(b.numElements());
@@ -194,7 +205,15 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
   }
   t->meshContext_.memory = &t->meshMemory_;
   t->microBatches_ = *microBatches;
+  if (hostBindings) {
+    t->hostOptimizer_ = inputs.hostOptimizer;
+    t->hostOptimizerBindings_ = std::move(hostBindings->optimizerStep);
+  }
   try {
+    if (t->hostOptimizer_) {
+      t->hostNext_ = t->host_;
+      t->hostGradients_.resize(size_t(t->layout_.gradients.bytes) / sizeof(float));
+    }
     t->tokens_.resize(size_t(t->shape_.microBatchSize * t->shape_.sequenceLength));
     t->labels_.resize(t->tokens_.size());
     if (t->layout_.lossMask)
@@ -224,7 +243,8 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
                               t->layout_.params[0][i].bytes, "a parameter");
         !err.ok())
       return std::move(err).withContext(s.params[i].name);
-  for (size_t i = 0; i < s.states.size(); ++i)
+  // Offloaded, the state stays on the host.
+  for (size_t i = 0; !t->hostOptimizer_ && i < s.states.size(); ++i)
     if (Error err = t->upload(t->layout_.states[0][i], s.states[i].values.data(),
                               t->layout_.states[0][i].bytes, "an optimizer state");
         !err.ok())
@@ -361,7 +381,6 @@ Expected<StepStats> CudaTrainer::step() {
   if (plan_->lossScaling)
     scaler.emplace(lossScaleOptions_, host_.lossScale);
   const float lossScale = scaler ? scaler->scale() : 1.0f;
-  const size_t next = 1 - current_;
   double lossSum = 0;
   for (ExpertLoad &load : expertLoad_)
     std::fill(load.sum.begin(), load.sum.end(), 0);
@@ -429,51 +448,12 @@ Expected<StepStats> CudaTrainer::step() {
 
   const float stepScalar = static_cast<float>(host_.optimizerSteps());
   const float gradScale = 1.0f / static_cast<float>(microBatches_) / lossScale;
-  if (Error err = upload(layout_.step, &stepScalar, sizeof stepScalar, "the step"); !err.ok())
-    return err;
-  if (Error err = upload(layout_.gradScale, &gradScale, sizeof gradScale, "the gradient scale");
-      !err.ok())
-    return err;
-  buffers.clear();
-  const size_t inputs = library_->optimizerStep().function->inputs.size();
-  for (size_t i = 0; i < bindings_.optimizerStep.size(); ++i) {
-    const BufferBinding &b = bindings_.optimizerStep[i];
-    const size_t copy = i >= inputs ? next : current_;
-    switch (b.kind) {
-    case BufferKind::Step:
-      buffers.push_back(at(layout_.step));
-      break;
-    case BufferKind::GradScale:
-      buffers.push_back(at(layout_.gradScale));
-      break;
-    case BufferKind::Grad:
-      buffers.push_back(static_cast<char *>(at(layout_.gradients)) +
-                        layout_.gradientOffsets[b.index]);
-      break;
-    case BufferKind::Param:
-      buffers.push_back(at(layout_.params[copy][b.index]));
-      break;
-    case BufferKind::State:
-      buffers.push_back(at(layout_.states[copy][b.index]));
-      break;
-    case BufferKind::GradNorm:
-      buffers.push_back(at(layout_.gradNorm));
-      break;
-    default: // the learning rate (StepBindings allows nothing else)
-      buffers.push_back(at(layout_.lr));
-      break;
-    }
-  }
-  if (Error err = call(library_->optimizerStep(), buffers,
-                       concat("step ", step + 1, ": optimizer_step"), nullptr, 1.0f);
-      !err.ok())
-    return err;
   float gradNorm = 0, lr = 0;
-  if (Error err = download(&gradNorm, layout_.gradNorm, sizeof gradNorm, "the gradient norm");
+  if (Error err = hostOptimizer_
+                      ? optimizerStepOnHost(stepScalar, gradScale, gradNorm, lr, step)
+                      : optimizerStepOnDevice(stepScalar, gradScale, gradNorm, lr, step);
       !err.ok())
-    return std::move(err).withContext(concat("step ", step + 1));
-  if (Error err = download(&lr, layout_.lr, sizeof lr, "the learning rate"); !err.ok())
-    return std::move(err).withContext(concat("step ", step + 1));
+    return err;
   Expected<bool> overflowed = gradientOverflow(gradNorm, scaler.has_value(), step);
   if (!overflowed)
     return overflowed.takeError();
@@ -481,8 +461,14 @@ Expected<StepStats> CudaTrainer::step() {
     scaler->update(*overflowed);
     host_.lossScale = scaler->state();
   }
-  if (!*overflowed)
-    current_ = next;
+  if (!*overflowed) {
+    if (hostOptimizer_) {
+      if (Error err = takeHostUpdate(step); !err.ok())
+        return err;
+    } else {
+      current_ = 1 - current_;
+    }
+  }
   host_.step = step + 1;
 
   StepStats stats;
@@ -499,6 +485,71 @@ Expected<StepStats> CudaTrainer::step() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats.tokensPerExpert = ExpertLoad::rows(expertLoad_);
   return stats;
+}
+
+Error CudaTrainer::optimizerStepOnDevice(float stepScalar, float gradScale, float &gradNorm,
+                                         float &lr, int64_t step) {
+  if (Error err = upload(layout_.step, &stepScalar, sizeof stepScalar, "the step"); !err.ok())
+    return err;
+  if (Error err = upload(layout_.gradScale, &gradScale, sizeof gradScale, "the gradient scale");
+      !err.ok())
+    return err;
+  const size_t next = 1 - current_;
+  OptimizerStepBuffers where{at(layout_.step), at(layout_.gradScale), at(layout_.gradNorm),
+                             at(layout_.lr)};
+  where.grad = [&](size_t i) -> void * {
+    return static_cast<char *>(at(layout_.gradients)) + layout_.gradientOffsets[i];
+  };
+  where.param = [&](size_t i, bool output) { return at(layout_.params[output ? next : current_][i]); };
+  where.state = [&](size_t i, bool output) { return at(layout_.states[output ? next : current_][i]); };
+  std::vector<void *> buffers = optimizerStepCall(
+      bindings_.optimizerStep, library_->optimizerStep().function->inputs.size(), where);
+  if (Error err = call(library_->optimizerStep(), buffers,
+                       concat("step ", step + 1, ": optimizer_step"), nullptr, 1.0f);
+      !err.ok())
+    return err;
+  if (Error err = download(&gradNorm, layout_.gradNorm, sizeof gradNorm, "the gradient norm");
+      !err.ok())
+    return std::move(err).withContext(concat("step ", step + 1));
+  if (Error err = download(&lr, layout_.lr, sizeof lr, "the learning rate"); !err.ok())
+    return std::move(err).withContext(concat("step ", step + 1));
+  return Error::success();
+}
+
+Error CudaTrainer::optimizerStepOnHost(float stepScalar, float gradScale, float &gradNorm,
+                                       float &lr, int64_t step) {
+  // The gradients are in one range, laid out as on the device (gradientOffsets).
+  if (Error err = download(hostGradients_.data(), layout_.gradients, layout_.gradients.bytes,
+                           "the gradients");
+      !err.ok())
+    return std::move(err).withContext(concat("step ", step + 1, ": optimizer offload"));
+  OptimizerStepBuffers where{&stepScalar, &gradScale, &gradNorm, &lr};
+  where.grad = [&](size_t i) -> void * {
+    return hostGradients_.data() + layout_.gradientOffsets[i] / int64_t(sizeof(float));
+  };
+  where.param = [&](size_t i, bool output) -> void * {
+    return (output ? hostNext_ : host_).params[i].values.data();
+  };
+  where.state = [&](size_t i, bool output) -> void * {
+    return (output ? hostNext_ : host_).states[i].values.data();
+  };
+  const LoadedKernel &optimizer = hostOptimizer_->optimizerStep();
+  std::vector<void *> buffers =
+      optimizerStepCall(hostOptimizerBindings_, optimizer.function->inputs.size(), where);
+  // No mesh (checkOptimizerOffload): the x86 step has no collective to run.
+  return callInMesh(optimizer, buffers, MeshContext{}, nullptr)
+      .withContext(concat("step ", step + 1, ": optimizer_step on the host"));
+}
+
+Error CudaTrainer::takeHostUpdate(int64_t step) {
+  std::swap(host_.params, hostNext_.params);
+  std::swap(host_.states, hostNext_.states);
+  for (size_t i = 0; i < host_.params.size(); ++i)
+    if (Error err = upload(layout_.params[0][i], host_.params[i].values.data(),
+                           layout_.params[0][i].bytes, "an updated parameter");
+        !err.ok())
+      return std::move(err).withContext(concat("step ", step + 1, ": ", host_.params[i].name));
+  return Error::success();
 }
 
 Expected<double> CudaTrainer::evaluate(int64_t firstBatch, int64_t count,
@@ -541,6 +592,9 @@ Expected<double> CudaTrainer::evaluate(int64_t firstBatch, int64_t count,
 }
 
 Error CudaTrainer::syncState() {
+  // Offloaded, the host's values are the current ones.
+  if (hostOptimizer_)
+    return Error::success();
   for (size_t i = 0; i < host_.params.size(); ++i)
     if (Error err = download(host_.params[i].values.data(), layout_.params[current_][i],
                              layout_.params[current_][i].bytes, "a parameter");

@@ -138,6 +138,17 @@ private:
   /// Sums the gradients, `lossSum` and the expert counts over the data-parallel ranks (as
   /// the CPU's Trainer::reduceOverDataParallel).
   Error reduceOverDataParallel(double &lossSum, int64_t step);
+  /// The optimizer step on the device: its outputs go to the other copy of the parameters
+  /// and states.
+  Error optimizerStepOnDevice(float stepScalar, float gradScale, float &gradNorm, float &lr,
+                              int64_t step);
+  /// The optimizer step offloaded (DeviceTrainer.h): the gradients down, the x86
+  /// optimizer_step over host_ into hostNext_.
+  Error optimizerStepOnHost(float stepScalar, float gradScale, float &gradNorm, float &lr,
+                            int64_t step);
+  /// After an offloaded step that was not skipped: the updated parameters become host_'s
+  /// and go up to the device's one copy.
+  Error takeHostUpdate(int64_t step);
 
   const Plan *plan_;
   const KernelLibrary *library_;
@@ -155,9 +166,17 @@ private:
   StepBindings bindings_;
   int64_t microBatches_ = 1;
   /// The host's copy (DeviceTrainer.h); which of the layout's two copies of the parameters
-  /// and states is current.
+  /// and states is current (always the first with the optimizer offloaded, when host_'s
+  /// values are the current ones).
   TrainingState host_;
   size_t current_ = 0;
+  /// With the optimizer offloaded: the plan's x86 kernels and their optimizer_step's
+  /// bindings, the step's outputs (swapped into host_ unless the step is skipped) and the
+  /// summed gradients brought to the host (DeviceStepLayout's one range, as laid out there).
+  const KernelLibrary *hostOptimizer_ = nullptr;
+  std::vector<BufferBinding> hostOptimizerBindings_;
+  TrainingState hostNext_;
+  std::vector<float> hostGradients_;
   std::vector<int32_t> tokens_, labels_;
   /// With a loss mask (Plan::eodMaskLoss): the mask of the tokens read, and the data's end
   /// of document.

@@ -48,9 +48,11 @@ Expected<DeviceStepLayout> DeviceStepLayout::create(const TrainingState &state,
     }
     return Error::success();
   };
-  for (int copy = 0; copy < 2; ++copy) {
+  for (int copy = 0; copy < (shape.optimizerOnHost ? 1 : 2); ++copy) {
     if (Error err = placeTable(state.params, layout.params[size_t(copy)]); !err.ok())
       return err;
+    if (shape.optimizerOnHost)
+      continue;
     if (Error err = placeTable(state.states, layout.states[size_t(copy)]); !err.ok())
       return err;
   }

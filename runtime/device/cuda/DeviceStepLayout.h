@@ -6,7 +6,8 @@
 //
 //   parameters, states   twice each: the current ones and the optimizer's outputs, swapped
 //                        after every step that is not skipped (kernel outputs never alias
-//                        their inputs)
+//                        their inputs); with the optimizer on the host (optimizer offload,
+//                        DeviceTrainer.h) the parameters once and no state
 //   gradients            one contiguous range, every gradient in the parameters' order, so
 //                        a later micro-batch's gradients (`scratch`, laid out the same way,
 //                        present only with several micro-batches) are added in one call
@@ -53,6 +54,9 @@ struct DeviceStepShape {
   std::vector<int64_t> expertLoadElements;
   /// The host code's workspace.
   int64_t workspaceBytes = 0;
+  /// Whether the optimizer step runs on the host (optimizer offload): the device holds the
+  /// parameters once (params[1] and both state tables empty).
+  bool optimizerOnHost = false;
 };
 
 struct DeviceStepLayout {

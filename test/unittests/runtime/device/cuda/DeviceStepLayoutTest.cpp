@@ -104,6 +104,31 @@ TEST(DeviceStepLayout, TwoCopiesOfTheTablesWithTheirSizes) {
   EXPECT_EQ(layout->workspace.bytes, 1000);
 }
 
+TEST(DeviceStepLayout, WithTheOptimizerOnTheHostTheParametersOnceAndNoState) {
+  TrainingState s = smallState();
+  Expected<DeviceStepLayout> both = DeviceStepLayout::create(s, smallShape(2));
+  DeviceStepShape offloaded = smallShape(2);
+  offloaded.optimizerOnHost = true;
+  Expected<DeviceStepLayout> layout = DeviceStepLayout::create(s, offloaded);
+  ASSERT_TRUE(both.ok() && layout.ok());
+  ASSERT_EQ(layout->params[0].size(), s.params.size());
+  EXPECT_TRUE(layout->params[1].empty());
+  EXPECT_TRUE(layout->states[0].empty());
+  EXPECT_TRUE(layout->states[1].empty());
+  // The arena shrinks by exactly the second copy of the parameters and both of the states,
+  // each range rounded up to the arena's alignment.
+  auto aligned = [](const std::vector<ArenaRange> &ranges) {
+    int64_t bytes = 0;
+    for (const ArenaRange &r : ranges)
+      bytes += (r.bytes + kDeviceArenaAlignment - 1) / kDeviceArenaAlignment * kDeviceArenaAlignment;
+    return bytes;
+  };
+  EXPECT_EQ(both->bytes - layout->bytes,
+            aligned(both->params[1]) + aligned(both->states[0]) + aligned(both->states[1]));
+  EXPECT_EQ(layout->gradients.bytes, both->gradients.bytes);
+  ASSERT_TRUE(layout->scratch.has_value());
+}
+
 TEST(DeviceStepLayout, GradientsAreOneRangeInTheParametersOrder) {
   TrainingState s = smallState();
   Expected<DeviceStepLayout> layout = DeviceStepLayout::create(s, smallShape(1));
