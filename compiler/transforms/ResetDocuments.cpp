@@ -39,13 +39,12 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
   }
 
   LogicalResult resetPositionIds(ModuleOp module) {
-    // Attention's mask would need the document index inside the layer functions, which
-    // mt.repeat has no way to pass yet (its operands are carried or stacked per layer).
+    // The document ids could reach the layers as the position ids do (mt.repeat's invariant
+    // operands), but mt.attention takes no document ids yet.
     if (module->hasAttr(transforms::kResetAttentionMaskAttrName))
       return module.emitError()
-             << "reset_attention_mask (--reset-attention-mask) is not supported yet: the "
-                "document mask does not reach the layers' attention (mt.repeat passes no "
-                "per-token input to its layer); compile without it";
+             << "reset_attention_mask (--reset-attention-mask) is not supported yet: "
+                "attention takes no document ids to mask across documents; compile without it";
     if (mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
         parallel && parallel.getPp().value_or(1) > 1)
       return module.emitError() << "reset_position_ids is not supported with pipeline "

@@ -83,7 +83,7 @@ module attributes {mt.reset_position_ids, mt.parallel = #mt.parallel<pp = 2>} {
 // -----
 
 // Tests that reset_attention_mask is refused with what is missing.
-// expected-error @below {{reset_attention_mask (--reset-attention-mask) is not supported yet: the document mask does not reach the layers' attention (mt.repeat passes no per-token input to its layer); compile without it}}
+// expected-error @below {{reset_attention_mask (--reset-attention-mask) is not supported yet: attention takes no document ids to mask across documents; compile without it}}
 module attributes {mt.reset_position_ids, mt.reset_attention_mask} {
   func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
     return
