@@ -406,7 +406,8 @@ Val MLIRGenImpl::evalCall(const Expr &call) {
       return fail(args.keyword("theta")->range, "'theta' must be positive");
     return Val::of(mt::RopeOp::create(builder, location, x, builder.getStringAttr(*dim),
                                               builder.getStringAttr(*pos),
-                                              builder.getF64FloatAttr(*theta)));
+                                              builder.getF64FloatAttr(*theta), UnitAttr(),
+                                              Value()));
   }
 
   if (name == "gather") {

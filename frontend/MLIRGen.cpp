@@ -753,7 +753,7 @@ SmallVector<Val> MLIRGenImpl::evalRepeat(const Expr &expr, int64_t count,
   auto repeat = mt::RepeatOp::create(builder, loc(expr.range), type.getResults(),
                                              FlatSymbolRefAttr::get(&context, expr.name), inputs,
                                              builder.getI64IntegerAttr(count), IntegerAttr(),
-                                     StringAttr(), UnitAttr());
+                                     StringAttr(), UnitAttr(), IntegerAttr());
   SmallVector<Val> results;
   for (Value result : repeat.getResults())
     results.push_back(Val::of(result));

@@ -111,6 +111,9 @@ private:
   /// (`mt.fused_attention`, FlashAttention's backward reads the log-sum-exp).
   bool saveAttentionStatistics = false;
   llvm::StringMap<LayerGradients> layers;
+  /// How many trailing arguments each layer's mt.repeat passes unchanged to every call
+  /// (position ids): no gradient, and the backward receives them the same way.
+  llvm::StringMap<unsigned> invariants;
   /// Gradients of parameters read directly (model parameters, outside repeats).
   llvm::MapVector<StringRef, Value> paramGrads;
 };
@@ -201,6 +204,7 @@ LogicalResult AutodiffPass::repeatVJP(mt::RepeatOp repeat, GradientMap &grads,
   for (Value result : repeat.getResults().take_front(carried))
     operands.push_back(grads.getOrZeros(t, result));
   llvm::append_range(operands, repeat.getResults().drop_front(carried));
+  llvm::append_range(operands, repeat.getInvariantInputs());
 
   SmallVector<Type> resultTypes;
   for (Value input : repeat.getInputs().take_front(carried))
@@ -211,7 +215,7 @@ LogicalResult AutodiffPass::repeatVJP(mt::RepeatOp repeat, GradientMap &grads,
   auto backward = mt::RepeatOp::create(
       builder, repeat.getLoc(), resultTypes, FlatSymbolRefAttr::get(layer.backward),
       operands, repeat.getCountAttr(), builder.getI64IntegerAttr(carried),
-      StringAttr(), builder.getUnitAttr());
+      StringAttr(), builder.getUnitAttr(), repeat.getInvariantAttr());
 
   for (auto [input, grad] : llvm::zip(repeat.getInputs().take_front(carried),
                                       backward.getResults().take_front(carried)))
@@ -234,6 +238,10 @@ FailureOr<LayerGradients> AutodiffPass::differentiateLayer(func::FuncOp layer,
   builder.setInsertionPointAfter(layer);
   FunctionType type = layer.getFunctionType();
   Location loc = layer.getLoc();
+  // The trailing invariant arguments (integer ids) take no gradient; the backward
+  // receives them as the forward does rather than saving them per instance.
+  unsigned invariant = invariants.lookup(layer.getSymName());
+  unsigned differentiable = type.getNumInputs() - invariant;
 
   // 1. Scratch function: the layer body followed by its reverse sweep.
   SmallVector<Type> scratchInputs(type.getInputs());
@@ -269,7 +277,7 @@ FailureOr<LayerGradients> AutodiffPass::differentiateLayer(func::FuncOp layer,
   LayerGradients result;
   SmallVector<Value> returned;
   TensorBuilder t(builder, loc);
-  for (BlockArgument arg : body->getArguments().take_front(type.getNumInputs()))
+  for (BlockArgument arg : body->getArguments().take_front(differentiable))
     returned.push_back(grads.getOrZeros(t, arg));
   llvm::SetVector<StringRef> readParams;
   for (Operation *op : forwardOps)
@@ -310,7 +318,7 @@ FailureOr<LayerGradients> AutodiffPass::differentiateLayer(func::FuncOp layer,
     Value value = worklist.pop_back_val();
     Operation *def = value.getDefiningOp();
     bool isForwardValue = def ? forwardSet.contains(def)
-                              : cast<BlockArgument>(value).getArgNumber() < type.getNumInputs();
+                              : cast<BlockArgument>(value).getArgNumber() < differentiable;
     if (!isForwardValue)
       continue;
     if (def && recomputed(def)) {
@@ -351,6 +359,7 @@ FailureOr<LayerGradients> AutodiffPass::differentiateLayer(func::FuncOp layer,
   SmallVector<Type> backwardInputs(type.getResults());
   for (Value value : saved)
     backwardInputs.push_back(value.getType());
+  llvm::append_range(backwardInputs, type.getInputs().drop_front(differentiable));
   builder.setInsertionPointAfter(forward);
   auto backward = func::FuncOp::create(
       builder, loc, (layer.getSymName() + ".bwd").str(),
@@ -369,6 +378,10 @@ FailureOr<LayerGradients> AutodiffPass::differentiateLayer(func::FuncOp layer,
     for (auto [value, arg] : llvm::zip(saved, backwardBody->getArguments().drop_front(
                                                   type.getNumResults())))
       toBackward.map(value, arg);
+    for (auto [from, to] : llvm::zip_equal(
+             body->getArguments().slice(differentiable, invariant),
+             backwardBody->getArguments().take_back(invariant)))
+      toBackward.map(from, to);
     for (Operation &op : *body)
       if (!forwardSet.contains(&op) || recomputeSet.contains(&op))
         builder.clone(op, toBackward);
@@ -443,8 +456,8 @@ LogicalResult AutodiffPass::differentiateEntry(func::FuncOp entry) {
       inputs.push_back(mapping.lookup(input));
     auto forward = mt::RepeatOp::create(
         builder, repeat.getLoc(), forwardTypes, FlatSymbolRefAttr::get(layer.forward), inputs,
-        repeat.getCountAttr(), builder.getI64IntegerAttr(repeat.getInputs().size()),
-        StringAttr(), UnitAttr());
+        repeat.getCountAttr(), builder.getI64IntegerAttr(repeat.getNumCarried()),
+        StringAttr(), UnitAttr(), repeat.getInvariantAttr());
     for (auto [from, to] : llvm::zip(repeat.getResults(), forward.getResults()))
       mapping.map(from, to);
     forwardOps.push_back(forward);
@@ -502,7 +515,10 @@ void AutodiffPass::runOnOperation() {
     }
 
   llvm::StringMap<unsigned> applications;
-  module.walk([&](mt::RepeatOp repeat) { ++applications[repeat.getCallee()]; });
+  module.walk([&](mt::RepeatOp repeat) {
+    ++applications[repeat.getCallee()];
+    invariants[repeat.getCallee()] = repeat.getNumInvariant();
+  });
   for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
     if (!func->hasAttr(mt::MTDialect::kLayerAttrName))
       continue;

@@ -252,11 +252,16 @@ LogicalResult vjp(mt::RMSNormOp op, TensorBuilder &t, ValueRange g, Grads &out) 
 }
 
 LogicalResult vjp(mt::RopeOp op, TensorBuilder &t, ValueRange g, Grads &out) {
-  // A rotation's adjoint is the rotation by the opposite angle.
+  // A rotation's adjoint is the rotation by the opposite angle, at the same positions (the
+  // integer position ids have no gradient).
   auto inverse = mt::RopeOp::create(t.builder(), t.location(), g[0], op.getDimAttr(),
                                     op.getPositionAttr(), op.getThetaAttr(),
-                                    op.getInverse() ? UnitAttr() : t.builder().getUnitAttr());
-  out.assign({inverse.getResult()});
+                                    op.getInverse() ? UnitAttr() : t.builder().getUnitAttr(),
+                                    op.getPositions());
+  if (op.getPositions())
+    out.assign({inverse.getResult(), Value()});
+  else
+    out.assign({inverse.getResult()});
   return success();
 }
 

@@ -349,7 +349,8 @@ Expected<Results> Interpreter::evalDropout(Operation *op, const Tensor &input) {
 }
 
 /// A scan: carried values thread through the calls, stacked operands and results are
-/// sliced and assembled along their leading dimension; call i (run in descending order
+/// sliced and assembled along their leading dimension, invariant operands are passed to
+/// every call; call i (run in descending order
 /// with `reverse`) is layer instance i, or first + i in a pipeline chunk's repeat
 /// (`mt.first_instance = first`, mt-pipeline-chunks): the parameter instance it reads and
 /// the instance that keys its dropout masks.
@@ -378,7 +379,9 @@ Expected<Results> Interpreter::evalRepeat(Operation *op, ArrayRef<const Tensor *
   for (int64_t step = 0; step < count; ++step) {
     int64_t call = repeat.getReverse() ? count - 1 - step : step;
     std::vector<Tensor> args(state.begin(), state.end());
-    for (auto [pos, operand] : llvm::enumerate(operands.drop_front(carried))) {
+    unsigned invariant = repeat.getNumInvariant();
+    for (auto [pos, operand] :
+         llvm::enumerate(operands.drop_front(carried).drop_back(invariant))) {
       auto type = cast<mt::NamedTensorType>(argTypes[carried + pos]);
       int64_t size = type.getNumElements();
       if (operand->getNumElements() != size * count)
@@ -387,6 +390,9 @@ Expected<Results> Interpreter::evalRepeat(Operation *op, ArrayRef<const Tensor *
       auto begin = operand->data.begin() + call * size;
       args.emplace_back(type, std::vector<double>(begin, begin + size));
     }
+    // Invariant operands: every call receives them whole.
+    for (const Tensor *operand : operands.take_back(invariant))
+      args.push_back(*operand);
     int64_t outerInstance = std::exchange(dropoutLayerInstance, firstInstance + call);
     Expected<std::vector<Tensor>> results = callWithInstance(callee, firstInstance + call, args);
     dropoutLayerInstance = outerInstance;

@@ -116,13 +116,16 @@ Expected<Results> eval::evalOp(mt::RopeOp op, Operands in) {
   Lanes lanes(input.type, op.getDim());
   double theta = op.getTheta().convertToDouble();
   double sign = op.getInverse() ? -1.0 : 1.0;
-  // The second offset counts positions: the index along the position dimension.
+  // The second offset counts positions: the index along the position dimension, or the
+  // offset of the element's id in the position ids (packed documents).
+  const Tensor *ids = op.getPositions() ? in[1] : nullptr;
   forEachPoint<2>(
       lanes.others,
-      {stridesAlong(input.type, lanes.others), counterAlong(op.getPosition(), lanes.others)},
+      {stridesAlong(input.type, lanes.others),
+       ids ? stridesAlong(ids->type, lanes.others) : counterAlong(op.getPosition(), lanes.others)},
       [&](const std::array<int64_t, 2> &at) {
         int64_t base = at[0];
-        double position = static_cast<double>(at[1]);
+        double position = ids ? ids->data[at[1]] : static_cast<double>(at[1]);
         for (int64_t pair = 0; pair < lanes.size / 2; ++pair) {
           double frequency =
               std::pow(theta, -2.0 * static_cast<double>(pair) / static_cast<double>(lanes.size));

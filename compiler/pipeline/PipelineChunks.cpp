@@ -167,7 +167,7 @@ public:
     auto clone = mt::RepeatOp::create(
         builder, repeat.getLoc(), results, repeat.getCalleeAttr(), operands,
         builder.getI64IntegerAttr(numLayers), repeat.getCarriedAttr(),
-        repeat.getStackDimAttr(), repeat.getReverseAttr());
+        repeat.getStackDimAttr(), repeat.getReverseAttr(), IntegerAttr());
     clone->setAttr(mt::MTDialect::kFirstInstanceAttrName, builder.getI64IntegerAttr(firstLayer));
     mapping.map(repeat.getResults(), clone.getResults());
     return clone;
@@ -261,6 +261,14 @@ LogicalResult PipelineChunksPass::analyze(func::FuncOp step) {
   if (!forwardRepeat || !backwardRepeat)
     return step.emitOpError("has no layer stack (a forward and a reverse mt.repeat) to cut "
                             "into pipeline chunks");
+  // Operands passed unchanged to every layer (position ids) would have to reach every
+  // stage's chunks: not routed yet.
+  for (mt::RepeatOp repeat : {forwardRepeat, backwardRepeat})
+    if (repeat.getNumInvariant() != 0)
+      return repeat.emitOpError("passes ")
+             << repeat.getNumInvariant()
+             << " invariant operands (such as position ids) to its layers, which pipeline "
+                "parallelism does not route to its stages yet";
   Part part = Part::Before;
   for (Operation &op : body.without_terminator()) {
     if (&op == forwardRepeat.getOperation()) {
@@ -562,7 +570,8 @@ LogicalResult PipelineChunksPass::buildSplitBackward(
       auto repeat = mt::RepeatOp::create(
           weight.builder, backwardRepeat.getLoc(), results,
           FlatSymbolRefAttr::get(weightPart), operands, b.getI64IntegerAttr(count),
-          b.getI64IntegerAttr(0), backwardRepeat.getStackDimAttr(), backwardRepeat.getReverseAttr());
+          b.getI64IntegerAttr(0), backwardRepeat.getStackDimAttr(), backwardRepeat.getReverseAttr(),
+          IntegerAttr());
       repeatAttrs(repeat);
       weight.mapping.map(backwardRepeat.getResults().drop_front(carried), repeat.getResults());
     } else if (weightOps.contains(&op)) {
@@ -613,7 +622,7 @@ LogicalResult PipelineChunksPass::buildSplitBackward(
       auto repeat = mt::RepeatOp::create(
           input.builder, backwardRepeat.getLoc(), results, FlatSymbolRefAttr::get(inputPart),
           operands, b.getI64IntegerAttr(count), backwardRepeat.getCarriedAttr(),
-          backwardRepeat.getStackDimAttr(), backwardRepeat.getReverseAttr());
+          backwardRepeat.getStackDimAttr(), backwardRepeat.getReverseAttr(), IntegerAttr());
       repeatAttrs(repeat);
       input.mapping.map(backwardRepeat.getResults().take_front(carried),
                         repeat.getResults().take_front(carried));

@@ -346,7 +346,7 @@ LogicalResult Partitioner::partitionRepeat(mt::RepeatOp op, FunctionState &state
     auto global = cast<NamedTensorType>(layouts.lookup(operand).getGlobal());
     if (layout.isPartial())
       layout = context.resolvePartial(global, layout, {});
-    if (i >= carried)
+    if (i >= carried && i < op.getInputs().size() - op.getNumInvariant())
       layout.split.erase(stackDim);
     operandTargets.push_back(context.build(global, layout));
     args.push_back(context.build(cast<NamedTensorType>(unpartitioned.getArgumentTypes()[i]), layout));

@@ -401,9 +401,22 @@ struct MergeModel : PartitionOpInterface::ExternalModel<MergeModel, mt::MergeOp>
 struct RopeModel : PartitionOpInterface::ExternalModel<RopeModel, mt::RopeOp> {
   FailureOr<PartitionRule> getPartitionRule(Operation *op, const PartitionContext &context,
                                             ArrayRef<Layout> in) const {
-    Layout input = context.scatterDataPartials(typeOf(op->getOperand(0)), in[0]);
-    input.split.erase(cast<mt::RopeOp>(op).getDim());
-    return carry(input);
+    auto rope = cast<mt::RopeOp>(op);
+    NamedTensorType inputType = typeOf(rope.getInput());
+    Layout input = context.scatterDataPartials(inputType, in[0]);
+    input.split.erase(rope.getDim());
+    if (!rope.getPositions())
+      return carry(input);
+    // Position ids (packed documents) are sliced as the input is along the dimensions they
+    // share (batch, the sequence), so that each element reads its own token's id.
+    llvm::StringMap<Axes> split =
+        context.unionSplits({input, in[1]}, dimNames(inputType), {});
+    split.erase(rope.getDim());
+    PartitionRule rule;
+    rule.operands = {Layout::restrict(split, inputType),
+                     Layout::restrict(split, typeOf(rope.getPositions()))};
+    rule.results.push_back(Layout::restrict(split, inputType));
+    return rule;
   }
   LogicalResult buildLocalOp(Operation *operation, const PartitionContext &,
                              ValueLayouts &layouts) const {

@@ -347,7 +347,7 @@ void ropeAtPosition(func::FuncOp func, const CachedModel &model, Value position)
     PositionReader reader(b, rope.getLoc(), model, position);
     Value rotated = reader.atPosition(rope.getInput(), [&](Value window, StringAttr positions) {
       return mt::RopeOp::create(b, rope.getLoc(), window, rope.getDimAttr(), positions,
-                                rope.getThetaAttr(), rope.getInverseAttr())
+                                rope.getThetaAttr(), rope.getInverseAttr(), Value())
           .getResult();
     });
     rope.replaceAllUsesWith(rotated);

@@ -95,16 +95,42 @@ struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
     logits.setFunctionType(b.getFunctionType(logits.getArgumentTypes(), {result.getType()}));
     logits.setResultAttr(0, mt::MTDialect::kBufferAttrName, b.getStringAttr(kLogitsBuffer));
     // Generation reads one document: a position table read at the position ids
-    // (mt-reset-documents) is read whole again, at the positions of the tokens.
+    // (mt-reset-documents) is read whole again, at the positions of the tokens; rope and
+    // the layers (mt.repeat's invariant operand) read the positions 0, 1, ... instead.
     for (unsigned index = logits.getNumArguments(); index-- > 0;) {
       auto name = logits.getArgAttrOfType<StringAttr>(index, transforms::kInputNameAttrName);
       if (!name || name.getValue() != transforms::kPositionIdsInput)
         continue;
-      for (Operation *user : llvm::make_early_inc_range(logits.getArgument(index).getUsers())) {
+      BlockArgument ids = logits.getArgument(index);
+      Value positions;
+      for (OpOperand &use : llvm::make_early_inc_range(ids.getUses())) {
+        if (!isa<mt::RopeOp, mt::RepeatOp>(use.getOwner()))
+          continue;
+        if (!positions) {
+          // The positions run along attention's sequence dimension, which the ids have
+          // (mt-reset-documents).
+          auto type = cast<NamedTensorType>(ids.getType());
+          StringAttr seq;
+          module.walk([&](mt::AttentionOp attention) { seq = attention.getSeqDimAttr(); });
+          if (!seq || !type.hasDim(seq.getValue())) {
+            use.getOwner()->emitError() << "mt-logits: the position ids " << type.dimsToString()
+                                        << " have no attention sequence dimension to count along";
+            return signalPassFailure();
+          }
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(&logits.getBody().front());
+          auto iota = mt::IotaOp::create(
+              b, ids.getLoc(),
+              type.withDims({mt::NamedDim{seq, type.getDimSize(seq.getValue())}}), seq);
+          positions = mt::BroadcastOp::create(b, ids.getLoc(), type, iota);
+        }
+        use.set(positions);
+      }
+      for (Operation *user : llvm::make_early_inc_range(ids.getUsers())) {
         auto rows = dyn_cast<mt::GatherOp>(user);
-        if (!rows || rows.getIndices() != logits.getArgument(index)) {
+        if (!rows || rows.getIndices() != ids) {
           user->emitError() << "mt-logits reads the position table whole, but the position ids "
-                               "feed something other than a gather's indices";
+                               "feed something other than a gather's indices, rope or layers";
           return signalPassFailure();
         }
         // The table, renamed by mt-reset-documents (its rows are positions).

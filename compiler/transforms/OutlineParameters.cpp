@@ -382,9 +382,16 @@ void Outliner::rewrite(func::FuncOp func) {
     return;
   Block &entry = func.getBody().front();
 
-  // The entry values: one argument per symbol read, in symbol order.
+  // The entry values: one argument per symbol read, in symbol order. A layer keeps the
+  // arguments its mt.repeat passes unchanged to every call (position ids) last, as the
+  // repeat keeps its invariant operands last.
   SmallVector<Value> current(symbols.size());
-  unsigned numArgs = func.getNumArguments();
+  unsigned invariant = 0;
+  module.walk([&](mt::RepeatOp repeat) {
+    if (repeat.getCallee() == func.getSymName())
+      invariant = repeat.getNumInvariant();
+  });
+  unsigned numArgs = func.getNumArguments() - invariant;
   SmallVector<unsigned> argIndices;
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
@@ -435,7 +442,10 @@ void Outliner::rewrite(func::FuncOp func) {
         }
         operands.push_back(value);
       }
-      repeat.getInputsMutable().append(operands);
+      unsigned position = repeat.getInputs().size() - repeat.getNumInvariant();
+      SmallVector<Value> inputs(repeat.getInputs());
+      inputs.insert(inputs.begin() + position, operands.begin(), operands.end());
+      repeat->setOperands(inputs);
       repeat.setCarriedAttr(builder.getI64IntegerAttr(carried));
     } else if (auto call = dyn_cast<func::CallOp>(op)) {
       auto callee = symbolTable.lookup<func::FuncOp>(call.getCallee());

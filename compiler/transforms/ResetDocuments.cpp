@@ -39,13 +39,12 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
   }
 
   LogicalResult resetPositionIds(ModuleOp module) {
-    // Attention's mask would need the document index inside the layer functions, which
-    // mt.repeat has no way to pass yet (its operands are carried or stacked per layer).
+    // The document ids could reach the layers as the position ids do (mt.repeat's invariant
+    // operands), but mt.attention takes no document ids yet.
     if (module->hasAttr(transforms::kResetAttentionMaskAttrName))
       return module.emitError()
-             << "reset_attention_mask (--reset-attention-mask) is not supported yet: the "
-                "document mask does not reach the layers' attention (mt.repeat passes no "
-                "per-token input to its layer); compile without it";
+             << "reset_attention_mask (--reset-attention-mask) is not supported yet: "
+                "attention takes no document ids to mask across documents; compile without it";
     if (mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
         parallel && parallel.getPp().value_or(1) > 1)
       return module.emitError() << "reset_position_ids is not supported with pipeline "
@@ -77,25 +76,29 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
       return function.emitError() << "reset_position_ids needs 'forward' to take the token ids "
                                      "over attention's sequence dimension '"
                                   << seq.getValue() << "' first";
-    // Positions read where the position ids do not reach are refused rather than left at
-    // the token's place in the sample.
+    // Rope over the sequence in a layer reads the position ids, which the layer's mt.repeat
+    // passes unchanged to every call (an invariant operand). Positions read where the ids
+    // do not reach are refused rather than left at the token's place in the sample.
+    llvm::MapVector<func::FuncOp, SmallVector<mt::RopeOp>> layerRopes;
     for (auto layer : module.getOps<func::FuncOp>()) {
       if (layer == function)
         continue;
       WalkResult unreached = layer.walk([&](Operation *op) {
         if (auto rope = dyn_cast<mt::RopeOp>(op); rope && rope.getPosition() == seq.getValue()) {
-          rope.emitError() << "reset_position_ids does not reach rope over '" << seq.getValue()
-                           << "' in '" << layer.getSymName()
-                           << "' yet (mt.repeat passes no per-token input to its layer); "
-                              "compile without it";
-          return WalkResult::interrupt();
+          if (!layer->hasAttr(mt::MTDialect::kLayerAttrName)) {
+            rope.emitError() << "reset_position_ids reaches rope over '" << seq.getValue()
+                             << "' in the entry and in layers (mt.layer), not in '"
+                             << layer.getSymName() << "'; compile without it";
+            return WalkResult::interrupt();
+          }
+          layerRopes[layer].push_back(rope);
+          return WalkResult::advance();
         }
         if (auto ref = dyn_cast<mt::ParamRefOp>(op);
             ref && cast<NamedTensorType>(ref.getResult().getType()).hasDim(seq.getValue())) {
           ref.emitError() << "reset_position_ids does not reach the position table @"
                           << ref.getParam() << " read in '" << layer.getSymName()
-                          << "' yet (mt.repeat passes no per-token input to its layer); "
-                             "compile without it";
+                          << "' yet (a table read in a layer); compile without it";
           return WalkResult::interrupt();
         }
         return WalkResult::advance();
@@ -104,12 +107,10 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
         return failure();
     }
     SmallVector<mt::ParamRefOp> tables;
+    SmallVector<mt::RopeOp> ropes;
     WalkResult inForward = function.walk([&](Operation *op) {
-      if (auto rope = dyn_cast<mt::RopeOp>(op); rope && rope.getPosition() == seq.getValue()) {
-        rope.emitError() << "reset_position_ids does not support rope over '" << seq.getValue()
-                         << "' yet (mt.rope takes no position ids); compile without it";
-        return WalkResult::interrupt();
-      }
+      if (auto rope = dyn_cast<mt::RopeOp>(op); rope && rope.getPosition() == seq.getValue())
+        ropes.push_back(rope);
       if (auto ref = dyn_cast<mt::ParamRefOp>(op);
           ref && cast<NamedTensorType>(ref.getResult().getType()).hasDim(seq.getValue()))
         tables.push_back(ref);
@@ -117,10 +118,11 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
     });
     if (inForward.wasInterrupted())
       return failure();
-    if (tables.empty())
+    if (tables.empty() && ropes.empty() && layerRopes.empty())
       return function.emitError() << "reset_position_ids: the model reads no positions (no "
                                      "parameter with the sequence dimension '"
-                                  << seq.getValue() << "'), so the setting would do nothing";
+                                  << seq.getValue() << "' and no rope over it), so the setting "
+                                     "would do nothing";
 
     NamedTensorType positionType = tokens.withElementType(IntegerType::get(&getContext(), 32));
     unsigned index = function.getNumArguments();
@@ -132,6 +134,11 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
             function.getLoc())))
       return failure();
     BlockArgument positions = function.getArgument(index);
+    if (failed(ropeAtIds(ropes, positions)))
+      return failure();
+    for (auto &[layer, inLayer] : layerRopes)
+      if (failed(passToLayer(module, layer, inLayer, positions)))
+        return failure();
     StringAttr positionDim = b.getStringAttr(seq.getValue() + "_position");
     for (mt::ParamRefOp ref : tables) {
       // The table was broadcast over the tokens' other dimensions; its rows at the position
@@ -157,6 +164,63 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
       auto rows = mt::GatherOp::create(b, ref.getLoc(), table.getResult(), positions,
                                        positionDim);
       ref.getResult().replaceAllUsesExcept(rows, table);
+    }
+    return success();
+  }
+
+  /// Rotates each of `ropes` at the position ids `ids` rather than at the index.
+  static LogicalResult ropeAtIds(ArrayRef<mt::RopeOp> ropes, Value ids) {
+    auto idsType = cast<NamedTensorType>(ids.getType());
+    for (mt::RopeOp rope : ropes) {
+      auto input = cast<NamedTensorType>(rope.getInput().getType());
+      for (const mt::NamedDim &dim : idsType.getDims())
+        if (!input.hasDim(dim.name.getValue()) ||
+            input.getDimSize(dim.name.getValue()) != dim.size)
+          return rope.emitError() << "reset_position_ids: rope's operand " << input.dimsToString()
+                                  << " lacks the dimensions of the tokens "
+                                  << idsType.dimsToString() << ", so the position ids cannot "
+                                     "be read per element";
+      rope.getPositionsMutable().assign(ids);
+    }
+    return success();
+  }
+
+  /// Passes `ids` to `layer` as a trailing argument, through the mt.repeat applying it (an
+  /// invariant operand: every layer reads the same ids), and rotates its ropes at them.
+  static LogicalResult passToLayer(ModuleOp module, func::FuncOp layer,
+                                   ArrayRef<mt::RopeOp> ropes, BlockArgument ids) {
+    auto entry = cast<func::FuncOp>(ids.getOwner()->getParentOp());
+    SmallVector<mt::RepeatOp> repeats;
+    WalkResult calls = module.walk([&](Operation *op) {
+      if (auto repeat = dyn_cast<mt::RepeatOp>(op); repeat && repeat.getCallee() == layer.getSymName()) {
+        repeats.push_back(repeat);
+        return WalkResult::advance();
+      }
+      if (auto call = dyn_cast<func::CallOp>(op); call && call.getCallee() == layer.getSymName()) {
+        call.emitError() << "reset_position_ids reaches layers applied by mt.repeat, not '"
+                         << layer.getSymName() << "' called here; compile without it";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (calls.wasInterrupted())
+      return failure();
+    for (mt::RepeatOp repeat : repeats)
+      if (repeat->getParentOp() != entry.getOperation())
+        return repeat.emitError() << "reset_position_ids reaches the layers repeated in '"
+                                  << entry.getSymName() << "', not '" << repeat.getCallee()
+                                  << "' repeated elsewhere; compile without it";
+    unsigned index = layer.getNumArguments();
+    if (failed(layer.insertArgument(index, ids.getType(), DictionaryAttr(), layer.getLoc())))
+      return failure();
+    if (failed(ropeAtIds(ropes, layer.getArgument(index))))
+      return failure();
+    OpBuilder b(module.getContext());
+    for (mt::RepeatOp repeat : repeats) {
+      unsigned carried = repeat.getNumCarried();
+      repeat.getInputsMutable().append(ValueRange{ids});
+      repeat.setCarriedAttr(b.getI64IntegerAttr(carried));
+      repeat.setInvariantAttr(b.getI64IntegerAttr(repeat.getNumInvariant() + 1));
     }
     return success();
   }

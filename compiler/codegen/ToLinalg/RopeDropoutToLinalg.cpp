@@ -19,7 +19,9 @@
 // the rotated dimension) with `tensor.extract`. mtc-fuse-elementwise leaves the tables their
 // own kernel (compiler/fusion/FusionRule.h: a costly producer is not fused into a consumer
 // that reads it broadcast). On a part of a tensor split along the position dimension
-// (context parallelism), the positions are offset by where the part starts.
+// (context parallelism), the positions are offset by where the part starts. With position
+// ids (packed documents: positions restart at each document), the tables cover the whole
+// sequence's positions and the rotation reads them at (i floordiv 2, id).
 //
 // `mt.dropout` reads the key of its site from the runtime once (kDropoutKeyFunction, five
 // calls before the kernel) and decides every element in the kernel with
@@ -74,14 +76,21 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
     Type element = type.getElementType();
     Value input = adaptor.getInput();
     // A rank's part of a sequence split over ranks rotates by its global positions (the
-    // op's `mtp.layout`).
+    // op's `mtp.layout`). Position ids (packed documents) are values below the sequence's
+    // global size, sliced as the input is: the tables then cover every position the whole
+    // sequence has, and the rotation reads them at the element's id.
     std::optional<PartPositions> positions;
-    if (mtp::ShardedTensorType sharded = mtp::getLocalLayout(op))
+    int64_t tablePositions = type.getDimSizes()[positionDim];
+    mtp::ShardedTensorType sharded = mtp::getLocalLayout(op);
+    Value ids = adaptor.getPositions();
+    if (ids && sharded)
+      tablePositions = sharded.getGlobal().getDimSize(op.getPosition());
+    else if (sharded)
       positions.emplace(rewriter, op.getLoc(), sharded, op.getPosition());
     Location loc = op.getLoc();
     Type f64 = rewriter.getF64Type();
     int64_t pairs = type.getDimSizes()[dim] / 2;
-    SmallVector<int64_t> tableShape = {pairs, type.getDimSizes()[positionDim]};
+    SmallVector<int64_t> tableShape = {pairs, tablePositions};
     auto tableType = RankedTensorType::get(tableShape, f64);
     AffineMap tableIdentity = rewriter.getMultiDimIdentityMap(2);
     SmallVector<utils::IteratorType> tableIterators(2, utils::IteratorType::parallel);
@@ -109,25 +118,46 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
 
     MLIRContext *context = rewriter.getContext();
     AffineMap identity = rewriter.getMultiDimIdentityMap(rank);
-    AffineMap tableMap = AffineMap::get(rank, 0,
-                                        {getAffineDimExpr(dim, context).floorDiv(2),
-                                         getAffineDimExpr(positionDim, context)},
-                                        context);
     SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+    SmallVector<Value> inputs = {input};
+    SmallVector<AffineMap> maps = {identity};
+    if (ids) {
+      // The ids over their own dimensions, a subset of the input's.
+      SmallVector<AffineExpr> idExprs;
+      for (const mt::NamedDim &d : namedType(op.getPositions()).getDims())
+        idExprs.push_back(getAffineDimExpr(*type.getDimIndex(d.name.getValue()), context));
+      inputs.push_back(ids);
+      maps.push_back(AffineMap::get(rank, 0, idExprs, context));
+    } else {
+      AffineMap tableMap = AffineMap::get(rank, 0,
+                                          {getAffineDimExpr(dim, context).floorDiv(2),
+                                           getAffineDimExpr(positionDim, context)},
+                                          context);
+      llvm::append_range(inputs, tables.getResults());
+      maps.append({tableMap, tableMap});
+    }
+    maps.push_back(identity);
     auto rotation = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{builtinType(type)},
-        ValueRange{input, tables.getResult(0), tables.getResult(1)},
-        ValueRange{emptyTensor(rewriter, loc, type)},
-        SmallVector<AffineMap>{identity, tableMap, tableMap, identity}, iterators,
+        rewriter, loc, TypeRange{builtinType(type)}, inputs,
+        ValueRange{emptyTensor(rewriter, loc, type)}, maps, iterators,
         [&](OpBuilder &b, Location l, ValueRange args) {
           SmallVector<Value> coords;
           for (unsigned d = 0; d < rank; ++d)
             coords.push_back(linalg::IndexOp::create(b, l, d));
           Value i = coords[dim], one = indexConstant(b, l, 1);
+          Value cos, sin;
+          if (ids) {
+            Value id = arith::IndexCastOp::create(b, l, b.getIndexType(), args[1]);
+            Value pair = arith::ShRUIOp::create(b, l, i, one);
+            cos = tensor::ExtractOp::create(b, l, tables.getResult(0), ValueRange{pair, id});
+            sin = tensor::ExtractOp::create(b, l, tables.getResult(1), ValueRange{pair, id});
+          } else {
+            cos = args[1];
+            sin = args[2];
+          }
           coords[dim] = arith::XOrIOp::create(b, l, i, one);
           Value partner = tensor::ExtractOp::create(b, l, input, coords);
           // even: x cos - partner sin; odd: x cos + partner sin.
-          Value sin = args[2];
           Value isOdd = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne,
                                               arith::AndIOp::create(b, l, i, one),
                                               indexConstant(b, l, 0));
@@ -135,7 +165,7 @@ struct RopeLowering : OpConversionPattern<mt::RopeOp> {
               arith::SelectOp::create(b, l, isOdd, sin, arith::NegFOp::create(b, l, sin));
           Value x = convertScalar(b, l, args[0], f64);
           Value y = convertScalar(b, l, partner, f64);
-          Value rotated = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, x, args[1]),
+          Value rotated = arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, x, cos),
                                                 arith::MulFOp::create(b, l, y, signedSin));
           linalg::YieldOp::create(b, l, ValueRange{convertScalar(b, l, rotated, element)});
         });

@@ -94,13 +94,17 @@ struct RepeatLowering : OpConversionPattern<mt::RepeatOp> {
                 b, l, layer, arith::ConstantOp::create(b, l, b.getI64IntegerAttr(firstInstance)));
           setInstance(b, l, layer);
           SmallVector<Value> args(iterArgs.take_front(carried));
-          for (auto [position, stacked] : llvm::enumerate(inputs.drop_front(carried))) {
+          unsigned invariant = op.getNumInvariant();
+          for (auto [position, stacked] :
+               llvm::enumerate(inputs.drop_front(carried).drop_back(invariant))) {
             auto stackedType = cast<RankedTensorType>(stacked.getType());
             StackedSlice slice(b, instance, stackedType);
             args.push_back(tensor::ExtractSliceOp::create(
                 b, l, cast<RankedTensorType>(argTypes[carried + position]), stacked,
                 slice.offsets, slice.sizes, slice.strides));
           }
+          // Invariant operands: every call reads them whole.
+          llvm::append_range(args, inputs.take_back(invariant));
           auto call = func::CallOp::create(b, l, op.getCallee(), resultTypes, args);
           SmallVector<Value> yields(call.getResults().take_front(carried));
           for (auto [result, accumulator] :

@@ -498,6 +498,24 @@ LogicalResult RopeOp::verify() {
                          << "' must have an even size, got " << input.getDimSize(getDim());
   if (getTheta().convertToDouble() <= 0)
     return emitOpError() << "theta must be positive";
+  if (Value positions = getPositions()) {
+    NamedTensorType ids = tensorOf(positions);
+    if (!isa<IntegerType>(ids.getElementType()))
+      return emitOpError() << "position ids must be integers, got " << ids.getElementType();
+    if (!ids.hasDim(getPosition()))
+      return emitOpError() << "position ids " << ids.dimsToString()
+                           << " must have the position dimension '" << getPosition() << "'";
+    if (ids.hasDim(getDim()))
+      return emitOpError() << "position ids " << ids.dimsToString()
+                           << " cannot have the rotated dimension '" << getDim() << "'";
+    for (const NamedDim &dim : ids.getDims()) {
+      std::optional<unsigned> at = input.getDimIndex(dim.name.getValue());
+      if (!at || input.getDimSizes()[*at] != dim.size)
+        return emitOpError() << "position ids " << ids.dimsToString()
+                             << " must have dimensions of the operand "
+                             << input.dimsToString();
+    }
+  }
   return success();
 }
 
@@ -1030,20 +1048,26 @@ static FailureOr<NamedTensorType> unstack(Operation *op, Type stacked, StringRef
 }
 
 LogicalResult RepeatOp::verify() {
-  if (getCarried() && *getCarried() > std::min(getInputs().size(), getResults().size()))
-    return emitOpError() << "carries " << *getCarried() << " values but has only "
-                         << getInputs().size() << " operands and " << getResults().size()
+  if (getNumInvariant() > getInputs().size())
+    return emitOpError() << "passes " << getNumInvariant() << " invariant operands but has only "
+                         << getInputs().size() << " operands";
+  unsigned sliced = getInputs().size() - getNumInvariant();
+  StringRef besides = getNumInvariant() ? " besides the invariant ones" : "";
+  if (getCarried() && *getCarried() > std::min<size_t>(sliced, getResults().size()))
+    return emitOpError() << "carries " << *getCarried() << " values but has only " << sliced
+                         << " operands" << besides << " and " << getResults().size()
                          << " results";
   unsigned carried = getNumCarried();
-  if (!getCarried() && getInputs().size() != getResults().size())
-    return emitOpError() << "without 'carried' every operand is carried, so the op needs as "
-                            "many results as operands";
+  if (!getCarried() && sliced != getResults().size())
+    return emitOpError() << "without 'carried' every operand" << besides
+                         << " is carried, so the op needs as many results as operands"
+                         << besides;
   for (unsigned i = 0; i < carried; ++i)
     if (getInputs()[i].getType() != getResults()[i].getType())
       return emitOpError() << "carried value #" << i
                            << " must keep its type from call to call, since each call feeds "
                               "the next";
-  for (Value value : getInputs().drop_front(carried))
+  for (Value value : getStackedInputs())
     if (failed(unstack(*this, value.getType(), getStackDimName(), getCount(), "stacked operand")))
       return failure();
   for (Value value : getResults().drop_front(carried))
@@ -1063,9 +1087,10 @@ LogicalResult RepeatOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   // The callee sees one slice of each stacked operand and produces one slice of each
   // stacked result.
   unsigned carried = getNumCarried();
+  unsigned sliced = getInputs().size() - getNumInvariant();
   SmallVector<Type> inputs, results;
   for (auto [i, value] : llvm::enumerate(getInputs()))
-    inputs.push_back(i < carried ? value.getType()
+    inputs.push_back(i < carried || i >= sliced ? value.getType()
                                  : Type(*unstack(*this, value.getType(), getStackDimName(),
                                                  getCount(), "stacked operand")));
   for (auto [i, value] : llvm::enumerate(getResults()))

@@ -347,19 +347,29 @@ def MT_RMSNormOp : MT_Op<"rms_norm", [Pure, InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
-def MT_RopeOp : MT_Op<"rope", [Pure, SameOperandsAndResultType]> {
+def MT_RopeOp : MT_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "rotary position embedding";
   let description = [{
     Rotates the pairs (2i, 2i+1) of dimension `dim` by the angle
-    `position * theta^(-2i/size(dim))`, where `position` indexes the dimension `position`.
-    With `inverse` the rotation is by the negated angle (the adjoint, used by the backward).
+    `position * theta^(-2i/size(dim))`, where `position` is the index along the dimension
+    `position`, or, with `positions`, the value of that integer tensor at the element (its
+    dimensions are the position dimension and some of the input's others, such as the
+    batch: the positions of documents packed into one sample, which restart at each
+    document). With `inverse` the rotation is by the negated angle (the adjoint, used by
+    the backward).
+
+    ```mlir
+    %r = mt.rope %q over head_dim position seq at %ids : !mt.tensor<[batch=2, seq=8], i32>
+        : !mt.tensor<[batch=2, seq=8, heads=4, head_dim=16], f32>
+    ```
   }];
   let arguments = (ins MT_Tensor:$input, StrAttr:$dim, StrAttr:$position,
-                       DefaultValuedAttr<F64Attr, "10000.0">:$theta, UnitAttr:$inverse);
+                       DefaultValuedAttr<F64Attr, "10000.0">:$theta, UnitAttr:$inverse,
+                       Optional<MT_Tensor>:$positions);
   let results = (outs MT_Tensor:$result);
   let assemblyFormat = [{
     $input `over` custom<DimName>($dim) `position` custom<DimName>($position)
-    (`inverse` $inverse^)? attr-dict `:` type($result)
+    (`at` $positions^ `:` type($positions))? (`inverse` $inverse^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -819,19 +829,25 @@ def MT_RepeatOp : MT_Op<"repeat", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
     through the calls: call i receives what call i-1 returned in the same positions, and the
     op returns the last call's values. The remaining operands are *stacked*: each has the
     dimension `stack_dim` (default `layers`) of size `count`, and call i receives slice i.
-    Results past the carried ones are stacked the same way, call i's value at slice i. With
-    `reverse`, the calls run from instance `count - 1` down to 0 (the backward pass).
+    Results past the carried ones are stacked the same way, call i's value at slice i. The
+    last `invariant` operands (none when the attribute is absent) are passed unchanged to
+    every call: data every layer reads alike, such as the per-token position ids of
+    packed documents. They have no results and no gradient. With `reverse`, the calls run
+    from instance `count - 1` down to 0 (the backward pass).
 
     ```mlir
     %y = mt.repeat @block(%x) count 12 : (!mt.tensor<...>) -> !mt.tensor<...>
     %dx, %dw = mt.repeat @block.bwd(%dy, %saved) count 12 {carried = 1 : i64, reverse}
         : (...) -> (...)
+    %y = mt.repeat @block(%x, %positions) count 12 {carried = 1 : i64, invariant = 1 : i64}
+        : (!mt.tensor<...>, !mt.tensor<...>) -> !mt.tensor<...>
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<MT_Tensor>:$inputs,
                        ConfinedAttr<I64Attr, [IntPositive]>:$count,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$carried,
-                       OptionalAttr<StrAttr>:$stack_dim, UnitAttr:$reverse);
+                       OptionalAttr<StrAttr>:$stack_dim, UnitAttr:$reverse,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$invariant);
   let results = (outs Variadic<MT_Tensor>:$results);
   let assemblyFormat = [{
     $callee `(` $inputs `)` `count` $count attr-dict `:` functional-type($inputs, $results)
@@ -840,7 +856,20 @@ def MT_RepeatOp : MT_Op<"repeat", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
   let extraClassDeclaration = [{
     /// Number of leading operands (and results) threaded from call to call.
     unsigned getNumCarried() {
-      return getCarried() ? static_cast<unsigned>(*getCarried()) : getInputs().size();
+      return getCarried() ? static_cast<unsigned>(*getCarried())
+                          : getInputs().size() - getNumInvariant();
+    }
+    /// Number of trailing operands every call receives unchanged.
+    unsigned getNumInvariant() {
+      return getInvariant() ? static_cast<unsigned>(*getInvariant()) : 0;
+    }
+    /// The operands sliced per call (between the carried and the invariant ones).
+    ::mlir::OperandRange getStackedInputs() {
+      return getInputs().drop_front(getNumCarried()).drop_back(getNumInvariant());
+    }
+    /// The operands every call receives unchanged.
+    ::mlir::OperandRange getInvariantInputs() {
+      return getInputs().take_back(getNumInvariant());
     }
     /// Name of the dimension that stacks per-call operands and results.
     ::llvm::StringRef getStackDimName() {

@@ -199,3 +199,45 @@ module @ring attributes {mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>}
 // SEL-LABEL: func.func @block.bwd(
 // SEL: %[[A:.*]], %[[L:.*]] = mt.attention {{.*}} save_lse
 // SEL: mt.attention_grad {{.*}} saved(%[[A]], %[[L]] :
+
+// -----
+
+// Tests that a repeat's invariant operand (position ids read by rope in the layer) has no
+// gradient: @L.bwd takes it last, as the forward does, rather than saving it per instance,
+// returns no gradient for it, and rotates the gradient back at the same ids; the backward
+// repeat passes it unchanged too. Full recomputation recomputes the rope from the ids.
+module @invariant {
+  mt.param @block.w layer @block : !mt.tensor<[hidden=4, head_dim=4], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, hidden=4], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32> attributes {mt.layer} {
+    %w = mt.param_ref @block.w : !mt.tensor<[hidden=4, head_dim=4], f32>
+    %q = mt.contract %x, %w over [hidden] : !mt.tensor<[batch=2, seq=4, hidden=4], f32>, !mt.tensor<[hidden=4, head_dim=4], f32> -> !mt.tensor<[batch=2, seq=4, head_dim=4], f32>
+    %r = mt.rope %q over head_dim position seq at %ids : !mt.tensor<[batch=2, seq=4], i32> : !mt.tensor<[batch=2, seq=4, head_dim=4], f32>
+    %y = mt.contract %r, %w over [head_dim] : !mt.tensor<[batch=2, seq=4, head_dim=4], f32>, !mt.tensor<[hidden=4, head_dim=4], f32> -> !mt.tensor<[batch=2, seq=4, hidden=4], f32>
+    return %y : !mt.tensor<[batch=2, seq=4, hidden=4], f32>
+  }
+  func.func @forward(%x: !mt.tensor<[batch=2, seq=4, hidden=4], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
+    %y = mt.repeat @block(%x, %ids) count 3 {carried = 1 : i64, invariant = 1 : i64} : (!mt.tensor<[batch=2, seq=4, hidden=4], f32>, !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32>
+    %l = mt.reduce_sum %y over [batch, seq, hidden] : !mt.tensor<[batch=2, seq=4, hidden=4], f32> -> !mt.tensor<[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+// CHECK-LABEL: module @invariant
+// CHECK-LABEL: func.func @block.fwd(
+// CHECK-SAME: %{{[^:]*}}: !mt.tensor<[batch=2, seq=4, hidden=4], f32>, %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK-NOT: i32>
+// CHECK-SAME: mt.layer_of = @block
+// CHECK-LABEL: func.func @block.bwd(
+// CHECK-SAME: %[[IDS:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>) -> (!mt.tensor<[batch=2, seq=4, hidden=4], f32>, !mt.tensor<[hidden=4, head_dim=4], f32>)
+// CHECK: mt.rope %{{.*}} over head_dim position seq at %[[IDS]] : !mt.tensor<[batch=2, seq=4], i32> inverse
+// CHECK-LABEL: func.func @forward_backward(
+// CHECK-SAME: %[[X:[^:]*]]: !mt.tensor<[batch=2, seq=4, hidden=4], f32>, %[[P:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK: %[[FWD:.*]]:{{[0-9]+}} = mt.repeat @block.fwd(%[[X]], %[[P]]) count 3 {carried = 1 : i64, invariant = 1 : i64}
+// CHECK: mt.repeat @block.bwd(%{{.*}}, %[[P]]) count 3 {carried = 1 : i64, invariant = 1 : i64, reverse}
+
+// FULL-LABEL: module @invariant
+// FULL-LABEL: func.func @block.fwd(
+// FULL-SAME: -> (!mt.tensor<[batch=2, seq=4, hidden=4], f32>, !mt.tensor<[batch=2, seq=4, hidden=4], f32>)
+// FULL-LABEL: func.func @block.bwd(
+// FULL-SAME: %[[IDS:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>) ->
+// FULL: mt.rope %{{.*}} over head_dim position seq at %[[IDS]] : !mt.tensor<[batch=2, seq=4], i32> :
+// FULL: mt.rope %{{.*}} over head_dim position seq at %[[IDS]] : !mt.tensor<[batch=2, seq=4], i32> inverse

@@ -284,3 +284,28 @@ module @mixed attributes {mt.dims = {batch = 2 : i64, hidden = 4 : i64, seq = 4 
     return %6 : !mt.tensor<[], f32>
   }
 }
+
+// -----
+
+// Tests that a layer stack passing invariant operands to its layers (the position ids of
+// --reset-position-ids, read by rope) is refused: the stages' chunks do not receive them.
+module @invariant attributes {mt.dims = {batch = 2 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2>, mt.train = #mt.train<global_batch = 2, micro_batch = 2, optimizer = adamw(lr = 1.0e-3), precision = fp32>} {
+  mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
+  func.func @block(%arg0: !mt.tensor<[batch=2, seq=4, hidden=4], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32> attributes {mt.layer} {
+    %0 = mt.param_ref @block.g : <[hidden=4], f32>
+    %1 = mt.rms_norm %arg0, %0 over hidden : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %2 = mt.rope %1 over hidden position seq at %ids : !mt.tensor<[batch=2, seq=4], i32> : !mt.tensor<[batch=2, seq=4, hidden=4], f32>
+    %3 = mt.add %arg0, %2 : <[batch=2, seq=4, hidden=4], f32>, <[batch=2, seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    return %3 : !mt.tensor<[batch=2, seq=4, hidden=4], f32>
+  }
+  func.func @forward(%arg0: !mt.tensor<[batch=2, seq=4], i32>, %arg1: !mt.tensor<[batch=2, seq=4], i32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
+    %0 = mt.param_ref @wte : <[vocab=8, hidden=4], f32>
+    %2 = mt.gather %0, %arg0 over vocab : <[vocab=8, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
+    // expected-error @below {{passes 1 invariant operands (such as position ids) to its layers, which pipeline parallelism does not route to its stages yet}}
+    %3 = mt.repeat @block(%2, %ids) count 4 {carried = 1 : i64, invariant = 1 : i64} : (!mt.tensor<[batch=2, seq=4, hidden=4], f32>, !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32>
+    %5 = mt.contract %3, %0 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[vocab=8, hidden=4], f32> -> <[batch=2, seq=4, vocab=8], f32>
+    %6 = mt.cross_entropy %5, %arg1 over vocab : <[batch=2, seq=4, vocab=8], f32>, <[batch=2, seq=4], i32> -> <[], f32>
+    return %6 : !mt.tensor<[], f32>
+  }
+}

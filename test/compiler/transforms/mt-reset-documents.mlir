@@ -83,7 +83,7 @@ module attributes {mt.reset_position_ids, mt.parallel = #mt.parallel<pp = 2>} {
 // -----
 
 // Tests that reset_attention_mask is refused with what is missing.
-// expected-error @below {{reset_attention_mask (--reset-attention-mask) is not supported yet: the document mask does not reach the layers' attention (mt.repeat passes no per-token input to its layer); compile without it}}
+// expected-error @below {{reset_attention_mask (--reset-attention-mask) is not supported yet: attention takes no document ids to mask across documents; compile without it}}
 module attributes {mt.reset_position_ids, mt.reset_attention_mask} {
   func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
     return
@@ -103,17 +103,69 @@ module attributes {mt.reset_position_ids} {
 
 // -----
 
-// Tests that rope over the sequence in a layer (which the position ids do not reach) is
-// refused.
+// Tests that rope over the sequence in a layer rotates at the position ids: the layer takes
+// them as a last argument, which its mt.repeat passes unchanged to every call (an
+// invariant operand after the carried one); rope in the entry reads the argument itself.
+// CHECK-LABEL: func.func @block(
+// CHECK-SAME: %[[X:[^:]*]]: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, %[[LP:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK: mt.rope %[[X]] over head_dim position seq at %[[LP]] : !mt.tensor<[batch=2, seq=4], i32> : <[batch=2, seq=4, heads=2, head_dim=2], f32>
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME: %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], i32>, %[[FX:[^:]*]]: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, %[[P:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "position_ids"})
+// CHECK: %[[R:.*]] = mt.rope %[[FX]] over head_dim position seq at %[[P]] : !mt.tensor<[batch=2, seq=4], i32>
+// CHECK: mt.repeat @block(%[[R]], %[[P]]) count 2 {carried = 1 : i64, invariant = 1 : i64}
 module attributes {mt.reset_position_ids} {
   func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
-    // expected-error @below {{reset_position_ids does not reach rope over 'seq' in 'block' yet (mt.repeat passes no per-token input to its layer); compile without it}}
     %r = mt.rope %x over head_dim position seq : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
     %a = mt.attention %r, %r, %r dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
     return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
   }
-  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
-    return
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
+    %r = mt.rope %x over head_dim position seq : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %y = mt.repeat @block(%r) count 2 : (!mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %y : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+}
+
+// -----
+
+// Tests that rope over the sequence in a function that is not a layer is refused.
+module attributes {mt.reset_position_ids} {
+  func.func @helper(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
+    // expected-error @below {{reset_position_ids reaches rope over 'seq' in the entry and in layers (mt.layer), not in 'helper'; compile without it}}
+    %r = mt.rope %x over head_dim position seq : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %r : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+}
+
+// -----
+
+// Tests that a layer with rope called other than by mt.repeat is refused.
+module attributes {mt.reset_position_ids} {
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
+    %r = mt.rope %x over head_dim position seq : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %a = mt.attention %r, %r, %r dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
+    // expected-error @below {{reset_position_ids reaches layers applied by mt.repeat, not 'block' called here; compile without it}}
+    %y = func.call @block(%x) : (!mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %y : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+}
+
+// -----
+
+// Tests that rope whose operand lacks the tokens' dimensions (the batch) is refused.
+module attributes {mt.reset_position_ids} {
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[seq=4, heads=2, head_dim=2], f32> {
+    // expected-error @below {{reset_position_ids: rope's operand [seq=4, heads=2, head_dim=2] lacks the dimensions of the tokens [batch=2, seq=4], so the position ids cannot be read per element}}
+    %r = mt.rope %x over head_dim position seq : !mt.tensor<[seq=4, heads=2, head_dim=2], f32>
+    %a = mt.attention %r, %r, %r dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[seq=4, heads=2, head_dim=2], f32>, <[seq=4, heads=2, head_dim=2], f32>, <[seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[seq=4, heads=2, head_dim=2], f32>
   }
 }
 
@@ -123,7 +175,7 @@ module attributes {mt.reset_position_ids} {
 module attributes {mt.reset_position_ids} {
   mt.param @wpe : !mt.tensor<[seq=4, head_dim=2], f32> init normal(2.000000e-02)
   func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
-    // expected-error @below {{reset_position_ids does not reach the position table @wpe read in 'block' yet (mt.repeat passes no per-token input to its layer); compile without it}}
+    // expected-error @below {{reset_position_ids does not reach the position table @wpe read in 'block' yet (a table read in a layer); compile without it}}
     %p = mt.param_ref @wpe : <[seq=4, head_dim=2], f32>
     %y = mt.add %x, %p : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[seq=4, head_dim=2], f32> -> <[batch=2, seq=4, heads=2, head_dim=2], f32>
     %a = mt.attention %y, %y, %y dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
@@ -138,7 +190,7 @@ module attributes {mt.reset_position_ids} {
 
 // Tests that a model reading no positions is refused: the setting would do nothing.
 module attributes {mt.reset_position_ids} {
-  // expected-error @below {{reset_position_ids: the model reads no positions (no parameter with the sequence dimension 'seq'), so the setting would do nothing}}
+  // expected-error @below {{reset_position_ids: the model reads no positions (no parameter with the sequence dimension 'seq' and no rope over it), so the setting would do nothing}}
   func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32> {
     %a = mt.attention %x, %x, %x dims(seq, heads, heads, hidden) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>
     return %a : !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>

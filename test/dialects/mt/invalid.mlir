@@ -605,6 +605,42 @@ func.func @rope_same_dim(%x: !mt.tensor<[seq=4, head_dim=8], f32>) {
 
 // -----
 
+// Tests that rope's position ids must be integers.
+func.func @rope_float_ids(%x: !mt.tensor<[seq=4, head_dim=8], f32>, %ids: !mt.tensor<[seq=4], f32>) {
+  // expected-error @+1 {{'mt.rope' op position ids must be integers, got 'f32'}}
+  %0 = mt.rope %x over head_dim position seq at %ids : !mt.tensor<[seq=4], f32> : !mt.tensor<[seq=4, head_dim=8], f32>
+  return
+}
+
+// -----
+
+// Tests that rope's position ids run over the position dimension.
+func.func @rope_ids_without_position(%x: !mt.tensor<[batch=2, seq=4, head_dim=8], f32>, %ids: !mt.tensor<[batch=2], i32>) {
+  // expected-error @+1 {{'mt.rope' op position ids [batch=2] must have the position dimension 'seq'}}
+  %0 = mt.rope %x over head_dim position seq at %ids : !mt.tensor<[batch=2], i32> : !mt.tensor<[batch=2, seq=4, head_dim=8], f32>
+  return
+}
+
+// -----
+
+// Tests that rope's position ids do not run over the rotated dimension.
+func.func @rope_ids_rotated(%x: !mt.tensor<[seq=4, head_dim=8], f32>, %ids: !mt.tensor<[seq=4, head_dim=8], i32>) {
+  // expected-error @+1 {{'mt.rope' op position ids [seq=4, head_dim=8] cannot have the rotated dimension 'head_dim'}}
+  %0 = mt.rope %x over head_dim position seq at %ids : !mt.tensor<[seq=4, head_dim=8], i32> : !mt.tensor<[seq=4, head_dim=8], f32>
+  return
+}
+
+// -----
+
+// Tests that rope's position ids have only the operand's dimensions, of its sizes.
+func.func @rope_ids_other_dims(%x: !mt.tensor<[seq=4, head_dim=8], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) {
+  // expected-error @+1 {{'mt.rope' op position ids [batch=2, seq=4] must have dimensions of the operand [seq=4, head_dim=8]}}
+  %0 = mt.rope %x over head_dim position seq at %ids : !mt.tensor<[batch=2, seq=4], i32> : !mt.tensor<[seq=4, head_dim=8], f32>
+  return
+}
+
+// -----
+
 // Tests that rope's position dimension must exist.
 func.func @rope_missing_position(%x: !mt.tensor<[seq=4, head_dim=8], f32>) {
   // expected-error @+1 {{'mt.rope' op operand [seq=4, head_dim=8] has no dimension 'pos'}}
@@ -1490,6 +1526,42 @@ func.func @plain(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
 func.func @repeat_non_layer(%x: !mt.tensor<[hidden=8], f32>) {
   // expected-error @+1 {{'mt.repeat' op 'plain' is not a layer (a func.func marked 'mt.layer' or 'mt.layer_of')}}
   %0 = mt.repeat @plain(%x) count 2 : (!mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that repeat's invariant operands are among its operands.
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_too_many_invariant(%x: !mt.tensor<[hidden=8], f32>) {
+  // expected-error @+1 {{'mt.repeat' op passes 2 invariant operands but has only 1 operands}}
+  %0 = mt.repeat @layer(%x) count 2 {invariant = 2 : i64} : (!mt.tensor<[hidden=8], f32>) -> !mt.tensor<[hidden=8], f32>
+  return
+}
+
+// -----
+
+// Tests that without 'carried' the operands but the invariant ones are carried.
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>, %ids: !mt.tensor<[seq=4], i32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_invariant_results(%x: !mt.tensor<[hidden=8], f32>, %ids: !mt.tensor<[seq=4], i32>) {
+  // expected-error @+1 {{'mt.repeat' op without 'carried' every operand besides the invariant ones is carried, so the op needs as many results as operands besides the invariant ones}}
+  %0:2 = mt.repeat @layer(%x, %ids) count 2 {invariant = 1 : i64} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[seq=4], i32>) -> (!mt.tensor<[hidden=8], f32>, !mt.tensor<[seq=4], i32>)
+  return
+}
+
+// -----
+
+// Tests that an invariant operand reaches the layer whole (not sliced along the stack).
+func.func @layer(%x: !mt.tensor<[hidden=8], f32>, %ids: !mt.tensor<[seq=4], i32>) -> !mt.tensor<[hidden=8], f32> attributes {mt.layer} {
+  return %x : !mt.tensor<[hidden=8], f32>
+}
+func.func @repeat_invariant_type(%x: !mt.tensor<[hidden=8], f32>, %ids: !mt.tensor<[layers=2, seq=4], i32>) {
+  // expected-error @+1 {{'mt.repeat' op operand and result types do not match layer 'layer' of type '(!mt.tensor<[hidden=8], f32>, !mt.tensor<[seq=4], i32>) -> !mt.tensor<[hidden=8], f32>'}}
+  %0 = mt.repeat @layer(%x, %ids) count 2 {invariant = 1 : i64} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=2, seq=4], i32>) -> !mt.tensor<[hidden=8], f32>
   return
 }
 

@@ -253,6 +253,18 @@ func.func @rope(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>) {
 
 // -----
 
+// Tests that rope round-trips with position ids (batch and sequence) and inverse.
+// CHECK-LABEL: func.func @rope_position_ids
+// CHECK: mt.rope %{{.*}} over head_dim position seq at %{{.*}} : !mt.tensor<[batch=2, seq=4], i32> : <[batch=2, seq=4, heads=2, head_dim=8], f32>
+// CHECK: mt.rope %{{.*}} over head_dim position seq at %{{.*}} : !mt.tensor<[seq=4], i64> inverse : <[batch=2, seq=4, heads=2, head_dim=8], f32>
+func.func @rope_position_ids(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>, %shared: !mt.tensor<[seq=4], i64>) {
+  %0 = mt.rope %x over head_dim position seq at %ids : !mt.tensor<[batch=2, seq=4], i32> : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>
+  %1 = mt.rope %x over head_dim position seq at %shared : !mt.tensor<[seq=4], i64> inverse : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=8], f32>
+  return
+}
+
+// -----
+
 // Tests that attention round-trips causal multi-head, grouped-query with a separate
 // kv_heads dimension, and non-causal attention over a key sequence of another length.
 // CHECK-LABEL: func.func @attention
@@ -600,4 +612,27 @@ func.func @moe_grad(%dv: !mt.tensor<[tokens=8, k=2], f32>, %i: !mt.tensor<[token
   %1:2 = mt.combine_grad %d, %i, %w, %dc k k from expert capacity cap : !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[tokens=8, k=2], f32>, !mt.tensor<[tokens=8, hidden=4], f32> -> !mt.tensor<[expert=4, cap=5, hidden=4], f32>, !mt.tensor<[tokens=8, k=2], f32>
   %2 = mt.load_balancing_loss_grad %logits, %i, %dl over expert k k : !mt.tensor<[tokens=8, expert=4], f32>, !mt.tensor<[tokens=8, k=2], i32>, !mt.tensor<[], f32> -> !mt.tensor<[tokens=8, expert=4], f32>
   return
+}
+
+// -----
+
+// Tests that repeat round-trips invariant operands (passed whole to every call) after the
+// carried and stacked ones.
+// CHECK-LABEL: func.func @repeat_invariant
+// CHECK: mt.repeat @block(%{{.*}}, %{{.*}}, %{{.*}}) count 3 {carried = 1 : i64, invariant = 1 : i64} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=8], f32>, !mt.tensor<[seq=4], i32>) -> !mt.tensor<[hidden=8], f32>
+// CHECK: mt.repeat @other(%{{.*}}, %{{.*}}, %{{.*}}) count 3 {invariant = 2 : i64} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=8], f32>, !mt.tensor<[seq=4], i32>) -> !mt.tensor<[hidden=8], f32>
+module {
+  func.func @block(%x: !mt.tensor<[hidden=8], f32>, %w: !mt.tensor<[hidden=8], f32>, %ids: !mt.tensor<[seq=4], i32>) -> !mt.tensor<[hidden=8], f32>
+      attributes {mt.layer} {
+    return %x : !mt.tensor<[hidden=8], f32>
+  }
+  func.func @other(%x: !mt.tensor<[hidden=8], f32>, %w: !mt.tensor<[layers=3, hidden=8], f32>, %ids: !mt.tensor<[seq=4], i32>) -> !mt.tensor<[hidden=8], f32>
+      attributes {mt.layer} {
+    return %x : !mt.tensor<[hidden=8], f32>
+  }
+  func.func @repeat_invariant(%x: !mt.tensor<[hidden=8], f32>, %w: !mt.tensor<[layers=3, hidden=8], f32>, %ids: !mt.tensor<[seq=4], i32>) {
+    %0 = mt.repeat @block(%x, %w, %ids) count 3 {carried = 1 : i64, invariant = 1 : i64} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=8], f32>, !mt.tensor<[seq=4], i32>) -> !mt.tensor<[hidden=8], f32>
+    %1 = mt.repeat @other(%x, %w, %ids) count 3 {invariant = 2 : i64} : (!mt.tensor<[hidden=8], f32>, !mt.tensor<[layers=3, hidden=8], f32>, !mt.tensor<[seq=4], i32>) -> !mt.tensor<[hidden=8], f32>
+    return
+  }
 }

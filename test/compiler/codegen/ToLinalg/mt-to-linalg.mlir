@@ -393,6 +393,49 @@ func.func @rope(%x: !mt.tensor<[seq=4, heads=2, head_dim=6], f32>)
 
 // -----
 
+// Tests that rope at position ids (packed documents) keeps its tables over [pair, position]
+// and reads them at (i floordiv 2, the element's id): the ids enter the rotation through
+// their own dimensions' map, and the rotation computes no transcendental of its own.
+// CHECK-DAG: #[[$ROPE_IDS:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1)>
+// CHECK-LABEL: func.func @rope_ids
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x2x6xf32>, %[[IDS:.*]]: tensor<2x4xi32>)
+// CHECK: %[[TABLES:.*]]:2 = linalg.generic
+// CHECK-SAME: outs(%{{.*}}, %{{.*}} : tensor<3x4xf64>, tensor<3x4xf64>)
+// CHECK: linalg.generic {indexing_maps = [#{{map[0-9]*}}, #[[$ROPE_IDS]], #{{map[0-9]*}}]
+// CHECK-SAME: ins(%[[X]], %[[IDS]] : tensor<2x4x2x6xf32>, tensor<2x4xi32>)
+// CHECK: ^bb0(%{{.*}}: f32, %[[ID:.*]]: i32, %{{.*}}: f32):
+// CHECK: %[[I:.*]] = linalg.index 3 : index
+// CHECK: %[[IDX:.*]] = arith.index_cast %[[ID]] : i32 to index
+// CHECK: %[[PAIR:.*]] = arith.shrui %[[I]], %{{.*}} : index
+// CHECK: tensor.extract %[[TABLES]]#0[%[[PAIR]], %[[IDX]]] : tensor<3x4xf64>
+// CHECK: tensor.extract %[[TABLES]]#1[%[[PAIR]], %[[IDX]]] : tensor<3x4xf64>
+// CHECK-NOT: math.
+// CHECK: linalg.yield
+func.func @rope_ids(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=6], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>)
+    -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=6], f32> {
+  %0 = mt.rope %x over head_dim position seq at %ids : !mt.tensor<[batch=2, seq=4], i32> : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=6], f32>
+  return %0 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=6], f32>
+}
+
+// -----
+
+// Tests that rope at position ids on a part of the sequence (sequence or context
+// parallelism: the ids are split as the tokens are, so each holds its global position)
+// covers the whole sequence's positions in its tables, with no offset.
+// CHECK-LABEL: func.func @split_rope_ids
+// CHECK-NOT: mtc_mesh_coordinate
+// CHECK: linalg.generic
+// CHECK-SAME: outs(%{{.*}}, %{{.*}} : tensor<3x8xf64>, tensor<3x8xf64>)
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%{{.*}}, %{{.*}} : tensor<4x2x6xf32>, tensor<4xi32>)
+func.func @split_rope_ids(%x: !mt.tensor<[seq=4, heads=2, head_dim=6], f32>, %ids: !mt.tensor<[seq=4], i32>)
+    -> !mt.tensor<[seq=4, heads=2, head_dim=6], f32> {
+  %0 = mt.rope %x over head_dim position seq at %ids : !mt.tensor<[seq=4], i32> {mtp.layout = !mtp.tensor<[seq=8, heads=2, head_dim=6], f32, <[cp = 2]>, split {seq = [cp]}>} : !mt.tensor<[seq=4, heads=2, head_dim=6], f32>
+  return %0 : !mt.tensor<[seq=4, heads=2, head_dim=6], f32>
+}
+
+// -----
+
 // Tests a rope of a part of the sequence (context parallelism): the position is the
 // index offset by where this rank's part starts (its cp coordinate times the local
 // sequence), in the tables' kernel, so each rank rotates by global positions; the rotated
@@ -649,6 +692,26 @@ func.func @layers(%x: !mt.tensor<[seq=3, hidden=4], f32>, %w: !mt.tensor<[layers
       : (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, hidden=4, ffn=4], f32>)
       -> (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, seq=3, ffn=4], f32>)
   return %y, %hs : !mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[layers=2, seq=3, ffn=4], f32>
+}
+
+// -----
+
+// Tests that a repeat's invariant operand (position ids) reaches every call whole, after
+// the carried value: neither an iter_arg nor sliced.
+// CHECK-LABEL: func.func @invariant_layers
+// CHECK-SAME: (%[[X:.*]]: tensor<3x4xf32>, %[[IDS:.*]]: tensor<3xi32>)
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[H:.*]] = %[[X]]) -> (tensor<3x4xf32>)
+// CHECK-NOT: tensor.extract_slice
+// CHECK: func.call @ids_block(%[[H]], %[[IDS]]) : (tensor<3x4xf32>, tensor<3xi32>) -> tensor<3x4xf32>
+func.func @ids_block(%x: !mt.tensor<[seq=3, hidden=4], f32>, %ids: !mt.tensor<[seq=3], i32>) -> !mt.tensor<[seq=3, hidden=4], f32>
+    attributes {mt.layer} {
+  %y = mt.rope %x over hidden position seq at %ids : !mt.tensor<[seq=3], i32> : !mt.tensor<[seq=3, hidden=4], f32>
+  return %y : !mt.tensor<[seq=3, hidden=4], f32>
+}
+func.func @invariant_layers(%x: !mt.tensor<[seq=3, hidden=4], f32>, %ids: !mt.tensor<[seq=3], i32>) -> !mt.tensor<[seq=3, hidden=4], f32> {
+  %y = mt.repeat @ids_block(%x, %ids) count 2 {carried = 1 : i64, invariant = 1 : i64}
+      : (!mt.tensor<[seq=3, hidden=4], f32>, !mt.tensor<[seq=3], i32>) -> !mt.tensor<[seq=3, hidden=4], f32>
+  return %y : !mt.tensor<[seq=3, hidden=4], f32>
 }
 
 // -----

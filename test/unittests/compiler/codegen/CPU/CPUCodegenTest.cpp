@@ -758,6 +758,56 @@ TEST_F(CPUCodegenTest, Rope) {
   }
 }
 
+TEST_F(CPUCodegenTest, RopeAtPositionIds) {
+  // Position ids per batch row and position (packed documents: they restart), ids shared
+  // by the batch, and the ids 0, 1, ... (the plain rotation, compared exactly).
+  compile(R"mlir(
+    func.func @rope_ids(%x: !mt.tensor<[batch=2, seq=6, heads=2, head_dim=8], f32>,
+                        %ids: !mt.tensor<[batch=2, seq=6], i32>)
+        -> (!mt.tensor<[batch=2, seq=6, heads=2, head_dim=8], f32>,
+            !mt.tensor<[batch=2, seq=6, heads=2, head_dim=8], f32>) {
+      %0 = mt.rope %x over head_dim position seq at %ids : !mt.tensor<[batch=2, seq=6], i32>
+          : !mt.tensor<[batch=2, seq=6, heads=2, head_dim=8], f32>
+      %1 = mt.rope %0 over head_dim position seq at %ids : !mt.tensor<[batch=2, seq=6], i32>
+          inverse : !mt.tensor<[batch=2, seq=6, heads=2, head_dim=8], f32>
+      return %0, %1 : !mt.tensor<[batch=2, seq=6, heads=2, head_dim=8], f32>,
+          !mt.tensor<[batch=2, seq=6, heads=2, head_dim=8], f32>
+    }
+    func.func @rope_shared_ids(%x: !mt.tensor<[rot=4, batch=2, pos=5], f64>,
+                               %ids: !mt.tensor<[pos=5], i32>)
+        -> !mt.tensor<[rot=4, batch=2, pos=5], f64> {
+      %0 = mt.rope %x over rot position pos at %ids : !mt.tensor<[pos=5], i32>
+          : !mt.tensor<[rot=4, batch=2, pos=5], f64>
+      return %0 : !mt.tensor<[rot=4, batch=2, pos=5], f64>
+    }
+    func.func @rope_index_ids(%x: !mt.tensor<[seq=6, head_dim=8], f32>)
+        -> (!mt.tensor<[seq=6, head_dim=8], f32>, !mt.tensor<[seq=6, head_dim=8], f32>) {
+      %ids = mt.iota dim seq : !mt.tensor<[seq=6], i32>
+      %0 = mt.rope %x over head_dim position seq at %ids : !mt.tensor<[seq=6], i32>
+          : !mt.tensor<[seq=6, head_dim=8], f32>
+      %1 = mt.rope %x over head_dim position seq : !mt.tensor<[seq=6, head_dim=8], f32>
+      return %0, %1 : !mt.tensor<[seq=6, head_dim=8], f32>, !mt.tensor<[seq=6, head_dim=8], f32>
+    }
+  )mlir");
+  // Ids anywhere in [0, 5) (rounded): the tables cover the sequence's positions.
+  auto idsIn = [](mt::NamedTensorType type) {
+    return mlir::isa<mlir::IntegerType>(type.getElementType()) ? std::pair(0.0, 4.49)
+                                                               : std::pair(-2.0, 2.0);
+  };
+  std::vector<std::vector<double>> results = runAndCompareIn("rope_ids", idsIn);
+  runAndCompareIn("rope_shared_ids", idsIn);
+  // The inverse at the same ids gives the input back.
+  ASSERT_EQ(results.size(), 2u);
+  Random random(1);
+  for (size_t i = 0; i < results[1].size(); ++i) {
+    double x = static_cast<float>(random.uniform(-2, 2));
+    EXPECT_NEAR(results[1][i], x, 1e-5) << i;
+  }
+  std::vector<std::vector<double>> index = runAndCompare("rope_index_ids");
+  ASSERT_EQ(index.size(), 2u);
+  EXPECT_EQ(index[0], index[1]);
+}
+
 TEST_F(CPUCodegenTest, DropoutMatchesPhiloxMasks) {
   compile(R"mlir(
     func.func @dropout(%x: !mt.tensor<[batch=2, seq=8, hidden=16], f32>,
