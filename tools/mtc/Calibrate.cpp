@@ -62,7 +62,7 @@ double triadBandwidth() {
 
 /// The link two local ranks see: the runtime's all-reduce (Gloo's ring) of B bytes over 2
 /// ranks sends S messages of B / S bytes one after the other (ringAllReduceSegments), so a
-/// message of B / S bytes takes its time / S: the link's message times, from sizes that
+/// message of B / S bytes takes its mean time / S: the link's message times, from sizes that
 /// cover what the plans send (a tensor-parallel activation of the tiny models is 128 KiB,
 /// a norm's parameters a few hundred bytes). Between ranks that share the cores every
 /// message wakes the receiver's threads, and that, not the bytes, is most of a message's
@@ -74,20 +74,22 @@ std::optional<costmodel::Link> measureLink(llvm::raw_ostream &log) {
                                size_t(1) << 16, size_t(1) << 17, size_t(1) << 18,
                                size_t(1) << 20, size_t(1) << 23};
   mtc::rt::Expected<std::vector<mtc::rt::CollectiveSample>> samples =
-      mtc::rt::benchmarkLoopbackAllReduce(sizes, 30);
+      mtc::rt::benchmarkLoopbackAllReduce(sizes, 100);
   if (!samples) {
     log << "Gloo all-reduce: " << samples.error().message() << "\n";
     return std::nullopt;
   }
   costmodel::Link link;
   for (const mtc::rt::CollectiveSample &s : *samples) {
+    // The mean, not the median: a step pays for every message, the ones that waited a
+    // scheduler tick for a core included (CollectiveSample::meanSeconds).
     double bytes = static_cast<double>(s.bytes);
     double segments = costmodel::ringAllReduceSegments(2, bytes);
-    log << llvm::formatv("Gloo all-reduce of {0,8} bytes between 2 local ranks: {1,9:F1} us, "
-                         "{2} messages of {3} bytes: {4:F1} us each\n",
-                         s.bytes, s.seconds * 1e6, segments, bytes / segments,
-                         s.seconds / segments * 1e6);
-    link.messageTimes.push_back({bytes / segments, s.seconds / segments});
+    log << llvm::formatv("Gloo all-reduce of {0,8} bytes between 2 local ranks: median {1,9:F1} "
+                         "us, mean {2,9:F1} us; {3} messages of {4} bytes: {5:F1} us each\n",
+                         s.bytes, s.seconds * 1e6, s.meanSeconds * 1e6, segments,
+                         bytes / segments, s.meanSeconds / segments * 1e6);
+    link.messageTimes.push_back({bytes / segments, s.meanSeconds / segments});
   }
   const auto &small = samples->front();
   const auto &large = (*samples)[samples->size() - 1], &below = (*samples)[samples->size() - 2];
