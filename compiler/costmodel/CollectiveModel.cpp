@@ -66,9 +66,14 @@ CollectiveTime mtc::costmodel::collectiveTime(const Cluster &cluster, Collective
   double dn = static_cast<double>(n);
   switch (kind) {
   case CollectiveKind::AllReduce: {
-    // A measured link is the runtime's (mtc calibrate times Gloo's messages): its ring.
-    if (!slowest.messageTimes.empty())
+    // A measured link is the runtime's (mtc calibrate times its messages): two ranks swap
+    // buffers of up to kPairExchangeMaxBytes in one message each way, larger buffers and
+    // larger groups run Gloo's ring (GlooCommunicator::usesPairExchange).
+    if (!slowest.messageTimes.empty()) {
+      if (n == 2 && bytes <= kPairExchangeMaxBytes)
+        return {slowest.messageTime(bytes), "exchange"};
       return {segmentedRingAllReduceTime(slowest, n, bytes), "ring"};
+    }
     // Ring: a reduce-scatter and an all-gather of B / n blocks.
     CollectiveTime best{ring(slowest, n, bytes / dn, 2), "ring"};
     // Tree (NCCL's double binary tree): reduce then broadcast, pipelined, log2 n hops.

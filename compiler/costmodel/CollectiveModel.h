@@ -8,7 +8,8 @@
 // with g > 1 ranks on each of several nodes runs a ring through the slower inter-node link,
 // or hierarchically (docs/cost-model.md, "Collectives"). A link whose message times were
 // measured (the runtime's Gloo messages, by `mtc calibrate`) prices each message at its
-// measured time and an all-reduce as Gloo's segmented ring, message by message.
+// measured time and an all-reduce as the runtime runs it: two ranks' buffers of up to 1 MiB
+// swapped in one message, else Gloo's segmented ring, message by message.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +51,10 @@ CollectiveTime collectiveTime(const Cluster &cluster, CollectiveKind kind, doubl
 
 /// The time of one point-to-point message of `bytes` between two ranks.
 double pointToPointTime(const Cluster &cluster, double bytes, bool sameNode);
+
+/// The largest all-reduce two CPU ranks exchange whole instead of running Gloo's ring
+/// (GlooCommunicator::kPairExchangeMaxBytes).
+constexpr double kPairExchangeMaxBytes = 1 << 20;
 
 /// The largest segment of Gloo's ring all-reduce (gloo::AllreduceOptions' kMaxSegmentSize).
 constexpr double kRingMaxSegmentBytes = 1 << 20;
