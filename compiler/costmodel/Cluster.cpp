@@ -164,7 +164,8 @@ Link readLink(Reader &parent, llvm::StringRef key) {
       Reader p(*po, at, parent.where, {"bytes", "seconds"});
       MessagePoint m{p.number("bytes", 0, 1e15, "bytes"),
                      p.number("seconds", 0, kMaxMessageTime, "s")};
-      if (p.error.empty() && !link.messageTimes.empty() && m.bytes <= link.messageTimes.back().bytes)
+      if (p.error.empty() && !link.messageTimes.empty() &&
+          m.bytes <= link.messageTimes.back().bytes)
         p.fail(at + ".bytes", "points must be in increasing bytes");
       if (!p.error.empty() && r.error.empty())
         r.error = p.error;
