@@ -7,6 +7,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -137,6 +138,7 @@ public:
 constexpr double kMaxFlops = 1e18;     // FLOP/s of one device
 constexpr double kMaxBandwidth = 1e14; // bytes per second
 constexpr double kMaxLatency = 0.1;    // seconds
+constexpr double kMaxMessageTime = 10; // seconds: a measured message of any size
 constexpr int64_t kMaxMemory = int64_t(1) << 50;
 constexpr int64_t kMaxDevicesPerNode = 4096;
 
@@ -145,15 +147,51 @@ Link readLink(Reader &parent, llvm::StringRef key) {
   const json::Object *o = parent.subObject(key);
   if (!o)
     return link;
-  Reader r(*o, parent.field(key), parent.where, {"bandwidth", "latency"});
+  Reader r(*o, parent.field(key), parent.where, {"bandwidth", "latency", "message_times"});
   link.bandwidth = r.number("bandwidth", 0, kMaxBandwidth, "bytes/s");
   link.latency = r.number("latency", 0, kMaxLatency, "s", /*openLow=*/false);
+  if (const json::Value *times = o->get("message_times")) {
+    const json::Array *points = times->getAsArray();
+    if (!points || points->empty())
+      r.fail(r.field("message_times"), "expected a non-empty array");
+    for (auto [i, point] : llvm::enumerate(points ? *points : json::Array())) {
+      std::string at = llvm::formatv("{0}[{1}]", r.field("message_times"), i).str();
+      const json::Object *po = point.getAsObject();
+      if (!po) {
+        r.fail(at, "expected an object {\"bytes\": ..., \"seconds\": ...}");
+        break;
+      }
+      Reader p(*po, at, parent.where, {"bytes", "seconds"});
+      MessagePoint m{p.number("bytes", 0, 1e15, "bytes"),
+                     p.number("seconds", 0, kMaxMessageTime, "s")};
+      if (p.error.empty() && !link.messageTimes.empty() &&
+          m.bytes <= link.messageTimes.back().bytes)
+        p.fail(at + ".bytes", "points must be in increasing bytes");
+      if (!p.error.empty() && r.error.empty())
+        r.error = p.error;
+      link.messageTimes.push_back(m);
+    }
+  }
   if (parent.error.empty())
     parent.error = r.error;
   return link;
 }
 
 } // namespace
+
+double Link::messageTime(double bytes) const {
+  if (messageTimes.empty())
+    return latency + bytes / bandwidth;
+  if (bytes <= messageTimes.front().bytes)
+    return messageTimes.front().seconds;
+  if (bytes >= messageTimes.back().bytes)
+    return messageTimes.back().seconds + (bytes - messageTimes.back().bytes) / bandwidth;
+  auto above =
+      llvm::find_if(messageTimes, [&](const MessagePoint &p) { return p.bytes > bytes; });
+  const MessagePoint &hi = *above, &lo = *(above - 1);
+  double t = std::log(bytes / lo.bytes) / std::log(hi.bytes / lo.bytes);
+  return std::exp(std::log(lo.seconds) + t * (std::log(hi.seconds) - std::log(lo.seconds)));
+}
 
 double Cluster::gemmEfficiencyAt(double flops) const {
   if (gemmEfficiency.empty())
@@ -176,7 +214,14 @@ json::Value Cluster::toJSON() const {
   for (const GemmPoint &p : gemmEfficiency)
     curve.push_back(json::Object{{"flops", p.flops}, {"efficiency", p.efficiency}});
   auto link = [](const Link &l) {
-    return json::Object{{"bandwidth", l.bandwidth}, {"latency", l.latency}};
+    json::Object o{{"bandwidth", l.bandwidth}, {"latency", l.latency}};
+    if (!l.messageTimes.empty()) {
+      json::Array times;
+      for (const MessagePoint &p : l.messageTimes)
+        times.push_back(json::Object{{"bytes", p.bytes}, {"seconds", p.seconds}});
+      o["message_times"] = std::move(times);
+    }
+    return o;
   };
   return json::Object{{"format", kClusterFormat},
                       {"version", kClusterVersion},

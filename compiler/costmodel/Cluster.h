@@ -28,11 +28,26 @@ struct GemmPoint {
   double efficiency = 0;
 };
 
+/// One point of a link's measured message times: a message of `bytes` takes `seconds`.
+struct MessagePoint {
+  double bytes = 0;
+  double seconds = 0;
+};
+
 /// A link class: alpha (latency, seconds per message) and beta (bytes per second one rank
-/// sends in one direction).
+/// sends in one direction), or, where `mtc calibrate` measured the runtime's own messages,
+/// the time of a message by its size (messageTimes, in increasing bytes), which then
+/// replaces alpha + bytes / beta.
 struct Link {
   double bandwidth = 0;
   double latency = 0;
+  std::vector<MessagePoint> messageTimes;
+
+  /// The time of one message of `bytes`: interpolated linearly in log(bytes) and
+  /// log(seconds) between the measured points, the first point's time below them, and the
+  /// last point's time plus the rest at `bandwidth` above them; alpha + bytes / beta
+  /// without points.
+  double messageTime(double bytes) const;
 };
 
 struct Cluster {

@@ -30,14 +30,30 @@ namespace {
 
 /// A ring of n ranks: n - 1 steps, each moving `stepBytes` over the link.
 double ring(const Link &link, int64_t n, double stepBytes, int64_t rounds = 1) {
-  return static_cast<double>(rounds * (n - 1)) * (link.latency + stepBytes / link.bandwidth);
+  return static_cast<double>(rounds * (n - 1)) * link.messageTime(stepBytes);
 }
 
 } // namespace
 
 double mtc::costmodel::pointToPointTime(const Cluster &cluster, double bytes, bool sameNode) {
   const Link &link = sameNode ? cluster.intraNode : cluster.interNode;
-  return link.latency + bytes / link.bandwidth;
+  return link.messageTime(bytes);
+}
+
+double mtc::costmodel::ringAllReduceSegments(int64_t n, double bytes) {
+  // Gloo's ring (GlooCommunicator::ringAllReduceBytesSent counts its bytes the same way):
+  // at least 2 n segments of at most 1 MiB, rounded up to a multiple of n.
+  double dn = static_cast<double>(n);
+  double segments = std::max(std::ceil(bytes / kRingMaxSegmentBytes), 2 * dn);
+  return std::ceil(segments / dn) * dn;
+}
+
+double mtc::costmodel::segmentedRingAllReduceTime(const Link &link, int64_t n, double bytes) {
+  // Each rank sends every segment but its own S / n twice (reduce-scatter, then all-gather),
+  // one message per segment, each after the previous one.
+  double segments = ringAllReduceSegments(n, bytes);
+  double messages = 2 * (segments - segments / static_cast<double>(n));
+  return messages * link.messageTime(bytes / segments);
 }
 
 CollectiveTime mtc::costmodel::collectiveTime(const Cluster &cluster, CollectiveKind kind,
@@ -50,6 +66,14 @@ CollectiveTime mtc::costmodel::collectiveTime(const Cluster &cluster, Collective
   double dn = static_cast<double>(n);
   switch (kind) {
   case CollectiveKind::AllReduce: {
+    // A measured link is the runtime's (mtc calibrate times its messages): two ranks swap
+    // buffers of up to kPairExchangeMaxBytes in one message each way, larger buffers and
+    // larger groups run Gloo's ring (GlooCommunicator::usesPairExchange).
+    if (!slowest.messageTimes.empty()) {
+      if (n == 2 && bytes <= kPairExchangeMaxBytes)
+        return {slowest.messageTime(bytes), "exchange"};
+      return {segmentedRingAllReduceTime(slowest, n, bytes), "ring"};
+    }
     // Ring: a reduce-scatter and an all-gather of B / n blocks.
     CollectiveTime best{ring(slowest, n, bytes / dn, 2), "ring"};
     // Tree (NCCL's double binary tree): reduce then broadcast, pipelined, log2 n hops.
@@ -81,13 +105,12 @@ CollectiveTime mtc::costmodel::collectiveTime(const Cluster &cluster, Collective
     int64_t inside = group.intraNode() ? n - 1 : group.perNode - 1;
     int64_t outside = n - 1 - inside;
     double seconds = std::max(static_cast<double>(inside) *
-                                  (cluster.intraNode.latency + block / cluster.intraNode.bandwidth),
-                              static_cast<double>(outside) * (cluster.interNode.latency +
-                                                              block / cluster.interNode.bandwidth));
+                                  cluster.intraNode.messageTime(block),
+                              static_cast<double>(outside) * cluster.interNode.messageTime(block));
     return {seconds, "direct"};
   }
   case CollectiveKind::Shift:
-    return {slowest.latency + bytes / slowest.bandwidth, "direct"};
+    return {slowest.messageTime(bytes), "direct"};
   }
   return {0, "local"};
 }

@@ -6,7 +6,10 @@
 // tree, hierarchical); the model takes the fastest, as NCCL's tuner does. A group inside one
 // node uses the intra-node link; a group with one rank per node the inter-node link; a group
 // with g > 1 ranks on each of several nodes runs a ring through the slower inter-node link,
-// or hierarchically (docs/cost-model.md, "Collectives").
+// or hierarchically (docs/cost-model.md, "Collectives"). A link whose message times were
+// measured (the runtime's Gloo messages, by `mtc calibrate`) prices each message at its
+// measured time and an all-reduce as the runtime runs it: two ranks' buffers of up to 1 MiB
+// swapped in one message, else Gloo's segmented ring, message by message.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +51,21 @@ CollectiveTime collectiveTime(const Cluster &cluster, CollectiveKind kind, doubl
 
 /// The time of one point-to-point message of `bytes` between two ranks.
 double pointToPointTime(const Cluster &cluster, double bytes, bool sameNode);
+
+/// The largest all-reduce two CPU ranks exchange whole instead of running Gloo's ring
+/// (GlooCommunicator::kPairExchangeMaxBytes).
+constexpr double kPairExchangeMaxBytes = 1 << 20;
+
+/// The largest segment of Gloo's ring all-reduce (gloo::AllreduceOptions' kMaxSegmentSize).
+constexpr double kRingMaxSegmentBytes = 1 << 20;
+
+/// How many segments Gloo's ring all-reduce of `bytes` over `n` ranks cuts (each rank sends
+/// 2 (S - S / n) messages of bytes / S).
+double ringAllReduceSegments(int64_t n, double bytes);
+
+/// Gloo's ring all-reduce of `bytes` over `n` ranks on `link`, message by message: the
+/// runtime's CPU all-reduce, priced where the link's message times were measured.
+double segmentedRingAllReduceTime(const Link &link, int64_t n, double bytes);
 
 } // namespace mtc::costmodel
 

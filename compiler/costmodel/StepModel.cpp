@@ -356,8 +356,11 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
   // Oversubscribed CPU ranks also wait for a core before they can answer a message: each
   // message's latency grows like the compute.
   Cluster links = cluster;
-  links.intraNode.latency *= computeScale;
-  links.interNode.latency *= computeScale;
+  for (Link *link : {&links.intraNode, &links.interNode}) {
+    link->latency *= computeScale;
+    for (MessagePoint &p : link->messageTimes)
+      p.seconds *= computeScale;
+  }
   StepBuilder step(plan, links, *profiles, sim, computeScale);
   if (!plan.pipeline) {
     std::vector<SimTask> tasks;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,8 +41,9 @@ Expected<std::vector<CollectiveSample>> run(int rank, JobStore store,
       if (i > 0) // the first call warms the connection up
         times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     }
+    double mean = std::accumulate(times.begin(), times.end(), 0.0) / double(times.size());
     std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    samples.push_back({size, times[times.size() / 2]});
+    samples.push_back({size, times[times.size() / 2], mean});
   }
   return samples;
 }

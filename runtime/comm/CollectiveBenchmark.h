@@ -22,6 +22,10 @@ struct CollectiveSample {
   /// The median over the iterations (after one warm-up call): the typical time, which on a
   /// host shared with other work includes waking the peer.
   double seconds = 0;
+  /// The mean over the same iterations: what a run of many such calls takes per call. On a
+  /// host whose cores the ranks share, the times are bimodal (most calls fast, some waiting a
+  /// scheduler tick for a core), and the median hides the slow ones a step pays for.
+  double meanSeconds = 0;
 };
 
 /// Times an all-reduce of each of `bytes` (multiples of 4) `iterations` times between this

@@ -97,6 +97,18 @@ public:
 
   std::chrono::milliseconds timeout() const { return options_.timeout; }
 
+  /// The largest all-reduce two ranks exchange whole (usesPairExchange): Gloo's segment.
+  static constexpr size_t kPairExchangeMaxBytes = size_t(1) << 20;
+
+  /// Whether an all-reduce of `bytes` over `size` ranks swaps the two ranks' buffers in one
+  /// message each way and reduces locally, rather than running Gloo's ring: 2 ranks and at
+  /// most kPairExchangeMaxBytes. The ring cuts at least 4 segments there and sends them one
+  /// after another, each a rendezvous of three messages through Gloo's event-loop thread,
+  /// whose hand-offs, not the bytes, are most of a small all-reduce's time on CPU ranks
+  /// (docs/runtime.md, "Collectives on CPU ranks"). The bytes sent are the same (the
+  /// buffer), the reduction too (rank 0's values with rank 1's).
+  static bool usesPairExchange(int size, size_t bytes);
+
   /// Bytes rank `rank` of `size` sends in Gloo's ring all-reduce of `bytes` bytes of
   /// `elementSize`-byte elements (its segment schedule, replayed).
   static uint64_t ringAllReduceBytesSent(int rank, int size, size_t bytes, size_t elementSize);

@@ -84,6 +84,45 @@ TEST(ClusterTest, UnknownPresetListsThePresets) {
   EXPECT_NE(message.find("dgx-h100"), std::string::npos) << message;
 }
 
+// Tests that a link's measured message times parse, interpolate log-log between their
+// points (the first point's time below them, the bandwidth above them), survive the round
+// trip, and that an empty or unordered list is refused naming the point.
+TEST(ClusterTest, MessageTimes) {
+  std::string text = clusterText();
+  const std::string intraLatency = R"("latency": 1e-6})";
+  text.replace(text.find(intraLatency), intraLatency.size(),
+               R"("latency": 1e-6, "message_times": [{"bytes": 4, "seconds": 1e-5},
+                                                     {"bytes": 4096, "seconds": 1e-3}]})");
+  llvm::Expected<Cluster> cluster = parseCluster(text, "c.json");
+  ASSERT_TRUE(static_cast<bool>(cluster)) << llvm::toString(cluster.takeError());
+  const Link &link = cluster->intraNode;
+  ASSERT_EQ(link.messageTimes.size(), 2u);
+  EXPECT_DOUBLE_EQ(link.messageTime(1), 1e-5);
+  EXPECT_NEAR(link.messageTime(128), 1e-4, 1e-16); // halfway in log(bytes): 4 * 32 of 4 * 1024
+  EXPECT_DOUBLE_EQ(link.messageTime(4096 + 1e11), 1e-3 + 1);
+  // Without points: alpha + bytes / beta.
+  EXPECT_DOUBLE_EQ(cluster->interNode.messageTime(1e10), 1e-5 + 1);
+  std::string again;
+  llvm::raw_string_ostream(again) << cluster->toJSON();
+  llvm::Expected<Cluster> reparsed = parseCluster(again, "again.json");
+  ASSERT_TRUE(static_cast<bool>(reparsed)) << llvm::toString(reparsed.takeError());
+  EXPECT_EQ(reparsed->intraNode.messageTimes.size(), 2u);
+  EXPECT_TRUE(reparsed->interNode.messageTimes.empty());
+
+  std::string unordered = text;
+  unordered.replace(unordered.find(R"("bytes": 4096)"), 13, R"("bytes": 2)");
+  EXPECT_EQ(errorOf(unordered),
+            "c.json: intra_node.message_times[1].bytes: points must be in increasing bytes");
+  std::string empty = clusterText();
+  empty.replace(empty.find(intraLatency), intraLatency.size(),
+                R"("latency": 1e-6, "message_times": []})");
+  EXPECT_EQ(errorOf(empty), "c.json: intra_node.message_times: expected a non-empty array");
+  std::string slow = text;
+  slow.replace(slow.find(R"("seconds": 1e-3)"), 15, R"("seconds": 60)");
+  EXPECT_EQ(errorOf(slow),
+            "c.json: intra_node.message_times[1].seconds: 60 s is out of range (0, 10]");
+}
+
 TEST(ClusterTest, Errors) {
   EXPECT_NE(errorOf("{").find("c.json: not JSON"), std::string::npos);
   EXPECT_EQ(errorOf("[]"), "c.json: expected a JSON object");

@@ -76,4 +76,31 @@ TEST(CollectiveModelTest, HierarchicalAllReduceAcrossNodes) {
   EXPECT_LT(t.seconds, 2.0 * 15 / 16 * bytes / 10e9);
 }
 
+// Tests that a link with measured message times prices an all-reduce as the CPU runtime
+// runs it: two ranks swap buffers of up to 1 MiB in one message; larger buffers and groups
+// run Gloo's segmented ring (at least 2 n segments of at most 1 MiB, each rank sending
+// 2 (S - S / n) of them); a shift is one message.
+TEST(CollectiveModelTest, MeasuredMessagesPriceTheRuntimesAllReduce) {
+  Cluster c = twoLinks();
+  c.intraNode.messageTimes = {{1, 1e-4}, {1e9, 1e-4}}; // every message 100 us (exp of a log)
+  CollectiveTime two = collectiveTime(c, CollectiveKind::AllReduce, 131072, {2, 2});
+  EXPECT_EQ(two.algorithm, "exchange");
+  EXPECT_NEAR(two.seconds, 1e-4, 1e-15);
+  // 2 ranks, 2 MiB: Gloo's ring, 4 segments of 512 KiB, 4 messages.
+  EXPECT_EQ(ringAllReduceSegments(2, 2 << 20), 4);
+  CollectiveTime large = collectiveTime(c, CollectiveKind::AllReduce, 2 << 20, {2, 2});
+  EXPECT_EQ(large.algorithm, "ring");
+  EXPECT_NEAR(large.seconds, 4e-4, 1e-15);
+  // 4 ranks, 128 KiB: 8 segments, 12 messages; 8 MiB over 4: 8 segments of 1 MiB.
+  EXPECT_NEAR(collectiveTime(c, CollectiveKind::AllReduce, 131072, {4, 4}).seconds, 12e-4, 1e-15);
+  EXPECT_EQ(ringAllReduceSegments(4, 8 << 20), 8);
+  // 12 MiB over 4: 12 segments, 18 messages.
+  EXPECT_EQ(ringAllReduceSegments(4, 12 << 20), 12);
+  EXPECT_NEAR(collectiveTime(c, CollectiveKind::AllReduce, 12 << 20, {4, 4}).seconds, 18e-4,
+              1e-15);
+  EXPECT_NEAR(collectiveTime(c, CollectiveKind::Shift, 4096, {2, 2}).seconds, 1e-4, 1e-15);
+  // All-gather: n - 1 messages of the local part.
+  EXPECT_NEAR(collectiveTime(c, CollectiveKind::AllGather, 4096, {4, 4}).seconds, 3e-4, 1e-15);
+}
+
 } // namespace

@@ -16,6 +16,8 @@ TEST(CollectiveBenchmarkTest, TimesEverySize) {
   for (const CollectiveSample &s : *samples) {
     EXPECT_GT(s.seconds, 0);
     EXPECT_LT(s.seconds, 10);
+    EXPECT_GT(s.meanSeconds, 0);
+    EXPECT_LT(s.meanSeconds, 10);
   }
 }
 

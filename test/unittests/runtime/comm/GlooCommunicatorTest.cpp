@@ -76,6 +76,12 @@ TEST_P(GlooCollectives, AllReduceSumFloat) {
       ASSERT_NEAR(first[0][i], sum, 1e-6 * mag + 1e-30) << "element " << i;
     }
   }
+  // Two ranks swap buffers of up to 1 MiB whole (one message each way, the same bytes as the
+  // ring's); larger buffers and larger groups run the ring.
+  EXPECT_TRUE(GlooCommunicator::usesPairExchange(2, 8));
+  EXPECT_TRUE(GlooCommunicator::usesPairExchange(2, GlooCommunicator::kPairExchangeMaxBytes));
+  EXPECT_FALSE(GlooCommunicator::usesPairExchange(2, GlooCommunicator::kPairExchangeMaxBytes + 4));
+  EXPECT_FALSE(GlooCommunicator::usesPairExchange(4, 8));
   // The ring sends 2 (n - 1) / n of the buffer when it divides evenly.
   EXPECT_EQ(GlooCommunicator::ringAllReduceBytesSent(0, 2, 4000, 4), 4000u);
   EXPECT_EQ(GlooCommunicator::ringAllReduceBytesSent(3, 4, 4000, 4), 6000u);
