@@ -219,11 +219,15 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
   std::optional<std::vector<int64_t>> workspaces;
   if (functions)
     workspaces = stageWorkspaces(*functions, chunkStages, options.stages);
-  for (json::Value &entry : *pipeline->getArray("schedules"))
-    for (auto [stage, stageJson] : llvm::enumerate(*entry.getAsObject()->getArray("stages"))) {
+  for (json::Value &entry : *pipeline->getArray("schedules")) {
+    json::Array &stagesJson = *entry.getAsObject()->getArray("stages");
+    std::vector<rt::StageTasks> lists;
+    for (json::Value &stageJson : stagesJson)
+      lists.push_back({.tasks = scheduleTasks(*stageJson.getAsObject()->getArray("tasks"))});
+    for (auto [stage, stageJson] : llvm::enumerate(stagesJson)) {
       json::Object &object = *stageJson.getAsObject();
-      rt::StageBufferPeaks peaks = rt::simulateStageBuffers(
-          scheduleTasks(*object.getArray("tasks")), stage, chunkStages, bytes->chunks);
+      rt::StageBufferPeaks peaks =
+          rt::simulateStageBuffers(lists, static_cast<int64_t>(stage), chunkStages, bytes->chunks);
       object["activation_bytes"] = peaks.saved;
       if (!workspaces)
         continue;
@@ -233,5 +237,6 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
                              2 * of(bytes->stageOptimizerState, stage) + peaks.held +
                              (*workspaces)[stage];
     }
+  }
   return pipeline;
 }

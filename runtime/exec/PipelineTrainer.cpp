@@ -442,6 +442,11 @@ Error PipelineTrainer::compute(const ScheduleTask &task) {
   }
 }
 
+void PipelineTrainer::sent(const ScheduleTask &send) {
+  release({send.op == TaskOp::SendActivation ? Held::Output : Held::InputGrad, send.chunk,
+           send.microBatch, 0});
+}
+
 Expected<MessageBuffer> PipelineTrainer::message(const ScheduleTask &task) {
   // The executor asks for a send's buffer before the task producing it runs (to wait for an
   // earlier send of the same memory), so every message's buffer is made on first sight.

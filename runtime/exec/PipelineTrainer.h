@@ -118,6 +118,7 @@ public:
   Expected<MessageBuffer> message(const ScheduleTask &task) override;
   Error reduceGradients() override;
   Error optimizerStep() override;
+  void sent(const ScheduleTask &send) override;
 
 private:
   PipelineTrainer(const Plan &plan, const KernelLibrary &kernels, const TokenSource &data,

@@ -73,6 +73,10 @@ public:
   /// The stage's reduce_gradients and optimizer_step tasks.
   virtual Error reduceGradients() = 0;
   virtual Error optimizerStep() = 0;
+  /// The executor is done with the buffer of the send task `send` (it has arrived,
+  /// sendReleases): the compute may free it. The buffers of the sends never released so are
+  /// the compute's to free after the step.
+  virtual void sent(const ScheduleTask &send) { (void)send; }
 };
 
 /// What one stage measured in one step, in seconds.
@@ -97,10 +101,13 @@ public:
 
 private:
   ScheduleExecutor(const StageTasks &tasks, int stage, const PipelineLinks *links,
-                   TraceRecorder *trace)
-      : tasks_(&tasks), stage_(stage), links_(links), trace_(trace) {}
+                   TraceRecorder *trace, std::vector<std::vector<size_t>> releasedAt)
+      : tasks_(&tasks), stage_(stage), links_(links), trace_(trace),
+        releasedAt_(std::move(releasedAt)) {}
 
   const StageTasks *tasks_;
+  /// Per task of the list: the sends released before it runs (sendReleases).
+  std::vector<std::vector<size_t>> releasedAt_;
   int stage_;
   const PipelineLinks *links_;
   TraceRecorder *trace_;
