@@ -14,6 +14,10 @@
 //   - Sends never block the list: a send is posted and the executor goes on. Before a task
 //     writes the buffer of a send still in flight (a StageCompute may reuse a few buffers),
 //     and before the step ends, it waits for that send.
+//   - A send's buffer is given back (StageCompute::sent) at a fixed point of the list: before
+//     the compute task that reads the first message the peer sent back after reading the
+//     send (sendReleases, PipelineSchedule.h), where the send has arrived and waiting for it
+//     returns at once; so a stage's memory is the same on every run, as predicted.
 //   - The activations held (forwards done whose backward has not run) never exceed the
 //     stage's `in_flight`: a forward that would hold more is an error, not a silent overrun.
 //   - A send or receive that fails, or finds no peer within the communicator's timeout
@@ -23,7 +27,8 @@
 // Buffers: `StageCompute::message` names the memory of each send and receive. A receive's
 // buffer belongs to the executor from when it is posted until its consuming task (the forward
 // of that chunk and micro-batch for an activation, its backward for a gradient) has returned;
-// a send's buffer from its producing task until the send completes. Two buffers the executor
+// a send's buffer from its producing task until it is given back (above; the compute frees
+// those never given back after the step). Two buffers the executor
 // holds at once must not overlap (the executor posts a receive late rather than into a buffer
 // it still holds).
 //
