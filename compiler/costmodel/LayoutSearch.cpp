@@ -388,8 +388,8 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     if (!schedule)
       return schedule.takeError();
     rt::ChunkBufferBytes chunkBytes = pipelineChunkBytes(costs, c.chunkLayers, layout, factor);
-    for (auto [s, stage] : llvm::enumerate((*schedule)->stages))
-      stagePeaks.push_back(rt::simulateStageBuffers(stage.tasks, static_cast<int64_t>(s),
+    for (size_t s = 0; s < (*schedule)->stages.size(); ++s)
+      stagePeaks.push_back(rt::simulateStageBuffers((*schedule)->stages, static_cast<int64_t>(s),
                                                     chunkStages, chunkBytes));
   }
   for (int64_t s = 0; s < pp; ++s) {

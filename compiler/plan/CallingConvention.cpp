@@ -166,3 +166,11 @@ json::Object mtc::describeCallingConvention(ModuleOp module) {
     }
   return functions;
 }
+
+void mtc::eraseSingleStageEntries(ModuleOp module) {
+  if (!module->hasAttr(mt::MTDialect::kPipelineAttrName))
+    return;
+  for (StringRef name : {"forward", "forward_backward", "optimizer_step", "logits"})
+    if (auto func = module.lookupSymbol<func::FuncOp>(name))
+      func.erase();
+}

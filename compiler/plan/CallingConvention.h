@@ -25,6 +25,15 @@ namespace mtc {
 /// or `stash` (the last two with their `index`).
 llvm::json::Object describeCallingConvention(mlir::ModuleOp module);
 
+/// With pipeline parallelism (the module has mt-pipeline-chunks' chunks), erases the
+/// whole-model entry functions `forward`, `forward_backward`, `optimizer_step` and `logits`
+/// from `module` (a partitioned step): no pipeline rank calls them (it trains and evaluates
+/// through its chunks' and its stage's functions, and generation refuses pipeline plans),
+/// and compiled they would only cost time and memory: the workspace placement gives the
+/// layer functions the chunks share offsets above what the whole step holds around its
+/// calls, which inflates every chunk function's arena. Does nothing without a pipeline.
+void eraseSingleStageEntries(mlir::ModuleOp module);
+
 /// The plan's name of an element type: f32, bf16, f16, f64, i32, i64 (docs/plan-format.md).
 std::string planDTypeName(mlir::Type type);
 

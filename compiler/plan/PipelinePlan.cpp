@@ -134,6 +134,28 @@ std::vector<rt::ScheduleTask> scheduleTasks(const json::Array &tasks) {
   return list;
 }
 
+/// The workspace of each stage's ranks: the largest arena of the functions they call, their
+/// chunks' and their stage's, in `functions` (the x86 calling convention with its arenas), as
+/// the runtime sizes a stage's arena (KernelLibrary::load).
+std::vector<int64_t> stageWorkspaces(const json::Object &functions,
+                                     const std::vector<int64_t> &chunkStages, int64_t stages) {
+  std::vector<int64_t> workspaces(static_cast<size_t>(stages), 0);
+  for (const auto &[name, value] : functions) {
+    const json::Object *function = value.getAsObject();
+    const json::Object *arena = function ? function->getObject("arena") : nullptr;
+    if (!arena)
+      continue;
+    std::optional<int64_t> stage = function->getInteger("stage");
+    if (std::optional<int64_t> chunk = function->getInteger("chunk");
+        chunk && *chunk >= 0 && *chunk < static_cast<int64_t>(chunkStages.size()))
+      stage = chunkStages[static_cast<size_t>(*chunk)];
+    if (stage && *stage >= 0 && *stage < stages)
+      workspaces[static_cast<size_t>(*stage)] =
+          std::max(workspaces[static_cast<size_t>(*stage)], arena->getInteger("bytes").value_or(0));
+  }
+  return workspaces;
+}
+
 } // namespace
 
 /// The schedule's kind (see checkPipelineSchedule).
@@ -155,7 +177,7 @@ LogicalResult mtc::checkPipelineSchedule(ModuleOp trained, const pipeline::Stage
 
 FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline::StageCut &cut,
                                                int64_t microBatches,
-                                               std::optional<int64_t> workspace) {
+                                               const json::Object *functions) {
   const pipeline::PipelineOptions &options = cut.options;
   FailureOr<mts::ScheduleKind> kind = scheduleKind(trained, options);
   if (failed(kind))
@@ -179,10 +201,11 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
   (*pipeline)["shared_params"] = std::move(shared);
 
   // Predicted memory per stage and schedule: the most residuals and stash the stage's task
-  // list holds at once, and, with the kernels' arena, the peak of everything it holds
+  // list holds at once, and, with the kernels' arenas, the peak of everything it holds
   // (PipelineTrainer::peakBytes): parameters and state twice (the optimizer writes the next
   // into the second), the gradient buffers (twice the gradients: a chunk's part lands in a
-  // second buffer; less under ZeRO-2), the buffers of the task list at most, and the arena.
+  // second buffer; less under ZeRO-2), the buffers of the task list at most, and the stage's
+  // arena.
   FailureOr<PipelineBufferBytes> bytes = pipelineBufferBytes(trained);
   if (failed(bytes))
     return failure();
@@ -193,18 +216,27 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
   std::vector<int64_t> chunkStages;
   for (const json::Value &value : *pipeline->getArray("chunk_stages"))
     chunkStages.push_back(value.getAsInteger().value_or(0));
-  for (json::Value &entry : *pipeline->getArray("schedules"))
-    for (auto [stage, stageJson] : llvm::enumerate(*entry.getAsObject()->getArray("stages"))) {
+  std::optional<std::vector<int64_t>> workspaces;
+  if (functions)
+    workspaces = stageWorkspaces(*functions, chunkStages, options.stages);
+  for (json::Value &entry : *pipeline->getArray("schedules")) {
+    json::Array &stagesJson = *entry.getAsObject()->getArray("stages");
+    std::vector<rt::StageTasks> lists;
+    for (json::Value &stageJson : stagesJson)
+      lists.push_back({.tasks = scheduleTasks(*stageJson.getAsObject()->getArray("tasks"))});
+    for (auto [stage, stageJson] : llvm::enumerate(stagesJson)) {
       json::Object &object = *stageJson.getAsObject();
-      rt::StageBufferPeaks peaks = rt::simulateStageBuffers(
-          scheduleTasks(*object.getArray("tasks")), stage, chunkStages, bytes->chunks);
+      rt::StageBufferPeaks peaks =
+          rt::simulateStageBuffers(lists, static_cast<int64_t>(stage), chunkStages, bytes->chunks);
       object["activation_bytes"] = peaks.saved;
-      if (!workspace)
+      if (!workspaces)
         continue;
       object["buffer_bytes"] = peaks.held;
       object["peak_bytes"] = 2 * of(bytes->stageParameters, stage) +
                              of(bytes->stageGradients, stage) +
-                             2 * of(bytes->stageOptimizerState, stage) + peaks.held + *workspace;
+                             2 * of(bytes->stageOptimizerState, stage) + peaks.held +
+                             (*workspaces)[stage];
     }
+  }
   return pipeline;
 }

@@ -44,13 +44,14 @@ mlir::LogicalResult checkPipelineSchedule(mlir::ModuleOp trained, const pipeline
 /// The "pipeline" object of `trained` cut as `cut`, for a step of `microBatches`
 /// micro-batches at dp = 1: a schedule for every divisor m of it that the schedule kind
 /// can run (the plan's schedule, or 1f1b, interleaved with virtual stages), each stage with
-/// its predicted activations and, given the compiled kernels' `workspace` (the runtime's
-/// arena), its predicted peak bytes. Emits an error and fails on a schedule the generators
-/// do not know or that runs none of them.
+/// its predicted activations and, given the compiled x86 kernels' `functions` (their
+/// calling convention with each function's arena), its predicted peak bytes, with the
+/// stage's own arena: the largest of its chunks' and its stage's functions. Emits an error
+/// and fails on a schedule the generators do not know or that runs none of them.
 mlir::FailureOr<llvm::json::Object> buildPipelineJson(mlir::ModuleOp trained,
                                                       const pipeline::StageCut &cut,
                                                       int64_t microBatches,
-                                                      std::optional<int64_t> workspace);
+                                                      const llvm::json::Object *functions);
 
 } // namespace mtc
 

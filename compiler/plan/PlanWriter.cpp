@@ -568,7 +568,8 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
       return llvm::createStringError("the pipeline cut is not possible");
     if (cut->numChunks() > 1) {
       FailureOr<json::Object> pipeline =
-          buildPipelineJson(trained, *cut, stepMicroBatches(trained), workspace);
+          buildPipelineJson(trained, *cut, stepMicroBatches(trained),
+                            workspace ? &kernels->callingConvention : nullptr);
       if (failed(pipeline))
         return llvm::createStringError("the pipeline schedules cannot be built");
       manifestJson["pipeline"] = std::move(*pipeline);

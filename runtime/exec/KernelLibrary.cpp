@@ -163,7 +163,7 @@ KernelLibrary::Handle::~Handle() {
 
 KernelLibrary::~KernelLibrary() = default;
 
-Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
+Expected<KernelLibrary> KernelLibrary::load(const Plan &plan, std::optional<int64_t> stage) {
   if (!plan.x86Kernels && plan.cudaKernels)
     return makeError(plan.dir.string(),
                      ": the plan has CUDA kernels only, no x86 kernels (kernels/x86_64.so) for "
@@ -172,7 +172,9 @@ Expected<KernelLibrary> KernelLibrary::load(const Plan &plan) {
   if (!plan.x86Kernels)
     return makeError(plan.dir.string(), ": the plan has no compiled step for this CPU (compile "
                                         "it with `mtc compile --target=x86`)");
-  return openKernels(plan, *plan.x86Kernels, /*hostArena=*/true);
+  if (stage && (!plan.pipeline || *stage < 0 || *stage >= plan.pipeline->stages))
+    return makeError(plan.dir.string(), ": no pipeline stage ", *stage, " in the plan");
+  return openKernels(plan, *plan.x86Kernels, /*hostArena=*/true, stage);
 }
 
 Expected<KernelLibrary> KernelLibrary::loadCudaHost(const Plan &plan) {
@@ -183,11 +185,11 @@ Expected<KernelLibrary> KernelLibrary::loadCudaHost(const Plan &plan) {
     return makeError(plan.dir.string(), ": the plan's CUDA kernels have no host code "
                                         "(kernels.cuda.host): it was compiled by an mtc that "
                                         "did not emit it; recompile the plan with this mtc");
-  return openKernels(plan, *plan.cudaKernels->host, /*hostArena=*/false);
+  return openKernels(plan, *plan.cudaKernels->host, /*hostArena=*/false, std::nullopt);
 }
 
 Expected<KernelLibrary> KernelLibrary::openKernels(const Plan &plan, const KernelsInfo &k,
-                                            bool hostArena) {
+                                                   bool hostArena, std::optional<int64_t> stage) {
   std::filesystem::path file = plan.dir / k.file;
   KernelLibrary lib;
   lib.handle_ = std::make_unique<Handle>();
@@ -211,11 +213,13 @@ Expected<KernelLibrary> KernelLibrary::openKernels(const Plan &plan, const Kerne
     return makeError(file, ": the compiled step was compiled for kernel context version ", *version,
                      ", and this runtime passes version ", MTC_KERNEL_CONTEXT_VERSION,
                      " (recompile the plan with this mtc)");
-  if (Error err = resolve(library, plan, k.forwardBackward, "forward_backward", true,
+  // A pipeline plan has no whole-model step: its ranks train through the chunks below.
+  const bool wholeStep = !plan.pipeline;
+  if (Error err = resolve(library, plan, k.forwardBackward, "forward_backward", wholeStep,
                           lib.forwardBackward_);
       !err.ok())
     return err;
-  if (Error err = resolve(library, plan, k.optimizerStep, "optimizer_step", true,
+  if (Error err = resolve(library, plan, k.optimizerStep, "optimizer_step", wholeStep,
                           lib.optimizerStep_, /*optimizerStep=*/true);
       !err.ok())
     return err;
@@ -264,6 +268,20 @@ Expected<KernelLibrary> KernelLibrary::openKernels(const Plan &plan, const Kerne
         return err;
       loaded.push_back(out);
     }
+  }
+  // With a stage, only its functions share the arena (the ones its rank calls).
+  if (stage) {
+    std::vector<LoadedKernel *> own;
+    for (size_t c = 0; c < lib.chunks_.size(); ++c)
+      if (plan.pipeline->chunkStages[c] == *stage)
+        for (LoadedKernel *kernel : {&lib.chunks_[c].forward, &lib.chunks_[c].backward,
+                                     &lib.chunks_[c].backwardInput, &lib.chunks_[c].backwardWeight})
+          own.push_back(kernel);
+    if (size_t(*stage) < lib.stages_.size())
+      for (LoadedKernel *kernel :
+           {&lib.stages_[size_t(*stage)].gradSquares, &lib.stages_[size_t(*stage)].optimizerStep})
+        own.push_back(kernel);
+    loaded = std::move(own);
   }
   int64_t arenaBytes = 0;
   for (const LoadedKernel *kernel : loaded)

@@ -27,6 +27,7 @@
 #include "runtime/support/Error.h"
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -72,7 +73,12 @@ class KernelLibrary {
 public:
   /// Opens the plan's x86-64 kernels; the plan must outlive the library. An error names the
   /// plan and what is missing or inconsistent (no kernels: compile with --kernels=x86).
-  static Expected<KernelLibrary> load(const Plan &plan);
+  /// A pipeline plan has no whole-model step (forward_backward, optimizer_step: its ranks
+  /// call their chunks' and stage's functions); given the `stage` a rank runs, the arena is
+  /// sized for that stage's functions alone (its chunks' and its own) and only they use it (the
+  /// others, never called by that rank, would take their workspace from the heap).
+  static Expected<KernelLibrary> load(const Plan &plan,
+                                      std::optional<int64_t> stage = std::nullopt);
   /// Opens the plan's CUDA host code (see the file comment); an error when the plan has
   /// none or it does not load, was compiled for another kernel context version, or does
   /// not match the plan's calling convention.
@@ -104,8 +110,8 @@ public:
   /// (each rank of a process loads its own library).
   static void call(const LoadedKernel &kernel, std::span<void *const> buffers,
                    const KernelCallState &state = {});
-  /// The arena the functions' workspaces share (the largest plan; they run one at a time on
-  /// the thread that calls them), or null when the plan has none.
+  /// The arena the functions' workspaces share (the largest plan of those that use it; they
+  /// run one at a time on the thread that calls them), or null when the plan has none.
   const KernelArena *arena() const { return arena_.get(); }
 
 private:
@@ -115,8 +121,9 @@ private:
   };
   KernelLibrary() = default;
   /// Opens `k.file` of the plan and resolves `k`'s functions; with `hostArena`, the arena
-  /// their workspaces share is allocated here.
-  static Expected<KernelLibrary> openKernels(const Plan &plan, const KernelsInfo &k, bool hostArena);
+  /// their workspaces share (those of `stage`'s functions alone, given one) is allocated here.
+  static Expected<KernelLibrary> openKernels(const Plan &plan, const KernelsInfo &k, bool hostArena,
+                                             std::optional<int64_t> stage);
 
   std::unique_ptr<Handle> handle_;
   std::unique_ptr<KernelArena> arena_;

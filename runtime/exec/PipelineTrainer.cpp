@@ -39,15 +39,19 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
 
   // The batch: micro-batches of the step's tokens, dealt over the data-parallel ranks, as
   // the single-stage trainer deals them (countMicroBatches reads the same function).
-  const KernelFunction &step = *kernels.forwardBackward().function;
+  // (Chunk 0's forward: a pipeline plan has no whole-model step.)
+  if (kernels.chunks().empty() || !kernels.chunks()[0].forward.function)
+    return makeError(plan.dir.string(), ": the plan has no chunk0.forward");
+  const KernelFunction &step = *kernels.chunks()[0].forward.function;
   Communicator *dp = mesh.dataParallel();
   dpSize_ = dp ? dp->size() : 1;
   dpIndex_ = dp ? dp->rank() : 0;
   Expected<int64_t> microBatches = countMicroBatches(plan, step, globalBatch, dpSize_);
   if (!microBatches)
     return microBatches.takeError();
-  microBatchSize_ = step.inputs[0].dims[0].size; // [batch, seq], as countMicroBatches checked
-  seqLen_ = step.inputs[0].dims[1].size;
+  // [batch, seq], as countMicroBatches checked.
+  microBatchSize_ = tokensInput(step)->dims[0].size;
+  seqLen_ = tokensInput(step)->dims[1].size;
   totalMicroBatches_ = *microBatches;
   microBatches_ = totalMicroBatches_ / dpSize_;
   Expected<const PipelineSchedule *> schedule = pipeline.forMicroBatches(microBatches_);
@@ -436,6 +440,11 @@ Error PipelineTrainer::compute(const ScheduleTask &task) {
   default:
     return makeError("stage ", mesh_->stage(), ": ", describeTask(task), " is not a compute task");
   }
+}
+
+void PipelineTrainer::sent(const ScheduleTask &send) {
+  release({send.op == TaskOp::SendActivation ? Held::Output : Held::InputGrad, send.chunk,
+           send.microBatch, 0});
 }
 
 Expected<MessageBuffer> PipelineTrainer::message(const ScheduleTask &task) {

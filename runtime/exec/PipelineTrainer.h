@@ -12,7 +12,8 @@
 //   - activations, their gradients, the residuals a forward keeps for its backward and the
 //     stash backward_input keeps for backward_weight live in buffers per (chunk, micro-batch)
 //     from the task that writes them to the last task that reads them (a send's until the
-//     step ends, when the executor has waited for it); a chunk's output for the next chunk
+//     executor gives it back, `sent`: where it is known to have arrived, else at the step's
+//     end); a chunk's output for the next chunk
 //     on the same stage is written straight into that chunk's input;
 //   - each backward's gradients (the chunk's part) are added into the stage's gradients
 //     (GradientBuffer::addPart; under ZeRO-2 a gradient the stage shards over dp is
@@ -118,6 +119,7 @@ public:
   Expected<MessageBuffer> message(const ScheduleTask &task) override;
   Error reduceGradients() override;
   Error optimizerStep() override;
+  void sent(const ScheduleTask &send) override;
 
 private:
   PipelineTrainer(const Plan &plan, const KernelLibrary &kernels, const TokenSource &data,

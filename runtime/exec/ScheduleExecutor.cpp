@@ -51,9 +51,9 @@ struct InFlight {
 class StepRun {
 public:
   StepRun(const StageTasks &tasks, int stage, const PipelineLinks *links, TraceRecorder *trace,
-          StageCompute &compute)
+          StageCompute &compute, const std::vector<std::vector<size_t>> &releasedAt)
       : tasks_(tasks.tasks), inFlightLimit_(tasks.inFlight), stage_(stage), links_(links),
-        trace_(trace), compute_(compute) {}
+        trace_(trace), compute_(compute), releasedAt_(releasedAt) {}
 
   Expected<StageStepTimes> run();
 
@@ -94,6 +94,7 @@ private:
   const PipelineLinks *links_;
   TraceRecorder *trace_;
   StageCompute &compute_;
+  const std::vector<std::vector<size_t>> &releasedAt_;
 
   size_t nextReceive_ = 0; // the next task to look at for an early receive
   std::vector<InFlight> receives_, sends_;
@@ -159,6 +160,20 @@ Error StepRun::runCompute(size_t current) {
         receives_.erase(it);
         break;
       }
+  // The sends known to have arrived now (the message just waited for was sent after their
+  // peer read them): their waits return at once, and the compute frees their buffers, at
+  // this fixed point of the list (which the stage's predicted memory counts on).
+  for (size_t k : releasedAt_[current]) {
+    const ScheduleTask *send = &tasks_[k];
+    for (auto it = sends_.begin(); it != sends_.end(); ++it)
+      if (it->task == send) {
+        if (Error err = wait(*it); !err.ok())
+          return err;
+        sends_.erase(it);
+        break;
+      }
+    compute_.sent(*send);
+  }
   // Its output: the buffer of its send, which a send still in flight may be reading. The
   // send comes after the task (the loader checks it), usually right after.
   std::optional<MessageBuffer> output;
@@ -272,11 +287,18 @@ Expected<ScheduleExecutor> ScheduleExecutor::create(const PipelineSchedule &sche
       return makeError("stage ", stage, ": no link ", isSendTask(t.op) ? "to" : "from",
                        " stage ", t.peer, " for ", describeTask(t),
                        " (the links were made for other schedules)");
-  return ScheduleExecutor(schedule.stages[static_cast<size_t>(stage)], stage, links, trace);
+  const std::vector<ScheduleTask> &tasks = schedule.stages[static_cast<size_t>(stage)].tasks;
+  std::vector<size_t> releases = sendReleases(schedule.stages, stage);
+  std::vector<std::vector<size_t>> releasedAt(tasks.size());
+  for (size_t k = 0; k < tasks.size(); ++k)
+    if (releases[k] < tasks.size())
+      releasedAt[releases[k]].push_back(k);
+  return ScheduleExecutor(schedule.stages[static_cast<size_t>(stage)], stage, links, trace,
+                          std::move(releasedAt));
 }
 
 Expected<StageStepTimes> ScheduleExecutor::runStep(StageCompute &compute) {
-  return StepRun(*tasks_, stage_, links_, trace_, compute).run();
+  return StepRun(*tasks_, stage_, links_, trace_, compute, releasedAt_).run();
 }
 
 Expected<std::vector<double>> measureBubbleFractions(Communicator *pipeline,

@@ -14,6 +14,10 @@
 //   - Sends never block the list: a send is posted and the executor goes on. Before a task
 //     writes the buffer of a send still in flight (a StageCompute may reuse a few buffers),
 //     and before the step ends, it waits for that send.
+//   - A send's buffer is given back (StageCompute::sent) at a fixed point of the list: before
+//     the compute task that reads the first message the peer sent back after reading the
+//     send (sendReleases, PipelineSchedule.h), where the send has arrived and waiting for it
+//     returns at once; so a stage's memory is the same on every run, as predicted.
 //   - The activations held (forwards done whose backward has not run) never exceed the
 //     stage's `in_flight`: a forward that would hold more is an error, not a silent overrun.
 //   - A send or receive that fails, or finds no peer within the communicator's timeout
@@ -23,7 +27,8 @@
 // Buffers: `StageCompute::message` names the memory of each send and receive. A receive's
 // buffer belongs to the executor from when it is posted until its consuming task (the forward
 // of that chunk and micro-batch for an activation, its backward for a gradient) has returned;
-// a send's buffer from its producing task until the send completes. Two buffers the executor
+// a send's buffer from its producing task until it is given back (above; the compute frees
+// those never given back after the step). Two buffers the executor
 // holds at once must not overlap (the executor posts a receive late rather than into a buffer
 // it still holds).
 //
@@ -73,6 +78,10 @@ public:
   /// The stage's reduce_gradients and optimizer_step tasks.
   virtual Error reduceGradients() = 0;
   virtual Error optimizerStep() = 0;
+  /// The executor is done with the buffer of the send task `send` (it has arrived,
+  /// sendReleases): the compute may free it. The buffers of the sends never released so are
+  /// the compute's to free after the step.
+  virtual void sent(const ScheduleTask &send) { (void)send; }
 };
 
 /// What one stage measured in one step, in seconds.
@@ -97,10 +106,13 @@ public:
 
 private:
   ScheduleExecutor(const StageTasks &tasks, int stage, const PipelineLinks *links,
-                   TraceRecorder *trace)
-      : tasks_(&tasks), stage_(stage), links_(links), trace_(trace) {}
+                   TraceRecorder *trace, std::vector<std::vector<size_t>> releasedAt)
+      : tasks_(&tasks), stage_(stage), links_(links), trace_(trace),
+        releasedAt_(std::move(releasedAt)) {}
 
   const StageTasks *tasks_;
+  /// Per task of the list: the sends released before it runs (sendReleases).
+  std::vector<std::vector<size_t>> releasedAt_;
   int stage_;
   const PipelineLinks *links_;
   TraceRecorder *trace_;

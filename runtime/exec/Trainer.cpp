@@ -31,12 +31,27 @@ Error Trainer::callInMesh(const LoadedKernel &kernel, std::span<void *const> buf
       .withContext(concat("step ", step + 1, ": ", what));
 }
 
-Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &forwardBackward,
+const KernelFunction *batchFunction(const KernelsInfo &kernels) {
+  if (kernels.forwardBackward)
+    return &*kernels.forwardBackward;
+  if (!kernels.chunks.empty() && kernels.chunks[0].forward)
+    return &*kernels.chunks[0].forward;
+  return nullptr;
+}
+
+const KernelBuffer *tokensInput(const KernelFunction &step) {
+  for (const KernelBuffer &b : step.inputs)
+    if (b.kind == BufferKind::Input)
+      return &b;
+  return nullptr;
+}
+
+Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &step,
                                     int64_t globalBatch, int64_t dataParallelSize) {
-  if (forwardBackward.inputs.empty() || forwardBackward.inputs[0].kind != BufferKind::Input ||
-      forwardBackward.inputs[0].dims.size() != 2)
-    return makeError(plan.dir.string(), ": forward_backward takes no batch of tokens");
-  int64_t microBatchSize = forwardBackward.inputs[0].dims[0].size;
+  const KernelBuffer *tokens = tokensInput(step);
+  if (!tokens || tokens->dims.size() != 2)
+    return makeError(plan.dir.string(), ": the step takes no batch of tokens");
+  int64_t microBatchSize = tokens->dims[0].size;
   int64_t global =
       globalBatch > 0 ? globalBatch : trainInt(plan, "global_batch").value_or(microBatchSize);
   if (microBatchSize <= 0 || global <= 0 || global % microBatchSize != 0)

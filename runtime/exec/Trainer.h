@@ -99,12 +99,19 @@ struct StepStats {
   std::vector<std::vector<int64_t>> tokensPerExpert;
 };
 
+/// The function of `kernels` whose token ids set the micro-batch: forward_backward, or a
+/// pipeline plan's (which has none) chunk 0 forward; null when the plan has neither.
+const KernelFunction *batchFunction(const KernelsInfo &kernels);
+/// The token ids `step` takes: its first input of kind `input` (forward_backward's first
+/// buffer, chunk 0's forward's after the parameters before it), or null.
+const KernelBuffer *tokensInput(const KernelFunction &step);
+
 /// The micro-batches of one step: the global batch (`globalBatch` samples, 0: the plan's
-/// `global_batch`) in micro-batches of `forwardBackward`'s batch (its first input must be the
-/// token ids [batch, seq], else an error), which must divide it, shared
+/// `global_batch`) in micro-batches of `step`'s batch (batchFunction; its token ids must be
+/// [batch, seq], else an error), which must divide it, shared
 /// evenly by `dataParallelSize` ranks. Known from the plan alone, so that a launcher refuses a
 /// batch its ranks cannot share before it starts any.
-Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &forwardBackward,
+Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &step,
                                     int64_t globalBatch, int64_t dataParallelSize);
 
 class Trainer {

@@ -243,12 +243,17 @@ Expected<RunData> openData(const Plan &plan, const TrainingRunOptions &options,
       return synthetic.takeError();
     return RunData{std::move(*synthetic), std::nullopt, std::nullopt, std::nullopt};
   }
-  const KernelFunction &step = *kernels.forwardBackward().function;
-  Expected<int64_t> microBatches = countMicroBatches(plan, step, options.globalBatch, 0);
+  const KernelFunction *step = plan.x86Kernels ? batchFunction(*plan.x86Kernels) : nullptr;
+  if (!step)
+    step = kernels.forwardBackward().function;
+  if (!step)
+    return makeError(plan.dir.string(), ": the plan's kernels take no batch of tokens");
+  Expected<int64_t> microBatches = countMicroBatches(plan, *step, options.globalBatch, 0);
   if (!microBatches)
     return microBatches.takeError();
   // [batch, seq], as countMicroBatches checked.
-  const int64_t microBatch = step.inputs[0].dims[0].size, seqLen = step.inputs[0].dims[1].size;
+  const int64_t microBatch = tokensInput(*step)->dims[0].size,
+                seqLen = tokensInput(*step)->dims[1].size;
   GptDataset::Options gpt = indexedDataOptions(plan, options);
   gpt.seqLen = seqLen;
   gpt.globalBatch = *microBatches * microBatch;
@@ -532,7 +537,9 @@ Expected<RunData> Run::openRunData(const KernelLibrary &kernels) {
 
 Error Run::train(TrainingState &state) {
   Expected<KernelLibrary> kernels =
-      options_.device ? options_.device->loadKernels(plan_) : KernelLibrary::load(plan_);
+      options_.device ? options_.device->loadKernels(plan_)
+      : plan_.pipeline ? KernelLibrary::load(plan_, mesh_.stage())
+                       : KernelLibrary::load(plan_);
   if (!kernels)
     return kernels.takeError();
   Expected<RunData> data = openRunData(*kernels);

@@ -481,6 +481,86 @@ size_t receiveWindowEnd(const std::vector<ScheduleTask> &tasks, size_t current) 
   return end;
 }
 
+namespace {
+
+/// The compute tasks of one list that read a message, by (forward or backward, chunk,
+/// micro-batch): a flat table (the layout search walks many large lists).
+class MessageReaders {
+public:
+  MessageReaders(const std::vector<ScheduleTask> &tasks, int64_t chunks, int64_t microBatches)
+      : chunks_(chunks), microBatches_(microBatches),
+        at_(static_cast<size_t>(2 * chunks * microBatches), tasks.size()) {
+    for (size_t k = 0; k < tasks.size(); ++k) {
+      const ScheduleTask &t = tasks[k];
+      if (t.op == TaskOp::Forward || t.op == TaskOp::Backward || t.op == TaskOp::BackwardInput)
+        if (size_t *slot = find(t.op != TaskOp::Forward, t.chunk, t.microBatch))
+          *slot = k;
+    }
+  }
+  /// The task that reads the message `send` (of another list), or the list's size: a
+  /// forward of the next chunk for an activation, a backward (or backward_input) of the
+  /// previous chunk for a gradient.
+  size_t readerOf(const ScheduleTask &send, size_t none) {
+    bool gradient = send.op == TaskOp::SendGradient;
+    size_t *slot = find(gradient, gradient ? send.chunk - 1 : send.chunk + 1, send.microBatch);
+    return slot ? *slot : none;
+  }
+
+private:
+  size_t *find(bool backward, int64_t c, int64_t i) {
+    if (c < 0 || c >= chunks_ || i < 0 || i >= microBatches_)
+      return nullptr;
+    return &at_[static_cast<size_t>(((backward ? 1 : 0) * chunks_ + c) * microBatches_ + i)];
+  }
+  int64_t chunks_, microBatches_;
+  std::vector<size_t> at_;
+};
+
+} // namespace
+
+std::vector<size_t> sendReleases(const std::vector<StageTasks> &stages, int64_t stage) {
+  const std::vector<ScheduleTask> &tasks = stages[size_t(stage)].tasks;
+  std::vector<size_t> release(tasks.size(), tasks.size());
+  int64_t chunks = 1, microBatches = 1;
+  for (const StageTasks &list : stages)
+    for (const ScheduleTask &t : list.tasks) {
+      chunks = std::max<int64_t>(chunks, t.chunk + 1);
+      microBatches = std::max<int64_t>(microBatches, t.microBatch + 1);
+    }
+  MessageReaders mine(tasks, chunks, microBatches);
+  // Per peer: its readers, and for each of its tasks the next send back to this stage.
+  struct Peer {
+    MessageReaders readers;
+    std::vector<size_t> nextSendBack;
+  };
+  std::vector<std::optional<Peer>> peers(stages.size());
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    const ScheduleTask &send = tasks[k];
+    if (!isSendTask(send.op) || send.peer < 0 || size_t(send.peer) >= stages.size())
+      continue;
+    const std::vector<ScheduleTask> &theirs = stages[size_t(send.peer)].tasks;
+    std::optional<Peer> &peer = peers[size_t(send.peer)];
+    if (!peer) {
+      peer.emplace(Peer{MessageReaders(theirs, chunks, microBatches),
+                        std::vector<size_t>(theirs.size() + 1, theirs.size())});
+      for (size_t j = theirs.size(); j-- > 0;)
+        peer->nextSendBack[j] = isSendTask(theirs[j].op) && theirs[j].peer == stage
+                                    ? j
+                                    : peer->nextSendBack[j + 1];
+    }
+    size_t read = peer->readers.readerOf(send, theirs.size());
+    if (read >= theirs.size())
+      continue;
+    size_t back = peer->nextSendBack[read + 1];
+    if (back >= theirs.size())
+      continue;
+    size_t at = mine.readerOf(theirs[back], tasks.size());
+    if (at > k && at < tasks.size())
+      release[k] = at;
+  }
+  return release;
+}
+
 int64_t peakInFlight(const std::vector<ScheduleTask> &tasks) {
   int64_t held = 0, peak = 0;
   for (const ScheduleTask &t : tasks) {

@@ -122,6 +122,17 @@ inline constexpr size_t kReceiveLookahead = 2;
 /// (kReceiveLookahead + 1)-th compute task from `current` on are posted by then.
 size_t receiveWindowEnd(const std::vector<ScheduleTask> &tasks, size_t current);
 
+/// Where stage `stage` of `stages` (a schedule's lists) frees the buffer of each of its
+/// sends: for each task index k of its list, when task k is a send, the index of the compute
+/// task of the list before which the send is known to have arrived, or the list's size (the
+/// step's end; also for the tasks that are no send). A send S to stage Y has arrived once
+/// this stage has received a message M that Y sent after the compute task that read S: Y's
+/// first send back to this stage after that task. The executor waits for M before the
+/// compute task that reads it, so that is where S is released (its wait then returns at
+/// once: no wait is added that could deadlock). Without such an M (a forward-only list, the
+/// last messages of a step) S is held to the step's end.
+std::vector<size_t> sendReleases(const std::vector<StageTasks> &stages, int64_t stage);
+
 /// The most (chunk, micro-batch) pairs whose forward has run and whose backward (BW, or B)
 /// has not, at any point of `tasks`: the activations a stage holds at once.
 int64_t peakInFlight(const std::vector<ScheduleTask> &tasks);

@@ -26,6 +26,10 @@ public:
   void message(TaskOp op, int64_t c, int64_t i);
   /// The buffers a compute task writes and frees (PipelineTrainer's chunk calls).
   void compute(TaskOp op, int64_t c, int64_t i);
+  /// Frees the buffer of a send known to have arrived (sendReleases).
+  void sent(TaskOp op, int64_t c, int64_t i) {
+    release(op == TaskOp::SendActivation ? Held::Output : Held::InputGrad, c, i);
+  }
 
   StageBufferPeaks peaks;
 
@@ -127,9 +131,10 @@ void Walk::compute(TaskOp op, int64_t c, int64_t i) {
 
 } // namespace
 
-StageBufferPeaks simulateStageBuffers(const std::vector<ScheduleTask> &tasks, int64_t stage,
+StageBufferPeaks simulateStageBuffers(const std::vector<StageTasks> &stages, int64_t stage,
                                       const std::vector<int64_t> &chunkStages,
                                       const ChunkBufferBytes &bytes) {
+  const std::vector<ScheduleTask> &tasks = stages[size_t(stage)].tasks;
   // The walk keys its buffers by the chunks the stage's tasks name and their neighbours (a
   // forward writes the next chunk's input, a backward the previous one's output gradient).
   int64_t maxChunk = static_cast<int64_t>(chunkStages.size()), microBatches = 1;
@@ -154,6 +159,13 @@ StageBufferPeaks simulateStageBuffers(const std::vector<ScheduleTask> &tasks, in
     if (isSendTask(tasks[k].op))
       sendAt[sendSlot(tasks[k].op, tasks[k].chunk, tasks[k].microBatch)] = k;
 
+  // The sends each compute task frees before it runs (the executor's releases).
+  std::vector<size_t> releases = sendReleases(stages, stage);
+  std::vector<std::vector<size_t>> releasedAt(tasks.size());
+  for (size_t k = 0; k < tasks.size(); ++k)
+    if (releases[k] < tasks.size())
+      releasedAt[releases[k]].push_back(k);
+
   Walk walk(stage, chunkStages, bytes, slots, chunks, microBatches);
   size_t nextReceive = 0;
   for (size_t current = 0; current < tasks.size(); ++current) {
@@ -167,6 +179,8 @@ StageBufferPeaks simulateStageBuffers(const std::vector<ScheduleTask> &tasks, in
       walk.message(t.op, t.chunk, t.microBatch);
       continue;
     }
+    for (size_t k : releasedAt[current])
+      walk.sent(tasks[k].op, tasks[k].chunk, tasks[k].microBatch);
     TaskOp send = t.op == TaskOp::Forward ? TaskOp::SendActivation : TaskOp::SendGradient;
     if (t.op != TaskOp::BackwardWeight) {
       size_t at = sendAt[sendSlot(send, t.chunk, t.microBatch)];

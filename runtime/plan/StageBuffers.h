@@ -6,7 +6,9 @@
 // split backward), what a split backward's input half stashes for its weight half, and the
 // messages: each received activation or gradient from when its receive is posted (up to
 // kReceiveLookahead compute tasks ahead) until the task that consumes it has returned, each
-// sent one from the task that writes it until the send. A forward whose next chunk is on
+// sent one from the task that writes it until it is known to have arrived (sendReleases,
+// PipelineSchedule.h: before the compute task reading the peer's next message back, else
+// the step's end). A forward whose next chunk is on
 // the same stage writes straight into that chunk's input, a backward into the previous
 // chunk's output gradient.
 //
@@ -42,8 +44,9 @@ struct StageBufferPeaks {
   int64_t held = 0;
 };
 
-/// Walks `tasks`, the task list of `stage`, whose chunks sit on the stages `chunkStages`.
-StageBufferPeaks simulateStageBuffers(const std::vector<ScheduleTask> &tasks, int64_t stage,
+/// Walks the task list of `stage` of `stages` (a schedule's lists: where its sends are freed
+/// depends on its peers' lists), whose chunks sit on the stages `chunkStages`.
+StageBufferPeaks simulateStageBuffers(const std::vector<StageTasks> &stages, int64_t stage,
                                       const std::vector<int64_t> &chunkStages,
                                       const ChunkBufferBytes &bytes);
 

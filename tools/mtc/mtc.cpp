@@ -610,11 +610,15 @@ mlir::OwningOpRef<mlir::ModuleOp> lowerStep(mlir::ModuleOp trained,
   mlir::OwningOpRef<mlir::ModuleOp> module(trained.clone());
   if (failed(runPipeline(*module, mtc::buildPartitionPipeline)))
     return nullptr;
+  // The predictions cover the whole-model step too (the plan's communication_bytes and
+  // functions); a pipeline plan's code only the functions its ranks call.
   if (kernels) {
-    kernels->callingConvention = mtc::describeCallingConvention(*module);
     kernels->collectiveBytes = mtc::sharding::predictCollectiveBytes(*module);
     kernels->functionCosts = mtc::computeFunctionCosts(*module);
   }
+  mtc::eraseSingleStageEntries(*module);
+  if (kernels)
+    kernels->callingConvention = mtc::describeCallingConvention(*module);
   if (failed(runPipeline(*module, mtc::buildToLinalgPipeline)))
     return nullptr;
   return module;

@@ -591,8 +591,8 @@ int run(int argc, char **argv) {
     Expected<MeshPlacement> p = placePlanRank(*plan, 0, requested);
     if (!p)
       return fail(p.error());
-    if (plan->x86Kernels && plan->x86Kernels->forwardBackward) {
-      Expected<int64_t> split = countMicroBatches(*plan, *plan->x86Kernels->forwardBackward,
+    if (const KernelFunction *step = plan->x86Kernels ? batchFunction(*plan->x86Kernels) : nullptr) {
+      Expected<int64_t> split = countMicroBatches(*plan, *step,
                                                   *globalBatch, p->dpSize);
       if (!split)
         return fail(split.error());

@@ -7,8 +7,11 @@
   `kernels.x86_64.functions`, and no other pipeline entry;
 - every stage of every schedule has `peak_bytes` = 4 x the bytes of its parameters + 2 x those
   of its optimizer state (the `param` and `state` inputs of `stage<s>.optimizer_step`) +
-  `buffer_bytes` + `predictions.memory_bytes.workspace`, and `buffer_bytes` at least
-  `activation_bytes` (the messages come on top of the residuals and stash).
+  `buffer_bytes` + the stage's arena (the largest `arena.bytes` of its chunks' and its
+  `stage<s>.*` functions), and `buffer_bytes` at least `activation_bytes` (the messages come
+  on top of the residuals and stash);
+- the kernels have no whole-model step (`forward`, `forward_backward`, `optimizer_step`,
+  `logits`): no pipeline rank calls them.
 Prints one line per schedule with each stage's figures.
 """
 import json
@@ -32,14 +35,21 @@ def main():
                                                                      "optimizer_step"}
     if predicted != pipeline_functions:
         sys.exit(f"communication_bytes: {sorted(predicted ^ pipeline_functions)} differ")
-    workspace = plan["predictions"]["memory_bytes"]["workspace"]
+    whole = sorted({"forward", "forward_backward", "optimizer_step", "logits"} & set(functions))
+    if whole:
+        sys.exit(f"kernels.x86_64.functions: a pipeline plan compiled {whole}")
+    chunk_stages = plan["pipeline"]["chunk_stages"]
+    arenas = {}
+    for f in functions.values():
+        stage = chunk_stages[f["chunk"]] if "chunk" in f else f.get("stage")
+        arenas[stage] = max(arenas.get(stage, 0), f["arena"]["bytes"])
     for schedule in plan["pipeline"]["schedules"]:
         line = []
         for s, stage in enumerate(schedule["stages"]):
             inputs = functions[f"stage{s}.optimizer_step"]["inputs"]
             params = sum(words_bytes(b) for b in inputs if b["kind"] == "param")
             states = sum(words_bytes(b) for b in inputs if b["kind"] == "state")
-            expected = 4 * params + 2 * states + stage["buffer_bytes"] + workspace
+            expected = 4 * params + 2 * states + stage["buffer_bytes"] + arenas[s]
             if stage["peak_bytes"] != expected:
                 sys.exit(f"m={schedule['micro_batches']} stage {s}: peak_bytes "
                          f"{stage['peak_bytes']}, expected {expected}")

@@ -236,6 +236,48 @@ TEST(KernelLibraryTest, PipelineChunkAndStageFunctions) {
                                  "library has no symbol '_mtc_chunk0_backward'");
 }
 
+// A pipeline plan has no whole-model step (mtc compiles none); given its stage, a rank's
+// arena is the largest of its own chunks' and stage's functions, and only they use it.
+TEST(KernelLibraryTest, AStagesArenaIsSizedForItsOwnFunctions) {
+  Plan plan = pipelinePlanOverToyKernels({2, {0, 1}, {1, 1}, false, /*dp=*/2});
+  KernelsInfo &k = *plan.x86Kernels;
+  k.forward.reset();
+  k.forwardBackward.reset();
+  k.optimizerStep.reset();
+  k.logits.reset();
+  k.chunks[0].forward->arena = KernelArenaPlan{1024, 1024, {}};
+  k.stages[0].optimizerStep->arena = KernelArenaPlan{2048, 2048, {}};
+  k.chunks[1].backward->arena = KernelArenaPlan{4096, 4096, {}};
+  Expected<KernelLibrary> whole = KernelLibrary::load(plan);
+  ASSERT_TRUE(whole.ok()) << whole.error().message();
+  ASSERT_TRUE(whole->arena());
+  EXPECT_EQ(whole->arena()->size(), 4096);
+  EXPECT_FALSE(whole->forwardBackward().entry);
+
+  Expected<KernelLibrary> first = KernelLibrary::load(plan, 0);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  ASSERT_TRUE(first->arena());
+  EXPECT_EQ(first->arena()->size(), 2048);
+  EXPECT_EQ(first->chunks()[0].forward.arena, first->arena());
+  EXPECT_EQ(first->stages()[0].optimizerStep.arena, first->arena());
+  EXPECT_EQ(first->chunks()[1].backward.arena, nullptr) << "stage 1's";
+
+  Expected<KernelLibrary> second = KernelLibrary::load(plan, 1);
+  ASSERT_TRUE(second.ok()) << second.error().message();
+  EXPECT_EQ(second->arena()->size(), 4096);
+  EXPECT_EQ(second->chunks()[0].forward.arena, nullptr);
+
+  Expected<KernelLibrary> none = KernelLibrary::load(plan, 2);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().message(), "/: no pipeline stage 2 in the plan");
+  // Without a pipeline the whole-model step is required.
+  Plan single = plan;
+  single.pipeline.reset();
+  single.x86Kernels->chunks.clear();
+  single.x86Kernels->stages.clear();
+  EXPECT_EQ(loadError(single), "/: the plan's kernels have no 'forward_backward' function");
+}
+
 TEST(KernelLibraryTest, CallPassesTheFunctionsArenaBytesAsItsWorkspace) {
   // toy_workspace_forward_backward asks for 256 bytes and reports the address it got.
   auto addressIn = [](const std::vector<float> &grad) {

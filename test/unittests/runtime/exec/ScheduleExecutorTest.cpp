@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <set>
@@ -47,7 +48,8 @@ public:
   std::map<int, float> inputGradients;
   std::vector<std::string> mismatches;
   /// "post <recv op> <chunk> <micro-batch>" when the executor asks for a receive's buffer,
-  /// "run <op> <chunk> <micro-batch>" when a compute task starts.
+  /// "run <op> <chunk> <micro-batch>" when a compute task starts, "sent <send op> <chunk>
+  /// <micro-batch>" when the executor gives a send's buffer back.
   std::vector<std::string> events;
   int reductions = 0, optimizerSteps = 0, weightGradients = 0;
   /// Seconds a forward sleeps (a whole backward twice as long), for the bubble measurement.
@@ -112,6 +114,9 @@ public:
       events.push_back(concat("post ", taskOpName(t.op), ' ', t.chunk, ' ', t.microBatch));
     std::vector<float> &b = buffer(t.op, t.chunk, t.microBatch);
     return MessageBuffer{b.data(), b.size(), MTC_F32};
+  }
+  void sent(const ScheduleTask &t) override {
+    events.push_back(concat("sent ", taskOpName(t.op), ' ', t.chunk, ' ', t.microBatch));
   }
   Error reduceGradients() override {
     ++reductions;
@@ -256,6 +261,36 @@ TEST(ScheduleExecutor, OneFOneBOnTwoAndFourStages) {
     PipelineSchedule s = buildSchedule(TestScheduleKind::OneFOneB, stages, 8);
     expectCorrect(runPipeline(s, 2, 8, concat("1f1b", stages)), 8, 2);
   }
+}
+
+// The executor gives each send's buffer back right before the compute task sendReleases
+// names (PipelineSchedule.h), on every run: 1F1B on 2 stages, 4 micro-batches, stage 0's
+// activation i before its backward i, stage 1's gradients 0 and 1 before its forwards 2 and
+// 3; gradients 2 and 3 are never given back during the step (the compute frees them after).
+TEST(ScheduleExecutor, GivesSendsBackWhereTheyAreKnownToHaveArrived) {
+  PipelineSchedule s = buildSchedule(TestScheduleKind::OneFOneB, 2, 4);
+  std::vector<StageResult> results = runPipeline(s, 2, 8, "sent");
+  expectCorrect(results, 4, 2);
+  auto before = [](const std::vector<std::string> &events, const std::string &what) {
+    std::vector<std::string> found;
+    for (size_t k = 0; k + 1 < events.size(); ++k)
+      if (events[k].rfind("sent ", 0) == 0 && events[k + 1] == what)
+        found.push_back(events[k]);
+    return found;
+  };
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(before(results[0].events, concat("run backward 0 ", i)),
+              std::vector<std::string>(2, concat("sent send_activation 0 ", i)))
+        << i;
+  for (int i : {2, 3})
+    EXPECT_EQ(before(results[1].events, concat("run forward 1 ", i)),
+              std::vector<std::string>(2, concat("sent send_gradient 1 ", i - 2)))
+        << i;
+  auto count = [](const std::vector<std::string> &events, const std::string &what) {
+    return std::count(events.begin(), events.end(), what);
+  };
+  EXPECT_EQ(count(results[1].events, "sent send_gradient 1 2"), 0);
+  EXPECT_EQ(count(results[1].events, "sent send_gradient 1 3"), 0);
 }
 
 TEST(ScheduleExecutor, GPipeOnTwoAndFourStages) {
