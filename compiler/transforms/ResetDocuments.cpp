@@ -46,11 +46,6 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
              << "reset_attention_mask (--reset-attention-mask) is not supported yet: the "
                 "document mask does not reach the layers' attention (mt.repeat passes no "
                 "per-token input to its layer); compile without it";
-    if (mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
-        parallel && parallel.getPp().value_or(1) > 1)
-      return module.emitError() << "reset_position_ids is not supported with pipeline "
-                                   "parallelism (pp "
-                                << *parallel.getPp() << ") yet: compile without one of them";
     auto function = dyn_cast_or_null<func::FuncOp>(SymbolTable::lookupSymbolIn(module, "forward"));
     if (!function || function.getNumArguments() < 1)
       return module.emitError() << "reset_position_ids needs a 'forward' function taking the "
