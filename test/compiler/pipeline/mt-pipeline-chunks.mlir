@@ -62,25 +62,17 @@ module @even attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 :
 // (the gather of the table's rows) and backward (their scatter-add).
 // CHECK-LABEL: module @documents
 // CHECK: func.func @chunk0.forward(
+// CHECK-SAME: {mt.buffer = "input", mt.input = "position_ids"}
 // CHECK-SAME: {mt.buffer = "input", mt.input = "tokens"}
-// CHECK-SAME: {mt.buffer = "input", mt.input = "position_ids"}
-// CHECK-NOT: mt.input = "l
-// CHECK-SAME: mt.chunk_layers
+// CHECK: mt.gather %{{.*}} over seq_position
 // CHECK: func.func @chunk0.backward(
-// CHECK-NOT: mt.input = "l
-// CHECK-SAME: {mt.buffer = "input", mt.input = "position_ids"}
-// CHECK-NOT: mt.input = "l
-// CHECK-SAME: mt.chunk_layers
+// CHECK-SAME: {mt.buffer = "input", mt.input = "tokens"}, %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], i32> {mt.buffer = "input", mt.input = "position_ids"}) ->
+// CHECK: mt.embedding_grad %{{.*}} over seq_position
 // CHECK: func.func @chunk1.forward(
-// CHECK-NOT: mt.input = "tokens"
-// CHECK-NOT: mt.input = "position_ids"
+// CHECK-SAME: {mt.buffer = "input", mt.input = "labels"}, %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], f32> {mt.buffer = "input", mt.input = "loss_mask"}) ->
+// CHECK-SAME: (!mt.tensor<[], f32> {mt.buffer = "loss"}
+// CHECK: func.func @chunk1.backward(%{{[^:]*}}: !mt.tensor<[batch=2, seq=4], f32> {mt.buffer = "input", mt.input = "loss_mask"}
 // CHECK-SAME: {mt.buffer = "input", mt.input = "labels"}
-// CHECK-SAME: {mt.buffer = "input", mt.input = "loss_mask"}
-// CHECK-SAME: -> (!mt.tensor<[], f32> {mt.buffer = "loss"}
-// CHECK: func.func @chunk1.backward(
-// CHECK-NOT: mt.input = "tokens"
-// CHECK-NOT: mt.input = "position_ids"
-// CHECK-SAME: mt.chunk_layers
 module @documents attributes {mt.dims = {batch = 2 : i64, head_dim = 4 : i64, heads = 1 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2>, mt.reset_position_ids, mt.train = #mt.train<global_batch = 2, micro_batch = 2, optimizer = adamw(lr = 1.0e-3), precision = fp32, eod_mask_loss = true>} {
   mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
   mt.param @wpe : !mt.tensor<[seq=4, hidden=4], f32> init normal(2.000000e-02)
