@@ -1979,8 +1979,8 @@ TEST(PipelineKernelsTest, ChunksTakeTheDataInputsTheyRead) {
         edit(f);
     });
     JsonObject &o = *v.getObject();
-    at(o, "train").set("eod_mask_loss", true);
-    at(o, "train").set("reset_position_ids", true);
+    functionAt(o, "train").set("eod_mask_loss", true);
+    functionAt(o, "train").set("reset_position_ids", true);
     JsonArray &inputs = *o.find("inputs")->getArray();
     inputs.push_back(JsonObject{{"name", "loss_mask"}, {"dtype", "f32"}, {"dims", ids}});
     inputs.push_back(JsonObject{{"name", "position_ids"}, {"dtype", "i32"}, {"dims", ids}});
