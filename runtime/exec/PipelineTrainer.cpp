@@ -71,6 +71,13 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
       return makeError(plan.dir.string(), ": the plan's kernels have no 'chunk", task.chunk, '.',
                        taskOpName(task.op), "' function, which stage ", mesh.stage(),
                        "'s schedule runs");
+    // Its data inputs are fed by name (dataInput): one the trainer cannot make is refused
+    // here, before the stages start a step together.
+    for (const KernelBuffer &b : k.function->inputs)
+      if (b.kind == BufferKind::Input && !isDataInput(b.name))
+        return makeError(plan.dir.string(), ": chunk", task.chunk, '.', taskOpName(task.op),
+                         " takes the data input '", b.name, "', which the trainer does not make "
+                         "(tokens, labels, ", kLossMaskInput, ", ", kPositionIdsInput, ")");
   }
   if (size_t(mesh.stage()) >= kernels.stages().size() ||
       !kernels.stages()[size_t(mesh.stage())].gradSquares.entry ||
@@ -289,9 +296,12 @@ Expected<void *> PipelineTrainer::dataInput(std::string_view name, int64_t micro
     return makeError("stage ", mesh_->stage(), ": out of memory for micro-batch ", microBatch,
                      "'s ", name);
   }
-  return makeError("stage ", mesh_->stage(), ": a chunk function takes the data input '", name,
-                   "', which the trainer does not know (tokens, labels, ", kLossMaskInput, ", ",
-                   kPositionIdsInput, ")");
+  return makeError("stage ", mesh_->stage(), ": no data input '", name, "'");
+}
+
+bool PipelineTrainer::isDataInput(std::string_view name) {
+  return name == "tokens" || name == "labels" || name == kLossMaskInput ||
+         name == kPositionIdsInput;
 }
 
 Error PipelineTrainer::callStep(const LoadedKernel &kernel, std::span<void *const> buffers,

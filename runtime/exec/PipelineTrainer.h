@@ -152,6 +152,8 @@ private:
   /// loss mask and the position ids derived from the token ids when first taken, so that a
   /// stage reads and derives only what its chunks take.
   Expected<void *> dataInput(std::string_view name, int64_t microBatch);
+  /// Whether dataInput makes `name`.
+  static bool isDataInput(std::string_view name);
   int64_t sampleBegin(int64_t microBatch) const {
     return (dpIndex_ + microBatch * dpSize_) * microBatchSize_;
   }
