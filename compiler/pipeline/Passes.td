@@ -18,7 +18,10 @@ def MTPipelineChunksPass : Pass<"mt-pipeline-chunks", "::mlir::ModuleOp"> {
     c this pass adds two public functions, cut out of the outlined `@forward_backward`:
 
     - `@chunk<c>.forward`: chunk 0 takes the token ids, a later chunk the activation the
-      previous chunk returned; the last chunk also takes the labels and returns the loss,
+      previous chunk returned; the last chunk also takes the labels and returns the loss
+      (each function takes the step's data arguments it reads: the loss mask of
+      mt-loss-mask with the labels, the position ids of mt-reset-documents where the
+      position table is read),
       the others return their output activation. After that come the residuals: every
       value the chunk's backward reads from its forward; then, for an MoE model, the
       tokens per expert of the chunk's layers (`mt.buffer = "expert_load"`, i64
@@ -51,8 +54,10 @@ def MTPipelineChunksPass : Pass<"mt-pipeline-chunks", "::mlir::ModuleOp"> {
     both copies stay identical; the runtime does not run pipeline plans yet.
 
     Arguments and results carry `mt.param = @p` (parameters), `mt.grad = @p`
-    (gradients) or `mt.buffer = "<kind>"` with kind tokens, labels, activation, loss,
-    activation_grad, residual or stash, for the plan's calling convention; a residual or
+    (gradients) or `mt.buffer = "<kind>"` with kind input, activation, loss,
+    activation_grad, residual or stash, for the plan's calling convention (an input, one of
+    the step's data arguments, also carries `mt.input = "<name>"`, the plan's name of the
+    step's argument: tokens, labels, loss_mask, position_ids); a residual or
     stash also carries `mt.index = k`, its position among the forward's residual results
     (the B's stash results), which is how each backward function picks its arguments. The module gets
     `mt.pipeline = {stages, virtual_stages, chunk_layers, chunk_stages, shared_params}`.

@@ -20,7 +20,9 @@
 #include "compiler/autodiff/SplitBackward.h"
 #include "compiler/pipeline/Passes.h"
 #include "compiler/pipeline/StageCut.h"
+#include "compiler/transforms/DataInputs.h"
 #include "compiler/transforms/Passes.h"
+#include "compiler/transforms/ResetDocuments.h"
 
 #include "dialects/mt/IR/MTOps.h"
 #include "dialects/mt/Utils/ParameterRead.h"
@@ -44,6 +46,8 @@ namespace {
 
 /// The buffer kind of mt-expert-load's counts.
 constexpr StringLiteral kExpertLoadBuffer = "expert_load";
+/// The buffer kind of a data input, named by its `mt.input` (the plan's input name).
+constexpr StringLiteral kDataInputBuffer = "input";
 
 /// Where an op of the step lies; between the repeats, the ops the loss depends on are the
 /// last chunk's forward, the others its backward.
@@ -101,11 +105,17 @@ public:
       return mapped;
     if (auto arg = dyn_cast<BlockArgument>(value);
         arg && arg.getOwner() == &step.getBody().front()) {
-      StringRef kind;
-      DictionaryAttr given = step.getArgAttrDict(arg.getArgNumber());
-      if (!given || !given.get(transforms::kParamAttrName))
-        kind = arg.getArgNumber() == 0 ? "tokens" : "labels";
-      return addArgument(value, kind);
+      if (isParameter(arg))
+        return addArgument(value, "");
+      // A data input (the token ids, the labels, the loss mask, the position ids): the
+      // chunk takes it under the step's name for it, so that each chunk takes whichever it
+      // reads and the runtime feeds it as it feeds the step.
+      Value input = addArgument(value, kDataInputBuffer);
+      NamedAttrList attrs(argAttrs.back());
+      attrs.set(transforms::kInputNameAttrName,
+                builder.getStringAttr(transforms::dataInputName(step, arg.getArgNumber())));
+      argAttrs.back() = attrs.getDictionary(step.getContext());
+      return input;
     }
     Operation *def = value.getDefiningOp();
     if (def->hasTrait<mt::OpTrait::CallConstant>()) {

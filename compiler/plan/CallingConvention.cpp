@@ -3,6 +3,7 @@
 #include "compiler/plan/CallingConvention.h"
 
 #include "compiler/codegen/CPU/CPUCodegen.h"
+#include "compiler/transforms/DataInputs.h"
 #include "compiler/transforms/ResetDocuments.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -20,7 +21,7 @@ json::Object buffer(StringRef kind, StringRef name, Type type) {
   for (const mt::NamedDim &dim : tensor.getDims())
     dims.push_back(json::Object{{"name", dim.name.getValue()}, {"size", dim.size}});
   return json::Object{{"kind", kind},
-                      {"name", name.str()}, // copied: entryInputName's are temporaries
+                      {"name", name.str()}, // copied: dataInputName's are temporaries
                       {"dtype", planDTypeName(tensor.getElementType())},
                       {"dims", std::move(dims)}};
 }
@@ -37,8 +38,8 @@ std::optional<std::pair<StringRef, StringRef>> outlinedSymbol(DictionaryAttr att
 
 /// A buffer of a pipeline chunk or stage function, from the attributes mt-pipeline-chunks
 /// and mt-pipeline-optimizer give its arguments and results: a parameter, a state, a
-/// gradient, or a buffer of a kind (tokens and labels are inputs; residuals and stash
-/// entries carry their index).
+/// gradient, or a buffer of a kind (a chunk's data input is kind `input` named by its
+/// `mt.input`; residuals and stash entries carry their index).
 json::Object pipelineBuffer(DictionaryAttr attrs, Type type) {
   if (auto symbol = outlinedSymbol(attrs))
     return buffer(symbol->first, symbol->second, type);
@@ -46,8 +47,11 @@ json::Object pipelineBuffer(DictionaryAttr attrs, Type type) {
     return buffer("grad", grad.getValue(), type);
   auto kindAttr = attrs ? attrs.getAs<StringAttr>(mt::MTDialect::kBufferAttrName) : nullptr;
   StringRef kind = kindAttr ? kindAttr.getValue() : "";
-  // decode_step's `position` is an input like the token ids.
-  if (kind == "tokens" || kind == "labels" || kind == "position")
+  if (kind == "input")
+    if (auto name = attrs.getAs<StringAttr>(transforms::kInputNameAttrName))
+      return buffer("input", name.getValue(), type);
+  // prefill's and decode_step's token ids and decode_step's `position` (mt-kv-cache).
+  if (kind == "tokens" || kind == "position")
     return buffer("input", kind, type);
   json::Object object = buffer(kind, kind, type);
   if (auto index = attrs ? attrs.getAs<IntegerAttr>(mt::MTDialect::kIndexAttrName) : nullptr)
@@ -96,14 +100,6 @@ std::string mtc::planDTypeName(Type type) {
   return "unknown";
 }
 
-std::string mtc::entryInputName(func::FuncOp func, size_t index) {
-  if (auto name = func.getArgAttrOfType<StringAttr>(index, transforms::kInputNameAttrName))
-    return name.str();
-  if (index < std::size(mt::MTDialect::kEntryInputNames))
-    return mt::MTDialect::kEntryInputNames[index].str();
-  return ("input" + Twine(index)).str();
-}
-
 json::Object mtc::describeCallingConvention(ModuleOp module) {
   json::Object functions;
   for (StringRef name : {"forward", "forward_backward", "optimizer_step", "logits"}) {
@@ -125,7 +121,7 @@ json::Object mtc::describeCallingConvention(ModuleOp module) {
                                                cast<FlatSymbolRefAttr>(grads[index - 2]).getValue(),
                                                type));
       else
-        inputs.push_back(buffer("input", entryInputName(func, index), type));
+        inputs.push_back(buffer("input", transforms::dataInputName(func, index), type));
     }
     for (auto [index, type] : llvm::enumerate(func.getResultTypes())) {
       if (auto symbol = outlinedSymbol(func.getResultAttrDict(index))) {

@@ -37,11 +37,6 @@ void eraseSingleStageEntries(mlir::ModuleOp module);
 /// The plan's name of an element type: f32, bf16, f16, f64, i32, i64 (docs/plan-format.md).
 std::string planDTypeName(mlir::Type type);
 
-/// The plan's name of `func`'s data argument `index`: its `mt.input` attribute
-/// (transforms::kInputNameAttrName: position_ids) if any, else mt::MTDialect's
-/// kEntryInputNames by place (tokens, labels, loss_mask; `input<index>` past them).
-std::string entryInputName(mlir::func::FuncOp func, size_t index);
-
 } // namespace mtc
 
 #endif // MTC_COMPILER_PLAN_CALLINGCONVENTION_H

@@ -6,6 +6,7 @@
 #include "compiler/plan/CallingConvention.h"
 
 #include "compiler/sharding/Layout.h"
+#include "compiler/transforms/DataInputs.h"
 #include "compiler/transforms/ResetDocuments.h"
 
 #include "dialects/mt/IR/MTOps.h"
@@ -245,7 +246,7 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   json::Array inputs;
   for (auto [index, type] : llvm::enumerate(forward.getArgumentTypes())) {
     auto tensor = cast<mt::NamedTensorType>(type);
-    std::string name = entryInputName(forward, index);
+    std::string name = transforms::dataInputName(forward, index);
     inputs.push_back(json::Object{{"name", name},
                                   {"dtype", planDTypeName(tensor.getElementType())},
                                   {"dims", dimsJson(tensor)}});

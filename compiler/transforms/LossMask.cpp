@@ -33,12 +33,6 @@ struct LossMaskPass : transforms::impl::MTLossMaskPassBase<LossMaskPass> {
     mt::TrainAttr train = mt::TrainAttr::lookup(module);
     if (!train || !train.masksLossAtEndOfDocument())
       return;
-    if (mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
-        parallel && parallel.getPp().value_or(1) > 1) {
-      module.emitError() << "eod_mask_loss is not supported with pipeline parallelism (pp "
-                         << *parallel.getPp() << ") yet: compile without one of them";
-      return signalPassFailure();
-    }
     auto forward = SymbolTable::lookupSymbolIn(module, "forward");
     auto function = dyn_cast_or_null<func::FuncOp>(forward);
     if (!function) {

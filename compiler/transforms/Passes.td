@@ -85,10 +85,12 @@ def MTLossMaskPass : Pass<"mt-loss-mask", "::mlir::ModuleOp"> {
     differentiated step take the argument as `forward` does; the positions of mask 0 have
     no gradient.
 
+    Under pipeline parallelism mt-pipeline-chunks hands the mask, as every data argument, to
+    the chunk functions reading it (those computing the loss).
+
     Without the setting (or with `eod_mask_loss off`) the module is left alone. Errors: a
-    `forward` that does not take exactly the tokens and the labels, one whose labels feed
-    no `mt.cross_entropy`, and pipeline parallelism (`pp` above 1), whose chunks do not
-    pass the mask to the last stage yet.
+    `forward` that does not take exactly the tokens and the labels, and one whose labels
+    feed no `mt.cross_entropy`.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }
@@ -114,8 +116,10 @@ def MTResetDocumentsPass : Pass<"mt-reset-documents", "::mlir::ModuleOp"> {
     broadcast over the batch). The sequence dimension is the one of the module's
     `mt.attention` ops.
 
-    Without the attribute the module is left alone. Errors: pipeline parallelism (`pp`
-    above 1), whose chunks do not pass the position ids along; a `forward` missing or not
+    Under pipeline parallelism mt-pipeline-chunks hands the position ids, as every data
+    argument, to the chunk functions reading them (those reading the table).
+
+    Without the attribute the module is left alone. Errors: a `forward` missing or not
     taking the tokens first; a model without `mt.attention`, or whose tokens lack its
     sequence dimension; positions read where the position ids do not reach: an `mt.rope`
     over the sequence or a position table read inside a layer function (`mt.repeat`'s

@@ -45,11 +45,6 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
       return module.emitError()
              << "reset_attention_mask (--reset-attention-mask) is not supported yet: "
                 "attention takes no document ids to mask across documents; compile without it";
-    if (mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
-        parallel && parallel.getPp().value_or(1) > 1)
-      return module.emitError() << "reset_position_ids is not supported with pipeline "
-                                   "parallelism (pp "
-                                << *parallel.getPp() << ") yet: compile without one of them";
     auto function = dyn_cast_or_null<func::FuncOp>(SymbolTable::lookupSymbolIn(module, "forward"));
     if (!function || function.getNumArguments() < 1)
       return module.emitError() << "reset_position_ids needs a 'forward' function taking the "

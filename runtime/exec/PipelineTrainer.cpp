@@ -2,6 +2,8 @@
 
 #include "runtime/exec/PipelineTrainer.h"
 
+#include "runtime/data/Documents.h"
+#include "runtime/data/LossMask.h"
 #include "runtime/exec/DropoutKey.h"
 #include "runtime/exec/EvaluationSchedule.h"
 #include "runtime/exec/KernelMemory.h"
@@ -73,6 +75,13 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
       return makeError(plan.dir.string(), ": the plan's kernels have no 'chunk", task.chunk, '.',
                        taskOpName(task.op), "' function, which stage ", mesh.stage(),
                        "'s schedule runs");
+    // Its data inputs are fed by name (dataInput): one the trainer cannot make is refused
+    // here, before the stages start a step together.
+    for (const KernelBuffer &b : k.function->inputs)
+      if (b.kind == BufferKind::Input && !isDataInput(b.name))
+        return makeError(plan.dir.string(), ": chunk", task.chunk, '.', taskOpName(task.op),
+                         " takes the data input '", b.name, "', which the trainer does not make "
+                         "(tokens, labels, ", kLossMaskInput, ", ", kPositionIdsInput, ")");
   }
   if (size_t(mesh.stage()) >= kernels.stages().size() ||
       !kernels.stages()[size_t(mesh.stage())].gradSquares.entry ||
@@ -114,11 +123,16 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
 Expected<std::unique_ptr<PipelineTrainer>>
 PipelineTrainer::create(const Plan &plan, const KernelLibrary &kernels, TrainingState state,
                         const TokenSource &data, int64_t globalBatch, const RankMesh &mesh,
-                        TraceRecorder *trace, const TokenSource *validation) {
+                        TraceRecorder *trace, const TokenSource *validation,
+                        std::optional<int64_t> endOfDocument) {
   if (!plan.pipeline)
     return makeError(plan.dir.string(), ": the plan has no pipeline");
+  // Every stage checks the plan alike, before any collective.
+  if (Error err = checkEndOfDocument(plan, endOfDocument); !err.ok())
+    return err;
   const PipelinePlan &pipeline = *plan.pipeline;
   std::unique_ptr<PipelineTrainer> t(new PipelineTrainer(plan, kernels, data, mesh));
+  t->endOfDocument_ = endOfDocument.value_or(0);
   Error prepared = t->prepare(std::move(state), globalBatch);
   // What follows is collective over the pipeline group: a stage that could not prepare
   // (its plan data, its memory) says so first, so that the others do not wait for it.
@@ -241,24 +255,57 @@ void PipelineTrainer::countHeld(const Key &key, int64_t bytes) {
   peakHeldBytes_ = std::max(peakHeldBytes_, heldBytes_);
 }
 
-Expected<int32_t *> PipelineTrainer::batch(bool labels, int64_t microBatch) {
-  auto key = std::pair{labels, microBatch};
-  auto it = batches_.find(key);
+Expected<void *> PipelineTrainer::dataInput(std::string_view name, int64_t microBatch) {
+  auto it = batches_.find(microBatch);
   if (it == batches_.end()) {
-    size_t n = size_t(microBatchSize_ * seqLen_);
-    std::vector<int32_t> tokens(n), targets(n);
+    const size_t n = size_t(microBatchSize_ * seqLen_);
+    MicroBatchData read;
+    try {
+      read.tokens.resize(n);
+      read.labels.resize(n);
+    } catch (const std::bad_alloc &) {
+      return makeError("stage ", mesh_->stage(), ": out of memory for micro-batch ", microBatch,
+                       "'s tokens");
+    }
     // Evaluation reads validation batch b as step b of the validation data.
     const TokenSource &source = evaluationBatch_ ? *evaluationSource_ : *data_;
     if (Error err = source.batch(evaluationBatch_.value_or(step_), sampleBegin(microBatch),
-                                 microBatchSize_, seqLen_, tokens.data(), targets.data());
+                                 microBatchSize_, seqLen_, read.tokens.data(), read.labels.data());
         !err.ok())
       return evaluationBatch_ ? std::move(err)
                               : std::move(err).withContext(concat("step ", step_ + 1));
-    batches_[{false, microBatch}] = std::move(tokens);
-    batches_[{true, microBatch}] = std::move(targets);
-    it = batches_.find(key);
+    it = batches_.emplace(microBatch, std::move(read)).first;
   }
-  return it->second.data();
+  MicroBatchData &data = it->second;
+  if (name == "tokens")
+    return static_cast<void *>(data.tokens.data());
+  if (name == "labels")
+    return static_cast<void *>(data.labels.data());
+  try {
+    if (name == kLossMaskInput) {
+      if (data.lossMask.empty()) {
+        data.lossMask.resize(data.tokens.size());
+        eodLossMask(data.tokens, endOfDocument_, data.lossMask);
+      }
+      return static_cast<void *>(data.lossMask.data());
+    }
+    if (name == kPositionIdsInput) {
+      if (data.positionIds.empty()) {
+        data.positionIds.resize(data.tokens.size());
+        resetPositionIds(data.tokens, seqLen_, endOfDocument_, data.positionIds);
+      }
+      return static_cast<void *>(data.positionIds.data());
+    }
+  } catch (const std::bad_alloc &) {
+    return makeError("stage ", mesh_->stage(), ": out of memory for micro-batch ", microBatch,
+                     "'s ", name);
+  }
+  return makeError("stage ", mesh_->stage(), ": no data input '", name, "'");
+}
+
+bool PipelineTrainer::isDataInput(std::string_view name) {
+  return name == "tokens" || name == "labels" || name == kLossMaskInput ||
+         name == kPositionIdsInput;
 }
 
 Error PipelineTrainer::callStep(const LoadedKernel &kernel, std::span<void *const> buffers,
@@ -314,10 +361,10 @@ Error PipelineTrainer::callChunk(const LoadedKernel &kernel, const ScheduleTask 
       break;
     }
     case BufferKind::Input: {
-      Expected<int32_t *> ids = batch(b.name == "labels", i);
-      if (!ids)
-        return ids.takeError();
-      pointers.push_back(*ids);
+      Expected<void *> input = dataInput(b.name, i);
+      if (!input)
+        return input.takeError().withContext(concat("chunk", c, '.', role));
+      pointers.push_back(*input);
       continue;
     }
     case BufferKind::ExpertLoad:

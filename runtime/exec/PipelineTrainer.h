@@ -9,6 +9,11 @@
 //     layers, PipelineStage.h), with the dropout key of the global sample the micro-batch
 //     starts at, so masks are those of the single-rank run; the rank's micro-batch i is the
 //     global micro-batch dp index + i x dp, as the Trainer deals them;
+//   - a chunk function takes the data inputs it reads, by name (the token ids for the
+//     embedding, the labels and eod_mask_loss's loss mask for the loss, reset_position_ids'
+//     position ids for the position table): the stage reads a micro-batch's tokens and
+//     labels when one of its functions first takes either, and derives the mask or the
+//     position ids from the tokens as the Trainer does, only when a function takes them;
 //   - activations, their gradients, the residuals a forward keeps for its backward and the
 //     stash backward_input keeps for backward_weight live in buffers per (chunk, micro-batch)
 //     from the task that writes them to the last task that reads them (a send's until the
@@ -72,10 +77,13 @@ public:
   /// pipeline group (it builds the links between stages). `trace` (optional) records every
   /// task (ScheduleExecutor.h). `validation` (null: no evaluation) is what `evaluate` reads.
   /// Everything given must outlive the trainer.
+  /// `endOfDocument` is the data's end-of-document id, which a plan compiled with
+  /// eod_mask_loss or reset_position_ids needs (as for the Trainer).
   static Expected<std::unique_ptr<PipelineTrainer>>
   create(const Plan &plan, const KernelLibrary &kernels, TrainingState state,
          const TokenSource &data, int64_t globalBatch, const RankMesh &mesh,
-         TraceRecorder *trace = nullptr, const TokenSource *validation = nullptr);
+         TraceRecorder *trace = nullptr, const TokenSource *validation = nullptr,
+         std::optional<int64_t> endOfDocument = std::nullopt);
 
   /// One step of the schedule. With loss scaling (fp16) a gradient norm that is not finite
   /// skips the optimizer step (Trainer::step).
@@ -131,7 +139,7 @@ private:
   Error prepare(TrainingState state, int64_t globalBatch);
 
   /// What a (chunk, micro-batch) buffer holds. `index`: a residual's or stash entry's.
-  enum class Held { Input, Output, InputGrad, OutputGrad, Residual, Stash, Tokens, Labels };
+  enum class Held { Input, Output, InputGrad, OutputGrad, Residual, Stash };
   using Key = std::tuple<Held, int64_t, int64_t, int64_t>; // what, chunk, micro-batch, index
   /// The buffer of `key`, made with `elements` values when it does not exist (0: it must).
   Expected<float *> buffer(const Key &key, size_t elements, std::string_view what);
@@ -140,9 +148,14 @@ private:
   void releaseSaved(int64_t chunk, int64_t microBatch);
   /// Counts `bytes` more (or fewer) held in buffers of `key`'s kind.
   void countHeld(const Key &key, int64_t bytes);
-  /// The token ids or labels of the rank's micro-batch `microBatch` (of the step, or of the
-  /// validation batch being evaluated).
-  Expected<int32_t *> batch(bool labels, int64_t microBatch);
+  /// The data input `name` of the rank's micro-batch `microBatch` (of the step, or of the
+  /// validation batch being evaluated), for a chunk function taking it: the token ids and
+  /// labels are read from the data (both at once, by the first function taking either), the
+  /// loss mask and the position ids derived from the token ids when first taken, so that a
+  /// stage reads and derives only what its chunks take.
+  Expected<void *> dataInput(std::string_view name, int64_t microBatch);
+  /// Whether dataInput makes `name`.
+  static bool isDataInput(std::string_view name);
   int64_t sampleBegin(int64_t microBatch) const {
     return (dpIndex_ + microBatch * dpSize_) * microBatchSize_;
   }
@@ -188,7 +201,16 @@ private:
   TrainingState state_, next_;
   std::optional<GradientBuffer> grads_;
   std::map<Key, std::vector<float>> buffers_;
-  std::map<std::pair<bool, int64_t>, std::vector<int32_t>> batches_;
+  /// The data inputs of the micro-batches of the step (or validation batch) the stage's
+  /// chunks have taken so far (dataInput), by micro-batch: empty until taken.
+  struct MicroBatchData {
+    std::vector<int32_t> tokens, labels, positionIds;
+    std::vector<float> lossMask;
+  };
+  std::map<int64_t, MicroBatchData> batches_;
+  /// The data's end-of-document id (the loss mask's and the position ids'; 0 when the plan
+  /// takes neither).
+  int64_t endOfDocument_ = 0;
   /// Bytes held in buffers (messages included), and of those in residuals and stash, now
   /// and at most.
   int64_t heldBytes_ = 0, peakHeldBytes_ = 0, savedBytes_ = 0, peakSavedBytes_ = 0;

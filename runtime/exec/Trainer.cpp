@@ -67,12 +67,7 @@ Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &step
   return microBatches;
 }
 
-Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels,
-                                  TrainingState state, const TokenSource &data,
-                                  int64_t globalBatch, Communicator *dataParallel,
-                                  const MeshContext *mesh, const TokenSource *validation,
-                                  std::optional<int64_t> endOfDocument) {
-  Trainer t(plan, kernels, std::move(state), data, dataParallel, validation);
+Error checkEndOfDocument(const Plan &plan, std::optional<int64_t> endOfDocument) {
   if (plan.eodMaskLoss && !endOfDocument)
     return makeError(plan.dir.string(),
                      ": the plan masks the loss at end-of-document tokens (eod_mask_loss), but "
@@ -81,6 +76,17 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     return makeError(plan.dir.string(),
                      ": the plan restarts the positions at each document (reset_position_ids), "
                      "but the data has no end-of-document id");
+  return Error::success();
+}
+
+Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels,
+                                  TrainingState state, const TokenSource &data,
+                                  int64_t globalBatch, Communicator *dataParallel,
+                                  const MeshContext *mesh, const TokenSource *validation,
+                                  std::optional<int64_t> endOfDocument) {
+  Trainer t(plan, kernels, std::move(state), data, dataParallel, validation);
+  if (Error err = checkEndOfDocument(plan, endOfDocument); !err.ok())
+    return err;
   t.endOfDocument_ = endOfDocument.value_or(0);
   if (mesh) {
     t.mesh_ = *mesh;

@@ -114,6 +114,11 @@ const KernelBuffer *tokensInput(const KernelFunction &step);
 Expected<int64_t> countMicroBatches(const Plan &plan, const KernelFunction &step,
                                     int64_t globalBatch, int64_t dataParallelSize);
 
+/// A plan compiled with eod_mask_loss or reset_position_ids derives its loss mask or its
+/// position ids from the data's end-of-document id: an error naming the setting when
+/// `endOfDocument` is none; success for other plans.
+Error checkEndOfDocument(const Plan &plan, std::optional<int64_t> endOfDocument);
+
 class Trainer {
 public:
   /// Binds `kernels` (of `plan`) to `state`. `globalBatch` samples per step (0: the plan's

@@ -577,7 +577,8 @@ Error Run::train(TrainingState &state) {
   } else if (stage_) {
     Expected<std::unique_ptr<PipelineTrainer>> trainer =
         PipelineTrainer::create(plan_, *kernels, std::move(state), data->train,
-                                options_.globalBatch, mesh_, trace_, validation);
+                                options_.globalBatch, mesh_, trace_, validation,
+                                options_.endOfDocument);
     if (!trainer)
       return trainer.takeError();
     (*trainer)->setLossScaleOptions(options_.lossScaling);

@@ -1234,13 +1234,22 @@ void checkLocalDims(const Plan &plan, const std::string &path) {
   check(k.logits, "logits");
 }
 
-/// The step's data inputs as each of their readers lists them: plan.json's `inputs`, and
-/// the Input buffers of each x86 entry function that takes them (forward,
-/// forward_backward), in order, each with its path in plan.json.
+/// The step's data inputs as each of their readers lists them: plan.json's `inputs`, the
+/// Input buffers of each x86 entry function that takes them (forward, forward_backward), in
+/// order, and those of each pipeline chunk function (`chunk`: a chunk takes the data inputs
+/// it reads, whichever they are), each with its path in plan.json.
 struct DataInputList {
   std::string path;
   std::vector<InputInfo> inputs;
   std::vector<std::string> paths;
+  bool chunk = false;
+
+  const InputInfo *find(std::string_view name) const {
+    for (const InputInfo &input : inputs)
+      if (input.name == name)
+        return &input;
+    return nullptr;
+  }
 };
 
 std::vector<DataInputList> dataInputLists(const Plan &plan) {
@@ -1252,27 +1261,75 @@ std::vector<DataInputList> dataInputLists(const Plan &plan) {
   if (!plan.x86Kernels)
     return lists;
   const KernelsInfo &k = *plan.x86Kernels;
-  for (auto [fn, name] : {std::pair{&k.forward, "forward"}, {&k.forwardBackward, "forward_backward"}}) {
-    if (!*fn)
-      continue;
+  const std::string functionsPath = member("kernels.x86_64", "functions");
+  auto add = [&](const KernelFunction &fn, const std::string &name, bool chunk) {
     DataInputList &list = lists.emplace_back();
-    list.path = member(member(member("kernels.x86_64", "functions"), name), "inputs");
-    for (size_t i = 0; i < (*fn)->inputs.size(); ++i)
-      if (const KernelBuffer &b = (*fn)->inputs[i]; b.kind == BufferKind::Input) {
+    list.path = member(member(functionsPath, name), "inputs");
+    list.chunk = chunk;
+    for (size_t i = 0; i < fn.inputs.size(); ++i)
+      if (const KernelBuffer &b = fn.inputs[i]; b.kind == BufferKind::Input) {
         list.inputs.push_back(InputInfo{b.name, b.dtype, b.dims});
         list.paths.push_back(element(list.path, i));
       }
+  };
+  for (auto [fn, name] : {std::pair{&k.forward, "forward"}, {&k.forwardBackward, "forward_backward"}})
+    if (*fn)
+      add(**fn, name, false);
+  for (size_t c = 0; c < k.chunks.size(); ++c) {
+    const ChunkKernels &ck = k.chunks[c];
+    for (auto [fn, role] : {std::pair{&ck.forward, "forward"},
+                            {&ck.backward, "backward"},
+                            {&ck.backwardInput, "backward_input"},
+                            {&ck.backwardWeight, "backward_weight"}})
+      if (*fn)
+        add(**fn, concat("chunk", c, '.', role), true);
   }
   return lists;
 }
 
+/// A pipeline chunk function's data inputs (docs/plan-format.md, "Kernels"): each is one of
+/// the step's, named as the entry functions name it, with its dtype and dims there
+/// (forward_backward's or forward's, the kernels' part of the micro-batch under ZeRO-3; else
+/// plan.json's `inputs`); a function takes each at most once.
+void checkChunkDataInputs(const std::vector<DataInputList> &lists) {
+  // The entry functions' lists come before the chunks', forward_backward's last.
+  const DataInputList *step = &lists[0];
+  for (const DataInputList &list : lists)
+    if (!list.chunk)
+      step = &list;
+  for (const DataInputList &list : lists) {
+    if (!list.chunk)
+      continue;
+    for (size_t i = 0; i < list.inputs.size(); ++i) {
+      const InputInfo &input = list.inputs[i];
+      const InputInfo *given = step->find(input.name);
+      if (!given)
+        fail(member(list.paths[i], "name"),
+             concat(quoteForMessage(input.name), " is not one of the step's data inputs (",
+                    step->path, ")"));
+      if (list.find(input.name) != &input)
+        fail(member(list.paths[i], "name"),
+             concat(quoteForMessage(input.name), " is taken twice"));
+      if (input.dtype != given->dtype || input.dims != given->dims)
+        fail(list.paths[i], concat(planDTypeName(input.dtype), " ", formatDims(input.dims),
+                                   ", but the step's ", quoteForMessage(input.name), " is ",
+                                   planDTypeName(given->dtype), " ", formatDims(given->dims),
+                                   " (", step->path, ")"));
+    }
+  }
+}
+
 /// Megatron's --eod-mask-loss (`train.eod_mask_loss`): the entry functions take the loss
 /// mask, f32 with the labels' dims, after the tokens and the labels; without it no function
-/// takes one. Pipeline plans do not mask the loss.
-void checkLossMask(const Plan &plan) {
-  if (plan.eodMaskLoss && plan.pipeline)
-    fail(member("train", "eod_mask_loss"), "a pipeline plan does not mask the loss");
-  for (const DataInputList &list : dataInputLists(plan)) {
+/// takes one. Under pipeline parallelism every chunk function taking the labels takes the
+/// mask (checkChunkDataInputs checked its dtype and dims).
+void checkLossMask(const Plan &plan, const std::vector<DataInputList> &lists) {
+  for (const DataInputList &list : lists) {
+    if (list.chunk) {
+      if (plan.eodMaskLoss && list.find("labels") && !list.find(kLossMaskInput))
+        fail(list.path, "takes the labels but no loss mask, but train.eod_mask_loss is true");
+      continue;
+    }
     bool masked = false;
     for (size_t i = 0; i < list.inputs.size(); ++i) {
       const InputInfo &input = list.inputs[i];
@@ -1296,12 +1353,17 @@ void checkLossMask(const Plan &plan) {
 
 /// Megatron's --reset-position-ids (`train.reset_position_ids`): the entry functions take
 /// the position ids, i32 with the tokens' dims, as their last data input (after the tokens,
-/// the labels and the loss mask); without it no function takes them. Pipeline plans do not
-/// take them.
-void checkPositionIds(const Plan &plan) {
-  if (plan.resetPositionIds && plan.pipeline)
-    fail(member("train", "reset_position_ids"), "a pipeline plan does not take position ids");
-  for (const DataInputList &list : dataInputLists(plan)) {
+/// the labels and the loss mask); without it no function takes them. Under pipeline
+/// parallelism some chunk function takes them (the one reading the position table;
+/// checkChunkDataInputs checked their dtype and dims).
+void checkPositionIds(const Plan &plan, const std::vector<DataInputList> &lists) {
+  bool chunks = false, chunkTakes = false;
+  for (const DataInputList &list : lists) {
+    if (list.chunk) {
+      chunks = true;
+      chunkTakes = chunkTakes || list.find(kPositionIdsInput);
+      continue;
+    }
     bool takes = false;
     for (size_t i = 0; i < list.inputs.size(); ++i) {
       const InputInfo &input = list.inputs[i];
@@ -1323,6 +1385,9 @@ void checkPositionIds(const Plan &plan) {
                           ? "takes no position ids, but train.reset_position_ids is true"
                           : "takes position ids, but train.reset_position_ids is not true");
   }
+  if (chunks && plan.resetPositionIds && !chunkTakes)
+    fail(member("kernels.x86_64", "functions"),
+         "no chunk function takes the position ids, but train.reset_position_ids is true");
 }
 
 /// `logits` (docs/plan-format.md): the token ids [batch, seq] then parameters in, and one
@@ -1565,8 +1630,10 @@ Plan readPlan(const JsonValue &root) {
     checkLogitsFunction(plan, "kernels.x86_64.functions.logits");
   if (plan.x86Kernels)
     checkCachedGeneration(plan, "kernels.x86_64.functions");
-  checkLossMask(plan);
-  checkPositionIds(plan);
+  std::vector<DataInputList> lists = dataInputLists(plan);
+  checkChunkDataInputs(lists);
+  checkLossMask(plan, lists);
+  checkPositionIds(plan, lists);
   return plan;
 }
 

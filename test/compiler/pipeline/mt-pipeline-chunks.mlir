@@ -6,14 +6,14 @@
 // W reads) and backward_weight (W: the parameter gradients from the stash).
 // CHECK-LABEL: module @even
 // CHECK-SAME: mt.pipeline = {chunk_layers = array<i64: 2, 2>, chunk_stages = array<i64: 0, 1>, shared_params = {wte = array<i64: 0, 1>}, stages = 2 : i64, virtual_stages = 1 : i64}
-// CHECK: func.func @chunk0.forward({{.*}}{mt.buffer = "tokens"}{{.*}}!mt.tensor<[layers=2, hidden=4, ffn=4], f32> {mt.param = @block.w1}
+// CHECK: func.func @chunk0.forward({{.*}}{mt.buffer = "input", mt.input = "tokens"}{{.*}}!mt.tensor<[layers=2, hidden=4, ffn=4], f32> {mt.param = @block.w1}
 // CHECK-SAME: -> (!mt.tensor<[batch=2, seq=4, hidden=4], f32> {mt.buffer = "activation"}
 // CHECK-SAME: mt.chunk_layers = array<i64: 0, 2>
 // CHECK: mt.repeat @block.fwd{{.*}}count 2 {carried = 1 : i64, mt.first_instance = 0 : i64}
 // CHECK: func.func @chunk0.backward({{.*}}{mt.buffer = "activation_grad"}
 // CHECK-SAME: {mt.grad = @wte}
 // CHECK-SAME: mt.grads = [@wte, @block.g, @block.w1, @block.w2]
-// CHECK: func.func @chunk1.forward({{.*}}{mt.buffer = "activation"}{{.*}}{mt.buffer = "labels"}
+// CHECK: func.func @chunk1.forward({{.*}}{mt.buffer = "activation"}{{.*}}{mt.buffer = "input", mt.input = "labels"}
 // CHECK-SAME: -> (!mt.tensor<[], f32> {mt.buffer = "loss"}
 // CHECK-SAME: mt.chunk_layers = array<i64: 2, 2>
 // CHECK: mt.repeat @block.fwd{{.*}}count 2 {carried = 1 : i64, mt.first_instance = 2 : i64}
@@ -48,6 +48,52 @@ module @even attributes {mt.dims = {batch = 2 : i64, ffn = 4 : i64, hidden = 4 :
     %2 = mt.gather %0, %arg0 over vocab : <[vocab=8, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
     %3 = mt.repeat @block(%2) count 4 : (!mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32>
     %4 = mt.rms_norm %3, %1 over hidden : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %5 = mt.contract %4, %0 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[vocab=8, hidden=4], f32> -> <[batch=2, seq=4, vocab=8], f32>
+    %6 = mt.cross_entropy %5, %arg1 over vocab : <[batch=2, seq=4, vocab=8], f32>, <[batch=2, seq=4], i32> -> <[], f32>
+    return %6 : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that each chunk takes the data inputs it reads, by the step's names: the loss mask
+// (mt-loss-mask) where the loss is, with the labels, and the position ids
+// (mt-reset-documents) where the position table is read, with the tokens: chunk 0's forward
+// (the gather of the table's rows) and backward (their scatter-add).
+// CHECK-LABEL: module @documents
+// CHECK: func.func @chunk0.forward(
+// CHECK-SAME: {mt.buffer = "input", mt.input = "position_ids"}
+// CHECK-SAME: {mt.buffer = "input", mt.input = "tokens"}
+// CHECK: mt.gather %{{.*}} over seq_position
+// CHECK: func.func @chunk0.backward(
+// CHECK-SAME: {mt.buffer = "input", mt.input = "tokens"}, %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], i32> {mt.buffer = "input", mt.input = "position_ids"}) ->
+// CHECK: mt.embedding_grad %{{.*}} over seq_position
+// CHECK: func.func @chunk1.forward(
+// CHECK-SAME: {mt.buffer = "input", mt.input = "labels"}, %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], f32> {mt.buffer = "input", mt.input = "loss_mask"}) ->
+// CHECK-SAME: (!mt.tensor<[], f32> {mt.buffer = "loss"}
+// CHECK: func.func @chunk1.backward(%{{[^:]*}}: !mt.tensor<[batch=2, seq=4], f32> {mt.buffer = "input", mt.input = "loss_mask"}
+// CHECK-SAME: {mt.buffer = "input", mt.input = "labels"}
+module @documents attributes {mt.dims = {batch = 2 : i64, head_dim = 4 : i64, heads = 1 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2>, mt.reset_position_ids, mt.train = #mt.train<global_batch = 2, micro_batch = 2, optimizer = adamw(lr = 1.0e-3), precision = fp32, eod_mask_loss = true>} {
+  mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @wpe : !mt.tensor<[seq=4, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
+  mt.param @block.wq layer @block : !mt.tensor<[hidden=4, heads=1, head_dim=4], f32> init normal(2.000000e-02)
+  func.func @block(%arg0: !mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32> attributes {mt.layer} {
+    %0 = mt.param_ref @block.g : <[hidden=4], f32>
+    %1 = mt.rms_norm %arg0, %0 over hidden : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %w = mt.param_ref @block.wq : <[hidden=4, heads=1, head_dim=4], f32>
+    %2 = mt.contract %1, %w over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[hidden=4, heads=1, head_dim=4], f32> -> <[batch=2, seq=4, heads=1, head_dim=4], f32>
+    %3 = mt.attention %2, %2, %2 dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=1, head_dim=4], f32>, <[batch=2, seq=4, heads=1, head_dim=4], f32>, <[batch=2, seq=4, heads=1, head_dim=4], f32>
+    %4 = mt.contract %3, %w over [heads, head_dim] : <[batch=2, seq=4, heads=1, head_dim=4], f32>, <[hidden=4, heads=1, head_dim=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %5 = mt.add %arg0, %4 : <[batch=2, seq=4, hidden=4], f32>, <[batch=2, seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    return %5 : !mt.tensor<[batch=2, seq=4, hidden=4], f32>
+  }
+  func.func @forward(%arg0: !mt.tensor<[batch=2, seq=4], i32>, %arg1: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
+    %0 = mt.param_ref @wte : <[vocab=8, hidden=4], f32>
+    %1 = mt.param_ref @wpe : <[seq=4, hidden=4], f32>
+    %2 = mt.gather %0, %arg0 over vocab : <[vocab=8, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
+    %3 = mt.add %2, %1 : <[batch=2, seq=4, hidden=4], f32>, <[seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %4 = mt.repeat @block(%3) count 2 : (!mt.tensor<[batch=2, seq=4, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32>
     %5 = mt.contract %4, %0 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[vocab=8, hidden=4], f32> -> <[batch=2, seq=4, vocab=8], f32>
     %6 = mt.cross_entropy %5, %arg1 over vocab : <[batch=2, seq=4, vocab=8], f32>, <[batch=2, seq=4], i32> -> <[], f32>
     return %6 : !mt.tensor<[], f32>
@@ -264,7 +310,7 @@ module @moe attributes {mt.dims = {batch = 2 : i64, experts = 4 : i64, ffn = 4 :
 // CHECK: func.func @chunk1.backward(
 // CHECK-SAME: {mt.grad = @wte}
 // CHECK-NOT: <[vocab=8, hidden=4], bf16> {mt.buffer
-module @mixed attributes {mt.dims = {batch = 2 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2>, mt.train = #mt.train<global_batch = 2, micro_batch = 2, optimizer = adamw(lr = 1.0e-3), precision = bf16>} {
+module @mixed attributes {mt.dims = {batch = 2 : i64, head_dim = 4 : i64, heads = 1 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2>, mt.train = #mt.train<global_batch = 2, micro_batch = 2, optimizer = adamw(lr = 1.0e-3), precision = bf16>} {
   mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
   mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
   func.func @block(%arg0: !mt.tensor<[batch=2, seq=4, hidden=4], bf16>) -> !mt.tensor<[batch=2, seq=4, hidden=4], bf16> attributes {mt.layer} {

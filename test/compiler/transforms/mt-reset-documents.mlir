@@ -72,11 +72,23 @@ module {
 
 // -----
 
-// Tests that pipeline parallelism is refused: its chunks do not pass the position ids.
-// expected-error @below {{reset_position_ids is not supported with pipeline parallelism (pp 2) yet: compile without one of them}}
+// Tests that pipeline parallelism reads the table at the position ids as one stage does
+// (mt-pipeline-chunks gives them to the chunk reading the table).
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME: %[[P:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "position_ids"})
+// CHECK: mt.gather %{{.*}}, %[[P]] over seq_position
 module attributes {mt.reset_position_ids, mt.parallel = #mt.parallel<pp = 2>} {
-  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
-    return
+  mt.param @wpe : !mt.tensor<[seq=4, hidden=4], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32> attributes {mt.layer} {
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, hidden) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %labels: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
+    %p = mt.param_ref @wpe : <[seq=4, hidden=4], f32>
+    %t = mt.cast %tokens : <[batch=2, seq=4], i32> to <[batch=2, seq=4], f32>
+    %y = mt.add %t, %p : <[batch=2, seq=4], f32>, <[seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
+    %loss = mt.reduce_sum %y over [batch, seq, hidden] : <[batch=2, seq=4, hidden=4], f32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
   }
 }
 

@@ -1960,6 +1960,86 @@ TEST(PipelineKernelsTest, ChunkFunctionErrors) {
             functions + "chunk0.forward.layers: expected an array, found the integer 1");
 }
 
+// Megatron's --eod-mask-loss and --reset-position-ids under pipeline parallelism: each chunk
+// function takes the data inputs it reads, by the step's names (the loss mask with the labels
+// where the loss is, the position ids where the position table is read), with the step's
+// dtypes and dims.
+TEST(PipelineKernelsTest, ChunksTakeTheDataInputsTheyRead) {
+  const JsonValue ids = dimList({{"batch", 4}, {"seq", 8}});
+  auto documents = [&](const std::function<void(JsonObject &)> &edit) {
+    JsonValue v = planWithPipelineKernels([&](JsonObject &f) {
+      for (const char *role : {"forward", "backward"}) {
+        JsonArray &first = *functionAt(f, concat("chunk0.", role)).find("inputs")->getArray();
+        first.push_back(kernelBuffer("input", "position_ids", "i32", ids));
+        JsonArray &last = *functionAt(f, concat("chunk1.", role)).find("inputs")->getArray();
+        last.push_back(kernelBuffer("input", "labels", "i32", ids));
+        last.push_back(kernelBuffer("input", "loss_mask", "f32", ids));
+      }
+      if (edit)
+        edit(f);
+    });
+    JsonObject &o = *v.getObject();
+    functionAt(o, "train").set("eod_mask_loss", true);
+    functionAt(o, "train").set("reset_position_ids", true);
+    JsonArray &inputs = *o.find("inputs")->getArray();
+    inputs.push_back(JsonObject{{"name", "loss_mask"}, {"dtype", "f32"}, {"dims", ids}});
+    inputs.push_back(JsonObject{{"name", "position_ids"}, {"dtype", "i32"}, {"dims", ids}});
+    return v;
+  };
+  Expected<Plan> p = parsePlanJson(documents({}).serialize(), "p.plan/plan.json");
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_TRUE(p->eodMaskLoss);
+  EXPECT_TRUE(p->resetPositionIds);
+  const KernelFunction &last = *p->x86Kernels->chunks[1].forward;
+  ASSERT_EQ(last.inputs.size(), 4u);
+  EXPECT_EQ(last.inputs[3].kind, BufferKind::Input);
+  EXPECT_EQ(last.inputs[3].name, "loss_mask");
+  EXPECT_EQ(last.inputs[3].dtype, PlanDType::F32);
+
+  const std::string functions = "p.plan/plan.json: kernels.x86_64.functions";
+  // The loss's chunk without the mask; no chunk reading the position ids.
+  EXPECT_EQ(parseError(documents([](JsonObject &f) {
+              functionAt(f, "chunk1.backward").find("inputs")->getArray()->pop_back();
+            })),
+            functions + ".chunk1.backward.inputs: takes the labels but no loss mask, but "
+                        "train.eod_mask_loss is true");
+  EXPECT_EQ(parseError(documents([](JsonObject &f) {
+              for (const char *role : {"forward", "backward"})
+                functionAt(f, concat("chunk0.", role)).find("inputs")->getArray()->pop_back();
+            })),
+            functions + ": no chunk function takes the position ids, but "
+                        "train.reset_position_ids is true");
+  // A data input the step does not take, another dtype or dims than the step's, one taken
+  // twice.
+  EXPECT_EQ(parseError(planWithPipelineKernels([&](JsonObject &f) {
+              functionAt(f, "chunk1.forward")
+                  .find("inputs")
+                  ->getArray()
+                  ->push_back(kernelBuffer("input", "loss_mask", "f32", ids));
+            })),
+            functions + ".chunk1.forward.inputs[2].name: 'loss_mask' is not one of the step's "
+                        "data inputs (inputs)");
+  EXPECT_EQ(parseError(documents([&](JsonObject &f) {
+              (*functionAt(f, "chunk1.forward").find("inputs")->getArray())[3] =
+                  kernelBuffer("input", "loss_mask", "i32", ids);
+            })),
+            functions + ".chunk1.forward.inputs[3]: i32 [batch=4, seq=8], but the step's "
+                        "'loss_mask' is f32 [batch=4, seq=8] (inputs)");
+  EXPECT_EQ(parseError(documents([&](JsonObject &f) {
+              (*functionAt(f, "chunk0.forward").find("inputs")->getArray())[2] =
+                  kernelBuffer("input", "position_ids", "i32", dimList({{"batch", 4}}));
+            })),
+            functions + ".chunk0.forward.inputs[2]: i32 [batch=4], but the step's "
+                        "'position_ids' is i32 [batch=4, seq=8] (inputs)");
+  EXPECT_EQ(parseError(documents([&](JsonObject &f) {
+              functionAt(f, "chunk0.forward")
+                  .find("inputs")
+                  ->getArray()
+                  ->push_back(kernelBuffer("input", "tokens", "i32", ids));
+            })),
+            functions + ".chunk0.forward.inputs[3].name: 'tokens' is taken twice");
+}
+
 TEST(PipelineKernelsTest, StageFunctionErrors) {
   const std::string functions = "p.plan/plan.json: kernels.x86_64.functions.";
   EXPECT_EQ(parseError(planWithPipelineKernels([](JsonObject &f) {
