@@ -1256,6 +1256,13 @@ std::vector<DataInputList> dataInputLists(const Plan &plan) {
   std::vector<DataInputList> lists(1);
   lists[0].path = "inputs";
   lists[0].inputs = plan.inputs;
+  // As the kernels take them: under ZeRO-3 each data-parallel rank's part of the micro-batch
+  // (what a pipeline plan's chunks, which have no entry function beside them, compare with).
+  if (plan.shardsParameters())
+    for (InputInfo &input : lists[0].inputs)
+      for (Dim &d : input.dims)
+        if (d.name == "batch")
+          d.size /= plan.mesh[*plan.dataParallelAxis].size;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     lists[0].paths.push_back(element("inputs", i));
   if (!plan.x86Kernels)
@@ -1289,8 +1296,9 @@ std::vector<DataInputList> dataInputLists(const Plan &plan) {
 
 /// A pipeline chunk function's data inputs (docs/plan-format.md, "Kernels"): each is one of
 /// the step's, named as the entry functions name it, with its dtype and dims there
-/// (forward_backward's or forward's, the kernels' part of the micro-batch under ZeRO-3; else
-/// plan.json's `inputs`); a function takes each at most once.
+/// (forward_backward's or forward's; a pipeline plan has neither, and then plan.json's
+/// `inputs`, under ZeRO-3 the kernels' part of the micro-batch); a function takes each at
+/// most once.
 void checkChunkDataInputs(const std::vector<DataInputList> &lists) {
   // The entry functions' lists come before the chunks', forward_backward's last.
   const DataInputList *step = &lists[0];
