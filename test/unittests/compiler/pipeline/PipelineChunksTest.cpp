@@ -109,9 +109,11 @@ TEST_P(PipelineChunksTest, ChunksComposeToTheWholeStep) {
       }
       auto kind = func.getArgAttrOfType<mlir::StringAttr>(index, "mt.buffer").getValue();
       auto at = func.getArgAttrOfType<mlir::IntegerAttr>(index, "mt.index");
-      if (kind == "tokens")
+      // A data input, named as the step names it (mt.input): these models' tokens and labels.
+      auto input = func.getArgAttrOfType<mlir::StringAttr>(index, "mt.input");
+      if (kind == "input" && input && input.getValue() == "tokens")
         values.push_back(args[0]);
-      else if (kind == "labels")
+      else if (kind == "input" && input && input.getValue() == "labels")
         values.push_back(args[1]);
       else if (kind == "residual")
         values.push_back(residuals.at(at.getInt()));
