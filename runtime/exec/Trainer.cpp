@@ -66,6 +66,10 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     return makeError(plan.dir.string(),
                      ": the plan restarts the positions at each document (reset_position_ids), "
                      "but the data has no end-of-document id");
+  if (plan.resetAttentionMask && !endOfDocument)
+    return makeError(plan.dir.string(),
+                     ": the plan attends within each document (reset_attention_mask), but the "
+                     "data has no end-of-document id");
   t.endOfDocument_ = endOfDocument.value_or(0);
   if (mesh) {
     t.mesh_ = *mesh;
@@ -133,7 +137,7 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     t.labels_.resize(t.tokens_.size());
     if (plan.eodMaskLoss)
       t.lossMask_.resize(t.tokens_.size());
-    if (plan.resetPositionIds)
+    if (plan.takesPositionIds())
       t.positionIds_.resize(t.tokens_.size());
   } catch (const std::bad_alloc &) {
     return makeError("out of memory allocating the training buffers");
@@ -160,7 +164,7 @@ int64_t Trainer::bufferBytes() const {
 
 void *Trainer::inputBuffer(int index) {
   // The loader checked the order: tokens, labels, then the loss mask (Plan::eodMaskLoss),
-  // then the position ids (Plan::resetPositionIds).
+  // then the position ids (Plan::takesPositionIds).
   if (index == 0)
     return tokens_.data();
   if (index == 1)

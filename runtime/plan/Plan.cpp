@@ -1294,13 +1294,17 @@ void checkLossMask(const Plan &plan) {
   }
 }
 
-/// Megatron's --reset-position-ids (`train.reset_position_ids`): the entry functions take
-/// the position ids, i32 with the tokens' dims, as their last data input (after the tokens,
-/// the labels and the loss mask); without it no function takes them. Pipeline plans do not
-/// take them.
+/// Megatron's --reset-position-ids and --reset-attention-mask (`train.reset_position_ids`,
+/// `train.reset_attention_mask`): the entry functions take the position ids, i32 with the
+/// tokens' dims, as their last data input (after the tokens, the labels and the loss mask);
+/// without either no function takes them. Pipeline plans do not take them.
 void checkPositionIds(const Plan &plan) {
-  if (plan.resetPositionIds && plan.pipeline)
-    fail(member("train", "reset_position_ids"), "a pipeline plan does not take position ids");
+  // The setting that makes the step take the ids, for the messages.
+  const char *setting =
+      plan.resetPositionIds || !plan.resetAttentionMask ? "reset_position_ids"
+                                                        : "reset_attention_mask";
+  if (plan.takesPositionIds() && plan.pipeline)
+    fail(member("train", setting), "a pipeline plan does not take position ids");
   for (const DataInputList &list : dataInputLists(plan)) {
     bool takes = false;
     for (size_t i = 0; i < list.inputs.size(); ++i) {
@@ -1318,10 +1322,12 @@ void checkPositionIds(const Plan &plan) {
                                                    " are not the tokens' dims ",
                                                    formatDims(list.inputs[0].dims)));
     }
-    if (takes != plan.resetPositionIds)
-      fail(list.path, plan.resetPositionIds
-                          ? "takes no position ids, but train.reset_position_ids is true"
-                          : "takes position ids, but train.reset_position_ids is not true");
+    if (takes != plan.takesPositionIds())
+      fail(list.path, plan.takesPositionIds()
+                          ? concat("takes no position ids, but train.", setting, " is true")
+                          : std::string("takes position ids, but neither "
+                                        "train.reset_position_ids nor "
+                                        "train.reset_attention_mask is true"));
   }
 }
 
@@ -1477,6 +1483,8 @@ Plan readPlan(const JsonValue &root) {
     plan.eodMaskLoss = asBool(*mask, member("train", "eod_mask_loss"));
   if (const JsonValue *reset = plan.train.getObject()->find("reset_position_ids"))
     plan.resetPositionIds = asBool(*reset, member("train", "reset_position_ids"));
+  if (const JsonValue *reset = plan.train.getObject()->find("reset_attention_mask"))
+    plan.resetAttentionMask = asBool(*reset, member("train", "reset_attention_mask"));
   if (const JsonValue *precision = plan.train.getObject()->find("precision")) {
     const std::string &name = asString(*precision, member("train", "precision"));
     if (name != "fp32" && name != "bf16" && name != "fp16")
