@@ -105,7 +105,8 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
         auto rope = dyn_cast<mt::RopeOp>(op);
         if (rope && (!positionIds || rope.getPosition() != seq.getValue()))
           rope = nullptr;
-        mt::AttentionOp attention = attentionMask ? dyn_cast<mt::AttentionOp>(op) : mt::AttentionOp();
+        mt::AttentionOp attention =
+            attentionMask ? dyn_cast<mt::AttentionOp>(op) : mt::AttentionOp();
         if (rope || attention) {
           if (!layer->hasAttr(mt::MTDialect::kLayerAttrName)) {
             op->emitError() << setting << " reaches " << (rope ? "rope" : "attention")

@@ -473,9 +473,10 @@ TEST_F(PlanTest, PositionIdsGoWithResetPositionIds) {
 TEST_F(PlanTest, PositionIdsGoWithResetAttentionMask) {
   auto withIds = [](JsonObject &o) {
     at(o, "train").set("reset_attention_mask", true);
-    o.find("inputs")->getArray()->push_back(JsonObject{{"name", "position_ids"},
-                                                       {"dtype", "i32"},
-                                                       {"dims", dimList({{"batch", 4}, {"seq", 8}})}});
+    o.find("inputs")->getArray()->push_back(
+        JsonObject{{"name", "position_ids"},
+                   {"dtype", "i32"},
+                   {"dims", dimList({{"batch", 4}, {"seq", 8}})}});
   };
   writePlan(edited(withIds));
   Expected<Plan> p = loadPlan(plan());
