@@ -266,8 +266,9 @@ Val MLIRGenImpl::attentionBuiltin(const Expr &call) {
   if (!scale)
     return {};
   // Report shape problems at the call with the dialect's wording.
-  auto op = mt::AttentionOp::create(builder, loc(call.range), q, k, v, *seq, *heads, kvHeads,
-                                            *headDim, causal, llvm::APFloat(*scale));
+  auto op = mt::AttentionOp::create(builder, loc(call.range), q, k, v, /*positions=*/Value(),
+                                    *seq, *heads, kvHeads, *headDim, causal,
+                                    llvm::APFloat(*scale));
   LogicalResult verified = withErrorsAt(call.range, [&](auto) { return op.verify(); });
   if (failed(verified)) {
     op.erase();

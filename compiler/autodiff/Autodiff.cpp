@@ -132,6 +132,7 @@ Operation *AutodiffPass::cloneForward(OpBuilder &builder, Operation &op, IRMappi
   auto saving = mt::AttentionOp::create(
       builder, attention.getLoc(), mapping.lookup(attention.getQuery()),
       mapping.lookup(attention.getKey()), mapping.lookup(attention.getValue()),
+      attention.getPositions() ? mapping.lookupOrDefault(attention.getPositions()) : Value(),
       attention.getSeqDimAttr(), attention.getHeadsDimAttr(), attention.getKvHeadsDimAttr(),
       attention.getHeadDimAttr(), attention.getCausalAttr(), attention.getScaleAttr(),
       builder.getUnitAttr());

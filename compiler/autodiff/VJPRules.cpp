@@ -272,9 +272,13 @@ LogicalResult vjp(mt::AttentionOp op, TensorBuilder &t, ValueRange g, Grads &out
     saved = {op.getResult(), op.getLse()};
   auto grad = mt::AttentionGradOp::create(
       t.builder(), t.location(), op.getQuery(), op.getKey(), op.getValue(), g[0], saved,
-      op.getSeqDimAttr(), op.getHeadsDimAttr(), op.getKvHeadsDimAttr(), op.getHeadDimAttr(),
-      op.getCausalAttr(), op.getScaleAttr());
-  out.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
+      op.getPositions(), op.getSeqDimAttr(), op.getHeadsDimAttr(), op.getKvHeadsDimAttr(),
+      op.getHeadDimAttr(), op.getCausalAttr(), op.getScaleAttr());
+  // The integer document positions have no gradient.
+  if (op.getPositions())
+    out.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad(), Value()});
+  else
+    out.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   return success();
 }
 

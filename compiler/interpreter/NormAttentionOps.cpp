@@ -199,15 +199,31 @@ struct AttentionLayout {
     });
   }
 
+  /// The first key query position i sees: with document `positions` (mt.attention's, or
+  /// null) the first of its document, i - positions[i], read at the coordinates of the
+  /// query element at offset `queryOffset`; else 0.
+  static int64_t firstVisible(const Tensor *positions, const Tensor &query, int64_t queryOffset,
+                              int64_t i) {
+    if (!positions)
+      return 0;
+    SmallVector<NamedIndex> at;
+    for (auto [dim, index] : llvm::zip(query.type.getDims(), query.coordsOf(queryOffset)))
+      if (positions->type.hasDim(dim.name.getValue()))
+        at.push_back({dim.name.getValue(), index});
+    return std::max<int64_t>(0, i - static_cast<int64_t>(positions->at(at)));
+  }
+
   /// The attention probabilities p[j] of query `q` (offset of its element 0) against the
   /// keys starting at `k`: softmax over j of scale * q.k_j, with keys after query position
-  /// i masked out (probability 0) when causal. Returns the log-sum-exp of the scores.
-  double probabilities(const double *q, const double *k, int64_t i,
+  /// i masked out (probability 0) when causal and those before `first` (firstVisible).
+  /// Returns the log-sum-exp of the scores.
+  double probabilities(const double *q, const double *k, int64_t i, int64_t first,
                        SmallVectorImpl<double> &p) const {
     p.assign(kvSeq, 0.0);
     int64_t visible = causal ? std::min(i + 1, kvSeq) : kvSeq;
+    first = std::min(first, visible - 1);
     double max = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < visible; ++j) {
+    for (int64_t j = first; j < visible; ++j) {
       double dot = 0;
       for (int64_t d = 0; d < headDim; ++d)
         dot += q[d * qDimStride] * k[j * kvSeqStride + d * kvDimStride];
@@ -215,9 +231,9 @@ struct AttentionLayout {
       max = std::max(max, p[j]);
     }
     double sum = 0;
-    for (int64_t j = 0; j < visible; ++j)
+    for (int64_t j = first; j < visible; ++j)
       sum += p[j] = std::exp(p[j] - max);
-    for (int64_t j = 0; j < visible; ++j)
+    for (int64_t j = first; j < visible; ++j)
       p[j] /= sum;
     return max + std::log(sum);
   }
@@ -227,6 +243,7 @@ struct AttentionLayout {
 
 Expected<Results> eval::evalOp(mt::AttentionOp op, Operands in) {
   const Tensor &query = *in[0], &key = *in[1], &value = *in[2];
+  const Tensor *positions = op.getPositions() ? in[3] : nullptr;
   AttentionLayout layout(op, query.type, key.type);
   Tensor result(query.type);
   // The log-sum-exp of every query row (save_lse).
@@ -247,7 +264,9 @@ Expected<Results> eval::evalOp(mt::AttentionOp op, Operands in) {
     int64_t kvStart = layout.kvAt(kvBase, layout.kvHeadOf(h), 0);
     for (int64_t i = 0; i < layout.querySeq; ++i) {
       int64_t qStart = layout.queryAt(qBase, h, i);
-      double lse = layout.probabilities(&query.data[qStart], &key.data[kvStart], i, p);
+      double lse = layout.probabilities(
+          &query.data[qStart], &key.data[kvStart], i,
+          AttentionLayout::firstVisible(positions, query, qStart, i), p);
       if (logSumExp)
         logSumExp->data[rowOffset(qStart)] = lse;
       for (int64_t d = 0; d < layout.headDim; ++d) {
@@ -269,6 +288,7 @@ Expected<Results> eval::evalOp(mt::AttentionOp op, Operands in) {
 /// Key and value gradients accumulate over the query heads sharing a key/value head.
 Expected<Results> eval::evalOp(mt::AttentionGradOp op, Operands in) {
   const Tensor &query = *in[0], &key = *in[1], &value = *in[2], &outGrad = *in[3];
+  const Tensor *positions = op.getPositions() ? in.back() : nullptr;
   AttentionLayout layout(op, query.type, key.type);
   Tensor queryGrad(query.type), keyGrad(key.type), valueGrad(value.type);
   SmallVector<double> p, dp;
@@ -280,7 +300,8 @@ Expected<Results> eval::evalOp(mt::AttentionGradOp op, Operands in) {
     for (int64_t i = 0; i < layout.querySeq; ++i) {
       int64_t qStart = layout.queryAt(qBase, h, i);
       auto q = [&](int64_t d) { return qStart + d * layout.qDimStride; };
-      layout.probabilities(&query.data[qStart], &key.data[kvStart], i, p);
+      layout.probabilities(&query.data[qStart], &key.data[kvStart], i,
+                           AttentionLayout::firstVisible(positions, query, qStart, i), p);
       dp.assign(layout.kvSeq, 0.0);
       double weighted = 0;
       for (int64_t j = 0; j < layout.kvSeq; ++j) {

@@ -91,6 +91,8 @@ struct AttentionForm {
   bool causal;
   double scale;
   mlir::Value q, k, v;
+  /// The document positions (mt.attention's `positions`), or null.
+  mlir::Value positions;
 
   template <typename AttentionLikeOp>
   static AttentionForm of(Decomposer &d, AttentionLikeOp op,
@@ -102,6 +104,7 @@ struct AttentionForm {
     form.headDim = op.getHeadDimAttr();
     form.causal = op.getCausal();
     form.scale = op.getScale().convertToDouble();
+    form.positions = op.getPositions();
     form.init(d, op.getQuery(), op.getKey(), op.getValue(), others);
     return form;
   }
@@ -123,7 +126,8 @@ struct AttentionForm {
   mlir::Value scores(Decomposer &d, mlir::Value key) const;
   /// softmax over kvSeq of scale * q.k, with keys after the query position masked.
   mlir::Value probabilities(Decomposer &d) const;
-  /// scale * q.k with keys after the query position masked (causalBias): the scores
+  /// scale * q.k with keys after the query position masked (causalBias), and with
+  /// `positions` also the keys before the query's document (documentBias): the scores
   /// probabilities takes the softmax of.
   mlir::Value maskedScores(Decomposer &d) const;
   /// [kvSeq, seq]: 0 where the key position (`keyPositions`, along kvSeq) is at most the

@@ -231,6 +231,8 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   // train settings it stands beside, as eod_mask_loss is.
   if (trained->hasAttr(transforms::kResetPositionIdsAttrName))
     (*plan.getObject("train"))["reset_position_ids"] = true;
+  if (trained->hasAttr(transforms::kResetAttentionMaskAttrName))
+    (*plan.getObject("train"))["reset_attention_mask"] = true;
   plan["parallel"] = parallel ? parallelJson(parallel) : json::Object();
 
   auto forward = trained.lookupSymbol<func::FuncOp>("forward");

@@ -60,6 +60,8 @@ NamedTensorType typeOf(Value value) { return cast<NamedTensorType>(value.getType
 /// neither), partial sums summed first; and its log-sum-exp's (the query's rows).
 struct AttentionLayouts {
   Layout query, key, rows;
+  /// The document positions' (mt.attention's `positions`): split as the query's rows.
+  std::optional<Layout> positions;
 
   template <typename AttentionLikeOp>
   static AttentionLayouts of(AttentionLikeOp op, const PartitionContext &context,
@@ -88,8 +90,12 @@ struct AttentionLayouts {
     NamedTensorType query = typeOf(op.getQuery());
     SmallVector<NamedDim> rowDims = query.getDims();
     llvm::erase_if(rowDims, [&](const NamedDim &dim) { return dim.name == op.getHeadDim(); });
-    return {Layout::restrict(split, query), Layout::restrict(split, typeOf(op.getKey())),
-            Layout::restrict(split, query.withDims(rowDims))};
+    AttentionLayouts layouts = {Layout::restrict(split, query),
+                                Layout::restrict(split, typeOf(op.getKey())),
+                                Layout::restrict(split, query.withDims(rowDims)), std::nullopt};
+    if (Value positions = op.getPositions())
+      layouts.positions = Layout::restrict(split, typeOf(positions));
+    return layouts;
   }
 };
 
@@ -492,6 +498,8 @@ struct AttentionModel : PartitionOpInterface::ExternalModel<AttentionModel, mt::
     AttentionLayouts l = AttentionLayouts::of(op, context, in);
     PartitionRule rule;
     rule.operands = {l.query, l.key, l.key};
+    if (l.positions)
+      rule.operands.push_back(*l.positions);
     rule.results = {l.query};
     if (op.getLse())
       rule.results.push_back(l.rows);
@@ -538,6 +546,8 @@ struct AttentionGradModel
     rule.operands = {l.query, l.key, l.key, l.query};
     if (!op.getSaved().empty()) // the forward's output and log-sum-exp
       rule.operands.append({l.query, l.rows});
+    if (l.positions)
+      rule.operands.push_back(*l.positions);
     rule.results = {l.query, l.key, l.key};
     return rule;
   }

@@ -102,7 +102,8 @@ std::optional<CachedModel> analyse(ModuleOp module, func::FuncOp logits) {
       !opsOf<mt::RepeatOp>(model.layer).empty() || !opsOf<func::CallOp>(model.layer).empty())
     return std::nullopt;
   SmallVector<mt::AttentionOp> attentions = opsOf<mt::AttentionOp>(model.layer);
-  if (attentions.size() != 1 || !attentions.front().getCausal() || attentions.front().getLse())
+  if (attentions.size() != 1 || !attentions.front().getCausal() || attentions.front().getLse() ||
+      attentions.front().getPositions())
     return std::nullopt;
   model.seq = attentions.front().getSeqDimAttr();
   NamedTensorType tokens = typeOf(logits.getArgument(0));

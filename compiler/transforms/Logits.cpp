@@ -96,7 +96,8 @@ struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
     logits.setResultAttr(0, mt::MTDialect::kBufferAttrName, b.getStringAttr(kLogitsBuffer));
     // Generation reads one document: a position table read at the position ids
     // (mt-reset-documents) is read whole again, at the positions of the tokens; rope and
-    // the layers (mt.repeat's invariant operand) read the positions 0, 1, ... instead.
+    // the layers (mt.repeat's invariant operand) read the positions 0, 1, ... instead, and
+    // attention masked to the documents is plain causal attention.
     for (unsigned index = logits.getNumArguments(); index-- > 0;) {
       auto name = logits.getArgAttrOfType<StringAttr>(index, transforms::kInputNameAttrName);
       if (!name || name.getValue() != transforms::kPositionIdsInput)
@@ -104,6 +105,12 @@ struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
       BlockArgument ids = logits.getArgument(index);
       Value positions;
       for (OpOperand &use : llvm::make_early_inc_range(ids.getUses())) {
+        // Attention masked to the documents (--reset-attention-mask) sees the one document
+        // as plain causal attention does.
+        if (auto attention = dyn_cast<mt::AttentionOp>(use.getOwner())) {
+          attention.getPositionsMutable().clear();
+          continue;
+        }
         if (!isa<mt::RopeOp, mt::RepeatOp>(use.getOwner()))
           continue;
         if (!positions) {

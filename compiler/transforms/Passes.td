@@ -96,7 +96,8 @@ def MTLossMaskPass : Pass<"mt-loss-mask", "::mlir::ModuleOp"> {
 }
 
 def MTResetDocumentsPass : Pass<"mt-reset-documents", "::mlir::ModuleOp"> {
-  let summary = "Positions restarting at each document (Megatron's --reset-position-ids)";
+  let summary = "Positions restarting at each document and attention within documents "
+                "(Megatron's --reset-position-ids, --reset-attention-mask)";
   let description = [{
     Megatron packs documents into samples, each ended by the end-of-document token. With
     the module's unit attribute `mt.reset_position_ids` (`mtc compile
@@ -113,20 +114,31 @@ def MTResetDocumentsPass : Pass<"mt-reset-documents", "::mlir::ModuleOp"> {
     not split as it splits the tokens' sequence, and the table keeps the weight decay
     mt-optimizer gave it), then `mt.gather` over it (whose gradient the scatter-add
     gives). Its readers must have the tokens' dimensions in their results (the table was
-    broadcast over the batch). The sequence dimension is the one of the module's
-    `mt.attention` ops.
+    broadcast over the batch). `mt.rope` over the sequence, in `forward` or in a layer
+    (`mt.layer`, applied by `mt.repeat`, which passes the ids to every call as an
+    invariant operand), rotates at the position ids. The sequence dimension is the one of
+    the module's `mt.attention` ops.
 
     Under pipeline parallelism mt-pipeline-chunks hands the position ids, as every data
     argument, to the chunk functions reading them (those reading the table).
 
-    Without the attribute the module is left alone. Errors: a `forward` missing or not
+    With the module attribute `mt.reset_attention_mask` (`mtc compile
+    --reset-attention-mask`, Megatron's `--reset-attention-mask`), alone or with
+    `mt.reset_position_ids`, `forward` takes the same position ids and every
+    `mt.attention` (in `forward` or in a layer, reached as rope is) takes them as its
+    document positions: a key is visible to the queries of its own document only.
+
+    Without either attribute the module is left alone. Errors: reset_attention_mask with
+    pipeline parallelism (`pp` above 1), whose chunks do not pass the layers' invariant
+    operands along; a `forward` missing or not
     taking the tokens first; a model without `mt.attention`, or whose tokens lack its
-    sequence dimension; positions read where the position ids do not reach: an `mt.rope`
-    over the sequence or a position table read inside a layer function (`mt.repeat`'s
-    callee takes no per-token input); a model that reads no positions at all (the setting
-    would do nothing); and the module attribute `mt.reset_attention_mask` (`mtc compile
-    --reset-attention-mask`, Megatron's `--reset-attention-mask`), whose document mask
-    does not reach the layers' attention yet.
+    sequence dimension; positions read where the position ids do not reach: a position
+    table read inside a layer, rope or attention in a function that is neither `forward`
+    nor a layer applied by `mt.repeat`; with reset_position_ids, a model that reads no
+    positions at all (the setting would do nothing); with reset_attention_mask, attention
+    that is not causal or whose query lacks the tokens' dimensions, ring attention
+    (`cp_comm_type = p2p`) and fused attention (`mt.fused_attention`), whose block loops
+    do not take the document positions yet.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }

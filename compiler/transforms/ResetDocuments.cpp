@@ -13,6 +13,7 @@
 #include "compiler/transforms/ResetDocuments.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mt/IR/MTOps.h"
+#include "dialects/mt/Utils/FusedAttention.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -34,26 +35,49 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
     if (!module->hasAttr(transforms::kResetPositionIdsAttrName) &&
         !module->hasAttr(transforms::kResetAttentionMaskAttrName))
       return;
-    if (failed(resetPositionIds(module)))
+    if (failed(resetDocuments(module)))
       signalPassFailure();
   }
 
-  LogicalResult resetPositionIds(ModuleOp module) {
-    // The document ids could reach the layers as the position ids do (mt.repeat's invariant
-    // operands), but mt.attention takes no document ids yet.
-    if (module->hasAttr(transforms::kResetAttentionMaskAttrName))
-      return module.emitError()
-             << "reset_attention_mask (--reset-attention-mask) is not supported yet: "
-                "attention takes no document ids to mask across documents; compile without it";
+  /// What the model reads the position ids in: rope over the sequence (--reset-position-ids)
+  /// and attention masked to the documents (--reset-attention-mask).
+  struct Readers {
+    SmallVector<mt::RopeOp> ropes;
+    SmallVector<mt::AttentionOp> attentions;
+  };
+
+  LogicalResult resetDocuments(ModuleOp module) {
+    bool positionIds = module->hasAttr(transforms::kResetPositionIdsAttrName);
+    bool attentionMask = module->hasAttr(transforms::kResetAttentionMaskAttrName);
+    // The setting errors name: reset_position_ids when given (what the model's positions
+    // need), else reset_attention_mask.
+    StringRef setting = positionIds ? "reset_position_ids" : "reset_attention_mask";
+    mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
+    // The mask reaches the layers' attention as an invariant operand of their mt.repeat,
+    // which the pipeline's chunks do not route yet (learned positions need no such operand).
+    if (attentionMask && parallel && parallel.getPp().value_or(1) > 1)
+      return module.emitError() << "reset_attention_mask is not supported with pipeline "
+                                   "parallelism (pp "
+                                << *parallel.getPp() << ") yet: compile without one of them";
+    // The document mask is built into attention's decomposition (mt-decompose): the ring's
+    // block steps and the fused kernel's loops do not take it yet.
+    if (attentionMask && parallel && parallel.usesRingAttention())
+      return module.emitError() << "reset_attention_mask is not supported with ring attention "
+                                   "(context parallelism cp "
+                                << parallel.getDegree("cp")
+                                << " with cp_comm_type p2p) yet: compile without one of them";
+    if (attentionMask && mt::getFusedAttentionBlock(module))
+      return module.emitError() << "reset_attention_mask is not supported with fused attention "
+                                   "(--fused-attention) yet: compile without one of them";
     auto function = dyn_cast_or_null<func::FuncOp>(SymbolTable::lookupSymbolIn(module, "forward"));
     if (!function || function.getNumArguments() < 1)
-      return module.emitError() << "reset_position_ids needs a 'forward' function taking the "
+      return module.emitError() << setting << " needs a 'forward' function taking the "
                                    "tokens first";
     // The sequence dimension is attention's: the positions a position table indexes.
     StringAttr seq;
     WalkResult walk = module.walk([&](mt::AttentionOp attention) {
       if (seq && seq != attention.getSeqDimAttr()) {
-        attention.emitError() << "reset_position_ids: attention over '" << attention.getSeqDim()
+        attention.emitError() << setting << ": attention over '" << attention.getSeqDim()
                               << "', another over '" << seq.getValue()
                               << "': which dimension holds the positions is ambiguous";
         return WalkResult::interrupt();
@@ -64,33 +88,43 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
     if (walk.wasInterrupted())
       return failure();
     if (!seq)
-      return function.emitError() << "reset_position_ids needs an attention (mt.attention): "
+      return function.emitError() << setting << " needs an attention (mt.attention): "
                                      "its sequence dimension holds the positions";
     auto tokens = dyn_cast<NamedTensorType>(function.getArgument(0).getType());
     if (!tokens || !isa<IntegerType>(tokens.getElementType()) || !tokens.hasDim(seq.getValue()))
-      return function.emitError() << "reset_position_ids needs 'forward' to take the token ids "
+      return function.emitError() << setting << " needs 'forward' to take the token ids "
                                      "over attention's sequence dimension '"
                                   << seq.getValue() << "' first";
-    // Rope over the sequence in a layer reads the position ids, which the layer's mt.repeat
-    // passes unchanged to every call (an invariant operand). Positions read where the ids
-    // do not reach are refused rather than left at the token's place in the sample.
-    llvm::MapVector<func::FuncOp, SmallVector<mt::RopeOp>> layerRopes;
+    // Rope over the sequence and attention in a layer read the position ids, which the
+    // layer's mt.repeat passes unchanged to every call (an invariant operand). Positions
+    // read where the ids do not reach are refused rather than left at the token's place in
+    // the sample, and attention there rather than left to cross documents.
+    llvm::MapVector<func::FuncOp, Readers> layerReaders;
     for (auto layer : module.getOps<func::FuncOp>()) {
       if (layer == function)
         continue;
       WalkResult unreached = layer.walk([&](Operation *op) {
-        if (auto rope = dyn_cast<mt::RopeOp>(op); rope && rope.getPosition() == seq.getValue()) {
+        auto rope = dyn_cast<mt::RopeOp>(op);
+        if (rope && (!positionIds || rope.getPosition() != seq.getValue()))
+          rope = nullptr;
+        mt::AttentionOp attention =
+            attentionMask ? dyn_cast<mt::AttentionOp>(op) : mt::AttentionOp();
+        if (rope || attention) {
           if (!layer->hasAttr(mt::MTDialect::kLayerAttrName)) {
-            rope.emitError() << "reset_position_ids reaches rope over '" << seq.getValue()
-                             << "' in the entry and in layers (mt.layer), not in '"
-                             << layer.getSymName() << "'; compile without it";
+            op->emitError() << setting << " reaches " << (rope ? "rope" : "attention")
+                            << " over '" << seq.getValue()
+                            << "' in the entry and in layers (mt.layer), not in '"
+                            << layer.getSymName() << "'; compile without it";
             return WalkResult::interrupt();
           }
-          layerRopes[layer].push_back(rope);
+          if (rope)
+            layerReaders[layer].ropes.push_back(rope);
+          else
+            layerReaders[layer].attentions.push_back(attention);
           return WalkResult::advance();
         }
-        if (auto ref = dyn_cast<mt::ParamRefOp>(op);
-            ref && cast<NamedTensorType>(ref.getResult().getType()).hasDim(seq.getValue())) {
+        if (auto ref = dyn_cast<mt::ParamRefOp>(op); positionIds && ref &&
+            cast<NamedTensorType>(ref.getResult().getType()).hasDim(seq.getValue())) {
           ref.emitError() << "reset_position_ids does not reach the position table @"
                           << ref.getParam() << " read in '" << layer.getSymName()
                           << "' yet (a table read in a layer); compile without it";
@@ -102,18 +136,21 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
         return failure();
     }
     SmallVector<mt::ParamRefOp> tables;
-    SmallVector<mt::RopeOp> ropes;
-    WalkResult inForward = function.walk([&](Operation *op) {
-      if (auto rope = dyn_cast<mt::RopeOp>(op); rope && rope.getPosition() == seq.getValue())
-        ropes.push_back(rope);
-      if (auto ref = dyn_cast<mt::ParamRefOp>(op);
-          ref && cast<NamedTensorType>(ref.getResult().getType()).hasDim(seq.getValue()))
+    Readers inEntry;
+    function.walk([&](Operation *op) {
+      if (auto rope = dyn_cast<mt::RopeOp>(op);
+          positionIds && rope && rope.getPosition() == seq.getValue())
+        inEntry.ropes.push_back(rope);
+      if (auto attention = dyn_cast<mt::AttentionOp>(op); attentionMask && attention)
+        inEntry.attentions.push_back(attention);
+      if (auto ref = dyn_cast<mt::ParamRefOp>(op); positionIds && ref &&
+          cast<NamedTensorType>(ref.getResult().getType()).hasDim(seq.getValue()))
         tables.push_back(ref);
-      return WalkResult::advance();
     });
-    if (inForward.wasInterrupted())
-      return failure();
-    if (tables.empty() && ropes.empty() && layerRopes.empty())
+    bool layerRopes = llvm::any_of(layerReaders, [](const auto &entry) {
+      return !entry.second.ropes.empty();
+    });
+    if (positionIds && tables.empty() && inEntry.ropes.empty() && !layerRopes)
       return function.emitError() << "reset_position_ids: the model reads no positions (no "
                                      "parameter with the sequence dimension '"
                                   << seq.getValue() << "' and no rope over it), so the setting "
@@ -129,10 +166,10 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
             function.getLoc())))
       return failure();
     BlockArgument positions = function.getArgument(index);
-    if (failed(ropeAtIds(ropes, positions)))
+    if (failed(readIds(inEntry, positions)))
       return failure();
-    for (auto &[layer, inLayer] : layerRopes)
-      if (failed(passToLayer(module, layer, inLayer, positions)))
+    for (auto &[layer, inLayer] : layerReaders)
+      if (failed(passToLayer(module, layer, inLayer, positions, setting)))
         return failure();
     StringAttr positionDim = b.getStringAttr(seq.getValue() + "_position");
     for (mt::ParamRefOp ref : tables) {
@@ -180,10 +217,38 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
     return success();
   }
 
+  /// Masks each of `attentions` to the documents the position ids `ids` mark: a key is
+  /// visible to the queries of its own document only (mt.attention's positions).
+  static LogicalResult maskAtIds(ArrayRef<mt::AttentionOp> attentions, Value ids) {
+    auto idsType = cast<NamedTensorType>(ids.getType());
+    for (mt::AttentionOp attention : attentions) {
+      if (!attention.getCausal())
+        return attention.emitError() << "reset_attention_mask masks causal attention to the "
+                                        "documents; this attention is not causal";
+      auto query = cast<NamedTensorType>(attention.getQuery().getType());
+      for (const mt::NamedDim &dim : idsType.getDims())
+        if (!query.hasDim(dim.name.getValue()) ||
+            query.getDimSize(dim.name.getValue()) != dim.size)
+          return attention.emitError()
+                 << "reset_attention_mask: attention's query " << query.dimsToString()
+                 << " lacks the dimensions of the tokens " << idsType.dimsToString()
+                 << ", so the documents cannot be read per query";
+      attention.getPositionsMutable().assign(ids);
+    }
+    return success();
+  }
+
+  /// Makes `readers` read the position ids `ids`.
+  static LogicalResult readIds(const Readers &readers, Value ids) {
+    if (failed(ropeAtIds(readers.ropes, ids)))
+      return failure();
+    return maskAtIds(readers.attentions, ids);
+  }
+
   /// Passes `ids` to `layer` as a trailing argument, through the mt.repeat applying it (an
-  /// invariant operand: every layer reads the same ids), and rotates its ropes at them.
-  static LogicalResult passToLayer(ModuleOp module, func::FuncOp layer,
-                                   ArrayRef<mt::RopeOp> ropes, BlockArgument ids) {
+  /// invariant operand: every layer reads the same ids), and makes its `readers` read them.
+  static LogicalResult passToLayer(ModuleOp module, func::FuncOp layer, const Readers &readers,
+                                   BlockArgument ids, StringRef setting) {
     auto entry = cast<func::FuncOp>(ids.getOwner()->getParentOp());
     SmallVector<mt::RepeatOp> repeats;
     WalkResult calls = module.walk([&](Operation *op) {
@@ -192,7 +257,7 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
         return WalkResult::advance();
       }
       if (auto call = dyn_cast<func::CallOp>(op); call && call.getCallee() == layer.getSymName()) {
-        call.emitError() << "reset_position_ids reaches layers applied by mt.repeat, not '"
+        call.emitError() << setting << " reaches layers applied by mt.repeat, not '"
                          << layer.getSymName() << "' called here; compile without it";
         return WalkResult::interrupt();
       }
@@ -202,13 +267,13 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
       return failure();
     for (mt::RepeatOp repeat : repeats)
       if (repeat->getParentOp() != entry.getOperation())
-        return repeat.emitError() << "reset_position_ids reaches the layers repeated in '"
+        return repeat.emitError() << setting << " reaches the layers repeated in '"
                                   << entry.getSymName() << "', not '" << repeat.getCallee()
                                   << "' repeated elsewhere; compile without it";
     unsigned index = layer.getNumArguments();
     if (failed(layer.insertArgument(index, ids.getType(), DictionaryAttr(), layer.getLoc())))
       return failure();
-    if (failed(ropeAtIds(ropes, layer.getArgument(index))))
+    if (failed(readIds(readers, layer.getArgument(index))))
       return failure();
     OpBuilder b(module.getContext());
     for (mt::RepeatOp repeat : repeats) {

@@ -76,6 +76,10 @@ Error checkEndOfDocument(const Plan &plan, std::optional<int64_t> endOfDocument)
     return makeError(plan.dir.string(),
                      ": the plan restarts the positions at each document (reset_position_ids), "
                      "but the data has no end-of-document id");
+  if (plan.resetAttentionMask && !endOfDocument)
+    return makeError(plan.dir.string(),
+                     ": the plan attends within each document (reset_attention_mask), but the "
+                     "data has no end-of-document id");
   return Error::success();
 }
 
@@ -154,7 +158,7 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
     t.labels_.resize(t.tokens_.size());
     if (plan.eodMaskLoss)
       t.lossMask_.resize(t.tokens_.size());
-    if (plan.resetPositionIds)
+    if (plan.takesPositionIds())
       t.positionIds_.resize(t.tokens_.size());
   } catch (const std::bad_alloc &) {
     return makeError("out of memory allocating the training buffers");
@@ -181,7 +185,7 @@ int64_t Trainer::bufferBytes() const {
 
 void *Trainer::inputBuffer(int index) {
   // The loader checked the order: tokens, labels, then the loss mask (Plan::eodMaskLoss),
-  // then the position ids (Plan::resetPositionIds).
+  // then the position ids (Plan::takesPositionIds).
   if (index == 0)
     return tokens_.data();
   if (index == 1)

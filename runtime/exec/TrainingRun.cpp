@@ -203,6 +203,15 @@ Error checkLossMask(const Plan &plan, const TrainingRunOptions &options) {
                      " restarts the positions at each document (compiled with "
                      "reset_position_ids), but the synthetic task has no documents: train on "
                      "--data-path PREFIX or --data FILE");
+  if (options.resetAttentionMask && !plan.resetAttentionMask)
+    return makeError("--reset-attention-mask: ", plan.dir.string(),
+                     " was compiled without it (its attention crosses documents): recompile it "
+                     "with `mtc compile --reset-attention-mask`");
+  if (plan.resetAttentionMask && !options.data && !options.dataPath)
+    return makeError(plan.dir.string(),
+                     " attends within each document (compiled with reset_attention_mask), but "
+                     "the synthetic task has no documents: train on --data-path PREFIX or "
+                     "--data FILE");
   return Error::success();
 }
 

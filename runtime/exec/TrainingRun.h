@@ -129,6 +129,9 @@ struct TrainingRunOptions {
   /// Megatron's --reset-position-ids was asked for: the plan must have been compiled with it
   /// (Plan::resetPositionIds), whose step takes the position ids whether asked or not.
   bool resetPositionIds = false;
+  /// Megatron's --reset-attention-mask was asked for: the plan must have been compiled with
+  /// it (Plan::resetAttentionMask).
+  bool resetAttentionMask = false;
   /// The data's end-of-document id (the tokenizer's), which a plan compiled with
   /// eod_mask_loss masks the loss at and one compiled with reset_position_ids restarts the
   /// positions after.

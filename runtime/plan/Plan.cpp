@@ -1359,12 +1359,20 @@ void checkLossMask(const Plan &plan, const std::vector<DataInputList> &lists) {
   }
 }
 
-/// Megatron's --reset-position-ids (`train.reset_position_ids`): the entry functions take
-/// the position ids, i32 with the tokens' dims, as their last data input (after the tokens,
-/// the labels and the loss mask); without it no function takes them. Under pipeline
-/// parallelism some chunk function takes them (the one reading the position table;
-/// checkChunkDataInputs checked their dtype and dims).
+/// Megatron's --reset-position-ids and --reset-attention-mask (`train.reset_position_ids`,
+/// `train.reset_attention_mask`): the entry functions take the position ids, i32 with the
+/// tokens' dims, as their last data input (after the tokens, the labels and the loss mask);
+/// without either no function takes them. Under pipeline parallelism (reset_position_ids
+/// only: the layers' attention does not get the ids there) some chunk function takes them
+/// (the one reading the position table; checkChunkDataInputs checked their dtype and dims).
 void checkPositionIds(const Plan &plan, const std::vector<DataInputList> &lists) {
+  // The setting that makes the step take the ids, for the messages.
+  const char *setting =
+      plan.resetPositionIds || !plan.resetAttentionMask ? "reset_position_ids"
+                                                        : "reset_attention_mask";
+  if (plan.resetAttentionMask && plan.pipeline)
+    fail(member("train", "reset_attention_mask"),
+         "a pipeline plan does not mask attention to the documents");
   bool chunks = false, chunkTakes = false;
   for (const DataInputList &list : lists) {
     if (list.chunk) {
@@ -1388,10 +1396,12 @@ void checkPositionIds(const Plan &plan, const std::vector<DataInputList> &lists)
                                                    " are not the tokens' dims ",
                                                    formatDims(list.inputs[0].dims)));
     }
-    if (takes != plan.resetPositionIds)
-      fail(list.path, plan.resetPositionIds
-                          ? "takes no position ids, but train.reset_position_ids is true"
-                          : "takes position ids, but train.reset_position_ids is not true");
+    if (takes != plan.takesPositionIds())
+      fail(list.path, plan.takesPositionIds()
+                          ? concat("takes no position ids, but train.", setting, " is true")
+                          : std::string("takes position ids, but neither "
+                                        "train.reset_position_ids nor "
+                                        "train.reset_attention_mask is true"));
   }
   if (chunks && plan.resetPositionIds && !chunkTakes)
     fail(member("kernels.x86_64", "functions"),
@@ -1550,6 +1560,8 @@ Plan readPlan(const JsonValue &root) {
     plan.eodMaskLoss = asBool(*mask, member("train", "eod_mask_loss"));
   if (const JsonValue *reset = plan.train.getObject()->find("reset_position_ids"))
     plan.resetPositionIds = asBool(*reset, member("train", "reset_position_ids"));
+  if (const JsonValue *reset = plan.train.getObject()->find("reset_attention_mask"))
+    plan.resetAttentionMask = asBool(*reset, member("train", "reset_attention_mask"));
   if (const JsonValue *precision = plan.train.getObject()->find("precision")) {
     const std::string &name = asString(*precision, member("train", "precision"));
     if (name != "fp32" && name != "bf16" && name != "fp16")

@@ -431,6 +431,12 @@ struct Plan {
   /// takes the position ids as its last data input, `position_ids` (i32, the tokens' dims):
   /// each token's position within its document (runtime/data/Documents.h).
   bool resetPositionIds = false;
+  /// `train.reset_attention_mask` (absent: false): Megatron's --reset-attention-mask.
+  /// Attention stays within each document, which the step reads from the position ids: it
+  /// takes them (`position_ids`, as with reset_position_ids) whichever of the two is set.
+  bool resetAttentionMask = false;
+  /// Whether the step takes the position ids (reset_position_ids or reset_attention_mask).
+  bool takesPositionIds() const { return resetPositionIds || resetAttentionMask; }
   /// `train.precision` is "fp16" (absent: fp32): the step's backward starts from the
   /// runtime's loss scale (`mt.loss_scale`), which the trainer chooses (LossScaler.h).
   bool lossScaling = false;

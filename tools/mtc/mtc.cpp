@@ -195,7 +195,8 @@ cl::opt<bool> resetPositionIdsFlag(
 cl::opt<bool> resetAttentionMaskFlag(
     "reset-attention-mask",
     cl::desc("Attend only within each document of a sample (Megatron's "
-             "--reset-attention-mask): not supported yet, refused with an error"),
+             "--reset-attention-mask): the step takes the position ids, which mtrun computes "
+             "from the tokens, and masks attention to each query's document"),
     cl::sub(compileCommand), cl::cat(compileCategory));
 
 /// --reset-position-ids / --reset-attention-mask: the module attributes mt-reset-documents

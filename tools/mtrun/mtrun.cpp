@@ -70,6 +70,9 @@ struct Options {
   bool fullValidation = false, skipTrain = false;
   /// Megatron's --reset-position-ids (restarting after the same tokenizer's end of document).
   bool resetPositionIds = false;
+  /// Megatron's --reset-attention-mask (attention within the documents the same tokenizer's
+  /// end of document separates).
+  bool resetAttentionMask = false;
   std::optional<std::string> tokenizerType, vocabFile, mergeFile, tokenizerModel, vocabExtraIds;
   bool help = false;
   bool version = false;
@@ -184,6 +187,11 @@ constexpr OptionSpec kOptions[] = {
      "after each of the tokenizer's end of document, whether asked or not)",
      [](Options &o, std::string_view) { o.resetPositionIds = true; },
      [](const Options &o) { return o.resetPositionIds; }},
+    {"--reset-attention-mask", "",
+     "check that PLAN was compiled with --reset-attention-mask (its attention stays within "
+     "each document the tokenizer's end of document ends, whether asked or not)",
+     [](Options &o, std::string_view) { o.resetAttentionMask = true; },
+     [](const Options &o) { return o.resetAttentionMask; }},
     MTRUN_VALUE_OPTION("--tokenizer-type", tokenizerType, "T",
                        "the data's tokenizer, whose end of document a plan compiled with "
                        "--eod-mask-loss masks (--reset-position-ids restarts after): bytes "
@@ -630,11 +638,16 @@ int run(int argc, char **argv) {
   training.eodMaskLoss = opts->eodMaskLoss;
   training.optimizerCpuOffload = opts->optimizerCpuOffload;
   training.resetPositionIds = opts->resetPositionIds;
-  if (plan->eodMaskLoss || plan->resetPositionIds) {
-    Expected<int64_t> eod = endOfDocument(
-        *opts, plan->eodMaskLoss && plan->resetPositionIds ? "--eod-mask-loss and --reset-position-ids"
-               : plan->eodMaskLoss                        ? "--eod-mask-loss"
-                                                          : "--reset-position-ids");
+  training.resetAttentionMask = opts->resetAttentionMask;
+  if (plan->eodMaskLoss || plan->takesPositionIds()) {
+    // The settings that read the end of document, for the messages.
+    std::string settings;
+    for (auto [set, name] : {std::pair{plan->eodMaskLoss, "--eod-mask-loss"},
+                             std::pair{plan->resetPositionIds, "--reset-position-ids"},
+                             std::pair{plan->resetAttentionMask, "--reset-attention-mask"}})
+      if (set)
+        settings += settings.empty() ? name : std::string(" and ") + name;
+    Expected<int64_t> eod = endOfDocument(*opts, settings);
     if (!eod)
       return fail(eod.error());
     training.endOfDocument = *eod;

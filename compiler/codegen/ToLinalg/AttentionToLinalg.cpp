@@ -495,6 +495,9 @@ std::array<Value, 3> FlashAttention::backward(OpBuilder &b, Location loc, Value 
 /// attribute), or an error when the op computes in a type the loops do not.
 template <typename AttentionLikeOp>
 FailureOr<FlashAttention> flashAttentionOf(AttentionLikeOp op) {
+  if (op.getPositions())
+    return op.emitOpError() << "fused attention does not take document positions "
+                               "(--reset-attention-mask) yet";
   Type element = namedType(op.getQuery()).getElementType();
   if (!element.isF32() && !element.isF64())
     return op.emitOpError() << "fused attention computes in f32 or f64, not " << element

@@ -578,6 +578,26 @@ static LogicalResult verifyAttentionOperands(AttentionLikeOp op, EmitErrorFn emi
                        << kvHeads << ")";
   if (op.getScale().convertToDouble() <= 0)
     return emitError() << "scale must be positive";
+  if (!op.getPositions())
+    return success();
+  // The document positions: one id per query position of every batch point.
+  NamedTensorType positions = tensorOf(op.getPositions());
+  if (!op.getCausal())
+    return emitError() << "document positions need causal attention (a key j is visible to "
+                          "query i iff j <= i and i - j <= positions[i])";
+  if (failed(requireInteger(emitError, positions, "positions")) ||
+      failed(requireDim(emitError, positions, op.getSeqDim(), "positions")))
+    return failure();
+  for (const NamedDim &dim : positions.getDims()) {
+    StringRef name = dim.name.getValue();
+    if (name == op.getHeadsDim() || name == op.getKvHeadsDim() || name == op.getHeadDim())
+      return emitError() << "positions " << positions.dimsToString() << " have the head "
+                         << "dimension '" << name << "': one id per query position is shared "
+                                                     "by every head";
+    if (!q.hasDim(name) || q.getDimSize(name) != dim.size)
+      return emitError() << "positions " << positions.dimsToString()
+                         << " must have dimensions of the query " << q.dimsToString();
+  }
   return success();
 }
 

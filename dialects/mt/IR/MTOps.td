@@ -390,21 +390,29 @@ def MT_AttentionOp : MT_Op<"attention", [Pure, InferTypeOpAdaptor,
     instead of recomputing it: autodiff asks for it under ring attention, where recomputing
     costs a second ring of key/value exchanges.
 
+    With `positions` (causal only; integer, dimensions among the query's that include `seq`
+    and neither head dimension: the position ids mt-reset-documents takes as an input for
+    Megatron's `--reset-attention-mask`) attention stays within documents: key j is
+    visible to query i iff j <= i and i - j <= positions[i], the position ids counting from
+    0 at each document's first token. The key positions are the query's (equal lengths).
+
     ```mlir
     %o = mt.attention %q, %k, %v dims(seq, heads, kv_heads, head_dim) causal scale 0.125
         : !mt.tensor<...>, !mt.tensor<...>, !mt.tensor<...>
     ```
   }];
   let arguments = (ins MT_Tensor:$query, MT_Tensor:$key, MT_Tensor:$value,
+                       Optional<MT_Tensor>:$positions,
                        StrAttr:$seq_dim, StrAttr:$heads_dim, StrAttr:$kv_heads_dim,
                        StrAttr:$head_dim, UnitAttr:$causal, F64Attr:$scale,
                        UnitAttr:$save_lse);
   let results = (outs MT_Tensor:$result, Optional<MT_Tensor>:$lse);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `dims` `(` custom<DimName>($seq_dim) `,`
+    $query `,` $key `,` $value (`positions` $positions^)? `dims` `(` custom<DimName>($seq_dim) `,`
     custom<DimName>($heads_dim) `,` custom<DimName>($kv_heads_dim) `,`
     custom<DimName>($head_dim) `)` (`causal` $causal^)? `scale` $scale
     (`save_lse` $save_lse^)? attr-dict `:` type($query) `,` type($key) `,` type($value)
+    (`,` type($positions)^)?
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -698,7 +706,8 @@ def MT_GeluGradOp : MT_UnaryOp<"gelu_grad"> {
   let assemblyFormat = "$input (`approximate` $approximate^)? attr-dict `:` type($result)";
 }
 
-def MT_AttentionGradOp : MT_Op<"attention_grad", [Pure, InferTypeOpAdaptor]> {
+def MT_AttentionGradOp : MT_Op<"attention_grad", [Pure, InferTypeOpAdaptor,
+    AttrSizedOperandSegments]> {
   let summary = "backward of mt.attention";
   let description = [{
     Given the forward operands and the gradient of the output, returns the gradients of
@@ -707,14 +716,17 @@ def MT_AttentionGradOp : MT_Op<"attention_grad", [Pure, InferTypeOpAdaptor]> {
     have the types of query, key and value. `saved`, when present, is the forward's output
     and its log-sum-exp (`mt.attention ... save_lse`): ring attention's backward then takes
     the softmax statistics from them instead of running the forward's ring again.
+    `positions` are the forward's document positions (mt.attention's).
   }];
   let arguments = (ins MT_Tensor:$query, MT_Tensor:$key, MT_Tensor:$value,
                        MT_Tensor:$result_grad, Variadic<MT_Tensor>:$saved,
+                       Optional<MT_Tensor>:$positions,
                        StrAttr:$seq_dim, StrAttr:$heads_dim, StrAttr:$kv_heads_dim,
                        StrAttr:$head_dim, UnitAttr:$causal, F64Attr:$scale);
   let results = (outs MT_Tensor:$query_grad, MT_Tensor:$key_grad, MT_Tensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $result_grad (`saved` `(` $saved^ `:` type($saved) `)`)?
+    (`positions` $positions^ `:` type($positions))?
     `dims` `(` custom<DimName>($seq_dim) `,`
     custom<DimName>($heads_dim) `,` custom<DimName>($kv_heads_dim) `,`
     custom<DimName>($head_dim) `)` (`causal` $causal^)? `scale` $scale attr-dict `:`

@@ -106,10 +106,10 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
                      ": forward_backward must take the tokens and labels [batch, seq] first");
   // The position ids would be one more device input range of DeviceStepLayout, uploaded per
   // micro-batch as the loss mask is; until then the plan trains on the CPU.
-  if (plan.resetPositionIds)
-    return makeError(plan.dir.string(),
-                     ": the CUDA trainer does not take the position ids of reset_position_ids "
-                     "yet: train this plan on the CPU (without --device cuda)");
+  if (plan.takesPositionIds())
+    return makeError(plan.dir.string(), ": the CUDA trainer does not take the position ids of ",
+                     plan.resetPositionIds ? "reset_position_ids" : "reset_attention_mask",
+                     " yet: train this plan on the CPU (without --device cuda)");
   if (plan.eodMaskLoss && !inputs.endOfDocument)
     return makeError(plan.dir.string(),
                      ": the plan masks the loss at end-of-document tokens (eod_mask_loss), but "

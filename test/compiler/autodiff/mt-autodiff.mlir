@@ -202,6 +202,36 @@ module @ring attributes {mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>}
 
 // -----
 
+// Tests that attention within documents (its document positions an invariant operand of
+// the repeat) hands the positions to attention_grad, which returns no gradient for them;
+// with the forward's statistics saved (fused attention) the saving attention keeps them.
+module @documents attributes {mt.fused_attention = 16 : i64} {
+  mt.param @block.w layer @block : !mt.tensor<[heads=2, head_dim=4, hidden=8], f32> init normal(2.000000e-02)
+  func.func @block(%q: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32> attributes {mt.layer} {
+    %w = mt.param_ref @block.w : !mt.tensor<[heads=2, head_dim=4, hidden=8], f32>
+    %a = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4], i32>
+    %o = mt.contract %a, %w over [heads, head_dim] : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[heads=2, head_dim=4, hidden=8], f32> -> !mt.tensor<[batch=2, seq=4, hidden=8], f32>
+    %p = mt.contract %o, %w over [hidden] : !mt.tensor<[batch=2, seq=4, hidden=8], f32>, !mt.tensor<[heads=2, head_dim=4, hidden=8], f32> -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>
+    return %p : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>
+  }
+  func.func @forward(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
+    %y = mt.repeat @block(%x, %ids) count 2 {carried = 1 : i64, invariant = 1 : i64} : (!mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>
+    %l = mt.reduce_sum %y over [batch, seq, heads, head_dim] : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32> -> !mt.tensor<[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+// CHECK-LABEL: module @documents
+// CHECK-LABEL: func.func @block.fwd(
+// CHECK-SAME: %{{[^:]*}}: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, %[[FIDS:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK: mt.attention {{.*}} positions %[[FIDS]] dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 save_lse
+// CHECK-LABEL: func.func @block.bwd(
+// CHECK-SAME: %[[BIDS:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK: mt.attention_grad {{.*}} saved({{.*}}) positions %[[BIDS]] : !mt.tensor<[batch=2, seq=4], i32> dims
+// CHECK-LABEL: func.func @forward_backward(
+// CHECK: mt.repeat @block.bwd({{.*}}, %arg1) count 2 {carried = 1 : i64, invariant = 1 : i64, reverse}
+
+// -----
+
 // Tests that a repeat's invariant operand (position ids read by rope in the layer) has no
 // gradient: @L.bwd takes it last, as the forward does, rather than saving it per instance,
 // returns no gradient for it, and rotates the gradient back at the same ids; the backward

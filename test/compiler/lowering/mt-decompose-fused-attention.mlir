@@ -50,3 +50,16 @@ func.func @context_parallel(%q: !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8
   return %o : !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32>
 }
 }
+
+// -----
+
+// Tests that fused attention refuses document positions (--reset-attention-mask): its block
+// loops do not take them.
+module attributes {mt.fused_attention = 16 : i64} {
+func.func @documents(%q: !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32>, %ids: !mt.tensor<[batch=2, seq=32], i32>)
+    -> !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32> {
+  // expected-error @+1 {{attention within documents (document positions, --reset-attention-mask) is not supported with fused attention (--fused-attention) yet: compile without one of them}}
+  %o = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 0.25 : !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32>, !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32>, !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32>, !mt.tensor<[batch=2, seq=32], i32>
+  return %o : !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32>
+}
+}

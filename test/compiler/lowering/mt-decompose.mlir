@@ -1,4 +1,4 @@
-// RUN: mt-opt %s -split-input-file -mt-decompose | FileCheck %s
+// RUN: mt-opt %s -split-input-file -mt-decompose -verify-diagnostics | FileCheck %s
 
 // Tests that softmax becomes the stable form: the maximum is subtracted before
 // exponentiating and the exponentials are divided by their sum.
@@ -383,3 +383,52 @@ func.func @attention_lse(%q: !mt.tensor<[seq=2, heads=2, head_dim=3], f64>) -> (
 // CHECK: %[[LOG:.*]] = mt.log %[[SUM]]
 // CHECK: %[[LSE:.*]] = mt.add %[[MAX]], %[[LOG]] : {{.*}} -> <[seq=2, heads=2], f64>
 // CHECK: return %{{.*}}, %{{.*}}
+
+// -----
+
+// Tests that attention with document positions (--reset-attention-mask) adds the document
+// term to the causal mask: the keys before the query's document start (its position minus
+// its id, in the iota's type) are masked too, the two disjoint 0/1 masks summed under one
+// bias.
+func.func @attention_documents(%q: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
+  %0 = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4], i32>
+  return %0 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+}
+// CHECK-LABEL: func.func @attention_documents(
+// CHECK-SAME: %{{[^:]*}}: !mt.tensor<{{[^>]*}}>, %[[IDS:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK: %[[SS:.*]] = mt.mul %{{.*}} : <[batch=2, seq=4, heads=2, seq_kv=4], f32>, <[], f32>
+// CHECK: %[[QPOS:.*]] = mt.iota dim seq : <[seq=4], f32>
+// CHECK: %[[KPOS:.*]] = mt.rename %[[QPOS]] seq to seq_kv
+// CHECK: %[[CAUSAL:.*]] = mt.greater %[[KPOS]], %[[QPOS]]
+// CHECK: %[[FIDS:.*]] = mt.cast %[[IDS]] : <[batch=2, seq=4], i32> to <[batch=2, seq=4], f32>
+// CHECK: %[[START:.*]] = mt.sub %[[QPOS]], %[[FIDS]] : <[seq=4], f32>, <[batch=2, seq=4], f32> -> <[seq=4, batch=2], f32>
+// CHECK: %[[BEFORE:.*]] = mt.greater %[[START]], %[[KPOS]] : <[seq=4, batch=2], f32>, <[seq_kv=4], f32> -> <[seq=4, batch=2, seq_kv=4], f32>
+// CHECK: %[[MASK:.*]] = mt.add %[[CAUSAL]], %[[BEFORE]]
+// CHECK: %[[BIAS:.*]] = mt.mul %[[MASK]], %{{.*}}
+// CHECK: mt.add %[[SS]], %[[BIAS]] : <[batch=2, seq=4, heads=2, seq_kv=4], f32>, <[seq_kv=4, seq=4, batch=2], f32>
+// CHECK-NOT: mt.attention
+
+// -----
+
+// Tests that attention_grad with document positions recomputes the probabilities under the
+// same document mask.
+func.func @attention_grad_documents(%q: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
+  %0:3 = mt.attention_grad %q, %q, %q, %q positions %ids : !mt.tensor<[batch=2, seq=4], i32> dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  return %0#0 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+}
+// CHECK-LABEL: func.func @attention_grad_documents(
+// CHECK-SAME: %{{[^:]*}}: !mt.tensor<{{[^>]*}}>, %[[IDS:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK: %[[FIDS:.*]] = mt.cast %[[IDS]] : <[batch=2, seq=4], i32> to <[batch=2, seq=4], f32>
+// CHECK: mt.sub %{{.*}}, %[[FIDS]]
+// CHECK-NOT: mt.attention_grad
+
+// -----
+
+// Tests that ring attention refuses document positions: its block steps do not take them.
+module attributes {mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+func.func @ring_documents(%q: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
+  // expected-error @+1 {{attention within documents (document positions, --reset-attention-mask) is not supported with ring attention (context parallelism with cp_comm_type p2p) yet: compile without one of them}}
+  %0 = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4], i32>
+  return %0 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+}
+}

@@ -105,6 +105,32 @@ module {
 
 // -----
 
+// Tests that attention within documents in the entry (--reset-attention-mask) is plain
+// causal attention in @logits, which takes no position ids (generation reads one
+// document), while @forward keeps its positions.
+// CHECK-LABEL: func.func @forward(
+// CHECK: mt.attention %{{.*}}, %{{.*}}, %{{.*}} positions %{{.*}} dims
+// CHECK-LABEL: func.func @logits(
+// CHECK-SAME: %{{[^:]*}}: !mt.tensor<[batch=2, seq=3], i32>)
+// CHECK-SAME: -> (!mt.tensor<[batch=2, seq=3, vocab=5], f32> {mt.buffer = "logits"})
+// CHECK: mt.attention %[[X:[^,]*]], %[[X]], %[[X]] dims(seq, heads, heads, hidden) causal
+// CHECK: return
+module {
+  mt.param @wte : !mt.tensor<[vocab=5, hidden=4], f32> init normal(2.000000e-02)
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=3], i32>, %labels: !mt.tensor<[batch=2, seq=3], i32>, %positions: !mt.tensor<[batch=2, seq=3], i32> {mt.input = "position_ids"}) -> !mt.tensor<[], f32> {
+    %w = mt.param_ref @wte : <[vocab=5, hidden=4], f32>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, hidden=4], f32>, <[batch=2, seq=3], i32> -> <[batch=2, seq=3, hidden=4], f32>
+    %h = mt.broadcast %x : <[batch=2, seq=3, hidden=4], f32> to <[batch=2, seq=3, heads=1, hidden=4], f32>
+    %a = mt.attention %h, %h, %h positions %positions dims(seq, heads, heads, hidden) causal scale 5.000000e-01 : <[batch=2, seq=3, heads=1, hidden=4], f32>, <[batch=2, seq=3, heads=1, hidden=4], f32>, <[batch=2, seq=3, heads=1, hidden=4], f32>, !mt.tensor<[batch=2, seq=3], i32>
+    %l = mt.contract %a, %w over [hidden] : <[batch=2, seq=3, heads=1, hidden=4], f32>, <[vocab=5, hidden=4], f32> -> <[batch=2, seq=3, heads=1, vocab=5], f32>
+    %m = mt.reduce_sum %l over [heads] : <[batch=2, seq=3, heads=1, vocab=5], f32> -> <[batch=2, seq=3, vocab=5], f32>
+    %loss = mt.cross_entropy %m, %labels over vocab : <[batch=2, seq=3, vocab=5], f32>, <[batch=2, seq=3], i32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
 // Tests that a forward without a cross-entropy (nothing to generate from) gets no @logits.
 // CHECK-LABEL: func.func @forward(
 // CHECK-NOT: func.func @logits

@@ -94,11 +94,117 @@ module attributes {mt.reset_position_ids, mt.parallel = #mt.parallel<pp = 2>} {
 
 // -----
 
-// Tests that reset_attention_mask is refused with what is missing.
-// expected-error @below {{reset_attention_mask (--reset-attention-mask) is not supported yet: attention takes no document ids to mask across documents; compile without it}}
+// Tests that reset_attention_mask alone (the model reads no positions) gives forward the
+// position ids and masks every attention to the documents at them: in a layer through
+// mt.repeat's invariant operand, in the entry directly.
+// CHECK-LABEL: func.func @block(
+// CHECK-SAME: %[[X:[^:]*]]: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, %[[LP:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK: mt.attention %[[X]], %[[X]], %[[X]] positions %[[LP]] dims(seq, heads, heads, head_dim) causal
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME: %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], i32>, %[[FX:[^:]*]]: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, %[[P:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "position_ids"})
+// CHECK: %[[A:.*]] = mt.attention %[[FX]], %[[FX]], %[[FX]] positions %[[P]] dims
+// CHECK: mt.repeat @block(%[[A]], %[[P]]) count 2 {carried = 1 : i64, invariant = 1 : i64}
+module attributes {mt.reset_attention_mask} {
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %y = mt.repeat @block(%a) count 2 : (!mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %y : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+}
+
+// -----
+
+// Tests that with both settings rope and attention in a layer read the one position ids
+// argument, passed once.
+// CHECK-LABEL: func.func @block(
+// CHECK-SAME: %[[X:[^:]*]]: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, %[[LP:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK: %[[R:.*]] = mt.rope %[[X]] over head_dim position seq at %[[LP]]
+// CHECK: mt.attention %[[R]], %[[R]], %[[R]] positions %[[LP]] dims
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME: %[[FX:[^:]*]]: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, %[[P:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "position_ids"})
+// CHECK: mt.repeat @block(%[[FX]], %[[P]]) count 2 {carried = 1 : i64, invariant = 1 : i64}
 module attributes {mt.reset_position_ids, mt.reset_attention_mask} {
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
+    %r = mt.rope %x over head_dim position seq : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %a = mt.attention %r, %r, %r dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
+    %y = mt.repeat @block(%x) count 2 : (!mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %y : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+}
+
+// -----
+
+// Tests that reset_attention_mask names itself when it is the setting refused under
+// pipeline parallelism.
+// expected-error @below {{reset_attention_mask is not supported with pipeline parallelism (pp 2) yet: compile without one of them}}
+module attributes {mt.reset_attention_mask, mt.parallel = #mt.parallel<pp = 2>} {
   func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
     return
+  }
+}
+
+// -----
+
+// Tests that reset_attention_mask is refused under ring attention, whose block steps do not
+// take the document positions.
+// expected-error @below {{reset_attention_mask is not supported with ring attention (context parallelism cp 2 with cp_comm_type p2p) yet: compile without one of them}}
+module attributes {mt.reset_attention_mask, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
+    return
+  }
+}
+
+// -----
+
+// Tests that reset_attention_mask is refused with fused attention, whose loops do not take
+// the document positions.
+// expected-error @below {{reset_attention_mask is not supported with fused attention (--fused-attention) yet: compile without one of them}}
+module attributes {mt.reset_attention_mask, mt.fused_attention = 64 : i64} {
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
+    return
+  }
+}
+
+// -----
+
+// Tests that attention that is not causal is refused: the document mask is causal's.
+module attributes {mt.reset_attention_mask} {
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32> {
+    // expected-error @below {{reset_attention_mask masks causal attention to the documents; this attention is not causal}}
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, hidden) scale 5.000000e-01 : <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>
+  }
+}
+
+// -----
+
+// Tests that attention in a function that is not a layer is refused.
+module attributes {mt.reset_attention_mask} {
+  func.func @helper(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
+    // expected-error @below {{reset_attention_mask reaches attention over 'seq' in the entry and in layers (mt.layer), not in 'helper'; compile without it}}
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
+    return
+  }
+}
+
+// -----
+
+// Tests that attention whose query lacks the tokens' dimensions (the batch) is refused.
+module attributes {mt.reset_attention_mask} {
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[seq=4, heads=2, head_dim=2], f32> {
+    // expected-error @below {{reset_attention_mask: attention's query [seq=4, heads=2, head_dim=2] lacks the dimensions of the tokens [batch=2, seq=4], so the documents cannot be read per query}}
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[seq=4, heads=2, head_dim=2], f32>, <[seq=4, heads=2, head_dim=2], f32>, <[seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[seq=4, heads=2, head_dim=2], f32>
   }
 }
 

@@ -690,6 +690,51 @@ func.func @attention_element(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, 
 
 // -----
 
+// Tests that document positions need causal attention.
+func.func @attention_positions_not_causal(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, %ids: !mt.tensor<[seq=4], i32>) {
+  // expected-error @+1 {{'mt.attention' op document positions need causal attention (a key j is visible to query i iff j <= i and i - j <= positions[i])}}
+  %0 = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) scale 0.5 : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4], i32>
+  return
+}
+
+// -----
+
+// Tests that document positions must be integers.
+func.func @attention_positions_float(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, %ids: !mt.tensor<[seq=4], f32>) {
+  // expected-error @+1 {{'mt.attention' op expects integer positions}}
+  %0 = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4], f32>
+  return
+}
+
+// -----
+
+// Tests that document positions need the sequence dimension.
+func.func @attention_positions_no_seq(%q: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, %ids: !mt.tensor<[batch=2], i32>) {
+  // expected-error @+1 {{'mt.attention' op positions [batch=2] has no dimension 'seq'}}
+  %0 = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2], i32>
+  return
+}
+
+// -----
+
+// Tests that document positions are shared by the heads.
+func.func @attention_positions_heads(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, %ids: !mt.tensor<[seq=4, heads=2], i32>) {
+  // expected-error @+1 {{'mt.attention' op positions [seq=4, heads=2] have the head dimension 'heads': one id per query position is shared by every head}}
+  %0 = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2], i32>
+  return
+}
+
+// -----
+
+// Tests that document positions have the query's dimensions and sizes.
+func.func @attention_positions_size(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, %ids: !mt.tensor<[seq=3], i32>) {
+  // expected-error @+1 {{'mt.attention' op positions [seq=3] must have dimensions of the query [seq=4, heads=2, head_dim=4]}}
+  %0 = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[seq=3], i32>
+  return
+}
+
+// -----
+
 // Tests that attention needs a floating-point query.
 func.func @attention_integer(%q: !mt.tensor<[seq=4, heads=2, head_dim=4], i32>) {
   // expected-error @+1 {{'mt.attention' op expects floating-point query, got element type 'i32'}}

@@ -295,6 +295,21 @@ func.func @attention_saved(%q: !mt.tensor<[batch=2, seq=4, heads=4, head_dim=4],
 
 // -----
 
+// Tests that attention and attention_grad round-trip document positions (the position ids
+// of --reset-attention-mask), attention_grad's after the saved values.
+// CHECK-LABEL: func.func @attention_positions
+// CHECK: %[[O:.*]], %[[L:.*]] = mt.attention %{{.*}}, %{{.*}}, %{{.*}} positions %[[IDS:[^ ]*]] dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 save_lse : <[batch=2, seq=4, heads=2, head_dim=4], f32>, <[batch=2, seq=4, heads=2, head_dim=4], f32>, <[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4], i32>
+// CHECK: mt.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} saved(%[[O]], %[[L]] : {{.*}}) positions %[[IDS]] : !mt.tensor<[batch=2, seq=4], i32> dims(seq, heads, heads, head_dim) causal scale 5.000000e-01
+// CHECK: mt.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} positions %[[IDS]] : !mt.tensor<[batch=2, seq=4], i32> dims(seq, heads, heads, head_dim) causal
+func.func @attention_positions(%q: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) {
+  %o, %lse = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 0.5 save_lse : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4], i32>
+  %0:3 = mt.attention_grad %q, %q, %q, %q saved(%o, %lse : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2], f32>) positions %ids : !mt.tensor<[batch=2, seq=4], i32> dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32> -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>
+  %1:3 = mt.attention_grad %q, %q, %q, %q positions %ids : !mt.tensor<[batch=2, seq=4], i32> dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32> -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=4], f32>
+  return
+}
+
+// -----
+
 // Tests that gather round-trips an embedding lookup.
 // CHECK-LABEL: func.func @gather
 // CHECK: mt.gather %{{.*}}, %{{.*}} over vocab : <[vocab=16, hidden=8], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=8], f32>

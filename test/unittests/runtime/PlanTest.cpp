@@ -439,7 +439,8 @@ TEST_F(PlanTest, PositionIdsGoWithResetPositionIds) {
                         withIds(o);
                         at(o, "train").erase("reset_position_ids");
                       }),
-                      "inputs: takes position ids, but train.reset_position_ids is not true");
+                      "inputs: takes position ids, but neither train.reset_position_ids nor "
+                      "train.reset_attention_mask is true");
   expectPlanJsonError(edited([&](JsonObject &o) {
                         withIds(o);
                         (*o.find("inputs")->getArray())[2].getObject()->set("dtype", "f32");
@@ -465,6 +466,42 @@ TEST_F(PlanTest, PositionIdsGoWithResetPositionIds) {
   expectPlanJsonError(
       edited([](JsonObject &o) { at(o, "train").set("reset_position_ids", "on"); }),
       "train.reset_position_ids: expected true or false, found the string 'on'");
+}
+
+// Megatron's --reset-attention-mask: train.reset_attention_mask takes the same position ids
+// (the documents attention stays within), alone or with reset_position_ids.
+TEST_F(PlanTest, PositionIdsGoWithResetAttentionMask) {
+  auto withIds = [](JsonObject &o) {
+    at(o, "train").set("reset_attention_mask", true);
+    o.find("inputs")->getArray()->push_back(
+        JsonObject{{"name", "position_ids"},
+                   {"dtype", "i32"},
+                   {"dims", dimList({{"batch", 4}, {"seq", 8}})}});
+  };
+  writePlan(edited(withIds));
+  Expected<Plan> p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_TRUE(p->resetAttentionMask);
+  EXPECT_FALSE(p->resetPositionIds);
+  EXPECT_TRUE(p->takesPositionIds());
+  writePlan(edited([&](JsonObject &o) {
+    withIds(o);
+    at(o, "train").set("reset_position_ids", true);
+  }));
+  p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_TRUE(p->resetAttentionMask && p->resetPositionIds && p->takesPositionIds());
+  writePlan(validPlan());
+  p = loadPlan(plan());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_FALSE(p->resetAttentionMask || p->takesPositionIds());
+
+  expectPlanJsonError(
+      edited([](JsonObject &o) { at(o, "train").set("reset_attention_mask", true); }),
+      "inputs: takes no position ids, but train.reset_attention_mask is true");
+  expectPlanJsonError(
+      edited([](JsonObject &o) { at(o, "train").set("reset_attention_mask", 1); }),
+      "train.reset_attention_mask: expected true or false");
 }
 
 TEST_F(PlanTest, TrailingSlashIsNotShownTwice) {

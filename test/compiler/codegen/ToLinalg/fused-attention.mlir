@@ -76,3 +76,17 @@ func.func @bf16(%q: !mt.tensor<[seq=16, heads=2, head_dim=4], bf16>)
   return %o : !mt.tensor<[seq=16, heads=2, head_dim=4], bf16>
 }
 }
+
+// -----
+
+// Tests that a fused attention with document positions (mt-decompose refuses them first
+// under --fused-attention) is reported: the block loops do not take them.
+module attributes {mt.fused_attention = 8 : i64} {
+func.func @documents(%q: !mt.tensor<[batch=2, seq=16, heads=2, head_dim=4], f32>, %ids: !mt.tensor<[batch=2, seq=16], i32>)
+    -> !mt.tensor<[batch=2, seq=16, heads=2, head_dim=4], f32> {
+  // expected-error @+2 {{fused attention does not take document positions (--reset-attention-mask) yet}}
+  // expected-error @+1 {{failed to legalize operation 'mt.attention'}}
+  %o = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=16, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16], i32>
+  return %o : !mt.tensor<[batch=2, seq=16, heads=2, head_dim=4], f32>
+}
+}

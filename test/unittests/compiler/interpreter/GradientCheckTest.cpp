@@ -61,6 +61,73 @@ TEST_F(GradientCheckTest, CausalGroupedQueryAttentionGrad) {
     expectGradient(interp, "fwd", inputs, which, {outGrad}, grads[which]);
 }
 
+TEST_F(GradientCheckTest, AttentionGradWithinDocuments) {
+  // Document positions (--reset-attention-mask): sample 0 holds documents of 2 and 2
+  // tokens, sample 1 one of 4; the positions' dimensions are ordered unlike the query's.
+  mlir::ModuleOp module = parse(R"mlir(
+    func.func @fwd(%q: !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f64>,
+                   %k: !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>,
+                   %v: !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>,
+                   %ids: !mt.tensor<[seq=4, batch=2], i32>)
+        -> !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f64> {
+      %0 = mt.attention %q, %k, %v positions %ids dims(seq, heads, kv_heads, head_dim) causal
+          scale 0.5
+          : !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f64>,
+            !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>,
+            !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>,
+            !mt.tensor<[seq=4, batch=2], i32>
+      return %0 : !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f64>
+    }
+    func.func @bwd(%q: !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f64>,
+                   %k: !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>,
+                   %v: !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>,
+                   %ids: !mt.tensor<[seq=4, batch=2], i32>,
+                   %do: !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f64>)
+        -> (!mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f64>,
+            !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>,
+            !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>) {
+      %dq, %dk, %dv = mt.attention_grad %q, %k, %v, %do positions %ids
+          : !mt.tensor<[seq=4, batch=2], i32> dims(seq, heads, kv_heads, head_dim) causal
+          scale 0.5
+          : !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f64>,
+            !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>,
+            !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>,
+            !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f64>
+          -> !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f64>,
+             !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>,
+             !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>
+      return %dq, %dk, %dv : !mt.tensor<[batch=2, seq=4, heads=4, head_dim=2], f64>,
+          !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>,
+          !mt.tensor<[batch=2, seq=4, kv_heads=2, head_dim=2], f64>
+    }
+  )mlir");
+  ASSERT_TRUE(module);
+  Interpreter interp(module);
+  Tensor ids = tensor("[seq=4, batch=2], i32", {0, 0, 1, 1, 0, 2, 1, 3});
+  std::vector<Tensor> inputs = {random("[batch=2, seq=4, heads=4, head_dim=2], f64", -2, 2),
+                                random("[batch=2, seq=4, kv_heads=2, head_dim=2], f64", -2, 2),
+                                random("[batch=2, seq=4, kv_heads=2, head_dim=2], f64", -2, 2),
+                                ids};
+  Tensor outGrad = random("[batch=2, seq=4, heads=4, head_dim=2], f64");
+  MTC_ASSIGN_OR_FAIL(grads,
+                     interp.call("bwd", {inputs[0], inputs[1], inputs[2], ids, outGrad}));
+  for (unsigned which = 0; which < 3; ++which)
+    expectGradient(interp, "fwd", inputs, which, {outGrad}, grads[which]);
+  // The keys of sample 0's first document get no gradient from its second document's
+  // queries: with only those queries weighted, they get none at all.
+  Tensor secondOnly = outGrad;
+  for (int64_t s = 0; s < 2; ++s)
+    for (int64_t h = 0; h < 4; ++h)
+      for (int64_t d = 0; d < 2; ++d)
+        secondOnly.at({{"batch", 0}, {"seq", s}, {"heads", h}, {"head_dim", d}}) = 0;
+  MTC_ASSIGN_OR_FAIL(masked,
+                     interp.call("bwd", {inputs[0], inputs[1], inputs[2], ids, secondOnly}));
+  for (int64_t s = 0; s < 2; ++s)
+    for (int64_t g = 0; g < 2; ++g)
+      for (int64_t d = 0; d < 2; ++d)
+        EXPECT_EQ(masked[1].at({{"batch", 0}, {"seq", s}, {"kv_heads", g}, {"head_dim", d}}), 0);
+}
+
 TEST_F(GradientCheckTest, NonCausalAttentionGradWithOtherLayouts) {
   mlir::ModuleOp module = parse(R"mlir(
     func.func @fwd(%q: !mt.tensor<[head_dim=3, heads=2, seq=2, batch=2], f64>,

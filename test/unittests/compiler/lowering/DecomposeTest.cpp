@@ -253,6 +253,88 @@ TEST_F(DecomposeTest, AttentionWhoseDimsClashWithTheNewNames) {
                  "seq, heads, kv, head_dim", /*causal=*/true, "0.5");
 }
 
+/// Grouped-query attention and its backward within documents (document positions, as
+/// --reset-attention-mask gives them): the positions lie in [seq, batch] order, unlike the
+/// query's, and mark several documents per sample.
+constexpr llvm::StringLiteral kDocumentAttention = R"mlir(
+  func.func @fwd(%q: !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>,
+                 %k: !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>,
+                 %ids: !mt.tensor<[seq=6, batch=2], i32>)
+      -> !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64> {
+    %0 = mt.attention %q, %k, %k positions %ids dims(seq, heads, kv_heads, head_dim) causal
+        scale 0.7 : !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>,
+        !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>,
+        !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>, !mt.tensor<[seq=6, batch=2], i32>
+    return %0 : !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>
+  }
+  func.func @plain(%q: !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>,
+                   %k: !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>)
+      -> !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64> {
+    %0 = mt.attention %q, %k, %k dims(seq, heads, kv_heads, head_dim) causal
+        scale 0.7 : !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>,
+        !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>,
+        !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>
+    return %0 : !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>
+  }
+  func.func @bwd(%q: !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>,
+                 %k: !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>,
+                 %ids: !mt.tensor<[seq=6, batch=2], i32>,
+                 %do: !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>)
+      -> (!mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>,
+          !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>) {
+    %dq, %dk, %dv = mt.attention_grad %q, %k, %k, %do positions %ids
+        : !mt.tensor<[seq=6, batch=2], i32> dims(seq, heads, kv_heads, head_dim) causal
+        scale 0.7 : !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>,
+        !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>,
+        !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>,
+        !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>
+        -> !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>,
+        !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>,
+        !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>
+    return %dq, %dk : !mt.tensor<[batch=2, seq=6, heads=4, head_dim=2], f64>,
+        !mt.tensor<[batch=2, seq=6, kv_heads=2, head_dim=2], f64>
+  }
+)mlir";
+
+TEST_F(DecomposeTest, AttentionWithinDocuments) {
+  // Sample 0: documents of 3, 2 and 1 tokens; sample 1: of 1 and 5 ([seq, batch] order).
+  Tensor ids = tensor("[seq=6, batch=2], i32", {0, 0, 1, 0, 2, 1, 0, 2, 1, 3, 0, 4});
+  std::vector<Tensor> args = {random("[batch=2, seq=6, heads=4, head_dim=2], f64", -2, 2),
+                              random("[batch=2, seq=6, kv_heads=2, head_dim=2], f64", -2, 2),
+                              ids};
+  expectSameAfterDecompose(kDocumentAttention, "fwd", args);
+  args.push_back(random("[batch=2, seq=6, heads=4, head_dim=2], f64"));
+  expectSameAfterDecompose(kDocumentAttention, "bwd", args);
+}
+
+TEST_F(DecomposeTest, AttentionWithinOneDocumentIsCausalAttention) {
+  // The interpreter's mask: positions 0, 1, ... (one document per sample) are plain causal
+  // attention; documents change the first query of each document after the first.
+  mlir::ModuleOp module = parse(kDocumentAttention);
+  ASSERT_TRUE(module);
+  Tensor q = random("[batch=2, seq=6, heads=4, head_dim=2], f64", -2, 2);
+  Tensor k = random("[batch=2, seq=6, kv_heads=2, head_dim=2], f64", -2, 2);
+  Interpreter interp(module);
+  MTC_ASSIGN_OR_FAIL(plain, interp.call("plain", {q, k}));
+  MTC_ASSIGN_OR_FAIL(one, interp.call("fwd", {q, k, tensor("[seq=6, batch=2], i32",
+                                                           {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5})}));
+  expectClose(plain, one);
+  MTC_ASSIGN_OR_FAIL(documents, interp.call("fwd", {q, k, tensor("[seq=6, batch=2], i32",
+                                                                 {0, 0, 1, 1, 2, 2, 0, 3, 1, 4,
+                                                                  2, 5})}));
+  // Batch 0, query 3 (its document's first token) sees itself only: its output is its
+  // own value row, which causal attention over four keys does not give.
+  Tensor v = k;
+  int64_t differing = 0;
+  for (int64_t i = 0; i < plain[0].getNumElements(); ++i)
+    differing += plain[0].data[i] != documents[0].data[i];
+  EXPECT_GT(differing, 0);
+  for (int64_t h = 0; h < 4; ++h)
+    for (int64_t d = 0; d < 2; ++d)
+      EXPECT_DOUBLE_EQ(documents[0].at({{"batch", 0}, {"seq", 3}, {"heads", h}, {"head_dim", d}}),
+                       v.at({{"batch", 0}, {"seq", 3}, {"kv_heads", h / 2}, {"head_dim", d}}));
+}
+
 //===----------------------------------------------------------------------===//
 // Cross-entropy and its backward
 //===----------------------------------------------------------------------===//

@@ -157,6 +157,10 @@ TEST(CudaTrainer, RefusesPositionIds) {
   reset.resetPositionIds = true;
   EXPECT_TRUE(mentions(f->refusal(reset),
                        "the CUDA trainer does not take the position ids of reset_position_ids yet"));
+  Plan mask = f->plan;
+  mask.resetAttentionMask = true;
+  EXPECT_TRUE(mentions(f->refusal(mask), "the CUDA trainer does not take the position ids of "
+                                         "reset_attention_mask yet"));
 }
 
 TEST(CudaTrainer, WithoutADeviceSaysSo) {
