@@ -182,36 +182,38 @@ Error checkFullValidationData(const TrainingRunOptions &options) {
   return Error::success();
 }
 
-/// --eod-mask-loss and --reset-position-ids against the plan, and the plan's loss mask and
-/// position ids against the data.
+/// --eod-mask-loss, --reset-position-ids and --reset-attention-mask against the plan, and
+/// what the plan computes from the documents (its loss mask, its position ids) against the
+/// data: one row per setting, the same two checks for each.
 Error checkLossMask(const Plan &plan, const TrainingRunOptions &options) {
-  if (options.eodMaskLoss && !plan.eodMaskLoss)
-    return makeError("--eod-mask-loss: ", plan.dir.string(),
-                     " was compiled without it (its step takes no loss mask): recompile it with "
-                     "`mtc compile --eod-mask-loss` or `train { eod_mask_loss on }`");
-  if (plan.eodMaskLoss && !options.data && !options.dataPath)
-    return makeError(plan.dir.string(),
-                     " masks the loss at end-of-document tokens (compiled with eod_mask_loss), "
-                     "but the synthetic task has no documents: train on --data-path PREFIX or "
-                     "--data FILE");
-  if (options.resetPositionIds && !plan.resetPositionIds)
-    return makeError("--reset-position-ids: ", plan.dir.string(),
-                     " was compiled without it (its step takes no position ids): recompile it "
-                     "with `mtc compile --reset-position-ids`");
-  if (plan.resetPositionIds && !options.data && !options.dataPath)
-    return makeError(plan.dir.string(),
-                     " restarts the positions at each document (compiled with "
-                     "reset_position_ids), but the synthetic task has no documents: train on "
-                     "--data-path PREFIX or --data FILE");
-  if (options.resetAttentionMask && !plan.resetAttentionMask)
-    return makeError("--reset-attention-mask: ", plan.dir.string(),
-                     " was compiled without it (its attention crosses documents): recompile it "
-                     "with `mtc compile --reset-attention-mask`");
-  if (plan.resetAttentionMask && !options.data && !options.dataPath)
-    return makeError(plan.dir.string(),
-                     " attends within each document (compiled with reset_attention_mask), but "
-                     "the synthetic task has no documents: train on --data-path PREFIX or "
-                     "--data FILE");
+  struct DocumentSetting {
+    bool asked, compiled;
+    const char *flag;      // mtrun's
+    const char *without;   // what a plan compiled without it lacks
+    const char *recompile; // how to compile it with the setting
+    const char *does;      // what a plan compiled with it does with the documents
+  };
+  const DocumentSetting settings[] = {
+      {options.eodMaskLoss, plan.eodMaskLoss, "--eod-mask-loss",
+       "its step takes no loss mask",
+       "`mtc compile --eod-mask-loss` or `train { eod_mask_loss on }`",
+       "masks the loss at end-of-document tokens (compiled with eod_mask_loss)"},
+      {options.resetPositionIds, plan.resetPositionIds, "--reset-position-ids",
+       "its step takes no position ids", "`mtc compile --reset-position-ids`",
+       "restarts the positions at each document (compiled with reset_position_ids)"},
+      {options.resetAttentionMask, plan.resetAttentionMask, "--reset-attention-mask",
+       "its attention crosses documents", "`mtc compile --reset-attention-mask`",
+       "attends within each document (compiled with reset_attention_mask)"},
+  };
+  for (const DocumentSetting &s : settings) {
+    if (s.asked && !s.compiled)
+      return makeError(s.flag, ": ", plan.dir.string(), " was compiled without it (", s.without,
+                       "): recompile it with ", s.recompile);
+    if (s.compiled && !options.data && !options.dataPath)
+      return makeError(plan.dir.string(), " ", s.does,
+                       ", but the synthetic task has no documents: train on --data-path PREFIX "
+                       "or --data FILE");
+  }
   return Error::success();
 }
 

@@ -229,5 +229,18 @@ TEST(TrainingRunTest, ADeviceRefusesAPipeline) {
   EXPECT_TRUE(shapes[0].empty()) << "no trainer was created";
 }
 
+TEST(TrainingRunTest, OptimizerOffloadNeedsADevice) {
+  Plan plan = toyRunPlan();
+  TrainingRunOptions options;
+  options.targetSteps = 1;
+  options.threads = 1;
+  options.optimizerCpuOffload = true;
+  RankContext job;
+  RecordingLog log;
+  Error err = runTraining(plan, options, job, log);
+  EXPECT_EQ(err.message(), "optimizer offload moves a device's optimizer step to the host, and "
+                           "this run is on the host already");
+}
+
 } // namespace
 } // namespace mtc::rt::test
