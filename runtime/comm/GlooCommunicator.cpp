@@ -25,6 +25,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace mtc::rt {
@@ -337,21 +338,28 @@ private:
       fail(op, failed);
     else if (posted.empty())
       op.work->finish(Error::success());
+    std::optional<Pending> completeNow;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       running_ = false;
+      // Handed to the completer before the next operation can post: the completer waits in
+      // posting order, the order in which a link's messages arrive. Queued behind a later
+      // receive (a message that may only be sent once this one has been consumed), a transfer
+      // that has arrived would never be reported, and two pipeline stages would each wait for
+      // the other's next message.
+      if (!finished) {
+        Pending p{std::move(op), std::move(posted), Clock::now() + timeout_};
+        if (p.op.work.get() == completeHere)
+          completeNow.emplace(std::move(p));
+        else
+          pending_.push_back(std::move(p));
+      }
     }
     workerCv_.notify_one();
-    if (finished)
-      return;
-    Pending p{std::move(op), std::move(posted), Clock::now() + timeout_};
-    if (p.op.work.get() == completeHere)
-      return complete(p);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      pending_.push_back(std::move(p));
-    }
-    completerCv_.notify_one();
+    if (completeNow)
+      return complete(*completeNow);
+    if (!finished)
+      completerCv_.notify_one();
   }
 
   /// Waits for the posted transfers of `p` and finishes its operation.

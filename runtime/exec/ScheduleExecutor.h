@@ -111,11 +111,11 @@ private:
         releasedAt_(std::move(releasedAt)) {}
 
   const StageTasks *tasks_;
-  /// Per task of the list: the sends released before it runs (sendReleases).
-  std::vector<std::vector<size_t>> releasedAt_;
   int stage_;
   const PipelineLinks *links_;
   TraceRecorder *trace_;
+  /// Per task of the list: the sends released before it runs (sendReleases).
+  std::vector<std::vector<size_t>> releasedAt_;
 };
 
 /// Every stage's measured bubble fraction over `steps` (this stage's times), indexed by stage:

@@ -146,6 +146,47 @@ TEST_P(GlooAsync, ManyMixedOperationsWaitedInReverse) {
     }
 }
 
+TEST(GlooAsyncOrder, ReceivesOutstandingOnOneLinkAreReportedInPostingOrder) {
+  // A pipeline link (ScheduleExecutor.h): rank 1 has several receives outstanding, and rank 0
+  // sends the next message only once rank 1 has waited for the previous one (the ack comes
+  // back on a second communicator). Waiting for the first receive, rank 1's thread runs the
+  // queued ones while the worker runs others; the completer must still report them in
+  // posting order, or it waits for a message that is only sent after the one it skipped.
+  const int rounds = 60, depth = 6;
+  TestJob job;
+  runRanks(2, [&](int rank) {
+    auto data = job.connect(rank, 2, "order-data", 5000ms);
+    auto acks = job.connect(rank, 2, "order-acks", 5000ms);
+    ASSERT_TRUE(data && acks);
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<int32_t> values(depth, -1);
+      int32_t ack = 0;
+      if (rank == 0) {
+        for (int k = 0; k < depth; ++k) {
+          values[size_t(k)] = round * depth + k;
+          Error e = data->send(&values[size_t(k)], 1, MTC_I32, 1);
+          ASSERT_TRUE(e.ok()) << e.message();
+          e = acks->recv(&ack, 1, MTC_I32, 1);
+          ASSERT_TRUE(e.ok()) << e.message();
+          ASSERT_EQ(ack, k);
+        }
+        continue;
+      }
+      std::vector<Work> receives;
+      for (int k = 0; k < depth; ++k)
+        receives.push_back(data->startRecv(&values[size_t(k)], 1, MTC_I32, 0));
+      for (int k = 0; k < depth; ++k) {
+        Error e = receives[size_t(k)].wait();
+        ASSERT_TRUE(e.ok()) << "round " << round << " receive " << k << ": " << e.message();
+        ASSERT_EQ(values[size_t(k)], round * depth + k);
+        ack = k;
+        e = acks->send(&ack, 1, MTC_I32, 0);
+        ASSERT_TRUE(e.ok()) << e.message();
+      }
+    }
+  });
+}
+
 /// Elements rank s sends rank d: uneven, none from or to rank 0, none from a rank to itself
 /// when s + d is even.
 size_t countOf(int s, int d) { return s == 0 || d == 0 ? 0 : size_t((3 * s + d) % 5 + (s == d)); }
