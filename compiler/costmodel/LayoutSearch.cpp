@@ -277,6 +277,19 @@ std::string seconds(double s) {
 
 } // namespace
 
+const std::vector<rt::StageBufferPeaks> &
+StageBufferMemo::peaks(const rt::PipelineSchedule &schedule,
+                       const std::vector<int64_t> &chunkStages, const rt::ChunkBufferBytes &bytes) {
+  Key key{&schedule,       chunkStages,          bytes.residual,
+          bytes.weightResidual, bytes.stash, bytes.activation};
+  auto [it, inserted] = walked_.try_emplace(std::move(key));
+  if (inserted)
+    for (size_t s = 0; s < schedule.stages.size(); ++s)
+      it->second.push_back(
+          rt::simulateStageBuffers(schedule.stages, static_cast<int64_t>(s), chunkStages, bytes));
+  return it->second;
+}
+
 llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
                                                         const Layout &layout,
                                                         const Cluster &cluster,
@@ -307,8 +320,6 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     return llvm::createStringError("the zb-v schedule runs two chunks per stage");
   if (layout.zeroStage > 0 && dp < 2)
     return llvm::createStringError("ZeRO needs data parallelism");
-  if (layout.zeroStage == 2 && pp > 1)
-    return llvm::createStringError("ZeRO-2 is not supported with pipeline parallelism");
   auto peak = cluster.peakFlops.find(options.dtype);
   if (peak == cluster.peakFlops.end())
     return llvm::createStringError("cluster '" + cluster.name + "' has no peak FLOP/s for " +
@@ -388,9 +399,10 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     if (!schedule)
       return schedule.takeError();
     rt::ChunkBufferBytes chunkBytes = pipelineChunkBytes(costs, c.chunkLayers, layout, factor);
-    for (size_t s = 0; s < (*schedule)->stages.size(); ++s)
-      stagePeaks.push_back(rt::simulateStageBuffers((*schedule)->stages, static_cast<int64_t>(s),
-                                                    chunkStages, chunkBytes));
+    if (options.stageBuffers)
+      stagePeaks = options.stageBuffers->peaks(**schedule, chunkStages, chunkBytes);
+    else
+      stagePeaks = StageBufferMemo().peaks(**schedule, chunkStages, chunkBytes);
   }
   for (int64_t s = 0; s < pp; ++s) {
     double params = static_cast<double>(stageLayers[size_t(s)]) * costs.layerParamBytes;
@@ -411,8 +423,12 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
       gathered = 2 * costs.layerParamBytes;
     }
     if (layout.zeroStage == 2) {
-      // ZeRO-2: the rank's gradient shards and the staging buffer of the largest gradient.
-      gradients = params / static_cast<double>(dp) + costs.layerParamBytes;
+      // ZeRO-2: one micro-batch's (a chunk call's) gradients whole, the rank's shards of
+      // them, and the staging buffer of the largest (runtime/exec/GradientBuffer.h).
+      double staging = static_cast<double>(stageLayers[size_t(s)]) * costs.largestLayerParamBytes;
+      if (s == 0 || s == lastStage)
+        staging = std::max(staging, costs.largestRestParamBytes);
+      gradients = params + params / static_cast<double>(dp) + staging;
       secondGradients = 0;
     }
     // The saved values of one micro-batch at a time without a pipeline; with one, what the
@@ -474,10 +490,27 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
       return timer.collective(kind, bytes, dp, dpStride) +
              (tensors - 1) * timer.collective(kind, 0, dp, dpStride);
     };
-    return seconds +
-           static_cast<double>(layout.zeroStage == 2 ? m : 1) *
-               perTensor(CollectiveKind::ReduceScatter, stageParams) +
+    // ZeRO-2 reduce-scatters each micro-batch's gradients as they are made: with a
+    // pipeline, each chunk call's in its task (below).
+    double reduceScatters = layout.zeroStage != 2 ? 1.0 : pp > 1 ? 0.0 : static_cast<double>(m);
+    return seconds + reduceScatters * perTensor(CollectiveKind::ReduceScatter, stageParams) +
            perTensor(CollectiveKind::AllGather, stageParams / static_cast<double>(dp));
+  };
+  // ZeRO-2 with a pipeline: the reduce-scatter of the gradients of chunk k's call over dp,
+  // one collective per tensor (a layer parameter's rows of the chunk's layers are one run),
+  // as the runtime does it (GradientBuffer::addPart) in the task that makes them.
+  auto chunkReduceScatter = [&](int64_t k) {
+    if (layout.zeroStage != 2 || dp <= 1)
+      return 0.0;
+    double bytes = static_cast<double>(c.chunkLayers[size_t(k)]) * costs.layerParamBytes;
+    double tensors = static_cast<double>(costs.layerParamTensors);
+    if (k == 0 || k == chunks - 1) {
+      bytes += costs.restParamBytes;
+      tensors += static_cast<double>(costs.paramTensors - costs.layerParamTensors);
+    }
+    return timer.collective(CollectiveKind::ReduceScatter, bytes, dp, dpStride) +
+           (std::max(1.0, tensors) - 1) *
+               timer.collective(CollectiveKind::ReduceScatter, 0, dp, dpStride);
   };
   auto updateTime = [&](double stageParams) {
     FunctionProfile optimizer = costs.optimizer;
@@ -525,6 +558,11 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
         t.backward += last - lastForward;
       }
       t.backwardInput = t.backward - t.backwardWeight;
+      // The task that makes the chunk's parameter gradients (backward, or W when split)
+      // reduce-scatters them under ZeRO-2.
+      double scatter = chunkReduceScatter(k);
+      t.backward.communicate += scatter;
+      t.backwardWeight.communicate += scatter;
       pipe.chunks.push_back(t);
     }
     for (int64_t s = 0; s < pp; ++s) {
@@ -585,7 +623,10 @@ SearchResult mtc::costmodel::searchLayouts(const std::vector<LayerCosts> &all,
   };
   // Each layout's memory and a lower bound of its step first; the simulations, which
   // dominate the search's time, only where the bound says they could matter (below).
-  SearchOptions quick = options;
+  StageBufferMemo walks;
+  SearchOptions withWalks = options;
+  withWalks.stageBuffers = &walks;
+  SearchOptions quick = withWalks;
   quick.lowerBoundOnly = true;
   for (const LayerCosts &costs : all) {
     if (options.gpus % costs.meshSize != 0)
@@ -599,7 +640,7 @@ SearchResult mtc::costmodel::searchLayouts(const std::vector<LayerCosts> &all,
         if (options.globalBatch % (dp * b) != 0)
           continue;
         for (int64_t zero : options.zeroStages) {
-          if ((zero > 0 && dp < 2) || (zero == 2 && pp > 1))
+          if (zero > 0 && dp < 2)
             continue;
           std::vector<int64_t> virtualStages = {1};
           for (int64_t v = 2; pp > 1 && v <= options.maxVirtualStages && pp * v <= costs.layers;
@@ -652,7 +693,7 @@ SearchResult mtc::costmodel::searchLayouts(const std::vector<LayerCosts> &all,
       }
     if (notSlower >= 2 && dominated)
       continue;
-    llvm::Expected<Candidate> full = composeLayout(*c.costs, c.layout, cluster, options);
+    llvm::Expected<Candidate> full = composeLayout(*c.costs, c.layout, cluster, withWalks);
     if (!full) {
       // The schedule cannot run it after all (the bound does not generate the schedule).
       llvm::consumeError(full.takeError());
@@ -675,7 +716,7 @@ SearchResult mtc::costmodel::searchLayouts(const std::vector<LayerCosts> &all,
   for (const Candidate &c : result.tooLarge) {
     if (timed.size() == 3 && c.stepSeconds >= timed.back().stepSeconds)
       break;
-    llvm::Expected<Candidate> full = composeLayout(*c.costs, c.layout, cluster, options);
+    llvm::Expected<Candidate> full = composeLayout(*c.costs, c.layout, cluster, withWalks);
     if (!full) {
       llvm::consumeError(full.takeError());
       continue;

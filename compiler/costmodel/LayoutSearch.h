@@ -24,9 +24,12 @@
 
 #include "compiler/costmodel/Cluster.h"
 #include "compiler/costmodel/StepModel.h"
+#include "runtime/plan/StageBuffers.h"
 
 #include <functional>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace mtc::costmodel {
@@ -67,6 +70,9 @@ struct LayerCosts {
   /// (counted on both the first and the last stage: a tied embedding is on both).
   double layerParamBytes = 0, restParamBytes = 0;
   int64_t paramTensors = 0, layerParamTensors = 0;
+  /// The largest parameter of one layer and of the rest (f32 storage): ZeRO-2 stages the
+  /// largest gradient it shards whole (a layer parameter stacked over the stage's layers).
+  double largestLayerParamBytes = 0, largestRestParamBytes = 0;
   /// Optimizer state bytes per parameter byte (AdamW: 2).
   double stateRatio = 2;
   /// Per micro-batch: what one layer's forward keeps for its backward, the largest value
@@ -91,6 +97,22 @@ struct Layout {
 using ScheduleSource = std::function<llvm::Expected<const rt::PipelineSchedule *>(
     llvm::StringRef kind, int64_t stages, int64_t virtualStages, int64_t microBatches)>;
 
+/// What each stage of a pipeline holds (StageBuffers.h), walked once per schedule, chunk
+/// placement and chunk sizes: a search meets the same ones for every ZeRO stage (whose
+/// buffers are the same) and every layout that shares the layer's sizes.
+class StageBufferMemo {
+public:
+  const std::vector<rt::StageBufferPeaks> &peaks(const rt::PipelineSchedule &schedule,
+                                                 const std::vector<int64_t> &chunkStages,
+                                                 const rt::ChunkBufferBytes &bytes);
+
+private:
+  using Key = std::tuple<const rt::PipelineSchedule *, std::vector<int64_t>,
+                         std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>,
+                         std::vector<int64_t>>;
+  std::map<Key, std::vector<rt::StageBufferPeaks>> walked_;
+};
+
 struct SearchOptions {
   int64_t gpus = 1;
   int64_t ranksPerNode = 0; // 0: the cluster's devices per node
@@ -100,12 +122,13 @@ struct SearchOptions {
   std::string dtype = "f32";
   std::vector<int64_t> microBatches = {1, 2, 4, 8};
   int64_t maxVirtualStages = 8;
-  /// ZeRO stages to consider (2 only without a pipeline, as the compiler supports it).
-  /// Under ZeRO-3 the micro-batch is each rank's part: the compiled micro-batch is dp times
+  /// ZeRO stages to consider. Under ZeRO-3 the micro-batch is each rank's part: the compiled micro-batch is dp times
   /// it, split over the data-parallel ranks.
   std::vector<int64_t> zeroStages = {0, 1, 2, 3};
   /// The schedules a pipeline's step is simulated on (required for pp > 1).
   ScheduleSource schedules;
+  /// Where the stages' buffer walks are kept across layouts (null: walked each time).
+  StageBufferMemo *stageBuffers = nullptr;
   /// Whether composeLayout only bounds the step from below (its memory composed, the time
   /// not): the search times a layout only when its bound says it could matter.
   bool lowerBoundOnly = false;

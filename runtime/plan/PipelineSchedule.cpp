@@ -484,18 +484,29 @@ size_t receiveWindowEnd(const std::vector<ScheduleTask> &tasks, size_t current) 
 namespace {
 
 /// The compute tasks of one list that read a message, by (forward or backward, chunk,
-/// micro-batch): a flat table (the layout search walks many large lists).
+/// micro-batch): a flat table over the list's own chunks and micro-batches, built from the
+/// list alone (the layout search walks many large lists of many stages).
 class MessageReaders {
 public:
-  MessageReaders(const std::vector<ScheduleTask> &tasks, int64_t chunks, int64_t microBatches)
-      : chunks_(chunks), microBatches_(microBatches),
-        at_(static_cast<size_t>(2 * chunks * microBatches), tasks.size()) {
-    for (size_t k = 0; k < tasks.size(); ++k) {
-      const ScheduleTask &t = tasks[k];
-      if (t.op == TaskOp::Forward || t.op == TaskOp::Backward || t.op == TaskOp::BackwardInput)
-        if (size_t *slot = find(t.op != TaskOp::Forward, t.chunk, t.microBatch))
+  explicit MessageReaders(const std::vector<ScheduleTask> &tasks) {
+    auto reads = [](const ScheduleTask &t) {
+      return t.op == TaskOp::Forward || t.op == TaskOp::Backward ||
+             t.op == TaskOp::BackwardInput;
+    };
+    for (const ScheduleTask &t : tasks)
+      if (reads(t) && t.chunk >= 0 && t.microBatch >= 0) {
+        if (size_t(t.chunk) >= slotOfChunk_.size())
+          slotOfChunk_.resize(size_t(t.chunk) + 1, -1);
+        if (slotOfChunk_[size_t(t.chunk)] < 0)
+          slotOfChunk_[size_t(t.chunk)] = chunks_++;
+        microBatches_ = std::max<int64_t>(microBatches_, t.microBatch + 1);
+      }
+    at_.assign(static_cast<size_t>(2 * chunks_ * microBatches_), tasks.size());
+    for (size_t k = 0; k < tasks.size(); ++k)
+      if (reads(tasks[k]))
+        if (size_t *slot = find(tasks[k].op != TaskOp::Forward, tasks[k].chunk,
+                                tasks[k].microBatch))
           *slot = k;
-    }
   }
   /// The task that reads the message `send` (of another list), or the list's size: a
   /// forward of the next chunk for an activation, a backward (or backward_input) of the
@@ -508,11 +519,14 @@ public:
 
 private:
   size_t *find(bool backward, int64_t c, int64_t i) {
-    if (c < 0 || c >= chunks_ || i < 0 || i >= microBatches_)
+    if (c < 0 || size_t(c) >= slotOfChunk_.size() || slotOfChunk_[size_t(c)] < 0 || i < 0 ||
+        i >= microBatches_)
       return nullptr;
-    return &at_[static_cast<size_t>(((backward ? 1 : 0) * chunks_ + c) * microBatches_ + i)];
+    int64_t slot = slotOfChunk_[size_t(c)];
+    return &at_[static_cast<size_t>(((backward ? 1 : 0) * chunks_ + slot) * microBatches_ + i)];
   }
-  int64_t chunks_, microBatches_;
+  std::vector<int64_t> slotOfChunk_; // by chunk: its row of the table, or -1
+  int64_t chunks_ = 0, microBatches_ = 0;
   std::vector<size_t> at_;
 };
 
@@ -521,13 +535,7 @@ private:
 std::vector<size_t> sendReleases(const std::vector<StageTasks> &stages, int64_t stage) {
   const std::vector<ScheduleTask> &tasks = stages[size_t(stage)].tasks;
   std::vector<size_t> release(tasks.size(), tasks.size());
-  int64_t chunks = 1, microBatches = 1;
-  for (const StageTasks &list : stages)
-    for (const ScheduleTask &t : list.tasks) {
-      chunks = std::max<int64_t>(chunks, t.chunk + 1);
-      microBatches = std::max<int64_t>(microBatches, t.microBatch + 1);
-    }
-  MessageReaders mine(tasks, chunks, microBatches);
+  MessageReaders mine(tasks);
   // Per peer: its readers, and for each of its tasks the next send back to this stage.
   struct Peer {
     MessageReaders readers;
@@ -541,7 +549,7 @@ std::vector<size_t> sendReleases(const std::vector<StageTasks> &stages, int64_t 
     const std::vector<ScheduleTask> &theirs = stages[size_t(send.peer)].tasks;
     std::optional<Peer> &peer = peers[size_t(send.peer)];
     if (!peer) {
-      peer.emplace(Peer{MessageReaders(theirs, chunks, microBatches),
+      peer.emplace(Peer{MessageReaders(theirs),
                         std::vector<size_t>(theirs.size() + 1, theirs.size())});
       for (size_t j = theirs.size(); j-- > 0;)
         peer->nextSendBack[j] = isSendTask(theirs[j].op) && theirs[j].peer == stage

@@ -185,6 +185,8 @@ llvm::Error decompose(ModuleOp trained, ModuleOp step, StringRef weightPart,
     // mtrun keeps every parameter in f32 (runtime/exec/Trainer.h).
     double f32 = static_cast<double>(bytes) * 4 / mt::getElementSizeInBytes(type.getElementType());
     (param.getLayer() ? costs.layerParamBytes : costs.restParamBytes) += f32;
+    double &largest = param.getLayer() ? costs.largestLayerParamBytes : costs.largestRestParamBytes;
+    largest = std::max(largest, f32);
   }
   MemoryPrediction memory = predictMemory(trained, std::nullopt);
   costs.stateRatio = memory.parameters > 0 ? static_cast<double>(memory.optimizerState) /

@@ -282,13 +282,64 @@ TEST(LayoutSearch, RefusesLayoutsThatCannotRun) {
   c = composeLayout(fixed, layout, plainCluster(), options);
   ASSERT_FALSE(static_cast<bool>(c));
   EXPECT_NE(llvm::toString(c.takeError()).find("compiled micro-batch (1) only"), std::string::npos);
-  layout = {};
+}
+
+// Tests ZeRO-2 with a pipeline: each stage holds one chunk call's gradients whole, their
+// shards and the staging of the largest (a layer parameter stacked over the stage's layers)
+// where ZeRO-1 holds two whole buffers; the gradients are reduce-scattered in the tasks,
+// per micro-batch, not at the stage's end.
+TEST(LayoutSearch, ZeroTwoWithAPipelineShardsTheGradientsInTheTasks) {
+  LayerCosts costs = plainCosts();
+  costs.paramTensors = 4;
+  costs.layerParamTensors = 2;
+  costs.largestLayerParamBytes = 0.5e6;
+  costs.largestRestParamBytes = 1.5e6;
+  Layout layout;
   layout.pp = 2;
   layout.dp = 2;
+  layout.zeroStage = 1;
+  SearchOptions options = plainOptions(4, 8); // 4 micro-batches per rank
+  Candidate one = compose(costs, layout, options);
   layout.zeroStage = 2;
-  c = composeLayout(costs, layout, plainCluster(), options);
-  ASSERT_FALSE(static_cast<bool>(c));
-  EXPECT_NE(llvm::toString(c.takeError()).find("ZeRO-2"), std::string::npos);
+  Candidate two = compose(costs, layout, options);
+  ASSERT_EQ(one.stageMemoryBytes.size(), 2u);
+  ASSERT_EQ(two.stageMemoryBytes.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    double params = 4 * 1e6 + 2e6; // 4 layers; both stages hold the rest (a tied embedding)
+    double staging = std::max(4 * 0.5e6, 1.5e6);
+    EXPECT_NEAR(one.stageMemoryBytes[s] - two.stageMemoryBytes[s],
+                2 * params - (params + params / 2 + staging), 1)
+        << "stage " << s;
+  }
+  EXPECT_EQ(one.stageActivationBytes, two.stageActivationBytes);
+  // The end of the step keeps the all-gather (and the loss); the reduce-scatters, once per
+  // micro-batch and chunk in the backward tasks, make the step longer.
+  EXPECT_LT(two.dataParallelSeconds, one.dataParallelSeconds);
+  EXPECT_GT(two.layerCommunicationSeconds, one.layerCommunicationSeconds);
+  EXPECT_GT(two.stepSeconds, one.stepSeconds);
+  // The search takes it.
+  SearchResult result = searchLayouts({costs}, plainCluster(), options);
+  EXPECT_TRUE(llvm::any_of(result.fitting, [](const Candidate &c) {
+    return c.layout.pp > 1 && c.layout.zeroStage == 2;
+  }));
+}
+
+// Tests that the search's memo of the stages' buffer walks gives what walking gives, once.
+TEST(LayoutSearch, StageBufferMemoWalksEachScheduleOnce) {
+  rt::PipelineSchedule schedule = oneFOneB(2, 4);
+  rt::ChunkBufferBytes bytes{{100, 200}, {0, 0}, {0, 0}, {10, 0}};
+  StageBufferMemo memo;
+  const std::vector<rt::StageBufferPeaks> &first = memo.peaks(schedule, {0, 1}, bytes);
+  ASSERT_EQ(first.size(), 2u);
+  for (int64_t s = 0; s < 2; ++s) {
+    rt::StageBufferPeaks walked = rt::simulateStageBuffers(schedule.stages, s, {0, 1}, bytes);
+    EXPECT_EQ(first[size_t(s)].saved, walked.saved);
+    EXPECT_EQ(first[size_t(s)].held, walked.held);
+  }
+  EXPECT_EQ(&memo.peaks(schedule, {0, 1}, bytes), &first); // kept, not walked again
+  bytes.residual[0] = 300;
+  EXPECT_NE(&memo.peaks(schedule, {0, 1}, bytes), &first); // other sizes: another walk
+  EXPECT_GT(memo.peaks(schedule, {0, 1}, bytes)[0].saved, first[0].saved);
 }
 
 // Tests the search's order: every fitting layout fastest first, the Pareto front fastest
