@@ -53,8 +53,10 @@ def MTSplitBackwardPass : Pass<"mt-split-backward", "::mlir::ModuleOp"> {
 
     - `@L.bwd.input(args of @L.bwd) -> (input gradients, stash...)`: the ops the input
       gradients need, and
-    - `@L.bwd.weight(args of @L.bwd but the result gradients, stash...) -> (parameter
-      gradients)`: the remaining ops the parameter gradients need,
+    - `@L.bwd.weight(args of @L.bwd but the result gradients, stash..., invariant args...)
+      -> (parameter gradients)`: the remaining ops the parameter gradients need (the
+      invariant arguments, the last ones of @L.bwd that its repeat passes unchanged to
+      every layer, such as position ids, stay last),
 
     where the stash is every value of B that W reads, and every gradient of the layer's
     results (the leading arguments of @L.bwd) that W reads: W takes those only through

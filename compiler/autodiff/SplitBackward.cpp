@@ -11,9 +11,11 @@
 #include "compiler/autodiff/SplitBackward.h"
 
 #include "dialects/mt/IR/MTDialect.h"
+#include "dialects/mt/IR/MTOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mtc::autodiff {
@@ -56,15 +58,23 @@ struct MTSplitBackwardPass
       if (func->hasAttr(kParamGradsAttr) && func->hasAttr(mtc::mt::MTDialect::kLayerOfAttrName) &&
           !func->hasAttr(kBackwardPartAttr))
         backwards.push_back(func);
+    // The invariant operands of the repeats of each backward (position ids), which W
+    // takes last.
+    llvm::DenseMap<StringRef, unsigned> invariant;
+    module.walk([&](mtc::mt::RepeatOp repeat) {
+      invariant[repeat.getCallee()] = repeat.getNumInvariant();
+    });
     for (func::FuncOp backward : backwards)
-      if (failed(mtc::autodiff::splitLayerBackward(backward)))
+      if (failed(mtc::autodiff::splitLayerBackward(backward,
+                                                   invariant.lookup(backward.getSymName()))))
         return signalPassFailure();
   }
 };
 
 } // namespace
 
-FailureOr<mtc::autodiff::BackwardParts> mtc::autodiff::splitLayerBackward(func::FuncOp backward) {
+FailureOr<mtc::autodiff::BackwardParts>
+mtc::autodiff::splitLayerBackward(func::FuncOp backward, unsigned numInvariant) {
   if (!backward.getBody().hasOneBlock())
     return backward.emitOpError() << "a layer backward must have one block to be split";
   Block &body = backward.getBody().front();
@@ -152,10 +162,12 @@ FailureOr<mtc::autodiff::BackwardParts> mtc::autodiff::splitLayerBackward(func::
     fillPart(inputPart, map, inB, results);
   }
 
-  // W: the original arguments but the result gradients, and the stash -> parameter gradients.
-  SmallVector<Type> wArgs(argTypes.drop_front(numResultGrads));
+  // W: the original arguments but the result gradients, the stash, then the invariant
+  // arguments (a repeat passes those last) -> parameter gradients.
+  SmallVector<Type> wArgs(argTypes.drop_front(numResultGrads).drop_back(numInvariant));
   for (Value value : stash)
     wArgs.push_back(value.getType());
+  llvm::append_range(wArgs, argTypes.take_back(numInvariant));
   auto weightPart = func::FuncOp::create(
       builder, backward.getLoc(), (backward.getSymName() + ".weight").str(),
       FunctionType::get(context, wArgs, TypeRange(weightGrads)));
@@ -164,11 +176,14 @@ FailureOr<mtc::autodiff::BackwardParts> mtc::autodiff::splitLayerBackward(func::
   {
     IRMapping map;
     Block *entry = weightPart.addEntryBlock();
-    unsigned numKept = body.getNumArguments() - numResultGrads;
-    map.map(body.getArguments().drop_front(numResultGrads),
+    unsigned numKept = body.getNumArguments() - numResultGrads - numInvariant;
+    map.map(body.getArguments().drop_front(numResultGrads).drop_back(numInvariant),
             entry->getArguments().take_front(numKept));
-    for (auto [value, arg] : llvm::zip_equal(stash, entry->getArguments().drop_front(numKept)))
+    for (auto [value, arg] : llvm::zip_equal(
+             stash, entry->getArguments().drop_front(numKept).drop_back(numInvariant)))
       map.map(value, arg);
+    map.map(body.getArguments().take_back(numInvariant),
+            entry->getArguments().take_back(numInvariant));
     fillPart(weightPart, map, inW, weightGrads);
   }
   return BackwardParts{inputPart, weightPart, numResultGrads};

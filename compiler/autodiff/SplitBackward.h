@@ -21,9 +21,11 @@ struct BackwardParts {
 };
 
 /// Adds `@L.bwd.input` and `@L.bwd.weight` after layer backward `backward` (a function
-/// with `mt.layer_of` and `mt.param_grads`); emits an error and fails on one it cannot
-/// split.
-mlir::FailureOr<BackwardParts> splitLayerBackward(mlir::func::FuncOp backward);
+/// with `mt.layer_of` and `mt.param_grads`) whose last `numInvariant` arguments are its
+/// repeat's invariant operands (W takes them last, after the stash, as a repeat of W passes
+/// them); emits an error and fails on one it cannot split.
+mlir::FailureOr<BackwardParts> splitLayerBackward(mlir::func::FuncOp backward,
+                                                  unsigned numInvariant = 0);
 
 } // namespace mtc::autodiff
 

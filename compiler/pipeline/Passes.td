@@ -44,7 +44,10 @@ def MTPipelineChunksPass : Pass<"mt-pipeline-chunks", "::mlir::ModuleOp"> {
     slice of its `layers` dimension: the function attribute `mt.chunk_layers =
     [first, count]` records where the slice lies in the whole tensor (the runtime and
     checkpoints keep whole tensors), and the repeat carries `mt.first_instance = first`
-    (the global layer index of its first call, which keys the dropout masks). A
+    (the global layer index of its first call, which keys the dropout masks). The
+    repeat's invariant operands (the position ids rope and the document mask read) stay
+    invariant: every chunk function running layers takes them as the data input they are
+    (W's repeat after its stash). A
     parameter the chunk does not read is not an argument; a model parameter read by
     chunks on different stages (tied embeddings: the embedding in chunk 0 and the head
     in the last chunk) is an argument of both, each returns its own part of the

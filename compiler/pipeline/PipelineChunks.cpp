@@ -177,7 +177,7 @@ public:
     auto clone = mt::RepeatOp::create(
         builder, repeat.getLoc(), results, repeat.getCalleeAttr(), operands,
         builder.getI64IntegerAttr(numLayers), repeat.getCarriedAttr(),
-        repeat.getStackDimAttr(), repeat.getReverseAttr(), IntegerAttr());
+        repeat.getStackDimAttr(), repeat.getReverseAttr(), repeat.getInvariantAttr());
     clone->setAttr(mt::MTDialect::kFirstInstanceAttrName, builder.getI64IntegerAttr(firstLayer));
     mapping.map(repeat.getResults(), clone.getResults());
     return clone;
@@ -271,14 +271,6 @@ LogicalResult PipelineChunksPass::analyze(func::FuncOp step) {
   if (!forwardRepeat || !backwardRepeat)
     return step.emitOpError("has no layer stack (a forward and a reverse mt.repeat) to cut "
                             "into pipeline chunks");
-  // Operands passed unchanged to every layer (position ids) would have to reach every
-  // stage's chunks: not routed yet.
-  for (mt::RepeatOp repeat : {forwardRepeat, backwardRepeat})
-    if (repeat.getNumInvariant() != 0)
-      return repeat.emitOpError("passes ")
-             << repeat.getNumInvariant()
-             << " invariant operands (such as position ids) to its layers, which pipeline "
-                "parallelism does not route to its stages yet";
   Part part = Part::Before;
   for (Operation &op : body.without_terminator()) {
     if (&op == forwardRepeat.getOperation()) {
@@ -309,9 +301,10 @@ LogicalResult PipelineChunksPass::analyze(func::FuncOp step) {
   for (Operation *op : lossOps)
     partOf[op] = Part::LossForward;
   // Every stacked operand is a layer parameter: a model parameter broadcast along the
-  // layers (read inside a layer) has a gradient summed over every chunk.
+  // layers (read inside a layer) has a gradient summed over every chunk. The invariant
+  // operands (position ids) reach every chunk as the data inputs they are.
   for (mt::RepeatOp repeat : {forwardRepeat, backwardRepeat})
-    for (Value operand : repeat.getInputs().drop_front(repeat.getNumCarried())) {
+    for (Value operand : repeat.getStackedInputs()) {
       auto arg = dyn_cast<BlockArgument>(operand);
       bool layerParam = arg && arg.getOwner() == &body &&
                         step.getArgAttrDict(arg.getArgNumber()) &&
@@ -570,10 +563,13 @@ LogicalResult PipelineChunksPass::buildSplitBackward(
     layerStashArgs.push_back(weight.addArgument(type, attrs("stash", index)));
   for (Operation &op : step.getBody().front().without_terminator()) {
     if (&op == backwardRepeat.getOperation()) {
+      // The layers' inputs, the stash, then the invariant operands (position ids).
       SmallVector<Value> operands;
-      for (Value operand : backwardRepeat.getInputs().drop_front(carried))
+      for (Value operand : backwardRepeat.getStackedInputs())
         operands.push_back(weight.lookup(operand));
       llvm::append_range(operands, layerStashArgs);
+      for (Value operand : backwardRepeat.getInvariantInputs())
+        operands.push_back(weight.lookup(operand));
       SmallVector<Type> results;
       for (Value result : backwardRepeat.getResults().drop_front(carried))
         results.push_back(sliceLayers(result.getType(), count));
@@ -581,7 +577,7 @@ LogicalResult PipelineChunksPass::buildSplitBackward(
           weight.builder, backwardRepeat.getLoc(), results,
           FlatSymbolRefAttr::get(weightPart), operands, b.getI64IntegerAttr(count),
           b.getI64IntegerAttr(0), backwardRepeat.getStackDimAttr(), backwardRepeat.getReverseAttr(),
-          IntegerAttr());
+          backwardRepeat.getInvariantAttr());
       repeatAttrs(repeat);
       weight.mapping.map(backwardRepeat.getResults().drop_front(carried), repeat.getResults());
     } else if (weightOps.contains(&op)) {
@@ -632,7 +628,8 @@ LogicalResult PipelineChunksPass::buildSplitBackward(
       auto repeat = mt::RepeatOp::create(
           input.builder, backwardRepeat.getLoc(), results, FlatSymbolRefAttr::get(inputPart),
           operands, b.getI64IntegerAttr(count), backwardRepeat.getCarriedAttr(),
-          backwardRepeat.getStackDimAttr(), backwardRepeat.getReverseAttr(), IntegerAttr());
+          backwardRepeat.getStackDimAttr(), backwardRepeat.getReverseAttr(),
+          backwardRepeat.getInvariantAttr());
       repeatAttrs(repeat);
       input.mapping.map(backwardRepeat.getResults().take_front(carried),
                         repeat.getResults().take_front(carried));
@@ -698,7 +695,8 @@ void PipelineChunksPass::runOnOperation() {
     return signalPassFailure();
   }
   if (!inputPart || !weightPart) {
-    FailureOr<autodiff::BackwardParts> parts = autodiff::splitLayerBackward(layerBackward);
+    FailureOr<autodiff::BackwardParts> parts =
+        autodiff::splitLayerBackward(layerBackward, backwardRepeat.getNumInvariant());
     if (failed(parts))
       return signalPassFailure();
     inputPart = parts->input;
@@ -707,9 +705,11 @@ void PipelineChunksPass::runOnOperation() {
   // The parts of the outlined layer backward: B takes its arguments, W those after the
   // result gradients and then the stash (a split made before outlining has other ones).
   unsigned carried = backwardRepeat.getNumCarried();
+  unsigned invariant = backwardRepeat.getNumInvariant();
   ArrayRef<Type> backwardArgs = layerBackward.getArgumentTypes();
-  SmallVector<Type> weightArgs(backwardArgs.drop_front(carried));
+  SmallVector<Type> weightArgs(backwardArgs.drop_front(carried).drop_back(invariant));
   llvm::append_range(weightArgs, inputPart.getResultTypes().drop_front(carried));
+  llvm::append_range(weightArgs, backwardArgs.take_back(invariant));
   if (inputPart.getArgumentTypes() != backwardArgs ||
       weightPart.getArgumentTypes() != ArrayRef<Type>(weightArgs)) {
     inputPart.emitOpError("and its weight part do not take the outlined layer backward's "

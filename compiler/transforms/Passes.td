@@ -120,7 +120,8 @@ def MTResetDocumentsPass : Pass<"mt-reset-documents", "::mlir::ModuleOp"> {
     the module's `mt.attention` ops.
 
     Under pipeline parallelism mt-pipeline-chunks hands the position ids, as every data
-    argument, to the chunk functions reading them (those reading the table).
+    argument, to the chunk functions reading them (those reading the table, and with rope
+    or the document mask every chunk running layers).
 
     With the module attribute `mt.reset_attention_mask` (`mtc compile
     --reset-attention-mask`, Megatron's `--reset-attention-mask`), alone or with
@@ -128,9 +129,7 @@ def MTResetDocumentsPass : Pass<"mt-reset-documents", "::mlir::ModuleOp"> {
     `mt.attention` (in `forward` or in a layer, reached as rope is) takes them as its
     document positions: a key is visible to the queries of its own document only.
 
-    Without either attribute the module is left alone. Errors: reset_attention_mask with
-    pipeline parallelism (`pp` above 1), whose chunks do not pass the layers' invariant
-    operands along; a `forward` missing or not
+    Without either attribute the module is left alone. Errors: a `forward` missing or not
     taking the tokens first; a model without `mt.attention`, or whose tokens lack its
     sequence dimension; positions read where the position ids do not reach: a position
     table read inside a layer, rope or attention in a function that is neither `forward`

@@ -53,12 +53,6 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
     // need), else reset_attention_mask.
     StringRef setting = positionIds ? "reset_position_ids" : "reset_attention_mask";
     mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
-    // The mask reaches the layers' attention as an invariant operand of their mt.repeat,
-    // which the pipeline's chunks do not route yet (learned positions need no such operand).
-    if (attentionMask && parallel && parallel.getPp().value_or(1) > 1)
-      return module.emitError() << "reset_attention_mask is not supported with pipeline "
-                                   "parallelism (pp "
-                                << *parallel.getPp() << ") yet: compile without one of them";
     // The document mask is built into attention's decomposition (mt-decompose): the ring's
     // block steps and the fused kernel's loops do not take it yet.
     if (attentionMask && parallel && parallel.usesRingAttention())

@@ -1362,17 +1362,14 @@ void checkLossMask(const Plan &plan, const std::vector<DataInputList> &lists) {
 /// Megatron's --reset-position-ids and --reset-attention-mask (`train.reset_position_ids`,
 /// `train.reset_attention_mask`): the entry functions take the position ids, i32 with the
 /// tokens' dims, as their last data input (after the tokens, the labels and the loss mask);
-/// without either no function takes them. Under pipeline parallelism (reset_position_ids
-/// only: the layers' attention does not get the ids there) some chunk function takes them
-/// (the one reading the position table; checkChunkDataInputs checked their dtype and dims).
+/// without either no function takes them. Under pipeline parallelism some chunk function
+/// takes them (the one reading the position table; with rope or the document mask, every
+/// chunk's layers; checkChunkDataInputs checked their dtype and dims).
 void checkPositionIds(const Plan &plan, const std::vector<DataInputList> &lists) {
   // The setting that makes the step take the ids, for the messages.
   const char *setting =
       plan.resetPositionIds || !plan.resetAttentionMask ? "reset_position_ids"
                                                         : "reset_attention_mask";
-  if (plan.resetAttentionMask && plan.pipeline)
-    fail(member("train", "reset_attention_mask"),
-         "a pipeline plan does not mask attention to the documents");
   bool chunks = false, chunkTakes = false;
   for (const DataInputList &list : lists) {
     if (list.chunk) {

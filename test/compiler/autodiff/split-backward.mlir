@@ -1,4 +1,4 @@
-// RUN: mt-opt %s -mt-autodiff -mt-split-backward | FileCheck %s
+// RUN: mt-opt %s -split-input-file -mt-autodiff -mt-split-backward | FileCheck %s
 
 // Tests the B/W split of a two-projection layer: B computes the input gradient through
 // both projections and stashes the incoming gradient (W reads it) and the two output
@@ -52,3 +52,29 @@ module @layered {
 // CHECK: mt.contract %[[STASHDO]], %{{.*}} over [batch]
 // CHECK: mt.contract %[[STASHDH]], %{{.*}} over [batch]
 // CHECK: return %{{.*}}, %{{.*}}, %[[DS]]
+
+// -----
+
+// Tests that a layer whose repeat passes an invariant operand (rope's position ids) keeps
+// it last in W, after the stash (a repeat passes its invariant operands last), as B and
+// the whole backward keep it last.
+// CHECK-LABEL: module @invariant
+// CHECK: func.func @block.bwd.input(%{{.*}}: !mt.tensor<[batch=2, seq=4, hidden=8], f32>, %{{.*}}: !mt.tensor<[batch=2, seq=4, hidden=8], f32>, %{{.*}}: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK-SAME: -> (!mt.tensor<[batch=2, seq=4, hidden=8], f32>, !mt.tensor<[batch=2, seq=4, ffn=8], f32>)
+// CHECK: func.func @block.bwd.weight(%{{.*}}: !mt.tensor<[batch=2, seq=4, hidden=8], f32>, %[[STASH:[a-z0-9]+]]: !mt.tensor<[batch=2, seq=4, ffn=8], f32>, %{{.*}}: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK: mt.contract {{.*}}%[[STASH]]
+module @invariant {
+  mt.param @block.w layer @block : !mt.tensor<[hidden=8, ffn=8], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, hidden=8], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, hidden=8], f32> attributes {mt.layer} {
+    %w = mt.param_ref @block.w : !mt.tensor<[hidden=8, ffn=8], f32>
+    %h = mt.contract %x, %w over [hidden] : !mt.tensor<[batch=2, seq=4, hidden=8], f32>, !mt.tensor<[hidden=8, ffn=8], f32> -> !mt.tensor<[batch=2, seq=4, ffn=8], f32>
+    %r = mt.rope %h over ffn position seq at %ids : !mt.tensor<[batch=2, seq=4], i32> : !mt.tensor<[batch=2, seq=4, ffn=8], f32>
+    %y = mt.rename %r ffn to hidden : !mt.tensor<[batch=2, seq=4, ffn=8], f32> -> !mt.tensor<[batch=2, seq=4, hidden=8], f32>
+    return %y : !mt.tensor<[batch=2, seq=4, hidden=8], f32>
+  }
+  func.func @forward(%x: !mt.tensor<[batch=2, seq=4, hidden=8], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
+    %y = mt.repeat @block(%x, %ids) count 2 {carried = 1 : i64, invariant = 1 : i64} : (!mt.tensor<[batch=2, seq=4, hidden=8], f32>, !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, hidden=8], f32>
+    %l = mt.reduce_sum %y over [batch, seq, hidden] : !mt.tensor<[batch=2, seq=4, hidden=8], f32> -> !mt.tensor<[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}

@@ -334,7 +334,18 @@ module @mixed attributes {mt.dims = {batch = 2 : i64, head_dim = 4 : i64, heads 
 // -----
 
 // Tests that a layer stack passing invariant operands to its layers (the position ids of
-// --reset-position-ids, read by rope) is refused: the stages' chunks do not receive them.
+// --reset-position-ids, read by rope) passes them to every chunk's repeats, last, as the
+// data input they are (each chunk function takes them under their input name); W's repeat
+// takes them after its stash.
+// CHECK-LABEL: module @invariant
+// CHECK: func.func @chunk0.forward({{.*}}%[[F0:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.buffer = "input", mt.input = "layer_ids"}
+// CHECK: mt.repeat @block.fwd({{.*}}, %[[F0]]) count 2 {carried = 1 : i64, invariant = 1 : i64
+// CHECK: func.func @chunk0.backward_input({{.*}}%[[B0:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.buffer = "input", mt.input = "layer_ids"}
+// CHECK: mt.repeat @block.bwd.input({{.*}}, %[[B0]]) count 2 {carried = 1 : i64, invariant = 1 : i64
+// CHECK: func.func @chunk0.backward_weight(%[[S0:[^:]*]]: {{.*}} {mt.buffer = "stash", mt.index = 0 : i64}, %[[S1:[^:]*]]: {{.*}}%[[W0:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.buffer = "input", mt.input = "layer_ids"}
+// CHECK: mt.repeat @block.bwd.weight(%{{[^,]*}}, %{{[^,]*}}, %[[S0]], %[[S1]], %[[W0]]) count 2 {carried = 0 : i64, invariant = 1 : i64
+// CHECK: func.func @chunk1.forward({{.*}}%[[F1:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.buffer = "input", mt.input = "layer_ids"}
+// CHECK: mt.repeat @block.fwd({{.*}}, %[[F1]]) count 2 {carried = 1 : i64, invariant = 1 : i64, mt.first_instance = 2
 module @invariant attributes {mt.dims = {batch = 2 : i64, hidden = 4 : i64, seq = 4 : i64, vocab = 8 : i64}, mt.parallel = #mt.parallel<pp = 2>, mt.train = #mt.train<global_batch = 2, micro_batch = 2, optimizer = adamw(lr = 1.0e-3), precision = fp32>} {
   mt.param @wte : !mt.tensor<[vocab=8, hidden=4], f32> init normal(2.000000e-02)
   mt.param @block.g layer @block : !mt.tensor<[hidden=4], f32> init ones
@@ -345,10 +356,9 @@ module @invariant attributes {mt.dims = {batch = 2 : i64, hidden = 4 : i64, seq 
     %3 = mt.add %arg0, %2 : <[batch=2, seq=4, hidden=4], f32>, <[batch=2, seq=4, hidden=4], f32> -> <[batch=2, seq=4, hidden=4], f32>
     return %3 : !mt.tensor<[batch=2, seq=4, hidden=4], f32>
   }
-  func.func @forward(%arg0: !mt.tensor<[batch=2, seq=4], i32>, %arg1: !mt.tensor<[batch=2, seq=4], i32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[], f32> {
+  func.func @forward(%arg0: !mt.tensor<[batch=2, seq=4], i32>, %arg1: !mt.tensor<[batch=2, seq=4], i32>, %ids: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "layer_ids"}) -> !mt.tensor<[], f32> {
     %0 = mt.param_ref @wte : <[vocab=8, hidden=4], f32>
     %2 = mt.gather %0, %arg0 over vocab : <[vocab=8, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
-    // expected-error @below {{passes 1 invariant operands (such as position ids) to its layers, which pipeline parallelism does not route to its stages yet}}
     %3 = mt.repeat @block(%2, %ids) count 4 {carried = 1 : i64, invariant = 1 : i64} : (!mt.tensor<[batch=2, seq=4, hidden=4], f32>, !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, hidden=4], f32>
     %5 = mt.contract %3, %0 over [hidden] : <[batch=2, seq=4, hidden=4], f32>, <[vocab=8, hidden=4], f32> -> <[batch=2, seq=4, vocab=8], f32>
     %6 = mt.cross_entropy %5, %arg1 over vocab : <[batch=2, seq=4, vocab=8], f32>, <[batch=2, seq=4], i32> -> <[], f32>

@@ -141,17 +141,6 @@ module attributes {mt.reset_position_ids, mt.reset_attention_mask} {
 
 // -----
 
-// Tests that reset_attention_mask names itself when it is the setting refused under
-// pipeline parallelism.
-// expected-error @below {{reset_attention_mask is not supported with pipeline parallelism (pp 2) yet: compile without one of them}}
-module attributes {mt.reset_attention_mask, mt.parallel = #mt.parallel<pp = 2>} {
-  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
-    return
-  }
-}
-
-// -----
-
 // Tests that reset_attention_mask is refused under ring attention, whose block steps do not
 // take the document positions.
 // expected-error @below {{reset_attention_mask is not supported with ring attention (context parallelism cp 2 with cp_comm_type p2p) yet: compile without one of them}}
