@@ -65,6 +65,55 @@ Value inTokenOrder(OpBuilder &b, Value logits, Value tokens, StringRef classDim)
   return mt::TransposeOp::create(b, logits.getLoc(), ordered, logits);
 }
 
+/// Makes `repeat` (in `logits`) run the layer without its invariant operand `operand`, the
+/// position ids, when the layer reads them only as rope's positions and attention's
+/// document positions: generation reads one document, where rope at the ids 0, 1, ... is
+/// rope at the index and attention within it is plain causal attention. The variant
+/// `@<layer>.generate` (`mt.layer_of` the layer, as autodiff's are) is the plain layer, so
+/// mt-kv-cache caches it. Returns false (nothing changed) for another layer.
+bool runLayerWithoutIds(SymbolTable &symbols, mt::RepeatOp repeat, unsigned operand) {
+  unsigned first = repeat.getNumOperands() - repeat.getNumInvariant();
+  auto layer = symbols.lookup<func::FuncOp>(repeat.getCallee());
+  if (operand < first || !layer || !layer.getBody().hasOneBlock() ||
+      layer.getNumArguments() != repeat.getNumOperands())
+    return false;
+  for (OpOperand &use : layer.getArgument(operand).getUses()) {
+    auto rope = dyn_cast<mt::RopeOp>(use.getOwner());
+    auto attention = dyn_cast<mt::AttentionOp>(use.getOwner());
+    if (!(rope && rope.getPositions() == use.get()) &&
+        !(attention && attention.getPositions() == use.get()))
+      return false;
+  }
+  std::string name = (layer.getSymName() + ".generate").str();
+  auto variant = symbols.lookup<func::FuncOp>(name);
+  if (!variant) {
+    variant = cast<func::FuncOp>(layer->clone());
+    variant.setSymName(name);
+    symbols.insert(variant, std::next(layer->getIterator()));
+    BlockArgument ids = variant.getArgument(operand);
+    for (OpOperand &use : llvm::make_early_inc_range(ids.getUses())) {
+      if (auto rope = dyn_cast<mt::RopeOp>(use.getOwner()))
+        rope.getPositionsMutable().clear();
+      else
+        cast<mt::AttentionOp>(use.getOwner()).getPositionsMutable().clear();
+    }
+    (void)variant.eraseArgument(operand);
+    if (!variant->hasAttr(mt::MTDialect::kLayerOfAttrName)) {
+      variant->removeAttr(mt::MTDialect::kLayerAttrName);
+      variant->setAttr(mt::MTDialect::kLayerOfAttrName,
+                       FlatSymbolRefAttr::get(layer.getSymNameAttr()));
+    }
+  }
+  repeat.setCallee(variant.getSymName());
+  repeat->eraseOperand(operand);
+  unsigned invariant = repeat.getNumInvariant() - 1;
+  if (invariant)
+    repeat.setInvariant(invariant);
+  else
+    repeat.removeInvariantAttr();
+  return true;
+}
+
 struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -96,8 +145,9 @@ struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
     logits.setResultAttr(0, mt::MTDialect::kBufferAttrName, b.getStringAttr(kLogitsBuffer));
     // Generation reads one document: a position table read at the position ids
     // (mt-reset-documents) is read whole again, at the positions of the tokens; rope and
-    // the layers (mt.repeat's invariant operand) read the positions 0, 1, ... instead, and
-    // attention masked to the documents is plain causal attention.
+    // the layers (mt.repeat's invariant operand) read the positions 0, 1, ... instead (a
+    // layer reading them only as rope's and attention's positions is run as the plain
+    // layer), and attention masked to the documents is plain causal attention.
     for (unsigned index = logits.getNumArguments(); index-- > 0;) {
       auto name = logits.getArgAttrOfType<StringAttr>(index, transforms::kInputNameAttrName);
       if (!name || name.getValue() != transforms::kPositionIdsInput)
@@ -112,6 +162,9 @@ struct LogitsPass : transforms::impl::MTLogitsPassBase<LogitsPass> {
           continue;
         }
         if (!isa<mt::RopeOp, mt::RepeatOp>(use.getOwner()))
+          continue;
+        if (auto repeat = dyn_cast<mt::RepeatOp>(use.getOwner());
+            repeat && runLayerWithoutIds(symbols, repeat, use.getOperandNumber()))
           continue;
         if (!positions) {
           // The positions run along attention's sequence dimension, which the ids have

@@ -154,7 +154,12 @@ def MTLogitsPass : Pass<"mt-logits", "::mlir::ModuleOp"> {
     `mt.transpose` puts them in that order where the model computed them otherwise); they
     are f32 (an `mt.cast` widens the logits of a bf16 or f16 model, which is what the
     loss reads too). What only the loss needed (the cross-entropy, an auxiliary
-    loss) is erased.
+    loss) is erased. Where the position ids went, the positions 0, 1, ... go: a position
+    table is read whole again; rope rotates at the index; attention within documents is
+    plain causal attention; a layer stack's `mt.repeat` whose layer reads the ids only
+    as rope's positions and attention's document positions calls the plain layer instead,
+    `@<layer>.generate` (without the ids, `mt.layer_of` the layer; mt-kv-cache caches it),
+    any other one gets the positions as its invariant operand.
 
     The function has `forward`'s evaluation semantics: its dropouts are those of `forward`,
     which the runtime disables by calling without a dropout key, as it evaluates `forward`.

@@ -194,3 +194,68 @@ module {
     return %loss : !mt.tensor<[], f32>
   }
 }
+
+// -----
+
+// Tests that layers reading the position ids only as rope's positions and attention's
+// document positions run in @logits as the plain layer (@block.generate: rope at the index,
+// plain causal attention, no ids; what mt-kv-cache caches), while @forward keeps them.
+// CHECK-LABEL: module @layers
+// CHECK: func.func @block.generate(%[[X:[^:]*]]: !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>) -> !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32> attributes {mt.layer_of = @block}
+// CHECK: %[[R:.*]] = mt.rope %[[X]] over hidden position seq : <
+// CHECK: mt.attention %[[R]], %[[R]], %[[R]] dims(seq, heads, heads, hidden) causal
+// CHECK-LABEL: func.func @forward(
+// CHECK: mt.repeat @block(%{{[^,]*}}, %{{[^)]*}}) count 2 {carried = 1 : i64, invariant = 1 : i64}
+// CHECK-LABEL: func.func @logits(
+// CHECK-SAME: %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK-NOT: mt.iota
+// CHECK: mt.repeat @block.generate(%{{[^)]*}}) count 2 {carried = 1 : i64} :
+module @layers {
+  mt.param @wte : !mt.tensor<[vocab=5, hidden=4], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32> attributes {mt.layer} {
+    %r = mt.rope %x over hidden position seq at %ids : !mt.tensor<[batch=2, seq=4], i32> : !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>
+    %a = mt.attention %r, %r, %r positions %ids dims(seq, heads, heads, hidden) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>, !mt.tensor<[batch=2, seq=4], i32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %labels: !mt.tensor<[batch=2, seq=4], i32>, %positions: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "position_ids"}) -> !mt.tensor<[], f32> {
+    %w = mt.param_ref @wte : <[vocab=5, hidden=4], f32>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
+    %h = mt.broadcast %x : <[batch=2, seq=4, hidden=4], f32> to <[batch=2, seq=4, heads=1, hidden=4], f32>
+    %y = mt.repeat @block(%h, %positions) count 2 {carried = 1 : i64, invariant = 1 : i64} : (!mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>, !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>
+    %l = mt.contract %y, %w over [hidden] : <[batch=2, seq=4, heads=1, hidden=4], f32>, <[vocab=5, hidden=4], f32> -> <[batch=2, seq=4, heads=1, vocab=5], f32>
+    %m = mt.reduce_sum %l over [heads] : <[batch=2, seq=4, heads=1, vocab=5], f32> -> <[batch=2, seq=4, vocab=5], f32>
+    %loss = mt.cross_entropy %m, %labels over vocab : <[batch=2, seq=4, vocab=5], f32>, <[batch=2, seq=4], i32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests that layers reading the position ids otherwise (here as values added to the
+// activations) get the positions 0, 1, ... as their invariant operand in @logits.
+// CHECK-LABEL: module @other_use
+// CHECK-NOT: @block.generate
+// CHECK-LABEL: func.func @logits(
+// CHECK: %[[IOTA:.*]] = mt.iota dim seq : <[seq=4], i32>
+// CHECK: %[[IDS:.*]] = mt.broadcast %[[IOTA]] : <[seq=4], i32> to <[batch=2, seq=4], i32>
+// CHECK: mt.repeat @block(%{{[^,]*}}, %[[IDS]]) count 2 {carried = 1 : i64, invariant = 1 : i64}
+module @other_use {
+  mt.param @wte : !mt.tensor<[vocab=5, hidden=4], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32> attributes {mt.layer} {
+    %f = mt.cast %ids : <[batch=2, seq=4], i32> to <[batch=2, seq=4], f32>
+    %b = mt.broadcast %f : <[batch=2, seq=4], f32> to <[batch=2, seq=4, heads=1, hidden=4], f32>
+    %s = mt.add %x, %b : <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32> -> <[batch=2, seq=4, heads=1, hidden=4], f32>
+    %a = mt.attention %s, %s, %s dims(seq, heads, heads, hidden) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>, <[batch=2, seq=4, heads=1, hidden=4], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>
+  }
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %labels: !mt.tensor<[batch=2, seq=4], i32>, %positions: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "position_ids"}) -> !mt.tensor<[], f32> {
+    %w = mt.param_ref @wte : <[vocab=5, hidden=4], f32>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, hidden=4], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], f32>
+    %h = mt.broadcast %x : <[batch=2, seq=4, hidden=4], f32> to <[batch=2, seq=4, heads=1, hidden=4], f32>
+    %y = mt.repeat @block(%h, %positions) count 2 {carried = 1 : i64, invariant = 1 : i64} : (!mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>, !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, heads=1, hidden=4], f32>
+    %l = mt.contract %y, %w over [hidden] : <[batch=2, seq=4, heads=1, hidden=4], f32>, <[vocab=5, hidden=4], f32> -> <[batch=2, seq=4, heads=1, vocab=5], f32>
+    %m = mt.reduce_sum %l over [heads] : <[batch=2, seq=4, heads=1, vocab=5], f32> -> <[batch=2, seq=4, vocab=5], f32>
+    %loss = mt.cross_entropy %m, %labels over vocab : <[batch=2, seq=4, vocab=5], f32>, <[batch=2, seq=4], i32> -> <[], f32>
+    return %loss : !mt.tensor<[], f32>
+  }
+}
