@@ -165,8 +165,14 @@ void Heartbeat::run() {
 std::string Heartbeat::explainSilentPeers() const {
   const auto threshold = options_.silenceThreshold();
   const auto replyTimeout = 2 * options_.interval;
-  const Clock::time_point giveUp = Clock::now() + threshold;
+  // The store answers ages in whole milliseconds and a rank is silent above the threshold:
+  // one millisecond more makes a beat older than this call count.
+  const Clock::time_point giveUp = Clock::now() + threshold + std::chrono::milliseconds(1);
   for (;;) {
+    // The last read starts at or after giveUp: a beat older than this call is then silent
+    // in the store's answer (a read that only ended after giveUp could still see it younger,
+    // and the rank that stopped would pass for alive).
+    const bool last = Clock::now() >= giveUp;
     auto all = readHeartbeats(*store_, size_, options_, replyTimeout);
     if (!all)
       return concat("the rendezvous store, which rank 0 runs, does not answer (",
@@ -183,7 +189,7 @@ std::string Heartbeat::explainSilentPeers() const {
         text += concat("; and ", silent.size() - kMaxNamed, " more silent ranks");
       return text;
     }
-    if (Clock::now() >= giveUp)
+    if (last)
       return concat("every rank has beaten within the last ", seconds(threshold),
                     " (alive: a rank may be hung in computation or in another operation)");
     std::this_thread::sleep_for(std::min(options_.interval / 4, std::chrono::milliseconds(250)));
