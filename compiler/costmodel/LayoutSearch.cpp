@@ -339,6 +339,12 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
   PartTime firstForward = timer.time(scaled(costs.firstForward, factor));
   const PartTime lastForward = timer.time(scaled(costs.lastForward, factor));
   const int64_t dpStride = costs.meshSize;
+  // A data-parallel collective of `tensors` tensors, one call each, as the runtime makes
+  // them: the bytes at once, then a latency per further tensor.
+  auto perTensor = [&](CollectiveKind kind, double bytes, double tensors) {
+    return timer.collective(kind, bytes, dp, dpStride) +
+           (std::max(1.0, tensors) - 1) * timer.collective(kind, 0, dp, dpStride);
+  };
   if (layout.zeroStage == 3) {
     // ZeRO-3: a rank holds 1/dp of each parameter. Each micro-batch all-gathers a layer's
     // before its forward and again before its backward, one collective per tensor (as the
@@ -346,10 +352,6 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     // reduce-scatters the gradients of the whole layer stack once after the backward stack
     // (a stacked tensor each: counted per layer here); the other parameters (the embedding,
     // the final norm) likewise, around the embedding.
-    auto perTensor = [&](CollectiveKind kind, double bytes, double tensors) {
-      return timer.collective(kind, bytes, dp, dpStride) +
-             (std::max(1.0, tensors) - 1) * timer.collective(kind, 0, dp, dpStride);
-    };
     const double d = static_cast<double>(dp);
     double layerTensors = static_cast<double>(costs.layerParamTensors);
     double restTensors = static_cast<double>(costs.paramTensors - costs.layerParamTensors);
@@ -486,15 +488,12 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     // of each further tensor (the stage's share of them).
     double share = totalParams > 0 ? stageParams / totalParams : 1;
     double tensors = std::max(1.0, share * static_cast<double>(costs.paramTensors));
-    auto perTensor = [&](CollectiveKind kind, double bytes) {
-      return timer.collective(kind, bytes, dp, dpStride) +
-             (tensors - 1) * timer.collective(kind, 0, dp, dpStride);
-    };
     // ZeRO-2 reduce-scatters each micro-batch's gradients as they are made: with a
     // pipeline, each chunk call's in its task (below).
     double reduceScatters = layout.zeroStage != 2 ? 1.0 : pp > 1 ? 0.0 : static_cast<double>(m);
-    return seconds + reduceScatters * perTensor(CollectiveKind::ReduceScatter, stageParams) +
-           perTensor(CollectiveKind::AllGather, stageParams / static_cast<double>(dp));
+    return seconds +
+           reduceScatters * perTensor(CollectiveKind::ReduceScatter, stageParams, tensors) +
+           perTensor(CollectiveKind::AllGather, stageParams / static_cast<double>(dp), tensors);
   };
   // ZeRO-2 with a pipeline: the reduce-scatter of the gradients of chunk k's call over dp,
   // one collective per tensor (a layer parameter's rows of the chunk's layers are one run),
@@ -508,9 +507,7 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
       bytes += costs.restParamBytes;
       tensors += static_cast<double>(costs.paramTensors - costs.layerParamTensors);
     }
-    return timer.collective(CollectiveKind::ReduceScatter, bytes, dp, dpStride) +
-           (std::max(1.0, tensors) - 1) *
-               timer.collective(CollectiveKind::ReduceScatter, 0, dp, dpStride);
+    return perTensor(CollectiveKind::ReduceScatter, bytes, tensors);
   };
   auto updateTime = [&](double stageParams) {
     FunctionProfile optimizer = costs.optimizer;
