@@ -28,6 +28,8 @@
 #include <optional>
 #include <thread>
 
+#include <sched.h>
+
 namespace mtc::rt {
 
 namespace {
@@ -84,6 +86,40 @@ void connectAndVerify(gloo::rendezvous::Context &context, gloo::rendezvous::Stor
     if (out[p] != p)
       throw gloo::IoException(
           concat("mesh check: expected rank ", p, " from peer ", p, ", got ", out[p]));
+}
+
+/// Puts the calling thread under SCHED_BATCH while it lives, when the thread runs under
+/// SCHED_OTHER (a real-time or idle policy is left alone), and restores SCHED_OTHER after:
+/// the threads it starts meanwhile inherit SCHED_BATCH. Unprivileged either way (the nice
+/// value stays); if the kernel refuses, nothing changes.
+class BatchSchedulingScope {
+public:
+  BatchSchedulingScope() {
+    sched_param none{};
+    switched_ = sched_getscheduler(0) == SCHED_OTHER && sched_setscheduler(0, SCHED_BATCH, &none) == 0;
+  }
+  ~BatchSchedulingScope() {
+    sched_param none{};
+    if (switched_)
+      sched_setscheduler(0, SCHED_OTHER, &none);
+  }
+  BatchSchedulingScope(const BatchSchedulingScope &) = delete;
+  BatchSchedulingScope &operator=(const BatchSchedulingScope &) = delete;
+
+private:
+  bool switched_;
+};
+
+/// Gloo's TCP device, its event-loop thread under SCHED_BATCH. The loop thread reads every
+/// message and hands it over under the pair's lock, which it only try-locks, polling again
+/// while the lock is held. Woken by a message, a SCHED_OTHER loop thread preempts the thread
+/// on its core, often its own rank's thread holding that lock, and then spins until the next
+/// scheduler tick (docs/runtime.md, "Collectives on CPU ranks"). A woken SCHED_BATCH thread
+/// does not preempt the running one (it keeps a normal thread's share of the core), so the
+/// lock holder finishes first. Gloo starts the loop thread in the device's constructor.
+std::shared_ptr<gloo::transport::Device> createTcpDevice(const gloo::transport::tcp::attr &attr) {
+  BatchSchedulingScope batch;
+  return gloo::transport::tcp::CreateDevice(attr);
 }
 
 constexpr int kConnectAttempts = 3;
@@ -472,7 +508,7 @@ GlooCommunicator::create(JobStore store, int rank, int size, const GlooOptions &
       attr.iface = options.interface;
     else
       attr.hostname = options.hostname;
-    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto device = createTcpDevice(attr);
     auto context = connectMesh(*store.client, options.prefix, rank, size, device, options.timeout,
                                options.rendezvousTimeout + 2 * options.timeout);
     if (!context)

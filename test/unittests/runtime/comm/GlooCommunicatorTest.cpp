@@ -13,7 +13,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <future>
+#include <map>
+
+#include <sched.h>
 
 namespace mtc::rt::test {
 namespace {
@@ -492,6 +496,37 @@ TEST(GlooFailures, BadArguments) {
   EXPECT_TRUE((*one)->broadcast(x, 3, MTC_F32, 0).ok());
   EXPECT_TRUE((*one)->barrier().ok());
   EXPECT_EQ((*one)->counters().totalBytesSent(), 0u);
+}
+
+/// The scheduling policy of each thread of this process, by thread id.
+std::map<int, int> threadPolicies() {
+  std::map<int, int> policies;
+  for (const auto &task : std::filesystem::directory_iterator("/proc/self/task")) {
+    int tid = std::stoi(task.path().filename().string());
+    policies[tid] = sched_getscheduler(tid);
+  }
+  return policies;
+}
+
+// Gloo's event-loop thread runs under SCHED_BATCH, so that a message waking it does not
+// preempt the rank's thread holding the pair's lock (docs/runtime.md, "Collectives on CPU
+// ranks"); the creating thread and the engine's threads keep SCHED_OTHER.
+TEST(GlooScheduling, TheEventLoopThreadRunsUnderBatchAndNothingElseDoes) {
+  if (sched_getscheduler(0) != SCHED_OTHER)
+    GTEST_SKIP() << "the test runs under a policy other than SCHED_OTHER";
+  TestJob job;
+  JobStore store = job.storeFor(0);
+  std::map<int, int> before = threadPolicies();
+  auto one = GlooCommunicator::create(std::move(store), 0, 1, job.options("batch"));
+  ASSERT_TRUE(one.ok()) << one.error().message();
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+  std::map<int, int> started; // policy -> threads started by create()
+  for (auto [tid, policy] : threadPolicies())
+    if (!before.count(tid))
+      ++started[policy];
+  EXPECT_EQ(started[SCHED_BATCH], 1) << "one event-loop thread under SCHED_BATCH";
+  EXPECT_GE(started[SCHED_OTHER], 2) << "the engine's worker and completer under SCHED_OTHER";
+  EXPECT_EQ(started.size(), 2u) << "no thread under another policy";
 }
 
 } // namespace
