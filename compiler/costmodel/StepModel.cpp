@@ -132,13 +132,14 @@ public:
                                      "/plan.json: predictions.functions has no '" + function +
                                      "' (recompile the plan)");
     const FunctionProfile &profile = it->second;
+    // sim.peakFlops is already the rank's share of a core: only the rest is scaled here.
     double gemm = 0;
     for (const FunctionProfile::Gemm &g : profile.gemms)
       gemm += static_cast<double>(g.count) * g.flops /
               (sim.peakFlops * cluster.gemmEfficiencyAt(g.flops));
-    double compute = (gemm + profile.trafficBytes / cluster.memoryBandwidth +
-                      static_cast<double>(profile.ops) * cluster.kernelOverhead) *
-                     computeScale;
+    double compute = gemm + (profile.trafficBytes / cluster.memoryBandwidth +
+                             static_cast<double>(profile.ops) * cluster.kernelOverhead) *
+                                computeScale;
     tasks.push_back({SimTask::Kind::Compute, label, compute, "", 0});
     double communicate = 0;
     for (const FunctionProfile::Collective &c : profile.collectives)
@@ -346,22 +347,13 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
         static_cast<double>(sim.ranksPerNode) / static_cast<double>(cluster.devicesPerNode);
     sim.peakFlops /= computeScale;
     sim.notes.push_back(llvm::formatv("{0} ranks per node on {1} cores: each computes at "
-                                      "{2:F2} x one core, and waits as much longer for a "
-                                      "message",
+                                      "{2:F2} x one core",
                                       sim.ranksPerNode, cluster.devicesPerNode, 1 / computeScale)
                             .str());
   }
   sim.deviceMemoryBytes = cluster.memoryBytes;
 
-  // Oversubscribed CPU ranks also wait for a core before they can answer a message: each
-  // message's latency grows like the compute.
-  Cluster links = cluster;
-  for (Link *link : {&links.intraNode, &links.interNode}) {
-    link->latency *= computeScale;
-    for (MessagePoint &p : link->messageTimes)
-      p.seconds *= computeScale;
-  }
-  StepBuilder step(plan, links, *profiles, sim, computeScale);
+  StepBuilder step(plan, cluster, *profiles, sim, computeScale);
   if (!plan.pipeline) {
     std::vector<SimTask> tasks;
     for (int64_t m = 0; m < perRank; ++m)
@@ -403,9 +395,9 @@ llvm::Expected<Simulation> mtc::costmodel::simulateStep(const rt::Plan &plan,
           std::string message = messageKey(task);
           if (rt::isSendTask(task.op)) {
             bool local = sameNode(s, task.peer);
-            const Link &link = local ? links.intraNode : links.interNode;
+            const Link &link = local ? cluster.intraNode : cluster.interNode;
             tasks.push_back({SimTask::Kind::Send, name, link.latency, message,
-                             pointToPointTime(links, activationBytes(plan, producer), local)});
+                             pointToPointTime(cluster, activationBytes(plan, producer), local)});
           } else {
             tasks.push_back({SimTask::Kind::Receive, name, 0, message, 0});
           }
