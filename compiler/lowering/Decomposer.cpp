@@ -182,18 +182,17 @@ Value AttentionForm::maskedScores(Decomposer &d) const {
 }
 
 Value AttentionForm::causalBias(Decomposer &d, Value queryPositions, Value keyPositions,
-                                Type element) const {
+                                Type element, Value documentIds) const {
   TensorBuilder &t = d.tensors();
   Value mask = t.greater(keyPositions, queryPositions);
-  if (positions) {
+  if (documentIds) {
     // Document masking (mt.attention's positions): key j is also hidden from query i when
     // it lies before the query's document, j < i - positions[i]. The two masks are
     // disjoint (the document starts at or before i), so their sum is 0/1 and one large
     // negative bias covers both. The ids are in the positions' exact type, as i and j are.
     Type exact = Decomposer::typeOf(queryPositions).getElementType();
-    NamedTensorType ids = Decomposer::typeOf(positions);
-    Value documentStart =
-        t.sub(queryPositions, d.conform(positions, ids.withElementType(exact)));
+    NamedTensorType ids = Decomposer::typeOf(documentIds);
+    Value documentStart = t.sub(queryPositions, d.conform(documentIds, ids.withElementType(exact)));
     mask = t.add(mask, t.greater(documentStart, keyPositions));
   }
   mask = d.conform(mask, Decomposer::typeOf(mask).withElementType(element));

@@ -137,7 +137,14 @@ struct AttentionForm {
   /// exactly 0. The positions must be in a type that holds them exactly, so that no two
   /// round to one value.
   mlir::Value causalBias(Decomposer &d, mlir::Value queryPositions, mlir::Value keyPositions,
-                         mlir::Type element) const;
+                         mlir::Type element) const {
+    return causalBias(d, queryPositions, keyPositions, element, positions);
+  }
+  /// causalBias with `documentIds` (each query's position in its document, along the
+  /// queries' dimension of `queryPositions`; null: none) in place of the op's `positions`:
+  /// ring attention's chunk pairs pass the ids of their query chunk.
+  mlir::Value causalBias(Decomposer &d, mlir::Value queryPositions, mlir::Value keyPositions,
+                         mlir::Type element, mlir::Value documentIds) const;
 
 private:
   void init(Decomposer &d, mlir::Value query, mlir::Value key, mlir::Value value,

@@ -48,8 +48,10 @@ def MTDecomposePass : Pass<"mt-decompose", "::mlir::ModuleOp"> {
     low type's size and their casts as nothing (dialects/mt/Utils/TensorSize.h).
 
     Under ring attention (the module's `mt.parallel` has `cp` above 1 and `cp_comm_type =
-    p2p`) `mt.attention` and `mt.attention_grad` stay whole: their partition rule builds
-    the block steps of the ring from the same pieces (`mtp-partition`).
+    p2p`) `mt.attention` and `mt.attention_grad` stay whole, with or without document
+    positions: their partition rule builds the block steps of the ring from the same pieces
+    (`mtp-partition`). Document positions with fused attention are an error: its loops do
+    not take them yet.
 
     Under fused attention (the module attribute `mt.fused_attention = <block>`, `mtc
     compile --fused-attention`) they stay whole too, for mt-to-linalg's FlashAttention-2

@@ -20,11 +20,15 @@
 //
 // The positions of the causal mask are global: the query block's are an `mt.iota` of the
 // sequence's part this rank holds (its `mtp.layout`: the lowering maps them), and each key
-// block travels with its own positions. Under the two_chunk split (the mesh's cp under
-// p2p) causal steps after the first compute only the unmasked halves of their blocks
-// (Ring::isBalanced), and no positions travel. Where the sequence is not split, the local
-// op is the whole op's decomposition. Under mixed precision both are built in f32 from
-// mt-decompose's widened copy of the op (buildInF32), as mt-decompose builds attention.
+// block travels with its own positions. Under the two_chunk split (the mesh's cp under p2p)
+// causal steps after the first compute only the halves of their blocks the causal mask
+// leaves whole (Ring::isBalanced), and no positions travel, except for attention within
+// documents (mt.attention's `positions`, --reset-attention-mask): its mask also hides the
+// keys before each query's document, which a chunk pair can hold, so the key positions
+// travel and every pair adds that mask (Ring::pairScores). Where the sequence is not split,
+// the local op is the whole op's decomposition. Under mixed precision both are built in f32
+// from mt-decompose's widened copy of the op (buildInF32), as mt-decompose builds
+// attention.
 //
 //===----------------------------------------------------------------------===//
 
@@ -119,12 +123,16 @@ public:
       buildHalves();
   }
 
+  /// Whether attention is masked to documents (the op's `positions`): the balanced steps'
+  /// chunk pairs then take the mask too, from key positions that travel with the blocks.
+  bool documents() const { return bool(form.positions); }
+
   /// Whether the steps after the first skip the masked halves of their blocks: causal
   /// attention over a two_chunk split (this rank's chunks c and 2n - 1 - c, h positions
   /// each). The block held at step t > 0 comes from s = (c - t) mod n: when s < c (c >= t)
   /// all of this rank's queries see the block's first chunk and none its second; when
   /// s > c only the second query chunk sees the block, all of it. Both cases are two
-  /// [h, h] pairs of query and key chunks without a mask: (second query chunk, first key
+  /// [h, h] pairs of query and key chunks without the causal mask: (second query chunk, first key
   /// chunk), and (first, first) when s < c else (second, second). The second pair is
   /// chosen by a 0/1 weight w = [c >= t] blending the candidates (w x + (1 - w) y, exact
   /// on finite values), so every rank runs the same shapes.
@@ -177,13 +185,14 @@ public:
     Blocks blocks = first();
     Softmax whole = start(scores(blocks), asKeyValue(blocks.value));
     HalvedSoftmax state = {pickState(whole, firstChunk), pickState(whole, secondChunk)};
-    blocks.positions = Value(); // the chunk pairs need no mask
+    if (!documents())
+      blocks.positions = Value(); // the chunk pairs need no mask
     for (int64_t step = 1; step < steps; ++step) {
       blocks = next(blocks);
       StepChunks c = chunksAt(step, blocks);
-      update(state.second, chunkScores(c.q[1], c.k[0]), c.v[0], kvHalf);
+      update(state.second, pairScores(c, 1, 0), c.v[0], kvHalf);
       Softmax chosen = blendState(state.first, state.second, c.w);
-      update(chosen, chunkScores(c.q[2], c.k[2]), c.v[2], kvHalf);
+      update(chosen, pairScores(c, 2, 2), c.v[2], kvHalf);
       state.first = blendState(chosen, state.first, c.w);
       state.second = blendState(state.second, chosen, c.w);
     }
@@ -191,9 +200,12 @@ public:
   }
 
   /// The chunks a balanced step works on: the query's (first, second, chosen) and the
-  /// held block's keys and values (first, second, chosen), and the weight w choosing.
+  /// held block's keys and values (first, second, chosen), and the weight w choosing;
+  /// within documents also the query's positions and document ids and the keys' positions
+  /// by chunk (first, second, chosen).
   struct StepChunks {
     Value q[3], k[3], v[3], w;
+    Value queryPositions[3], documentIds[3], keyPositions[3];
   };
   StepChunks chunksAt(int64_t step, const Blocks &blocks) {
     StepChunks c;
@@ -209,13 +221,31 @@ public:
     c.v[0] = pick(v, kvSeq, kvHalf, firstChunk);
     c.v[1] = pick(v, kvSeq, kvHalf, secondChunk);
     c.v[2] = blend(c.v[0], c.v[1], c.w);
+    if (documents()) {
+      Value keyPositions = form.asKeyValue(d, blocks.positions);
+      for (unsigned which : {0u, 1u}) {
+        c.queryPositions[which] = queryPositionChunks[which];
+        c.documentIds[which] = documentIdChunks[which];
+        c.keyPositions[which] = pick(keyPositions, kvSeq, kvHalf, chunkMask(which));
+      }
+      c.queryPositions[2] = blend(c.queryPositions[0], c.queryPositions[1], c.w);
+      c.documentIds[2] = blend(c.documentIds[0], c.documentIds[1], c.w);
+      c.keyPositions[2] = blend(c.keyPositions[0], c.keyPositions[1], c.w);
+    }
     return c;
   }
 
-  /// scale * q.k of a query chunk and a key chunk (no mask: the pairs are fully visible).
-  Value chunkScores(Value q, Value k) {
-    Value s = t.contract(q, k, {form.headDim.getValue()});
-    return t.mul(s, t.scalar(form.scale, s));
+  /// scale * q.k of query chunk `query` and key chunk `key` of `c` (0, 1: first, second;
+  /// 2: chosen). Every key of a pair comes before every query of it, so only attention
+  /// within documents masks: the keys before a query's document.
+  Value pairScores(const StepChunks &c, unsigned query, unsigned key) {
+    Value s = t.contract(c.q[query], c.k[key], {form.headDim.getValue()});
+    s = t.mul(s, t.scalar(form.scale, s));
+    if (!documents())
+      return s;
+    Type element = Decomposer::typeOf(s).getElementType();
+    return t.add(s, form.causalBias(d, c.queryPositions[query], c.keyPositions[key], element,
+                                    c.documentIds[query]));
   }
 
   /// Chunk `mask` (firstChunk or secondChunk) of `x` along `dim`, as dimension `half`.
@@ -247,8 +277,9 @@ public:
 
   /// The query chunks' dimension, and the key and value chunks'.
   StringAttr queryHalf, kvHalf;
-  /// The query's chunks (form.q's, as queryHalf).
-  Value queryChunks[2];
+  /// The query's chunks (form.q's, as queryHalf); within documents also its positions' and
+  /// document ids' (in the positions' type: blends and picks are exact on them).
+  Value queryChunks[2], queryPositionChunks[2], documentIdChunks[2];
 
   /// A travelling block with its sequence called `kvSeq` (this rank's own key and value
   /// are the form's already).
@@ -338,6 +369,16 @@ private:
     queryChunks[0] = pick(form.q, form.seq.getValue(), queryHalf, firstChunk);
     queryChunks[1] = pick(form.q, form.seq.getValue(), queryHalf, secondChunk);
     firstPosition = t.neg(t.reduceMax(t.neg(positions), {form.seq.getValue()}));
+    if (documents()) {
+      NamedTensorType ids = Decomposer::typeOf(form.positions);
+      Value exactIds = d.conform(
+          form.positions, ids.withElementType(Decomposer::typeOf(positions).getElementType()));
+      for (unsigned which : {0u, 1u}) {
+        queryPositionChunks[which] =
+            pick(positions, form.seq.getValue(), queryHalf, chunkMask(which));
+        documentIdChunks[which] = pick(exactIds, form.seq.getValue(), queryHalf, chunkMask(which));
+      }
+    }
   }
 
   /// The laid-out type of a block that travels: the key's or value's (their layouts are
@@ -636,19 +677,20 @@ struct AttentionGradModel
       Value lseChunks[] = {chunksOf(logSumExp, 0), chunksOf(logSumExp, 1)};
       Value rowDotChunks[] = {chunksOf(rowDot, 0), chunksOf(rowDot, 1)};
       Value dqChunks[2];
-      blocks.positions = Value(); // the chunk pairs need no mask
+      if (!ring.documents())
+        blocks.positions = Value(); // the chunk pairs need no mask
       for (int64_t step = 1; step < ring.numSteps(); ++step) {
         blocks = ring.next(blocks);
         Ring::StepChunks c = ring.chunksAt(step, blocks);
         StringRef kvHalf = ring.kvHalf.getValue();
         Gradients always =
-            gradients(ring.chunkScores(c.q[1], c.k[0]), c.q[1], c.k[0], c.v[0], doutChunks[1],
-                      lseChunks[1], rowDotChunks[1], kvHalf, perKeyHalf);
-        Gradients chosen = gradients(
-            ring.chunkScores(c.q[2], c.k[2]), c.q[2], c.k[2], c.v[2],
-            ring.blend(doutChunks[0], doutChunks[1], c.w),
-            ring.blend(lseChunks[0], lseChunks[1], c.w),
-            ring.blend(rowDotChunks[0], rowDotChunks[1], c.w), kvHalf, perKeyHalf);
+            gradients(ring.pairScores(c, 1, 0), c.q[1], c.k[0], c.v[0], doutChunks[1], lseChunks[1],
+                      rowDotChunks[1], kvHalf, perKeyHalf);
+        Gradients chosen =
+            gradients(ring.pairScores(c, 2, 2), c.q[2], c.k[2], c.v[2],
+                      ring.blend(doutChunks[0], doutChunks[1], c.w),
+                      ring.blend(lseChunks[0], lseChunks[1], c.w),
+                      ring.blend(rowDotChunks[0], rowDotChunks[1], c.w), kvHalf, perKeyHalf);
         Value notW = t.sub(t.scalar(1.0, c.w), c.w);
         Value dqFirst = t.mul(chosen.dq, c.w);
         Value dqSecond = t.add(always.dq, t.mul(chosen.dq, notW));

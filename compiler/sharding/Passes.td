@@ -73,7 +73,9 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
       v move one rank on by `mtp.shift ... offset 1 rotate` before each of the cp - 1
       steps after the first, the blocks' scores merged by online softmax (causal: the
       mesh's cp is `two_chunk`, and the steps after the first compute only the unmasked
-      halves of their blocks); the backward takes the log-sum-exp the forward saved
+      halves of their blocks; within documents, `positions`, the key positions travel
+      with the blocks and every step also masks the keys before each query's document);
+      the backward takes the log-sum-exp the forward saved
       (`save_lse`; without `saved` operands it recomputes it by the same steps), then
       passes the blocks again with their key and value gradients, which take one more
       step home;

@@ -135,9 +135,9 @@ def MTResetDocumentsPass : Pass<"mt-reset-documents", "::mlir::ModuleOp"> {
     table read inside a layer, rope or attention in a function that is neither `forward`
     nor a layer applied by `mt.repeat`; with reset_position_ids, a model that reads no
     positions at all (the setting would do nothing); with reset_attention_mask, attention
-    that is not causal or whose query lacks the tokens' dimensions, ring attention
-    (`cp_comm_type = p2p`) and fused attention (`mt.fused_attention`), whose block loops
-    do not take the document positions yet.
+    that is not causal or whose query lacks the tokens' dimensions, and fused attention
+    (`mt.fused_attention`), whose block loops do not take the document positions yet
+    (ring attention's block steps do: mtp-partition).
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }

@@ -52,14 +52,9 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
     // The setting errors name: reset_position_ids when given (what the model's positions
     // need), else reset_attention_mask.
     StringRef setting = positionIds ? "reset_position_ids" : "reset_attention_mask";
-    mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
-    // The document mask is built into attention's decomposition (mt-decompose): the ring's
-    // block steps and the fused kernel's loops do not take it yet.
-    if (attentionMask && parallel && parallel.usesRingAttention())
-      return module.emitError() << "reset_attention_mask is not supported with ring attention "
-                                   "(context parallelism cp "
-                                << parallel.getDegree("cp")
-                                << " with cp_comm_type p2p) yet: compile without one of them";
+    // The document mask is built into attention's decomposition (mt-decompose) and ring
+    // attention's block steps (compiler/sharding/AttentionPartition.cpp): the fused
+    // kernel's loops do not take it yet.
     if (attentionMask && mt::getFusedAttentionBlock(module))
       return module.emitError() << "reset_attention_mask is not supported with fused attention "
                                    "(--fused-attention) yet: compile without one of them";

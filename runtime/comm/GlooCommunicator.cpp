@@ -96,7 +96,8 @@ class BatchSchedulingScope {
 public:
   BatchSchedulingScope() {
     sched_param none{};
-    switched_ = sched_getscheduler(0) == SCHED_OTHER && sched_setscheduler(0, SCHED_BATCH, &none) == 0;
+    switched_ =
+        sched_getscheduler(0) == SCHED_OTHER && sched_setscheduler(0, SCHED_BATCH, &none) == 0;
   }
   ~BatchSchedulingScope() {
     sched_param none{};

@@ -424,10 +424,13 @@ func.func @attention_grad_documents(%q: !mt.tensor<[batch=2, seq=4, heads=2, hea
 
 // -----
 
-// Tests that ring attention refuses document positions: its block steps do not take them.
+// Tests that ring attention leaves attention with document positions whole, as without
+// them: its partition rule builds the block steps with the document mask (mtp-partition).
+// CHECK-LABEL: func.func @ring_documents(
+// CHECK-SAME: %[[Q:[^:]*]]: !mt.tensor<{{[^>]*}}>, %[[IDS:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32>)
+// CHECK: mt.attention %[[Q]], %[[Q]], %[[Q]] positions %[[IDS]] dims(seq, heads, heads, head_dim) causal
 module attributes {mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
 func.func @ring_documents(%q: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, %ids: !mt.tensor<[batch=2, seq=4], i32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
-  // expected-error @+1 {{attention within documents (document positions, --reset-attention-mask) is not supported with ring attention (context parallelism with cp_comm_type p2p) yet: compile without one of them}}
   %0 = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=2, seq=4], i32>
   return %0 : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
 }

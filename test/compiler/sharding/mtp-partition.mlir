@@ -1198,6 +1198,69 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type 
     return %lq, %lk, %lv : !mt.tensor<[], f32>, !mt.tensor<[], f32>, !mt.tensor<[], f32>
   }
 }
+// -----
+
+// Tests ring attention within documents (mt.attention's positions, --reset-attention-mask)
+// under cp 2: the document ids are split as the query's rows; step 0 adds the document term
+// (keys before the query's document: position minus id) to the causal mask; then the key
+// positions travel with the key and value blocks (a third shift), and both chunk pairs of
+// the balanced step add the document term too, from the query chunk's positions and ids
+// and the key chunk's positions (their causal term is 0: every key of a pair comes before
+// every query of it).
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[IDS:.*]] = mtp.to_local {{.*}} : <[seq=8], i32, <[cp = 2 two_chunk]>, split {seq = [cp]}> -> <[seq=4], i32>
+// CHECK: %[[POS:.*]] = mt.iota dim seq {mtp.layout = !mtp.tensor<[seq=8], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>} : <[seq=4], f32>
+// CHECK: mt.cast %[[IDS]] : <[seq=4], i32> to <[seq=4], f32>
+// CHECK: mt.greater %{{.*}}, %[[POS]] : <[seq_kv=4], f32>, <[seq=4], f32> -> <[seq_kv=4, seq=4], f32>
+// CHECK: %[[START:.*]] = mt.sub %[[POS]], %{{.*}} : <[seq=4], f32>, <[seq=4], f32> -> <[seq=4], f32>
+// CHECK: mt.greater %[[START]], %{{.*}} : <[seq=4], f32>, <[seq_kv=4], f32> -> <[seq=4, seq_kv=4], f32>
+// CHECK-COUNT-2: mtp.shift {{.*}} over "cp" offset 1 rotate : <[seq=8, heads=2, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK: mtp.shift {{.*}} over "cp" offset 1 rotate : <[seq=8], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK-NOT: mtp.shift
+// CHECK: mt.contract {{.*}} -> <[seq_half=2, heads=2, seq_kv_half=2], f32>
+// CHECK: mt.greater {{.*}} : <[seq_half=2], f32>, <[seq_kv_half=2], f32> -> <[seq_half=2, seq_kv_half=2], f32>
+// CHECK: mt.contract {{.*}} -> <[seq_half=2, heads=2, seq_kv_half=2], f32>
+// CHECK: mt.greater {{.*}} : <[seq_half=2], f32>, <[seq_kv_half=2], f32> -> <[seq_half=2, seq_kv_half=2], f32>
+// CHECK-NOT: mtp.shift
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  func.func @forward(%q: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>,
+                     %k: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>,
+                     %v: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>,
+                     %ids: !mt.tensor<[seq=8], i32>) -> !mt.tensor<[], f32> {
+    %o = mt.attention %q, %k, %v positions %ids dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8], i32>
+    %l = mt.reduce_sum %o over [seq, heads, head_dim] : <[seq=8, heads=2, head_dim=4], f32> -> <[], f32>
+    return %l : !mt.tensor<[], f32>
+  }
+}
+
+// -----
+
+// Tests ring attention's backward within documents under cp 2: the forward's steps again
+// and the gradient steps each shift the key positions with the key and value blocks, and
+// the gradient steps' chunk pairs take the document term.
+// CHECK-LABEL: func.func @forward
+// CHECK-COUNT-2: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK: mtp.shift {{.*}} : <[seq=8], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK: mt.log
+// CHECK-COUNT-2: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK: mtp.shift {{.*}} : <[seq=8], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK: mt.greater {{.*}} : <[seq_half=2], f32>, <[seq_kv_half=2], f32> -> <[seq_half=2, seq_kv_half=2], f32>
+// CHECK: mt.greater {{.*}} : <[seq_half=2], f32>, <[seq_kv_half=2], f32> -> <[seq_half=2, seq_kv_half=2], f32>
+// CHECK-COUNT-4: mtp.shift {{.*}} : <[seq=8, kv_heads=1, head_dim=4], f32, <[cp = 2 two_chunk]>, split {seq = [cp]}>
+// CHECK-NOT: mtp.shift
+module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
+  func.func @forward(%q: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>,
+                     %k: !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>,
+                     %v: !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>,
+                     %do: !mt.tensor<[seq=8, heads=2, head_dim=4], f32>,
+                     %ids: !mt.tensor<[seq=8], i32>) -> (!mt.tensor<[], f32>, !mt.tensor<[], f32>, !mt.tensor<[], f32>) {
+    %dq, %dk, %dv = mt.attention_grad %q, %k, %v, %do positions %ids : !mt.tensor<[seq=8], i32> dims(seq, heads, kv_heads, head_dim) causal scale 0.5 : !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, !mt.tensor<[seq=8, heads=2, head_dim=4], f32> -> !mt.tensor<[seq=8, heads=2, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>, !mt.tensor<[seq=8, kv_heads=1, head_dim=4], f32>
+    %lq = mt.reduce_sum %dq over [seq, heads, head_dim] : <[seq=8, heads=2, head_dim=4], f32> -> <[], f32>
+    %lk = mt.reduce_sum %dk over [seq, kv_heads, head_dim] : <[seq=8, kv_heads=1, head_dim=4], f32> -> <[], f32>
+    %lv = mt.reduce_sum %dv over [seq, kv_heads, head_dim] : <[seq=8, kv_heads=1, head_dim=4], f32> -> <[], f32>
+    return %lq, %lk, %lv : !mt.tensor<[], f32>, !mt.tensor<[], f32>, !mt.tensor<[], f32>
+  }
+}
 
 // -----
 

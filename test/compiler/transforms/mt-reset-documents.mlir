@@ -141,12 +141,15 @@ module attributes {mt.reset_position_ids, mt.reset_attention_mask} {
 
 // -----
 
-// Tests that reset_attention_mask is refused under ring attention, whose block steps do not
-// take the document positions.
-// expected-error @below {{reset_attention_mask is not supported with ring attention (context parallelism cp 2 with cp_comm_type p2p) yet: compile without one of them}}
+// Tests that under ring attention (cp_comm_type p2p, whose block steps take the document
+// positions: mtp-partition) attention is masked to the documents as without it.
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME: %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], i32>, %[[FX:[^:]*]]: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, %[[P:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "position_ids"})
+// CHECK: mt.attention %[[FX]], %[[FX]], %[[FX]] positions %[[P]] dims
 module attributes {mt.reset_attention_mask, mt.parallel = #mt.parallel<cp = 2, cp_comm_type = p2p>} {
-  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
-    return
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
   }
 }
 
