@@ -188,23 +188,6 @@ void DecomposePass::runOnOperation() {
                        << "): compile without --fused-attention or with cp 1";
     return signalPassFailure();
   }
-  // Document positions (--reset-attention-mask) are built into the decomposition's mask and
-  // the ring's block steps (mtp-partition): the fused block loops do not take them yet.
-  WalkResult documents = module.walk([&](Operation *op) {
-    Value positions;
-    if (auto attention = dyn_cast<mt::AttentionOp>(op))
-      positions = attention.getPositions();
-    else if (auto grad = dyn_cast<mt::AttentionGradOp>(op))
-      positions = grad.getPositions();
-    if (!positions || !fusedAttention)
-      return WalkResult::advance();
-    op->emitError() << "attention within documents (document positions, "
-                       "--reset-attention-mask) is not supported with fused attention "
-                       "(--fused-attention) yet: compile without one of them";
-    return WalkResult::interrupt();
-  });
-  if (documents.wasInterrupted())
-    return signalPassFailure();
   SmallVector<Operation *> composite;
   SmallVector<Operation *> fused;
   for (auto func : module.getOps<func::FuncOp>())

@@ -50,8 +50,7 @@ def MTDecomposePass : Pass<"mt-decompose", "::mlir::ModuleOp"> {
     Under ring attention (the module's `mt.parallel` has `cp` above 1 and `cp_comm_type =
     p2p`) `mt.attention` and `mt.attention_grad` stay whole, with or without document
     positions: their partition rule builds the block steps of the ring from the same pieces
-    (`mtp-partition`). Document positions with fused attention are an error: its loops do
-    not take them yet.
+    (`mtp-partition`).
 
     Under fused attention (the module attribute `mt.fused_attention = <block>`, `mtc
     compile --fused-attention`) they stay whole too, for mt-to-linalg's FlashAttention-2

@@ -135,9 +135,9 @@ def MTResetDocumentsPass : Pass<"mt-reset-documents", "::mlir::ModuleOp"> {
     table read inside a layer, rope or attention in a function that is neither `forward`
     nor a layer applied by `mt.repeat`; with reset_position_ids, a model that reads no
     positions at all (the setting would do nothing); with reset_attention_mask, attention
-    that is not causal or whose query lacks the tokens' dimensions, and fused attention
-    (`mt.fused_attention`), whose block loops do not take the document positions yet
-    (ring attention's block steps do: mtp-partition).
+    that is not causal or whose query lacks the tokens' dimensions. Ring attention's block
+    steps (mtp-partition) and fused attention's block loops (mt-to-linalg) take the
+    document positions as the decomposition does.
   }];
   let dependentDialects = ["::mtc::mt::MTDialect", "::mlir::func::FuncDialect"];
 }

@@ -13,7 +13,6 @@
 #include "compiler/transforms/ResetDocuments.h"
 #include "dialects/mt/IR/MTDialect.h"
 #include "dialects/mt/IR/MTOps.h"
-#include "dialects/mt/Utils/FusedAttention.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -52,12 +51,9 @@ struct ResetDocumentsPass : transforms::impl::MTResetDocumentsPassBase<ResetDocu
     // The setting errors name: reset_position_ids when given (what the model's positions
     // need), else reset_attention_mask.
     StringRef setting = positionIds ? "reset_position_ids" : "reset_attention_mask";
-    // The document mask is built into attention's decomposition (mt-decompose) and ring
-    // attention's block steps (compiler/sharding/AttentionPartition.cpp): the fused
-    // kernel's loops do not take it yet.
-    if (attentionMask && mt::getFusedAttentionBlock(module))
-      return module.emitError() << "reset_attention_mask is not supported with fused attention "
-                                   "(--fused-attention) yet: compile without one of them";
+    // The document mask is built into attention's decomposition (mt-decompose), ring
+    // attention's block steps (compiler/sharding/AttentionPartition.cpp) and fused
+    // attention's block loops (compiler/codegen/ToLinalg/AttentionToLinalg.cpp).
     auto function = dyn_cast_or_null<func::FuncOp>(SymbolTable::lookupSymbolIn(module, "forward"));
     if (!function || function.getNumArguments() < 1)
       return module.emitError() << setting << " needs a 'forward' function taking the "

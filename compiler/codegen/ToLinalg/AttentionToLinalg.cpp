@@ -8,7 +8,9 @@
 //
 //   forward, per query block i (m = -big, l = 0, acc = 0), per key block j (j <= i when
 //   causal: the blocks above the diagonal are skipped):
-//     s = scale * q_i k_j^T (+ the causal bias on the diagonal), m' = max(m, rowmax s),
+//     s = scale * q_i k_j^T (+ the causal bias where the key is after the query, and within
+//     documents, the op's `positions`, also where it is before the query's document),
+//     m' = max(m, rowmax s),
 //     p = exp(s - m'), l = l exp(m - m') + rowsum p, acc = acc exp(m - m') + p v_j, m = m'
 //   and o_i = acc / l, lse_i = m + log l (the second result under `save_lse`).
 //
@@ -72,6 +74,7 @@ public:
       if (dim.name.getValue() != seq && dim.name.getValue() != heads &&
           dim.name.getValue() != headDim) {
         batchDims.push_back(dim.name.getValue());
+        batchSizes.push_back(dim.size);
         batch *= dim.size;
       }
     block = mt::fusedAttentionBlockFor(seqLength, requestedBlock);
@@ -83,6 +86,7 @@ public:
   double scale;
   int64_t seqLength = 0, headSize = 0, numKvHeads = 0, group = 1, batch = 1, block = 1;
   SmallVector<StringRef> batchDims;
+  SmallVector<int64_t> batchSizes;
 
   int64_t rows() const { return seqLength * group; }
   int64_t blockRows() const { return block * group; }
@@ -94,12 +98,19 @@ public:
   /// The inverse of toRows: `rowsValue` in `type`'s dimensions and order.
   Value fromRows(OpBuilder &b, Location loc, Value rowsValue, NamedTensorType type) const;
 
-  /// The forward over rows q [B, R, d], keys transposed kT [B, d, S] and values v [B, S, d]:
-  /// the output [B, R, d] and the log-sum-exp [B, R].
-  std::pair<Value, Value> forward(OpBuilder &b, Location loc, Value q, Value kT, Value v) const;
+  /// The document ids (the op's `positions`: each query's position in its document, of
+  /// `type`) in the row layout: [B, R] of index, every row of a query position holding its
+  /// id.
+  Value documentRows(OpBuilder &b, Location loc, Value ids, NamedTensorType type) const;
+
+  /// The forward over rows q [B, R, d], keys transposed kT [B, d, S] and values v [B, S, d],
+  /// with the document ids in rows `ids` (documentRows; null: none): the output [B, R, d]
+  /// and the log-sum-exp [B, R].
+  std::pair<Value, Value> forward(OpBuilder &b, Location loc, Value q, Value kT, Value v,
+                                  Value ids) const;
   /// The backward: dq [B, R, d], dk and dv [B, S, d].
   std::array<Value, 3> backward(OpBuilder &b, Location loc, Value q, Value k, Value kT, Value vT,
-                                Value dout, Value out, Value lse) const;
+                                Value dout, Value out, Value lse, Value ids) const;
 
 private:
   /// `type`'s dimensions in the row layout's terms, heads split into (kv heads, group) for a
@@ -114,8 +125,16 @@ private:
   Value filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, double value) const;
   Value product(OpBuilder &b, Location loc, Value lhs, Value rhs, Value init) const;
   /// scale * scores, plus the causal bias where the key position (kStart + column) is after
-  /// the query position (qStart + row / group).
-  Value scaledScalar(OpBuilder &b, Location loc, Value score, Value qStart, Value kStart) const;
+  /// the query position (qStart + row / group), or with the query's document id
+  /// `documentId` (null: none) before the query's document (position - id).
+  Value scaledScalar(OpBuilder &b, Location loc, Value score, Value qStart, Value kStart,
+                     Value documentId) const;
+  /// The scores block's scaled, masked scores (scaledScalar) and `then` of them and
+  /// `extra` (read as rows), in one `linalg.generic` over [B, Rb, block]; `idsBlock` the
+  /// block's rows of the document ids or null.
+  Value maskedScores(OpBuilder &b, Location loc, Value scores, ArrayRef<Value> extra,
+                     Value idsBlock, Value qStart, Value kStart,
+                     function_ref<Value(OpBuilder &, Location, Value, ValueRange)> then) const;
   Value constant(OpBuilder &b, Location loc, double value) const {
     return scalarConstant(b, loc, element, value);
   }
@@ -188,6 +207,39 @@ static SmallVector<ReassociationIndices> headSplit(ArrayRef<std::string> names) 
   return groups;
 }
 
+Value FlashAttention::documentRows(OpBuilder &b, Location loc, Value ids,
+                                   NamedTensorType type) const {
+  // The rows before they are collapsed: the batch dimensions, the key/value heads, the
+  // positions and the group (as toRows orders a query), the ids broadcast over the heads.
+  MLIRContext *context = b.getContext();
+  SmallVector<int64_t> sizes(batchSizes);
+  sizes.append({numKvHeads, seqLength, group});
+  int64_t rank = static_cast<int64_t>(sizes.size());
+  // The ids' dimensions are the query's but the heads (mt.attention's verifier).
+  SmallVector<AffineExpr> read;
+  for (const mt::NamedDim &dim : type.getDims()) {
+    StringRef name = dim.name.getValue();
+    int64_t at = name == seq ? rank - 2 : llvm::find(batchDims, name) - batchDims.begin();
+    read.push_back(getAffineDimExpr(at, context));
+  }
+  Type idType = type.getElementType();
+  Value init = tensor::EmptyOp::create(b, loc, sizes, idType);
+  Value broadcast = linalg::GenericOp::create(
+                        b, loc, TypeRange{init.getType()}, ValueRange{ids}, ValueRange{init},
+                        SmallVector<AffineMap>{AffineMap::get(rank, 0, read, context),
+                                               AffineMap::getMultiDimIdentityMap(rank, context)},
+                        SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+                        [&](OpBuilder &b, Location l, ValueRange a) {
+                          linalg::YieldOp::create(b, l, ValueRange{a[0]});
+                        })
+                        .getResult(0);
+  ReassociationIndices batchGroup, rowGroup = {rank - 2, rank - 1};
+  for (int64_t i = 0; i < rank - 2; ++i)
+    batchGroup.push_back(i);
+  return tensor::CollapseShapeOp::create(b, loc, broadcast,
+                                         SmallVector<ReassociationIndices>{batchGroup, rowGroup});
+}
+
 Value FlashAttention::toRows(OpBuilder &b, Location loc, Value value,
                              NamedTensorType type) const {
   auto [names, sizes, splitsHeads] = rowDims(type);
@@ -239,7 +291,7 @@ Value FlashAttention::product(OpBuilder &b, Location loc, Value lhs, Value rhs,
 }
 
 Value FlashAttention::scaledScalar(OpBuilder &b, Location loc, Value score, Value qStart,
-                                   Value kStart) const {
+                                   Value kStart, Value documentId) const {
   Value scaled = arith::MulFOp::create(b, loc, score, constant(b, loc, scale));
   if (!causal)
     return scaled;
@@ -249,10 +301,19 @@ Value FlashAttention::scaledScalar(OpBuilder &b, Location loc, Value score, Valu
     position = arith::DivUIOp::create(b, loc, row, indexConstant(b, loc, group));
   Value queryPosition = arith::AddIOp::create(b, loc, qStart, position);
   Value keyPosition = arith::AddIOp::create(b, loc, kStart, column);
-  Value after =
+  Value hidden =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, keyPosition, queryPosition);
+  if (documentId) {
+    // Signed: a document start of the query position minus an id past it would be negative
+    // (ids are never past their position, but the comparison must not wrap).
+    Value id = arith::IndexCastOp::create(b, loc, b.getIndexType(), documentId);
+    Value documentStart = arith::SubIOp::create(b, loc, queryPosition, id);
+    Value before =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, keyPosition, documentStart);
+    hidden = arith::OrIOp::create(b, loc, hidden, before);
+  }
   Value biased = arith::AddFOp::create(b, loc, scaled, constant(b, loc, causalBias()));
-  return arith::SelectOp::create(b, loc, after, biased, scaled);
+  return arith::SelectOp::create(b, loc, hidden, biased, scaled);
 }
 
 /// A `linalg.generic` over a 3-d space (B, rows, columns or head_dim) with `inputs` read
@@ -301,12 +362,37 @@ static Value insertBlock(OpBuilder &b, Location loc, Value block, Value into,
   return tensor::InsertSliceOp::create(b, loc, block, into, offsets, sizes, strides);
 }
 
+Value FlashAttention::maskedScores(
+    OpBuilder &b, Location loc, Value scores, ArrayRef<Value> extra, Value idsBlock, Value qStart,
+    Value kStart, function_ref<Value(OpBuilder &, Location, Value, ValueRange)> then) const {
+  MLIRContext *context = b.getContext();
+  int64_t Rb = blockRows(), B = batch;
+  SmallVector<Value> inputs = {scores};
+  SmallVector<AffineMap> maps = {whole3(context)};
+  for (Value x : extra) {
+    inputs.push_back(x);
+    maps.push_back(rows3(context));
+  }
+  if (idsBlock) {
+    inputs.push_back(idsBlock);
+    maps.push_back(rows3(context));
+  }
+  size_t numExtra = extra.size();
+  return generic3(b, loc, inputs, maps,
+                  tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{B, Rb, block}, element),
+                  whole3(context), false, [&](OpBuilder &b, Location l, ValueRange a) {
+                    Value s = scaledScalar(b, l, a[0], qStart, kStart,
+                                           idsBlock ? a[1 + numExtra] : Value());
+                    return then(b, l, s, a.slice(1, numExtra));
+                  });
+}
+
 //===----------------------------------------------------------------------===//
 // Forward
 //===----------------------------------------------------------------------===//
 
 std::pair<Value, Value> FlashAttention::forward(OpBuilder &b, Location loc, Value q, Value kT,
-                                                Value v) const {
+                                                Value v, Value ids) const {
   MLIRContext *context = b.getContext();
   int64_t B = batch, R = rows(), Rb = blockRows(), d = headSize, blk = block;
   OpFoldResult zeroIndex = b.getIndexAttr(0);
@@ -320,6 +406,7 @@ std::pair<Value, Value> FlashAttention::forward(OpBuilder &b, Location loc, Valu
         Value qStart = arith::MulIOp::create(b, loc, i, indexConstant(b, loc, blk));
         Value rowStart = arith::MulIOp::create(b, loc, i, indexConstant(b, loc, Rb));
         Value qi = sliceOf(b, loc, q, {zeroIndex, rowStart, zeroIndex}, {B, Rb, d});
+        Value idsi = ids ? sliceOf(b, loc, ids, {zeroIndex, rowStart}, {B, Rb}) : Value();
         Value m0 = filled(b, loc, {B, Rb}, causalBias());
         Value l0 = filled(b, loc, {B, Rb}, 0.0);
         Value acc0 = filled(b, loc, {B, Rb, d}, 0.0);
@@ -334,12 +421,8 @@ std::pair<Value, Value> FlashAttention::forward(OpBuilder &b, Location loc, Valu
               Value kj = sliceOf(b, loc, kT, {zeroIndex, zeroIndex, kStart}, {B, d, blk});
               Value vj = sliceOf(b, loc, v, {zeroIndex, kStart, zeroIndex}, {B, blk, d});
               Value scores = product(b, loc, qi, kj, filled(b, loc, {B, Rb, blk}, 0.0));
-              Value s = generic3(
-                  b, loc, {scores}, {whole3(context)},
-                  tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{B, Rb, blk}, element),
-                  whole3(context), false, [&](OpBuilder &b, Location l, ValueRange a) {
-                    return scaledScalar(b, l, a[0], qStart, kStart);
-                  });
+              Value s = maskedScores(b, loc, scores, {}, idsi, qStart, kStart,
+                                     [](OpBuilder &, Location, Value s, ValueRange) { return s; });
               // m' = max(m, rowmax s)
               Value mNew = generic3(b, loc, {s}, {whole3(context)}, m, rows3(context), true,
                                     [&](OpBuilder &b, Location l, ValueRange a) {
@@ -415,8 +498,8 @@ std::pair<Value, Value> FlashAttention::forward(OpBuilder &b, Location loc, Valu
 //===----------------------------------------------------------------------===//
 
 std::array<Value, 3> FlashAttention::backward(OpBuilder &b, Location loc, Value q, Value k,
-                                              Value kT, Value vT, Value dout, Value out,
-                                              Value lse) const {
+                                              Value kT, Value vT, Value dout, Value out, Value lse,
+                                              Value ids) const {
   MLIRContext *context = b.getContext();
   int64_t B = batch, R = rows(), S = seqLength, Rb = blockRows(), d = headSize, blk = block;
   OpFoldResult zeroIndex = b.getIndexAttr(0);
@@ -454,15 +537,14 @@ std::array<Value, 3> FlashAttention::backward(OpBuilder &b, Location loc, Value 
               Value doi = sliceOf(b, loc, dout, rowBlock, {B, Rb, d});
               Value lsei = sliceOf(b, loc, lse, {zeroIndex, rowStart}, {B, Rb});
               Value rowDoti = sliceOf(b, loc, rowDot, {zeroIndex, rowStart}, {B, Rb});
+              Value idsi = ids ? sliceOf(b, loc, ids, {zeroIndex, rowStart}, {B, Rb}) : Value();
               Value scores = product(b, loc, qi, kTj, filled(b, loc, {B, Rb, blk}, 0.0));
               // p = exp(s - lse)
-              Value p = generic3(
-                  b, loc, {scores, lsei}, {whole3(context), rows3(context)},
-                  tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{B, Rb, blk}, element),
-                  whole3(context), false, [&](OpBuilder &b, Location l, ValueRange a) {
-                    Value s = scaledScalar(b, l, a[0], qStart, kStart);
-                    return math::ExpOp::create(b, l, arith::SubFOp::create(b, l, s, a[1]));
-                  });
+              Value p = maskedScores(b, loc, scores, {lsei}, idsi, qStart, kStart,
+                                     [](OpBuilder &b, Location l, Value s, ValueRange a) -> Value {
+                                       return math::ExpOp::create(
+                                           b, l, arith::SubFOp::create(b, l, s, a[0]));
+                                     });
               Value dvNew = product(b, loc, transposed(b, loc, p, {0, 2, 1}), doi, dvj);
               Value dp = product(b, loc, doi, vTj, filled(b, loc, {B, Rb, blk}, 0.0));
               // ds = scale * p * (dp - D)
@@ -495,9 +577,6 @@ std::array<Value, 3> FlashAttention::backward(OpBuilder &b, Location loc, Value 
 /// attribute), or an error when the op computes in a type the loops do not.
 template <typename AttentionLikeOp>
 FailureOr<FlashAttention> flashAttentionOf(AttentionLikeOp op) {
-  if (op.getPositions())
-    return op.emitOpError() << "fused attention does not take document positions "
-                               "(--reset-attention-mask) yet";
   Type element = namedType(op.getQuery()).getElementType();
   if (!element.isF32() && !element.isF64())
     return op.emitOpError() << "fused attention computes in f32 or f64, not " << element
@@ -517,7 +596,11 @@ struct AttentionLowering : OpConversionPattern<mt::AttentionOp> {
     Value q = fa->toRows(rewriter, loc, adaptor.getQuery(), namedType(op.getQuery()));
     Value k = fa->toRows(rewriter, loc, adaptor.getKey(), namedType(op.getKey()));
     Value v = fa->toRows(rewriter, loc, adaptor.getValue(), namedType(op.getValue()));
-    auto [out, lse] = fa->forward(rewriter, loc, q, transposed(rewriter, loc, k, {0, 2, 1}), v);
+    Value ids = op.getPositions() ? fa->documentRows(rewriter, loc, adaptor.getPositions(),
+                                                     namedType(op.getPositions()))
+                                  : Value();
+    auto [out, lse] =
+        fa->forward(rewriter, loc, q, transposed(rewriter, loc, k, {0, 2, 1}), v, ids);
     SmallVector<Value> results = {fa->fromRows(rewriter, loc, out, op.getResultType())};
     if (op.getLse())
       results.push_back(fa->fromRows(rewriter, loc, lse, namedType(op.getLse())));
@@ -539,6 +622,9 @@ struct AttentionGradLowering : OpConversionPattern<mt::AttentionGradOp> {
     Value v = fa->toRows(rewriter, loc, adaptor.getValue(), namedType(op.getValue()));
     Value dout = fa->toRows(rewriter, loc, adaptor.getResultGrad(), namedType(op.getResultGrad()));
     Value kT = transposed(rewriter, loc, k, {0, 2, 1});
+    Value ids = op.getPositions() ? fa->documentRows(rewriter, loc, adaptor.getPositions(),
+                                                     namedType(op.getPositions()))
+                                  : Value();
     Value out, lse;
     if (adaptor.getSaved().size() == 2) {
       out = fa->toRows(rewriter, loc, adaptor.getSaved()[0], namedType(op.getSaved()[0]));
@@ -546,11 +632,10 @@ struct AttentionGradLowering : OpConversionPattern<mt::AttentionGradOp> {
     } else {
       // Without the forward's statistics (an attention_grad mt-opt is given): the forward's
       // loops again.
-      std::tie(out, lse) = fa->forward(rewriter, loc, q, kT, v);
+      std::tie(out, lse) = fa->forward(rewriter, loc, q, kT, v, ids);
     }
-    std::array<Value, 3> grads = fa->backward(rewriter, loc, q, k, kT,
-                                              transposed(rewriter, loc, v, {0, 2, 1}), dout, out,
-                                              lse);
+    std::array<Value, 3> grads = fa->backward(
+        rewriter, loc, q, k, kT, transposed(rewriter, loc, v, {0, 2, 1}), dout, out, lse, ids);
     rewriter.replaceOp(op, {fa->fromRows(rewriter, loc, grads[0], namedType(op.getQueryGrad())),
                             fa->fromRows(rewriter, loc, grads[1], namedType(op.getKeyGrad())),
                             fa->fromRows(rewriter, loc, grads[2], namedType(op.getValueGrad()))});

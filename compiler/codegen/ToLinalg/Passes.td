@@ -35,7 +35,8 @@ def MTToLinalgPass : Pass<"mt-to-linalg", "::mlir::ModuleOp"> {
     blocks above the diagonal skipped, each block pair `linalg.batch_matmul`s and
     elementwise/reduction generics on [batch x kv heads, rows, head_dim] tensors, an online
     softmax forward and probabilities recomputed from the saved log-sum-exp backward
-    (AttentionToLinalg.cpp); they compute in f32 or f64.
+    (AttentionToLinalg.cpp), with document `positions` the keys before each query's
+    document masked too (the ids broadcast into the rows); they compute in f32 or f64.
     `mt-decompose` first rewrites norms, softmax, attention (unless fused) and cross-entropy
     into these.
     Any other `mt` op inside a function is reported by name and the pass fails. `mt` ops

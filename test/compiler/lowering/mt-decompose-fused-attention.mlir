@@ -53,12 +53,14 @@ func.func @context_parallel(%q: !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8
 
 // -----
 
-// Tests that fused attention refuses document positions (--reset-attention-mask): its block
-// loops do not take them.
+// Tests that fused attention within documents (--reset-attention-mask) stays whole with its
+// document positions: mt-to-linalg's block loops mask by them.
 module attributes {mt.fused_attention = 16 : i64} {
+// CHECK-LABEL: func.func @documents(
+// CHECK-SAME: %[[Q:[^:]*]]: !mt.tensor<{{[^>]*}}>, %[[IDS:[^:]*]]: !mt.tensor<[batch=2, seq=32], i32>)
+// CHECK: mt.attention %[[Q]], %[[Q]], %[[Q]] positions %[[IDS]] dims(seq, heads, heads, head_dim) causal
 func.func @documents(%q: !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32>, %ids: !mt.tensor<[batch=2, seq=32], i32>)
     -> !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32> {
-  // expected-error @+1 {{attention within documents (document positions, --reset-attention-mask) is not supported with fused attention (--fused-attention) yet: compile without one of them}}
   %o = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 0.25 : !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32>, !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32>, !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32>, !mt.tensor<[batch=2, seq=32], i32>
   return %o : !mt.tensor<[batch=2, seq=32, heads=4, head_dim=8], f32>
 }

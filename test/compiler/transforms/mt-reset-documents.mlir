@@ -155,12 +155,15 @@ module attributes {mt.reset_attention_mask, mt.parallel = #mt.parallel<cp = 2, c
 
 // -----
 
-// Tests that reset_attention_mask is refused with fused attention, whose loops do not take
-// the document positions.
-// expected-error @below {{reset_attention_mask is not supported with fused attention (--fused-attention) yet: compile without one of them}}
+// Tests that with fused attention (whose block loops take the document positions:
+// mt-to-linalg) attention is masked to the documents as without it.
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME: %{{[^:]*}}: !mt.tensor<[batch=2, seq=4], i32>, %[[FX:[^:]*]]: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>, %[[P:[^:]*]]: !mt.tensor<[batch=2, seq=4], i32> {mt.input = "position_ids"})
+// CHECK: mt.attention %[[FX]], %[[FX]], %[[FX]] positions %[[P]] dims
 module attributes {mt.reset_attention_mask, mt.fused_attention = 64 : i64} {
-  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>) {
-    return
+  func.func @forward(%tokens: !mt.tensor<[batch=2, seq=4], i32>, %x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> {
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
   }
 }
 

@@ -79,14 +79,53 @@ func.func @bf16(%q: !mt.tensor<[seq=16, heads=2, head_dim=4], bf16>)
 
 // -----
 
-// Tests that a fused attention with document positions (mt-decompose refuses them first
-// under --fused-attention) is reported: the block loops do not take them.
+// Tests that fused attention within documents (mt.attention's positions) reads the ids in
+// rows: [batch, seq] broadcast over the key/value heads and the group into [batch x kv
+// heads, positions x group], each query block's rows sliced beside its scores; the mask
+// hides a key after the query or before the query's document (the query position minus
+// its id, compared signed), on every block the loops visit.
 module attributes {mt.fused_attention = 8 : i64} {
-func.func @documents(%q: !mt.tensor<[batch=2, seq=16, heads=2, head_dim=4], f32>, %ids: !mt.tensor<[batch=2, seq=16], i32>)
-    -> !mt.tensor<[batch=2, seq=16, heads=2, head_dim=4], f32> {
-  // expected-error @+2 {{fused attention does not take document positions (--reset-attention-mask) yet}}
-  // expected-error @+1 {{failed to legalize operation 'mt.attention'}}
-  %o = mt.attention %q, %q, %q positions %ids dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=16, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16, heads=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16], i32>
-  return %o : !mt.tensor<[batch=2, seq=16, heads=2, head_dim=4], f32>
+// CHECK-DAG: #[[READ:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2)>
+// CHECK-LABEL: func.func @documents
+// CHECK: %[[B:.*]] = linalg.generic {indexing_maps = [#[[READ]], #{{.*}}], {{.*}} ins(%{{.*}} : tensor<2x16xi32>) outs(%{{.*}} : tensor<2x2x16x2xi32>)
+// CHECK: %[[ROWS:.*]] = tensor.collapse_shape %[[B]] {{\[\[}}0, 1], [2, 3]] : tensor<2x2x16x2xi32> into tensor<4x32xi32>
+// CHECK: scf.for
+// CHECK: %[[IDS:.*]] = tensor.extract_slice %[[ROWS]][0, %{{.*}}] [4, 16] [1, 1] : tensor<4x32xi32> to tensor<4x16xi32>
+// CHECK: scf.for
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[IDS]] : tensor<4x16x8xf32>, tensor<4x16xi32>)
+// CHECK: %[[AFTER:.*]] = arith.cmpi ugt
+// CHECK: %[[ID:.*]] = arith.index_cast %{{.*}} : i32 to index
+// CHECK: %[[START:.*]] = arith.subi %{{.*}}, %[[ID]] : index
+// CHECK: %[[BEFORE:.*]] = arith.cmpi slt, %{{.*}}, %[[START]] : index
+// CHECK: %[[HIDDEN:.*]] = arith.ori %[[AFTER]], %[[BEFORE]] : i1
+// CHECK: arith.select %[[HIDDEN]]
+// CHECK-NOT: mt.attention
+func.func @documents(%q: !mt.tensor<[batch=2, seq=16, heads=4, head_dim=4], f32>, %k: !mt.tensor<[batch=2, seq=16, kv=2, head_dim=4], f32>, %ids: !mt.tensor<[batch=2, seq=16], i32>)
+    -> !mt.tensor<[batch=2, seq=16, heads=4, head_dim=4], f32> {
+  %o = mt.attention %q, %k, %k positions %ids dims(seq, heads, kv, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=16, heads=4, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16, kv=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16, kv=2, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16], i32>
+  return %o : !mt.tensor<[batch=2, seq=16, heads=4, head_dim=4], f32>
+}
+}
+
+// -----
+
+// Tests that the fused backward within documents masks its recomputed probabilities the
+// same way: the p = exp(s - lse) block reads the scores, the block's log-sum-exp and its
+// ids (here after the forward's loops, run again without saved statistics).
+module attributes {mt.fused_attention = 8 : i64} {
+// CHECK-LABEL: func.func @documents_backward
+// CHECK: %[[ROWS:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2, 3]] : tensor<2x1x16x1xi32> into tensor<2x16xi32>
+// CHECK: arith.ori
+// CHECK: scf.for %[[J:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (tensor<2x16x4xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>)
+// CHECK: scf.for
+// CHECK: %[[IDS:.*]] = tensor.extract_slice %[[ROWS]][0, %{{.*}}] [2, 8] [1, 1] : tensor<2x16xi32> to tensor<2x8xi32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}}, %[[IDS]] : tensor<2x8x8xf32>, tensor<2x8xf32>, tensor<2x8xi32>)
+// CHECK: arith.ori
+// CHECK: math.exp
+// CHECK-NOT: mt.attention_grad
+func.func @documents_backward(%q: !mt.tensor<[batch=2, seq=16, heads=1, head_dim=4], f32>, %ids: !mt.tensor<[batch=2, seq=16], i32>)
+    -> !mt.tensor<[batch=2, seq=16, heads=1, head_dim=4], f32> {
+  %dq, %dk, %dv = mt.attention_grad %q, %q, %q, %q positions %ids : !mt.tensor<[batch=2, seq=16], i32> dims(seq, heads, heads, head_dim) causal scale 0.5 : !mt.tensor<[batch=2, seq=16, heads=1, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16, heads=1, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16, heads=1, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16, heads=1, head_dim=4], f32> -> !mt.tensor<[batch=2, seq=16, heads=1, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16, heads=1, head_dim=4], f32>, !mt.tensor<[batch=2, seq=16, heads=1, head_dim=4], f32>
+  return %dq : !mt.tensor<[batch=2, seq=16, heads=1, head_dim=4], f32>
 }
 }
