@@ -46,18 +46,24 @@ std::vector<std::string> rankEnvironment(const LocalLaunch &launch, int rank) {
       {"MASTER_PORT", concat(launch.masterPort)},
       {"MTC_JOB_TOKEN", launch.token},
   };
+  auto names = [](std::string_view entry, std::string_view name) {
+    return entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=';
+  };
   std::vector<std::string> env;
+  bool blasThreadsSet = false;
   for (char **e = environ; *e; ++e) {
     std::string_view entry(*e);
     bool replaced = false;
     for (const auto &[name, value] : variables)
-      replaced = replaced || (entry.size() > name.size() && entry.starts_with(name) &&
-                              entry[name.size()] == '=');
+      replaced = replaced || names(entry, name);
+    blasThreadsSet = blasThreadsSet || names(entry, "OPENBLAS_NUM_THREADS");
     if (!replaced)
       env.emplace_back(entry);
   }
   for (const auto &[name, value] : variables)
     env.push_back(name + "=" + value);
+  if (launch.blasThreads > 0 && !blasThreadsSet)
+    env.push_back(concat("OPENBLAS_NUM_THREADS=", launch.blasThreads));
   return env;
 }
 

@@ -42,6 +42,11 @@ struct LocalLaunch {
   int masterPort = 0;
   std::string token;
   std::chrono::milliseconds grace{60000};
+  /// The threads each rank's kernels run on: given, OPENBLAS_NUM_THREADS for the ranks
+  /// (unless the environment sets it), so that OpenBLAS, which starts its thread pool when it
+  /// loads, starts no threads the rank then leaves idle (they spin on sched_yield at first);
+  /// 0: OpenBLAS's own choice (every core).
+  int blasThreads = 0;
   /// Whether a forwarded signal is how the job normally ends (a server's): then ranks that all
   /// exit with status 0 after it are a success, not an interrupted job.
   bool signalEndsTheJob = false;

@@ -199,15 +199,20 @@ int launchRanks(const GenerateOptions &o, int argc, char **argv, int64_t request
                                 "there is no sliding window)"));
   }
   std::vector<std::string> args(argv, argv + argc); // "generate" first
+  int threads = 0; // an invalid --threads-per-rank: OpenBLAS's choice, the ranks report it
   if (!o.threads) {
-    Expected<int> threads = defaultThreadsPerRank(processEnvironment(), availableCores(),
-                                                  static_cast<int>(requested));
-    if (!threads)
-      return failWith(threads.error());
-    args.insert(args.begin() + 1, {"--threads-per-rank", std::to_string(*threads)});
+    Expected<int> chosen =
+        defaultThreadsPerRank(processEnvironment(), availableCores(), static_cast<int>(requested));
+    if (!chosen)
+      return failWith(chosen.error());
+    threads = *chosen;
+    args.insert(args.begin() + 1, {"--threads-per-rank", std::to_string(threads)});
+  } else if (Expected<int64_t> given =
+                 parseInteger(o.threads, "--threads-per-rank", 0, 1, kMaxThreadsPerRank)) {
+    threads = static_cast<int>(*given);
   }
   if (Error err = startLocalRanks(std::move(args), static_cast<int>(requested),
-                                  static_cast<int>(ranksPerNode),
+                                  static_cast<int>(ranksPerNode), threads,
                                   std::chrono::seconds(commTimeout) + std::chrono::seconds(5));
       !err.ok())
     return failWith(err);

@@ -58,7 +58,7 @@ Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::millise
 }
 
 Error startLocalRanks(std::vector<std::string> args, int worldSize, int ranksPerNode,
-                      std::chrono::milliseconds grace, bool signalEndsTheJob) {
+                      int threadsPerRank, std::chrono::milliseconds grace, bool signalEndsTheJob) {
   Expected<int> port = pickFreePort();
   if (!port)
     return port.takeError();
@@ -73,6 +73,7 @@ Error startLocalRanks(std::vector<std::string> args, int worldSize, int ranksPer
   launch.masterPort = *port;
   launch.token = *token;
   launch.grace = grace;
+  launch.blasThreads = threadsPerRank;
   launch.signalEndsTheJob = signalEndsTheJob;
   launch.notice = [](const std::string &text) {
     std::fprintf(stderr, "mtrun: warning: %s\n", text.c_str());

@@ -36,11 +36,14 @@ Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::millise
 
 /// Starts `worldSize` ranks on this host (`ranksPerNode` per node), each running this
 /// executable with `args` (argv[1...]), and waits for them; fails naming the ranks that
-/// failed. `grace` is what the others get to notice a failed rank before they are ended.
-/// `signalEndsTheJob`: a signal passed to the ranks is how the job ends (a server's), so ranks
-/// that all exit 0 after it are a success (LocalLaunch).
+/// failed. `threadsPerRank`: the threads each rank's kernels run on, OpenBLAS's threads
+/// for the ranks (LocalLaunch::blasThreads; 0: OpenBLAS's choice). `grace` is what the
+/// others get to notice a failed rank before they are ended. `signalEndsTheJob`: a signal
+/// passed to the ranks is how the job ends (a server's), so ranks that all exit 0 after it
+/// are a success (LocalLaunch).
 Error startLocalRanks(std::vector<std::string> args, int worldSize, int ranksPerNode,
-                      std::chrono::milliseconds grace, bool signalEndsTheJob = false);
+                      int threadsPerRank, std::chrono::milliseconds grace,
+                      bool signalEndsTheJob = false);
 
 /// After this rank failed: its communicators go, and rank 0, whose process runs the store,
 /// waits until every other rank has ended or gone silent (at most `commTimeout` and a

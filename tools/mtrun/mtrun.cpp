@@ -665,7 +665,7 @@ int run(int argc, char **argv) {
     if (!opts->threads)
       args.insert(args.begin(), {"--threads-per-rank", std::to_string(*threadsPerRank)});
     if (Error err = startLocalRanks(std::move(args), static_cast<int>(requested),
-                                    static_cast<int>(*ranksPerNode),
+                                    static_cast<int>(*ranksPerNode), *threadsPerRank,
                                     std::chrono::seconds(*commTimeout) + std::chrono::seconds(5));
         !err.ok())
       return fail(err);

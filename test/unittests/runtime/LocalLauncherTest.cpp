@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +39,41 @@ TEST(LocalLauncherTest, RanksGetTheirVariablesAndSucceed) {
          "&& test \"$RANK\" -ge 0 && test \"$RANK\" -lt 3");
   Error err = runLocalRanks(launch);
   EXPECT_TRUE(err.ok()) << err.message();
+}
+
+/// Sets (or with null unsets) an environment variable while it lives; restores it after.
+class ScopedVariable {
+public:
+  ScopedVariable(const char *name, const char *value) : name_(name) {
+    if (const char *old = std::getenv(name))
+      old_ = old;
+    value ? ::setenv(name, value, 1) : ::unsetenv(name);
+  }
+  ~ScopedVariable() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
+
+private:
+  const char *name_;
+  std::optional<std::string> old_;
+};
+
+// The ranks' OpenBLAS starts as many threads as the ranks' kernels use: the launcher sets
+// OPENBLAS_NUM_THREADS unless the environment already does (or no count is given).
+TEST(LocalLauncherTest, RanksGetTheirBlasThreadsUnlessTheEnvironmentSetsThem) {
+  {
+    ScopedVariable unset("OPENBLAS_NUM_THREADS", nullptr);
+    LocalLaunch launch = shellJob(2, "test \"$OPENBLAS_NUM_THREADS\" = 3");
+    launch.blasThreads = 3;
+    Error err = runLocalRanks(launch);
+    EXPECT_TRUE(err.ok()) << err.message();
+    launch = shellJob(2, "test -z \"${OPENBLAS_NUM_THREADS+set}\"");
+    err = runLocalRanks(launch);
+    EXPECT_TRUE(err.ok()) << "no count given: " << err.message();
+  }
+  ScopedVariable user("OPENBLAS_NUM_THREADS", "5");
+  LocalLaunch launch = shellJob(2, "test \"$OPENBLAS_NUM_THREADS\" = 5");
+  launch.blasThreads = 3;
+  Error err = runLocalRanks(launch);
+  EXPECT_TRUE(err.ok()) << "the user's value: " << err.message();
 }
 
 TEST(LocalLauncherTest, FailuresAreListedByRank) {
