@@ -17,7 +17,6 @@
 
 #include "runtime/comm/LaunchEnvironment.h"
 #include "runtime/data/NpyFile.h"
-#include "runtime/exec/KernelThreads.h"
 #include "runtime/data/Tokenizer.h"
 #include "runtime/generate/Decoding.h"
 #include "runtime/support/CommandLine.h"
@@ -199,20 +198,11 @@ int launchRanks(const GenerateOptions &o, int argc, char **argv, int64_t request
                                 "there is no sliding window)"));
   }
   std::vector<std::string> args(argv, argv + argc); // "generate" first
-  int threads = 0; // an invalid --threads-per-rank: OpenBLAS's choice, the ranks report it
-  if (!o.threads) {
-    Expected<int> chosen =
-        defaultThreadsPerRank(processEnvironment(), availableCores(), static_cast<int>(requested));
-    if (!chosen)
-      return failWith(chosen.error());
-    threads = *chosen;
-    args.insert(args.begin() + 1, {"--threads-per-rank", std::to_string(threads)});
-  } else if (Expected<int64_t> given =
-                 parseInteger(o.threads, "--threads-per-rank", 0, 1, kMaxThreadsPerRank)) {
-    threads = static_cast<int>(*given);
-  }
+  Expected<int> threads = threadsForLocalRanks(o.threads, static_cast<int>(requested), args, 1);
+  if (!threads)
+    return failWith(threads.error());
   if (Error err = startLocalRanks(std::move(args), static_cast<int>(requested),
-                                  static_cast<int>(ranksPerNode), threads,
+                                  static_cast<int>(ranksPerNode), *threads,
                                   std::chrono::seconds(commTimeout) + std::chrono::seconds(5));
       !err.ok())
     return failWith(err);

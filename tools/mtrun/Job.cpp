@@ -4,7 +4,9 @@
 
 #include "runtime/comm/GlooCommunicator.h"
 #include "runtime/comm/Heartbeat.h"
+#include "runtime/exec/KernelThreads.h"
 #include "runtime/launch/LocalLauncher.h"
+#include "runtime/support/CommandLine.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +57,20 @@ Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::millise
     return world.takeError().withContext("connecting the ranks");
   job.world = std::move(*world);
   return job;
+}
+
+Expected<int> threadsForLocalRanks(const std::optional<std::string> &flag, int ranks,
+                                   std::vector<std::string> &args, size_t at) {
+  if (flag) {
+    Expected<int64_t> given = parseInteger(flag, "--threads-per-rank", 0, 1, kMaxThreadsPerRank);
+    return given ? static_cast<int>(*given) : 0;
+  }
+  Expected<int> chosen = defaultThreadsPerRank(processEnvironment(), availableCores(), ranks);
+  if (!chosen)
+    return chosen.takeError();
+  args.insert(args.begin() + static_cast<std::ptrdiff_t>(at),
+              {"--threads-per-rank", std::to_string(*chosen)});
+  return *chosen;
 }
 
 Error startLocalRanks(std::vector<std::string> args, int worldSize, int ranksPerNode,

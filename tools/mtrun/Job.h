@@ -22,6 +22,7 @@
 #include "runtime/support/Error.h"
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,13 @@ namespace mtc::rt {
 /// joins nothing.
 Expected<RankContext> joinJob(const LaunchEnvironment &env, std::chrono::milliseconds timeout,
                               JobStore &store);
+
+/// The threads per rank of a job startLocalRanks starts (`generate`, `serve`): the
+/// `--threads-per-rank` value `flag` as given, else defaultThreadsPerRank for `ranks` ranks,
+/// which is then passed on to them: inserted into `args` at `at`. An invalid flag gives 0
+/// (OpenBLAS's choice for startLocalRanks): each rank reports it.
+Expected<int> threadsForLocalRanks(const std::optional<std::string> &flag, int ranks,
+                                   std::vector<std::string> &args, size_t at);
 
 /// Starts `worldSize` ranks on this host (`ranksPerNode` per node), each running this
 /// executable with `args` (argv[1...]), and waits for them; fails naming the ranks that

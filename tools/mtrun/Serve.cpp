@@ -686,22 +686,13 @@ int launchRanks(const CommandLine &line, int argc, char **argv, int64_t ranks, i
   if (Expected<std::unique_ptr<Tokenizer>> tokenizer = makeTokenizer(*tokenizerFlags); !tokenizer)
     return failWith(tokenizer.error());
   std::vector<std::string> args(argv, argv + argc); // "serve" first
-  int threads = 0; // an invalid --threads-per-rank: OpenBLAS's choice, the ranks report it
-  if (!line.value("--threads-per-rank")) {
-    Expected<int> chosen =
-        defaultThreadsPerRank(processEnvironment(), availableCores(), static_cast<int>(ranks));
-    if (!chosen)
-      return failWith(chosen.error());
-    threads = *chosen;
-    args.insert(args.begin() + 1, {"--threads-per-rank", std::to_string(threads)});
-  } else if (Expected<int64_t> given =
-                 parseInteger(line.value("--threads-per-rank"), "--threads-per-rank", 0, 1,
-                              kMaxThreadsPerRank)) {
-    threads = static_cast<int>(*given);
-  }
+  Expected<int> threads =
+      threadsForLocalRanks(line.value("--threads-per-rank"), static_cast<int>(ranks), args, 1);
+  if (!threads)
+    return failWith(threads.error());
   if (Error err =
           startLocalRanks(std::move(args), static_cast<int>(ranks), static_cast<int>(ranksPerNode),
-                          threads, commTimeout + std::chrono::seconds(5),
+                          *threads, commTimeout + std::chrono::seconds(5),
                           /*signalEndsTheJob=*/true);
       !err.ok())
     return failWith(err);
