@@ -10,6 +10,12 @@
 // position from an argument. Every op stays one the later passes already lower; Passes.td
 // describes the contract.
 //
+// The cache is f32 whatever the plan's precision: the runtime holds f32 keys and values, and
+// a bf16 or f16 key widens exactly. decode_step's attention computes in f32 from them, as
+// mt-decompose computes a low-precision plan's attention, and rounds its output once; the
+// positions are compared in f32, where every position of a window is exact (bf16 is not
+// beyond 256).
+//
 //===----------------------------------------------------------------------===//
 
 #include "compiler/transforms/Passes.h"
@@ -71,14 +77,6 @@ bool isSingleRank(ModuleOp module) {
     if (parallel.getDegree(axis) > 1)
       return false;
   return true;
-}
-
-/// Whether `module` trains in fp32: the runtime's cache holds f32 keys and values, and a
-/// bf16 cache would also need its positions compared in f32; mixed-precision plans generate
-/// through the window path.
-bool isFullPrecision(ModuleOp module) {
-  mt::TrainAttr train = mt::TrainAttr::lookup(module);
-  return !train || train.getPrecisionOrDefault() == mt::Precision::FP32;
 }
 
 template <typename OpT> SmallVector<OpT> opsOf(func::FuncOp func) {
@@ -257,10 +255,13 @@ std::pair<func::FuncOp, func::FuncOp> buildPrefill(SymbolTable &symbols, const C
   func::FuncOp layer = cloneLayer(symbols, model.layer, ".prefill", model.layer);
   mt::AttentionOp attention = opsOf<mt::AttentionOp>(layer).front();
   OpBuilder b(layer.getBody().front().getTerminator());
-  // The cache holds the keys and values as attention takes them: after rope, per kv head.
+  TensorBuilder t(b, attention.getLoc());
+  // The cache holds the keys and values as attention takes them (after rope, per kv head),
+  // in f32.
   SmallVector<Value> cached;
   for (Value kv : {attention.getKey(), attention.getValue()})
-    cached.push_back(mt::RenameOp::create(b, attention.getLoc(), kv, model.seq, model.cacheSeq));
+    cached.push_back(mt::RenameOp::create(b, attention.getLoc(), t.castTo(kv, b.getF32Type()),
+                                          model.seq, model.cacheSeq));
   appendResults(layer, cached, {"", ""});
 
   func::FuncOp prefill = cloneAfter(symbols, model.logits, "prefill", model.logits);
@@ -285,14 +286,17 @@ public:
   PositionReader(OpBuilder &b, Location loc, const CachedModel &model, Value position)
       : b(b), t(b, loc), loc(loc), model(model), position(position) {}
 
-  /// Where the cache's position j is the new token's (1) or not (0): [seq, seq_cache].
+  /// Where the cache's position j is the new token's (1) or not (0): [seq, seq_cache], of
+  /// type `element` (compared in f32).
   Value isNewPosition(Type element) {
-    Value keys = cachePositions(element), query = positionAs(element);
+    Value keys = cachePositions(), query = position32();
     Value one = t.scalar(1.0, keys);
-    return t.sub(t.sub(one, t.greater(keys, query)), t.greater(query, keys));
+    return t.castTo(t.sub(t.sub(one, t.greater(keys, query)), t.greater(query, keys)), element);
   }
   /// Where the cache's position j comes after the new token's (1) or not (0).
-  Value isFuture(Type element) { return t.greater(cachePositions(element), positionAs(element)); }
+  Value isFuture(Type element) {
+    return t.castTo(t.greater(cachePositions(), position32()), element);
+  }
   /// `value` (with a `seq` of one position) at the absolute position, for an op that reads
   /// positions by index along `positionDim`: `build` applies it over the whole window,
   /// whose row at the position is selected (exactly: the other rows are multiplied by 0).
@@ -310,13 +314,12 @@ public:
   TensorBuilder &tensors() { return t; }
 
 private:
-  Value cachePositions(Type element) {
-    auto type = NamedTensorType::get(b.getContext(), {model.cacheSeq}, {model.window}, element);
+  Value cachePositions() {
+    auto type =
+        NamedTensorType::get(b.getContext(), {model.cacheSeq}, {model.window}, b.getF32Type());
     return mt::IotaOp::create(b, loc, type, model.cacheSeq);
   }
-  Value positionAs(Type element) {
-    return mt::CastOp::create(b, loc, typeOf(position).withElementType(element), position);
-  }
+  Value position32() { return t.castTo(position, b.getF32Type()); }
 
   OpBuilder &b;
   TensorBuilder t;
@@ -359,25 +362,26 @@ void ropeAtPosition(func::FuncOp func, const CachedModel &model, Value position)
 /// The attention of the new position over the cache, with the new keys and values written
 /// at the position first; returns the output and the written caches. The same algebra as
 /// mt-decompose's attention (scores scaled, the causal mask's large negative bias, softmax
-/// over the keys' positions), the query's heads grouped per kv head.
+/// over the keys' positions), the query's heads grouped per kv head, in f32: the output is
+/// rounded to the attention's type once.
 std::tuple<Value, Value, Value> cachedAttention(mt::AttentionOp attention, const CachedModel &model,
                                                 Value position, Value keys, Value values) {
   OpBuilder b(attention);
   Location loc = attention.getLoc();
   PositionReader reader(b, loc, model, position);
   TensorBuilder &t = reader.tensors();
-  Type element = typeOf(attention.getQuery()).getElementType();
+  Type element = b.getF32Type();
   StringRef seq = model.seq.getValue(), cacheSeq = model.cacheSeq.getValue();
 
   Value isNew = reader.isNewPosition(element);
   Value keep = t.sub(t.scalar(1.0, isNew), t.reduceSum(isNew, {seq}));
   auto write = [&](Value cache, Value fresh) {
-    Value placed = t.reduceSum(t.mul(fresh, isNew), {seq});
+    Value placed = t.reduceSum(t.mul(t.castTo(fresh, element), isNew), {seq});
     return t.add(t.mul(cache, keep), t.transposeTo(placed, typeOf(cache)));
   };
   Value k = write(keys, attention.getKey()), v = write(values, attention.getValue());
 
-  Value q = attention.getQuery();
+  Value q = t.castTo(attention.getQuery(), element);
   NamedTensorType qType = typeOf(q);
   StringAttr heads = attention.getHeadsDimAttr(), kvHeads = attention.getKvHeadsDimAttr();
   StringAttr group;
@@ -409,7 +413,8 @@ std::tuple<Value, Value, Value> cachedAttention(mt::AttentionOp attention, const
   if (group)
     out = mt::MergeOp::create(b, loc, out,
                               b.getStrArrayAttr({kvHeads.getValue(), group.getValue()}), heads);
-  return {t.transposeTo(out, qType), k, v};
+  Type outElement = typeOf(attention.getResult()).getElementType();
+  return {t.castTo(t.transposeTo(out, qType), outElement), k, v};
 }
 
 void buildDecodeStep(SymbolTable &symbols, const CachedModel &model, Operation *layerAfter,
@@ -470,7 +475,7 @@ struct KVCachePass : transforms::impl::MTKVCachePassBase<KVCachePass> {
     SymbolTable symbols(module);
     auto logits = symbols.lookup<func::FuncOp>(kLogitsBuffer);
     if (!logits || symbols.lookup("prefill") || symbols.lookup("decode_step") ||
-        !isSingleRank(module) || !isFullPrecision(module))
+        !isSingleRank(module))
       return;
     std::optional<CachedModel> model = analyse(module, logits);
     if (!model)

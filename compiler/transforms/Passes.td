@@ -202,11 +202,16 @@ def MTKVCachePass : Pass<"mt-kv-cache", "::mlir::ModuleOp"> {
     layer. An expert dispatch with a capacity factor sizes its capacity by the tokens of
     the derived function (one token in decode_step), as the verifier's formula does.
 
+    The cache is f32 in every precision (the runtime's cache is f32): under mixed precision
+    prefill widens the bf16/f16 keys and values it returns (exactly), and decode_step's
+    attention casts the query and the new keys and values to f32, computes in f32 (as
+    mt-decompose computes a low-precision attention) and casts its output back once. The
+    positions are compared in f32 in every precision.
+
     Left alone (no function added; generation uses `logits`, the window path): a module
     without `logits` or with `prefill` / `decode_step` already; a parallel module (a
     `mt.parallel` degree above 1, the distributed optimizer, a ZeRO stage, a searched
-    strategy: the functions would not be partitioned); a mixed-precision module (`precision`
-    other than fp32: the runtime's cache is f32); a `logits` whose body is not one
+    strategy: the functions would not be partitioned); a `logits` whose body is not one
     block with exactly one `mt.repeat` carrying all its operands and no attention or call of
     its own; a layer with nested repeats or calls, or not exactly one attention, or one that
     is not causal or saves its log-sum-exp.

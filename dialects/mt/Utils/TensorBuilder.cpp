@@ -79,6 +79,13 @@ Value TensorBuilder::transposeTo(Value value, mt::NamedTensorType target) {
   return mt::TransposeOp::create(b, loc, target, value);
 }
 
+Value TensorBuilder::castTo(Value value, Type element) {
+  mt::NamedTensorType type = typeOf(value);
+  if (type.getElementType() == element)
+    return value;
+  return mt::CastOp::create(b, loc, type.withElementType(element), value);
+}
+
 Value TensorBuilder::broadcastTo(Value value, mt::NamedTensorType target) {
   mt::NamedTensorType type = typeOf(value);
   if (type.getRank() == target.getRank())

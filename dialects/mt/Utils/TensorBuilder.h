@@ -51,6 +51,8 @@ public:
   /// log(sum(exp(value) over dim)) in the stable form max + log(sum(exp(value - max))).
   mlir::Value logSumExp(mlir::Value value, llvm::StringRef dim);
   mlir::Value contract(mlir::Value lhs, mlir::Value rhs, llvm::ArrayRef<llvm::StringRef> over);
+  /// `value` with elements of type `element` (`value` itself when it has them).
+  mlir::Value castTo(mlir::Value value, mlir::Type element);
 
   /// `value` with exactly `target`'s dimensions in `target`'s order (a no-op when it already
   /// has them): reorders, or replicates along `target`'s missing dimensions.

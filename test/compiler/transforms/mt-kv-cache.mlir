@@ -171,22 +171,58 @@ module {
 
 // -----
 
-// Tests that a mixed-precision module (train precision bf16) gets no cached functions: the
-// runtime's cache is f32, so bf16 plans generate through the window path.
-// CHECK-LABEL: module @mixed
-// CHECK-NOT: func.func @prefill
-// CHECK-NOT: func.func @decode_step
+// Tests that a mixed-precision module (train precision bf16) gets an f32 cache: prefill widens
+// the bf16 keys and values it returns, decode_step compares the positions in f32 (the rope
+// row's 0/1 selection then cast to bf16), writes the widened new keys and values, attends in
+// f32 and rounds the attention's output to bf16 once.
+// CHECK-LABEL: func.func @block.prefill(
+// CHECK: %[[Q:.*]] = mt.rope %{{.*}} over head_dim position seq : <[batch=1, seq=4, heads=2, head_dim=2], bf16>
+// CHECK: %[[K32:.*]] = mt.cast %[[Q]] : <[batch=1, seq=4, heads=2, head_dim=2], bf16> to <[batch=1, seq=4, heads=2, head_dim=2], f32>
+// CHECK: %[[K:.*]] = mt.rename %[[K32]] seq to seq_cache : <[batch=1, seq=4, heads=2, head_dim=2], f32> -> <[batch=1, seq_cache=4, heads=2, head_dim=2], f32>
+// CHECK: return %{{.*}}, %[[K]], %{{.*}} : !mt.tensor<[batch=1, seq=4, hidden=4], bf16>, !mt.tensor<[batch=1, seq_cache=4, heads=2, head_dim=2], f32>, !mt.tensor<[batch=1, seq_cache=4, heads=2, head_dim=2], f32>
+// CHECK-LABEL: func.func @block.decode(
+// CHECK-SAME: %{{.*}}: !mt.tensor<[batch=1, seq=1, hidden=4], bf16>, %[[P:.*]]: !mt.tensor<[seq=1], i32>, %[[KC:.*]]: !mt.tensor<[batch=1, seq_cache=4, heads=2, head_dim=2], f32>, %[[VC:.*]]: !mt.tensor<[batch=1, seq_cache=4, heads=2, head_dim=2], f32>)
+// CHECK: %[[ROT:.*]] = mt.rope %{{.*}} over head_dim position seq_cache : <[batch=1, heads=2, head_dim=2, seq_cache=4], bf16>
+// CHECK: %[[IOTA:.*]] = mt.iota dim seq_cache : <[seq_cache=4], f32>
+// CHECK: mt.cast %[[P]] : <[seq=1], i32> to <[seq=1], f32>
+// CHECK: %[[ISNEW:.*]] = mt.sub %{{.*}} : <[seq_cache=4, seq=1], f32>, <[seq=1, seq_cache=4], f32> -> <[seq_cache=4, seq=1], f32>
+// CHECK: %[[SELECT:.*]] = mt.cast %[[ISNEW]] : <[seq_cache=4, seq=1], f32> to <[seq_cache=4, seq=1], bf16>
+// CHECK: mt.mul %[[ROT]], %[[SELECT]]
+// CHECK: %[[NEWK:.*]] = mt.cast %{{.*}} : <[batch=1, seq=1, heads=2, head_dim=2], bf16> to <[batch=1, seq=1, heads=2, head_dim=2], f32>
+// CHECK: mt.mul %[[NEWK]], %{{.*}} : <[batch=1, seq=1, heads=2, head_dim=2], f32>, <[seq_cache=4, seq=1], f32>
+// CHECK: mt.mul %[[KC]], %{{.*}} : <[batch=1, seq_cache=4, heads=2, head_dim=2], f32>, <[seq_cache=4], f32>
+// CHECK: mt.contract %{{.*}}, %{{.*}} over [head_dim] : <[batch=1, seq=1, heads=2, head_dim=2], f32>, <[batch=1, seq_cache=4, heads=2, head_dim=2], f32> -> <[batch=1, seq=1, heads=2, seq_cache=4], f32>
+// CHECK: mt.constant -1.7014117331926443E+38 : <[], f32>
+// CHECK: %[[PROBS:.*]] = mt.softmax %{{.*}} over seq_cache : <[batch=1, seq=1, heads=2, seq_cache=4], f32>
+// CHECK: %[[OUT:.*]] = mt.contract %[[PROBS]], %{{.*}} over [seq_cache] : {{.*}} -> <[batch=1, seq=1, heads=2, head_dim=2], f32>
+// CHECK: %[[ROUNDED:.*]] = mt.cast %[[OUT]] : <[batch=1, seq=1, heads=2, head_dim=2], f32> to <[batch=1, seq=1, heads=2, head_dim=2], bf16>
+// CHECK: mt.contract %[[ROUNDED]], %{{.*}} over [heads, head_dim] : <[batch=1, seq=1, heads=2, head_dim=2], bf16>
+// CHECK-LABEL: func.func @prefill(
+// CHECK-SAME: -> (!mt.tensor<[batch=1, seq=4, vocab=5], f32> {mt.buffer = "logits"}, !mt.tensor<[layers=2, batch=1, seq_cache=4, heads=2, head_dim=2], f32> {mt.buffer = "keys"}, !mt.tensor<[layers=2, batch=1, seq_cache=4, heads=2, head_dim=2], f32> {mt.buffer = "values"})
+// CHECK-LABEL: func.func @decode_step(
+// CHECK-SAME: !mt.tensor<[layers=2, batch=1, seq_cache=4, heads=2, head_dim=2], f32> {mt.buffer = "keys"}
 module @mixed attributes {mt.train = #mt.train<precision = bf16>} {
-  mt.param @wte : !mt.tensor<[vocab=5, heads=2, head_dim=2], f32> init normal(2.000000e-02)
-  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
-    %a = mt.attention %x, %x, %x dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
-    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  mt.param @wte : !mt.tensor<[vocab=5, hidden=4], f32> init normal(2.000000e-02)
+  mt.param @block.wq layer @block : !mt.tensor<[hidden=4, heads=2, head_dim=2], f32> init normal(2.000000e-02)
+  mt.param @block.wo layer @block : !mt.tensor<[heads=2, head_dim=2, hidden=4], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, hidden=4], bf16>) -> !mt.tensor<[batch=2, seq=4, hidden=4], bf16> attributes {mt.layer} {
+    %wq32 = mt.param_ref @block.wq : <[hidden=4, heads=2, head_dim=2], f32>
+    %wq = mt.cast %wq32 : <[hidden=4, heads=2, head_dim=2], f32> to <[hidden=4, heads=2, head_dim=2], bf16>
+    %wo32 = mt.param_ref @block.wo : <[heads=2, head_dim=2, hidden=4], f32>
+    %wo = mt.cast %wo32 : <[heads=2, head_dim=2, hidden=4], f32> to <[heads=2, head_dim=2, hidden=4], bf16>
+    %q0 = mt.contract %x, %wq over [hidden] : <[batch=2, seq=4, hidden=4], bf16>, <[hidden=4, heads=2, head_dim=2], bf16> -> <[batch=2, seq=4, heads=2, head_dim=2], bf16>
+    %q = mt.rope %q0 over head_dim position seq : <[batch=2, seq=4, heads=2, head_dim=2], bf16>
+    %a = mt.attention %q, %q, %q0 dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], bf16>, <[batch=2, seq=4, heads=2, head_dim=2], bf16>, <[batch=2, seq=4, heads=2, head_dim=2], bf16>
+    %o = mt.contract %a, %wo over [heads, head_dim] : <[batch=2, seq=4, heads=2, head_dim=2], bf16>, <[heads=2, head_dim=2, hidden=4], bf16> -> <[batch=2, seq=4, hidden=4], bf16>
+    return %o : !mt.tensor<[batch=2, seq=4, hidden=4], bf16>
   }
   func.func @logits(%tokens: !mt.tensor<[batch=2, seq=4], i32>) -> (!mt.tensor<[batch=2, seq=4, vocab=5], f32> {mt.buffer = "logits"}) {
-    %w = mt.param_ref @wte : <[vocab=5, heads=2, head_dim=2], f32>
-    %x = mt.gather %w, %tokens over vocab : <[vocab=5, heads=2, head_dim=2], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, heads=2, head_dim=2], f32>
-    %z = mt.repeat @block(%x) count 2 : (!mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
-    %l = mt.contract %z, %w over [heads, head_dim] : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[vocab=5, heads=2, head_dim=2], f32> -> <[batch=2, seq=4, vocab=5], f32>
-    return %l : !mt.tensor<[batch=2, seq=4, vocab=5], f32>
+    %w32 = mt.param_ref @wte : <[vocab=5, hidden=4], f32>
+    %w = mt.cast %w32 : <[vocab=5, hidden=4], f32> to <[vocab=5, hidden=4], bf16>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, hidden=4], bf16>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, hidden=4], bf16>
+    %z = mt.repeat @block(%x) count 2 : (!mt.tensor<[batch=2, seq=4, hidden=4], bf16>) -> !mt.tensor<[batch=2, seq=4, hidden=4], bf16>
+    %l = mt.contract %z, %w over [hidden] : <[batch=2, seq=4, hidden=4], bf16>, <[vocab=5, hidden=4], bf16> -> <[batch=2, seq=4, vocab=5], bf16>
+    %l32 = mt.cast %l : <[batch=2, seq=4, vocab=5], bf16> to <[batch=2, seq=4, vocab=5], f32>
+    return %l32 : !mt.tensor<[batch=2, seq=4, vocab=5], f32>
   }
 }
