@@ -197,6 +197,8 @@ private:
     SmallVector<ShardedTensorType> args, results;
   };
   llvm::StringMap<Done> partitioned;
+  /// The layouts of the caches prefill returns, which decode_step takes and returns.
+  llvm::StringMap<ShardedTensorType> cacheLayouts;
   /// Every repeated function as it was before partitioning, for the copies a second
   /// layout needs (the pipeline chunks call the layers with other layouts than the step).
   llvm::StringMap<func::FuncOp> pristine;
@@ -211,6 +213,17 @@ private:
 static bool isSavedOnRank(DictionaryAttr attrs) {
   auto kind = attrs ? attrs.getAs<StringAttr>(mt::MTDialect::kBufferAttrName) : StringAttr();
   return kind && (kind.getValue() == "residual" || kind.getValue() == "stash");
+}
+
+/// The cache (`keys` or `values`) an entry function's argument or result with attributes
+/// `attrs` is, mt-kv-cache's; empty when none. A cache stays on its rank between calls, in
+/// the layout prefill computes it in (under tp each rank keeps its heads' part): gathering
+/// it whole would move every cached position for each new token.
+static StringRef cacheBuffer(DictionaryAttr attrs) {
+  auto kind = attrs ? attrs.getAs<StringAttr>(mt::MTDialect::kBufferAttrName) : StringAttr();
+  if (kind && (kind.getValue() == "keys" || kind.getValue() == "values"))
+    return kind.getValue();
+  return {};
 }
 
 /// Whether an entry function's argument or result with attributes `attrs` is model state:
@@ -475,11 +488,12 @@ LogicalResult Partitioner::run() {
         callee && !pristine.count(callee.getSymName()))
       pristine[callee.getSymName()] = callee.clone();
   });
-  // The entry functions, the pipeline chunk functions (mt-pipeline-chunks), whose
-  // activations, residuals and stash cross function boundaries replicated, and the
-  // optimizer steps (`mt.optimizer`: @optimizer_step and the pipeline stages' functions).
+  // The entry functions (prefill before decode_step, which takes its caches), the pipeline
+  // chunk functions (mt-pipeline-chunks), whose activations, residuals and stash cross
+  // function boundaries replicated, and the optimizer steps (`mt.optimizer`:
+  // @optimizer_step and the pipeline stages' functions).
   SmallVector<func::FuncOp> entries;
-  for (StringRef name : {"forward", "forward_backward", "logits"})
+  for (StringRef name : {"forward", "forward_backward", "logits", "prefill", "decode_step"})
     if (auto func = module.lookupSymbol<func::FuncOp>(name))
       entries.push_back(func);
   for (auto func : module.getOps<func::FuncOp>())
@@ -515,6 +529,13 @@ LogicalResult Partitioner::run() {
       }
       if (optimizer || isModelState(attrs))
         continue;
+      if (StringRef cache = cacheBuffer(attrs); !cache.empty()) {
+        auto it = cacheLayouts.find(cache);
+        if (it == cacheLayouts.end())
+          return func.emitError() << "takes the " << cache << " cache, which no prefill returns";
+        args.back() = it->second;
+        continue;
+      }
       FailureOr<std::optional<ShardedTensorType>> data = dataLayout(func, i, args.back());
       if (failed(data))
         return failure();
@@ -533,6 +554,12 @@ LogicalResult Partitioner::run() {
       forced.push_back(entryLayout(type, func.getResultAttrDict(i), grad, optimizer));
       if (optimizer || grad || isModelState(func.getResultAttrDict(i)))
         continue;
+      if (StringRef cache = cacheBuffer(func.getResultAttrDict(i)); !cache.empty()) {
+        forced.back() = std::nullopt;
+        if (auto it = cacheLayouts.find(cache); it != cacheLayouts.end())
+          forced.back() = it->second;
+        continue;
+      }
       if (isSavedOnRank(func.getResultAttrDict(i))) {
         FailureOr<std::optional<ShardedTensorType>> data =
             dataLayout(func, i, *forced.back(), /*result=*/true);
@@ -548,8 +575,13 @@ LogicalResult Partitioner::run() {
       if (func->hasAttr(mt::MTDialect::kPipelineChunkAttrName))
         forced.back() = dataParallelPart(*forced.back());
     }
-    if (failed(partitionFunction(func, args, forced, sliced)))
+    FailureOr<SmallVector<ShardedTensorType>> results =
+        partitionFunction(func, args, forced, sliced);
+    if (failed(results))
       return failure();
+    for (auto [i, layout] : llvm::enumerate(*results))
+      if (StringRef cache = cacheBuffer(func.getResultAttrDict(i)); !cache.empty())
+        cacheLayouts.try_emplace(cache, layout);
   }
   cast<mtp::MTPDialect>(spec.mesh.getDialect()).getMeshAttrHelper().setAttr(module, spec.mesh);
   return success();

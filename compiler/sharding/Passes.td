@@ -20,7 +20,10 @@ def MTPPartitionPass : Pass<"mtp-partition", "::mlir::ModuleOp"> {
     `kv_heads`, `ffn` and `vocab` to `tp`; with `etp = 1` an expert weight (leading with
     `experts`) is not split along its other dimensions, its experts over `[ep, tp]`
     instead (Megatron's parallel folding). Token ids, the loss, the step scalars and
-    everything else that enters or leaves the step are replicated. With `sp on`, `seq` is
+    everything else that enters or leaves the step are replicated, except mt-kv-cache's
+    caches (`mt.buffer = "keys" | "values"`): `@prefill` returns them in the layout it
+    computes them in (under tp each rank's heads), and `@decode_step` takes and returns
+    them in that layout, so they never travel. With `sp on`, `seq` is
     split over `tp` wherever nothing needs it whole (the norm and dropout regions); under
     context parallelism each of its cp parts is (`seq = [cp, tp]`).
     Context parallelism (`cp > 1`) splits the data's `seq` over `cp`: the entry

@@ -63,9 +63,12 @@ struct CachedModel {
   StringAttr cacheSeq;
 };
 
-/// Whether `module` runs on one rank: the functions added here are not partitioned, so a
-/// mesh leaves generation to the window path (the runtime refuses meshes anyway).
-bool isSingleRank(ModuleOp module) {
+/// Whether `module` runs on one rank or over tensor parallelism alone (with or without
+/// sequence parallelism): mtp-partition lays the two functions out over tp as it does
+/// `logits`, each rank keeping its heads' part of the cache. Other meshes leave generation
+/// to the window path: one sequence has no batch to split over dp or ep, a pipeline's
+/// stages no functions to cut it into, and ring attention no cache split by positions.
+bool isOneRankOrTensorParallel(ModuleOp module) {
   if (module->hasAttr(sharding::kZeroStageAttrName))
     return false;
   mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
@@ -73,7 +76,7 @@ bool isSingleRank(ModuleOp module) {
     return true;
   if (parallel.getAutoSearch() || parallel.usesDistributedOptimizer())
     return false;
-  for (StringRef axis : {"tp", "pp", "dp", "cp", "ep"})
+  for (StringRef axis : {"pp", "dp", "cp", "ep"})
     if (parallel.getDegree(axis) > 1)
       return false;
   return true;
@@ -475,7 +478,7 @@ struct KVCachePass : transforms::impl::MTKVCachePassBase<KVCachePass> {
     SymbolTable symbols(module);
     auto logits = symbols.lookup<func::FuncOp>(kLogitsBuffer);
     if (!logits || symbols.lookup("prefill") || symbols.lookup("decode_step") ||
-        !isSingleRank(module))
+        !isOneRankOrTensorParallel(module))
       return;
     std::optional<CachedModel> model = analyse(module, logits);
     if (!model)

@@ -83,16 +83,21 @@ Expected<std::vector<void *>> bindParams(const Plan &plan, const KernelFunction 
 } // namespace
 
 Expected<CachedLogits> CachedLogits::create(const Plan &plan, const KernelLibrary &kernels,
-                                            const TrainingState &state) {
+                                            const TrainingState &state, const MeshContext *mesh) {
   const LoadedKernel *prefill = kernels.prefill(), *step = kernels.decodeStep();
   if (!prefill || !step)
     return makeError(plan.dir.string(),
                      ": the plan has no `prefill` and `decode_step` functions for cached "
-                     "generation (recompile it with this mtc, on one rank; or use "
-                     "--no-kv-cache)");
-  if (plan.meshSize() > 1)
+                     "generation (recompile it with this mtc, on one rank or over tp alone; "
+                     "or use --no-kv-cache)");
+  if (plan.meshSize() > 1 && !mesh)
     return makeError(plan.dir.string(), ": the plan is partitioned over a mesh of ",
-                     plan.meshSize(), " ranks; cached generation runs on one rank");
+                     plan.meshSize(),
+                     " ranks; its cached generation runs on the ranks of "
+                     "that mesh");
+  if (mesh && mesh->axes.size() != plan.mesh.size())
+    return makeError(plan.dir.string(), ": the mesh given has ", mesh->axes.size(),
+                     " axes, the plan's ", plan.mesh.size());
   // The plan loader checked the functions (checkCachedGeneration): prefill(tokens, params)
   // -> (logits, keys, values); decode_step(token, position, keys, values, params) -> the same.
   const KernelFunction &pf = *prefill->function, &sf = *step->function;
@@ -101,8 +106,10 @@ Expected<CachedLogits> CachedLogits::create(const Plan &plan, const KernelLibrar
   if (!cache)
     return cache.takeError();
   CachedLogits f(*prefill, *step, std::move(*cache), plan.vocabularyRealSize);
-  for (const MeshAxis &a : plan.mesh)
-    f.mesh_.axes.push_back(MeshAxisGroup{a.name, a.size, 0, nullptr});
+  f.mesh_ = mesh;
+  if (!mesh)
+    for (const MeshAxis &a : plan.mesh)
+      f.ownMesh_.axes.push_back(MeshAxisGroup{a.name, a.size, 0, nullptr});
   f.window_ = pf.inputs[0].numElements();
   f.vocabulary_ = plan.vocabularyRealSize;
   f.paddedVocabulary_ = pf.outputs[0].dims.back().size;
@@ -133,7 +140,7 @@ Error CachedLogits::runPrefill(std::span<const int64_t> ids) {
   buffers_.insert(buffers_.end(), prefillParams_.begin(), prefillParams_.end());
   buffers_.insert(buffers_.end(), {windowLogits_.data(), cache_.keys(), cache_.values()});
   // No DropoutCall: evaluation without dropout, as the window path.
-  if (Error err = callInMesh(*prefill_, buffers_, mesh_, nullptr); !err.ok())
+  if (Error err = callInMesh(*prefill_, buffers_, mesh_ ? *mesh_ : ownMesh_, nullptr); !err.ok())
     return std::move(err).withContext("prefill");
   // The rows of the real vocabulary, one per id.
   std::vector<float> rows;
@@ -152,7 +159,7 @@ Error CachedLogits::runStep(int64_t id, int64_t position) {
   buffers_.assign({token_.data(), position_.data(), cache_.keys(), cache_.values()});
   buffers_.insert(buffers_.end(), stepParams_.begin(), stepParams_.end());
   buffers_.insert(buffers_.end(), {stepLogits_.data(), cache_.nextKeys(), cache_.nextValues()});
-  if (Error err = callInMesh(*step_, buffers_, mesh_, nullptr); !err.ok())
+  if (Error err = callInMesh(*step_, buffers_, mesh_ ? *mesh_ : ownMesh_, nullptr); !err.ok())
     return std::move(err).withContext("decode_step");
   cache_.swap();
   sequence_.stepped(id, stepLogits_);

@@ -83,10 +83,16 @@ private:
 
 class CachedLogits {
 public:
-  /// Binds `kernels`' prefill and decode_step to the parameters of `state`. Fails when the
-  /// plan has not both. The plan, kernels and state must outlive the object.
+  /// Binds `kernels`' prefill and decode_step to the parameters of `state`: the whole
+  /// model on one rank, or this rank's shards where `mesh` (RankMesh::context()) places it
+  /// on the plan's mesh (tensor parallelism: each rank caches its heads' keys and values,
+  /// the functions' collectives run over `mesh`, and every rank of the mesh calls
+  /// logitsOfLast() with the same ids at the same time). Fails when the plan has not both,
+  /// or is partitioned over more than one rank and `mesh` is null. The plan, kernels,
+  /// state and mesh must outlive the object.
   static Expected<CachedLogits> create(const Plan &plan, const KernelLibrary &kernels,
-                                       const TrainingState &state);
+                                       const TrainingState &state,
+                                       const MeshContext *mesh = nullptr);
 
   int64_t window() const { return window_; }
   int64_t vocabulary() const { return vocabulary_; }
@@ -109,7 +115,8 @@ private:
   const LoadedKernel *prefill_, *step_;
   KVCacheBuffers cache_;
   CachedSequence sequence_;
-  MeshContext mesh_;
+  MeshContext ownMesh_;                            // a mesh of one rank (no communicators)
+  const MeshContext *mesh_ = nullptr;              // the one given to create(); null: ownMesh_
   std::vector<void *> prefillParams_, stepParams_; // each function's, in its order
   std::vector<int32_t> tokens_, token_, position_;
   std::vector<float> windowLogits_, stepLogits_;

@@ -107,11 +107,11 @@ GenerationModel::load(const GenerationModelOptions &options, Communicator *world
   if (!logits)
     return logits.error();
   model->logits_ = std::make_unique<LogitsFunction>(std::move(*logits));
-  // The cached functions run on one rank (the compiler leaves them out of a mesh plan).
-  if (!options.noKVCache && !placed.partitioned() && model->kernels_->prefill() &&
-      model->kernels_->decodeStep()) {
+  // The cached functions, where the compiler gave the plan them (one rank, or tp alone).
+  if (!options.noKVCache && model->kernels_->prefill() && model->kernels_->decodeStep()) {
     Expected<CachedLogits> cached =
-        CachedLogits::create(*model->plan_, *model->kernels_, *model->state_);
+        CachedLogits::create(*model->plan_, *model->kernels_, *model->state_,
+                             placed.partitioned() ? &placed.context() : nullptr);
     if (!cached)
       return cached.error();
     model->cached_ = std::make_unique<CachedLogits>(std::move(*cached));

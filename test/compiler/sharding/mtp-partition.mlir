@@ -1529,3 +1529,46 @@ module attributes {mt.outlined, mt.parallel = #mt.parallel<cp = 2, cp_comm_type 
 module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2, ep = 2, etp = 1>} {
   mt.param @we : !mt.tensor<[experts=2, hidden=4, ffn=8], f32> init normal(2.000000e-02)
 }
+
+// -----
+
+// Tests that mt-kv-cache's caches stay on their rank under tp: prefill returns its keys in
+// the layout it computes them in (this rank's heads), decode_step takes and returns them in
+// that layout, and neither gathers them.
+// CHECK-LABEL: func.func @prefill(
+// CHECK-SAME: %{{.*}}: !mt.tensor<[seq=4, hidden=4], f32> {mt.buffer = "tokens"}, %{{.*}}: !mt.tensor<[hidden=4, heads=1, head_dim=2], f32> {mt.param = @wk}) -> (!mt.tensor<[seq_cache=4, heads=1, head_dim=2], f32> {mt.buffer = "keys"})
+// CHECK-NOT: mtp.
+// CHECK: return
+// CHECK-LABEL: func.func @decode_step(
+// CHECK-SAME: %{{.*}}: !mt.tensor<[seq_cache=4, heads=1, head_dim=2], f32> {mt.buffer = "keys"}, %{{.*}}: !mt.tensor<[hidden=4, heads=1, head_dim=2], f32> {mt.param = @wk}) -> (!mt.tensor<[seq_cache=4, heads=1, head_dim=2], f32> {mt.buffer = "keys"})
+// CHECK-NOT: mtp.
+// CHECK: return
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
+  mt.param @wk : !mt.tensor<[hidden=4, heads=2, head_dim=2], f32> init normal(2.000000e-02)
+  func.func @prefill(%x: !mt.tensor<[seq=4, hidden=4], f32> {mt.buffer = "tokens"},
+                     %wk: !mt.tensor<[hidden=4, heads=2, head_dim=2], f32> {mt.param = @wk}) -> (!mt.tensor<[seq_cache=4, heads=2, head_dim=2], f32> {mt.buffer = "keys"}) {
+    %k = mt.contract %x, %wk over [hidden] : <[seq=4, hidden=4], f32>, <[hidden=4, heads=2, head_dim=2], f32> -> <[seq=4, heads=2, head_dim=2], f32>
+    %c = mt.rename %k seq to seq_cache : <[seq=4, heads=2, head_dim=2], f32> -> <[seq_cache=4, heads=2, head_dim=2], f32>
+    return %c : !mt.tensor<[seq_cache=4, heads=2, head_dim=2], f32>
+  }
+  func.func @decode_step(%x: !mt.tensor<[seq=1, hidden=4], f32> {mt.buffer = "tokens"},
+                         %keys: !mt.tensor<[seq_cache=4, heads=2, head_dim=2], f32> {mt.buffer = "keys"},
+                         %wk: !mt.tensor<[hidden=4, heads=2, head_dim=2], f32> {mt.param = @wk}) -> (!mt.tensor<[seq_cache=4, heads=2, head_dim=2], f32> {mt.buffer = "keys"}) {
+    %k = mt.contract %x, %wk over [hidden] : <[seq=1, hidden=4], f32>, <[hidden=4, heads=2, head_dim=2], f32> -> <[seq=1, heads=2, head_dim=2], f32>
+    %s = mt.reduce_sum %k over [seq] : <[seq=1, heads=2, head_dim=2], f32> -> <[heads=2, head_dim=2], f32>
+    %n = mt.add %keys, %s : <[seq_cache=4, heads=2, head_dim=2], f32>, <[heads=2, head_dim=2], f32> -> <[seq_cache=4, heads=2, head_dim=2], f32>
+    return %n : !mt.tensor<[seq_cache=4, heads=2, head_dim=2], f32>
+  }
+}
+
+// -----
+
+// Tests that a decode_step without a prefill to give its cache's layout is an error.
+module attributes {mt.outlined, mt.parallel = #mt.parallel<tp = 2>} {
+  mt.param @wk : !mt.tensor<[hidden=4, heads=2], f32> init normal(2.000000e-02)
+  // expected-error @+1 {{takes the keys cache, which no prefill returns}}
+  func.func @decode_step(%x: !mt.tensor<[seq=1, heads=2], f32> {mt.buffer = "tokens"},
+                         %keys: !mt.tensor<[seq_cache=4, heads=2], f32> {mt.buffer = "keys"}) -> (!mt.tensor<[seq_cache=4, heads=2], f32> {mt.buffer = "keys"}) {
+    return %keys : !mt.tensor<[seq_cache=4, heads=2], f32>
+  }
+}
