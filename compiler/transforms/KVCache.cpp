@@ -63,20 +63,23 @@ struct CachedModel {
   StringAttr cacheSeq;
 };
 
-/// Whether `module` runs on one rank or over tensor parallelism alone (with or without
-/// sequence parallelism): mtp-partition lays the two functions out over tp as it does
-/// `logits`, each rank keeping its heads' part of the cache. Other meshes leave generation
-/// to the window path: one sequence has no batch to split over dp or ep, a pipeline's
-/// stages no functions to cut it into, and ring attention no cache split by positions.
-bool isOneRankOrTensorParallel(ModuleOp module) {
-  if (module->hasAttr(sharding::kZeroStageAttrName))
+/// Whether each rank of `module`'s layout can score one sequence: on one rank, over tensor
+/// parallelism (with or without sequence parallelism: mtp-partition lays the two functions
+/// out over tp as it does `logits`, each rank keeping its heads' part of the cache), and
+/// over data parallelism up to ZeRO-2 (the distributed optimizer splits only the optimizer
+/// step over dp; every data-parallel rank scores the sequence whole). Other layouts leave
+/// generation to the window path: ZeRO-3 and expert parallelism split the micro-batch,
+/// which one sequence does not fill, a pipeline's stages have no functions to cut the
+/// cache into, and ring attention would need it split by positions.
+bool scoresOneSequencePerRank(ModuleOp module) {
+  if (sharding::zeroStage(module) >= 3)
     return false;
   mt::ParallelAttr parallel = mt::ParallelAttr::lookup(module);
   if (!parallel)
     return true;
-  if (parallel.getAutoSearch() || parallel.usesDistributedOptimizer())
+  if (parallel.getAutoSearch())
     return false;
-  for (StringRef axis : {"pp", "dp", "cp", "ep"})
+  for (StringRef axis : {"pp", "cp", "ep"})
     if (parallel.getDegree(axis) > 1)
       return false;
   return true;
@@ -478,7 +481,7 @@ struct KVCachePass : transforms::impl::MTKVCachePassBase<KVCachePass> {
     SymbolTable symbols(module);
     auto logits = symbols.lookup<func::FuncOp>(kLogitsBuffer);
     if (!logits || symbols.lookup("prefill") || symbols.lookup("decode_step") ||
-        !isOneRankOrTensorParallel(module))
+        !scoresOneSequencePerRank(module))
       return;
     std::optional<CachedModel> model = analyse(module, logits);
     if (!model)

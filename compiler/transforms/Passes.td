@@ -208,10 +208,14 @@ def MTKVCachePass : Pass<"mt-kv-cache", "::mlir::ModuleOp"> {
     mt-decompose computes a low-precision attention) and casts its output back once. The
     positions are compared in f32 in every precision.
 
+    A module over tensor parallelism (with or without sequence parallelism) or data
+    parallelism up to ZeRO-2 (the distributed optimizer) gets them too: mtp-partition lays
+    them out like `logits`, keeping each rank's part of the caches (see mtp-partition).
+
     Left alone (no function added; generation uses `logits`, the window path): a module
-    without `logits` or with `prefill` / `decode_step` already; a parallel module (a
-    `mt.parallel` degree above 1, the distributed optimizer, a ZeRO stage, a searched
-    strategy: the functions would not be partitioned); a `logits` whose body is not one
+    without `logits` or with `prefill` / `decode_step` already; a module over pipeline,
+    context or expert parallelism, under ZeRO-3 (which splits the micro-batch over dp) or
+    with a searched strategy; a `logits` whose body is not one
     block with exactly one `mt.repeat` carrying all its operands and no attention or call of
     its own; a layer with nested repeats or calls, or not exactly one attention, or one that
     is not causal or saves its log-sum-exp.

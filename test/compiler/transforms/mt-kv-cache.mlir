@@ -126,12 +126,57 @@ module attributes {mt.parallel = #mt.parallel<tp = 2, sp = true>} {
 
 // -----
 
-// Tests that a module with another mesh axis (here dp 2 beside tp 2) gets no cached functions:
-// one sequence has no batch to split over dp, and generation takes the window path.
+// Tests that a module over data parallelism with the distributed optimizer (here beside tp 2)
+// gets the cached functions: only the optimizer step is split over dp, every data-parallel
+// rank scores the sequence whole.
+// CHECK-LABEL: func.func @logits(
+// CHECK-LABEL: func.func @prefill(
+// CHECK-LABEL: func.func @decode_step(
+module attributes {mt.parallel = #mt.parallel<tp = 2, dp = 2, distributed_optimizer = true>} {
+  mt.param @wte : !mt.tensor<[vocab=5, heads=2, head_dim=2], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+  func.func @logits(%tokens: !mt.tensor<[batch=2, seq=4], i32>) -> (!mt.tensor<[batch=2, seq=4, vocab=5], f32> {mt.buffer = "logits"}) {
+    %w = mt.param_ref @wte : <[vocab=5, heads=2, head_dim=2], f32>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, heads=2, head_dim=2], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %z = mt.repeat @block(%x) count 2 : (!mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %l = mt.contract %z, %w over [heads, head_dim] : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[vocab=5, heads=2, head_dim=2], f32> -> <[batch=2, seq=4, vocab=5], f32>
+    return %l : !mt.tensor<[batch=2, seq=4, vocab=5], f32>
+  }
+}
+
+// -----
+
+// Tests that a module under ZeRO-3 gets no cached functions: it splits the micro-batch over
+// dp, which one sequence does not fill, and generation takes the window path.
 // CHECK-LABEL: func.func @logits(
 // CHECK-NOT: func.func @prefill
 // CHECK-NOT: func.func @decode_step
-module attributes {mt.parallel = #mt.parallel<dp = 2, tp = 2>} {
+module attributes {mt.parallel = #mt.parallel<dp = 2, distributed_optimizer = true>, mtc.zero_stage = 3 : i64} {
+  mt.param @wte : !mt.tensor<[vocab=5, heads=2, head_dim=2], f32> init normal(2.000000e-02)
+  func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
+    %a = mt.attention %x, %x, %x dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    return %a : !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+  }
+  func.func @logits(%tokens: !mt.tensor<[batch=2, seq=4], i32>) -> (!mt.tensor<[batch=2, seq=4, vocab=5], f32> {mt.buffer = "logits"}) {
+    %w = mt.param_ref @wte : <[vocab=5, heads=2, head_dim=2], f32>
+    %x = mt.gather %w, %tokens over vocab : <[vocab=5, heads=2, head_dim=2], f32>, <[batch=2, seq=4], i32> -> <[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %z = mt.repeat @block(%x) count 2 : (!mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>
+    %l = mt.contract %z, %w over [heads, head_dim] : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[vocab=5, heads=2, head_dim=2], f32> -> <[batch=2, seq=4, vocab=5], f32>
+    return %l : !mt.tensor<[batch=2, seq=4, vocab=5], f32>
+  }
+}
+
+// -----
+
+// Tests that a module over context parallelism gets no cached functions: ring attention would
+// need the cache split by positions.
+// CHECK-LABEL: func.func @logits(
+// CHECK-NOT: func.func @prefill
+// CHECK-NOT: func.func @decode_step
+module attributes {mt.parallel = #mt.parallel<cp = 2>} {
   mt.param @wte : !mt.tensor<[vocab=5, heads=2, head_dim=2], f32> init normal(2.000000e-02)
   func.func @block(%x: !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32>) -> !mt.tensor<[batch=2, seq=4, heads=2, head_dim=2], f32> attributes {mt.layer} {
     %a = mt.attention %x, %x, %x dims(seq, heads, heads, head_dim) causal scale 5.000000e-01 : <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>, <[batch=2, seq=4, heads=2, head_dim=2], f32>
