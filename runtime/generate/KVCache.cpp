@@ -88,7 +88,7 @@ Expected<CachedLogits> CachedLogits::create(const Plan &plan, const KernelLibrar
   if (!prefill || !step)
     return makeError(plan.dir.string(),
                      ": the plan has no `prefill` and `decode_step` functions for cached "
-                     "generation (recompile it with this mtc, on one rank or over tp alone; "
+                     "generation (recompile it with this mtc, without pp, cp, ep or ZeRO-3; "
                      "or use --no-kv-cache)");
   if (plan.meshSize() > 1 && !mesh)
     return makeError(plan.dir.string(), ": the plan is partitioned over a mesh of ",

@@ -48,7 +48,7 @@ constexpr const char *kUsage =
     "usage: mtrun generate PLAN (--load CKPT | --steps 0) --prompt TEXT [options]\n\n"
     "Continues TEXT with the plan's `logits` function on this CPU: greedy by default,\n"
     "sampled with --temperature > 0. Where the plan has `prefill` and `decode_step`\n"
-    "(plans of one rank or over tp/sp alone), each new token is scored with a KV cache.\n"
+    "(plans of one rank, over tp/sp, or ZeRO-1/2), each new token is scored with a KV cache.\n"
     "A plan partitioned over tp/sp (cp, ep) runs on the ranks of its mesh (--nodes), each\n"
     "rank with its shards of the checkpoint; rank 0 prints.\n\n"
     "options:\n"

@@ -107,7 +107,7 @@ GenerationModel::load(const GenerationModelOptions &options, Communicator *world
   if (!logits)
     return logits.error();
   model->logits_ = std::make_unique<LogitsFunction>(std::move(*logits));
-  // The cached functions, where the compiler gave the plan them (one rank, or tp alone).
+  // The cached functions, where the compiler gave the plan them (mt-kv-cache).
   if (!options.noKVCache && model->kernels_->prefill() && model->kernels_->decodeStep()) {
     Expected<CachedLogits> cached =
         CachedLogits::create(*model->plan_, *model->kernels_, *model->state_,
