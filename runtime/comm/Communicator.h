@@ -14,7 +14,8 @@
 // Asynchronous: `startX(...)` checks the arguments, starts the operation and returns a `Work`
 // handle; `test()` says whether it has finished, `wait()` blocks until it has and returns its
 // Error. The buffers belong to the operation until then (a Work destroyed unfinished waits).
-// The blocking `x(...)` is `startX(...).wait()`. Operations run in the order they were
+// The blocking `x(...)` is `startX(...).wait()`, started with `callerWaits()` set (a backend
+// may then run it on the waiting caller's thread). Operations run in the order they were
 // started, each collective over the group (every rank starts the same collectives in the same
 // order; send/recv pair two ranks, and messages between two ranks arrive in the order they
 // were sent). A communicator's methods are called from one thread at a time (its owner).
@@ -185,37 +186,42 @@ public:
                      size_t recvCount, int src, MtcElementType type);
 
   //===--- Blocking operations: start, then wait --------------------------===//
+  // Started with callerWaits() set, so a backend may leave the operation to the waiting
+  // caller instead of handing it to another thread.
 
   Error allReduce(void *data, size_t count, MtcElementType type, MtcReduction reduction) {
-    return startAllReduce(data, count, type, reduction).wait();
+    return startAndWait([&] { return startAllReduce(data, count, type, reduction); });
   }
   Error allGather(const void *in, void *out, size_t countPerRank, MtcElementType type) {
-    return startAllGather(in, out, countPerRank, type).wait();
+    return startAndWait([&] { return startAllGather(in, out, countPerRank, type); });
   }
   Error reduceScatter(const void *in, void *out, size_t countPerRank, MtcElementType type,
                       MtcReduction reduction) {
-    return startReduceScatter(in, out, countPerRank, type, reduction).wait();
+    return startAndWait([&] { return startReduceScatter(in, out, countPerRank, type, reduction); });
   }
   Error broadcast(void *data, size_t count, MtcElementType type, int root) {
-    return startBroadcast(data, count, type, root).wait();
+    return startAndWait([&] { return startBroadcast(data, count, type, root); });
   }
   Error allToAll(const void *in, void *out, size_t countPerRank, MtcElementType type) {
-    return startAllToAll(in, out, countPerRank, type).wait();
+    return startAndWait([&] { return startAllToAll(in, out, countPerRank, type); });
   }
   Error allToAllV(const void *in, std::span<const size_t> sendCounts, void *out,
                   std::span<const size_t> recvCounts, MtcElementType type) {
-    return startAllToAllV(in, sendCounts, out, recvCounts, type).wait();
+    return startAndWait([&] { return startAllToAllV(in, sendCounts, out, recvCounts, type); });
   }
-  Error barrier() { return startBarrier().wait(); }
+  Error barrier() {
+    return startAndWait([&] { return startBarrier(); });
+  }
   Error send(const void *data, size_t count, MtcElementType type, int peer) {
-    return startSend(data, count, type, peer).wait();
+    return startAndWait([&] { return startSend(data, count, type, peer); });
   }
   Error recv(void *data, size_t count, MtcElementType type, int peer) {
-    return startRecv(data, count, type, peer).wait();
+    return startAndWait([&] { return startRecv(data, count, type, peer); });
   }
   Error sendRecv(const void *sendData, size_t sendCount, int dst, void *recvData, size_t recvCount,
                  int src, MtcElementType type) {
-    return startSendRecv(sendData, sendCount, dst, recvData, recvCount, src, type).wait();
+    return startAndWait(
+        [&] { return startSendRecv(sendData, sendCount, dst, recvData, recvCount, src, type); });
   }
 
   //===--- Groups -----------------------------------------------------------===//
@@ -256,6 +262,9 @@ protected:
 
   /// "<backend> <op> (rank r of n)", the start of every message about an operation.
   std::string describe(std::string_view op) const;
+  /// Whether the operation being started is a blocking call's, whose caller waits for it at
+  /// once (GlooCommunicator then does not wake its worker thread: the caller runs it).
+  bool callerWaits() const { return callerWaits_; }
   /// The failed Work of an operation refused because an earlier one failed.
   Work unusable(std::string_view op) const;
 
@@ -263,6 +272,16 @@ protected:
   std::shared_ptr<FailureRecord> failure_ = std::make_shared<FailureRecord>();
 
 private:
+  /// Starts an operation with callerWaits() set and waits for it.
+  template <typename Start> Error startAndWait(Start start) {
+    callerWaits_ = true;
+    Work work = start();
+    callerWaits_ = false;
+    return work.wait();
+  }
+
+  bool callerWaits_ = false;
+
   /// A failed Work naming `op` and the first non-empty problem, or the earlier failure that
   /// made the communicator unusable; nothing when the operation may start.
   std::optional<Work> refuse(std::string_view op,

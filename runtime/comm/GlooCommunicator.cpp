@@ -297,14 +297,18 @@ public:
     completer_.join();
   }
 
-  /// Queues `body`; `where` (describe(op)) starts its messages.
-  Work submit(std::string where, OperationBody body) {
+  /// Queues `body`; `where` (describe(op)) starts its messages. Wakes the worker unless
+  /// `callerWaits`: a caller that waits at once runs the operation itself when the context is
+  /// free (runNextHere), and the end of the operation holding it wakes the worker otherwise,
+  /// so a blocking call costs no switch to the worker and back.
+  Work submit(std::string where, OperationBody body, bool callerWaits) {
     auto work = std::make_shared<OperationState>(this);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(Operation{std::move(where), std::move(body), work});
     }
-    workerCv_.notify_one();
+    if (!callerWaits)
+      workerCv_.notify_one();
     return Work(work);
   }
 
@@ -560,35 +564,38 @@ Work GlooCommunicator::doAllReduce(void *data, size_t count, MtcElementType type
   const std::chrono::milliseconds timeout = options_.timeout;
   const int peer = 1 - rank_;
   const bool first = rank_ == 0;
-  return engine_->submit(describe("allReduce"), [=](const auto &context, Posted &) {
-    if (count == 0)
-      return;
-    if (exchange) {
-      // Both ranks swap their buffers in one message each way and reduce rank 0's values
-      // with rank 1's, in that order on both: the same bits on both ranks (and, the
-      // reductions being commutative, the bits Gloo's ring gives).
-      std::vector<uint8_t> incoming(bytes);
-      auto mine = context->createUnboundBuffer(data, bytes);
-      auto theirs = context->createUnboundBuffer(incoming.data(), bytes);
-      const uint64_t slot = gloo::Slot::build(kAllReduceSlotPrefix, tag);
-      theirs->recv(peer, slot);
-      mine->send(peer, slot);
-      if (!theirs->waitRecv(timeout) || !mine->waitSend(timeout))
-        throw gloo::IoException("all-reduce exchange aborted");
-      if (first)
-        reduce(data, data, incoming.data(), count);
-      else
-        reduce(data, incoming.data(), data, count);
-      return;
-    }
-    gloo::AllreduceOptions opts(context);
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    setOutputOfSize(opts, data, count, size);
-    opts.setReduceFunction(reduce);
-    opts.setTag(tag);
-    opts.setTimeout(timeout);
-    gloo::allreduce(opts);
-  });
+  return engine_->submit(
+      describe("allReduce"),
+      [=](const auto &context, Posted &) {
+        if (count == 0)
+          return;
+        if (exchange) {
+          // Both ranks swap their buffers in one message each way and reduce rank 0's values
+          // with rank 1's, in that order on both: the same bits on both ranks (and, the
+          // reductions being commutative, the bits Gloo's ring gives).
+          std::vector<uint8_t> incoming(bytes);
+          auto mine = context->createUnboundBuffer(data, bytes);
+          auto theirs = context->createUnboundBuffer(incoming.data(), bytes);
+          const uint64_t slot = gloo::Slot::build(kAllReduceSlotPrefix, tag);
+          theirs->recv(peer, slot);
+          mine->send(peer, slot);
+          if (!theirs->waitRecv(timeout) || !mine->waitSend(timeout))
+            throw gloo::IoException("all-reduce exchange aborted");
+          if (first)
+            reduce(data, data, incoming.data(), count);
+          else
+            reduce(data, incoming.data(), data, count);
+          return;
+        }
+        gloo::AllreduceOptions opts(context);
+        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+        setOutputOfSize(opts, data, count, size);
+        opts.setReduceFunction(reduce);
+        opts.setTag(tag);
+        opts.setTimeout(timeout);
+        gloo::allreduce(opts);
+      },
+      callerWaits());
 }
 
 Work GlooCommunicator::doAllGather(const void *in, void *out, size_t countPerRank,
@@ -598,16 +605,19 @@ Work GlooCommunicator::doAllGather(const void *in, void *out, size_t countPerRan
   const uint32_t tag = nextTag();
   const std::chrono::milliseconds timeout = options_.timeout;
   const int n = size_;
-  return engine_->submit(describe("allGather"), [=](const auto &context, Posted &) {
-    if (bytes == 0)
-      return;
-    gloo::AllgatherOptions opts(context);
-    opts.setInput(static_cast<uint8_t *>(const_cast<void *>(in)), bytes);
-    opts.setOutput(static_cast<uint8_t *>(out), bytes * size_t(n));
-    opts.setTag(tag);
-    opts.setTimeout(timeout);
-    gloo::allgather(opts);
-  });
+  return engine_->submit(
+      describe("allGather"),
+      [=](const auto &context, Posted &) {
+        if (bytes == 0)
+          return;
+        gloo::AllgatherOptions opts(context);
+        opts.setInput(static_cast<uint8_t *>(const_cast<void *>(in)), bytes);
+        opts.setOutput(static_cast<uint8_t *>(out), bytes * size_t(n));
+        opts.setTag(tag);
+        opts.setTimeout(timeout);
+        gloo::allgather(opts);
+      },
+      callerWaits());
 }
 
 Work GlooCommunicator::doReduceScatter(const void *in, void *out, size_t countPerRank,
@@ -618,34 +628,37 @@ Work GlooCommunicator::doReduceScatter(const void *in, void *out, size_t countPe
   const uint32_t tag = nextTag();
   const ReduceFunction reduce = reduceFunction(type, reduction);
   const std::chrono::milliseconds timeout = options_.timeout;
-  return engine_->submit(describe("reduceScatter"), [=](const auto &context, Posted &) {
-    if (blockBytes == 0)
-      return;
-    if (n == 1) {
-      std::memmove(out, in, blockBytes);
-      return;
-    }
-    // Ring: in step s, send block (r - 1 - s) to the right neighbour (holding s + 1
-    // contributions) and receive block (r - 2 - s) from the left, reducing ours into it.
-    // After n - 1 steps block r has all n contributions.
-    const auto *bytesIn = static_cast<const uint8_t *>(in);
-    std::vector<uint8_t> work(bytesIn, bytesIn + n * blockBytes), incoming(blockBytes);
-    auto workBuf = context->createUnboundBuffer(work.data(), work.size());
-    auto inBuf = context->createUnboundBuffer(incoming.data(), blockBytes);
-    const uint64_t slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
-    const int right = static_cast<int>((r + 1) % n), left = static_cast<int>((r + n - 1) % n);
-    for (size_t s = 0; s + 1 < n; ++s) {
-      size_t sendBlock = (r + 2 * n - 1 - s) % n;
-      size_t recvBlock = (r + 2 * n - 2 - s) % n;
-      inBuf->recv(left, slot, 0, blockBytes);
-      workBuf->send(right, slot, sendBlock * blockBytes, blockBytes);
-      if (!inBuf->waitRecv(timeout) || !workBuf->waitSend(timeout))
-        throw gloo::IoException("reduce-scatter step aborted");
-      uint8_t *acc = work.data() + recvBlock * blockBytes;
-      reduce(acc, incoming.data(), acc, countPerRank);
-    }
-    std::memcpy(out, work.data() + r * blockBytes, blockBytes);
-  });
+  return engine_->submit(
+      describe("reduceScatter"),
+      [=](const auto &context, Posted &) {
+        if (blockBytes == 0)
+          return;
+        if (n == 1) {
+          std::memmove(out, in, blockBytes);
+          return;
+        }
+        // Ring: in step s, send block (r - 1 - s) to the right neighbour (holding s + 1
+        // contributions) and receive block (r - 2 - s) from the left, reducing ours into it.
+        // After n - 1 steps block r has all n contributions.
+        const auto *bytesIn = static_cast<const uint8_t *>(in);
+        std::vector<uint8_t> work(bytesIn, bytesIn + n * blockBytes), incoming(blockBytes);
+        auto workBuf = context->createUnboundBuffer(work.data(), work.size());
+        auto inBuf = context->createUnboundBuffer(incoming.data(), blockBytes);
+        const uint64_t slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
+        const int right = static_cast<int>((r + 1) % n), left = static_cast<int>((r + n - 1) % n);
+        for (size_t s = 0; s + 1 < n; ++s) {
+          size_t sendBlock = (r + 2 * n - 1 - s) % n;
+          size_t recvBlock = (r + 2 * n - 2 - s) % n;
+          inBuf->recv(left, slot, 0, blockBytes);
+          workBuf->send(right, slot, sendBlock * blockBytes, blockBytes);
+          if (!inBuf->waitRecv(timeout) || !workBuf->waitSend(timeout))
+            throw gloo::IoException("reduce-scatter step aborted");
+          uint8_t *acc = work.data() + recvBlock * blockBytes;
+          reduce(acc, incoming.data(), acc, countPerRank);
+        }
+        std::memcpy(out, work.data() + r * blockBytes, blockBytes);
+      },
+      callerWaits());
 }
 
 Work GlooCommunicator::doBroadcast(void *data, size_t count, MtcElementType type, int root) {
@@ -654,16 +667,19 @@ Work GlooCommunicator::doBroadcast(void *data, size_t count, MtcElementType type
   const uint32_t tag = nextTag();
   const std::chrono::milliseconds timeout = options_.timeout;
   const int n = size_;
-  return engine_->submit(describe("broadcast"), [=](const auto &context, Posted &) {
-    if (bytes == 0 || n == 1)
-      return;
-    gloo::BroadcastOptions opts(context);
-    opts.setOutput(static_cast<uint8_t *>(data), bytes);
-    opts.setRoot(root);
-    opts.setTag(tag);
-    opts.setTimeout(timeout);
-    gloo::broadcast(opts);
-  });
+  return engine_->submit(
+      describe("broadcast"),
+      [=](const auto &context, Posted &) {
+        if (bytes == 0 || n == 1)
+          return;
+        gloo::BroadcastOptions opts(context);
+        opts.setOutput(static_cast<uint8_t *>(data), bytes);
+        opts.setRoot(root);
+        opts.setTag(tag);
+        opts.setTimeout(timeout);
+        gloo::broadcast(opts);
+      },
+      callerWaits());
 }
 
 Work GlooCommunicator::doAllToAllV(const void *in, std::vector<size_t> sendCounts, void *out,
@@ -685,8 +701,9 @@ Work GlooCommunicator::doAllToAllV(const void *in, std::vector<size_t> sendCount
   const uint32_t tag = nextTag();
   const std::chrono::milliseconds timeout = options_.timeout;
   return engine_->submit(
-      describe("allToAll"), [=, sendCounts = std::move(sendCounts),
-                             recvCounts = std::move(recvCounts)](const auto &context, Posted &) {
+      describe("allToAll"),
+      [=, sendCounts = std::move(sendCounts),
+       recvCounts = std::move(recvCounts)](const auto &context, Posted &) {
         if (sendCounts[me] > 0)
           std::memcpy(static_cast<uint8_t *>(out) + recvOffsets[me],
                       static_cast<const uint8_t *>(in) + sendOffsets[me], sendCounts[me]);
@@ -715,7 +732,8 @@ Work GlooCommunicator::doAllToAllV(const void *in, std::vector<size_t> sendCount
         for (; recvs > 0; --recvs)
           if (!outBuf->waitRecv(timeout))
             throw gloo::IoException("all-to-all receive aborted");
-      });
+      },
+      callerWaits());
 }
 
 Work GlooCommunicator::doBarrier() {
@@ -723,14 +741,17 @@ Work GlooCommunicator::doBarrier() {
   const uint32_t tag = nextTag();
   const std::chrono::milliseconds timeout = options_.timeout;
   const int n = size_;
-  return engine_->submit(describe("barrier"), [=](const auto &context, Posted &) {
-    if (n == 1)
-      return;
-    gloo::BarrierOptions opts(context);
-    opts.setTag(tag);
-    opts.setTimeout(timeout);
-    gloo::barrier(opts);
-  });
+  return engine_->submit(
+      describe("barrier"),
+      [=](const auto &context, Posted &) {
+        if (n == 1)
+          return;
+        gloo::BarrierOptions opts(context);
+        opts.setTag(tag);
+        opts.setTimeout(timeout);
+        gloo::barrier(opts);
+      },
+      callerWaits());
 }
 
 namespace {
@@ -756,17 +777,21 @@ void post(const std::shared_ptr<gloo::Context> &context, Posted &posted, bool se
 Work GlooCommunicator::doSend(const void *data, size_t count, MtcElementType type, int peer) {
   const size_t bytes = count * elementSize(type);
   counters_.record(CollectiveKind::SendRecv, bytes);
-  return engine_->submit(describe("send"), [=](const auto &context, Posted &posted) {
-    post(context, posted, true, const_cast<void *>(data), bytes, peer);
-  });
+  return engine_->submit(
+      describe("send"),
+      [=](const auto &context, Posted &posted) {
+        post(context, posted, true, const_cast<void *>(data), bytes, peer);
+      },
+      callerWaits());
 }
 
 Work GlooCommunicator::doRecv(void *data, size_t count, MtcElementType type, int peer) {
   const size_t bytes = count * elementSize(type);
   counters_.record(CollectiveKind::SendRecv, 0);
-  return engine_->submit(describe("recv"), [=](const auto &context, Posted &posted) {
-    post(context, posted, false, data, bytes, peer);
-  });
+  return engine_->submit(
+      describe("recv"),
+      [=](const auto &context, Posted &posted) { post(context, posted, false, data, bytes, peer); },
+      callerWaits());
 }
 
 Work GlooCommunicator::doSendRecv(const void *sendData, size_t sendCount, int dst, void *recvData,
@@ -774,10 +799,13 @@ Work GlooCommunicator::doSendRecv(const void *sendData, size_t sendCount, int ds
   const size_t sendBytes = sendCount * elementSize(type);
   const size_t recvBytes = recvCount * elementSize(type);
   counters_.record(CollectiveKind::SendRecv, sendBytes);
-  return engine_->submit(describe("sendRecv"), [=](const auto &context, Posted &posted) {
-    post(context, posted, false, recvData, recvBytes, src);
-    post(context, posted, true, const_cast<void *>(sendData), sendBytes, dst);
-  });
+  return engine_->submit(
+      describe("sendRecv"),
+      [=](const auto &context, Posted &posted) {
+        post(context, posted, false, recvData, recvBytes, src);
+        post(context, posted, true, const_cast<void *>(sendData), sendBytes, dst);
+      },
+      callerWaits());
 }
 
 Expected<std::unique_ptr<Communicator>> GlooCommunicator::split(int color, int key) {
@@ -793,38 +821,43 @@ Expected<std::unique_ptr<Communicator>> GlooCommunicator::split(int color, int k
   std::shared_ptr<gloo::Context> context;
   int newRank = 0, newSize = 0;
   Error connectError;
-  Work gather = engine_->submit(describe("split"), [&](const auto &parent, Posted &) {
-    std::vector<int32_t> all(2 * static_cast<size_t>(size_));
-    if (size_ == 1) {
-      all = mine;
-    } else {
-      gloo::AllgatherOptions opts(parent);
-      opts.setInput(const_cast<int32_t *>(mine.data()), 2);
-      opts.setOutput(all.data(), all.size());
-      opts.setTag(tag);
-      opts.setTimeout(options_.timeout);
-      gloo::allgather(opts);
-    }
-    if (color < 0)
-      return;
-    std::vector<int> members;
-    for (int r = 0; r < size_; ++r)
-      if (all[2 * r] == color)
-        members.push_back(r);
-    std::sort(members.begin(), members.end(), [&](int a, int b) {
-      return std::pair(all[2 * a + 1], a) < std::pair(all[2 * b + 1], b);
-    });
-    newRank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
-    newSize = static_cast<int>(members.size());
-    // A failure to connect the new group leaves this one usable.
-    auto connected = connectMesh(*store_.client, options.prefix, newRank, newSize, device_,
-                                 options.timeout, options.rendezvousTimeout + 2 * options.timeout);
-    if (connected)
-      context = std::move(*connected);
-    else
-      connectError = makeError(describe("split"), " (color ", color, "): connecting rank ", newRank,
-                               " of ", newSize, ": ", connected.error().message());
-  });
+  Work gather = engine_->submit(
+      describe("split"),
+      [&](const auto &parent, Posted &) {
+        std::vector<int32_t> all(2 * static_cast<size_t>(size_));
+        if (size_ == 1) {
+          all = mine;
+        } else {
+          gloo::AllgatherOptions opts(parent);
+          opts.setInput(const_cast<int32_t *>(mine.data()), 2);
+          opts.setOutput(all.data(), all.size());
+          opts.setTag(tag);
+          opts.setTimeout(options_.timeout);
+          gloo::allgather(opts);
+        }
+        if (color < 0)
+          return;
+        std::vector<int> members;
+        for (int r = 0; r < size_; ++r)
+          if (all[2 * r] == color)
+            members.push_back(r);
+        std::sort(members.begin(), members.end(), [&](int a, int b) {
+          return std::pair(all[2 * a + 1], a) < std::pair(all[2 * b + 1], b);
+        });
+        newRank =
+            static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+        newSize = static_cast<int>(members.size());
+        // A failure to connect the new group leaves this one usable.
+        auto connected =
+            connectMesh(*store_.client, options.prefix, newRank, newSize, device_, options.timeout,
+                        options.rendezvousTimeout + 2 * options.timeout);
+        if (connected)
+          context = std::move(*connected);
+        else
+          connectError = makeError(describe("split"), " (color ", color, "): connecting rank ",
+                                   newRank, " of ", newSize, ": ", connected.error().message());
+      },
+      true);
   if (Error e = gather.wait(); !e.ok())
     return e;
   if (!connectError.ok())

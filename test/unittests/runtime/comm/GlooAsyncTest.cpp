@@ -72,6 +72,52 @@ TEST_P(GlooAsync, TwoOperationsInFlightWhileTheCallerWorks) {
     EXPECT_TRUE(pendingAtStart[r]) << "rank " << r << " finished before the last rank joined";
 }
 
+// A blocking call does not wake the worker (the caller runs it when the context is free):
+// behind an operation the worker is running (it waits for the late rank) the blocking calls
+// must still run, by the worker once that operation ends, and behind a posted receive the
+// caller runs them itself.
+TEST_P(GlooAsync, BlockingCallsBehindOperationsInFlight) {
+  const int n = this->n();
+  const size_t count = 50000;
+  std::vector<std::vector<float>> first(n), second(n);
+  std::vector<std::vector<int32_t>> gathered(n);
+  std::vector<int32_t> received(n, -1);
+  runRanks(n, [&](int rank) {
+    auto comm = job.connect(rank, n, "blocking");
+    ASSERT_TRUE(comm);
+    ASSERT_TRUE(comm->barrier().ok());
+    if (rank == n - 1)
+      std::this_thread::sleep_for(200ms);
+    first[rank].assign(count, float(rank + 1));
+    second[rank].assign(count, float(2 * rank));
+    Work inFlight = comm->startAllReduce(first[rank].data(), count, MTC_F32, MTC_SUM);
+    std::this_thread::sleep_for(20ms); // the worker holds the context now (but the late rank)
+    Error e = comm->allReduce(second[rank].data(), count, MTC_F32, MTC_SUM);
+    ASSERT_TRUE(e.ok()) << e.message();
+    EXPECT_TRUE(inFlight.test()) << "operations finish in start order";
+    // A receive posted and left to the completer, then blocking calls, then its send.
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Work recv = comm->startRecv(&received[rank], 1, MTC_I32, prev);
+    int32_t mine = 10 * rank;
+    gathered[rank].assign(size_t(n), -1);
+    e = comm->allGather(&mine, gathered[rank].data(), 1, MTC_I32);
+    ASSERT_TRUE(e.ok()) << e.message();
+    e = comm->send(&mine, 1, MTC_I32, next);
+    ASSERT_TRUE(e.ok()) << e.message();
+    e = recv.wait();
+    ASSERT_TRUE(e.ok()) << e.message();
+    e = inFlight.wait();
+    ASSERT_TRUE(e.ok()) << e.message();
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(first[r], std::vector<float>(count, float(n * (n + 1) / 2))) << "rank " << r;
+    EXPECT_EQ(second[r], std::vector<float>(count, float(n * (n - 1)))) << "rank " << r;
+    for (int s = 0; s < n; ++s)
+      EXPECT_EQ(gathered[r][size_t(s)], 10 * s) << "rank " << r;
+    EXPECT_EQ(received[r], 10 * ((r + n - 1) % n)) << "rank " << r;
+  }
+}
+
 TEST_P(GlooAsync, SendRecvRingInBothOrders) {
   const int n = this->n();
   const size_t count = 50000; // beyond socket buffers: a send waits for its receiver
