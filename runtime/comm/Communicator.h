@@ -272,11 +272,15 @@ protected:
   std::shared_ptr<FailureRecord> failure_ = std::make_shared<FailureRecord>();
 
 private:
-  /// Starts an operation with callerWaits() set and waits for it.
+  /// Starts an operation with callerWaits() set and waits for it. The flag is cleared
+  /// however the start ends: left set, later asynchronous starts would wake no worker.
   template <typename Start> Error startAndWait(Start start) {
     callerWaits_ = true;
+    struct Reset {
+      bool &flag;
+      ~Reset() { flag = false; }
+    } reset{callerWaits_};
     Work work = start();
-    callerWaits_ = false;
     return work.wait();
   }
 

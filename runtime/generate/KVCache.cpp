@@ -90,14 +90,9 @@ Expected<CachedLogits> CachedLogits::create(const Plan &plan, const KernelLibrar
                      ": the plan has no `prefill` and `decode_step` functions for cached "
                      "generation (recompile it with this mtc, without pp, cp, ep or ZeRO-3; "
                      "or use --no-kv-cache)");
-  if (plan.meshSize() > 1 && !mesh)
-    return makeError(plan.dir.string(), ": the plan is partitioned over a mesh of ",
-                     plan.meshSize(),
-                     " ranks; its cached generation runs on the ranks of "
-                     "that mesh");
-  if (mesh && mesh->axes.size() != plan.mesh.size())
-    return makeError(plan.dir.string(), ": the mesh given has ", mesh->axes.size(),
-                     " axes, the plan's ", plan.mesh.size());
+  Expected<PlanMesh> planMesh = PlanMesh::create(plan, mesh, "its cached generation");
+  if (!planMesh)
+    return planMesh.takeError();
   // The plan loader checked the functions (checkCachedGeneration): prefill(tokens, params)
   // -> (logits, keys, values); decode_step(token, position, keys, values, params) -> the same.
   const KernelFunction &pf = *prefill->function, &sf = *step->function;
@@ -105,11 +100,7 @@ Expected<CachedLogits> CachedLogits::create(const Plan &plan, const KernelLibrar
       KVCacheBuffers::create(pf.outputs[1].numElements(), pf.outputs[2].numElements());
   if (!cache)
     return cache.takeError();
-  CachedLogits f(*prefill, *step, std::move(*cache), plan.vocabularyRealSize);
-  f.mesh_ = mesh;
-  if (!mesh)
-    for (const MeshAxis &a : plan.mesh)
-      f.ownMesh_.axes.push_back(MeshAxisGroup{a.name, a.size, 0, nullptr});
+  CachedLogits f(*prefill, *step, std::move(*cache), plan.vocabularyRealSize, std::move(*planMesh));
   f.window_ = pf.inputs[0].numElements();
   f.vocabulary_ = plan.vocabularyRealSize;
   f.paddedVocabulary_ = pf.outputs[0].dims.back().size;
@@ -140,7 +131,7 @@ Error CachedLogits::runPrefill(std::span<const int64_t> ids) {
   buffers_.insert(buffers_.end(), prefillParams_.begin(), prefillParams_.end());
   buffers_.insert(buffers_.end(), {windowLogits_.data(), cache_.keys(), cache_.values()});
   // No DropoutCall: evaluation without dropout, as the window path.
-  if (Error err = callInMesh(*prefill_, buffers_, mesh_ ? *mesh_ : ownMesh_, nullptr); !err.ok())
+  if (Error err = callInMesh(*prefill_, buffers_, mesh_.context(), nullptr); !err.ok())
     return std::move(err).withContext("prefill");
   // The rows of the real vocabulary, one per id.
   std::vector<float> rows;
@@ -159,7 +150,7 @@ Error CachedLogits::runStep(int64_t id, int64_t position) {
   buffers_.assign({token_.data(), position_.data(), cache_.keys(), cache_.values()});
   buffers_.insert(buffers_.end(), stepParams_.begin(), stepParams_.end());
   buffers_.insert(buffers_.end(), {stepLogits_.data(), cache_.nextKeys(), cache_.nextValues()});
-  if (Error err = callInMesh(*step_, buffers_, mesh_ ? *mesh_ : ownMesh_, nullptr); !err.ok())
+  if (Error err = callInMesh(*step_, buffers_, mesh_.context(), nullptr); !err.ok())
     return std::move(err).withContext("decode_step");
   cache_.swap();
   sequence_.stepped(id, stepLogits_);

@@ -19,6 +19,7 @@
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/MeshCollectives.h"
 #include "runtime/exec/TrainingState.h"
+#include "runtime/generate/PlanMesh.h"
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>
@@ -106,8 +107,9 @@ public:
 
 private:
   CachedLogits(const LoadedKernel &prefill, const LoadedKernel &step, KVCacheBuffers cache,
-               int64_t vocabulary)
-      : prefill_(&prefill), step_(&step), cache_(std::move(cache)), sequence_(vocabulary) {}
+               int64_t vocabulary, PlanMesh mesh)
+      : prefill_(&prefill), step_(&step), cache_(std::move(cache)), sequence_(vocabulary),
+        mesh_(std::move(mesh)) {}
 
   Error runPrefill(std::span<const int64_t> ids);
   Error runStep(int64_t id, int64_t position);
@@ -115,8 +117,7 @@ private:
   const LoadedKernel *prefill_, *step_;
   KVCacheBuffers cache_;
   CachedSequence sequence_;
-  MeshContext ownMesh_;                            // a mesh of one rank (no communicators)
-  const MeshContext *mesh_ = nullptr;              // the one given to create(); null: ownMesh_
+  PlanMesh mesh_;
   std::vector<void *> prefillParams_, stepParams_; // each function's, in its order
   std::vector<int32_t> tokens_, token_, position_;
   std::vector<float> windowLogits_, stepLogits_;

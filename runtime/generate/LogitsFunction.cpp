@@ -16,16 +16,10 @@ Expected<LogitsFunction> LogitsFunction::create(const Plan &plan, const KernelLi
                      ": the plan has no `logits` function to generate with "
                      "(recompile it with this mtc; a model whose forward has no cross_entropy "
                      "over token ids has no logits)");
-  if (plan.meshSize() > 1 && !mesh)
-    return makeError(plan.dir.string(), ": the plan is partitioned over a mesh of ",
-                     plan.meshSize(), " ranks; its logits run on the ranks of that mesh");
-  if (mesh && mesh->axes.size() != plan.mesh.size())
-    return makeError(plan.dir.string(), ": the mesh given has ", mesh->axes.size(),
-                     " axes, the plan's ", plan.mesh.size());
-  LogitsFunction f(*kernel);
-  if (!mesh)
-    for (const MeshAxis &a : plan.mesh)
-      f.ownMesh_.axes.push_back(MeshAxisGroup{a.name, a.size, 0, nullptr});
+  Expected<PlanMesh> planMesh = PlanMesh::create(plan, mesh, "its logits function");
+  if (!planMesh)
+    return planMesh.takeError();
+  LogitsFunction f(*kernel, std::move(*planMesh));
   // The loader checked the shapes: tokens [batch, seq] then parameters in, logits
   // [batch, seq, padded vocabulary] out.
   const KernelFunction &fn = *kernel->function;
@@ -55,7 +49,6 @@ Expected<LogitsFunction> LogitsFunction::create(const Plan &plan, const KernelLi
     f.buffers_.push_back(const_cast<float *>(found->values.data()));
   }
   f.buffers_.push_back(f.logits_.data());
-  f.mesh_ = mesh;
   return f;
 }
 
@@ -71,8 +64,7 @@ Error LogitsFunction::run(std::span<const int64_t> ids) {
     std::transform(ids.begin(), ids.end(), out, [](int64_t id) { return int32_t(id); });
   }
   // No DropoutCall: the kernels keep every element (evaluation without dropout).
-  return callInMesh(*kernel_, buffers_, mesh_ ? *mesh_ : ownMesh_, nullptr)
-      .withContext("logits");
+  return callInMesh(*kernel_, buffers_, mesh_.context(), nullptr).withContext("logits");
 }
 
 std::span<const float> LogitsFunction::at(int64_t position) const {

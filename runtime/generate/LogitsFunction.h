@@ -22,6 +22,7 @@
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/exec/MeshCollectives.h"
 #include "runtime/exec/TrainingState.h"
+#include "runtime/generate/PlanMesh.h"
 #include "runtime/plan/Plan.h"
 
 #include <span>
@@ -52,11 +53,11 @@ public:
   std::span<const float> at(int64_t position) const;
 
 private:
-  explicit LogitsFunction(const LoadedKernel &kernel) : kernel_(&kernel) {}
+  LogitsFunction(const LoadedKernel &kernel, PlanMesh mesh)
+      : kernel_(&kernel), mesh_(std::move(mesh)) {}
 
   const LoadedKernel *kernel_;
-  MeshContext ownMesh_;               // a mesh of one rank (no communicators)
-  const MeshContext *mesh_ = nullptr; // the one given to create(); null: ownMesh_
+  PlanMesh mesh_;
   std::vector<void *> buffers_;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
