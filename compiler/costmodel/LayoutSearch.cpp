@@ -386,7 +386,7 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
   const int64_t lastStage = chunkStages.back();
 
   // Memory per rank, stage by stage (pruned on before anything is timed): parameters and
-  // optimizer state twice (the optimizer writes the next into the second set), gradients
+  // optimizer state (updated in place by the optimizer), gradients
   // (twice with several micro-batches or a pipeline: a second buffer takes each part), the
   // tokens, the activations the schedule keeps (with a pipeline, and the messages), and the
   // step's temporaries.
@@ -448,7 +448,7 @@ llvm::Expected<Candidate> mtc::costmodel::composeLayout(const LayerCosts &costs,
     // docs/cost-model.md).
     double temporaries = 2 * (costs.layerSavedBytes + costs.largestValueBytes) * factor;
     c.stageActivationBytes.push_back(activations);
-    double bytes = 2 * (params + state) + gradients + secondGradients + gathered +
+    double bytes = params + state + gradients + secondGradients + gathered +
                    costs.tokenBytes * factor + buffers + temporaries;
     c.stageMemoryBytes.push_back(bytes);
     c.memoryBytes = std::max(c.memoryBytes, bytes);

@@ -97,6 +97,10 @@ void OptimizerPass::runOnOperation() {
   step->setAttr(kOptimizerAttrName, builder.getUnitAttr());
   for (auto [index, symbol] : llvm::enumerate(symbols))
     step.setArgAttr(2 + index, mt::MTDialect::kGradAttrName, symbol);
+  // The results say what they are: codegen guards the update with the norm
+  // (mtc-update-in-place), the plan names both.
+  step.setResultAttr(0, mt::MTDialect::kBufferAttrName, builder.getStringAttr("grad_norm"));
+  step.setResultAttr(1, mt::MTDialect::kBufferAttrName, builder.getStringAttr("lr"));
   Block *body = step.addEntryBlock();
   builder.setInsertionPointToStart(body);
   TensorBuilder t(builder, loc);

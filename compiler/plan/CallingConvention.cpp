@@ -3,6 +3,7 @@
 #include "compiler/plan/CallingConvention.h"
 
 #include "compiler/codegen/CPU/CPUCodegen.h"
+#include "compiler/codegen/Common/UpdateInPlace.h"
 #include "compiler/transforms/DataInputs.h"
 #include "compiler/transforms/ResetDocuments.h"
 #include "dialects/mt/IR/MTDialect.h"
@@ -59,13 +60,24 @@ json::Object pipelineBuffer(DictionaryAttr attrs, Type type) {
   return object;
 }
 
+/// The results of `func` that compiled code writes into their arguments
+/// (mtc-update-in-place): no outputs of the compiled function.
+llvm::SmallDenseSet<unsigned> updatedInPlace(func::FuncOp func) {
+  llvm::SmallDenseSet<unsigned> results;
+  for (auto [result, argument] : codegen::updatedArguments(func))
+    results.insert(result);
+  return results;
+}
+
 /// The symbol, inputs and outputs of a pipeline chunk or stage function.
 json::Object describePipelineFunction(func::FuncOp func) {
   json::Array inputs, outputs;
   for (auto [index, type] : llvm::enumerate(func.getArgumentTypes()))
     inputs.push_back(pipelineBuffer(func.getArgAttrDict(index), type));
+  llvm::SmallDenseSet<unsigned> inPlace = updatedInPlace(func);
   for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
-    outputs.push_back(pipelineBuffer(func.getResultAttrDict(index), type));
+    if (!inPlace.contains(index))
+      outputs.push_back(pipelineBuffer(func.getResultAttrDict(index), type));
   return json::Object{{"symbol", (codegen::kPackedEntryPrefix + func.getSymName()).str()},
                       {"inputs", std::move(inputs)},
                       {"outputs", std::move(outputs)}};
@@ -123,20 +135,21 @@ json::Object mtc::describeCallingConvention(ModuleOp module) {
       else
         inputs.push_back(buffer("input", transforms::dataInputName(func, index), type));
     }
+    llvm::SmallDenseSet<unsigned> inPlace = updatedInPlace(func);
     for (auto [index, type] : llvm::enumerate(func.getResultTypes())) {
+      if (inPlace.contains(index))
+        continue;
       if (auto symbol = outlinedSymbol(func.getResultAttrDict(index))) {
         outputs.push_back(buffer(symbol->first, symbol->second, type));
         continue;
       }
-      // A statistic the step returns after its gradients (mt-expert-load's counts).
+      // optimizer_step's norm and learning rate, or a statistic the step returns after its
+      // gradients (mt-expert-load's counts).
       if (auto kind = func.getResultAttrOfType<StringAttr>(index, mt::MTDialect::kBufferAttrName)) {
         outputs.push_back(buffer(kind.getValue(), kind.getValue(), type));
         continue;
       }
-      if (name == "optimizer_step")
-        outputs.push_back(index == 0 ? buffer("grad_norm", "grad_norm", type)
-                                     : buffer("lr", "lr", type));
-      else if (index == 0)
+      if (index == 0)
         outputs.push_back(buffer("loss", "loss", type));
       else
         outputs.push_back(

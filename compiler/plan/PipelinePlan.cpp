@@ -202,8 +202,8 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
 
   // Predicted memory per stage and schedule: the most residuals and stash the stage's task
   // list holds at once, and, with the kernels' arenas, the peak of everything it holds
-  // (PipelineTrainer::peakBytes): parameters and state twice (the optimizer writes the next
-  // into the second), the gradient buffers (twice the gradients: a chunk's part lands in a
+  // (PipelineTrainer::peakBytes): parameters and state (updated in place by the optimizer),
+  // the gradient buffers (twice the gradients: a chunk's part lands in a
   // second buffer; less under ZeRO-2), the buffers of the task list at most, and the stage's
   // arena.
   FailureOr<PipelineBufferBytes> bytes = pipelineBufferBytes(trained);
@@ -232,9 +232,9 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
       if (!workspaces)
         continue;
       object["buffer_bytes"] = peaks.held;
-      object["peak_bytes"] = 2 * of(bytes->stageParameters, stage) +
+      object["peak_bytes"] = of(bytes->stageParameters, stage) +
                              of(bytes->stageGradients, stage) +
-                             2 * of(bytes->stageOptimizerState, stage) + peaks.held +
+                             of(bytes->stageOptimizerState, stage) + peaks.held +
                              (*workspaces)[stage];
     }
   }

@@ -10,6 +10,7 @@
 #include "compiler/transforms/ResetDocuments.h"
 
 #include "dialects/mt/IR/MTOps.h"
+#include "runtime/plan/Plan.h"
 #include "dialects/mt/Utils/TensorSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
@@ -212,7 +213,7 @@ json::Object buildManifestJson(ModuleOp trained, const ModelStats &stats,
   MLIRContext *context = trained.getContext();
   json::Object plan;
   plan["format"] = "mtc-plan";
-  plan["version"] = 2;
+  plan["version"] = rt::kPlanFormatVersion;
   plan["compiler"] = source.compilerVersion;
   plan["model"] = stats.modelName;
   plan["source"] = json::Object{{"path", source.path}, {"sha256", sha256Hex(source.contents)}};
@@ -468,8 +469,8 @@ void mtc::printMemoryPrediction(const MemoryPrediction &memory, llvm::raw_ostrea
     os << llvm::formatv("  {0} {1,14} bytes ({2})\n", llvm::left_justify(what, 38), bytes,
                         mebibytes(bytes));
   };
-  line("parameters (x2: current and next)", 2 * memory.parameters);
-  line("optimizer state (x2)", 2 * memory.optimizerState);
+  line("parameters", memory.parameters);
+  line("optimizer state", memory.optimizerState);
   line("gradients", memory.gradients());
   if (memory.microBatchGradients)
     line("micro-batch gradients", memory.microBatchGradients);
@@ -612,7 +613,7 @@ llvm::Error mtc::writePlan(ModuleOp trained, const ModelStats &stats, const Plan
       files.push_back({cudaFileNames.emplace_back(cudaFileName(chip, "cubin")), cubin});
     files.push_back({kCudaHostFile, cuda.hostSharedObject});
   }
-  std::string manifest = "mtc-plan 2\n";
+  std::string manifest = llvm::formatv("mtc-plan {0}\n", rt::kPlanFormatVersion).str();
   for (auto [name, bytes] : files)
     manifest += llvm::formatv("{0} {1} {2}\n", sha256Hex(bytes), bytes.size(), name).str();
   files.push_back({"MANIFEST", manifest});

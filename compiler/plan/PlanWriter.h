@@ -60,8 +60,7 @@ struct PlanKernels {
 };
 
 /// The bytes one rank holds for training: the buffers runtime/exec/Trainer.h allocates
-/// (parameters and optimizer state twice, the optimizer writing into the second set;
-/// gradients; a second gradient buffer when the global batch takes several micro-batches;
+/// (parameters and optimizer state, which the optimizer updates in place; gradients; a second gradient buffer when the global batch takes several micro-batches;
 /// the token and label buffers of a micro-batch) plus the compiled kernels' workspace.
 struct MemoryPrediction {
   int64_t parameters = 0;
@@ -79,7 +78,7 @@ struct MemoryPrediction {
   int64_t gradients() const { return parameters; }
   /// The runtime's buffers, all but the workspace.
   int64_t buffers() const {
-    return 2 * (parameters + optimizerState) + gradients() + microBatchGradients +
+    return parameters + optimizerState + gradients() + microBatchGradients +
            gradientShards + gradientStaging + tokens;
   }
   /// What the runtime's peak bytes measure (Trainer::peakBytes).

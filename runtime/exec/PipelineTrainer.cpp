@@ -105,7 +105,6 @@ Error PipelineTrainer::prepare(TrainingState state, int64_t globalBatch) {
     return grads.takeError();
   grads_.emplace(std::move(*grads));
   try {
-    next_ = state_;
     // One forward's counts: the rows of the stage's largest chunk.
     int64_t rows = 0;
     for (const StageHoldings::Chunk &chunk : holdings_.chunks)
@@ -598,13 +597,12 @@ Error PipelineTrainer::optimizerStep() {
         if (!p)
           return makeError("stage ", mesh_->stage(), " holds no parameter '", b.name, "'");
         out.push_back(b.kind == BufferKind::Grad ? grads_->optimizerGrad(*p)
-                      : outputs                  ? next_.params[*p].values.data()
                                                  : state_.params[*p].values.data());
       } else if (b.kind == BufferKind::State) {
         std::optional<size_t> s = indexIn(stateIndex_, b.name);
         if (!s)
           return makeError("stage ", mesh_->stage(), " holds no optimizer state '", b.name, "'");
-        out.push_back(outputs ? next_.states[*s].values.data() : state_.states[*s].values.data());
+        out.push_back(state_.states[*s].values.data());
       } else if (void *p = scalar(b.kind)) {
         out.push_back(p);
       } else {
@@ -662,7 +660,8 @@ Error PipelineTrainer::optimizerStep() {
                      " (training diverged; try a lower learning rate)");
   gradNorm_ = static_cast<float>(std::sqrt(shared[0]));
   // The norm is every stage's, so all ranks skip an overflowing fp16 step together: the
-  // optimizer still runs (for the step's learning rate), its outputs are dropped.
+  // optimizer still runs (for the step's learning rate) and, given a norm that is not
+  // finite, leaves the parameters and states as they were.
   Expected<bool> overflowed = gradientOverflow(gradNorm_, scaler_.has_value(), step_);
   if (!overflowed)
     return overflowed.takeError();
@@ -691,10 +690,6 @@ Expected<StepStats> PipelineTrainer::step() {
   if (!times)
     return times.takeError();
   times_.push_back(*times);
-  if (!skipped_) {
-    std::swap(state_.params, next_.params);
-    std::swap(state_.states, next_.states);
-  }
   StepStats stats;
   if (scaler_) {
     stats.lossScale = scaler_->scale();
@@ -753,7 +748,7 @@ Expected<double> PipelineTrainer::evaluate(int64_t firstBatch, int64_t count,
 }
 
 int64_t PipelineTrainer::bufferBytes() const {
-  return state_.bytes() + next_.bytes() + grads_->bytes() + peakHeldBytes_;
+  return state_.bytes() + grads_->bytes() + peakHeldBytes_;
 }
 
 uint64_t PipelineTrainer::bytesSent() const {

@@ -198,7 +198,7 @@ private:
   };
   std::vector<SharedGroup> sharedGroups_;
   NameIndex paramIndex_, stateIndex_;
-  TrainingState state_, next_;
+  TrainingState state_;
   std::optional<GradientBuffer> grads_;
   std::map<Key, std::vector<float>> buffers_;
   /// The data inputs of the micro-batches of the step (or validation batch) the stage's
@@ -230,7 +230,7 @@ private:
   std::vector<std::pair<size_t, size_t>> stageExpertLoadRanges() const;
   float gradNorm_ = 0, lr_ = 0;
   /// fp16: how the loss scale is chosen, the step's scaler (from the state's), and whether
-  /// the step's gradients overflowed (its optimizer's outputs dropped).
+  /// the step's gradients overflowed (its optimizer left the parameters and states as they were).
   LossScaleOptions lossScaleOptions_;
   std::optional<LossScaler> scaler_;
   bool skipped_ = false;

@@ -43,8 +43,8 @@ Error bindFunction(const KernelFunction &fn, const TrainingState &state,
   return Error::success();
 }
 
-/// The buffer kinds each function may take, and that the optimizer writes every parameter
-/// and state exactly once: a trainer swaps the whole tables after the call.
+/// The buffer kinds each function may take, and that the optimizer takes every parameter
+/// and state exactly once: it updates them in place.
 Error checkTrainingBindings(const StepBindings &b, const KernelLibrary &kernels,
                             const TrainingState &state) {
   auto inputsOf = [](const LoadedKernel &k) { return k.function->inputs.size(); };
@@ -57,31 +57,31 @@ Error checkTrainingBindings(const StepBindings &b, const KernelLibrary &kernels,
       return makeError("forward_backward: unexpected ", input ? "input" : "output", " buffer of kind ",
                        bufferKindName(kind));
   }
-  std::vector<int> paramWrites(state.params.size()), stateWrites(state.states.size());
+  std::vector<int> paramUpdates(state.params.size()), stateUpdates(state.states.size());
   for (size_t i = 0; i < b.optimizerStep.size(); ++i) {
     const BufferBinding &o = b.optimizerStep[i];
     bool input = i < inputsOf(kernels.optimizerStep());
     bool ok = input ? o.kind == BufferKind::Step || o.kind == BufferKind::GradScale ||
                           o.kind == BufferKind::Grad || o.kind == BufferKind::Param ||
                           o.kind == BufferKind::State
-                    : o.kind == BufferKind::GradNorm || o.kind == BufferKind::Lr ||
-                          o.kind == BufferKind::Param || o.kind == BufferKind::State;
+                    : o.kind == BufferKind::GradNorm || o.kind == BufferKind::Lr;
     if (!ok)
       return makeError("optimizer_step: unexpected ", input ? "input" : "output",
-                       " buffer of kind ", bufferKindName(o.kind));
-    if (!input && o.kind == BufferKind::Param)
-      ++paramWrites[o.index];
-    if (!input && o.kind == BufferKind::State)
-      ++stateWrites[o.index];
+                       " buffer of kind ", bufferKindName(o.kind),
+                       input ? "" : " (it updates the parameters and states in place)");
+    if (o.kind == BufferKind::Param)
+      ++paramUpdates[o.index];
+    if (o.kind == BufferKind::State)
+      ++stateUpdates[o.index];
   }
-  for (size_t i = 0; i < paramWrites.size(); ++i)
-    if (paramWrites[i] != 1)
-      return makeError("optimizer_step writes parameter '", state.params[i].name, "' ",
-                       paramWrites[i], " times (expected once)");
-  for (size_t i = 0; i < stateWrites.size(); ++i)
-    if (stateWrites[i] != 1)
-      return makeError("optimizer_step writes state '", state.states[i].name, "' ",
-                       stateWrites[i], " times (expected once)");
+  for (size_t i = 0; i < paramUpdates.size(); ++i)
+    if (paramUpdates[i] != 1)
+      return makeError("optimizer_step takes parameter '", state.params[i].name, "' ",
+                       paramUpdates[i], " times (expected once)");
+  for (size_t i = 0; i < stateUpdates.size(); ++i)
+    if (stateUpdates[i] != 1)
+      return makeError("optimizer_step takes state '", state.states[i].name, "' ",
+                       stateUpdates[i], " times (expected once)");
   return Error::success();
 }
 
@@ -160,13 +160,11 @@ Expected<StepBindings> StepBindings::create(const Plan &plan, const KernelLibrar
   return b;
 }
 
-std::vector<void *> optimizerStepCall(const std::vector<BufferBinding> &bindings, size_t inputs,
+std::vector<void *> optimizerStepCall(const std::vector<BufferBinding> &bindings,
                                       const OptimizerStepBuffers &where) {
   std::vector<void *> buffers;
   buffers.reserve(bindings.size());
-  for (size_t i = 0; i < bindings.size(); ++i) {
-    const BufferBinding &b = bindings[i];
-    const bool output = i >= inputs;
+  for (const BufferBinding &b : bindings) {
     switch (b.kind) {
     case BufferKind::Step:
       buffers.push_back(where.step);
@@ -178,10 +176,10 @@ std::vector<void *> optimizerStepCall(const std::vector<BufferBinding> &bindings
       buffers.push_back(where.grad(b.index));
       break;
     case BufferKind::Param:
-      buffers.push_back(where.param(b.index, output));
+      buffers.push_back(where.param(b.index));
       break;
     case BufferKind::State:
-      buffers.push_back(where.state(b.index, output));
+      buffers.push_back(where.state(b.index));
       break;
     case BufferKind::GradNorm:
       buffers.push_back(where.gradNorm);

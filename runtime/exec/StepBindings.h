@@ -9,8 +9,8 @@
 // live here once:
 //
 //   forward_backward   tokens, labels, parameters in; loss, gradients, expert loads out
-//   optimizer_step     step, gradient scale, gradients, parameters, states in; gradient
-//                      norm, learning rate, every parameter and every state (once each) out
+//   optimizer_step     step, gradient scale, gradients, every parameter and every state
+//                      (once each, updated in place) in; gradient norm, learning rate out
 //   forward            tokens, labels (forward_backward's), parameters in; the loss alone out
 //
 //===----------------------------------------------------------------------===//
@@ -66,19 +66,18 @@ struct StepBindings {
 };
 
 /// Where an optimizer_step call's buffers lie, as a trainer keeps them: the scalars, the
-/// i-th gradient, and the i-th parameter or state among the call's inputs (`output` false:
-/// the values the step starts from) or its outputs (true: where the updated ones go).
+/// i-th gradient, and the i-th parameter or state (which the call updates in place; a step
+/// whose gradient norm is not finite leaves them as they were).
 struct OptimizerStepBuffers {
   void *step = nullptr, *gradScale = nullptr, *gradNorm = nullptr, *lr = nullptr;
-  std::function<void *(size_t index)> grad;
-  std::function<void *(size_t index, bool output)> param, state;
+  std::function<void *(size_t index)> grad, param, state;
 };
 
 /// The pointers of an optimizer_step call in its argument order: `bindings` are the
-/// function's (StepBindings::optimizerStep), of which the first `inputs` are its inputs. The
+/// function's (StepBindings::optimizerStep). The
 /// CPU's Trainer and the CUDA trainer (on the device, or on the host with the optimizer
 /// offloaded) lay out their calls through this one walk.
-std::vector<void *> optimizerStepCall(const std::vector<BufferBinding> &bindings, size_t inputs,
+std::vector<void *> optimizerStepCall(const std::vector<BufferBinding> &bindings,
                                       const OptimizerStepBuffers &where);
 
 } // namespace mtc::rt

@@ -153,7 +153,6 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
   t.bindings_ = std::move(*bindings);
   try {
     t.expertLoad_ = ExpertLoad::forOutputs(fb);
-    t.next_ = t.state_;
     t.tokens_.resize(size_t(t.microBatchSize_ * t.seqLen_));
     t.labels_.resize(t.tokens_.size());
     if (plan.eodMaskLoss)
@@ -177,7 +176,7 @@ Expected<Trainer> Trainer::create(const Plan &plan, const KernelLibrary &kernels
 }
 
 int64_t Trainer::bufferBytes() const {
-  return state_.bytes() + next_.bytes() + grads_->bytes() +
+  return state_.bytes() + grads_->bytes() +
          static_cast<int64_t>(
              (tokens_.size() + labels_.size() + positionIds_.size()) * sizeof(int32_t) +
              lossMask_.size() * sizeof(float));
@@ -316,14 +315,9 @@ Expected<StepStats> Trainer::step() {
 
   OptimizerStepBuffers where{&stepScalar, &gradScale, &gradNorm, &lr};
   where.grad = [&](size_t i) -> void * { return grads_->optimizerGrad(i); };
-  where.param = [&](size_t i, bool output) -> void * {
-    return (output ? next_ : state_).params[i].values.data();
-  };
-  where.state = [&](size_t i, bool output) -> void * {
-    return (output ? next_ : state_).states[i].values.data();
-  };
-  buffers = optimizerStepCall(bindings_.optimizerStep,
-                              kernels_->optimizerStep().function->inputs.size(), where);
+  where.param = [&](size_t i) -> void * { return state_.params[i].values.data(); };
+  where.state = [&](size_t i) -> void * { return state_.states[i].values.data(); };
+  buffers = optimizerStepCall(bindings_.optimizerStep, where);
   {
     TraceRecorder::Scope span(trace_, "optimizer_step", "optimizer");
     if (Error err = callInMesh(kernels_->optimizerStep(), buffers, "optimizer_step", step);
@@ -331,8 +325,8 @@ Expected<StepStats> Trainer::step() {
       return err;
   }
   // A gradient that overflowed under loss scaling makes the global norm inf or NaN on every
-  // rank alike (it covers every gradient of the model): the step is skipped, its outputs
-  // dropped, and the scale lowered.
+  // rank alike (it covers every gradient of the model): the compiled step left the
+  // parameters and states as they were (the step is skipped), and the scale is lowered.
   Expected<bool> overflowed = gradientOverflow(gradNorm, scaler.has_value(), step);
   if (!overflowed)
     return overflowed.takeError();
@@ -340,10 +334,6 @@ Expected<StepStats> Trainer::step() {
   if (scaler) {
     scaler->update(overflow);
     state_.lossScale = scaler->state();
-  }
-  if (!overflow) {
-    std::swap(state_.params, next_.params);
-    std::swap(state_.states, next_.states);
   }
   state_.step = step + 1;
 

@@ -31,8 +31,8 @@
 // group process the same micro-batches; only the data-parallel group (the ranks with the same
 // mesh coordinates) is all-reduced here. The step's loss is the mean of the micro-batch losses
 // (each a mean over its tokens), so it does not depend on how the global batch is split. The
-// optimizer writes the new parameters and state into a second set of buffers, swapped in
-// after the call (kernel outputs must not alias inputs).
+// optimizer updates the parameters and state in place (and leaves them as they were when the
+// gradient norm is not finite), so they are held once.
 //
 // With the distributed optimizer (a plan whose mesh names a `data_parallel_axis`; docs/plan-
 // format.md "Distributed optimizer") data parallelism is that mesh axis: `dataParallel` is its
@@ -168,7 +168,7 @@ public:
   int64_t microBatches() const { return microBatches_; }
   int64_t microBatchSize() const { return microBatchSize_; }
   int64_t sequenceLength() const { return seqLen_; }
-  /// Bytes of the buffers the trainer holds (parameters and state twice, gradients twice when
+  /// Bytes of the buffers the trainer holds (parameters and state, gradients twice when
   /// there are several micro-batches, the token buffers and loss mask; with the distributed optimizer and
   /// one micro-batch also a buffer of the reduce-scattered gradients' size, for their packed
   /// blocks, which the second gradient buffer holds otherwise); the kernels' own temporaries
@@ -206,7 +206,6 @@ private:
   LossScaleOptions lossScaleOptions_;
   MeshContext mesh_;
   TrainingState state_;
-  TrainingState next_; // the optimizer's outputs
   /// The gradients; a scratch buffer for the second and later micro-batches.
   std::optional<GradientBuffer> grads_;
   std::vector<int32_t> tokens_, labels_;

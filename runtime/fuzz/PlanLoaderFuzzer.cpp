@@ -84,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   std::filesystem::path dir = scratch->path() / "model.plan";
   fuzz::writeFileOrDie(dir / "plan.json", input);
-  fuzz::writeFileOrDie(dir / "MANIFEST", concat("mtc-plan 2\n", manifestLine("plan.json", input),
+  fuzz::writeFileOrDie(dir / "MANIFEST", concat("mtc-plan ", kPlanFormatVersion, "\n", manifestLine("plan.json", input),
                                                 manifestLine(kKernelFile, kKernelBytes)));
   Expected<Plan> plan = loadPlan(dir);
   if (!plan) {

@@ -37,8 +37,10 @@ namespace mtc::rt {
 
 /// The plan format version this runtime reads.
 /// Version 2: the compiled step's entry points take the kernel context first
-/// (runtime/exec/KernelABI.h); version 1 plans' kernels do not.
-inline constexpr int kPlanFormatVersion = 2;
+/// (runtime/exec/KernelABI.h); version 1 plans' kernels do not. Version 3: the optimizer
+/// functions update the parameters and states they take in place (version 2's returned
+/// new copies).
+inline constexpr int kPlanFormatVersion = 3;
 
 /// The first word of MANIFEST's first line and plan.json's `format`.
 inline constexpr std::string_view kPlanFormatName = "mtc-plan";

@@ -13,6 +13,11 @@ void mtc::codegen::buildBufferizePassPipeline(OpPassManager &pm) {
   pm.addPass(createCopyRepeatedResultsPass());
   pm.addPass(fusion::createFuseElementwisePass());
   pm.addPass(createCanonicalizerPass());
+  // The optimizer steps' new parameters and states go into their input buffers: the
+  // update kernels write there directly once the tensor.empty they fill is replaced by the
+  // destination.
+  pm.addPass(createUpdateInPlacePass());
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion = bufferization::LayoutMapOption::IdentityLayoutMap;
@@ -20,6 +25,7 @@ void mtc::codegen::buildBufferizePassPipeline(OpPassManager &pm) {
   // A layer called in an scf.for (mt.repeat) returns fresh buffers for the carried values.
   bufferize.allowReturnAllocsFromLoops = true;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  pm.addPass(createDropInPlaceResultsPass());
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.hoistStaticAllocs = true;
   outParams.modifyPublicFunctions = true;

@@ -26,9 +26,11 @@ namespace mtc::codegen {
 
 /// Linalg on tensors to buffers, in place, for both backends (mtc-bufferize-pipeline):
 /// mtc-copy-repeated-results; elementwise chains fused into their consumers
-/// (mtc-fuse-elementwise, compiler/fusion/) and canonicalized; one-shot bufferization across
+/// (mtc-fuse-elementwise, compiler/fusion/) and canonicalized; the optimizer steps' updates
+/// made in place (mtc-update-in-place, eliminate-empty-tensors); one-shot bufferization across
 /// function boundaries with identity layouts (plain row-major memrefs at the interface),
-/// loops allowed to yield fresh buffers (a scan's carried values); function results turned
+/// loops allowed to yield fresh buffers (a scan's carried values); the results updated in
+/// place erased (mtc-drop-in-place-results); the other function results turned
 /// into caller-allocated out-parameters (hoisting static allocations, public functions
 /// too); canonicalized. The context needs registerCodegenDialects' registry.
 void buildBufferizePassPipeline(mlir::OpPassManager &pm);

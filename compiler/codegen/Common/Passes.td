@@ -18,4 +18,37 @@ def CopyRepeatedResultsPass : Pass<"mtc-copy-repeated-results", "::mlir::ModuleO
   let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
 }
 
+def UpdateInPlacePass : Pass<"mtc-update-in-place", "::mlir::ModuleOp"> {
+  let summary = "Write an optimizer step's new parameters and states into their inputs";
+  let description = [{
+    On tensors, before bufferization. A function result carrying `mt.param = @S` or
+    `mt.state = @S` where an argument carries the same attribute is that argument's new
+    value (the optimizer steps, mt-optimizer and mt-pipeline-optimizer). Such a function
+    must have a `grad_norm` (a result or an argument with `mt.buffer = "grad_norm"`): the
+    ops that compute only the new values move into an `scf.if` taken when the norm is
+    finite (the else branch yields the arguments unchanged), and each new value is
+    materialized in its argument (`bufferization.materialize_in_destination`). Once
+    bufferized (after `eliminate-empty-tensors`, which lets the fused update kernels write
+    straight into the argument buffers), mtc-drop-in-place-results erases those results:
+    the caller's parameter and state buffers are updated in place, and a step whose
+    gradient norm is inf or NaN (an fp16 overflow) leaves them as they were. The
+    optimizer keeps no second copy of the parameters and states.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect"];
+}
+
+def DropInPlaceResultsPass : Pass<"mtc-drop-in-place-results", "::mlir::ModuleOp"> {
+  let summary = "Erase the results that return an argument updated in place";
+  let description = [{
+    On buffers, after one-shot bufferization and before `buffer-results-to-out-params`.
+    A result carrying `mt.param = @S` or `mt.state = @S` that returns the function's own
+    argument carrying the same attribute (mtc-update-in-place's work) is erased: the
+    caller passed that buffer in and finds the new value there. Upstream's
+    `drop-equivalent-buffer-results` leaves public functions alone, and every step
+    function is public.
+  }];
+}
+
 #endif // MTC_COMPILER_CODEGEN_COMMON_PASSES_TD

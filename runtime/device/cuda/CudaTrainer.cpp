@@ -211,7 +211,6 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
   }
   try {
     if (t->hostOptimizer_) {
-      t->hostNext_ = t->host_;
       t->hostGradients_.resize(size_t(t->layout_.gradients.bytes) / sizeof(float));
     }
     t->tokens_.resize(size_t(t->shape_.microBatchSize * t->shape_.sequenceLength));
@@ -239,14 +238,14 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
   // the saxpy of a later micro-batch runs over it).
   const TrainingState &s = t->host_;
   for (size_t i = 0; i < s.params.size(); ++i)
-    if (Error err = t->upload(t->layout_.params[0][i], s.params[i].values.data(),
-                              t->layout_.params[0][i].bytes, "a parameter");
+    if (Error err = t->upload(t->layout_.params[i], s.params[i].values.data(),
+                              t->layout_.params[i].bytes, "a parameter");
         !err.ok())
       return std::move(err).withContext(s.params[i].name);
   // Offloaded, the state stays on the host.
   for (size_t i = 0; !t->hostOptimizer_ && i < s.states.size(); ++i)
-    if (Error err = t->upload(t->layout_.states[0][i], s.states[i].values.data(),
-                              t->layout_.states[0][i].bytes, "an optimizer state");
+    if (Error err = t->upload(t->layout_.states[i], s.states[i].values.data(),
+                              t->layout_.states[i].bytes, "an optimizer state");
         !err.ok())
       return std::move(err).withContext(s.states[i].name);
   for (const std::optional<ArenaRange> &r : {std::optional(t->layout_.gradients), t->layout_.scratch})
@@ -401,7 +400,7 @@ Expected<StepStats> CudaTrainer::step() {
         buffers.push_back(inputBuffer(inputIndex++));
         break;
       case BufferKind::Param:
-        buffers.push_back(at(layout_.params[current_][b.index]));
+        buffers.push_back(at(layout_.params[b.index]));
         break;
       case BufferKind::Grad:
         buffers.push_back(static_cast<char *>(at(grads)) + layout_.gradientOffsets[b.index]);
@@ -461,14 +460,10 @@ Expected<StepStats> CudaTrainer::step() {
     scaler->update(*overflowed);
     host_.lossScale = scaler->state();
   }
-  if (!*overflowed) {
-    if (hostOptimizer_) {
-      if (Error err = takeHostUpdate(step); !err.ok())
-        return err;
-    } else {
-      current_ = 1 - current_;
-    }
-  }
+  // A skipped step left the parameters as they were: nothing to upload.
+  if (hostOptimizer_ && !*overflowed)
+    if (Error err = uploadHostUpdate(step); !err.ok())
+      return err;
   host_.step = step + 1;
 
   StepStats stats;
@@ -494,16 +489,14 @@ Error CudaTrainer::optimizerStepOnDevice(float stepScalar, float gradScale, floa
   if (Error err = upload(layout_.gradScale, &gradScale, sizeof gradScale, "the gradient scale");
       !err.ok())
     return err;
-  const size_t next = 1 - current_;
   OptimizerStepBuffers where{at(layout_.step), at(layout_.gradScale), at(layout_.gradNorm),
                              at(layout_.lr)};
   where.grad = [&](size_t i) -> void * {
     return static_cast<char *>(at(layout_.gradients)) + layout_.gradientOffsets[i];
   };
-  where.param = [&](size_t i, bool output) { return at(layout_.params[output ? next : current_][i]); };
-  where.state = [&](size_t i, bool output) { return at(layout_.states[output ? next : current_][i]); };
-  std::vector<void *> buffers = optimizerStepCall(
-      bindings_.optimizerStep, library_->optimizerStep().function->inputs.size(), where);
+  where.param = [&](size_t i) { return at(layout_.params[i]); };
+  where.state = [&](size_t i) { return at(layout_.states[i]); };
+  std::vector<void *> buffers = optimizerStepCall(bindings_.optimizerStep, where);
   if (Error err = call(library_->optimizerStep(), buffers,
                        concat("step ", step + 1, ": optimizer_step"), nullptr, 1.0f);
       !err.ok())
@@ -527,26 +520,19 @@ Error CudaTrainer::optimizerStepOnHost(float stepScalar, float gradScale, float 
   where.grad = [&](size_t i) -> void * {
     return hostGradients_.data() + layout_.gradientOffsets[i] / int64_t(sizeof(float));
   };
-  where.param = [&](size_t i, bool output) -> void * {
-    return (output ? hostNext_ : host_).params[i].values.data();
-  };
-  where.state = [&](size_t i, bool output) -> void * {
-    return (output ? hostNext_ : host_).states[i].values.data();
-  };
+  where.param = [&](size_t i) -> void * { return host_.params[i].values.data(); };
+  where.state = [&](size_t i) -> void * { return host_.states[i].values.data(); };
   const LoadedKernel &optimizer = hostOptimizer_->optimizerStep();
-  std::vector<void *> buffers =
-      optimizerStepCall(hostOptimizerBindings_, optimizer.function->inputs.size(), where);
+  std::vector<void *> buffers = optimizerStepCall(hostOptimizerBindings_, where);
   // No mesh (checkOptimizerOffload): the x86 step has no collective to run.
   return callInMesh(optimizer, buffers, MeshContext{}, nullptr)
       .withContext(concat("step ", step + 1, ": optimizer_step on the host"));
 }
 
-Error CudaTrainer::takeHostUpdate(int64_t step) {
-  std::swap(host_.params, hostNext_.params);
-  std::swap(host_.states, hostNext_.states);
+Error CudaTrainer::uploadHostUpdate(int64_t step) {
   for (size_t i = 0; i < host_.params.size(); ++i)
-    if (Error err = upload(layout_.params[0][i], host_.params[i].values.data(),
-                           layout_.params[0][i].bytes, "an updated parameter");
+    if (Error err = upload(layout_.params[i], host_.params[i].values.data(),
+                           layout_.params[i].bytes, "an updated parameter");
         !err.ok())
       return std::move(err).withContext(concat("step ", step + 1, ": ", host_.params[i].name));
   return Error::success();
@@ -564,7 +550,7 @@ Expected<double> CudaTrainer::evaluate(int64_t firstBatch, int64_t count,
     if (b.kind == BufferKind::Input)
       buffers.push_back(inputBuffer(inputIndex++));
     else if (b.kind == BufferKind::Param)
-      buffers.push_back(at(layout_.params[current_][b.index]));
+      buffers.push_back(at(layout_.params[b.index]));
     else // the loss (StepBindings allows nothing else)
       buffers.push_back(at(layout_.loss));
   }
@@ -596,13 +582,13 @@ Error CudaTrainer::syncState() {
   if (hostOptimizer_)
     return Error::success();
   for (size_t i = 0; i < host_.params.size(); ++i)
-    if (Error err = download(host_.params[i].values.data(), layout_.params[current_][i],
-                             layout_.params[current_][i].bytes, "a parameter");
+    if (Error err = download(host_.params[i].values.data(), layout_.params[i],
+                             layout_.params[i].bytes, "a parameter");
         !err.ok())
       return std::move(err).withContext(host_.params[i].name);
   for (size_t i = 0; i < host_.states.size(); ++i)
-    if (Error err = download(host_.states[i].values.data(), layout_.states[current_][i],
-                             layout_.states[current_][i].bytes, "an optimizer state");
+    if (Error err = download(host_.states[i].values.data(), layout_.states[i],
+                             layout_.states[i].bytes, "an optimizer state");
         !err.ok())
       return std::move(err).withContext(host_.states[i].name);
   return Error::success();

@@ -8,13 +8,14 @@
 //     tokens, labels <- data(step, samples [m * micro, (m + 1) * micro)), copied in
 //     loss_m, grads_m <- forward_backward(tokens, labels, params)   (dropout key: step, m)
 //     grads += grads_m                               (cuBLAS saxpy from the second on)
-//   grad_norm, lr, params', states' <- optimizer_step(step, 1 / micro-batches, grads, ...)
+//   grad_norm, lr <- optimizer_step(step, 1 / micro-batches, grads, params, states)
+//                                                (params and states updated in place)
 //
 // Everything the functions read and write lives in one device arena (DeviceStepLayout.h)
 // allocated when the trainer is created; the host code's launches and GEMMs go to one
 // compute stream (GpuHostCalls.h), the losses, the gradient norm and the learning rate are
-// copied back after each call, and the optimizer's outputs are swapped in (no copy) unless
-// an fp16 step overflowed (LossScaler.h, as on the CPU). The parameters and optimizer state
+// copied back after each call, and the optimizer updates the parameters and states in place
+// unless an fp16 step overflowed (LossScaler.h, as on the CPU). The parameters and optimizer state
 // reach the host only when asked (`syncState`: checkpoints, the export, the end of the
 // run).
 //
@@ -138,17 +139,16 @@ private:
   /// Sums the gradients, `lossSum` and the expert counts over the data-parallel ranks (as
   /// the CPU's Trainer::reduceOverDataParallel).
   Error reduceOverDataParallel(double &lossSum, int64_t step);
-  /// The optimizer step on the device: its outputs go to the other copy of the parameters
-  /// and states.
+  /// The optimizer step on the device, updating the parameters and states in place.
   Error optimizerStepOnDevice(float stepScalar, float gradScale, float &gradNorm, float &lr,
                               int64_t step);
   /// The optimizer step offloaded (DeviceTrainer.h): the gradients down, the x86
-  /// optimizer_step over host_ into hostNext_.
+  /// optimizer_step updating host_ in place.
   Error optimizerStepOnHost(float stepScalar, float gradScale, float &gradNorm, float &lr,
                             int64_t step);
-  /// After an offloaded step that was not skipped: the updated parameters become host_'s
-  /// and go up to the device's one copy.
-  Error takeHostUpdate(int64_t step);
+  /// After an offloaded step that was not skipped: host_'s updated parameters go up to the
+  /// device's copy.
+  Error uploadHostUpdate(int64_t step);
 
   const Plan *plan_;
   const KernelLibrary *library_;
@@ -165,17 +165,12 @@ private:
   DeviceStepShape shape_;
   StepBindings bindings_;
   int64_t microBatches_ = 1;
-  /// The host's copy (DeviceTrainer.h); which of the layout's two copies of the parameters
-  /// and states is current (always the first with the optimizer offloaded, when host_'s
-  /// values are the current ones).
+  /// The host's copy (DeviceTrainer.h; with the optimizer offloaded, the current values).
   TrainingState host_;
-  size_t current_ = 0;
   /// With the optimizer offloaded: the plan's x86 kernels and their optimizer_step's
-  /// bindings, the step's outputs (swapped into host_ unless the step is skipped) and the
-  /// summed gradients brought to the host (DeviceStepLayout's one range, as laid out there).
+  /// bindings and the summed gradients brought to the host (DeviceStepLayout's one range, as laid out there).
   const KernelLibrary *hostOptimizer_ = nullptr;
   std::vector<BufferBinding> hostOptimizerBindings_;
-  TrainingState hostNext_;
   std::vector<float> hostGradients_;
   std::vector<int32_t> tokens_, labels_;
   /// With a loss mask (Plan::eodMaskLoss): the mask of the tokens read, and the data's end

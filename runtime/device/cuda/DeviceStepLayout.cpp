@@ -48,17 +48,14 @@ Expected<DeviceStepLayout> DeviceStepLayout::create(const TrainingState &state,
     }
     return Error::success();
   };
-  for (int copy = 0; copy < (shape.optimizerOnHost ? 1 : 2); ++copy) {
-    if (Error err = placeTable(state.params, layout.params[size_t(copy)]); !err.ok())
+  if (Error err = placeTable(state.params, layout.params); !err.ok())
+    return err;
+  if (!shape.optimizerOnHost)
+    if (Error err = placeTable(state.states, layout.states); !err.ok())
       return err;
-    if (shape.optimizerOnHost)
-      continue;
-    if (Error err = placeTable(state.states, layout.states[size_t(copy)]); !err.ok())
-      return err;
-  }
   // The gradients: one range, each gradient aligned within it as the arena aligns ranges.
   int64_t gradientBytes = 0;
-  for (const ArenaRange &p : layout.params[0]) {
+  for (const ArenaRange &p : layout.params) {
     gradientBytes = (gradientBytes + kDeviceArenaAlignment - 1) & ~(kDeviceArenaAlignment - 1);
     layout.gradientOffsets.push_back(gradientBytes);
     gradientBytes += p.bytes;

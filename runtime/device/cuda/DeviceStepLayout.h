@@ -4,10 +4,9 @@
 // allocated once: the layout says where each buffer lies, as offsets from the arena's start,
 // and how large the arena is. It needs no device, so it is computed (and tested) anywhere:
 //
-//   parameters, states   twice each: the current ones and the optimizer's outputs, swapped
-//                        after every step that is not skipped (kernel outputs never alias
-//                        their inputs); with the optimizer on the host (optimizer offload,
-//                        DeviceTrainer.h) the parameters once and no state
+//   parameters, states   once each: the optimizer step updates them in place; with the
+//                        optimizer on the host (optimizer offload, DeviceTrainer.h) the
+//                        parameters and no state
 //   gradients            one contiguous range, every gradient in the parameters' order, so
 //                        a later micro-batch's gradients (`scratch`, laid out the same way,
 //                        present only with several micro-batches) are added in one call
@@ -30,7 +29,6 @@
 #include "runtime/exec/TrainingState.h"
 #include "runtime/support/Error.h"
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -55,13 +53,13 @@ struct DeviceStepShape {
   /// The host code's workspace.
   int64_t workspaceBytes = 0;
   /// Whether the optimizer step runs on the host (optimizer offload): the device holds the
-  /// parameters once (params[1] and both state tables empty).
+  /// parameters and no state (`states` empty).
   bool optimizerOnHost = false;
 };
 
 struct DeviceStepLayout {
-  /// [0]: the one a step starts from, [1]: the optimizer's outputs (see the file comment).
-  std::array<std::vector<ArenaRange>, 2> params, states;
+  /// One range per parameter and per state, in the state's table order.
+  std::vector<ArenaRange> params, states;
   /// All gradients; param i's starts gradientOffsets[i] bytes into it (and into scratch).
   ArenaRange gradients;
   std::vector<int64_t> gradientOffsets;

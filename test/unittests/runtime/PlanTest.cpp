@@ -78,7 +78,7 @@ JsonValue validPlan() {
       {"name", "labels"}, {"dtype", "i32"}, {"dims", dimList({{"batch", 4}, {"seq", 8}})}});
   return JsonObject{
       {"format", "mtc-plan"},
-      {"version", 2},
+      {"version", 3},
       {"compiler", "mtc 0.1.0 (LLVM/MLIR 22.1.8)"},
       {"model", "tiny"},
       {"source", JsonObject{{"path", "tiny.mtl"}, {"sha256", std::string(64, '0')}}},
@@ -118,7 +118,7 @@ protected:
     planJson_ = json.serialize(2) + "\n";
     writeBytes(plan() / "plan.json", planJson_);
     writeBytes(plan() / "program.mlir", program_);
-    writeBytes(plan() / "MANIFEST", "mtc-plan 2\n" + manifestLine("plan.json", planJson_) +
+    writeBytes(plan() / "MANIFEST", "mtc-plan 3\n" + manifestLine("plan.json", planJson_) +
                                         manifestLine("program.mlir", program_));
   }
   void writeManifest(std::string_view text) { writeBytes(plan() / "MANIFEST", text); }
@@ -129,7 +129,7 @@ protected:
     writePlan(json);
     std::filesystem::create_directories(plan() / "kernels");
     writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
-    writeManifest("mtc-plan 2\n" + manifestLine("plan.json", planJson_) +
+    writeManifest("mtc-plan 3\n" + manifestLine("plan.json", planJson_) +
                   manifestLine("kernels/x86_64.so", "ELF"));
     return loadPlan(plan());
   }
@@ -175,7 +175,7 @@ TEST_F(PlanTest, LoadsAValidPlan) {
   Expected<Plan> p = loadPlan(plan());
   ASSERT_TRUE(p.ok()) << p.error().message();
   EXPECT_EQ(p->dir, plan());
-  EXPECT_EQ(p->version, 2);
+  EXPECT_EQ(p->version, 3);
   EXPECT_EQ(p->model, "tiny");
   EXPECT_EQ(p->compiler, "mtc 0.1.0 (LLVM/MLIR 22.1.8)");
   EXPECT_EQ(p->sourcePath, "tiny.mtl");
@@ -517,7 +517,7 @@ TEST_F(PlanTest, ExtraFilesAndKernelsPrefix) {
   std::filesystem::create_directories(plan() / "kernels");
   writeBytes(plan() / "kernels" / "x86_64.so", "ELF");
   writeBytes(plan() / "notes.txt", "not listed, ignored");
-  writeManifest("mtc-plan 2\n" + manifestLine("plan.json", planJson_) +
+  writeManifest("mtc-plan 3\n" + manifestLine("plan.json", planJson_) +
                 manifestLine("kernels/x86_64.so", "ELF"));
   Expected<Plan> p = loadPlan(plan());
   ASSERT_TRUE(p.ok()) << p.error().message();
@@ -575,24 +575,27 @@ TEST_F(PlanTest, OtherFormat) {
   writePlan(validPlan());
   writeManifest("safetensors 1\n");
   EXPECT_EQ(loadError(), where() + ": MANIFEST is not an mtc plan manifest: its first line is "
-                                   "'safetensors 1', expected 'mtc-plan 2'");
+                                   "'safetensors 1', expected 'mtc-plan 3'");
 }
 
 TEST_F(PlanTest, UnsupportedVersion) {
   writePlan(validPlan());
-  // A plan of version 1, whose kernels take no kernel context, is refused.
+  // A plan of version 1, whose kernels take no kernel context, and one of version 2, whose
+  // optimizer returns new copies of the parameters, are refused.
   writeManifest("mtc-plan 1\n" + manifestLine("plan.json", planJson_));
-  EXPECT_EQ(loadError(), where() + ": unsupported plan version 1 (this mtrun reads version 2)");
-  writeManifest("mtc-plan 3\n" + manifestLine("plan.json", planJson_));
-  EXPECT_EQ(loadError(), where() + ": unsupported plan version 3 (this mtrun reads version 2)");
+  EXPECT_EQ(loadError(), where() + ": unsupported plan version 1 (this mtrun reads version 3)");
+  writeManifest("mtc-plan 2\n" + manifestLine("plan.json", planJson_));
+  EXPECT_EQ(loadError(), where() + ": unsupported plan version 2 (this mtrun reads version 3)");
+  writeManifest("mtc-plan 4\n" + manifestLine("plan.json", planJson_));
+  EXPECT_EQ(loadError(), where() + ": unsupported plan version 4 (this mtrun reads version 3)");
   writeManifest("mtc-plan 12345678901234567890123\n");
   EXPECT_CONTAINS(loadError(), "unsupported plan version 12345678901234567890123");
 }
 
 TEST_F(PlanTest, MalformedFormatLine) {
   writePlan(validPlan());
-  for (std::string first : {"mtc-plan", "mtc-plan ", "mtc-plan x", "mtc-plan 01", "mtc-plan 2 x",
-                            "mtc-plan -1", "mtc-plan 2\r"}) {
+  for (std::string first : {"mtc-plan", "mtc-plan ", "mtc-plan x", "mtc-plan 01", "mtc-plan 3 x",
+                            "mtc-plan -1", "mtc-plan 3\r"}) {
     writeManifest(first + "\n" + manifestLine("plan.json", planJson_));
     EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 1: malformed format line");
   }
@@ -623,13 +626,13 @@ TEST_F(PlanTest, MalformedLines) {
       {hash + " 5 \x01x", "unsafe file name '\\x01x'"},
   };
   for (const Case &c : cases) {
-    writeManifest("mtc-plan 2\n" + good + c.line + "\n");
+    writeManifest("mtc-plan 3\n" + good + c.line + "\n");
     std::string message = loadError();
     EXPECT_EQ(message.rfind(where() + ": ", 0), 0u) << message;
     EXPECT_CONTAINS(message, c.what);
   }
   // A control character is shown escaped.
-  writeManifest("mtc-plan 2\n" + good + "ab\x01\n");
+  writeManifest("mtc-plan 3\n" + good + "ab\x01\n");
   EXPECT_CONTAINS(loadError(), "'ab\\x01'");
 }
 
@@ -639,7 +642,7 @@ TEST_F(PlanTest, UnsafeNames) {
   for (std::string name :
        {"../plan.json", "/etc/passwd", "sub/plan.json", ".hidden", "..", ".",
         "kernels/../plan.json", "kernels/", "kernels/a/b", "a b", "back\\slash"}) {
-    writeManifest("mtc-plan 2\n" + good + manifestLine(name, "x"));
+    writeManifest("mtc-plan 3\n" + good + manifestLine(name, "x"));
     EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 3: unsafe file name '" + name + "'");
   }
   EXPECT_TRUE(isSafePlanFileName("plan.json"));
@@ -652,25 +655,25 @@ TEST_F(PlanTest, UnsafeNames) {
 TEST_F(PlanTest, DuplicateSelfAndMissingPlanJson) {
   writePlan(validPlan());
   std::string good = manifestLine("plan.json", planJson_);
-  writeManifest("mtc-plan 2\n" + good + manifestLine("program.mlir", program_) + good);
+  writeManifest("mtc-plan 3\n" + good + manifestLine("program.mlir", program_) + good);
   EXPECT_EQ(loadError(),
             where() + ": MANIFEST line 4: 'plan.json' is listed twice (also on line 2)");
-  writeManifest("mtc-plan 2\n" + good + manifestLine("MANIFEST", "x"));
+  writeManifest("mtc-plan 3\n" + good + manifestLine("MANIFEST", "x"));
   EXPECT_EQ(loadError(), where() + ": MANIFEST line 3: MANIFEST cannot list itself");
-  writeManifest("mtc-plan 2\n" + manifestLine("program.mlir", program_));
+  writeManifest("mtc-plan 3\n" + manifestLine("program.mlir", program_));
   EXPECT_EQ(loadError(), where() + ": MANIFEST does not list plan.json");
-  writeManifest("mtc-plan 2\n");
+  writeManifest("mtc-plan 3\n");
   EXPECT_EQ(loadError(), where() + ": MANIFEST does not list plan.json");
 }
 
 TEST_F(PlanTest, MissingLineEnd) {
   writePlan(validPlan());
   std::string good = manifestLine("plan.json", planJson_);
-  writeManifest("mtc-plan 2\n" + good.substr(0, good.size() - 1));
+  writeManifest("mtc-plan 3\n" + good.substr(0, good.size() - 1));
   EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 2: no line end after");
   EXPECT_CONTAINS(loadError(), "(truncated?)");
-  writeManifest("mtc-plan 2");
-  EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 1: no line end after 'mtc-plan 2'");
+  writeManifest("mtc-plan 3");
+  EXPECT_CONTAINS(loadError(), where() + ": MANIFEST line 1: no line end after 'mtc-plan 3'");
 }
 
 TEST_F(PlanTest, MissingListedFile) {
@@ -737,7 +740,7 @@ TEST_F(PlanTest, PlanJsonNotJson) {
   std::filesystem::create_directories(plan());
   std::string text = "{\"format\": \"mtc-plan\",}";
   writeBytes(plan() / "plan.json", text);
-  writeManifest("mtc-plan 2\n" + manifestLine("plan.json", text));
+  writeManifest("mtc-plan 3\n" + manifestLine("plan.json", text));
   EXPECT_CONTAINS(loadError(), where() + "/plan.json: json: ");
   EXPECT_CONTAINS(loadError(), "(line 1, column 23)");
 }
@@ -750,7 +753,7 @@ TEST_F(PlanTest, TopLevelErrors) {
   expectPlanJsonError(edited([](JsonObject &o) { o.set("format", "onnx"); }),
                       "format: expected 'mtc-plan', found 'onnx' (not an mtc plan)");
   expectPlanJsonError(edited([](JsonObject &o) { o.set("version", 1); }),
-                      "version: unsupported plan version 1 (this mtrun reads version 2)");
+                      "version: unsupported plan version 1 (this mtrun reads version 3)");
   expectPlanJsonError(edited([](JsonObject &o) { o.set("version", "1"); }),
                       "version: expected a non-negative integer, found the string '1'");
   expectPlanJsonError(edited([](JsonObject &o) { o.erase("model"); }), "missing key 'model'");
@@ -905,14 +908,14 @@ TEST_F(PlanTest, StateErrors) {
 }
 
 TEST(PlanParseTest, ParseManifestDirectly) {
-  auto m = parseManifest("mtc-plan 2\n" + std::string(64, 'a') + " 0 plan.json\n", "p");
+  auto m = parseManifest("mtc-plan 3\n" + std::string(64, 'a') + " 0 plan.json\n", "p");
   ASSERT_TRUE(m.ok()) << m.error().message();
-  EXPECT_EQ(m->first, 2);
+  EXPECT_EQ(m->first, 3);
   ASSERT_EQ(m->second.size(), 1u);
   EXPECT_EQ(m->second[0].size, 0u);
-  auto bad = parseManifest("mtc-plan 3\n", "p");
+  auto bad = parseManifest("mtc-plan 2\n", "p");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message(), "p: unsupported plan version 3 (this mtrun reads version 2)");
+  EXPECT_EQ(bad.error().message(), "p: unsupported plan version 2 (this mtrun reads version 3)");
 }
 
 TEST(PlanParseTest, NamesOfDTypesAndInits) {
@@ -1254,7 +1257,7 @@ protected:
   Expected<Plan> loadWithCudaFiles(const JsonValue &json, std::string_view unlisted = {}) {
     writePlan(json);
     std::filesystem::create_directories(plan() / "kernels");
-    std::string manifest = "mtc-plan 2\n" + manifestLine("plan.json", planJson_);
+    std::string manifest = "mtc-plan 3\n" + manifestLine("plan.json", planJson_);
     for (const char *name : {"kernels/sm_80.ptx", "kernels/sm_80.cubin", "kernels/sm_90.ptx"}) {
       std::string bytes = std::string("contents of ") + name;
       writeBytes(plan() / name, bytes);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a small plan directory (docs/plan-format.md, version 2) for mtrun's lit tests.
+"""Writes a small plan directory (docs/plan-format.md, version 3) for mtrun's lit tests.
 
 `mtc compile -o x.plan` writes real plans; this writes a hand-made one with a known parameter
 table, and can break it in the ways mtrun must reject:
@@ -111,8 +111,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--manifest-version", default="2")
-    ap.add_argument("--json-version", type=int, default=2)
+    ap.add_argument("--manifest-version", default="3")
+    ap.add_argument("--json-version", type=int, default=3)
     ap.add_argument("--init-kind", action="append", default=[])
     ap.add_argument("--truncate")
     ap.add_argument("--corrupt")

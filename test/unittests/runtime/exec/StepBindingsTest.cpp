@@ -1,8 +1,7 @@
 //===- StepBindingsTest.cpp - Laying out a step function's call -----------===//
 //
-// optimizerStepCall: every binding kind to its pointer, the parameters and states of the
-// function's inputs to the values the step starts from and those of its outputs to where
-// the updated ones go. checkOptimizerOffload (DeviceTrainer.h): what optimizer offload
+// optimizerStepCall: every binding kind to its pointer, in the function's argument order
+// (the parameters and states are inputs, updated in place). checkOptimizerOffload (DeviceTrainer.h): what optimizer offload
 // needs of a plan, each refusal naming why.
 
 #include "runtime/exec/DeviceTrainer.h"
@@ -13,21 +12,20 @@
 namespace mtc::rt {
 namespace {
 
-TEST(OptimizerStepCall, EachBindingToItsPointerInputsBeforeOutputs) {
+TEST(OptimizerStepCall, EachBindingToItsPointerInArgumentOrder) {
   float step = 0, scale = 0, norm = 0, lr = 0;
-  float grads[2], params[2][2], states[2][2];
+  float grads[2], params[2], states[2];
   OptimizerStepBuffers where{&step, &scale, &norm, &lr};
   where.grad = [&](size_t i) -> void * { return &grads[i]; };
-  where.param = [&](size_t i, bool output) -> void * { return &params[output][i]; };
-  where.state = [&](size_t i, bool output) -> void * { return &states[output][i]; };
+  where.param = [&](size_t i) -> void * { return &params[i]; };
+  where.state = [&](size_t i) -> void * { return &states[i]; };
   const std::vector<BufferBinding> bindings = {
       {BufferKind::Step},     {BufferKind::GradScale}, {BufferKind::Grad, 1},
-      {BufferKind::Param, 0}, {BufferKind::State, 1},  {BufferKind::GradNorm},
-      {BufferKind::Lr},       {BufferKind::Param, 0},  {BufferKind::State, 1}};
-  std::vector<void *> call = optimizerStepCall(bindings, 5, where);
-  const std::vector<void *> expected = {&step,         &scale,        &grads[1],
-                                        &params[0][0], &states[0][1], &norm,
-                                        &lr,           &params[1][0], &states[1][1]};
+      {BufferKind::Param, 0}, {BufferKind::State, 1},  {BufferKind::Param, 1},
+      {BufferKind::GradNorm}, {BufferKind::Lr}};
+  std::vector<void *> call = optimizerStepCall(bindings, where);
+  const std::vector<void *> expected = {&step,      &scale,     &grads[1], &params[0],
+                                        &states[1], &params[1], &norm,     &lr};
   EXPECT_EQ(call, expected);
 }
 

@@ -12,7 +12,8 @@
  *   forward_backward(tokens, labels, w) -> loss = t * sum(w^2) over the whole tensor,
  *                                          grad = 2 t w     (t = tokens[0] % 5 + 1)
  *   optimizer_step(step, scale, g, w, m) -> grad_norm = |g * scale| over the whole tensor,
- *                                          lr = 0.1, w - lr * g * scale, m + g * scale
+ *                                          lr = 0.1; w -= lr * g * scale, m += g * scale in
+ *                                          place, unless the norm is not finite
  *   forward(tokens, labels, w)          -> loss = t * sum(w^2), plus 1000 when the call has an
  *                                          active dropout key (evaluation must run without)
  * The sums over the whole tensor all-reduce each shard's partial sum (f64) over mesh axis 0.
@@ -79,8 +80,8 @@ void toy_bad_forward_backward(MtcKernelContext *context, void **d) {
 
 void toy_optimizer_step(MtcKernelContext *context, void **d) {
   float scale = *f32(d[1]);
-  const float *g = f32(d[2]), *w = f32(d[3]), *m = f32(d[4]);
-  float *norm = f32(d[5]), *lr = f32(d[6]), *w2 = f32(d[7]), *m2 = f32(d[8]);
+  const float *g = f32(d[2]);
+  float *w = f32(d[3]), *m = f32(d[4]), *norm = f32(d[5]), *lr = f32(d[6]);
   int64_t n = elements2(d[3]);
   double sq = 0, total = 0;
   for (int64_t i = 0; i < n; ++i)
@@ -88,9 +89,11 @@ void toy_optimizer_step(MtcKernelContext *context, void **d) {
   mtc_all_reduce(context, 0, MTC_F64, MTC_SUM, &sq, &total, 1);
   *norm = (float)sqrt(total);
   *lr = 0.1f;
+  if (!isfinite(*norm))
+    return;
   for (int64_t i = 0; i < n; ++i) {
-    w2[i] = w[i] - 0.1f * g[i] * scale;
-    m2[i] = m[i] + g[i] * scale;
+    w[i] -= 0.1f * g[i] * scale;
+    m[i] += g[i] * scale;
   }
 }
 
@@ -103,7 +106,7 @@ void toy_optimizer_step(MtcKernelContext *context, void **d) {
  *   zero_forward_backward(tokens, labels, w, v) -> loss = t (sum(w^2) + sum(v^2)),
  *                                                  gw = 2 t w, gv = 2 t v
  *   zero_optimizer_step(step, scale, gw, gv, w, v, m, n)
- *       -> grad_norm = |(gw, gv) * scale|, lr = 0.1, w', v', m', n'
+ *       -> grad_norm = |(gw, gv) * scale|, lr = 0.1; w, v, m, n updated in place
  * where the update is the one toy_optimizer_step makes. gw and m are the rank's dp shard
  * (cols / dp columns starting at coordinate * cols / dp) when their buffer has fewer columns
  * than w: the step updates that block of w and all-gathers the blocks over dp (axis 0), as a
@@ -133,10 +136,9 @@ void toy_zero_forward_backward(MtcKernelContext *context, void **d) {
 
 void toy_zero_optimizer_step(MtcKernelContext *context, void **d) {
   float scale = *f32(d[1]);
-  const float *gw = f32(d[2]), *gv = f32(d[3]), *w = f32(d[4]), *v = f32(d[5]),
-              *m = f32(d[6]), *n = f32(d[7]);
-  float *norm = f32(d[8]), *lr = f32(d[9]), *w2 = f32(d[10]), *v2 = f32(d[11]),
-        *m2 = f32(d[12]), *n2 = f32(d[13]);
+  const float *gw = f32(d[2]), *gv = f32(d[3]);
+  float *w = f32(d[4]), *v = f32(d[5]), *m = f32(d[6]), *n = f32(d[7]), *norm = f32(d[8]),
+        *lr = f32(d[9]);
   int64_t rows = dimOf(d[4], 0), cols = dimOf(d[4], 1), shardCols = dimOf(d[2], 1);
   int64_t nv = dimOf(d[5], 0);
   int64_t dp = cols / shardCols, c0 = mtc_mesh_coordinate(context, 0) * shardCols;
@@ -153,27 +155,29 @@ void toy_zero_optimizer_step(MtcKernelContext *context, void **d) {
     vs += (double)(gv[i] * scale) * (double)(gv[i] * scale);
   *norm = (float)sqrt(sq + vs);
   *lr = 0.1f;
+  if (!isfinite(*norm))
+    return;
   /* The shard of w, updated, then gathered: block c of `gathered` is rank c's [rows, shardCols]. */
   float shard[64], gathered[256];
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < shardCols; ++c) {
       int64_t i = r * shardCols + c;
       shard[i] = w[r * cols + c0 + c] - 0.1f * gw[i] * scale;
-      m2[i] = m[i] + gw[i] * scale;
+      m[i] += gw[i] * scale;
     }
   if (dp == 1) {
     for (int64_t i = 0; i < rows * cols; ++i)
-      w2[i] = shard[i];
+      w[i] = shard[i];
   } else {
     mtc_all_gather(context, 0, 0, shard, gathered, rows * shardCols);
     for (int64_t b = 0; b < dp; ++b)
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < shardCols; ++c)
-          w2[r * cols + b * shardCols + c] = gathered[(b * rows + r) * shardCols + c];
+          w[r * cols + b * shardCols + c] = gathered[(b * rows + r) * shardCols + c];
   }
   for (int64_t i = 0; i < nv; ++i) {
-    v2[i] = v[i] - 0.1f * gv[i] * scale;
-    n2[i] = n[i] + gv[i] * scale;
+    v[i] -= 0.1f * gv[i] * scale;
+    n[i] += gv[i] * scale;
   }
 }
 

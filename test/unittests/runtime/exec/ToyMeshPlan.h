@@ -50,9 +50,7 @@ inline Plan toyPlan(int64_t tp, const char *forwardBackward = "toy_forward_backw
                 buffer(BufferKind::Param, "w", PlanDType::F32, local),
                 buffer(BufferKind::State, "w.m", PlanDType::F32, local)};
   opt.outputs = {buffer(BufferKind::GradNorm, "grad_norm", PlanDType::F32, {}),
-                 buffer(BufferKind::Lr, "lr", PlanDType::F32, {}),
-                 buffer(BufferKind::Param, "w", PlanDType::F32, local),
-                 buffer(BufferKind::State, "w.m", PlanDType::F32, local)};
+                 buffer(BufferKind::Lr, "lr", PlanDType::F32, {})};
   KernelsInfo &kernels = plan.x86Kernels.emplace();
   kernels.file = MTC_TOY_MESH_KERNELS;
   kernels.forwardBackward = fb;

@@ -207,12 +207,7 @@ Plan zeroPlan(int64_t dp, int64_t tp, bool distributed, int64_t globalBatch = 4)
                 buffer(BufferKind::Param, "v", v.dims),
                 buffer(BufferKind::State, "w.m", wShard),
                 buffer(BufferKind::State, "v.n", v.dims)};
-  opt.outputs = {buffer(BufferKind::GradNorm, "grad_norm", {}),
-                 buffer(BufferKind::Lr, "lr", {}),
-                 buffer(BufferKind::Param, "w", wLocal),
-                 buffer(BufferKind::Param, "v", v.dims),
-                 buffer(BufferKind::State, "w.m", wShard),
-                 buffer(BufferKind::State, "v.n", v.dims)};
+  opt.outputs = {buffer(BufferKind::GradNorm, "grad_norm", {}), buffer(BufferKind::Lr, "lr", {})};
   KernelsInfo &kernels = plan.x86Kernels.emplace();
   kernels.file = MTC_TOY_MESH_KERNELS;
   kernels.forwardBackward = fb;

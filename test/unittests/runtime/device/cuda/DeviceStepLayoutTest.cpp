@@ -1,7 +1,7 @@
 //===- DeviceStepLayoutTest.cpp - Where a one-GPU step's buffers lie ------===//
 //
 // No GPU needed: the layout is offsets. Every range aligned and apart from every other,
-// two copies of the parameters and states, the gradients one range in the parameters'
+// the parameters and states once (the optimizer updates them in place), the gradients one range in the parameters'
 // order (and the scratch one only with several micro-batches), the arena's size the end of
 // the last range, and the errors for sizes that are not sizes.
 
@@ -43,10 +43,8 @@ DeviceStepShape smallShape(int64_t microBatches) {
 
 std::vector<ArenaRange> allRanges(const DeviceStepLayout &l) {
   std::vector<ArenaRange> all;
-  for (size_t copy = 0; copy < 2; ++copy) {
-    all.insert(all.end(), l.params[copy].begin(), l.params[copy].end());
-    all.insert(all.end(), l.states[copy].begin(), l.states[copy].end());
-  }
+  all.insert(all.end(), l.params.begin(), l.params.end());
+  all.insert(all.end(), l.states.begin(), l.states.end());
   all.push_back(l.gradients);
   if (l.scratch)
     all.push_back(*l.scratch);
@@ -76,19 +74,16 @@ TEST(DeviceStepLayout, RangesAreAlignedApartAndInsideTheArena) {
   EXPECT_EQ(layout->bytes, all.back().offset + all.back().bytes);
 }
 
-TEST(DeviceStepLayout, TwoCopiesOfTheTablesWithTheirSizes) {
+TEST(DeviceStepLayout, OneCopyOfTheTablesWithTheirSizes) {
   TrainingState s = smallState();
   Expected<DeviceStepLayout> layout = DeviceStepLayout::create(s, smallShape(1));
   ASSERT_TRUE(layout.ok()) << layout.error().message();
-  for (size_t copy = 0; copy < 2; ++copy) {
-    ASSERT_EQ(layout->params[copy].size(), s.params.size());
-    ASSERT_EQ(layout->states[copy].size(), s.states.size());
-    for (size_t i = 0; i < s.params.size(); ++i)
-      EXPECT_EQ(layout->params[copy][i].bytes, int64_t(s.params[i].values.size() * 4));
-    for (size_t i = 0; i < s.states.size(); ++i)
-      EXPECT_EQ(layout->states[copy][i].bytes, int64_t(s.states[i].values.size() * 4));
-  }
-  EXPECT_NE(layout->params[0][0].offset, layout->params[1][0].offset);
+  ASSERT_EQ(layout->params.size(), s.params.size());
+  ASSERT_EQ(layout->states.size(), s.states.size());
+  for (size_t i = 0; i < s.params.size(); ++i)
+    EXPECT_EQ(layout->params[i].bytes, int64_t(s.params[i].values.size() * 4));
+  for (size_t i = 0; i < s.states.size(); ++i)
+    EXPECT_EQ(layout->states[i].bytes, int64_t(s.states[i].values.size() * 4));
   EXPECT_EQ(layout->tokens.bytes, 2 * 5 * 4);
   EXPECT_EQ(layout->labels.bytes, 2 * 5 * 4);
   EXPECT_FALSE(layout->lossMask.has_value());
@@ -111,20 +106,17 @@ TEST(DeviceStepLayout, WithTheOptimizerOnTheHostTheParametersOnceAndNoState) {
   offloaded.optimizerOnHost = true;
   Expected<DeviceStepLayout> layout = DeviceStepLayout::create(s, offloaded);
   ASSERT_TRUE(both.ok() && layout.ok());
-  ASSERT_EQ(layout->params[0].size(), s.params.size());
-  EXPECT_TRUE(layout->params[1].empty());
-  EXPECT_TRUE(layout->states[0].empty());
-  EXPECT_TRUE(layout->states[1].empty());
-  // The arena shrinks by exactly the second copy of the parameters and both of the states,
-  // each range rounded up to the arena's alignment.
+  ASSERT_EQ(layout->params.size(), s.params.size());
+  EXPECT_TRUE(layout->states.empty());
+  // The arena shrinks by exactly the states, each range rounded up to the arena's
+  // alignment.
   auto aligned = [](const std::vector<ArenaRange> &ranges) {
     int64_t bytes = 0;
     for (const ArenaRange &r : ranges)
       bytes += (r.bytes + kDeviceArenaAlignment - 1) / kDeviceArenaAlignment * kDeviceArenaAlignment;
     return bytes;
   };
-  EXPECT_EQ(both->bytes - layout->bytes,
-            aligned(both->params[1]) + aligned(both->states[0]) + aligned(both->states[1]));
+  EXPECT_EQ(both->bytes - layout->bytes, aligned(both->states));
   EXPECT_EQ(layout->gradients.bytes, both->gradients.bytes);
   ASSERT_TRUE(layout->scratch.has_value());
 }
