@@ -45,7 +45,8 @@ def DropInPlaceResultsPass : Pass<"mtc-drop-in-place-results", "::mlir::ModuleOp
     On buffers, after one-shot bufferization and before `buffer-results-to-out-params`.
     A result carrying `mt.param = @S` or `mt.state = @S` that returns the function's own
     argument carrying the same attribute (mtc-update-in-place's work) is erased: the
-    caller passed that buffer in and finds the new value there. Upstream's
+    caller passed that buffer in and finds the new value there. Such a result returning
+    another buffer is an error: the plan lists no output for it. Upstream's
     `drop-equivalent-buffer-results` leaves public functions alone, and every step
     function is public.
   }];

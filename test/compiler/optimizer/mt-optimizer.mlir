@@ -32,7 +32,7 @@ module @adamw attributes {mt.train = #mt.train<optimizer = adamw(lr = 1.0e-3, be
 // CHECK: mt.state @block.g.exp_avg of @block.g : !mt.tensor<[layers=3, hidden=8], f32>
 // CHECK-LABEL: func.func @optimizer_step(
 // CHECK-SAME: %[[STEP:[^:]*]]: !mt.tensor<[], f32>, %[[SCALE:[^:]*]]: !mt.tensor<[], f32>, %[[GW:[^:]*]]: !mt.tensor<[hidden=8, ffn=16], f32> {mt.grad = @w}, %{{[^:]*}}: !mt.tensor<[ffn=16], f32> {mt.grad = @b}, %{{[^:]*}}: !mt.tensor<[layers=3, hidden=8], f32> {mt.grad = @block.g})
-// CHECK-SAME: -> (!mt.tensor<[], f32>, !mt.tensor<[], f32>)
+// CHECK-SAME: -> (!mt.tensor<[], f32> {mt.buffer = "grad_norm"}, !mt.tensor<[], f32> {mt.buffer = "lr"})
 // CHECK-SAME: mt.grads = [@w, @b, @block.g], mt.optimizer
 // CHECK: mt.mul %[[GW]], %[[SCALE]]
 // CHECK: %[[NORM:.*]] = mt.sqrt

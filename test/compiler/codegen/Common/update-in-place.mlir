@@ -1,0 +1,135 @@
+// RUN: mt-opt %s -split-input-file -verify-diagnostics -mtc-update-in-place | FileCheck %s
+
+#id = affine_map<(d0) -> (d0)>
+#scalar = affine_map<(d0) -> ()>
+
+// Tests a whole-model step (the norm a result): the update, and only it, moves under the
+// finite-norm condition; the else branch yields the arguments; each new value is
+// materialized in its argument at its result's position.
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK-SAME: (%[[G:[^:]*]]: tensor<4xf32> {mt.grad = @w}, %[[W:[^:]*]]: tensor<4xf32> {mt.param = @w}, %[[M:[^:]*]]: tensor<4xf32> {mt.state = @w.m})
+// CHECK: %[[SQ:.*]] = linalg.generic {{.*}} ins(%[[G]] : tensor<4xf32>)
+// CHECK: %[[LR:.*]] = linalg.generic {{.*}} ins(%[[SQ]] : tensor<f32>)
+// CHECK: %[[N:.*]] = tensor.extract %[[SQ]][] : tensor<f32>
+// CHECK: %[[INF:.*]] = arith.constant 0x7F800000 : f32
+// CHECK: %[[OK:.*]] = arith.cmpf olt, %[[N]], %[[INF]] : f32
+// CHECK: %[[IF:.*]]:2 = scf.if %[[OK]] -> (tensor<4xf32>, tensor<4xf32>) {
+// CHECK:   %[[NEW:.*]]:2 = linalg.generic {{.*}} ins(%[[G]], %[[W]], %[[M]], %[[LR]] :
+// CHECK:   scf.yield %[[NEW]]#0, %[[NEW]]#1 : tensor<4xf32>, tensor<4xf32>
+// CHECK: } else {
+// CHECK:   scf.yield %[[W]], %[[M]] : tensor<4xf32>, tensor<4xf32>
+// CHECK: }
+// CHECK: %[[NW:.*]] = bufferization.materialize_in_destination %[[IF]]#0 in %[[W]]
+// CHECK: %[[NM:.*]] = bufferization.materialize_in_destination %[[IF]]#1 in %[[M]]
+// CHECK: return %[[SQ]], %[[LR]], %[[NW]], %[[NM]] :
+func.func @optimizer_step(%g: tensor<4xf32> {mt.grad = @w}, %w: tensor<4xf32> {mt.param = @w},
+                          %m: tensor<4xf32> {mt.state = @w.m})
+    -> (tensor<f32> {mt.buffer = "grad_norm"}, tensor<f32> {mt.buffer = "lr"},
+        tensor<4xf32> {mt.param = @w}, tensor<4xf32> {mt.state = @w.m}) {
+  %zero = tensor.empty() : tensor<f32>
+  %sq = linalg.generic {indexing_maps = [#id, #scalar], iterator_types = ["reduction"]}
+      ins(%g : tensor<4xf32>) outs(%zero : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %p = arith.mulf %a, %a : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  %e = tensor.empty() : tensor<f32>
+  %lr = linalg.generic {indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []}
+      ins(%sq : tensor<f32>) outs(%e : tensor<f32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  } -> tensor<f32>
+  %e0 = tensor.empty() : tensor<4xf32>
+  %e1 = tensor.empty() : tensor<4xf32>
+  %new:2 = linalg.generic {indexing_maps = [#id, #id, #id, #scalar, #id, #id], iterator_types = ["parallel"]}
+      ins(%g, %w, %m, %lr : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>)
+      outs(%e0, %e1 : tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%gi: f32, %wi: f32, %mi: f32, %l: f32, %o0: f32, %o1: f32):
+    %m2 = arith.addf %mi, %gi : f32
+    %d = arith.mulf %l, %m2 : f32
+    %w2 = arith.subf %wi, %d : f32
+    linalg.yield %w2, %m2 : f32, f32
+  } -> (tensor<4xf32>, tensor<4xf32>)
+  return %sq, %lr, %new#0, %new#1 : tensor<f32>, tensor<f32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+#id = affine_map<(d0) -> (d0)>
+#scalar = affine_map<(d0) -> ()>
+
+// Tests a pipeline stage's step (the norm an argument): the scalars it computes from the
+// step stay outside, the update moves.
+// CHECK-LABEL: func.func @stage_step
+// CHECK-SAME: %[[NORM:[^:]*]]: tensor<f32> {mt.buffer = "grad_norm"}
+// CHECK: %[[LR:.*]] = linalg.generic
+// CHECK: tensor.extract %[[NORM]][]
+// CHECK: scf.if
+// CHECK:   linalg.generic {{.*}} ins(%{{.*}}, %[[LR]] :
+// CHECK: return %[[LR]], %{{.*}} : tensor<f32>, tensor<4xf32>
+func.func @stage_step(%step: tensor<f32> {mt.buffer = "step"},
+                      %norm: tensor<f32> {mt.buffer = "grad_norm"},
+                      %g: tensor<4xf32> {mt.grad = @w}, %w: tensor<4xf32> {mt.param = @w})
+    -> (tensor<f32> {mt.buffer = "lr"}, tensor<4xf32> {mt.param = @w}) {
+  %e = tensor.empty() : tensor<f32>
+  %lr = linalg.generic {indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []}
+      ins(%step : tensor<f32>) outs(%e : tensor<f32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  } -> tensor<f32>
+  %e0 = tensor.empty() : tensor<4xf32>
+  %new = linalg.generic {indexing_maps = [#id, #scalar, #id], iterator_types = ["parallel"]}
+      ins(%g, %lr : tensor<4xf32>, tensor<f32>) outs(%e0 : tensor<4xf32>) {
+  ^bb0(%gi: f32, %l: f32, %o: f32):
+    %d = arith.mulf %l, %gi : f32
+    linalg.yield %d : f32
+  } -> tensor<4xf32>
+  %w2 = arith.subf %w, %new : tensor<4xf32>
+  return %lr, %w2 : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that a function returning no new value of an argument (a forward and backward: its
+// results are gradients) is left alone.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-NOT: scf.if
+// CHECK-NOT: materialize_in_destination
+// CHECK: return %{{.*}} : tensor<4xf32>
+func.func @forward_backward(%w: tensor<4xf32> {mt.param = @w}) -> (tensor<4xf32> {mt.grad = @w}) {
+  %g = arith.addf %w, %w : tensor<4xf32>
+  return %g : tensor<4xf32>
+}
+
+// -----
+
+// Tests that an update without a gradient norm to guard it is an error.
+// expected-error @below {{updates parameters or states in place but has no f32 scalar grad_norm to skip a non-finite step with}}
+func.func @no_norm(%g: tensor<4xf32>, %w: tensor<4xf32> {mt.param = @w})
+    -> (tensor<4xf32> {mt.param = @w}) {
+  %w2 = arith.subf %w, %g : tensor<4xf32>
+  return %w2 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a value both a new parameter and another result need stays outside the
+// condition (computed in every step); only the new value's materialization is guarded.
+// CHECK-LABEL: func.func @shared_value
+// CHECK-SAME: (%[[G:[^:]*]]: tensor<4xf32>, %[[W:[^:]*]]: tensor<4xf32> {mt.param = @w}
+// CHECK: %[[W2:.*]] = arith.subf %[[W]], %[[G]]
+// CHECK: %[[COPY:.*]] = arith.addf %[[W2]], %[[G]]
+// CHECK: %[[IF:.*]] = scf.if
+// CHECK-NEXT: scf.yield %[[W2]]
+// CHECK: else
+// CHECK-NEXT: scf.yield %[[W]]
+// CHECK: %[[NW:.*]] = bufferization.materialize_in_destination %[[IF]] in %[[W]]
+// CHECK: return %[[COPY]], %[[NW]]
+func.func @shared_value(%g: tensor<4xf32>, %w: tensor<4xf32> {mt.param = @w},
+                        %norm: tensor<f32> {mt.buffer = "grad_norm"})
+    -> (tensor<4xf32>, tensor<4xf32> {mt.param = @w}) {
+  %w2 = arith.subf %w, %g : tensor<4xf32>
+  %copy = arith.addf %w2, %g : tensor<4xf32>
+  return %copy, %w2 : tensor<4xf32>, tensor<4xf32>
+}
