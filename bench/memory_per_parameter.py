@@ -8,8 +8,8 @@
 Compiles the model without kernels (`--kernels=none`: the plan's memory prediction is the
 compiler's, which the runtime's measured peak equals exactly in the tests) once per stage:
 stage 0 on one rank's tables, stages 1-3 with `--dp N --zero-stage S`, and prints per
-parameter of the model: the parameters and the optimizer state (each held twice by the
-runtime: the step's input and its output), the gradients, ZeRO-2's shards and staging, and
+parameter of the model: the parameters and the optimizer state (each held once: the
+compiled optimizer step updates them in place), the gradients, ZeRO-2's shards and staging, and
 their sum. The scratch gradient buffer a rank keeps when it runs several micro-batches
 (another gradient-sized buffer; under ZeRO-2 only of the all-reduced gradients) is not in
 the sum. With --bf16 (or --fp16, the same bytes) the plans are compiled in that mixed
@@ -51,13 +51,13 @@ def main():
         n = predictions["parameters"]
         m = predictions["memory_bytes"]
         shards = m.get("gradient_shards", 0) + m.get("gradient_staging", 0)
-        state = 2 * m["parameters"] + 2 * m["optimizer_state"] + m["gradients"] + shards
-        rows.append((stage, 2 * m["parameters"] / n, 2 * m["optimizer_state"] / n,
+        state = m["parameters"] + m["optimizer_state"] + m["gradients"] + shards
+        rows.append((stage, m["parameters"] / n, m["optimizer_state"] / n,
                      m["gradients"] / n, shards / n, state / n, m["saved_activations"] / 2**20))
     precision = "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32"
     print(f"{args.model}: {n:,} parameters, {precision}, dp {args.dp} for stages 1-3 "
           "(bytes per parameter)")
-    print("| ZeRO stage | parameters (x2) | optimizer state (x2) | gradients | ZeRO-2 shards + staging | total | saved activations, one micro-batch (MiB) |")
+    print("| ZeRO stage | parameters | optimizer state | gradients | ZeRO-2 shards + staging | total | saved activations, one micro-batch (MiB) |")
     print("|---|---|---|---|---|---|---|")
     for stage, p, o, g, s, t, a in rows:
         print(f"| {stage} | {p:.2f} | {o:.2f} | {g:.2f} | {s:.2f} | {t:.2f} | {a:.1f} |")

@@ -166,7 +166,7 @@ void mtc::buildCPUStepPipeline(OpPassManager &pm) {
 
 void mtc::buildGPUBufferizePipeline(OpPassManager &pm) {
   pm.addPass(codegen::createEraseMTDeclarationsPass());
-  codegen::buildBufferizePassPipeline(pm);
+  codegen::buildBufferizePassPipeline(pm, codegen::UpdateGuard::InKernels);
   pm.addPass(codegen::createBatchMatmulToCallsPass());
 }
 
@@ -183,8 +183,9 @@ void mtc::registerPipelines() {
                              buildToLinalgPipeline);
   PassPipelineRegistration<>(
       "mtc-bufferize-pipeline",
-      "Linalg on tensors to buffers with caller-allocated results (both backends)",
-      codegen::buildBufferizePassPipeline);
+      "Linalg on tensors to buffers with caller-allocated results (both backends; the "
+      "optimizer's update guarded by a branch, as on the CPU)",
+      [](OpPassManager &pm) { codegen::buildBufferizePassPipeline(pm); });
   PassPipelineRegistration<>(
       "mtc-cpu-bufferize-pipeline",
       "CPU backend, first half: linalg on tensors to buffers, GEMM calls and deallocations",

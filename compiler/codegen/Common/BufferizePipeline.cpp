@@ -9,14 +9,16 @@
 
 using namespace mlir;
 
-void mtc::codegen::buildBufferizePassPipeline(OpPassManager &pm) {
+void mtc::codegen::buildBufferizePassPipeline(OpPassManager &pm, UpdateGuard guard) {
   pm.addPass(createCopyRepeatedResultsPass());
   pm.addPass(fusion::createFuseElementwisePass());
   pm.addPass(createCanonicalizerPass());
   // The optimizer steps' new parameters and states go into their input buffers: the
   // update kernels write there directly once the tensor.empty they fill is replaced by the
   // destination.
-  pm.addPass(createUpdateInPlacePass());
+  UpdateInPlacePassOptions inPlace;
+  inPlace.selectInKernels = guard == UpdateGuard::InKernels;
+  pm.addPass(createUpdateInPlacePass(inPlace));
   pm.addPass(bufferization::createEmptyTensorEliminationPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;

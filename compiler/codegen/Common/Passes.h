@@ -32,8 +32,12 @@ namespace mtc::codegen {
 /// loops allowed to yield fresh buffers (a scan's carried values); the results updated in
 /// place erased (mtc-drop-in-place-results); the other function results turned
 /// into caller-allocated out-parameters (hoisting static allocations, public functions
-/// too); canonicalized. The context needs registerCodegenDialects' registry.
-void buildBufferizePassPipeline(mlir::OpPassManager &pm);
+/// too); canonicalized. The context needs registerCodegenDialects' registry. `guard` says
+/// where a step with a non-finite gradient norm is kept from updating: a branch in the host
+/// code (the CPU), or a select in each update kernel (the GPU, whose host code cannot read
+/// the norm in device memory).
+enum class UpdateGuard { Branch, InKernels };
+void buildBufferizePassPipeline(mlir::OpPassManager &pm, UpdateGuard guard = UpdateGuard::Branch);
 
 /// The dialects, bufferization and deallocation models and LLVM IR translations the
 /// backends use. The tools register them (compiler/registration/); each backend also

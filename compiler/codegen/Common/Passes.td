@@ -33,7 +33,16 @@ def UpdateInPlacePass : Pass<"mtc-update-in-place", "::mlir::ModuleOp"> {
     the caller's parameter and state buffers are updated in place, and a step whose
     gradient norm is inf or NaN (an fp16 overflow) leaves them as they were. The
     optimizer keeps no second copy of the parameters and states.
+
+    With `select-in-kernels` (the GPU backend, whose host code never reads device memory
+    and so cannot branch on the norm) nothing moves: each new value's producer, which must
+    be a `linalg.generic` reading the argument where it writes the value, takes the norm as
+    one more (0-d) input and yields the argument's element when the norm is not finite.
   }];
+  let options = [
+    Option<"selectInKernels", "select-in-kernels", "bool", /*default=*/"false",
+           "Guard each update inside its kernel instead of branching around the update">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect"];

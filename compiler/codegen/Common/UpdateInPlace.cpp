@@ -14,9 +14,11 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <limits>
@@ -73,28 +75,19 @@ Value gradNorm(func::FuncOp func, func::ReturnOp ret) {
   return nullptr;
 }
 
-LogicalResult updateInPlace(func::FuncOp func) {
-  if (func.isExternal())
-    return success();
-  SmallVector<std::pair<unsigned, unsigned>> updates = mtc::codegen::updatedArguments(func);
-  if (updates.empty())
-    return success();
-  if (!func.getBody().hasOneBlock())
-    return func.emitOpError("updates its arguments in place but has several blocks");
-  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  Value norm = gradNorm(func, ret);
-  auto normType = norm ? dyn_cast<RankedTensorType>(norm.getType()) : nullptr;
-  if (!normType || normType.getRank() != 0 || !normType.getElementType().isF32())
-    return func.emitOpError("updates parameters or states in place but has no f32 scalar "
-                            "grad_norm to skip a non-finite step with");
+/// Whether the f32 `norm` is finite (an ordered comparison is false for NaN).
+Value isFinite(OpBuilder &b, Location loc, Value norm) {
+  Value inf =
+      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(std::numeric_limits<float>::infinity()));
+  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, norm, inf);
+}
 
-  // ok = the norm is finite (an ordered comparison is false for NaN).
+/// The host decides: what only the new values need runs under `scf.if` (norm finite).
+void branchAroundUpdate(func::FuncOp func, func::ReturnOp ret, Value norm,
+                        ArrayRef<std::pair<unsigned, unsigned>> updates) {
   Location loc = func.getLoc();
   OpBuilder b(ret);
-  Value n = tensor::ExtractOp::create(b, loc, norm, ValueRange{});
-  Value inf = arith::ConstantOp::create(
-      b, loc, b.getF32FloatAttr(std::numeric_limits<float>::infinity()));
-  Value ok = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, n, inf);
+  Value ok = isFinite(b, loc, tensor::ExtractOp::create(b, loc, norm, ValueRange{}));
 
   // What the other results and the condition need stays where it is; what only the new
   // values need, and whatever uses it, moves under the condition (in program order).
@@ -142,20 +135,91 @@ LogicalResult updateInPlace(func::FuncOp func) {
   OpBuilder elseBuilder = ifOp.getElseBodyBuilder();
   scf::YieldOp::create(elseBuilder, loc, oldValues);
 
-  for (auto [index, update] : llvm::enumerate(updates)) {
-    auto [result, argument] = update;
-    Value written = bufferization::MaterializeInDestinationOp::create(
-        b, loc, ifOp.getResult(index), func.getArgument(argument)).getResult();
-    ret.setOperand(result, written);
+  for (auto [index, update] : llvm::enumerate(updates))
+    ret.setOperand(update.first, ifOp.getResult(index));
+}
+
+/// Each kernel decides: the generic producing a new value also reads the old one at the same
+/// index, and yields it instead when the norm (one more, 0-d, input) is not finite.
+LogicalResult selectInKernels(func::FuncOp func, func::ReturnOp ret, Value norm,
+                              ArrayRef<std::pair<unsigned, unsigned>> updates) {
+  // Per producing generic, [its result, the input holding the old value].
+  llvm::MapVector<linalg::GenericOp, SmallVector<std::pair<unsigned, unsigned>>> guarded;
+  for (auto [result, argument] : updates) {
+    auto value = dyn_cast<OpResult>(ret.getOperand(result));
+    auto generic = value ? dyn_cast<linalg::GenericOp>(value.getOwner()) : nullptr;
+    std::optional<unsigned> old;
+    if (generic) {
+      AffineMap written = generic.getIndexingMapMatchingResult(value);
+      for (OpOperand *input : generic.getDpsInputOperands())
+        if (input->get() == func.getArgument(argument) &&
+            generic.getMatchingIndexingMap(input) == written)
+          old = input->getOperandNumber();
+    }
+    if (!old)
+      return func.emitOpError("cannot guard the update of argument ")
+             << argument << " in a kernel: its new value is not computed by a linalg.generic "
+             << "reading the argument where it writes the value";
+    guarded[generic].push_back({value.getResultNumber(), *old});
+  }
+  for (auto &[generic, yields] : guarded) {
+    OpBuilder b(generic);
+    Location loc = generic.getLoc();
+    SmallVector<Value> inputs = generic.getDpsInputs();
+    const unsigned normIndex = inputs.size();
+    inputs.push_back(norm);
+    SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+    maps.insert(maps.begin() + normIndex, AffineMap::get(generic.getNumLoops(), 0, b.getContext()));
+    auto replacement =
+        linalg::GenericOp::create(b, loc, generic.getResultTypes(), inputs, generic.getDpsInits(),
+                                  maps, generic.getIteratorTypesArray());
+    replacement.getRegion().takeBody(generic.getRegion());
+    Block &body = replacement.getRegion().front();
+    BlockArgument normElement = body.insertArgument(normIndex, b.getF32Type(), loc);
+    auto yield = cast<linalg::YieldOp>(body.getTerminator());
+    OpBuilder inner(yield);
+    Value ok = isFinite(inner, loc, normElement);
+    for (auto [result, old] : yields)
+      yield.setOperand(result, arith::SelectOp::create(inner, loc, ok, yield.getOperand(result),
+                                                       body.getArgument(old)));
+    generic.replaceAllUsesWith(replacement.getResults());
+    generic.erase();
   }
   return success();
 }
 
-struct UpdateInPlacePass
-    : public mtc::codegen::impl::UpdateInPlacePassBase<UpdateInPlacePass> {
+LogicalResult updateInPlace(func::FuncOp func, bool inKernels) {
+  if (func.isExternal())
+    return success();
+  SmallVector<std::pair<unsigned, unsigned>> updates = mtc::codegen::updatedArguments(func);
+  if (updates.empty())
+    return success();
+  if (!func.getBody().hasOneBlock())
+    return func.emitOpError("updates its arguments in place but has several blocks");
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  Value norm = gradNorm(func, ret);
+  auto normType = norm ? dyn_cast<RankedTensorType>(norm.getType()) : nullptr;
+  if (!normType || normType.getRank() != 0 || !normType.getElementType().isF32())
+    return func.emitOpError("updates parameters or states in place but has no f32 scalar "
+                            "grad_norm to skip a non-finite step with");
+  if (!inKernels)
+    branchAroundUpdate(func, ret, norm, updates);
+  else if (failed(selectInKernels(func, ret, norm, updates)))
+    return failure();
+  // Each new value goes into its argument's buffer.
+  OpBuilder b(ret);
+  for (auto [result, argument] : updates)
+    ret.setOperand(result, bufferization::MaterializeInDestinationOp::create(
+                               b, func.getLoc(), ret.getOperand(result), func.getArgument(argument))
+                               .getResult());
+  return success();
+}
+
+struct UpdateInPlacePass : public mtc::codegen::impl::UpdateInPlacePassBase<UpdateInPlacePass> {
+  using UpdateInPlacePassBase::UpdateInPlacePassBase;
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>())
-      if (failed(updateInPlace(func)))
+      if (failed(updateInPlace(func, selectInKernels)))
         return signalPassFailure();
   }
 };

@@ -549,7 +549,9 @@ Expected<std::string> codegen::compileToPTX(ModuleOp linalgModule, llvm::StringR
   MLIRContext *context = prepareContext(linalgModule);
   OwningOpRef<ModuleOp> module(linalgModule.clone());
   codegen::DiagnosticCollector diagnostics(context);
-  if (failed(runPipeline(*module, buildBufferizePassPipeline)))
+  if (failed(runPipeline(*module, [](OpPassManager &pm) {
+        buildBufferizePassPipeline(pm, UpdateGuard::InKernels);
+      })))
     return diagnostics.error("bufferization failed");
   if (Error err = outlineKernels(*module, options, diagnostics))
     return std::move(err);
