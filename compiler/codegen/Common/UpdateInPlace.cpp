@@ -82,6 +82,12 @@ Value isFinite(OpBuilder &b, Location loc, Value norm) {
   return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, norm, inf);
 }
 
+/// `value` written into `argument`'s buffer.
+Value materialize(OpBuilder &b, Value value, BlockArgument argument) {
+  return bufferization::MaterializeInDestinationOp::create(b, value.getLoc(), value, argument)
+      .getResult();
+}
+
 /// The host decides: what only the new values need runs under `scf.if` (norm finite).
 void branchAroundUpdate(func::FuncOp func, func::ReturnOp ret, Value norm,
                         ArrayRef<std::pair<unsigned, unsigned>> updates) {
@@ -135,8 +141,17 @@ void branchAroundUpdate(func::FuncOp func, func::ReturnOp ret, Value norm,
   OpBuilder elseBuilder = ifOp.getElseBodyBuilder();
   scf::YieldOp::create(elseBuilder, loc, oldValues);
 
+  // Each new value goes into its argument's buffer (eliminate-empty-tensors then makes the
+  // argument the output of the kernel computing it). After the branch, where one-shot
+  // bufferization finds both branches' values in the argument's buffer: written in the
+  // first, untouched in the second. A value computed into a buffer of its own (under the
+  // distributed optimizer, a parameter's all-gathered output) is copied in there, so it is
+  // held to the end of the update (materialized in the branch it would not be: upstream
+  // then fails to keep it in the argument's buffer).
+  b.setInsertionPointAfter(ifOp);
   for (auto [index, update] : llvm::enumerate(updates))
-    ret.setOperand(update.first, ifOp.getResult(index));
+    ret.setOperand(update.first,
+                   materialize(b, ifOp.getResult(index), func.getArgument(update.second)));
 }
 
 /// Each kernel decides: the generic producing a new value also reads the old one at the same
@@ -185,6 +200,9 @@ LogicalResult selectInKernels(func::FuncOp func, func::ReturnOp ret, Value norm,
     generic.replaceAllUsesWith(replacement.getResults());
     generic.erase();
   }
+  OpBuilder b(ret);
+  for (auto [result, argument] : updates)
+    ret.setOperand(result, materialize(b, ret.getOperand(result), func.getArgument(argument)));
   return success();
 }
 
@@ -202,16 +220,9 @@ LogicalResult updateInPlace(func::FuncOp func, bool inKernels) {
   if (!normType || normType.getRank() != 0 || !normType.getElementType().isF32())
     return func.emitOpError("updates parameters or states in place but has no f32 scalar "
                             "grad_norm to skip a non-finite step with");
-  if (!inKernels)
-    branchAroundUpdate(func, ret, norm, updates);
-  else if (failed(selectInKernels(func, ret, norm, updates)))
-    return failure();
-  // Each new value goes into its argument's buffer.
-  OpBuilder b(ret);
-  for (auto [result, argument] : updates)
-    ret.setOperand(result, bufferization::MaterializeInDestinationOp::create(
-                               b, func.getLoc(), ret.getOperand(result), func.getArgument(argument))
-                               .getResult());
+  if (inKernels)
+    return selectInKernels(func, ret, norm, updates);
+  branchAroundUpdate(func, ret, norm, updates);
   return success();
 }
 

@@ -60,18 +60,26 @@ func.func @optimizer_step(%g: tensor<4xf32> {mt.grad = @w}, %w: tensor<4xf32> {m
 #scalar = affine_map<(d0) -> ()>
 
 // Tests a pipeline stage's step (the norm an argument): the scalars it computes from the
-// step stay outside, the update moves.
+// step stay outside, the updates of both parameters move.
 // CHECK-LABEL: func.func @stage_step
 // CHECK-SAME: %[[NORM:[^:]*]]: tensor<f32> {mt.buffer = "grad_norm"}
+// CHECK-SAME: %[[W:[^:]*]]: tensor<4xf32> {mt.param = @w}, %[[V:[^:]*]]: tensor<4xf32> {mt.param = @v}
 // CHECK: %[[LR:.*]] = linalg.generic
 // CHECK: tensor.extract %[[NORM]][]
-// CHECK: scf.if
+// CHECK: %[[IF:.*]]:2 = scf.if
 // CHECK:   linalg.generic {{.*}} ins(%{{.*}}, %[[LR]] :
-// CHECK: return %[[LR]], %{{.*}} : tensor<f32>, tensor<4xf32>
+// CHECK:   %[[W2:.*]] = arith.subf %[[W]]
+// CHECK:   %[[V2:.*]] = arith.addf %[[V]]
+// CHECK:   scf.yield %[[W2]], %[[V2]]
+// CHECK: %[[NW:.*]] = bufferization.materialize_in_destination %[[IF]]#0 in %[[W]]
+// CHECK: %[[NV:.*]] = bufferization.materialize_in_destination %[[IF]]#1 in %[[V]]
+// CHECK: return %[[LR]], %[[NW]], %[[NV]] : tensor<f32>, tensor<4xf32>, tensor<4xf32>
 func.func @stage_step(%step: tensor<f32> {mt.buffer = "step"},
                       %norm: tensor<f32> {mt.buffer = "grad_norm"},
-                      %g: tensor<4xf32> {mt.grad = @w}, %w: tensor<4xf32> {mt.param = @w})
-    -> (tensor<f32> {mt.buffer = "lr"}, tensor<4xf32> {mt.param = @w}) {
+                      %g: tensor<4xf32> {mt.grad = @w}, %w: tensor<4xf32> {mt.param = @w},
+                      %v: tensor<4xf32> {mt.param = @v})
+    -> (tensor<f32> {mt.buffer = "lr"}, tensor<4xf32> {mt.param = @w},
+        tensor<4xf32> {mt.param = @v}) {
   %e = tensor.empty() : tensor<f32>
   %lr = linalg.generic {indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []}
       ins(%step : tensor<f32>) outs(%e : tensor<f32>) {
@@ -86,7 +94,8 @@ func.func @stage_step(%step: tensor<f32> {mt.buffer = "step"},
     linalg.yield %d : f32
   } -> tensor<4xf32>
   %w2 = arith.subf %w, %new : tensor<4xf32>
-  return %lr, %w2 : tensor<f32>, tensor<4xf32>
+  %v2 = arith.addf %v, %new : tensor<4xf32>
+  return %lr, %w2, %v2 : tensor<f32>, tensor<4xf32>, tensor<4xf32>
 }
 
 // -----
