@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -88,6 +89,19 @@ Value materialize(OpBuilder &b, Value value, BlockArgument argument) {
       .getResult();
 }
 
+/// The ops that may write `buffer`: its users with memory effects, followed through the
+/// pure ops deriving values from it (a pointer taken as an index, cast to i64 for a call).
+void collectWriters(Value buffer, SmallVectorImpl<Operation *> &writers) {
+  for (Operation *user : buffer.getUsers()) {
+    if (!isPure(user)) {
+      writers.push_back(user);
+      continue;
+    }
+    for (Value derived : user->getResults())
+      collectWriters(derived, writers);
+  }
+}
+
 /// The host decides: what only the new values need runs under `scf.if` (norm finite).
 void branchAroundUpdate(func::FuncOp func, func::ReturnOp ret, Value norm,
                         ArrayRef<std::pair<unsigned, unsigned>> updates) {
@@ -109,6 +123,26 @@ void branchAroundUpdate(func::FuncOp func, func::ReturnOp ret, Value norm,
                            updatedResults.contains(operand.getOperandNumber()) ? &updating : &kept,
                            options);
   (void)getBackwardSlice(ok, &kept, options);
+  // A collective writes its output buffer, which `bufferization.to_tensor` then reads: no
+  // def-use edge leads from the value read to the call. What kept values read through a
+  // buffer is kept with what writes that buffer (the gradient norm's all-reduce and the
+  // squares it sums).
+  SmallVector<Operation *> writers;
+  for (size_t next = 0; next < kept.size(); ++next)
+    if (auto read = dyn_cast<bufferization::ToTensorOp>(kept[next]))
+      collectWriters(read.getBuffer(), writers);
+  while (!writers.empty()) {
+    Operation *writer = writers.pop_back_val();
+    if (kept.contains(writer))
+      continue;
+    size_t first = kept.size();
+    kept.insert(writer);
+    for (Value operand : writer->getOperands())
+      (void)getBackwardSlice(operand, &kept, options);
+    for (size_t i = first; i < kept.size(); ++i)
+      if (auto read = dyn_cast<bufferization::ToTensorOp>(kept[i]))
+        collectWriters(read.getBuffer(), writers);
+  }
   SmallVector<Operation *> moved;
   llvm::SmallPtrSet<Operation *, 32> movedSet;
   for (Operation &op : func.getBody().front().without_terminator()) {

@@ -142,3 +142,45 @@ func.func @shared_value(%g: tensor<4xf32>, %w: tensor<4xf32> {mt.param = @w},
   %copy = arith.addf %w2, %g : tensor<4xf32>
   return %copy, %w2 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+#id = affine_map<(d0) -> (d0)>
+#scalar = affine_map<(d0) -> ()>
+
+// Tests that a collective writing the buffer the norm is read from stays before the branch,
+// with the squares it sums and the scaled gradient they share with the update: no def-use
+// edge leads from `bufferization.to_tensor` to the call writing its buffer.
+// CHECK-LABEL: func.func @collective_norm
+// CHECK: %[[SG:.*]] = arith.mulf
+// CHECK: linalg.generic {{.*}} ins(%[[SG]] : tensor<4xf32>)
+// CHECK: bufferization.to_buffer
+// CHECK: call @mtc_all_reduce
+// CHECK: %[[NORM:.*]] = bufferization.to_tensor
+// CHECK: tensor.extract %[[NORM]][]
+// CHECK: scf.if
+// CHECK-NEXT: arith.subf %{{.*}}, %[[SG]]
+func.func private @mtc_all_reduce(i64, i64)
+func.func @collective_norm(%g: tensor<4xf32> {mt.grad = @w}, %w: tensor<4xf32> {mt.param = @w},
+                           %scale: tensor<4xf32>)
+    -> (tensor<f32> {mt.buffer = "grad_norm"}, tensor<4xf32> {mt.param = @w}) {
+  %sg = arith.mulf %g, %scale : tensor<4xf32>
+  %zero = tensor.empty() : tensor<f32>
+  %sq = linalg.generic {indexing_maps = [#id, #scalar], iterator_types = ["reduction"]}
+      ins(%sg : tensor<4xf32>) outs(%zero : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %p = arith.mulf %a, %a : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  %in = bufferization.to_buffer %sq read_only : tensor<f32> to memref<f32>
+  %out = memref.alloc() : memref<f32>
+  %pi = memref.extract_aligned_pointer_as_index %in : memref<f32> -> index
+  %po = memref.extract_aligned_pointer_as_index %out : memref<f32> -> index
+  %i = arith.index_cast %pi : index to i64
+  %o = arith.index_cast %po : index to i64
+  func.call @mtc_all_reduce(%i, %o) : (i64, i64) -> ()
+  %norm = bufferization.to_tensor %out restrict writable : memref<f32> to tensor<f32>
+  %w2 = arith.subf %w, %sg : tensor<4xf32>
+  return %norm, %w2 : tensor<f32>, tensor<4xf32>
+}
