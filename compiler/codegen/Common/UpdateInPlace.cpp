@@ -123,14 +123,18 @@ void branchAroundUpdate(func::FuncOp func, func::ReturnOp ret, Value norm,
                            updatedResults.contains(operand.getOperandNumber()) ? &updating : &kept,
                            options);
   (void)getBackwardSlice(ok, &kept, options);
-  // A collective writes its output buffer, which `bufferization.to_tensor` then reads: no
-  // def-use edge leads from the value read to the call. What kept values read through a
-  // buffer is kept with what writes that buffer (the gradient norm's all-reduce and the
-  // squares it sums).
+  // A collective writes its output buffer, which `bufferization.to_tensor` (or the next
+  // collective, through its pointer) then reads: no def-use edge leads from the reader to
+  // the call. Every buffer a kept op uses is kept with all that may write it (the gradient
+  // norm's all-reduces over each mesh axis, and the squares they sum).
   SmallVector<Operation *> writers;
-  for (size_t next = 0; next < kept.size(); ++next)
-    if (auto read = dyn_cast<bufferization::ToTensorOp>(kept[next]))
-      collectWriters(read.getBuffer(), writers);
+  auto collectFrom = [&](size_t first) {
+    for (size_t i = first; i < kept.size(); ++i)
+      for (Value result : kept[i]->getResults())
+        if (isa<BaseMemRefType>(result.getType()))
+          collectWriters(result, writers);
+  };
+  collectFrom(0);
   while (!writers.empty()) {
     Operation *writer = writers.pop_back_val();
     if (kept.contains(writer))
@@ -139,9 +143,7 @@ void branchAroundUpdate(func::FuncOp func, func::ReturnOp ret, Value norm,
     kept.insert(writer);
     for (Value operand : writer->getOperands())
       (void)getBackwardSlice(operand, &kept, options);
-    for (size_t i = first; i < kept.size(); ++i)
-      if (auto read = dyn_cast<bufferization::ToTensorOp>(kept[i]))
-        collectWriters(read.getBuffer(), writers);
+    collectFrom(first);
   }
   SmallVector<Operation *> moved;
   llvm::SmallPtrSet<Operation *, 32> movedSet;

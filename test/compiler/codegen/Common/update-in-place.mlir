@@ -148,13 +148,16 @@ func.func @shared_value(%g: tensor<4xf32>, %w: tensor<4xf32> {mt.param = @w},
 #id = affine_map<(d0) -> (d0)>
 #scalar = affine_map<(d0) -> ()>
 
-// Tests that a collective writing the buffer the norm is read from stays before the branch,
-// with the squares it sums and the scaled gradient they share with the update: no def-use
-// edge leads from `bufferization.to_tensor` to the call writing its buffer.
+// Tests that the collectives writing the buffer the norm is read from stay before the
+// branch, with the squares they sum and the scaled gradient those share with the update: no
+// def-use edge leads from `bufferization.to_tensor` to the call writing its buffer, nor from
+// the second all-reduce (over another mesh axis) to the first, whose output it reads
+// through a pointer.
 // CHECK-LABEL: func.func @collective_norm
 // CHECK: %[[SG:.*]] = arith.mulf
 // CHECK: linalg.generic {{.*}} ins(%[[SG]] : tensor<4xf32>)
 // CHECK: bufferization.to_buffer
+// CHECK: call @mtc_all_reduce
 // CHECK: call @mtc_all_reduce
 // CHECK: %[[NORM:.*]] = bufferization.to_tensor
 // CHECK: tensor.extract %[[NORM]][]
@@ -174,12 +177,18 @@ func.func @collective_norm(%g: tensor<4xf32> {mt.grad = @w}, %w: tensor<4xf32> {
     linalg.yield %s : f32
   } -> tensor<f32>
   %in = bufferization.to_buffer %sq read_only : tensor<f32> to memref<f32>
-  %out = memref.alloc() : memref<f32>
+  %mid = memref.alloc() : memref<f32>
   %pi = memref.extract_aligned_pointer_as_index %in : memref<f32> -> index
-  %po = memref.extract_aligned_pointer_as_index %out : memref<f32> -> index
+  %pm = memref.extract_aligned_pointer_as_index %mid : memref<f32> -> index
   %i = arith.index_cast %pi : index to i64
+  %m = arith.index_cast %pm : index to i64
+  func.call @mtc_all_reduce(%i, %m) : (i64, i64) -> ()
+  %out = memref.alloc() : memref<f32>
+  %pm2 = memref.extract_aligned_pointer_as_index %mid : memref<f32> -> index
+  %po = memref.extract_aligned_pointer_as_index %out : memref<f32> -> index
+  %m2 = arith.index_cast %pm2 : index to i64
   %o = arith.index_cast %po : index to i64
-  func.call @mtc_all_reduce(%i, %o) : (i64, i64) -> ()
+  func.call @mtc_all_reduce(%m2, %o) : (i64, i64) -> ()
   %norm = bufferization.to_tensor %out restrict writable : memref<f32> to tensor<f32>
   %w2 = arith.subf %w, %sg : tensor<4xf32>
   return %norm, %w2 : tensor<f32>, tensor<4xf32>
