@@ -27,7 +27,10 @@ def UpdateInPlacePass : Pass<"mtc-update-in-place", "::mlir::ModuleOp"> {
     must have a `grad_norm` (a result or an argument with `mt.buffer = "grad_norm"`): the
     ops that compute only the new values move into an `scf.if` taken when the norm is
     finite (the else branch yields the arguments unchanged), and each new value is
-    materialized in its argument (`bufferization.materialize_in_destination`). Once
+    materialized in its argument (`bufferization.materialize_in_destination`). What the
+    other results need stays: their backward slices and every op that may write a buffer
+    a kept op uses (a collective writes its output memref, which `bufferization.to_tensor`
+    or the next collective reads with no def-use edge from the call). Once
     bufferized (after `eliminate-empty-tensors`, which lets the fused update kernels write
     straight into the argument buffers), mtc-drop-in-place-results erases those results:
     the caller's parameter and state buffers are updated in place, and a step whose
