@@ -193,3 +193,17 @@ func.func @collective_norm(%g: tensor<4xf32> {mt.grad = @w}, %w: tensor<4xf32> {
   %w2 = arith.subf %w, %sg : tensor<4xf32>
   return %norm, %w2 : tensor<f32>, tensor<4xf32>
 }
+
+// -----
+
+// Tests that an update in a function of several blocks is refused (the branch is built
+// around one block's ops).
+// expected-error @below {{updates its arguments in place but has several blocks}}
+func.func @blocks(%g: tensor<4xf32>, %w: tensor<4xf32> {mt.param = @w},
+                  %norm: tensor<f32> {mt.buffer = "grad_norm"})
+    -> (tensor<4xf32> {mt.param = @w}) {
+  cf.br ^next
+^next:
+  %w2 = arith.subf %w, %g : tensor<4xf32>
+  return %w2 : tensor<4xf32>
+}
