@@ -3,6 +3,7 @@
 #include "runtime/device/cuda/CudaTrainer.h"
 
 #include "runtime/comm/ElementTypes.h"
+#include "runtime/data/Documents.h"
 #include "runtime/data/LossMask.h"
 #include "runtime/device/cuda/CudaError.h"
 #include "runtime/exec/DropoutKey.h"
@@ -104,16 +105,8 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
       fb.inputs[0].dims.size() != 2)
     return makeError(plan.dir.string(),
                      ": forward_backward must take the tokens and labels [batch, seq] first");
-  // The position ids would be one more device input range of DeviceStepLayout, uploaded per
-  // micro-batch as the loss mask is; until then the plan trains on the CPU.
-  if (plan.takesPositionIds())
-    return makeError(plan.dir.string(), ": the CUDA trainer does not take the position ids of ",
-                     plan.resetPositionIds ? "reset_position_ids" : "reset_attention_mask",
-                     " yet: train this plan on the CPU (without --device cuda)");
-  if (plan.eodMaskLoss && !inputs.endOfDocument)
-    return makeError(plan.dir.string(),
-                     ": the plan masks the loss at end-of-document tokens (eod_mask_loss), but "
-                     "the data has no end-of-document id");
+  if (Error err = checkEndOfDocument(plan, inputs.endOfDocument); !err.ok())
+    return err;
   if (inputs.state.params.size() != plan.params.size() ||
       inputs.state.states.size() != plan.states.size())
     return makeError(plan.dir.string(), ": the training state does not match the plan's tables");
@@ -144,6 +137,7 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
   shape.microBatches = *microBatches / dpSize;
   shape.workspaceBytes = plan.cudaKernels->hostWorkspaceBytes;
   shape.lossMask = plan.eodMaskLoss;
+  shape.positionIds = plan.takesPositionIds();
   shape.optimizerOnHost = inputs.hostOptimizer != nullptr;
   for (const KernelBuffer &b : fb.outputs)
     if (b.kind == BufferKind::ExpertLoad)
@@ -217,6 +211,8 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
     t->labels_.resize(t->tokens_.size());
     if (t->layout_.lossMask)
       t->lossMask_.resize(t->tokens_.size());
+    if (t->layout_.positionIds)
+      t->positionIds_.resize(t->tokens_.size());
     t->endOfDocument_ = inputs.endOfDocument.value_or(0);
     t->expertLoad_ = ExpertLoad::forOutputs(fb);
   } catch (const std::bad_alloc &) {
@@ -260,7 +256,13 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
 }
 
 void *CudaTrainer::inputBuffer(int index) const {
-  return at(index == 0 ? layout_.tokens : index == 1 ? layout_.labels : *layout_.lossMask);
+  // The loader checked the order: tokens, labels, then the loss mask (Plan::eodMaskLoss),
+  // then the position ids (Plan::takesPositionIds).
+  if (index == 0)
+    return at(layout_.tokens);
+  if (index == 1)
+    return at(layout_.labels);
+  return at(index == 2 && layout_.lossMask ? *layout_.lossMask : *layout_.positionIds);
 }
 
 void *CudaTrainer::at(const ArenaRange &range) const {
@@ -366,11 +368,17 @@ Error CudaTrainer::loadBatch(const TokenSource &source, int64_t batch, int64_t s
     return err;
   if (Error err = upload(layout_.labels, labels_.data(), bytes, "the labels"); !err.ok())
     return err;
-  if (!layout_.lossMask)
+  if (layout_.lossMask) {
+    eodLossMask(tokens_, endOfDocument_, lossMask_);
+    if (Error err = upload(*layout_.lossMask, lossMask_.data(),
+                           static_cast<int64_t>(lossMask_.size() * sizeof(float)), "the loss mask");
+        !err.ok())
+      return err;
+  }
+  if (!layout_.positionIds)
     return Error::success();
-  eodLossMask(tokens_, endOfDocument_, lossMask_);
-  return upload(*layout_.lossMask, lossMask_.data(),
-                static_cast<int64_t>(lossMask_.size() * sizeof(float)), "the loss mask");
+  resetPositionIds(tokens_, shape_.sequenceLength, endOfDocument_, positionIds_);
+  return upload(*layout_.positionIds, positionIds_.data(), bytes, "the position ids");
 }
 
 Expected<StepStats> CudaTrainer::step() {

@@ -173,12 +173,14 @@ private:
   std::vector<BufferBinding> hostOptimizerBindings_;
   std::vector<float> hostGradients_;
   std::vector<int32_t> tokens_, labels_;
-  /// With a loss mask (Plan::eodMaskLoss): the mask of the tokens read, and the data's end
-  /// of document.
+  /// With a loss mask (Plan::eodMaskLoss) or position ids (Plan::takesPositionIds): those of
+  /// the tokens read (data/LossMask.h, data/Documents.h, as the CPU's Trainer computes
+  /// them), and the data's end of document.
   std::vector<float> lossMask_;
+  std::vector<int32_t> positionIds_;
   int64_t endOfDocument_ = 0;
   /// The device buffer of the i-th input of forward_backward or forward: the tokens, the
-  /// labels, the loss mask (the loader checked that order).
+  /// labels, the loss mask, the position ids (the loader checked that order).
   void *inputBuffer(int index) const;
   /// forward_backward's `expert_load` outputs (counts copied back), summed over the step.
   std::vector<ExpertLoad> expertLoad_;

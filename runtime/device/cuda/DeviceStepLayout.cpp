@@ -89,6 +89,12 @@ Expected<DeviceStepLayout> DeviceStepLayout::create(const TrainingState &state,
       return range.takeError();
     layout.lossMask = *range;
   }
+  if (shape.positionIds) {
+    Expected<ArenaRange> range = place(*tokenBytes);
+    if (!range)
+      return range.takeError();
+    layout.positionIds = *range;
+  }
   for (ArenaRange *r : {&layout.loss, &layout.step, &layout.gradScale, &layout.gradNorm, &layout.lr}) {
     Expected<ArenaRange> range = place(4);
     if (!range)

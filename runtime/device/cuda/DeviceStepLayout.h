@@ -10,8 +10,8 @@
 //   gradients            one contiguous range, every gradient in the parameters' order, so
 //                        a later micro-batch's gradients (`scratch`, laid out the same way,
 //                        present only with several micro-batches) are added in one call
-//   tokens, labels       i32 [micro-batch, sequence]; the loss mask f32, of the same shape,
-//                        when the step takes one
+//   tokens, labels       i32 [micro-batch, sequence]; the loss mask f32 and the position
+//                        ids i32, of the same shape, when the step takes them
 //   scalars              the loss, the step, the gradient scale, the gradient norm and the
 //                        learning rate (the step functions read and write them in device
 //                        memory: the host code never dereferences a buffer)
@@ -48,6 +48,9 @@ struct DeviceStepShape {
   int64_t microBatches = 1;
   /// Whether the step takes a loss mask (f32, a micro-batch's shape; Plan::eodMaskLoss).
   bool lossMask = false;
+  /// Whether the step takes position ids (i32, a micro-batch's shape;
+  /// Plan::takesPositionIds).
+  bool positionIds = false;
   /// Elements of each expert_load output of forward_backward (i64).
   std::vector<int64_t> expertLoadElements;
   /// The host code's workspace.
@@ -65,7 +68,7 @@ struct DeviceStepLayout {
   std::vector<int64_t> gradientOffsets;
   std::optional<ArenaRange> scratch;
   ArenaRange tokens, labels;
-  std::optional<ArenaRange> lossMask;
+  std::optional<ArenaRange> lossMask, positionIds;
   ArenaRange loss, step, gradScale, gradNorm, lr;
   std::vector<ArenaRange> expertLoads;
   ArenaRange workspace;

@@ -149,18 +149,21 @@ TEST(CudaTrainer, RefusesALossMaskWithoutAnEndOfDocument) {
                                            "end-of-document id"));
 }
 
-TEST(CudaTrainer, RefusesPositionIds) {
+TEST(CudaTrainer, RefusesPositionIdsWithoutAnEndOfDocument) {
+  // The position ids are computed from the tokens' documents (data/Documents.h), as on the
+  // CPU: a plan taking them needs the data's end-of-document id.
   Expected<std::unique_ptr<CudaPlanFixture>> fixture = CudaPlanFixture::load();
   ASSERT_TRUE(fixture.ok()) << fixture.error().message();
   CudaPlanFixture *f = fixture->get();
   Plan reset = f->plan;
   reset.resetPositionIds = true;
-  EXPECT_TRUE(mentions(f->refusal(reset),
-                       "the CUDA trainer does not take the position ids of reset_position_ids yet"));
+  EXPECT_TRUE(mentions(f->refusal(reset), "restarts the positions at each document "
+                                          "(reset_position_ids), but the data has no "
+                                          "end-of-document id"));
   Plan mask = f->plan;
   mask.resetAttentionMask = true;
-  EXPECT_TRUE(mentions(f->refusal(mask), "the CUDA trainer does not take the position ids of "
-                                         "reset_attention_mask yet"));
+  EXPECT_TRUE(mentions(f->refusal(mask), "attends within each document (reset_attention_mask), "
+                                         "but the data has no end-of-document id"));
 }
 
 TEST(CudaTrainer, WithoutADeviceSaysSo) {

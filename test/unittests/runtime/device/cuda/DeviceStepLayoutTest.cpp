@@ -50,6 +50,8 @@ std::vector<ArenaRange> allRanges(const DeviceStepLayout &l) {
     all.push_back(*l.scratch);
   if (l.lossMask)
     all.push_back(*l.lossMask);
+  if (l.positionIds)
+    all.push_back(*l.positionIds);
   for (const ArenaRange &r : {l.tokens, l.labels, l.loss, l.step, l.gradScale, l.gradNorm, l.lr,
                               l.workspace})
     all.push_back(r);
@@ -60,6 +62,7 @@ std::vector<ArenaRange> allRanges(const DeviceStepLayout &l) {
 TEST(DeviceStepLayout, RangesAreAlignedApartAndInsideTheArena) {
   DeviceStepShape shape = smallShape(2);
   shape.lossMask = true;
+  shape.positionIds = true;
   Expected<DeviceStepLayout> layout = DeviceStepLayout::create(smallState(), shape);
   ASSERT_TRUE(layout.ok()) << layout.error().message();
   std::vector<ArenaRange> all = allRanges(*layout);
@@ -93,6 +96,14 @@ TEST(DeviceStepLayout, OneCopyOfTheTablesWithTheirSizes) {
   ASSERT_TRUE(withMask.ok()) << withMask.error().message();
   ASSERT_TRUE(withMask->lossMask.has_value());
   EXPECT_EQ(withMask->lossMask->bytes, 2 * 5 * 4);
+  EXPECT_FALSE(layout->positionIds.has_value());
+  DeviceStepShape positioned = smallShape(1);
+  positioned.positionIds = true;
+  Expected<DeviceStepLayout> withPositions = DeviceStepLayout::create(s, positioned);
+  ASSERT_TRUE(withPositions.ok()) << withPositions.error().message();
+  ASSERT_TRUE(withPositions->positionIds.has_value());
+  EXPECT_EQ(withPositions->positionIds->bytes, 2 * 5 * 4);
+  EXPECT_FALSE(withPositions->lossMask.has_value());
   EXPECT_EQ(layout->loss.bytes, 4);
   ASSERT_EQ(layout->expertLoads.size(), 1u);
   EXPECT_EQ(layout->expertLoads[0].bytes, 6 * 8);
