@@ -117,6 +117,14 @@ Error bindForward(const Plan &plan, const KernelLibrary &kernels, const Training
 
 } // namespace
 
+DataInput dataInputAt(int index, bool lossMask) {
+  if (index == 0)
+    return DataInput::Tokens;
+  if (index == 1)
+    return DataInput::Labels;
+  return index == 2 && lossMask ? DataInput::LossMask : DataInput::PositionIds;
+}
+
 std::vector<ExpertLoad> ExpertLoad::forOutputs(const KernelFunction &forwardBackward) {
   std::vector<ExpertLoad> loads;
   for (const KernelBuffer &b : forwardBackward.outputs)

@@ -37,6 +37,14 @@ struct BufferBinding {
   size_t index = 0;
 };
 
+/// The data inputs of forward_backward and forward, in the order the plan's loader checked:
+/// the token ids, the labels, the loss mask (Plan::eodMaskLoss), the position ids
+/// (Plan::takesPositionIds).
+enum class DataInput { Tokens, Labels, LossMask, PositionIds };
+
+/// What the `index`-th data input of a plan that takes a loss mask (`lossMask`) or not is.
+DataInput dataInputAt(int index, bool lossMask);
+
 /// forward_backward's `expert_load` outputs as a trainer keeps them: a micro-batch's counts
 /// and their sum over the step's micro-batches, row-major [layers, experts] (i64).
 struct ExpertLoad {

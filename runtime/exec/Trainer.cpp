@@ -183,14 +183,16 @@ int64_t Trainer::bufferBytes() const {
 }
 
 void *Trainer::inputBuffer(int index) {
-  // The loader checked the order: tokens, labels, then the loss mask (Plan::eodMaskLoss),
-  // then the position ids (Plan::takesPositionIds).
-  if (index == 0)
+  switch (dataInputAt(index, !lossMask_.empty())) {
+  case DataInput::Tokens:
     return tokens_.data();
-  if (index == 1)
+  case DataInput::Labels:
     return labels_.data();
-  if (index == 2 && !lossMask_.empty())
+  case DataInput::LossMask:
     return lossMask_.data();
+  case DataInput::PositionIds:
+    break;
+  }
   return positionIds_.data();
 }
 

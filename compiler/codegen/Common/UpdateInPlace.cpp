@@ -9,6 +9,7 @@
 
 #include "compiler/codegen/Common/UpdateInPlace.h"
 #include "compiler/codegen/Common/Passes.h"
+#include "compiler/transforms/Passes.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -38,7 +39,7 @@ namespace {
 std::optional<NamedAttribute> heldBuffer(DictionaryAttr attrs) {
   if (!attrs)
     return std::nullopt;
-  for (StringRef name : {"mt.param", "mt.state"})
+  for (StringRef name : {mtc::transforms::kParamAttrName, mtc::transforms::kStateAttrName})
     if (std::optional<NamedAttribute> entry = attrs.getNamed(name))
       return entry;
   return std::nullopt;
@@ -64,7 +65,7 @@ namespace {
 /// The step's gradient norm: a result or argument of kind `grad_norm`.
 Value gradNorm(func::FuncOp func, func::ReturnOp ret) {
   auto isNorm = [](DictionaryAttr attrs) {
-    auto kind = attrs ? attrs.getAs<StringAttr>("mt.buffer") : nullptr;
+    auto kind = attrs ? attrs.getAs<StringAttr>(mtc::mt::MTDialect::kBufferAttrName) : nullptr;
     return kind && kind.getValue() == "grad_norm";
   };
   for (unsigned r = 0; r < func.getNumResults(); ++r)

@@ -256,13 +256,17 @@ Expected<std::unique_ptr<CudaTrainer>> CudaTrainer::create(DeviceTrainerInputs i
 }
 
 void *CudaTrainer::inputBuffer(int index) const {
-  // The loader checked the order: tokens, labels, then the loss mask (Plan::eodMaskLoss),
-  // then the position ids (Plan::takesPositionIds).
-  if (index == 0)
+  switch (dataInputAt(index, layout_.lossMask.has_value())) {
+  case DataInput::Tokens:
     return at(layout_.tokens);
-  if (index == 1)
+  case DataInput::Labels:
     return at(layout_.labels);
-  return at(index == 2 && layout_.lossMask ? *layout_.lossMask : *layout_.positionIds);
+  case DataInput::LossMask:
+    return at(*layout_.lossMask);
+  case DataInput::PositionIds:
+    break;
+  }
+  return at(*layout_.positionIds);
 }
 
 void *CudaTrainer::at(const ArenaRange &range) const {

@@ -29,6 +29,16 @@ TEST(OptimizerStepCall, EachBindingToItsPointerInArgumentOrder) {
   EXPECT_EQ(call, expected);
 }
 
+TEST(DataInputAt, TokensLabelsThenTheLossMaskThenThePositionIds) {
+  EXPECT_EQ(dataInputAt(0, false), DataInput::Tokens);
+  EXPECT_EQ(dataInputAt(1, false), DataInput::Labels);
+  EXPECT_EQ(dataInputAt(2, false), DataInput::PositionIds);
+  EXPECT_EQ(dataInputAt(0, true), DataInput::Tokens);
+  EXPECT_EQ(dataInputAt(1, true), DataInput::Labels);
+  EXPECT_EQ(dataInputAt(2, true), DataInput::LossMask);
+  EXPECT_EQ(dataInputAt(3, true), DataInput::PositionIds);
+}
+
 Plan offloadablePlan() {
   Plan plan;
   plan.dir = "/plans/gpt.plan";
