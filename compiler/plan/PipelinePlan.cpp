@@ -203,9 +203,8 @@ FailureOr<json::Object> mtc::buildPipelineJson(ModuleOp trained, const pipeline:
   // Predicted memory per stage and schedule: the most residuals and stash the stage's task
   // list holds at once, and, with the kernels' arenas, the peak of everything it holds
   // (PipelineTrainer::peakBytes): parameters and state (updated in place by the optimizer),
-  // the gradient buffers (twice the gradients: a chunk's part lands in a
-  // second buffer; less under ZeRO-2), the buffers of the task list at most, and the stage's
-  // arena.
+  // the gradient buffers (twice the gradients: a chunk's part lands in a second buffer; less
+  // under ZeRO-2), the buffers of the task list at most, and the stage's arena.
   FailureOr<PipelineBufferBytes> bytes = pipelineBufferBytes(trained);
   if (failed(bytes))
     return failure();

@@ -60,8 +60,9 @@ struct PlanKernels {
 };
 
 /// The bytes one rank holds for training: the buffers runtime/exec/Trainer.h allocates
-/// (parameters and optimizer state, which the optimizer updates in place; gradients; a second gradient buffer when the global batch takes several micro-batches;
-/// the token and label buffers of a micro-batch) plus the compiled kernels' workspace.
+/// (parameters and optimizer state, which the optimizer updates in place; gradients; a
+/// second gradient buffer when the global batch takes several micro-batches; the token and
+/// label buffers of a micro-batch) plus the compiled kernels' workspace.
 struct MemoryPrediction {
   int64_t parameters = 0;
   int64_t optimizerState = 0;
